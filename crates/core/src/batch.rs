@@ -1,0 +1,212 @@
+//! A batch: up to `MAX_BATCH` packets that move through NFs and links together.
+//! Work per batch (a call, a clock read, a ring publish) is shared by all its packets.
+
+use crate::packet::Packet;
+use crate::pool::PacketRef;
+
+/// The largest batch size sfclab supports; the default is 32, as in DPDK and VPP.
+pub const MAX_BATCH: usize = 256;
+
+/// Owns up to `size` packets (`size <= MAX_BATCH`, fixed at creation).
+pub struct Batch {
+    len: usize,
+    size: usize,
+    pkts: [*mut Packet; MAX_BATCH],
+}
+
+// SAFETY: the batch uniquely owns the buffers it points to (each came from a PacketRef).
+unsafe impl Send for Batch {}
+
+impl Batch {
+    /// An empty batch that holds at most `size` packets (clamped to 1..=MAX_BATCH).
+    pub fn new(size: usize) -> Batch {
+        Batch {
+            len: 0,
+            size: size.clamp(1, MAX_BATCH),
+            pkts: [std::ptr::null_mut(); MAX_BATCH],
+        }
+    }
+
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The most packets this batch holds.
+    #[inline(always)]
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Free slots.
+    #[inline(always)]
+    pub fn room(&self) -> usize {
+        self.size - self.len
+    }
+
+    /// Adds a packet, or hands it back when the batch is full.
+    #[inline]
+    pub fn push(&mut self, pkt: PacketRef) -> Result<(), PacketRef> {
+        if self.len == self.size {
+            return Err(pkt);
+        }
+        // SAFETY: there is room (checked).
+        unsafe { self.push_raw(pkt.into_raw()) };
+        Ok(())
+    }
+
+    /// # Safety
+    /// There must be room, and `p` must be a buffer this batch may own.
+    #[inline(always)]
+    pub(crate) unsafe fn push_raw(&mut self, p: *mut Packet) {
+        debug_assert!(self.len < self.size);
+        // SAFETY: len < size <= MAX_BATCH.
+        unsafe { *self.pkts.get_unchecked_mut(self.len) = p };
+        self.len += 1;
+    }
+
+    /// Removes and returns the last packet.
+    #[inline]
+    pub fn pop(&mut self) -> Option<PacketRef> {
+        if self.len == 0 {
+            return None;
+        }
+        self.len -= 1;
+        // SAFETY: the slot held an owned buffer, now moved out.
+        Some(unsafe { PacketRef::from_raw(self.pkts[self.len]) })
+    }
+
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> &Packet {
+        assert!(i < self.len);
+        // SAFETY: slots below len hold owned, live buffers.
+        unsafe { &*self.pkts[i] }
+    }
+
+    #[inline(always)]
+    pub fn get_mut(&mut self, i: usize) -> &mut Packet {
+        assert!(i < self.len);
+        // SAFETY: as above; &mut self makes the access unique.
+        unsafe { &mut *self.pkts[i] }
+    }
+
+    #[inline(always)]
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &Packet> + '_ {
+        // SAFETY: slots below len hold owned, live buffers.
+        self.raw().iter().map(|&p| unsafe { &*p })
+    }
+
+    #[inline(always)]
+    pub fn iter_mut(&mut self) -> impl ExactSizeIterator<Item = &mut Packet> + '_ {
+        let len = self.len;
+        // SAFETY: distinct buffers (pool invariant), owned by this batch, borrowed mutably once.
+        self.pkts[..len].iter().map(|&p| unsafe { &mut *p })
+    }
+
+    /// Moves every packet out, in order.
+    pub fn drain(&mut self) -> impl Iterator<Item = PacketRef> + '_ {
+        let len = std::mem::take(&mut self.len);
+        // SAFETY: each slot below the old len is moved out exactly once.
+        self.pkts[..len]
+            .iter()
+            .map(|&p| unsafe { PacketRef::from_raw(p) })
+    }
+
+    /// Keeps the packets for which `keep(index, packet)` is true, in order, and moves the
+    /// others to `reject(index, packet)`. Indices are the positions before compaction.
+    #[inline]
+    pub fn partition(
+        &mut self,
+        mut keep: impl FnMut(usize, &Packet) -> bool,
+        mut reject: impl FnMut(usize, PacketRef),
+    ) {
+        let mut w = 0;
+        for r in 0..self.len {
+            let p = self.pkts[r];
+            // SAFETY: slot r holds an owned buffer.
+            if keep(r, unsafe { &*p }) {
+                self.pkts[w] = p;
+                w += 1;
+            } else {
+                // SAFETY: moved out of the batch exactly once (slot is overwritten or cut).
+                reject(r, unsafe { PacketRef::from_raw(p) });
+            }
+        }
+        self.len = w;
+    }
+
+    /// Appends every packet of `other` that fits; the rest stay in `other`.
+    pub fn append_from(&mut self, other: &mut Batch) {
+        let n = other.len.min(self.room());
+        self.pkts[self.len..self.len + n].copy_from_slice(&other.pkts[..n]);
+        self.len += n;
+        other.pkts.copy_within(n..other.len, 0);
+        other.len -= n;
+    }
+
+    #[inline(always)]
+    pub(crate) fn raw(&self) -> &[*mut Packet] {
+        &self.pkts[..self.len]
+    }
+
+    /// Empties the batch without touching the buffers (their ownership moved elsewhere).
+    #[inline(always)]
+    pub(crate) fn forget_all(&mut self) {
+        self.len = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::PacketPool;
+
+    #[test]
+    fn partition_keeps_order_and_hands_out_the_rest() {
+        let mut pool = PacketPool::new(8);
+        let mut batch = Batch::new(8);
+        pool.alloc_into(&mut batch, 8);
+        for (i, p) in batch.iter_mut().enumerate() {
+            p.reset(14)[0] = i as u8;
+        }
+        let mut rejected = Vec::new();
+        batch.partition(|i, _| i % 3 != 0, |i, p| rejected.push((i, p)));
+        let kept: Vec<u8> = batch.iter().map(|p| p.data()[0]).collect();
+        assert_eq!(kept, vec![1, 2, 4, 5, 7]);
+        assert_eq!(
+            rejected.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            vec![0, 3, 6]
+        );
+        for (_, p) in rejected {
+            pool.free(p);
+        }
+        pool.free_batch(&mut batch);
+        assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn push_respects_size_and_append_moves_what_fits() {
+        let mut pool = PacketPool::new(8);
+        let mut a = Batch::new(3);
+        for _ in 0..3 {
+            a.push(pool.alloc().unwrap()).ok().unwrap();
+        }
+        let extra = pool.alloc().unwrap();
+        let extra = a.push(extra).unwrap_err();
+        pool.free(extra);
+        let mut b = Batch::new(2);
+        b.append_from(&mut a);
+        assert_eq!((a.len(), b.len()), (1, 2));
+        pool.free_batch(&mut a);
+        for p in b.drain().collect::<Vec<_>>() {
+            pool.free(p);
+        }
+        assert!(b.is_empty());
+        assert_eq!(pool.in_use(), 0);
+    }
+}

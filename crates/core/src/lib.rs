@@ -1,0 +1,23 @@
+//! The packet core of sfclab.
+//!
+//! - [`packet`]: a fixed-size buffer with its metadata line, headroom and frame bytes.
+//! - [`pool`]: one preallocated mapping of buffers; a LIFO free list of handles.
+//! - [`batch`]: up to [`batch::MAX_BATCH`] packets moved together.
+//! - [`nf`]: the network-function contract: a batch in, a verdict per packet out.
+//! - [`port`]: the batch I/O interface that generators, sinks and real interfaces share.
+//! - [`tsc`]: the time-stamp counter, read once per batch, never per packet.
+//!
+//! Nothing in the hot path here allocates, locks or makes a system call.
+
+pub mod batch;
+pub mod nf;
+pub mod packet;
+pub mod pool;
+pub mod port;
+pub mod tsc;
+
+pub use batch::{Batch, MAX_BATCH};
+pub use nf::{DropReason, NetworkFunction, NfStats, Verdict, Verdicts};
+pub use packet::{Packet, PacketMeta};
+pub use pool::{PacketPool, PacketRef};
+pub use port::{PortStats, RxPort, TxPort};

@@ -1,0 +1,255 @@
+//! The network-function contract.
+//!
+//! An NF is built from a typed config (all validation happens there) and then sees
+//! batches. For every packet it returns a verdict: continue to the next NF (the
+//! default, so an NF that passes everything writes nothing), leave the chain on an
+//! output port, or drop with a named reason. The runtime moves packets, frees drops
+//! and keeps the counters; an NF never touches rings, pools or I/O.
+
+use crate::batch::{Batch, MAX_BATCH};
+
+/// Why a packet was dropped. Every drop in sfclab has one, counted where it happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum DropReason {
+    /// Too short or inconsistent headers.
+    Malformed = 1,
+    /// Not the protocol this NF handles (e.g. a non-IP frame at a router).
+    Unsupported,
+    /// IPv4 TTL or IPv6 hop limit reached zero.
+    TtlExpired,
+    /// No route matched.
+    NoRoute,
+    /// Denied by a filter rule.
+    Filtered,
+    /// Over the configured rate.
+    RateExceeded,
+    /// A drop the experiment asked for (synthetic NF `drop_one_in`).
+    Injected,
+    /// An NF sent the packet to an output port the runtime does not have.
+    NoSuchPort,
+    /// A link (ring) between NFs was full.
+    LinkFull,
+    /// An egress port could not take the packet.
+    TxFull,
+}
+
+impl DropReason {
+    /// Number of reasons; codes are 1..=COUNT.
+    pub const COUNT: usize = 10;
+    pub const ALL: [DropReason; DropReason::COUNT] = [
+        DropReason::Malformed,
+        DropReason::Unsupported,
+        DropReason::TtlExpired,
+        DropReason::NoRoute,
+        DropReason::Filtered,
+        DropReason::RateExceeded,
+        DropReason::Injected,
+        DropReason::NoSuchPort,
+        DropReason::LinkFull,
+        DropReason::TxFull,
+    ];
+
+    /// Stable kebab-case name used in tables, JSON and CSV.
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Malformed => "malformed",
+            DropReason::Unsupported => "unsupported",
+            DropReason::TtlExpired => "ttl-expired",
+            DropReason::NoRoute => "no-route",
+            DropReason::Filtered => "filtered",
+            DropReason::RateExceeded => "rate-exceeded",
+            DropReason::Injected => "injected",
+            DropReason::NoSuchPort => "no-such-port",
+            DropReason::LinkFull => "link-full",
+            DropReason::TxFull => "tx-full",
+        }
+    }
+
+    #[inline(always)]
+    fn index(self) -> usize {
+        self as usize - 1
+    }
+
+    fn from_code(code: u8) -> DropReason {
+        DropReason::ALL[usize::from(code) - 1]
+    }
+}
+
+const _: () = assert!(DropReason::TxFull as usize == DropReason::COUNT);
+
+/// What happens to one packet after an NF.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// On to the next NF (or the chain's egress after the last one).
+    Continue,
+    /// Leave the chain now on output port `n`.
+    Out(u8),
+    /// Drop, counted under this reason at this NF.
+    Drop(DropReason),
+}
+
+/// Code layout: 0 continue, 1..=127 a drop reason, 128 + n output port n.
+const OUT_BASE: u8 = 128;
+
+/// The verdicts of one batch. All start as `Continue`; an NF writes only exceptions,
+/// so a pass-everything NF costs nothing here and the runtime skips the sorting step
+/// whenever `exceptions() == 0`.
+pub struct Verdicts {
+    codes: [u8; MAX_BATCH],
+    exceptions: usize,
+}
+
+impl Default for Verdicts {
+    fn default() -> Self {
+        Verdicts {
+            codes: [0; MAX_BATCH],
+            exceptions: 0,
+        }
+    }
+}
+
+impl Verdicts {
+    /// Drops packet `i` of the batch with `reason`.
+    #[inline(always)]
+    pub fn drop(&mut self, i: usize, reason: DropReason) {
+        self.set(i, reason as u8);
+    }
+
+    /// Sends packet `i` out on port `port` (0..=127).
+    #[inline(always)]
+    pub fn out(&mut self, i: usize, port: u8) {
+        debug_assert!(port < OUT_BASE);
+        self.set(i, OUT_BASE | (port & 0x7f));
+    }
+
+    #[inline(always)]
+    fn set(&mut self, i: usize, code: u8) {
+        if self.codes[i] == 0 {
+            self.exceptions += 1;
+        }
+        self.codes[i] = code;
+    }
+
+    /// How many packets got a verdict other than `Continue`.
+    #[inline(always)]
+    pub fn exceptions(&self) -> usize {
+        self.exceptions
+    }
+
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> Verdict {
+        match self.codes[i] {
+            0 => Verdict::Continue,
+            c if c >= OUT_BASE => Verdict::Out(c - OUT_BASE),
+            c => Verdict::Drop(DropReason::from_code(c)),
+        }
+    }
+
+    /// Back to all-`Continue` for the first `n` packets.
+    #[inline(always)]
+    pub fn clear(&mut self, n: usize) {
+        if self.exceptions != 0 {
+            self.codes[..n].fill(0);
+            self.exceptions = 0;
+        }
+    }
+}
+
+/// A network function. See the module docs for the contract.
+pub trait NetworkFunction: Send {
+    /// The NF type, as written in chain files (`forwarder`, `synthetic`, ...).
+    fn kind(&self) -> &'static str;
+
+    /// Processes one batch: reads and rewrites packets in place and records a verdict for
+    /// every packet that must not simply continue. Must not panic on any packet content.
+    fn process(&mut self, batch: &mut Batch, verdicts: &mut Verdicts);
+
+    /// Slow-path work (timers, table ageing), called every few thousand batches with the TSC.
+    fn tick(&mut self, _now: u64) {}
+
+    /// NF-specific counters (slow path), e.g. table sizes.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+}
+
+/// Counters kept by the runtime for each NF. Plain integers: one owner thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NfStats {
+    pub packets_in: u64,
+    /// Continued or sent out on a port.
+    pub packets_out: u64,
+    pub batches: u64,
+    /// TSC cycles inside `process`, measured per batch (0 when accounting is off).
+    pub cycles: u64,
+    pub drops: [u64; DropReason::COUNT],
+}
+
+impl NfStats {
+    #[inline(always)]
+    pub fn count_drop(&mut self, reason: DropReason) {
+        self.drops[reason.index()] += 1;
+    }
+
+    pub fn dropped(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    /// Non-zero drop counters by reason.
+    pub fn drops_by_reason(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL
+            .iter()
+            .map(|&r| (r, self.drops[r.index()]))
+            .filter(|&(_, n)| n > 0)
+    }
+
+    /// Counters accumulated since `earlier` (a snapshot of the same NF).
+    pub fn since(&self, earlier: &NfStats) -> NfStats {
+        let mut drops = self.drops;
+        for (d, e) in drops.iter_mut().zip(earlier.drops) {
+            *d -= e;
+        }
+        NfStats {
+            packets_in: self.packets_in - earlier.packets_in,
+            packets_out: self.packets_out - earlier.packets_out,
+            batches: self.batches - earlier.batches,
+            cycles: self.cycles - earlier.cycles,
+            drops,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdict_codes_round_trip() {
+        let mut v = Verdicts::default();
+        assert_eq!(v.get(0), Verdict::Continue);
+        for (i, &r) in DropReason::ALL.iter().enumerate() {
+            v.drop(i, r);
+            assert_eq!(v.get(i), Verdict::Drop(r));
+        }
+        v.out(20, 0);
+        v.out(21, 127);
+        assert_eq!(v.get(20), Verdict::Out(0));
+        assert_eq!(v.get(21), Verdict::Out(127));
+        assert_eq!(v.exceptions(), DropReason::COUNT + 2);
+        // Overwriting a verdict does not count it twice.
+        v.drop(20, DropReason::Filtered);
+        assert_eq!(v.exceptions(), DropReason::COUNT + 2);
+        v.clear(32);
+        assert_eq!(v.exceptions(), 0);
+        assert!((0..32).all(|i| v.get(i) == Verdict::Continue));
+    }
+
+    #[test]
+    fn reason_names_are_unique() {
+        let mut names: Vec<_> = DropReason::ALL.iter().map(|r| r.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), DropReason::COUNT);
+    }
+}

@@ -1,0 +1,299 @@
+//! The packet-buffer pool: one anonymous mapping carved into `BUF_SIZE` buffers and a
+//! LIFO free list of handles, so that the buffers used last (still in cache) are reused
+//! first. Allocation and free are a pointer pop/push: no system call, no lock.
+//!
+//! A pool belongs to one thread at a time. Handles are unique (`PacketRef` is not
+//! `Clone`), so safe code cannot free a buffer twice; `free` still checks the buffer's
+//! state and origin, because a bug there would corrupt every later measurement.
+
+use crate::batch::Batch;
+use crate::packet::{BUF_SIZE, HEADROOM, Packet};
+use memmap2::{MmapMut, MmapOptions};
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+
+const STATE_FREE: u32 = 0x5fc0_f4ee;
+const STATE_IN_USE: u32 = 0x5fc0_a11c;
+
+/// Owning handle to one packet buffer of a [`PacketPool`].
+///
+/// Dropping a handle without giving it back to its pool leaks the buffer; the pool
+/// notices (see [`PacketPool::in_use`]) and, if it is dropped first, keeps its memory
+/// mapped so that no handle ever dangles.
+pub struct PacketRef(NonNull<Packet>);
+
+// SAFETY: a PacketRef is the unique owner of its buffer, like a Box.
+unsafe impl Send for PacketRef {}
+
+impl PacketRef {
+    #[inline(always)]
+    pub(crate) fn into_raw(self) -> *mut Packet {
+        self.0.as_ptr()
+    }
+
+    /// # Safety
+    /// `ptr` must come from `into_raw` of a handle not used since.
+    #[inline(always)]
+    pub(crate) unsafe fn from_raw(ptr: *mut Packet) -> PacketRef {
+        // SAFETY: non-null by the caller's contract.
+        PacketRef(unsafe { NonNull::new_unchecked(ptr) })
+    }
+}
+
+impl Deref for PacketRef {
+    type Target = Packet;
+    #[inline(always)]
+    fn deref(&self) -> &Packet {
+        // SAFETY: the handle owns a live buffer of a pool that outlives it (see type docs).
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl DerefMut for PacketRef {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Packet {
+        // SAFETY: as above, and the handle is unique.
+        unsafe { self.0.as_mut() }
+    }
+}
+
+/// Counters of a pool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PoolStats {
+    pub capacity: u64,
+    pub available: u64,
+    /// Allocations refused because the pool was empty.
+    pub exhausted: u64,
+}
+
+/// A preallocated set of packet buffers.
+pub struct PacketPool {
+    map: Option<MmapMut>,
+    base: *mut Packet,
+    capacity: usize,
+    free: Vec<*mut Packet>,
+    exhausted: u64,
+}
+
+// SAFETY: the pool owns its mapping and raw pointers into it; moving it to another thread
+// moves that ownership. It is not Sync: one thread uses it at a time.
+unsafe impl Send for PacketPool {}
+
+impl PacketPool {
+    /// Maps `capacity` buffers (prefaulted) and puts them all on the free list.
+    pub fn new(capacity: usize) -> PacketPool {
+        assert!(
+            capacity > 0 && capacity <= u32::MAX as usize,
+            "pool capacity out of range"
+        );
+        let mut map = MmapOptions::new()
+            .len(capacity * BUF_SIZE)
+            .populate()
+            .map_anon()
+            .expect("cannot map the packet pool (out of memory?)");
+        let base = map.as_mut_ptr().cast::<Packet>();
+        let mut free = Vec::with_capacity(capacity);
+        // Push in reverse so that the first allocations walk the mapping upwards.
+        for i in (0..capacity).rev() {
+            // SAFETY: i < capacity, inside the mapping; the mapping is page aligned and
+            // BUF_SIZE is a multiple of 64, so every buffer is 64-byte aligned.
+            let p = unsafe { base.add(i) };
+            unsafe {
+                (*p).meta = Default::default();
+                (*p).meta.data_off = HEADROOM as u16;
+                (*p).meta.state = STATE_FREE;
+            }
+            free.push(p);
+        }
+        PacketPool {
+            map: Some(map),
+            base,
+            capacity,
+            free,
+            exhausted: 0,
+        }
+    }
+
+    /// Runs `f` over every buffer's whole room once (e.g. to write a payload pattern).
+    /// Only allowed while every buffer is in the pool.
+    pub fn prime(&mut self, mut f: impl FnMut(&mut [u8])) {
+        assert_eq!(
+            self.in_use(),
+            0,
+            "prime() needs every buffer back in the pool"
+        );
+        for &p in &self.free {
+            // SAFETY: free buffers are owned by the pool and not aliased.
+            f(unsafe { (*p).room_mut() });
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Buffers on the free list.
+    pub fn available(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Buffers handed out and not yet returned.
+    pub fn in_use(&self) -> usize {
+        self.capacity - self.free.len()
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        PoolStats {
+            capacity: self.capacity as u64,
+            available: self.free.len() as u64,
+            exhausted: self.exhausted,
+        }
+    }
+
+    /// One buffer with an empty frame at the default headroom, or `None` when exhausted.
+    #[inline]
+    pub fn alloc(&mut self) -> Option<PacketRef> {
+        let Some(p) = self.free.pop() else {
+            self.exhausted += 1;
+            return None;
+        };
+        // SAFETY: p came off the free list, so it is a live, unaliased buffer of this pool.
+        unsafe {
+            (*p).meta.state = STATE_IN_USE;
+            (*p).meta.data_off = HEADROOM as u16;
+            (*p).meta.len = 0;
+            Some(PacketRef::from_raw(p))
+        }
+    }
+
+    /// Appends up to `n` buffers to `batch` (bounded by its free room); returns how many.
+    /// Frames are left as the previous user left them: the caller resets them.
+    #[inline]
+    pub fn alloc_into(&mut self, batch: &mut Batch, n: usize) -> usize {
+        let n = n.min(batch.room());
+        let take = n.min(self.free.len());
+        if take < n {
+            self.exhausted += 1;
+        }
+        let from = self.free.len() - take;
+        for &p in &self.free[from..] {
+            // SAFETY: free buffers are live and owned by the pool until handed out here.
+            unsafe {
+                (*p).meta.state = STATE_IN_USE;
+                batch.push_raw(p);
+            }
+        }
+        self.free.truncate(from);
+        take
+    }
+
+    /// Gives one buffer back.
+    #[inline]
+    pub fn free(&mut self, pkt: PacketRef) {
+        let p = pkt.into_raw();
+        self.check_returning(p);
+        self.free.push(p);
+    }
+
+    /// Gives every buffer of `batch` back and empties it.
+    #[inline]
+    pub fn free_batch(&mut self, batch: &mut Batch) {
+        for &p in batch.raw() {
+            self.check_returning(p);
+        }
+        self.free.extend_from_slice(batch.raw());
+        batch.forget_all();
+    }
+
+    #[inline(always)]
+    fn check_returning(&self, p: *mut Packet) {
+        let idx = (p as usize).wrapping_sub(self.base as usize) / BUF_SIZE;
+        assert!(
+            idx < self.capacity,
+            "buffer returned to a pool it does not belong to"
+        );
+        // SAFETY: p is inside this pool's mapping (checked above).
+        let state = unsafe { &mut (*p).meta.state };
+        assert!(*state == STATE_IN_USE, "buffer freed twice");
+        *state = STATE_FREE;
+    }
+}
+
+impl Drop for PacketPool {
+    fn drop(&mut self) {
+        if self.in_use() != 0 {
+            // Handles are still out: unmapping would let them dangle, so keep the memory.
+            std::mem::forget(self.map.take());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millions_of_cycles_leak_nothing() {
+        let mut pool = PacketPool::new(256);
+        let mut batch = Batch::new(32);
+        for round in 0..100_000u32 {
+            let got = pool.alloc_into(&mut batch, 32);
+            assert_eq!(got, 32);
+            for p in batch.iter_mut() {
+                p.reset(60)[0] = round as u8;
+            }
+            // Drop a few one by one, the rest in bulk, as a chain does.
+            let one = batch.pop().unwrap();
+            pool.free(one);
+            pool.free_batch(&mut batch);
+            assert!(batch.is_empty());
+        }
+        assert_eq!(pool.available(), 256);
+        assert_eq!(pool.stats().exhausted, 0);
+    }
+
+    #[test]
+    fn exhaustion_is_counted_not_fatal() {
+        let mut pool = PacketPool::new(40);
+        let mut a = Batch::new(32);
+        let mut b = Batch::new(32);
+        assert_eq!(pool.alloc_into(&mut a, 32), 32);
+        assert_eq!(pool.alloc_into(&mut b, 32), 8);
+        assert!(pool.alloc().is_none());
+        assert_eq!(pool.stats().exhausted, 2);
+        pool.free_batch(&mut a);
+        pool.free_batch(&mut b);
+        assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn buffers_are_distinct_and_aligned() {
+        let mut pool = PacketPool::new(64);
+        let mut batch = Batch::new(64);
+        pool.alloc_into(&mut batch, 64);
+        let mut addrs: Vec<usize> = batch.raw().iter().map(|p| *p as usize).collect();
+        assert!(addrs.iter().all(|a| a % 64 == 0));
+        addrs.sort();
+        addrs.dedup();
+        assert_eq!(addrs.len(), 64);
+        pool.free_batch(&mut batch);
+    }
+
+    #[test]
+    #[should_panic(expected = "does not belong")]
+    fn foreign_buffer_is_refused() {
+        let mut a = PacketPool::new(2);
+        let mut b = PacketPool::new(2);
+        let p = a.alloc().unwrap();
+        b.free(p);
+    }
+
+    #[test]
+    fn dropping_a_pool_with_buffers_out_keeps_them_valid() {
+        let mut pool = PacketPool::new(2);
+        let mut p = pool.alloc().unwrap();
+        drop(pool);
+        p.reset(14).fill(1);
+        assert_eq!(p.data()[13], 1);
+    }
+}

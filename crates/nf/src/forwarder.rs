@@ -1,0 +1,112 @@
+//! `forwarder`: rewrites the destination and source MAC of every frame, as the L2
+//! forwarders of the papers (and `testpmd --forward-mode=mac`) do.
+//!
+//! Keys: `dst_mac` (default `02:00:00:00:00:02`), `src_mac` (default `02:00:00:00:00:01`).
+//! Drops: `malformed` (frame shorter than an Ethernet header).
+
+use serde::Deserialize;
+use sfclab_core::{Batch, DropReason, NetworkFunction, Verdicts};
+use sfclab_wire::{EthernetHeader, MacAddr};
+
+use crate::ConfigError;
+
+pub struct Forwarder {
+    /// Destination then source MAC: the first 12 bytes of the frame.
+    macs: [u8; 12],
+}
+
+impl NetworkFunction for Forwarder {
+    fn kind(&self) -> &'static str {
+        "forwarder"
+    }
+
+    #[inline]
+    fn process(&mut self, batch: &mut Batch, verdicts: &mut Verdicts) {
+        for (i, p) in batch.iter_mut().enumerate() {
+            match p.data_mut().first_chunk_mut::<{ EthernetHeader::LEN }>() {
+                Some(hdr) => hdr[..12].copy_from_slice(&self.macs),
+                None => verdicts.drop(i, DropReason::Malformed),
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForwarderConfig {
+    pub name: Option<String>,
+    pub dst_mac: Option<String>,
+    pub src_mac: Option<String>,
+}
+
+impl Forwarder {
+    pub const DEFAULT_DST: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
+    pub const DEFAULT_SRC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+
+    pub fn new(cfg: &ForwarderConfig) -> Result<Forwarder, ConfigError> {
+        let parse = |key, v: &Option<String>, default| match v {
+            None => Ok(default),
+            Some(s) => s.parse::<MacAddr>().map_err(|e| ConfigError::new(key, e)),
+        };
+        let dst = parse("dst_mac", &cfg.dst_mac, Self::DEFAULT_DST)?;
+        let src = parse("src_mac", &cfg.src_mac, Self::DEFAULT_SRC)?;
+        Ok(Forwarder::with_macs(dst, src))
+    }
+
+    pub fn with_macs(dst: MacAddr, src: MacAddr) -> Forwarder {
+        let mut macs = [0u8; 12];
+        macs[..6].copy_from_slice(&dst.0);
+        macs[6..].copy_from_slice(&src.0);
+        Forwarder { macs }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{run_one_batch, udp_frame};
+    use sfclab_core::Verdict;
+
+    #[test]
+    fn rewrites_both_macs_and_nothing_else() {
+        let cfg = ForwarderConfig {
+            dst_mac: Some("02:11:22:33:44:55".into()),
+            src_mac: Some("02:66:77:88:99:aa".into()),
+            ..Default::default()
+        };
+        let mut nf = Forwarder::new(&cfg).unwrap();
+        let frame = udp_frame();
+        let (out, verdicts) = run_one_batch(&mut nf, &[frame.clone(), frame.clone()]);
+        assert_eq!(verdicts, vec![Verdict::Continue; 2]);
+        for f in out {
+            assert_eq!(&f[..6], &[2, 0x11, 0x22, 0x33, 0x44, 0x55]);
+            assert_eq!(&f[6..12], &[2, 0x66, 0x77, 0x88, 0x99, 0xaa]);
+            assert_eq!(&f[12..], &frame[12..], "payload and EtherType untouched");
+        }
+    }
+
+    #[test]
+    fn short_frames_are_dropped_as_malformed() {
+        let mut nf = Forwarder::new(&ForwarderConfig::default()).unwrap();
+        let (_, v) = run_one_batch(&mut nf, &[vec![0; 13], udp_frame(), vec![]]);
+        assert_eq!(
+            v,
+            vec![
+                Verdict::Drop(DropReason::Malformed),
+                Verdict::Continue,
+                Verdict::Drop(DropReason::Malformed)
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_mac_names_the_key() {
+        let cfg = ForwarderConfig {
+            src_mac: Some("02:00".into()),
+            ..Default::default()
+        };
+        let err = Forwarder::new(&cfg).err().unwrap();
+        assert_eq!(err.key, "src_mac");
+        assert!(err.reason.contains("02:00"));
+    }
+}

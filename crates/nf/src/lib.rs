@@ -1,0 +1,49 @@
+//! The NF library. One NF per file, its hot `process` first; each file's docs list the
+//! config keys, counters and drop reasons. [`NfConfig`] is the typed form of one chain
+//! element as written in a chain file, and builds the NF (all validation happens there).
+
+pub mod config;
+pub mod forwarder;
+pub mod noop;
+pub mod synthetic;
+
+pub use config::{ByteSize, ConfigError, NfConfig};
+pub use forwarder::Forwarder;
+pub use noop::Noop;
+pub use synthetic::Synthetic;
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use sfclab_core::{Batch, NetworkFunction, PacketPool, Verdicts};
+
+    /// Runs `nf` over one batch of `frames`; returns the output frames (after the NF's
+    /// rewrites) and the verdicts, and gives every buffer back.
+    pub fn run_one_batch(
+        nf: &mut dyn NetworkFunction,
+        frames: &[Vec<u8>],
+    ) -> (Vec<Vec<u8>>, Vec<sfclab_core::Verdict>) {
+        let mut pool = PacketPool::new(frames.len().max(1));
+        let mut batch = Batch::new(frames.len());
+        pool.alloc_into(&mut batch, frames.len());
+        for (p, f) in batch.iter_mut().zip(frames) {
+            p.reset(f.len()).copy_from_slice(f);
+        }
+        let mut verdicts = Verdicts::default();
+        nf.process(&mut batch, &mut verdicts);
+        let out = batch.iter().map(|p| p.data().to_vec()).collect();
+        let v = (0..frames.len()).map(|i| verdicts.get(i)).collect();
+        pool.free_batch(&mut batch);
+        (out, v)
+    }
+
+    /// A 60-byte Ethernet/IPv4/UDP frame.
+    pub fn udp_frame() -> Vec<u8> {
+        let mut out = Vec::new();
+        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0xaa], [2, 0, 0, 0, 0, 0xbb])
+            .ipv4([198, 18, 0, 1], [198, 19, 0, 1], 64)
+            .udp(1024, 1024)
+            .write(&mut out, &[0u8; 18])
+            .unwrap();
+        out
+    }
+}

@@ -1,0 +1,263 @@
+//! `synthetic`: an NF whose cost is set by the experiment, after the synthetic NF of
+//! Hahn et al. (seed 004, Fig. 5 and Table 3): CPU load in cycles per packet, and cache
+//! load as a working set read at random offsets a given number of times per packet.
+//! Sweeping `working_set` across the L1, L2 and L3 sizes shows the cache steps.
+//!
+//! Keys:
+//! - `cycles` (default 0): TSC cycles of pure CPU work per packet, spent per batch
+//!   (`cycles x batch length`, measured with the TSC after the memory work).
+//! - `working_set` (default 0): bytes of the data set, e.g. `32KiB`, `8MiB`.
+//! - `accesses` (default 0): random 8-byte reads of the working set per packet.
+//! - `drop_one_in` (default none): drop every k-th packet, reason `injected`.
+//! - `seed` (default 1): seed of the offset generator.
+//!
+//! Every packet is touched: its first 8 bytes seed the reads, so the NF cannot be
+//! skipped by the hardware or the compiler. Drops: `injected`.
+
+use serde::Deserialize;
+use sfclab_core::{Batch, DropReason, NetworkFunction, Verdicts, tsc};
+
+use crate::{ByteSize, ConfigError};
+
+pub struct Synthetic {
+    cycles: u64,
+    accesses: u32,
+    working_set: Box<[u64]>,
+    drop_one_in: u64,
+    until_drop: u64,
+    rng: u64,
+    /// Folded result of every read, kept so the reads are not dead code.
+    fold: u64,
+}
+
+impl NetworkFunction for Synthetic {
+    fn kind(&self) -> &'static str {
+        "synthetic"
+    }
+
+    #[inline]
+    fn process(&mut self, batch: &mut Batch, verdicts: &mut Verdicts) {
+        let words = self.working_set.len() as u64;
+        let accesses = if words == 0 { 0 } else { self.accesses };
+        for (i, p) in batch.iter_mut().enumerate() {
+            let data = p.data();
+            let mut acc = data
+                .first_chunk::<8>()
+                .map_or(data.len() as u64, |b| u64::from_ne_bytes(*b));
+            for _ in 0..accesses {
+                // xorshift64: a serial but cheap source of offsets.
+                self.rng ^= self.rng << 13;
+                self.rng ^= self.rng >> 7;
+                self.rng ^= self.rng << 17;
+                // Multiply-shift maps the offset into the set without a division.
+                let idx = (((self.rng >> 32) * words) >> 32) as usize;
+                acc ^= self.working_set[idx];
+            }
+            self.fold = self.fold.wrapping_add(acc);
+            if self.drop_one_in != 0 {
+                self.until_drop -= 1;
+                if self.until_drop == 0 {
+                    self.until_drop = self.drop_one_in;
+                    verdicts.drop(i, DropReason::Injected);
+                }
+            }
+        }
+        if self.cycles != 0 {
+            let start = tsc::now();
+            let budget = self.cycles * batch.len() as u64;
+            while tsc::now().wrapping_sub(start) < budget {
+                std::hint::spin_loop();
+            }
+        }
+        std::hint::black_box(self.fold);
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![("working_set_bytes", self.working_set.len() as u64 * 8)]
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyntheticConfig {
+    pub name: Option<String>,
+    #[serde(default)]
+    pub cycles: u64,
+    #[serde(default)]
+    pub working_set: ByteSize,
+    #[serde(default)]
+    pub accesses: u32,
+    pub drop_one_in: Option<u64>,
+    pub seed: Option<u64>,
+}
+
+impl Synthetic {
+    /// Largest working set: far beyond any L3, small enough not to surprise anyone.
+    pub const MAX_WORKING_SET: u64 = 16 << 30;
+
+    pub fn new(cfg: &SyntheticConfig) -> Result<Synthetic, ConfigError> {
+        let ws = cfg.working_set.0;
+        if ws > Self::MAX_WORKING_SET {
+            return Err(ConfigError::new(
+                "working_set",
+                format!("{ws} bytes is over the 16 GiB limit"),
+            ));
+        }
+        if ws != 0 && ws < 8 {
+            return Err(ConfigError::new(
+                "working_set",
+                "must be 0 (none) or at least 8 bytes",
+            ));
+        }
+        if cfg.accesses != 0 && ws == 0 {
+            return Err(ConfigError::new(
+                "accesses",
+                "needs a `working_set` to read from",
+            ));
+        }
+        if cfg.cycles > 1_000_000 {
+            return Err(ConfigError::new(
+                "cycles",
+                format!(
+                    "{} cycles per packet is over the 1,000,000 limit",
+                    cfg.cycles
+                ),
+            ));
+        }
+        if cfg.drop_one_in == Some(0) {
+            return Err(ConfigError::new(
+                "drop_one_in",
+                "must be at least 1 (1 drops every packet)",
+            ));
+        }
+        let seed = cfg.seed.unwrap_or(1);
+        if seed == 0 {
+            return Err(ConfigError::new("seed", "must be non-zero (xorshift)"));
+        }
+        // Fill with distinct values so that every read depends on real memory contents.
+        let mut x = seed;
+        let working_set: Box<[u64]> = (0..ws / 8)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                x
+            })
+            .collect();
+        let drop_one_in = cfg.drop_one_in.unwrap_or(0);
+        Ok(Synthetic {
+            cycles: cfg.cycles,
+            accesses: cfg.accesses,
+            working_set,
+            drop_one_in,
+            until_drop: drop_one_in,
+            rng: seed,
+            fold: 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{run_one_batch, udp_frame};
+    use sfclab_core::Verdict;
+
+    #[test]
+    fn drops_exactly_one_in_k_across_batches() {
+        let cfg = SyntheticConfig {
+            drop_one_in: Some(3),
+            ..Default::default()
+        };
+        let mut nf = Synthetic::new(&cfg).unwrap();
+        let frames = vec![udp_frame(); 8];
+        let (_, a) = run_one_batch(&mut nf, &frames);
+        let (_, b) = run_one_batch(&mut nf, &frames);
+        let all: Vec<_> = a.into_iter().chain(b).collect();
+        let dropped: Vec<usize> = all
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| **v == Verdict::Drop(DropReason::Injected))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(dropped, vec![2, 5, 8, 11, 14]);
+    }
+
+    #[test]
+    fn spends_the_requested_cycles() {
+        let cfg = SyntheticConfig {
+            cycles: 2000,
+            ..Default::default()
+        };
+        let mut nf = Synthetic::new(&cfg).unwrap();
+        let frames = vec![udp_frame(); 32];
+        let t0 = tsc::now();
+        let (out, _) = run_one_batch(&mut nf, &frames);
+        let spent = tsc::now() - t0;
+        assert!(spent >= 2000 * 32, "spent only {spent} cycles");
+        assert_eq!(out[0], frames[0], "packets are read, not changed");
+    }
+
+    #[test]
+    fn reads_stay_inside_the_working_set() {
+        // 24 bytes = 3 words: not a power of two, so the multiply-shift must still stay in range.
+        let cfg = SyntheticConfig {
+            working_set: ByteSize(24),
+            accesses: 1000,
+            ..Default::default()
+        };
+        let mut nf = Synthetic::new(&cfg).unwrap();
+        run_one_batch(&mut nf, &vec![udp_frame(); 32]);
+    }
+
+    #[test]
+    fn config_errors_name_the_key() {
+        let bad = [
+            (
+                SyntheticConfig {
+                    accesses: 4,
+                    ..Default::default()
+                },
+                "accesses",
+            ),
+            (
+                SyntheticConfig {
+                    working_set: ByteSize(4),
+                    ..Default::default()
+                },
+                "working_set",
+            ),
+            (
+                SyntheticConfig {
+                    drop_one_in: Some(0),
+                    ..Default::default()
+                },
+                "drop_one_in",
+            ),
+            (
+                SyntheticConfig {
+                    cycles: 10_000_000,
+                    ..Default::default()
+                },
+                "cycles",
+            ),
+            (
+                SyntheticConfig {
+                    seed: Some(0),
+                    ..Default::default()
+                },
+                "seed",
+            ),
+        ];
+        for (cfg, key) in bad {
+            assert_eq!(Synthetic::new(&cfg).err().unwrap().key, key);
+        }
+    }
+
+    #[test]
+    fn byte_sizes_parse_with_units() {
+        assert_eq!("32KiB".parse::<ByteSize>().unwrap().0, 32 * 1024);
+        assert_eq!("8 MiB".parse::<ByteSize>().unwrap().0, 8 << 20);
+        assert!("lots".parse::<ByteSize>().is_err());
+    }
+}

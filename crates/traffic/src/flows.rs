@@ -1,0 +1,308 @@
+//! Flow templates: the first 64 bytes of every flow's frame, built once, stamped into
+//! buffers by the generator. Flow `i` varies the source address (and, past 65536
+//! flows, the source port), in the benchmarking ranges 198.18.0.0/15 (RFC 2544) and
+//! 2001:2::/48 (RFC 5180), so traffic never names a real host.
+//!
+//! Payload bytes follow a fixed pattern (`pattern_byte`): the pool is primed with it
+//! once and templates carry it, so checksums of every (flow, size) are known up front
+//! and a size change costs four 16-bit stores (`Patch`), not a checksum pass.
+
+use serde::Serialize;
+use sfclab_wire::checksum;
+
+/// Most flows a generator keeps templates for (64 MiB of templates).
+pub const MAX_FLOWS: u32 = 1 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IpVersion {
+    #[default]
+    V4,
+    V6,
+}
+
+impl std::fmt::Display for IpVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IpVersion::V4 => "ipv4",
+            IpVersion::V6 => "ipv6",
+        })
+    }
+}
+
+impl IpVersion {
+    /// Ethernet + IP + UDP header bytes.
+    pub fn header_len(self) -> usize {
+        match self {
+            IpVersion::V4 => 14 + 20 + 8,
+            IpVersion::V6 => 14 + 40 + 8,
+        }
+    }
+
+    /// Smallest frame (FCS included) that holds the headers.
+    pub fn min_frame(self) -> u16 {
+        (self.header_len() + crate::FCS_LEN).max(64) as u16
+    }
+
+    /// Offsets of (L3 length, IPv4 checksum, UDP length, UDP checksum) in the frame;
+    /// IPv6 has no header checksum, so its second slot repeats the UDP length.
+    pub(crate) fn patch_offsets(self) -> [usize; 4] {
+        match self {
+            IpVersion::V4 => [16, 24, 38, 40],
+            IpVersion::V6 => [18, 58, 58, 60],
+        }
+    }
+}
+
+/// Payload byte at frame offset `k`.
+#[inline]
+pub fn pattern_byte(k: usize) -> u8 {
+    (k as u8) ^ 0x5a
+}
+
+/// Source and destination addresses and ports of flow `i`.
+pub fn flow_tuple(ip: IpVersion, i: u32) -> (Vec<u8>, Vec<u8>, u16, u16) {
+    let sport = 1024 + (i >> 16) as u16;
+    let dport = 5001;
+    match ip {
+        IpVersion::V4 => {
+            let [_, _, hi, lo] = i.to_be_bytes();
+            (vec![198, 18, hi, lo], vec![198, 19, 0, 1], sport, dport)
+        }
+        IpVersion::V6 => {
+            let mut src = [0u8; 16];
+            src[..6].copy_from_slice(&[0x20, 0x01, 0x00, 0x02, 0x00, 0x00]);
+            src[12..].copy_from_slice(&i.to_be_bytes());
+            let mut dst = [0u8; 16];
+            dst[..8].copy_from_slice(&[0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01]);
+            dst[15] = 1;
+            (src.to_vec(), dst.to_vec(), sport, dport)
+        }
+    }
+}
+
+/// Flow hash of a 5-tuple: murmur3's finaliser over the folded tuple. Cheap, stable
+/// across runs, and well spread for sharding flows over cores (as RSS does).
+pub fn flow_hash(src: &[u8], dst: &[u8], sport: u16, dport: u16, proto: u8) -> u32 {
+    let mut h = u32::from(proto) ^ (u32::from(sport) << 16 | u32::from(dport));
+    for c in src.chunks(4).chain(dst.chunks(4)) {
+        let mut w = [0u8; 4];
+        w[..c.len()].copy_from_slice(c);
+        h = (h ^ u32::from_be_bytes(w))
+            .rotate_left(13)
+            .wrapping_mul(0x85eb_ca6b);
+    }
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+/// Values for the four patch offsets of one (flow, size), big-endian.
+pub type Patch = [[u8; 2]; 4];
+
+/// Templates for `flows` flows at a set of frame lengths.
+pub struct FlowSet {
+    pub ip: IpVersion,
+    /// First 64 bytes of each flow's frame, patched for the first length.
+    pub heads: Box<[[u8; 64]]>,
+    pub hashes: Box<[u32]>,
+    /// `patches[flow * lens.len() + class]`.
+    pub patches: Box<[Patch]>,
+    /// Frame lengths in the buffer (FCS excluded), one per size class.
+    pub lens: Vec<u16>,
+}
+
+impl FlowSet {
+    /// `frame_lens`: buffer lengths (FCS excluded), each at least `ip.header_len()`.
+    pub fn new(ip: IpVersion, flows: u32, frame_lens: &[u16]) -> FlowSet {
+        assert!(flows >= 1 && flows <= MAX_FLOWS);
+        let hlen = ip.header_len();
+        assert!(frame_lens.iter().all(|&l| usize::from(l) >= hlen));
+        // Sum of the payload pattern for each length (same for every flow).
+        let payload_sums: Vec<u32> = frame_lens
+            .iter()
+            .map(|&l| {
+                let bytes: Vec<u8> = (hlen..usize::from(l)).map(pattern_byte).collect();
+                // The payload starts at an even offset (42 or 62), so word alignment holds.
+                checksum::sum(0, &bytes)
+            })
+            .collect();
+        let offsets = ip.patch_offsets();
+        let mut heads = Vec::with_capacity(flows as usize);
+        let mut hashes = Vec::with_capacity(flows as usize);
+        let mut patches = Vec::with_capacity(flows as usize * frame_lens.len());
+        for i in 0..flows {
+            let (src, dst, sport, dport) = flow_tuple(ip, i);
+            let mut head = [0u8; 64];
+            for (k, b) in head.iter_mut().enumerate() {
+                *b = pattern_byte(k);
+            }
+            let builder =
+                etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+            let builder = match ip {
+                IpVersion::V4 => builder.ipv4(
+                    src[..4].try_into().unwrap(),
+                    dst[..4].try_into().unwrap(),
+                    64,
+                ),
+                IpVersion::V6 => {
+                    builder.ipv6(src[..].try_into().unwrap(), dst[..].try_into().unwrap(), 64)
+                }
+            };
+            let mut hdr = Vec::with_capacity(hlen);
+            builder
+                .udp(sport, dport)
+                .write(&mut hdr, &[])
+                .expect("header fits");
+            head[..hlen].copy_from_slice(&hdr);
+            for (c, &len) in frame_lens.iter().enumerate() {
+                // IPv4 total length counts its header; IPv6 payload length does not.
+                let l3_len = match ip {
+                    IpVersion::V4 => len - 14,
+                    IpVersion::V6 => len - 14 - 40,
+                };
+                let udp_len = (usize::from(len) - hlen + 8) as u16;
+                let mut h = head;
+                h[offsets[0]..offsets[0] + 2].copy_from_slice(&l3_len.to_be_bytes());
+                let ip_csum = match ip {
+                    IpVersion::V4 => {
+                        h[24] = 0;
+                        h[25] = 0;
+                        checksum::checksum(&h[14..34])
+                    }
+                    IpVersion::V6 => udp_len,
+                };
+                let pseudo = match ip {
+                    IpVersion::V4 => checksum::pseudo_header_v4(
+                        src[..4].try_into().unwrap(),
+                        dst[..4].try_into().unwrap(),
+                        17,
+                        udp_len,
+                    ),
+                    IpVersion::V6 => checksum::pseudo_header_v6(
+                        src[..].try_into().unwrap(),
+                        dst[..].try_into().unwrap(),
+                        17,
+                        u32::from(udp_len),
+                    ),
+                };
+                let udp_hdr = [
+                    sport.to_be_bytes(),
+                    dport.to_be_bytes(),
+                    udp_len.to_be_bytes(),
+                    [0, 0],
+                ]
+                .concat();
+                let udp_csum =
+                    match !checksum::fold(checksum::sum(pseudo, &udp_hdr) + payload_sums[c]) {
+                        0 => 0xffff,
+                        x => x,
+                    };
+                patches.push([
+                    l3_len.to_be_bytes(),
+                    ip_csum.to_be_bytes(),
+                    udp_len.to_be_bytes(),
+                    udp_csum.to_be_bytes(),
+                ]);
+            }
+            let first = patches[patches.len() - frame_lens.len()];
+            apply_patch(&mut head, offsets, &first);
+            heads.push(head);
+            hashes.push(flow_hash(&src, &dst, sport, dport, 17));
+        }
+        FlowSet {
+            ip,
+            heads: heads.into_boxed_slice(),
+            hashes: hashes.into_boxed_slice(),
+            patches: patches.into_boxed_slice(),
+            lens: frame_lens.to_vec(),
+        }
+    }
+
+    pub fn flows(&self) -> usize {
+        self.heads.len()
+    }
+}
+
+#[inline(always)]
+pub(crate) fn apply_patch(frame: &mut [u8], offsets: [usize; 4], patch: &Patch) {
+    for (off, v) in offsets.iter().zip(patch) {
+        frame[*off..*off + 2].copy_from_slice(v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builds the full frame of (flow, class) the way the generator does and checks it
+    /// with etherparse, which computes its own checksums.
+    fn frame(set: &FlowSet, flow: usize, class: usize) -> Vec<u8> {
+        let len = usize::from(set.lens[class]);
+        let mut f: Vec<u8> = (0..len.max(64)).map(pattern_byte).collect();
+        f[..64].copy_from_slice(&set.heads[flow]);
+        apply_patch(
+            &mut f,
+            set.ip.patch_offsets(),
+            &set.patches[flow * set.lens.len() + class],
+        );
+        f.truncate(len);
+        f
+    }
+
+    #[test]
+    fn every_flow_and_size_has_valid_checksums() {
+        for ip in [IpVersion::V4, IpVersion::V6] {
+            let lens = [ip.min_frame() - 4, 590, 1514];
+            let set = FlowSet::new(ip, 70_000, &lens);
+            for flow in [0usize, 1, 255, 65_535, 65_536, 69_999] {
+                for class in 0..lens.len() {
+                    let f = frame(&set, flow, class);
+                    let sliced = etherparse::SlicedPacket::from_ethernet(&f).unwrap();
+                    let Some(etherparse::TransportSlice::Udp(udp)) = sliced.transport else {
+                        panic!("not UDP")
+                    };
+                    match sliced.net.unwrap() {
+                        etherparse::NetSlice::Ipv4(v4) => {
+                            let h = v4.header();
+                            assert_eq!(h.header_checksum(), h.to_header().calc_header_checksum());
+                            assert_eq!(usize::from(h.total_len()), f.len() - 14);
+                            let expect = udp
+                                .to_header()
+                                .calc_checksum_ipv4_raw(h.source(), h.destination(), udp.payload())
+                                .unwrap();
+                            assert_eq!(udp.checksum(), expect, "{ip} flow {flow} class {class}");
+                        }
+                        etherparse::NetSlice::Ipv6(v6) => {
+                            let h = v6.header();
+                            let expect = udp
+                                .to_header()
+                                .calc_checksum_ipv6_raw(h.source(), h.destination(), udp.payload())
+                                .unwrap();
+                            assert_eq!(udp.checksum(), expect, "{ip} flow {flow} class {class}");
+                        }
+                        _ => panic!("not IP"),
+                    }
+                    assert_eq!(usize::from(udp.length()), f.len() - ip.header_len() + 8);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn flows_differ_in_their_five_tuple_and_hash() {
+        let set = FlowSet::new(IpVersion::V4, 1000, &[60]);
+        let mut hashes = set.hashes.to_vec();
+        hashes.sort();
+        hashes.dedup();
+        assert_eq!(hashes.len(), 1000);
+        assert_eq!(&set.heads[3][26..30], &[198, 18, 0, 3]);
+        // Hashes spread over shards: each of 4 buckets gets 20-30%.
+        for b in 0..4 {
+            let n = set.hashes.iter().filter(|&&h| h % 4 == b).count();
+            assert!((200..300).contains(&n), "bucket {b} has {n}");
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! Frame sizes. A size is the Ethernet frame on the wire including the 4-byte FCS, as in
+//! RFC 2544 (a "64-byte frame" is 60 bytes in the buffer).
+
+use serde::Serialize;
+
+/// The frame sizes of RFC 2544 section 9.1 for Ethernet.
+pub const RFC2544_SIZES: [u16; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
+/// "Simple IMIX": 64, 594 and 1518 bytes at 7:4:1 by count.
+pub const SIMPLE_IMIX: [(u16, u32); 3] = [(64, 7), (594, 4), (1518, 1)];
+pub const MIN_FRAME: u16 = 64;
+pub const MAX_FRAME: u16 = 1518;
+
+/// Which frame sizes the generator emits, and how often each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FrameSizes {
+    Fixed {
+        size: u16,
+    },
+    /// Sizes with integer weights by packet count.
+    Mix {
+        name: String,
+        sizes: Vec<(u16, u32)>,
+    },
+}
+
+impl FrameSizes {
+    pub fn imix() -> FrameSizes {
+        FrameSizes::Mix {
+            name: "imix".into(),
+            sizes: SIMPLE_IMIX.to_vec(),
+        }
+    }
+
+    /// The RFC 2544 list, each size equally often.
+    pub fn rfc2544() -> FrameSizes {
+        FrameSizes::Mix {
+            name: "rfc2544".into(),
+            sizes: RFC2544_SIZES.iter().map(|&s| (s, 1)).collect(),
+        }
+    }
+
+    /// The distinct sizes, in the order given.
+    pub fn sizes(&self) -> Vec<u16> {
+        match self {
+            FrameSizes::Fixed { size } => vec![*size],
+            FrameSizes::Mix { sizes, .. } => sizes.iter().map(|&(s, _)| s).collect(),
+        }
+    }
+
+    /// Mean frame size (FCS included), weighted by count.
+    pub fn mean(&self) -> f64 {
+        match self {
+            FrameSizes::Fixed { size } => f64::from(*size),
+            FrameSizes::Mix { sizes, .. } => {
+                let total: u64 = sizes.iter().map(|&(_, w)| u64::from(w)).sum();
+                sizes
+                    .iter()
+                    .map(|&(s, w)| f64::from(s) * f64::from(w))
+                    .sum::<f64>()
+                    / total as f64
+            }
+        }
+    }
+
+    /// One period of the emission order, as indices into `sizes()`: every size appears
+    /// exactly `weight` times, spread out by smooth weighted round robin (as nginx
+    /// balances upstreams), so any window of the stream is close to the target mix.
+    pub fn schedule(&self) -> Vec<u8> {
+        let FrameSizes::Mix { sizes, .. } = self else {
+            return vec![0];
+        };
+        let total: i64 = sizes.iter().map(|&(_, w)| i64::from(w)).sum();
+        let mut current = vec![0i64; sizes.len()];
+        (0..total)
+            .map(|_| {
+                for (c, &(_, w)) in current.iter_mut().zip(sizes) {
+                    *c += i64::from(w);
+                }
+                let best = (0..sizes.len())
+                    .max_by_key(|&i| (current[i], std::cmp::Reverse(i)))
+                    .unwrap();
+                current[best] -= total;
+                best as u8
+            })
+            .collect()
+    }
+}
+
+impl std::fmt::Display for FrameSizes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameSizes::Fixed { size } => write!(f, "{size}"),
+            FrameSizes::Mix { name, .. } if !name.is_empty() => f.write_str(name),
+            FrameSizes::Mix { sizes, .. } => {
+                let parts: Vec<String> = sizes.iter().map(|(s, w)| format!("{s}:{w}")).collect();
+                f.write_str(&parts.join(","))
+            }
+        }
+    }
+}
+
+/// Most weight units in one mix: bounds the schedule a generator keeps.
+const MAX_TOTAL_WEIGHT: u64 = 4096;
+/// Most distinct sizes in one mix.
+const MAX_SIZES: usize = 32;
+
+impl std::str::FromStr for FrameSizes {
+    type Err = String;
+
+    /// `64`, `imix`, `rfc2544`, or `size:weight,size:weight,...` (e.g. `64:7,594:4,1518:1`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let check = |size: u16| {
+            if (MIN_FRAME..=MAX_FRAME).contains(&size) {
+                Ok(size)
+            } else {
+                Err(format!(
+                    "frame size {size} is outside {MIN_FRAME}..={MAX_FRAME} bytes (FCS included)"
+                ))
+            }
+        };
+        match s.to_ascii_lowercase().as_str() {
+            "imix" => return Ok(FrameSizes::imix()),
+            "rfc2544" => return Ok(FrameSizes::rfc2544()),
+            _ => {}
+        }
+        if let Ok(size) = s.parse::<u16>() {
+            return Ok(FrameSizes::Fixed { size: check(size)? });
+        }
+        let mut sizes = Vec::new();
+        for part in s.split(',') {
+            let (size, weight) = part
+                .split_once(':')
+                .ok_or_else(|| format!("`{s}` is not a frame size: write 64, imix, rfc2544 or size:weight,... (e.g. 64:7,594:4,1518:1)"))?;
+            let size = size
+                .trim()
+                .parse::<u16>()
+                .map_err(|_| format!("`{}` in `{s}` is not a frame size", size.trim()))?;
+            let weight = weight.trim().parse::<u32>().map_err(|_| {
+                format!("`{}` in `{s}` is not a whole-number weight", weight.trim())
+            })?;
+            if weight == 0 {
+                return Err(format!(
+                    "weight 0 for size {size} in `{s}`: leave the size out instead"
+                ));
+            }
+            if sizes.iter().any(|&(s2, _)| s2 == size) {
+                return Err(format!("size {size} appears twice in `{s}`"));
+            }
+            sizes.push((check(size)?, weight));
+        }
+        if sizes.len() > MAX_SIZES {
+            return Err(format!(
+                "{} sizes in `{s}`: at most {MAX_SIZES}",
+                sizes.len()
+            ));
+        }
+        let total: u64 = sizes.iter().map(|&(_, w)| u64::from(w)).sum();
+        if total > MAX_TOTAL_WEIGHT {
+            return Err(format!(
+                "weights in `{s}` add up to {total}: at most {MAX_TOTAL_WEIGHT}; scale them down"
+            ));
+        }
+        Ok(FrameSizes::Mix {
+            name: String::new(),
+            sizes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn imix_schedule_has_exact_ratios_and_is_spread() {
+        let imix = FrameSizes::imix();
+        let sched = imix.schedule();
+        assert_eq!(sched.len(), 12);
+        for (i, &(_, w)) in SIMPLE_IMIX.iter().enumerate() {
+            assert_eq!(sched.iter().filter(|&&c| c == i as u8).count(), w as usize);
+        }
+        // No two 1518-byte frames in a row, and 64-byte frames never more than 2 in a row.
+        assert!(
+            sched.windows(3).all(|w| !w.iter().all(|&c| c == 0)),
+            "{sched:?}"
+        );
+        assert!((imix.mean() - (64.0 * 7.0 + 594.0 * 4.0 + 1518.0) / 12.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn parses_every_form() {
+        assert_eq!(
+            "64".parse::<FrameSizes>().unwrap(),
+            FrameSizes::Fixed { size: 64 }
+        );
+        assert_eq!("IMIX".parse::<FrameSizes>().unwrap(), FrameSizes::imix());
+        assert_eq!(
+            "rfc2544".parse::<FrameSizes>().unwrap().sizes(),
+            RFC2544_SIZES.to_vec()
+        );
+        let custom: FrameSizes = "128:3, 1024:1".parse().unwrap();
+        assert_eq!(custom.sizes(), vec![128, 1024]);
+        assert_eq!(custom.schedule().len(), 4);
+        assert_eq!(custom.to_string(), "128:3,1024:1");
+    }
+
+    #[test]
+    fn rejects_bad_sizes_with_reasons() {
+        for (bad, why) in [
+            ("63", "outside"),
+            ("1519", "outside"),
+            ("64:0", "weight 0"),
+            ("64:1,64:2", "twice"),
+            ("big", "not a frame size"),
+            ("64:x", "weight"),
+            ("64:5000", "at most"),
+        ] {
+            let err = bad.parse::<FrameSizes>().unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! Wire formats, one module per protocol, all with the same shape:
+//! a `#[repr(C)]` header of network-endian fields viewed in place (zerocopy),
+//! `parse`/`parse_mut` that check the length first and return `WireError` instead
+//! of panicking, and protocol numbers as enums with an `Unknown(n)` arm.
+//!
+//! Nothing here allocates; every function is safe on arbitrary bytes.
+
+pub mod checksum;
+pub mod ethernet;
+pub mod ipv4;
+pub mod ipv6;
+pub mod tcp;
+pub mod udp;
+
+pub use ethernet::{EtherType, EthernetHeader, MacAddr};
+pub use ipv4::{IpProtocol, Ipv4Header};
+pub use ipv6::Ipv6Header;
+pub use tcp::TcpHeader;
+pub use udp::UdpHeader;
+
+/// Why bytes could not be read as a header. Malformed input is a value, never a panic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireError {
+    /// Fewer bytes than the fixed header needs.
+    Truncated,
+    /// A length or version field that contradicts the bytes.
+    BadHeader,
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WireError::Truncated => "truncated header",
+            WireError::BadHeader => "inconsistent header field",
+        })
+    }
+}
+
+impl std::error::Error for WireError {}
+
+/// Splits `bytes` into a header view and the rest, or `Truncated`.
+macro_rules! header_view {
+    ($ty:ty) => {
+        impl $ty {
+            /// Size of the fixed header in bytes.
+            pub const LEN: usize = core::mem::size_of::<$ty>();
+
+            /// Views the front of `bytes` as this header; returns it and the bytes after it.
+            #[inline]
+            pub fn parse(bytes: &[u8]) -> Result<(&$ty, &[u8]), $crate::WireError> {
+                <$ty as zerocopy::FromBytes>::ref_from_prefix(bytes)
+                    .map_err(|_| $crate::WireError::Truncated)
+            }
+
+            /// Mutable view of the front of `bytes`, for in-place rewrites.
+            #[inline]
+            pub fn parse_mut(bytes: &mut [u8]) -> Result<(&mut $ty, &mut [u8]), $crate::WireError> {
+                <$ty as zerocopy::FromBytes>::mut_from_prefix(bytes)
+                    .map_err(|_| $crate::WireError::Truncated)
+            }
+        }
+    };
+}
+pub(crate) use header_view;
