@@ -168,6 +168,11 @@ impl Generator {
         &self.cfg
     }
 
+    /// Stops the generator after `more` further packets (`None`: no limit).
+    pub fn limit_from_now(&mut self, more: Option<u64>) {
+        self.cfg.limit = more.map(|m| self.stats.port.packets + m);
+    }
+
     /// Writes the payload pattern into every buffer of `pool` once, so that frames
     /// stamped later carry valid checksums. Call before the first `rx`.
     pub fn prime(pool: &mut PacketPool) {

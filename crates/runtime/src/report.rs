@@ -1,0 +1,162 @@
+//! What a run reports: throughput, cycles per packet per place, drops by place and
+//! reason, latency, and the conservation check that ties them together.
+
+use serde::Serialize;
+use sfclab_core::pool::PoolStats;
+use sfclab_core::{DropReason, NfStats};
+use sfclab_traffic::{GeneratorConfig, LatencySummary};
+use std::collections::BTreeMap;
+
+/// One place packets pass: the generator, an NF, or a sink.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlaceReport {
+    pub name: String,
+    pub kind: String,
+    pub packets_in: u64,
+    pub packets_out: u64,
+    pub dropped: u64,
+    /// Drops by reason (only non-zero ones).
+    pub drops: BTreeMap<String, u64>,
+    /// TSC cycles spent here per packet that entered; `None` with accounting off.
+    pub cycles_per_packet: Option<f64>,
+    /// NF-specific counters.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters: BTreeMap<String, u64>,
+}
+
+impl PlaceReport {
+    pub fn from_nf(
+        name: &str,
+        kind: &str,
+        s: &NfStats,
+        accounting: bool,
+        counters: Vec<(&'static str, u64)>,
+    ) -> PlaceReport {
+        PlaceReport {
+            name: name.to_string(),
+            kind: kind.to_string(),
+            packets_in: s.packets_in,
+            packets_out: s.packets_out,
+            dropped: s.dropped(),
+            drops: s
+                .drops_by_reason()
+                .map(|(r, n)| (r.name().to_string(), n))
+                .collect(),
+            cycles_per_packet: (accounting && s.packets_in > 0)
+                .then(|| s.cycles as f64 / s.packets_in as f64),
+            counters: counters
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        }
+    }
+}
+
+/// One drop counter: where, why, how many.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DropRecord {
+    pub place: String,
+    pub reason: String,
+    pub packets: u64,
+}
+
+/// generated = received + dropped, exactly, and every buffer back in the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Conservation {
+    pub generated: u64,
+    pub received: u64,
+    pub dropped: u64,
+    /// Buffers not back in the pool after the run (must be 0).
+    pub buffers_leaked: u64,
+    pub holds: bool,
+}
+
+impl Conservation {
+    pub fn check(generated: u64, received: u64, dropped: u64, buffers_leaked: u64) -> Conservation {
+        Conservation {
+            generated,
+            received,
+            dropped,
+            buffers_leaked,
+            holds: generated == received + dropped && buffers_leaked == 0,
+        }
+    }
+}
+
+impl std::fmt::Display for Conservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (g, r, d) = (self.generated, self.received, self.dropped);
+        if self.holds {
+            write!(f, "holds: generated {g} = received {r} + dropped {d}")
+        } else {
+            write!(
+                f,
+                "VIOLATED: generated {g} != received {r} + dropped {d} (difference {}), {} buffers not returned",
+                g as i128 - r as i128 - d as i128,
+                self.buffers_leaked
+            )
+        }
+    }
+}
+
+/// The result of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// sfclab's version.
+    pub version: &'static str,
+    pub runtime: &'static str,
+    pub chain: Vec<String>,
+    pub traffic: GeneratorConfig,
+    pub batch: usize,
+    pub core: Option<usize>,
+    pub accounting: bool,
+    pub tsc_hz: f64,
+    pub warmup_s: f64,
+    /// Length of the measured window (warm-up excluded).
+    pub duration_s: f64,
+    pub generated: u64,
+    pub received: u64,
+    pub dropped: u64,
+    /// Received packets per second, in millions.
+    pub mpps: f64,
+    /// Received L2 (frames with FCS) and L1 (plus preamble and gap) bit rates.
+    pub gbps_l2: f64,
+    pub gbps_l1: f64,
+    /// Rate the generator offered in the window, Mpps.
+    pub offered_mpps: f64,
+    /// Every TSC cycle of the window over the packets generated (one core does all).
+    pub cycles_per_packet: f64,
+    pub places: Vec<PlaceReport>,
+    pub drops: Vec<DropRecord>,
+    pub latency: Option<LatencySummary>,
+    /// Probe latency of the pass itself: TSC cycles from generator to sink.
+    pub conservation: Conservation,
+    /// Conservation over the whole run, warm-up included.
+    pub conservation_total: Conservation,
+    pub pool: PoolStats,
+    /// Generator batches cut short because the pool ran dry, and packets the pacer
+    /// skipped for falling behind: either means the offered rate was not reached.
+    pub pool_empty: u64,
+    pub pacing_behind: u64,
+}
+
+impl RunReport {
+    /// Drop records from the places' counters, in chain order.
+    pub fn collect_drops(places: &[PlaceReport]) -> Vec<DropRecord> {
+        places
+            .iter()
+            .flat_map(|p| {
+                p.drops.iter().map(|(r, &n)| DropRecord {
+                    place: p.name.clone(),
+                    reason: r.clone(),
+                    packets: n,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Stable names of every drop reason, for documentation and schema checks.
+pub fn drop_reason_names() -> Vec<&'static str> {
+    DropReason::ALL.iter().map(|r| r.name()).collect()
+}
