@@ -1,1 +1,271 @@
-fn main() {}
+//! The `sfclab` command line: thin on purpose. Parsing and rendering live in `config`
+//! and `render`; all the work is in the library crates.
+
+mod bench;
+mod config;
+mod render;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use config::{ChainSpec, Overrides};
+use sfclab_runtime::{RunError, run_compound};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Build, run and measure service function chains on commodity Linux.
+///
+/// sfclab chains network functions (forwarder, synthetic, ...) on generated in-memory
+/// traffic and reports throughput, cycles per packet per NF, latency and drops by place
+/// and reason, checking that every packet sent is received or counted as dropped.
+#[derive(Parser)]
+#[command(name = "sfclab", version, about, long_about, after_help = AFTER_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+const AFTER_HELP: &str = "Examples:\n  sfclab run                                   # the embedded default chain\n  sfclab run examples/chains/forwarders.yaml\n  sfclab run --chain 'forwarder*4' --size 64 --duration 5s\n  sfclab run --chain 'forwarder -> synthetic(cycles=100,working_set=64KiB,accesses=4)' --json\n  sfclab bench hop\n  sfclab nfs";
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a chain on generated traffic and report (table, --json or --csv).
+    ///
+    /// With no FILE and no --chain, runs the embedded default chain
+    /// (examples/chains/default.yaml). Command-line settings override the file's.
+    /// Exit status: 0 ok, 2 bad config, 3 packets not conserved.
+    Run(RunArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+    /// List the NF types and their settings.
+    Nfs,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Chain file (YAML).
+    file: Option<String>,
+    /// Chain shorthand instead of a file: `forwarder*4`, `forwarder -> synthetic(cycles=100) -> noop`.
+    #[arg(long, conflicts_with = "file")]
+    chain: Option<String>,
+    /// Frame size with FCS: 64..1518, `imix` (64/594/1518 at 7:4:1), `rfc2544`, or `64:7,594:4,1518:1`.
+    #[arg(long)]
+    size: Option<String>,
+    /// Number of flows (distinct 5-tuples).
+    #[arg(long)]
+    flows: Option<u32>,
+    /// IP version of the generated traffic.
+    #[arg(long, value_enum)]
+    ip: Option<IpArg>,
+    /// Offered rate: `max`, `10Mpps`, `500kpps`, `10Gbit/s` (L1, counts preamble and gap).
+    #[arg(long)]
+    rate: Option<String>,
+    /// Latency probes per second (0 turns latency measurement off).
+    #[arg(long)]
+    latency_probe_pps: Option<f64>,
+    /// Measured window, e.g. `5s`, `500ms`.
+    #[arg(long)]
+    duration: Option<String>,
+    /// Warm-up before the window (counted for conservation, not reported).
+    #[arg(long)]
+    warmup: Option<String>,
+    /// Packets to generate in the window (instead of a duration).
+    #[arg(long)]
+    count: Option<u64>,
+    /// Packets per batch (1..=256).
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Core to pin the chain to (default: the last core).
+    #[arg(long)]
+    core: Option<usize>,
+    /// Turn per-NF cycle accounting off (the fastest path; per-NF cycles are not reported).
+    #[arg(long)]
+    no_accounting: bool,
+    /// Verify every frame's IPv4/UDP checksums at the sink.
+    #[arg(long)]
+    verify: bool,
+    /// Packet buffers in the pool.
+    #[arg(long)]
+    pool_size: Option<usize>,
+    /// Print the report as JSON (schema `sfclab.run/1`).
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print the report as one CSV row with a header.
+    #[arg(long)]
+    csv: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum IpArg {
+    V4,
+    V6,
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Per-hop cost of forwarders in a compound chain, and DPDK testpmd as the peer.
+    Hop(HopArgs),
+}
+
+#[derive(Args)]
+struct HopArgs {
+    /// Chain lengths to measure.
+    #[arg(long, value_delimiter = ',', default_value = "0,1,2,4,8,16")]
+    hops: Vec<usize>,
+    /// Measured window per trial.
+    #[arg(long, default_value = "1s")]
+    duration: String,
+    /// Warm-up per trial.
+    #[arg(long, default_value = "200ms")]
+    warmup: String,
+    /// Repetitions (medians are reported).
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Frame size with FCS.
+    #[arg(long, default_value_t = 64)]
+    size: u16,
+    #[arg(long, default_value_t = 1)]
+    flows: u32,
+    /// Core for the chain (and testpmd's forwarding lcore). Default: the last core.
+    #[arg(long)]
+    core: Option<usize>,
+    /// Skip the accounting-on measurements.
+    #[arg(long)]
+    no_accounting_compare: bool,
+    /// Peer to measure in the same run.
+    #[arg(long, value_enum, default_value = "testpmd")]
+    peer: PeerArg,
+    /// Print JSON (schema `sfclab.bench.hop/1`).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+enum PeerArg {
+    Testpmd,
+    None,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Run(args) => cmd_run(args),
+        Cmd::Bench(BenchCmd::Hop(args)) => cmd_hop(args),
+        Cmd::Nfs => {
+            for (kind, doc) in sfclab_nf::NfConfig::KINDS {
+                println!("{kind:<10} {doc}");
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn cmd_run(a: RunArgs) -> ExitCode {
+    let o = Overrides {
+        size: a.size,
+        flows: a.flows,
+        ip: a.ip.map(|i| match i {
+            IpArg::V4 => sfclab_traffic::IpVersion::V4,
+            IpArg::V6 => sfclab_traffic::IpVersion::V6,
+        }),
+        rate: a.rate,
+        latency_probe_pps: a.latency_probe_pps,
+        duration: a.duration,
+        warmup: a.warmup,
+        count: a.count,
+        batch: a.batch,
+        core: a.core,
+        accounting: a.no_accounting.then_some(false),
+        verify: a.verify.then_some(true),
+        pool_size: a.pool_size,
+    };
+    let spec = match (&a.file, &a.chain) {
+        (Some(f), _) => config::load(f, &o),
+        (None, Some(c)) => config::from_shorthand(c, &o),
+        (None, None) => config::parse(config::DEFAULT_CHAIN, "examples/chains/default.yaml (embedded)", &o),
+    };
+    let spec: ChainSpec = match spec {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let nfs = spec.nfs.iter().map(|(name, cfg)| (name.clone(), cfg.build().expect("validated when the chain was read"))).collect();
+    let print = |r: &sfclab_runtime::RunReport| {
+        if a.json {
+            println!("{}", render::json(&spec.name, r));
+        } else if a.csv {
+            print!("{}", render::csv(&spec.name, r));
+        } else {
+            print!("{}", render::table(&spec.name, r));
+        }
+    };
+    match run_compound(spec.traffic.clone(), nfs, &spec.settings) {
+        Ok(r) => {
+            print(&r);
+            ExitCode::SUCCESS
+        }
+        Err(RunError::Conservation(r)) => {
+            print(&r);
+            eprintln!("error: packet conservation violated: {}", r.conservation);
+            ExitCode::from(3)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn cmd_hop(a: HopArgs) -> ExitCode {
+    let parse = |what: &str, s: &str| humantime::parse_duration(s).map_err(|e| format!("--{what} `{s}`: {e}"));
+    let (duration, warmup) = match (parse("duration", &a.duration), parse("warmup", &a.warmup)) {
+        (Ok(d), Ok(w)) => (d, w),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if a.hops.is_empty() || a.repeat == 0 || duration == Duration::ZERO {
+        eprintln!("error: need at least one hop count, one repetition and a non-zero duration");
+        return ExitCode::from(2);
+    }
+    let args = bench::HopBenchArgs {
+        hops: a.hops,
+        duration,
+        warmup,
+        repeat: a.repeat,
+        batch: a.batch,
+        size: a.size,
+        flows: a.flows,
+        core: a.core.or_else(config::default_core),
+        accounting_too: !a.no_accounting_compare,
+        peer: a.peer == PeerArg::Testpmd,
+    };
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials, ETA {eta} {msg}").expect("valid template"),
+    );
+    let result = bench::hop(&args, |done, total, msg| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(msg.to_string());
+    });
+    bar.finish_and_clear();
+    match result {
+        Ok(b) => {
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&b).expect("serialisable"));
+            } else {
+                print!("{}", bench::table(&b));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! `sfclab bench hop`: what one more NF costs in a compound chain.
+//!
+//! Forwarder chains of n = 0, 1, 2, 4, 8, 16 hops run on one core, with per-NF cycle
+//! accounting off and on, repeated; the median cycles/packet per n are fitted by least
+//! squares, whose slope is the per-hop cost. In the same run, DPDK's testpmd in mac
+//! forwarding mode on two `net_ring` ports is measured as the peer, and the n = 1
+//! throughput is reported against it as a ratio.
+
+use serde::Serialize;
+use sfclab_nf::NfConfig;
+use sfclab_runtime::{RunSettings, run_compound};
+use sfclab_traffic::{FrameSizes, GeneratorConfig};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const HOP_SCHEMA: &str = "sfclab.bench.hop/1";
+
+#[derive(Debug, Clone)]
+pub struct HopBenchArgs {
+    pub hops: Vec<usize>,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub repeat: usize,
+    pub batch: usize,
+    pub size: u16,
+    pub flows: u32,
+    pub core: Option<usize>,
+    /// Measure accounting on as well as off.
+    pub accounting_too: bool,
+    pub peer: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub tsc_hz: f64,
+    pub kernel: String,
+}
+
+impl Machine {
+    pub fn read() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string()))
+            .unwrap_or_else(|| "unknown".into());
+        Machine {
+            cpu,
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            tsc_hz: sfclab_core::tsc::hz(),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").map_or_else(|_| "unknown".into(), |s| s.trim().to_string()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HopPoint {
+    pub hops: usize,
+    pub accounting: bool,
+    pub mpps: f64,
+    pub cycles_per_packet: f64,
+    pub mpps_runs: Vec<f64>,
+    pub cycles_runs: Vec<f64>,
+}
+
+/// A least-squares line `cycles = intercept + slope * hops`.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Fit {
+    pub slope: f64,
+    pub intercept: f64,
+    pub r2: f64,
+}
+
+pub fn least_squares(xs: &[f64], ys: &[f64]) -> Fit {
+    let n = xs.len() as f64;
+    let mx = xs.iter().sum::<f64>() / n;
+    let my = ys.iter().sum::<f64>() / n;
+    let sxx: f64 = xs.iter().map(|x| (x - mx).powi(2)).sum();
+    let sxy: f64 = xs.iter().zip(ys).map(|(x, y)| (x - mx) * (y - my)).sum();
+    let syy: f64 = ys.iter().map(|y| (y - my).powi(2)).sum();
+    let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    let r2 = if sxx > 0.0 && syy > 0.0 { sxy * sxy / (sxx * syy) } else { 1.0 };
+    Fit { slope, intercept: my - slope * mx, r2 }
+}
+
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerResult {
+    pub name: String,
+    pub command: String,
+    /// Forwarded packets per second over both ports, one figure per repetition (median of
+    /// its 1-second samples after the first two).
+    pub mpps_runs: Vec<f64>,
+    pub mpps: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HopBench {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub machine: Machine,
+    pub core: Option<usize>,
+    pub batch: usize,
+    pub frame_size: u16,
+    pub flows: u32,
+    pub duration_s: f64,
+    pub repeat: usize,
+    pub points: Vec<HopPoint>,
+    /// Per-hop cost with accounting off (the figure of merit) and on.
+    pub fit_accounting_off: Fit,
+    pub fit_accounting_on: Option<Fit>,
+    /// Cycles per packet per NF that the accounting itself adds.
+    pub accounting_overhead_per_hop: Option<f64>,
+    pub peer: Option<PeerResult>,
+    /// Why the peer was not measured, when it was not.
+    pub peer_skipped: Option<String>,
+    /// sfclab n = 1 Mpps (accounting off) over the peer's Mpps.
+    pub ratio_n1_vs_peer: Option<f64>,
+}
+
+fn forwarders(n: usize) -> Vec<(String, Box<dyn sfclab_core::NetworkFunction>)> {
+    (0..n).map(|i| (format!("forwarder{}", i + 1), NfConfig::Forwarder(Default::default()).build().expect("default forwarder"))).collect()
+}
+
+/// Runs the benchmark; `progress` is told after each trial (done, total).
+pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<HopBench, String> {
+    let modes: Vec<bool> = if args.accounting_too { vec![false, true] } else { vec![false] };
+    let total = args.repeat * (modes.len() * args.hops.len() + usize::from(args.peer));
+    let mut done = 0;
+    let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); modes.len() * args.hops.len()];
+    let testpmd = which("dpdk-testpmd");
+    let mut peer_runs = Vec::new();
+    let mut peer_skipped = None;
+    let mut peer_command = String::new();
+    if args.peer && testpmd.is_none() {
+        peer_skipped = Some("dpdk-testpmd not found (Debian package `dpdk`)".to_string());
+    }
+    if !args.peer {
+        peer_skipped = Some("not requested (--peer none)".to_string());
+    }
+    // Repetitions are interleaved (every configuration once per round), so slow drifts
+    // of a noisy machine hit all configurations alike.
+    for _ in 0..args.repeat {
+        for (m, &accounting) in modes.iter().enumerate() {
+            for (h, &n) in args.hops.iter().enumerate() {
+                let traffic = GeneratorConfig { sizes: FrameSizes::Fixed { size: args.size }, flows: args.flows, probe_pps: 0.0, ..Default::default() };
+                let settings = RunSettings {
+                    batch: args.batch,
+                    duration: Some(args.duration),
+                    warmup: args.warmup,
+                    core: args.core,
+                    accounting,
+                    ..Default::default()
+                };
+                let r = run_compound(traffic, forwarders(n), &settings).map_err(|e| e.to_string())?;
+                runs[m * args.hops.len() + h].push((r.mpps, r.cycles_per_packet));
+                done += 1;
+                progress(done, total, &format!("n={n} accounting {}", if accounting { "on" } else { "off" }));
+            }
+        }
+        if let (true, Some(bin)) = (args.peer && peer_skipped.is_none(), &testpmd) {
+            match run_testpmd(bin, args.core, args.duration.max(Duration::from_secs(3))) {
+                Ok((mpps, cmd)) => {
+                    peer_runs.push(mpps);
+                    peer_command = cmd;
+                }
+                Err(e) => peer_skipped = Some(e),
+            }
+            done += 1;
+            progress(done, total, "dpdk-testpmd");
+        }
+    }
+    let mut points = Vec::new();
+    for (m, &accounting) in modes.iter().enumerate() {
+        for (h, &n) in args.hops.iter().enumerate() {
+            let r = &runs[m * args.hops.len() + h];
+            let mpps_runs: Vec<f64> = r.iter().map(|x| x.0).collect();
+            let cycles_runs: Vec<f64> = r.iter().map(|x| x.1).collect();
+            points.push(HopPoint { hops: n, accounting, mpps: median(&mpps_runs), cycles_per_packet: median(&cycles_runs), mpps_runs, cycles_runs });
+        }
+    }
+    let fit = |acc: bool| {
+        let (xs, ys): (Vec<f64>, Vec<f64>) = points.iter().filter(|p| p.accounting == acc).map(|p| (p.hops as f64, p.cycles_per_packet)).unzip();
+        least_squares(&xs, &ys)
+    };
+    let off = fit(false);
+    let on = args.accounting_too.then(|| fit(true));
+    let peer = (!peer_runs.is_empty()).then(|| PeerResult {
+        name: "dpdk-testpmd --forward-mode=mac on 2 net_ring ports".into(),
+        command: peer_command,
+        mpps: median(&peer_runs),
+        mpps_runs: peer_runs,
+    });
+    let n1 = points.iter().find(|p| p.hops == 1 && !p.accounting).map(|p| p.mpps);
+    Ok(HopBench {
+        schema: HOP_SCHEMA,
+        version: env!("CARGO_PKG_VERSION"),
+        machine: Machine::read(),
+        core: args.core,
+        batch: args.batch,
+        frame_size: args.size,
+        flows: args.flows,
+        duration_s: args.duration.as_secs_f64(),
+        repeat: args.repeat,
+        ratio_n1_vs_peer: match (&peer, n1) {
+            (Some(p), Some(m)) if p.mpps > 0.0 => Some(m / p.mpps),
+            _ => None,
+        },
+        accounting_overhead_per_hop: on.map(|f| f.slope - off.slope),
+        fit_accounting_off: off,
+        fit_accounting_on: on,
+        points,
+        peer_skipped: if peer.is_some() { None } else { peer_skipped },
+        peer,
+    })
+}
+
+pub fn which(bin: &str) -> Option<String> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| format!("{d}/{bin}")).find(|p| std::path::Path::new(p).is_file())
+}
+
+/// Runs testpmd in mac mode between two ring ports for `duration`; returns the median
+/// forwarded Mpps (both ports' Rx-pps summed) of its 1-second samples after the first two.
+fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration) -> Result<(f64, String), String> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores < 2 {
+        return Err("testpmd needs two cores (main and forwarding lcore)".into());
+    }
+    // The forwarding lcore goes where sfclab's chain ran; the main lcore elsewhere.
+    let fwd = core.unwrap_or(cores - 1);
+    let main = if fwd == 0 { 1 } else { 0 };
+    let prefix = format!("sfclab-bench-{}", std::process::id());
+    let args = [
+        "-l".to_string(),
+        format!("{main},{fwd}"),
+        "--no-huge".into(),
+        "-m".into(),
+        "1024".into(),
+        "--no-pci".into(),
+        "--vdev=net_ring0".into(),
+        "--vdev=net_ring1".into(),
+        "--file-prefix".into(),
+        prefix,
+        "--log-level".into(),
+        "error".into(),
+        "--".into(),
+        "--forward-mode=mac".into(),
+        "--tx-first".into(),
+        "--stats-period=1".into(),
+    ];
+    let command = format!("{bin} {}", args.join(" "));
+    let mut child = Command::new(bin)
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start dpdk-testpmd: {e}"))?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let deadline = Instant::now() + duration + Duration::from_secs(3);
+    let mut samples = Vec::new();
+    let mut block = 0.0;
+    let mut in_block = false;
+    for line in BufReader::new(stdout).lines() {
+        let Ok(line) = line else { break };
+        if line.contains("Port statistics") {
+            if in_block {
+                samples.push(block);
+            }
+            in_block = true;
+            block = 0.0;
+        } else if let Some(rest) = line.trim().strip_prefix("Rx-pps:") {
+            block += rest.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        }
+        if Instant::now() > deadline {
+            break;
+        }
+    }
+    // SIGINT lets testpmd close its ports and remove its runtime files.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let waited = wait_timeout(&mut child, Duration::from_secs(5));
+    if !waited {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let settled: Vec<f64> = samples.iter().skip(2).copied().collect();
+    if settled.is_empty() {
+        return Err("dpdk-testpmd printed no statistics (does it run here? try the command by hand)".into());
+    }
+    Ok((median(&settled) / 1e6, command))
+}
+
+fn wait_timeout(child: &mut std::process::Child, limit: Duration) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if let Ok(Some(_)) = child.try_wait() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// The terminal view of a hop benchmark.
+pub fn table(b: &HopBench) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "sfclab bench hop | {} ({} cores, TSC {:.3} GHz, kernel {})", b.machine.cpu, b.machine.cores, b.machine.tsc_hz / 1e9, b.machine.kernel);
+    let _ = writeln!(
+        s,
+        "forwarder chains, {} B frames, {} flow(s), batch {}, {} x {:.1} s per point (medians), core {}\n",
+        b.frame_size,
+        b.flows,
+        b.batch,
+        b.repeat,
+        b.duration_s,
+        b.core.map_or("unpinned".into(), |c| c.to_string())
+    );
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    let acc = b.fit_accounting_on.is_some();
+    let mut header = vec!["hops", "Mpps", "cycles/packet"];
+    if acc {
+        header.extend(["Mpps (accounting on)", "cycles/packet (accounting on)"]);
+    }
+    t.set_header(header);
+    for p in b.points.iter().filter(|p| !p.accounting) {
+        let mut row = vec![p.hops.to_string(), format!("{:.1}", p.mpps), format!("{:.2}", p.cycles_per_packet)];
+        if let Some(q) = b.points.iter().find(|q| q.accounting && q.hops == p.hops) {
+            row.extend([format!("{:.1}", q.mpps), format!("{:.2}", q.cycles_per_packet)]);
+        }
+        t.add_row(row);
+    }
+    let _ = writeln!(s, "{t}");
+    let f = b.fit_accounting_off;
+    let _ = writeln!(s, "per-hop cost      {:.2} cycles/packet (least squares, r2 {:.3}), base {:.2}", f.slope, f.r2, f.intercept);
+    if let (Some(on), Some(o)) = (b.fit_accounting_on, b.accounting_overhead_per_hop) {
+        let _ = writeln!(s, "with accounting   {:.2} cycles/packet per hop: accounting adds {o:.2} per NF", on.slope);
+    }
+    match (&b.peer, &b.peer_skipped) {
+        (Some(p), _) => {
+            let _ = writeln!(s, "peer              {}: {:.1} Mpps (median of {})", p.name, p.mpps, p.mpps_runs.len());
+            if let Some(r) = b.ratio_n1_vs_peer {
+                let _ = writeln!(s, "ratio             sfclab n=1 / peer = {r:.2}x");
+            }
+        }
+        (None, Some(why)) => {
+            let _ = writeln!(s, "peer              skipped: {why}");
+        }
+        (None, None) => {}
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn least_squares_recovers_a_line() {
+        let xs = [0.0, 1.0, 2.0, 4.0, 8.0, 16.0];
+        let ys: Vec<f64> = xs.iter().map(|x| 5.0 + 1.5 * x).collect();
+        let f = least_squares(&xs, &ys);
+        assert!((f.slope - 1.5).abs() < 1e-12 && (f.intercept - 5.0).abs() < 1e-12 && (f.r2 - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn median_of_even_and_odd() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+}

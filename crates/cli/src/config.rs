@@ -1,0 +1,420 @@
+//! Chain files and the `--chain` shorthand, resolved into what the runtime needs.
+//!
+//! A chain file (YAML) has three sections, all optional but `chain`:
+//!
+//! ```yaml
+//! traffic: { size: imix, flows: 1024, ip: v4, rate: max, latency_probe_pps: 10000 }
+//! run:     { duration: 5s, warmup: 500ms, batch: 32, core: 1, accounting: true }
+//! chain:
+//!   - forwarder: { dst_mac: "02:00:00:00:00:02" }
+//!   - synthetic: { cycles: 100, working_set: 64KiB, accesses: 4 }
+//!   - noop
+//! ```
+//!
+//! Errors name the file, the place (`traffic`, `run`, or `chain[i] (kind)`), the key and
+//! why. Unknown keys are errors, never ignored.
+
+use serde::Deserialize;
+use serde_json::Value;
+use sfclab_nf::NfConfig;
+use sfclab_runtime::RunSettings;
+use sfclab_traffic::{FrameSizes, GeneratorConfig, IpVersion, Rate};
+use std::time::Duration;
+
+/// The chain run when no file and no `--chain` is given.
+pub const DEFAULT_CHAIN: &str = include_str!("../../../examples/chains/default.yaml");
+
+/// What a bad config is: where and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: String,
+    /// `traffic`, `run`, `chain[2] (synthetic)`, or empty for the file as a whole.
+    pub place: String,
+    pub key: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.file)?;
+        if !self.place.is_empty() {
+            write!(f, ": {}", self.place)?;
+        }
+        if !self.key.is_empty() {
+            write!(f, ": key `{}`", self.key)?;
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Settings given on the command line; each one overrides the file.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub size: Option<String>,
+    pub flows: Option<u32>,
+    pub ip: Option<IpVersion>,
+    pub rate: Option<String>,
+    pub latency_probe_pps: Option<f64>,
+    pub duration: Option<String>,
+    pub warmup: Option<String>,
+    pub count: Option<u64>,
+    pub batch: Option<usize>,
+    pub core: Option<usize>,
+    pub accounting: Option<bool>,
+    pub verify: Option<bool>,
+    pub pool_size: Option<usize>,
+}
+
+/// A chain ready to run.
+#[derive(Debug, Clone)]
+pub struct ChainSpec {
+    pub name: String,
+    pub traffic: GeneratorConfig,
+    pub nfs: Vec<(String, NfConfig)>,
+    pub settings: RunSettings,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChainFile {
+    name: Option<String>,
+    #[allow(dead_code)]
+    description: Option<String>,
+    #[serde(default)]
+    traffic: TrafficSection,
+    #[serde(default)]
+    run: RunSection,
+    chain: Vec<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrafficSection {
+    size: Option<Value>,
+    flows: Option<u32>,
+    ip: Option<IpVersion>,
+    rate: Option<String>,
+    latency_probe_pps: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunSection {
+    duration: Option<String>,
+    warmup: Option<String>,
+    count: Option<u64>,
+    batch: Option<usize>,
+    core: Option<usize>,
+    accounting: Option<bool>,
+    verify: Option<bool>,
+    pool_size: Option<usize>,
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, place: &str, key: &str, reason: impl Into<String>) -> ConfigError {
+        ConfigError { file: self.file.to_string(), place: place.to_string(), key: key.to_string(), reason: reason.into() }
+    }
+}
+
+/// Reads and resolves a chain file.
+pub fn load(path: &str, o: &Overrides) -> Result<ChainSpec, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| Ctx { file: path }.err("", "", format!("cannot read: {e}")))?;
+    parse(&text, path, o)
+}
+
+/// Parses and resolves chain-file text; `origin` names it in errors.
+pub fn parse(text: &str, origin: &str, o: &Overrides) -> Result<ChainSpec, ConfigError> {
+    let ctx = Ctx { file: origin };
+    let value: Value = serde_saphyr::from_str(text).map_err(|e| ctx.err("", "", format!("not valid YAML: {e}")))?;
+    let file: ChainFile = serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let (place, key) = match path.split_once('.') {
+            Some((section, rest)) => (section.to_string(), rest.to_string()),
+            None if path == "." => (String::new(), String::new()),
+            None => (path, String::new()),
+        };
+        ctx.err(&place, &key, e.into_inner().to_string())
+    })?;
+    resolve(file, &ctx, o)
+}
+
+/// Builds a spec from `--chain` shorthand: `forwarder*4`, or
+/// `forwarder -> synthetic(cycles=100, working_set=64KiB) -> noop`.
+pub fn from_shorthand(spec: &str, o: &Overrides) -> Result<ChainSpec, ConfigError> {
+    let ctx = Ctx { file: "--chain" };
+    let chain = parse_shorthand(spec).map_err(|e| ctx.err("", "", e))?;
+    let file = ChainFile { name: Some(spec.to_string()), chain, ..Default::default() };
+    resolve(file, &ctx, o)
+}
+
+fn resolve(file: ChainFile, ctx: &Ctx, o: &Overrides) -> Result<ChainSpec, ConfigError> {
+    let t = &file.traffic;
+    let size_text = match (&o.size, &t.size) {
+        (Some(s), _) => s.clone(),
+        (None, Some(Value::String(s))) => s.clone(),
+        (None, Some(Value::Number(n))) => n.to_string(),
+        (None, Some(other)) => return Err(ctx.err("traffic", "size", format!("`{other}` is not a size: write 64, imix, rfc2544 or 64:7,594:4,1518:1"))),
+        (None, None) => "64".into(),
+    };
+    let sizes: FrameSizes = size_text.parse().map_err(|e| ctx.err("traffic", "size", e))?;
+    let rate_text = o.rate.clone().or_else(|| t.rate.clone()).unwrap_or_else(|| "max".into());
+    let rate: Rate = rate_text.parse().map_err(|e| ctx.err("traffic", "rate", e))?;
+    let traffic = GeneratorConfig {
+        sizes,
+        flows: o.flows.or(t.flows).unwrap_or(256),
+        ip: o.ip.or(t.ip).unwrap_or_default(),
+        rate,
+        limit: None,
+        probe_pps: o.latency_probe_pps.or(t.latency_probe_pps).unwrap_or(10_000.0),
+        port: 0,
+    };
+    traffic.validate().map_err(|(k, r)| ctx.err("traffic", k, r))?;
+
+    let r = &file.run;
+    let dur = |key: &str, text: &str| humantime::parse_duration(text).map_err(|e| ctx.err("run", key, format!("`{text}` is not a duration ({e}); write e.g. 5s or 500ms")));
+    // A count on the command line replaces the file's duration, and the other way round.
+    let (duration_text, count) = match (&o.duration, o.count) {
+        (Some(d), c) => (Some(d.clone()), c),
+        (None, Some(c)) => (None, Some(c)),
+        (None, None) => (r.duration.clone(), r.count),
+    };
+    let duration = match (&duration_text, count) {
+        (Some(d), _) => Some(dur("duration", d)?),
+        (None, Some(_)) => None,
+        (None, None) => Some(Duration::from_secs(5)),
+    };
+    let warmup = match o.warmup.as_ref().or(r.warmup.as_ref()) {
+        Some(w) => dur("warmup", w)?,
+        None => Duration::from_millis(500),
+    };
+    let defaults = RunSettings::default();
+    let settings = RunSettings {
+        batch: o.batch.or(r.batch).unwrap_or(defaults.batch),
+        duration,
+        count,
+        warmup,
+        core: o.core.or(r.core).or_else(default_core),
+        accounting: o.accounting.or(r.accounting).unwrap_or(true),
+        verify: o.verify.or(r.verify).unwrap_or(false),
+        pool_size: o.pool_size.or(r.pool_size).unwrap_or(defaults.pool_size),
+        stop: None,
+    };
+    settings.validate().map_err(|e| match e {
+        sfclab_runtime::RunError::Setting { key, reason } => ctx.err("run", key, reason),
+        other => ctx.err("run", "", other.to_string()),
+    })?;
+
+    let nfs = resolve_chain(&file.chain, ctx)?;
+    Ok(ChainSpec { name: file.name.unwrap_or_else(|| ctx.file.to_string()), traffic, nfs, settings })
+}
+
+/// The last core this process may use: away from core 0, where interrupts land.
+pub fn default_core() -> Option<usize> {
+    std::thread::available_parallelism().ok().map(|n| n.get() - 1)
+}
+
+fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfConfig)>, ConfigError> {
+    let mut out: Vec<(String, NfConfig)> = Vec::new();
+    for (i, raw) in chain.iter().enumerate() {
+        let kind_guess = match raw {
+            Value::String(s) => s.clone(),
+            Value::Object(m) => m.keys().next().cloned().unwrap_or_default(),
+            _ => String::new(),
+        };
+        let place = format!("chain[{i}] ({kind_guess})");
+        let value = match raw {
+            // `- noop` and `- noop:` mean the NF with default settings.
+            Value::String(s) => serde_json::json!({ s.as_str(): {} }),
+            Value::Object(m) if m.len() == 1 => {
+                let (k, v) = m.iter().next().unwrap();
+                serde_json::json!({ k.as_str(): if v.is_null() { serde_json::json!({}) } else { v.clone() } })
+            }
+            _ => return Err(ctx.err(&format!("chain[{i}]"), "", "an NF is written as `- type: { key: value, ... }` with exactly one type")),
+        };
+        let cfg: NfConfig = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            let key = path.split_once('.').map(|(_, k)| k.to_string()).unwrap_or_default();
+            let mut reason = e.into_inner().to_string();
+            if reason.starts_with("unknown variant") {
+                let kinds: Vec<&str> = NfConfig::KINDS.iter().map(|(k, _)| *k).collect();
+                reason = format!("unknown NF type `{kind_guess}`; known types: {}", kinds.join(", "));
+            }
+            ctx.err(&place, &key, reason)
+        })?;
+        cfg.build().map_err(|e| ctx.err(&place, e.key, e.reason))?;
+        let name = cfg.name().map(str::to_string).unwrap_or_default();
+        out.push((name, cfg));
+    }
+    // Unnamed NFs are named by type, numbered when a type appears more than once.
+    for i in 0..out.len() {
+        if out[i].0.is_empty() {
+            let kind = out[i].1.kind();
+            let same: Vec<usize> = (0..out.len()).filter(|&j| out[j].1.kind() == kind).collect();
+            out[i].0 = if same.len() == 1 { kind.to_string() } else { format!("{kind}{}", same.iter().position(|&j| j == i).unwrap() + 1) };
+        }
+    }
+    for i in 0..out.len() {
+        if let Some(j) = (0..i).find(|&j| out[j].0 == out[i].0) {
+            return Err(ctx.err(&format!("chain[{i}] ({})", out[i].1.kind()), "name", format!("`{}` is already the name of chain[{j}]", out[i].0)));
+        }
+    }
+    Ok(out)
+}
+
+/// Parses `a -> b(k=v, k2=v2)*3 -> c` into chain elements.
+pub fn parse_shorthand(spec: &str) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    for part in spec.split("->") {
+        let part = part.trim();
+        if part.is_empty() {
+            return Err(format!("empty element in `{spec}`"));
+        }
+        let (body, repeat) = match part.rsplit_once('*') {
+            Some((b, n)) if !b.contains(')') || b.trim_end().ends_with(')') => {
+                let n: usize = n.trim().parse().map_err(|_| format!("`*{n}` in `{part}` is not a repeat count"))?;
+                if n == 0 || n > 4096 {
+                    return Err(format!("repeat count {n} in `{part}` must be 1..=4096"));
+                }
+                (b.trim(), n)
+            }
+            _ => (part, 1),
+        };
+        let (kind, params) = match body.split_once('(') {
+            Some((k, rest)) => {
+                let inner = rest.strip_suffix(')').ok_or_else(|| format!("missing `)` in `{body}`"))?;
+                (k.trim(), inner)
+            }
+            None => (body, ""),
+        };
+        if kind.is_empty() || !kind.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!("`{kind}` is not an NF type name"));
+        }
+        let mut settings = serde_json::Map::new();
+        for kv in params.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = kv.split_once('=').ok_or_else(|| format!("`{kv}` in `{body}` is not key=value"))?;
+            settings.insert(k.trim().to_string(), scalar(v.trim()));
+        }
+        for _ in 0..repeat {
+            out.push(serde_json::json!({ kind: Value::Object(settings.clone()) }));
+        }
+    }
+    Ok(out)
+}
+
+/// A shorthand value as YAML would read it: number, bool or string.
+fn scalar(v: &str) -> Value {
+    if let Ok(n) = v.parse::<u64>() {
+        return Value::from(n);
+    }
+    if let Ok(f) = v.parse::<f64>() {
+        return Value::from(f);
+    }
+    match v {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ => Value::String(v.trim_matches('"').to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_err(text: &str) -> ConfigError {
+        parse(text, "bad.yaml", &Overrides::default()).unwrap_err()
+    }
+
+    #[test]
+    fn default_chain_parses() {
+        let spec = parse(DEFAULT_CHAIN, "default", &Overrides::default()).unwrap();
+        assert!(!spec.nfs.is_empty());
+    }
+
+    #[test]
+    fn shorthand_expands_repeats_and_parameters() {
+        let spec = from_shorthand("forwarder*3 -> synthetic(cycles=100, working_set=64KiB) -> noop", &Overrides::default()).unwrap();
+        let names: Vec<&str> = spec.nfs.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["forwarder1", "forwarder2", "forwarder3", "synthetic", "noop"]);
+        let NfConfig::Synthetic(s) = &spec.nfs[3].1 else { panic!() };
+        assert_eq!((s.cycles, s.working_set.0), (100, 64 * 1024));
+    }
+
+    #[test]
+    fn overrides_win_and_count_replaces_duration() {
+        let o = Overrides { size: Some("imix".into()), count: Some(1000), batch: Some(64), ..Default::default() };
+        let spec = parse("run: { duration: 9s }\nchain: [noop]\n", "f.yaml", &o).unwrap();
+        assert_eq!(spec.traffic.sizes, FrameSizes::imix());
+        assert_eq!(spec.settings.count, Some(1000));
+        assert_eq!(spec.settings.duration, None);
+        assert_eq!(spec.settings.batch, 64);
+    }
+
+    #[test]
+    fn errors_name_file_place_key_and_reason() {
+        let e = parse_err("chain:\n  - forwarder: { dst_mack: \"02:00:00:00:00:01\" }\n");
+        assert_eq!((e.file.as_str(), e.place.as_str()), ("bad.yaml", "chain[0] (forwarder)"));
+        assert!(e.reason.contains("unknown field `dst_mack`"), "{e}");
+
+        let e = parse_err("chain:\n  - noop\n  - synthetic: { accesses: 3 }\n");
+        assert_eq!((e.place.as_str(), e.key.as_str()), ("chain[1] (synthetic)", "accesses"));
+        assert!(e.to_string().starts_with("bad.yaml: chain[1] (synthetic): key `accesses`: needs a `working_set`"), "{e}");
+
+        let e = parse_err("chain:\n  - synthetic: { working_set: lots }\n");
+        assert_eq!(e.key, "working_set");
+        assert!(e.reason.contains("`lots` is not a byte size"), "{e}");
+
+        let e = parse_err("chain:\n  - forwarderr: {}\n");
+        assert!(e.reason.contains("unknown NF type `forwarderr`") && e.reason.contains("synthetic"), "{e}");
+
+        let e = parse_err("traffic: { size: 63 }\nchain: [noop]\n");
+        assert_eq!((e.place.as_str(), e.key.as_str()), ("traffic", "size"));
+
+        let e = parse_err("traffic: { sizes: 64 }\nchain: [noop]\n");
+        assert_eq!(e.place, "traffic");
+        assert!(e.reason.contains("unknown field `sizes`"), "{e}");
+
+        let e = parse_err("run: { batch: 1000 }\nchain: [noop]\n");
+        assert_eq!((e.place.as_str(), e.key.as_str()), ("run", "batch"));
+
+        let e = parse_err("run: { duration: soon }\nchain: [noop]\n");
+        assert_eq!(e.key, "duration");
+
+        let e = parse_err("traffic: { rate: fast }\nchain: [noop]\n");
+        assert_eq!(e.key, "rate");
+
+        let e = parse_err("chain:\n  - noop: { name: a }\n  - forwarder: { name: a }\n");
+        assert_eq!((e.place.as_str(), e.key.as_str()), ("chain[1] (forwarder)", "name"));
+
+        let e = parse_err("chain: [ {noop: {}, forwarder: {}} ]\n");
+        assert_eq!(e.place, "chain[0]");
+
+        let e = parse_err("chain: [noop\n");
+        assert!(e.reason.starts_with("not valid YAML"), "{e}");
+
+        let e = parse_err("traffic: {}\n");
+        assert!(e.reason.contains("missing field `chain`"), "{e}");
+    }
+
+    #[test]
+    fn shorthand_errors() {
+        for bad in ["", "a ->", "forwarder*0", "forwarder*x", "synthetic(cycles=1", "syn thetic", "synthetic(cycles)"] {
+            assert!(parse_shorthand(bad).is_err(), "{bad}");
+        }
+        let e = from_shorthand("forwarder(dst_mac=zz)", &Overrides::default()).unwrap_err();
+        assert_eq!(e.key, "dst_mac");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_chain_text_never_panics(text in "\\PC{0,200}") {
+            let _ = parse(&text, "fuzz.yaml", &Overrides::default());
+            let _ = from_shorthand(&text, &Overrides::default());
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Run reports for people (a terminal table) and tools (JSON, CSV).
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{Cell, CellAlignment, Table};
+use sfclab_runtime::RunReport;
+use std::fmt::Write as _;
+
+/// Version of the JSON document layout; bumped on any incompatible change.
+pub const RUN_SCHEMA: &str = "sfclab.run/1";
+
+fn num(v: u64) -> String {
+    let s = v.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn ns(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2} ms", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.2} us", v / 1e3)
+    } else {
+        format!("{v:.0} ns")
+    }
+}
+
+fn right(s: impl ToString) -> Cell {
+    Cell::new(s).set_alignment(CellAlignment::Right)
+}
+
+/// The terminal view of a run.
+pub fn table(name: &str, r: &RunReport) -> String {
+    let mut s = String::new();
+    let t = &r.traffic;
+    let core = r.core.map_or("unpinned".to_string(), |c| format!("core {c}"));
+    let _ = writeln!(
+        s,
+        "sfclab {} | chain `{name}`: {} NF(s), {} runtime, {core}, batch {}",
+        r.version,
+        r.chain.len(),
+        r.runtime,
+        r.batch
+    );
+    let _ = writeln!(
+        s,
+        "traffic: {} B frames, {} flow(s), {}, rate {} | window {:.2} s after {:.2} s warm-up | TSC {:.3} GHz",
+        t.sizes,
+        t.flows,
+        t.ip,
+        t.rate,
+        r.duration_s,
+        r.warmup_s,
+        r.tsc_hz / 1e9
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "throughput  {:.2} Mpps   {:.2} Gbit/s L2   {:.2} Gbit/s L1   {:.1} cycles/packet (whole core)",
+        r.mpps, r.gbps_l2, r.gbps_l1, r.cycles_per_packet
+    );
+    match &r.latency {
+        Some(l) => {
+            let _ = writeln!(
+                s,
+                "latency     min {}  p50 {}  p99 {}  p99.9 {}  max {}  ({} probes)",
+                ns(l.min_ns),
+                ns(l.p50_ns),
+                ns(l.p99_ns),
+                ns(l.p999_ns),
+                ns(l.max_ns),
+                num(l.samples)
+            );
+        }
+        None => {
+            let _ = writeln!(s, "latency     no probes (latency_probe_pps is 0)");
+        }
+    }
+    if r.pool_empty > 0 || r.pacing_behind > 0 {
+        let _ = writeln!(
+            s,
+            "warning     the generator fell short of the offered rate: {} batches found the pool empty, {} packets skipped by the pacer",
+            r.pool_empty, r.pacing_behind
+        );
+    }
+
+    let mut places = Table::new();
+    places.load_preset(UTF8_FULL_CONDENSED);
+    places.set_header(["place", "kind", "packets in", "packets out", "dropped", "cycles/packet"]);
+    for p in &r.places {
+        places.add_row(vec![
+            Cell::new(&p.name),
+            Cell::new(&p.kind),
+            right(num(p.packets_in)),
+            right(num(p.packets_out)),
+            right(num(p.dropped)),
+            right(p.cycles_per_packet.map_or("-".into(), |c| format!("{c:.2}"))),
+        ]);
+    }
+    let _ = writeln!(s, "\n{places}");
+
+    if r.drops.is_empty() {
+        let _ = writeln!(s, "drops       none");
+    } else {
+        let mut drops = Table::new();
+        drops.load_preset(UTF8_FULL_CONDENSED);
+        drops.set_header(["place", "reason", "packets"]);
+        for d in &r.drops {
+            drops.add_row(vec![Cell::new(&d.place), Cell::new(&d.reason), right(num(d.packets))]);
+        }
+        let _ = writeln!(s, "drops by place and reason\n{drops}");
+    }
+    let _ = writeln!(s, "conservation {}", r.conservation);
+    s
+}
+
+/// The JSON document of a run: the report plus the schema tag and the chain's name.
+pub fn json(name: &str, r: &RunReport) -> String {
+    let mut v = serde_json::to_value(r).expect("report serialises");
+    let obj = v.as_object_mut().expect("report is an object");
+    obj.insert("schema".into(), RUN_SCHEMA.into());
+    obj.insert("name".into(), name.into());
+    serde_json::to_string_pretty(&v).expect("report serialises")
+}
+
+/// Columns of the CSV summary: one row per run.
+pub const CSV_HEADER: [&str; 19] = [
+    "name",
+    "runtime",
+    "nfs",
+    "frame_size",
+    "flows",
+    "batch",
+    "duration_s",
+    "generated",
+    "received",
+    "dropped",
+    "mpps",
+    "gbps_l2",
+    "gbps_l1",
+    "cycles_per_packet",
+    "nf_cycles_per_packet",
+    "latency_p50_ns",
+    "latency_p99_ns",
+    "latency_p999_ns",
+    "conservation",
+];
+
+/// One CSV row for a run; `nf_cycles_per_packet` lists `name=cycles` for each NF.
+pub fn csv_row(name: &str, r: &RunReport) -> Vec<String> {
+    let nf_cycles: Vec<String> = r
+        .places
+        .iter()
+        .filter(|p| p.kind != "generator" && p.kind != "sink")
+        .map(|p| format!("{}={}", p.name, p.cycles_per_packet.map_or("".into(), |c| format!("{c:.2}"))))
+        .collect();
+    let lat = |f: fn(&sfclab_traffic::LatencySummary) -> f64| r.latency.as_ref().map_or(String::new(), |l| format!("{:.0}", f(l)));
+    vec![
+        name.to_string(),
+        r.runtime.to_string(),
+        r.chain.len().to_string(),
+        r.traffic.sizes.to_string(),
+        r.traffic.flows.to_string(),
+        r.batch.to_string(),
+        format!("{:.4}", r.duration_s),
+        r.generated.to_string(),
+        r.received.to_string(),
+        r.dropped.to_string(),
+        format!("{:.4}", r.mpps),
+        format!("{:.4}", r.gbps_l2),
+        format!("{:.4}", r.gbps_l1),
+        format!("{:.3}", r.cycles_per_packet),
+        nf_cycles.join(";"),
+        lat(|l| l.p50_ns),
+        lat(|l| l.p99_ns),
+        lat(|l| l.p999_ns),
+        if r.conservation.holds { "holds".into() } else { "violated".into() },
+    ]
+}
+
+pub fn csv(name: &str, r: &RunReport) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(CSV_HEADER).expect("in-memory CSV");
+    w.write_record(csv_row(name, r)).expect("in-memory CSV");
+    String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("CSV is UTF-8")
+}
