@@ -44,13 +44,18 @@ impl Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu = cpuinfo
             .lines()
-            .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string()))
+            .find_map(|l| {
+                l.strip_prefix("model name")
+                    .and_then(|r| r.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
             .unwrap_or_else(|| "unknown".into());
         Machine {
             cpu,
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             tsc_hz: sfclab_core::tsc::hz(),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").map_or_else(|_| "unknown".into(), |s| s.trim().to_string()),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map_or_else(|_| "unknown".into(), |s| s.trim().to_string()),
         }
     }
 }
@@ -81,8 +86,16 @@ pub fn least_squares(xs: &[f64], ys: &[f64]) -> Fit {
     let sxy: f64 = xs.iter().zip(ys).map(|(x, y)| (x - mx) * (y - my)).sum();
     let syy: f64 = ys.iter().map(|y| (y - my).powi(2)).sum();
     let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
-    let r2 = if sxx > 0.0 && syy > 0.0 { sxy * sxy / (sxx * syy) } else { 1.0 };
-    Fit { slope, intercept: my - slope * mx, r2 }
+    let r2 = if sxx > 0.0 && syy > 0.0 {
+        sxy * sxy / (sxx * syy)
+    } else {
+        1.0
+    };
+    Fit {
+        slope,
+        intercept: my - slope * mx,
+        r2,
+    }
 }
 
 pub fn median(v: &[f64]) -> f64 {
@@ -130,12 +143,25 @@ pub struct HopBench {
 }
 
 fn forwarders(n: usize) -> Vec<(String, Box<dyn sfclab_core::NetworkFunction>)> {
-    (0..n).map(|i| (format!("forwarder{}", i + 1), NfConfig::Forwarder(Default::default()).build().expect("default forwarder"))).collect()
+    (0..n)
+        .map(|i| {
+            (
+                format!("forwarder{}", i + 1),
+                NfConfig::Forwarder(Default::default())
+                    .build()
+                    .expect("default forwarder"),
+            )
+        })
+        .collect()
 }
 
 /// Runs the benchmark; `progress` is told after each trial (done, total).
 pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<HopBench, String> {
-    let modes: Vec<bool> = if args.accounting_too { vec![false, true] } else { vec![false] };
+    let modes: Vec<bool> = if args.accounting_too {
+        vec![false, true]
+    } else {
+        vec![false]
+    };
     let total = args.repeat * (modes.len() * args.hops.len() + usize::from(args.peer));
     let mut done = 0;
     let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); modes.len() * args.hops.len()];
@@ -154,7 +180,12 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
     for _ in 0..args.repeat {
         for (m, &accounting) in modes.iter().enumerate() {
             for (h, &n) in args.hops.iter().enumerate() {
-                let traffic = GeneratorConfig { sizes: FrameSizes::Fixed { size: args.size }, flows: args.flows, probe_pps: 0.0, ..Default::default() };
+                let traffic = GeneratorConfig {
+                    sizes: FrameSizes::Fixed { size: args.size },
+                    flows: args.flows,
+                    probe_pps: 0.0,
+                    ..Default::default()
+                };
                 let settings = RunSettings {
                     batch: args.batch,
                     duration: Some(args.duration),
@@ -166,7 +197,11 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
                 let r = run_compound(traffic, forwarders(n), &settings).map_err(|e| e.to_string())?;
                 runs[m * args.hops.len() + h].push((r.mpps, r.cycles_per_packet));
                 done += 1;
-                progress(done, total, &format!("n={n} accounting {}", if accounting { "on" } else { "off" }));
+                progress(
+                    done,
+                    total,
+                    &format!("n={n} accounting {}", if accounting { "on" } else { "off" }),
+                );
             }
         }
         if let (true, Some(bin)) = (args.peer && peer_skipped.is_none(), &testpmd) {
@@ -187,11 +222,22 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
             let r = &runs[m * args.hops.len() + h];
             let mpps_runs: Vec<f64> = r.iter().map(|x| x.0).collect();
             let cycles_runs: Vec<f64> = r.iter().map(|x| x.1).collect();
-            points.push(HopPoint { hops: n, accounting, mpps: median(&mpps_runs), cycles_per_packet: median(&cycles_runs), mpps_runs, cycles_runs });
+            points.push(HopPoint {
+                hops: n,
+                accounting,
+                mpps: median(&mpps_runs),
+                cycles_per_packet: median(&cycles_runs),
+                mpps_runs,
+                cycles_runs,
+            });
         }
     }
     let fit = |acc: bool| {
-        let (xs, ys): (Vec<f64>, Vec<f64>) = points.iter().filter(|p| p.accounting == acc).map(|p| (p.hops as f64, p.cycles_per_packet)).unzip();
+        let (xs, ys): (Vec<f64>, Vec<f64>) = points
+            .iter()
+            .filter(|p| p.accounting == acc)
+            .map(|p| (p.hops as f64, p.cycles_per_packet))
+            .unzip();
         least_squares(&xs, &ys)
     };
     let off = fit(false);
@@ -227,7 +273,11 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
 }
 
 pub fn which(bin: &str) -> Option<String> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| format!("{d}/{bin}")).find(|p| std::path::Path::new(p).is_file())
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| format!("{d}/{bin}"))
+        .find(|p| std::path::Path::new(p).is_file())
 }
 
 /// Runs testpmd in mac mode between two ring ports for `duration`; returns the median
@@ -260,41 +310,47 @@ fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration) -> Result<(f6
         "--stats-period=1".into(),
     ];
     let command = format!("{bin} {}", args.join(" "));
+    // stdin stays open: without -i, testpmd exits when stdin reaches EOF.
     let mut child = Command::new(bin)
         .args(&args)
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot start dpdk-testpmd: {e}"))?;
     let stdout = child.stdout.take().expect("piped stdout");
-    let deadline = Instant::now() + duration + Duration::from_secs(3);
-    let mut samples = Vec::new();
-    let mut block = 0.0;
-    let mut in_block = false;
-    for line in BufReader::new(stdout).lines() {
-        let Ok(line) = line else { break };
-        if line.contains("Port statistics") {
-            if in_block {
-                samples.push(block);
-            }
-            in_block = true;
-            block = 0.0;
-        } else if let Some(rest) = line.trim().strip_prefix("Rx-pps:") {
-            block += rest.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        }
-        if Instant::now() > deadline {
-            break;
-        }
-    }
-    // SIGINT lets testpmd close its ports and remove its runtime files.
+    // Its stdout is block-buffered into a pipe: collect it in a thread until it exits.
+    let reader = std::thread::spawn(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
+    // EAL start-up without hugepages takes a few seconds before forwarding begins.
+    std::thread::sleep(duration + Duration::from_secs(5));
+    // SIGINT lets testpmd stop forwarding, close its ports and remove its runtime files.
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let waited = wait_timeout(&mut child, Duration::from_secs(5));
-    if !waited {
+    if !wait_timeout(&mut child, Duration::from_secs(10)) {
         let _ = child.kill();
         let _ = child.wait();
     }
+    let lines = reader.join().unwrap_or_default();
+    let mut samples = Vec::new();
+    let mut block: Option<f64> = None;
+    for line in &lines {
+        if line.contains("Port statistics") {
+            samples.extend(block.take());
+            block = Some(0.0);
+        } else if let (Some(b), Some(rest)) = (block.as_mut(), line.trim().strip_prefix("Rx-pps:")) {
+            *b += rest
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0);
+        }
+    }
+    samples.extend(block);
     let settled: Vec<f64> = samples.iter().skip(2).copied().collect();
     if settled.is_empty() {
         return Err("dpdk-testpmd printed no statistics (does it run here? try the command by hand)".into());
@@ -317,7 +373,14 @@ fn wait_timeout(child: &mut std::process::Child, limit: Duration) -> bool {
 pub fn table(b: &HopBench) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
-    let _ = writeln!(s, "sfclab bench hop | {} ({} cores, TSC {:.3} GHz, kernel {})", b.machine.cpu, b.machine.cores, b.machine.tsc_hz / 1e9, b.machine.kernel);
+    let _ = writeln!(
+        s,
+        "sfclab bench hop | {} ({} cores, TSC {:.3} GHz, kernel {})",
+        b.machine.cpu,
+        b.machine.cores,
+        b.machine.tsc_hz / 1e9,
+        b.machine.kernel
+    );
     let _ = writeln!(
         s,
         "forwarder chains, {} B frames, {} flow(s), batch {}, {} x {:.1} s per point (medians), core {}\n",
@@ -337,7 +400,11 @@ pub fn table(b: &HopBench) -> String {
     }
     t.set_header(header);
     for p in b.points.iter().filter(|p| !p.accounting) {
-        let mut row = vec![p.hops.to_string(), format!("{:.1}", p.mpps), format!("{:.2}", p.cycles_per_packet)];
+        let mut row = vec![
+            p.hops.to_string(),
+            format!("{:.1}", p.mpps),
+            format!("{:.2}", p.cycles_per_packet),
+        ];
         if let Some(q) = b.points.iter().find(|q| q.accounting && q.hops == p.hops) {
             row.extend([format!("{:.1}", q.mpps), format!("{:.2}", q.cycles_per_packet)]);
         }
@@ -345,13 +412,27 @@ pub fn table(b: &HopBench) -> String {
     }
     let _ = writeln!(s, "{t}");
     let f = b.fit_accounting_off;
-    let _ = writeln!(s, "per-hop cost      {:.2} cycles/packet (least squares, r2 {:.3}), base {:.2}", f.slope, f.r2, f.intercept);
+    let _ = writeln!(
+        s,
+        "per-hop cost      {:.2} cycles/packet (least squares, r2 {:.3}), base {:.2}",
+        f.slope, f.r2, f.intercept
+    );
     if let (Some(on), Some(o)) = (b.fit_accounting_on, b.accounting_overhead_per_hop) {
-        let _ = writeln!(s, "with accounting   {:.2} cycles/packet per hop: accounting adds {o:.2} per NF", on.slope);
+        let _ = writeln!(
+            s,
+            "with accounting   {:.2} cycles/packet per hop: accounting adds {o:.2} per NF",
+            on.slope
+        );
     }
     match (&b.peer, &b.peer_skipped) {
         (Some(p), _) => {
-            let _ = writeln!(s, "peer              {}: {:.1} Mpps (median of {})", p.name, p.mpps, p.mpps_runs.len());
+            let _ = writeln!(
+                s,
+                "peer              {}: {:.1} Mpps (median of {})",
+                p.name,
+                p.mpps,
+                p.mpps_runs.len()
+            );
             if let Some(r) = b.ratio_n1_vs_peer {
                 let _ = writeln!(s, "ratio             sfclab n=1 / peer = {r:.2}x");
             }

@@ -118,13 +118,19 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn err(&self, place: &str, key: &str, reason: impl Into<String>) -> ConfigError {
-        ConfigError { file: self.file.to_string(), place: place.to_string(), key: key.to_string(), reason: reason.into() }
+        ConfigError {
+            file: self.file.to_string(),
+            place: place.to_string(),
+            key: key.to_string(),
+            reason: reason.into(),
+        }
     }
 }
 
 /// Reads and resolves a chain file.
 pub fn load(path: &str, o: &Overrides) -> Result<ChainSpec, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| Ctx { file: path }.err("", "", format!("cannot read: {e}")))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Ctx { file: path }.err("", "", format!("cannot read: {e}")))?;
     parse(&text, path, o)
 }
 
@@ -149,7 +155,11 @@ pub fn parse(text: &str, origin: &str, o: &Overrides) -> Result<ChainSpec, Confi
 pub fn from_shorthand(spec: &str, o: &Overrides) -> Result<ChainSpec, ConfigError> {
     let ctx = Ctx { file: "--chain" };
     let chain = parse_shorthand(spec).map_err(|e| ctx.err("", "", e))?;
-    let file = ChainFile { name: Some(spec.to_string()), chain, ..Default::default() };
+    let file = ChainFile {
+        name: Some(spec.to_string()),
+        chain,
+        ..Default::default()
+    };
     resolve(file, &ctx, o)
 }
 
@@ -159,11 +169,21 @@ fn resolve(file: ChainFile, ctx: &Ctx, o: &Overrides) -> Result<ChainSpec, Confi
         (Some(s), _) => s.clone(),
         (None, Some(Value::String(s))) => s.clone(),
         (None, Some(Value::Number(n))) => n.to_string(),
-        (None, Some(other)) => return Err(ctx.err("traffic", "size", format!("`{other}` is not a size: write 64, imix, rfc2544 or 64:7,594:4,1518:1"))),
+        (None, Some(other)) => {
+            return Err(ctx.err(
+                "traffic",
+                "size",
+                format!("`{other}` is not a size: write 64, imix, rfc2544 or 64:7,594:4,1518:1"),
+            ));
+        }
         (None, None) => "64".into(),
     };
     let sizes: FrameSizes = size_text.parse().map_err(|e| ctx.err("traffic", "size", e))?;
-    let rate_text = o.rate.clone().or_else(|| t.rate.clone()).unwrap_or_else(|| "max".into());
+    let rate_text = o
+        .rate
+        .clone()
+        .or_else(|| t.rate.clone())
+        .unwrap_or_else(|| "max".into());
     let rate: Rate = rate_text.parse().map_err(|e| ctx.err("traffic", "rate", e))?;
     let traffic = GeneratorConfig {
         sizes,
@@ -177,7 +197,15 @@ fn resolve(file: ChainFile, ctx: &Ctx, o: &Overrides) -> Result<ChainSpec, Confi
     traffic.validate().map_err(|(k, r)| ctx.err("traffic", k, r))?;
 
     let r = &file.run;
-    let dur = |key: &str, text: &str| humantime::parse_duration(text).map_err(|e| ctx.err("run", key, format!("`{text}` is not a duration ({e}); write e.g. 5s or 500ms")));
+    let dur = |key: &str, text: &str| {
+        humantime::parse_duration(text).map_err(|e| {
+            ctx.err(
+                "run",
+                key,
+                format!("`{text}` is not a duration ({e}); write e.g. 5s or 500ms"),
+            )
+        })
+    };
     // A count on the command line replaces the file's duration, and the other way round.
     let (duration_text, count) = match (&o.duration, o.count) {
         (Some(d), c) => (Some(d.clone()), c),
@@ -211,7 +239,12 @@ fn resolve(file: ChainFile, ctx: &Ctx, o: &Overrides) -> Result<ChainSpec, Confi
     })?;
 
     let nfs = resolve_chain(&file.chain, ctx)?;
-    Ok(ChainSpec { name: file.name.unwrap_or_else(|| ctx.file.to_string()), traffic, nfs, settings })
+    Ok(ChainSpec {
+        name: file.name.unwrap_or_else(|| ctx.file.to_string()),
+        traffic,
+        nfs,
+        settings,
+    })
 }
 
 /// The last core this process may use: away from core 0, where interrupts land.
@@ -235,7 +268,13 @@ fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfConfig)>, 
                 let (k, v) = m.iter().next().unwrap();
                 serde_json::json!({ k.as_str(): if v.is_null() { serde_json::json!({}) } else { v.clone() } })
             }
-            _ => return Err(ctx.err(&format!("chain[{i}]"), "", "an NF is written as `- type: { key: value, ... }` with exactly one type")),
+            _ => {
+                return Err(ctx.err(
+                    &format!("chain[{i}]"),
+                    "",
+                    "an NF is written as `- type: { key: value, ... }` with exactly one type",
+                ));
+            }
         };
         let cfg: NfConfig = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
@@ -256,12 +295,20 @@ fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfConfig)>, 
         if out[i].0.is_empty() {
             let kind = out[i].1.kind();
             let same: Vec<usize> = (0..out.len()).filter(|&j| out[j].1.kind() == kind).collect();
-            out[i].0 = if same.len() == 1 { kind.to_string() } else { format!("{kind}{}", same.iter().position(|&j| j == i).unwrap() + 1) };
+            out[i].0 = if same.len() == 1 {
+                kind.to_string()
+            } else {
+                format!("{kind}{}", same.iter().position(|&j| j == i).unwrap() + 1)
+            };
         }
     }
     for i in 0..out.len() {
         if let Some(j) = (0..i).find(|&j| out[j].0 == out[i].0) {
-            return Err(ctx.err(&format!("chain[{i}] ({})", out[i].1.kind()), "name", format!("`{}` is already the name of chain[{j}]", out[i].0)));
+            return Err(ctx.err(
+                &format!("chain[{i}] ({})", out[i].1.kind()),
+                "name",
+                format!("`{}` is already the name of chain[{j}]", out[i].0),
+            ));
         }
     }
     Ok(out)
@@ -277,7 +324,10 @@ pub fn parse_shorthand(spec: &str) -> Result<Vec<Value>, String> {
         }
         let (body, repeat) = match part.rsplit_once('*') {
             Some((b, n)) if !b.contains(')') || b.trim_end().ends_with(')') => {
-                let n: usize = n.trim().parse().map_err(|_| format!("`*{n}` in `{part}` is not a repeat count"))?;
+                let n: usize = n
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("`*{n}` in `{part}` is not a repeat count"))?;
                 if n == 0 || n > 4096 {
                     return Err(format!("repeat count {n} in `{part}` must be 1..=4096"));
                 }
@@ -287,7 +337,9 @@ pub fn parse_shorthand(spec: &str) -> Result<Vec<Value>, String> {
         };
         let (kind, params) = match body.split_once('(') {
             Some((k, rest)) => {
-                let inner = rest.strip_suffix(')').ok_or_else(|| format!("missing `)` in `{body}`"))?;
+                let inner = rest
+                    .strip_suffix(')')
+                    .ok_or_else(|| format!("missing `)` in `{body}`"))?;
                 (k.trim(), inner)
             }
             None => (body, ""),
@@ -297,7 +349,9 @@ pub fn parse_shorthand(spec: &str) -> Result<Vec<Value>, String> {
         }
         let mut settings = serde_json::Map::new();
         for kv in params.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (k, v) = kv.split_once('=').ok_or_else(|| format!("`{kv}` in `{body}` is not key=value"))?;
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("`{kv}` in `{body}` is not key=value"))?;
             settings.insert(k.trim().to_string(), scalar(v.trim()));
         }
         for _ in 0..repeat {
@@ -338,16 +392,27 @@ mod tests {
 
     #[test]
     fn shorthand_expands_repeats_and_parameters() {
-        let spec = from_shorthand("forwarder*3 -> synthetic(cycles=100, working_set=64KiB) -> noop", &Overrides::default()).unwrap();
+        let spec = from_shorthand(
+            "forwarder*3 -> synthetic(cycles=100, working_set=64KiB) -> noop",
+            &Overrides::default(),
+        )
+        .unwrap();
         let names: Vec<&str> = spec.nfs.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["forwarder1", "forwarder2", "forwarder3", "synthetic", "noop"]);
-        let NfConfig::Synthetic(s) = &spec.nfs[3].1 else { panic!() };
+        let NfConfig::Synthetic(s) = &spec.nfs[3].1 else {
+            panic!()
+        };
         assert_eq!((s.cycles, s.working_set.0), (100, 64 * 1024));
     }
 
     #[test]
     fn overrides_win_and_count_replaces_duration() {
-        let o = Overrides { size: Some("imix".into()), count: Some(1000), batch: Some(64), ..Default::default() };
+        let o = Overrides {
+            size: Some("imix".into()),
+            count: Some(1000),
+            batch: Some(64),
+            ..Default::default()
+        };
         let spec = parse("run: { duration: 9s }\nchain: [noop]\n", "f.yaml", &o).unwrap();
         assert_eq!(spec.traffic.sizes, FrameSizes::imix());
         assert_eq!(spec.settings.count, Some(1000));
@@ -358,19 +423,29 @@ mod tests {
     #[test]
     fn errors_name_file_place_key_and_reason() {
         let e = parse_err("chain:\n  - forwarder: { dst_mack: \"02:00:00:00:00:01\" }\n");
-        assert_eq!((e.file.as_str(), e.place.as_str()), ("bad.yaml", "chain[0] (forwarder)"));
+        assert_eq!(
+            (e.file.as_str(), e.place.as_str()),
+            ("bad.yaml", "chain[0] (forwarder)")
+        );
         assert!(e.reason.contains("unknown field `dst_mack`"), "{e}");
 
         let e = parse_err("chain:\n  - noop\n  - synthetic: { accesses: 3 }\n");
         assert_eq!((e.place.as_str(), e.key.as_str()), ("chain[1] (synthetic)", "accesses"));
-        assert!(e.to_string().starts_with("bad.yaml: chain[1] (synthetic): key `accesses`: needs a `working_set`"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("bad.yaml: chain[1] (synthetic): key `accesses`: needs a `working_set`"),
+            "{e}"
+        );
 
         let e = parse_err("chain:\n  - synthetic: { working_set: lots }\n");
         assert_eq!(e.key, "working_set");
         assert!(e.reason.contains("`lots` is not a byte size"), "{e}");
 
         let e = parse_err("chain:\n  - forwarderr: {}\n");
-        assert!(e.reason.contains("unknown NF type `forwarderr`") && e.reason.contains("synthetic"), "{e}");
+        assert!(
+            e.reason.contains("unknown NF type `forwarderr`") && e.reason.contains("synthetic"),
+            "{e}"
+        );
 
         let e = parse_err("traffic: { size: 63 }\nchain: [noop]\n");
         assert_eq!((e.place.as_str(), e.key.as_str()), ("traffic", "size"));
@@ -403,7 +478,15 @@ mod tests {
 
     #[test]
     fn shorthand_errors() {
-        for bad in ["", "a ->", "forwarder*0", "forwarder*x", "synthetic(cycles=1", "syn thetic", "synthetic(cycles)"] {
+        for bad in [
+            "",
+            "a ->",
+            "forwarder*0",
+            "forwarder*x",
+            "synthetic(cycles=1",
+            "syn thetic",
+            "synthetic(cycles)",
+        ] {
             assert!(parse_shorthand(bad).is_err(), "{bad}");
         }
         let e = from_shorthand("forwarder(dst_mac=zz)", &Overrides::default()).unwrap_err();

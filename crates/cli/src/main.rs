@@ -192,7 +192,11 @@ fn cmd_run(a: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let nfs = spec.nfs.iter().map(|(name, cfg)| (name.clone(), cfg.build().expect("validated when the chain was read"))).collect();
+    let nfs = spec
+        .nfs
+        .iter()
+        .map(|(name, cfg)| (name.clone(), cfg.build().expect("validated when the chain was read")))
+        .collect();
     let print = |r: &sfclab_runtime::RunReport| {
         if a.json {
             println!("{}", render::json(&spec.name, r));
@@ -246,7 +250,10 @@ fn cmd_hop(a: HopArgs) -> ExitCode {
     };
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials, ETA {eta} {msg}").expect("valid template"),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials, ETA {eta} {msg}",
+        )
+        .expect("valid template"),
     );
     let result = bench::hop(&args, |done, total, msg| {
         bar.set_length(total as u64);

@@ -12,7 +12,7 @@ fn num(v: u64) -> String {
     let s = v.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -157,9 +157,17 @@ pub fn csv_row(name: &str, r: &RunReport) -> Vec<String> {
         .places
         .iter()
         .filter(|p| p.kind != "generator" && p.kind != "sink")
-        .map(|p| format!("{}={}", p.name, p.cycles_per_packet.map_or("".into(), |c| format!("{c:.2}"))))
+        .map(|p| {
+            format!(
+                "{}={}",
+                p.name,
+                p.cycles_per_packet.map_or("".into(), |c| format!("{c:.2}"))
+            )
+        })
         .collect();
-    let lat = |f: fn(&sfclab_traffic::LatencySummary) -> f64| r.latency.as_ref().map_or(String::new(), |l| format!("{:.0}", f(l)));
+    let lat = |f: fn(&sfclab_traffic::LatencySummary) -> f64| {
+        r.latency.as_ref().map_or(String::new(), |l| format!("{:.0}", f(l)))
+    };
     vec![
         name.to_string(),
         r.runtime.to_string(),
@@ -179,7 +187,11 @@ pub fn csv_row(name: &str, r: &RunReport) -> Vec<String> {
         lat(|l| l.p50_ns),
         lat(|l| l.p99_ns),
         lat(|l| l.p999_ns),
-        if r.conservation.holds { "holds".into() } else { "violated".into() },
+        if r.conservation.holds {
+            "holds".into()
+        } else {
+            "violated".into()
+        },
     ]
 }
 

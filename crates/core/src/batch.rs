@@ -3,6 +3,7 @@
 
 use crate::packet::Packet;
 use crate::pool::PacketRef;
+use std::ptr::NonNull;
 
 /// The largest batch size sfclab supports; the default is 32, as in DPDK and VPP.
 pub const MAX_BATCH: usize = 256;
@@ -11,7 +12,8 @@ pub const MAX_BATCH: usize = 256;
 pub struct Batch {
     len: usize,
     size: usize,
-    pkts: [*mut Packet; MAX_BATCH],
+    /// Non-null so that iterators need no null check (`Option<&mut Packet>` uses the niche).
+    pkts: [NonNull<Packet>; MAX_BATCH],
 }
 
 // SAFETY: the batch uniquely owns the buffers it points to (each came from a PacketRef).
@@ -23,7 +25,7 @@ impl Batch {
         Batch {
             len: 0,
             size: size.clamp(1, MAX_BATCH),
-            pkts: [std::ptr::null_mut(); MAX_BATCH],
+            pkts: [NonNull::dangling(); MAX_BATCH],
         }
     }
 
@@ -63,11 +65,20 @@ impl Batch {
     /// # Safety
     /// There must be room, and `p` must be a buffer this batch may own.
     #[inline(always)]
-    pub(crate) unsafe fn push_raw(&mut self, p: *mut Packet) {
+    pub(crate) unsafe fn push_raw(&mut self, p: NonNull<Packet>) {
         debug_assert!(self.len < self.size);
         // SAFETY: len < size <= MAX_BATCH.
         unsafe { *self.pkts.get_unchecked_mut(self.len) = p };
         self.len += 1;
+    }
+
+    /// # Safety
+    /// `ps.len()` must fit the room, and the batch must be allowed to own the buffers.
+    #[inline(always)]
+    pub(crate) unsafe fn extend_raw(&mut self, ps: &[NonNull<Packet>]) {
+        debug_assert!(ps.len() <= self.room());
+        self.pkts[self.len..self.len + ps.len()].copy_from_slice(ps);
+        self.len += ps.len();
     }
 
     /// Removes and returns the last packet.
@@ -85,36 +96,34 @@ impl Batch {
     pub fn get(&self, i: usize) -> &Packet {
         assert!(i < self.len);
         // SAFETY: slots below len hold owned, live buffers.
-        unsafe { &*self.pkts[i] }
+        unsafe { self.pkts[i].as_ref() }
     }
 
     #[inline(always)]
     pub fn get_mut(&mut self, i: usize) -> &mut Packet {
         assert!(i < self.len);
         // SAFETY: as above; &mut self makes the access unique.
-        unsafe { &mut *self.pkts[i] }
+        unsafe { self.pkts[i].as_mut() }
     }
 
     #[inline(always)]
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &Packet> + '_ {
         // SAFETY: slots below len hold owned, live buffers.
-        self.raw().iter().map(|&p| unsafe { &*p })
+        self.raw().iter().map(|&p| unsafe { &*p.as_ptr() })
     }
 
     #[inline(always)]
     pub fn iter_mut(&mut self) -> impl ExactSizeIterator<Item = &mut Packet> + '_ {
         let len = self.len;
         // SAFETY: distinct buffers (pool invariant), owned by this batch, borrowed mutably once.
-        self.pkts[..len].iter().map(|&p| unsafe { &mut *p })
+        self.pkts[..len].iter().map(|&p| unsafe { &mut *p.as_ptr() })
     }
 
     /// Moves every packet out, in order.
     pub fn drain(&mut self) -> impl Iterator<Item = PacketRef> + '_ {
         let len = std::mem::take(&mut self.len);
         // SAFETY: each slot below the old len is moved out exactly once.
-        self.pkts[..len]
-            .iter()
-            .map(|&p| unsafe { PacketRef::from_raw(p) })
+        self.pkts[..len].iter().map(|&p| unsafe { PacketRef::from_raw(p) })
     }
 
     /// Keeps the packets for which `keep(index, packet)` is true, in order, and moves the
@@ -129,7 +138,7 @@ impl Batch {
         for r in 0..self.len {
             let p = self.pkts[r];
             // SAFETY: slot r holds an owned buffer.
-            if keep(r, unsafe { &*p }) {
+            if keep(r, unsafe { p.as_ref() }) {
                 self.pkts[w] = p;
                 w += 1;
             } else {
@@ -150,7 +159,7 @@ impl Batch {
     }
 
     #[inline(always)]
-    pub(crate) fn raw(&self) -> &[*mut Packet] {
+    pub(crate) fn raw(&self) -> &[NonNull<Packet>] {
         &self.pkts[..self.len]
     }
 
@@ -178,10 +187,7 @@ mod tests {
         batch.partition(|i, _| i % 3 != 0, |i, p| rejected.push((i, p)));
         let kept: Vec<u8> = batch.iter().map(|p| p.data()[0]).collect();
         assert_eq!(kept, vec![1, 2, 4, 5, 7]);
-        assert_eq!(
-            rejected.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
-            vec![0, 3, 6]
-        );
+        assert_eq!(rejected.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![0, 3, 6]);
         for (_, p) in rejected {
             pool.free(p);
         }

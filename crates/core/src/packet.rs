@@ -41,6 +41,26 @@ pub struct PacketMeta {
 /// The packet is a latency probe: the sink records `now - timestamp`.
 pub const FLAG_PROBE: u16 = 1;
 
+pub(crate) const STATE_FREE: u32 = 0x5fc0_f4ee;
+pub(crate) const STATE_IN_USE: u32 = 0x5fc0_a11c;
+
+impl PacketMeta {
+    /// Metadata of a fresh frame of `len` bytes at the default headroom.
+    #[inline(always)]
+    pub fn new(len: u16, in_port: u16, flags: u16, flow_hash: u32, seq: u32, timestamp: u64) -> PacketMeta {
+        PacketMeta {
+            data_off: HEADROOM as u16,
+            len,
+            in_port,
+            flags,
+            flow_hash,
+            seq,
+            timestamp,
+            state: STATE_IN_USE,
+        }
+    }
+}
+
 /// One packet buffer.
 #[repr(C, align(64))]
 pub struct Packet {
@@ -87,17 +107,29 @@ impl Packet {
         &mut self.room[HEADROOM..HEADROOM + len]
     }
 
-    /// Resets the frame to `len` bytes at the default headroom and writes `head` over its
-    /// start. `head` may be longer than `len` (a 64-byte template stamped into a 60-byte
-    /// frame): the bytes past `len` land in the tailroom and are not part of the frame.
+    /// Replaces the metadata with `meta` (whose `len` must fit the data room) and writes
+    /// `head` over the frame's first 64 bytes: the generator's whole per-packet write, as
+    /// a few wide stores. `head` may be longer than the frame (a 64-byte template stamped
+    /// into a 60-byte frame): the bytes past `len` land in the tailroom.
     #[inline(always)]
-    pub fn stamp(&mut self, len: usize, head: &[u8; 64]) {
-        self.meta.data_off = HEADROOM as u16;
-        self.meta.len = len.min(DATA_ROOM) as u16;
-        let dst: &mut [u8; 64] = (&mut self.room[HEADROOM..HEADROOM + 64])
-            .try_into()
-            .unwrap();
+    pub fn stamp(&mut self, meta: PacketMeta, head: &[u8; 64]) {
+        debug_assert!(usize::from(meta.len) <= DATA_ROOM && meta.data_off == HEADROOM as u16);
+        self.meta = meta;
+        let dst: &mut [u8; 64] = (&mut self.room[HEADROOM..HEADROOM + 64]).try_into().unwrap();
         *dst = *head;
+    }
+
+    /// The frame's first `N` bytes, or `None` if the frame is shorter: the fast path for
+    /// NFs that rewrite fixed headers (one length compare, no slice arithmetic).
+    #[inline(always)]
+    pub fn head_mut<const N: usize>(&mut self) -> Option<&mut [u8; N]> {
+        if usize::from(self.meta.len) < N {
+            return None;
+        }
+        let off = usize::from(self.meta.data_off);
+        debug_assert!(off + N <= self.room.len());
+        // SAFETY: every mutator keeps data_off + len within the room, and N <= len.
+        Some(unsafe { &mut *self.room.as_mut_ptr().add(off).cast::<[u8; N]>() })
     }
 
     /// Grows the frame by `n` bytes at the front (into the headroom); `None` if there is no room.
@@ -160,10 +192,7 @@ mod tests {
         assert_eq!(p.len(), 80);
         assert_eq!(p.data()[0], 1);
         assert_eq!(p.data()[20], 7);
-        assert!(
-            p.prepend(super::HEADROOM).is_none(),
-            "headroom is 128 - 20 now"
-        );
+        assert!(p.prepend(super::HEADROOM).is_none(), "headroom is 128 - 20 now");
         p.adjust_front(20).unwrap();
         assert_eq!(p.data()[0], 7);
         p.append(16).unwrap().fill(9);

@@ -7,13 +7,12 @@
 //! state and origin, because a bug there would corrupt every later measurement.
 
 use crate::batch::Batch;
-use crate::packet::{BUF_SIZE, HEADROOM, Packet};
+#[cfg(debug_assertions)]
+use crate::packet::STATE_IN_USE;
+use crate::packet::{BUF_SIZE, HEADROOM, Packet, STATE_FREE};
 use memmap2::{MmapMut, MmapOptions};
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
-
-const STATE_FREE: u32 = 0x5fc0_f4ee;
-const STATE_IN_USE: u32 = 0x5fc0_a11c;
 
 /// Owning handle to one packet buffer of a [`PacketPool`].
 ///
@@ -27,16 +26,15 @@ unsafe impl Send for PacketRef {}
 
 impl PacketRef {
     #[inline(always)]
-    pub(crate) fn into_raw(self) -> *mut Packet {
-        self.0.as_ptr()
+    pub(crate) fn into_raw(self) -> NonNull<Packet> {
+        self.0
     }
 
     /// # Safety
     /// `ptr` must come from `into_raw` of a handle not used since.
     #[inline(always)]
-    pub(crate) unsafe fn from_raw(ptr: *mut Packet) -> PacketRef {
-        // SAFETY: non-null by the caller's contract.
-        PacketRef(unsafe { NonNull::new_unchecked(ptr) })
+    pub(crate) unsafe fn from_raw(ptr: NonNull<Packet>) -> PacketRef {
+        PacketRef(ptr)
     }
 }
 
@@ -70,8 +68,10 @@ pub struct PoolStats {
 pub struct PacketPool {
     map: Option<MmapMut>,
     base: *mut Packet,
+    /// Bytes of the mapping: `capacity * BUF_SIZE`, kept so the origin check is one compare.
+    span: usize,
     capacity: usize,
-    free: Vec<*mut Packet>,
+    free: Vec<NonNull<Packet>>,
     exhausted: u64,
 }
 
@@ -103,11 +103,13 @@ impl PacketPool {
                 (*p).meta.data_off = HEADROOM as u16;
                 (*p).meta.state = STATE_FREE;
             }
-            free.push(p);
+            // SAFETY: inside the mapping, so not null.
+            free.push(unsafe { NonNull::new_unchecked(p) });
         }
         PacketPool {
             map: Some(map),
             base,
+            span: capacity * BUF_SIZE,
             capacity,
             free,
             exhausted: 0,
@@ -117,14 +119,10 @@ impl PacketPool {
     /// Runs `f` over every buffer's whole room once (e.g. to write a payload pattern).
     /// Only allowed while every buffer is in the pool.
     pub fn prime(&mut self, mut f: impl FnMut(&mut [u8])) {
-        assert_eq!(
-            self.in_use(),
-            0,
-            "prime() needs every buffer back in the pool"
-        );
+        assert_eq!(self.in_use(), 0, "prime() needs every buffer back in the pool");
         for &p in &self.free {
             // SAFETY: free buffers are owned by the pool and not aliased.
-            f(unsafe { (*p).room_mut() });
+            f(unsafe { (*p.as_ptr()).room_mut() });
         }
     }
 
@@ -153,16 +151,20 @@ impl PacketPool {
     /// One buffer with an empty frame at the default headroom, or `None` when exhausted.
     #[inline]
     pub fn alloc(&mut self) -> Option<PacketRef> {
-        let Some(p) = self.free.pop() else {
+        let Some(handle) = self.free.pop() else {
             self.exhausted += 1;
             return None;
         };
+        let p = handle.as_ptr();
         // SAFETY: p came off the free list, so it is a live, unaliased buffer of this pool.
         unsafe {
-            (*p).meta.state = STATE_IN_USE;
+            #[cfg(debug_assertions)]
+            {
+                (*p).meta.state = STATE_IN_USE;
+            }
             (*p).meta.data_off = HEADROOM as u16;
             (*p).meta.len = 0;
-            Some(PacketRef::from_raw(p))
+            Some(PacketRef::from_raw(handle))
         }
     }
 
@@ -176,13 +178,14 @@ impl PacketPool {
             self.exhausted += 1;
         }
         let from = self.free.len() - take;
-        for &p in &self.free[from..] {
+        let taken = &self.free[from..];
+        #[cfg(debug_assertions)]
+        for &p in taken {
             // SAFETY: free buffers are live and owned by the pool until handed out here.
-            unsafe {
-                (*p).meta.state = STATE_IN_USE;
-                batch.push_raw(p);
-            }
+            unsafe { (*p.as_ptr()).meta.state = STATE_IN_USE };
         }
+        // SAFETY: `take` fits the batch's room; the buffers leave the free list below.
+        unsafe { batch.extend_raw(taken) };
         self.free.truncate(from);
         take
     }
@@ -198,22 +201,40 @@ impl PacketPool {
     /// Gives every buffer of `batch` back and empties it.
     #[inline]
     pub fn free_batch(&mut self, batch: &mut Batch) {
-        for &p in batch.raw() {
-            self.check_returning(p);
+        let ps = batch.raw();
+        let (base, span) = (self.base as usize, self.span);
+        let len = self.free.len();
+        // The free list is reserved for `capacity` handles up front, so this never grows it;
+        // writing into the spare slots keeps `base`, `span` and the length in registers.
+        let spare = &mut self.free.spare_capacity_mut()[..ps.len()];
+        for (slot, &p) in spare.iter_mut().zip(ps) {
+            check_origin(base, span, p);
+            slot.write(p);
         }
-        self.free.extend_from_slice(batch.raw());
+        // SAFETY: the first ps.len() spare slots were just initialised.
+        unsafe { self.free.set_len(len + ps.len()) };
         batch.forget_all();
     }
 
     #[inline(always)]
-    fn check_returning(&self, p: *mut Packet) {
-        let idx = (p as usize).wrapping_sub(self.base as usize) / BUF_SIZE;
-        assert!(
-            idx < self.capacity,
-            "buffer returned to a pool it does not belong to"
-        );
+    fn check_returning(&self, p: NonNull<Packet>) {
+        check_origin(self.base as usize, self.span, p);
+    }
+}
+
+/// Refuses buffers of another pool (safe code could try that, and the two pools would
+/// then share a buffer); in debug builds also catches double frees by our own unsafe
+/// code, through the buffer's state word.
+#[inline(always)]
+fn check_origin(base: usize, span: usize, p: NonNull<Packet>) {
+    assert!(
+        (p.as_ptr() as usize).wrapping_sub(base) < span,
+        "buffer returned to a pool it does not belong to"
+    );
+    #[cfg(debug_assertions)]
+    {
         // SAFETY: p is inside this pool's mapping (checked above).
-        let state = unsafe { &mut (*p).meta.state };
+        let state = unsafe { &mut (*p.as_ptr()).meta.state };
         assert!(*state == STATE_IN_USE, "buffer freed twice");
         *state = STATE_FREE;
     }
@@ -271,12 +292,25 @@ mod tests {
         let mut pool = PacketPool::new(64);
         let mut batch = Batch::new(64);
         pool.alloc_into(&mut batch, 64);
-        let mut addrs: Vec<usize> = batch.raw().iter().map(|p| *p as usize).collect();
+        let mut addrs: Vec<usize> = batch.raw().iter().map(|p| p.as_ptr() as usize).collect();
         assert!(addrs.iter().all(|a| a % 64 == 0));
         addrs.sort();
         addrs.dedup();
         assert_eq!(addrs.len(), 64);
         pool.free_batch(&mut batch);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "freed twice")]
+    fn double_free_is_caught_in_debug_builds() {
+        let mut pool = PacketPool::new(2);
+        let p = pool.alloc().unwrap();
+        let raw = p.into_raw();
+        // SAFETY: deliberately forging a second handle to test the check.
+        let (a, b) = unsafe { (PacketRef::from_raw(raw), PacketRef::from_raw(raw)) };
+        pool.free(a);
+        pool.free(b);
     }
 
     #[test]

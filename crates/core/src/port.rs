@@ -34,6 +34,13 @@ pub trait RxPort {
         false
     }
 
+    /// Whether `now` must be fresh on every call (pacing, latency probes). When false,
+    /// the runtime may read the clock only every few batches: a clock read costs about
+    /// as much as forwarding one packet.
+    fn needs_fresh_clock(&self) -> bool {
+        true
+    }
+
     fn stats(&self) -> PortStats;
 }
 

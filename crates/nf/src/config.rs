@@ -47,10 +47,7 @@ impl NfConfig {
             "forwarder",
             "rewrites destination and source MAC (keys: dst_mac, src_mac)",
         ),
-        (
-            "noop",
-            "passes every packet untouched: the cost of the chain itself",
-        ),
+        ("noop", "passes every packet untouched: the cost of the chain itself"),
         (
             "synthetic",
             "tunable load: cycles per packet, working_set bytes, accesses per packet at random offsets, drop_one_in",

@@ -104,24 +104,15 @@ impl Synthetic {
             ));
         }
         if ws != 0 && ws < 8 {
-            return Err(ConfigError::new(
-                "working_set",
-                "must be 0 (none) or at least 8 bytes",
-            ));
+            return Err(ConfigError::new("working_set", "must be 0 (none) or at least 8 bytes"));
         }
         if cfg.accesses != 0 && ws == 0 {
-            return Err(ConfigError::new(
-                "accesses",
-                "needs a `working_set` to read from",
-            ));
+            return Err(ConfigError::new("accesses", "needs a `working_set` to read from"));
         }
         if cfg.cycles > 1_000_000 {
             return Err(ConfigError::new(
                 "cycles",
-                format!(
-                    "{} cycles per packet is over the 1,000,000 limit",
-                    cfg.cycles
-                ),
+                format!("{} cycles per packet is over the 1,000,000 limit", cfg.cycles),
             ));
         }
         if cfg.drop_one_in == Some(0) {
@@ -138,9 +129,7 @@ impl Synthetic {
         let mut x = seed;
         let working_set: Box<[u64]> = (0..ws / 8)
             .map(|_| {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 x
             })
             .collect();

@@ -56,13 +56,7 @@ impl Chain {
             slot.stats.batches += 1;
             slot.nf.process(batch, &mut self.verdicts);
             let dropped = if self.verdicts.exceptions() != 0 {
-                settle(
-                    batch,
-                    &mut self.verdicts,
-                    &mut slot.stats,
-                    &mut self.outs,
-                    pool,
-                )
+                settle(batch, &mut self.verdicts, &mut slot.stats, &mut self.outs, pool)
             } else {
                 0
             };

@@ -72,10 +72,7 @@ fn setting(key: &'static str, reason: impl Into<String>) -> RunError {
 impl RunSettings {
     pub fn validate(&self) -> Result<(), RunError> {
         if !(1..=MAX_BATCH).contains(&self.batch) {
-            return Err(setting(
-                "batch",
-                format!("{} is outside 1..={MAX_BATCH}", self.batch),
-            ));
+            return Err(setting("batch", format!("{} is outside 1..={MAX_BATCH}", self.batch)));
         }
         if self.duration.is_none() && self.count.is_none() {
             return Err(setting("duration", "give a duration or a packet count"));
@@ -86,10 +83,7 @@ impl RunSettings {
         if self.pool_size < 2 * self.batch {
             return Err(setting(
                 "pool_size",
-                format!(
-                    "{} buffers cannot hold two batches of {}",
-                    self.pool_size, self.batch
-                ),
+                format!("{} buffers cannot hold two batches of {}", self.pool_size, self.batch),
             ));
         }
         if let Some(core) = self.core {
@@ -98,10 +92,7 @@ impl RunSettings {
                 let ids: Vec<String> = cores.iter().map(|c| c.id.to_string()).collect();
                 return Err(setting(
                     "core",
-                    format!(
-                        "core {core} is not available (this process may use {})",
-                        ids.join(", ")
-                    ),
+                    format!("core {core} is not available (this process may use {})", ids.join(", ")),
                 ));
             }
         }
@@ -131,13 +122,19 @@ fn run_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
     let mut phase = Phase::default();
     let start = tsc::now();
     let mut iterations = 0u32;
+    // Read the clock every batch only when the source needs it (measured: ~0.7
+    // cycles/packet at batch 32); else every 8 batches, still ~1 us resolution at the end.
+    let clock_mask = if ACCOUNT || source.needs_fresh_clock() { 0 } else { 7 };
+    let mut now = start;
     loop {
-        let now = tsc::now();
-        if now >= until {
-            break;
+        if iterations & clock_mask == 0 {
+            now = tsc::now();
+            if now >= until {
+                break;
+            }
         }
         iterations = iterations.wrapping_add(1);
-        if iterations % 1024 == 0 {
+        if iterations.is_multiple_of(1024) {
             if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
                 break;
             }
@@ -236,17 +233,11 @@ pub fn run_compound(
             }
             let stop = settings.stop.as_deref();
             // Warm-up: caches, branch predictors, page tables; counted but not reported.
-            let warm = rig.phase(
-                settings.accounting,
-                tsc::now() + tsc::ticks(settings.warmup),
-                stop,
-            );
+            let warm = rig.phase(settings.accounting, tsc::now() + tsc::ticks(settings.warmup), stop);
             rig.sinks.iter_mut().for_each(Sink::reset_latency);
             let start = rig.snapshot();
             rig.generator.limit_from_now(settings.count);
-            let until = settings
-                .duration
-                .map_or(u64::MAX, |d| tsc::now() + tsc::ticks(d));
+            let until = settings.duration.map_or(u64::MAX, |d| tsc::now() + tsc::ticks(d));
             let window = rig.phase(settings.accounting, until, stop);
             (warm, window, start, rig.snapshot())
         })
@@ -255,12 +246,7 @@ pub fn run_compound(
     });
 
     let gen_stats = end.generator.since(&start.generator);
-    let sink_stats: Vec<SinkStats> = end
-        .sinks
-        .iter()
-        .zip(&start.sinks)
-        .map(|(e, s)| e.since(s))
-        .collect();
+    let sink_stats: Vec<SinkStats> = end.sinks.iter().zip(&start.sinks).map(|(e, s)| e.since(s)).collect();
     let generated = gen_stats.port.packets;
     let received: u64 = sink_stats.iter().map(|s| s.port.packets).sum();
     let acc = settings.accounting;
@@ -287,11 +273,7 @@ pub fn run_compound(
     }
     for (i, st) in sink_stats.iter().enumerate() {
         places.push(PlaceReport {
-            name: if i == 0 {
-                "sink".into()
-            } else {
-                format!("sink{i}")
-            },
+            name: if i == 0 { "sink".into() } else { format!("sink{i}") },
             kind: "sink".into(),
             packets_in: st.port.packets,
             packets_out: st.port.packets,
@@ -311,10 +293,7 @@ pub fn run_compound(
     let total_dropped = rig.chain.dropped();
     let total_received: u64 = end.sinks.iter().map(|s| s.port.packets).sum();
     let seconds = tsc::seconds(window.ticks);
-    let l2_bytes: u64 = sink_stats
-        .iter()
-        .map(|s| s.port.bytes + 4 * s.port.packets)
-        .sum();
+    let l2_bytes: u64 = sink_stats.iter().map(|s| s.port.bytes + 4 * s.port.packets).sum();
     let report = RunReport {
         version: env!("CARGO_PKG_VERSION"),
         runtime: "compound",
@@ -342,12 +321,7 @@ pub fn run_compound(
         drops,
         latency: rig.sinks[0].latency(),
         conservation: Conservation::check(generated, received, dropped, leaked),
-        conservation_total: Conservation::check(
-            end.generator.port.packets,
-            total_received,
-            total_dropped,
-            leaked,
-        ),
+        conservation_total: Conservation::check(end.generator.port.packets, total_received, total_dropped, leaked),
         pool: rig.pool.stats(),
         pool_empty: gen_stats.pool_empty,
         pacing_behind: gen_stats.behind,
@@ -442,17 +416,8 @@ mod tests {
             warmup: Duration::from_millis(100),
             ..Default::default()
         };
-        let r = run_compound(
-            GeneratorConfig::default(),
-            nfs(&["forwarder", "forwarder"]),
-            &s,
-        )
-        .unwrap();
-        assert!(
-            (r.duration_s - 0.2).abs() < 0.05,
-            "window {} s",
-            r.duration_s
-        );
+        let r = run_compound(GeneratorConfig::default(), nfs(&["forwarder", "forwarder"]), &s).unwrap();
+        assert!((r.duration_s - 0.2).abs() < 0.05, "window {} s", r.duration_s);
         assert!(r.warmup_s > 0.09, "warm-up {} s", r.warmup_s);
         assert!(
             r.conservation_total.generated > r.generated,

@@ -38,16 +38,9 @@ impl PlaceReport {
             packets_in: s.packets_in,
             packets_out: s.packets_out,
             dropped: s.dropped(),
-            drops: s
-                .drops_by_reason()
-                .map(|(r, n)| (r.name().to_string(), n))
-                .collect(),
-            cycles_per_packet: (accounting && s.packets_in > 0)
-                .then(|| s.cycles as f64 / s.packets_in as f64),
-            counters: counters
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
+            drops: s.drops_by_reason().map(|(r, n)| (r.name().to_string(), n)).collect(),
+            cycles_per_packet: (accounting && s.packets_in > 0).then(|| s.cycles as f64 / s.packets_in as f64),
+            counters: counters.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
         }
     }
 }

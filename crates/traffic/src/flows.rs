@@ -88,9 +88,7 @@ pub fn flow_hash(src: &[u8], dst: &[u8], sport: u16, dport: u16, proto: u8) -> u
     for c in src.chunks(4).chain(dst.chunks(4)) {
         let mut w = [0u8; 4];
         w[..c.len()].copy_from_slice(c);
-        h = (h ^ u32::from_be_bytes(w))
-            .rotate_left(13)
-            .wrapping_mul(0x85eb_ca6b);
+        h = (h ^ u32::from_be_bytes(w)).rotate_left(13).wrapping_mul(0x85eb_ca6b);
     }
     h ^= h >> 16;
     h = h.wrapping_mul(0x85eb_ca6b);
@@ -117,7 +115,7 @@ pub struct FlowSet {
 impl FlowSet {
     /// `frame_lens`: buffer lengths (FCS excluded), each at least `ip.header_len()`.
     pub fn new(ip: IpVersion, flows: u32, frame_lens: &[u16]) -> FlowSet {
-        assert!(flows >= 1 && flows <= MAX_FLOWS);
+        assert!((1..=MAX_FLOWS).contains(&flows));
         let hlen = ip.header_len();
         assert!(frame_lens.iter().all(|&l| usize::from(l) >= hlen));
         // Sum of the payload pattern for each length (same for every flow).
@@ -139,23 +137,13 @@ impl FlowSet {
             for (k, b) in head.iter_mut().enumerate() {
                 *b = pattern_byte(k);
             }
-            let builder =
-                etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+            let builder = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
             let builder = match ip {
-                IpVersion::V4 => builder.ipv4(
-                    src[..4].try_into().unwrap(),
-                    dst[..4].try_into().unwrap(),
-                    64,
-                ),
-                IpVersion::V6 => {
-                    builder.ipv6(src[..].try_into().unwrap(), dst[..].try_into().unwrap(), 64)
-                }
+                IpVersion::V4 => builder.ipv4(src[..4].try_into().unwrap(), dst[..4].try_into().unwrap(), 64),
+                IpVersion::V6 => builder.ipv6(src[..].try_into().unwrap(), dst[..].try_into().unwrap(), 64),
             };
             let mut hdr = Vec::with_capacity(hlen);
-            builder
-                .udp(sport, dport)
-                .write(&mut hdr, &[])
-                .expect("header fits");
+            builder.udp(sport, dport).write(&mut hdr, &[]).expect("header fits");
             head[..hlen].copy_from_slice(&hdr);
             for (c, &len) in frame_lens.iter().enumerate() {
                 // IPv4 total length counts its header; IPv6 payload length does not.
@@ -188,18 +176,11 @@ impl FlowSet {
                         u32::from(udp_len),
                     ),
                 };
-                let udp_hdr = [
-                    sport.to_be_bytes(),
-                    dport.to_be_bytes(),
-                    udp_len.to_be_bytes(),
-                    [0, 0],
-                ]
-                .concat();
-                let udp_csum =
-                    match !checksum::fold(checksum::sum(pseudo, &udp_hdr) + payload_sums[c]) {
-                        0 => 0xffff,
-                        x => x,
-                    };
+                let udp_hdr = [sport.to_be_bytes(), dport.to_be_bytes(), udp_len.to_be_bytes(), [0, 0]].concat();
+                let udp_csum = match !checksum::fold(checksum::sum(pseudo, &udp_hdr) + payload_sums[c]) {
+                    0 => 0xffff,
+                    x => x,
+                };
                 patches.push([
                     l3_len.to_be_bytes(),
                     ip_csum.to_be_bytes(),

@@ -7,10 +7,12 @@
 //! payload is the pool's primed pattern, so the frames' checksums are right.
 //!
 //! Pacing and probes use the `now` the runtime passes in: one clock read per batch.
+//! At max rate without probes the runtime reads the clock less often, so timestamps
+//! are then only batch-coarse (nothing reads them).
 
 use serde::Serialize;
 use sfclab_core::packet::FLAG_PROBE;
-use sfclab_core::{Batch, PacketPool, PortStats, RxPort, tsc};
+use sfclab_core::{Batch, PacketMeta, PacketPool, PortStats, RxPort, tsc};
 
 use crate::flows::{FlowSet, IpVersion, MAX_FLOWS, apply_patch, pattern_byte};
 use crate::rate::{Pacer, Rate};
@@ -50,10 +52,7 @@ impl GeneratorConfig {
     /// Checks the combination; the error names the key.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         if self.flows == 0 || self.flows > MAX_FLOWS {
-            return Err((
-                "flows",
-                format!("{} flows: must be 1..={MAX_FLOWS}", self.flows),
-            ));
+            return Err(("flows", format!("{} flows: must be 1..={MAX_FLOWS}", self.flows)));
         }
         let min = self.ip.min_frame();
         if let Some(s) = self.sizes.sizes().into_iter().find(|&s| s < min) {
@@ -134,13 +133,7 @@ impl Generator {
             Rate::L1Bps(b) => (Some(b), true),
         };
         // Never burst more than four batches to catch up after a stall.
-        let backlog = 4.0
-            * batch as f64
-            * if pace_bits {
-                (1518.0 + 20.0) * 8.0
-            } else {
-                1.0
-            };
+        let backlog = 4.0 * batch as f64 * if pace_bits { (1518.0 + 20.0) * 8.0 } else { 1.0 };
         let probe_every = if cfg.probe_pps > 0.0 {
             (hz / cfg.probe_pps).max(1.0) as u64
         } else {
@@ -213,11 +206,7 @@ impl Generator {
                     }
                     bits += b;
                     k += 1;
-                    slot = if slot + 1 == self.schedule.len() {
-                        0
-                    } else {
-                        slot + 1
-                    };
+                    slot = if slot + 1 == self.schedule.len() { 0 } else { slot + 1 };
                 }
                 self.pacer.spend(bits);
                 n = k;
@@ -242,40 +231,39 @@ impl RxPort for Generator {
         if got < want {
             self.stats.pool_empty += 1;
         }
-        let (heads, hashes, patches) = (&self.flows.heads, &self.flows.hashes, &self.flows.patches);
-        let offsets = self.flows.ip.patch_offsets();
-        let classes = self.lens.len();
+        // Loop state in locals, written back once: the loop then stays in registers.
+        let (heads, hashes) = (&self.flows.heads, &self.flows.hashes);
         let nflows = heads.len();
+        let mut flow = self.next_flow;
+        let mut seq = self.seq;
+        let port = self.cfg.port;
         let mut bytes = 0u64;
-        let mut l1 = 0u64;
-        for p in batch.iter_mut().skip(first) {
-            let flow = self.next_flow;
-            self.next_flow = if flow + 1 == nflows { 0 } else { flow + 1 };
-            let class = if self.mixed {
-                let c = usize::from(self.schedule[self.next_slot]);
-                self.next_slot = if self.next_slot + 1 == self.schedule.len() {
-                    0
-                } else {
-                    self.next_slot + 1
-                };
-                c
-            } else {
-                0
-            };
-            let len = usize::from(self.lens[class]);
-            p.stamp(len, &heads[flow]);
-            if self.mixed {
+        if self.mixed {
+            let (patches, offsets, classes) = (&self.flows.patches, self.flows.ip.patch_offsets(), self.lens.len());
+            let mut slot = self.next_slot;
+            for p in batch.iter_mut().skip(first) {
+                let class = usize::from(self.schedule[slot]);
+                slot = if slot + 1 == self.schedule.len() { 0 } else { slot + 1 };
+                let len = self.lens[class];
+                p.stamp(PacketMeta::new(len, port, 0, hashes[flow], seq, now), &heads[flow]);
                 apply_patch(p.data_mut(), offsets, &patches[flow * classes + class]);
+                bytes += u64::from(len);
+                flow = if flow + 1 == nflows { 0 } else { flow + 1 };
+                seq = seq.wrapping_add(1);
             }
-            p.meta.in_port = self.cfg.port;
-            p.meta.flags = 0;
-            p.meta.flow_hash = hashes[flow];
-            p.meta.seq = self.seq;
-            p.meta.timestamp = now;
-            self.seq = self.seq.wrapping_add(1);
-            bytes += len as u64;
-            l1 += (len + FCS_LEN) as u64 + L1_OVERHEAD;
+            self.next_slot = slot;
+        } else {
+            // One size: the templates already carry its lengths and checksums.
+            let len = self.lens[0];
+            for p in batch.iter_mut().skip(first) {
+                p.stamp(PacketMeta::new(len, port, 0, hashes[flow], seq, now), &heads[flow]);
+                flow = if flow + 1 == nflows { 0 } else { flow + 1 };
+                seq = seq.wrapping_add(1);
+            }
+            bytes = u64::from(len) * got as u64;
         }
+        self.next_flow = flow;
+        self.seq = seq;
         if self.probe_every != 0 && got > 0 && now >= self.next_probe {
             batch.get_mut(first).meta.flags |= FLAG_PROBE;
             self.stats.probes += 1;
@@ -283,8 +271,13 @@ impl RxPort for Generator {
         }
         self.stats.port.packets += got as u64;
         self.stats.port.bytes += bytes;
-        self.stats.l1_bytes += l1;
+        // Every frame adds its FCS plus preamble and gap on the wire.
+        self.stats.l1_bytes += bytes + got as u64 * (FCS_LEN as u64 + L1_OVERHEAD);
         got
+    }
+
+    fn needs_fresh_clock(&self) -> bool {
+        self.pacer.is_limited() || self.probe_every != 0
     }
 
     fn exhausted(&self) -> bool {
@@ -324,10 +317,7 @@ mod tests {
         let frames = collect(&mut g, &mut pool, 120); // 3840 packets = 320 IMIX periods
         assert_eq!(frames.len(), 3840);
         for (size, weight) in crate::sizes::SIMPLE_IMIX {
-            let n = frames
-                .iter()
-                .filter(|f| f.len() + 4 == usize::from(size))
-                .count();
+            let n = frames.iter().filter(|f| f.len() + 4 == usize::from(size)).count();
             assert_eq!(n, 320 * weight as usize, "size {size}");
         }
         for f in &frames {
@@ -405,10 +395,7 @@ mod tests {
             now += step;
         }
         let sent = g.generator_stats().port.packets as f64;
-        assert!(
-            (sent - 100_000.0).abs() < 1000.0,
-            "sent {sent} in 100 ms at 1 Mpps"
-        );
+        assert!((sent - 100_000.0).abs() < 1000.0, "sent {sent} in 100 ms at 1 Mpps");
     }
 
     #[test]

@@ -47,8 +47,7 @@ impl std::str::FromStr for Rate {
             ("kbit/s", 1e3, false),
             ("bit/s", 1.0, false),
         ];
-        let why =
-            || format!("`{s}` is not a rate: write max, 10Mpps, 500kpps, 10Gbit/s or 2.5Gbps");
+        let why = || format!("`{s}` is not a rate: write max, 10Mpps, 500kpps, 10Gbit/s or 2.5Gbps");
         let (num, scale, pps) = units
             .iter()
             .find_map(|&(u, scale, pps)| t.strip_suffix(u).map(|n| (n, scale, pps)))

@@ -50,8 +50,7 @@ pub struct Sink {
 impl Sink {
     pub fn new(verify: bool) -> Sink {
         // 1 tick .. 60 s at up to 10 GHz, 3 significant digits: fixed size, no resizing.
-        let latency =
-            Histogram::new_with_bounds(1, 600_000_000_000, 3).expect("valid histogram bounds");
+        let latency = Histogram::new_with_bounds(1, 600_000_000_000, 3).expect("valid histogram bounds");
         Sink {
             stats: SinkStats::default(),
             verify,
@@ -105,8 +104,7 @@ impl TxPort for Sink {
             }
         }
         if self.verify {
-            self.stats.verify_failed +=
-                batch.iter().filter(|p| !frame_is_valid(p.data())).count() as u64;
+            self.stats.verify_failed += batch.iter().filter(|p| !frame_is_valid(p.data())).count() as u64;
         }
         self.stats.port.packets += batch.len() as u64;
         self.stats.port.bytes += bytes;
@@ -130,17 +128,13 @@ pub fn frame_is_valid(frame: &[u8]) -> bool {
                 return false;
             };
             // Ethernet pads short frames to 60 bytes: a longer IP packet than the frame is wrong.
-            if !Ipv4Header::checksum_ok(&l3[..hlen])
-                || (l3.len() > l4.len() + hlen && frame.len() > 60)
-            {
+            if !Ipv4Header::checksum_ok(&l3[..hlen]) || (l3.len() > l4.len() + hlen && frame.len() > 60) {
                 return false;
             }
             match ip.protocol() {
-                IpProtocol::Udp => UdpHeader::checksum_ok(
-                    pseudo_header_v4(ip.src, ip.dst, 17, l4.len() as u16),
-                    l4,
-                    true,
-                ),
+                IpProtocol::Udp => {
+                    UdpHeader::checksum_ok(pseudo_header_v4(ip.src, ip.dst, 17, l4.len() as u16), l4, true)
+                }
                 _ => true,
             }
         }
@@ -149,11 +143,9 @@ pub fn frame_is_valid(frame: &[u8]) -> bool {
                 return false;
             };
             match ip.next_header() {
-                IpProtocol::Udp => UdpHeader::checksum_ok(
-                    pseudo_header_v6(ip.src, ip.dst, 17, l4.len() as u32),
-                    l4,
-                    false,
-                ),
+                IpProtocol::Udp => {
+                    UdpHeader::checksum_ok(pseudo_header_v6(ip.src, ip.dst, 17, l4.len() as u32), l4, false)
+                }
                 _ => true,
             }
         }

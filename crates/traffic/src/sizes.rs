@@ -54,11 +54,7 @@ impl FrameSizes {
             FrameSizes::Fixed { size } => f64::from(*size),
             FrameSizes::Mix { sizes, .. } => {
                 let total: u64 = sizes.iter().map(|&(_, w)| u64::from(w)).sum();
-                sizes
-                    .iter()
-                    .map(|&(s, w)| f64::from(s) * f64::from(w))
-                    .sum::<f64>()
-                    / total as f64
+                sizes.iter().map(|&(s, w)| f64::from(s) * f64::from(w)).sum::<f64>() / total as f64
             }
         }
     }
@@ -130,20 +126,21 @@ impl std::str::FromStr for FrameSizes {
         }
         let mut sizes = Vec::new();
         for part in s.split(',') {
-            let (size, weight) = part
-                .split_once(':')
-                .ok_or_else(|| format!("`{s}` is not a frame size: write 64, imix, rfc2544 or size:weight,... (e.g. 64:7,594:4,1518:1)"))?;
+            let (size, weight) = part.split_once(':').ok_or_else(|| {
+                format!(
+                    "`{s}` is not a frame size: write 64, imix, rfc2544 or size:weight,... (e.g. 64:7,594:4,1518:1)"
+                )
+            })?;
             let size = size
                 .trim()
                 .parse::<u16>()
                 .map_err(|_| format!("`{}` in `{s}` is not a frame size", size.trim()))?;
-            let weight = weight.trim().parse::<u32>().map_err(|_| {
-                format!("`{}` in `{s}` is not a whole-number weight", weight.trim())
-            })?;
+            let weight = weight
+                .trim()
+                .parse::<u32>()
+                .map_err(|_| format!("`{}` in `{s}` is not a whole-number weight", weight.trim()))?;
             if weight == 0 {
-                return Err(format!(
-                    "weight 0 for size {size} in `{s}`: leave the size out instead"
-                ));
+                return Err(format!("weight 0 for size {size} in `{s}`: leave the size out instead"));
             }
             if sizes.iter().any(|&(s2, _)| s2 == size) {
                 return Err(format!("size {size} appears twice in `{s}`"));
@@ -151,10 +148,7 @@ impl std::str::FromStr for FrameSizes {
             sizes.push((check(size)?, weight));
         }
         if sizes.len() > MAX_SIZES {
-            return Err(format!(
-                "{} sizes in `{s}`: at most {MAX_SIZES}",
-                sizes.len()
-            ));
+            return Err(format!("{} sizes in `{s}`: at most {MAX_SIZES}", sizes.len()));
         }
         let total: u64 = sizes.iter().map(|&(_, w)| u64::from(w)).sum();
         if total > MAX_TOTAL_WEIGHT {
@@ -182,24 +176,15 @@ mod tests {
             assert_eq!(sched.iter().filter(|&&c| c == i as u8).count(), w as usize);
         }
         // No two 1518-byte frames in a row, and 64-byte frames never more than 2 in a row.
-        assert!(
-            sched.windows(3).all(|w| !w.iter().all(|&c| c == 0)),
-            "{sched:?}"
-        );
+        assert!(sched.windows(3).all(|w| !w.iter().all(|&c| c == 0)), "{sched:?}");
         assert!((imix.mean() - (64.0 * 7.0 + 594.0 * 4.0 + 1518.0) / 12.0).abs() < 1e-9);
     }
 
     #[test]
     fn parses_every_form() {
-        assert_eq!(
-            "64".parse::<FrameSizes>().unwrap(),
-            FrameSizes::Fixed { size: 64 }
-        );
+        assert_eq!("64".parse::<FrameSizes>().unwrap(), FrameSizes::Fixed { size: 64 });
         assert_eq!("IMIX".parse::<FrameSizes>().unwrap(), FrameSizes::imix());
-        assert_eq!(
-            "rfc2544".parse::<FrameSizes>().unwrap().sizes(),
-            RFC2544_SIZES.to_vec()
-        );
+        assert_eq!("rfc2544".parse::<FrameSizes>().unwrap().sizes(), RFC2544_SIZES.to_vec());
         let custom: FrameSizes = "128:3, 1024:1".parse().unwrap();
         assert_eq!(custom.sizes(), vec![128, 1024]);
         assert_eq!(custom.schedule().len(), 4);

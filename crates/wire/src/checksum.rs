@@ -65,11 +65,8 @@ pub fn update16(check: u16, old: u16, new: u16) -> u16 {
 /// RFC 1624 update for a 32-bit field (an IPv4 address or a port pair).
 #[inline]
 pub fn update32(check: u16, old: u32, new: u32) -> u16 {
-    let acc = u32::from(!check)
-        + u32::from(!(old >> 16) as u16)
-        + u32::from(!(old as u16))
-        + (new >> 16)
-        + (new & 0xffff);
+    let acc =
+        u32::from(!check) + u32::from(!(old >> 16) as u16) + u32::from(!(old as u16)) + (new >> 16) + (new & 0xffff);
     !fold(acc)
 }
 
@@ -79,8 +76,8 @@ mod tests {
 
     /// The header from RFC 1071's discussion, as commonly quoted: checksum 0xb861.
     const IPV4_HEADER: [u8; 20] = [
-        0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00,
-        0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8,
+        0x00, 0xc7,
     ];
 
     #[test]

@@ -4,19 +4,7 @@ use zerocopy::network_endian::U16;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// A 48-bit MAC address.
-#[derive(
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Default,
-    FromBytes,
-    IntoBytes,
-    KnownLayout,
-    Immutable,
-    Unaligned,
-)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(transparent)]
 pub struct MacAddr(pub [u8; 6]);
 
@@ -55,8 +43,8 @@ impl std::str::FromStr for MacAddr {
             if part.is_empty() || part.len() > 2 {
                 return Err(format!("`{s}` is not a MAC address (bad byte `{part}`)"));
             }
-            *byte = u8::from_str_radix(part, 16)
-                .map_err(|_| format!("`{s}` is not a MAC address (bad byte `{part}`)"))?;
+            *byte =
+                u8::from_str_radix(part, 16).map_err(|_| format!("`{s}` is not a MAC address (bad byte `{part}`)"))?;
         }
         if parts.next().is_some() {
             return Err(format!("`{s}` is not a MAC address (more than 6 bytes)"));
@@ -152,10 +140,7 @@ mod tests {
         assert!("02:00:0a:0b:ff".parse::<MacAddr>().is_err());
         assert!("02:00:0a:0b:ff:01:02".parse::<MacAddr>().is_err());
         assert!("02:00:0a:0b:ff:zz".parse::<MacAddr>().is_err());
-        assert_eq!(
-            MacAddr([2, 0, 0, 0, 0, 0xab]).to_string(),
-            "02:00:00:00:00:ab"
-        );
+        assert_eq!(MacAddr([2, 0, 0, 0, 0, 0xab]).to_string(), "02:00:00:00:00:ab");
     }
 
     #[test]

@@ -109,8 +109,7 @@ impl Ipv4Header {
         let old = u16::from_be_bytes([self.ttl, self.protocol]);
         self.ttl = self.ttl.wrapping_sub(1);
         let new = u16::from_be_bytes([self.ttl, self.protocol]);
-        self.checksum
-            .set(checksum::update16(self.checksum.get(), old, new));
+        self.checksum.set(checksum::update16(self.checksum.get(), old, new));
         self.ttl
     }
 }
@@ -151,10 +150,7 @@ mod tests {
         assert!(Ipv4Header::checksum_ok(&bytes[..20]));
         let reparsed = etherparse::Ipv4HeaderSlice::from_slice(&bytes).unwrap();
         assert_eq!(reparsed.ttl(), 63);
-        assert_eq!(
-            reparsed.header_checksum(),
-            reparsed.to_header().calc_header_checksum()
-        );
+        assert_eq!(reparsed.header_checksum(), reparsed.to_header().calc_header_checksum());
     }
 
     #[test]
@@ -166,13 +162,7 @@ mod tests {
         let mut bad = bytes.clone();
         bad[0] = 0x65; // version 6
         assert_eq!(Ipv4Header::check(&bad).unwrap_err(), WireError::BadHeader);
-        assert_eq!(
-            Ipv4Header::check(&bytes[..30]).unwrap_err(),
-            WireError::Truncated
-        );
-        assert_eq!(
-            Ipv4Header::check(&bytes[..10]).unwrap_err(),
-            WireError::Truncated
-        );
+        assert_eq!(Ipv4Header::check(&bytes[..30]).unwrap_err(), WireError::Truncated);
+        assert_eq!(Ipv4Header::check(&bytes[..10]).unwrap_err(), WireError::Truncated);
     }
 }

@@ -63,10 +63,7 @@ mod tests {
         assert_eq!(hdr.hop_limit, 64);
         assert_eq!(hdr.src, src);
         assert_eq!(payload.len(), 11);
-        assert_eq!(
-            Ipv6Header::check(&out[..45]).unwrap_err(),
-            WireError::Truncated
-        );
+        assert_eq!(Ipv6Header::check(&out[..45]).unwrap_err(), WireError::Truncated);
         out[0] = 0x40;
         assert_eq!(Ipv6Header::check(&out).unwrap_err(), WireError::BadHeader);
     }

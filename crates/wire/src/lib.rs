@@ -48,15 +48,13 @@ macro_rules! header_view {
             /// Views the front of `bytes` as this header; returns it and the bytes after it.
             #[inline]
             pub fn parse(bytes: &[u8]) -> Result<(&$ty, &[u8]), $crate::WireError> {
-                <$ty as zerocopy::FromBytes>::ref_from_prefix(bytes)
-                    .map_err(|_| $crate::WireError::Truncated)
+                <$ty as zerocopy::FromBytes>::ref_from_prefix(bytes).map_err(|_| $crate::WireError::Truncated)
             }
 
             /// Mutable view of the front of `bytes`, for in-place rewrites.
             #[inline]
             pub fn parse_mut(bytes: &mut [u8]) -> Result<(&mut $ty, &mut [u8]), $crate::WireError> {
-                <$ty as zerocopy::FromBytes>::mut_from_prefix(bytes)
-                    .map_err(|_| $crate::WireError::Truncated)
+                <$ty as zerocopy::FromBytes>::mut_from_prefix(bytes).map_err(|_| $crate::WireError::Truncated)
             }
         }
     };
