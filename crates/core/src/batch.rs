@@ -119,6 +119,16 @@ impl Batch {
         self.pkts[..len].iter().map(|&p| unsafe { &mut *p.as_ptr() })
     }
 
+    /// The packets from position `start` on (e.g. those a source just appended).
+    #[inline(always)]
+    pub fn iter_mut_from(&mut self, start: usize) -> impl ExactSizeIterator<Item = &mut Packet> + '_ {
+        let len = self.len;
+        // SAFETY: as iter_mut.
+        self.pkts[start.min(len)..len]
+            .iter()
+            .map(|&p| unsafe { &mut *p.as_ptr() })
+    }
+
     /// Moves every packet out, in order.
     pub fn drain(&mut self) -> impl Iterator<Item = PacketRef> + '_ {
         let len = std::mem::take(&mut self.len);

@@ -32,45 +32,31 @@ pub struct PacketMeta {
     pub flow_hash: u32,
     /// Per-source sequence number, for order checks.
     pub seq: u32,
-    /// TSC when the source emitted the packet.
+    /// TSC when the source emitted the packet. Set on latency probes (`FLAG_PROBE`)
+    /// only: writing it into every packet would cost a store per packet for nothing.
     pub timestamp: u64,
-    /// Pool bookkeeping: `STATE_FREE` or `STATE_IN_USE`.
-    pub(crate) state: u32,
 }
 
 /// The packet is a latency probe: the sink records `now - timestamp`.
 pub const FLAG_PROBE: u16 = 1;
 
+#[cfg_attr(not(debug_assertions), allow(dead_code))]
 pub(crate) const STATE_FREE: u32 = 0x5fc0_f4ee;
+#[cfg_attr(not(debug_assertions), allow(dead_code))]
 pub(crate) const STATE_IN_USE: u32 = 0x5fc0_a11c;
-
-impl PacketMeta {
-    /// Metadata of a fresh frame of `len` bytes at the default headroom.
-    #[inline(always)]
-    pub fn new(len: u16, in_port: u16, flags: u16, flow_hash: u32, seq: u32, timestamp: u64) -> PacketMeta {
-        PacketMeta {
-            data_off: HEADROOM as u16,
-            len,
-            in_port,
-            flags,
-            flow_hash,
-            seq,
-            timestamp,
-            state: STATE_IN_USE,
-        }
-    }
-}
 
 /// One packet buffer.
 #[repr(C, align(64))]
 pub struct Packet {
     pub meta: PacketMeta,
-    _meta_pad: [u8; META_SIZE - std::mem::size_of::<PacketMeta>()],
+    /// Pool bookkeeping, kept in debug builds only: `STATE_FREE` or `STATE_IN_USE`.
+    pub(crate) pool_state: u32,
+    _meta_pad: [u8; META_SIZE - std::mem::size_of::<PacketMeta>() - 4],
     room: [u8; BUF_SIZE - META_SIZE],
 }
 
 const _: () = assert!(std::mem::size_of::<Packet>() == BUF_SIZE);
-const _: () = assert!(std::mem::size_of::<PacketMeta>() <= META_SIZE);
+const _: () = assert!(std::mem::size_of::<PacketMeta>() + 4 <= META_SIZE);
 
 impl Packet {
     /// The frame bytes.
@@ -107,14 +93,19 @@ impl Packet {
         &mut self.room[HEADROOM..HEADROOM + len]
     }
 
-    /// Replaces the metadata with `meta` (whose `len` must fit the data room) and writes
-    /// `head` over the frame's first 64 bytes: the generator's whole per-packet write, as
-    /// a few wide stores. `head` may be longer than the frame (a 64-byte template stamped
-    /// into a 60-byte frame): the bytes past `len` land in the tailroom.
+    /// A fresh frame of `len` bytes at the default headroom whose first 64 bytes are
+    /// `head`, with its metadata: the generator's whole per-packet write (the timestamp is
+    /// left alone: only probes carry one). `head` may be longer than the frame (a 64-byte
+    /// template stamped into a 60-byte frame): the bytes past `len` land in the tailroom.
     #[inline(always)]
-    pub fn stamp(&mut self, meta: PacketMeta, head: &[u8; 64]) {
-        debug_assert!(usize::from(meta.len) <= DATA_ROOM && meta.data_off == HEADROOM as u16);
-        self.meta = meta;
+    pub fn stamp(&mut self, len: u16, in_port: u16, flow_hash: u32, seq: u32, head: &[u8; 64]) {
+        debug_assert!(usize::from(len) <= DATA_ROOM);
+        self.meta.data_off = HEADROOM as u16;
+        self.meta.len = len;
+        self.meta.in_port = in_port;
+        self.meta.flags = 0;
+        self.meta.flow_hash = flow_hash;
+        self.meta.seq = seq;
         let dst: &mut [u8; 64] = (&mut self.room[HEADROOM..HEADROOM + 64]).try_into().unwrap();
         *dst = *head;
     }

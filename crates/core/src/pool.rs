@@ -101,7 +101,7 @@ impl PacketPool {
             unsafe {
                 (*p).meta = Default::default();
                 (*p).meta.data_off = HEADROOM as u16;
-                (*p).meta.state = STATE_FREE;
+                (*p).pool_state = STATE_FREE;
             }
             // SAFETY: inside the mapping, so not null.
             free.push(unsafe { NonNull::new_unchecked(p) });
@@ -160,7 +160,7 @@ impl PacketPool {
         unsafe {
             #[cfg(debug_assertions)]
             {
-                (*p).meta.state = STATE_IN_USE;
+                (*p).pool_state = STATE_IN_USE;
             }
             (*p).meta.data_off = HEADROOM as u16;
             (*p).meta.len = 0;
@@ -182,7 +182,7 @@ impl PacketPool {
         #[cfg(debug_assertions)]
         for &p in taken {
             // SAFETY: free buffers are live and owned by the pool until handed out here.
-            unsafe { (*p.as_ptr()).meta.state = STATE_IN_USE };
+            unsafe { (*p.as_ptr()).pool_state = STATE_IN_USE };
         }
         // SAFETY: `take` fits the batch's room; the buffers leave the free list below.
         unsafe { batch.extend_raw(taken) };
@@ -234,7 +234,7 @@ fn check_origin(base: usize, span: usize, p: NonNull<Packet>) {
     #[cfg(debug_assertions)]
     {
         // SAFETY: p is inside this pool's mapping (checked above).
-        let state = unsafe { &mut (*p.as_ptr()).meta.state };
+        let state = unsafe { &mut (*p.as_ptr()).pool_state };
         assert!(*state == STATE_IN_USE, "buffer freed twice");
         *state = STATE_FREE;
     }

@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 use sfclab_core::packet::FLAG_PROBE;
-use sfclab_core::{Batch, PacketMeta, PacketPool, PortStats, RxPort, tsc};
+use sfclab_core::{Batch, PacketPool, PortStats, RxPort, tsc};
 
 use crate::flows::{FlowSet, IpVersion, MAX_FLOWS, apply_patch, pattern_byte};
 use crate::rate::{Pacer, Rate};
@@ -234,18 +234,18 @@ impl RxPort for Generator {
         // Loop state in locals, written back once: the loop then stays in registers.
         let (heads, hashes) = (&self.flows.heads, &self.flows.hashes);
         let nflows = heads.len();
-        let mut flow = self.next_flow;
+        let mut flow = self.next_flow % nflows;
         let mut seq = self.seq;
         let port = self.cfg.port;
         let mut bytes = 0u64;
         if self.mixed {
             let (patches, offsets, classes) = (&self.flows.patches, self.flows.ip.patch_offsets(), self.lens.len());
             let mut slot = self.next_slot;
-            for p in batch.iter_mut().skip(first) {
+            for p in batch.iter_mut_from(first) {
                 let class = usize::from(self.schedule[slot]);
                 slot = if slot + 1 == self.schedule.len() { 0 } else { slot + 1 };
                 let len = self.lens[class];
-                p.stamp(PacketMeta::new(len, port, 0, hashes[flow], seq, now), &heads[flow]);
+                p.stamp(len, port, hashes[flow], seq, &heads[flow]);
                 apply_patch(p.data_mut(), offsets, &patches[flow * classes + class]);
                 bytes += u64::from(len);
                 flow = if flow + 1 == nflows { 0 } else { flow + 1 };
@@ -255,8 +255,11 @@ impl RxPort for Generator {
         } else {
             // One size: the templates already carry its lengths and checksums.
             let len = self.lens[0];
-            for p in batch.iter_mut().skip(first) {
-                p.stamp(PacketMeta::new(len, port, 0, hashes[flow], seq, now), &heads[flow]);
+            for p in batch.iter_mut_from(first) {
+                debug_assert!(flow < nflows && hashes.len() == nflows);
+                // SAFETY: `flow` wraps at `nflows`, the length of both tables (FlowSet::new).
+                let (hash, head) = unsafe { (*hashes.get_unchecked(flow), heads.get_unchecked(flow)) };
+                p.stamp(len, port, hash, seq, head);
                 flow = if flow + 1 == nflows { 0 } else { flow + 1 };
                 seq = seq.wrapping_add(1);
             }
@@ -265,7 +268,9 @@ impl RxPort for Generator {
         self.next_flow = flow;
         self.seq = seq;
         if self.probe_every != 0 && got > 0 && now >= self.next_probe {
-            batch.get_mut(first).meta.flags |= FLAG_PROBE;
+            let probe = batch.get_mut(first);
+            probe.meta.flags |= FLAG_PROBE;
+            probe.meta.timestamp = now;
             self.stats.probes += 1;
             self.next_probe = now.max(self.next_probe) + self.probe_every;
         }
