@@ -140,6 +140,48 @@ pub struct HopBench {
     pub peer_skipped: Option<String>,
     /// sfclab n = 1 Mpps (accounting off) over the peer's Mpps.
     pub ratio_n1_vs_peer: Option<f64>,
+    /// The hardware's floor in the same run: TSC cycles per packet per hop of a bare loop
+    /// rewriting the MACs of 32 resident buffers (no framework), median of the repetitions.
+    pub bare_loop_cycles_per_hop: f64,
+    /// sfclab's per-hop slope over the bare loop's cost.
+    pub ratio_hop_vs_bare_loop: f64,
+}
+
+/// A bare loop rewriting the MACs of 32 resident buffers (pool stride, 64-byte frames)
+/// `hops` times per round, no framework: what one hop costs this machine right now.
+/// Returns TSC cycles per packet per hop.
+pub fn bare_loop_cycles_per_hop(core: Option<usize>, duration: Duration) -> f64 {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(c) = core {
+                core_affinity::set_for_current(core_affinity::CoreId { id: c });
+            }
+            let mut pool = sfclab_core::PacketPool::new(64);
+            let mut batch = sfclab_core::Batch::new(32);
+            pool.alloc_into(&mut batch, 32);
+            let frames: Vec<*mut u8> = batch.iter_mut().map(|p| p.reset(60).as_mut_ptr()).collect();
+            let macs = [2u8, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+            const HOPS: u64 = 16;
+            let (mut rounds, t0) = (0u64, sfclab_core::tsc::now());
+            let end = t0 + sfclab_core::tsc::ticks(duration);
+            while sfclab_core::tsc::now() < end {
+                for _ in 0..1024 {
+                    for _ in 0..HOPS {
+                        for &f in std::hint::black_box(&frames) {
+                            // SAFETY: each pointer is the start of a 60-byte frame we own.
+                            unsafe { std::ptr::copy_nonoverlapping(macs.as_ptr(), f, 12) };
+                        }
+                    }
+                }
+                rounds += 1024;
+            }
+            let cycles = sfclab_core::tsc::now() - t0;
+            pool.free_batch(&mut batch);
+            cycles as f64 / (rounds * HOPS * frames.len() as u64) as f64
+        })
+        .join()
+        .expect("bare loop thread")
+    })
 }
 
 fn forwarders(n: usize) -> Vec<(String, Box<dyn sfclab_core::NetworkFunction>)> {
@@ -169,6 +211,7 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
     let mut peer_runs = Vec::new();
     let mut peer_skipped = None;
     let mut peer_command = String::new();
+    let mut bare_runs = Vec::new();
     if args.peer && testpmd.is_none() {
         peer_skipped = Some("dpdk-testpmd not found (Debian package `dpdk`)".to_string());
     }
@@ -204,6 +247,10 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
                 );
             }
         }
+        bare_runs.push(bare_loop_cycles_per_hop(
+            args.core,
+            args.duration.min(Duration::from_millis(500)),
+        ));
         if let (true, Some(bin)) = (args.peer && peer_skipped.is_none(), &testpmd) {
             match run_testpmd(bin, args.core, args.duration.max(Duration::from_secs(3))) {
                 Ok((mpps, cmd)) => {
@@ -249,6 +296,7 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
         mpps_runs: peer_runs,
     });
     let n1 = points.iter().find(|p| p.hops == 1 && !p.accounting).map(|p| p.mpps);
+    let bare = median(&bare_runs);
     Ok(HopBench {
         schema: HOP_SCHEMA,
         version: env!("CARGO_PKG_VERSION"),
@@ -264,6 +312,8 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
             _ => None,
         },
         accounting_overhead_per_hop: on.map(|f| f.slope - off.slope),
+        bare_loop_cycles_per_hop: bare,
+        ratio_hop_vs_bare_loop: off.slope / bare,
         fit_accounting_off: off,
         fit_accounting_on: on,
         points,
@@ -416,6 +466,11 @@ pub fn table(b: &HopBench) -> String {
         s,
         "per-hop cost      {:.2} cycles/packet (least squares, r2 {:.3}), base {:.2}",
         f.slope, f.r2, f.intercept
+    );
+    let _ = writeln!(
+        s,
+        "bare loop         {:.2} cycles/packet per hop (MAC rewrite of 32 resident buffers, no framework): sfclab hop = {:.2}x",
+        b.bare_loop_cycles_per_hop, b.ratio_hop_vs_bare_loop
     );
     if let (Some(on), Some(o)) = (b.fit_accounting_on, b.accounting_overhead_per_hop) {
         let _ = writeln!(

@@ -7,12 +7,15 @@
 //! - `cycles` (default 0): TSC cycles of pure CPU work per packet, spent per batch
 //!   (`cycles x batch length`, measured with the TSC after the memory work).
 //! - `working_set` (default 0): bytes of the data set, e.g. `32KiB`, `8MiB`.
-//! - `accesses` (default 0): random 8-byte reads of the working set per packet.
+//! - `accesses` (default 0): 8-byte reads of the working set per packet, each at an
+//!   offset given by the previous read: a walk along one random cycle through the whole
+//!   set (Sattolo's algorithm), so every read waits for the memory level that holds the
+//!   set and the L1/L2/L3/DRAM steps show as latency, as in the paper's worst case.
 //! - `drop_one_in` (default none): drop every k-th packet, reason `injected`.
 //! - `seed` (default 1): seed of the offset generator.
 //!
-//! Every packet is touched: its first 8 bytes seed the reads, so the NF cannot be
-//! skipped by the hardware or the compiler. Drops: `injected`.
+//! Every packet is touched: its first 8 bytes are read and folded into the NF's state,
+//! so the work cannot be skipped by the hardware or the compiler. Drops: `injected`.
 
 use serde::Deserialize;
 use sfclab_core::{Batch, DropReason, NetworkFunction, Verdicts, tsc};
@@ -22,10 +25,12 @@ use crate::{ByteSize, ConfigError};
 pub struct Synthetic {
     cycles: u64,
     accesses: u32,
+    /// A single random cycle: `working_set[i]` is the index read after `i`.
     working_set: Box<[u64]>,
+    /// Where the walk continues with the next packet.
+    position: usize,
     drop_one_in: u64,
     until_drop: u64,
-    rng: u64,
     /// Folded result of every read, kept so the reads are not dead code.
     fold: u64,
 }
@@ -37,23 +42,18 @@ impl NetworkFunction for Synthetic {
 
     #[inline]
     fn process(&mut self, batch: &mut Batch, verdicts: &mut Verdicts) {
-        let words = self.working_set.len() as u64;
-        let accesses = if words == 0 { 0 } else { self.accesses };
+        let accesses = if self.working_set.is_empty() { 0 } else { self.accesses };
+        let mut position = self.position;
         for (i, p) in batch.iter_mut().enumerate() {
             let data = p.data();
-            let mut acc = data
+            let head = data
                 .first_chunk::<8>()
                 .map_or(data.len() as u64, |b| u64::from_ne_bytes(*b));
             for _ in 0..accesses {
-                // xorshift64: a serial but cheap source of offsets.
-                self.rng ^= self.rng << 13;
-                self.rng ^= self.rng >> 7;
-                self.rng ^= self.rng << 17;
-                // Multiply-shift maps the offset into the set without a division.
-                let idx = (((self.rng >> 32) * words) >> 32) as usize;
-                acc ^= self.working_set[idx];
+                // Each read's address is the previous read's value: a dependent chain.
+                position = self.working_set[position] as usize;
             }
-            self.fold = self.fold.wrapping_add(acc);
+            self.fold = self.fold.wrapping_add(head ^ position as u64);
             if self.drop_one_in != 0 {
                 self.until_drop -= 1;
                 if self.until_drop == 0 {
@@ -62,6 +62,7 @@ impl NetworkFunction for Synthetic {
                 }
             }
         }
+        self.position = position;
         if self.cycles != 0 {
             let start = tsc::now();
             let budget = self.cycles * batch.len() as u64;
@@ -125,25 +126,32 @@ impl Synthetic {
         if seed == 0 {
             return Err(ConfigError::new("seed", "must be non-zero (xorshift)"));
         }
-        // Fill with distinct values so that every read depends on real memory contents.
-        let mut x = seed;
-        let working_set: Box<[u64]> = (0..ws / 8)
-            .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                x
-            })
-            .collect();
+        let working_set = random_cycle((ws / 8) as usize, seed);
         let drop_one_in = cfg.drop_one_in.unwrap_or(0);
         Ok(Synthetic {
             cycles: cfg.cycles,
             accesses: cfg.accesses,
             working_set,
+            position: 0,
             drop_one_in,
             until_drop: drop_one_in,
-            rng: seed,
             fold: 0,
         })
     }
+}
+
+/// A permutation of `0..n` that is one cycle through all elements (Sattolo's algorithm),
+/// so a walk from any index visits the whole set before it repeats.
+fn random_cycle(n: usize, seed: u64) -> Box<[u64]> {
+    let mut next: Box<[u64]> = (0..n as u64).collect();
+    let mut x = seed;
+    for i in (1..n).rev() {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        // Multiply-shift maps the high bits into 0..i without a division.
+        let j = (((x >> 32) * i as u64) >> 32) as usize;
+        next.swap(i, j);
+    }
+    next
 }
 
 #[cfg(test)]
