@@ -197,7 +197,7 @@ mod tests {
 
     #[test]
     fn reads_stay_inside_the_working_set() {
-        // 24 bytes = 3 words: not a power of two, so the multiply-shift must still stay in range.
+        // 24 bytes = 3 words: not a power of two.
         let cfg = SyntheticConfig {
             working_set: ByteSize(24),
             accesses: 1000,
@@ -205,6 +205,22 @@ mod tests {
         };
         let mut nf = Synthetic::new(&cfg).unwrap();
         run_one_batch(&mut nf, &vec![udp_frame(); 32]);
+    }
+
+    #[test]
+    fn the_walk_visits_every_word_once_per_cycle() {
+        for n in [1usize, 2, 3, 64, 1000] {
+            let next = random_cycle(n, 7);
+            let mut seen = vec![false; n];
+            let mut i = 0;
+            for _ in 0..n {
+                assert!(!seen[i], "index {i} visited twice before the cycle closed (n = {n})");
+                seen[i] = true;
+                i = next[i] as usize;
+            }
+            assert_eq!(i, 0, "the walk returns to its start after n steps");
+            assert!(seen.iter().all(|&s| s));
+        }
     }
 
     #[test]
