@@ -133,3 +133,88 @@ fn settle(
     verdicts.clear(n);
     dropped
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sfclab_core::Verdicts;
+
+    /// Sends every 4th packet (+1) out on port 0, (+2) out on port 3, (+3) drops it.
+    struct Steer;
+
+    impl NetworkFunction for Steer {
+        fn kind(&self) -> &'static str {
+            "steer"
+        }
+        fn process(&mut self, batch: &mut Batch, verdicts: &mut Verdicts) {
+            for (i, p) in batch.iter().enumerate() {
+                match p.meta.seq % 4 {
+                    1 => verdicts.out(i, 0),
+                    2 => verdicts.out(i, 3),
+                    3 => verdicts.drop(i, DropReason::Filtered),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Counts what it sees.
+    struct Tally(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+    impl NetworkFunction for Tally {
+        fn kind(&self) -> &'static str {
+            "tally"
+        }
+        fn process(&mut self, batch: &mut Batch, _: &mut Verdicts) {
+            self.0
+                .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn verdicts_move_drop_and_count_every_packet() {
+        let seen_after = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let mut chain = Chain::new(
+            vec![
+                ("steer".into(), Box::new(Steer)),
+                ("tally".into(), Box::new(Tally(seen_after.clone()))),
+            ],
+            32,
+            2,
+        );
+        let mut pool = PacketPool::new(64);
+        let mut batch = Batch::new(32);
+        pool.alloc_into(&mut batch, 32);
+        for (i, p) in batch.iter_mut().enumerate() {
+            p.reset(60);
+            p.meta.seq = i as u32;
+        }
+        chain.process::<true>(&mut batch, &mut pool);
+        // 8 continue to the end in order, 8 left on port 0, 8 to a port that does not
+        // exist (dropped as no-such-port), 8 filtered.
+        let kept: Vec<u32> = batch.iter().map(|p| p.meta.seq).collect();
+        assert_eq!(kept, (0..32).step_by(4).collect::<Vec<_>>());
+        assert_eq!(
+            seen_after.load(std::sync::atomic::Ordering::Relaxed),
+            8,
+            "later NFs see only continuing packets"
+        );
+        let s = chain.slots[0].stats;
+        assert_eq!((s.packets_in, s.packets_out), (32, 16));
+        assert_eq!(
+            s.drops_by_reason().collect::<Vec<_>>(),
+            vec![(DropReason::Filtered, 8), (DropReason::NoSuchPort, 8)]
+        );
+        assert!(s.cycles > 0);
+        let outs = chain.outs();
+        assert_eq!(
+            outs[0].iter().map(|p| p.meta.seq).collect::<Vec<_>>(),
+            (1..32).step_by(4).collect::<Vec<_>>()
+        );
+        assert!(outs[1].is_empty());
+        pool.free_batch(&mut outs[0]);
+        pool.free_batch(&mut batch);
+        assert_eq!(pool.in_use(), 0, "dropped packets went back to the pool");
+        assert_eq!(chain.dropped(), 16);
+    }
+}

@@ -104,6 +104,8 @@ impl RunSettings {
 #[derive(Debug, Clone, Copy, Default)]
 struct Phase {
     ticks: u64,
+    /// TSC when the phase returned.
+    ended: u64,
     source_cycles: u64,
     sink_cycles: u64,
 }
@@ -160,7 +162,8 @@ fn run_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
             phase.sink_cycles += tsc::now() - t_sink;
         }
     }
-    phase.ticks = tsc::now() - start;
+    phase.ended = tsc::now();
+    phase.ticks = phase.ended - start;
     phase
 }
 
@@ -237,8 +240,11 @@ pub fn run_compound(
             rig.sinks.iter_mut().for_each(Sink::reset_latency);
             let start = rig.snapshot();
             rig.generator.limit_from_now(settings.count);
+            // The window is timed from the end of the warm-up, so whatever the pacer earned
+            // between the phases is inside the window's time as well as its counts.
             let until = settings.duration.map_or(u64::MAX, |d| tsc::now() + tsc::ticks(d));
-            let window = rig.phase(settings.accounting, until, stop);
+            let mut window = rig.phase(settings.accounting, until, stop);
+            window.ticks = window.ended - warm.ended;
             (warm, window, start, rig.snapshot())
         })
         .join()

@@ -121,8 +121,9 @@ pub struct RunReport {
     pub cycles_per_packet: f64,
     pub places: Vec<PlaceReport>,
     pub drops: Vec<DropRecord>,
+    /// Latency of the probe packets, generator to sink.
     pub latency: Option<LatencySummary>,
-    /// Probe latency of the pass itself: TSC cycles from generator to sink.
+    /// generated = received + dropped over the measured window.
     pub conservation: Conservation,
     /// Conservation over the whole run, warm-up included.
     pub conservation_total: Conservation,
