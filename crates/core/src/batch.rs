@@ -173,6 +173,15 @@ impl Batch {
         &self.pkts[..self.len]
     }
 
+    /// Drops the first `k` handles from the batch (their ownership moved elsewhere) and
+    /// moves the rest to the front, in order.
+    #[inline(always)]
+    pub(crate) fn forget_front(&mut self, k: usize) {
+        let k = k.min(self.len);
+        self.pkts.copy_within(k..self.len, 0);
+        self.len -= k;
+    }
+
     /// Empties the batch without touching the buffers (their ownership moved elsewhere).
     #[inline(always)]
     pub(crate) fn forget_all(&mut self) {

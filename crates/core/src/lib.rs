@@ -5,6 +5,8 @@
 //! - [`batch`]: up to [`batch::MAX_BATCH`] packets moved together.
 //! - [`nf`]: the network-function contract: a batch in, a verdict per packet out.
 //! - [`port`]: the batch I/O interface that generators, sinks and real interfaces share.
+//! - [`ring`]: lock-free single-producer single-consumer rings: links between cores.
+//! - [`recycle`]: where freed buffers go (the pool, or a ring back to its thread).
 //! - [`tsc`]: the time-stamp counter, read once per batch, never per packet.
 //!
 //! Nothing in the hot path here allocates, locks or makes a system call.
@@ -14,6 +16,8 @@ pub mod nf;
 pub mod packet;
 pub mod pool;
 pub mod port;
+pub mod recycle;
+pub mod ring;
 pub mod tsc;
 
 pub use batch::{Batch, MAX_BATCH};
@@ -21,3 +25,5 @@ pub use nf::{DropReason, NetworkFunction, NfStats, Verdict, Verdicts};
 pub use packet::{Packet, PacketMeta};
 pub use pool::{PacketPool, PacketRef};
 pub use port::{PortStats, RxPort, TxPort};
+pub use recycle::{Recycle, ReturnLink};
+pub use ring::{RingConsumer, RingProducer, ring};

@@ -4,6 +4,7 @@
 
 use crate::batch::Batch;
 use crate::pool::PacketPool;
+use crate::recycle::Recycle;
 
 /// Counters of a port.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -46,9 +47,10 @@ pub trait RxPort {
 
 /// A destination of packets (a sink, a NIC queue, a pcap writer).
 pub trait TxPort {
-    /// Takes every packet of `batch` (it is empty on return) and frees buffers to `pool`.
-    /// Packets it cannot send are counted in `stats().dropped`.
-    fn tx(&mut self, now: u64, batch: &mut Batch, pool: &mut PacketPool);
+    /// Takes every packet of `batch` (it is empty on return) and hands the buffers to
+    /// `recycle` (the pool, or a link back to the pool's thread). Packets it cannot send
+    /// are counted in `stats().dropped`.
+    fn tx<R: Recycle>(&mut self, now: u64, batch: &mut Batch, recycle: &mut R);
 
     fn stats(&self) -> PortStats;
 }

@@ -1,7 +1,7 @@
 //! A chain of NFs run on one thread: the unit every runtime schedules.
 
 use sfclab_core::nf::Verdict;
-use sfclab_core::{Batch, DropReason, NetworkFunction, NfStats, PacketPool, Verdicts, tsc};
+use sfclab_core::{Batch, DropReason, NetworkFunction, NfStats, Recycle, Verdicts, tsc};
 
 /// One NF in a chain, with the counters the runtime keeps for it.
 pub struct NfSlot {
@@ -48,7 +48,7 @@ impl Chain {
     /// the end (for port 0), `outs()` those sent to ports early; drops are freed and
     /// counted. With `ACCOUNT`, each NF's TSC cycles are measured per batch.
     #[inline]
-    pub fn process<const ACCOUNT: bool>(&mut self, batch: &mut Batch, pool: &mut PacketPool) {
+    pub fn process<const ACCOUNT: bool, R: Recycle>(&mut self, batch: &mut Batch, pool: &mut R) {
         let mut t0 = if ACCOUNT { tsc::now() } else { 0 };
         for slot in &mut self.slots {
             let n = batch.len();
@@ -95,12 +95,12 @@ impl Chain {
 /// are counted by reason, outs move to their port's batch (or are dropped as
 /// `no-such-port`), continues stay in order. Returns how many were dropped.
 #[cold]
-fn settle(
+fn settle<R: Recycle>(
     batch: &mut Batch,
     verdicts: &mut Verdicts,
     stats: &mut NfStats,
     outs: &mut [Batch],
-    pool: &mut PacketPool,
+    pool: &mut R,
 ) -> usize {
     let n = batch.len();
     let mut dropped = 0;
@@ -110,7 +110,7 @@ fn settle(
             Verdict::Drop(reason) => {
                 stats.count_drop(reason);
                 dropped += 1;
-                pool.free(p);
+                pool.recycle(p);
             }
             Verdict::Out(port) => match outs.get_mut(usize::from(port)) {
                 Some(out) => {
@@ -118,13 +118,13 @@ fn settle(
                         // Unreachable while outs are flushed every pass; counted, not lost.
                         stats.count_drop(DropReason::TxFull);
                         dropped += 1;
-                        pool.free(p);
+                        pool.recycle(p);
                     }
                 }
                 None => {
                     stats.count_drop(DropReason::NoSuchPort);
                     dropped += 1;
-                    pool.free(p);
+                    pool.recycle(p);
                 }
             },
             Verdict::Continue => unreachable!("continue is kept"),
@@ -137,7 +137,7 @@ fn settle(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sfclab_core::Verdicts;
+    use sfclab_core::{PacketPool, Verdicts};
 
     /// Sends every 4th packet (+1) out on port 0, (+2) out on port 3, (+3) drops it.
     struct Steer;
@@ -189,7 +189,7 @@ mod tests {
             p.reset(60);
             p.meta.seq = i as u32;
         }
-        chain.process::<true>(&mut batch, &mut pool);
+        chain.process::<true, _>(&mut batch, &mut pool);
         // 8 continue to the end in order, 8 left on port 0, 8 to a port that does not
         // exist (dropped as no-such-port), 8 filtered.
         let kept: Vec<u32> = batch.iter().map(|p| p.meta.seq).collect();

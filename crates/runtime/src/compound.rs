@@ -149,7 +149,7 @@ fn run_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
             continue;
         }
         let t_chain = if ACCOUNT { tsc::now() } else { 0 };
-        chain.process::<ACCOUNT>(batch, pool);
+        chain.process::<ACCOUNT, _>(batch, pool);
         let t_sink = if ACCOUNT { tsc::now() } else { 0 };
         sinks[0].tx(now, batch, pool);
         for (out, sink) in chain.outs().iter_mut().zip(sinks.iter_mut()) {

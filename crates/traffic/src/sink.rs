@@ -4,7 +4,7 @@
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use sfclab_core::{Batch, PacketPool, PortStats, TxPort, tsc};
+use sfclab_core::{Batch, PortStats, Recycle, TxPort, tsc};
 use sfclab_wire::checksum::{pseudo_header_v4, pseudo_header_v6};
 use sfclab_wire::{EtherType, EthernetHeader, IpProtocol, Ipv4Header, Ipv6Header, UdpHeader};
 
@@ -88,7 +88,7 @@ impl Sink {
 
 impl TxPort for Sink {
     #[inline]
-    fn tx(&mut self, _now: u64, batch: &mut Batch, pool: &mut PacketPool) {
+    fn tx<R: Recycle>(&mut self, _now: u64, batch: &mut Batch, recycle: &mut R) {
         let mut bytes = 0u64;
         let mut probe = false;
         for p in batch.iter() {
@@ -108,7 +108,7 @@ impl TxPort for Sink {
         }
         self.stats.port.packets += batch.len() as u64;
         self.stats.port.bytes += bytes;
-        pool.free_batch(batch);
+        recycle.recycle_batch(batch);
     }
 
     fn stats(&self) -> PortStats {
@@ -157,7 +157,7 @@ pub fn frame_is_valid(frame: &[u8]) -> bool {
 mod tests {
     use super::*;
     use crate::{FrameSizes, Generator, GeneratorConfig, IpVersion};
-    use sfclab_core::RxPort;
+    use sfclab_core::{PacketPool, RxPort};
 
     #[test]
     fn counts_verifies_and_records_probes() {
