@@ -32,11 +32,14 @@ pub enum DropReason {
     LinkFull,
     /// An egress port could not take the packet.
     TxFull,
+    /// The chain's ingress queue (the NIC's RX queue) was full: dropped before the chain
+    /// spent any cycle on it.
+    RxQueueFull,
 }
 
 impl DropReason {
     /// Number of reasons; codes are 1..=COUNT.
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 11;
     pub const ALL: [DropReason; DropReason::COUNT] = [
         DropReason::Malformed,
         DropReason::Unsupported,
@@ -48,6 +51,7 @@ impl DropReason {
         DropReason::NoSuchPort,
         DropReason::LinkFull,
         DropReason::TxFull,
+        DropReason::RxQueueFull,
     ];
 
     /// Stable kebab-case name used in tables, JSON and CSV.
@@ -63,6 +67,7 @@ impl DropReason {
             DropReason::NoSuchPort => "no-such-port",
             DropReason::LinkFull => "link-full",
             DropReason::TxFull => "tx-full",
+            DropReason::RxQueueFull => "rx-queue-full",
         }
     }
 
@@ -76,7 +81,7 @@ impl DropReason {
     }
 }
 
-const _: () = assert!(DropReason::TxFull as usize == DropReason::COUNT);
+const _: () = assert!(DropReason::RxQueueFull as usize == DropReason::COUNT);
 
 /// What happens to one packet after an NF.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -331,6 +331,9 @@ pub fn run_compound(
         pool: rig.pool.stats(),
         pool_empty: gen_stats.pool_empty,
         pacing_behind: gen_stats.behind,
+        placement: None,
+        link_mode: None,
+        cores: Vec::new(),
     };
     if report.conservation.holds && report.conservation_total.holds {
         Ok(report)

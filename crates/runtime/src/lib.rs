@@ -4,12 +4,17 @@
 //!   verdicts into moves and counted drops. Every runtime uses it for its stages.
 //! - [`compound`]: generator -> NF 1..n -> sink in one pinned thread, batches passed by
 //!   function call (the compound chains of seed 004).
+//! - [`pipeline`]: NF blocks on several cores joined by rings, placed by [`placement`].
 //! - [`report`]: the figures of a run and the exact conservation check.
 
 pub mod chain;
 pub mod compound;
+pub mod pipeline;
+pub mod placement;
 pub mod report;
 
 pub use chain::{Chain, NfSlot};
 pub use compound::{RunError, RunSettings, run_compound};
-pub use report::{Conservation, DropRecord, PlaceReport, RunReport};
+pub use pipeline::{LinkMode, PipelineSettings, run_pipeline};
+pub use placement::{Placement, StagePlan};
+pub use report::{Conservation, CoreReport, DropRecord, PlaceReport, RunReport};

@@ -62,6 +62,18 @@ impl Sink {
         self.stats
     }
 
+    /// Adds another sink's counts and latency samples to this one's (sinks of several
+    /// stages or threads reported as one place).
+    pub fn merge(&mut self, other: &Sink) {
+        self.stats.port.packets += other.stats.port.packets;
+        self.stats.port.bytes += other.stats.port.bytes;
+        self.stats.port.dropped += other.stats.port.dropped;
+        self.stats.verify_failed += other.stats.verify_failed;
+        self.stats.probes += other.stats.probes;
+        // Same bounds on both sides, so adding cannot fail.
+        let _ = self.latency.add(&other.latency);
+    }
+
     /// Forgets the latency samples so far (end of warm-up).
     pub fn reset_latency(&mut self) {
         self.latency.reset();

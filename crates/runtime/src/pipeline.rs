@@ -1,0 +1,991 @@
+//! The pipeline runtime: blocks of NFs (stages) on threads pinned to cores, joined by
+//! SPSC rings (seed 002, Section V). A stage runs its NFs in compound fashion; the ring
+//! after it is a link with its own counters. Stages that share a core run in turn.
+//!
+//! ```text
+//! generator ─▶ rx-queue ─▶ [stage 0: NF..NF] ─▶ link ─▶ [stage 1: NF..NF] ─▶ sink
+//!    ▲  pool                                                                  │
+//!    └──────────────────── return links (freed buffers) ◀──────────────────────┘
+//! ```
+//!
+//! - The generator stands for the traffic source and the NIC: it owns the pool and
+//!   pushes into the rx-queue (the NIC's RX ring). A full rx-queue is an *ingress drop*:
+//!   the chain spent nothing on the packet.
+//! - A full link between stages is a *software drop* (`link-full`) at that link: the
+//!   cycles already spent upstream are wasted. With `LinkMode::Backpressure` a stage
+//!   keeps what did not fit and stops taking input until it is gone: no drops inside the
+//!   chain, only at ingress.
+//! - Buffers freed on other cores (drops, the sink) go back to the generator's core
+//!   through return links, so the pool stays single-threaded.
+//! - Shutdown: the generator stops, then each stage finishes once its upstream has
+//!   finished and its input is empty; every buffer is back in the pool before the
+//!   figures are read, so conservation is checked exactly over the whole run.
+//! - Window figures come from per-thread snapshots taken when each thread sees the
+//!   coordinator's epoch change (within one loop iteration of each other).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use sfclab_core::{
+    Batch, DropReason, NetworkFunction, NfStats, PacketPool, Recycle, ReturnLink, RingConsumer, RingProducer, RxPort,
+    TxPort, ring, tsc,
+};
+use sfclab_traffic::{Generator, GeneratorConfig, GeneratorStats, Sink, SinkStats};
+
+use crate::chain::Chain;
+use crate::compound::{RunError, RunSettings};
+use crate::placement::{Placement, StagePlan, online_cores};
+use crate::report::{Conservation, CoreReport, PlaceReport, RunReport};
+
+/// What a full link does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkMode {
+    /// Drop and count, as the papers' chains do (the default).
+    #[default]
+    Drop,
+    /// The producer keeps the packets and stops taking input until they fit.
+    Backpressure,
+}
+
+impl LinkMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkMode::Drop => "drop",
+            LinkMode::Backpressure => "backpressure",
+        }
+    }
+}
+
+impl std::str::FromStr for LinkMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "drop" => Ok(LinkMode::Drop),
+            "backpressure" => Ok(LinkMode::Backpressure),
+            _ => Err(format!("`{s}` is not a link mode: write drop or backpressure")),
+        }
+    }
+}
+
+/// How to run a pipeline.
+#[derive(Debug, Clone)]
+pub struct PipelineSettings {
+    /// Batch, window, warm-up, accounting, verify, pool size and stop flag (its `core` is
+    /// not used: the placement says where things run).
+    pub run: RunSettings,
+    pub placement: Placement,
+    /// Cores the placement may use, in order (default: every core of this process).
+    pub cores: Vec<usize>,
+    /// Core of the generator (default: the first stage's).
+    pub generator_core: Option<usize>,
+    pub links: LinkMode,
+    /// Packets a link between stages holds.
+    pub ring_size: usize,
+    /// Packets the rx-queue (the chain's ingress) holds.
+    pub rx_queue: usize,
+    /// Batches a stage may process per turn on its core (default 1: stages sharing a
+    /// core get equal turns). Above 1, an upstream stage can outrun a slower one on the
+    /// same core and overflow the link between them, as NAPI's budget does in Linux.
+    pub stage_budget: usize,
+}
+
+impl Default for PipelineSettings {
+    fn default() -> Self {
+        PipelineSettings {
+            run: RunSettings {
+                pool_size: 0,
+                ..Default::default()
+            },
+            placement: Placement::SCore,
+            cores: online_cores(),
+            generator_core: None,
+            links: LinkMode::Drop,
+            ring_size: 1024,
+            rx_queue: 1024,
+            stage_budget: 1,
+        }
+    }
+}
+
+fn setting(key: &'static str, reason: impl Into<String>) -> RunError {
+    RunError::Setting {
+        key,
+        reason: reason.into(),
+    }
+}
+
+/// The coordinator's phases, seen by every thread.
+const EPOCH_WARMUP: u32 = 0;
+const EPOCH_WINDOW: u32 = 1;
+const EPOCH_DONE: u32 = 2;
+
+/// Counters of the generator task.
+#[derive(Debug, Clone, Copy, Default)]
+struct GenCounters {
+    generator: GeneratorStats,
+    rx_queue_full: u64,
+    cycles: u64,
+}
+
+struct GenTask {
+    generator: Generator,
+    pool: PacketPool,
+    batch: Batch,
+    ingress: RingProducer,
+    returns: Vec<RingConsumer>,
+    returned: Batch,
+    counters: GenCounters,
+    done: Arc<AtomicBool>,
+    stopped: bool,
+}
+
+impl GenTask {
+    /// Takes back every buffer freed elsewhere.
+    fn reclaim(&mut self) {
+        for r in &mut self.returns {
+            while r.pop_into(&mut self.returned) > 0 {
+                self.pool.free_batch(&mut self.returned);
+            }
+        }
+    }
+
+    #[inline]
+    fn poll<const ACCOUNT: bool>(&mut self, now: u64, epoch: u32, shared: &Coordination) -> bool {
+        self.reclaim();
+        if self.stopped {
+            return false;
+        }
+        if epoch >= EPOCH_DONE || self.generator.exhausted() {
+            if self.generator.exhausted() {
+                shared.count_reached.store(true, Ordering::Release);
+            }
+            self.stopped = true;
+            // Everything this task pushed is published before the flag (release).
+            self.done.store(true, Ordering::Release);
+            return false;
+        }
+        if self.generator.rx(now, &mut self.pool, &mut self.batch) == 0 {
+            return false;
+        }
+        self.ingress.push_from(&mut self.batch);
+        if !self.batch.is_empty() {
+            // The NIC's RX ring is full: dropped before the chain saw it.
+            self.counters.rx_queue_full += self.batch.len() as u64;
+            self.pool.free_batch(&mut self.batch);
+        }
+        if ACCOUNT {
+            self.counters.cycles += tsc::now() - now;
+        }
+        true
+    }
+
+    fn snapshot(&self) -> GenCounters {
+        GenCounters {
+            generator: self.generator.generator_stats(),
+            ..self.counters
+        }
+    }
+}
+
+/// Counters of a link (the ring after a stage).
+#[derive(Debug, Clone, Copy, Default)]
+struct LinkCounters {
+    packets_in: u64,
+    dropped: u64,
+}
+
+#[derive(Clone, Default)]
+struct StageCounters {
+    nfs: Vec<NfStats>,
+    link: LinkCounters,
+    sink: SinkStats,
+    packets: u64,
+}
+
+struct StageTask {
+    index: usize,
+    name: String,
+    chain: Chain,
+    input: RingConsumer,
+    /// The next stage's link, or `None` for the last stage (its output goes to the sink).
+    output: Option<RingProducer>,
+    /// Counts what leaves here: the chain's end on the last stage, early outs anywhere.
+    sink: Sink,
+    recycle: ReturnLink,
+    batch: Batch,
+    /// Backpressure: packets the output link could not take yet.
+    held: Batch,
+    link: LinkCounters,
+    packets: u64,
+    mode: LinkMode,
+    budget: usize,
+    upstream_done: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+    finished: bool,
+    polls: u32,
+}
+
+impl StageTask {
+    /// One turn on the core: up to `budget` batches (as NAPI polls up to a budget).
+    #[inline]
+    fn poll<const ACCOUNT: bool>(&mut self, now: u64) -> bool {
+        let mut worked = false;
+        for _ in 0..self.budget {
+            if !self.step::<ACCOUNT>(now) {
+                break;
+            }
+            worked = true;
+        }
+        worked
+    }
+
+    #[inline]
+    fn step<const ACCOUNT: bool>(&mut self, now: u64) -> bool {
+        if self.finished {
+            return false;
+        }
+        if !self.held.is_empty() {
+            // Backpressure: nothing new until what is held has gone.
+            let out = self
+                .output
+                .as_mut()
+                .expect("only stages with an output link hold packets");
+            return out.push_from(&mut self.held) > 0;
+        }
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls.is_multiple_of(1024) {
+            self.chain.tick(now);
+        }
+        if self.input.pop_into(&mut self.batch) == 0 {
+            // Upstream's flag first (acquire), then the ring: nothing can follow both.
+            if self.upstream_done.load(Ordering::Acquire) && self.input.is_empty() {
+                self.recycle.flush();
+                self.finished = true;
+                self.done.store(true, Ordering::Release);
+            } else {
+                // Idle: give staged buffers back now rather than hold them.
+                self.recycle.flush();
+            }
+            return false;
+        }
+        self.packets += self.batch.len() as u64;
+        self.chain.process::<ACCOUNT, _>(&mut self.batch, &mut self.recycle);
+        let early = &mut self.chain.outs()[0];
+        if !early.is_empty() {
+            self.sink.tx(now, early, &mut self.recycle);
+        }
+        match &mut self.output {
+            None => self.sink.tx(now, &mut self.batch, &mut self.recycle),
+            Some(out) => {
+                self.link.packets_in += self.batch.len() as u64;
+                out.push_from(&mut self.batch);
+                if !self.batch.is_empty() {
+                    match self.mode {
+                        LinkMode::Drop => {
+                            self.link.dropped += self.batch.len() as u64;
+                            self.recycle.recycle_batch(&mut self.batch);
+                        }
+                        LinkMode::Backpressure => std::mem::swap(&mut self.batch, &mut self.held),
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    fn snapshot(&self) -> StageCounters {
+        StageCounters {
+            nfs: self.chain.slots.iter().map(|s| s.stats).collect(),
+            link: self.link,
+            sink: self.sink.sink_stats(),
+            packets: self.packets,
+        }
+    }
+}
+
+enum Task {
+    Gen(Box<GenTask>),
+    Stage(Box<StageTask>),
+}
+
+#[derive(Clone, Default)]
+struct CoreCounters {
+    busy: u64,
+    idle: u64,
+    source: Option<GenCounters>,
+    stages: Vec<StageCounters>,
+}
+
+/// One pinned thread: its tasks, run in turn until all have finished.
+struct CoreThread {
+    core: usize,
+    tasks: Vec<Task>,
+    busy: u64,
+    idle: u64,
+    /// Snapshots at the window's start and end.
+    marks: [Option<CoreCounters>; 2],
+}
+
+impl CoreThread {
+    fn snapshot(&self) -> CoreCounters {
+        let mut c = CoreCounters {
+            busy: self.busy,
+            idle: self.idle,
+            ..Default::default()
+        };
+        for t in &self.tasks {
+            match t {
+                Task::Gen(g) => c.source = Some(g.snapshot()),
+                Task::Stage(s) => c.stages.push(s.snapshot()),
+            }
+        }
+        c
+    }
+
+    fn run<const ACCOUNT: bool>(&mut self, shared: &Coordination) {
+        core_affinity::set_for_current(core_affinity::CoreId { id: self.core });
+        let mut seen = EPOCH_WARMUP;
+        let mut t0 = tsc::now();
+        loop {
+            let epoch = shared.epoch.load(Ordering::Acquire);
+            if epoch != seen {
+                if seen == EPOCH_WARMUP {
+                    self.marks[0] = Some(self.snapshot());
+                    for t in &mut self.tasks {
+                        match t {
+                            Task::Gen(g) => g.generator.limit_from_now(shared.count),
+                            Task::Stage(s) => s.sink.reset_latency(),
+                        }
+                    }
+                }
+                if epoch == EPOCH_DONE && self.marks[1].is_none() {
+                    self.marks[1] = Some(self.snapshot());
+                }
+                seen = epoch;
+            }
+            let mut worked = false;
+            let mut finished = true;
+            for t in &mut self.tasks {
+                match t {
+                    Task::Gen(g) => {
+                        worked |= g.poll::<ACCOUNT>(t0, epoch, shared);
+                        // The pool's owner stays until every stage has given its buffers back.
+                        if !g.stopped || shared.stages_done.load(Ordering::Acquire) < shared.stages {
+                            finished = false;
+                        } else {
+                            g.reclaim();
+                        }
+                    }
+                    Task::Stage(s) => {
+                        let was = s.finished;
+                        worked |= s.poll::<ACCOUNT>(t0);
+                        if s.finished && !was {
+                            shared.stages_done.fetch_add(1, Ordering::AcqRel);
+                        }
+                        finished &= s.finished;
+                    }
+                }
+            }
+            let t1 = tsc::now();
+            if worked {
+                self.busy += t1 - t0;
+            } else {
+                self.idle += t1 - t0;
+            }
+            t0 = t1;
+            if finished {
+                break;
+            }
+        }
+        if self.marks[1].is_none() {
+            self.marks[1] = Some(self.snapshot());
+        }
+    }
+}
+
+/// What the coordinator and the threads share.
+struct Coordination {
+    epoch: AtomicU32,
+    stages: usize,
+    stages_done: AtomicUsize,
+    count: Option<u64>,
+    count_reached: AtomicBool,
+}
+
+/// Runs `nfs` as a pipeline placed by `settings`, fed by a generator of `traffic`.
+pub fn run_pipeline(
+    traffic: GeneratorConfig,
+    nfs: Vec<(String, Box<dyn NetworkFunction>)>,
+    settings: &PipelineSettings,
+) -> Result<RunReport, RunError> {
+    let run = &settings.run;
+    let mut check = run.clone();
+    check.core = None;
+    check.pool_size = check.pool_size.max(2 * check.batch);
+    check.validate()?;
+    let plans = settings
+        .placement
+        .stages(nfs.len(), &settings.cores)
+        .map_err(|e| setting("placement", e))?;
+    if !(1..=1024).contains(&settings.stage_budget) {
+        return Err(setting(
+            "stage_budget",
+            format!("{} batches per turn is outside 1..=1024", settings.stage_budget),
+        ));
+    }
+    if settings.ring_size < run.batch || settings.rx_queue < run.batch {
+        return Err(setting(
+            "ring_size",
+            format!("links must hold at least one batch ({} packets)", run.batch),
+        ));
+    }
+    let gen_core = settings.generator_core.unwrap_or(plans[0].core);
+    if !online_cores().contains(&gen_core) {
+        return Err(setting("generator_core", format!("core {gen_core} is not available")));
+    }
+    let generator = Generator::new(traffic, run.batch).map_err(|(k, r)| setting(k, r))?;
+    let ring_size = settings.ring_size.next_power_of_two();
+    let rx_queue = settings.rx_queue.next_power_of_two();
+    // Enough buffers to fill every ring and batch in flight, so the generator is never
+    // short of buffers when the chain is not the bottleneck.
+    let pool_size = if run.pool_size > 0 {
+        run.pool_size
+    } else {
+        rx_queue + plans.len() * (ring_size + 4 * run.batch) + 1024
+    };
+    let mut pool = PacketPool::new(pool_size);
+    Generator::prime(&mut pool);
+    let names: Vec<String> = nfs.iter().map(|(n, _)| n.clone()).collect();
+    let kinds: Vec<&'static str> = nfs.iter().map(|(_, nf)| nf.kind()).collect();
+
+    // Wire the stages: rx-queue, links, return links and done flags.
+    let (ingress, mut input) = ring(rx_queue);
+    let gen_done = Arc::new(AtomicBool::new(false));
+    let mut upstream_done = gen_done.clone();
+    let mut returns = Vec::new();
+    let mut stages = Vec::new();
+    let mut nfs = nfs.into_iter();
+    for (k, plan) in plans.iter().enumerate() {
+        let block: Vec<_> = nfs.by_ref().take(plan.nfs.len()).collect();
+        let (output, next_input) = if k + 1 < plans.len() {
+            let (p, c) = ring(ring_size);
+            (Some(p), Some(c))
+        } else {
+            (None, None)
+        };
+        let (ret_tx, ret_rx) = ring(pool_size);
+        returns.push(ret_rx);
+        let done = Arc::new(AtomicBool::new(false));
+        stages.push(StageTask {
+            index: k,
+            name: format!("stage{k}"),
+            chain: Chain::new(block, run.batch, 1),
+            input: std::mem::replace(&mut input, next_input.unwrap_or_else(|| ring(2).1)),
+            output,
+            sink: Sink::new(run.verify),
+            recycle: ReturnLink::new(ret_tx, run.batch),
+            batch: Batch::new(run.batch),
+            held: Batch::new(run.batch),
+            link: LinkCounters::default(),
+            packets: 0,
+            mode: settings.links,
+            budget: settings.stage_budget,
+            upstream_done: std::mem::replace(&mut upstream_done, done.clone()),
+            done,
+            finished: false,
+            polls: 0,
+        });
+    }
+    let gen_task = GenTask {
+        generator,
+        pool,
+        batch: Batch::new(run.batch),
+        ingress,
+        returns,
+        returned: Batch::new(run.batch),
+        counters: GenCounters::default(),
+        done: gen_done,
+        stopped: false,
+    };
+
+    // One thread per core used, its tasks in chain order (generator first).
+    let mut threads: Vec<CoreThread> = Vec::new();
+    let thread_for = |core: usize, threads: &mut Vec<CoreThread>| -> usize {
+        match threads.iter().position(|t| t.core == core) {
+            Some(i) => i,
+            None => {
+                threads.push(CoreThread {
+                    core,
+                    tasks: Vec::new(),
+                    busy: 0,
+                    idle: 0,
+                    marks: [None, None],
+                });
+                threads.len() - 1
+            }
+        }
+    };
+    let i = thread_for(gen_core, &mut threads);
+    threads[i].tasks.push(Task::Gen(Box::new(gen_task)));
+    for (stage, plan) in stages.into_iter().zip(&plans) {
+        let i = thread_for(plan.core, &mut threads);
+        threads[i].tasks.push(Task::Stage(Box::new(stage)));
+    }
+
+    let shared = Coordination {
+        epoch: AtomicU32::new(EPOCH_WARMUP),
+        stages: plans.len(),
+        stages_done: AtomicUsize::new(0),
+        count: run.count,
+        count_reached: AtomicBool::new(false),
+    };
+    let stop = run.stop.as_deref();
+    let stopped = || stop.is_some_and(|s| s.load(Ordering::Relaxed));
+    let (t_start, t_end, t_warm) = std::thread::scope(|s| {
+        for t in threads.iter_mut() {
+            let shared = &shared;
+            let accounting = run.accounting;
+            s.spawn(move || {
+                if accounting {
+                    t.run::<true>(shared)
+                } else {
+                    t.run::<false>(shared)
+                }
+            });
+        }
+        let warm_start = tsc::now();
+        sleep_unless(run.warmup, &stopped, &|| false);
+        let t_start = tsc::now();
+        shared.epoch.store(EPOCH_WINDOW, Ordering::Release);
+        let window = run.duration.unwrap_or(Duration::from_secs(u64::MAX / 4));
+        sleep_unless(window, &stopped, &|| shared.count_reached.load(Ordering::Acquire));
+        let t_end = tsc::now();
+        shared.epoch.store(EPOCH_DONE, Ordering::Release);
+        (t_start, t_end, t_start - warm_start)
+    });
+    report(threads, &plans, &names, &kinds, settings, t_start, t_end, t_warm)
+}
+
+/// Sleeps for `d` in short steps, returning early if `stop` or `done` says so.
+fn sleep_unless(d: Duration, stop: &dyn Fn() -> bool, done: &dyn Fn() -> bool) {
+    let end = Instant::now() + d.min(Duration::from_secs(10 * 365 * 86400));
+    while Instant::now() < end && !stop() && !done() {
+        std::thread::sleep((end - Instant::now()).min(Duration::from_millis(5)));
+    }
+}
+
+/// Builds the report from the threads' marks and final state; checks conservation.
+#[allow(clippy::too_many_arguments)]
+fn report(
+    threads: Vec<CoreThread>,
+    plans: &[StagePlan],
+    names: &[String],
+    kinds: &[&'static str],
+    settings: &PipelineSettings,
+    t_start: u64,
+    t_end: u64,
+    t_warm: u64,
+) -> Result<RunReport, RunError> {
+    let run = &settings.run;
+    let acc = run.accounting;
+    let per = |cycles: u64, n: u64| (acc && n > 0).then(|| cycles as f64 / n as f64);
+
+    // Every task with its counters at the window's start and end (its thread's marks).
+    let mut source: Option<(Box<GenTask>, GenCounters, GenCounters)> = None;
+    let mut stages: Vec<(Box<StageTask>, StageCounters, StageCounters)> = Vec::new();
+    let mut cores = Vec::new();
+    for mut t in threads {
+        let start = t.marks[0].take().expect("every thread marks the window's start");
+        let end = t.marks[1].take().expect("every thread marks the window's end");
+        let mut packets = 0;
+        let mut tasks = Vec::new();
+        let mut stage_marks = start.stages.into_iter().zip(end.stages);
+        for task in t.tasks {
+            match task {
+                Task::Gen(g) => {
+                    let (s, e) = (
+                        start.source.expect("generator marked"),
+                        end.source.expect("generator marked"),
+                    );
+                    packets += e.generator.port.packets - s.generator.port.packets;
+                    tasks.push("generator".to_string());
+                    source = Some((g, s, e));
+                }
+                Task::Stage(st) => {
+                    let (s, e) = stage_marks.next().expect("stage marked");
+                    packets += e.packets - s.packets;
+                    tasks.push(st.name.clone());
+                    stages.push((st, s, e));
+                }
+            }
+        }
+        let (busy, idle) = (end.busy - start.busy, end.idle - start.idle);
+        cores.push(CoreReport {
+            core: t.core,
+            tasks,
+            busy_cycles: busy,
+            idle_cycles: idle,
+            busy_share: if busy + idle > 0 {
+                busy as f64 / (busy + idle) as f64
+            } else {
+                0.0
+            },
+            packets,
+            cycles_per_packet: (packets > 0).then(|| busy as f64 / packets as f64),
+        });
+    }
+    stages.sort_by_key(|(st, _, _)| st.index);
+    let (mut source, g_start, g_end) = source.expect("the generator task");
+
+    // The window, place by place in the order packets pass them.
+    let gw = g_end.generator.since(&g_start.generator);
+    let generated = gw.port.packets;
+    let rx_full = g_end.rx_queue_full - g_start.rx_queue_full;
+    let drop_map = |reason: DropReason, n: u64| {
+        if n > 0 {
+            [(reason.name().to_string(), n)].into()
+        } else {
+            Default::default()
+        }
+    };
+    let mut places = vec![
+        PlaceReport {
+            name: "generator".into(),
+            kind: "generator".into(),
+            packets_in: generated,
+            packets_out: generated,
+            dropped: 0,
+            drops: Default::default(),
+            cycles_per_packet: per(g_end.cycles - g_start.cycles, generated),
+            counters: [("probes".to_string(), gw.probes)].into(),
+        },
+        PlaceReport {
+            name: "rx-queue".into(),
+            kind: "rx-queue".into(),
+            packets_in: generated,
+            packets_out: generated.saturating_sub(rx_full),
+            dropped: rx_full,
+            drops: drop_map(DropReason::RxQueueFull, rx_full),
+            cycles_per_packet: None,
+            counters: Default::default(),
+        },
+    ];
+    let mut sink_w = SinkStats::default();
+    for (st, s, e) in &stages {
+        let k = st.index;
+        for (j, slot) in st.chain.slots.iter().enumerate() {
+            let i = plans[k].nfs.start + j;
+            places.push(PlaceReport::from_nf(
+                &names[i],
+                kinds[i],
+                &e.nfs[j].since(&s.nfs[j]),
+                acc,
+                slot.nf.counters(),
+            ));
+        }
+        if st.output.is_some() {
+            let (pin, dropped) = (e.link.packets_in - s.link.packets_in, e.link.dropped - s.link.dropped);
+            places.push(PlaceReport {
+                name: format!("link{k}-{}", k + 1),
+                kind: "link".into(),
+                packets_in: pin,
+                packets_out: pin - dropped,
+                dropped,
+                drops: drop_map(DropReason::LinkFull, dropped),
+                cycles_per_packet: None,
+                counters: Default::default(),
+            });
+        }
+        let w = e.sink.since(&s.sink);
+        sink_w.port.packets += w.port.packets;
+        sink_w.port.bytes += w.port.bytes;
+        sink_w.probes += w.probes;
+        sink_w.verify_failed += w.verify_failed;
+    }
+    places.push(PlaceReport {
+        name: "sink".into(),
+        kind: "sink".into(),
+        packets_in: sink_w.port.packets,
+        packets_out: sink_w.port.packets,
+        dropped: 0,
+        drops: Default::default(),
+        cycles_per_packet: None,
+        counters: [
+            ("probes".to_string(), sink_w.probes),
+            ("verify_failed".to_string(), sink_w.verify_failed),
+        ]
+        .into(),
+    });
+    let drops = RunReport::collect_drops(&places);
+    let dropped_w: u64 = drops.iter().map(|d| d.packets).sum();
+
+    // The whole run, after every stage drained: exact.
+    let mut sink_all = Sink::new(false);
+    let mut total_dropped = source.counters.rx_queue_full;
+    for (st, _, _) in &mut stages {
+        st.recycle.flush();
+        sink_all.merge(&st.sink);
+        total_dropped += st.link.dropped + st.chain.dropped();
+    }
+    source.reclaim();
+    let leaked = source.pool.in_use() as u64;
+    let conservation = Conservation::check(
+        source.generator.generator_stats().port.packets,
+        sink_all.sink_stats().port.packets,
+        total_dropped,
+        leaked,
+    );
+    let seconds = tsc::seconds(t_end - t_start);
+    let received = sink_w.port.packets;
+    let l2_bytes = sink_w.port.bytes + 4 * received;
+    let report = RunReport {
+        version: env!("CARGO_PKG_VERSION"),
+        runtime: "pipeline",
+        chain: names.to_vec(),
+        traffic: source.generator.config().clone(),
+        batch: run.batch,
+        core: None,
+        accounting: acc,
+        tsc_hz: tsc::hz(),
+        warmup_s: tsc::seconds(t_warm),
+        duration_s: seconds,
+        generated,
+        received,
+        dropped: dropped_w,
+        mpps: received as f64 / seconds / 1e6,
+        gbps_l2: l2_bytes as f64 * 8.0 / seconds / 1e9,
+        gbps_l1: (l2_bytes + 20 * received) as f64 * 8.0 / seconds / 1e9,
+        offered_mpps: generated as f64 / seconds / 1e6,
+        // The busiest core's cycles per packet: the bottleneck's.
+        cycles_per_packet: cores.iter().filter_map(|c| c.cycles_per_packet).fold(0.0, f64::max),
+        places,
+        drops,
+        latency: sink_all.latency(),
+        // Across threads packets are in flight at the window's edges; the exact check is
+        // over the whole run, after every stage has drained.
+        conservation,
+        conservation_total: conservation,
+        pool: source.pool.stats(),
+        pool_empty: gw.pool_empty,
+        pacing_behind: gw.behind,
+        placement: Some(settings.placement.to_string()),
+        link_mode: Some(settings.links.name()),
+        cores,
+    };
+    if report.conservation_total.holds {
+        Ok(report)
+    } else {
+        Err(RunError::Conservation(Box::new(report)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sfclab_core::{Verdicts, nf::Verdict};
+    use sfclab_nf::NfConfig;
+    use sfclab_nf::synthetic::SyntheticConfig;
+    use std::sync::Mutex;
+
+    fn forwarders(n: usize) -> Vec<(String, Box<dyn NetworkFunction>)> {
+        (0..n)
+            .map(|i| {
+                (
+                    format!("fwd{i}"),
+                    NfConfig::Forwarder(Default::default()).build().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    fn dropper(name: &str, k: u64) -> (String, Box<dyn NetworkFunction>) {
+        let cfg = NfConfig::Synthetic(SyntheticConfig {
+            drop_one_in: Some(k),
+            ..Default::default()
+        });
+        (name.to_string(), cfg.build().unwrap())
+    }
+
+    fn settings(placement: &str, count: Option<u64>) -> PipelineSettings {
+        let mut s = PipelineSettings {
+            placement: placement.parse().unwrap(),
+            ..Default::default()
+        };
+        s.run.warmup = Duration::from_millis(20);
+        s.run.verify = true;
+        match count {
+            Some(c) => {
+                s.run.count = Some(c);
+                s.run.duration = None;
+            }
+            None => s.run.duration = Some(Duration::from_millis(150)),
+        }
+        s
+    }
+
+    fn two_cores() -> bool {
+        let ok = online_cores().len() >= 2;
+        if !ok {
+            eprintln!("skipped: needs 2 cores");
+        }
+        ok
+    }
+
+    #[test]
+    fn block_interleaved_chain_conserves_every_packet_across_threads() {
+        if !two_cores() {
+            return;
+        }
+        let mut nfs = forwarders(2);
+        nfs.push(dropper("lossy", 9));
+        nfs.extend(forwarders(1).into_iter().map(|(_, nf)| ("fwd-last".to_string(), nf)));
+        let r = run_pipeline(GeneratorConfig::default(), nfs, &settings("bi:2", Some(500_000))).unwrap();
+        assert!(r.conservation.holds, "{}", r.conservation);
+        assert_eq!(r.generated, 500_000);
+        assert_eq!(r.cores.len(), 2);
+        let lossy = r.places.iter().find(|p| p.name == "lossy").unwrap();
+        // One in nine, give or take where the window cut the count.
+        assert!(lossy.drops["injected"].abs_diff(lossy.packets_in / 9) <= 1, "{lossy:?}");
+        assert_eq!(r.places.last().unwrap().counters["verify_failed"], 0);
+        assert_eq!(r.pool.available, r.pool.capacity);
+    }
+
+    /// The generator on one core as the traffic source, both stages sharing the other,
+    /// the first allowed 4 batches a turn into a link of 2: the link overflows.
+    fn overload(links: LinkMode) -> Option<PipelineSettings> {
+        let cores = online_cores();
+        if cores.len() < 2 {
+            eprintln!("skipped: needs 2 cores");
+            return None;
+        }
+        let mut s = settings("pbp:1", None);
+        s.cores = vec![cores[1]];
+        s.generator_core = Some(cores[0]);
+        s.stage_budget = 4;
+        s.ring_size = 64;
+        s.rx_queue = 64;
+        s.links = links;
+        Some(s)
+    }
+
+    #[test]
+    fn overloaded_drop_mode_counts_ingress_and_software_drops_apart() {
+        let nfs = vec![
+            forwarders(1).pop().unwrap(),
+            (
+                "slow".to_string(),
+                NfConfig::Synthetic(SyntheticConfig {
+                    cycles: 400,
+                    ..Default::default()
+                })
+                .build()
+                .unwrap(),
+            ),
+        ];
+        let Some(s) = overload(LinkMode::Drop) else { return };
+        let r = run_pipeline(GeneratorConfig::default(), nfs, &s).unwrap();
+        assert!(r.conservation.holds, "{}", r.conservation);
+        let kinds: Vec<(&str, &str)> = r.drops.iter().map(|d| (d.reason.as_str(), d.kind)).collect();
+        assert!(kinds.contains(&("rx-queue-full", "ingress")), "{kinds:?}");
+        assert!(kinds.contains(&("link-full", "software")), "{kinds:?}");
+        for d in &r.drops {
+            if d.kind == "software" {
+                assert!(
+                    d.wasted_cycles.unwrap() > 0.0,
+                    "a software drop wastes upstream cycles: {d:?}"
+                );
+            } else {
+                assert!(d.wasted_cycles.is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn backpressure_drops_only_at_ingress() {
+        let nfs = vec![
+            forwarders(1).pop().unwrap(),
+            (
+                "slow".to_string(),
+                NfConfig::Synthetic(SyntheticConfig {
+                    cycles: 300,
+                    ..Default::default()
+                })
+                .build()
+                .unwrap(),
+            ),
+        ];
+        let Some(s) = overload(LinkMode::Backpressure) else {
+            return;
+        };
+        let r = run_pipeline(GeneratorConfig::default(), nfs, &s).unwrap();
+        assert!(r.conservation.holds, "{}", r.conservation);
+        assert!(r.drops.iter().all(|d| d.kind == "ingress"), "{:?}", r.drops);
+        assert!(
+            r.drops.iter().any(|d| d.reason == "rx-queue-full"),
+            "overloaded: the NIC queue drops"
+        );
+    }
+
+    /// Records the sequence numbers it sees, per flow.
+    struct OrderProbe(Arc<Mutex<Vec<(u32, u32)>>>);
+
+    impl NetworkFunction for OrderProbe {
+        fn kind(&self) -> &'static str {
+            "order-probe"
+        }
+        fn process(&mut self, batch: &mut Batch, _: &mut Verdicts) {
+            let mut v = self.0.lock().unwrap();
+            v.extend(batch.iter().map(|p| (p.meta.flow_hash, p.meta.seq)));
+        }
+    }
+
+    #[test]
+    fn stages_keep_packet_order_and_shared_cores_work() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut nfs = forwarders(3);
+        nfs.push(("probe".into(), Box::new(OrderProbe(seen.clone()))));
+        let mut s = settings("pbp:1", Some(100_000));
+        // Four stages time-sharing one core, backpressure: nothing dropped inside.
+        s.links = LinkMode::Backpressure;
+        s.rx_queue = 1 << 16;
+        let traffic = GeneratorConfig {
+            flows: 7,
+            ..Default::default()
+        };
+        let r = run_pipeline(traffic, nfs, &s).unwrap();
+        assert!(r.conservation.holds, "{}", r.conservation);
+        let seen = seen.lock().unwrap();
+        assert!(seen.windows(2).all(|w| w[0].1 < w[1].1), "sequence numbers only grow");
+        let _ = Verdict::Continue;
+    }
+
+    #[test]
+    fn stop_flag_ends_a_long_run_cleanly() {
+        let mut s = settings("s_core", None);
+        s.run.duration = Some(Duration::from_secs(3600));
+        let stop = Arc::new(AtomicBool::new(false));
+        s.run.stop = Some(stop.clone());
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            stop.store(true, Ordering::Relaxed);
+        });
+        let r = run_pipeline(GeneratorConfig::default(), forwarders(2), &s).unwrap();
+        t.join().unwrap();
+        assert!(r.duration_s < 5.0);
+        assert!(r.conservation.holds, "{}", r.conservation);
+    }
+
+    #[test]
+    fn bad_placements_are_setting_errors() {
+        let bad = [("bi:64", "placement"), ("0,4096", "placement")];
+        for (p, key) in bad {
+            match run_pipeline(GeneratorConfig::default(), forwarders(2), &settings(p, Some(10))) {
+                Err(RunError::Setting { key: k, .. }) => assert_eq!(k, key),
+                other => panic!("{p}: expected a setting error, got {:?}", other.map(|r| r.mpps)),
+            }
+        }
+    }
+}
