@@ -111,10 +111,14 @@ fn json_carries_per_nf_cycles_and_counts_drops_by_place() {
     }
     let syn = &places[2];
     assert_eq!(syn["drops"]["injected"], syn["dropped"]);
-    // Exactly one in ten of what entered.
-    assert_eq!(
-        syn["dropped"].as_u64().unwrap(),
-        syn["packets_in"].as_u64().unwrap() / 10
+    // One in ten of what entered, give or take where the warm-up left the count.
+    assert!(
+        syn["dropped"]
+            .as_u64()
+            .unwrap()
+            .abs_diff(syn["packets_in"].as_u64().unwrap() / 10)
+            <= 1,
+        "{syn}"
     );
     assert_eq!(places[3]["packets_in"], syn["packets_out"]);
     let drops = v["drops"].as_array().unwrap();
