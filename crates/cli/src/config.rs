@@ -17,7 +17,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 use sfclab_nf::NfConfig;
-use sfclab_runtime::RunSettings;
+use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings};
 use sfclab_traffic::{FrameSizes, GeneratorConfig, IpVersion, Rate};
 use std::time::Duration;
 
@@ -65,6 +65,14 @@ pub struct Overrides {
     pub accounting: Option<bool>,
     pub verify: Option<bool>,
     pub pool_size: Option<usize>,
+    pub runtime: Option<String>,
+    pub placement: Option<String>,
+    pub cores: Option<Vec<usize>>,
+    pub generator_core: Option<usize>,
+    pub links: Option<String>,
+    pub ring_size: Option<usize>,
+    pub rx_queue: Option<usize>,
+    pub stage_budget: Option<usize>,
 }
 
 /// A chain ready to run.
@@ -74,6 +82,8 @@ pub struct ChainSpec {
     pub traffic: GeneratorConfig,
     pub nfs: Vec<(String, NfConfig)>,
     pub settings: RunSettings,
+    /// Set when the chain runs as a pipeline across cores; compound otherwise.
+    pub pipeline: Option<PipelineSettings>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -110,6 +120,18 @@ struct RunSection {
     accounting: Option<bool>,
     verify: Option<bool>,
     pool_size: Option<usize>,
+    /// `compound` (default) or `pipeline`.
+    runtime: Option<String>,
+    /// Pipeline: `s_core`, `bi:K`, `pbp:K` or one core per NF (`0,0,1,1`).
+    placement: Option<String>,
+    /// Pipeline: the cores the placement may use, in order.
+    cores: Option<Vec<usize>>,
+    generator_core: Option<usize>,
+    /// Pipeline: `drop` (default) or `backpressure`.
+    links: Option<String>,
+    ring_size: Option<usize>,
+    rx_queue: Option<usize>,
+    stage_budget: Option<usize>,
 }
 
 struct Ctx<'a> {
@@ -239,12 +261,93 @@ fn resolve(file: ChainFile, ctx: &Ctx, o: &Overrides) -> Result<ChainSpec, Confi
     })?;
 
     let nfs = resolve_chain(&file.chain, ctx)?;
+    let pipeline = resolve_pipeline(r, o, &settings, nfs.len(), ctx)?;
     Ok(ChainSpec {
         name: file.name.unwrap_or_else(|| ctx.file.to_string()),
         traffic,
         nfs,
         settings,
+        pipeline,
     })
+}
+
+/// The pipeline settings when the chain runs as a pipeline (asked for, or implied by a
+/// placement), checked against this machine's cores.
+fn resolve_pipeline(
+    r: &RunSection,
+    o: &Overrides,
+    run: &RunSettings,
+    n: usize,
+    ctx: &Ctx,
+) -> Result<Option<PipelineSettings>, ConfigError> {
+    let placement_text = o.placement.as_ref().or(r.placement.as_ref());
+    let runtime = o
+        .runtime
+        .as_ref()
+        .or(r.runtime.as_ref())
+        .map(|s| s.to_ascii_lowercase());
+    match runtime.as_deref() {
+        None if placement_text.is_none() => return Ok(None),
+        Some("compound") if placement_text.is_some() => {
+            return Err(ctx.err(
+                "run",
+                "placement",
+                "a placement needs `runtime: pipeline` (compound runs on one core)",
+            ));
+        }
+        Some("compound") => return Ok(None),
+        None | Some("pipeline") => {}
+        Some(other) => {
+            return Err(ctx.err(
+                "run",
+                "runtime",
+                format!("`{other}` is not a runtime: write compound or pipeline"),
+            ));
+        }
+    }
+    let defaults = PipelineSettings::default();
+    let placement: Placement = match placement_text {
+        Some(p) => p.parse().map_err(|e| ctx.err("run", "placement", e))?,
+        None => Placement::SCore,
+    };
+    let cores = o.cores.clone().or_else(|| r.cores.clone()).unwrap_or(defaults.cores);
+    placement
+        .stages(n, &cores)
+        .map_err(|e| ctx.err("run", "placement", e))?;
+    let links = match o.links.as_ref().or(r.links.as_ref()) {
+        Some(l) => l.parse::<LinkMode>().map_err(|e| ctx.err("run", "links", e))?,
+        None => LinkMode::Drop,
+    };
+    let mut run = run.clone();
+    run.core = None;
+    // Unless given, the pipeline sizes its pool for its rings.
+    run.pool_size = o.pool_size.or(r.pool_size).unwrap_or(0);
+    let p = PipelineSettings {
+        run,
+        placement,
+        cores,
+        generator_core: o.generator_core.or(r.generator_core),
+        links,
+        ring_size: o.ring_size.or(r.ring_size).unwrap_or(defaults.ring_size),
+        rx_queue: o.rx_queue.or(r.rx_queue).unwrap_or(defaults.rx_queue),
+        stage_budget: o.stage_budget.or(r.stage_budget).unwrap_or(defaults.stage_budget),
+    };
+    if let Some(c) = p
+        .generator_core
+        .filter(|c| !sfclab_runtime::placement::online_cores().contains(c))
+    {
+        return Err(ctx.err("run", "generator_core", format!("core {c} is not available")));
+    }
+    for (key, v, min) in [
+        ("ring_size", p.ring_size, p.run.batch),
+        ("rx_queue", p.rx_queue, p.run.batch),
+        ("stage_budget", p.stage_budget, 1),
+    ] {
+        if v < min || v > 1 << 20 {
+            return Err(ctx.err("run", key, format!("{v} is outside {min}..={}", 1 << 20)));
+        }
+    }
+    Ok(Some(p))
 }
 
 /// The last core this process may use: away from core 0, where interrupts land.
@@ -474,6 +577,45 @@ mod tests {
 
         let e = parse_err("traffic: {}\n");
         assert!(e.reason.contains("missing field `chain`"), "{e}");
+    }
+
+    #[test]
+    fn pipeline_settings_resolve_and_fail_clearly() {
+        let spec = parse(
+            "run: { runtime: pipeline, placement: s_core, links: backpressure }\nchain: [noop, noop]\n",
+            "p.yaml",
+            &Overrides::default(),
+        )
+        .unwrap();
+        let p = spec.pipeline.unwrap();
+        assert_eq!((p.placement, p.links), (Placement::SCore, LinkMode::Backpressure));
+        let spec = parse(
+            "chain: [noop]\n",
+            "p.yaml",
+            &Overrides {
+                placement: Some("s_core".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(spec.pipeline.is_some(), "a placement implies the pipeline runtime");
+        for (text, key) in [
+            ("run: { runtime: threads }\nchain: [noop]\n", "runtime"),
+            ("run: { placement: bi:4096 }\nchain: [noop]\n", "placement"),
+            (
+                "run: { runtime: compound, placement: bi:1 }\nchain: [noop]\n",
+                "placement",
+            ),
+            ("run: { placement: s_core, links: sometimes }\nchain: [noop]\n", "links"),
+            ("run: { placement: s_core, ring_size: 4 }\nchain: [noop]\n", "ring_size"),
+            (
+                "run: { placement: s_core, generator_core: 4096 }\nchain: [noop]\n",
+                "generator_core",
+            ),
+        ] {
+            let e = parse_err(text);
+            assert_eq!((e.place.as_str(), e.key.as_str()), ("run", key), "{e}");
+        }
     }
 
     #[test]

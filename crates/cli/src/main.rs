@@ -7,7 +7,7 @@ mod render;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use config::{ChainSpec, Overrides};
-use sfclab_runtime::{RunError, run_compound};
+use sfclab_runtime::{RunError, run_compound, run_pipeline};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ struct Cli {
     command: Cmd,
 }
 
-const AFTER_HELP: &str = "Examples:\n  sfclab run                                   # the embedded default chain\n  sfclab run examples/chains/forwarders.yaml\n  sfclab run --chain 'forwarder*4' --size 64 --duration 5s\n  sfclab run --chain 'forwarder -> synthetic(cycles=100,working_set=64KiB,accesses=4)' --json\n  sfclab bench hop\n  sfclab nfs";
+const AFTER_HELP: &str = "Examples:\n  sfclab run                                   # the embedded default chain\n  sfclab run examples/chains/forwarders.yaml\n  sfclab run --chain 'forwarder*4' --size 64 --duration 5s\n  sfclab run --chain 'forwarder*16' --placement bi:2\n  sfclab run --chain 'forwarder -> synthetic(cycles=100,working_set=64KiB,accesses=4)' --json\n  sfclab bench hop\n  sfclab nfs";
 
 #[derive(Subcommand)]
 enum Cmd {
@@ -86,6 +86,31 @@ struct RunArgs {
     /// Packet buffers in the pool.
     #[arg(long)]
     pool_size: Option<usize>,
+    /// `compound` (one core, the default) or `pipeline` (stages on cores joined by rings).
+    #[arg(long, help_heading = "Pipeline")]
+    runtime: Option<String>,
+    /// Where NFs run: `s_core`, `bi:K` (K contiguous blocks), `pbp:K` (a new core after
+    /// every NF, round robin) or one core per NF (`0,0,1,1`). Implies `--runtime pipeline`.
+    #[arg(long, help_heading = "Pipeline")]
+    placement: Option<String>,
+    /// Cores the placement may use, in order (default: all).
+    #[arg(long, value_delimiter = ',', help_heading = "Pipeline")]
+    cores: Option<Vec<usize>>,
+    /// Core of the generator (default: the first stage's).
+    #[arg(long, help_heading = "Pipeline")]
+    generator_core: Option<usize>,
+    /// What a full link between stages does: `drop` (counted, the default) or `backpressure`.
+    #[arg(long, help_heading = "Pipeline")]
+    links: Option<String>,
+    /// Packets a link between stages holds.
+    #[arg(long, help_heading = "Pipeline")]
+    ring_size: Option<usize>,
+    /// Packets the chain's ingress queue (the NIC's RX ring) holds.
+    #[arg(long, help_heading = "Pipeline")]
+    rx_queue: Option<usize>,
+    /// Batches a stage may process per turn on its core (1: equal turns).
+    #[arg(long, help_heading = "Pipeline")]
+    stage_budget: Option<usize>,
     /// Print the report as JSON (schema `sfclab.run/1`).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
@@ -179,6 +204,14 @@ fn cmd_run(a: RunArgs) -> ExitCode {
         accounting: a.no_accounting.then_some(false),
         verify: a.verify.then_some(true),
         pool_size: a.pool_size,
+        runtime: a.runtime,
+        placement: a.placement,
+        cores: a.cores,
+        generator_core: a.generator_core,
+        links: a.links,
+        ring_size: a.ring_size,
+        rx_queue: a.rx_queue,
+        stage_budget: a.stage_budget,
     };
     let spec = match (&a.file, &a.chain) {
         (Some(f), _) => config::load(f, &o),
@@ -206,7 +239,11 @@ fn cmd_run(a: RunArgs) -> ExitCode {
             print!("{}", render::table(&spec.name, r));
         }
     };
-    match run_compound(spec.traffic.clone(), nfs, &spec.settings) {
+    let result = match &spec.pipeline {
+        Some(p) => run_pipeline(spec.traffic.clone(), nfs, p),
+        None => run_compound(spec.traffic.clone(), nfs, &spec.settings),
+    };
+    match result {
         Ok(r) => {
             print(&r);
             ExitCode::SUCCESS

@@ -38,7 +38,11 @@ fn right(s: impl ToString) -> Cell {
 pub fn table(name: &str, r: &RunReport) -> String {
     let mut s = String::new();
     let t = &r.traffic;
-    let core = r.core.map_or("unpinned".to_string(), |c| format!("core {c}"));
+    let core = match (&r.placement, r.core) {
+        (Some(p), _) => format!("placement {p}, links {}", r.link_mode.unwrap_or("drop")),
+        (None, Some(c)) => format!("core {c}"),
+        (None, None) => "unpinned".to_string(),
+    };
     let _ = writeln!(
         s,
         "sfclab {} | chain `{name}`: {} NF(s), {} runtime, {core}, batch {}",
@@ -61,8 +65,16 @@ pub fn table(name: &str, r: &RunReport) -> String {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "throughput  {:.2} Mpps   {:.2} Gbit/s L2   {:.2} Gbit/s L1   {:.1} cycles/packet (whole core)",
-        r.mpps, r.gbps_l2, r.gbps_l1, r.cycles_per_packet
+        "throughput  {:.2} Mpps   {:.2} Gbit/s L2   {:.2} Gbit/s L1   {:.1} cycles/packet ({})",
+        r.mpps,
+        r.gbps_l2,
+        r.gbps_l1,
+        r.cycles_per_packet,
+        if r.cores.is_empty() {
+            "whole core"
+        } else {
+            "busiest core"
+        }
     );
     match &r.latency {
         Some(l) => {
@@ -104,18 +116,44 @@ pub fn table(name: &str, r: &RunReport) -> String {
     }
     let _ = writeln!(s, "\n{places}");
 
+    if !r.cores.is_empty() {
+        let mut cores = Table::new();
+        cores.load_preset(UTF8_FULL_CONDENSED);
+        cores.set_header(["core", "runs", "busy", "packets", "busy cycles/packet"]);
+        for c in &r.cores {
+            cores.add_row(vec![
+                right(c.core),
+                Cell::new(c.tasks.join(", ")),
+                right(format!("{:.0}%", c.busy_share * 100.0)),
+                right(num(c.packets)),
+                right(c.cycles_per_packet.map_or("-".into(), |v| format!("{v:.2}"))),
+            ]);
+        }
+        let _ = writeln!(s, "{cores}");
+    }
     if r.drops.is_empty() {
         let _ = writeln!(s, "drops       none");
     } else {
         let mut drops = Table::new();
         drops.load_preset(UTF8_FULL_CONDENSED);
-        drops.set_header(["place", "reason", "packets"]);
+        drops.set_header(["place", "reason", "kind", "packets", "wasted cycles"]);
         for d in &r.drops {
-            drops.add_row(vec![Cell::new(&d.place), Cell::new(&d.reason), right(num(d.packets))]);
+            drops.add_row(vec![
+                Cell::new(&d.place),
+                Cell::new(&d.reason),
+                Cell::new(d.kind),
+                right(num(d.packets)),
+                right(d.wasted_cycles.map_or("-".into(), |w| num(w as u64))),
+            ]);
         }
         let _ = writeln!(s, "drops by place and reason\n{drops}");
     }
-    let _ = writeln!(s, "conservation {}", r.conservation);
+    let scope = if r.cores.is_empty() {
+        ""
+    } else {
+        " (whole run, drained)"
+    };
+    let _ = writeln!(s, "conservation {}{scope}", r.conservation);
     s
 }
 
@@ -129,9 +167,10 @@ pub fn json(name: &str, r: &RunReport) -> String {
 }
 
 /// Columns of the CSV summary: one row per run.
-pub const CSV_HEADER: [&str; 19] = [
+pub const CSV_HEADER: [&str; 20] = [
     "name",
     "runtime",
+    "placement",
     "nfs",
     "frame_size",
     "flows",
@@ -171,6 +210,7 @@ pub fn csv_row(name: &str, r: &RunReport) -> Vec<String> {
     vec![
         name.to_string(),
         r.runtime.to_string(),
+        r.placement.clone().unwrap_or_default(),
         r.chain.len().to_string(),
         r.traffic.sizes.to_string(),
         r.traffic.flows.to_string(),

@@ -68,7 +68,11 @@ fn every_example_chain_runs_and_conserves_packets() {
             continue;
         }
         let v = run_json(&[path.to_str().unwrap()]);
-        assert_conserved(&v);
+        if v["runtime"] == "pipeline" {
+            assert_conserved_total(&v);
+        } else {
+            assert_conserved(&v);
+        }
         assert_eq!(v["schema"], "sfclab.run/1");
         assert!(v["mpps"].as_f64().unwrap() > 0.0, "{}", path.display());
         n += 1;
@@ -336,4 +340,76 @@ fn bench_hop_measures_testpmd_when_installed() {
         // testpmd exists but cannot run here (e.g. no memory for its EAL): said, not hidden.
         None => assert!(v["peer_skipped"].is_string(), "{v}"),
     }
+}
+
+#[test]
+fn pipeline_runs_report_cores_links_and_conserve() {
+    let v = run_json(&[
+        "--chain",
+        "forwarder*4 -> synthetic(drop_one_in=50)",
+        "--placement",
+        "pbp:2",
+    ]);
+    assert_conserved_total(&v);
+    assert_eq!(v["runtime"], "pipeline");
+    assert_eq!(v["placement"], "pbp:2");
+    let places = v["places"].as_array().unwrap();
+    let links = places.iter().filter(|p| p["kind"] == "link").count();
+    assert_eq!(links, 4, "pbp: a link after every NF but the last");
+    assert_eq!(places[1]["kind"], "rx-queue");
+    assert!(!v["cores"].as_array().unwrap().is_empty());
+    let o = sfclab(&[
+        "run",
+        "--chain",
+        "forwarder*2",
+        "--placement",
+        "bi:2",
+        "--links",
+        "backpressure",
+        "--duration",
+        "150ms",
+        "--warmup",
+        "20ms",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("placement bi:2, links backpressure") && out.contains("busy cycles/packet"),
+        "{out}"
+    );
+}
+
+#[test]
+fn pipeline_config_errors_name_the_key() {
+    for (args, key) in [
+        (vec!["run", "--chain", "forwarder", "--placement", "bi:99"], "placement"),
+        (
+            vec![
+                "run",
+                "--chain",
+                "forwarder",
+                "--placement",
+                "s_core",
+                "--links",
+                "maybe",
+            ],
+            "links",
+        ),
+        (vec!["run", "--chain", "forwarder", "--runtime", "threads"], "runtime"),
+    ] {
+        let o = sfclab(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(key), "{args:?}: {}", stderr(&o));
+    }
+}
+
+/// Pipelines are exact over the whole run (packets are in flight at the window's edges).
+fn assert_conserved_total(v: &Value) {
+    let c = &v["conservation_total"];
+    assert_eq!(c["holds"], true, "{c}");
+    assert_eq!(
+        c["generated"].as_u64().unwrap(),
+        c["received"].as_u64().unwrap() + c["dropped"].as_u64().unwrap()
+    );
+    assert_eq!(c["buffers_leaked"], 0);
 }

@@ -70,7 +70,7 @@ pub struct CoreReport {
     /// Cycles spent polling with nothing to do.
     pub idle_cycles: u64,
     pub busy_share: f64,
-    /// Packets its stages took in (or generated, for the generator).
+    /// Packets it handled: the most any one of its tasks took in (or generated).
     pub packets: u64,
     /// Busy cycles per packet: the bottleneck core has the highest.
     pub cycles_per_packet: Option<f64>,
