@@ -32,7 +32,7 @@ enum Cmd {
     /// With no FILE and no --chain, runs the embedded default chain
     /// (examples/chains/default.yaml). Command-line settings override the file's.
     /// Exit status: 0 ok, 2 bad config, 3 packets not conserved.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -175,7 +175,7 @@ enum PeerArg {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Run(args) => cmd_run(args),
+        Cmd::Run(args) => cmd_run(*args),
         Cmd::Bench(BenchCmd::Hop(args)) => cmd_hop(args),
         Cmd::Nfs => {
             for (kind, doc) in sfclab_nf::NfConfig::KINDS {
