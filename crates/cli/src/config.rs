@@ -73,6 +73,7 @@ pub struct Overrides {
     pub ring_size: Option<usize>,
     pub rx_queue: Option<usize>,
     pub stage_budget: Option<usize>,
+    pub flow_control: Option<bool>,
 }
 
 /// A chain ready to run.
@@ -132,6 +133,8 @@ struct RunSection {
     ring_size: Option<usize>,
     rx_queue: Option<usize>,
     stage_budget: Option<usize>,
+    /// Pipeline: the generator waits while the rx-queue is full (no ingress drops).
+    flow_control: Option<bool>,
 }
 
 struct Ctx<'a> {
@@ -331,6 +334,7 @@ fn resolve_pipeline(
         ring_size: o.ring_size.or(r.ring_size).unwrap_or(defaults.ring_size),
         rx_queue: o.rx_queue.or(r.rx_queue).unwrap_or(defaults.rx_queue),
         stage_budget: o.stage_budget.or(r.stage_budget).unwrap_or(defaults.stage_budget),
+        flow_control: o.flow_control.or(r.flow_control).unwrap_or(false),
     };
     if let Some(c) = p
         .generator_core

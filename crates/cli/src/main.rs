@@ -111,6 +111,9 @@ struct RunArgs {
     /// Batches a stage may process per turn on its core (1: equal turns).
     #[arg(long, help_heading = "Pipeline")]
     stage_budget: Option<usize>,
+    /// The generator waits while the rx-queue is full (Ethernet flow control): no ingress drops.
+    #[arg(long, help_heading = "Pipeline")]
+    flow_control: bool,
     /// Print the report as JSON (schema `sfclab.run/1`).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
@@ -212,6 +215,7 @@ fn cmd_run(a: RunArgs) -> ExitCode {
         ring_size: a.ring_size,
         rx_queue: a.rx_queue,
         stage_budget: a.stage_budget,
+        flow_control: a.flow_control.then_some(true),
     };
     let spec = match (&a.file, &a.chain) {
         (Some(f), _) => config::load(f, &o),

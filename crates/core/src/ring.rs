@@ -104,6 +104,18 @@ impl RingProducer {
         self.tail - self.shared.head.0.load(Ordering::Acquire)
     }
 
+    /// Room for at least this many packets (refreshes the consumer's cursor only when the
+    /// cached one says there is less than `want`).
+    #[inline]
+    pub fn room_for(&mut self, want: usize) -> bool {
+        let cap = self.shared.mask + 1;
+        if cap - (self.tail - self.head_cache) >= want {
+            return true;
+        }
+        self.head_cache = self.shared.head.0.load(Ordering::Acquire);
+        cap - (self.tail - self.head_cache) >= want
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -86,6 +86,10 @@ pub struct PipelineSettings {
     pub ring_size: usize,
     /// Packets the rx-queue (the chain's ingress) holds.
     pub rx_queue: usize,
+    /// The generator waits while the rx-queue cannot take a batch, as a sender paused by
+    /// Ethernet flow control: nothing is dropped at ingress, and no cycle of the
+    /// generator's core is spent on packets that would be. For capacity measurements.
+    pub flow_control: bool,
     /// Batches a stage may process per turn on its core (default 1: stages sharing a
     /// core get equal turns). Above 1, an upstream stage can outrun a slower one on the
     /// same core and overflow the link between them, as NAPI's budget does in Linux.
@@ -106,6 +110,7 @@ impl Default for PipelineSettings {
             ring_size: 1024,
             rx_queue: 1024,
             stage_budget: 1,
+            flow_control: false,
         }
     }
 }
@@ -140,6 +145,7 @@ struct GenTask {
     counters: GenCounters,
     done: Arc<AtomicBool>,
     stopped: bool,
+    flow_control: bool,
 }
 
 impl GenTask {
@@ -165,6 +171,9 @@ impl GenTask {
             self.stopped = true;
             // Everything this task pushed is published before the flag (release).
             self.done.store(true, Ordering::Release);
+            return false;
+        }
+        if self.flow_control && !self.ingress.room_for(self.batch.size()) {
             return false;
         }
         if self.generator.rx(now, &mut self.pool, &mut self.batch) == 0 {
@@ -509,6 +518,7 @@ pub fn run_pipeline(
         counters: GenCounters::default(),
         done: gen_done,
         stopped: false,
+        flow_control: settings.flow_control,
     };
 
     // One thread per core used, its tasks in chain order (generator first).
@@ -962,6 +972,30 @@ mod tests {
         let seen = seen.lock().unwrap();
         assert!(seen.windows(2).all(|w| w[0].1 < w[1].1), "sequence numbers only grow");
         let _ = Verdict::Continue;
+    }
+
+    #[test]
+    fn flow_control_with_backpressure_loses_nothing() {
+        let Some(mut s) = overload(LinkMode::Backpressure) else {
+            return;
+        };
+        s.flow_control = true;
+        let nfs = vec![
+            forwarders(1).pop().unwrap(),
+            (
+                "slow".to_string(),
+                NfConfig::Synthetic(SyntheticConfig {
+                    cycles: 300,
+                    ..Default::default()
+                })
+                .build()
+                .unwrap(),
+            ),
+        ];
+        let r = run_pipeline(GeneratorConfig::default(), nfs, &s).unwrap();
+        assert!(r.conservation.holds, "{}", r.conservation);
+        assert!(r.drops.is_empty(), "{:?}", r.drops);
+        assert_eq!(r.conservation.dropped, 0);
     }
 
     #[test]
