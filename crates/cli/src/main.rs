@@ -132,6 +132,38 @@ enum IpArg {
 enum BenchCmd {
     /// Per-hop cost of forwarders in a compound chain, and DPDK testpmd as the peer.
     Hop(HopArgs),
+    /// Maximum throughput against chain length for s_core, bi:K and pbp:K placements,
+    /// and the break-even chain length n0 (seed 002, Fig. 7).
+    Placement(PlacementArgs),
+}
+
+#[derive(Args)]
+struct PlacementArgs {
+    /// Chain lengths to measure.
+    #[arg(long, value_delimiter = ',', default_value = "4,8,16,24,32,48")]
+    lengths: Vec<usize>,
+    /// Placements to compare (s_core is the reference for the break-even).
+    #[arg(long, value_delimiter = ',', default_value = "s_core,bi:2,pbp:2")]
+    placements: Vec<String>,
+    /// The NF the chain repeats, in chain shorthand.
+    #[arg(long, default_value = "forwarder")]
+    nf: String,
+    #[arg(long, default_value = "1s")]
+    duration: String,
+    #[arg(long, default_value = "200ms")]
+    warmup: String,
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    #[arg(long, default_value_t = 64)]
+    size: u16,
+    /// Print JSON (schema `sfclab.bench.placement/1`).
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print one CSV row per point.
+    #[arg(long)]
+    csv: bool,
 }
 
 #[derive(Args)]
@@ -180,6 +212,7 @@ fn main() -> ExitCode {
     match cli.command {
         Cmd::Run(args) => cmd_run(*args),
         Cmd::Bench(BenchCmd::Hop(args)) => cmd_hop(args),
+        Cmd::Bench(BenchCmd::Placement(args)) => cmd_placement(args),
         Cmd::Nfs => {
             for (kind, doc) in sfclab_nf::NfConfig::KINDS {
                 println!("{kind:<10} {doc}");
@@ -264,6 +297,62 @@ fn cmd_run(a: RunArgs) -> ExitCode {
     }
 }
 
+/// A progress bar on stderr (hidden when stderr is not a terminal).
+fn progress_bar() -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials, ETA {eta} {msg}",
+        )
+        .expect("valid template"),
+    );
+    bar
+}
+
+fn cmd_placement(a: PlacementArgs) -> ExitCode {
+    let parse = |what: &str, s: &str| humantime::parse_duration(s).map_err(|e| format!("--{what} `{s}`: {e}"));
+    let placements: Result<Vec<sfclab_runtime::Placement>, String> = a.placements.iter().map(|p| p.parse()).collect();
+    let (duration, warmup, placements) = match (parse("duration", &a.duration), parse("warmup", &a.warmup), placements)
+    {
+        (Ok(d), Ok(w), Ok(p)) => (d, w, p),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if a.lengths.is_empty() || a.repeat == 0 || !placements.contains(&sfclab_runtime::Placement::SCore) {
+        eprintln!("error: need lengths, at least one repetition, and s_core among the placements (the reference)");
+        return ExitCode::from(2);
+    }
+    let args = bench::placement::PlacementArgs {
+        lengths: a.lengths,
+        placements,
+        nf: a.nf,
+        duration,
+        warmup,
+        repeat: a.repeat,
+        batch: a.batch,
+        size: a.size,
+    };
+    let bar = progress_bar();
+    let result = bench::placement::run(&args, |done, total, msg| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(msg.to_string());
+    });
+    bar.finish_and_clear();
+    match result {
+        Ok(b) if a.json => println!("{}", serde_json::to_string_pretty(&b).expect("serialisable")),
+        Ok(b) if a.csv => print!("{}", bench::placement::csv(&b)),
+        Ok(b) => print!("{}", bench::placement::table(&b)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 fn cmd_hop(a: HopArgs) -> ExitCode {
     let parse = |what: &str, s: &str| humantime::parse_duration(s).map_err(|e| format!("--{what} `{s}`: {e}"));
     let (duration, warmup) = match (parse("duration", &a.duration), parse("warmup", &a.warmup)) {
@@ -289,13 +378,7 @@ fn cmd_hop(a: HopArgs) -> ExitCode {
         accounting_too: !a.no_accounting_compare,
         peer: a.peer == PeerArg::Testpmd,
     };
-    let bar = indicatif::ProgressBar::new(0);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials, ETA {eta} {msg}",
-        )
-        .expect("valid template"),
-    );
+    let bar = progress_bar();
     let result = bench::hop(&args, |done, total, msg| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);

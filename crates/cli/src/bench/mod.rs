@@ -6,6 +6,8 @@
 //! forwarding mode on two `net_ring` ports is measured as the peer, and the n = 1
 //! throughput is reported against it as a ratio.
 
+pub mod placement;
+
 use serde::Serialize;
 use sfclab_nf::NfConfig;
 use sfclab_runtime::{RunSettings, run_compound};

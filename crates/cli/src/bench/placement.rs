@@ -1,0 +1,304 @@
+//! `sfclab bench placement`: maximum throughput against chain length for several
+//! placements (seed 002, Fig. 7), and the break-even chain length n0 from which a
+//! placement on more cores beats one core.
+//!
+//! Each trial runs the pipeline with backpressure links and flow control, so that what
+//! is measured is the chain's capacity: nothing is dropped, and no cycle is spent on
+//! packets that would be.
+
+use serde::Serialize;
+use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings, run_pipeline};
+use sfclab_traffic::{FrameSizes, GeneratorConfig};
+use std::time::Duration;
+
+use super::{Machine, median};
+use crate::config::{Overrides, from_shorthand};
+
+pub const PLACEMENT_SCHEMA: &str = "sfclab.bench.placement/1";
+
+#[derive(Debug, Clone)]
+pub struct PlacementArgs {
+    pub lengths: Vec<usize>,
+    pub placements: Vec<Placement>,
+    /// One chain element in shorthand (`forwarder`, `synthetic(cycles=100)`), repeated n times.
+    pub nf: String,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub repeat: usize,
+    pub batch: usize,
+    pub size: u16,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PlacementPoint {
+    pub hops: usize,
+    pub placement: String,
+    pub mpps: f64,
+    pub mpps_runs: Vec<f64>,
+    /// Busy cycles per packet of the busiest core (the bottleneck), median.
+    pub bottleneck_cycles_per_packet: f64,
+    pub bottleneck_core: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BreakEven {
+    pub placement: String,
+    /// The shortest measured chain from which this placement beats `s_core` at every
+    /// measured length; `None` if it never does.
+    pub n0: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PlacementBench {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub machine: Machine,
+    pub nf: String,
+    pub frame_size: u16,
+    pub batch: usize,
+    pub duration_s: f64,
+    pub repeat: usize,
+    pub points: Vec<PlacementPoint>,
+    pub break_even: Vec<BreakEven>,
+}
+
+pub fn run(args: &PlacementArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<PlacementBench, String> {
+    let total = args.repeat * args.lengths.len() * args.placements.len();
+    let mut done = 0;
+    let mut runs: Vec<Vec<(f64, f64, usize)>> = vec![Vec::new(); args.lengths.len() * args.placements.len()];
+    for _ in 0..args.repeat {
+        for (li, &n) in args.lengths.iter().enumerate() {
+            for (pi, placement) in args.placements.iter().enumerate() {
+                let spec =
+                    from_shorthand(&format!("{}*{n}", args.nf), &Overrides::default()).map_err(|e| e.to_string())?;
+                let nfs = spec
+                    .nfs
+                    .iter()
+                    .map(|(name, c)| c.build().map(|nf| (name.clone(), nf)).map_err(|e| e.to_string()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let settings = PipelineSettings {
+                    run: RunSettings {
+                        batch: args.batch,
+                        duration: Some(args.duration),
+                        warmup: args.warmup,
+                        accounting: false,
+                        pool_size: 0,
+                        ..Default::default()
+                    },
+                    placement: placement.clone(),
+                    links: LinkMode::Backpressure,
+                    flow_control: true,
+                    ..Default::default()
+                };
+                let traffic = GeneratorConfig {
+                    sizes: FrameSizes::Fixed { size: args.size },
+                    flows: 1024,
+                    probe_pps: 0.0,
+                    ..Default::default()
+                };
+                let r = run_pipeline(traffic, nfs, &settings).map_err(|e| format!("{placement} n={n}: {e}"))?;
+                let bottleneck = r
+                    .cores
+                    .iter()
+                    .max_by(|a, b| {
+                        a.cycles_per_packet
+                            .unwrap_or(0.0)
+                            .total_cmp(&b.cycles_per_packet.unwrap_or(0.0))
+                    })
+                    .expect("a core");
+                runs[li * args.placements.len() + pi].push((
+                    r.mpps,
+                    bottleneck.cycles_per_packet.unwrap_or(f64::NAN),
+                    bottleneck.core,
+                ));
+                done += 1;
+                progress(done, total, &format!("{placement} n={n}"));
+            }
+        }
+    }
+    let mut points = Vec::new();
+    for (li, &n) in args.lengths.iter().enumerate() {
+        for (pi, placement) in args.placements.iter().enumerate() {
+            let r = &runs[li * args.placements.len() + pi];
+            let mpps_runs: Vec<f64> = r.iter().map(|x| x.0).collect();
+            let cycles: Vec<f64> = r.iter().map(|x| x.1).collect();
+            points.push(PlacementPoint {
+                hops: n,
+                placement: placement.to_string(),
+                mpps: median(&mpps_runs),
+                bottleneck_cycles_per_packet: median(&cycles),
+                bottleneck_core: r[0].2,
+                mpps_runs,
+            });
+        }
+    }
+    let break_even = args
+        .placements
+        .iter()
+        .filter(|p| **p != Placement::SCore)
+        .map(|p| BreakEven {
+            placement: p.to_string(),
+            n0: break_even(&points, &p.to_string()),
+        })
+        .collect();
+    Ok(PlacementBench {
+        schema: PLACEMENT_SCHEMA,
+        version: env!("CARGO_PKG_VERSION"),
+        machine: Machine::read(),
+        nf: args.nf.clone(),
+        frame_size: args.size,
+        batch: args.batch,
+        duration_s: args.duration.as_secs_f64(),
+        repeat: args.repeat,
+        points,
+        break_even,
+    })
+}
+
+/// The shortest length from which `placement` beats `s_core` at every longer measured length.
+pub fn break_even(points: &[PlacementPoint], placement: &str) -> Option<usize> {
+    let mut lengths: Vec<usize> = points.iter().map(|p| p.hops).collect();
+    lengths.sort_unstable();
+    lengths.dedup();
+    let mpps = |n: usize, p: &str| points.iter().find(|x| x.hops == n && x.placement == p).map(|x| x.mpps);
+    let wins: Vec<(usize, bool)> = lengths
+        .iter()
+        .filter_map(|&n| Some((n, mpps(n, placement)? > mpps(n, "s_core")?)))
+        .collect();
+    let last_loss = wins.iter().rposition(|&(_, w)| !w);
+    match last_loss {
+        None => wins.first().map(|&(n, _)| n),
+        Some(i) => wins.get(i + 1).map(|&(n, _)| n),
+    }
+}
+
+pub fn table(b: &PlacementBench) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench placement | {} ({} cores, TSC {:.3} GHz)",
+        b.machine.cpu,
+        b.machine.cores,
+        b.machine.tsc_hz / 1e9
+    );
+    let _ = writeln!(
+        s,
+        "chains of `{}`, {} B frames, batch {}, backpressure + flow control (capacity), {} x {:.1} s per point (medians)\n",
+        b.nf, b.frame_size, b.batch, b.repeat, b.duration_s
+    );
+    let mut placements: Vec<&str> = Vec::new();
+    for p in &b.points {
+        if !placements.contains(&p.placement.as_str()) {
+            placements.push(&p.placement);
+        }
+    }
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    let mut header = vec!["hops".to_string()];
+    header.extend(placements.iter().map(|p| format!("{p} Mpps (bottleneck cycles/pkt)")));
+    t.set_header(header);
+    let mut lengths: Vec<usize> = b.points.iter().map(|p| p.hops).collect();
+    lengths.dedup();
+    for n in lengths {
+        let mut row = vec![n.to_string()];
+        for p in &placements {
+            let pt = b
+                .points
+                .iter()
+                .find(|x| x.hops == n && x.placement == *p)
+                .expect("measured");
+            row.push(format!("{:.1} ({:.1})", pt.mpps, pt.bottleneck_cycles_per_packet));
+        }
+        t.add_row(row);
+    }
+    let _ = writeln!(s, "{t}");
+    for be in &b.break_even {
+        match be.n0 {
+            Some(n0) => {
+                let _ = writeln!(
+                    s,
+                    "break-even        {} beats s_core from n0 = {n0} on (of the lengths measured)",
+                    be.placement
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "break-even        {} never beats s_core at the lengths measured",
+                    be.placement
+                );
+            }
+        }
+    }
+    s
+}
+
+/// One CSV row per point.
+pub fn csv(b: &PlacementBench) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "nf",
+        "hops",
+        "placement",
+        "mpps",
+        "bottleneck_core",
+        "bottleneck_cycles_per_packet",
+        "runs",
+    ])
+    .expect("in-memory CSV");
+    for p in &b.points {
+        let runs: Vec<String> = p.mpps_runs.iter().map(|m| format!("{m:.3}")).collect();
+        w.write_record([
+            b.nf.clone(),
+            p.hops.to_string(),
+            p.placement.clone(),
+            format!("{:.3}", p.mpps),
+            p.bottleneck_core.to_string(),
+            format!("{:.2}", p.bottleneck_cycles_per_packet),
+            runs.join(";"),
+        ])
+        .expect("in-memory CSV");
+    }
+    String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("UTF-8")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pt(hops: usize, placement: &str, mpps: f64) -> PlacementPoint {
+        PlacementPoint {
+            hops,
+            placement: placement.into(),
+            mpps,
+            mpps_runs: vec![mpps],
+            bottleneck_cycles_per_packet: 1.0,
+            bottleneck_core: 0,
+        }
+    }
+
+    #[test]
+    fn break_even_is_where_the_placement_wins_for_good() {
+        let points = vec![
+            pt(4, "s_core", 100.0),
+            pt(4, "bi:2", 80.0),
+            pt(8, "s_core", 60.0),
+            pt(8, "bi:2", 61.0),
+            pt(16, "s_core", 30.0),
+            pt(16, "bi:2", 29.0),
+            pt(24, "s_core", 20.0),
+            pt(24, "bi:2", 30.0),
+            pt(32, "s_core", 15.0),
+            pt(32, "bi:2", 25.0),
+            pt(4, "pbp:2", 10.0),
+            pt(8, "pbp:2", 10.0),
+            pt(16, "pbp:2", 10.0),
+            pt(24, "pbp:2", 10.0),
+            pt(32, "pbp:2", 10.0),
+        ];
+        // bi:2 wins at 8, loses at 16 again, then wins from 24 on.
+        assert_eq!(break_even(&points, "bi:2"), Some(24));
+        assert_eq!(break_even(&points, "pbp:2"), None);
+    }
+}
