@@ -129,6 +129,23 @@ impl Batch {
             .map(|&p| unsafe { &mut *p.as_ptr() })
     }
 
+    /// Asks the CPU to fetch every packet's metadata line and first frame line, so that
+    /// the misses of a batch that arrived from another core overlap instead of stalling
+    /// the first NF one packet at a time (as DPDK and VPP prefetch after RX).
+    #[inline]
+    pub fn prefetch(&self) {
+        #[cfg(target_arch = "x86_64")]
+        for &p in self.raw() {
+            use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            let base = p.as_ptr().cast::<i8>();
+            // SAFETY: prefetches never fault; both addresses are inside the buffer.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(base);
+                _mm_prefetch::<_MM_HINT_T0>(base.add(crate::packet::META_SIZE + crate::packet::HEADROOM));
+            }
+        }
+    }
+
     /// Moves every packet out, in order.
     pub fn drain(&mut self) -> impl Iterator<Item = PacketRef> + '_ {
         let len = std::mem::take(&mut self.len);
