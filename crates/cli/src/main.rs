@@ -135,6 +135,37 @@ enum BenchCmd {
     /// Maximum throughput against chain length for s_core, bi:K and pbp:K placements,
     /// and the break-even chain length n0 (seed 002, Fig. 7).
     Placement(PlacementArgs),
+    /// Throughput against offered load when a chain's stages share a core, with drop
+    /// links (software drops waste cycles) and backpressure links (seed 002, Section IV).
+    Overload(OverloadArgs),
+}
+
+#[derive(Args)]
+struct OverloadArgs {
+    /// Chain lengths (one stage per NF, all on one core).
+    #[arg(long, value_delimiter = ',', default_value = "1,3,5")]
+    hops: Vec<usize>,
+    /// The NF the chain repeats, in chain shorthand.
+    #[arg(long, default_value = "synthetic(cycles=60)")]
+    nf: String,
+    /// Offered load, as fractions of the chain's measured capacity.
+    #[arg(long, value_delimiter = ',', default_value = "0.5,0.8,1.0,1.2,1.5,2.0,3.0")]
+    loads: Vec<f64>,
+    #[arg(long, default_value = "500ms")]
+    duration: String,
+    #[arg(long, default_value = "100ms")]
+    warmup: String,
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Batches a stage may process per turn (above 1 lets a stage outrun the next).
+    #[arg(long, default_value_t = 4)]
+    stage_budget: usize,
+    /// Packets a link between stages holds.
+    #[arg(long, default_value_t = 64)]
+    ring_size: usize,
+    /// Print JSON (schema `sfclab.bench.overload/1`).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -213,6 +244,7 @@ fn main() -> ExitCode {
         Cmd::Run(args) => cmd_run(*args),
         Cmd::Bench(BenchCmd::Hop(args)) => cmd_hop(args),
         Cmd::Bench(BenchCmd::Placement(args)) => cmd_placement(args),
+        Cmd::Bench(BenchCmd::Overload(args)) => cmd_overload(args),
         Cmd::Nfs => {
             for (kind, doc) in sfclab_nf::NfConfig::KINDS {
                 println!("{kind:<10} {doc}");
@@ -307,6 +339,48 @@ fn progress_bar() -> indicatif::ProgressBar {
         .expect("valid template"),
     );
     bar
+}
+
+fn cmd_overload(a: OverloadArgs) -> ExitCode {
+    let parse = |what: &str, s: &str| humantime::parse_duration(s).map_err(|e| format!("--{what} `{s}`: {e}"));
+    let (duration, warmup) = match (parse("duration", &a.duration), parse("warmup", &a.warmup)) {
+        (Ok(d), Ok(w)) => (d, w),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if a.hops.is_empty() || a.hops.contains(&0) || a.repeat == 0 || a.loads.iter().any(|l| !(*l > 0.0 && l.is_finite()))
+    {
+        eprintln!("error: need chain lengths of at least 1, positive loads and at least one repetition");
+        return ExitCode::from(2);
+    }
+    let args = bench::overload::OverloadArgs {
+        hops: a.hops,
+        nf: a.nf,
+        loads: a.loads,
+        duration,
+        warmup,
+        repeat: a.repeat,
+        stage_budget: a.stage_budget,
+        ring_size: a.ring_size,
+    };
+    let bar = progress_bar();
+    let result = bench::overload::run(&args, |done, total, msg| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(msg.to_string());
+    });
+    bar.finish_and_clear();
+    match result {
+        Ok(b) if a.json => println!("{}", serde_json::to_string_pretty(&b).expect("serialisable")),
+        Ok(b) => print!("{}", bench::overload::table(&b)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn cmd_placement(a: PlacementArgs) -> ExitCode {

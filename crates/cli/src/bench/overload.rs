@@ -1,0 +1,233 @@
+//! `sfclab bench overload`: throughput against offered load for chains whose stages
+//! share one core (seed 002, Section IV). The generator runs on another core, as the
+//! papers' external traffic source does. With `drop` links, a stage that runs ahead
+//! overflows the link to the next one, and the cycles already spent on the dropped
+//! packets are wasted: past the peak, throughput falls. With `backpressure` links only
+//! the rx-queue drops (the NIC), which costs the chain nothing: throughput stays flat.
+
+use serde::Serialize;
+use sfclab_runtime::{
+    LinkMode, PipelineSettings, Placement, RunReport, RunSettings, placement::online_cores, run_pipeline,
+};
+use sfclab_traffic::{FrameSizes, GeneratorConfig, Rate};
+use std::time::Duration;
+
+use super::{Machine, median};
+use crate::config::{Overrides, from_shorthand};
+
+pub const OVERLOAD_SCHEMA: &str = "sfclab.bench.overload/1";
+
+#[derive(Debug, Clone)]
+pub struct OverloadArgs {
+    pub hops: Vec<usize>,
+    pub nf: String,
+    /// Offered load as fractions of the chain's capacity.
+    pub loads: Vec<f64>,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub repeat: usize,
+    pub stage_budget: usize,
+    pub ring_size: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OverloadPoint {
+    pub hops: usize,
+    pub links: &'static str,
+    pub load: f64,
+    pub offered_mpps: f64,
+    pub mpps: f64,
+    pub ingress_drops: u64,
+    pub software_drops: u64,
+    pub wasted_cycles_per_received: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OverloadBench {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub machine: Machine,
+    pub nf: String,
+    pub generator_core: usize,
+    pub chain_core: usize,
+    pub stage_budget: usize,
+    pub ring_size: usize,
+    pub duration_s: f64,
+    pub repeat: usize,
+    /// Capacity of each chain (flow control, backpressure), Mpps.
+    pub capacity: Vec<(usize, f64)>,
+    pub points: Vec<OverloadPoint>,
+}
+
+fn trial(
+    args: &OverloadArgs,
+    n: usize,
+    rate: Rate,
+    links: LinkMode,
+    flow_control: bool,
+    cores: (usize, usize),
+) -> Result<RunReport, String> {
+    let spec = from_shorthand(&format!("{}*{n}", args.nf), &Overrides::default()).map_err(|e| e.to_string())?;
+    let nfs = spec
+        .nfs
+        .iter()
+        .map(|(name, c)| c.build().map(|nf| (name.clone(), nf)).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let settings = PipelineSettings {
+        run: RunSettings {
+            duration: Some(args.duration),
+            warmup: args.warmup,
+            accounting: true,
+            pool_size: 0,
+            ..Default::default()
+        },
+        placement: Placement::Pbp(1),
+        cores: vec![cores.1],
+        generator_core: Some(cores.0),
+        links,
+        ring_size: args.ring_size,
+        rx_queue: 1024,
+        stage_budget: args.stage_budget,
+        flow_control,
+    };
+    let traffic = GeneratorConfig {
+        sizes: FrameSizes::Fixed { size: 64 },
+        flows: 1024,
+        rate,
+        probe_pps: 0.0,
+        ..Default::default()
+    };
+    run_pipeline(traffic, nfs, &settings).map_err(|e| e.to_string())
+}
+
+pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<OverloadBench, String> {
+    let cores = online_cores();
+    if cores.len() < 2 {
+        return Err(format!(
+            "needs two cores (the generator on one, the chain on another); this process has {}",
+            cores.len()
+        ));
+    }
+    let pair = (cores[0], cores[1]);
+    let total = args.hops.len() * (args.repeat + args.loads.len() * 2 * args.repeat);
+    let mut done = 0;
+    let mut capacity = Vec::new();
+    let mut points = Vec::new();
+    for &n in &args.hops {
+        let mut caps = Vec::new();
+        for _ in 0..args.repeat {
+            caps.push(trial(args, n, Rate::Max, LinkMode::Backpressure, true, pair)?.mpps);
+            done += 1;
+            progress(done, total, &format!("n={n} capacity"));
+        }
+        let cap = median(&caps);
+        capacity.push((n, cap));
+        for &load in &args.loads {
+            for links in [LinkMode::Drop, LinkMode::Backpressure] {
+                let mut rs = Vec::new();
+                for _ in 0..args.repeat {
+                    rs.push(trial(args, n, Rate::Pps(cap * load * 1e6), links, false, pair)?);
+                    done += 1;
+                    progress(
+                        done,
+                        total,
+                        &format!("n={n} load {:.0}% {}", load * 100.0, links.name()),
+                    );
+                }
+                let mpps: Vec<f64> = rs.iter().map(|r| r.mpps).collect();
+                let mid = rs
+                    .iter()
+                    .min_by(|a, b| {
+                        (a.mpps - median(&mpps))
+                            .abs()
+                            .total_cmp(&(b.mpps - median(&mpps)).abs())
+                    })
+                    .expect("a trial");
+                let (ingress, software): (Vec<_>, Vec<_>) = mid.drops.iter().partition(|d| d.kind == "ingress");
+                let wasted: Option<f64> = software.iter().map(|d| d.wasted_cycles).sum();
+                points.push(OverloadPoint {
+                    hops: n,
+                    links: links.name(),
+                    load,
+                    offered_mpps: mid.offered_mpps,
+                    mpps: median(&mpps),
+                    ingress_drops: ingress.iter().map(|d| d.packets).sum(),
+                    software_drops: software.iter().map(|d| d.packets).sum(),
+                    wasted_cycles_per_received: wasted
+                        .filter(|_| mid.received > 0 && !software.is_empty())
+                        .map(|w| w / mid.received as f64),
+                });
+            }
+        }
+    }
+    Ok(OverloadBench {
+        schema: OVERLOAD_SCHEMA,
+        version: env!("CARGO_PKG_VERSION"),
+        machine: Machine::read(),
+        nf: args.nf.clone(),
+        generator_core: pair.0,
+        chain_core: pair.1,
+        stage_budget: args.stage_budget,
+        ring_size: args.ring_size,
+        duration_s: args.duration.as_secs_f64(),
+        repeat: args.repeat,
+        capacity,
+        points,
+    })
+}
+
+pub fn table(b: &OverloadBench) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench overload | {} ({} cores)",
+        b.machine.cpu, b.machine.cores
+    );
+    let _ = writeln!(
+        s,
+        "chains of `{}`, one stage per NF sharing core {}, generator on core {}, stage budget {} batches, links of {} packets, {} x {:.1} s (medians)\n",
+        b.nf, b.chain_core, b.generator_core, b.stage_budget, b.ring_size, b.repeat, b.duration_s
+    );
+    for &(n, cap) in &b.capacity {
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        t.set_header([
+            "offered",
+            "Mpps offered",
+            "drop: Mpps",
+            "software drops",
+            "wasted cycles/pkt",
+            "backpressure: Mpps",
+            "ingress drops",
+        ]);
+        for load in b
+            .points
+            .iter()
+            .filter(|p| p.hops == n && p.links == "drop")
+            .map(|p| p.load)
+        {
+            let d = b
+                .points
+                .iter()
+                .find(|p| p.hops == n && p.load == load && p.links == "drop")
+                .expect("drop point");
+            let bp = b
+                .points
+                .iter()
+                .find(|p| p.hops == n && p.load == load && p.links == "backpressure")
+                .expect("backpressure point");
+            t.add_row(vec![
+                format!("{:.0}%", load * 100.0),
+                format!("{:.1}", d.offered_mpps),
+                format!("{:.1}", d.mpps),
+                d.software_drops.to_string(),
+                d.wasted_cycles_per_received.map_or("-".into(), |w| format!("{w:.1}")),
+                format!("{:.1}", bp.mpps),
+                bp.ingress_drops.to_string(),
+            ]);
+        }
+        let _ = writeln!(s, "n = {n}: capacity {cap:.1} Mpps\n{t}");
+    }
+    s
+}
