@@ -138,6 +138,24 @@ enum BenchCmd {
     /// Throughput against offered load when a chain's stages share a core, with drop
     /// links (software drops waste cycles) and backpressure links (seed 002, Section IV).
     Overload(OverloadArgs),
+    /// Cost of a link between cores: the SPSC ring alone (DPDK ring_perf_autotest as the
+    /// peer) and a full hop of a forwarder pipeline.
+    Ring(RingArgs),
+}
+
+#[derive(Args)]
+struct RingArgs {
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
+    /// Window of each trial.
+    #[arg(long, default_value = "500ms")]
+    duration: String,
+    /// Packets per push and pop.
+    #[arg(long, default_value_t = 32)]
+    burst: usize,
+    /// Print JSON (schema `sfclab.bench.ring/1`).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -245,6 +263,7 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Hop(args)) => cmd_hop(args),
         Cmd::Bench(BenchCmd::Placement(args)) => cmd_placement(args),
         Cmd::Bench(BenchCmd::Overload(args)) => cmd_overload(args),
+        Cmd::Bench(BenchCmd::Ring(args)) => cmd_ring(args),
         Cmd::Nfs => {
             for (kind, doc) in sfclab_nf::NfConfig::KINDS {
                 println!("{kind:<10} {doc}");
@@ -339,6 +358,36 @@ fn progress_bar() -> indicatif::ProgressBar {
         .expect("valid template"),
     );
     bar
+}
+
+fn cmd_ring(a: RingArgs) -> ExitCode {
+    let duration = match humantime::parse_duration(&a.duration) {
+        Ok(d) if a.repeat > 0 && (1..=256).contains(&a.burst) => d,
+        Ok(_) => {
+            eprintln!("error: need at least one repetition and a burst of 1..=256");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("error: --duration `{}`: {e}", a.duration);
+            return ExitCode::from(2);
+        }
+    };
+    let bar = progress_bar();
+    let result = bench::ring::run(a.repeat, duration, a.burst, |done, total, msg| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(msg.to_string());
+    });
+    bar.finish_and_clear();
+    match result {
+        Ok(b) if a.json => println!("{}", serde_json::to_string_pretty(&b).expect("serialisable")),
+        Ok(b) => print!("{}", bench::ring::table(&b)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn cmd_overload(a: OverloadArgs) -> ExitCode {

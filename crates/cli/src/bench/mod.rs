@@ -8,6 +8,7 @@
 
 pub mod overload;
 pub mod placement;
+pub mod ring;
 
 use serde::Serialize;
 use sfclab_nf::NfConfig;
