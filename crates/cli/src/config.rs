@@ -74,6 +74,7 @@ pub struct Overrides {
     pub rx_queue: Option<usize>,
     pub stage_budget: Option<usize>,
     pub flow_control: Option<bool>,
+    pub replicas: Option<usize>,
 }
 
 /// A chain ready to run.
@@ -85,6 +86,8 @@ pub struct ChainSpec {
     pub settings: RunSettings,
     /// Set when the chain runs as a pipeline across cores; compound otherwise.
     pub pipeline: Option<PipelineSettings>,
+    /// Copies of the chain run side by side, flows spread by hash (pipeline runtime).
+    pub replicas: usize,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -135,6 +138,8 @@ struct RunSection {
     stage_budget: Option<usize>,
     /// Pipeline: the generator waits while the rx-queue is full (no ingress drops).
     flow_control: Option<bool>,
+    /// Parallel chains: copies of the chain, flows spread over them by hash.
+    replicas: Option<usize>,
 }
 
 struct Ctx<'a> {
@@ -264,13 +269,18 @@ fn resolve(file: ChainFile, ctx: &Ctx, o: &Overrides) -> Result<ChainSpec, Confi
     })?;
 
     let nfs = resolve_chain(&file.chain, ctx)?;
-    let pipeline = resolve_pipeline(r, o, &settings, nfs.len(), ctx)?;
+    let replicas = o.replicas.or(r.replicas).unwrap_or(1);
+    if replicas == 0 || replicas > 64 {
+        return Err(ctx.err("run", "replicas", format!("{replicas} is outside 1..=64")));
+    }
+    let pipeline = resolve_pipeline(r, o, &settings, nfs.len(), replicas, ctx)?;
     Ok(ChainSpec {
         name: file.name.unwrap_or_else(|| ctx.file.to_string()),
         traffic,
         nfs,
         settings,
         pipeline,
+        replicas,
     })
 }
 
@@ -281,6 +291,7 @@ fn resolve_pipeline(
     o: &Overrides,
     run: &RunSettings,
     n: usize,
+    replicas: usize,
     ctx: &Ctx,
 ) -> Result<Option<PipelineSettings>, ConfigError> {
     let placement_text = o.placement.as_ref().or(r.placement.as_ref());
@@ -290,7 +301,10 @@ fn resolve_pipeline(
         .or(r.runtime.as_ref())
         .map(|s| s.to_ascii_lowercase());
     match runtime.as_deref() {
-        None if placement_text.is_none() => return Ok(None),
+        None if placement_text.is_none() && replicas == 1 => return Ok(None),
+        Some("compound") if replicas > 1 => {
+            return Err(ctx.err("run", "replicas", "parallel replicas need `runtime: pipeline`"));
+        }
         Some("compound") if placement_text.is_some() => {
             return Err(ctx.err(
                 "run",

@@ -7,7 +7,7 @@ mod render;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use config::{ChainSpec, Overrides};
-use sfclab_runtime::{RunError, run_compound, run_pipeline};
+use sfclab_runtime::{RunError, run_compound, run_parallel, run_pipeline};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -114,6 +114,10 @@ struct RunArgs {
     /// The generator waits while the rx-queue is full (Ethernet flow control): no ingress drops.
     #[arg(long, help_heading = "Pipeline")]
     flow_control: bool,
+    /// Parallel chains: this many copies of the chain, each placed like one chain on the
+    /// cores rotated by its index, flows spread over them by hash (as RSS does).
+    #[arg(long, help_heading = "Pipeline")]
+    replicas: Option<usize>,
     /// Print the report as JSON (schema `sfclab.run/1`).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
@@ -300,6 +304,7 @@ fn cmd_run(a: RunArgs) -> ExitCode {
         rx_queue: a.rx_queue,
         stage_budget: a.stage_budget,
         flow_control: a.flow_control.then_some(true),
+        replicas: a.replicas,
     };
     let spec = match (&a.file, &a.chain) {
         (Some(f), _) => config::load(f, &o),
@@ -313,11 +318,12 @@ fn cmd_run(a: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let nfs = spec
-        .nfs
-        .iter()
-        .map(|(name, cfg)| (name.clone(), cfg.build().expect("validated when the chain was read")))
-        .collect();
+    let build = || {
+        spec.nfs
+            .iter()
+            .map(|(name, cfg)| (name.clone(), cfg.build().expect("validated when the chain was read")))
+            .collect::<Vec<_>>()
+    };
     let print = |r: &sfclab_runtime::RunReport| {
         if a.json {
             println!("{}", render::json(&spec.name, r));
@@ -328,8 +334,11 @@ fn cmd_run(a: RunArgs) -> ExitCode {
         }
     };
     let result = match &spec.pipeline {
-        Some(p) => run_pipeline(spec.traffic.clone(), nfs, p),
-        None => run_compound(spec.traffic.clone(), nfs, &spec.settings),
+        Some(p) if spec.replicas > 1 => {
+            run_parallel(spec.traffic.clone(), (0..spec.replicas).map(|_| build()).collect(), p)
+        }
+        Some(p) => run_pipeline(spec.traffic.clone(), build(), p),
+        None => run_compound(spec.traffic.clone(), build(), &spec.settings),
     };
     match result {
         Ok(r) => {

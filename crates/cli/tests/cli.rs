@@ -413,3 +413,29 @@ fn assert_conserved_total(v: &Value) {
     );
     assert_eq!(c["buffers_leaked"], 0);
 }
+
+#[test]
+fn parallel_replicas_spread_flows_and_conserve() {
+    let v = run_json(&["--chain", "forwarder*2", "--replicas", "2", "--flows", "64"]);
+    assert_conserved_total(&v);
+    assert_eq!(v["placement"], "s_core x2 replicas");
+    let places = v["places"].as_array().unwrap();
+    for name in ["forwarder1@0", "forwarder2@0", "forwarder1@1", "forwarder2@1"] {
+        let p = places
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("no place {name}"));
+        assert!(p["packets_in"].as_u64().unwrap() > 0, "{name} got no packets");
+    }
+    let o = sfclab(&[
+        "run",
+        "--chain",
+        "forwarder",
+        "--replicas",
+        "2",
+        "--runtime",
+        "compound",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("replicas"), "{}", stderr(&o));
+}

@@ -139,7 +139,10 @@ struct GenTask {
     generator: Generator,
     pool: PacketPool,
     batch: Batch,
-    ingress: RingProducer,
+    /// The rx-queue of each replica; packets are spread by flow hash (as RSS does).
+    ingress: Vec<RingProducer>,
+    /// Per replica: this batch's packets for it.
+    split: Vec<Batch>,
     returns: Vec<RingConsumer>,
     returned: Batch,
     counters: GenCounters,
@@ -178,22 +181,44 @@ impl GenTask {
             self.done.store(true, Ordering::Release);
             return false;
         }
-        if self.flow_control && !self.ingress.room_for(self.batch.size()) {
+        let want = self.batch.size();
+        if self.flow_control && !self.ingress.iter_mut().all(|q| q.room_for(want)) {
             return false;
         }
         if self.generator.rx(now, &mut self.pool, &mut self.batch) == 0 {
             return false;
         }
-        self.ingress.push_from(&mut self.batch);
-        if !self.batch.is_empty() {
-            // The NIC's RX ring is full: dropped before the chain saw it.
-            self.counters.rx_queue_full += self.batch.len() as u64;
-            self.pool.free_batch(&mut self.batch);
+        if self.ingress.len() == 1 {
+            self.enqueue(0);
+        } else {
+            let replicas = self.ingress.len() as u64;
+            for p in self.batch.drain() {
+                // Multiply-shift maps the hash onto the replicas without a division.
+                let r = ((u64::from(p.meta.flow_hash) * replicas) >> 32) as usize;
+                // Each split holds a whole batch, so it cannot be full here.
+                let _ = self.split[r].push(p);
+            }
+            for r in 0..self.ingress.len() {
+                std::mem::swap(&mut self.batch, &mut self.split[r]);
+                self.enqueue(r);
+                std::mem::swap(&mut self.batch, &mut self.split[r]);
+            }
         }
         if ACCOUNT {
             self.counters.cycles += tsc::now() - now;
         }
         true
+    }
+
+    /// Pushes `batch` into replica `r`'s rx-queue; what does not fit is an ingress drop.
+    #[inline]
+    fn enqueue(&mut self, r: usize) {
+        self.ingress[r].push_from(&mut self.batch);
+        if !self.batch.is_empty() {
+            // The NIC's RX ring is full: dropped before the chain saw it.
+            self.counters.rx_queue_full += self.batch.len() as u64;
+            self.pool.free_batch(&mut self.batch);
+        }
     }
 
     fn snapshot(&self) -> GenCounters {
@@ -220,6 +245,7 @@ struct StageCounters {
 }
 
 struct StageTask {
+    replica: usize,
     index: usize,
     name: String,
     chain: Chain,
@@ -436,15 +462,39 @@ pub fn run_pipeline(
     nfs: Vec<(String, Box<dyn NetworkFunction>)>,
     settings: &PipelineSettings,
 ) -> Result<RunReport, RunError> {
+    run_parallel(traffic, vec![nfs], settings)
+}
+
+/// Runs several replicas of one chain side by side (parallel chains), the generator
+/// spreading flows over them by flow hash as RSS does, so each flow stays in one
+/// replica and keeps its order. Replica `r` is placed like a single chain, on `cores`
+/// rotated by `r` (with `s_core`: replica r on the r-th core).
+pub fn run_parallel(
+    traffic: GeneratorConfig,
+    replicas: Vec<Vec<(String, Box<dyn NetworkFunction>)>>,
+    settings: &PipelineSettings,
+) -> Result<RunReport, RunError> {
     let run = &settings.run;
     let mut check = run.clone();
     check.core = None;
     check.pool_size = check.pool_size.max(2 * check.batch);
     check.validate()?;
-    let plans = settings
-        .placement
-        .stages(nfs.len(), &settings.cores)
-        .map_err(|e| setting("placement", e))?;
+    let n = replicas.first().map_or(0, Vec::len);
+    if replicas.is_empty() || replicas.iter().any(|r| r.len() != n) {
+        return Err(setting("replicas", "every replica must be the same chain"));
+    }
+    let mut plans = Vec::new();
+    for r in 0..replicas.len() {
+        let mut cores = settings.cores.clone();
+        let shift = r % cores.len().max(1);
+        cores.rotate_left(shift);
+        plans.push(
+            settings
+                .placement
+                .stages(n, &cores)
+                .map_err(|e| setting("placement", e))?,
+        );
+    }
     if !(1..=1024).contains(&settings.stage_budget) {
         return Err(setting(
             "stage_budget",
@@ -457,67 +507,83 @@ pub fn run_pipeline(
             format!("links must hold at least one batch ({} packets)", run.batch),
         ));
     }
-    let gen_core = settings.generator_core.unwrap_or(plans[0].core);
+    let gen_core = settings.generator_core.unwrap_or(plans[0][0].core);
     if !online_cores().contains(&gen_core) {
         return Err(setting("generator_core", format!("core {gen_core} is not available")));
     }
     let generator = Generator::new(traffic, run.batch).map_err(|(k, r)| setting(k, r))?;
     let ring_size = settings.ring_size.next_power_of_two();
     let rx_queue = settings.rx_queue.next_power_of_two();
+    let stage_count: usize = plans.iter().map(Vec::len).sum();
     // Enough buffers to fill every ring and batch in flight, so the generator is never
     // short of buffers when the chain is not the bottleneck.
     let pool_size = if run.pool_size > 0 {
         run.pool_size
     } else {
-        rx_queue + plans.len() * (ring_size + 4 * run.batch) + 1024
+        replicas.len() * rx_queue + stage_count * (ring_size + 4 * run.batch) + 1024
     };
     let mut pool = PacketPool::new(pool_size);
     Generator::prime(&mut pool);
-    let names: Vec<String> = nfs.iter().map(|(n, _)| n.clone()).collect();
-    let kinds: Vec<&'static str> = nfs.iter().map(|(_, nf)| nf.kind()).collect();
+    let names: Vec<String> = replicas[0].iter().map(|(n, _)| n.clone()).collect();
+    let kinds: Vec<&'static str> = replicas[0].iter().map(|(_, nf)| nf.kind()).collect();
 
-    // Wire the stages: rx-queue, links, return links and done flags.
-    let (ingress, mut input) = ring(rx_queue);
+    // Wire each replica: its rx-queue, links, return links and done flags.
     let gen_done = Arc::new(AtomicBool::new(false));
-    let mut upstream_done = gen_done.clone();
+    let replicated = replicas.len() > 1;
+    let mut ingress = Vec::new();
     let mut returns = Vec::new();
     let mut stages = Vec::new();
-    let mut nfs = nfs.into_iter();
-    for (k, plan) in plans.iter().enumerate() {
-        let block: Vec<_> = nfs.by_ref().take(plan.nfs.len()).collect();
-        let (output, next_input) = if k + 1 < plans.len() {
-            let (p, c) = ring(ring_size);
-            (Some(p), Some(c))
-        } else {
-            (None, None)
-        };
-        let (ret_tx, ret_rx) = ring(pool_size);
-        returns.push(ret_rx);
-        let done = Arc::new(AtomicBool::new(false));
-        stages.push(StageTask {
-            index: k,
-            name: format!("stage{k}"),
-            chain: Chain::new(block, run.batch, 1),
-            input: std::mem::replace(&mut input, next_input.unwrap_or_else(|| ring(2).1)),
-            output,
-            sink: Sink::new(run.verify),
-            recycle: ReturnLink::new(ret_tx, run.batch),
-            batch: Batch::new(run.batch),
-            held: Batch::new(run.batch),
-            link: LinkCounters::default(),
-            packets: 0,
-            mode: settings.links,
-            budget: settings.stage_budget,
-            upstream_done: std::mem::replace(&mut upstream_done, done.clone()),
-            done,
-            finished: false,
-            polls: 0,
-        });
+    for (r, (nfs, plans)) in replicas.into_iter().zip(&plans).enumerate() {
+        let (queue, mut input) = ring(rx_queue);
+        ingress.push(queue);
+        let mut upstream_done = gen_done.clone();
+        let mut nfs = nfs.into_iter();
+        for (k, plan) in plans.iter().enumerate() {
+            let block: Vec<_> = nfs.by_ref().take(plan.nfs.len()).collect();
+            let (output, next_input) = if k + 1 < plans.len() {
+                let (p, c) = ring(ring_size);
+                (Some(p), Some(c))
+            } else {
+                (None, None)
+            };
+            let (ret_tx, ret_rx) = ring(pool_size);
+            returns.push(ret_rx);
+            let done = Arc::new(AtomicBool::new(false));
+            stages.push((
+                plan.core,
+                StageTask {
+                    replica: r,
+                    index: k,
+                    name: if replicated {
+                        format!("r{r}.stage{k}")
+                    } else {
+                        format!("stage{k}")
+                    },
+                    chain: Chain::new(block, run.batch, 1),
+                    input: std::mem::replace(&mut input, next_input.unwrap_or_else(|| ring(2).1)),
+                    output,
+                    sink: Sink::new(run.verify),
+                    recycle: ReturnLink::new(ret_tx, run.batch),
+                    batch: Batch::new(run.batch),
+                    held: Batch::new(run.batch),
+                    link: LinkCounters::default(),
+                    packets: 0,
+                    mode: settings.links,
+                    budget: settings.stage_budget,
+                    upstream_done: std::mem::replace(&mut upstream_done, done.clone()),
+                    done,
+                    finished: false,
+                    polls: 0,
+                },
+            ));
+        }
     }
+    let replica_count = ingress.len();
     let gen_task = GenTask {
         generator,
         pool,
         batch: Batch::new(run.batch),
+        split: (0..replica_count).map(|_| Batch::new(run.batch)).collect(),
         ingress,
         returns,
         returned: Batch::new(run.batch),
@@ -546,14 +612,14 @@ pub fn run_pipeline(
     };
     let i = thread_for(gen_core, &mut threads);
     threads[i].tasks.push(Task::Gen(Box::new(gen_task)));
-    for (stage, plan) in stages.into_iter().zip(&plans) {
-        let i = thread_for(plan.core, &mut threads);
+    for (core, stage) in stages {
+        let i = thread_for(core, &mut threads);
         threads[i].tasks.push(Task::Stage(Box::new(stage)));
     }
 
     let shared = Coordination {
         epoch: AtomicU32::new(EPOCH_WARMUP),
-        stages: plans.len(),
+        stages: stage_count,
         stages_done: AtomicUsize::new(0),
         count: run.count,
         count_reached: AtomicBool::new(false),
@@ -597,7 +663,7 @@ fn sleep_unless(d: Duration, stop: &dyn Fn() -> bool, done: &dyn Fn() -> bool) {
 #[allow(clippy::too_many_arguments)]
 fn report(
     threads: Vec<CoreThread>,
-    plans: &[StagePlan],
+    plans: &[Vec<StagePlan>],
     names: &[String],
     kinds: &[&'static str],
     settings: &PipelineSettings,
@@ -655,7 +721,8 @@ fn report(
             cycles_per_packet: (packets > 0).then(|| busy as f64 / packets as f64),
         });
     }
-    stages.sort_by_key(|(st, _, _)| st.index);
+    stages.sort_by_key(|(st, _, _)| (st.replica, st.index));
+    let replicated = plans.len() > 1;
     let (mut source, g_start, g_end) = source.expect("the generator task");
 
     // The window, place by place in the order packets pass them.
@@ -693,11 +760,14 @@ fn report(
     ];
     let mut sink_w = SinkStats::default();
     for (st, s, e) in &stages {
-        let k = st.index;
+        let (r, k) = (st.replica, st.index);
+        // Replicas name their places `name@r`, so that each can be told apart.
+        let at = if replicated { format!("@{r}") } else { String::new() };
         for (j, slot) in st.chain.slots.iter().enumerate() {
-            let i = plans[k].nfs.start + j;
+            let i = plans[r][k].nfs.start + j;
+            let name = format!("{}{at}", names[i]);
             places.push(PlaceReport::from_nf(
-                &names[i],
+                &name,
                 kinds[i],
                 &e.nfs[j].since(&s.nfs[j]),
                 acc,
@@ -707,7 +777,7 @@ fn report(
         if st.output.is_some() {
             let (pin, dropped) = (e.link.packets_in - s.link.packets_in, e.link.dropped - s.link.dropped);
             places.push(PlaceReport {
-                name: format!("link{k}-{}", k + 1),
+                name: format!("link{k}-{}{at}", k + 1),
                 kind: "link".into(),
                 packets_in: pin,
                 packets_out: pin - dropped,
@@ -789,7 +859,11 @@ fn report(
         pool: source.pool.stats(),
         pool_empty: gw.pool_empty,
         pacing_behind: gw.behind,
-        placement: Some(settings.placement.to_string()),
+        placement: Some(if replicated {
+            format!("{} x{} replicas", settings.placement, plans.len())
+        } else {
+            settings.placement.to_string()
+        }),
         link_mode: Some(settings.links.name()),
         cores,
     };
@@ -947,8 +1021,11 @@ mod tests {
         );
     }
 
+    /// (flow hash, sequence number) of every packet a probe saw.
+    type Seen = Arc<Mutex<Vec<(u32, u32)>>>;
+
     /// Records the sequence numbers it sees, per flow.
-    struct OrderProbe(Arc<Mutex<Vec<(u32, u32)>>>);
+    struct OrderProbe(Seen);
 
     impl NetworkFunction for OrderProbe {
         fn kind(&self) -> &'static str {
@@ -1002,6 +1079,48 @@ mod tests {
         assert!(r.conservation.holds, "{}", r.conservation);
         assert!(r.drops.is_empty(), "{:?}", r.drops);
         assert_eq!(r.conservation.dropped, 0);
+    }
+
+    #[test]
+    fn parallel_replicas_split_flows_and_keep_each_flows_order() {
+        let seen: Vec<Seen> = (0..2).map(|_| Arc::new(Mutex::new(Vec::new()))).collect();
+        let replicas = seen
+            .iter()
+            .map(|v| {
+                let mut nfs = forwarders(2);
+                nfs.push((
+                    "probe".into(),
+                    Box::new(OrderProbe(v.clone())) as Box<dyn NetworkFunction>,
+                ));
+                nfs
+            })
+            .collect();
+        let mut s = settings("s_core", Some(200_000));
+        s.links = LinkMode::Backpressure;
+        s.flow_control = true;
+        let traffic = GeneratorConfig {
+            flows: 64,
+            ..Default::default()
+        };
+        let r = run_parallel(traffic, replicas, &s).unwrap();
+        assert!(r.conservation.holds, "{}", r.conservation);
+        assert!(r.drops.is_empty(), "flow control and backpressure: nothing dropped");
+        assert!(r.places.iter().any(|p| p.name == "probe@1"));
+        let mut flows_per_replica = Vec::new();
+        for v in &seen {
+            let v = v.lock().unwrap();
+            assert!(!v.is_empty(), "every replica gets flows");
+            let mut last = std::collections::HashMap::new();
+            for &(flow, seq) in v.iter() {
+                let prev = last.insert(flow, seq);
+                assert!(prev.is_none_or(|p| p < seq), "flow {flow:x} reordered");
+            }
+            flows_per_replica.push(last.keys().copied().collect::<std::collections::HashSet<u32>>());
+        }
+        assert!(
+            flows_per_replica[0].is_disjoint(&flows_per_replica[1]),
+            "a flow stays in one replica"
+        );
     }
 
     #[test]
