@@ -186,8 +186,11 @@ struct OverloadArgs {
     #[arg(long, default_value_t = 64)]
     ring_size: usize,
     /// Print JSON (schema `sfclab.bench.overload/1`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     json: bool,
+    /// Print one CSV row per point.
+    #[arg(long)]
+    csv: bool,
 }
 
 #[derive(Args)]
@@ -432,6 +435,7 @@ fn cmd_overload(a: OverloadArgs) -> ExitCode {
     bar.finish_and_clear();
     match result {
         Ok(b) if a.json => println!("{}", serde_json::to_string_pretty(&b).expect("serialisable")),
+        Ok(b) if a.csv => print!("{}", bench::overload::csv(&b)),
         Ok(b) => print!("{}", bench::overload::table(&b)),
         Err(e) => {
             eprintln!("error: {e}");

@@ -439,3 +439,68 @@ fn parallel_replicas_spread_flows_and_conserve() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("replicas"), "{}", stderr(&o));
 }
+
+#[test]
+fn placement_and_overload_sweeps_are_one_command_each() {
+    let o = sfclab(&[
+        "bench",
+        "placement",
+        "--lengths",
+        "1,2",
+        "--placements",
+        "s_core,pbp:1",
+        "--repeat",
+        "1",
+        "--duration",
+        "100ms",
+        "--warmup",
+        "10ms",
+        "--csv",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let mut rdr = csv::Reader::from_reader(out.as_bytes());
+    assert_eq!(rdr.records().count(), 4, "{out}");
+    let o = sfclab(&[
+        "bench",
+        "placement",
+        "--lengths",
+        "2",
+        "--placements",
+        "bi:1",
+        "--repeat",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "s_core is the reference and must be there");
+
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: bench overload needs two cores");
+        return;
+    }
+    let o = sfclab(&[
+        "bench",
+        "overload",
+        "--hops",
+        "2",
+        "--loads",
+        "0.5,2",
+        "--repeat",
+        "1",
+        "--duration",
+        "100ms",
+        "--warmup",
+        "10ms",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["schema"], "sfclab.bench.overload/1");
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4, "2 loads x drop/backpressure");
+    assert!(
+        points
+            .iter()
+            .filter(|p| p["links"] == "backpressure")
+            .all(|p| p["software_drops"] == 0)
+    );
+}

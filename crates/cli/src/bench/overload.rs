@@ -231,3 +231,36 @@ pub fn table(b: &OverloadBench) -> String {
     }
     s
 }
+
+/// One CSV row per (chain length, load, link mode).
+pub fn csv(b: &OverloadBench) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "nf",
+        "hops",
+        "links",
+        "load",
+        "offered_mpps",
+        "mpps",
+        "ingress_drops",
+        "software_drops",
+        "wasted_cycles_per_received",
+    ])
+    .expect("in-memory CSV");
+    for p in &b.points {
+        w.write_record([
+            b.nf.clone(),
+            p.hops.to_string(),
+            p.links.to_string(),
+            format!("{}", p.load),
+            format!("{:.3}", p.offered_mpps),
+            format!("{:.3}", p.mpps),
+            p.ingress_drops.to_string(),
+            p.software_drops.to_string(),
+            p.wasted_cycles_per_received
+                .map_or(String::new(), |w| format!("{w:.2}")),
+        ])
+        .expect("in-memory CSV");
+    }
+    String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("UTF-8")
+}
