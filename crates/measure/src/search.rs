@@ -445,10 +445,8 @@ mod tests {
             } else {
                 0.0
             };
-            if let Some((a, b, extra)) = self.spike {
-                if rate >= a && rate <= b {
-                    loss += extra;
-                }
+            if let Some((_, _, extra)) = self.spike.filter(|&(a, b, _)| rate >= a && rate <= b) {
+                loss += extra;
             }
             self.rng ^= self.rng << 13;
             self.rng ^= self.rng >> 7;
