@@ -3,11 +3,12 @@
 
 mod bench;
 mod config;
+mod execute;
 mod render;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use config::{ChainSpec, Overrides};
-use sfclab_runtime::{RunError, run_compound, run_parallel, run_pipeline};
+use sfclab_runtime::RunError;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ struct Cli {
     command: Cmd,
 }
 
-const AFTER_HELP: &str = "Examples:\n  sfclab run                                   # the embedded default chain\n  sfclab run examples/chains/forwarders.yaml\n  sfclab run --chain 'forwarder*4' --size 64 --duration 5s\n  sfclab run --chain 'forwarder*16' --placement bi:2\n  sfclab run --chain 'forwarder -> synthetic(cycles=100,working_set=64KiB,accesses=4)' --json\n  sfclab bench hop\n  sfclab nfs";
+const AFTER_HELP: &str = "Examples:\n  sfclab run                                   # the embedded default chain\n  sfclab run examples/chains/forwarders.yaml\n  sfclab run --chain 'forwarder*4' --size 64 --duration 5s\n  sfclab run --chain 'forwarder*16' --placement bi:2\n  sfclab run --chain 'forwarder -> synthetic(cycles=100,working_set=64KiB,accesses=4)' --json\n  sfclab search --chain 'forwarder*4' --goals ndr,pdr,0.1%\n  sfclab bench hop\n  sfclab nfs";
 
 #[derive(Subcommand)]
 enum Cmd {
@@ -33,6 +34,12 @@ enum Cmd {
     /// (examples/chains/default.yaml). Command-line settings override the file's.
     /// Exit status: 0 ok, 2 bad config, 3 packets not conserved.
     Run(Box<RunArgs>),
+    /// Search the highest rate that meets each loss goal (NDR, PDR), RFC 2544 style.
+    ///
+    /// Runs trials of the chain at paced rates: an MLRsearch-style search by default
+    /// (several goals at once, short trials first), or plain RFC 2544 binary search.
+    /// A trial whose generator did not reach the offered rate never counts as a pass.
+    Search(Box<SearchArgs>),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -124,6 +131,36 @@ struct RunArgs {
     /// Print the report as one CSV row with a header.
     #[arg(long)]
     csv: bool,
+}
+
+#[derive(Args)]
+struct SearchArgs {
+    /// The chain and its traffic, as for `run` (`--duration` is the final trial's).
+    #[command(flatten)]
+    run: RunArgs,
+    /// Loss goals: `ndr` (0%), `pdr` (0.001%), or percentages like `0.1%`; comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "ndr,pdr", help_heading = "Search")]
+    goals: Vec<String>,
+    /// `mlr` (MLRsearch-style) or `binary` (RFC 2544).
+    #[arg(long, default_value = "mlr", help_heading = "Search")]
+    method: String,
+    /// Relative resolution at which a search ends, e.g. `0.5%`.
+    #[arg(long, default_value = "0.5%", help_heading = "Search")]
+    resolution: String,
+    /// MLR: duration of the first, shortest trials.
+    #[arg(long, default_value = "125ms", help_heading = "Search")]
+    initial_duration: String,
+    /// MLR: share of a load's trial time allowed to exceed the loss goal.
+    #[arg(long, default_value_t = 0.0, help_heading = "Search")]
+    exceed_ratio: f64,
+    /// Lowest rate searched.
+    #[arg(long, default_value = "10kpps", help_heading = "Search")]
+    min_rate: String,
+    /// Highest rate searched (default: what the generator alone reaches, measured first).
+    #[arg(long, help_heading = "Search")]
+    max_rate: Option<String>,
+    #[arg(long, default_value_t = 200, help_heading = "Search")]
+    max_trials: usize,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -267,6 +304,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Cmd::Run(args) => cmd_run(*args),
+        Cmd::Search(args) => cmd_search(*args),
         Cmd::Bench(BenchCmd::Hop(args)) => cmd_hop(args),
         Cmd::Bench(BenchCmd::Placement(args)) => cmd_placement(args),
         Cmd::Bench(BenchCmd::Overload(args)) => cmd_overload(args),
@@ -280,52 +318,194 @@ fn main() -> ExitCode {
     }
 }
 
-fn cmd_run(a: RunArgs) -> ExitCode {
+/// A loss goal from the command line: `ndr`, `pdr`, or a percentage.
+fn parse_goal(s: &str) -> Result<sfclab_measure::Goal, String> {
+    let t = s.trim().to_ascii_lowercase();
+    match t.as_str() {
+        "ndr" => Ok(sfclab_measure::Goal::ndr()),
+        "pdr" => Ok(sfclab_measure::Goal::pdr(1e-5)),
+        _ => {
+            let pct = t
+                .strip_suffix('%')
+                .ok_or_else(|| format!("`{s}` is not a loss goal: write ndr, pdr or a percentage like 0.1%"))?;
+            let v: f64 = pct.trim().parse().map_err(|_| format!("`{s}` is not a percentage"))?;
+            if !(0.0..100.0).contains(&v) {
+                return Err(format!("`{s}`: a loss goal is 0% to below 100%"));
+            }
+            let name = if v == 0.0 {
+                "NDR".to_string()
+            } else {
+                format!("PDR {v}%")
+            };
+            Ok(sfclab_measure::Goal {
+                name,
+                ..sfclab_measure::Goal::pdr(v / 100.0)
+            })
+        }
+    }
+}
+
+fn parse_rate_pps(s: &str, frame: f64) -> Result<f64, String> {
+    match s.parse::<sfclab_traffic::Rate>()? {
+        sfclab_traffic::Rate::Pps(p) => Ok(p),
+        sfclab_traffic::Rate::L1Bps(b) => Ok(b / ((frame + 20.0) * 8.0)),
+        sfclab_traffic::Rate::Max => Err(format!("`{s}`: give a number here, not max")),
+    }
+}
+
+fn cmd_search(a: SearchArgs) -> ExitCode {
+    let fail = |e: String| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    };
+    let spec = match load_spec(&a.run) {
+        Ok(s) => s,
+        Err(e) => return fail(e.to_string()),
+    };
+    let goals: Result<Vec<_>, String> = a.goals.iter().map(|g| parse_goal(g)).collect();
+    let mut goals = match goals {
+        Ok(g) => g,
+        Err(e) => return fail(format!("--goals: {e}")),
+    };
+    for g in &mut goals {
+        g.exceed_ratio = a.exceed_ratio;
+    }
+    let method = match a.method.parse::<sfclab_measure::Method>() {
+        Ok(m) => m,
+        Err(e) => return fail(format!("--method: {e}")),
+    };
+    let resolution = match a.resolution.trim().strip_suffix('%').map(str::parse::<f64>) {
+        Some(Ok(v)) => v / 100.0,
+        _ => return fail(format!("--resolution `{}`: write a percentage like 0.5%", a.resolution)),
+    };
+    let initial = match humantime::parse_duration(&a.initial_duration) {
+        Ok(d) => d,
+        Err(e) => return fail(format!("--initial-duration: {e}")),
+    };
+    let final_duration = spec.settings.duration.unwrap_or(Duration::from_secs(1));
+    let frame = spec.traffic.sizes.mean();
+    let min_pps = match parse_rate_pps(&a.min_rate, frame) {
+        Ok(p) => p,
+        Err(e) => return fail(format!("--min-rate: {e}")),
+    };
+    let mut trial = execute::ChainTrial {
+        spec: spec.clone(),
+        reports: Vec::new(),
+    };
+    let max_pps = match &a.max_rate {
+        Some(m) => match parse_rate_pps(m, frame) {
+            Ok(p) => p,
+            Err(e) => return fail(format!("--max-rate: {e}")),
+        },
+        None => {
+            // What the generator reaches with the chain at max rate bounds every valid trial.
+            let mut probe = spec.clone();
+            probe.traffic.rate = sfclab_traffic::Rate::Max;
+            probe.traffic.probe_pps = 0.0;
+            for s in std::iter::once(&mut probe.settings).chain(probe.pipeline.as_mut().map(|p| &mut p.run)) {
+                s.duration = Some(initial.max(Duration::from_millis(200)));
+                s.count = None;
+                s.accounting = false;
+            }
+            match execute::run(&probe) {
+                Ok(r) => r.offered_mpps * 1e6 * 1.05,
+                Err(e) => return fail(e.to_string()),
+            }
+        }
+    };
+    let cfg = sfclab_measure::SearchConfig {
+        method,
+        goals,
+        min_pps,
+        max_pps,
+        resolution,
+        final_duration,
+        initial_duration: initial.min(final_duration),
+        max_trials: a.max_trials,
+    };
+    if let Err((k, r)) = cfg.validate() {
+        return fail(format!("{k}: {r}"));
+    }
+    let bar = progress_bar();
+    bar.set_length(a.max_trials as u64);
+    let result = sfclab_measure::search(&mut trial, &cfg, &mut |t| {
+        bar.inc(1);
+        bar.set_message(format!(
+            "{:.2} Mpps for {:.2} s: loss {:.5}%{}",
+            t.offered_pps / 1e6,
+            t.duration_s,
+            t.loss_ratio * 100.0,
+            if t.valid { "" } else { " (invalid)" }
+        ));
+    });
+    bar.finish_and_clear();
+    let r = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if a.run.json {
+        let v = serde_json::json!({
+            "schema": "sfclab.search/1",
+            "version": env!("CARGO_PKG_VERSION"),
+            "name": spec.name,
+            "traffic": spec.traffic,
+            "frame_size_mean": frame,
+            "search": r,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).expect("serialisable"));
+    } else {
+        print!("{}", render::search_table(&spec.name, &spec.traffic, &r));
+    }
+    ExitCode::SUCCESS
+}
+
+/// The chain the run arguments describe: a file, the shorthand, or the embedded default.
+fn load_spec(a: &RunArgs) -> Result<ChainSpec, config::ConfigError> {
     let o = Overrides {
-        size: a.size,
+        size: a.size.clone(),
         flows: a.flows,
         ip: a.ip.map(|i| match i {
             IpArg::V4 => sfclab_traffic::IpVersion::V4,
             IpArg::V6 => sfclab_traffic::IpVersion::V6,
         }),
-        rate: a.rate,
+        rate: a.rate.clone(),
         latency_probe_pps: a.latency_probe_pps,
-        duration: a.duration,
-        warmup: a.warmup,
+        duration: a.duration.clone(),
+        warmup: a.warmup.clone(),
         count: a.count,
         batch: a.batch,
         core: a.core,
         accounting: a.no_accounting.then_some(false),
         verify: a.verify.then_some(true),
         pool_size: a.pool_size,
-        runtime: a.runtime,
-        placement: a.placement,
-        cores: a.cores,
+        runtime: a.runtime.clone(),
+        placement: a.placement.clone(),
+        cores: a.cores.clone(),
         generator_core: a.generator_core,
-        links: a.links,
+        links: a.links.clone(),
         ring_size: a.ring_size,
         rx_queue: a.rx_queue,
         stage_budget: a.stage_budget,
         flow_control: a.flow_control.then_some(true),
         replicas: a.replicas,
     };
-    let spec = match (&a.file, &a.chain) {
+    match (&a.file, &a.chain) {
         (Some(f), _) => config::load(f, &o),
         (None, Some(c)) => config::from_shorthand(c, &o),
         (None, None) => config::parse(config::DEFAULT_CHAIN, "examples/chains/default.yaml (embedded)", &o),
-    };
-    let spec: ChainSpec = match spec {
+    }
+}
+
+fn cmd_run(a: RunArgs) -> ExitCode {
+    let spec: ChainSpec = match load_spec(&a) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
-    };
-    let build = || {
-        spec.nfs
-            .iter()
-            .map(|(name, cfg)| (name.clone(), cfg.build().expect("validated when the chain was read")))
-            .collect::<Vec<_>>()
     };
     let print = |r: &sfclab_runtime::RunReport| {
         if a.json {
@@ -336,13 +516,7 @@ fn cmd_run(a: RunArgs) -> ExitCode {
             print!("{}", render::table(&spec.name, r));
         }
     };
-    let result = match &spec.pipeline {
-        Some(p) if spec.replicas > 1 => {
-            run_parallel(spec.traffic.clone(), (0..spec.replicas).map(|_| build()).collect(), p)
-        }
-        Some(p) => run_pipeline(spec.traffic.clone(), build(), p),
-        None => run_compound(spec.traffic.clone(), build(), &spec.settings),
-    };
+    let result = execute::run(&spec);
     match result {
         Ok(r) => {
             print(&r);

@@ -241,3 +241,44 @@ pub fn csv(name: &str, r: &RunReport) -> String {
     w.write_record(csv_row(name, r)).expect("in-memory CSV");
     String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("CSV is UTF-8")
 }
+
+/// The terminal view of a throughput search.
+pub fn search_table(name: &str, traffic: &sfclab_traffic::GeneratorConfig, r: &sfclab_measure::SearchResult) -> String {
+    let mut s = String::new();
+    let frame = traffic.sizes.mean();
+    let _ = writeln!(
+        s,
+        "sfclab search | chain `{name}`, {} B frames, {} flow(s), {:?} search: {} trials, {:.1} s of traffic ({} invalid)\n",
+        traffic.sizes, traffic.flows, r.method, r.trial_count, r.total_trial_s, r.invalid_trials
+    );
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header([
+        "goal",
+        "loss goal",
+        "throughput Mpps",
+        "Gbit/s L1",
+        "Gbit/s L2",
+        "first failing Mpps",
+        "width",
+        "converged",
+    ]);
+    for g in &r.goals {
+        let gbps = |pps: f64, extra: f64| pps * (frame + extra) * 8.0 / 1e9;
+        t.add_row(vec![
+            Cell::new(&g.goal.name),
+            right(format!("{}%", g.goal.loss_ratio * 100.0)),
+            right(g.lower_pps.map_or("none".into(), |l| format!("{:.3}", l / 1e6))),
+            right(g.lower_pps.map_or("-".into(), |l| format!("{:.2}", gbps(l, 20.0)))),
+            right(g.lower_pps.map_or("-".into(), |l| format!("{:.2}", gbps(l, 0.0)))),
+            right(
+                g.upper_pps
+                    .map_or("none (max met)".into(), |u| format!("{:.3}", u / 1e6)),
+            ),
+            right(format!("{:.2}%", g.relative_width * 100.0)),
+            Cell::new(if g.converged { "yes" } else { "no (trial limit)" }),
+        ]);
+    }
+    let _ = writeln!(s, "{t}");
+    s
+}

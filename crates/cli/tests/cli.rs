@@ -504,3 +504,41 @@ fn placement_and_overload_sweeps_are_one_command_each() {
             .all(|p| p["software_drops"] == 0)
     );
 }
+
+#[test]
+fn search_finds_ndr_and_pdr_and_reports_them() {
+    let o = sfclab(&[
+        "search",
+        "--chain",
+        "forwarder -> synthetic(cycles=200)",
+        "--duration",
+        "100ms",
+        "--warmup",
+        "10ms",
+        "--initial-duration",
+        "25ms",
+        "--resolution",
+        "5%",
+        "--goals",
+        "ndr,0.1%",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["schema"], "sfclab.search/1");
+    let goals = v["search"]["goals"].as_array().unwrap();
+    assert_eq!(goals.len(), 2);
+    assert_eq!(goals[1]["goal"]["loss_ratio"], 0.001);
+    for g in goals {
+        assert!(g["lower_pps"].as_f64().unwrap() > 0.0, "{g}");
+    }
+    assert!(v["search"]["trial_count"].as_u64().unwrap() >= 2);
+    for (args, key) in [
+        (vec!["search", "--chain", "noop", "--goals", "most"], "--goals"),
+        (vec!["search", "--chain", "noop", "--method", "guess"], "--method"),
+    ] {
+        let o = sfclab(&args);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains(key), "{}", stderr(&o));
+    }
+}

@@ -1,0 +1,63 @@
+//! Runs a resolved chain on the runtime it names, and as a trial for the searches.
+
+use sfclab_measure::{Trial, TrialResult};
+use sfclab_runtime::{RunError, RunReport, run_compound, run_parallel, run_pipeline};
+use sfclab_traffic::Rate;
+use std::time::Duration;
+
+use crate::config::ChainSpec;
+
+/// Builds the chain's NFs (once per replica) and runs it.
+pub fn run(spec: &ChainSpec) -> Result<RunReport, RunError> {
+    let build = || {
+        spec.nfs
+            .iter()
+            .map(|(name, cfg)| (name.clone(), cfg.build().expect("validated when the chain was read")))
+            .collect::<Vec<_>>()
+    };
+    match &spec.pipeline {
+        Some(p) if spec.replicas > 1 => {
+            run_parallel(spec.traffic.clone(), (0..spec.replicas).map(|_| build()).collect(), p)
+        }
+        Some(p) => run_pipeline(spec.traffic.clone(), build(), p),
+        None => run_compound(spec.traffic.clone(), build(), &spec.settings),
+    }
+}
+
+/// A trial on a real chain: the spec at a paced rate for a duration, latency probes and
+/// per-NF accounting off (they would cost the chain cycles), counts from the report.
+pub struct ChainTrial {
+    pub spec: ChainSpec,
+    /// Every report, for the record.
+    pub reports: Vec<RunReport>,
+}
+
+impl Trial for ChainTrial {
+    fn run(&mut self, offered_pps: f64, duration: Duration) -> Result<TrialResult, String> {
+        let mut spec = self.spec.clone();
+        spec.traffic.rate = Rate::Pps(offered_pps);
+        spec.traffic.probe_pps = 0.0;
+        for s in std::iter::once(&mut spec.settings).chain(spec.pipeline.as_mut().map(|p| &mut p.run)) {
+            s.duration = Some(duration);
+            s.count = None;
+            s.accounting = false;
+        }
+        let r = run(&spec).map_err(|e| e.to_string())?;
+        // Whether the rate was offered is judged on the measured window.
+        let mut t = TrialResult::new(offered_pps, r.duration_s, r.generated, r.received);
+        if !r.cores.is_empty() {
+            // Across threads the window's edges cut packets in flight; the whole run
+            // (warm-up and drain included) is exact, so pipelines count loss over it.
+            let c = r.conservation_total;
+            t.sent = c.generated;
+            t.received = c.received;
+            t.loss_ratio = if c.generated == 0 {
+                0.0
+            } else {
+                c.dropped as f64 / c.generated as f64
+            };
+        }
+        self.reports.push(r);
+        Ok(t)
+    }
+}
