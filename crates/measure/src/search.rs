@@ -328,6 +328,9 @@ fn mlr(log: &mut TrialLog, cfg: &SearchConfig) -> Result<Vec<GoalResult>, String
                 duration
             };
             let mut tried_mrr = false;
+            // External search widens its step geometrically (as MLRsearch does), so a
+            // bound far from the guess is found in a few trials, not dozens.
+            let (mut step_up, mut step_down) = (2.0 * phase_width, 4.0 * phase_width);
             loop {
                 let measured: Vec<f64> = {
                     let mut l: Vec<f64> = log
@@ -373,12 +376,11 @@ fn mlr(log: &mut TrialLog, cfg: &SearchConfig) -> Result<Vec<GoalResult>, String
                     (Some(l), Some(u)) if width(l, u) <= phase_width => None,
                     (Some(l), Some(u)) => Some((l + u) / 2.0),
                     // No upper bound in this phase: the last phase's, else above the lower.
-                    (Some(l), None) => Some(
-                        hints[g]
-                            .1
-                            .filter(|&h| h > l)
-                            .unwrap_or((l * (1.0 + 2.0 * phase_width)).min(cfg.max_pps)),
-                    ),
+                    (Some(l), None) => Some(hints[g].1.filter(|&h| h > l).unwrap_or_else(|| {
+                        let next = (l * (1.0 + step_up)).min(cfg.max_pps);
+                        step_up *= 2.0;
+                        next
+                    })),
                     (None, Some(u)) => {
                         let guess = hints[g].0.filter(|&h| h < u).or_else(|| {
                             (!tried_mrr && mrr < u).then(|| {
@@ -386,7 +388,12 @@ fn mlr(log: &mut TrialLog, cfg: &SearchConfig) -> Result<Vec<GoalResult>, String
                                 mrr * (1.0 - goal.loss_ratio)
                             })
                         });
-                        Some(guess.unwrap_or(u * (1.0 - 4.0 * phase_width)).max(cfg.min_pps))
+                        let next = guess.unwrap_or_else(|| {
+                            let next = u * (1.0 - step_down.min(0.5));
+                            step_down *= 2.0;
+                            next
+                        });
+                        Some(next.max(cfg.min_pps))
                     }
                     (None, None) => Some(hints[g].0.unwrap_or(cfg.max_pps)),
                 };
