@@ -30,10 +30,16 @@ pub struct ChainTrial {
     pub spec: ChainSpec,
     /// Every report, for the record.
     pub reports: Vec<RunReport>,
+    /// Ctrl-C: no further trial starts, the current one ends early and is not counted.
+    pub stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Trial for ChainTrial {
     fn run(&mut self, offered_pps: f64, duration: Duration) -> Result<TrialResult, String> {
+        let interrupted = || self.stop.load(std::sync::atomic::Ordering::Relaxed);
+        if interrupted() {
+            return Err(format!("interrupted by Ctrl-C after {} trials", self.reports.len()));
+        }
         let mut spec = self.spec.clone();
         spec.traffic.rate = Rate::Pps(offered_pps);
         spec.traffic.probe_pps = 0.0;
@@ -41,8 +47,12 @@ impl Trial for ChainTrial {
             s.duration = Some(duration);
             s.count = None;
             s.accounting = false;
+            s.stop = Some(self.stop.clone());
         }
         let r = run(&spec).map_err(|e| e.to_string())?;
+        if interrupted() {
+            return Err(format!("interrupted by Ctrl-C after {} trials", self.reports.len()));
+        }
         // Whether the rate was offered is judged on the measured window.
         let mut t = TrialResult::new(offered_pps, r.duration_s, r.generated, r.received);
         if !r.cores.is_empty() {

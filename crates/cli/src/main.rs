@@ -10,6 +10,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use config::{ChainSpec, Overrides};
 use sfclab_runtime::RunError;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Build, run and measure service function chains on commodity Linux.
@@ -300,6 +302,25 @@ enum PeerArg {
     None,
 }
 
+/// Set by the first Ctrl-C: runs end their window early and report what they measured.
+/// A second Ctrl-C exits at once.
+fn stop_flag() -> Arc<AtomicBool> {
+    static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+    FLAG.get_or_init(|| {
+        let flag = Arc::new(AtomicBool::new(false));
+        let handler_flag = flag.clone();
+        // If a handler cannot be installed, Ctrl-C simply keeps its default meaning.
+        let _ = ctrlc::set_handler(move || {
+            if handler_flag.swap(true, Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+            eprintln!("\nstopping: finishing the current window (Ctrl-C again to quit now)");
+        });
+        flag
+    })
+    .clone()
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -391,6 +412,7 @@ fn cmd_search(a: SearchArgs) -> ExitCode {
     let mut trial = execute::ChainTrial {
         spec: spec.clone(),
         reports: Vec::new(),
+        stop: stop_flag(),
     };
     let max_pps = match &a.max_rate {
         Some(m) => match parse_rate_pps(m, frame) {
@@ -501,7 +523,14 @@ fn load_spec(a: &RunArgs) -> Result<ChainSpec, config::ConfigError> {
 
 fn cmd_run(a: RunArgs) -> ExitCode {
     let spec: ChainSpec = match load_spec(&a) {
-        Ok(s) => s,
+        Ok(mut s) => {
+            let stop = stop_flag();
+            s.settings.stop = Some(stop.clone());
+            if let Some(p) = s.pipeline.as_mut() {
+                p.run.stop = Some(stop);
+            }
+            s
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);

@@ -542,3 +542,35 @@ fn search_finds_ndr_and_pdr_and_reports_them() {
         assert!(stderr(&o).contains(key), "{}", stderr(&o));
     }
 }
+
+#[test]
+fn ctrl_c_ends_the_window_and_keeps_the_results() {
+    for extra in [vec![], vec!["--placement", "s_core"]] {
+        let mut args = vec![
+            "run",
+            "--chain",
+            "forwarder",
+            "--duration",
+            "120s",
+            "--warmup",
+            "50ms",
+            "--json",
+        ];
+        args.extend(extra);
+        let child = Command::new(env!("CARGO_BIN_EXE_sfclab"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert!(v["duration_s"].as_f64().unwrap() < 60.0, "the window ended early");
+        assert_conserved_total(&v);
+        assert!(stderr(&o).contains("stopping"));
+    }
+}
