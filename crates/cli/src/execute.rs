@@ -34,6 +34,36 @@ pub struct ChainTrial {
     pub stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
+impl ChainTrial {
+    /// One run at `offered_pps` with latency probes at `probe_pps`, for latency at a load.
+    /// `empty_chain` runs the same traffic through no NF: the generator's and sink's own
+    /// latency, to calibrate against.
+    pub fn latency_run(
+        &self,
+        offered_pps: f64,
+        duration: Duration,
+        probe_pps: f64,
+        empty_chain: bool,
+    ) -> Result<RunReport, String> {
+        let mut spec = self.spec.clone();
+        spec.traffic.rate = Rate::Pps(offered_pps);
+        spec.traffic.probe_pps = probe_pps;
+        if empty_chain {
+            spec.nfs.clear();
+            if let Some(p) = spec.pipeline.as_mut() {
+                p.placement = sfclab_runtime::Placement::SCore;
+            }
+        }
+        for s in std::iter::once(&mut spec.settings).chain(spec.pipeline.as_mut().map(|p| &mut p.run)) {
+            s.duration = Some(duration);
+            s.count = None;
+            s.accounting = false;
+            s.stop = Some(self.stop.clone());
+        }
+        run(&spec).map_err(|e| e.to_string())
+    }
+}
+
 impl Trial for ChainTrial {
     fn run(&mut self, offered_pps: f64, duration: Duration) -> Result<TrialResult, String> {
         let interrupted = || self.stop.load(std::sync::atomic::Ordering::Relaxed);

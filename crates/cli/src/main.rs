@@ -163,6 +163,16 @@ struct SearchArgs {
     max_rate: Option<String>,
     #[arg(long, default_value_t = 200, help_heading = "Search")]
     max_trials: usize,
+    /// After the search: latency at these percentages of the last goal's throughput
+    /// (0 means the minimum rate), with a probe stream, plus an empty chain at the lowest
+    /// level to calibrate the generator's own latency. `none` skips it.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0,10,50,90,100",
+        help_heading = "Search"
+    )]
+    latency_at: Vec<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -468,6 +478,56 @@ fn cmd_search(a: SearchArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Latency at fractions of the last goal's throughput (CSIT measures at 0/10/50/90%
+    // of PDR), probes on, and the empty chain's latency to state the generator's own.
+    let levels: Result<Vec<f64>, String> = if a.latency_at.iter().any(|l| l.eq_ignore_ascii_case("none")) {
+        Ok(Vec::new())
+    } else {
+        a.latency_at
+            .iter()
+            .map(|l| {
+                l.trim()
+                    .trim_end_matches('%')
+                    .parse::<f64>()
+                    .map_err(|_| format!("--latency-at: `{l}` is not a percentage"))
+            })
+            .collect()
+    };
+    let levels = match levels {
+        Ok(l) => l,
+        Err(e) => return fail(e),
+    };
+    let base = r.goals.last().and_then(|g| g.lower_pps);
+    let probe_pps = if spec.traffic.probe_pps > 0.0 {
+        spec.traffic.probe_pps
+    } else {
+        10_000.0
+    };
+    let mut latency = Vec::new();
+    if let (Some(base), false) = (base, levels.is_empty()) {
+        let lowest = levels.iter().copied().fold(f64::INFINITY, f64::min);
+        let rate_at = |pct: f64| if pct <= 0.0 { min_pps } else { base * pct / 100.0 };
+        let mut runs: Vec<(String, f64, f64, bool)> = levels
+            .iter()
+            .map(|&p| (format!("{p}%"), p, rate_at(p), false))
+            .collect();
+        runs.push(("calibration (no NF)".into(), lowest, rate_at(lowest), true));
+        for (label, pct, rate, empty) in runs {
+            match trial.latency_run(rate.max(probe_pps), final_duration, probe_pps, empty) {
+                Ok(rep) => latency.push(render::LatencyLevel {
+                    label,
+                    percent: pct,
+                    rate_pps: rate.max(probe_pps),
+                    latency: rep.latency,
+                    empty_chain: empty,
+                }),
+                Err(e) => {
+                    eprintln!("latency at {label}: {e}");
+                    break;
+                }
+            }
+        }
+    }
     if a.run.json {
         let v = serde_json::json!({
             "schema": "sfclab.search/1",
@@ -476,10 +536,17 @@ fn cmd_search(a: SearchArgs) -> ExitCode {
             "traffic": spec.traffic,
             "frame_size_mean": frame,
             "search": r,
+            "latency": latency,
         });
         println!("{}", serde_json::to_string_pretty(&v).expect("serialisable"));
     } else {
         print!("{}", render::search_table(&spec.name, &spec.traffic, &r));
+        if !latency.is_empty() {
+            print!(
+                "{}",
+                render::latency_table(r.goals.last().map_or("", |g| g.goal.name.as_str()), &latency)
+            );
+        }
     }
     ExitCode::SUCCESS
 }

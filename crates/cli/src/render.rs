@@ -282,3 +282,40 @@ pub fn search_table(name: &str, traffic: &sfclab_traffic::GeneratorConfig, r: &s
     let _ = writeln!(s, "{t}");
     s
 }
+
+/// Latency measured at one load level after a search.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LatencyLevel {
+    pub label: String,
+    /// Percent of the goal's throughput (0: the minimum rate).
+    pub percent: f64,
+    pub rate_pps: f64,
+    pub latency: Option<sfclab_traffic::LatencySummary>,
+    /// The calibration run: same traffic, no NF.
+    pub empty_chain: bool,
+}
+
+pub fn latency_table(goal: &str, levels: &[LatencyLevel]) -> String {
+    let mut s = String::new();
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(["load", "Mpps", "min", "p50", "p90", "p99", "p99.9", "max", "probes"]);
+    for l in levels {
+        let mut row = vec![Cell::new(&l.label), right(format!("{:.3}", l.rate_pps / 1e6))];
+        match &l.latency {
+            Some(x) => {
+                for v in [x.min_ns, x.p50_ns, x.p90_ns, x.p99_ns, x.p999_ns, x.max_ns] {
+                    row.push(right(ns(v)));
+                }
+                row.push(right(num(x.samples)));
+            }
+            None => row.extend((0..7).map(|_| right("-"))),
+        }
+        t.add_row(row);
+    }
+    let _ = writeln!(
+        s,
+        "latency at fractions of the {goal} throughput (probes), and the generator's own (no NF)\n{t}"
+    );
+    s
+}

@@ -533,6 +533,14 @@ fn search_finds_ndr_and_pdr_and_reports_them() {
         assert!(g["lower_pps"].as_f64().unwrap() > 0.0, "{g}");
     }
     assert!(v["search"]["trial_count"].as_u64().unwrap() >= 2);
+    // Latency at 0/10/50/90/100% of the last goal's rate, and the no-NF calibration.
+    let lat = v["latency"].as_array().unwrap();
+    assert_eq!(lat.len(), 6);
+    assert!(
+        lat.iter().all(|l| l["latency"]["p99_ns"].as_f64().unwrap() > 0.0),
+        "{lat:?}"
+    );
+    assert_eq!(lat.last().unwrap()["empty_chain"], true);
     for (args, key) in [
         (vec!["search", "--chain", "noop", "--goals", "most"], "--goals"),
         (vec!["search", "--chain", "noop", "--method", "guess"], "--method"),
