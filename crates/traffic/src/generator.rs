@@ -7,8 +7,8 @@
 //! payload is the pool's primed pattern, so the frames' checksums are right.
 //!
 //! Pacing and probes use the `now` the runtime passes in: one clock read per batch.
-//! At max rate without probes the runtime reads the clock less often, so timestamps
-//! are then only batch-coarse (nothing reads them).
+//! At max rate the runtime reads the clock only every few batches; a latency probe
+//! reads it itself when it is stamped, so its timestamp is exact.
 
 use serde::Serialize;
 use sfclab_core::packet::FLAG_PROBE;
@@ -270,7 +270,8 @@ impl RxPort for Generator {
         if self.probe_every != 0 && got > 0 && now >= self.next_probe {
             let probe = batch.get_mut(first);
             probe.meta.flags |= FLAG_PROBE;
-            probe.meta.timestamp = now;
+            // The probe's own clock read: exact where `now` may be a few batches old.
+            probe.meta.timestamp = tsc::now();
             self.stats.probes += 1;
             self.next_probe = now.max(self.next_probe) + self.probe_every;
         }
@@ -281,8 +282,10 @@ impl RxPort for Generator {
         got
     }
 
+    /// Only pacing needs `now` fresh on every batch: probes are scheduled from a clock a
+    /// few batches old (about a microsecond) and timestamp themselves.
     fn needs_fresh_clock(&self) -> bool {
-        self.pacer.is_limited() || self.probe_every != 0
+        self.pacer.is_limited()
     }
 
     fn exhausted(&self) -> bool {
