@@ -5,6 +5,8 @@ mod bench;
 mod config;
 mod execute;
 mod render;
+mod report;
+mod sweep;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use config::{ChainSpec, Overrides};
@@ -42,6 +44,15 @@ enum Cmd {
     /// (several goals at once, short trials first), or plain RFC 2544 binary search.
     /// A trial whose generator did not reach the offered rate never counts as a pass.
     Search(Box<SearchArgs>),
+    /// Run a chain over a list of values of one parameter: a table, and a result set
+    /// (JSON, CSV, SVG plots, one self-contained HTML report) in `--out`.
+    ///
+    /// `--param` is a setting (size, rate, flows, batch, placement, replicas, links, ip),
+    /// or any name when `--chain` holds `{}` where each value goes
+    /// (`--chain 'forwarder*{}' --param hops --values 1,2,4,8`).
+    Sweep(Box<SweepArgs>),
+    /// Re-render the plots and HTML report of a sweep result set (sweep.json).
+    Report(ReportArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -49,7 +60,7 @@ enum Cmd {
     Nfs,
 }
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 struct RunArgs {
     /// Chain file (YAML).
     file: Option<String>,
@@ -175,7 +186,34 @@ struct SearchArgs {
     latency_at: Vec<String>,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Args)]
+struct SweepArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// What to vary.
+    #[arg(long, help_heading = "Sweep")]
+    param: String,
+    /// The values, comma separated (IMIX and mixes: separate with `;` instead).
+    #[arg(long, help_heading = "Sweep")]
+    values: String,
+    /// Runs per point (the median is reported, with the range).
+    #[arg(long, default_value_t = 3, help_heading = "Sweep")]
+    repeat: usize,
+    /// Directory for sweep.json, sweep.csv, the SVG plots and report.html.
+    #[arg(long, default_value = "results/sweep", help_heading = "Sweep")]
+    out: String,
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// A sweep result set (sweep.json).
+    results: String,
+    /// Directory for the plots and report.html (default: next to the results).
+    #[arg(long)]
+    out: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum, Debug)]
 enum IpArg {
     V4,
     V6,
@@ -336,6 +374,8 @@ fn main() -> ExitCode {
     match cli.command {
         Cmd::Run(args) => cmd_run(*args),
         Cmd::Search(args) => cmd_search(*args),
+        Cmd::Sweep(args) => cmd_sweep(*args),
+        Cmd::Report(args) => cmd_report(args),
         Cmd::Bench(BenchCmd::Hop(args)) => cmd_hop(args),
         Cmd::Bench(BenchCmd::Placement(args)) => cmd_placement(args),
         Cmd::Bench(BenchCmd::Overload(args)) => cmd_overload(args),
@@ -345,6 +385,149 @@ fn main() -> ExitCode {
                 println!("{kind:<10} {doc}");
             }
             ExitCode::SUCCESS
+        }
+    }
+}
+
+fn cmd_sweep(a: SweepArgs) -> ExitCode {
+    let fail = |e: String| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    };
+    let sep = if a.values.contains(';') { ';' } else { ',' };
+    let values: Vec<String> = a
+        .values
+        .split(sep)
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect();
+    if values.is_empty() || a.repeat == 0 {
+        return fail("need at least one value and one repetition".into());
+    }
+    // Each point's chain, resolved (and so checked) before anything runs.
+    let mut specs = Vec::new();
+    for v in &values {
+        let mut r = a.run.clone();
+        match a.param.as_str() {
+            "size" => r.size = Some(v.clone()),
+            "rate" => r.rate = Some(v.clone()),
+            "flows" => r.flows = v.parse().ok(),
+            "batch" => r.batch = v.parse().ok(),
+            "placement" => r.placement = Some(v.clone()),
+            "replicas" => r.replicas = v.parse().ok(),
+            "links" => r.links = Some(v.clone()),
+            "runtime" => r.runtime = Some(v.clone()),
+            other => match &r.chain {
+                Some(c) if c.contains("{}") => r.chain = Some(c.replace("{}", v)),
+                _ => {
+                    return fail(format!(
+                        "--param `{other}` is not a setting, and --chain has no `{{}}` for its values"
+                    ));
+                }
+            },
+        }
+        match load_spec(&r) {
+            Ok(mut spec) => {
+                let stop = stop_flag();
+                spec.settings.stop = Some(stop.clone());
+                if let Some(p) = spec.pipeline.as_mut() {
+                    p.run.stop = Some(stop);
+                }
+                specs.push((v.clone(), spec));
+            }
+            Err(e) => return fail(format!("{} = {v}: {e}", a.param)),
+        }
+    }
+    let name = a
+        .run
+        .chain
+        .clone()
+        .or(a.run.file.clone())
+        .unwrap_or_else(|| "default".into());
+    let bar = progress_bar();
+    bar.set_length((values.len() * a.repeat) as u64);
+    let mut points = Vec::new();
+    'points: for (v, spec) in &specs {
+        let mut reports = Vec::new();
+        for _ in 0..a.repeat {
+            bar.set_message(format!("{} = {v}", a.param));
+            match execute::run(spec) {
+                Ok(r) => reports.push(r),
+                Err(e) => {
+                    bar.finish_and_clear();
+                    eprintln!("error: {} = {v}: {e}", a.param);
+                    return ExitCode::FAILURE;
+                }
+            }
+            bar.inc(1);
+            if stop_flag().load(Ordering::SeqCst) {
+                // Ctrl-C: keep the points finished so far.
+                if !reports.is_empty() {
+                    points.push(sweep::point(v, &reports));
+                }
+                break 'points;
+            }
+        }
+        points.push(sweep::point(v, &reports));
+    }
+    bar.finish_and_clear();
+    let set = sweep::result_set(&name, &a.param, a.repeat, points);
+    print!("{}", render::sweep_table(&set));
+    match report::write_all(&set, std::path::Path::new(&a.out)) {
+        Ok(files) => {
+            for f in files {
+                println!("wrote {}", f.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn cmd_report(a: ReportArgs) -> ExitCode {
+    let text = match std::fs::read_to_string(&a.results) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {}: {e}", a.results);
+            return ExitCode::from(2);
+        }
+    };
+    let set: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {}: not JSON: {e}", a.results);
+            return ExitCode::from(2);
+        }
+    };
+    if set["schema"] != "sfclab.sweep/1" {
+        eprintln!("error: {}: not a sweep result set (schema sfclab.sweep/1)", a.results);
+        return ExitCode::from(2);
+    }
+    let dir = a.out.map(std::path::PathBuf::from).unwrap_or_else(|| {
+        std::path::Path::new(&a.results)
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default()
+    });
+    let result = report::plots(&set).and_then(|plots| {
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        for (stem, svg) in plots {
+            std::fs::write(dir.join(format!("{stem}.svg")), svg).map_err(|e| e.to_string())?;
+        }
+        std::fs::write(dir.join("report.html"), report::html(&set)?).map_err(|e| e.to_string())
+    });
+    match result {
+        Ok(()) => {
+            print!("{}", render::sweep_table(&set));
+            println!("wrote {}", dir.join("report.html").display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -319,3 +319,47 @@ pub fn latency_table(goal: &str, levels: &[LatencyLevel]) -> String {
     );
     s
 }
+
+/// The terminal view of a sweep result set.
+pub fn sweep_table(set: &serde_json::Value) -> String {
+    let mut s = String::new();
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    let param = set["param"].as_str().unwrap_or("value");
+    t.set_header([
+        param,
+        "Mpps",
+        "range",
+        "Gbit/s L1",
+        "cycles/packet",
+        "p50",
+        "p99",
+        "dropped",
+        "conservation",
+    ]);
+    let f = |v: &serde_json::Value, d: usize| v.as_f64().map_or("-".to_string(), |x| format!("{x:.d$}"));
+    for p in set["points"].as_array().into_iter().flatten() {
+        t.add_row(vec![
+            Cell::new(p["value"].as_str().unwrap_or("")),
+            right(f(&p["mpps"], 2)),
+            right(format!("{} – {}", f(&p["mpps_min"], 2), f(&p["mpps_max"], 2))),
+            right(f(&p["gbps_l1"], 2)),
+            right(f(&p["cycles_per_packet"], 1)),
+            right(p["latency_p50_ns"].as_f64().map_or("-".into(), ns)),
+            right(p["latency_p99_ns"].as_f64().map_or("-".into(), ns)),
+            right(p["dropped"].as_u64().map_or("-".into(), num)),
+            Cell::new(if p["conservation_holds"] == true {
+                "holds"
+            } else {
+                "VIOLATED"
+            }),
+        ]);
+    }
+    let _ = writeln!(
+        s,
+        "sfclab sweep | `{}` over {param}, {} run(s) per point (medians)\n{t}",
+        set["name"].as_str().unwrap_or(""),
+        set["repeat"]
+    );
+    s
+}

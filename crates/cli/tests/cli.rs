@@ -582,3 +582,70 @@ fn ctrl_c_ends_the_window_and_keeps_the_results() {
         assert!(stderr(&o).contains("stopping"));
     }
 }
+
+#[test]
+fn sweep_writes_a_result_set_plots_and_an_offline_report_that_report_redraws() {
+    let dir = std::env::temp_dir().join(format!("sfclab-sweep-{}", std::process::id()));
+    let o = sfclab(&[
+        "sweep",
+        "--chain",
+        "forwarder*{}",
+        "--param",
+        "hops",
+        "--values",
+        "1,2,4",
+        "--repeat",
+        "2",
+        "--duration",
+        "100ms",
+        "--warmup",
+        "10ms",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("over hops"), "{}", stdout(&o));
+    let set: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(set["schema"], "sfclab.sweep/1");
+    let points = set["points"].as_array().unwrap();
+    assert_eq!(
+        points.iter().map(|p| p["value"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["1", "2", "4"]
+    );
+    assert!(
+        points
+            .iter()
+            .all(|p| p["conservation_holds"] == true && p["mpps_runs"].as_array().unwrap().len() == 2)
+    );
+    assert_eq!(
+        points[2]["report"]["chain"].as_array().unwrap().len(),
+        4,
+        "each point keeps its full report"
+    );
+    let csv_text = std::fs::read_to_string(dir.join("sweep.csv")).unwrap();
+    assert_eq!(csv::Reader::from_reader(csv_text.as_bytes()).records().count(), 3);
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(
+        html.contains("<svg") && html.contains("<td>4</td>"),
+        "plots inline and the table"
+    );
+    assert!(
+        !html.contains("src=") && !html.contains("<link") && !html.contains("<script"),
+        "opens offline"
+    );
+    let svg = std::fs::read_to_string(dir.join("throughput.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("Throughput"));
+
+    // Re-rendered later from the JSON alone: the same report.
+    std::fs::remove_file(dir.join("report.html")).unwrap();
+    let o = sfclab(&["report", dir.join("sweep.json").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(dir.join("report.html")).unwrap(), html);
+    let o = sfclab(&["report", dir.join("sweep.csv").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let o = sfclab(&["sweep", "--chain", "forwarder", "--param", "colour", "--values", "1,2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("colour"));
+}

@@ -1,0 +1,172 @@
+//! Plots (SVG, plotters) and the self-contained HTML report of a sweep result set.
+//! Everything is rendered from the JSON, so `sfclab report <sweep.json>` redraws a
+//! report later exactly as the sweep first did.
+
+use plotters::prelude::*;
+use serde_json::Value;
+
+/// A line chart of `key` against the sweep's values (categorical x axis).
+pub fn line_svg(set: &Value, key: &str, title: &str, y_label: &str) -> Result<String, String> {
+    let points = set["points"].as_array().ok_or("no points in the result set")?;
+    let labels: Vec<String> = points
+        .iter()
+        .map(|p| p["value"].as_str().unwrap_or("?").to_string())
+        .collect();
+    let ys: Vec<Option<f64>> = points.iter().map(|p| p[key].as_f64()).collect();
+    let top = ys.iter().flatten().copied().fold(0.0, f64::max);
+    let top = if top > 0.0 { top * 1.1 } else { 1.0 };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (720, 400)).into_drawing_area();
+        let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+        root.fill(&WHITE).map_err(e)?;
+        let n = labels.len().max(1);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..top)
+            .map_err(e)?;
+        let fmt = |x: &f64| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 {
+                labels.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        };
+        chart
+            .configure_mesh()
+            .x_labels(n)
+            .x_label_formatter(&fmt)
+            .x_desc(set["param"].as_str().unwrap_or(""))
+            .y_desc(y_label)
+            .draw()
+            .map_err(e)?;
+        let series: Vec<(f64, f64)> = ys
+            .iter()
+            .enumerate()
+            .filter_map(|(i, y)| y.map(|y| (i as f64, y)))
+            .collect();
+        chart.draw_series(LineSeries::new(series.clone(), &BLUE)).map_err(e)?;
+        chart
+            .draw_series(series.iter().map(|&(x, y)| Circle::new((x, y), 4, BLUE.filled())))
+            .map_err(e)?;
+        root.present().map_err(e)?;
+    }
+    Ok(svg)
+}
+
+/// The plots a sweep gets: (file stem, SVG).
+pub fn plots(set: &Value) -> Result<Vec<(String, String)>, String> {
+    let mut out = vec![
+        ("throughput".to_string(), line_svg(set, "mpps", "Throughput", "Mpps")?),
+        (
+            "cycles".to_string(),
+            line_svg(set, "cycles_per_packet", "Cycles per packet", "TSC cycles/packet")?,
+        ),
+    ];
+    if set["points"]
+        .as_array()
+        .is_some_and(|p| p.iter().any(|p| p["latency_p99_ns"].is_number()))
+    {
+        out.push((
+            "latency-p99".to_string(),
+            line_svg(set, "latency_p99_ns", "Latency p99", "ns")?,
+        ));
+    }
+    Ok(out)
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// One HTML file with the tables, the plots inline and the configuration: it opens
+/// offline, with nothing fetched.
+pub fn html(set: &Value) -> Result<String, String> {
+    let plots = plots(set)?;
+    let points = set["points"].as_array().ok_or("no points in the result set")?;
+    let f = |v: &Value, d: usize| v.as_f64().map_or("-".to_string(), |x| format!("{x:.d$}"));
+    let mut rows = String::new();
+    for p in points {
+        rows.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{} – {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            esc(p["value"].as_str().unwrap_or("")),
+            f(&p["mpps"], 2),
+            f(&p["mpps_min"], 2),
+            f(&p["mpps_max"], 2),
+            f(&p["gbps_l1"], 2),
+            f(&p["cycles_per_packet"], 1),
+            f(&p["latency_p50_ns"], 0),
+            f(&p["latency_p99_ns"], 0),
+            p["dropped"],
+            if p["conservation_holds"] == true { "holds" } else { "VIOLATED" },
+        ));
+    }
+    let machine = &set["machine"];
+    let config = points
+        .first()
+        .map(|p| serde_json::to_string_pretty(&p["report"]["traffic"]).unwrap_or_default())
+        .unwrap_or_default();
+    let figures: String = plots
+        .iter()
+        .map(|(_, svg)| format!("<figure>{svg}</figure>\n"))
+        .collect();
+    Ok(format!(
+        r#"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>sfclab sweep: {name}</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; }}
+td, th {{ border: 1px solid #ccc; padding: 4px 10px; text-align: right; }}
+th {{ background: #f0f0f0; }}
+figure {{ display: inline-block; margin: 0.5em; }}
+pre {{ background: #f7f7f7; padding: 1em; }}
+</style></head><body>
+<h1>sfclab sweep: {name}</h1>
+<p>Parameter <b>{param}</b>, {repeat} run(s) per point (median; range in brackets), sfclab {version}.<br>
+Machine: {cpu}, {cores} cores, TSC {ghz:.3} GHz, kernel {kernel}.</p>
+<table>
+<tr><th>{param}</th><th>Mpps</th><th>range</th><th>Gbit/s L1</th><th>cycles/packet</th><th>p50 ns</th><th>p99 ns</th><th>dropped</th><th>conservation</th></tr>
+{rows}</table>
+{figures}
+<h2>Traffic</h2>
+<pre>{config}</pre>
+<p>Full per-run reports (per NF cycles, drops by place and reason) are in the JSON result set.</p>
+</body></html>
+"#,
+        name = esc(set["name"].as_str().unwrap_or("")),
+        param = esc(set["param"].as_str().unwrap_or("")),
+        repeat = set["repeat"],
+        version = esc(set["version"].as_str().unwrap_or("")),
+        cpu = esc(machine["cpu"].as_str().unwrap_or("?")),
+        cores = machine["cores"],
+        ghz = machine["tsc_hz"].as_f64().unwrap_or(0.0) / 1e9,
+        kernel = esc(machine["kernel"].as_str().unwrap_or("?")),
+        config = esc(&config),
+    ))
+}
+
+/// Writes sweep.json, sweep.csv, one SVG per plot and report.html into `dir`.
+pub fn write_all(set: &Value, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut written = Vec::new();
+    let mut put = |name: &str, body: &str| -> Result<(), String> {
+        let path = dir.join(name);
+        std::fs::write(&path, body).map_err(|e| format!("{}: {e}", path.display()))?;
+        written.push(path);
+        Ok(())
+    };
+    put("sweep.json", &serde_json::to_string_pretty(set).expect("serialisable"))?;
+    put("sweep.csv", &crate::sweep::csv(set))?;
+    for (stem, svg) in plots(set)? {
+        put(&format!("{stem}.svg"), &svg)?;
+    }
+    put("report.html", &html(set)?)?;
+    Ok(written)
+}
