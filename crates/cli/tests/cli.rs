@@ -649,3 +649,32 @@ fn sweep_writes_a_result_set_plots_and_an_offline_report_that_report_redraws() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("colour"));
 }
+
+#[test]
+fn reproduction_scripts_run_in_quick_mode() {
+    let dir = std::env::temp_dir().join(format!("sfclab-experiments-{}", std::process::id()));
+    let scripts: Vec<_> = std::fs::read_dir(repo().join("experiments"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sh") && p.file_name().unwrap() != "common.sh")
+        .collect();
+    assert!(scripts.len() >= 4);
+    let two_cores = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    for s in scripts {
+        let name = s.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with("002") && !two_cores {
+            eprintln!("skipped: {name} needs two cores");
+            continue;
+        }
+        let o = Command::new("bash")
+            .arg(&s)
+            .env("QUICK", "1")
+            .env("OUT", &dir)
+            .env("SFCLAB", env!("CARGO_BIN_EXE_sfclab"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{name}: {}{}", stdout(&o), stderr(&o));
+    }
+    assert!(dir.join("004-fig3/report.html").is_file());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
