@@ -473,7 +473,7 @@ fn cmd_sweep(a: SweepArgs) -> ExitCode {
     bar.finish_and_clear();
     let set = sweep::result_set(&name, &a.param, a.repeat, points);
     print!("{}", render::sweep_table(&set));
-    match report::write_all(&set, std::path::Path::new(&a.out)) {
+    match report::write_all(&set, std::path::Path::new(&a.out), true) {
         Ok(files) => {
             for f in files {
                 println!("wrote {}", f.display());
@@ -512,17 +512,13 @@ fn cmd_report(a: ReportArgs) -> ExitCode {
             .map(|p| p.to_path_buf())
             .unwrap_or_default()
     });
-    let result = report::plots(&set).and_then(|plots| {
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        for (stem, svg) in plots {
-            std::fs::write(dir.join(format!("{stem}.svg")), svg).map_err(|e| e.to_string())?;
-        }
-        std::fs::write(dir.join("report.html"), report::html(&set)?).map_err(|e| e.to_string())
-    });
+    let result = report::write_all(&set, &dir, false);
     match result {
-        Ok(()) => {
+        Ok(files) => {
             print!("{}", render::sweep_table(&set));
-            println!("wrote {}", dir.join("report.html").display());
+            for f in files {
+                println!("wrote {}", f.display());
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -58,6 +58,33 @@ pub fn line_svg(set: &Value, key: &str, title: &str, y_label: &str) -> Result<St
     Ok(svg)
 }
 
+/// Rasterises an SVG plot to PNG (resvg), text set with the system's fonts (Debian:
+/// fonts-dejavu-core); without any font the PNG still has the lines and axes.
+pub fn png(svg: &str) -> Result<Vec<u8>, String> {
+    use resvg::{tiny_skia, usvg};
+    let mut opt = usvg::Options::default();
+    let fonts = opt.fontdb_mut();
+    fonts.load_system_fonts();
+    // The plots ask for the generic `sans-serif`, which fontdb maps to Arial: point it at
+    // a sans face this system has.
+    let sans = ["DejaVu Sans", "Liberation Sans", "Noto Sans", "FreeSans"]
+        .into_iter()
+        .find(|f| {
+            fonts
+                .faces()
+                .any(|face| face.families.iter().any(|(name, _)| name == f))
+        });
+    if let Some(f) = sans {
+        fonts.set_sans_serif_family(f);
+        opt.font_family = f.to_string();
+    }
+    let tree = usvg::Tree::from_str(svg, &opt).map_err(|e| format!("plot SVG: {e}"))?;
+    let size = tree.size().to_int_size();
+    let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height()).ok_or("empty plot")?;
+    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    pixmap.encode_png().map_err(|e| format!("PNG: {e}"))
+}
+
 /// The plots a sweep gets: (file stem, SVG).
 pub fn plots(set: &Value) -> Result<Vec<(String, String)>, String> {
     let mut out = vec![
@@ -152,21 +179,28 @@ Machine: {cpu}, {cores} cores, TSC {ghz:.3} GHz, kernel {kernel}.</p>
     ))
 }
 
-/// Writes sweep.json, sweep.csv, one SVG per plot and report.html into `dir`.
-pub fn write_all(set: &Value, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>, String> {
+/// Writes an SVG and a PNG per plot and report.html into `dir`, and with `data` also
+/// sweep.json and sweep.csv.
+pub fn write_all(set: &Value, dir: &std::path::Path, data: bool) -> Result<Vec<std::path::PathBuf>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    if data {
+        files.push((
+            "sweep.json".into(),
+            serde_json::to_string_pretty(set).expect("serialisable").into_bytes(),
+        ));
+        files.push(("sweep.csv".into(), crate::sweep::csv(set).into_bytes()));
+    }
+    for (stem, svg) in plots(set)? {
+        files.push((format!("{stem}.png"), png(&svg)?));
+        files.push((format!("{stem}.svg"), svg.into_bytes()));
+    }
+    files.push(("report.html".into(), html(set)?.into_bytes()));
     let mut written = Vec::new();
-    let mut put = |name: &str, body: &str| -> Result<(), String> {
+    for (name, body) in files {
         let path = dir.join(name);
         std::fs::write(&path, body).map_err(|e| format!("{}: {e}", path.display()))?;
         written.push(path);
-        Ok(())
-    };
-    put("sweep.json", &serde_json::to_string_pretty(set).expect("serialisable"))?;
-    put("sweep.csv", &crate::sweep::csv(set))?;
-    for (stem, svg) in plots(set)? {
-        put(&format!("{stem}.svg"), &svg)?;
     }
-    put("report.html", &html(set)?)?;
     Ok(written)
 }

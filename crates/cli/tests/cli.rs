@@ -635,6 +635,8 @@ fn sweep_writes_a_result_set_plots_and_an_offline_report_that_report_redraws() {
     );
     let svg = std::fs::read_to_string(dir.join("throughput.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("Throughput"));
+    let png = std::fs::read(dir.join("throughput.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a real PNG");
 
     // Re-rendered later from the JSON alone: the same report.
     std::fs::remove_file(dir.join("report.html")).unwrap();
