@@ -711,6 +711,7 @@ fn cmd_search(a: SearchArgs) -> ExitCode {
         let v = serde_json::json!({
             "schema": "sfclab.search/1",
             "version": env!("CARGO_PKG_VERSION"),
+            "machine": bench::Machine::read(),
             "name": spec.name,
             "traffic": spec.traffic,
             "frame_size_mean": frame,

@@ -163,6 +163,10 @@ pub fn json(name: &str, r: &RunReport) -> String {
     let obj = v.as_object_mut().expect("report is an object");
     obj.insert("schema".into(), RUN_SCHEMA.into());
     obj.insert("name".into(), name.into());
+    obj.insert(
+        "machine".into(),
+        serde_json::to_value(crate::bench::Machine::read()).expect("serialisable"),
+    );
     serde_json::to_string_pretty(&v).expect("report serialises")
 }
 

@@ -74,6 +74,10 @@ fn every_example_chain_runs_and_conserves_packets() {
             assert_conserved(&v);
         }
         assert_eq!(v["schema"], "sfclab.run/1");
+        // Every result carries the machine, the version and the full configuration.
+        assert!(v["machine"]["tsc_hz"].as_f64().unwrap() > 0.0 && v["machine"]["cores"].as_u64().unwrap() >= 1);
+        assert!(v["machine"]["kernel"].is_string() && v["version"].is_string());
+        assert!(v["traffic"]["sizes"].is_object() && v["chain"].is_array());
         assert!(v["mpps"].as_f64().unwrap() > 0.0, "{}", path.display());
         n += 1;
     }
