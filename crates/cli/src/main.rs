@@ -810,6 +810,40 @@ fn cmd_run(a: RunArgs) -> ExitCode {
     }
 }
 
+/// Runs `work` with a progress bar on stderr, told (done, total, what) after each trial.
+fn with_progress<T>(work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> Result<T, String>) -> Result<T, String> {
+    let bar = progress_bar();
+    let mut tick = |done: usize, total: usize, what: &str| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(what.to_string());
+    };
+    let result = work(&mut tick);
+    bar.finish_and_clear();
+    result
+}
+
+/// Prints a benchmark's result as JSON, CSV (when it has a CSV form) or a table.
+fn print_result<T: serde::Serialize>(
+    result: Result<T, String>,
+    json: bool,
+    csv: Option<(bool, fn(&T) -> String)>,
+    table: fn(&T) -> String,
+) -> ExitCode {
+    match result {
+        Ok(b) if json => println!("{}", serde_json::to_string_pretty(&b).expect("serialisable")),
+        Ok(b) => match csv {
+            Some((true, to_csv)) => print!("{}", to_csv(&b)),
+            _ => print!("{}", table(&b)),
+        },
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 /// A progress bar on stderr (hidden when stderr is not a terminal).
 fn progress_bar() -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(0);
@@ -834,22 +868,8 @@ fn cmd_ring(a: RingArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let bar = progress_bar();
-    let result = bench::ring::run(a.repeat, duration, a.burst, |done, total, msg| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(msg.to_string());
-    });
-    bar.finish_and_clear();
-    match result {
-        Ok(b) if a.json => println!("{}", serde_json::to_string_pretty(&b).expect("serialisable")),
-        Ok(b) => print!("{}", bench::ring::table(&b)),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    }
-    ExitCode::SUCCESS
+    let result = with_progress(|tick| bench::ring::run(a.repeat, duration, a.burst, tick));
+    print_result(result, a.json, None, bench::ring::table)
 }
 
 fn cmd_overload(a: OverloadArgs) -> ExitCode {
@@ -876,23 +896,13 @@ fn cmd_overload(a: OverloadArgs) -> ExitCode {
         stage_budget: a.stage_budget,
         ring_size: a.ring_size,
     };
-    let bar = progress_bar();
-    let result = bench::overload::run(&args, |done, total, msg| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(msg.to_string());
-    });
-    bar.finish_and_clear();
-    match result {
-        Ok(b) if a.json => println!("{}", serde_json::to_string_pretty(&b).expect("serialisable")),
-        Ok(b) if a.csv => print!("{}", bench::overload::csv(&b)),
-        Ok(b) => print!("{}", bench::overload::table(&b)),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    }
-    ExitCode::SUCCESS
+    let result = with_progress(|tick| bench::overload::run(&args, tick));
+    print_result(
+        result,
+        a.json,
+        Some((a.csv, bench::overload::csv)),
+        bench::overload::table,
+    )
 }
 
 fn cmd_placement(a: PlacementArgs) -> ExitCode {
@@ -920,23 +930,13 @@ fn cmd_placement(a: PlacementArgs) -> ExitCode {
         batch: a.batch,
         size: a.size,
     };
-    let bar = progress_bar();
-    let result = bench::placement::run(&args, |done, total, msg| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(msg.to_string());
-    });
-    bar.finish_and_clear();
-    match result {
-        Ok(b) if a.json => println!("{}", serde_json::to_string_pretty(&b).expect("serialisable")),
-        Ok(b) if a.csv => print!("{}", bench::placement::csv(&b)),
-        Ok(b) => print!("{}", bench::placement::table(&b)),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    }
-    ExitCode::SUCCESS
+    let result = with_progress(|tick| bench::placement::run(&args, tick));
+    print_result(
+        result,
+        a.json,
+        Some((a.csv, bench::placement::csv)),
+        bench::placement::table,
+    )
 }
 
 fn cmd_hop(a: HopArgs) -> ExitCode {
@@ -964,25 +964,6 @@ fn cmd_hop(a: HopArgs) -> ExitCode {
         accounting_too: !a.no_accounting_compare,
         peer: a.peer == PeerArg::Testpmd,
     };
-    let bar = progress_bar();
-    let result = bench::hop(&args, |done, total, msg| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(msg.to_string());
-    });
-    bar.finish_and_clear();
-    match result {
-        Ok(b) => {
-            if a.json {
-                println!("{}", serde_json::to_string_pretty(&b).expect("serialisable"));
-            } else {
-                print!("{}", bench::table(&b));
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    let result = with_progress(|tick| bench::hop(&args, tick));
+    print_result(result, a.json, None, bench::table)
 }
