@@ -823,12 +823,15 @@ fn with_progress<T>(work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> Res
     result
 }
 
-/// Prints a benchmark's result as JSON, CSV (when it has a CSV form) or a table.
+/// Renders a result as text (a table, CSV).
+type Render<T> = fn(&T) -> String;
+
+/// Prints a benchmark's result as JSON, CSV (when asked and it has a CSV form) or a table.
 fn print_result<T: serde::Serialize>(
     result: Result<T, String>,
     json: bool,
-    csv: Option<(bool, fn(&T) -> String)>,
-    table: fn(&T) -> String,
+    csv: Option<(bool, Render<T>)>,
+    table: Render<T>,
 ) -> ExitCode {
     match result {
         Ok(b) if json => println!("{}", serde_json::to_string_pretty(&b).expect("serialisable")),
