@@ -58,6 +58,11 @@ enum Cmd {
     Bench(BenchCmd),
     /// List the NF types and their settings.
     Nfs,
+    /// Print the JSON Schema of a result document (`run`: what `sfclab run --json` prints).
+    Schema {
+        #[arg(value_parser = ["run"], default_value = "run")]
+        document: String,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -380,6 +385,10 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Placement(args)) => cmd_placement(args),
         Cmd::Bench(BenchCmd::Overload(args)) => cmd_overload(args),
         Cmd::Bench(BenchCmd::Ring(args)) => cmd_ring(args),
+        Cmd::Schema { .. } => {
+            print!("{}", render::run_schema());
+            ExitCode::SUCCESS
+        }
         Cmd::Nfs => {
             for (kind, doc) in sfclab_nf::NfConfig::KINDS {
                 println!("{kind:<10} {doc}");

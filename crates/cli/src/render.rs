@@ -157,17 +157,39 @@ pub fn table(name: &str, r: &RunReport) -> String {
     s
 }
 
-/// The JSON document of a run: the report plus the schema tag and the chain's name.
+/// The JSON document of a run: the report with its schema tag, the chain's name and
+/// the machine it ran on. Its JSON Schema is `sfclab schema run` (docs/schema/run-1.json).
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct RunDocument<'a> {
+    /// Always `sfclab.run/1` for this layout.
+    pub schema: &'static str,
+    pub name: &'a str,
+    pub machine: crate::bench::Machine,
+    #[serde(flatten)]
+    pub report: &'a RunReport,
+}
+
 pub fn json(name: &str, r: &RunReport) -> String {
-    let mut v = serde_json::to_value(r).expect("report serialises");
-    let obj = v.as_object_mut().expect("report is an object");
-    obj.insert("schema".into(), RUN_SCHEMA.into());
-    obj.insert("name".into(), name.into());
-    obj.insert(
-        "machine".into(),
-        serde_json::to_value(crate::bench::Machine::read()).expect("serialisable"),
-    );
-    serde_json::to_string_pretty(&v).expect("report serialises")
+    let doc = RunDocument {
+        schema: RUN_SCHEMA,
+        name,
+        machine: crate::bench::Machine::read(),
+        report: r,
+    };
+    serde_json::to_string_pretty(&doc).expect("report serialises")
+}
+
+/// The JSON Schema of the run document.
+pub fn run_schema() -> String {
+    let mut schema = serde_json::to_value(schemars::schema_for!(RunDocument<'static>)).expect("schema serialises");
+    if let Some(obj) = schema.as_object_mut() {
+        obj.insert("$id".into(), "https://sfclab.invalid/schema/run-1.json".into());
+        obj.insert(
+            "description".into(),
+            "One sfclab run (`sfclab run --json`), schema sfclab.run/1.".into(),
+        );
+    }
+    serde_json::to_string_pretty(&schema).expect("schema serialises") + "\n"
 }
 
 /// Columns of the CSV summary: one row per run.

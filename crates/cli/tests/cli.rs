@@ -684,3 +684,32 @@ fn reproduction_scripts_run_in_quick_mode() {
     assert!(dir.join("004-fig3/report.html").is_file());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn run_json_follows_its_published_schema() {
+    let published = std::fs::read_to_string(repo().join("docs/schema/run-1.json")).unwrap();
+    let o = sfclab(&["schema", "run"]);
+    assert!(o.status.success());
+    assert_eq!(
+        stdout(&o),
+        published,
+        "docs/schema/run-1.json is stale: regenerate it with `sfclab schema run`"
+    );
+    let schema: Value = serde_json::from_str(&published).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
+    for extra in [
+        vec!["--chain", "forwarder -> synthetic(drop_one_in=3)"],
+        vec!["--chain", "forwarder*2", "--placement", "pbp:1"],
+    ] {
+        let v = run_json(&extra);
+        let errors: Vec<String> = validator
+            .iter_errors(&v)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{extra:?}: {errors:#?}");
+    }
+    // And the schema is strict enough to catch a wrong document.
+    let mut broken = run_json(&["--chain", "noop"]);
+    broken["conservation"]["holds"] = Value::String("yes".into());
+    assert!(!validator.is_valid(&broken));
+}

@@ -56,7 +56,7 @@ impl DerefMut for PacketRef {
 }
 
 /// Counters of a pool.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct PoolStats {
     pub capacity: u64,
     pub available: u64,

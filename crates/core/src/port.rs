@@ -7,7 +7,7 @@ use crate::pool::PacketPool;
 use crate::recycle::Recycle;
 
 /// Counters of a port.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct PortStats {
     pub packets: u64,
     pub bytes: u64,

@@ -318,10 +318,11 @@ pub fn run_compound(
         gbps_l2: l2_bytes as f64 * 8.0 / seconds / 1e9,
         gbps_l1: (l2_bytes + 20 * received) as f64 * 8.0 / seconds / 1e9,
         offered_mpps: generated as f64 / seconds / 1e6,
+        // 0 when nothing was generated (NaN would not survive JSON).
         cycles_per_packet: if generated > 0 {
             window.ticks as f64 / generated as f64
         } else {
-            f64::NAN
+            0.0
         },
         places,
         drops,

@@ -8,7 +8,7 @@ use sfclab_traffic::{GeneratorConfig, LatencySummary};
 use std::collections::BTreeMap;
 
 /// One place packets pass: the generator, an NF, or a sink.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PlaceReport {
     pub name: String,
     pub kind: String,
@@ -20,7 +20,7 @@ pub struct PlaceReport {
     /// TSC cycles spent here per packet that entered; `None` with accounting off.
     pub cycles_per_packet: Option<f64>,
     /// NF-specific counters.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: BTreeMap<String, u64>,
 }
 
@@ -46,7 +46,7 @@ impl PlaceReport {
 }
 
 /// One drop counter: where, why, how many.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct DropRecord {
     pub place: String,
     pub reason: String,
@@ -61,7 +61,7 @@ pub struct DropRecord {
 }
 
 /// What one core did over the window (pipeline runtime).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct CoreReport {
     pub core: usize,
     /// Generator and stages this core runs, in turn.
@@ -77,7 +77,7 @@ pub struct CoreReport {
 }
 
 /// generated = received + dropped, exactly, and every buffer back in the pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Conservation {
     pub generated: u64,
     pub received: u64,
@@ -116,7 +116,7 @@ impl std::fmt::Display for Conservation {
 }
 
 /// The result of one run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RunReport {
     /// sfclab's version.
     pub version: &'static str,
@@ -160,7 +160,7 @@ pub struct RunReport {
     pub placement: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub link_mode: Option<&'static str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cores: Vec<CoreReport>,
 }
 

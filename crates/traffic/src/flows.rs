@@ -13,7 +13,7 @@ use sfclab_wire::checksum;
 /// Most flows a generator keeps templates for (64 MiB of templates).
 pub const MAX_FLOWS: u32 = 1 << 20;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum IpVersion {
     #[default]

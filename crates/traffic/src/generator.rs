@@ -20,7 +20,7 @@ use crate::sizes::FrameSizes;
 use crate::{FCS_LEN, L1_OVERHEAD};
 
 /// What to generate.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct GeneratorConfig {
     pub sizes: FrameSizes,
     pub flows: u32,

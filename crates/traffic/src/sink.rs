@@ -28,7 +28,7 @@ impl SinkStats {
 }
 
 /// Latency percentiles in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct LatencySummary {
     pub samples: u64,
     pub min_ns: f64,

@@ -11,7 +11,7 @@ pub const MIN_FRAME: u16 = 64;
 pub const MAX_FRAME: u16 = 1518;
 
 /// Which frame sizes the generator emits, and how often each.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum FrameSizes {
     Fixed {

@@ -35,7 +35,7 @@ pub struct HopBenchArgs {
     pub peer: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Machine {
     pub cpu: String,
     pub cores: usize,
