@@ -5,16 +5,27 @@
 use plotters::prelude::*;
 use serde_json::Value;
 
-/// A line chart of `key` against the sweep's values (categorical x axis).
-pub fn line_svg(set: &Value, key: &str, title: &str, y_label: &str) -> Result<String, String> {
+/// A line chart of one or more series (`(key, label)` of the points) against the
+/// sweep's values, on a categorical x axis; a legend when there is more than one.
+pub fn line_svg(set: &Value, series: &[(&str, &str)], title: &str, y_label: &str) -> Result<String, String> {
     let points = set["points"].as_array().ok_or("no points in the result set")?;
     let labels: Vec<String> = points
         .iter()
         .map(|p| p["value"].as_str().unwrap_or("?").to_string())
         .collect();
-    let ys: Vec<Option<f64>> = points.iter().map(|p| p[key].as_f64()).collect();
-    let top = ys.iter().flatten().copied().fold(0.0, f64::max);
+    let columns: Vec<Vec<(f64, f64)>> = series
+        .iter()
+        .map(|(key, _)| {
+            points
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| p[*key].as_f64().map(|y| (i as f64, y)))
+                .collect()
+        })
+        .collect();
+    let top = columns.iter().flatten().map(|&(_, y)| y).fold(0.0, f64::max);
     let top = if top > 0.0 { top * 1.1 } else { 1.0 };
+    let palette = [BLUE, RED, GREEN, MAGENTA, CYAN];
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (720, 400)).into_drawing_area();
@@ -44,15 +55,25 @@ pub fn line_svg(set: &Value, key: &str, title: &str, y_label: &str) -> Result<St
             .y_desc(y_label)
             .draw()
             .map_err(e)?;
-        let series: Vec<(f64, f64)> = ys
-            .iter()
-            .enumerate()
-            .filter_map(|(i, y)| y.map(|y| (i as f64, y)))
-            .collect();
-        chart.draw_series(LineSeries::new(series.clone(), &BLUE)).map_err(e)?;
-        chart
-            .draw_series(series.iter().map(|&(x, y)| Circle::new((x, y), 4, BLUE.filled())))
-            .map_err(e)?;
+        for (k, (column, (_, label))) in columns.iter().zip(series).enumerate() {
+            let colour = palette[k % palette.len()];
+            chart
+                .draw_series(LineSeries::new(column.clone(), colour))
+                .map_err(e)?
+                .label(*label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+            chart
+                .draw_series(column.iter().map(|&(x, y)| Circle::new((x, y), 4, colour.filled())))
+                .map_err(e)?;
+        }
+        if series.len() > 1 {
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()
+                .map_err(e)?;
+        }
         root.present().map_err(e)?;
     }
     Ok(svg)
@@ -88,19 +109,32 @@ pub fn png(svg: &str) -> Result<Vec<u8>, String> {
 /// The plots a sweep gets: (file stem, SVG).
 pub fn plots(set: &Value) -> Result<Vec<(String, String)>, String> {
     let mut out = vec![
-        ("throughput".to_string(), line_svg(set, "mpps", "Throughput", "Mpps")?),
+        (
+            "throughput".to_string(),
+            line_svg(set, &[("mpps", "Mpps")], "Throughput", "Mpps")?,
+        ),
         (
             "cycles".to_string(),
-            line_svg(set, "cycles_per_packet", "Cycles per packet", "TSC cycles/packet")?,
+            line_svg(
+                set,
+                &[("cycles_per_packet", "cycles")],
+                "Cycles per packet",
+                "TSC cycles/packet",
+            )?,
         ),
     ];
     if set["points"]
         .as_array()
         .is_some_and(|p| p.iter().any(|p| p["latency_p99_ns"].is_number()))
     {
+        let percentiles = [
+            ("latency_p50_ns", "p50"),
+            ("latency_p99_ns", "p99"),
+            ("latency_p999_ns", "p99.9"),
+        ];
         out.push((
-            "latency-p99".to_string(),
-            line_svg(set, "latency_p99_ns", "Latency p99", "ns")?,
+            "latency".to_string(),
+            line_svg(set, &percentiles, "Latency percentiles", "ns")?,
         ));
     }
     Ok(out)

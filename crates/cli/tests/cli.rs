@@ -713,3 +713,26 @@ fn run_json_follows_its_published_schema() {
     broken["conservation"]["holds"] = Value::String("yes".into());
     assert!(!validator.is_valid(&broken));
 }
+
+#[test]
+fn report_from_a_fixed_result_file_matches_its_snapshot() {
+    // A committed result set and what it must render to; after an intended change to the
+    // report, regenerate with `sfclab report crates/cli/tests/fixtures/sweep.json --out DIR`
+    // and copy report.html and throughput.svg over.
+    let fixtures = repo().join("crates/cli/tests/fixtures");
+    let dir = std::env::temp_dir().join(format!("sfclab-snapshot-{}", std::process::id()));
+    let o = sfclab(&[
+        "report",
+        fixtures.join("sweep.json").to_str().unwrap(),
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for file in ["report.html", "throughput.svg"] {
+        let want = std::fs::read_to_string(fixtures.join(file)).unwrap();
+        let got = std::fs::read_to_string(dir.join(file)).unwrap();
+        assert!(got == want, "{file} differs from its snapshot");
+    }
+    assert!(stdout(&o).contains("over hops"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
