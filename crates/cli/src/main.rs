@@ -179,6 +179,10 @@ struct SearchArgs {
     max_rate: Option<String>,
     #[arg(long, default_value_t = 200, help_heading = "Search")]
     max_trials: usize,
+    /// Whole searches to run; each goal reports the median search's result, and all of
+    /// them are listed (seed 001 averages repeated measurements).
+    #[arg(long, default_value_t = 1, help_heading = "Search")]
+    repeat: usize,
     /// After the search: latency at these percentages of the last goal's throughput
     /// (0 means the minimum rate), with a probe stream, plus an empty chain at the lowest
     /// level to calibrate the generator's own latency. `none` skips it.
@@ -537,6 +541,35 @@ fn cmd_report(a: ReportArgs) -> ExitCode {
     }
 }
 
+/// One result from repeated searches: for each goal, the result of the search whose
+/// throughput is the median; every search's trials are kept.
+fn combine_searches(mut runs: Vec<sfclab_measure::SearchResult>) -> sfclab_measure::SearchResult {
+    if runs.len() == 1 {
+        return runs.pop().expect("one search");
+    }
+    let goals = (0..runs[0].goals.len())
+        .map(|g| {
+            let mut order: Vec<usize> = (0..runs.len()).collect();
+            order.sort_by(|&a, &b| {
+                runs[a].goals[g]
+                    .lower_pps
+                    .unwrap_or(0.0)
+                    .total_cmp(&runs[b].goals[g].lower_pps.unwrap_or(0.0))
+            });
+            runs[order[order.len() / 2]].goals[g].clone()
+        })
+        .collect();
+    let trials: Vec<_> = runs.iter().flat_map(|r| r.trials.iter().cloned()).collect();
+    sfclab_measure::SearchResult {
+        method: runs[0].method,
+        goals,
+        trial_count: trials.len(),
+        total_trial_s: runs.iter().map(|r| r.total_trial_s).sum(),
+        invalid_trials: runs.iter().map(|r| r.invalid_trials).sum(),
+        trials,
+    }
+}
+
 /// A loss goal from the command line: `ndr`, `pdr`, or a percentage.
 fn parse_goal(s: &str) -> Result<sfclab_measure::Goal, String> {
     let t = s.trim().to_ascii_lowercase();
@@ -646,26 +679,41 @@ fn cmd_search(a: SearchArgs) -> ExitCode {
     if let Err((k, r)) = cfg.validate() {
         return fail(format!("{k}: {r}"));
     }
+    if a.repeat == 0 {
+        return fail("--repeat must be at least 1".into());
+    }
     let bar = progress_bar();
-    bar.set_length(a.max_trials as u64);
-    let result = sfclab_measure::search(&mut trial, &cfg, &mut |t| {
-        bar.inc(1);
-        bar.set_message(format!(
-            "{:.2} Mpps for {:.2} s: loss {:.5}%{}",
-            t.offered_pps / 1e6,
-            t.duration_s,
-            t.loss_ratio * 100.0,
-            if t.valid { "" } else { " (invalid)" }
-        ));
-    });
-    bar.finish_and_clear();
-    let r = match result {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+    let mut runs = Vec::new();
+    for k in 0..a.repeat {
+        bar.set_length(a.max_trials as u64);
+        bar.set_position(0);
+        let result = sfclab_measure::search(&mut trial, &cfg, &mut |t| {
+            bar.inc(1);
+            bar.set_message(format!(
+                "search {}/{}: {:.2} Mpps for {:.2} s: loss {:.5}%{}",
+                k + 1,
+                a.repeat,
+                t.offered_pps / 1e6,
+                t.duration_s,
+                t.loss_ratio * 100.0,
+                if t.valid { "" } else { " (invalid)" }
+            ));
+        });
+        match result {
+            Ok(r) => runs.push(r),
+            Err(e) => {
+                bar.finish_and_clear();
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
         }
-    };
+    }
+    bar.finish_and_clear();
+    let repetitions: Vec<Vec<Option<f64>>> = runs
+        .iter()
+        .map(|r| r.goals.iter().map(|g| g.lower_pps).collect())
+        .collect();
+    let r = combine_searches(runs);
     // Latency at fractions of the last goal's throughput (CSIT measures at 0/10/50/90%
     // of PDR), probes on, and the empty chain's latency to state the generator's own.
     let levels: Result<Vec<f64>, String> = if a.latency_at.iter().any(|l| l.eq_ignore_ascii_case("none")) {
@@ -725,11 +773,26 @@ fn cmd_search(a: SearchArgs) -> ExitCode {
             "traffic": spec.traffic,
             "frame_size_mean": frame,
             "search": r,
+            "repetitions": repetitions,
             "latency": latency,
         });
         println!("{}", serde_json::to_string_pretty(&v).expect("serialisable"));
     } else {
         print!("{}", render::search_table(&spec.name, &spec.traffic, &r));
+        if repetitions.len() > 1 {
+            for (g, goal) in r.goals.iter().enumerate() {
+                let each: Vec<String> = repetitions
+                    .iter()
+                    .map(|rep| rep[g].map_or("none".into(), |l| format!("{:.3}", l / 1e6)))
+                    .collect();
+                println!(
+                    "{} over {} searches: {} Mpps (median reported)",
+                    goal.goal.name,
+                    repetitions.len(),
+                    each.join(", ")
+                );
+            }
+        }
         if !latency.is_empty() {
             print!(
                 "{}",

@@ -513,6 +513,8 @@ fn placement_and_overload_sweeps_are_one_command_each() {
 fn search_finds_ndr_and_pdr_and_reports_them() {
     let o = sfclab(&[
         "search",
+        "--repeat",
+        "2",
         "--chain",
         "forwarder -> synthetic(cycles=200)",
         "--duration",
@@ -537,6 +539,12 @@ fn search_finds_ndr_and_pdr_and_reports_them() {
         assert!(g["lower_pps"].as_f64().unwrap() > 0.0, "{g}");
     }
     assert!(v["search"]["trial_count"].as_u64().unwrap() >= 2);
+    let reps = v["repetitions"].as_array().unwrap();
+    assert_eq!(reps.len(), 2, "two whole searches");
+    assert!(
+        reps.iter().all(|r| r.as_array().unwrap().len() == 2),
+        "a result per goal per search"
+    );
     // Latency at 0/10/50/90/100% of the last goal's rate, and the no-NF calibration.
     let lat = v["latency"].as_array().unwrap();
     assert_eq!(lat.len(), 6);
