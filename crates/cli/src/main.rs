@@ -476,12 +476,12 @@ fn cmd_sweep(a: SweepArgs) -> ExitCode {
             if stop_flag().load(Ordering::SeqCst) {
                 // Ctrl-C: keep the points finished so far.
                 if !reports.is_empty() {
-                    points.push(sweep::point(v, &reports));
+                    points.push(sweep::point(v, &spec.nfs, &reports));
                 }
                 break 'points;
             }
         }
-        points.push(sweep::point(v, &reports));
+        points.push(sweep::point(v, &spec.nfs, &reports));
     }
     bar.finish_and_clear();
     let set = sweep::result_set(&name, &a.param, a.repeat, points);
@@ -857,7 +857,7 @@ fn cmd_run(a: RunArgs) -> ExitCode {
     };
     let print = |r: &sfclab_runtime::RunReport| {
         if a.json {
-            println!("{}", render::json(&spec.name, r));
+            println!("{}", render::json(&spec.name, &spec.nfs, r));
         } else if a.csv {
             print!("{}", render::csv(&spec.name, r));
         } else {

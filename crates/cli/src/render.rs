@@ -157,23 +157,35 @@ pub fn table(name: &str, r: &RunReport) -> String {
     s
 }
 
-/// The JSON document of a run: the report with its schema tag, the chain's name and
-/// the machine it ran on. Its JSON Schema is `sfclab schema run` (docs/schema/run-1.json).
+/// The JSON document of a run: the report with its schema tag, the chain's name and full
+/// NF settings, and the machine it ran on. Its JSON Schema is `sfclab schema run`
+/// (docs/schema/run-1.json).
 #[derive(serde::Serialize, schemars::JsonSchema)]
 pub struct RunDocument<'a> {
     /// Always `sfclab.run/1` for this layout.
     pub schema: &'static str,
     pub name: &'a str,
     pub machine: crate::bench::Machine,
+    /// Every NF of the chain with its full settings, as a chain file writes them.
+    pub chain_config: Vec<NfEntry<'a>>,
     #[serde(flatten)]
     pub report: &'a RunReport,
 }
 
-pub fn json(name: &str, r: &RunReport) -> String {
+/// One NF of the chain: its name and settings.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct NfEntry<'a> {
+    pub name: &'a str,
+    pub config: &'a sfclab_nf::NfConfig,
+}
+
+pub fn json(name: &str, nfs: &[(String, sfclab_nf::NfConfig)], r: &RunReport) -> String {
+    let chain_config = nfs.iter().map(|(n, c)| NfEntry { name: n, config: c }).collect();
     let doc = RunDocument {
         schema: RUN_SCHEMA,
         name,
         machine: crate::bench::Machine::read(),
+        chain_config,
         report: r,
     };
     serde_json::to_string_pretty(&doc).expect("report serialises")

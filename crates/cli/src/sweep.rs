@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::bench::{Machine, median};
 
 /// One point of a sweep: the value, the median run's report and the spread.
-pub fn point(value: &str, reports: &[sfclab_runtime::RunReport]) -> Value {
+pub fn point(value: &str, nfs: &[(String, sfclab_nf::NfConfig)], reports: &[sfclab_runtime::RunReport]) -> Value {
     let mpps: Vec<f64> = reports.iter().map(|r| r.mpps).collect();
     let m = median(&mpps);
     // The run closest to the median stands for the point, with its full report.
@@ -30,6 +30,7 @@ pub fn point(value: &str, reports: &[sfclab_runtime::RunReport]) -> Value {
         "latency_p999_ns": lat(|l| l.p999_ns),
         "dropped": mid.dropped,
         "conservation_holds": reports.iter().all(|r| r.conservation_total.holds),
+        "chain_config": nfs.iter().map(|(n, c)| json!({ "name": n, "config": c })).collect::<Vec<_>>(),
         "report": mid,
     })
 }

@@ -78,6 +78,11 @@ fn every_example_chain_runs_and_conserves_packets() {
         assert!(v["machine"]["tsc_hz"].as_f64().unwrap() > 0.0 && v["machine"]["cores"].as_u64().unwrap() >= 1);
         assert!(v["machine"]["kernel"].is_string() && v["version"].is_string());
         assert!(v["traffic"]["sizes"].is_object() && v["chain"].is_array());
+        assert_eq!(
+            v["chain_config"].as_array().unwrap().len(),
+            v["chain"].as_array().unwrap().len(),
+            "every NF's settings"
+        );
         assert!(v["mpps"].as_f64().unwrap() > 0.0, "{}", path.display());
         n += 1;
     }

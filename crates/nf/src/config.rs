@@ -1,7 +1,7 @@
 //! Typed NF configuration as written in chain files. Unknown keys are rejected by serde;
 //! values are checked in `build`, which names the key and the reason.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sfclab_core::NetworkFunction;
 
 use crate::{Forwarder, Noop, Synthetic};
@@ -32,7 +32,7 @@ impl std::error::Error for ConfigError {}
 
 /// One element of a chain: the NF type as the single key, its settings as the value.
 /// In YAML: `- forwarder: { dst_mac: "02:00:00:00:00:02" }`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NfConfig {
     Forwarder(crate::forwarder::ForwarderConfig),
@@ -82,11 +82,17 @@ impl NfConfig {
 }
 
 /// A byte count written as a number or with a unit: `4096`, `"32KiB"`, `"8 MB"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(try_from = "ByteSizeRepr")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(try_from = "ByteSizeRepr", into = "u64")]
 pub struct ByteSize(pub u64);
 
-#[derive(Deserialize)]
+impl From<ByteSize> for u64 {
+    fn from(b: ByteSize) -> u64 {
+        b.0
+    }
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 enum ByteSizeRepr {
     Number(u64),

@@ -42,7 +42,7 @@ impl NetworkFunction for Forwarder {
 /// Little-endian mask of bytes 12..16 of a frame (EtherType and what follows).
 const KEEP_AFTER_MACS: u128 = !((1u128 << 96) - 1);
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForwarderConfig {
     pub name: Option<String>,

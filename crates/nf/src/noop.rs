@@ -17,7 +17,7 @@ impl NetworkFunction for Noop {
     fn process(&mut self, _batch: &mut Batch, _verdicts: &mut Verdicts) {}
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoopConfig {
     pub name: Option<String>,

@@ -78,7 +78,7 @@ impl NetworkFunction for Synthetic {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SyntheticConfig {
     pub name: Option<String>,
