@@ -764,6 +764,22 @@ fn cmd_search(a: SearchArgs) -> ExitCode {
             }
         }
     }
+    // The chain-analysis table at each goal's rate (as NFVbench gives per hop, here per NF
+    // and link): the places of the trial that established the goal's throughput.
+    let chain_analysis: Vec<serde_json::Value> = r
+        .goals
+        .iter()
+        .map(|g| {
+            let at = g
+                .lower_pps
+                .and_then(|l| r.trials.iter().rposition(|t| t.offered_pps == l));
+            serde_json::json!({
+                "goal": g.goal.name,
+                "rate_pps": g.lower_pps,
+                "places": at.and_then(|i| trial.reports.get(i)).map(|rep| &rep.places),
+            })
+        })
+        .collect();
     if a.run.json {
         let v = serde_json::json!({
             "schema": "sfclab.search/1",
@@ -774,6 +790,7 @@ fn cmd_search(a: SearchArgs) -> ExitCode {
             "frame_size_mean": frame,
             "search": r,
             "repetitions": repetitions,
+            "chain_analysis": chain_analysis,
             "latency": latency,
         });
         println!("{}", serde_json::to_string_pretty(&v).expect("serialisable"));

@@ -544,6 +544,16 @@ fn search_finds_ndr_and_pdr_and_reports_them() {
         assert!(g["lower_pps"].as_f64().unwrap() > 0.0, "{g}");
     }
     assert!(v["search"]["trial_count"].as_u64().unwrap() >= 2);
+    // Per place at each goal's rate: packets in and out of every NF.
+    let analysis = v["chain_analysis"].as_array().unwrap();
+    assert_eq!(analysis.len(), 2);
+    let places = analysis[0]["places"].as_array().unwrap();
+    assert!(
+        places
+            .iter()
+            .any(|p| p["name"] == "synthetic" && p["packets_in"].as_u64().unwrap() > 0),
+        "{places:?}"
+    );
     let reps = v["repetitions"].as_array().unwrap();
     assert_eq!(reps.len(), 2, "two whole searches");
     assert!(
