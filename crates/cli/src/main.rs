@@ -787,6 +787,7 @@ fn cmd_search(a: SearchArgs) -> ExitCode {
             "machine": bench::Machine::read(),
             "name": spec.name,
             "traffic": spec.traffic,
+            "chain_config": spec.nfs.iter().map(|(n, c)| serde_json::json!({ "name": n, "config": c })).collect::<Vec<_>>(),
             "frame_size_mean": frame,
             "search": r,
             "repetitions": repetitions,

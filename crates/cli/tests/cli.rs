@@ -537,6 +537,12 @@ fn search_finds_ndr_and_pdr_and_reports_them() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["schema"], "sfclab.search/1");
+    assert_eq!(
+        v["chain_config"].as_array().unwrap().len(),
+        2,
+        "the full chain settings"
+    );
+    assert!(v["machine"]["cpu"].is_string());
     let goals = v["search"]["goals"].as_array().unwrap();
     assert_eq!(goals.len(), 2);
     assert_eq!(goals[1]["goal"]["loss_ratio"], 0.001);
