@@ -900,6 +900,12 @@ fn cmd_run(a: RunArgs) -> ExitCode {
     }
 }
 
+/// Parses a benchmark's `--duration` and `--warmup`.
+fn window(duration: &str, warmup: &str) -> Result<(Duration, Duration), String> {
+    let parse = |what: &str, s: &str| humantime::parse_duration(s).map_err(|e| format!("--{what} `{s}`: {e}"));
+    Ok((parse("duration", duration)?, parse("warmup", warmup)?))
+}
+
 /// Runs `work` with a progress bar on stderr, told (done, total, what) after each trial.
 fn with_progress<T>(work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> Result<T, String>) -> Result<T, String> {
     let bar = progress_bar();
@@ -966,10 +972,9 @@ fn cmd_ring(a: RingArgs) -> ExitCode {
 }
 
 fn cmd_overload(a: OverloadArgs) -> ExitCode {
-    let parse = |what: &str, s: &str| humantime::parse_duration(s).map_err(|e| format!("--{what} `{s}`: {e}"));
-    let (duration, warmup) = match (parse("duration", &a.duration), parse("warmup", &a.warmup)) {
-        (Ok(d), Ok(w)) => (d, w),
-        (Err(e), _) | (_, Err(e)) => {
+    let (duration, warmup) = match window(&a.duration, &a.warmup) {
+        Ok(w) => w,
+        Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
@@ -999,12 +1004,10 @@ fn cmd_overload(a: OverloadArgs) -> ExitCode {
 }
 
 fn cmd_placement(a: PlacementArgs) -> ExitCode {
-    let parse = |what: &str, s: &str| humantime::parse_duration(s).map_err(|e| format!("--{what} `{s}`: {e}"));
     let placements: Result<Vec<sfclab_runtime::Placement>, String> = a.placements.iter().map(|p| p.parse()).collect();
-    let (duration, warmup, placements) = match (parse("duration", &a.duration), parse("warmup", &a.warmup), placements)
-    {
-        (Ok(d), Ok(w), Ok(p)) => (d, w, p),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+    let ((duration, warmup), placements) = match (window(&a.duration, &a.warmup), placements) {
+        (Ok(w), Ok(p)) => (w, p),
+        (Err(e), _) | (_, Err(e)) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
@@ -1033,10 +1036,9 @@ fn cmd_placement(a: PlacementArgs) -> ExitCode {
 }
 
 fn cmd_hop(a: HopArgs) -> ExitCode {
-    let parse = |what: &str, s: &str| humantime::parse_duration(s).map_err(|e| format!("--{what} `{s}`: {e}"));
-    let (duration, warmup) = match (parse("duration", &a.duration), parse("warmup", &a.warmup)) {
-        (Ok(d), Ok(w)) => (d, w),
-        (Err(e), _) | (_, Err(e)) => {
+    let (duration, warmup) = match window(&a.duration, &a.warmup) {
+        Ok(w) => w,
+        Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
