@@ -258,16 +258,7 @@ pub fn run_compound(
     let acc = settings.accounting;
     let per = |cycles: u64, n: u64| (acc && n > 0).then(|| cycles as f64 / n as f64);
 
-    let mut places = vec![PlaceReport {
-        name: "generator".into(),
-        kind: "generator".into(),
-        packets_in: generated,
-        packets_out: generated,
-        dropped: 0,
-        drops: Default::default(),
-        cycles_per_packet: per(window.source_cycles, generated),
-        counters: [("probes".to_string(), gen_stats.probes)].into(),
-    }];
+    let mut places = vec![PlaceReport::generator(&gen_stats, per(window.source_cycles, generated))];
     for (slot, (e, s)) in rig.chain.slots.iter().zip(end.nfs.iter().zip(&start.nfs)) {
         places.push(PlaceReport::from_nf(
             &slot.name,
@@ -278,20 +269,8 @@ pub fn run_compound(
         ));
     }
     for (i, st) in sink_stats.iter().enumerate() {
-        places.push(PlaceReport {
-            name: if i == 0 { "sink".into() } else { format!("sink{i}") },
-            kind: "sink".into(),
-            packets_in: st.port.packets,
-            packets_out: st.port.packets,
-            dropped: 0,
-            drops: Default::default(),
-            cycles_per_packet: per(window.sink_cycles, st.port.packets),
-            counters: [
-                ("probes".to_string(), st.probes),
-                ("verify_failed".to_string(), st.verify_failed),
-            ]
-            .into(),
-        });
+        let name = if i == 0 { "sink".into() } else { format!("sink{i}") };
+        places.push(PlaceReport::sink(name, st, per(window.sink_cycles, st.port.packets)));
     }
     let drops = RunReport::collect_drops(&places);
     let dropped: u64 = drops.iter().map(|d| d.packets).sum();

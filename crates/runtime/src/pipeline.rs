@@ -729,34 +729,15 @@ fn report(
     let gw = g_end.generator.since(&g_start.generator);
     let generated = gw.port.packets;
     let rx_full = g_end.rx_queue_full - g_start.rx_queue_full;
-    let drop_map = |reason: DropReason, n: u64| {
-        if n > 0 {
-            [(reason.name().to_string(), n)].into()
-        } else {
-            Default::default()
-        }
-    };
     let mut places = vec![
-        PlaceReport {
-            name: "generator".into(),
-            kind: "generator".into(),
-            packets_in: generated,
-            packets_out: generated,
-            dropped: 0,
-            drops: Default::default(),
-            cycles_per_packet: per(g_end.cycles - g_start.cycles, generated),
-            counters: [("probes".to_string(), gw.probes)].into(),
-        },
-        PlaceReport {
-            name: "rx-queue".into(),
-            kind: "rx-queue".into(),
-            packets_in: generated,
-            packets_out: generated.saturating_sub(rx_full),
-            dropped: rx_full,
-            drops: drop_map(DropReason::RxQueueFull, rx_full),
-            cycles_per_packet: None,
-            counters: Default::default(),
-        },
+        PlaceReport::generator(&gw, per(g_end.cycles - g_start.cycles, generated)),
+        PlaceReport::queue(
+            "rx-queue".into(),
+            "rx-queue",
+            generated,
+            rx_full,
+            DropReason::RxQueueFull,
+        ),
     ];
     let mut sink_w = SinkStats::default();
     for (st, s, e) in &stages {
@@ -776,37 +757,18 @@ fn report(
         }
         if st.output.is_some() {
             let (pin, dropped) = (e.link.packets_in - s.link.packets_in, e.link.dropped - s.link.dropped);
-            places.push(PlaceReport {
-                name: format!("link{k}-{}{at}", k + 1),
-                kind: "link".into(),
-                packets_in: pin,
-                packets_out: pin - dropped,
+            places.push(PlaceReport::queue(
+                format!("link{k}-{}{at}", k + 1),
+                "link",
+                pin,
                 dropped,
-                drops: drop_map(DropReason::LinkFull, dropped),
-                cycles_per_packet: None,
-                counters: Default::default(),
-            });
+                DropReason::LinkFull,
+            ));
         }
         let w = e.sink.since(&s.sink);
-        sink_w.port.packets += w.port.packets;
-        sink_w.port.bytes += w.port.bytes;
-        sink_w.probes += w.probes;
-        sink_w.verify_failed += w.verify_failed;
+        sink_w.add(&w);
     }
-    places.push(PlaceReport {
-        name: "sink".into(),
-        kind: "sink".into(),
-        packets_in: sink_w.port.packets,
-        packets_out: sink_w.port.packets,
-        dropped: 0,
-        drops: Default::default(),
-        cycles_per_packet: None,
-        counters: [
-            ("probes".to_string(), sink_w.probes),
-            ("verify_failed".to_string(), sink_w.verify_failed),
-        ]
-        .into(),
-    });
+    places.push(PlaceReport::sink("sink".into(), &sink_w, None));
     let drops = RunReport::collect_drops(&places);
     let dropped_w: u64 = drops.iter().map(|d| d.packets).sum();
 

@@ -25,6 +25,58 @@ pub struct PlaceReport {
 }
 
 impl PlaceReport {
+    /// The traffic source: every packet it generated leaves it.
+    pub fn generator(stats: &sfclab_traffic::GeneratorStats, cycles_per_packet: Option<f64>) -> PlaceReport {
+        let n = stats.port.packets;
+        PlaceReport {
+            name: "generator".into(),
+            kind: "generator".into(),
+            packets_in: n,
+            packets_out: n,
+            dropped: 0,
+            drops: Default::default(),
+            cycles_per_packet,
+            counters: [("probes".to_string(), stats.probes)].into(),
+        }
+    }
+
+    /// Where packets end; it takes everything it is given.
+    pub fn sink(name: String, stats: &sfclab_traffic::SinkStats, cycles_per_packet: Option<f64>) -> PlaceReport {
+        let n = stats.port.packets;
+        PlaceReport {
+            name,
+            kind: "sink".into(),
+            packets_in: n,
+            packets_out: n,
+            dropped: 0,
+            drops: Default::default(),
+            cycles_per_packet,
+            counters: [
+                ("probes".to_string(), stats.probes),
+                ("verify_failed".to_string(), stats.verify_failed),
+            ]
+            .into(),
+        }
+    }
+
+    /// A queue between places (`rx-queue`, `link`): what did not fit was dropped for `reason`.
+    pub fn queue(name: String, kind: &str, packets_in: u64, dropped: u64, reason: DropReason) -> PlaceReport {
+        PlaceReport {
+            name,
+            kind: kind.into(),
+            packets_in,
+            packets_out: packets_in.saturating_sub(dropped),
+            dropped,
+            drops: if dropped > 0 {
+                [(reason.name().to_string(), dropped)].into()
+            } else {
+                Default::default()
+            },
+            cycles_per_packet: None,
+            counters: Default::default(),
+        }
+    }
+
     pub fn from_nf(
         name: &str,
         kind: &str,

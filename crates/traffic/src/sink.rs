@@ -18,6 +18,15 @@ pub struct SinkStats {
 }
 
 impl SinkStats {
+    /// Adds another sink's counts (sinks of several stages reported as one place).
+    pub fn add(&mut self, o: &SinkStats) {
+        self.port.packets += o.port.packets;
+        self.port.bytes += o.port.bytes;
+        self.port.dropped += o.port.dropped;
+        self.verify_failed += o.verify_failed;
+        self.probes += o.probes;
+    }
+
     pub fn since(&self, e: &SinkStats) -> SinkStats {
         SinkStats {
             port: self.port.since(&e.port),
@@ -65,11 +74,7 @@ impl Sink {
     /// Adds another sink's counts and latency samples to this one's (sinks of several
     /// stages or threads reported as one place).
     pub fn merge(&mut self, other: &Sink) {
-        self.stats.port.packets += other.stats.port.packets;
-        self.stats.port.bytes += other.stats.port.bytes;
-        self.stats.port.dropped += other.stats.port.dropped;
-        self.stats.verify_failed += other.stats.verify_failed;
-        self.stats.probes += other.stats.probes;
+        self.stats.add(&other.stats);
         // Same bounds on both sides, so adding cannot fail.
         let _ = self.latency.add(&other.latency);
     }
