@@ -90,6 +90,34 @@ pub struct ChainSpec {
     pub replicas: usize,
 }
 
+impl ChainSpec {
+    /// Every run setting the spec runs with: the compound one, and the pipeline's if set.
+    pub fn run_settings_mut(&mut self) -> impl Iterator<Item = &mut RunSettings> {
+        std::iter::once(&mut self.settings).chain(self.pipeline.as_mut().map(|p| &mut p.run))
+    }
+
+    /// Ends the spec's runs early when `stop` is set (Ctrl-C).
+    pub fn stop_on(&mut self, stop: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        for s in self.run_settings_mut() {
+            s.stop = Some(stop.clone());
+        }
+    }
+
+    /// The spec as one measurement: `rate` for a window of `duration` (no count), latency
+    /// probes at `probe_pps`, per-NF accounting off (it would cost the chain cycles).
+    pub fn as_trial(&self, rate: Rate, probe_pps: f64, duration: Duration) -> ChainSpec {
+        let mut spec = self.clone();
+        spec.traffic.rate = rate;
+        spec.traffic.probe_pps = probe_pps;
+        for s in spec.run_settings_mut() {
+            s.duration = Some(duration);
+            s.count = None;
+            s.accounting = false;
+        }
+        spec
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ChainFile {

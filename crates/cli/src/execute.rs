@@ -45,21 +45,14 @@ impl ChainTrial {
         probe_pps: f64,
         empty_chain: bool,
     ) -> Result<RunReport, String> {
-        let mut spec = self.spec.clone();
-        spec.traffic.rate = Rate::Pps(offered_pps);
-        spec.traffic.probe_pps = probe_pps;
+        let mut spec = self.spec.as_trial(Rate::Pps(offered_pps), probe_pps, duration);
         if empty_chain {
             spec.nfs.clear();
             if let Some(p) = spec.pipeline.as_mut() {
                 p.placement = sfclab_runtime::Placement::SCore;
             }
         }
-        for s in std::iter::once(&mut spec.settings).chain(spec.pipeline.as_mut().map(|p| &mut p.run)) {
-            s.duration = Some(duration);
-            s.count = None;
-            s.accounting = false;
-            s.stop = Some(self.stop.clone());
-        }
+        spec.stop_on(&self.stop);
         run(&spec).map_err(|e| e.to_string())
     }
 }
@@ -70,15 +63,8 @@ impl Trial for ChainTrial {
         if interrupted() {
             return Err(format!("interrupted by Ctrl-C after {} trials", self.reports.len()));
         }
-        let mut spec = self.spec.clone();
-        spec.traffic.rate = Rate::Pps(offered_pps);
-        spec.traffic.probe_pps = 0.0;
-        for s in std::iter::once(&mut spec.settings).chain(spec.pipeline.as_mut().map(|p| &mut p.run)) {
-            s.duration = Some(duration);
-            s.count = None;
-            s.accounting = false;
-            s.stop = Some(self.stop.clone());
-        }
+        let mut spec = self.spec.as_trial(Rate::Pps(offered_pps), 0.0, duration);
+        spec.stop_on(&self.stop);
         let r = run(&spec).map_err(|e| e.to_string())?;
         if interrupted() {
             return Err(format!("interrupted by Ctrl-C after {} trials", self.reports.len()));

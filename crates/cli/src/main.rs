@@ -441,11 +441,7 @@ fn cmd_sweep(a: SweepArgs) -> ExitCode {
         }
         match load_spec(&r) {
             Ok(mut spec) => {
-                let stop = stop_flag();
-                spec.settings.stop = Some(stop.clone());
-                if let Some(p) = spec.pipeline.as_mut() {
-                    p.run.stop = Some(stop);
-                }
+                spec.stop_on(&stop_flag());
                 specs.push((v.clone(), spec));
             }
             Err(e) => return fail(format!("{} = {v}: {e}", a.param)),
@@ -652,14 +648,7 @@ fn cmd_search(a: SearchArgs) -> ExitCode {
         },
         None => {
             // What the generator reaches with the chain at max rate bounds every valid trial.
-            let mut probe = spec.clone();
-            probe.traffic.rate = sfclab_traffic::Rate::Max;
-            probe.traffic.probe_pps = 0.0;
-            for s in std::iter::once(&mut probe.settings).chain(probe.pipeline.as_mut().map(|p| &mut p.run)) {
-                s.duration = Some(initial.max(Duration::from_millis(200)));
-                s.count = None;
-                s.accounting = false;
-            }
+            let probe = spec.as_trial(sfclab_traffic::Rate::Max, 0.0, initial.max(Duration::from_millis(200)));
             match execute::run(&probe) {
                 Ok(r) => r.offered_mpps * 1e6 * 1.05,
                 Err(e) => return fail(e.to_string()),
@@ -861,11 +850,7 @@ fn load_spec(a: &RunArgs) -> Result<ChainSpec, config::ConfigError> {
 fn cmd_run(a: RunArgs) -> ExitCode {
     let spec: ChainSpec = match load_spec(&a) {
         Ok(mut s) => {
-            let stop = stop_flag();
-            s.settings.stop = Some(stop.clone());
-            if let Some(p) = s.pipeline.as_mut() {
-                p.run.stop = Some(stop);
-            }
+            s.stop_on(&stop_flag());
             s
         }
         Err(e) => {
