@@ -241,6 +241,29 @@ enum BenchCmd {
     /// Cost of a link between cores: the SPSC ring alone (DPDK ring_perf_autotest as the
     /// peer) and a full hop of a forwarder pipeline.
     Ring(RingArgs),
+    /// Pipelines against DPDK testpmd processes joined by memif: two stages on two
+    /// cores, and three stages on two cores (stages sharing a core).
+    Pipeline(PipelineArgs),
+}
+
+#[derive(Args)]
+struct PipelineArgs {
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Window of each trial (testpmd: at least 3 s of 1-second samples).
+    #[arg(long, default_value = "1s")]
+    duration: String,
+    #[arg(long, default_value = "200ms")]
+    warmup: String,
+    /// Peer to measure in the same run.
+    #[arg(long, value_enum, default_value = "testpmd")]
+    peer: PeerArg,
+    /// Print JSON (schema `sfclab.bench.pipeline/1`).
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print one CSV row per configuration.
+    #[arg(long)]
+    csv: bool,
 }
 
 #[derive(Args)]
@@ -389,6 +412,7 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Placement(args)) => cmd_placement(args),
         Cmd::Bench(BenchCmd::Overload(args)) => cmd_overload(args),
         Cmd::Bench(BenchCmd::Ring(args)) => cmd_ring(args),
+        Cmd::Bench(BenchCmd::Pipeline(args)) => cmd_pipeline(args),
         Cmd::Schema { .. } => {
             print!("{}", render::run_schema());
             ExitCode::SUCCESS
@@ -954,6 +978,33 @@ fn cmd_ring(a: RingArgs) -> ExitCode {
     };
     let result = with_progress(|tick| bench::ring::run(a.repeat, duration, a.burst, tick));
     print_result(result, a.json, None, bench::ring::table)
+}
+
+fn cmd_pipeline(a: PipelineArgs) -> ExitCode {
+    let (duration, warmup) = match window(&a.duration, &a.warmup) {
+        Ok(w) if a.repeat > 0 && w.0 > Duration::ZERO => w,
+        Ok(_) => {
+            eprintln!("error: need at least one repetition and a non-zero duration");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let args = bench::pipeline::PipelineBenchArgs {
+        duration,
+        warmup,
+        repeat: a.repeat,
+        peer: a.peer == PeerArg::Testpmd,
+    };
+    let result = with_progress(|tick| bench::pipeline::run(&args, tick));
+    print_result(
+        result,
+        a.json,
+        Some((a.csv, bench::pipeline::csv)),
+        bench::pipeline::table,
+    )
 }
 
 fn cmd_overload(a: OverloadArgs) -> ExitCode {

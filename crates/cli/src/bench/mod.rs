@@ -7,16 +7,16 @@
 //! throughput is reported against it as a ratio.
 
 pub mod overload;
+pub mod pipeline;
 pub mod placement;
 pub mod ring;
+pub mod testpmd;
 
 use serde::Serialize;
 use sfclab_nf::NfConfig;
 use sfclab_runtime::{RunSettings, run_compound};
 use sfclab_traffic::{FrameSizes, GeneratorConfig};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const HOP_SCHEMA: &str = "sfclab.bench.hop/1";
 
@@ -342,85 +342,24 @@ fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration) -> Result<(f6
         return Err("testpmd needs two cores (main and forwarding lcore)".into());
     }
     // The forwarding lcore goes where sfclab's chain ran; the main lcore elsewhere.
-    let fwd = core.unwrap_or(cores - 1);
-    let main = if fwd == 0 { 1 } else { 0 };
-    let prefix = format!("sfclab-bench-{}", std::process::id());
-    let args = [
-        "-l".to_string(),
-        format!("{main},{fwd}"),
-        "--no-huge".into(),
-        "-m".into(),
-        "1024".into(),
-        "--no-pci".into(),
-        "--vdev=net_ring0".into(),
-        "--vdev=net_ring1".into(),
-        "--file-prefix".into(),
-        prefix,
-        "--log-level".into(),
-        "error".into(),
-        "--".into(),
-        "--forward-mode=mac".into(),
-        "--tx-first".into(),
-        "--stats-period=1".into(),
-    ];
-    let command = format!("{bin} {}", args.join(" "));
-    // stdin stays open: without -i, testpmd exits when stdin reaches EOF.
-    let mut child = Command::new(bin)
-        .args(&args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start dpdk-testpmd: {e}"))?;
-    let stdout = child.stdout.take().expect("piped stdout");
-    // Its stdout is block-buffered into a pipe: collect it in a thread until it exits.
-    let reader = std::thread::spawn(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .collect::<Vec<String>>()
-    });
+    let forward_core = core.unwrap_or(cores - 1);
+    let spec = testpmd::TestpmdSpec {
+        forward_core,
+        main_core: if forward_core == 0 { 1 } else { 0 },
+        vdevs: vec!["net_ring0".into(), "net_ring1".into()],
+        mode: "mac",
+        tx_first: true,
+    };
+    let proc = testpmd::Testpmd::start(bin, &spec, &format!("sfclab-bench-{}", std::process::id()))?;
+    let command = proc.command.clone();
     // EAL start-up without hugepages takes a few seconds before forwarding begins.
     std::thread::sleep(duration + Duration::from_secs(5));
-    // SIGINT lets testpmd stop forwarding, close its ports and remove its runtime files.
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    if !wait_timeout(&mut child, Duration::from_secs(10)) {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    let lines = reader.join().unwrap_or_default();
-    let mut samples = Vec::new();
-    let mut block: Option<f64> = None;
-    for line in &lines {
-        if line.contains("Port statistics") {
-            samples.extend(block.take());
-            block = Some(0.0);
-        } else if let (Some(b), Some(rest)) = (block.as_mut(), line.trim().strip_prefix("Rx-pps:")) {
-            *b += rest
-                .split_whitespace()
-                .next()
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0);
-        }
-    }
-    samples.extend(block);
-    let settled: Vec<f64> = samples.iter().skip(2).copied().collect();
+    let samples = proc.stop();
+    let settled: Vec<f64> = samples.iter().skip(2).map(|ports| ports.iter().sum()).collect();
     if settled.is_empty() {
         return Err("dpdk-testpmd printed no statistics (does it run here? try the command by hand)".into());
     }
     Ok((median(&settled) / 1e6, command))
-}
-
-fn wait_timeout(child: &mut std::process::Child, limit: Duration) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if let Ok(Some(_)) = child.try_wait() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
 }
 
 /// The terminal view of a hop benchmark.

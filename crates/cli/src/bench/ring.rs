@@ -5,11 +5,19 @@
 //!    other pops A and pushes B); each side's TSC cycles per element cover one push and
 //!    one pop. DPDK's `ring_perf_autotest` (Debian `dpdk-test`) is the peer: its SP/SC
 //!    bulk figures for two cores, enqueue plus dequeue per element.
-//! 2. The full hop: forwarder chains of two on one core (`s_core`) and across two cores
-//!    (`bi:2`); the hop's cost is the extra busy cycles per packet, both cores together.
+//! 2. The full hop: the same loop with a forwarder on the far core, run through the
+//!    chain runner as a pipeline stage runs it (MAC rewrite, verdicts, counters); per
+//!    side cycles per packet. The reference in the same run is the bare loop the issue
+//!    describes: 32-index bursts through `rtrb` rings, the far core storing the MACs.
+//! 3. The whole pipeline: forwarder chains of two on one core (`s_core`) and across two
+//!    cores (`bi:2`) with generator and sink; the extra busy cycles per packet of both
+//!    cores together, which include the buffers' cache lines going back to the
+//!    generator's core for reuse.
 
 use serde::Serialize;
-use sfclab_core::{Batch, PacketPool, ring, tsc};
+use sfclab_core::{Batch, PacketPool, ReturnLink, RingConsumer, RingProducer, ring, tsc};
+use sfclab_nf::NfConfig;
+use sfclab_runtime::Chain;
 use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings, placement::online_cores, run_pipeline};
 use sfclab_traffic::GeneratorConfig;
 use std::process::{Command, Stdio};
@@ -31,9 +39,19 @@ pub struct RingBench {
     /// Cycles per element for one push plus one pop, per side, median of the repetitions.
     pub ring_cycles_per_element: f64,
     pub ring_runs: Vec<f64>,
-    /// DPDK ring_perf_autotest, SP/SC bulk of `burst`, two cores: enqueue + dequeue cycles per element.
+    /// DPDK ring_perf_autotest, SP/SC bulk of `burst`, two cores: enqueue + dequeue cycles
+    /// per element, median of one run per repetition (interleaved with sfclab's).
     pub dpdk_ring_cycles_per_element: Option<f64>,
+    pub dpdk_ring_runs: Vec<f64>,
     pub dpdk_skipped: Option<String>,
+    /// The full hop, per side: a forwarder on the far core through sfclab's ring, batch
+    /// and chain runner, the near core sending the buffers back round. Median.
+    pub full_hop_cycles_per_packet: f64,
+    pub full_hop_runs: Vec<f64>,
+    /// The same hop with no framework (indices through `rtrb` rings, bare MAC stores) in
+    /// the same run. Median.
+    pub bare_hop_cycles_per_packet: f64,
+    pub bare_hop_runs: Vec<f64>,
     /// Busy cycles per packet, s_core and bi:2 (both cores summed), forwarder*2.
     pub s_core_cycles_per_packet: f64,
     pub bi2_cycles_per_packet: f64,
@@ -43,66 +61,193 @@ pub struct RingBench {
     pub bi2_mpps: f64,
 }
 
-/// Round trips of `burst`-sized bursts through two rings between cores `a` and `b`.
+/// The ring alone: the same buffer handles go round two rings between cores `a` and
+/// `b` in `burst`-sized bursts, neither side touching them.
 fn ring_loop(a: usize, b: usize, burst: usize, duration: Duration) -> f64 {
-    let (mut to_b, mut from_a) = ring(1024);
-    let (mut to_a, mut from_b) = ring(1024);
+    let (mut to_far, mut from_near) = ring(1024);
+    let (mut to_near, mut from_far) = ring(1024);
+    let mut pool = PacketPool::new(512);
+    let mut out = Batch::new(burst);
+    while pool.in_use() < 256 && pool.alloc_into(&mut out, burst) > 0 {
+        while !out.is_empty() {
+            to_far.push_from(&mut out);
+        }
+    }
+    let (mut near_batch, mut far_batch) = (Batch::new(burst), Batch::new(burst));
+    let cycles = two_sides(
+        a,
+        b,
+        duration,
+        || pass_on(&mut from_far, &mut near_batch, &mut to_far, |_| {}),
+        || pass_on(&mut from_near, &mut far_batch, &mut to_near, |_| {}),
+    );
+    give_back(&mut pool, [near_batch, far_batch], [from_far, from_near]);
+    cycles
+}
+
+/// One turn of a side: takes a burst when it holds none (after `work` on it), sends
+/// what it holds on. Returns how many packets it took.
+#[inline]
+fn pass_on(
+    from: &mut RingConsumer,
+    held: &mut Batch,
+    to: &mut RingProducer,
+    mut work: impl FnMut(&mut Batch),
+) -> usize {
+    let mut n = 0;
+    if held.is_empty() {
+        n = from.pop_into(held);
+        if n > 0 {
+            work(held);
+        }
+    }
+    to.push_from(held);
+    n
+}
+
+/// Every buffer back to the pool before it goes.
+fn give_back(pool: &mut PacketPool, held: [Batch; 2], rings: [RingConsumer; 2]) {
+    let mut scratch = Batch::new(sfclab_core::MAX_BATCH);
+    for mut b in held {
+        pool.free_batch(&mut b);
+    }
+    for mut r in rings {
+        while r.pop_into(&mut scratch) > 0 {
+            pool.free_batch(&mut scratch);
+        }
+    }
+    assert_eq!(pool.in_use(), 0, "a buffer went missing in the hop loop");
+}
+
+/// Runs `near` on core `a` and `far` on core `b` until `duration` has passed; each
+/// returns how many packets it moved in one call. Returns the larger of the two sides'
+/// TSC cycles per packet.
+fn two_sides(
+    a: usize,
+    b: usize,
+    duration: Duration,
+    mut near: impl FnMut() -> usize + Send,
+    mut far: impl FnMut() -> usize + Send,
+) -> f64 {
     let stop = AtomicBool::new(false);
-    // Both sides on threads of their own: pinning this one would narrow what
-    // later runs of this process may use.
+    let side = |core: usize, work: &mut (dyn FnMut() -> usize + Send), lead: bool| {
+        core_affinity::set_for_current(core_affinity::CoreId { id: core });
+        let end = Instant::now() + duration;
+        let (mut moved, t0) = (0u64, tsc::now());
+        loop {
+            for _ in 0..1024 {
+                moved += work() as u64;
+            }
+            if lead && Instant::now() >= end {
+                stop.store(true, Ordering::Relaxed);
+            }
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        (tsc::now() - t0) as f64 / moved.max(1) as f64
+    };
+    // Both sides on threads of their own: pinning this one would narrow what later runs
+    // of this process may use.
     std::thread::scope(|s| {
-        s.spawn(|| {
-            let stop = &stop;
-            let far = s.spawn(move || {
-                core_affinity::set_for_current(core_affinity::CoreId { id: b });
-                let mut batch = Batch::new(burst);
-                let (mut moved, t0) = (0u64, tsc::now());
-                while !stop.load(Ordering::Relaxed) {
-                    moved += from_a.pop_into(&mut batch) as u64;
-                    while !batch.is_empty() {
-                        to_a.push_from(&mut batch);
-                    }
-                }
-                (tsc::now() - t0, moved, from_a, to_a)
-            });
-            core_affinity::set_for_current(core_affinity::CoreId { id: a });
-            let mut pool = PacketPool::new(512);
-            let mut batch = Batch::new(burst);
-            let mut held = 0;
-            while pool.alloc_into(&mut batch, burst) > 0 {
-                while !batch.is_empty() {
-                    to_b.push_from(&mut batch);
-                }
-                held += burst;
-                if held >= 256 {
-                    break;
-                }
-            }
-            let end = Instant::now() + duration;
-            let (mut moved, t0) = (0u64, tsc::now());
-            while Instant::now() < end {
-                for _ in 0..1024 {
-                    moved += from_b.pop_into(&mut batch) as u64;
-                    while !batch.is_empty() {
-                        to_b.push_from(&mut batch);
-                    }
-                }
-            }
-            let near = (tsc::now() - t0) as f64 / moved.max(1) as f64;
-            stop.store(true, Ordering::Relaxed);
-            let (far_ticks, far_moved, mut from_a, _) = far.join().expect("far side");
-            // Give every buffer back before the pool goes.
-            while pool.in_use() > 0 {
-                from_b.pop_into(&mut batch);
-                from_a.pop_into(&mut batch);
-                pool.free_batch(&mut batch);
-            }
-            let far = far_ticks as f64 / far_moved.max(1) as f64;
-            near.max(far)
-        })
-        .join()
-        .expect("near side")
+        let far_side = s.spawn(|| side(b, &mut far, false));
+        let near_side = s.spawn(|| side(a, &mut near, true));
+        let near = near_side.join().expect("near side");
+        near.max(far_side.join().expect("far side"))
     })
+}
+
+/// The full hop through sfclab's parts: the near core sends batches of packet buffers
+/// down a ring; the far core takes them, runs a forwarder over them through the chain
+/// runner (MAC rewrite, verdicts, counters) and sends them back.
+fn full_hop_loop(a: usize, b: usize, burst: usize, duration: Duration) -> f64 {
+    let (mut to_far, mut from_near) = ring(1024);
+    let (mut to_near, mut from_far) = ring(1024);
+    let mut pool = PacketPool::new(512);
+    let mut chain = Chain::new(
+        vec![(
+            "forwarder".into(),
+            NfConfig::Forwarder(Default::default()).build().expect("forwarder"),
+        )],
+        burst,
+        1,
+    );
+    let mut out = Batch::new(burst);
+    while pool.in_use() < 256 && pool.alloc_into(&mut out, burst) > 0 {
+        out.iter_mut().for_each(|p| {
+            p.reset(60);
+        });
+        while !out.is_empty() {
+            to_far.push_from(&mut out);
+        }
+    }
+    // The forwarder drops nothing; a return link stands in for the pool on the far side.
+    let (unused_tx, _unused_rx) = ring(2);
+    let mut recycle = ReturnLink::new(unused_tx, burst);
+    let (mut near_batch, mut far_batch) = (Batch::new(burst), Batch::new(burst));
+    let cycles = two_sides(
+        a,
+        b,
+        duration,
+        || pass_on(&mut from_far, &mut near_batch, &mut to_far, |_| {}),
+        || {
+            pass_on(&mut from_near, &mut far_batch, &mut to_near, |batch| {
+                chain.process::<false, _>(batch, &mut recycle)
+            })
+        },
+    );
+    give_back(&mut pool, [near_batch, far_batch], [from_far, from_near]);
+    cycles
+}
+
+/// The same hop with no framework (the issue's reference loop): 32-index bursts through
+/// `rtrb` rings, the far core rewriting the MACs of the buffers the indices name.
+fn bare_hop_loop(a: usize, b: usize, burst: usize, duration: Duration) -> f64 {
+    const STRIDE: usize = 2112;
+    const BUFFERS: u32 = 256;
+    struct Frames(*mut u8);
+    // SAFETY: each index is held by one side at a time (it travels in the rings), so
+    // no two threads touch the same buffer at once.
+    unsafe impl Send for Frames {}
+    unsafe impl Sync for Frames {}
+    let mut memory = vec![0u8; STRIDE * BUFFERS as usize];
+    let frames = Frames(memory.as_mut_ptr());
+    let (mut to_far, mut from_near) = rtrb::RingBuffer::<u32>::new(1024);
+    let (mut to_near, mut from_far) = rtrb::RingBuffer::<u32>::new(1024);
+    for i in 0..BUFFERS {
+        to_far.push(i).expect("room for every buffer");
+    }
+    let macs = [2u8, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+    let (mut near_buf, mut far_buf) = (vec![0u32; burst], vec![0u32; burst]);
+    let (mut near_held, mut far_held) = (0..0, 0..0);
+    let frames = &frames;
+    two_sides(
+        a,
+        b,
+        duration,
+        || {
+            let mut n = 0;
+            if near_held.is_empty() {
+                n = burst - from_far.pop_partial_slice(&mut near_buf).1.len();
+                near_held = 0..n;
+            }
+            near_held.start += to_far.push_partial_slice(&near_buf[near_held.clone()]).0.len();
+            n
+        },
+        || {
+            let mut n = 0;
+            if far_held.is_empty() {
+                n = burst - from_near.pop_partial_slice(&mut far_buf).1.len();
+                for &i in &far_buf[..n] {
+                    // SAFETY: buffer i is ours until its index goes back down the ring.
+                    unsafe { std::ptr::copy_nonoverlapping(macs.as_ptr(), frames.0.add(i as usize * STRIDE), 12) };
+                }
+                far_held = 0..n;
+            }
+            far_held.start += to_near.push_partial_slice(&far_buf[far_held.clone()]).0.len();
+            n
+        },
+    )
 }
 
 /// Runs DPDK's ring_perf_autotest; returns SP/SC bulk enq+deq cycles per element on two cores.
@@ -178,22 +323,36 @@ pub fn run(
     if cores.len() < 2 {
         return Err(format!("needs two cores; this process has {}", cores.len()));
     }
-    let total = repeat * 3 + 1;
+    let total = repeat * 6;
     let mut done = 0;
     let (mut ring_runs, mut s_runs, mut b_runs) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut hop_runs, mut bare_runs, mut dpdk_runs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut dpdk_skipped = None;
     for _ in 0..repeat {
         ring_runs.push(ring_loop(cores[0], cores[1], burst, duration));
         done += 1;
         progress(done, total, "ring");
+        hop_runs.push(full_hop_loop(cores[0], cores[1], burst, duration));
+        done += 1;
+        progress(done, total, "full hop");
+        bare_runs.push(bare_hop_loop(cores[0], cores[1], burst, duration));
+        done += 1;
+        progress(done, total, "bare hop");
         s_runs.push(pipeline_cycles(Placement::SCore, duration)?);
         done += 1;
         progress(done, total, "s_core");
         b_runs.push(pipeline_cycles(Placement::Bi(2), duration)?);
         done += 1;
         progress(done, total, "bi:2");
+        if dpdk_skipped.is_none() {
+            match dpdk_ring_perf(burst) {
+                Ok(c) => dpdk_runs.push(c),
+                Err(why) => dpdk_skipped = Some(why),
+            }
+        }
+        done += 1;
+        progress(done, total, "dpdk-test");
     }
-    let dpdk = dpdk_ring_perf(burst);
-    progress(total, total, "dpdk-test");
     let s_cycles = median(&s_runs.iter().map(|x| x.0).collect::<Vec<_>>());
     let b_cycles = median(&b_runs.iter().map(|x| x.0).collect::<Vec<_>>());
     Ok(RingBench {
@@ -204,8 +363,13 @@ pub fn run(
         repeat,
         ring_cycles_per_element: median(&ring_runs),
         ring_runs,
-        dpdk_ring_cycles_per_element: dpdk.as_ref().ok().copied(),
-        dpdk_skipped: dpdk.err(),
+        dpdk_ring_cycles_per_element: (!dpdk_runs.is_empty()).then(|| median(&dpdk_runs)),
+        dpdk_ring_runs: dpdk_runs,
+        dpdk_skipped,
+        full_hop_cycles_per_packet: median(&hop_runs),
+        full_hop_runs: hop_runs,
+        bare_hop_cycles_per_packet: median(&bare_runs),
+        bare_hop_runs: bare_runs,
         s_core_cycles_per_packet: s_cycles,
         bi2_cycles_per_packet: b_cycles,
         hop_cycles_per_packet: b_cycles - s_cycles,
@@ -245,6 +409,13 @@ pub fn table(b: &RingBench) -> String {
         }
         _ => {}
     }
+    let _ = writeln!(
+        s,
+        "full hop          {:.2} cycles/packet per side (ring + forwarder on the far core through the chain runner); bare loop (indices through rtrb, MAC stores) {:.2}: {:.2}x",
+        b.full_hop_cycles_per_packet,
+        b.bare_hop_cycles_per_packet,
+        b.full_hop_cycles_per_packet / b.bare_hop_cycles_per_packet
+    );
     let _ = writeln!(
         s,
         "forwarder*2       s_core {:.2} cycles/packet ({:.1} Mpps), bi:2 {:.2} cycles/packet over both cores ({:.1} Mpps)",

@@ -1,0 +1,430 @@
+//! `sfclab bench pipeline`: sfclab pipelines against DPDK testpmd processes joined by
+//! `net_memif` (shared-memory packet interfaces), in the same run.
+//!
+//! 1. Two stages on two cores: `forwarder*2` placed `bi:2` against two testpmd
+//!    processes, one forwarding lcore each, joined by one memif link; a first burst goes
+//!    round them (`--tx-first`) and each forwards what the other sends (mac mode rewrites
+//!    the MACs as sfclab's forwarder does; io mode is the no-touch ceiling).
+//! 2. Three stages on two cores: `forwarder*3` placed `pbp:2` (stages 1 and 3 share
+//!    core 0, stage 2 on core 1) against three testpmd processes in a line, whose two
+//!    end processes busy-poll on the same core and are time-sliced by the kernel.
+//!    sfclab's stages on one core take turns in one thread instead.
+//!
+//! sfclab's figure is packets through the whole chain per second with its generator
+//! and sink on the same cores; testpmd's is the Rx-pps of the chain's last process.
+
+use serde::Serialize;
+use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings, run_pipeline};
+use sfclab_traffic::GeneratorConfig;
+use std::time::{Duration, Instant};
+
+use super::testpmd::{Testpmd, TestpmdSpec, stop_all};
+use super::{Machine, median, which};
+use crate::config::{Overrides, from_shorthand};
+
+pub const PIPELINE_SCHEMA: &str = "sfclab.bench.pipeline/1";
+
+#[derive(Debug, Clone)]
+pub struct PipelineBenchArgs {
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub repeat: usize,
+    /// Measure the testpmd peers too.
+    pub peer: bool,
+}
+
+/// One configuration measured `repeat` times.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// `two-stages` or `three-stages`.
+    pub case: &'static str,
+    pub system: &'static str,
+    pub setup: String,
+    /// Command (testpmd: the first process's; the others differ in lcores and devices).
+    pub command: String,
+    pub mpps: f64,
+    pub mpps_runs: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PipelineBench {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub machine: Machine,
+    pub duration_s: f64,
+    pub repeat: usize,
+    pub rows: Vec<Row>,
+    pub peer_skipped: Option<String>,
+    /// sfclab `forwarder*2` bi:2 over two testpmd in mac mode.
+    pub two_stages_vs_testpmd_mac: Option<f64>,
+    /// sfclab `forwarder*3` pbp:2 (backpressure) over three testpmd in mac mode on two cores.
+    pub three_stages_vs_testpmd_mac: Option<f64>,
+    /// sfclab three stages on two cores over two stages on two cores: how much sharing a
+    /// core costs (no collapse: near 2/3 or better).
+    pub three_over_two_stages: f64,
+}
+
+struct Config {
+    case: &'static str,
+    system: &'static str,
+    setup: &'static str,
+    kind: Kind,
+}
+
+enum Kind {
+    Sfclab {
+        hops: usize,
+        placement: Placement,
+        links: LinkMode,
+    },
+    Testpmd {
+        processes: usize,
+        mode: &'static str,
+    },
+}
+
+fn configs() -> Vec<Config> {
+    vec![
+        Config {
+            case: "two-stages",
+            system: "sfclab",
+            setup: "forwarder*2, bi:2, backpressure links",
+            kind: Kind::Sfclab {
+                hops: 2,
+                placement: Placement::Bi(2),
+                links: LinkMode::Backpressure,
+            },
+        },
+        Config {
+            case: "two-stages",
+            system: "dpdk-testpmd",
+            setup: "2 processes joined by memif, mac mode",
+            kind: Kind::Testpmd {
+                processes: 2,
+                mode: "mac",
+            },
+        },
+        Config {
+            case: "two-stages",
+            system: "dpdk-testpmd",
+            setup: "2 processes joined by memif, io mode",
+            kind: Kind::Testpmd {
+                processes: 2,
+                mode: "io",
+            },
+        },
+        Config {
+            case: "three-stages",
+            system: "sfclab",
+            setup: "forwarder*3, pbp:2 (stages 1, 3 share core 0), backpressure links",
+            kind: Kind::Sfclab {
+                hops: 3,
+                placement: Placement::Pbp(2),
+                links: LinkMode::Backpressure,
+            },
+        },
+        Config {
+            case: "three-stages",
+            system: "sfclab",
+            setup: "forwarder*3, pbp:2 (stages 1, 3 share core 0), drop links, unpaced",
+            kind: Kind::Sfclab {
+                hops: 3,
+                placement: Placement::Pbp(2),
+                links: LinkMode::Drop,
+            },
+        },
+        Config {
+            case: "three-stages",
+            system: "dpdk-testpmd",
+            setup: "3 processes in a line joined by memif, ends share core 0, mac mode",
+            kind: Kind::Testpmd {
+                processes: 3,
+                mode: "mac",
+            },
+        },
+    ]
+}
+
+pub fn run(args: &PipelineBenchArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<PipelineBench, String> {
+    let cores = sfclab_runtime::placement::online_cores();
+    if cores.len() < 2 {
+        return Err(format!("needs two cores; this process has {}", cores.len()));
+    }
+    let testpmd = which("dpdk-testpmd");
+    let mut peer_skipped = match (&testpmd, args.peer) {
+        (_, false) => Some("not requested (--peer none)".to_string()),
+        (None, true) => Some("dpdk-testpmd not found (Debian package `dpdk`)".to_string()),
+        _ => None,
+    };
+    let configs = configs();
+    let total = args.repeat * configs.len();
+    let mut done = 0;
+    let mut runs: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    let mut commands = vec![String::new(); configs.len()];
+    // Interleaved repetitions: a noisy machine's drifts hit every configuration alike.
+    for _ in 0..args.repeat {
+        for (i, c) in configs.iter().enumerate() {
+            match (&c.kind, &testpmd) {
+                (
+                    &Kind::Sfclab {
+                        hops,
+                        ref placement,
+                        links,
+                    },
+                    _,
+                ) => {
+                    let (mpps, command) = sfclab_chain(hops, placement, links, args, &cores)?;
+                    runs[i].push(mpps);
+                    commands[i] = command;
+                }
+                (&Kind::Testpmd { processes, mode }, Some(bin)) if peer_skipped.is_none() => {
+                    match testpmd_line(bin, processes, mode, args.duration, [cores[0], cores[1]]) {
+                        Ok((mpps, command)) => {
+                            runs[i].push(mpps);
+                            commands[i] = command;
+                        }
+                        Err(e) => peer_skipped = Some(e),
+                    }
+                }
+                _ => {}
+            }
+            done += 1;
+            progress(done, total, &format!("{} {}", c.system, c.setup));
+        }
+    }
+    let rows: Vec<Row> = configs
+        .iter()
+        .zip(runs)
+        .zip(commands)
+        .filter(|((_, r), _)| !r.is_empty())
+        .map(|((c, r), command)| Row {
+            case: c.case,
+            system: c.system,
+            setup: c.setup.to_string(),
+            command,
+            mpps: median(&r),
+            mpps_runs: r,
+        })
+        .collect();
+    let find = |setup: &str| rows.iter().find(|r| r.setup == setup).map(|r| r.mpps);
+    let setups: Vec<&str> = configs.iter().map(|c| c.setup).collect();
+    let (two, three) = (
+        find(setups[0]).expect("sfclab two stages"),
+        find(setups[3]).expect("sfclab three stages"),
+    );
+    Ok(PipelineBench {
+        schema: PIPELINE_SCHEMA,
+        version: env!("CARGO_PKG_VERSION"),
+        machine: Machine::read(),
+        duration_s: args.duration.as_secs_f64(),
+        repeat: args.repeat,
+        two_stages_vs_testpmd_mac: find(setups[1]).map(|peer| two / peer),
+        three_stages_vs_testpmd_mac: find(setups[5]).map(|peer| three / peer),
+        three_over_two_stages: three / two,
+        rows,
+        peer_skipped,
+    })
+}
+
+/// Forwarders at full offered load; returns Mpps through the chain and the command.
+fn sfclab_chain(
+    hops: usize,
+    placement: &Placement,
+    links: LinkMode,
+    args: &PipelineBenchArgs,
+    cores: &[usize],
+) -> Result<(f64, String), String> {
+    let chain = format!("forwarder*{hops}");
+    let spec = from_shorthand(&chain, &Overrides::default()).map_err(|e| e.to_string())?;
+    let nfs = spec
+        .nfs
+        .iter()
+        .map(|(n, c)| c.build().map(|nf| (n.clone(), nf)).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let backpressure = links == LinkMode::Backpressure;
+    let settings = PipelineSettings {
+        run: RunSettings {
+            duration: Some(args.duration),
+            warmup: args.warmup,
+            accounting: false,
+            pool_size: 0,
+            ..Default::default()
+        },
+        placement: placement.clone(),
+        cores: cores[..2].to_vec(),
+        links,
+        // Capacity with backpressure; with drop links the generator floods the chain
+        // (the NIC drops what its queue cannot take), as the papers' overload runs do.
+        flow_control: backpressure,
+        ..Default::default()
+    };
+    let traffic = GeneratorConfig {
+        flows: 1024,
+        probe_pps: 0.0,
+        ..Default::default()
+    };
+    let r = run_pipeline(traffic, nfs, &settings).map_err(|e| format!("{chain} {placement}: {e}"))?;
+    let command = format!(
+        "sfclab run --chain '{chain}' --placement {placement} --links {} {}--latency-probe-pps 0 --no-accounting --duration {}",
+        if backpressure { "backpressure" } else { "drop" },
+        if backpressure { "--flow-control " } else { "" },
+        humantime::format_duration(args.duration)
+    );
+    Ok((r.mpps, command))
+}
+
+/// Runs `processes` testpmd in a line joined by memif links and returns the Rx-pps of
+/// the last one, median of its last 1-second samples, with the first process's command.
+///
+/// Layout: odd positions (B) are memif clients with one port per neighbour and start
+/// last with `--tx-first`; even positions (A, C) are servers with one port each, which
+/// testpmd pairs with itself, so packets bounce back along the line. Even positions
+/// forward on `cores[0]`, odd ones on `cores[1]`: with three, A and C share a core.
+fn testpmd_line(
+    bin: &str,
+    processes: usize,
+    mode: &'static str,
+    duration: Duration,
+    cores: [usize; 2],
+) -> Result<(f64, String), String> {
+    let id = std::process::id();
+    let socket = |link: usize| format!("/tmp/sfclab-memif-{id}-{link}.sock");
+    let spec = |k: usize| {
+        let server = k.is_multiple_of(2);
+        let (forward_core, main_core) = if server {
+            (cores[0], cores[1])
+        } else {
+            (cores[1], cores[0])
+        };
+        let vdevs = if server {
+            // A server for the link to its client neighbour (link k-1 on the left, k on the right).
+            let link = if k == 0 { 0 } else { k - 1 };
+            vec![format!("net_memif0,role=server,socket={}", socket(link))]
+        } else {
+            (k - 1..=k)
+                .filter(|&link| link + 1 < processes)
+                .enumerate()
+                .map(|(port, link)| format!("net_memif{port},role=client,socket={}", socket(link)))
+                .collect()
+        };
+        TestpmdSpec {
+            forward_core,
+            main_core,
+            vdevs,
+            mode,
+            tx_first: !server,
+        }
+    };
+    let mut started = Vec::new();
+    for k in (0..processes).filter(|k| k.is_multiple_of(2)) {
+        started.push((k, Testpmd::start(bin, &spec(k), &format!("sfclab-memif-{id}-{k}"))?));
+    }
+    // A client's first burst is lost unless its servers already forward.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !started.iter().all(|(_, p)| p.periods_forwarding().is_some()) {
+        if let Some(gone) = started.iter_mut().position(|(_, p)| !p.running()) {
+            return Err(format!("dpdk-testpmd exited early: {}", started[gone].1.command));
+        }
+        if Instant::now() > deadline {
+            return Err("dpdk-testpmd's memif servers did not start forwarding within 60 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for k in (0..processes).filter(|k| !k.is_multiple_of(2)) {
+        started.push((k, Testpmd::start(bin, &spec(k), &format!("sfclab-memif-{id}-{k}"))?));
+    }
+    started.sort_by_key(|(k, _)| *k);
+    let mut procs: Vec<Testpmd> = started.into_iter().map(|(_, p)| p).collect();
+    let command = procs[0].command.clone();
+    // Start-up takes seconds, far more for a process whose core busy pollers share:
+    // wait until every process forwards, then for `seconds` periods after two to settle.
+    const SETTLE: usize = 2;
+    let seconds = duration.as_secs().max(3) as usize;
+    let deadline = Instant::now() + Duration::from_secs(90) + duration * 3;
+    loop {
+        let periods: Vec<Option<usize>> = procs.iter().map(Testpmd::periods_forwarding).collect();
+        if periods.iter().all(|p| p.is_some_and(|n| n > SETTLE + seconds)) {
+            break;
+        }
+        if let Some(gone) = procs.iter_mut().position(|p| !p.running()) {
+            return Err(format!("dpdk-testpmd exited early: {}", procs[gone].command));
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "dpdk-testpmd did not report {seconds} s of forwarding in time (periods so far: {periods:?})"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let samples = stop_all(procs);
+    // The last periods: by the wait above, after every process has settled.
+    let last = samples.last().expect("a process");
+    let settled: Vec<f64> = last
+        .iter()
+        .rev()
+        .take(seconds)
+        .map(|ports| ports.first().copied().unwrap_or(0.0))
+        .collect();
+    Ok((median(&settled) / 1e6, command))
+}
+
+pub fn table(b: &PipelineBench) -> String {
+    use std::fmt::Write as _;
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+        .set_header(vec!["case", "system", "setup", "Mpps (median)", "runs"]);
+    for r in &b.rows {
+        t.add_row(vec![
+            r.case.to_string(),
+            r.system.to_string(),
+            r.setup.clone(),
+            format!("{:.3}", r.mpps),
+            r.mpps_runs
+                .iter()
+                .map(|x| format!("{x:.3}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ]);
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench pipeline | {} ({} cores, TSC {:.3} GHz), {} repetitions of {:.1} s\n\n{t}",
+        b.machine.cpu,
+        b.machine.cores,
+        b.machine.tsc_hz / 1e9,
+        b.repeat,
+        b.duration_s
+    );
+    if let Some(r) = b.two_stages_vs_testpmd_mac {
+        let _ = writeln!(s, "two stages on two cores: sfclab / testpmd+memif (mac) = {r:.2}x");
+    }
+    if let Some(r) = b.three_stages_vs_testpmd_mac {
+        let _ = writeln!(s, "three stages on two cores: sfclab / three testpmd (mac) = {r:.1}x");
+    }
+    let _ = writeln!(
+        s,
+        "sfclab three stages / two stages on two cores = {:.2}",
+        b.three_over_two_stages
+    );
+    if let Some(why) = &b.peer_skipped {
+        let _ = writeln!(s, "peer skipped: {why}");
+    }
+    s
+}
+
+/// One CSV row per configuration.
+pub fn csv(b: &PipelineBench) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record(["case", "system", "setup", "mpps", "mpps_runs", "command"]);
+    for r in &b.rows {
+        let runs = r
+            .mpps_runs
+            .iter()
+            .map(|x| format!("{x:.4}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let _ = w.write_record([r.case, r.system, &r.setup, &format!("{:.4}", r.mpps), &runs, &r.command]);
+    }
+    String::from_utf8(w.into_inner().expect("in-memory writer")).expect("utf-8")
+}

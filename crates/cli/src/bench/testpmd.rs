@@ -1,0 +1,241 @@
+//! DPDK's testpmd as a peer: start processes with given lcores and virtual devices,
+//! let them forward, stop them with SIGINT and read their per-port Rx-pps samples.
+//!
+//! testpmd without `-i` exits when its stdin reaches EOF, so stdin stays piped open.
+//! It runs under `stdbuf -oL` so that its statistics arrive as they are printed: a
+//! benchmark can wait until a process really forwards (start-up takes seconds, and far
+//! longer when its core is shared with busy pollers). A [`Testpmd`] dropped before
+//! [`Testpmd::stop`] kills its process, so a failed benchmark leaves nothing running
+//! (memif sockets are abstract: no files to remove).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// One testpmd process to start.
+#[derive(Debug, Clone)]
+pub struct TestpmdSpec {
+    /// The lcore that runs the forwarding loop.
+    pub forward_core: usize,
+    /// The main lcore (prints statistics, sleeps otherwise).
+    pub main_core: usize,
+    /// `--vdev` arguments, e.g. `net_memif0,role=server,socket=/x`.
+    pub vdevs: Vec<String>,
+    /// `--forward-mode`: `mac`, `io`, ...
+    pub mode: &'static str,
+    /// Send a first burst on every port when forwarding starts.
+    pub tx_first: bool,
+}
+
+impl TestpmdSpec {
+    /// The arguments after the binary. Unique `--file-prefix` per process: several run at once.
+    pub fn args(&self, prefix: &str) -> Vec<String> {
+        let mut args = vec![
+            "-l".to_string(),
+            format!(
+                "{},{}",
+                self.main_core.min(self.forward_core),
+                self.main_core.max(self.forward_core)
+            ),
+            "--main-lcore".into(),
+            self.main_core.to_string(),
+            "--no-huge".into(),
+            "-m".into(),
+            "1024".into(),
+            "--no-pci".into(),
+        ];
+        args.extend(self.vdevs.iter().map(|v| format!("--vdev={v}")));
+        args.extend(
+            [
+                "--file-prefix",
+                prefix,
+                "--log-level",
+                "error",
+                "--",
+                &format!("--forward-mode={}", self.mode),
+                "--stats-period=1",
+            ]
+            .map(String::from),
+        );
+        if self.tx_first {
+            args.push("--tx-first".into());
+        }
+        args
+    }
+}
+
+/// A running testpmd.
+pub struct Testpmd {
+    child: Option<Child>,
+    reader: Option<JoinHandle<()>>,
+    /// What it printed so far, line by line.
+    lines: Arc<Mutex<Vec<String>>>,
+    pub command: String,
+}
+
+impl Testpmd {
+    pub fn start(bin: &str, spec: &TestpmdSpec, prefix: &str) -> Result<Testpmd, String> {
+        let args = spec.args(prefix);
+        let command = format!("{bin} {}", args.join(" "));
+        let mut launcher = match super::which("stdbuf") {
+            Some(stdbuf) => {
+                let mut c = Command::new(stdbuf);
+                c.arg("-oL").arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        let mut child = launcher
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start {bin}: {e}"))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                sink.lock().expect("reader").push(line);
+            }
+        });
+        Ok(Testpmd {
+            child: Some(child),
+            reader: Some(reader),
+            lines,
+            command,
+        })
+    }
+
+    /// Statistics periods printed since forwarding started; `None` before it started.
+    pub fn periods_forwarding(&self) -> Option<usize> {
+        let lines = self.lines.lock().expect("reader");
+        let start = lines.iter().position(|l| l.contains("start packet forwarding"))?;
+        Some(lines[start..].iter().filter(|l| l.contains("Port statistics")).count())
+    }
+
+    /// Whether the process is still there.
+    pub fn running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Stops forwarding (SIGINT lets testpmd close its ports and remove its runtime
+    /// files; a process still there after 10 s is killed) and returns its Rx-pps samples
+    /// from the moment forwarding started (all, if it never said so).
+    pub fn stop(mut self) -> Vec<Vec<f64>> {
+        let lines = self.end(true);
+        let start = lines
+            .iter()
+            .position(|l| l.contains("start packet forwarding"))
+            .unwrap_or(0);
+        rx_pps_samples(&lines[start..])
+    }
+
+    fn end(&mut self, gently: bool) -> Vec<String> {
+        if let Some(mut child) = self.child.take() {
+            if gently {
+                // SAFETY: kill(2) on our own child's pid.
+                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+            }
+            if !gently || !wait_timeout(&mut child, Duration::from_secs(10)) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        std::mem::take(&mut *self.lines.lock().expect("reader"))
+    }
+}
+
+impl Drop for Testpmd {
+    fn drop(&mut self) {
+        self.end(false);
+    }
+}
+
+/// Waits for a whole set to stop; see [`Testpmd::stop`]. All are signalled first, so
+/// their last samples cover the same seconds.
+pub fn stop_all(procs: Vec<Testpmd>) -> Vec<Vec<Vec<f64>>> {
+    for p in &procs {
+        if let Some(child) = &p.child {
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+        }
+    }
+    procs.into_iter().map(Testpmd::stop).collect()
+}
+
+fn wait_timeout(child: &mut Child, limit: Duration) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if let Ok(Some(_)) = child.try_wait() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// The periodic statistics testpmd printed: one entry per period, each the Rx-pps of
+/// every port in port order.
+pub fn rx_pps_samples(lines: &[String]) -> Vec<Vec<f64>> {
+    let mut samples = Vec::new();
+    let mut block: Option<Vec<f64>> = None;
+    for line in lines {
+        if line.contains("Port statistics") {
+            samples.extend(block.take());
+            block = Some(Vec::new());
+        } else if let (Some(b), Some(rest)) = (block.as_mut(), line.trim().strip_prefix("Rx-pps:")) {
+            b.push(
+                rest.split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0),
+            );
+        }
+    }
+    samples.extend(block.filter(|b| !b.is_empty()));
+    samples
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_every_ports_rx_pps_per_period() {
+        let text = "Port statistics ====\n  ### NIC statistics for port 0 ###\n  Rx-pps:      4871391          Rx-bps:   2494152400\n  Tx-pps:            0\n  ### NIC statistics for port 1 ###\n  Rx-pps:         12          Rx-bps: 6\nPort statistics ====\n  Rx-pps:  15171964  Rx-bps: 1\n  Rx-pps:  7  Rx-bps: 1\n";
+        let lines: Vec<String> = text.lines().map(String::from).collect();
+        assert_eq!(
+            rx_pps_samples(&lines),
+            vec![vec![4871391.0, 12.0], vec![15171964.0, 7.0]]
+        );
+        assert!(rx_pps_samples(&["no statistics".to_string()]).is_empty());
+    }
+
+    #[test]
+    fn arguments_name_both_lcores_and_every_device() {
+        let spec = TestpmdSpec {
+            forward_core: 1,
+            main_core: 0,
+            vdevs: vec![
+                "net_memif0,role=client,socket=/a".into(),
+                "net_memif1,role=client,socket=/c".into(),
+            ],
+            mode: "mac",
+            tx_first: true,
+        };
+        let args = spec.args("p").join(" ");
+        assert!(args.starts_with("-l 0,1 --main-lcore 0 --no-huge"), "{args}");
+        assert!(args.contains("--vdev=net_memif0,role=client,socket=/a --vdev=net_memif1,role=client,socket=/c"));
+        assert!(
+            args.ends_with("-- --forward-mode=mac --stats-period=1 --tx-first"),
+            "{args}"
+        );
+    }
+}
