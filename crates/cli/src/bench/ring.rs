@@ -130,31 +130,33 @@ fn two_sides(
     mut far: impl FnMut() -> usize + Send,
 ) -> f64 {
     let stop = AtomicBool::new(false);
-    let side = |core: usize, work: &mut (dyn FnMut() -> usize + Send), lead: bool| {
-        core_affinity::set_for_current(core_affinity::CoreId { id: core });
-        let end = Instant::now() + duration;
-        let (mut moved, t0) = (0u64, tsc::now());
-        loop {
-            for _ in 0..1024 {
-                moved += work() as u64;
-            }
-            if lead && Instant::now() >= end {
-                stop.store(true, Ordering::Relaxed);
-            }
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
-        }
-        (tsc::now() - t0) as f64 / moved.max(1) as f64
-    };
     // Both sides on threads of their own: pinning this one would narrow what later runs
     // of this process may use.
     std::thread::scope(|s| {
-        let far_side = s.spawn(|| side(b, &mut far, false));
-        let near_side = s.spawn(|| side(a, &mut near, true));
+        let far_side = s.spawn(|| side(b, &mut far, None, &stop));
+        let near_side = s.spawn(|| side(a, &mut near, Some(Instant::now() + duration), &stop));
         let near = near_side.join().expect("near side");
         near.max(far_side.join().expect("far side"))
     })
+}
+
+/// One side of [`two_sides`]: calls `work` until told to stop (the side with the
+/// deadline tells); returns TSC cycles per packet moved. Generic, so `work` inlines.
+fn side<F: FnMut() -> usize>(core: usize, work: &mut F, deadline: Option<Instant>, stop: &AtomicBool) -> f64 {
+    core_affinity::set_for_current(core_affinity::CoreId { id: core });
+    let (mut moved, t0) = (0u64, tsc::now());
+    loop {
+        for _ in 0..1024 {
+            moved += work() as u64;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            stop.store(true, Ordering::Relaxed);
+        }
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+    }
+    (tsc::now() - t0) as f64 / moved.max(1) as f64
 }
 
 /// The full hop through sfclab's parts: the near core sends batches of packet buffers
