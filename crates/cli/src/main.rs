@@ -239,7 +239,8 @@ enum BenchCmd {
     /// links (software drops waste cycles) and backpressure links (seed 002, Section IV).
     Overload(OverloadArgs),
     /// Cost of a link between cores: the SPSC ring alone (DPDK ring_perf_autotest as the
-    /// peer) and a full hop of a forwarder pipeline.
+    /// peer), a full hop with a forwarder on the far core (a bare loop as the reference),
+    /// and a 2-stage forwarder pipeline against one core.
     Ring(RingArgs),
     /// Pipelines against DPDK testpmd processes joined by memif: two stages on two
     /// cores, and three stages on two cores (stages sharing a core).
