@@ -1,0 +1,119 @@
+//! Benchmarks against the real peers (DPDK testpmd, dpdk-test), when they are installed. A test binary
+//! of their own: cargo runs test binaries one after another, so their busy-polling
+//! processes never starve the timing-sensitive tests in `cli.rs`; within this binary
+//! they take turns too, so the peers do not measure each other.
+
+use serde_json::Value;
+use std::process::Command;
+use std::sync::Mutex;
+
+mod common;
+use common::{sfclab, stderr, stdout};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+#[test]
+fn bench_hop_measures_testpmd_when_installed() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if Command::new("dpdk-testpmd").arg("--version").output().is_err() {
+        eprintln!("skipped: dpdk-testpmd is not installed (Debian package `dpdk`)");
+        return;
+    }
+    let o = sfclab(&[
+        "bench",
+        "hop",
+        "--hops",
+        "1",
+        "--repeat",
+        "1",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "10ms",
+        "--no-accounting-compare",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    match v["peer"]["mpps"].as_f64() {
+        Some(mpps) => {
+            assert!(mpps > 1.0, "testpmd forwarded only {mpps} Mpps");
+            assert!(v["ratio_n1_vs_peer"].as_f64().unwrap() > 0.0);
+        }
+        // testpmd exists but cannot run here (e.g. no memory for its EAL): said, not hidden.
+        None => assert!(v["peer_skipped"].is_string(), "{v}"),
+    }
+}
+
+/// Seed 002's point about stages sharing a core, against the real peer: three
+/// busy-polling testpmd processes on two cores collapse, sfclab's stages take turns.
+#[test]
+fn shared_core_stages_do_not_collapse_where_testpmd_does() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if Command::new("dpdk-testpmd").arg("--version").output().is_err()
+        || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2
+    {
+        eprintln!("skipped: needs dpdk-testpmd (Debian package `dpdk`) and two cores");
+        return;
+    }
+    let o = sfclab(&["bench", "pipeline", "--repeat", "1", "--duration", "3s", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["schema"], "sfclab.bench.pipeline/1");
+    if let Some(why) = v["peer_skipped"].as_str() {
+        // testpmd exists but cannot run here: said, not hidden.
+        eprintln!("peer skipped: {why}");
+        return;
+    }
+    let mpps = |system: &str, setup_starts: &str| {
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["system"] == system && r["setup"].as_str().unwrap().starts_with(setup_starts))
+            .and_then(|r| r["mpps"].as_f64())
+            .unwrap_or_else(|| panic!("no row {system} {setup_starts}: {v}"))
+    };
+    let testpmd_two = mpps("dpdk-testpmd", "2 processes joined by memif, mac");
+    let testpmd_three = mpps("dpdk-testpmd", "3 processes");
+    let sfclab_three = mpps("sfclab", "forwarder*3, pbp:2 (stages 1, 3 share core 0), backpressure");
+    assert!(
+        testpmd_two > 1.0,
+        "two testpmd joined by memif forwarded {testpmd_two} Mpps"
+    );
+    assert!(
+        testpmd_three < testpmd_two / 2.0,
+        "three testpmd on two cores: {testpmd_three} Mpps"
+    );
+    assert!(
+        sfclab_three > 10.0 * testpmd_three && sfclab_three > 1.0,
+        "sfclab three stages {sfclab_three} Mpps vs testpmd {testpmd_three}"
+    );
+}
+
+#[test]
+fn bench_ring_measures_the_full_hop_against_a_bare_loop() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: bench ring needs two cores");
+        return;
+    }
+    let o = sfclab(&["bench", "ring", "--repeat", "1", "--duration", "100ms", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["schema"], "sfclab.bench.ring/1");
+    for key in [
+        "ring_cycles_per_element",
+        "full_hop_cycles_per_packet",
+        "bare_hop_cycles_per_packet",
+        "bi2_cycles_per_packet",
+    ] {
+        let x = v[key].as_f64().unwrap_or(f64::NAN);
+        assert!(x.is_finite() && x > 0.0, "{key} = {x}");
+    }
+    // Either DPDK's figure or the reason it is missing.
+    assert!(
+        v["dpdk_ring_cycles_per_element"].is_number() || v["dpdk_skipped"].is_string(),
+        "{v}"
+    );
+}
