@@ -91,6 +91,14 @@ pub struct ChainSpec {
 }
 
 impl ChainSpec {
+    /// The chain's NFs, built (each config was validated when the chain was read).
+    pub fn build_nfs(&self) -> sfclab_core::NamedNfs {
+        self.nfs
+            .iter()
+            .map(|(name, cfg)| (name.clone(), cfg.build().expect("validated when the chain was read")))
+            .collect()
+    }
+
     /// Every run setting the spec runs with: the compound one, and the pipeline's if set.
     pub fn run_settings_mut(&mut self) -> impl Iterator<Item = &mut RunSettings> {
         std::iter::once(&mut self.settings).chain(self.pipeline.as_mut().map(|p| &mut p.run))

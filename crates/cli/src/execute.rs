@@ -9,12 +9,7 @@ use crate::config::ChainSpec;
 
 /// Builds the chain's NFs (once per replica) and runs it.
 pub fn run(spec: &ChainSpec) -> Result<RunReport, RunError> {
-    let build = || {
-        spec.nfs
-            .iter()
-            .map(|(name, cfg)| (name.clone(), cfg.build().expect("validated when the chain was read")))
-            .collect::<Vec<_>>()
-    };
+    let build = || spec.build_nfs();
     match &spec.pipeline {
         Some(p) if spec.replicas > 1 => {
             run_parallel(spec.traffic.clone(), (0..spec.replicas).map(|_| build()).collect(), p)

@@ -161,6 +161,9 @@ impl Verdicts {
     }
 }
 
+/// A chain's NFs in order, each with its name: what the runtimes take.
+pub type NamedNfs = Vec<(String, Box<dyn NetworkFunction>)>;
+
 /// A network function. See the module docs for the contract.
 pub trait NetworkFunction: Send {
     /// The NF type, as written in chain files (`forwarder`, `synthetic`, ...).

@@ -188,6 +188,15 @@ pub fn bare_loop_cycles_per_hop(core: Option<usize>, duration: Duration) -> f64 
     })
 }
 
+/// The NFs of a chain in shorthand (`forwarder*4`, `synthetic(cycles=100)*16`).
+pub fn shorthand_nfs(chain: &str) -> Result<sfclab_core::NamedNfs, String> {
+    Ok(
+        crate::config::from_shorthand(chain, &crate::config::Overrides::default())
+            .map_err(|e| e.to_string())?
+            .build_nfs(),
+    )
+}
+
 fn forwarders(n: usize) -> Vec<(String, Box<dyn sfclab_core::NetworkFunction>)> {
     (0..n)
         .map(|i| {

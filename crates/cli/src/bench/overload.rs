@@ -12,8 +12,7 @@ use sfclab_runtime::{
 use sfclab_traffic::{FrameSizes, GeneratorConfig, Rate};
 use std::time::Duration;
 
-use super::{Machine, median};
-use crate::config::{Overrides, from_shorthand};
+use super::{Machine, median, shorthand_nfs};
 
 pub const OVERLOAD_SCHEMA: &str = "sfclab.bench.overload/1";
 
@@ -67,12 +66,7 @@ fn trial(
     flow_control: bool,
     cores: (usize, usize),
 ) -> Result<RunReport, String> {
-    let spec = from_shorthand(&format!("{}*{n}", args.nf), &Overrides::default()).map_err(|e| e.to_string())?;
-    let nfs = spec
-        .nfs
-        .iter()
-        .map(|(name, c)| c.build().map(|nf| (name.clone(), nf)).map_err(|e| e.to_string()))
-        .collect::<Result<Vec<_>, _>>()?;
+    let nfs = shorthand_nfs(&format!("{}*{n}", args.nf))?;
     let settings = PipelineSettings {
         run: RunSettings {
             duration: Some(args.duration),

@@ -14,13 +14,12 @@
 //! and sink on the same cores; testpmd's is the Rx-pps of the chain's last process.
 
 use serde::Serialize;
-use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings, run_pipeline};
+use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunReport, RunSettings, run_pipeline};
 use sfclab_traffic::GeneratorConfig;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::testpmd::{Testpmd, TestpmdSpec, stop_all};
-use super::{Machine, median, which};
-use crate::config::{Overrides, from_shorthand};
+use super::testpmd::{Testpmd, TestpmdSpec, stop_all, wait_until};
+use super::{Machine, median, shorthand_nfs, which};
 
 pub const PIPELINE_SCHEMA: &str = "sfclab.bench.pipeline/1";
 
@@ -253,28 +252,42 @@ fn sfclab_chain(
     args: &PipelineBenchArgs,
     cores: &[usize],
 ) -> Result<(f64, String), String> {
-    let chain = format!("forwarder*{hops}");
-    let spec = from_shorthand(&chain, &Overrides::default()).map_err(|e| e.to_string())?;
-    let nfs = spec
-        .nfs
-        .iter()
-        .map(|(n, c)| c.build().map(|nf| (n.clone(), nf)).map_err(|e| e.to_string()))
-        .collect::<Result<Vec<_>, _>>()?;
+    let r = forwarder_pipeline(hops, placement, links, args.duration, args.warmup, &cores[..2])?;
     let backpressure = links == LinkMode::Backpressure;
+    let command = format!(
+        "sfclab run --chain 'forwarder*{hops}' --placement {placement} --links {} {}--latency-probe-pps 0 --no-accounting --duration {}",
+        if backpressure { "backpressure" } else { "drop" },
+        if backpressure { "--flow-control " } else { "" },
+        humantime::format_duration(args.duration)
+    );
+    Ok((r.mpps, command))
+}
+
+/// `forwarder*hops` as a pipeline on `cores`, accounting and probes off, 1024 flows.
+/// Backpressure links come with flow control (the chain's capacity: nothing dropped);
+/// with drop links the generator floods the chain (the NIC drops what its queue cannot
+/// take), as the papers' overload runs do.
+pub fn forwarder_pipeline(
+    hops: usize,
+    placement: &Placement,
+    links: LinkMode,
+    duration: Duration,
+    warmup: Duration,
+    cores: &[usize],
+) -> Result<RunReport, String> {
+    let chain = format!("forwarder*{hops}");
     let settings = PipelineSettings {
         run: RunSettings {
-            duration: Some(args.duration),
-            warmup: args.warmup,
+            duration: Some(duration),
+            warmup,
             accounting: false,
             pool_size: 0,
             ..Default::default()
         },
         placement: placement.clone(),
-        cores: cores[..2].to_vec(),
+        cores: cores.to_vec(),
         links,
-        // Capacity with backpressure; with drop links the generator floods the chain
-        // (the NIC drops what its queue cannot take), as the papers' overload runs do.
-        flow_control: backpressure,
+        flow_control: links == LinkMode::Backpressure,
         ..Default::default()
     };
     let traffic = GeneratorConfig {
@@ -282,14 +295,7 @@ fn sfclab_chain(
         probe_pps: 0.0,
         ..Default::default()
     };
-    let r = run_pipeline(traffic, nfs, &settings).map_err(|e| format!("{chain} {placement}: {e}"))?;
-    let command = format!(
-        "sfclab run --chain '{chain}' --placement {placement} --links {} {}--latency-probe-pps 0 --no-accounting --duration {}",
-        if backpressure { "backpressure" } else { "drop" },
-        if backpressure { "--flow-control " } else { "" },
-        humantime::format_duration(args.duration)
-    );
-    Ok((r.mpps, command))
+    run_pipeline(traffic, shorthand_nfs(&chain)?, &settings).map_err(|e| format!("{chain} {placement}: {e}"))
 }
 
 /// Runs `processes` testpmd in a line joined by memif links and returns the Rx-pps of
@@ -334,47 +340,38 @@ fn testpmd_line(
             tx_first: !server,
         }
     };
-    let mut started = Vec::new();
-    for k in (0..processes).filter(|k| k.is_multiple_of(2)) {
-        started.push((k, Testpmd::start(bin, &spec(k), &format!("sfclab-memif-{id}-{k}"))?));
-    }
+    let start = |k: usize| Testpmd::start(bin, &spec(k), &format!("sfclab-memif-{id}-{k}"));
+    let mut servers = (0..processes).step_by(2).map(start).collect::<Result<Vec<_>, _>>()?;
     // A client's first burst is lost unless its servers already forward.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !started.iter().all(|(_, p)| p.periods_forwarding().is_some()) {
-        if let Some(gone) = started.iter_mut().position(|(_, p)| !p.running()) {
-            return Err(format!("dpdk-testpmd exited early: {}", started[gone].1.command));
-        }
-        if Instant::now() > deadline {
-            return Err("dpdk-testpmd's memif servers did not start forwarding within 60 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    for k in (0..processes).filter(|k| !k.is_multiple_of(2)) {
-        started.push((k, Testpmd::start(bin, &spec(k), &format!("sfclab-memif-{id}-{k}"))?));
-    }
-    started.sort_by_key(|(k, _)| *k);
-    let mut procs: Vec<Testpmd> = started.into_iter().map(|(_, p)| p).collect();
+    wait_until(
+        &mut servers,
+        Duration::from_secs(60),
+        "the memif servers did not start forwarding",
+        |p| p.iter().all(Option::is_some),
+    )?;
+    let clients = (1..processes).step_by(2).map(start).collect::<Result<Vec<_>, _>>()?;
+    // In line order: A, B, C.
+    let (mut servers, mut clients) = (servers.into_iter(), clients.into_iter());
+    let mut procs: Vec<Testpmd> = (0..processes)
+        .filter_map(|k| {
+            if k.is_multiple_of(2) {
+                servers.next()
+            } else {
+                clients.next()
+            }
+        })
+        .collect();
     let command = procs[0].command.clone();
     // Start-up takes seconds, far more for a process whose core busy pollers share:
     // wait until every process forwards, then for `seconds` periods after two to settle.
     const SETTLE: usize = 2;
     let seconds = duration.as_secs().max(3) as usize;
-    let deadline = Instant::now() + Duration::from_secs(90) + duration * 3;
-    loop {
-        let periods: Vec<Option<usize>> = procs.iter().map(Testpmd::periods_forwarding).collect();
-        if periods.iter().all(|p| p.is_some_and(|n| n > SETTLE + seconds)) {
-            break;
-        }
-        if let Some(gone) = procs.iter_mut().position(|p| !p.running()) {
-            return Err(format!("dpdk-testpmd exited early: {}", procs[gone].command));
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "dpdk-testpmd did not report {seconds} s of forwarding in time (periods so far: {periods:?})"
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until(
+        &mut procs,
+        Duration::from_secs(90) + duration * 3,
+        &format!("not {seconds} s of forwarding reported"),
+        |p| p.iter().all(|p| p.is_some_and(|n| n > SETTLE + seconds)),
+    )?;
     let samples = stop_all(procs);
     // The last periods: by the wait above, after every process has settled.
     let last = samples.last().expect("a process");

@@ -11,8 +11,7 @@ use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings, run_pip
 use sfclab_traffic::{FrameSizes, GeneratorConfig};
 use std::time::Duration;
 
-use super::{Machine, median};
-use crate::config::{Overrides, from_shorthand};
+use super::{Machine, median, shorthand_nfs};
 
 pub const PLACEMENT_SCHEMA: &str = "sfclab.bench.placement/1";
 
@@ -69,13 +68,7 @@ pub fn run(args: &PlacementArgs, mut progress: impl FnMut(usize, usize, &str)) -
     for _ in 0..args.repeat {
         for (li, &n) in args.lengths.iter().enumerate() {
             for (pi, placement) in args.placements.iter().enumerate() {
-                let spec =
-                    from_shorthand(&format!("{}*{n}", args.nf), &Overrides::default()).map_err(|e| e.to_string())?;
-                let nfs = spec
-                    .nfs
-                    .iter()
-                    .map(|(name, c)| c.build().map(|nf| (name.clone(), nf)).map_err(|e| e.to_string()))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let nfs = shorthand_nfs(&format!("{}*{n}", args.nf))?;
                 let settings = PipelineSettings {
                     run: RunSettings {
                         batch: args.batch,

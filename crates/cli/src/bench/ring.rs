@@ -18,14 +18,13 @@ use serde::Serialize;
 use sfclab_core::{Batch, PacketPool, ReturnLink, RingConsumer, RingProducer, ring, tsc};
 use sfclab_nf::NfConfig;
 use sfclab_runtime::Chain;
-use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings, placement::online_cores, run_pipeline};
-use sfclab_traffic::GeneratorConfig;
+use sfclab_runtime::{LinkMode, Placement, placement::online_cores};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::pipeline::forwarder_pipeline;
 use super::{Machine, median, which};
-use crate::config::{Overrides, from_shorthand};
 
 pub const RING_SCHEMA: &str = "sfclab.bench.ring/1";
 
@@ -292,32 +291,16 @@ pub fn parse_ring_perf(text: &str, burst: usize) -> Option<f64> {
         .find_map(|l| l.split_once(&key).and_then(|(_, v)| v.trim().parse::<f64>().ok()))
 }
 
-fn pipeline_cycles(placement: Placement, duration: Duration) -> Result<(f64, f64), String> {
-    let spec = from_shorthand("forwarder*2", &Overrides::default()).map_err(|e| e.to_string())?;
-    let nfs = spec
-        .nfs
-        .iter()
-        .map(|(n, c)| (n.clone(), c.build().expect("valid forwarder")))
-        .collect();
-    let settings = PipelineSettings {
-        run: RunSettings {
-            duration: Some(duration),
-            warmup: Duration::from_millis(200),
-            accounting: false,
-            pool_size: 0,
-            ..Default::default()
-        },
-        placement,
-        links: LinkMode::Backpressure,
-        flow_control: true,
-        ..Default::default()
-    };
-    let traffic = GeneratorConfig {
-        flows: 1024,
-        probe_pps: 0.0,
-        ..Default::default()
-    };
-    let r = run_pipeline(traffic, nfs, &settings).map_err(|e| e.to_string())?;
+/// Busy cycles per packet of all cores together, and Mpps, of `forwarder*2` at capacity.
+fn pipeline_cycles(placement: Placement, duration: Duration, cores: &[usize]) -> Result<(f64, f64), String> {
+    let r = forwarder_pipeline(
+        2,
+        &placement,
+        LinkMode::Backpressure,
+        duration,
+        Duration::from_millis(200),
+        cores,
+    )?;
     let busy: u64 = r.cores.iter().map(|c| c.busy_cycles).sum();
     Ok((busy as f64 / r.received.max(1) as f64, r.mpps))
 }
@@ -347,10 +330,10 @@ pub fn run(
         bare_runs.push(bare_hop_loop(cores[0], cores[1], burst, duration));
         done += 1;
         progress(done, total, "bare hop");
-        s_runs.push(pipeline_cycles(Placement::SCore, duration)?);
+        s_runs.push(pipeline_cycles(Placement::SCore, duration, &cores)?);
         done += 1;
         progress(done, total, "s_core");
-        b_runs.push(pipeline_cycles(Placement::Bi(2), duration)?);
+        b_runs.push(pipeline_cycles(Placement::Bi(2), duration, &cores)?);
         done += 1;
         progress(done, total, "bi:2");
         if dpdk_skipped.is_none() {

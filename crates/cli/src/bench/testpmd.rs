@@ -113,7 +113,7 @@ impl Testpmd {
     /// Statistics periods printed since forwarding started; `None` before it started.
     pub fn periods_forwarding(&self) -> Option<usize> {
         let lines = self.lines.lock().expect("reader");
-        let start = lines.iter().position(|l| l.contains("start packet forwarding"))?;
+        let start = forwarding_start(&lines)?;
         Some(lines[start..].iter().filter(|l| l.contains("Port statistics")).count())
     }
 
@@ -125,26 +125,32 @@ impl Testpmd {
     /// Stops forwarding (SIGINT lets testpmd close its ports and remove its runtime
     /// files; a process still there after 10 s is killed) and returns its Rx-pps samples
     /// from the moment forwarding started (all, if it never said so).
-    pub fn stop(mut self) -> Vec<Vec<f64>> {
-        let lines = self.end(true);
-        let start = lines
-            .iter()
-            .position(|l| l.contains("start packet forwarding"))
-            .unwrap_or(0);
-        rx_pps_samples(&lines[start..])
+    pub fn stop(self) -> Vec<Vec<f64>> {
+        self.interrupt();
+        self.finish()
     }
 
-    fn end(&mut self, gently: bool) -> Vec<String> {
-        if let Some(mut child) = self.child.take() {
-            if gently {
-                // SAFETY: kill(2) on our own child's pid.
-                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-            }
-            if !gently || !wait_timeout(&mut child, Duration::from_secs(10)) {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+    fn interrupt(&self) {
+        if let Some(child) = &self.child {
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
         }
+    }
+
+    /// Waits for an interrupted process (killing it after 10 s) and reads its samples.
+    fn finish(mut self) -> Vec<Vec<f64>> {
+        if let Some(mut child) = self.child.take()
+            && !wait_timeout(&mut child, Duration::from_secs(10))
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let lines = self.output();
+        rx_pps_samples(&lines[forwarding_start(&lines).unwrap_or(0)..])
+    }
+
+    /// Everything it printed, once its stdout has closed.
+    fn output(&mut self) -> Vec<String> {
         if let Some(r) = self.reader.take() {
             let _ = r.join();
         }
@@ -153,21 +159,52 @@ impl Testpmd {
 }
 
 impl Drop for Testpmd {
+    /// A process not stopped by [`Testpmd::stop`] (a failed benchmark) is killed.
     fn drop(&mut self) {
-        self.end(false);
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
 /// Waits for a whole set to stop; see [`Testpmd::stop`]. All are signalled first, so
 /// their last samples cover the same seconds.
 pub fn stop_all(procs: Vec<Testpmd>) -> Vec<Vec<Vec<f64>>> {
-    for p in &procs {
-        if let Some(child) = &p.child {
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    procs.iter().for_each(Testpmd::interrupt);
+    procs.into_iter().map(Testpmd::finish).collect()
+}
+
+/// Polls `procs` until `ready` holds for their [`Testpmd::periods_forwarding`]; an error
+/// naming `what` when a process exits or `limit` passes first.
+pub fn wait_until(
+    procs: &mut [Testpmd],
+    limit: Duration,
+    what: &str,
+    ready: impl Fn(&[Option<usize>]) -> bool,
+) -> Result<(), String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let periods: Vec<Option<usize>> = procs.iter().map(Testpmd::periods_forwarding).collect();
+        if ready(&periods) {
+            return Ok(());
         }
+        if let Some(gone) = procs.iter_mut().position(|p| !p.running()) {
+            return Err(format!("dpdk-testpmd exited early: {}", procs[gone].command));
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "dpdk-testpmd: {what} within {} s (statistics periods so far: {periods:?})",
+                limit.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
-    procs.into_iter().map(Testpmd::stop).collect()
+}
+
+/// Where forwarding started in testpmd's output.
+fn forwarding_start(lines: &[String]) -> Option<usize> {
+    lines.iter().position(|l| l.contains("start packet forwarding"))
 }
 
 fn wait_timeout(child: &mut Child, limit: Duration) -> bool {
