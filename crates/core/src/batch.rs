@@ -155,25 +155,53 @@ impl Batch {
 
     /// Keeps the packets for which `keep(index, packet)` is true, in order, and moves the
     /// others to `reject(index, packet)`. Indices are the positions before compaction.
+    ///
+    /// If a closure panics, the batch is left holding every packet that is still its
+    /// own exactly once (as `Vec::retain` does): the one being rejected when `reject`
+    /// panicked has already moved out, the one `keep` was judging stays.
     #[inline]
     pub fn partition(
         &mut self,
         mut keep: impl FnMut(usize, &Packet) -> bool,
         mut reject: impl FnMut(usize, PacketRef),
     ) {
-        let mut w = 0;
-        for r in 0..self.len {
-            let p = self.pkts[r];
-            // SAFETY: slot r holds an owned buffer.
+        /// Slots `write..read` are holes; on drop the unread tail closes them.
+        struct Compaction<'a> {
+            batch: &'a mut Batch,
+            read: usize,
+            write: usize,
+            len: usize,
+        }
+        impl Drop for Compaction<'_> {
+            fn drop(&mut self) {
+                let unread = self.len - self.read;
+                self.batch.pkts.copy_within(self.read..self.len, self.write);
+                self.batch.len = self.write + unread;
+            }
+        }
+        let len = self.len;
+        let mut c = Compaction {
+            batch: self,
+            read: 0,
+            write: 0,
+            len,
+        };
+        while c.read < c.len {
+            let r = c.read;
+            let p = c.batch.pkts[r];
+            // SAFETY: slot r < len holds an owned, live buffer.
             if keep(r, unsafe { p.as_ref() }) {
-                self.pkts[w] = p;
-                w += 1;
+                c.batch.pkts[c.write] = p;
+                c.write += 1;
+                c.read += 1;
             } else {
-                // SAFETY: moved out of the batch exactly once (slot is overwritten or cut).
+                // The slot becomes a hole before the handle leaves, so that a panic in
+                // `reject` cannot leave the handle in the batch as well.
+                c.read += 1;
+                // SAFETY: the handle leaves the batch exactly once: slot r is now a hole.
                 reject(r, unsafe { PacketRef::from_raw(p) });
             }
         }
-        self.len = w;
     }
 
     /// Appends every packet of `other` that fits; the rest stay in `other`.
@@ -206,6 +234,58 @@ impl Batch {
     }
 }
 
+/// What an NF sees of a batch: its packets, to read and rewrite in place, but not the
+/// batch itself. The length cannot change here, so the verdict of packet `i` always
+/// means the packet the runtime finds at `i`, and the runtime's counts stay exact.
+pub struct BatchView<'a> {
+    batch: &'a mut Batch,
+}
+
+impl<'a> BatchView<'a> {
+    #[inline(always)]
+    pub fn new(batch: &'a mut Batch) -> BatchView<'a> {
+        BatchView { batch }
+    }
+
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.batch.len
+    }
+
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.batch.len == 0
+    }
+
+    /// Packet `i`; panics when `i >= len()`, as slice indexing does.
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> &Packet {
+        self.batch.get(i)
+    }
+
+    /// Packet `i`, writable; panics when `i >= len()`.
+    #[inline(always)]
+    pub fn get_mut(&mut self, i: usize) -> &mut Packet {
+        self.batch.get_mut(i)
+    }
+
+    #[inline(always)]
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &Packet> + '_ {
+        self.batch.iter()
+    }
+
+    #[inline(always)]
+    pub fn iter_mut(&mut self) -> impl ExactSizeIterator<Item = &mut Packet> + '_ {
+        self.batch.iter_mut()
+    }
+
+    /// See [`Batch::prefetch`].
+    #[inline(always)]
+    pub fn prefetch(&self) {
+        self.batch.prefetch()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,6 +309,51 @@ mod tests {
         }
         pool.free_batch(&mut batch);
         assert_eq!(pool.in_use(), 0);
+    }
+
+    /// A panicking closure must not leave a handle in the batch twice (two `&mut Packet`
+    /// to one buffer, then a double free).
+    #[test]
+    fn partition_that_panics_leaves_every_packet_once() {
+        use std::panic::{AssertUnwindSafe, catch_unwind};
+        for (panic_in_keep, at) in [(true, 3), (false, 3), (true, 0), (false, 5)] {
+            let mut pool = PacketPool::new(8);
+            let mut batch = Batch::new(8);
+            pool.alloc_into(&mut batch, 8);
+            for (i, p) in batch.iter_mut().enumerate() {
+                p.meta.seq = i as u32;
+            }
+            let mut rejected = Vec::new();
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                batch.partition(
+                    |i, _| {
+                        assert!(!(panic_in_keep && i == at), "keep panics");
+                        i % 2 == 1
+                    },
+                    |i, p| {
+                        if !panic_in_keep && i == at + 1 {
+                            // Moved out, then lost to the panic: leaked, never doubled.
+                            let _leaked = p;
+                            panic!("reject panics");
+                        }
+                        rejected.push(p)
+                    },
+                )
+            }));
+            assert!(result.is_err());
+            let mut seqs: Vec<u32> = batch.iter().map(|p| p.meta.seq).collect();
+            seqs.extend(rejected.iter().map(|p| p.meta.seq));
+            let leaked = usize::from(!panic_in_keep);
+            assert_eq!(seqs.len() + leaked, 8, "case {panic_in_keep} {at}: {seqs:?}");
+            seqs.sort();
+            seqs.dedup();
+            assert_eq!(seqs.len() + leaked, 8, "no packet twice");
+            for p in rejected {
+                pool.free(p);
+            }
+            pool.free_batch(&mut batch);
+            assert_eq!(pool.in_use(), leaked);
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub mod recycle;
 pub mod ring;
 pub mod tsc;
 
-pub use batch::{Batch, MAX_BATCH};
+pub use batch::{Batch, BatchView, MAX_BATCH};
 pub use nf::{DropReason, NamedNfs, NetworkFunction, NfStats, Verdict, Verdicts};
 pub use packet::{Packet, PacketMeta};
 pub use pool::{PacketPool, PacketRef};

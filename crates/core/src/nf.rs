@@ -6,7 +6,7 @@
 //! output port, or drop with a named reason. The runtime moves packets, frees drops
 //! and keeps the counters; an NF never touches rings, pools or I/O.
 
-use crate::batch::{Batch, MAX_BATCH};
+use crate::batch::{BatchView, MAX_BATCH};
 
 /// Why a packet was dropped. Every drop in sfclab has one, counted where it happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -100,8 +100,14 @@ const OUT_BASE: u8 = 128;
 /// The verdicts of one batch. All start as `Continue`; an NF writes only exceptions,
 /// so a pass-everything NF costs nothing here and the runtime skips the sorting step
 /// whenever `exceptions() == 0`.
+///
+/// The runtime sizes it to the batch (`begin`) before each NF: a verdict for a packet
+/// past the batch's end panics, as slice indexing does, so no stale code can outlive
+/// `clear`.
 pub struct Verdicts {
     codes: [u8; MAX_BATCH],
+    /// Packets in the batch being judged; codes at and past it are always 0.
+    len: usize,
     exceptions: usize,
 }
 
@@ -109,31 +115,65 @@ impl Default for Verdicts {
     fn default() -> Self {
         Verdicts {
             codes: [0; MAX_BATCH],
+            len: 0,
             exceptions: 0,
         }
     }
 }
 
 impl Verdicts {
+    /// All-`Continue` verdicts for a batch of `len` packets.
+    pub fn for_batch(len: usize) -> Verdicts {
+        let mut v = Verdicts::default();
+        v.begin(len);
+        v
+    }
+
+    /// Prepares for a batch of `len` packets (at most `MAX_BATCH`). Every code is
+    /// `Continue` here: `clear` reset them after the previous batch.
+    #[inline(always)]
+    pub fn begin(&mut self, len: usize) {
+        assert!(len <= MAX_BATCH, "batch larger than MAX_BATCH");
+        debug_assert_eq!(self.exceptions, 0, "verdicts not cleared");
+        self.len = len;
+    }
+
+    /// The batch size this set of verdicts is for.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Drops packet `i` of the batch with `reason`.
     #[inline(always)]
     pub fn drop(&mut self, i: usize, reason: DropReason) {
         self.set(i, reason as u8);
     }
 
-    /// Sends packet `i` out on port `port` (0..=127).
+    /// Sends packet `i` out on port `port`. Ports go up to `MAX_PORT`; a higher one is
+    /// recorded as a `no-such-port` drop, as a port the runtime lacks is.
     #[inline(always)]
     pub fn out(&mut self, i: usize, port: u8) {
-        debug_assert!(port < OUT_BASE);
-        self.set(i, OUT_BASE | (port & 0x7f));
+        let code = if port <= MAX_PORT {
+            OUT_BASE | port
+        } else {
+            DropReason::NoSuchPort as u8
+        };
+        self.set(i, code);
     }
 
     #[inline(always)]
     fn set(&mut self, i: usize, code: u8) {
-        if self.codes[i] == 0 {
+        let slot = &mut self.codes[..self.len][i];
+        if *slot == 0 {
             self.exceptions += 1;
         }
-        self.codes[i] = code;
+        *slot = code;
     }
 
     /// How many packets got a verdict other than `Continue`.
@@ -142,24 +182,28 @@ impl Verdicts {
         self.exceptions
     }
 
+    /// The verdict of packet `i`; panics when `i >= len()`.
     #[inline(always)]
     pub fn get(&self, i: usize) -> Verdict {
-        match self.codes[i] {
+        match self.codes[..self.len][i] {
             0 => Verdict::Continue,
             c if c >= OUT_BASE => Verdict::Out(c - OUT_BASE),
             c => Verdict::Drop(DropReason::from_code(c)),
         }
     }
 
-    /// Back to all-`Continue` for the first `n` packets.
+    /// Back to all-`Continue`.
     #[inline(always)]
-    pub fn clear(&mut self, n: usize) {
+    pub fn clear(&mut self) {
         if self.exceptions != 0 {
-            self.codes[..n].fill(0);
+            self.codes[..self.len].fill(0);
             self.exceptions = 0;
         }
     }
 }
+
+/// The highest output port a verdict can name.
+pub const MAX_PORT: u8 = OUT_BASE - 1;
 
 /// A chain's NFs in order, each with its name: what the runtimes take.
 pub type NamedNfs = Vec<(String, Box<dyn NetworkFunction>)>;
@@ -170,8 +214,9 @@ pub trait NetworkFunction: Send {
     fn kind(&self) -> &'static str;
 
     /// Processes one batch: reads and rewrites packets in place and records a verdict for
-    /// every packet that must not simply continue. Must not panic on any packet content.
-    fn process(&mut self, batch: &mut Batch, verdicts: &mut Verdicts);
+    /// every packet that must not simply continue (`verdicts` is sized to the batch).
+    /// Must not panic on any packet content.
+    fn process(&mut self, batch: BatchView<'_>, verdicts: &mut Verdicts);
 
     /// Slow-path work (timers, table ageing), called every few thousand batches with the TSC.
     fn tick(&mut self, _now: u64) {}
@@ -234,23 +279,48 @@ mod tests {
 
     #[test]
     fn verdict_codes_round_trip() {
-        let mut v = Verdicts::default();
+        let mut v = Verdicts::for_batch(32);
         assert_eq!(v.get(0), Verdict::Continue);
         for (i, &r) in DropReason::ALL.iter().enumerate() {
             v.drop(i, r);
             assert_eq!(v.get(i), Verdict::Drop(r));
         }
         v.out(20, 0);
-        v.out(21, 127);
+        v.out(21, MAX_PORT);
         assert_eq!(v.get(20), Verdict::Out(0));
         assert_eq!(v.get(21), Verdict::Out(127));
         assert_eq!(v.exceptions(), DropReason::COUNT + 2);
         // Overwriting a verdict does not count it twice.
         v.drop(20, DropReason::Filtered);
         assert_eq!(v.exceptions(), DropReason::COUNT + 2);
-        v.clear(32);
+        v.clear();
         assert_eq!(v.exceptions(), 0);
         assert!((0..32).all(|i| v.get(i) == Verdict::Continue));
+    }
+
+    #[test]
+    fn a_port_past_the_highest_is_a_counted_drop_not_another_port() {
+        let mut v = Verdicts::for_batch(4);
+        v.out(0, 128);
+        v.out(1, 255);
+        assert_eq!(v.get(0), Verdict::Drop(DropReason::NoSuchPort));
+        assert_eq!(v.get(1), Verdict::Drop(DropReason::NoSuchPort));
+    }
+
+    #[test]
+    #[should_panic]
+    fn a_verdict_past_the_batch_panics() {
+        let mut v = Verdicts::for_batch(4);
+        v.drop(4, DropReason::Malformed);
+    }
+
+    #[test]
+    fn clear_resets_every_code_of_the_batch() {
+        let mut v = Verdicts::for_batch(MAX_BATCH);
+        v.drop(MAX_BATCH - 1, DropReason::Injected);
+        v.clear();
+        v.begin(MAX_BATCH);
+        assert_eq!(v.get(MAX_BATCH - 1), Verdict::Continue);
     }
 
     #[test]

@@ -16,14 +16,12 @@ pub const DATA_ROOM: usize = BUF_SIZE - META_SIZE - HEADROOM;
 /// Largest frame the generator produces, FCS excluded (1518 B on the wire).
 pub const MAX_FRAME: usize = 1514;
 
-/// Per-packet metadata, in the buffer's first cache line.
+/// Per-packet metadata, in the buffer's first cache line: what sources and NFs may set
+/// freely. The frame's place in the buffer (offset and length) is not here: memory
+/// safety depends on it, so only `Packet`'s checked methods change it.
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C)]
 pub struct PacketMeta {
-    /// Offset of the first frame byte in `Packet::room`.
-    pub data_off: u16,
-    /// Frame length in bytes (no FCS).
-    pub len: u16,
     /// Port the packet entered on.
     pub in_port: u16,
     /// `FLAG_*` bits.
@@ -46,41 +44,65 @@ pub(crate) const STATE_FREE: u32 = 0x5fc0_f4ee;
 pub(crate) const STATE_IN_USE: u32 = 0x5fc0_a11c;
 
 /// One packet buffer.
+///
+/// Invariant: `data_off + len <= room.len()`. Every method that moves the frame keeps
+/// it, which is what makes `head_mut`'s unchecked access sound; the two fields are
+/// private to this crate for that reason.
 #[repr(C, align(64))]
 pub struct Packet {
-    pub meta: PacketMeta,
+    /// Offset of the first frame byte in `room`.
+    data_off: u16,
+    /// Frame length in bytes (no FCS).
+    len: u16,
     /// Pool bookkeeping, kept in debug builds only: `STATE_FREE` or `STATE_IN_USE`.
     pub(crate) pool_state: u32,
-    _meta_pad: [u8; META_SIZE - std::mem::size_of::<PacketMeta>() - 4],
+    pub meta: PacketMeta,
+    _meta_pad: [u8; META_SIZE - std::mem::size_of::<PacketMeta>() - 8],
     room: [u8; BUF_SIZE - META_SIZE],
 }
 
 const _: () = assert!(std::mem::size_of::<Packet>() == BUF_SIZE);
-const _: () = assert!(std::mem::size_of::<PacketMeta>() + 4 <= META_SIZE);
+const _: () = assert!(std::mem::size_of::<PacketMeta>() + 8 <= META_SIZE);
+const _: () = assert!(HEADROOM + DATA_ROOM == BUF_SIZE - META_SIZE);
+// Offsets and lengths fit the u16 fields.
+const _: () = assert!(BUF_SIZE - META_SIZE <= u16::MAX as usize);
 
 impl Packet {
     /// The frame bytes.
     #[inline(always)]
     pub fn data(&self) -> &[u8] {
-        let off = usize::from(self.meta.data_off);
-        &self.room[off..off + usize::from(self.meta.len)]
+        let off = usize::from(self.data_off);
+        &self.room[off..off + usize::from(self.len)]
     }
 
     /// The frame bytes, writable.
     #[inline(always)]
     pub fn data_mut(&mut self) -> &mut [u8] {
-        let off = usize::from(self.meta.data_off);
-        &mut self.room[off..off + usize::from(self.meta.len)]
+        let off = usize::from(self.data_off);
+        &mut self.room[off..off + usize::from(self.len)]
     }
 
+    /// Bytes free in front of the frame, for `prepend`.
+    #[inline(always)]
+    pub fn headroom(&self) -> usize {
+        usize::from(self.data_off)
+    }
+
+    /// Bytes free after the frame, for `append`.
+    #[inline(always)]
+    pub fn tailroom(&self) -> usize {
+        self.room.len() - usize::from(self.data_off) - self.len()
+    }
+
+    /// Frame length in bytes (no FCS).
     #[inline(always)]
     pub fn len(&self) -> usize {
-        usize::from(self.meta.len)
+        usize::from(self.len)
     }
 
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
-        self.meta.len == 0
+        self.len == 0
     }
 
     /// Resets the frame to `len` bytes at the default headroom; returns them for writing.
@@ -88,8 +110,8 @@ impl Packet {
     #[inline(always)]
     pub fn reset(&mut self, len: usize) -> &mut [u8] {
         let len = len.min(DATA_ROOM);
-        self.meta.data_off = HEADROOM as u16;
-        self.meta.len = len as u16;
+        self.data_off = HEADROOM as u16;
+        self.len = len as u16;
         &mut self.room[HEADROOM..HEADROOM + len]
     }
 
@@ -99,9 +121,9 @@ impl Packet {
     /// template stamped into a 60-byte frame): the bytes past `len` land in the tailroom.
     #[inline(always)]
     pub fn stamp(&mut self, len: u16, in_port: u16, flow_hash: u32, seq: u32, head: &[u8; 64]) {
-        debug_assert!(usize::from(len) <= DATA_ROOM);
-        self.meta.data_off = HEADROOM as u16;
-        self.meta.len = len;
+        // A clamp, not an assert: the invariant must hold in release builds too (a cmov).
+        self.data_off = HEADROOM as u16;
+        self.len = len.min(DATA_ROOM as u16);
         self.meta.in_port = in_port;
         self.meta.flags = 0;
         self.meta.flow_hash = flow_hash;
@@ -114,20 +136,22 @@ impl Packet {
     /// NFs that rewrite fixed headers (one length compare, no slice arithmetic).
     #[inline(always)]
     pub fn head_mut<const N: usize>(&mut self) -> Option<&mut [u8; N]> {
-        if usize::from(self.meta.len) < N {
+        if usize::from(self.len) < N {
             return None;
         }
-        let off = usize::from(self.meta.data_off);
+        let off = usize::from(self.data_off);
         debug_assert!(off + N <= self.room.len());
-        // SAFETY: every mutator keeps data_off + len within the room, and N <= len.
+        // SAFETY: N <= len (checked above) and data_off + len <= room.len() (the type's
+        // invariant, kept by every method that writes the private data_off and len), so
+        // bytes off..off + N are inside `room`; `[u8; N]` has alignment 1.
         Some(unsafe { &mut *self.room.as_mut_ptr().add(off).cast::<[u8; N]>() })
     }
 
     /// Grows the frame by `n` bytes at the front (into the headroom); `None` if there is no room.
     pub fn prepend(&mut self, n: usize) -> Option<&mut [u8]> {
-        let off = usize::from(self.meta.data_off).checked_sub(n)?;
-        self.meta.data_off = off as u16;
-        self.meta.len += n as u16;
+        let off = usize::from(self.data_off).checked_sub(n)?;
+        self.data_off = off as u16;
+        self.len += n as u16;
         Some(&mut self.room[off..off + n])
     }
 
@@ -136,25 +160,25 @@ impl Packet {
         if n > self.len() {
             return None;
         }
-        self.meta.data_off += n as u16;
-        self.meta.len -= n as u16;
+        self.data_off += n as u16;
+        self.len -= n as u16;
         Some(())
     }
 
     /// Grows the frame by `n` bytes at the end; `None` if it would not fit.
     pub fn append(&mut self, n: usize) -> Option<&mut [u8]> {
-        let end = usize::from(self.meta.data_off) + self.len();
-        if end + n > self.room.len() {
+        let end = usize::from(self.data_off) + self.len();
+        if n > self.room.len() - end {
             return None;
         }
-        self.meta.len += n as u16;
+        self.len += n as u16;
         Some(&mut self.room[end..end + n])
     }
 
     /// Cuts the frame to `len` bytes (no-op if already shorter).
     pub fn truncate(&mut self, len: usize) {
         if len < self.len() {
-            self.meta.len = len as u16;
+            self.len = len as u16;
         }
     }
 
@@ -167,10 +191,18 @@ impl Packet {
     pub(crate) fn room_mut(&mut self) -> &mut [u8] {
         &mut self.room
     }
+
+    /// An empty frame at the default headroom: how the pool hands buffers out.
+    #[inline(always)]
+    pub(crate) fn clear_frame(&mut self) {
+        self.data_off = HEADROOM as u16;
+        self.len = 0;
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::{DATA_ROOM, HEADROOM};
     use crate::pool::PacketPool;
 
     #[test]
@@ -194,5 +226,51 @@ mod tests {
         assert!(p.adjust_front(11).is_none());
         pool.free(p);
         assert_eq!(pool.available(), 4);
+    }
+
+    #[test]
+    fn stamp_clamps_an_oversized_length_to_the_room() {
+        let mut pool = PacketPool::new(1);
+        let mut p = pool.alloc().unwrap();
+        p.stamp(u16::MAX, 0, 0, 0, &[0xab; 64]);
+        assert_eq!(p.len(), DATA_ROOM);
+        assert_eq!(p.tailroom(), 0);
+        assert_eq!(p.data()[DATA_ROOM - 1], p.data()[DATA_ROOM - 1], "readable to the end");
+        pool.free(p);
+    }
+
+    /// Any sequence of safe frame operations keeps the frame inside the buffer, so the
+    /// unchecked `head_mut` stays in bounds (Miri checks every access in this test).
+    #[test]
+    fn random_frame_operations_keep_the_frame_inside_the_buffer() {
+        use proptest::prelude::*;
+        let ops = proptest::collection::vec((0u8..6, 0usize..4096), 1..40);
+        let cases = if cfg!(miri) { 4 } else { 256 };
+        proptest!(ProptestConfig::with_cases(cases), |(ops in ops)| {
+            let mut pool = PacketPool::new(1);
+            let mut p = pool.alloc().unwrap();
+            for (op, n) in ops {
+                match op {
+                    0 => { p.reset(n); }
+                    1 => { let _ = p.prepend(n); }
+                    2 => { let _ = p.adjust_front(n); }
+                    3 => { let _ = p.append(n); }
+                    4 => p.truncate(n),
+                    _ => p.stamp(n as u16, 0, 0, 0, &[1; 64]),
+                }
+                prop_assert_eq!(p.headroom() + p.len() + p.tailroom(), HEADROOM + DATA_ROOM);
+                if let Some(h) = p.head_mut::<64>() {
+                    h[63] = 1;
+                }
+                if let Some(h) = p.head_mut::<14>() {
+                    h[0] = 2;
+                }
+                let len = p.len();
+                if len > 0 {
+                    p.data_mut()[len - 1] = 3;
+                }
+            }
+            pool.free(p);
+        });
     }
 }

@@ -9,6 +9,8 @@
 //!   with the same trials, starts from the maximum receive rate, and does most of its
 //!   narrowing with short trials.
 
+#![forbid(unsafe_code)]
+
 pub mod search;
 pub mod trial;
 

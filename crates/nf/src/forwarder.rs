@@ -5,7 +5,7 @@
 //! Drops: `malformed` (frame shorter than an Ethernet header).
 
 use serde::Deserialize;
-use sfclab_core::{Batch, DropReason, NetworkFunction, Verdicts};
+use sfclab_core::{BatchView, DropReason, NetworkFunction, Verdicts};
 use sfclab_wire::{EthernetHeader, MacAddr};
 
 use crate::ConfigError;
@@ -21,7 +21,7 @@ impl NetworkFunction for Forwarder {
     }
 
     #[inline]
-    fn process(&mut self, batch: &mut Batch, verdicts: &mut Verdicts) {
+    fn process(&mut self, mut batch: BatchView<'_>, verdicts: &mut Verdicts) {
         // Frames of 16 bytes or more (all real ones) take one 16-byte load and store:
         // the MACs blended over the first 16 bytes, EtherType and the next 2 bytes kept.
         // Measured 1.0 cycle/packet per hop against 1.7 for two narrower stores.

@@ -2,6 +2,8 @@
 //! config keys, counters and drop reasons. [`NfConfig`] is the typed form of one chain
 //! element as written in a chain file, and builds the NF (all validation happens there).
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod forwarder;
 pub mod noop;
@@ -14,7 +16,7 @@ pub use synthetic::Synthetic;
 
 #[cfg(test)]
 pub(crate) mod testutil {
-    use sfclab_core::{Batch, NetworkFunction, PacketPool, Verdicts};
+    use sfclab_core::{Batch, BatchView, NetworkFunction, PacketPool, Verdicts};
 
     /// Runs `nf` over one batch of `frames`; returns the output frames (after the NF's
     /// rewrites) and the verdicts, and gives every buffer back.
@@ -28,8 +30,8 @@ pub(crate) mod testutil {
         for (p, f) in batch.iter_mut().zip(frames) {
             p.reset(f.len()).copy_from_slice(f);
         }
-        let mut verdicts = Verdicts::default();
-        nf.process(&mut batch, &mut verdicts);
+        let mut verdicts = Verdicts::for_batch(batch.len());
+        nf.process(BatchView::new(&mut batch), &mut verdicts);
         let out = batch.iter().map(|p| p.data().to_vec()).collect();
         let v = (0..frames.len()).map(|i| verdicts.get(i)).collect();
         pool.free_batch(&mut batch);

@@ -4,7 +4,7 @@
 //! Keys: none but `name`. Drops: none.
 
 use serde::Deserialize;
-use sfclab_core::{Batch, NetworkFunction, Verdicts};
+use sfclab_core::{BatchView, NetworkFunction, Verdicts};
 
 pub struct Noop;
 
@@ -14,7 +14,7 @@ impl NetworkFunction for Noop {
     }
 
     #[inline]
-    fn process(&mut self, _batch: &mut Batch, _verdicts: &mut Verdicts) {}
+    fn process(&mut self, _batch: BatchView<'_>, _verdicts: &mut Verdicts) {}
 }
 
 #[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]

@@ -18,7 +18,7 @@
 //! so the work cannot be skipped by the hardware or the compiler. Drops: `injected`.
 
 use serde::Deserialize;
-use sfclab_core::{Batch, DropReason, NetworkFunction, Verdicts, tsc};
+use sfclab_core::{BatchView, DropReason, NetworkFunction, Verdicts, tsc};
 
 use crate::{ByteSize, ConfigError};
 
@@ -41,7 +41,7 @@ impl NetworkFunction for Synthetic {
     }
 
     #[inline]
-    fn process(&mut self, batch: &mut Batch, verdicts: &mut Verdicts) {
+    fn process(&mut self, mut batch: BatchView<'_>, verdicts: &mut Verdicts) {
         let accesses = if self.working_set.is_empty() { 0 } else { self.accesses };
         let mut position = self.position;
         for (i, p) in batch.iter_mut().enumerate() {

@@ -1,7 +1,7 @@
 //! A chain of NFs run on one thread: the unit every runtime schedules.
 
 use sfclab_core::nf::Verdict;
-use sfclab_core::{Batch, DropReason, NetworkFunction, NfStats, Recycle, Verdicts, tsc};
+use sfclab_core::{Batch, BatchView, DropReason, NetworkFunction, NfStats, Recycle, Verdicts, tsc};
 
 /// One NF in a chain, with the counters the runtime keeps for it.
 pub struct NfSlot {
@@ -54,7 +54,8 @@ impl Chain {
             let n = batch.len();
             slot.stats.packets_in += n as u64;
             slot.stats.batches += 1;
-            slot.nf.process(batch, &mut self.verdicts);
+            self.verdicts.begin(n);
+            slot.nf.process(BatchView::new(batch), &mut self.verdicts);
             let dropped = if self.verdicts.exceptions() != 0 {
                 settle(batch, &mut self.verdicts, &mut slot.stats, &mut self.outs, pool)
             } else {
@@ -102,7 +103,6 @@ fn settle<R: Recycle>(
     outs: &mut [Batch],
     pool: &mut R,
 ) -> usize {
-    let n = batch.len();
     let mut dropped = 0;
     batch.partition(
         |i, _| verdicts.get(i) == Verdict::Continue,
@@ -130,7 +130,7 @@ fn settle<R: Recycle>(
             Verdict::Continue => unreachable!("continue is kept"),
         },
     );
-    verdicts.clear(n);
+    verdicts.clear();
     dropped
 }
 
@@ -146,7 +146,7 @@ mod tests {
         fn kind(&self) -> &'static str {
             "steer"
         }
-        fn process(&mut self, batch: &mut Batch, verdicts: &mut Verdicts) {
+        fn process(&mut self, batch: BatchView<'_>, verdicts: &mut Verdicts) {
             for (i, p) in batch.iter().enumerate() {
                 match p.meta.seq % 4 {
                     1 => verdicts.out(i, 0),
@@ -165,7 +165,7 @@ mod tests {
         fn kind(&self) -> &'static str {
             "tally"
         }
-        fn process(&mut self, batch: &mut Batch, _: &mut Verdicts) {
+        fn process(&mut self, batch: BatchView<'_>, _: &mut Verdicts) {
             self.0
                 .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
         }

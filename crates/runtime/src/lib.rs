@@ -7,6 +7,8 @@
 //! - [`pipeline`]: NF blocks on several cores joined by rings, placed by [`placement`].
 //! - [`report`]: the figures of a run and the exact conservation check.
 
+#![forbid(unsafe_code)]
+
 pub mod chain;
 pub mod compound;
 pub mod pipeline;

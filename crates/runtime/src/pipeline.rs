@@ -839,7 +839,7 @@ fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sfclab_core::{Verdicts, nf::Verdict};
+    use sfclab_core::{BatchView, Verdicts, nf::Verdict};
     use sfclab_nf::NfConfig;
     use sfclab_nf::synthetic::SyntheticConfig;
     use std::sync::Mutex;
@@ -993,7 +993,7 @@ mod tests {
         fn kind(&self) -> &'static str {
             "order-probe"
         }
-        fn process(&mut self, batch: &mut Batch, _: &mut Verdicts) {
+        fn process(&mut self, batch: BatchView<'_>, _: &mut Verdicts) {
             let mut v = self.0.lock().unwrap();
             v.extend(batch.iter().map(|p| (p.meta.flow_hash, p.meta.seq)));
         }

@@ -5,6 +5,8 @@
 //!
 //! Nothing here allocates; every function is safe on arbitrary bytes.
 
+#![forbid(unsafe_code)]
+
 pub mod checksum;
 pub mod ethernet;
 pub mod ipv4;

@@ -217,6 +217,7 @@ fn bare_hop_loop(a: usize, b: usize, burst: usize, duration: Duration) -> f64 {
     // SAFETY: each index is held by one side at a time (it travels in the rings), so
     // no two threads touch the same buffer at once.
     unsafe impl Send for Frames {}
+    // SAFETY: as above: shared references only ever reach buffers their thread holds.
     unsafe impl Sync for Frames {}
     let mut memory = vec![0u8; STRIDE * BUFFERS as usize];
     let frames = Frames(memory.as_mut_ptr());
