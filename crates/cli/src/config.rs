@@ -388,7 +388,7 @@ fn resolve_pipeline(
     };
     if let Some(c) = p
         .generator_core
-        .filter(|c| !sfclab_runtime::placement::online_cores().contains(c))
+        .filter(|c| !sfclab_runtime::placement::allowed_cores().contains(c))
     {
         return Err(ctx.err("run", "generator_core", format!("core {c} is not available")));
     }
@@ -404,9 +404,10 @@ fn resolve_pipeline(
     Ok(Some(p))
 }
 
-/// The last core this process may use: away from core 0, where interrupts land.
+/// The last core this process may use (its affinity mask): away from core 0, where
+/// interrupts land.
 pub fn default_core() -> Option<usize> {
-    std::thread::available_parallelism().ok().map(|n| n.get() - 1)
+    sfclab_runtime::placement::default_chain_core()
 }
 
 fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfConfig)>, ConfigError> {

@@ -587,6 +587,10 @@ fn combine_searches(mut runs: Vec<sfclab_measure::SearchResult>) -> sfclab_measu
         trial_count: trials.len(),
         total_trial_s: runs.iter().map(|r| r.total_trial_s).sum(),
         invalid_trials: runs.iter().map(|r| r.invalid_trials).sum(),
+        source_ceiling_pps: runs
+            .iter()
+            .filter_map(|r| r.source_ceiling_pps)
+            .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.min(c)))),
         trials,
     }
 }
@@ -688,6 +692,7 @@ fn cmd_search(a: SearchArgs) -> ExitCode {
         resolution,
         final_duration,
         initial_duration: initial.min(final_duration),
+        preceding_targets: 2,
         max_trials: a.max_trials,
     };
     if let Err((k, r)) = cfg.validate() {

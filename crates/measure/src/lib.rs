@@ -12,7 +12,8 @@
 #![forbid(unsafe_code)]
 
 pub mod search;
+pub mod simulated;
 pub mod trial;
 
-pub use search::{Goal, GoalResult, Method, SearchConfig, SearchResult, search};
+pub use search::{Goal, GoalResult, INVALID_RETRIES, Method, SearchConfig, SearchResult, check_goal_order, search};
 pub use trial::{Trial, TrialResult};

@@ -8,6 +8,9 @@ use std::time::Duration;
 pub struct TrialResult {
     /// The rate asked for, packets per second.
     pub offered_pps: f64,
+    /// The trial duration asked for, seconds (what tells long trials from short ones).
+    pub intended_duration_s: f64,
+    /// The measured window, seconds (what rates and duration sums use).
     pub duration_s: f64,
     pub sent: u64,
     pub received: u64,
@@ -41,6 +44,7 @@ impl TrialResult {
         };
         TrialResult {
             offered_pps,
+            intended_duration_s: duration_s,
             duration_s,
             sent,
             received,

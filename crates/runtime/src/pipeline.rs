@@ -36,7 +36,7 @@ use sfclab_traffic::{Generator, GeneratorConfig, GeneratorStats, Sink, SinkStats
 
 use crate::chain::Chain;
 use crate::compound::{RunError, RunSettings};
-use crate::placement::{Placement, StagePlan, online_cores};
+use crate::placement::{Placement, StagePlan, allowed_cores};
 use crate::report::{Conservation, CoreReport, PlaceReport, RunReport};
 
 /// What a full link does.
@@ -104,7 +104,7 @@ impl Default for PipelineSettings {
                 ..Default::default()
             },
             placement: Placement::SCore,
-            cores: online_cores(),
+            cores: allowed_cores(),
             generator_core: None,
             links: LinkMode::Drop,
             ring_size: 1024,
@@ -508,7 +508,7 @@ pub fn run_parallel(
         ));
     }
     let gen_core = settings.generator_core.unwrap_or(plans[0][0].core);
-    if !online_cores().contains(&gen_core) {
+    if !allowed_cores().contains(&gen_core) {
         return Err(setting("generator_core", format!("core {gen_core} is not available")));
     }
     let generator = Generator::new(traffic, run.batch).map_err(|(k, r)| setting(k, r))?;
@@ -881,7 +881,7 @@ mod tests {
     }
 
     fn two_cores() -> bool {
-        let ok = online_cores().len() >= 2;
+        let ok = allowed_cores().len() >= 2;
         if !ok {
             eprintln!("skipped: needs 2 cores");
         }
@@ -910,7 +910,7 @@ mod tests {
     /// The generator on one core as the traffic source, both stages sharing the other,
     /// the first allowed 4 batches a turn into a link of 2: the link overflows.
     fn overload(links: LinkMode) -> Option<PipelineSettings> {
-        let cores = online_cores();
+        let cores = allowed_cores();
         if cores.len() < 2 {
             eprintln!("skipped: needs 2 cores");
             return None;

@@ -79,7 +79,7 @@ impl Placement {
     /// The stages for a chain of `n` NFs, on `cores` (the cores the pattern may use, in
     /// order: `bi:2` uses the first two). Errors name what is wrong.
     pub fn stages(&self, n: usize, cores: &[usize]) -> Result<Vec<StagePlan>, String> {
-        let online = online_cores();
+        let online = allowed_cores();
         if let Some(bad) = cores.iter().find(|c| !online.contains(c)) {
             return Err(format!(
                 "core {bad} is not available (this process may use {})",
@@ -168,8 +168,9 @@ impl Placement {
     }
 }
 
-/// Cores this process may run on.
-pub fn online_cores() -> Vec<usize> {
+/// Cores this process may run on: its affinity mask (`taskset`, a cpuset, a container's
+/// or pod's CPU set), not every core of the machine. Every default core comes from here.
+pub fn allowed_cores() -> Vec<usize> {
     let mut ids: Vec<usize> = core_affinity::get_core_ids()
         .unwrap_or_default()
         .iter()
@@ -177,6 +178,18 @@ pub fn online_cores() -> Vec<usize> {
         .collect();
     ids.sort_unstable();
     ids
+}
+
+/// The default core of a chain: the last allowed one, away from core 0 where interrupts
+/// land when there is a choice.
+pub fn default_chain_core() -> Option<usize> {
+    allowed_cores().last().copied()
+}
+
+/// The default core of a generator that must not share `chain_core`: the first other
+/// allowed core; `None` when the process may use only one core.
+pub fn default_generator_core(chain_core: usize) -> Option<usize> {
+    allowed_cores().into_iter().find(|&c| c != chain_core)
 }
 
 fn list(c: &[usize]) -> String {
@@ -188,7 +201,7 @@ mod tests {
     use super::*;
 
     fn cores() -> Vec<usize> {
-        online_cores()
+        allowed_cores()
     }
 
     #[test]

@@ -346,15 +346,17 @@ pub fn which(bin: &str) -> Option<String> {
 /// Runs testpmd in mac mode between two ring ports for `duration`; returns the median
 /// forwarded Mpps (both ports' Rx-pps summed) of its 1-second samples after the first two.
 fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration) -> Result<(f64, String), String> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cores < 2 {
-        return Err("testpmd needs two cores (main and forwarding lcore)".into());
-    }
-    // The forwarding lcore goes where sfclab's chain ran; the main lcore elsewhere.
-    let forward_core = core.unwrap_or(cores - 1);
+    // The forwarding lcore goes where sfclab's chain ran; the main lcore on another
+    // core this process may use.
+    let Some(forward_core) = core.or_else(sfclab_runtime::placement::default_chain_core) else {
+        return Err("no core is allowed for this process".into());
+    };
+    let Some(main_core) = sfclab_runtime::placement::default_generator_core(forward_core) else {
+        return Err("testpmd needs two cores this process may use (main and forwarding lcore)".into());
+    };
     let spec = testpmd::TestpmdSpec {
         forward_core,
-        main_core: if forward_core == 0 { 1 } else { 0 },
+        main_core,
         vdevs: vec!["net_ring0".into(), "net_ring1".into()],
         mode: "mac",
         tx_first: true,

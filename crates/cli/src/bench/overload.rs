@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 use sfclab_runtime::{
-    LinkMode, PipelineSettings, Placement, RunReport, RunSettings, placement::online_cores, run_pipeline,
+    LinkMode, PipelineSettings, Placement, RunReport, RunSettings, placement::allowed_cores, run_pipeline,
 };
 use sfclab_traffic::{FrameSizes, GeneratorConfig, Rate};
 use std::time::Duration;
@@ -95,7 +95,7 @@ fn trial(
 }
 
 pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<OverloadBench, String> {
-    let cores = online_cores();
+    let cores = allowed_cores();
     if cores.len() < 2 {
         return Err(format!(
             "needs two cores (the generator on one, the chain on another); this process has {}",

@@ -150,7 +150,7 @@ fn configs() -> Vec<Config> {
 }
 
 pub fn run(args: &PipelineBenchArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<PipelineBench, String> {
-    let cores = sfclab_runtime::placement::online_cores();
+    let cores = sfclab_runtime::placement::allowed_cores();
     if cores.len() < 2 {
         return Err(format!("needs two cores; this process has {}", cores.len()));
     }

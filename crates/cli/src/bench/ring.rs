@@ -18,7 +18,7 @@ use serde::Serialize;
 use sfclab_core::{Batch, PacketPool, ReturnLink, RingConsumer, RingProducer, ring, tsc};
 use sfclab_nf::NfConfig;
 use sfclab_runtime::Chain;
-use sfclab_runtime::{LinkMode, Placement, placement::online_cores};
+use sfclab_runtime::{LinkMode, Placement, placement::allowed_cores};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -260,8 +260,10 @@ fn bare_hop_loop(a: usize, b: usize, burst: usize, duration: Duration) -> f64 {
 }
 
 /// Runs DPDK's ring_perf_autotest; returns SP/SC bulk enq+deq cycles per element on two cores.
-fn dpdk_ring_perf(burst: usize) -> Result<f64, String> {
+fn dpdk_ring_perf(burst: usize, cores: (usize, usize)) -> Result<f64, String> {
     let bin = which("dpdk-test").ok_or("dpdk-test not found (Debian package `dpdk-dev`)")?;
+    let prefix = format!("sfclab-ring-{}", std::process::id());
+    let lcores = format!("{},{}", cores.0, cores.1);
     let out = Command::new(&bin)
         .args([
             "--no-huge",
@@ -269,14 +271,15 @@ fn dpdk_ring_perf(burst: usize) -> Result<f64, String> {
             "512",
             "--no-pci",
             "-l",
-            "0,1",
+            &lcores,
             "--file-prefix",
-            &format!("sfclab-ring-{}", std::process::id()),
+            &prefix,
         ])
         .env("DPDK_TEST", "ring_perf_autotest")
         .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run dpdk-test: {e}"))?;
+        .output();
+    super::testpmd::remove_runtime_dir(&prefix);
+    let out = out.map_err(|e| format!("cannot run dpdk-test: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
     parse_ring_perf(&text, burst).ok_or_else(|| "ring_perf_autotest printed no SP/SC two-core figures".to_string())
 }
@@ -312,7 +315,7 @@ pub fn run(
     burst: usize,
     mut progress: impl FnMut(usize, usize, &str),
 ) -> Result<RingBench, String> {
-    let cores = online_cores();
+    let cores = allowed_cores();
     if cores.len() < 2 {
         return Err(format!("needs two cores; this process has {}", cores.len()));
     }
@@ -338,7 +341,7 @@ pub fn run(
         done += 1;
         progress(done, total, "bi:2");
         if dpdk_skipped.is_none() {
-            match dpdk_ring_perf(burst) {
+            match dpdk_ring_perf(burst, (cores[0], cores[1])) {
                 Ok(c) => dpdk_runs.push(c),
                 Err(why) => dpdk_skipped = Some(why),
             }

@@ -73,6 +73,8 @@ pub struct Testpmd {
     /// What it printed so far, line by line.
     lines: Arc<Mutex<Vec<String>>>,
     pub command: String,
+    /// Its `--file-prefix`: names the runtime directory removed when it ends.
+    prefix: String,
 }
 
 impl Testpmd {
@@ -107,6 +109,7 @@ impl Testpmd {
             reader: Some(reader),
             lines,
             command,
+            prefix: prefix.to_string(),
         })
     }
 
@@ -145,6 +148,7 @@ impl Testpmd {
             let _ = child.kill();
             let _ = child.wait();
         }
+        remove_runtime_dir(&self.prefix);
         let lines = self.output();
         rx_pps_samples(&lines[forwarding_start(&lines).unwrap_or(0)..])
     }
@@ -164,7 +168,24 @@ impl Drop for Testpmd {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+            remove_runtime_dir(&self.prefix);
         }
+    }
+}
+
+/// Removes the runtime directory a DPDK process with `--file-prefix prefix` leaves
+/// (its config and memory-segment files: ~12 MB in RAM under /run each, which DPDK does
+/// not remove even on a clean exit).
+pub fn remove_runtime_dir(prefix: &str) {
+    let mut roots = vec![
+        std::path::PathBuf::from("/run/dpdk"),
+        std::path::PathBuf::from("/var/run/dpdk"),
+    ];
+    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
+        roots.push(std::path::PathBuf::from(x).join("dpdk"));
+    }
+    for root in roots {
+        let _ = std::fs::remove_dir_all(root.join(prefix));
     }
 }
 
