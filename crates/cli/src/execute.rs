@@ -64,20 +64,10 @@ impl Trial for ChainTrial {
         if interrupted() {
             return Err(format!("interrupted by Ctrl-C after {} trials", self.reports.len()));
         }
-        // Whether the rate was offered is judged on the measured window.
-        let mut t = TrialResult::new(offered_pps, r.duration_s, r.generated, r.received);
-        if !r.cores.is_empty() {
-            // Across threads the window's edges cut packets in flight; the whole run
-            // (warm-up and drain included) is exact, so pipelines count loss over it.
-            let c = r.conservation_total;
-            t.sent = c.generated;
-            t.received = c.received;
-            t.loss_ratio = if c.generated == 0 {
-                0.0
-            } else {
-                c.dropped as f64 / c.generated as f64
-            };
-        }
+        // The window's own traffic, counted after the drain: exact in every runtime, and
+        // free of warm-up traffic (validity and loss over the same packets and time).
+        let w = r.window_loss;
+        let t = TrialResult::new(offered_pps, r.duration_s, w.sent, w.received);
         self.reports.push(r);
         Ok(t)
     }

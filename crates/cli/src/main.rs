@@ -143,7 +143,7 @@ struct RunArgs {
     /// cores rotated by its index, flows spread over them by hash (as RSS does).
     #[arg(long, help_heading = "Pipeline")]
     replicas: Option<usize>,
-    /// Print the report as JSON (schema `sfclab.run/1`).
+    /// Print the report as JSON (schema `sfclab.run/2`).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
     /// Print the report as one CSV row with a header.
@@ -679,7 +679,7 @@ fn cmd_search(a: SearchArgs) -> ExitCode {
             // What the generator reaches with the chain at max rate bounds every valid trial.
             let probe = spec.as_trial(sfclab_traffic::Rate::Max, 0.0, initial.max(Duration::from_millis(200)));
             match execute::run(&probe) {
-                Ok(r) => r.offered_mpps * 1e6 * 1.05,
+                Ok(r) => r.generated_mpps * 1e6 * 1.05,
                 Err(e) => return fail(e.to_string()),
             }
         }

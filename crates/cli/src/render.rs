@@ -6,7 +6,7 @@ use sfclab_runtime::RunReport;
 use std::fmt::Write as _;
 
 /// Version of the JSON document layout; bumped on any incompatible change.
-pub const RUN_SCHEMA: &str = "sfclab.run/1";
+pub const RUN_SCHEMA: &str = "sfclab.run/2";
 
 fn num(v: u64) -> String {
     let s = v.to_string();
@@ -65,16 +65,25 @@ pub fn table(name: &str, r: &RunReport) -> String {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "throughput  {:.2} Mpps   {:.2} Gbit/s L2   {:.2} Gbit/s L1   {:.1} cycles/packet ({})",
+        "throughput  {:.2} Mpps   {:.2} Gbit/s L2   {:.2} Gbit/s L1   {} busy TSC cycles/packet ({})",
         r.mpps,
         r.gbps_l2,
         r.gbps_l1,
-        r.cycles_per_packet,
+        r.busy_cycles_per_packet.map_or("-".into(), |c| format!("{c:.1}")),
         if r.cores.is_empty() {
-            "whole core"
+            "the one core: generator, chain and sink"
         } else {
             "busiest core"
         }
+    );
+    let _ = writeln!(
+        s,
+        "offered     {} requested, {:.3} Mpps generated; of the window's {} packets {} arrived, {} lost",
+        r.requested_mpps.map_or("max rate".into(), |m| format!("{m:.3} Mpps")),
+        r.generated_mpps,
+        num(r.window_loss.sent),
+        num(r.window_loss.received),
+        num(r.window_loss.lost),
     );
     match &r.latency {
         Some(l) => {
@@ -101,9 +110,28 @@ pub fn table(name: &str, r: &RunReport) -> String {
         );
     }
 
+    if let Some(n) = r.verify_failed {
+        let _ = writeln!(
+            s,
+            "verify      {}",
+            if n == 0 {
+                "every frame passed checksum and length verification".to_string()
+            } else {
+                format!("FAILED: {} frames failed checksum or length verification", num(n))
+            }
+        );
+    }
+
     let mut places = Table::new();
     places.load_preset(UTF8_FULL_CONDENSED);
-    places.set_header(["place", "kind", "packets in", "packets out", "dropped", "cycles/packet"]);
+    places.set_header([
+        "place",
+        "kind",
+        "packets in",
+        "packets out",
+        "dropped",
+        "TSC cycles/packet",
+    ]);
     for p in &r.places {
         places.add_row(vec![
             Cell::new(&p.name),
@@ -119,7 +147,7 @@ pub fn table(name: &str, r: &RunReport) -> String {
     if !r.cores.is_empty() {
         let mut cores = Table::new();
         cores.load_preset(UTF8_FULL_CONDENSED);
-        cores.set_header(["core", "runs", "busy", "packets", "busy cycles/packet"]);
+        cores.set_header(["core", "runs", "busy", "packets", "busy TSC cycles/packet"]);
         for c in &r.cores {
             cores.add_row(vec![
                 right(c.core),
@@ -136,7 +164,7 @@ pub fn table(name: &str, r: &RunReport) -> String {
     } else {
         let mut drops = Table::new();
         drops.load_preset(UTF8_FULL_CONDENSED);
-        drops.set_header(["place", "reason", "kind", "packets", "wasted cycles"]);
+        drops.set_header(["place", "reason", "kind", "packets", "wasted TSC cycles"]);
         for d in &r.drops {
             drops.add_row(vec![
                 Cell::new(&d.place),
@@ -148,21 +176,20 @@ pub fn table(name: &str, r: &RunReport) -> String {
         }
         let _ = writeln!(s, "drops by place and reason\n{drops}");
     }
-    let scope = if r.cores.is_empty() {
-        ""
-    } else {
-        " (whole run, drained)"
-    };
-    let _ = writeln!(s, "conservation {}{scope}", r.conservation);
+    let _ = writeln!(
+        s,
+        "conservation {} (whole run: warm-up, window and drain; the tables count the window)",
+        r.conservation
+    );
     s
 }
 
 /// The JSON document of a run: the report with its schema tag, the chain's name and full
 /// NF settings, and the machine it ran on. Its JSON Schema is `sfclab schema run`
-/// (docs/schema/run-1.json).
+/// (docs/schema/run-2.json).
 #[derive(serde::Serialize, schemars::JsonSchema)]
 pub struct RunDocument<'a> {
-    /// Always `sfclab.run/1` for this layout.
+    /// Always `sfclab.run/2` for this layout.
     pub schema: &'static str,
     pub name: &'a str,
     pub machine: crate::bench::Machine,
@@ -195,17 +222,17 @@ pub fn json(name: &str, nfs: &[(String, sfclab_nf::NfConfig)], r: &RunReport) ->
 pub fn run_schema() -> String {
     let mut schema = serde_json::to_value(schemars::schema_for!(RunDocument<'static>)).expect("schema serialises");
     if let Some(obj) = schema.as_object_mut() {
-        obj.insert("$id".into(), "https://sfclab.invalid/schema/run-1.json".into());
+        obj.insert("$id".into(), "https://sfclab.invalid/schema/run-2.json".into());
         obj.insert(
             "description".into(),
-            "One sfclab run (`sfclab run --json`), schema sfclab.run/1.".into(),
+            "One sfclab run (`sfclab run --json`), schema sfclab.run/2.".into(),
         );
     }
     serde_json::to_string_pretty(&schema).expect("schema serialises") + "\n"
 }
 
 /// Columns of the CSV summary: one row per run.
-pub const CSV_HEADER: [&str; 20] = [
+pub const CSV_HEADER: [&str; 24] = [
     "name",
     "runtime",
     "placement",
@@ -220,11 +247,15 @@ pub const CSV_HEADER: [&str; 20] = [
     "mpps",
     "gbps_l2",
     "gbps_l1",
-    "cycles_per_packet",
-    "nf_cycles_per_packet",
+    "requested_mpps",
+    "generated_mpps",
+    "window_lost",
+    "busy_tsc_cycles_per_packet",
+    "nf_tsc_cycles_per_packet",
     "latency_p50_ns",
     "latency_p99_ns",
     "latency_p999_ns",
+    "verify_failed",
     "conservation",
 ];
 
@@ -260,11 +291,15 @@ pub fn csv_row(name: &str, r: &RunReport) -> Vec<String> {
         format!("{:.4}", r.mpps),
         format!("{:.4}", r.gbps_l2),
         format!("{:.4}", r.gbps_l1),
-        format!("{:.3}", r.cycles_per_packet),
+        r.requested_mpps.map_or(String::new(), |m| format!("{m:.4}")),
+        format!("{:.4}", r.generated_mpps),
+        r.window_loss.lost.to_string(),
+        r.busy_cycles_per_packet.map_or(String::new(), |c| format!("{c:.3}")),
         nf_cycles.join(";"),
         lat(|l| l.p50_ns),
         lat(|l| l.p99_ns),
         lat(|l| l.p999_ns),
+        r.verify_failed.map_or(String::new(), |n| n.to_string()),
         if r.conservation.holds {
             "holds".into()
         } else {

@@ -37,6 +37,11 @@ pub struct PacketMeta {
 
 /// The packet is a latency probe: the sink records `now - timestamp`.
 pub const FLAG_PROBE: u16 = 1;
+/// The source generated the packet inside the measured window. Sinks count these apart,
+/// so the window's loss is exact even when packets are in flight at its edges (across
+/// cores, a packet generated before the window may arrive in it, and one generated in it
+/// after it).
+pub const FLAG_WINDOW: u16 = 2;
 
 #[cfg_attr(not(debug_assertions), allow(dead_code))]
 pub(crate) const STATE_FREE: u32 = 0x5fc0_f4ee;
@@ -116,16 +121,16 @@ impl Packet {
     }
 
     /// A fresh frame of `len` bytes at the default headroom whose first 64 bytes are
-    /// `head`, with its metadata: the generator's whole per-packet write (the timestamp is
+    /// `head`, with its metadata (`flags` replace the old ones): the generator's whole per-packet write (the timestamp is
     /// left alone: only probes carry one). `head` may be longer than the frame (a 64-byte
     /// template stamped into a 60-byte frame): the bytes past `len` land in the tailroom.
     #[inline(always)]
-    pub fn stamp(&mut self, len: u16, in_port: u16, flow_hash: u32, seq: u32, head: &[u8; 64]) {
+    pub fn stamp(&mut self, len: u16, in_port: u16, flags: u16, flow_hash: u32, seq: u32, head: &[u8; 64]) {
         // A clamp, not an assert: the invariant must hold in release builds too (a cmov).
         self.data_off = HEADROOM as u16;
         self.len = len.min(DATA_ROOM as u16);
         self.meta.in_port = in_port;
-        self.meta.flags = 0;
+        self.meta.flags = flags;
         self.meta.flow_hash = flow_hash;
         self.meta.seq = seq;
         let dst: &mut [u8; 64] = (&mut self.room[HEADROOM..HEADROOM + 64]).try_into().unwrap();
@@ -187,6 +192,12 @@ impl Packet {
         self.meta.flags & FLAG_PROBE != 0
     }
 
+    /// Generated inside the measured window (see [`FLAG_WINDOW`]).
+    #[inline(always)]
+    pub fn in_window(&self) -> bool {
+        self.meta.flags & FLAG_WINDOW != 0
+    }
+
     /// The whole writable room (headroom included), for pool priming.
     pub(crate) fn room_mut(&mut self) -> &mut [u8] {
         &mut self.room
@@ -232,7 +243,7 @@ mod tests {
     fn stamp_clamps_an_oversized_length_to_the_room() {
         let mut pool = PacketPool::new(1);
         let mut p = pool.alloc().unwrap();
-        p.stamp(u16::MAX, 0, 0, 0, &[0xab; 64]);
+        p.stamp(u16::MAX, 0, 0, 0, 0, &[0xab; 64]);
         assert_eq!(p.len(), DATA_ROOM);
         assert_eq!(p.tailroom(), 0);
         assert_eq!(p.data()[DATA_ROOM - 1], p.data()[DATA_ROOM - 1], "readable to the end");
@@ -256,7 +267,7 @@ mod tests {
                     2 => { let _ = p.adjust_front(n); }
                     3 => { let _ = p.append(n); }
                     4 => p.truncate(n),
-                    _ => p.stamp(n as u16, 0, 0, 0, &[1; 64]),
+                    _ => p.stamp(n as u16, 0, 0, 0, 0, &[1; 64]),
                 }
                 prop_assert_eq!(p.headroom() + p.len() + p.tailroom(), HEADROOM + DATA_ROOM);
                 if let Some(h) = p.head_mut::<64>() {

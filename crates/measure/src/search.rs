@@ -133,7 +133,11 @@ impl SearchConfig {
                 format!("{} of {} is outside 0..1", g.exceed_ratio, g.name),
             ));
         }
-        if let Some(g) = self.goals.iter().find(|g| g.duration_sum_s < 0.0 || g.duration_sum_s.is_nan()) {
+        if let Some(g) = self
+            .goals
+            .iter()
+            .find(|g| g.duration_sum_s < 0.0 || g.duration_sum_s.is_nan())
+        {
             return Err((
                 "duration_sum",
                 format!("{} s of {} is negative", g.duration_sum_s, g.name),

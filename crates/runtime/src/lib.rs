@@ -19,4 +19,4 @@ pub use chain::{Chain, NfSlot};
 pub use compound::{RunError, RunSettings, run_compound};
 pub use pipeline::{LinkMode, PipelineSettings, run_parallel, run_pipeline};
 pub use placement::{Placement, StagePlan};
-pub use report::{Conservation, CoreReport, DropRecord, PlaceReport, RunReport};
+pub use report::{Conservation, CoreReport, DropRecord, PlaceReport, RunReport, WindowLoss};

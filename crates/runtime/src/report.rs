@@ -40,16 +40,21 @@ impl PlaceReport {
         }
     }
 
-    /// Where packets end; it takes everything it is given.
+    /// Where packets leave: `packets_out` went out, what the port refused is a
+    /// `tx-full` drop (an in-memory sink takes everything; a real TX queue may not).
     pub fn sink(name: String, stats: &sfclab_traffic::SinkStats, cycles_per_packet: Option<f64>) -> PlaceReport {
-        let n = stats.port.packets;
+        let (n, refused) = (stats.port.packets, stats.port.dropped);
         PlaceReport {
             name,
             kind: "sink".into(),
-            packets_in: n,
+            packets_in: n + refused,
             packets_out: n,
-            dropped: 0,
-            drops: Default::default(),
+            dropped: refused,
+            drops: if refused > 0 {
+                [(DropReason::TxFull.name().to_string(), refused)].into()
+            } else {
+                Default::default()
+            },
             cycles_per_packet,
             counters: [
                 ("probes".to_string(), stats.probes),
@@ -167,6 +172,46 @@ impl std::fmt::Display for Conservation {
     }
 }
 
+/// What became of the packets the generator sent inside the measured window, counted
+/// after the run drained (sinks count packets carrying `FLAG_WINDOW`): exact in every
+/// runtime, where per-place window counters are not across cores (a packet in flight at
+/// an edge is generated in one span and received in another). Trials measure loss here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct WindowLoss {
+    /// Packets generated inside the window.
+    pub sent: u64,
+    /// Of those, packets that reached a sink (whenever they arrived).
+    pub received: u64,
+    /// `sent - received`: dropped somewhere, each drop counted at its place.
+    pub lost: u64,
+}
+
+impl WindowLoss {
+    /// The window's traffic from its counts; an error when more arrived than was sent,
+    /// which only a bug can cause.
+    pub fn new(sent: u64, received: u64) -> Result<WindowLoss, String> {
+        if received > sent {
+            return Err(format!(
+                "{received} packets of the window's traffic arrived but only {sent} were sent"
+            ));
+        }
+        Ok(WindowLoss {
+            sent,
+            received,
+            lost: sent - received,
+        })
+    }
+
+    /// `lost / sent` (0 when nothing was sent).
+    pub fn loss_ratio(&self) -> f64 {
+        if self.sent == 0 {
+            0.0
+        } else {
+            self.lost as f64 / self.sent as f64
+        }
+    }
+}
+
 /// The result of one run.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RunReport {
@@ -182,26 +227,42 @@ pub struct RunReport {
     pub warmup_s: f64,
     /// Length of the measured window (warm-up excluded).
     pub duration_s: f64,
+    /// Packets generated in the window.
     pub generated: u64,
+    /// Packets the sinks took in the window (across cores, some were generated just
+    /// before it; `window_loss` counts the window's own traffic exactly).
     pub received: u64,
+    /// Drops counted at the places in the window.
     pub dropped: u64,
-    /// Received packets per second, in millions.
+    /// Received packets per second in the window, in millions.
     pub mpps: f64,
     /// Received L2 (frames with FCS) and L1 (plus preamble and gap) bit rates.
     pub gbps_l2: f64,
     pub gbps_l1: f64,
-    /// Rate the generator offered in the window, Mpps.
-    pub offered_mpps: f64,
-    /// Every TSC cycle of the window over the packets generated (one core does all).
-    pub cycles_per_packet: f64,
+    /// The rate asked of the generator, Mpps (`None`: as fast as it can; an L1 bit rate
+    /// is converted at the mean frame size).
+    pub requested_mpps: Option<f64>,
+    /// The rate the generator achieved in the window, Mpps.
+    pub generated_mpps: f64,
+    /// TSC cycles the busiest core spent working (not polling empty queues or waiting for
+    /// the pacer) per packet it handled: the bottleneck's cost. In a compound run the one
+    /// core runs the generator, the chain and the sink. `None` when no packet was handled.
+    pub busy_cycles_per_packet: Option<f64>,
+    /// Per-place counters of the window. Across cores, packets in flight at the window's
+    /// edges are counted where they were then, so these need not add up exactly; the
+    /// exact checks are `window_loss` and `conservation`.
     pub places: Vec<PlaceReport>,
     pub drops: Vec<DropRecord>,
     /// Latency of the probe packets, generator to sink.
     pub latency: Option<LatencySummary>,
-    /// generated = received + dropped over the measured window.
+    /// The window's own traffic: sent, received, lost; exact.
+    pub window_loss: WindowLoss,
+    /// With `verify` on: frames that failed checksum or length verification at a sink
+    /// over the whole run (`None`: not verified).
+    pub verify_failed: Option<u64>,
+    /// The whole run (warm-up, window and the drain after it): generated = received +
+    /// dropped, exactly, and every buffer back in the pool.
     pub conservation: Conservation,
-    /// Conservation over the whole run, warm-up included.
-    pub conservation_total: Conservation,
     pub pool: PoolStats,
     /// Generator batches cut short because the pool ran dry, and packets the pacer
     /// skipped for falling behind: either means the offered rate was not reached.

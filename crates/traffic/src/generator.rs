@@ -11,7 +11,7 @@
 //! reads it itself when it is stamped, so its timestamp is exact.
 
 use serde::Serialize;
-use sfclab_core::packet::FLAG_PROBE;
+use sfclab_core::packet::{FLAG_PROBE, FLAG_WINDOW};
 use sfclab_core::{Batch, PacketPool, PortStats, RxPort, tsc};
 
 use crate::flows::{FlowSet, IpVersion, MAX_FLOWS, apply_patch, pattern_byte};
@@ -50,6 +50,11 @@ impl Default for GeneratorConfig {
 
 impl GeneratorConfig {
     /// Checks the combination; the error names the key.
+    /// The packet rate asked for (`None`: as fast as the generator goes).
+    pub fn requested_pps(&self) -> Option<f64> {
+        self.rate.pps(self.sizes.mean())
+    }
+
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         if self.flows == 0 || self.flows > MAX_FLOWS {
             return Err(("flows", format!("{} flows: must be 1..={MAX_FLOWS}", self.flows)));
@@ -112,6 +117,8 @@ pub struct Generator {
     pace_bits: bool,
     probe_every: u64,
     next_probe: u64,
+    /// Flags stamped into every packet: `FLAG_WINDOW` once the window started.
+    flags: u16,
     stats: GeneratorStats,
 }
 
@@ -152,6 +159,7 @@ impl Generator {
             pace_bits,
             probe_every,
             next_probe: 0,
+            flags: 0,
             stats: GeneratorStats::default(),
             cfg,
         })
@@ -162,8 +170,11 @@ impl Generator {
     }
 
     /// Stops the generator after `more` further packets (`None`: no limit).
-    pub fn limit_from_now(&mut self, more: Option<u64>) {
-        self.cfg.limit = more.map(|m| self.stats.port.packets + m);
+    /// The measured window starts now: packets from here on carry `FLAG_WINDOW`, and
+    /// with `count` the generator stops after that many more.
+    pub fn start_window(&mut self, count: Option<u64>) {
+        self.cfg.limit = count.map(|m| self.stats.port.packets + m);
+        self.flags = FLAG_WINDOW;
     }
 
     /// Writes the payload pattern into every buffer of `pool` once, so that frames
@@ -237,6 +248,7 @@ impl RxPort for Generator {
         let mut flow = self.next_flow % nflows;
         let mut seq = self.seq;
         let port = self.cfg.port;
+        let flags = self.flags;
         let mut bytes = 0u64;
         if self.mixed {
             let (patches, offsets, classes) = (&self.flows.patches, self.flows.ip.patch_offsets(), self.lens.len());
@@ -245,7 +257,7 @@ impl RxPort for Generator {
                 let class = usize::from(self.schedule[slot]);
                 slot = if slot + 1 == self.schedule.len() { 0 } else { slot + 1 };
                 let len = self.lens[class];
-                p.stamp(len, port, hashes[flow], seq, &heads[flow]);
+                p.stamp(len, port, flags, hashes[flow], seq, &heads[flow]);
                 apply_patch(p.data_mut(), offsets, &patches[flow * classes + class]);
                 bytes += u64::from(len);
                 flow = if flow + 1 == nflows { 0 } else { flow + 1 };
@@ -259,7 +271,7 @@ impl RxPort for Generator {
                 debug_assert!(flow < nflows && hashes.len() == nflows);
                 // SAFETY: `flow` wraps at `nflows`, the length of both tables (FlowSet::new).
                 let (hash, head) = unsafe { (*hashes.get_unchecked(flow), heads.get_unchecked(flow)) };
-                p.stamp(len, port, hash, seq, head);
+                p.stamp(len, port, flags, hash, seq, head);
                 flow = if flow + 1 == nflows { 0 } else { flow + 1 };
                 seq = seq.wrapping_add(1);
             }

@@ -17,6 +17,18 @@ pub enum Rate {
     L1Bps(f64),
 }
 
+impl Rate {
+    /// Packets per second this rate asks for at frames of `mean_frame` bytes (FCS
+    /// included); `None` for `max`.
+    pub fn pps(&self, mean_frame: f64) -> Option<f64> {
+        match *self {
+            Rate::Max => None,
+            Rate::Pps(p) => Some(p),
+            Rate::L1Bps(b) => Some(b / ((mean_frame + 20.0) * 8.0)),
+        }
+    }
+}
+
 impl std::fmt::Display for Rate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -32,8 +44,14 @@ impl std::str::FromStr for Rate {
 
     fn from_str(s: &str) -> Result<Self, String> {
         let t = s.trim().to_ascii_lowercase().replace(' ', "");
-        if t == "max" || t == "line" {
+        if t == "max" {
             return Ok(Rate::Max);
+        }
+        if t.starts_with("line") {
+            return Err(format!(
+                "`{s}`: give the link's speed instead: an L1 bit rate is its line rate \
+                 (10Gbit/s is 10GbE line rate, preamble and gap counted); `max` is as fast as the generator goes"
+            ));
         }
         let units: [(&str, f64, bool); 10] = [
             ("mpps", 1e6, true),

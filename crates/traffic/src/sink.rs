@@ -15,6 +15,8 @@ pub struct SinkStats {
     /// Frames that failed verification (bad checksum or length), when verifying.
     pub verify_failed: u64,
     pub probes: u64,
+    /// Packets the source generated inside the measured window (`FLAG_WINDOW`).
+    pub window_packets: u64,
 }
 
 impl SinkStats {
@@ -25,6 +27,7 @@ impl SinkStats {
         self.port.dropped += o.port.dropped;
         self.verify_failed += o.verify_failed;
         self.probes += o.probes;
+        self.window_packets += o.window_packets;
     }
 
     pub fn since(&self, e: &SinkStats) -> SinkStats {
@@ -32,6 +35,7 @@ impl SinkStats {
             port: self.port.since(&e.port),
             verify_failed: self.verify_failed - e.verify_failed,
             probes: self.probes - e.probes,
+            window_packets: self.window_packets - e.window_packets,
         }
     }
 }
@@ -107,11 +111,14 @@ impl TxPort for Sink {
     #[inline]
     fn tx<R: Recycle>(&mut self, _now: u64, batch: &mut Batch, recycle: &mut R) {
         let mut bytes = 0u64;
+        let mut window = 0u64;
         let mut probe = false;
         for p in batch.iter() {
             bytes += p.len() as u64;
+            window += u64::from(p.in_window());
             probe |= p.is_probe();
         }
+        self.stats.window_packets += window;
         if probe {
             let now = tsc::now();
             for p in batch.iter().filter(|p| p.is_probe()) {

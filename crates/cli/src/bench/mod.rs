@@ -251,7 +251,7 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
                     ..Default::default()
                 };
                 let r = run_compound(traffic, forwarders(n), &settings).map_err(|e| e.to_string())?;
-                runs[m * args.hops.len() + h].push((r.mpps, r.cycles_per_packet));
+                runs[m * args.hops.len() + h].push((r.mpps, r.busy_cycles_per_packet.unwrap_or(f64::NAN)));
                 done += 1;
                 progress(
                     done,

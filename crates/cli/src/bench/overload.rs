@@ -143,7 +143,7 @@ pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) ->
                     hops: n,
                     links: links.name(),
                     load,
-                    offered_mpps: mid.offered_mpps,
+                    offered_mpps: mid.generated_mpps,
                     mpps: median(&mpps),
                     ingress_drops: ingress.iter().map(|d| d.packets).sum(),
                     software_drops: software.iter().map(|d| d.packets).sum(),
