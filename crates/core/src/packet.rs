@@ -16,12 +16,20 @@ pub const DATA_ROOM: usize = BUF_SIZE - META_SIZE - HEADROOM;
 /// Largest frame the generator produces, FCS excluded (1518 B on the wire).
 pub const MAX_FRAME: usize = 1514;
 
-/// Per-packet metadata, in the buffer's first cache line: what sources and NFs may set
-/// freely. The frame's place in the buffer (offset and length) is not here: memory
-/// safety depends on it, so only `Packet`'s checked methods change it.
+/// Per-packet metadata, in the buffer's first cache line.
+///
+/// The frame's place in the buffer (`data_off`, `len`) is private: memory safety depends
+/// on `data_off + len <= BUF_SIZE - META_SIZE`, so only this crate's checked methods set
+/// them. Every value safe code can make keeps it: the default (an empty frame at 0), or
+/// a copy of another packet's metadata (all buffers have the same room). The public
+/// fields are free to set.
 #[derive(Debug, Clone, Copy, Default)]
-#[repr(C)]
+#[repr(C, align(8))]
 pub struct PacketMeta {
+    /// Offset of the first frame byte in `Packet::room`.
+    data_off: u16,
+    /// Frame length in bytes (no FCS).
+    len: u16,
     /// Port the packet entered on.
     pub in_port: u16,
     /// `FLAG_*` bits.
@@ -33,6 +41,20 @@ pub struct PacketMeta {
     /// TSC when the source emitted the packet. Set on latency probes (`FLAG_PROBE`)
     /// only: writing it into every packet would cost a store per packet for nothing.
     pub timestamp: u64,
+}
+
+impl PacketMeta {
+    /// The metadata of a fresh frame of `len` bytes (clamped to `DATA_ROOM`) at the
+    /// default headroom, entered on `in_port`, with `flags`; no timestamp.
+    pub fn fresh(len: u16, in_port: u16, flags: u16) -> PacketMeta {
+        PacketMeta {
+            data_off: HEADROOM as u16,
+            len: len.min(DATA_ROOM as u16),
+            in_port,
+            flags,
+            ..Default::default()
+        }
+    }
 }
 
 /// The packet is a latency probe: the sink records `now - timestamp`.
@@ -50,24 +72,19 @@ pub(crate) const STATE_IN_USE: u32 = 0x5fc0_a11c;
 
 /// One packet buffer.
 ///
-/// Invariant: `data_off + len <= room.len()`. Every method that moves the frame keeps
-/// it, which is what makes `head_mut`'s unchecked access sound; the two fields are
-/// private to this crate for that reason.
+/// Invariant: `meta.data_off + meta.len <= room.len()` (see [`PacketMeta`]). Every method
+/// that moves the frame keeps it, which is what makes `head_mut`'s unchecked access sound.
 #[repr(C, align(64))]
 pub struct Packet {
-    /// Offset of the first frame byte in `room`.
-    data_off: u16,
-    /// Frame length in bytes (no FCS).
-    len: u16,
+    pub meta: PacketMeta,
     /// Pool bookkeeping, kept in debug builds only: `STATE_FREE` or `STATE_IN_USE`.
     pub(crate) pool_state: u32,
-    pub meta: PacketMeta,
-    _meta_pad: [u8; META_SIZE - std::mem::size_of::<PacketMeta>() - 8],
+    _meta_pad: [u8; META_SIZE - std::mem::size_of::<PacketMeta>() - 4],
     room: [u8; BUF_SIZE - META_SIZE],
 }
 
 const _: () = assert!(std::mem::size_of::<Packet>() == BUF_SIZE);
-const _: () = assert!(std::mem::size_of::<PacketMeta>() + 8 <= META_SIZE);
+const _: () = assert!(std::mem::size_of::<PacketMeta>() + 4 <= META_SIZE);
 const _: () = assert!(HEADROOM + DATA_ROOM == BUF_SIZE - META_SIZE);
 // Offsets and lengths fit the u16 fields.
 const _: () = assert!(BUF_SIZE - META_SIZE <= u16::MAX as usize);
@@ -76,38 +93,38 @@ impl Packet {
     /// The frame bytes.
     #[inline(always)]
     pub fn data(&self) -> &[u8] {
-        let off = usize::from(self.data_off);
-        &self.room[off..off + usize::from(self.len)]
+        let off = usize::from(self.meta.data_off);
+        &self.room[off..off + usize::from(self.meta.len)]
     }
 
     /// The frame bytes, writable.
     #[inline(always)]
     pub fn data_mut(&mut self) -> &mut [u8] {
-        let off = usize::from(self.data_off);
-        &mut self.room[off..off + usize::from(self.len)]
+        let off = usize::from(self.meta.data_off);
+        &mut self.room[off..off + usize::from(self.meta.len)]
     }
 
     /// Bytes free in front of the frame, for `prepend`.
     #[inline(always)]
     pub fn headroom(&self) -> usize {
-        usize::from(self.data_off)
+        usize::from(self.meta.data_off)
     }
 
     /// Bytes free after the frame, for `append`.
     #[inline(always)]
     pub fn tailroom(&self) -> usize {
-        self.room.len() - usize::from(self.data_off) - self.len()
+        self.room.len() - usize::from(self.meta.data_off) - self.len()
     }
 
     /// Frame length in bytes (no FCS).
     #[inline(always)]
     pub fn len(&self) -> usize {
-        usize::from(self.len)
+        usize::from(self.meta.len)
     }
 
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.meta.len == 0
     }
 
     /// Resets the frame to `len` bytes at the default headroom; returns them for writing.
@@ -115,24 +132,25 @@ impl Packet {
     #[inline(always)]
     pub fn reset(&mut self, len: usize) -> &mut [u8] {
         let len = len.min(DATA_ROOM);
-        self.data_off = HEADROOM as u16;
-        self.len = len as u16;
+        self.meta.data_off = HEADROOM as u16;
+        self.meta.len = len as u16;
         &mut self.room[HEADROOM..HEADROOM + len]
     }
 
-    /// A fresh frame of `len` bytes at the default headroom whose first 64 bytes are
-    /// `head`, with its metadata (`flags` replace the old ones): the generator's whole per-packet write (the timestamp is
-    /// left alone: only probes carry one). `head` may be longer than the frame (a 64-byte
-    /// template stamped into a 60-byte frame): the bytes past `len` land in the tailroom.
+    /// The generator's whole per-packet write: the metadata `fresh` (from
+    /// [`PacketMeta::fresh`], built once per batch) with this packet's flow hash and
+    /// sequence number, and the frame's first 64 bytes from `head`. `head` may be longer
+    /// than the frame (a 64-byte template stamped into a 60-byte frame): the bytes past
+    /// the frame land in the tailroom.
     #[inline(always)]
-    pub fn stamp(&mut self, len: u16, in_port: u16, flags: u16, flow_hash: u32, seq: u32, head: &[u8; 64]) {
-        // A clamp, not an assert: the invariant must hold in release builds too (a cmov).
-        self.data_off = HEADROOM as u16;
-        self.len = len.min(DATA_ROOM as u16);
-        self.meta.in_port = in_port;
-        self.meta.flags = flags;
-        self.meta.flow_hash = flow_hash;
-        self.meta.seq = seq;
+    pub fn stamp(&mut self, fresh: &PacketMeta, flow_hash: u32, seq: u32, head: &[u8; 64]) {
+        // One struct store: the loop-invariant first eight bytes stay one register
+        // (separate field stores measured 1.5 cycles/packet slower).
+        self.meta = PacketMeta {
+            flow_hash,
+            seq,
+            ..*fresh
+        };
         let dst: &mut [u8; 64] = (&mut self.room[HEADROOM..HEADROOM + 64]).try_into().unwrap();
         *dst = *head;
     }
@@ -141,10 +159,10 @@ impl Packet {
     /// NFs that rewrite fixed headers (one length compare, no slice arithmetic).
     #[inline(always)]
     pub fn head_mut<const N: usize>(&mut self) -> Option<&mut [u8; N]> {
-        if usize::from(self.len) < N {
+        if usize::from(self.meta.len) < N {
             return None;
         }
-        let off = usize::from(self.data_off);
+        let off = usize::from(self.meta.data_off);
         debug_assert!(off + N <= self.room.len());
         // SAFETY: N <= len (checked above) and data_off + len <= room.len() (the type's
         // invariant, kept by every method that writes the private data_off and len), so
@@ -154,9 +172,9 @@ impl Packet {
 
     /// Grows the frame by `n` bytes at the front (into the headroom); `None` if there is no room.
     pub fn prepend(&mut self, n: usize) -> Option<&mut [u8]> {
-        let off = usize::from(self.data_off).checked_sub(n)?;
-        self.data_off = off as u16;
-        self.len += n as u16;
+        let off = usize::from(self.meta.data_off).checked_sub(n)?;
+        self.meta.data_off = off as u16;
+        self.meta.len += n as u16;
         Some(&mut self.room[off..off + n])
     }
 
@@ -165,25 +183,25 @@ impl Packet {
         if n > self.len() {
             return None;
         }
-        self.data_off += n as u16;
-        self.len -= n as u16;
+        self.meta.data_off += n as u16;
+        self.meta.len -= n as u16;
         Some(())
     }
 
     /// Grows the frame by `n` bytes at the end; `None` if it would not fit.
     pub fn append(&mut self, n: usize) -> Option<&mut [u8]> {
-        let end = usize::from(self.data_off) + self.len();
+        let end = usize::from(self.meta.data_off) + self.len();
         if n > self.room.len() - end {
             return None;
         }
-        self.len += n as u16;
+        self.meta.len += n as u16;
         Some(&mut self.room[end..end + n])
     }
 
     /// Cuts the frame to `len` bytes (no-op if already shorter).
     pub fn truncate(&mut self, len: usize) {
         if len < self.len() {
-            self.len = len as u16;
+            self.meta.len = len as u16;
         }
     }
 
@@ -206,8 +224,8 @@ impl Packet {
     /// An empty frame at the default headroom: how the pool hands buffers out.
     #[inline(always)]
     pub(crate) fn clear_frame(&mut self) {
-        self.data_off = HEADROOM as u16;
-        self.len = 0;
+        self.meta.data_off = HEADROOM as u16;
+        self.meta.len = 0;
     }
 }
 
@@ -243,7 +261,7 @@ mod tests {
     fn stamp_clamps_an_oversized_length_to_the_room() {
         let mut pool = PacketPool::new(1);
         let mut p = pool.alloc().unwrap();
-        p.stamp(u16::MAX, 0, 0, 0, 0, &[0xab; 64]);
+        p.stamp(&super::PacketMeta::fresh(u16::MAX, 0, 0), 0, 0, &[0xab; 64]);
         assert_eq!(p.len(), DATA_ROOM);
         assert_eq!(p.tailroom(), 0);
         assert_eq!(p.data()[DATA_ROOM - 1], p.data()[DATA_ROOM - 1], "readable to the end");
@@ -267,7 +285,7 @@ mod tests {
                     2 => { let _ = p.adjust_front(n); }
                     3 => { let _ = p.append(n); }
                     4 => p.truncate(n),
-                    _ => p.stamp(n as u16, 0, 0, 0, 0, &[1; 64]),
+                    _ => p.stamp(&super::PacketMeta::fresh(n as u16, 0, 0), 0, 0, &[1; 64]),
                 }
                 prop_assert_eq!(p.headroom() + p.len() + p.tailroom(), HEADROOM + DATA_ROOM);
                 if let Some(h) = p.head_mut::<64>() {

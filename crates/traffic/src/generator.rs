@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 use sfclab_core::packet::{FLAG_PROBE, FLAG_WINDOW};
-use sfclab_core::{Batch, PacketPool, PortStats, RxPort, tsc};
+use sfclab_core::{Batch, PacketMeta, PacketPool, PortStats, RxPort, tsc};
 
 use crate::flows::{FlowSet, IpVersion, MAX_FLOWS, apply_patch, pattern_byte};
 use crate::rate::{Pacer, Rate};
@@ -117,8 +117,9 @@ pub struct Generator {
     pace_bits: bool,
     probe_every: u64,
     next_probe: u64,
-    /// Flags stamped into every packet: `FLAG_WINDOW` once the window started.
-    flags: u16,
+    /// Per size class, the metadata every packet starts with (`FLAG_WINDOW` once the
+    /// window started).
+    fresh: Vec<PacketMeta>,
     stats: GeneratorStats,
 }
 
@@ -146,7 +147,7 @@ impl Generator {
         } else {
             0
         };
-        Ok(Generator {
+        let mut g = Generator {
             schedule: cfg.sizes.schedule().into_boxed_slice(),
             mixed: lens.len() > 1,
             lens,
@@ -159,10 +160,12 @@ impl Generator {
             pace_bits,
             probe_every,
             next_probe: 0,
-            flags: 0,
+            fresh: Vec::new(),
             stats: GeneratorStats::default(),
             cfg,
-        })
+        };
+        g.set_flags(0);
+        Ok(g)
     }
 
     pub fn config(&self) -> &GeneratorConfig {
@@ -174,7 +177,16 @@ impl Generator {
     /// with `count` the generator stops after that many more.
     pub fn start_window(&mut self, count: Option<u64>) {
         self.cfg.limit = count.map(|m| self.stats.port.packets + m);
-        self.flags = FLAG_WINDOW;
+        self.set_flags(FLAG_WINDOW);
+    }
+
+    fn set_flags(&mut self, flags: u16) {
+        let port = self.cfg.port;
+        self.fresh = self
+            .lens
+            .iter()
+            .map(|&len| PacketMeta::fresh(len, port, flags))
+            .collect();
     }
 
     /// Writes the payload pattern into every buffer of `pool` once, so that frames
@@ -247,8 +259,7 @@ impl RxPort for Generator {
         let nflows = heads.len();
         let mut flow = self.next_flow % nflows;
         let mut seq = self.seq;
-        let port = self.cfg.port;
-        let flags = self.flags;
+        let fresh = &self.fresh;
         let mut bytes = 0u64;
         if self.mixed {
             let (patches, offsets, classes) = (&self.flows.patches, self.flows.ip.patch_offsets(), self.lens.len());
@@ -257,7 +268,7 @@ impl RxPort for Generator {
                 let class = usize::from(self.schedule[slot]);
                 slot = if slot + 1 == self.schedule.len() { 0 } else { slot + 1 };
                 let len = self.lens[class];
-                p.stamp(len, port, flags, hashes[flow], seq, &heads[flow]);
+                p.stamp(&fresh[class], hashes[flow], seq, &heads[flow]);
                 apply_patch(p.data_mut(), offsets, &patches[flow * classes + class]);
                 bytes += u64::from(len);
                 flow = if flow + 1 == nflows { 0 } else { flow + 1 };
@@ -266,12 +277,14 @@ impl RxPort for Generator {
             self.next_slot = slot;
         } else {
             // One size: the templates already carry its lengths and checksums.
-            let len = self.lens[0];
+            // A copy in registers: through the reference it would be reloaded per packet
+            // (the compiler cannot rule out that a packet write aliases it).
+            let (len, fresh) = (self.lens[0], fresh[0]);
             for p in batch.iter_mut_from(first) {
                 debug_assert!(flow < nflows && hashes.len() == nflows);
                 // SAFETY: `flow` wraps at `nflows`, the length of both tables (FlowSet::new).
                 let (hash, head) = unsafe { (*hashes.get_unchecked(flow), heads.get_unchecked(flow)) };
-                p.stamp(len, port, flags, hash, seq, head);
+                p.stamp(&fresh, hash, seq, head);
                 flow = if flow + 1 == nflows { 0 } else { flow + 1 };
                 seq = seq.wrapping_add(1);
             }
