@@ -53,6 +53,10 @@ impl ChainTrial {
 }
 
 impl Trial for ChainTrial {
+    fn interrupted(&self) -> bool {
+        self.stop.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn run(&mut self, offered_pps: f64, duration: Duration) -> Result<TrialResult, String> {
         let interrupted = || self.stop.load(std::sync::atomic::Ordering::Relaxed);
         if interrupted() {

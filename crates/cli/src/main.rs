@@ -4,8 +4,11 @@
 mod bench;
 mod config;
 mod execute;
+mod outcome;
+mod progress;
 mod render;
 mod report;
+mod search;
 mod sweep;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -43,7 +46,7 @@ enum Cmd {
     /// Runs trials of the chain at paced rates: an MLRsearch-style search by default
     /// (several goals at once, short trials first), or plain RFC 2544 binary search.
     /// A trial whose generator did not reach the offered rate never counts as a pass.
-    Search(Box<SearchArgs>),
+    Search(Box<search::SearchArgs>),
     /// Run a chain over a list of values of one parameter: a table, and a result set
     /// (JSON, CSV, SVG plots, one self-contained HTML report) in `--out`.
     ///
@@ -58,15 +61,16 @@ enum Cmd {
     Bench(BenchCmd),
     /// List the NF types and their settings.
     Nfs,
-    /// Print the JSON Schema of a result document (`run`: what `sfclab run --json` prints).
+    /// Print the JSON Schema of a result document: `run` (what `sfclab run --json`
+    /// prints), `search`; each is published in docs/schema/.
     Schema {
-        #[arg(value_parser = ["run"], default_value = "run")]
+        #[arg(value_parser = render::SCHEMA_NAMES, default_value = "run")]
         document: String,
     },
 }
 
 #[derive(Args, Clone)]
-struct RunArgs {
+pub struct RunArgs {
     /// Chain file (YAML).
     file: Option<String>,
     /// Chain shorthand instead of a file: `forwarder*4`, `forwarder -> synthetic(cycles=100) -> noop`.
@@ -149,50 +153,6 @@ struct RunArgs {
     /// Print the report as one CSV row with a header.
     #[arg(long)]
     csv: bool,
-}
-
-#[derive(Args)]
-struct SearchArgs {
-    /// The chain and its traffic, as for `run` (`--duration` is the final trial's).
-    #[command(flatten)]
-    run: RunArgs,
-    /// Loss goals: `ndr` (0%), `pdr` (0.001%), or percentages like `0.1%`; comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "ndr,pdr", help_heading = "Search")]
-    goals: Vec<String>,
-    /// `mlr` (MLRsearch-style) or `binary` (RFC 2544).
-    #[arg(long, default_value = "mlr", help_heading = "Search")]
-    method: String,
-    /// Relative resolution at which a search ends, e.g. `0.5%`.
-    #[arg(long, default_value = "0.5%", help_heading = "Search")]
-    resolution: String,
-    /// MLR: duration of the first, shortest trials.
-    #[arg(long, default_value = "125ms", help_heading = "Search")]
-    initial_duration: String,
-    /// MLR: share of a load's trial time allowed to exceed the loss goal.
-    #[arg(long, default_value_t = 0.0, help_heading = "Search")]
-    exceed_ratio: f64,
-    /// Lowest rate searched.
-    #[arg(long, default_value = "10kpps", help_heading = "Search")]
-    min_rate: String,
-    /// Highest rate searched (default: what the generator alone reaches, measured first).
-    #[arg(long, help_heading = "Search")]
-    max_rate: Option<String>,
-    #[arg(long, default_value_t = 200, help_heading = "Search")]
-    max_trials: usize,
-    /// Whole searches to run; each goal reports the median search's result, and all of
-    /// them are listed (seed 001 averages repeated measurements).
-    #[arg(long, default_value_t = 1, help_heading = "Search")]
-    repeat: usize,
-    /// After the search: latency at these percentages of the last goal's throughput
-    /// (0 means the minimum rate), with a probe stream, plus an empty chain at the lowest
-    /// level to calibrate the generator's own latency. `none` skips it.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "0,10,50,90,100",
-        help_heading = "Search"
-    )]
-    latency_at: Vec<String>,
 }
 
 #[derive(Args)]
@@ -385,7 +345,7 @@ enum PeerArg {
 
 /// Set by the first Ctrl-C: runs end their window early and report what they measured.
 /// A second Ctrl-C exits at once.
-fn stop_flag() -> Arc<AtomicBool> {
+pub fn stop_flag() -> Arc<AtomicBool> {
     static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
     FLAG.get_or_init(|| {
         let flag = Arc::new(AtomicBool::new(false));
@@ -406,7 +366,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Cmd::Run(args) => cmd_run(*args),
-        Cmd::Search(args) => cmd_search(*args),
+        Cmd::Search(args) => search::cmd_search(*args),
         Cmd::Sweep(args) => cmd_sweep(*args),
         Cmd::Report(args) => cmd_report(args),
         Cmd::Bench(BenchCmd::Hop(args)) => cmd_hop(args),
@@ -414,10 +374,10 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Overload(args)) => cmd_overload(args),
         Cmd::Bench(BenchCmd::Ring(args)) => cmd_ring(args),
         Cmd::Bench(BenchCmd::Pipeline(args)) => cmd_pipeline(args),
-        Cmd::Schema { .. } => {
-            print!("{}", render::run_schema());
-            ExitCode::SUCCESS
-        }
+        Cmd::Schema { document } => match render::schema(&document) {
+            Some(s) => outcome::emit_then(&s, 0),
+            None => outcome::fail(outcome::USAGE, &format!("no schema named `{document}`")),
+        },
         Cmd::Nfs => {
             for (kind, doc) in sfclab_nf::NfConfig::KINDS {
                 println!("{kind:<10} {doc}");
@@ -478,22 +438,23 @@ fn cmd_sweep(a: SweepArgs) -> ExitCode {
         .clone()
         .or(a.run.file.clone())
         .unwrap_or_else(|| "default".into());
-    let bar = progress_bar();
-    bar.set_length((values.len() * a.repeat) as u64);
+    let mut progress = progress::Progress::new("runs", values.len() * a.repeat);
     let mut points = Vec::new();
     'points: for (v, spec) in &specs {
         let mut reports = Vec::new();
         for _ in 0..a.repeat {
-            bar.set_message(format!("{} = {v}", a.param));
+            progress.working_on(&format!("{} = {v}", a.param));
             match execute::run(spec) {
-                Ok(r) => reports.push(r),
+                Ok(r) => {
+                    progress.step(&format!("{} = {v}: {:.2} Mpps", a.param, r.mpps));
+                    reports.push(r);
+                }
                 Err(e) => {
-                    bar.finish_and_clear();
+                    progress.finish();
                     eprintln!("error: {} = {v}: {e}", a.param);
                     return ExitCode::FAILURE;
                 }
             }
-            bar.inc(1);
             if stop_flag().load(Ordering::SeqCst) {
                 // Ctrl-C: keep the points finished so far.
                 if !reports.is_empty() {
@@ -504,7 +465,7 @@ fn cmd_sweep(a: SweepArgs) -> ExitCode {
         }
         points.push(sweep::point(v, &spec.nfs, &reports));
     }
-    bar.finish_and_clear();
+    progress.finish();
     let set = sweep::result_set(&name, &a.param, a.repeat, points);
     print!("{}", render::sweep_table(&set));
     match report::write_all(&set, std::path::Path::new(&a.out), true) {
@@ -562,286 +523,8 @@ fn cmd_report(a: ReportArgs) -> ExitCode {
     }
 }
 
-/// One result from repeated searches: for each goal, the result of the search whose
-/// throughput is the median; every search's trials are kept.
-fn combine_searches(mut runs: Vec<sfclab_measure::SearchResult>) -> sfclab_measure::SearchResult {
-    if runs.len() == 1 {
-        return runs.pop().expect("one search");
-    }
-    let goals = (0..runs[0].goals.len())
-        .map(|g| {
-            let mut order: Vec<usize> = (0..runs.len()).collect();
-            order.sort_by(|&a, &b| {
-                runs[a].goals[g]
-                    .lower_pps
-                    .unwrap_or(0.0)
-                    .total_cmp(&runs[b].goals[g].lower_pps.unwrap_or(0.0))
-            });
-            runs[order[order.len() / 2]].goals[g].clone()
-        })
-        .collect();
-    let trials: Vec<_> = runs.iter().flat_map(|r| r.trials.iter().cloned()).collect();
-    sfclab_measure::SearchResult {
-        method: runs[0].method,
-        goals,
-        trial_count: trials.len(),
-        total_trial_s: runs.iter().map(|r| r.total_trial_s).sum(),
-        invalid_trials: runs.iter().map(|r| r.invalid_trials).sum(),
-        source_ceiling_pps: runs
-            .iter()
-            .filter_map(|r| r.source_ceiling_pps)
-            .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.min(c)))),
-        trials,
-    }
-}
-
-/// A loss goal from the command line: `ndr`, `pdr`, or a percentage.
-fn parse_goal(s: &str) -> Result<sfclab_measure::Goal, String> {
-    let t = s.trim().to_ascii_lowercase();
-    match t.as_str() {
-        "ndr" => Ok(sfclab_measure::Goal::ndr()),
-        "pdr" => Ok(sfclab_measure::Goal::pdr(1e-5)),
-        _ => {
-            let pct = t
-                .strip_suffix('%')
-                .ok_or_else(|| format!("`{s}` is not a loss goal: write ndr, pdr or a percentage like 0.1%"))?;
-            let v: f64 = pct.trim().parse().map_err(|_| format!("`{s}` is not a percentage"))?;
-            if !(0.0..100.0).contains(&v) {
-                return Err(format!("`{s}`: a loss goal is 0% to below 100%"));
-            }
-            let name = if v == 0.0 {
-                "NDR".to_string()
-            } else {
-                format!("PDR {v}%")
-            };
-            Ok(sfclab_measure::Goal {
-                name,
-                ..sfclab_measure::Goal::pdr(v / 100.0)
-            })
-        }
-    }
-}
-
-fn parse_rate_pps(s: &str, frame: f64) -> Result<f64, String> {
-    match s.parse::<sfclab_traffic::Rate>()? {
-        sfclab_traffic::Rate::Pps(p) => Ok(p),
-        sfclab_traffic::Rate::L1Bps(b) => Ok(b / ((frame + 20.0) * 8.0)),
-        sfclab_traffic::Rate::Max => Err(format!("`{s}`: give a number here, not max")),
-    }
-}
-
-fn cmd_search(a: SearchArgs) -> ExitCode {
-    let fail = |e: String| {
-        eprintln!("error: {e}");
-        ExitCode::from(2)
-    };
-    let spec = match load_spec(&a.run) {
-        Ok(s) => s,
-        Err(e) => return fail(e.to_string()),
-    };
-    let goals: Result<Vec<_>, String> = a.goals.iter().map(|g| parse_goal(g)).collect();
-    let mut goals = match goals {
-        Ok(g) => g,
-        Err(e) => return fail(format!("--goals: {e}")),
-    };
-    for g in &mut goals {
-        g.exceed_ratio = a.exceed_ratio;
-    }
-    let method = match a.method.parse::<sfclab_measure::Method>() {
-        Ok(m) => m,
-        Err(e) => return fail(format!("--method: {e}")),
-    };
-    let resolution = match a.resolution.trim().strip_suffix('%').map(str::parse::<f64>) {
-        Some(Ok(v)) => v / 100.0,
-        _ => return fail(format!("--resolution `{}`: write a percentage like 0.5%", a.resolution)),
-    };
-    let initial = match humantime::parse_duration(&a.initial_duration) {
-        Ok(d) => d,
-        Err(e) => return fail(format!("--initial-duration: {e}")),
-    };
-    let final_duration = spec.settings.duration.unwrap_or(Duration::from_secs(1));
-    let frame = spec.traffic.sizes.mean();
-    let min_pps = match parse_rate_pps(&a.min_rate, frame) {
-        Ok(p) => p,
-        Err(e) => return fail(format!("--min-rate: {e}")),
-    };
-    let mut trial = execute::ChainTrial {
-        spec: spec.clone(),
-        reports: Vec::new(),
-        stop: stop_flag(),
-    };
-    let max_pps = match &a.max_rate {
-        Some(m) => match parse_rate_pps(m, frame) {
-            Ok(p) => p,
-            Err(e) => return fail(format!("--max-rate: {e}")),
-        },
-        None => {
-            // What the generator reaches with the chain at max rate bounds every valid trial.
-            let probe = spec.as_trial(sfclab_traffic::Rate::Max, 0.0, initial.max(Duration::from_millis(200)));
-            match execute::run(&probe) {
-                Ok(r) => r.generated_mpps * 1e6 * 1.05,
-                Err(e) => return fail(e.to_string()),
-            }
-        }
-    };
-    let cfg = sfclab_measure::SearchConfig {
-        method,
-        goals,
-        min_pps,
-        max_pps,
-        resolution,
-        final_duration,
-        initial_duration: initial.min(final_duration),
-        preceding_targets: 2,
-        max_trials: a.max_trials,
-    };
-    if let Err((k, r)) = cfg.validate() {
-        return fail(format!("{k}: {r}"));
-    }
-    if a.repeat == 0 {
-        return fail("--repeat must be at least 1".into());
-    }
-    let bar = progress_bar();
-    let mut runs = Vec::new();
-    for k in 0..a.repeat {
-        bar.set_length(a.max_trials as u64);
-        bar.set_position(0);
-        let result = sfclab_measure::search(&mut trial, &cfg, &mut |t| {
-            bar.inc(1);
-            bar.set_message(format!(
-                "search {}/{}: {:.2} Mpps for {:.2} s: loss {:.5}%{}",
-                k + 1,
-                a.repeat,
-                t.offered_pps / 1e6,
-                t.duration_s,
-                t.loss_ratio * 100.0,
-                if t.valid { "" } else { " (invalid)" }
-            ));
-        });
-        match result {
-            Ok(r) => runs.push(r),
-            Err(e) => {
-                bar.finish_and_clear();
-                eprintln!("error: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    bar.finish_and_clear();
-    let repetitions: Vec<Vec<Option<f64>>> = runs
-        .iter()
-        .map(|r| r.goals.iter().map(|g| g.lower_pps).collect())
-        .collect();
-    let r = combine_searches(runs);
-    // Latency at fractions of the last goal's throughput (CSIT measures at 0/10/50/90%
-    // of PDR), probes on, and the empty chain's latency to state the generator's own.
-    let levels: Result<Vec<f64>, String> = if a.latency_at.iter().any(|l| l.eq_ignore_ascii_case("none")) {
-        Ok(Vec::new())
-    } else {
-        a.latency_at
-            .iter()
-            .map(|l| {
-                l.trim()
-                    .trim_end_matches('%')
-                    .parse::<f64>()
-                    .map_err(|_| format!("--latency-at: `{l}` is not a percentage"))
-            })
-            .collect()
-    };
-    let levels = match levels {
-        Ok(l) => l,
-        Err(e) => return fail(e),
-    };
-    let base = r.goals.last().and_then(|g| g.lower_pps);
-    let probe_pps = if spec.traffic.probe_pps > 0.0 {
-        spec.traffic.probe_pps
-    } else {
-        10_000.0
-    };
-    let mut latency = Vec::new();
-    if let (Some(base), false) = (base, levels.is_empty()) {
-        let lowest = levels.iter().copied().fold(f64::INFINITY, f64::min);
-        let rate_at = |pct: f64| if pct <= 0.0 { min_pps } else { base * pct / 100.0 };
-        let mut runs: Vec<(String, f64, f64, bool)> = levels
-            .iter()
-            .map(|&p| (format!("{p}%"), p, rate_at(p), false))
-            .collect();
-        runs.push(("calibration (no NF)".into(), lowest, rate_at(lowest), true));
-        for (label, pct, rate, empty) in runs {
-            match trial.latency_run(rate.max(probe_pps), final_duration, probe_pps, empty) {
-                Ok(rep) => latency.push(render::LatencyLevel {
-                    label,
-                    percent: pct,
-                    rate_pps: rate.max(probe_pps),
-                    latency: rep.latency,
-                    empty_chain: empty,
-                }),
-                Err(e) => {
-                    eprintln!("latency at {label}: {e}");
-                    break;
-                }
-            }
-        }
-    }
-    // The chain-analysis table at each goal's rate (as NFVbench gives per hop, here per NF
-    // and link): the places of the trial that established the goal's throughput.
-    let chain_analysis: Vec<serde_json::Value> = r
-        .goals
-        .iter()
-        .map(|g| {
-            let at = g
-                .lower_pps
-                .and_then(|l| r.trials.iter().rposition(|t| t.offered_pps == l));
-            serde_json::json!({
-                "goal": g.goal.name,
-                "rate_pps": g.lower_pps,
-                "places": at.and_then(|i| trial.reports.get(i)).map(|rep| &rep.places),
-            })
-        })
-        .collect();
-    if a.run.json {
-        let v = serde_json::json!({
-            "schema": "sfclab.search/1",
-            "version": env!("CARGO_PKG_VERSION"),
-            "machine": bench::Machine::read(),
-            "name": spec.name,
-            "traffic": spec.traffic,
-            "chain_config": spec.nfs.iter().map(|(n, c)| serde_json::json!({ "name": n, "config": c })).collect::<Vec<_>>(),
-            "frame_size_mean": frame,
-            "search": r,
-            "repetitions": repetitions,
-            "chain_analysis": chain_analysis,
-            "latency": latency,
-        });
-        println!("{}", serde_json::to_string_pretty(&v).expect("serialisable"));
-    } else {
-        print!("{}", render::search_table(&spec.name, &spec.traffic, &r));
-        if repetitions.len() > 1 {
-            for (g, goal) in r.goals.iter().enumerate() {
-                let each: Vec<String> = repetitions
-                    .iter()
-                    .map(|rep| rep[g].map_or("none".into(), |l| format!("{:.3}", l / 1e6)))
-                    .collect();
-                println!(
-                    "{} over {} searches: {} Mpps (median reported)",
-                    goal.goal.name,
-                    repetitions.len(),
-                    each.join(", ")
-                );
-            }
-        }
-        if !latency.is_empty() {
-            print!(
-                "{}",
-                render::latency_table(r.goals.last().map_or("", |g| g.goal.name.as_str()), &latency)
-            );
-        }
-    }
-    ExitCode::SUCCESS
-}
-
 /// The chain the run arguments describe: a file, the shorthand, or the embedded default.
-fn load_spec(a: &RunArgs) -> Result<ChainSpec, config::ConfigError> {
+pub fn load_spec(a: &RunArgs) -> Result<ChainSpec, config::ConfigError> {
     let o = Overrides {
         size: a.size.clone(),
         flows: a.flows,
@@ -888,30 +571,34 @@ fn cmd_run(a: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let print = |r: &sfclab_runtime::RunReport| {
+    let render = |r: &sfclab_runtime::RunReport| {
         if a.json {
-            println!("{}", render::json(&spec.name, &spec.nfs, r));
+            render::json(&spec.name, &spec.nfs, r) + "\n"
         } else if a.csv {
-            print!("{}", render::csv(&spec.name, r));
+            render::csv(&spec.name, r)
         } else {
-            print!("{}", render::table(&spec.name, r));
+            render::table(&spec.name, r)
         }
     };
-    let result = execute::run(&spec);
-    match result {
+    match execute::run(&spec) {
         Ok(r) => {
-            print(&r);
-            ExitCode::SUCCESS
+            let status = match r.verify_failed {
+                Some(n) if n > 0 => {
+                    eprintln!("error: {n} frames failed checksum or length verification");
+                    outcome::VERIFY_FAILED
+                }
+                _ => outcome::done(r.interrupted),
+            };
+            outcome::emit_then(&render(&r), status)
         }
         Err(RunError::Conservation(r)) => {
-            print(&r);
-            eprintln!("error: packet conservation violated: {}", r.conservation);
-            ExitCode::from(3)
+            let _ = outcome::emit(&render(&r));
+            outcome::fail(
+                outcome::CONSERVATION,
+                &format!("packet conservation violated: {}", r.conservation),
+            )
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
+        Err(e) => outcome::fail(outcome::USAGE, &e.to_string()),
     }
 }
 
@@ -923,14 +610,9 @@ fn window(duration: &str, warmup: &str) -> Result<(Duration, Duration), String> 
 
 /// Runs `work` with a progress bar on stderr, told (done, total, what) after each trial.
 fn with_progress<T>(work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> Result<T, String>) -> Result<T, String> {
-    let bar = progress_bar();
-    let mut tick = |done: usize, total: usize, what: &str| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(what.to_string());
-    };
-    let result = work(&mut tick);
-    bar.finish_and_clear();
+    let mut progress = progress::Progress::new("runs", 0);
+    let result = work(&mut |done: usize, total: usize, what: &str| progress.at(done, total, what));
+    progress.finish();
     result
 }
 
@@ -956,18 +638,6 @@ fn print_result<T: serde::Serialize>(
         }
     }
     ExitCode::SUCCESS
-}
-
-/// A progress bar on stderr (hidden when stderr is not a terminal).
-fn progress_bar() -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(0);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials, ETA {eta} {msg}",
-        )
-        .expect("valid template"),
-    );
-    bar
 }
 
 fn cmd_ring(a: RingArgs) -> ExitCode {

@@ -181,6 +181,13 @@ pub fn table(name: &str, r: &RunReport) -> String {
         "conservation {} (whole run: warm-up, window and drain; the tables count the window)",
         r.conservation
     );
+    if r.interrupted {
+        let _ = writeln!(
+            s,
+            "INTERRUPTED: stopped by Ctrl-C after {:.2} s of the window",
+            r.duration_s
+        );
+    }
     s
 }
 
@@ -220,19 +227,36 @@ pub fn json(name: &str, nfs: &[(String, sfclab_nf::NfConfig)], r: &RunReport) ->
 
 /// The JSON Schema of the run document.
 pub fn run_schema() -> String {
-    let mut schema = serde_json::to_value(schemars::schema_for!(RunDocument<'static>)).expect("schema serialises");
+    schema_of::<RunDocument<'static>>(
+        "run-2.json",
+        "One sfclab run (`sfclab run --json`), schema sfclab.run/2.",
+    )
+}
+
+/// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
+pub const SCHEMA_NAMES: [&str; 2] = ["run", "search"];
+
+/// The JSON Schema of a published document, by name.
+pub fn schema(name: &str) -> Option<String> {
+    match name {
+        "run" => Some(run_schema()),
+        "search" => Some(search_schema()),
+        _ => None,
+    }
+}
+
+/// The JSON Schema of a document type, with its published file name and description.
+pub fn schema_of<T: schemars::JsonSchema>(file: &str, description: &str) -> String {
+    let mut schema = serde_json::to_value(schemars::schema_for!(T)).expect("schema serialises");
     if let Some(obj) = schema.as_object_mut() {
-        obj.insert("$id".into(), "https://sfclab.invalid/schema/run-2.json".into());
-        obj.insert(
-            "description".into(),
-            "One sfclab run (`sfclab run --json`), schema sfclab.run/2.".into(),
-        );
+        obj.insert("$id".into(), format!("https://sfclab.invalid/schema/{file}").into());
+        obj.insert("description".into(), description.into());
     }
     serde_json::to_string_pretty(&schema).expect("schema serialises") + "\n"
 }
 
 /// Columns of the CSV summary: one row per run.
-pub const CSV_HEADER: [&str; 24] = [
+pub const CSV_HEADER: [&str; 25] = [
     "name",
     "runtime",
     "placement",
@@ -257,6 +281,7 @@ pub const CSV_HEADER: [&str; 24] = [
     "latency_p999_ns",
     "verify_failed",
     "conservation",
+    "interrupted",
 ];
 
 /// One CSV row for a run; `nf_cycles_per_packet` lists `name=cycles` for each NF.
@@ -305,6 +330,7 @@ pub fn csv_row(name: &str, r: &RunReport) -> Vec<String> {
         } else {
             "violated".into()
         },
+        r.interrupted.to_string(),
     ]
 }
 
@@ -315,21 +341,90 @@ pub fn csv(name: &str, r: &RunReport) -> String {
     String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("CSV is UTF-8")
 }
 
-/// The terminal view of a throughput search.
-pub fn search_table(name: &str, traffic: &sfclab_traffic::GeneratorConfig, r: &sfclab_measure::SearchResult) -> String {
+/// Schema tag of `search --json`.
+pub const SEARCH_SCHEMA: &str = "sfclab.search/2";
+
+/// One NF of the chain, owned: its name and settings.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct NfOwned {
+    pub name: String,
+    pub config: sfclab_nf::NfConfig,
+}
+
+/// The places of the trial that established a goal's rate.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct GoalAnalysis {
+    pub goal: String,
+    pub rate_pps: Option<f64>,
+    pub places: Option<Vec<sfclab_runtime::PlaceReport>>,
+}
+
+/// Latency measured at one level of the plan.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct LatencyMeasured {
+    #[serde(flatten)]
+    pub level: sfclab_measure::LatencyLevel,
+    pub latency: Option<sfclab_traffic::LatencySummary>,
+}
+
+/// The JSON document of a search (`sfclab search --json`, schema `sfclab.search/2`).
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct SearchDocument {
+    /// Always `sfclab.search/2` for this layout.
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub machine: crate::bench::Machine,
+    pub name: String,
+    pub traffic: sfclab_traffic::GeneratorConfig,
+    pub chain_config: Vec<NfOwned>,
+    pub frame_size_mean: f64,
+    /// Where the generator (the tester) and the chain (the DUT) ran.
+    pub dut: crate::search::DutPlacement,
+    /// Stopped by Ctrl-C: what finished is here, the rest is missing.
+    pub interrupted: bool,
+    /// The result: per goal the median search's, with every trial of every search.
+    pub search: sfclab_measure::SearchResult,
+    /// Each search's rate per goal (packets/s), in goal order.
+    pub repetitions: Vec<Vec<Option<f64>>>,
+    pub chain_analysis: Vec<GoalAnalysis>,
+    pub latency: Vec<LatencyMeasured>,
+}
+
+/// The terminal view of a search.
+pub fn search_text(d: &SearchDocument) -> String {
     let mut s = String::new();
+    let r = &d.search;
+    let traffic = &d.traffic;
     let frame = traffic.sizes.mean();
+    let mrr = !d.dut.isolated;
     let _ = writeln!(
         s,
-        "sfclab search | chain `{name}`, {} B frames, {} flow(s), {:?} search: {} trials, {:.1} s of traffic ({} invalid)\n",
-        traffic.sizes, traffic.flows, r.method, r.trial_count, r.total_trial_s, r.invalid_trials
+        "sfclab search | chain `{}`, {} B frames, {} flow(s), {:?} search: {} trials, {:.1} s of traffic ({} invalid)",
+        d.name, traffic.sizes, traffic.flows, r.method, r.trial_count, r.total_trial_s, r.invalid_trials
+    );
+    let _ = writeln!(
+        s,
+        "placement: generator on core {}, chain on core(s) {}{}\n",
+        d.dut.generator_core,
+        d.dut
+            .chain_cores
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        if mrr {
+            " -- SHARED: these are the pair's maximum receive rates (MRR), not the chain's throughput"
+        } else {
+            ""
+        }
     );
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header([
         "goal",
         "loss goal",
-        "throughput Mpps",
+        if mrr { "MRR offered Mpps" } else { "offered Mpps" },
+        "forwarded Mpps",
         "Gbit/s L1",
         "Gbit/s L2",
         "first failing Mpps",
@@ -338,10 +433,23 @@ pub fn search_table(name: &str, traffic: &sfclab_traffic::GeneratorConfig, r: &s
     ]);
     for g in &r.goals {
         let gbps = |pps: f64, extra: f64| pps * (frame + extra) * 8.0 / 1e9;
+        let state = if g.limited_by_source {
+            "no: the generator was the limit"
+        } else if g.converged {
+            "yes"
+        } else if r.interrupted {
+            "no (interrupted)"
+        } else {
+            "no (trial limit)"
+        };
         t.add_row(vec![
             Cell::new(&g.goal.name),
             right(format!("{}%", g.goal.loss_ratio * 100.0)),
             right(g.lower_pps.map_or("none".into(), |l| format!("{:.3}", l / 1e6))),
+            right(
+                g.conditional_throughput_pps
+                    .map_or("-".into(), |l| format!("{:.3}", l / 1e6)),
+            ),
             right(g.lower_pps.map_or("-".into(), |l| format!("{:.2}", gbps(l, 20.0)))),
             right(g.lower_pps.map_or("-".into(), |l| format!("{:.2}", gbps(l, 0.0)))),
             right(
@@ -349,32 +457,66 @@ pub fn search_table(name: &str, traffic: &sfclab_traffic::GeneratorConfig, r: &s
                     .map_or("none (max met)".into(), |u| format!("{:.3}", u / 1e6)),
             ),
             right(format!("{:.2}%", g.relative_width * 100.0)),
-            Cell::new(if g.converged { "yes" } else { "no (trial limit)" }),
+            Cell::new(state),
         ]);
     }
     let _ = writeln!(s, "{t}");
+    if let Some(c) = r.source_ceiling_pps {
+        let _ = writeln!(
+            s,
+            "note: the generator could offer at most {:.3} Mpps; no load above it was measured",
+            c / 1e6
+        );
+    }
+    if d.repetitions.len() > 1 {
+        for (g, goal) in r.goals.iter().enumerate() {
+            let each: Vec<String> = d
+                .repetitions
+                .iter()
+                .map(|rep| rep[g].map_or("none".into(), |l| format!("{:.3}", l / 1e6)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "{} over {} searches: {} Mpps (median reported)",
+                goal.goal.name,
+                d.repetitions.len(),
+                each.join(", ")
+            );
+        }
+    }
+    if !d.latency.is_empty() {
+        s.push_str(&latency_table(
+            r.goals.last().map_or("", |g| g.goal.name.as_str()),
+            &d.latency,
+        ));
+    }
+    if d.interrupted {
+        let _ = writeln!(
+            s,
+            "INTERRUPTED: stopped by Ctrl-C; the figures above are from the trials made so far"
+        );
+    }
     s
 }
 
-/// Latency measured at one load level after a search.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct LatencyLevel {
-    pub label: String,
-    /// Percent of the goal's throughput (0: the minimum rate).
-    pub percent: f64,
-    pub rate_pps: f64,
-    pub latency: Option<sfclab_traffic::LatencySummary>,
-    /// The calibration run: same traffic, no NF.
-    pub empty_chain: bool,
+/// The JSON Schema of the search document.
+pub fn search_schema() -> String {
+    schema_of::<SearchDocument>(
+        "search-2.json",
+        "One sfclab search (`sfclab search --json`), schema sfclab.search/2.",
+    )
 }
 
-pub fn latency_table(goal: &str, levels: &[LatencyLevel]) -> String {
+fn latency_table(goal: &str, levels: &[LatencyMeasured]) -> String {
     let mut s = String::new();
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(["load", "Mpps", "min", "p50", "p90", "p99", "p99.9", "max", "probes"]);
     for l in levels {
-        let mut row = vec![Cell::new(&l.label), right(format!("{:.3}", l.rate_pps / 1e6))];
+        let mut row = vec![
+            Cell::new(&l.level.label),
+            right(format!("{:.3}", l.level.rate_pps / 1e6)),
+        ];
         match &l.latency {
             Some(x) => {
                 for v in [x.min_ns, x.p50_ns, x.p90_ns, x.p99_ns, x.p999_ns, x.max_ns] {
@@ -388,7 +530,7 @@ pub fn latency_table(goal: &str, levels: &[LatencyLevel]) -> String {
     }
     let _ = writeln!(
         s,
-        "latency at fractions of the {goal} throughput (probes), and the generator's own (no NF)\n{t}"
+        "latency at fractions of the {goal} rate (probes), and the generator's own (no NF)\n{t}"
     );
     s
 }

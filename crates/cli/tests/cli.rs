@@ -5,7 +5,7 @@ use serde_json::Value;
 use std::process::Command;
 
 mod common;
-use common::{repo, sfclab, stderr, stdout};
+use common::{repo, sfclab, sfclab_bin, stderr, stdout};
 
 /// Short windows: these tests check behaviour, not speed.
 const SHORT: [&str; 4] = ["--duration", "150ms", "--warmup", "20ms"];
@@ -499,6 +499,47 @@ fn bench_pipeline_without_peer_compares_two_and_three_stages() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// On one core the generator would share the chain's core: the search refuses, or with
+/// `--shared-core` labels its figures as MRR.
+#[test]
+fn search_on_one_core_refuses_or_labels_the_result_mrr() {
+    if Command::new("taskset").arg("--version").output().is_err() {
+        eprintln!("skipped: taskset (util-linux) is not installed");
+        return;
+    }
+    let search = |extra: &[&str]| {
+        let mut args = vec![
+            "-c",
+            "0",
+            sfclab_bin(),
+            "search",
+            "--chain",
+            "forwarder",
+            "--duration",
+            "50ms",
+        ];
+        args.extend_from_slice(&[
+            "--warmup",
+            "5ms",
+            "--resolution",
+            "20%",
+            "--latency-at",
+            "none",
+            "--max-trials",
+            "8",
+        ]);
+        args.extend_from_slice(extra);
+        Command::new("taskset").args(&args).output().unwrap()
+    };
+    let o = search(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--shared-core"), "{}", stderr(&o));
+    let o = search(&["--shared-core"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("MRR"), "{out}");
+}
+
 #[test]
 fn search_finds_ndr_and_pdr_and_reports_them() {
     let o = sfclab(&[
@@ -521,7 +562,8 @@ fn search_finds_ndr_and_pdr_and_reports_them() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["schema"], "sfclab.search/1");
+    assert_eq!(v["schema"], "sfclab.search/2");
+    assert_follows_schema("search-2.json", &v);
     assert_eq!(
         v["chain_config"].as_array().unwrap().len(),
         2,
@@ -531,6 +573,15 @@ fn search_finds_ndr_and_pdr_and_reports_them() {
     let goals = v["search"]["goals"].as_array().unwrap();
     assert_eq!(goals.len(), 2);
     assert_eq!(goals[1]["goal"]["loss_ratio"], 0.001);
+    assert!(
+        goals[0]["lower_pps"].as_f64() <= goals[1]["lower_pps"].as_f64(),
+        "PDR >= NDR"
+    );
+    assert_eq!(v["interrupted"], false);
+    // The chain is the device under test on a core of its own, the generator on another.
+    let two_cores = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    assert_eq!(v["dut"]["isolated"], two_cores, "{}", v["dut"]);
+    assert_eq!(v["dut"]["measures"], if two_cores { "throughput" } else { "mrr" });
     for g in goals {
         assert!(g["lower_pps"].as_f64().unwrap() > 0.0, "{g}");
     }
@@ -593,12 +644,45 @@ fn ctrl_c_ends_the_window_and_keeps_the_results() {
         // SAFETY: kill(2) on our own child.
         unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
         let o = child.wait_with_output().unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
         let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
         assert!(v["duration_s"].as_f64().unwrap() < 60.0, "the window ended early");
+        assert_eq!(v["interrupted"], true);
         assert_conserved(&v);
         assert!(stderr(&o).contains("stopping"));
     }
+}
+
+/// Ctrl-C in a search keeps the trials made so far, marked interrupted, exit 130.
+#[test]
+fn ctrl_c_in_a_search_keeps_the_trials_so_far() {
+    let child = Command::new(env!("CARGO_BIN_EXE_sfclab"))
+        .args([
+            "search",
+            "--chain",
+            "forwarder -> synthetic(cycles=300)",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "10ms",
+            "--shared-core",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["interrupted"], true);
+    assert_eq!(v["search"]["interrupted"], true);
+    let trials = v["search"]["trials"].as_array().unwrap();
+    assert!(!trials.is_empty(), "the trials made before Ctrl-C are kept");
+    assert_eq!(v["search"]["trial_count"].as_u64().unwrap() as usize, trials.len());
 }
 
 #[test]
@@ -697,6 +781,27 @@ fn reproduction_scripts_run_in_quick_mode() {
     }
     assert!(dir.join("004-fig3/report.html").is_file());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `doc` is valid against the published schema docs/schema/`file`, and that file is
+/// what `sfclab schema` prints now.
+fn assert_follows_schema(file: &str, doc: &Value) {
+    let published = std::fs::read_to_string(repo().join("docs/schema").join(file)).unwrap();
+    let name = file.split('-').next().unwrap();
+    let o = sfclab(&["schema", name]);
+    assert!(o.status.success());
+    assert_eq!(
+        stdout(&o),
+        published,
+        "docs/schema/{file} is stale: regenerate it with `sfclab schema {name} > docs/schema/{file}`"
+    );
+    let schema: Value = serde_json::from_str(&published).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{file}: {errors:#?}");
 }
 
 #[test]

@@ -11,9 +11,11 @@
 
 #![forbid(unsafe_code)]
 
+pub mod campaign;
 pub mod search;
 pub mod simulated;
 pub mod trial;
 
+pub use campaign::{LatencyLevel, RepeatedSearch, establishing_trial, latency_plan, repeated_search};
 pub use search::{Goal, GoalResult, INVALID_RETRIES, Method, SearchConfig, SearchResult, check_goal_order, search};
 pub use trial::{Trial, TrialResult};

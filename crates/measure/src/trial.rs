@@ -4,7 +4,7 @@ use serde::Serialize;
 use std::time::Duration;
 
 /// What one trial measured. Loss is counted against packets actually sent.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct TrialResult {
     /// The rate asked for, packets per second.
     pub offered_pps: f64,
@@ -63,6 +63,12 @@ impl TrialResult {
 /// Runs one trial. Implemented over the real runtimes, and by simulated chains in tests.
 pub trait Trial {
     fn run(&mut self, offered_pps: f64, duration: Duration) -> Result<TrialResult, String>;
+
+    /// True once the user asked to stop (Ctrl-C): a failed `run` then ends the search
+    /// with what it has, marked interrupted, instead of failing it.
+    fn interrupted(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -302,6 +302,7 @@ pub fn run_compound(
         tsc_hz: hz,
         warmup_s: tsc::seconds(warm.ticks),
         duration_s: seconds,
+        interrupted: settings.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)),
         generated,
         received,
         dropped,

@@ -805,6 +805,7 @@ fn report(
         tsc_hz: tsc::hz(),
         warmup_s: tsc::seconds(t_warm),
         duration_s: seconds,
+        interrupted: run.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)),
         generated,
         received,
         dropped: dropped_w,

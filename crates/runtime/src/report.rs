@@ -227,6 +227,8 @@ pub struct RunReport {
     pub warmup_s: f64,
     /// Length of the measured window (warm-up excluded).
     pub duration_s: f64,
+    /// Stopped early (Ctrl-C): the window is shorter than asked; its figures hold for it.
+    pub interrupted: bool,
     /// Packets generated in the window.
     pub generated: u64,
     /// Packets the sinks took in the window (across cores, some were generated just

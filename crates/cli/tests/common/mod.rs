@@ -22,3 +22,9 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// The binary's path, for running it under another command (`taskset`).
+#[allow(dead_code)]
+pub fn sfclab_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sfclab")
+}

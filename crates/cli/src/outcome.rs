@@ -1,0 +1,44 @@
+//! How a command ends: its output written (an error that says so when it cannot be, as
+//! on a full disk), and one exit status per kind of ending, the same in every command.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+/// The work failed (a run error, a peer that would not start, an output not written).
+pub const FAILURE: u8 = 1;
+/// Bad input: a flag, a chain file, a value. Nothing ran.
+pub const USAGE: u8 = 2;
+/// A run broke packet conservation: a bug, reported with its figures.
+pub const CONSERVATION: u8 = 3;
+/// Frames failed checksum or length verification (`--verify`).
+pub const VERIFY_FAILED: u8 = 4;
+/// Stopped by Ctrl-C: what finished was written, marked `interrupted`.
+pub const INTERRUPTED: u8 = 130;
+
+/// Writes a result document to stdout; a write error (a full disk, a closed pipe) is an
+/// error message and a failure, never a panic.
+pub fn emit(text: &str) -> Result<(), String> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(|e| format!("cannot write the output: {e}"))
+}
+
+/// `emit`, then `status` (or a failure if the output could not be written).
+pub fn emit_then(text: &str, status: u8) -> ExitCode {
+    match emit(text) {
+        Ok(()) => ExitCode::from(status),
+        Err(e) => fail(FAILURE, &e),
+    }
+}
+
+/// Prints `error: {message}` and returns `status`.
+pub fn fail(status: u8, message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(status)
+}
+
+/// 0, or `INTERRUPTED` when the work was cut short by Ctrl-C.
+pub fn done(interrupted: bool) -> u8 {
+    if interrupted { INTERRUPTED } else { 0 }
+}
