@@ -239,7 +239,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, o: &Overrides) -> Result<ChainSpec, Confi
             return Err(ctx.err(
                 "traffic",
                 "size",
-                format!("`{other}` is not a size: write 64, imix, rfc2544 or 64:7,594:4,1518:1"),
+                format!("`{other}` is not a size: write 64, imix, rfc2544-mix or 64:7,594:4,1518:1"),
             ));
         }
         (None, None) => "64".into(),

@@ -53,9 +53,9 @@ enum Cmd {
     /// `--param` is a setting (size, rate, flows, batch, placement, replicas, links, ip),
     /// or any name when `--chain` holds `{}` where each value goes
     /// (`--chain 'forwarder*{}' --param hops --values 1,2,4,8`).
-    Sweep(Box<SweepArgs>),
+    Sweep(Box<sweep::SweepArgs>),
     /// Re-render the plots and HTML report of a sweep result set (sweep.json).
-    Report(ReportArgs),
+    Report(sweep::ReportArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -76,7 +76,7 @@ pub struct RunArgs {
     /// Chain shorthand instead of a file: `forwarder*4`, `forwarder -> synthetic(cycles=100) -> noop`.
     #[arg(long, conflicts_with = "file")]
     chain: Option<String>,
-    /// Frame size with FCS: 64..1518, `imix` (64/594/1518 at 7:4:1), `rfc2544`, or `64:7,594:4,1518:1`.
+    /// Frame size with FCS: 64..1518, `imix` (64/594/1518 at 7:4:1), `rfc2544-mix` (the seven RFC 2544 sizes in one stream), or `64:7,594:4,1518:1`.
     #[arg(long)]
     size: Option<String>,
     /// Number of flows (distinct 5-tuples).
@@ -155,35 +155,8 @@ pub struct RunArgs {
     csv: bool,
 }
 
-#[derive(Args)]
-struct SweepArgs {
-    #[command(flatten)]
-    run: RunArgs,
-    /// What to vary.
-    #[arg(long, help_heading = "Sweep")]
-    param: String,
-    /// The values, comma separated (IMIX and mixes: separate with `;` instead).
-    #[arg(long, help_heading = "Sweep")]
-    values: String,
-    /// Runs per point (the median is reported, with the range).
-    #[arg(long, default_value_t = 3, help_heading = "Sweep")]
-    repeat: usize,
-    /// Directory for sweep.json, sweep.csv, the SVG plots and report.html.
-    #[arg(long, default_value = "results/sweep", help_heading = "Sweep")]
-    out: String,
-}
-
-#[derive(Args)]
-struct ReportArgs {
-    /// A sweep result set (sweep.json).
-    results: String,
-    /// Directory for the plots and report.html (default: next to the results).
-    #[arg(long)]
-    out: Option<String>,
-}
-
 #[derive(Clone, Copy, ValueEnum, Debug)]
-enum IpArg {
+pub enum IpArg {
     V4,
     V6,
 }
@@ -367,8 +340,8 @@ fn main() -> ExitCode {
     match cli.command {
         Cmd::Run(args) => cmd_run(*args),
         Cmd::Search(args) => search::cmd_search(*args),
-        Cmd::Sweep(args) => cmd_sweep(*args),
-        Cmd::Report(args) => cmd_report(args),
+        Cmd::Sweep(args) => sweep::cmd_sweep(*args),
+        Cmd::Report(args) => sweep::cmd_report(args),
         Cmd::Bench(BenchCmd::Hop(args)) => cmd_hop(args),
         Cmd::Bench(BenchCmd::Placement(args)) => cmd_placement(args),
         Cmd::Bench(BenchCmd::Overload(args)) => cmd_overload(args),
@@ -383,142 +356,6 @@ fn main() -> ExitCode {
                 println!("{kind:<10} {doc}");
             }
             ExitCode::SUCCESS
-        }
-    }
-}
-
-fn cmd_sweep(a: SweepArgs) -> ExitCode {
-    let fail = |e: String| {
-        eprintln!("error: {e}");
-        ExitCode::from(2)
-    };
-    let sep = if a.values.contains(';') { ';' } else { ',' };
-    let values: Vec<String> = a
-        .values
-        .split(sep)
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
-        .collect();
-    if values.is_empty() || a.repeat == 0 {
-        return fail("need at least one value and one repetition".into());
-    }
-    // Each point's chain, resolved (and so checked) before anything runs.
-    let mut specs = Vec::new();
-    for v in &values {
-        let mut r = a.run.clone();
-        match a.param.as_str() {
-            "size" => r.size = Some(v.clone()),
-            "rate" => r.rate = Some(v.clone()),
-            "flows" => r.flows = v.parse().ok(),
-            "batch" => r.batch = v.parse().ok(),
-            "placement" => r.placement = Some(v.clone()),
-            "replicas" => r.replicas = v.parse().ok(),
-            "links" => r.links = Some(v.clone()),
-            "runtime" => r.runtime = Some(v.clone()),
-            other => match &r.chain {
-                Some(c) if c.contains("{}") => r.chain = Some(c.replace("{}", v)),
-                _ => {
-                    return fail(format!(
-                        "--param `{other}` is not a setting, and --chain has no `{{}}` for its values"
-                    ));
-                }
-            },
-        }
-        match load_spec(&r) {
-            Ok(mut spec) => {
-                spec.stop_on(&stop_flag());
-                specs.push((v.clone(), spec));
-            }
-            Err(e) => return fail(format!("{} = {v}: {e}", a.param)),
-        }
-    }
-    let name = a
-        .run
-        .chain
-        .clone()
-        .or(a.run.file.clone())
-        .unwrap_or_else(|| "default".into());
-    let mut progress = progress::Progress::new("runs", values.len() * a.repeat);
-    let mut points = Vec::new();
-    'points: for (v, spec) in &specs {
-        let mut reports = Vec::new();
-        for _ in 0..a.repeat {
-            progress.working_on(&format!("{} = {v}", a.param));
-            match execute::run(spec) {
-                Ok(r) => {
-                    progress.step(&format!("{} = {v}: {:.2} Mpps", a.param, r.mpps));
-                    reports.push(r);
-                }
-                Err(e) => {
-                    progress.finish();
-                    eprintln!("error: {} = {v}: {e}", a.param);
-                    return ExitCode::FAILURE;
-                }
-            }
-            if stop_flag().load(Ordering::SeqCst) {
-                // Ctrl-C: keep the points finished so far.
-                if !reports.is_empty() {
-                    points.push(sweep::point(v, &spec.nfs, &reports));
-                }
-                break 'points;
-            }
-        }
-        points.push(sweep::point(v, &spec.nfs, &reports));
-    }
-    progress.finish();
-    let set = sweep::result_set(&name, &a.param, a.repeat, points);
-    print!("{}", render::sweep_table(&set));
-    match report::write_all(&set, std::path::Path::new(&a.out), true) {
-        Ok(files) => {
-            for f in files {
-                println!("wrote {}", f.display());
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn cmd_report(a: ReportArgs) -> ExitCode {
-    let text = match std::fs::read_to_string(&a.results) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: {}: {e}", a.results);
-            return ExitCode::from(2);
-        }
-    };
-    let set: serde_json::Value = match serde_json::from_str(&text) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("error: {}: not JSON: {e}", a.results);
-            return ExitCode::from(2);
-        }
-    };
-    if set["schema"] != "sfclab.sweep/1" {
-        eprintln!("error: {}: not a sweep result set (schema sfclab.sweep/1)", a.results);
-        return ExitCode::from(2);
-    }
-    let dir = a.out.map(std::path::PathBuf::from).unwrap_or_else(|| {
-        std::path::Path::new(&a.results)
-            .parent()
-            .map(|p| p.to_path_buf())
-            .unwrap_or_default()
-    });
-    let result = report::write_all(&set, &dir, false);
-    match result {
-        Ok(files) => {
-            print!("{}", render::sweep_table(&set));
-            for f in files {
-                println!("wrote {}", f.display());
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
         }
     }
 }

@@ -234,13 +234,14 @@ pub fn run_schema() -> String {
 }
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
-pub const SCHEMA_NAMES: [&str; 2] = ["run", "search"];
+pub const SCHEMA_NAMES: [&str; 3] = ["run", "search", "sweep"];
 
 /// The JSON Schema of a published document, by name.
 pub fn schema(name: &str) -> Option<String> {
     match name {
         "run" => Some(run_schema()),
         "search" => Some(search_schema()),
+        "sweep" => Some(crate::sweep::schema()),
         _ => None,
     }
 }
@@ -546,10 +547,10 @@ pub fn sweep_table(set: &serde_json::Value) -> String {
         "Mpps",
         "range",
         "Gbit/s L1",
-        "cycles/packet",
+        "busy TSC cycles/packet",
         "p50",
         "p99",
-        "dropped",
+        "window lost",
         "conservation",
     ]);
     let f = |v: &serde_json::Value, d: usize| v.as_f64().map_or("-".to_string(), |x| format!("{x:.d$}"));
@@ -559,10 +560,10 @@ pub fn sweep_table(set: &serde_json::Value) -> String {
             right(f(&p["mpps"], 2)),
             right(format!("{} – {}", f(&p["mpps_min"], 2), f(&p["mpps_max"], 2))),
             right(f(&p["gbps_l1"], 2)),
-            right(f(&p["cycles_per_packet"], 1)),
+            right(f(&p["busy_cycles_per_packet"], 1)),
             right(p["latency_p50_ns"].as_f64().map_or("-".into(), ns)),
             right(p["latency_p99_ns"].as_f64().map_or("-".into(), ns)),
-            right(p["dropped"].as_u64().map_or("-".into(), num)),
+            right(p["window_lost"].as_u64().map_or("-".into(), num)),
             Cell::new(if p["conservation_holds"] == true {
                 "holds"
             } else {
@@ -576,5 +577,8 @@ pub fn sweep_table(set: &serde_json::Value) -> String {
         set["name"].as_str().unwrap_or(""),
         set["repeat"]
     );
+    if set["interrupted"] == true {
+        let _ = writeln!(s, "INTERRUPTED: stopped by Ctrl-C; only the points above were measured");
+    }
     s
 }

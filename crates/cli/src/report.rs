@@ -117,8 +117,8 @@ pub fn plots(set: &Value) -> Result<Vec<(String, String)>, String> {
             "cycles".to_string(),
             line_svg(
                 set,
-                &[("cycles_per_packet", "cycles")],
-                "Cycles per packet",
+                &[("busy_cycles_per_packet", "busy TSC cycles")],
+                "Busy TSC cycles per packet (the busiest core)",
                 "TSC cycles/packet",
             )?,
         ),
@@ -162,10 +162,10 @@ pub fn html(set: &Value) -> Result<String, String> {
             f(&p["mpps_min"], 2),
             f(&p["mpps_max"], 2),
             f(&p["gbps_l1"], 2),
-            f(&p["cycles_per_packet"], 1),
+            f(&p["busy_cycles_per_packet"], 1),
             f(&p["latency_p50_ns"], 0),
             f(&p["latency_p99_ns"], 0),
-            p["dropped"],
+            p["window_lost"],
             if p["conservation_holds"] == true { "holds" } else { "VIOLATED" },
         ));
     }
@@ -193,7 +193,8 @@ pre {{ background: #f7f7f7; padding: 1em; }}
 <p>Parameter <b>{param}</b>, {repeat} run(s) per point (median; range in brackets), sfclab {version}.<br>
 Machine: {cpu}, {cores} cores, TSC {ghz:.3} GHz, kernel {kernel}.</p>
 <table>
-<tr><th>{param}</th><th>Mpps</th><th>range</th><th>Gbit/s L1</th><th>cycles/packet</th><th>p50 ns</th><th>p99 ns</th><th>dropped</th><th>conservation</th></tr>
+{interrupted}<table>
+<tr><th>{param}</th><th>Mpps</th><th>range</th><th>Gbit/s L1</th><th>busy TSC cycles/packet</th><th>p50 ns</th><th>p99 ns</th><th>window lost</th><th>conservation</th></tr>
 {rows}</table>
 {figures}
 <h2>Traffic</h2>
@@ -210,6 +211,11 @@ Machine: {cpu}, {cores} cores, TSC {ghz:.3} GHz, kernel {kernel}.</p>
         ghz = machine["tsc_hz"].as_f64().unwrap_or(0.0) / 1e9,
         kernel = esc(machine["kernel"].as_str().unwrap_or("?")),
         config = esc(&config),
+        interrupted = if set["interrupted"] == true {
+            "<p><b>Interrupted</b> by Ctrl-C: only the points below were measured.</p>\n"
+        } else {
+            ""
+        },
     ))
 }
 

@@ -708,7 +708,9 @@ fn sweep_writes_a_result_set_plots_and_an_offline_report_that_report_redraws() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("over hops"), "{}", stdout(&o));
     let set: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap()).unwrap();
-    assert_eq!(set["schema"], "sfclab.sweep/1");
+    assert_eq!(set["schema"], "sfclab.sweep/2");
+    assert_eq!(set["interrupted"], false);
+    assert_follows_schema("sweep-2.json", &set);
     let points = set["points"].as_array().unwrap();
     assert_eq!(
         points.iter().map(|p| p["value"].as_str().unwrap()).collect::<Vec<_>>(),
@@ -740,18 +742,92 @@ fn sweep_writes_a_result_set_plots_and_an_offline_report_that_report_redraws() {
     let png = std::fs::read(dir.join("throughput.png")).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a real PNG");
 
-    // Re-rendered later from the JSON alone: the same report.
-    std::fs::remove_file(dir.join("report.html")).unwrap();
-    let o = sfclab(&["report", dir.join("sweep.json").to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(std::fs::read_to_string(dir.join("report.html")).unwrap(), html);
+    // Re-rendered later from the JSON alone (named by its file or its directory): the
+    // same report.
+    for results in [dir.join("sweep.json"), dir.clone()] {
+        std::fs::remove_file(dir.join("report.html")).unwrap();
+        let o = sfclab(&["report", results.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(std::fs::read_to_string(dir.join("report.html")).unwrap(), html);
+    }
     let o = sfclab(&["report", dir.join("sweep.csv").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
+
+    // A result set is never overwritten by accident, and that is known before running.
+    let again = [
+        "sweep",
+        "--chain",
+        "forwarder",
+        "--param",
+        "flows",
+        "--values",
+        "1",
+        "--repeat",
+        "1",
+        "--duration",
+        "50ms",
+        "--out",
+    ];
+    let started = std::time::Instant::now();
+    let o = sfclab(&[&again[..], &[dir.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "refused before measuring"
+    );
+    // --json and --csv print the result set; --force overwrites.
+    let o = sfclab(&[&again[..], &[dir.to_str().unwrap(), "--force", "--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let printed: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(printed["points"].as_array().unwrap().len(), 1);
+    let o = sfclab(&[&again[..], &[dir.to_str().unwrap(), "--force", "--csv"]].concat());
+    assert!(stdout(&o).starts_with("param,value,mpps"), "{}", stdout(&o));
     std::fs::remove_dir_all(&dir).unwrap();
 
-    let o = sfclab(&["sweep", "--chain", "forwarder", "--param", "colour", "--values", "1,2"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("colour"));
+    for (values, param, key) in [
+        ("1,2", "colour", "colour"),
+        ("1,many", "flows", "many"),
+        ("v5", "ip", "v5"),
+    ] {
+        let o = sfclab(&["sweep", "--chain", "forwarder", "--param", param, "--values", values]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains(key), "{}", stderr(&o));
+    }
+}
+
+/// `--param size --values rfc2544` is RFC 2544's procedure: one point per frame size.
+#[test]
+fn sweep_over_rfc2544_sizes_measures_each_size_on_its_own() {
+    let dir = std::env::temp_dir().join(format!("sfclab-rfc2544-{}", std::process::id()));
+    let o = sfclab(&[
+        "sweep",
+        "--chain",
+        "forwarder",
+        "--param",
+        "size",
+        "--values",
+        "rfc2544",
+        "--repeat",
+        "1",
+        "--duration",
+        "30ms",
+        "--warmup",
+        "5ms",
+        "--out",
+        dir.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let set: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let values: Vec<&str> = set["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(values, ["64", "128", "256", "512", "1024", "1280", "1518"]);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -189,7 +189,7 @@ mod tests {
         Generator::prime(&mut pool);
         for ip in [IpVersion::V4, IpVersion::V6] {
             let sizes = if ip == IpVersion::V4 {
-                FrameSizes::rfc2544()
+                FrameSizes::rfc2544_mix()
             } else {
                 "78:1,128:2,1518:1".parse().unwrap()
             };

@@ -33,9 +33,12 @@ impl FrameSizes {
     }
 
     /// The RFC 2544 list, each size equally often.
-    pub fn rfc2544() -> FrameSizes {
+    /// All seven RFC 2544 frame sizes in one stream, one of each in turn: a mix, not
+    /// RFC 2544's procedure, which measures each size on its own (`sweep --param size
+    /// --values rfc2544` does that).
+    pub fn rfc2544_mix() -> FrameSizes {
         FrameSizes::Mix {
-            name: "rfc2544".into(),
+            name: "rfc2544-mix".into(),
             sizes: RFC2544_SIZES.iter().map(|&s| (s, 1)).collect(),
         }
     }
@@ -104,7 +107,7 @@ const MAX_SIZES: usize = 32;
 impl std::str::FromStr for FrameSizes {
     type Err = String;
 
-    /// `64`, `imix`, `rfc2544`, or `size:weight,size:weight,...` (e.g. `64:7,594:4,1518:1`).
+    /// `64`, `imix`, `rfc2544-mix`, or `size:weight,size:weight,...` (e.g. `64:7,594:4,1518:1`).
     fn from_str(s: &str) -> Result<Self, String> {
         let s = s.trim();
         let check = |size: u16| {
@@ -118,7 +121,13 @@ impl std::str::FromStr for FrameSizes {
         };
         match s.to_ascii_lowercase().as_str() {
             "imix" => return Ok(FrameSizes::imix()),
-            "rfc2544" => return Ok(FrameSizes::rfc2544()),
+            "rfc2544-mix" => return Ok(FrameSizes::rfc2544_mix()),
+            "rfc2544" => {
+                return Err(format!(
+                    "`{s}`: RFC 2544 measures each frame size on its own; write rfc2544-mix for \
+                     all seven sizes mixed in one stream, or sweep them: --param size --values rfc2544"
+                ));
+            }
             _ => {}
         }
         if let Ok(size) = s.parse::<u16>() {
@@ -128,7 +137,7 @@ impl std::str::FromStr for FrameSizes {
         for part in s.split(',') {
             let (size, weight) = part.split_once(':').ok_or_else(|| {
                 format!(
-                    "`{s}` is not a frame size: write 64, imix, rfc2544 or size:weight,... (e.g. 64:7,594:4,1518:1)"
+                    "`{s}` is not a frame size: write 64, imix, rfc2544-mix or size:weight,... (e.g. 64:7,594:4,1518:1)"
                 )
             })?;
             let size = size
@@ -184,7 +193,12 @@ mod tests {
     fn parses_every_form() {
         assert_eq!("64".parse::<FrameSizes>().unwrap(), FrameSizes::Fixed { size: 64 });
         assert_eq!("IMIX".parse::<FrameSizes>().unwrap(), FrameSizes::imix());
-        assert_eq!("rfc2544".parse::<FrameSizes>().unwrap().sizes(), RFC2544_SIZES.to_vec());
+        assert_eq!(
+            "rfc2544-mix".parse::<FrameSizes>().unwrap().sizes(),
+            RFC2544_SIZES.to_vec()
+        );
+        let e = "rfc2544".parse::<FrameSizes>().unwrap_err();
+        assert!(e.contains("rfc2544-mix") && e.contains("--values rfc2544"), "{e}");
         let custom: FrameSizes = "128:3, 1024:1".parse().unwrap();
         assert_eq!(custom.sizes(), vec![128, 1024]);
         assert_eq!(custom.schedule().len(), 4);
