@@ -77,6 +77,84 @@ pub struct Overrides {
     pub replicas: Option<usize>,
 }
 
+impl Overrides {
+    /// Whether the command line gave the setting a chain file calls `key` (its `run:` or
+    /// `traffic:` key), so that an error in it names the flag and not the file.
+    fn given(&self, key: &str) -> bool {
+        match key {
+            "size" => self.size.is_some(),
+            "flows" => self.flows.is_some(),
+            "ip" => self.ip.is_some(),
+            "rate" => self.rate.is_some(),
+            "latency_probe_pps" => self.latency_probe_pps.is_some(),
+            "duration" => self.duration.is_some() || self.count.is_some(),
+            "warmup" => self.warmup.is_some(),
+            "count" => self.count.is_some(),
+            "batch" => self.batch.is_some(),
+            "core" => self.core.is_some(),
+            "pool_size" => self.pool_size.is_some(),
+            "runtime" => self.runtime.is_some(),
+            "placement" => self.placement.is_some(),
+            "cores" => self.cores.is_some(),
+            "generator_core" => self.generator_core.is_some(),
+            "links" => self.links.is_some(),
+            "ring_size" => self.ring_size.is_some(),
+            "rx_queue" => self.rx_queue.is_some(),
+            "stage_budget" => self.stage_budget.is_some(),
+            "flow_control" => self.flow_control.is_some(),
+            "replicas" => self.replicas.is_some(),
+            _ => false,
+        }
+    }
+
+    /// An error about a setting the command line gave is the flag's, not the file's.
+    fn blame(&self, e: ConfigError) -> ConfigError {
+        if matches!(e.place.as_str(), "traffic" | "run") && self.given(&e.key) {
+            let flag = if e.key == "duration" && self.duration.is_none() {
+                "--count".to_string()
+            } else {
+                format!("--{}", e.key.replace('_', "-"))
+            };
+            ConfigError {
+                file: flag,
+                place: String::new(),
+                key: String::new(),
+                reason: e.reason,
+            }
+        } else {
+            e
+        }
+    }
+}
+
+/// Serde's words for what it expected, in a chain file's terms (no Rust type names).
+fn plain(message: &str) -> String {
+    let mut m = message.to_string();
+    for (rust, words) in [
+        ("expected usize", "expected a whole number"),
+        ("expected u64", "expected a whole number"),
+        ("expected u32", "expected a whole number"),
+        ("expected u16", "expected a whole number"),
+        ("expected u8", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected a sequence", "expected a list"),
+        ("expected a map", "expected a mapping (key: value)"),
+        (
+            "expected struct ChainFile",
+            "expected a mapping with `chain:` (and optionally `traffic:` and `run:`)",
+        ),
+        (
+            "expected struct TrafficSection",
+            "expected a mapping of traffic settings",
+        ),
+        ("expected struct RunSection", "expected a mapping of run settings"),
+        ("expected a boolean", "expected true or false"),
+    ] {
+        m = m.replace(rust, words);
+    }
+    m
+}
+
 /// A chain ready to run.
 #[derive(Debug, Clone)]
 pub struct ChainSpec {
@@ -203,7 +281,21 @@ pub fn load(path: &str, o: &Overrides) -> Result<ChainSpec, ConfigError> {
 /// Parses and resolves chain-file text; `origin` names it in errors.
 pub fn parse(text: &str, origin: &str, o: &Overrides) -> Result<ChainSpec, ConfigError> {
     let ctx = Ctx { file: origin };
-    let value: Value = serde_saphyr::from_str(text).map_err(|e| ctx.err("", "", format!("not valid YAML: {e}")))?;
+    let value: Value = serde_saphyr::from_str(text).map_err(|e| {
+        // The parser calls the text `<input>`: name the file instead.
+        ctx.err(
+            "",
+            "",
+            format!("not valid YAML: {}", e.to_string().replace("<input>", origin)),
+        )
+    })?;
+    if !value.is_object() {
+        return Err(ctx.err(
+            "",
+            "",
+            "a chain file is a mapping with `chain:` (and optionally `traffic:` and `run:`)",
+        ));
+    }
     let file: ChainFile = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let (place, key) = match path.split_once('.') {
@@ -211,9 +303,9 @@ pub fn parse(text: &str, origin: &str, o: &Overrides) -> Result<ChainSpec, Confi
             None if path == "." => (String::new(), String::new()),
             None => (path, String::new()),
         };
-        ctx.err(&place, &key, e.into_inner().to_string())
+        ctx.err(&place, &key, plain(&e.into_inner().to_string()))
     })?;
-    resolve(file, &ctx, o)
+    resolve(file, &ctx, o).map_err(|e| o.blame(e))
 }
 
 /// Builds a spec from `--chain` shorthand: `forwarder*4`, or
@@ -226,7 +318,7 @@ pub fn from_shorthand(spec: &str, o: &Overrides) -> Result<ChainSpec, ConfigErro
         chain,
         ..Default::default()
     };
-    resolve(file, &ctx, o)
+    resolve(file, &ctx, o).map_err(|e| o.blame(e))
 }
 
 fn resolve(file: ChainFile, ctx: &Ctx, o: &Overrides) -> Result<ChainSpec, ConfigError> {
@@ -304,6 +396,9 @@ fn resolve(file: ChainFile, ctx: &Ctx, o: &Overrides) -> Result<ChainSpec, Confi
         other => ctx.err("run", "", other.to_string()),
     })?;
 
+    if file.chain.is_empty() {
+        return Err(ctx.err("chain", "", "the chain has no NF: list at least one (e.g. `- noop`)"));
+    }
     let nfs = resolve_chain(&file.chain, ctx)?;
     let replicas = o.replicas.or(r.replicas).unwrap_or(1);
     if replicas == 0 || replicas > 64 {
@@ -331,11 +426,37 @@ fn resolve_pipeline(
     ctx: &Ctx,
 ) -> Result<Option<PipelineSettings>, ConfigError> {
     let placement_text = o.placement.as_ref().or(r.placement.as_ref());
+    // Pipeline settings on a chain that runs compound would be ignored: refuse them.
+    let pipeline_only = [
+        ("cores", o.cores.is_some() || r.cores.is_some()),
+        (
+            "generator_core",
+            o.generator_core.is_some() || r.generator_core.is_some(),
+        ),
+        ("links", o.links.is_some() || r.links.is_some()),
+        ("ring_size", o.ring_size.is_some() || r.ring_size.is_some()),
+        ("rx_queue", o.rx_queue.is_some() || r.rx_queue.is_some()),
+        ("stage_budget", o.stage_budget.is_some() || r.stage_budget.is_some()),
+        ("flow_control", o.flow_control.is_some() || r.flow_control.is_some()),
+    ];
+    let compound_only = |runtime: Option<&str>| {
+        let compound = runtime == Some("compound") || (runtime.is_none() && placement_text.is_none() && replicas == 1);
+        match pipeline_only.iter().find(|(_, given)| *given) {
+            Some((key, _)) if compound => Err(ctx.err(
+                "run",
+                key,
+                "applies to the pipeline runtime (stages on cores joined by rings), and this chain runs \
+                 compound on one core: add `runtime: pipeline` or a placement (--placement), or remove it",
+            )),
+            _ => Ok(()),
+        }
+    };
     let runtime = o
         .runtime
         .as_ref()
         .or(r.runtime.as_ref())
         .map(|s| s.to_ascii_lowercase());
+    compound_only(runtime.as_deref())?;
     match runtime.as_deref() {
         None if placement_text.is_none() && replicas == 1 => return Ok(None),
         Some("compound") if replicas > 1 => {
@@ -364,6 +485,29 @@ fn resolve_pipeline(
         None => Placement::SCore,
     };
     let cores = o.cores.clone().or_else(|| r.cores.clone()).unwrap_or(defaults.cores);
+    if let Some(c) = cores
+        .iter()
+        .enumerate()
+        .find_map(|(i, c)| cores[..i].contains(c).then_some(c))
+    {
+        return Err(ctx.err(
+            "run",
+            "cores",
+            format!("core {c} is listed twice: each core runs one thread (to share a core, place NFs on it: `placement: 0,0,1`)"),
+        ));
+    }
+    let allowed = sfclab_runtime::placement::allowed_cores();
+    if replicas > allowed.len() {
+        return Err(ctx.err(
+            "run",
+            "replicas",
+            format!(
+                "{replicas} replicas need a core each; this process may use {} ({})",
+                allowed.len(),
+                allowed.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
     placement
         .stages(n, &cores)
         .map_err(|e| ctx.err("run", "placement", e))?;
@@ -671,6 +815,61 @@ mod tests {
             let e = parse_err(text);
             assert_eq!((e.place.as_str(), e.key.as_str()), ("run", key), "{e}");
         }
+    }
+
+    /// A setting that would be ignored is an error, and an error in a value the command
+    /// line gave names the flag, not the file it did not come from.
+    #[test]
+    fn ignored_settings_are_refused_and_flags_are_blamed() {
+        for (text, key) in [
+            ("run: { links: drop }\nchain: [noop]\n", "links"),
+            ("run: { generator_core: 0 }\nchain: [noop]\n", "generator_core"),
+            (
+                "run: { runtime: compound, ring_size: 64 }\nchain: [noop]\n",
+                "ring_size",
+            ),
+            (
+                "run: { placement: bi:2, cores: [0, 0] }\nchain: [noop, noop]\n",
+                "cores",
+            ),
+            (
+                "run: { placement: s_core, replicas: 4096 }\nchain: [noop]\n",
+                "replicas",
+            ),
+        ] {
+            let e = parse_err(text);
+            assert_eq!((e.place.as_str(), e.key.as_str()), ("run", key), "{e}");
+        }
+        let e = parse_err("chain: []\n");
+        assert_eq!(e.place, "chain");
+        let e = parse_err("[1, 2]\n");
+        assert!(e.reason.contains("a mapping with `chain:`"), "{e}");
+        let e = parse_err("run: { batch: -1 }\nchain: [noop]\n");
+        assert!(
+            e.reason.contains("a whole number") && !e.reason.contains("usize"),
+            "{e}"
+        );
+        let e = parse_err("chain: [noop\n");
+        assert!(e.reason.contains("bad.yaml") && !e.reason.contains("<input>"), "{e}");
+
+        let flags = Overrides {
+            size: Some("10".into()),
+            ..Default::default()
+        };
+        let e = parse(DEFAULT_CHAIN, "default.yaml", &flags).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--size: frame size 10 is outside 64..=1518 bytes (FCS included)"
+        );
+        let flags = Overrides {
+            links: Some("drop".into()),
+            ..Default::default()
+        };
+        let e = from_shorthand("noop", &flags).unwrap_err();
+        assert!(
+            e.to_string().starts_with("--links: applies to the pipeline runtime"),
+            "{e}"
+        );
     }
 
     #[test]
