@@ -337,6 +337,9 @@ pub fn stop_flag() -> Arc<AtomicBool> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Ctrl-C is caught from the start in every command: work stops at the next safe
+    // point and keeps what finished (a second Ctrl-C quits at once).
+    stop_flag();
     match cli.command {
         Cmd::Run(args) => cmd_run(*args),
         Cmd::Search(args) => search::cmd_search(*args),
@@ -456,25 +459,24 @@ fn with_progress<T>(work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> Res
 /// Renders a result as text (a table, CSV).
 type Render<T> = fn(&T) -> String;
 
-/// Prints a benchmark's result as JSON, CSV (when asked and it has a CSV form) or a table.
-fn print_result<T: serde::Serialize>(
+/// Prints a benchmark's result as JSON, CSV (when asked and it has a CSV form) or a
+/// table; exit 130 when Ctrl-C cut it short.
+fn print_result<T: serde::Serialize + bench::Interruptible>(
     result: Result<T, String>,
     json: bool,
     csv: Option<(bool, Render<T>)>,
     table: Render<T>,
 ) -> ExitCode {
-    match result {
-        Ok(b) if json => println!("{}", serde_json::to_string_pretty(&b).expect("serialisable")),
-        Ok(b) => match csv {
-            Some((true, to_csv)) => print!("{}", to_csv(&b)),
-            _ => print!("{}", table(&b)),
-        },
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    }
-    ExitCode::SUCCESS
+    let b = match result {
+        Ok(b) => b,
+        Err(e) => return outcome::fail(outcome::FAILURE, &e),
+    };
+    let text = match csv {
+        _ if json => serde_json::to_string_pretty(&b).expect("serialisable") + "\n",
+        Some((true, to_csv)) => to_csv(&b),
+        _ => table(&b),
+    };
+    outcome::emit_then(&text, outcome::done(b.interrupted()))
 }
 
 fn cmd_ring(a: RingArgs) -> ExitCode {

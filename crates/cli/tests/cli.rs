@@ -653,6 +653,49 @@ fn ctrl_c_ends_the_window_and_keeps_the_results() {
     }
 }
 
+/// Ctrl-C in a benchmark finishes the repetition under way and reports those done.
+#[test]
+fn ctrl_c_in_a_benchmark_keeps_the_repetitions_done() {
+    let child = Command::new(env!("CARGO_BIN_EXE_sfclab"))
+        .args([
+            "bench",
+            "hop",
+            "--hops",
+            "0,1",
+            "--duration",
+            "100ms",
+            "--warmup",
+            "10ms",
+            "--repeat",
+            "100",
+            "--peer",
+            "none",
+            "--no-accounting-compare",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["interrupted"], true);
+    let done = v["repeat"].as_u64().unwrap();
+    assert!((1..100).contains(&done), "{done} repetitions");
+    assert!(
+        v["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["mpps_runs"].as_array().unwrap().len() as u64 == done),
+        "every point has exactly the repetitions done"
+    );
+}
+
 /// Ctrl-C in a search keeps the trials made so far, marked interrupted, exit 130.
 #[test]
 fn ctrl_c_in_a_search_keeps_the_trials_so_far() {

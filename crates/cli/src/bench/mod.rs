@@ -102,6 +102,72 @@ pub fn least_squares(xs: &[f64], ys: &[f64]) -> Fit {
     }
 }
 
+/// A spread wider than this (max / min of the repetitions) is flagged: cross-core
+/// figures on shared machines swing 3x, and a median hides that.
+pub const WIDE_SPREAD: f64 = 1.3;
+
+/// `median [min–max]` of the repetitions, `prec` decimals.
+pub fn with_range(runs: &[f64], prec: usize) -> String {
+    let (lo, hi) = min_max(runs);
+    if runs.len() < 2 {
+        return format!("{:.prec$}", median(runs));
+    }
+    format!("{:.prec$} [{lo:.prec$}–{hi:.prec$}]", median(runs))
+}
+
+pub fn min_max(runs: &[f64]) -> (f64, f64) {
+    let lo = runs.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = runs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (lo, hi)
+}
+
+/// Whether the repetitions spread wider than `WIDE_SPREAD`.
+pub fn is_wide(runs: &[f64]) -> bool {
+    let (lo, hi) = min_max(runs);
+    runs.len() > 1 && lo > 0.0 && hi / lo > WIDE_SPREAD
+}
+
+/// The warning line for a table with `wide` figures spread wider than `WIDE_SPREAD`, and
+/// the line of a benchmark stopped by Ctrl-C.
+pub fn footer(wide: usize, interrupted: bool, repeat_done: usize) -> String {
+    let mut s = String::new();
+    if wide > 0 {
+        s.push_str(&format!(
+            "warning           {wide} figure(s) spread more than {WIDE_SPREAD}x between repetitions \
+             (min–max in brackets): the machine is noisy; compare ratios measured in the same run\n"
+        ));
+    }
+    if interrupted {
+        s.push_str(&format!(
+            "INTERRUPTED       stopped by Ctrl-C after {repeat_done} complete repetition(s); the figures are theirs\n"
+        ));
+    }
+    s
+}
+
+/// Ctrl-C: the repetition under way finishes, later ones do not start.
+pub fn stop_requested() -> bool {
+    crate::stop_flag().load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// The repetitions to run: all of them, or up to Ctrl-C (the first always runs: no
+/// result without one). `interrupted` says whether Ctrl-C cut them short.
+pub fn repetitions(repeat: usize, interrupted: &mut bool) -> impl Iterator<Item = usize> + '_ {
+    (0..repeat).take_while(move |&i| {
+        if i > 0 && stop_requested() {
+            *interrupted = true;
+            false
+        } else {
+            true
+        }
+    })
+}
+
+/// A benchmark result that may have been cut short by Ctrl-C.
+pub trait Interruptible {
+    fn interrupted(&self) -> bool;
+}
+
 pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
@@ -132,7 +198,10 @@ pub struct HopBench {
     pub frame_size: u16,
     pub flows: u32,
     pub duration_s: f64,
+    /// Repetitions run (fewer than asked when interrupted).
     pub repeat: usize,
+    /// Stopped by Ctrl-C: the figures are those of the repetitions finished.
+    pub interrupted: bool,
     pub points: Vec<HopPoint>,
     /// Per-hop cost with accounting off (the figure of merit) and on.
     pub fit_accounting_off: Fit,
@@ -233,7 +302,10 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
     }
     // Repetitions are interleaved (every configuration once per round), so slow drifts
     // of a noisy machine hit all configurations alike.
-    for _ in 0..args.repeat {
+    let mut interrupted = false;
+    let mut repeat_done = 0;
+    for _ in repetitions(args.repeat, &mut interrupted) {
+        repeat_done += 1;
         for (m, &accounting) in modes.iter().enumerate() {
             for (h, &n) in args.hops.iter().enumerate() {
                 let traffic = GeneratorConfig {
@@ -319,7 +391,8 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
         frame_size: args.size,
         flows: args.flows,
         duration_s: args.duration.as_secs_f64(),
-        repeat: args.repeat,
+        repeat: repeat_done,
+        interrupted,
         ratio_n1_vs_peer: match (&peer, n1) {
             (Some(p), Some(m)) if p.mpps > 0.0 => Some(m / p.mpps),
             _ => None,
@@ -398,19 +471,22 @@ pub fn table(b: &HopBench) -> String {
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
     let acc = b.fit_accounting_on.is_some();
-    let mut header = vec!["hops", "Mpps", "cycles/packet"];
+    let mut header = vec!["hops", "Mpps [min–max]", "busy TSC cycles/packet"];
     if acc {
-        header.extend(["Mpps (accounting on)", "cycles/packet (accounting on)"]);
+        header.extend(["Mpps (accounting on)", "busy TSC cycles/packet (accounting on)"]);
     }
     t.set_header(header);
+    let mut wide = 0;
     for p in b.points.iter().filter(|p| !p.accounting) {
         let mut row = vec![
             p.hops.to_string(),
-            format!("{:.1}", p.mpps),
-            format!("{:.2}", p.cycles_per_packet),
+            with_range(&p.mpps_runs, 1),
+            with_range(&p.cycles_runs, 2),
         ];
+        wide += usize::from(is_wide(&p.mpps_runs));
         if let Some(q) = b.points.iter().find(|q| q.accounting && q.hops == p.hops) {
-            row.extend([format!("{:.1}", q.mpps), format!("{:.2}", q.cycles_per_packet)]);
+            row.extend([with_range(&q.mpps_runs, 1), with_range(&q.cycles_runs, 2)]);
+            wide += usize::from(is_wide(&q.mpps_runs));
         }
         t.add_row(row);
     }
@@ -437,11 +513,12 @@ pub fn table(b: &HopBench) -> String {
         (Some(p), _) => {
             let _ = writeln!(
                 s,
-                "peer              {}: {:.1} Mpps (median of {})",
+                "peer              {}: {} Mpps (median [min–max] of {})",
                 p.name,
-                p.mpps,
+                with_range(&p.mpps_runs, 1),
                 p.mpps_runs.len()
             );
+            wide += usize::from(is_wide(&p.mpps_runs));
             if let Some(r) = b.ratio_n1_vs_peer {
                 let _ = writeln!(s, "ratio             sfclab n=1 / peer = {r:.2}x");
             }
@@ -451,7 +528,14 @@ pub fn table(b: &HopBench) -> String {
         }
         (None, None) => {}
     }
+    s.push_str(&footer(wide, b.interrupted, b.repeat));
     s
+}
+
+impl Interruptible for HopBench {
+    fn interrupted(&self) -> bool {
+        self.interrupted
+    }
 }
 
 #[cfg(test)]

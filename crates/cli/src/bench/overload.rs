@@ -36,6 +36,7 @@ pub struct OverloadPoint {
     pub load: f64,
     pub offered_mpps: f64,
     pub mpps: f64,
+    pub mpps_runs: Vec<f64>,
     pub ingress_drops: u64,
     pub software_drops: u64,
     pub wasted_cycles_per_received: Option<f64>,
@@ -53,6 +54,8 @@ pub struct OverloadBench {
     pub ring_size: usize,
     pub duration_s: f64,
     pub repeat: usize,
+    /// Stopped by Ctrl-C: the chain lengths and loads finished are here.
+    pub interrupted: bool,
     /// Capacity of each chain (flow control, backpressure), Mpps.
     pub capacity: Vec<(usize, f64)>,
     pub points: Vec<OverloadPoint>,
@@ -107,7 +110,13 @@ pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) ->
     let mut done = 0;
     let mut capacity = Vec::new();
     let mut points = Vec::new();
-    for &n in &args.hops {
+    let mut interrupted = false;
+    'lengths: for &n in &args.hops {
+        // Ctrl-C: the lengths and loads finished are kept; nothing new starts.
+        if super::stop_requested() {
+            interrupted = true;
+            break;
+        }
         let mut caps = Vec::new();
         for _ in 0..args.repeat {
             caps.push(trial(args, n, Rate::Max, LinkMode::Backpressure, true, pair)?.mpps);
@@ -117,6 +126,10 @@ pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) ->
         let cap = median(&caps);
         capacity.push((n, cap));
         for &load in &args.loads {
+            if super::stop_requested() {
+                interrupted = true;
+                break 'lengths;
+            }
             for links in [LinkMode::Drop, LinkMode::Backpressure] {
                 let mut rs = Vec::new();
                 for _ in 0..args.repeat {
@@ -145,6 +158,7 @@ pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) ->
                     load,
                     offered_mpps: mid.generated_mpps,
                     mpps: median(&mpps),
+                    mpps_runs: mpps.clone(),
                     ingress_drops: ingress.iter().map(|d| d.packets).sum(),
                     software_drops: software.iter().map(|d| d.packets).sum(),
                     wasted_cycles_per_received: wasted
@@ -165,6 +179,7 @@ pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) ->
         ring_size: args.ring_size,
         duration_s: args.duration.as_secs_f64(),
         repeat: args.repeat,
+        interrupted,
         capacity,
         points,
     })
@@ -183,16 +198,17 @@ pub fn table(b: &OverloadBench) -> String {
         "chains of `{}`, one stage per NF sharing core {}, generator on core {}, stage budget {} batches, links of {} packets, {} x {:.1} s (medians)\n",
         b.nf, b.chain_core, b.generator_core, b.stage_budget, b.ring_size, b.repeat, b.duration_s
     );
+    let mut wide = 0;
     for &(n, cap) in &b.capacity {
         let mut t = comfy_table::Table::new();
         t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
         t.set_header([
             "offered",
             "Mpps offered",
-            "drop: Mpps",
+            "drop: Mpps [min–max]",
             "software drops",
-            "wasted cycles/pkt",
-            "backpressure: Mpps",
+            "wasted TSC cycles/pkt",
+            "backpressure: Mpps [min–max]",
             "ingress drops",
         ]);
         for load in b
@@ -211,22 +227,30 @@ pub fn table(b: &OverloadBench) -> String {
                 .iter()
                 .find(|p| p.hops == n && p.load == load && p.links == "backpressure")
                 .expect("backpressure point");
+            wide += usize::from(super::is_wide(&d.mpps_runs)) + usize::from(super::is_wide(&bp.mpps_runs));
             t.add_row(vec![
                 format!("{:.0}%", load * 100.0),
                 format!("{:.1}", d.offered_mpps),
-                format!("{:.1}", d.mpps),
+                super::with_range(&d.mpps_runs, 1),
                 d.software_drops.to_string(),
                 d.wasted_cycles_per_received.map_or("-".into(), |w| format!("{w:.1}")),
-                format!("{:.1}", bp.mpps),
+                super::with_range(&bp.mpps_runs, 1),
                 bp.ingress_drops.to_string(),
             ]);
         }
         let _ = writeln!(s, "n = {n}: capacity {cap:.1} Mpps\n{t}");
     }
+    s.push_str(&super::footer(wide, b.interrupted, b.repeat));
     s
 }
 
 /// One CSV row per (chain length, load, link mode).
+impl super::Interruptible for OverloadBench {
+    fn interrupted(&self) -> bool {
+        self.interrupted
+    }
+}
+
 pub fn csv(b: &OverloadBench) -> String {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record([

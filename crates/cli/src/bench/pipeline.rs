@@ -51,7 +51,10 @@ pub struct PipelineBench {
     pub version: &'static str,
     pub machine: Machine,
     pub duration_s: f64,
+    /// Repetitions run (fewer than asked when interrupted).
     pub repeat: usize,
+    /// Stopped by Ctrl-C: the figures are those of the repetitions finished.
+    pub interrupted: bool,
     pub rows: Vec<Row>,
     pub peer_skipped: Option<String>,
     /// sfclab `forwarder*2` bi:2 over two testpmd in mac mode: the median of the
@@ -166,7 +169,9 @@ pub fn run(args: &PipelineBenchArgs, mut progress: impl FnMut(usize, usize, &str
     let mut runs: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut commands = vec![String::new(); configs.len()];
     // Interleaved repetitions: a noisy machine's drifts hit every configuration alike.
-    for _ in 0..args.repeat {
+    let (mut interrupted, mut repeat_done) = (false, 0);
+    for _ in super::repetitions(args.repeat, &mut interrupted) {
+        repeat_done += 1;
         for (i, c) in configs.iter().enumerate() {
             match (&c.kind, &testpmd) {
                 (
@@ -234,7 +239,8 @@ pub fn run(args: &PipelineBenchArgs, mut progress: impl FnMut(usize, usize, &str
         version: env!("CARGO_PKG_VERSION"),
         machine: Machine::read(),
         duration_s: args.duration.as_secs_f64(),
-        repeat: args.repeat,
+        repeat: repeat_done,
+        interrupted,
         two_stages_vs_testpmd_mac: paired(0, 1),
         two_stages_vs_testpmd_mac_of_medians: find(1).map(|peer| two / peer),
         three_stages_vs_testpmd_mac: paired(3, 5),
@@ -388,13 +394,15 @@ pub fn table(b: &PipelineBench) -> String {
     use std::fmt::Write as _;
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
-        .set_header(vec!["case", "system", "setup", "Mpps (median)", "runs"]);
+        .set_header(vec!["case", "system", "setup", "Mpps median [min–max]", "runs"]);
+    let mut wide = 0;
     for r in &b.rows {
+        wide += usize::from(super::is_wide(&r.mpps_runs));
         t.add_row(vec![
             r.case.to_string(),
             r.system.to_string(),
             r.setup.clone(),
-            format!("{:.3}", r.mpps),
+            super::with_range(&r.mpps_runs, 3),
             r.mpps_runs
                 .iter()
                 .map(|x| format!("{x:.3}"))
@@ -432,7 +440,14 @@ pub fn table(b: &PipelineBench) -> String {
     if let Some(why) = &b.peer_skipped {
         let _ = writeln!(s, "peer skipped: {why}");
     }
+    s.push_str(&super::footer(wide, b.interrupted, b.repeat));
     s
+}
+
+impl super::Interruptible for PipelineBench {
+    fn interrupted(&self) -> bool {
+        self.interrupted
+    }
 }
 
 /// One CSV row per configuration.

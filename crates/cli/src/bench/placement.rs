@@ -56,7 +56,10 @@ pub struct PlacementBench {
     pub frame_size: u16,
     pub batch: usize,
     pub duration_s: f64,
+    /// Repetitions run (fewer than asked when interrupted).
     pub repeat: usize,
+    /// Stopped by Ctrl-C: the figures are those of the repetitions finished.
+    pub interrupted: bool,
     pub points: Vec<PlacementPoint>,
     pub break_even: Vec<BreakEven>,
 }
@@ -65,7 +68,9 @@ pub fn run(args: &PlacementArgs, mut progress: impl FnMut(usize, usize, &str)) -
     let total = args.repeat * args.lengths.len() * args.placements.len();
     let mut done = 0;
     let mut runs: Vec<Vec<(f64, f64, usize)>> = vec![Vec::new(); args.lengths.len() * args.placements.len()];
-    for _ in 0..args.repeat {
+    let (mut interrupted, mut repeat_done) = (false, 0);
+    for _ in super::repetitions(args.repeat, &mut interrupted) {
+        repeat_done += 1;
         for (li, &n) in args.lengths.iter().enumerate() {
             for (pi, placement) in args.placements.iter().enumerate() {
                 let nfs = shorthand_nfs(&format!("{}*{n}", args.nf))?;
@@ -142,7 +147,8 @@ pub fn run(args: &PlacementArgs, mut progress: impl FnMut(usize, usize, &str)) -
         frame_size: args.size,
         batch: args.batch,
         duration_s: args.duration.as_secs_f64(),
-        repeat: args.repeat,
+        repeat: repeat_done,
+        interrupted,
         points,
         break_even,
     })
@@ -189,7 +195,12 @@ pub fn table(b: &PlacementBench) -> String {
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
     let mut header = vec!["hops".to_string()];
-    header.extend(placements.iter().map(|p| format!("{p} Mpps (bottleneck cycles/pkt)")));
+    header.extend(
+        placements
+            .iter()
+            .map(|p| format!("{p} Mpps [min–max] (bottleneck busy TSC cycles/pkt)")),
+    );
+    let mut wide = 0;
     t.set_header(header);
     let mut lengths: Vec<usize> = b.points.iter().map(|p| p.hops).collect();
     lengths.dedup();
@@ -201,7 +212,12 @@ pub fn table(b: &PlacementBench) -> String {
                 .iter()
                 .find(|x| x.hops == n && x.placement == *p)
                 .expect("measured");
-            row.push(format!("{:.1} ({:.1})", pt.mpps, pt.bottleneck_cycles_per_packet));
+            wide += usize::from(super::is_wide(&pt.mpps_runs));
+            row.push(format!(
+                "{} ({:.1})",
+                super::with_range(&pt.mpps_runs, 1),
+                pt.bottleneck_cycles_per_packet
+            ));
         }
         t.add_row(row);
     }
@@ -224,7 +240,14 @@ pub fn table(b: &PlacementBench) -> String {
             }
         }
     }
+    s.push_str(&super::footer(wide, b.interrupted, b.repeat));
     s
+}
+
+impl super::Interruptible for PlacementBench {
+    fn interrupted(&self) -> bool {
+        self.interrupted
+    }
 }
 
 /// One CSV row per point.

@@ -34,7 +34,10 @@ pub struct RingBench {
     pub version: &'static str,
     pub machine: Machine,
     pub burst: usize,
+    /// Repetitions run (fewer than asked when interrupted).
     pub repeat: usize,
+    /// Stopped by Ctrl-C: the figures are those of the repetitions finished.
+    pub interrupted: bool,
     /// Cycles per element for one push plus one pop, per side, median of the repetitions.
     pub ring_cycles_per_element: f64,
     pub ring_runs: Vec<f64>,
@@ -58,6 +61,9 @@ pub struct RingBench {
     pub hop_cycles_per_packet: f64,
     pub s_core_mpps: f64,
     pub bi2_mpps: f64,
+    /// Per repetition: (busy cycles per packet, Mpps) of s_core and of bi:2.
+    pub s_core_runs: Vec<(f64, f64)>,
+    pub bi2_runs: Vec<(f64, f64)>,
 }
 
 /// The ring alone: the same buffer handles go round two rings between cores `a` and
@@ -324,7 +330,9 @@ pub fn run(
     let (mut ring_runs, mut s_runs, mut b_runs) = (Vec::new(), Vec::new(), Vec::new());
     let (mut hop_runs, mut bare_runs, mut dpdk_runs) = (Vec::new(), Vec::new(), Vec::new());
     let mut dpdk_skipped = None;
-    for _ in 0..repeat {
+    let (mut interrupted, mut repeat_done) = (false, 0);
+    for _ in super::repetitions(repeat, &mut interrupted) {
+        repeat_done += 1;
         ring_runs.push(ring_loop(cores[0], cores[1], burst, duration));
         done += 1;
         progress(done, total, "ring");
@@ -356,7 +364,8 @@ pub fn run(
         version: env!("CARGO_PKG_VERSION"),
         machine: Machine::read(),
         burst,
-        repeat,
+        repeat: repeat_done,
+        interrupted,
         ring_cycles_per_element: median(&ring_runs),
         ring_runs,
         dpdk_ring_cycles_per_element: (!dpdk_runs.is_empty()).then(|| median(&dpdk_runs)),
@@ -371,7 +380,15 @@ pub fn run(
         hop_cycles_per_packet: b_cycles - s_cycles,
         s_core_mpps: median(&s_runs.iter().map(|x| x.1).collect::<Vec<_>>()),
         bi2_mpps: median(&b_runs.iter().map(|x| x.1).collect::<Vec<_>>()),
+        s_core_runs: s_runs,
+        bi2_runs: b_runs,
     })
+}
+
+impl super::Interruptible for RingBench {
+    fn interrupted(&self) -> bool {
+        self.interrupted
+    }
 }
 
 pub fn table(b: &RingBench) -> String {
@@ -386,17 +403,32 @@ pub fn table(b: &RingBench) -> String {
         b.burst,
         b.repeat
     );
+    use super::{is_wide, with_range};
+    let firsts = |v: &[(f64, f64)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
+    let seconds = |v: &[(f64, f64)]| v.iter().map(|x| x.1).collect::<Vec<_>>();
+    let wide = [
+        &b.ring_runs,
+        &b.dpdk_ring_runs,
+        &b.full_hop_runs,
+        &b.bare_hop_runs,
+        &firsts(&b.s_core_runs),
+        &firsts(&b.bi2_runs),
+    ]
+    .iter()
+    .filter(|v| is_wide(v))
+    .count();
     let _ = writeln!(
         s,
-        "ring alone        {:.2} cycles/element (one push + one pop, per side, two cores)",
-        b.ring_cycles_per_element
+        "ring alone        {} TSC cycles/element (one push + one pop, per side, two cores; median [min–max])",
+        with_range(&b.ring_runs, 2)
     );
     match (b.dpdk_ring_cycles_per_element, &b.dpdk_skipped) {
         (Some(d), _) => {
             let _ = writeln!(
                 s,
-                "peer              DPDK ring_perf_autotest SP/SC bulk {} on two cores: {d:.2} cycles/element (enqueue + dequeue): sfclab/DPDK = {:.2}x",
+                "peer              DPDK ring_perf_autotest SP/SC bulk {} on two cores: {} cycles/element (enqueue + dequeue): sfclab/DPDK = {:.2}x",
                 b.burst,
+                with_range(&b.dpdk_ring_runs, 2),
                 b.ring_cycles_per_element / d
             );
         }
@@ -407,21 +439,25 @@ pub fn table(b: &RingBench) -> String {
     }
     let _ = writeln!(
         s,
-        "full hop          {:.2} cycles/packet per side (ring + forwarder on the far core through the chain runner); bare loop (indices through rtrb, MAC stores) {:.2}: {:.2}x",
-        b.full_hop_cycles_per_packet,
-        b.bare_hop_cycles_per_packet,
+        "full hop          {} cycles/packet per side (ring + forwarder on the far core through the chain runner); bare loop (indices through rtrb, MAC stores) {}: {:.2}x",
+        with_range(&b.full_hop_runs, 2),
+        with_range(&b.bare_hop_runs, 2),
         b.full_hop_cycles_per_packet / b.bare_hop_cycles_per_packet
     );
     let _ = writeln!(
         s,
-        "forwarder*2       s_core {:.2} cycles/packet ({:.1} Mpps), bi:2 {:.2} cycles/packet over both cores ({:.1} Mpps)",
-        b.s_core_cycles_per_packet, b.s_core_mpps, b.bi2_cycles_per_packet, b.bi2_mpps
+        "forwarder*2       s_core {} busy cycles/packet ({} Mpps), bi:2 {} over both cores ({} Mpps)",
+        with_range(&firsts(&b.s_core_runs), 2),
+        with_range(&seconds(&b.s_core_runs), 1),
+        with_range(&firsts(&b.bi2_runs), 2),
+        with_range(&seconds(&b.bi2_runs), 1),
     );
     let _ = writeln!(
         s,
         "full hop          {:.2} cycles/packet added by crossing a core (both cores together)",
         b.hop_cycles_per_packet
     );
+    s.push_str(&super::footer(wide, b.interrupted, b.repeat));
     s
 }
 
