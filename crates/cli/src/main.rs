@@ -25,11 +25,14 @@ use std::time::Duration;
 /// traffic and reports throughput, cycles per packet per NF, latency and drops by place
 /// and reason, checking that every packet sent is received or counted as dropped.
 #[derive(Parser)]
-#[command(name = "sfclab", version, about, long_about, after_help = AFTER_HELP)]
+#[command(name = "sfclab", version = VERSION, about, long_about, after_help = AFTER_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
 }
+
+/// The version and the commit it was built from.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("SFCLAB_COMMIT"), ")");
 
 const AFTER_HELP: &str = "Examples:\n  sfclab run                                   # the embedded default chain\n  sfclab run examples/chains/forwarders.yaml\n  sfclab run --chain 'forwarder*4' --size 64 --duration 5s\n  sfclab run --chain 'forwarder*16' --placement bi:2\n  sfclab run --chain 'forwarder -> synthetic(cycles=100,working_set=64KiB,accesses=4)' --json\n  sfclab search --chain 'forwarder*4' --goals ndr,pdr,0.1%\n  sfclab bench hop\n  sfclab nfs";
 
@@ -39,7 +42,8 @@ enum Cmd {
     ///
     /// With no FILE and no --chain, runs the embedded default chain
     /// (examples/chains/default.yaml). Command-line settings override the file's.
-    /// Exit status: 0 ok, 2 bad config, 3 packets not conserved.
+    /// Exit status: 0 ok, 1 failed, 2 bad config, 3 packets not conserved, 4 frames
+    /// failed --verify, 130 stopped by Ctrl-C (results kept, marked interrupted).
     Run(Box<RunArgs>),
     /// Search the highest rate that meets each loss goal (NDR, PDR), RFC 2544 style.
     ///
@@ -61,6 +65,10 @@ enum Cmd {
     Bench(BenchCmd),
     /// List the NF types and their settings.
     Nfs,
+    /// Print a shell completion script: `sfclab completions bash > /etc/bash_completion.d/sfclab`.
+    Completions { shell: clap_complete::Shell },
+    /// Print the manual page (roff): `sfclab man > sfclab.1; man ./sfclab.1`.
+    Man,
     /// Print the JSON Schema of a result document: `run` (what `sfclab run --json`
     /// prints), `search`; each is published in docs/schema/.
     Schema {
@@ -354,11 +362,24 @@ fn main() -> ExitCode {
             Some(s) => outcome::emit_then(&s, 0),
             None => outcome::fail(outcome::USAGE, &format!("no schema named `{document}`")),
         },
-        Cmd::Nfs => {
-            for (kind, doc) in sfclab_nf::NfConfig::KINDS {
-                println!("{kind:<10} {doc}");
+        Cmd::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "sfclab", &mut out);
+            outcome::emit_then(&String::from_utf8_lossy(&out), 0)
+        }
+        Cmd::Man => {
+            let mut out = Vec::new();
+            match clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut out) {
+                Ok(()) => outcome::emit_then(&String::from_utf8_lossy(&out), 0),
+                Err(e) => outcome::fail(outcome::FAILURE, &format!("cannot render the manual: {e}")),
             }
-            ExitCode::SUCCESS
+        }
+        Cmd::Nfs => {
+            let text: String = sfclab_nf::NfConfig::KINDS
+                .iter()
+                .map(|(kind, doc)| format!("{kind:<10} {doc}\n"))
+                .collect();
+            outcome::emit_then(&text, 0)
         }
     }
 }

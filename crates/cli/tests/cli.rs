@@ -653,6 +653,35 @@ fn ctrl_c_ends_the_window_and_keeps_the_results() {
     }
 }
 
+#[test]
+fn version_names_the_commit_and_shells_and_man_are_served() {
+    let o = sfclab(&["--version"]);
+    assert!(
+        stdout(&o).starts_with("sfclab 0.") && stdout(&o).contains("(commit "),
+        "{}",
+        stdout(&o)
+    );
+    for shell in ["bash", "zsh", "fish"] {
+        let o = sfclab(&["completions", shell]);
+        assert!(o.status.success() && stdout(&o).contains("search"), "{shell}");
+    }
+    let o = sfclab(&["man"]);
+    assert!(o.status.success() && stdout(&o).contains(".TH sfclab 1"));
+    // Every output error is an error message and a non-zero exit, never a panic.
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+    if let Ok(full) = full {
+        let o = Command::new(env!("CARGO_BIN_EXE_sfclab"))
+            .args(["nfs"])
+            .stdout(full)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(stderr(&o).contains("cannot write the output") && !stderr(&o).contains("panicked"));
+    } else {
+        eprintln!("skipped the /dev/full check: no /dev/full here");
+    }
+}
+
 /// Ctrl-C in a benchmark finishes the repetition under way and reports those done.
 #[test]
 fn ctrl_c_in_a_benchmark_keeps_the_repetitions_done() {
