@@ -2,6 +2,11 @@
 //! that measured it. Outside a git checkout (a source tarball) it says `unknown`.
 
 fn main() {
+    // Multi-core tests are reported as ignored, with the reason, on a one-core machine.
+    println!("cargo:rustc-check-cfg=cfg(one_core)");
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        println!("cargo:rustc-cfg=one_core");
+    }
     let commit = std::process::Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
         .output()

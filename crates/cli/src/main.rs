@@ -200,7 +200,7 @@ struct PipelineArgs {
     /// Peer to measure in the same run.
     #[arg(long, value_enum, default_value = "testpmd")]
     peer: PeerArg,
-    /// Print JSON (schema `sfclab.bench.pipeline/1`).
+    /// Print JSON (schema `sfclab.bench.pipeline/2`).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
     /// Print one CSV row per configuration.
@@ -218,7 +218,7 @@ struct RingArgs {
     /// Packets per push and pop.
     #[arg(long, default_value_t = 32)]
     burst: usize,
-    /// Print JSON (schema `sfclab.bench.ring/1`).
+    /// Print JSON (schema `sfclab.bench.ring/2`).
     #[arg(long)]
     json: bool,
 }
@@ -246,7 +246,7 @@ struct OverloadArgs {
     /// Packets a link between stages holds.
     #[arg(long, default_value_t = 64)]
     ring_size: usize,
-    /// Print JSON (schema `sfclab.bench.overload/1`).
+    /// Print JSON (schema `sfclab.bench.overload/2`).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
     /// Print one CSV row per point.
@@ -275,7 +275,7 @@ struct PlacementArgs {
     batch: usize,
     #[arg(long, default_value_t = 64)]
     size: u16,
-    /// Print JSON (schema `sfclab.bench.placement/1`).
+    /// Print JSON (schema `sfclab.bench.placement/2`).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
     /// Print one CSV row per point.
@@ -313,7 +313,7 @@ struct HopArgs {
     /// Peer to measure in the same run.
     #[arg(long, value_enum, default_value = "testpmd")]
     peer: PeerArg,
-    /// Print JSON (schema `sfclab.bench.hop/1`).
+    /// Print JSON (schema `sfclab.bench.hop/2`).
     #[arg(long)]
     json: bool,
 }

@@ -234,7 +234,16 @@ pub fn run_schema() -> String {
 }
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
-pub const SCHEMA_NAMES: [&str; 3] = ["run", "search", "sweep"];
+pub const SCHEMA_NAMES: [&str; 8] = [
+    "run",
+    "search",
+    "sweep",
+    "bench-hop",
+    "bench-placement",
+    "bench-overload",
+    "bench-ring",
+    "bench-pipeline",
+];
 
 /// The JSON Schema of a published document, by name.
 pub fn schema(name: &str) -> Option<String> {
@@ -242,8 +251,20 @@ pub fn schema(name: &str) -> Option<String> {
         "run" => Some(run_schema()),
         "search" => Some(search_schema()),
         "sweep" => Some(crate::sweep::schema()),
+        "bench-hop" => Some(bench_schema::<crate::bench::HopBench>("hop")),
+        "bench-placement" => Some(bench_schema::<crate::bench::placement::PlacementBench>("placement")),
+        "bench-overload" => Some(bench_schema::<crate::bench::overload::OverloadBench>("overload")),
+        "bench-ring" => Some(bench_schema::<crate::bench::ring::RingBench>("ring")),
+        "bench-pipeline" => Some(bench_schema::<crate::bench::pipeline::PipelineBench>("pipeline")),
         _ => None,
     }
+}
+
+fn bench_schema<T: schemars::JsonSchema>(name: &str) -> String {
+    schema_of::<T>(
+        &format!("bench-{name}-2.json"),
+        &format!("`sfclab bench {name} --json`, schema sfclab.bench.{name}/2."),
+    )
 }
 
 /// The JSON Schema of a document type, with its published file name and description.

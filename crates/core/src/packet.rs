@@ -57,6 +57,14 @@ impl PacketMeta {
     }
 }
 
+/// Which of `shards` replicas a packet with `flow_hash` goes to, as RSS spreads flows
+/// over queues: multiply-shift maps the hash's high bits onto `0..shards` without a
+/// division, so every packet of a flow lands in the same shard.
+#[inline(always)]
+pub fn shard_of(flow_hash: u32, shards: usize) -> usize {
+    ((u64::from(flow_hash) * shards as u64) >> 32) as usize
+}
+
 /// The packet is a latency probe: the sink records `now - timestamp`.
 pub const FLAG_PROBE: u16 = 1;
 /// The source generated the packet inside the measured window. Sinks count these apart,

@@ -205,6 +205,14 @@ mod tests {
         };
         let mut nf = Synthetic::new(&cfg).unwrap();
         run_one_batch(&mut nf, &vec![udp_frame(); 32]);
+        // 32 packets x 1000 dependent reads walk the 3-word cycle 32,000 steps from 0.
+        let mut expect = 0usize;
+        for _ in 0..32 * 1000 {
+            expect = nf.working_set[expect] as usize;
+        }
+        assert!(nf.position < 3, "position {} is outside the 3 words", nf.position);
+        assert_eq!(nf.position, expect, "the reads follow the cycle");
+        assert_eq!(nf.working_set.len(), 3);
     }
 
     #[test]

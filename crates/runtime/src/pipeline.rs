@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use sfclab_core::{
     Batch, DropReason, NetworkFunction, NfStats, PacketPool, Recycle, ReturnLink, RingConsumer, RingProducer, RxPort,
-    TxPort, ring, tsc,
+    TxPort, packet::shard_of, ring, tsc,
 };
 use sfclab_traffic::{Generator, GeneratorConfig, GeneratorStats, Sink, SinkStats};
 
@@ -191,10 +191,9 @@ impl GenTask {
         if self.ingress.len() == 1 {
             self.enqueue(0);
         } else {
-            let replicas = self.ingress.len() as u64;
+            let replicas = self.ingress.len();
             for p in self.batch.drain() {
-                // Multiply-shift maps the hash onto the replicas without a division.
-                let r = ((u64::from(p.meta.flow_hash) * replicas) >> 32) as usize;
+                let r = shard_of(p.meta.flow_hash, replicas);
                 // Each split holds a whole batch, so it cannot be full here.
                 let _ = self.split[r].push(p);
             }
@@ -889,19 +888,9 @@ mod tests {
         s
     }
 
-    fn two_cores() -> bool {
-        let ok = allowed_cores().len() >= 2;
-        if !ok {
-            eprintln!("skipped: needs 2 cores");
-        }
-        ok
-    }
-
     #[test]
+    #[cfg_attr(one_core, ignore = "needs two cores; this machine has one")]
     fn block_interleaved_chain_conserves_every_packet_across_threads() {
-        if !two_cores() {
-            return;
-        }
         let mut nfs = forwarders(2);
         nfs.push(dropper("lossy", 9));
         nfs.extend(forwarders(1).into_iter().map(|(_, nf)| ("fwd-last".to_string(), nf)));
@@ -921,10 +910,8 @@ mod tests {
     /// drain, does exactly: a lossless chain loses none of it, a lossy one exactly what
     /// its NFs dropped of it.
     #[test]
+    #[cfg_attr(one_core, ignore = "needs two cores; this machine has one")]
     fn window_loss_counts_the_windows_own_traffic_exactly() {
-        if !two_cores() {
-            return;
-        }
         let mut s = settings("bi:2", None);
         // Nothing lost at ingress or on the link: every loss is an NF's.
         s.flow_control = true;
@@ -948,12 +935,8 @@ mod tests {
 
     /// The generator on one core as the traffic source, both stages sharing the other,
     /// the first allowed 4 batches a turn into a link of 2: the link overflows.
-    fn overload(links: LinkMode) -> Option<PipelineSettings> {
+    fn overload(links: LinkMode) -> PipelineSettings {
         let cores = allowed_cores();
-        if cores.len() < 2 {
-            eprintln!("skipped: needs 2 cores");
-            return None;
-        }
         let mut s = settings("pbp:1", None);
         s.cores = vec![cores[1]];
         s.generator_core = Some(cores[0]);
@@ -961,10 +944,11 @@ mod tests {
         s.ring_size = 64;
         s.rx_queue = 64;
         s.links = links;
-        Some(s)
+        s
     }
 
     #[test]
+    #[cfg_attr(one_core, ignore = "needs two cores; this machine has one")]
     fn overloaded_drop_mode_counts_ingress_and_software_drops_apart() {
         let nfs = vec![
             forwarders(1).pop().unwrap(),
@@ -978,7 +962,7 @@ mod tests {
                 .unwrap(),
             ),
         ];
-        let Some(s) = overload(LinkMode::Drop) else { return };
+        let s = overload(LinkMode::Drop);
         let r = run_pipeline(GeneratorConfig::default(), nfs, &s).unwrap();
         assert!(r.conservation.holds, "{}", r.conservation);
         let kinds: Vec<(&str, &str)> = r.drops.iter().map(|d| (d.reason.as_str(), d.kind)).collect();
@@ -997,6 +981,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(one_core, ignore = "needs two cores; this machine has one")]
     fn backpressure_drops_only_at_ingress() {
         let nfs = vec![
             forwarders(1).pop().unwrap(),
@@ -1010,9 +995,7 @@ mod tests {
                 .unwrap(),
             ),
         ];
-        let Some(s) = overload(LinkMode::Backpressure) else {
-            return;
-        };
+        let s = overload(LinkMode::Backpressure);
         let r = run_pipeline(GeneratorConfig::default(), nfs, &s).unwrap();
         assert!(r.conservation.holds, "{}", r.conservation);
         assert!(r.drops.iter().all(|d| d.kind == "ingress"), "{:?}", r.drops);
@@ -1059,10 +1042,9 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(one_core, ignore = "needs two cores; this machine has one")]
     fn flow_control_with_backpressure_loses_nothing() {
-        let Some(mut s) = overload(LinkMode::Backpressure) else {
-            return;
-        };
+        let mut s = overload(LinkMode::Backpressure);
         s.flow_control = true;
         let nfs = vec![
             forwarders(1).pop().unwrap(),
@@ -1143,10 +1125,8 @@ mod tests {
     /// Stopped while a slow last stage has its link and the rx-queue full: what is in
     /// flight is drained or counted, and every buffer is back in the pool.
     #[test]
+    #[cfg_attr(one_core, ignore = "needs two cores; this machine has one")]
     fn shutdown_with_full_links_accounts_for_every_packet() {
-        if !two_cores() {
-            return;
-        }
         for links in [LinkMode::Drop, LinkMode::Backpressure] {
             let mut nfs = forwarders(1);
             let slow = NfConfig::Synthetic(SyntheticConfig {

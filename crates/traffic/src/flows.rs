@@ -280,10 +280,18 @@ mod tests {
         hashes.dedup();
         assert_eq!(hashes.len(), 1000);
         assert_eq!(&set.heads[3][26..30], &[198, 18, 0, 3]);
-        // Hashes spread over shards: each of 4 buckets gets 20-30%.
-        for b in 0..4 {
-            let n = set.hashes.iter().filter(|&&h| h % 4 == b).count();
-            assert!((200..300).contains(&n), "bucket {b} has {n}");
+        // Hashes spread evenly over replicas the way the runtime shards them (high bits):
+        // each of k shards gets its share within +-25%.
+        for shards in [2, 3, 4, 8] {
+            let share = 1000 / shards;
+            for b in 0..shards {
+                let n = set
+                    .hashes
+                    .iter()
+                    .filter(|&&h| sfclab_core::packet::shard_of(h, shards) == b)
+                    .count();
+                assert!(n.abs_diff(share) <= share / 4, "{shards} shards: shard {b} has {n}");
+            }
         }
     }
 }

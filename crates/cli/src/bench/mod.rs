@@ -18,7 +18,7 @@ use sfclab_runtime::{RunSettings, run_compound};
 use sfclab_traffic::{FrameSizes, GeneratorConfig};
 use std::time::Duration;
 
-pub const HOP_SCHEMA: &str = "sfclab.bench.hop/1";
+pub const HOP_SCHEMA: &str = "sfclab.bench.hop/2";
 
 #[derive(Debug, Clone)]
 pub struct HopBenchArgs {
@@ -64,7 +64,7 @@ impl Machine {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct HopPoint {
     pub hops: usize,
     pub accounting: bool,
@@ -75,7 +75,7 @@ pub struct HopPoint {
 }
 
 /// A least-squares line `cycles = intercept + slope * hops`.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, schemars::JsonSchema)]
 pub struct Fit {
     pub slope: f64,
     pub intercept: f64,
@@ -178,7 +178,7 @@ pub fn median(v: &[f64]) -> f64 {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PeerResult {
     pub name: String,
     pub command: String,
@@ -188,7 +188,7 @@ pub struct PeerResult {
     pub mpps: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct HopBench {
     pub schema: &'static str,
     pub version: &'static str,

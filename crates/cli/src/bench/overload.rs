@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::{Machine, median, shorthand_nfs};
 
-pub const OVERLOAD_SCHEMA: &str = "sfclab.bench.overload/1";
+pub const OVERLOAD_SCHEMA: &str = "sfclab.bench.overload/2";
 
 #[derive(Debug, Clone)]
 pub struct OverloadArgs {
@@ -29,7 +29,7 @@ pub struct OverloadArgs {
     pub ring_size: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct OverloadPoint {
     pub hops: usize,
     pub links: &'static str,
@@ -42,7 +42,7 @@ pub struct OverloadPoint {
     pub wasted_cycles_per_received: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct OverloadBench {
     pub schema: &'static str,
     pub version: &'static str,

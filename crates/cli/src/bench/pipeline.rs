@@ -21,7 +21,7 @@ use std::time::Duration;
 use super::testpmd::{Testpmd, TestpmdSpec, stop_all, wait_until};
 use super::{Machine, median, shorthand_nfs, which};
 
-pub const PIPELINE_SCHEMA: &str = "sfclab.bench.pipeline/1";
+pub const PIPELINE_SCHEMA: &str = "sfclab.bench.pipeline/2";
 
 #[derive(Debug, Clone)]
 pub struct PipelineBenchArgs {
@@ -33,7 +33,7 @@ pub struct PipelineBenchArgs {
 }
 
 /// One configuration measured `repeat` times.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Row {
     /// `two-stages` or `three-stages`.
     pub case: &'static str,
@@ -45,7 +45,7 @@ pub struct Row {
     pub mpps_runs: Vec<f64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PipelineBench {
     pub schema: &'static str,
     pub version: &'static str,

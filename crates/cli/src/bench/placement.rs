@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::{Machine, median, shorthand_nfs};
 
-pub const PLACEMENT_SCHEMA: &str = "sfclab.bench.placement/1";
+pub const PLACEMENT_SCHEMA: &str = "sfclab.bench.placement/2";
 
 #[derive(Debug, Clone)]
 pub struct PlacementArgs {
@@ -28,7 +28,7 @@ pub struct PlacementArgs {
     pub size: u16,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PlacementPoint {
     pub hops: usize,
     pub placement: String,
@@ -39,7 +39,7 @@ pub struct PlacementPoint {
     pub bottleneck_core: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct BreakEven {
     pub placement: String,
     /// The shortest measured chain from which this placement beats `s_core` at every
@@ -47,7 +47,7 @@ pub struct BreakEven {
     pub n0: Option<usize>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PlacementBench {
     pub schema: &'static str,
     pub version: &'static str,

@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 use super::pipeline::forwarder_pipeline;
 use super::{Machine, median, which};
 
-pub const RING_SCHEMA: &str = "sfclab.bench.ring/1";
+pub const RING_SCHEMA: &str = "sfclab.bench.ring/2";
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RingBench {
     pub schema: &'static str,
     pub version: &'static str,
