@@ -21,7 +21,7 @@ pub mod ring;
 pub mod tsc;
 
 pub use batch::{Batch, BatchView, MAX_BATCH};
-pub use nf::{DropReason, NamedNfs, NetworkFunction, NfStats, Verdict, Verdicts};
+pub use nf::{CounterKind, DropReason, NamedNfs, NetworkFunction, NfCounter, NfStats, Verdict, Verdicts};
 pub use packet::{Packet, PacketMeta};
 pub use pool::{PacketPool, PacketRef};
 pub use port::{PortStats, RxPort, TxPort};

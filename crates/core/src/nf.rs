@@ -205,6 +205,56 @@ impl Verdicts {
 /// The highest output port a verdict can name.
 pub const MAX_PORT: u8 = OUT_BASE - 1;
 
+/// Whether an NF counter counts events (reported as its growth over the window, like
+/// every other figure) or states a level (a table's size: reported as it is at the end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CounterKind {
+    Total,
+    Gauge,
+}
+
+/// One NF-specific counter, read on the slow path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NfCounter {
+    pub name: &'static str,
+    pub value: u64,
+    pub kind: CounterKind,
+}
+
+impl NfCounter {
+    /// A count of events since the NF was built.
+    pub fn total(name: &'static str, value: u64) -> NfCounter {
+        NfCounter {
+            name,
+            value,
+            kind: CounterKind::Total,
+        }
+    }
+
+    /// A level (a size, an occupancy) now.
+    pub fn gauge(name: &'static str, value: u64) -> NfCounter {
+        NfCounter {
+            name,
+            value,
+            kind: CounterKind::Gauge,
+        }
+    }
+
+    /// The counters over a window that began at `start` and ended at `end` (both read
+    /// from the same NF): totals as their growth, gauges as they are at the end.
+    pub fn window(start: &[NfCounter], end: &[NfCounter]) -> Vec<(&'static str, u64)> {
+        end.iter()
+            .map(|e| match e.kind {
+                CounterKind::Gauge => (e.name, e.value),
+                CounterKind::Total => {
+                    let before = start.iter().find(|s| s.name == e.name).map_or(0, |s| s.value);
+                    (e.name, e.value.saturating_sub(before))
+                }
+            })
+            .collect()
+    }
+}
+
 /// A chain's NFs in order, each with its name: what the runtimes take.
 pub type NamedNfs = Vec<(String, Box<dyn NetworkFunction>)>;
 
@@ -221,8 +271,9 @@ pub trait NetworkFunction: Send {
     /// Slow-path work (timers, table ageing), called every few thousand batches with the TSC.
     fn tick(&mut self, _now: u64) {}
 
-    /// NF-specific counters (slow path), e.g. table sizes.
-    fn counters(&self) -> Vec<(&'static str, u64)> {
+    /// NF-specific counters (slow path): events as totals since the NF was built,
+    /// levels (table sizes) as gauges. The runtime reports them over the window.
+    fn counters(&self) -> Vec<NfCounter> {
         Vec::new()
     }
 }
@@ -321,6 +372,20 @@ mod tests {
         v.clear();
         v.begin(MAX_BATCH);
         assert_eq!(v.get(MAX_BATCH - 1), Verdict::Continue);
+    }
+
+    #[test]
+    fn counters_are_windowed_by_kind() {
+        let start = [NfCounter::total("hits", 100), NfCounter::gauge("entries", 7)];
+        let end = [
+            NfCounter::total("hits", 250),
+            NfCounter::gauge("entries", 5),
+            NfCounter::total("new", 3),
+        ];
+        assert_eq!(
+            NfCounter::window(&start, &end),
+            vec![("hits", 150), ("entries", 5), ("new", 3)]
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! so the work cannot be skipped by the hardware or the compiler. Drops: `injected`.
 
 use serde::Deserialize;
-use sfclab_core::{BatchView, DropReason, NetworkFunction, Verdicts, tsc};
+use sfclab_core::{BatchView, DropReason, NetworkFunction, NfCounter, Verdicts, tsc};
 
 use crate::{ByteSize, ConfigError};
 
@@ -73,8 +73,8 @@ impl NetworkFunction for Synthetic {
         std::hint::black_box(self.fold);
     }
 
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        vec![("working_set_bytes", self.working_set.len() as u64 * 8)]
+    fn counters(&self) -> Vec<NfCounter> {
+        vec![NfCounter::gauge("working_set_bytes", self.working_set.len() as u64 * 8)]
     }
 }
 

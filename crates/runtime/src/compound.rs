@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sfclab_core::{Batch, MAX_BATCH, NetworkFunction, NfStats, PacketPool, RxPort, TxPort, tsc};
+use sfclab_core::{Batch, MAX_BATCH, NetworkFunction, NfCounter, NfStats, PacketPool, RxPort, TxPort, tsc};
 use sfclab_traffic::{Generator, GeneratorConfig, GeneratorStats, Sink, SinkStats};
 
 use crate::chain::Chain;
@@ -189,6 +189,7 @@ struct Snapshot {
     generator: GeneratorStats,
     sinks: Vec<SinkStats>,
     nfs: Vec<NfStats>,
+    nf_counters: Vec<Vec<NfCounter>>,
 }
 
 impl Rig {
@@ -197,6 +198,7 @@ impl Rig {
             generator: self.generator.generator_stats(),
             sinks: self.sinks.iter().map(|s| s.sink_stats()).collect(),
             nfs: self.chain.slots.iter().map(|s| s.stats).collect(),
+            nf_counters: self.chain.slots.iter().map(|s| s.nf.counters()).collect(),
         }
     }
 
@@ -267,13 +269,13 @@ pub fn run_compound(
     let per = |cycles: u64, n: u64| (acc && n > 0).then(|| cycles as f64 / n as f64);
 
     let mut places = vec![PlaceReport::generator(&gen_stats, per(window.source_cycles, generated))];
-    for (slot, (e, s)) in rig.chain.slots.iter().zip(end.nfs.iter().zip(&start.nfs)) {
+    for (i, slot) in rig.chain.slots.iter().enumerate() {
         places.push(PlaceReport::from_nf(
             &slot.name,
             slot.nf.kind(),
-            &e.since(s),
+            &end.nfs[i].since(&start.nfs[i]),
             acc,
-            slot.nf.counters(),
+            NfCounter::window(&start.nf_counters[i], &end.nf_counters[i]),
         ));
     }
     for (i, st) in sink_stats.iter().enumerate() {

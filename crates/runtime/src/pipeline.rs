@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use sfclab_core::{
-    Batch, DropReason, NetworkFunction, NfStats, PacketPool, Recycle, ReturnLink, RingConsumer, RingProducer, RxPort,
-    TxPort, packet::shard_of, ring, tsc,
+    Batch, DropReason, NetworkFunction, NfCounter, NfStats, PacketPool, Recycle, ReturnLink, RingConsumer,
+    RingProducer, RxPort, TxPort, packet::shard_of, ring, tsc,
 };
 use sfclab_traffic::{Generator, GeneratorConfig, GeneratorStats, Sink, SinkStats};
 
@@ -238,6 +238,7 @@ struct LinkCounters {
 #[derive(Clone, Default)]
 struct StageCounters {
     nfs: Vec<NfStats>,
+    nf_counters: Vec<Vec<NfCounter>>,
     link: LinkCounters,
     sink: SinkStats,
     packets: u64,
@@ -339,6 +340,7 @@ impl StageTask {
     fn snapshot(&self) -> StageCounters {
         StageCounters {
             nfs: self.chain.slots.iter().map(|s| s.stats).collect(),
+            nf_counters: self.chain.slots.iter().map(|s| s.nf.counters()).collect(),
             link: self.link,
             sink: self.sink.sink_stats(),
             packets: self.packets,
@@ -743,7 +745,7 @@ fn report(
         let (r, k) = (st.replica, st.index);
         // Replicas name their places `name@r`, so that each can be told apart.
         let at = if replicated { format!("@{r}") } else { String::new() };
-        for (j, slot) in st.chain.slots.iter().enumerate() {
+        for j in 0..st.chain.slots.len() {
             let i = plans[r][k].nfs.start + j;
             let name = format!("{}{at}", names[i]);
             places.push(PlaceReport::from_nf(
@@ -751,7 +753,7 @@ fn report(
                 kinds[i],
                 &e.nfs[j].since(&s.nfs[j]),
                 acc,
-                slot.nf.counters(),
+                NfCounter::window(&s.nf_counters[j], &e.nf_counters[j]),
             ));
         }
         if st.output.is_some() {
