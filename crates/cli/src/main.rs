@@ -1,7 +1,7 @@
 //! The `sfclab` command line: thin on purpose. Parsing and rendering live in `config`
 //! and `render`; all the work is in the library crates.
 
-mod bench;
+mod bench_view;
 mod config;
 mod execute;
 mod outcome;
@@ -347,7 +347,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Ctrl-C is caught from the start in every command: work stops at the next safe
     // point and keeps what finished (a second Ctrl-C quits at once).
-    stop_flag();
+    sfclab_bench::stop_on(stop_flag());
     match cli.command {
         Cmd::Run(args) => cmd_run(*args),
         Cmd::Search(args) => search::cmd_search(*args),
@@ -482,7 +482,7 @@ type Render<T> = fn(&T) -> String;
 
 /// Prints a benchmark's result as JSON, CSV (when asked and it has a CSV form) or a
 /// table; exit 130 when Ctrl-C cut it short.
-fn print_result<T: serde::Serialize + bench::Interruptible>(
+fn print_result<T: serde::Serialize + sfclab_bench::Interruptible>(
     result: Result<T, String>,
     json: bool,
     csv: Option<(bool, Render<T>)>,
@@ -512,8 +512,8 @@ fn cmd_ring(a: RingArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = with_progress(|tick| bench::ring::run(a.repeat, duration, a.burst, tick));
-    print_result(result, a.json, None, bench::ring::table)
+    let result = with_progress(|tick| sfclab_bench::ring::run(a.repeat, duration, a.burst, tick));
+    print_result(result, a.json, None, bench_view::ring_table)
 }
 
 fn cmd_pipeline(a: PipelineArgs) -> ExitCode {
@@ -528,19 +528,28 @@ fn cmd_pipeline(a: PipelineArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let args = bench::pipeline::PipelineBenchArgs {
+    let args = sfclab_bench::pipeline::PipelineBenchArgs {
         duration,
         warmup,
         repeat: a.repeat,
         peer: a.peer == PeerArg::Testpmd,
     };
-    let result = with_progress(|tick| bench::pipeline::run(&args, tick));
+    let result = with_progress(|tick| sfclab_bench::pipeline::run(&args, tick));
     print_result(
         result,
         a.json,
-        Some((a.csv, bench::pipeline::csv)),
-        bench::pipeline::table,
+        Some((a.csv, bench_view::pipeline_csv)),
+        bench_view::pipeline_table,
     )
+}
+
+/// The one chain element `--nf` names, in shorthand (`synthetic(cycles=100)`).
+fn one_nf(text: &str) -> Result<sfclab_nf::NfConfig, String> {
+    let spec = config::from_shorthand(text, &Overrides::default()).map_err(|e| format!("--nf: {e}"))?;
+    match <[_; 1]>::try_from(spec.nfs) {
+        Ok([(_, cfg)]) => Ok(cfg),
+        Err(_) => Err(format!("--nf `{text}`: give one NF (the benchmark repeats it)")),
+    }
 }
 
 fn cmd_overload(a: OverloadArgs) -> ExitCode {
@@ -556,9 +565,14 @@ fn cmd_overload(a: OverloadArgs) -> ExitCode {
         eprintln!("error: need chain lengths of at least 1, positive loads and at least one repetition");
         return ExitCode::from(2);
     }
-    let args = bench::overload::OverloadArgs {
+    let nf_config = match one_nf(&a.nf) {
+        Ok(c) => c,
+        Err(e) => return outcome::fail(outcome::USAGE, &e),
+    };
+    let args = sfclab_bench::overload::OverloadArgs {
         hops: a.hops,
         nf: a.nf,
+        nf_config,
         loads: a.loads,
         duration,
         warmup,
@@ -566,12 +580,12 @@ fn cmd_overload(a: OverloadArgs) -> ExitCode {
         stage_budget: a.stage_budget,
         ring_size: a.ring_size,
     };
-    let result = with_progress(|tick| bench::overload::run(&args, tick));
+    let result = with_progress(|tick| sfclab_bench::overload::run(&args, tick));
     print_result(
         result,
         a.json,
-        Some((a.csv, bench::overload::csv)),
-        bench::overload::table,
+        Some((a.csv, bench_view::overload_csv)),
+        bench_view::overload_table,
     )
 }
 
@@ -588,22 +602,27 @@ fn cmd_placement(a: PlacementArgs) -> ExitCode {
         eprintln!("error: need lengths, at least one repetition, and s_core among the placements (the reference)");
         return ExitCode::from(2);
     }
-    let args = bench::placement::PlacementArgs {
+    let nf_config = match one_nf(&a.nf) {
+        Ok(c) => c,
+        Err(e) => return outcome::fail(outcome::USAGE, &e),
+    };
+    let args = sfclab_bench::placement::PlacementArgs {
         lengths: a.lengths,
         placements,
         nf: a.nf,
+        nf_config,
         duration,
         warmup,
         repeat: a.repeat,
         batch: a.batch,
         size: a.size,
     };
-    let result = with_progress(|tick| bench::placement::run(&args, tick));
+    let result = with_progress(|tick| sfclab_bench::placement::run(&args, tick));
     print_result(
         result,
         a.json,
-        Some((a.csv, bench::placement::csv)),
-        bench::placement::table,
+        Some((a.csv, bench_view::placement_csv)),
+        bench_view::placement_table,
     )
 }
 
@@ -619,7 +638,7 @@ fn cmd_hop(a: HopArgs) -> ExitCode {
         eprintln!("error: need at least one hop count, one repetition and a non-zero duration");
         return ExitCode::from(2);
     }
-    let args = bench::HopBenchArgs {
+    let args = sfclab_bench::HopBenchArgs {
         hops: a.hops,
         duration,
         warmup,
@@ -631,6 +650,6 @@ fn cmd_hop(a: HopArgs) -> ExitCode {
         accounting_too: !a.no_accounting_compare,
         peer: a.peer == PeerArg::Testpmd,
     };
-    let result = with_progress(|tick| bench::hop(&args, tick));
-    print_result(result, a.json, None, bench::table)
+    let result = with_progress(|tick| sfclab_bench::hop(&args, tick));
+    print_result(result, a.json, None, bench_view::hop_table)
 }

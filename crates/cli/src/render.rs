@@ -199,7 +199,7 @@ pub struct RunDocument<'a> {
     /// Always `sfclab.run/2` for this layout.
     pub schema: &'static str,
     pub name: &'a str,
-    pub machine: crate::bench::Machine,
+    pub machine: sfclab_bench::Machine,
     /// Every NF of the chain with its full settings, as a chain file writes them.
     pub chain_config: Vec<NfEntry<'a>>,
     #[serde(flatten)]
@@ -218,7 +218,7 @@ pub fn json(name: &str, nfs: &[(String, sfclab_nf::NfConfig)], r: &RunReport) ->
     let doc = RunDocument {
         schema: RUN_SCHEMA,
         name,
-        machine: crate::bench::Machine::read(),
+        machine: sfclab_bench::Machine::read(),
         chain_config,
         report: r,
     };
@@ -251,11 +251,11 @@ pub fn schema(name: &str) -> Option<String> {
         "run" => Some(run_schema()),
         "search" => Some(search_schema()),
         "sweep" => Some(crate::sweep::schema()),
-        "bench-hop" => Some(bench_schema::<crate::bench::HopBench>("hop")),
-        "bench-placement" => Some(bench_schema::<crate::bench::placement::PlacementBench>("placement")),
-        "bench-overload" => Some(bench_schema::<crate::bench::overload::OverloadBench>("overload")),
-        "bench-ring" => Some(bench_schema::<crate::bench::ring::RingBench>("ring")),
-        "bench-pipeline" => Some(bench_schema::<crate::bench::pipeline::PipelineBench>("pipeline")),
+        "bench-hop" => Some(bench_schema::<sfclab_bench::HopBench>("hop")),
+        "bench-placement" => Some(bench_schema::<sfclab_bench::placement::PlacementBench>("placement")),
+        "bench-overload" => Some(bench_schema::<sfclab_bench::overload::OverloadBench>("overload")),
+        "bench-ring" => Some(bench_schema::<sfclab_bench::ring::RingBench>("ring")),
+        "bench-pipeline" => Some(bench_schema::<sfclab_bench::pipeline::PipelineBench>("pipeline")),
         _ => None,
     }
 }
@@ -395,7 +395,7 @@ pub struct SearchDocument {
     /// Always `sfclab.search/2` for this layout.
     pub schema: &'static str,
     pub version: &'static str,
-    pub machine: crate::bench::Machine,
+    pub machine: sfclab_bench::Machine,
     pub name: String,
     pub traffic: sfclab_traffic::GeneratorConfig,
     pub chain_config: Vec<NfOwned>,

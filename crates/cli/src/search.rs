@@ -338,7 +338,7 @@ pub fn cmd_search(a: SearchArgs) -> ExitCode {
     let doc = render::SearchDocument {
         schema: render::SEARCH_SCHEMA,
         version: env!("CARGO_PKG_VERSION"),
-        machine: crate::bench::Machine::read(),
+        machine: sfclab_bench::Machine::read(),
         name: spec.name.clone(),
         traffic: spec.traffic.clone(),
         chain_config: spec

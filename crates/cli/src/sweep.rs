@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
-use crate::bench::{Machine, median};
 use crate::config::ChainSpec;
 use crate::outcome::{self, FAILURE, USAGE};
 use crate::progress::Progress;
 use crate::render::NfOwned;
 use crate::{RunArgs, execute, load_spec, render, report, stop_flag};
+use sfclab_bench::{Machine, median};
 
 /// Schema tag of a sweep result set.
 pub const SWEEP_SCHEMA: &str = "sfclab.sweep/2";

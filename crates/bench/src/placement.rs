@@ -11,7 +11,7 @@ use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings, run_pip
 use sfclab_traffic::{FrameSizes, GeneratorConfig};
 use std::time::Duration;
 
-use super::{Machine, median, shorthand_nfs};
+use crate::{Machine, median};
 
 pub const PLACEMENT_SCHEMA: &str = "sfclab.bench.placement/2";
 
@@ -19,8 +19,10 @@ pub const PLACEMENT_SCHEMA: &str = "sfclab.bench.placement/2";
 pub struct PlacementArgs {
     pub lengths: Vec<usize>,
     pub placements: Vec<Placement>,
-    /// One chain element in shorthand (`forwarder`, `synthetic(cycles=100)`), repeated n times.
+    /// The chain element as given (`forwarder`, `synthetic(cycles=100)`), for the record.
     pub nf: String,
+    /// That element, repeated n times.
+    pub nf_config: sfclab_nf::NfConfig,
     pub duration: Duration,
     pub warmup: Duration,
     pub repeat: usize,
@@ -69,11 +71,11 @@ pub fn run(args: &PlacementArgs, mut progress: impl FnMut(usize, usize, &str)) -
     let mut done = 0;
     let mut runs: Vec<Vec<(f64, f64, usize)>> = vec![Vec::new(); args.lengths.len() * args.placements.len()];
     let (mut interrupted, mut repeat_done) = (false, 0);
-    for _ in super::repetitions(args.repeat, &mut interrupted) {
+    for _ in crate::repetitions(args.repeat, &mut interrupted) {
         repeat_done += 1;
         for (li, &n) in args.lengths.iter().enumerate() {
             for (pi, placement) in args.placements.iter().enumerate() {
-                let nfs = shorthand_nfs(&format!("{}*{n}", args.nf))?;
+                let nfs = crate::copies(&args.nf_config, n)?;
                 let settings = PipelineSettings {
                     run: RunSettings {
                         batch: args.batch,
@@ -171,112 +173,10 @@ pub fn break_even(points: &[PlacementPoint], placement: &str) -> Option<usize> {
     }
 }
 
-pub fn table(b: &PlacementBench) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "sfclab bench placement | {} ({} cores, TSC {:.3} GHz)",
-        b.machine.cpu,
-        b.machine.cores,
-        b.machine.tsc_hz / 1e9
-    );
-    let _ = writeln!(
-        s,
-        "chains of `{}`, {} B frames, batch {}, backpressure + flow control (capacity), {} x {:.1} s per point (medians)\n",
-        b.nf, b.frame_size, b.batch, b.repeat, b.duration_s
-    );
-    let mut placements: Vec<&str> = Vec::new();
-    for p in &b.points {
-        if !placements.contains(&p.placement.as_str()) {
-            placements.push(&p.placement);
-        }
-    }
-    let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-    let mut header = vec!["hops".to_string()];
-    header.extend(
-        placements
-            .iter()
-            .map(|p| format!("{p} Mpps [min–max] (bottleneck busy TSC cycles/pkt)")),
-    );
-    let mut wide = 0;
-    t.set_header(header);
-    let mut lengths: Vec<usize> = b.points.iter().map(|p| p.hops).collect();
-    lengths.dedup();
-    for n in lengths {
-        let mut row = vec![n.to_string()];
-        for p in &placements {
-            let pt = b
-                .points
-                .iter()
-                .find(|x| x.hops == n && x.placement == *p)
-                .expect("measured");
-            wide += usize::from(super::is_wide(&pt.mpps_runs));
-            row.push(format!(
-                "{} ({:.1})",
-                super::with_range(&pt.mpps_runs, 1),
-                pt.bottleneck_cycles_per_packet
-            ));
-        }
-        t.add_row(row);
-    }
-    let _ = writeln!(s, "{t}");
-    for be in &b.break_even {
-        match be.n0 {
-            Some(n0) => {
-                let _ = writeln!(
-                    s,
-                    "break-even        {} beats s_core from n0 = {n0} on (of the lengths measured)",
-                    be.placement
-                );
-            }
-            None => {
-                let _ = writeln!(
-                    s,
-                    "break-even        {} never beats s_core at the lengths measured",
-                    be.placement
-                );
-            }
-        }
-    }
-    s.push_str(&super::footer(wide, b.interrupted, b.repeat));
-    s
-}
-
-impl super::Interruptible for PlacementBench {
+impl crate::Interruptible for PlacementBench {
     fn interrupted(&self) -> bool {
         self.interrupted
     }
-}
-
-/// One CSV row per point.
-pub fn csv(b: &PlacementBench) -> String {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
-        "nf",
-        "hops",
-        "placement",
-        "mpps",
-        "bottleneck_core",
-        "bottleneck_cycles_per_packet",
-        "runs",
-    ])
-    .expect("in-memory CSV");
-    for p in &b.points {
-        let runs: Vec<String> = p.mpps_runs.iter().map(|m| format!("{m:.3}")).collect();
-        w.write_record([
-            b.nf.clone(),
-            p.hops.to_string(),
-            p.placement.clone(),
-            format!("{:.3}", p.mpps),
-            p.bottleneck_core.to_string(),
-            format!("{:.2}", p.bottleneck_cycles_per_packet),
-            runs.join(";"),
-        ])
-        .expect("in-memory CSV");
-    }
-    String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("UTF-8")
 }
 
 #[cfg(test)]

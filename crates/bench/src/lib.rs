@@ -10,7 +10,6 @@ pub mod overload;
 pub mod pipeline;
 pub mod placement;
 pub mod ring;
-pub mod testpmd;
 
 use serde::Serialize;
 use sfclab_nf::NfConfig;
@@ -145,9 +144,16 @@ pub fn footer(wide: usize, interrupted: bool, repeat_done: usize) -> String {
     s
 }
 
+static STOP: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> = std::sync::OnceLock::new();
+
+/// The flag that asks benchmarks to stop (the command line's Ctrl-C flag); set once.
+pub fn stop_on(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let _ = STOP.set(flag);
+}
+
 /// Ctrl-C: the repetition under way finishes, later ones do not start.
 pub fn stop_requested() -> bool {
-    crate::stop_flag().load(std::sync::atomic::Ordering::SeqCst)
+    STOP.get().is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
 }
 
 /// The repetitions to run: all of them, or up to Ctrl-C (the first always runs: no
@@ -257,16 +263,19 @@ pub fn bare_loop_cycles_per_hop(core: Option<usize>, duration: Duration) -> f64 
     })
 }
 
-/// The NFs of a chain in shorthand (`forwarder*4`, `synthetic(cycles=100)*16`).
-pub fn shorthand_nfs(chain: &str) -> Result<sfclab_core::NamedNfs, String> {
-    Ok(
-        crate::config::from_shorthand(chain, &crate::config::Overrides::default())
-            .map_err(|e| e.to_string())?
-            .build_nfs(),
-    )
+/// A chain of `n` copies of one NF (its kind numbered: `synthetic1`, `synthetic2`, ...).
+pub fn copies(nf: &NfConfig, n: usize) -> Result<sfclab_core::NamedNfs, String> {
+    (0..n)
+        .map(|i| {
+            Ok((
+                format!("{}{}", nf.kind(), i + 1),
+                nf.build().map_err(|e| e.to_string())?,
+            ))
+        })
+        .collect()
 }
 
-fn forwarders(n: usize) -> Vec<(String, Box<dyn sfclab_core::NetworkFunction>)> {
+pub(crate) fn forwarders(n: usize) -> Vec<(String, Box<dyn sfclab_core::NetworkFunction>)> {
     (0..n)
         .map(|i| {
             (
@@ -289,7 +298,7 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
     let total = args.repeat * (modes.len() * args.hops.len() + usize::from(args.peer));
     let mut done = 0;
     let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); modes.len() * args.hops.len()];
-    let testpmd = which("dpdk-testpmd");
+    let testpmd = sfclab_peers::which("dpdk-testpmd");
     let mut peer_runs = Vec::new();
     let mut peer_skipped = None;
     let mut peer_command = String::new();
@@ -408,14 +417,6 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
     })
 }
 
-pub fn which(bin: &str) -> Option<String> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| format!("{d}/{bin}"))
-        .find(|p| std::path::Path::new(p).is_file())
-}
-
 /// Runs testpmd in mac mode between two ring ports for `duration`; returns the median
 /// forwarded Mpps (both ports' Rx-pps summed) of its 1-second samples after the first two.
 fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration) -> Result<(f64, String), String> {
@@ -427,14 +428,14 @@ fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration) -> Result<(f6
     let Some(main_core) = sfclab_runtime::placement::default_generator_core(forward_core) else {
         return Err("testpmd needs two cores this process may use (main and forwarding lcore)".into());
     };
-    let spec = testpmd::TestpmdSpec {
+    let spec = sfclab_peers::testpmd::TestpmdSpec {
         forward_core,
         main_core,
         vdevs: vec!["net_ring0".into(), "net_ring1".into()],
         mode: "mac",
         tx_first: true,
     };
-    let proc = testpmd::Testpmd::start(bin, &spec, &format!("sfclab-bench-{}", std::process::id()))?;
+    let proc = sfclab_peers::testpmd::Testpmd::start(bin, &spec, &format!("sfclab-bench-{}", std::process::id()))?;
     let command = proc.command.clone();
     // EAL start-up without hugepages takes a few seconds before forwarding begins.
     std::thread::sleep(duration + Duration::from_secs(5));
@@ -444,92 +445,6 @@ fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration) -> Result<(f6
         return Err("dpdk-testpmd printed no statistics (does it run here? try the command by hand)".into());
     }
     Ok((median(&settled) / 1e6, command))
-}
-
-/// The terminal view of a hop benchmark.
-pub fn table(b: &HopBench) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "sfclab bench hop | {} ({} cores, TSC {:.3} GHz, kernel {})",
-        b.machine.cpu,
-        b.machine.cores,
-        b.machine.tsc_hz / 1e9,
-        b.machine.kernel
-    );
-    let _ = writeln!(
-        s,
-        "forwarder chains, {} B frames, {} flow(s), batch {}, {} x {:.1} s per point (medians), core {}\n",
-        b.frame_size,
-        b.flows,
-        b.batch,
-        b.repeat,
-        b.duration_s,
-        b.core.map_or("unpinned".into(), |c| c.to_string())
-    );
-    let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-    let acc = b.fit_accounting_on.is_some();
-    let mut header = vec!["hops", "Mpps [min–max]", "busy TSC cycles/packet"];
-    if acc {
-        header.extend(["Mpps (accounting on)", "busy TSC cycles/packet (accounting on)"]);
-    }
-    t.set_header(header);
-    let mut wide = 0;
-    for p in b.points.iter().filter(|p| !p.accounting) {
-        let mut row = vec![
-            p.hops.to_string(),
-            with_range(&p.mpps_runs, 1),
-            with_range(&p.cycles_runs, 2),
-        ];
-        wide += usize::from(is_wide(&p.mpps_runs));
-        if let Some(q) = b.points.iter().find(|q| q.accounting && q.hops == p.hops) {
-            row.extend([with_range(&q.mpps_runs, 1), with_range(&q.cycles_runs, 2)]);
-            wide += usize::from(is_wide(&q.mpps_runs));
-        }
-        t.add_row(row);
-    }
-    let _ = writeln!(s, "{t}");
-    let f = b.fit_accounting_off;
-    let _ = writeln!(
-        s,
-        "per-hop cost      {:.2} cycles/packet (least squares, r2 {:.3}), base {:.2}",
-        f.slope, f.r2, f.intercept
-    );
-    let _ = writeln!(
-        s,
-        "bare loop         {:.2} cycles/packet per hop (MAC rewrite of 32 resident buffers, no framework): sfclab hop = {:.2}x",
-        b.bare_loop_cycles_per_hop, b.ratio_hop_vs_bare_loop
-    );
-    if let (Some(on), Some(o)) = (b.fit_accounting_on, b.accounting_overhead_per_hop) {
-        let _ = writeln!(
-            s,
-            "with accounting   {:.2} cycles/packet per hop: accounting adds {o:.2} per NF",
-            on.slope
-        );
-    }
-    match (&b.peer, &b.peer_skipped) {
-        (Some(p), _) => {
-            let _ = writeln!(
-                s,
-                "peer              {}: {} Mpps (median [min–max] of {})",
-                p.name,
-                with_range(&p.mpps_runs, 1),
-                p.mpps_runs.len()
-            );
-            wide += usize::from(is_wide(&p.mpps_runs));
-            if let Some(r) = b.ratio_n1_vs_peer {
-                let _ = writeln!(s, "ratio             sfclab n=1 / peer = {r:.2}x");
-            }
-        }
-        (None, Some(why)) => {
-            let _ = writeln!(s, "peer              skipped: {why}");
-        }
-        (None, None) => {}
-    }
-    s.push_str(&footer(wide, b.interrupted, b.repeat));
-    s
 }
 
 impl Interruptible for HopBench {

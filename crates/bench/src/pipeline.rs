@@ -18,8 +18,9 @@ use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunReport, RunSettin
 use sfclab_traffic::GeneratorConfig;
 use std::time::Duration;
 
-use super::testpmd::{Testpmd, TestpmdSpec, stop_all, wait_until};
-use super::{Machine, median, shorthand_nfs, which};
+use crate::{Machine, median};
+use sfclab_peers::testpmd::{Testpmd, TestpmdSpec, stop_all, wait_until};
+use sfclab_peers::which;
 
 pub const PIPELINE_SCHEMA: &str = "sfclab.bench.pipeline/2";
 
@@ -170,7 +171,7 @@ pub fn run(args: &PipelineBenchArgs, mut progress: impl FnMut(usize, usize, &str
     let mut commands = vec![String::new(); configs.len()];
     // Interleaved repetitions: a noisy machine's drifts hit every configuration alike.
     let (mut interrupted, mut repeat_done) = (false, 0);
-    for _ in super::repetitions(args.repeat, &mut interrupted) {
+    for _ in crate::repetitions(args.repeat, &mut interrupted) {
         repeat_done += 1;
         for (i, c) in configs.iter().enumerate() {
             match (&c.kind, &testpmd) {
@@ -301,7 +302,7 @@ pub fn forwarder_pipeline(
         probe_pps: 0.0,
         ..Default::default()
     };
-    run_pipeline(traffic, shorthand_nfs(&chain)?, &settings).map_err(|e| format!("{chain} {placement}: {e}"))
+    run_pipeline(traffic, crate::forwarders(hops), &settings).map_err(|e| format!("{chain} {placement}: {e}"))
 }
 
 /// Runs `processes` testpmd in a line joined by memif links and returns the Rx-pps of
@@ -390,78 +391,8 @@ fn testpmd_line(
     Ok((median(&settled) / 1e6, command))
 }
 
-pub fn table(b: &PipelineBench) -> String {
-    use std::fmt::Write as _;
-    let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
-        .set_header(vec!["case", "system", "setup", "Mpps median [min–max]", "runs"]);
-    let mut wide = 0;
-    for r in &b.rows {
-        wide += usize::from(super::is_wide(&r.mpps_runs));
-        t.add_row(vec![
-            r.case.to_string(),
-            r.system.to_string(),
-            r.setup.clone(),
-            super::with_range(&r.mpps_runs, 3),
-            r.mpps_runs
-                .iter()
-                .map(|x| format!("{x:.3}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-        ]);
-    }
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "sfclab bench pipeline | {} ({} cores, TSC {:.3} GHz), {} repetitions of {:.1} s\n\n{t}",
-        b.machine.cpu,
-        b.machine.cores,
-        b.machine.tsc_hz / 1e9,
-        b.repeat,
-        b.duration_s
-    );
-    if let (Some(r), Some(m)) = (b.two_stages_vs_testpmd_mac, b.two_stages_vs_testpmd_mac_of_medians) {
-        let _ = writeln!(
-            s,
-            "two stages on two cores: sfclab / testpmd+memif (mac) = {r:.2}x (median of the repetitions' ratios; ratio of medians {m:.2}x)"
-        );
-    }
-    if let Some(r) = b.three_stages_vs_testpmd_mac {
-        let _ = writeln!(
-            s,
-            "three stages on two cores: sfclab / three testpmd (mac) = {r:.0}x (median of the repetitions' ratios)"
-        );
-    }
-    let _ = writeln!(
-        s,
-        "sfclab three stages / two stages on two cores = {:.2}",
-        b.three_over_two_stages
-    );
-    if let Some(why) = &b.peer_skipped {
-        let _ = writeln!(s, "peer skipped: {why}");
-    }
-    s.push_str(&super::footer(wide, b.interrupted, b.repeat));
-    s
-}
-
-impl super::Interruptible for PipelineBench {
+impl crate::Interruptible for PipelineBench {
     fn interrupted(&self) -> bool {
         self.interrupted
     }
-}
-
-/// One CSV row per configuration.
-pub fn csv(b: &PipelineBench) -> String {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let _ = w.write_record(["case", "system", "setup", "mpps", "mpps_runs", "command"]);
-    for r in &b.rows {
-        let runs = r
-            .mpps_runs
-            .iter()
-            .map(|x| format!("{x:.4}"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let _ = w.write_record([r.case, r.system, &r.setup, &format!("{:.4}", r.mpps), &runs, &r.command]);
-    }
-    String::from_utf8(w.into_inner().expect("in-memory writer")).expect("utf-8")
 }

@@ -81,7 +81,7 @@ impl Testpmd {
     pub fn start(bin: &str, spec: &TestpmdSpec, prefix: &str) -> Result<Testpmd, String> {
         let args = spec.args(prefix);
         let command = format!("{bin} {}", args.join(" "));
-        let mut launcher = match super::which("stdbuf") {
+        let mut launcher = match crate::which("stdbuf") {
             Some(stdbuf) => {
                 let mut c = Command::new(stdbuf);
                 c.arg("-oL").arg(bin);

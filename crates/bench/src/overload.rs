@@ -12,14 +12,16 @@ use sfclab_runtime::{
 use sfclab_traffic::{FrameSizes, GeneratorConfig, Rate};
 use std::time::Duration;
 
-use super::{Machine, median, shorthand_nfs};
+use crate::{Machine, median};
 
 pub const OVERLOAD_SCHEMA: &str = "sfclab.bench.overload/2";
 
 #[derive(Debug, Clone)]
 pub struct OverloadArgs {
     pub hops: Vec<usize>,
+    /// The chain element as given, for the record, and its settings (repeated n times).
     pub nf: String,
+    pub nf_config: sfclab_nf::NfConfig,
     /// Offered load as fractions of the chain's capacity.
     pub loads: Vec<f64>,
     pub duration: Duration,
@@ -69,7 +71,7 @@ fn trial(
     flow_control: bool,
     cores: (usize, usize),
 ) -> Result<RunReport, String> {
-    let nfs = shorthand_nfs(&format!("{}*{n}", args.nf))?;
+    let nfs = crate::copies(&args.nf_config, n)?;
     let settings = PipelineSettings {
         run: RunSettings {
             duration: Some(args.duration),
@@ -113,7 +115,7 @@ pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) ->
     let mut interrupted = false;
     'lengths: for &n in &args.hops {
         // Ctrl-C: the lengths and loads finished are kept; nothing new starts.
-        if super::stop_requested() {
+        if crate::stop_requested() {
             interrupted = true;
             break;
         }
@@ -126,7 +128,7 @@ pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) ->
         let cap = median(&caps);
         capacity.push((n, cap));
         for &load in &args.loads {
-            if super::stop_requested() {
+            if crate::stop_requested() {
                 interrupted = true;
                 break 'lengths;
             }
@@ -185,100 +187,9 @@ pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) ->
     })
 }
 
-pub fn table(b: &OverloadBench) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "sfclab bench overload | {} ({} cores)",
-        b.machine.cpu, b.machine.cores
-    );
-    let _ = writeln!(
-        s,
-        "chains of `{}`, one stage per NF sharing core {}, generator on core {}, stage budget {} batches, links of {} packets, {} x {:.1} s (medians)\n",
-        b.nf, b.chain_core, b.generator_core, b.stage_budget, b.ring_size, b.repeat, b.duration_s
-    );
-    let mut wide = 0;
-    for &(n, cap) in &b.capacity {
-        let mut t = comfy_table::Table::new();
-        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-        t.set_header([
-            "offered",
-            "Mpps offered",
-            "drop: Mpps [min–max]",
-            "software drops",
-            "wasted TSC cycles/pkt",
-            "backpressure: Mpps [min–max]",
-            "ingress drops",
-        ]);
-        for load in b
-            .points
-            .iter()
-            .filter(|p| p.hops == n && p.links == "drop")
-            .map(|p| p.load)
-        {
-            let d = b
-                .points
-                .iter()
-                .find(|p| p.hops == n && p.load == load && p.links == "drop")
-                .expect("drop point");
-            let bp = b
-                .points
-                .iter()
-                .find(|p| p.hops == n && p.load == load && p.links == "backpressure")
-                .expect("backpressure point");
-            wide += usize::from(super::is_wide(&d.mpps_runs)) + usize::from(super::is_wide(&bp.mpps_runs));
-            t.add_row(vec![
-                format!("{:.0}%", load * 100.0),
-                format!("{:.1}", d.offered_mpps),
-                super::with_range(&d.mpps_runs, 1),
-                d.software_drops.to_string(),
-                d.wasted_cycles_per_received.map_or("-".into(), |w| format!("{w:.1}")),
-                super::with_range(&bp.mpps_runs, 1),
-                bp.ingress_drops.to_string(),
-            ]);
-        }
-        let _ = writeln!(s, "n = {n}: capacity {cap:.1} Mpps\n{t}");
-    }
-    s.push_str(&super::footer(wide, b.interrupted, b.repeat));
-    s
-}
-
 /// One CSV row per (chain length, load, link mode).
-impl super::Interruptible for OverloadBench {
+impl crate::Interruptible for OverloadBench {
     fn interrupted(&self) -> bool {
         self.interrupted
     }
-}
-
-pub fn csv(b: &OverloadBench) -> String {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
-        "nf",
-        "hops",
-        "links",
-        "load",
-        "offered_mpps",
-        "mpps",
-        "ingress_drops",
-        "software_drops",
-        "wasted_cycles_per_received",
-    ])
-    .expect("in-memory CSV");
-    for p in &b.points {
-        w.write_record([
-            b.nf.clone(),
-            p.hops.to_string(),
-            p.links.to_string(),
-            format!("{}", p.load),
-            format!("{:.3}", p.offered_mpps),
-            format!("{:.3}", p.mpps),
-            p.ingress_drops.to_string(),
-            p.software_drops.to_string(),
-            p.wasted_cycles_per_received
-                .map_or(String::new(), |w| format!("{w:.2}")),
-        ])
-        .expect("in-memory CSV");
-    }
-    String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("UTF-8")
 }

@@ -19,12 +19,11 @@ use sfclab_core::{Batch, PacketPool, ReturnLink, RingConsumer, RingProducer, rin
 use sfclab_nf::NfConfig;
 use sfclab_runtime::Chain;
 use sfclab_runtime::{LinkMode, Placement, placement::allowed_cores};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::pipeline::forwarder_pipeline;
-use super::{Machine, median, which};
+use crate::pipeline::forwarder_pipeline;
+use crate::{Machine, median};
 
 pub const RING_SCHEMA: &str = "sfclab.bench.ring/2";
 
@@ -265,42 +264,6 @@ fn bare_hop_loop(a: usize, b: usize, burst: usize, duration: Duration) -> f64 {
     )
 }
 
-/// Runs DPDK's ring_perf_autotest; returns SP/SC bulk enq+deq cycles per element on two cores.
-fn dpdk_ring_perf(burst: usize, cores: (usize, usize)) -> Result<f64, String> {
-    let bin = which("dpdk-test").ok_or("dpdk-test not found (Debian package `dpdk-dev`)")?;
-    let prefix = format!("sfclab-ring-{}", std::process::id());
-    let lcores = format!("{},{}", cores.0, cores.1);
-    let out = Command::new(&bin)
-        .args([
-            "--no-huge",
-            "-m",
-            "512",
-            "--no-pci",
-            "-l",
-            &lcores,
-            "--file-prefix",
-            &prefix,
-        ])
-        .env("DPDK_TEST", "ring_perf_autotest")
-        .stdin(Stdio::null())
-        .output();
-    super::testpmd::remove_runtime_dir(&prefix);
-    let out = out.map_err(|e| format!("cannot run dpdk-test: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    parse_ring_perf(&text, burst).ok_or_else(|| "ring_perf_autotest printed no SP/SC two-core figures".to_string())
-}
-
-/// Finds "SP/SC: bulk (size: N): X" in the first section for two physical cores (the
-/// legacy pointer API, as sfclab's rings carry pointers).
-pub fn parse_ring_perf(text: &str, burst: usize) -> Option<f64> {
-    let section = text.split("Testing using two physical cores").nth(1)?;
-    let section = section.split("Testing using").next()?;
-    let key = format!("SP/SC: bulk (size: {burst}):");
-    section
-        .lines()
-        .find_map(|l| l.split_once(&key).and_then(|(_, v)| v.trim().parse::<f64>().ok()))
-}
-
 /// Busy cycles per packet of all cores together, and Mpps, of `forwarder*2` at capacity.
 fn pipeline_cycles(placement: Placement, duration: Duration, cores: &[usize]) -> Result<(f64, f64), String> {
     let r = forwarder_pipeline(
@@ -331,7 +294,7 @@ pub fn run(
     let (mut hop_runs, mut bare_runs, mut dpdk_runs) = (Vec::new(), Vec::new(), Vec::new());
     let mut dpdk_skipped = None;
     let (mut interrupted, mut repeat_done) = (false, 0);
-    for _ in super::repetitions(repeat, &mut interrupted) {
+    for _ in crate::repetitions(repeat, &mut interrupted) {
         repeat_done += 1;
         ring_runs.push(ring_loop(cores[0], cores[1], burst, duration));
         done += 1;
@@ -349,7 +312,7 @@ pub fn run(
         done += 1;
         progress(done, total, "bi:2");
         if dpdk_skipped.is_none() {
-            match dpdk_ring_perf(burst, (cores[0], cores[1])) {
+            match sfclab_peers::dpdk_test::ring_perf(burst, (cores[0], cores[1])) {
                 Ok(c) => dpdk_runs.push(c),
                 Err(why) => dpdk_skipped = Some(why),
             }
@@ -385,89 +348,8 @@ pub fn run(
     })
 }
 
-impl super::Interruptible for RingBench {
+impl crate::Interruptible for RingBench {
     fn interrupted(&self) -> bool {
         self.interrupted
-    }
-}
-
-pub fn table(b: &RingBench) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "sfclab bench ring | {} ({} cores, TSC {:.3} GHz), bursts of {}, {} repetitions (medians)\n",
-        b.machine.cpu,
-        b.machine.cores,
-        b.machine.tsc_hz / 1e9,
-        b.burst,
-        b.repeat
-    );
-    use super::{is_wide, with_range};
-    let firsts = |v: &[(f64, f64)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
-    let seconds = |v: &[(f64, f64)]| v.iter().map(|x| x.1).collect::<Vec<_>>();
-    let wide = [
-        &b.ring_runs,
-        &b.dpdk_ring_runs,
-        &b.full_hop_runs,
-        &b.bare_hop_runs,
-        &firsts(&b.s_core_runs),
-        &firsts(&b.bi2_runs),
-    ]
-    .iter()
-    .filter(|v| is_wide(v))
-    .count();
-    let _ = writeln!(
-        s,
-        "ring alone        {} TSC cycles/element (one push + one pop, per side, two cores; median [min–max])",
-        with_range(&b.ring_runs, 2)
-    );
-    match (b.dpdk_ring_cycles_per_element, &b.dpdk_skipped) {
-        (Some(d), _) => {
-            let _ = writeln!(
-                s,
-                "peer              DPDK ring_perf_autotest SP/SC bulk {} on two cores: {} cycles/element (enqueue + dequeue): sfclab/DPDK = {:.2}x",
-                b.burst,
-                with_range(&b.dpdk_ring_runs, 2),
-                b.ring_cycles_per_element / d
-            );
-        }
-        (None, Some(why)) => {
-            let _ = writeln!(s, "peer              skipped: {why}");
-        }
-        _ => {}
-    }
-    let _ = writeln!(
-        s,
-        "full hop          {} cycles/packet per side (ring + forwarder on the far core through the chain runner); bare loop (indices through rtrb, MAC stores) {}: {:.2}x",
-        with_range(&b.full_hop_runs, 2),
-        with_range(&b.bare_hop_runs, 2),
-        b.full_hop_cycles_per_packet / b.bare_hop_cycles_per_packet
-    );
-    let _ = writeln!(
-        s,
-        "forwarder*2       s_core {} busy cycles/packet ({} Mpps), bi:2 {} over both cores ({} Mpps)",
-        with_range(&firsts(&b.s_core_runs), 2),
-        with_range(&seconds(&b.s_core_runs), 1),
-        with_range(&firsts(&b.bi2_runs), 2),
-        with_range(&seconds(&b.bi2_runs), 1),
-    );
-    let _ = writeln!(
-        s,
-        "full hop          {:.2} cycles/packet added by crossing a core (both cores together)",
-        b.hop_cycles_per_packet
-    );
-    s.push_str(&super::footer(wide, b.interrupted, b.repeat));
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn parses_the_two_core_section_of_ring_perf() {
-        let text = "### Testing bulk enq/deq ###\nlegacy APIs: SP/SC: bulk (size: 32): 73.35\n### Testing using two physical cores ###\nlegacy APIs: SP/SC: bulk (size: 8): 9.10\nlegacy APIs: MP/MC: bulk (size: 8): 32.45\nlegacy APIs: SP/SC: bulk (size: 32): 4.02\n### Testing using all worker nodes ###\n### Testing using two physical cores ###\nelem APIs: element size 16B: SP/SC: bulk (size: 32): 6.85\n";
-        assert_eq!(super::parse_ring_perf(text, 32), Some(4.02));
-        assert_eq!(super::parse_ring_perf(text, 8), Some(9.10));
-        assert_eq!(super::parse_ring_perf("nothing", 32), None);
     }
 }

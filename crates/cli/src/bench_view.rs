@@ -1,0 +1,428 @@
+//! The terminal and CSV views of the benchmarks' results (`sfclab bench ...`): each
+//! median with the range of its repetitions, a warning when they spread wide, and the
+//! mark of a benchmark stopped by Ctrl-C.
+
+use sfclab_bench::overload::OverloadBench;
+use sfclab_bench::pipeline::PipelineBench;
+use sfclab_bench::placement::PlacementBench;
+use sfclab_bench::ring::RingBench;
+use sfclab_bench::{HopBench, footer, is_wide, with_range};
+
+/// The terminal view of a hop benchmark.
+pub fn hop_table(b: &HopBench) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench hop | {} ({} cores, TSC {:.3} GHz, kernel {})",
+        b.machine.cpu,
+        b.machine.cores,
+        b.machine.tsc_hz / 1e9,
+        b.machine.kernel
+    );
+    let _ = writeln!(
+        s,
+        "forwarder chains, {} B frames, {} flow(s), batch {}, {} x {:.1} s per point (medians), core {}\n",
+        b.frame_size,
+        b.flows,
+        b.batch,
+        b.repeat,
+        b.duration_s,
+        b.core.map_or("unpinned".into(), |c| c.to_string())
+    );
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    let acc = b.fit_accounting_on.is_some();
+    let mut header = vec!["hops", "Mpps [min–max]", "busy TSC cycles/packet"];
+    if acc {
+        header.extend(["Mpps (accounting on)", "busy TSC cycles/packet (accounting on)"]);
+    }
+    t.set_header(header);
+    let mut wide = 0;
+    for p in b.points.iter().filter(|p| !p.accounting) {
+        let mut row = vec![
+            p.hops.to_string(),
+            with_range(&p.mpps_runs, 1),
+            with_range(&p.cycles_runs, 2),
+        ];
+        wide += usize::from(is_wide(&p.mpps_runs));
+        if let Some(q) = b.points.iter().find(|q| q.accounting && q.hops == p.hops) {
+            row.extend([with_range(&q.mpps_runs, 1), with_range(&q.cycles_runs, 2)]);
+            wide += usize::from(is_wide(&q.mpps_runs));
+        }
+        t.add_row(row);
+    }
+    let _ = writeln!(s, "{t}");
+    let f = b.fit_accounting_off;
+    let _ = writeln!(
+        s,
+        "per-hop cost      {:.2} cycles/packet (least squares, r2 {:.3}), base {:.2}",
+        f.slope, f.r2, f.intercept
+    );
+    let _ = writeln!(
+        s,
+        "bare loop         {:.2} cycles/packet per hop (MAC rewrite of 32 resident buffers, no framework): sfclab hop = {:.2}x",
+        b.bare_loop_cycles_per_hop, b.ratio_hop_vs_bare_loop
+    );
+    if let (Some(on), Some(o)) = (b.fit_accounting_on, b.accounting_overhead_per_hop) {
+        let _ = writeln!(
+            s,
+            "with accounting   {:.2} cycles/packet per hop: accounting adds {o:.2} per NF",
+            on.slope
+        );
+    }
+    match (&b.peer, &b.peer_skipped) {
+        (Some(p), _) => {
+            let _ = writeln!(
+                s,
+                "peer              {}: {} Mpps (median [min–max] of {})",
+                p.name,
+                with_range(&p.mpps_runs, 1),
+                p.mpps_runs.len()
+            );
+            wide += usize::from(is_wide(&p.mpps_runs));
+            if let Some(r) = b.ratio_n1_vs_peer {
+                let _ = writeln!(s, "ratio             sfclab n=1 / peer = {r:.2}x");
+            }
+        }
+        (None, Some(why)) => {
+            let _ = writeln!(s, "peer              skipped: {why}");
+        }
+        (None, None) => {}
+    }
+    s.push_str(&footer(wide, b.interrupted, b.repeat));
+    s
+}
+
+pub fn placement_table(b: &PlacementBench) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench placement | {} ({} cores, TSC {:.3} GHz)",
+        b.machine.cpu,
+        b.machine.cores,
+        b.machine.tsc_hz / 1e9
+    );
+    let _ = writeln!(
+        s,
+        "chains of `{}`, {} B frames, batch {}, backpressure + flow control (capacity), {} x {:.1} s per point (medians)\n",
+        b.nf, b.frame_size, b.batch, b.repeat, b.duration_s
+    );
+    let mut placements: Vec<&str> = Vec::new();
+    for p in &b.points {
+        if !placements.contains(&p.placement.as_str()) {
+            placements.push(&p.placement);
+        }
+    }
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    let mut header = vec!["hops".to_string()];
+    header.extend(
+        placements
+            .iter()
+            .map(|p| format!("{p} Mpps [min–max] (bottleneck busy TSC cycles/pkt)")),
+    );
+    let mut wide = 0;
+    t.set_header(header);
+    let mut lengths: Vec<usize> = b.points.iter().map(|p| p.hops).collect();
+    lengths.dedup();
+    for n in lengths {
+        let mut row = vec![n.to_string()];
+        for p in &placements {
+            let pt = b
+                .points
+                .iter()
+                .find(|x| x.hops == n && x.placement == *p)
+                .expect("measured");
+            wide += usize::from(is_wide(&pt.mpps_runs));
+            row.push(format!(
+                "{} ({:.1})",
+                with_range(&pt.mpps_runs, 1),
+                pt.bottleneck_cycles_per_packet
+            ));
+        }
+        t.add_row(row);
+    }
+    let _ = writeln!(s, "{t}");
+    for be in &b.break_even {
+        match be.n0 {
+            Some(n0) => {
+                let _ = writeln!(
+                    s,
+                    "break-even        {} beats s_core from n0 = {n0} on (of the lengths measured)",
+                    be.placement
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "break-even        {} never beats s_core at the lengths measured",
+                    be.placement
+                );
+            }
+        }
+    }
+    s.push_str(&footer(wide, b.interrupted, b.repeat));
+    s
+}
+
+/// One CSV row per point.
+pub fn placement_csv(b: &PlacementBench) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "nf",
+        "hops",
+        "placement",
+        "mpps",
+        "bottleneck_core",
+        "bottleneck_cycles_per_packet",
+        "runs",
+    ])
+    .expect("in-memory CSV");
+    for p in &b.points {
+        let runs: Vec<String> = p.mpps_runs.iter().map(|m| format!("{m:.3}")).collect();
+        w.write_record([
+            b.nf.clone(),
+            p.hops.to_string(),
+            p.placement.clone(),
+            format!("{:.3}", p.mpps),
+            p.bottleneck_core.to_string(),
+            format!("{:.2}", p.bottleneck_cycles_per_packet),
+            runs.join(";"),
+        ])
+        .expect("in-memory CSV");
+    }
+    String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("UTF-8")
+}
+
+pub fn overload_table(b: &OverloadBench) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench overload | {} ({} cores)",
+        b.machine.cpu, b.machine.cores
+    );
+    let _ = writeln!(
+        s,
+        "chains of `{}`, one stage per NF sharing core {}, generator on core {}, stage budget {} batches, links of {} packets, {} x {:.1} s (medians)\n",
+        b.nf, b.chain_core, b.generator_core, b.stage_budget, b.ring_size, b.repeat, b.duration_s
+    );
+    let mut wide = 0;
+    for &(n, cap) in &b.capacity {
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        t.set_header([
+            "offered",
+            "Mpps offered",
+            "drop: Mpps [min–max]",
+            "software drops",
+            "wasted TSC cycles/pkt",
+            "backpressure: Mpps [min–max]",
+            "ingress drops",
+        ]);
+        for load in b
+            .points
+            .iter()
+            .filter(|p| p.hops == n && p.links == "drop")
+            .map(|p| p.load)
+        {
+            let d = b
+                .points
+                .iter()
+                .find(|p| p.hops == n && p.load == load && p.links == "drop")
+                .expect("drop point");
+            let bp = b
+                .points
+                .iter()
+                .find(|p| p.hops == n && p.load == load && p.links == "backpressure")
+                .expect("backpressure point");
+            wide += usize::from(is_wide(&d.mpps_runs)) + usize::from(is_wide(&bp.mpps_runs));
+            t.add_row(vec![
+                format!("{:.0}%", load * 100.0),
+                format!("{:.1}", d.offered_mpps),
+                with_range(&d.mpps_runs, 1),
+                d.software_drops.to_string(),
+                d.wasted_cycles_per_received.map_or("-".into(), |w| format!("{w:.1}")),
+                with_range(&bp.mpps_runs, 1),
+                bp.ingress_drops.to_string(),
+            ]);
+        }
+        let _ = writeln!(s, "n = {n}: capacity {cap:.1} Mpps\n{t}");
+    }
+    s.push_str(&footer(wide, b.interrupted, b.repeat));
+    s
+}
+
+pub fn overload_csv(b: &OverloadBench) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "nf",
+        "hops",
+        "links",
+        "load",
+        "offered_mpps",
+        "mpps",
+        "ingress_drops",
+        "software_drops",
+        "wasted_cycles_per_received",
+    ])
+    .expect("in-memory CSV");
+    for p in &b.points {
+        w.write_record([
+            b.nf.clone(),
+            p.hops.to_string(),
+            p.links.to_string(),
+            format!("{}", p.load),
+            format!("{:.3}", p.offered_mpps),
+            format!("{:.3}", p.mpps),
+            p.ingress_drops.to_string(),
+            p.software_drops.to_string(),
+            p.wasted_cycles_per_received
+                .map_or(String::new(), |w| format!("{w:.2}")),
+        ])
+        .expect("in-memory CSV");
+    }
+    String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("UTF-8")
+}
+
+pub fn ring_table(b: &RingBench) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench ring | {} ({} cores, TSC {:.3} GHz), bursts of {}, {} repetitions (medians)\n",
+        b.machine.cpu,
+        b.machine.cores,
+        b.machine.tsc_hz / 1e9,
+        b.burst,
+        b.repeat
+    );
+
+    let firsts = |v: &[(f64, f64)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
+    let seconds = |v: &[(f64, f64)]| v.iter().map(|x| x.1).collect::<Vec<_>>();
+    let wide = [
+        &b.ring_runs,
+        &b.dpdk_ring_runs,
+        &b.full_hop_runs,
+        &b.bare_hop_runs,
+        &firsts(&b.s_core_runs),
+        &firsts(&b.bi2_runs),
+    ]
+    .iter()
+    .filter(|v| is_wide(v))
+    .count();
+    let _ = writeln!(
+        s,
+        "ring alone        {} TSC cycles/element (one push + one pop, per side, two cores; median [min–max])",
+        with_range(&b.ring_runs, 2)
+    );
+    match (b.dpdk_ring_cycles_per_element, &b.dpdk_skipped) {
+        (Some(d), _) => {
+            let _ = writeln!(
+                s,
+                "peer              DPDK ring_perf_autotest SP/SC bulk {} on two cores: {} cycles/element (enqueue + dequeue): sfclab/DPDK = {:.2}x",
+                b.burst,
+                with_range(&b.dpdk_ring_runs, 2),
+                b.ring_cycles_per_element / d
+            );
+        }
+        (None, Some(why)) => {
+            let _ = writeln!(s, "peer              skipped: {why}");
+        }
+        _ => {}
+    }
+    let _ = writeln!(
+        s,
+        "full hop          {} cycles/packet per side (ring + forwarder on the far core through the chain runner); bare loop (indices through rtrb, MAC stores) {}: {:.2}x",
+        with_range(&b.full_hop_runs, 2),
+        with_range(&b.bare_hop_runs, 2),
+        b.full_hop_cycles_per_packet / b.bare_hop_cycles_per_packet
+    );
+    let _ = writeln!(
+        s,
+        "forwarder*2       s_core {} busy cycles/packet ({} Mpps), bi:2 {} over both cores ({} Mpps)",
+        with_range(&firsts(&b.s_core_runs), 2),
+        with_range(&seconds(&b.s_core_runs), 1),
+        with_range(&firsts(&b.bi2_runs), 2),
+        with_range(&seconds(&b.bi2_runs), 1),
+    );
+    let _ = writeln!(
+        s,
+        "full hop          {:.2} cycles/packet added by crossing a core (both cores together)",
+        b.hop_cycles_per_packet
+    );
+    s.push_str(&footer(wide, b.interrupted, b.repeat));
+    s
+}
+
+pub fn pipeline_table(b: &PipelineBench) -> String {
+    use std::fmt::Write as _;
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+        .set_header(vec!["case", "system", "setup", "Mpps median [min–max]", "runs"]);
+    let mut wide = 0;
+    for r in &b.rows {
+        wide += usize::from(is_wide(&r.mpps_runs));
+        t.add_row(vec![
+            r.case.to_string(),
+            r.system.to_string(),
+            r.setup.clone(),
+            with_range(&r.mpps_runs, 3),
+            r.mpps_runs
+                .iter()
+                .map(|x| format!("{x:.3}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ]);
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench pipeline | {} ({} cores, TSC {:.3} GHz), {} repetitions of {:.1} s\n\n{t}",
+        b.machine.cpu,
+        b.machine.cores,
+        b.machine.tsc_hz / 1e9,
+        b.repeat,
+        b.duration_s
+    );
+    if let (Some(r), Some(m)) = (b.two_stages_vs_testpmd_mac, b.two_stages_vs_testpmd_mac_of_medians) {
+        let _ = writeln!(
+            s,
+            "two stages on two cores: sfclab / testpmd+memif (mac) = {r:.2}x (median of the repetitions' ratios; ratio of medians {m:.2}x)"
+        );
+    }
+    if let Some(r) = b.three_stages_vs_testpmd_mac {
+        let _ = writeln!(
+            s,
+            "three stages on two cores: sfclab / three testpmd (mac) = {r:.0}x (median of the repetitions' ratios)"
+        );
+    }
+    let _ = writeln!(
+        s,
+        "sfclab three stages / two stages on two cores = {:.2}",
+        b.three_over_two_stages
+    );
+    if let Some(why) = &b.peer_skipped {
+        let _ = writeln!(s, "peer skipped: {why}");
+    }
+    s.push_str(&footer(wide, b.interrupted, b.repeat));
+    s
+}
+
+/// One CSV row per configuration.
+pub fn pipeline_csv(b: &PipelineBench) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record(["case", "system", "setup", "mpps", "mpps_runs", "command"]);
+    for r in &b.rows {
+        let runs = r
+            .mpps_runs
+            .iter()
+            .map(|x| format!("{x:.4}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let _ = w.write_record([r.case, r.system, &r.setup, &format!("{:.4}", r.mpps), &runs, &r.command]);
+    }
+    String::from_utf8(w.into_inner().expect("in-memory writer")).expect("utf-8")
+}
