@@ -515,6 +515,36 @@ fn bench_pipeline_without_peer_compares_two_and_three_stages() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// Default cores come from the affinity mask: under `taskset -c 1` (a cpuset, a pod) the
+/// chain runs on core 1, the one core it may use.
+#[test]
+#[cfg_attr(one_core, ignore = "needs two cores; this machine has one")]
+fn default_cores_follow_the_affinity_mask() {
+    if Command::new("taskset").arg("--version").output().is_err() {
+        eprintln!("skipped: taskset (util-linux) is not installed");
+        return;
+    }
+    for core in ["0", "1"] {
+        let o = Command::new("taskset")
+            .args([
+                "-c",
+                core,
+                sfclab_bin(),
+                "run",
+                "--chain",
+                "noop",
+                "--duration",
+                "50ms",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "taskset -c {core}: {}", stderr(&o));
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(v["core"].as_u64().map(|c| c.to_string()).as_deref(), Some(core));
+    }
+}
+
 /// On one core the generator would share the chain's core: the search refuses, or with
 /// `--shared-core` labels its figures as MRR.
 #[test]
