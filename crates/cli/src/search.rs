@@ -36,7 +36,8 @@ pub struct SearchArgs {
     #[arg(long, help_heading = "Search")]
     pub exceed_ratio: Option<f64>,
     /// MLR: trial time a load needs before it is classified in the final phase, e.g.
-    /// `3s` (default: three final trials).
+    /// `21s` (default: 21 final trials, MLRsearch's default sum for its 1 s trials; a few
+    /// trials stalled by the VM then cannot end the search low).
     #[arg(long, help_heading = "Search")]
     pub duration_sum: Option<String>,
     /// Lowest rate searched.
@@ -45,7 +46,8 @@ pub struct SearchArgs {
     /// Highest rate searched (default: what the generator reaches with the chain, measured first).
     #[arg(long, help_heading = "Search")]
     pub max_rate: Option<String>,
-    #[arg(long, default_value_t = 200, help_heading = "Search")]
+    /// Give up after this many trials (the result then says it did not converge).
+    #[arg(long, default_value_t = 1000, help_heading = "Search")]
     pub max_trials: usize,
     /// Whole searches to run; each goal reports the median search's result, and all of
     /// them are listed.
@@ -185,7 +187,7 @@ fn search_config(a: &SearchArgs, spec: &ChainSpec) -> Result<SearchConfig, Strin
         Some(d) => humantime::parse_duration(d)
             .map_err(|e| format!("--duration-sum `{d}`: {e}"))?
             .as_secs_f64(),
-        None => 3.0 * final_duration.as_secs_f64(),
+        None => 21.0 * final_duration.as_secs_f64(),
     };
     let exceed_ratio = a.exceed_ratio.unwrap_or(0.5);
     let mut goals = Vec::new();

@@ -600,6 +600,8 @@ fn search_finds_ndr_and_pdr_and_reports_them() {
         "10ms",
         "--initial-duration",
         "25ms",
+        "--duration-sum",
+        "300ms",
         "--resolution",
         "5%",
         "--goals",

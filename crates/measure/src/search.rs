@@ -22,11 +22,11 @@
 //! inversion), the conditional throughput there, and the relevant upper bound.
 //!
 //! Invalid trials (the generator did not offer the rate) are no evidence about the chain:
-//! they never move a bound. A source far short of the load (below
-//! `SOURCE_CAPACITY_SHARE`) is at its capacity: the search's ceiling drops below what it
-//! reached, and a goal found there says that the source, not the chain, was the limit.
-//! A source just short of it was stalled: the trial is retried (at most
-//! `INVALID_RETRIES` times) before the load counts as beyond the source.
+//! they never move a bound. A shortfall at a load near the highest rate the source has
+//! reached is its capacity: the search's ceiling drops below what it reached, and a goal
+//! found there says that the source, not the chain, was the limit. A small shortfall far
+//! below that rate is a stall: the trial is retried (at most `INVALID_RETRIES` times) and
+//! the ceiling stays.
 //!
 //! Goals that differ only in their loss ratio are ordered: a looser goal's throughput is
 //! never below a stricter one's (PDR >= NDR). MLRsearch guarantees it by classifying every
@@ -101,9 +101,13 @@ impl std::str::FromStr for Method {
 pub const INVALID_RETRIES: usize = 3;
 
 /// A source that reaches less than this share of the load is at its capacity: the load is
-/// beyond it at once, without retries. Above it, a shortfall is a stall (a descheduled
-/// vCPU skips a few milliseconds of packets) and the trial is repeated.
+/// beyond it at once, without retries.
 pub const SOURCE_CAPACITY_SHARE: f64 = 0.95;
+
+/// A shortfall at a load below this share of the highest rate the source has sent at is
+/// a stall (a descheduled vCPU skips a few milliseconds of packets), not its capacity:
+/// the trial is repeated and the ceiling stays.
+pub const STALL_SHARE_OF_BEST: f64 = 0.5;
 
 #[derive(Debug, Clone)]
 pub struct SearchConfig {
@@ -244,6 +248,7 @@ pub fn search(
         limit: cfg.max_trials,
         ceiling: cfg.max_pps,
         interrupted: false,
+        source_best: 0.0,
     };
     let goals = match cfg.method {
         Method::Binary => binary(&mut log, cfg)?,
@@ -294,6 +299,8 @@ struct TrialLog<'a> {
     ceiling: f64,
     /// The user stopped the search: no further trial runs.
     interrupted: bool,
+    /// The highest rate the source has sent at in any trial, packets/s.
+    source_best: f64,
 }
 
 impl TrialLog<'_> {
@@ -313,7 +320,8 @@ impl TrialLog<'_> {
         duration: Duration,
         retries: usize,
     ) -> Result<Option<TrialResult>, String> {
-        for _ in 0..=retries {
+        let mut stalled = false;
+        for attempt in 0..=retries {
             let t = match self.trial.run(load, duration) {
                 Ok(t) => t,
                 Err(_) if self.trial.interrupted() => {
@@ -331,19 +339,31 @@ impl TrialLog<'_> {
             };
             (self.on_trial)(&t);
             self.trials.push(t.clone());
+            let rate = t.sent as f64 / t.duration_s.max(1e-9);
+            self.source_best = self.source_best.max(rate);
             if t.valid {
                 return Ok(Some(t));
             }
-            let reached = t.sent as f64 / (load * t.duration_s).max(1.0);
-            if reached < SOURCE_CAPACITY_SHARE || self.exhausted() {
+            // A small shortfall far below the source's best rate is a stall (a
+            // descheduled vCPU skips a few milliseconds of packets), unless it keeps
+            // coming back at this load: then the source cannot pace it. Near the best
+            // rate a small shortfall gets one more try before it counts as capacity.
+            let small = rate >= SOURCE_CAPACITY_SHARE * load;
+            let far_below = load <= STALL_SHARE_OF_BEST * self.source_best;
+            let short_here = self.trials.iter().filter(|t| !t.valid && t.offered_pps == load).count();
+            stalled = small && far_below && short_here <= INVALID_RETRIES;
+            let retry_near_top = small && !far_below && attempt == 0;
+            if !(stalled || retry_near_top) || self.exhausted() {
                 break;
             }
         }
-        // Below what the source reached, with a margin: a ceiling it only just reaches
-        // would be invalid again on the next trial.
-        let last = self.trials.last().expect("a trial ran");
-        let reached = last.sent as f64 / last.duration_s.max(1e-9);
-        self.ceiling = self.ceiling.min(reached * 0.95).min(load * 0.95);
+        if !stalled {
+            // Below what the source reached, with a margin: a ceiling it only just
+            // reaches would be invalid again on the next trial.
+            let last = self.trials.last().expect("a trial ran");
+            let reached = last.sent as f64 / last.duration_s.max(1e-9);
+            self.ceiling = self.ceiling.min(reached * 0.9).min(load * 0.9);
+        }
         Ok(None)
     }
 
@@ -957,6 +977,37 @@ mod tests {
                 return Ok(TrialResult::new(offered, t.duration_s, sent, t.received.min(sent)));
             }
             Ok(t)
+        }
+    }
+
+    /// A source that cannot quite pace high rates (3% short above 50 Mpps, as a pacer with
+    /// little slack is) though it once sent faster unpaced: each such load is tried a
+    /// bounded number of times, then lies above the ceiling; the search ends, right.
+    struct ShortAtHighRates(Sim);
+
+    impl Trial for ShortAtHighRates {
+        fn run(&mut self, offered: f64, duration: Duration) -> Result<TrialResult, String> {
+            let t = self.0.run(offered, duration)?;
+            if offered > 50e6 {
+                let sent = (t.sent as f64 * if offered > 250e6 { 0.8 } else { 0.97 }) as u64;
+                return Ok(TrialResult::new(offered, t.duration_s, sent, t.received.min(sent)));
+            }
+            Ok(t)
+        }
+    }
+
+    #[test]
+    fn a_source_short_at_high_rates_does_not_trap_the_search() {
+        for method in [Method::Binary, Method::Mlr] {
+            let mut c = cfg(method);
+            c.max_pps = 300e6;
+            let r = search(&mut ShortAtHighRates(Sim::new(10e6)), &c, &mut |_| {}).unwrap();
+            assert!(r.trial_count < 120, "{method:?}: {} trials", r.trial_count);
+            // The binary search walks down from the top, through the loads the source
+            // cannot pace; MLRsearch jumps to the receive rate and never goes there.
+            let ceiling = r.source_ceiling_pps.unwrap();
+            assert!(method == Method::Mlr || ceiling <= 50e6, "{method:?}: {ceiling}");
+            check(&r, 10e6, 0.005);
         }
     }
 
