@@ -668,6 +668,20 @@ fn search_finds_ndr_and_pdr_and_reports_them() {
     }
 }
 
+/// Runs sfclab with `args`, sends it Ctrl-C (SIGINT) after `ms`, and waits for it.
+fn interrupted_after(args: &[&str], ms: u64) -> std::process::Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_sfclab"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+    // SAFETY: kill(2) on our own child, which has not been waited for yet.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn ctrl_c_ends_the_window_and_keeps_the_results() {
     for extra in [vec![], vec!["--placement", "s_core"]] {
@@ -682,16 +696,7 @@ fn ctrl_c_ends_the_window_and_keeps_the_results() {
             "--json",
         ];
         args.extend(extra);
-        let child = Command::new(env!("CARGO_BIN_EXE_sfclab"))
-            .args(&args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(700));
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-        let o = child.wait_with_output().unwrap();
+        let o = interrupted_after(&args, 700);
         assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
         let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
         assert!(v["duration_s"].as_f64().unwrap() < 60.0, "the window ended early");
@@ -733,8 +738,8 @@ fn version_names_the_commit_and_shells_and_man_are_served() {
 /// Ctrl-C in a benchmark finishes the repetition under way and reports those done.
 #[test]
 fn ctrl_c_in_a_benchmark_keeps_the_repetitions_done() {
-    let child = Command::new(env!("CARGO_BIN_EXE_sfclab"))
-        .args([
+    let o = interrupted_after(
+        &[
             "bench",
             "hop",
             "--hops",
@@ -749,15 +754,9 @@ fn ctrl_c_in_a_benchmark_keeps_the_repetitions_done() {
             "none",
             "--no-accounting-compare",
             "--json",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let o = child.wait_with_output().unwrap();
+        ],
+        1500,
+    );
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["interrupted"], true);
@@ -776,8 +775,8 @@ fn ctrl_c_in_a_benchmark_keeps_the_repetitions_done() {
 /// Ctrl-C in a search keeps the trials made so far, marked interrupted, exit 130.
 #[test]
 fn ctrl_c_in_a_search_keeps_the_trials_so_far() {
-    let child = Command::new(env!("CARGO_BIN_EXE_sfclab"))
-        .args([
+    let o = interrupted_after(
+        &[
             "search",
             "--chain",
             "forwarder -> synthetic(cycles=300)",
@@ -787,15 +786,9 @@ fn ctrl_c_in_a_search_keeps_the_trials_so_far() {
             "10ms",
             "--shared-core",
             "--json",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let o = child.wait_with_output().unwrap();
+        ],
+        1500,
+    );
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["interrupted"], true);
