@@ -28,6 +28,8 @@ pub const DEFAULT_CHAIN: &str = include_str!("../../../examples/chains/default.y
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     pub file: String,
+    /// The line of the file the place and key are on, when it can be found.
+    pub line: Option<usize>,
     /// `traffic`, `run`, `chain[2] (synthetic)`, or empty for the file as a whole.
     pub place: String,
     pub key: String,
@@ -37,6 +39,9 @@ pub struct ConfigError {
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
         if !self.place.is_empty() {
             write!(f, ": {}", self.place)?;
         }
@@ -117,6 +122,7 @@ impl Overrides {
             };
             ConfigError {
                 file: flag,
+                line: None,
                 place: String::new(),
                 key: String::new(),
                 reason: e.reason,
@@ -125,6 +131,62 @@ impl Overrides {
             e
         }
     }
+}
+
+/// The 1-based line of a chain file where `place` (`traffic`, `run`, `chain[i] (kind)`)
+/// and its `key` are written, for block-style YAML; `None` when it cannot tell (flow
+/// style, an unusual layout): the error then names the place and key alone.
+fn line_of(text: &str, place: &str, key: &str) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let top = |name: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(name) && l[name.len()..].trim_start().starts_with(':'))
+    };
+    let section_end = |start: usize| {
+        (start + 1..lines.len())
+            .find(|&i| {
+                let l = lines[i];
+                !l.trim().is_empty() && !l.starts_with(' ') && !l.starts_with('\t') && !l.starts_with('#')
+            })
+            .unwrap_or(lines.len())
+    };
+    let key_in = |from: usize, to: usize| {
+        (from..to).find(|&i| {
+            let l = lines[i]
+                .trim_start()
+                .trim_start_matches("- ")
+                .trim_start_matches('{')
+                .trim_start();
+            !key.is_empty() && (l.starts_with(&format!("{key}:")) || lines[i].contains(&format!(" {key}:")))
+        })
+    };
+    let found = if let Some(index) = place.strip_prefix("chain[") {
+        let i: usize = index.split(']').next()?.parse().ok()?;
+        let start = top("chain")?;
+        let end = section_end(start);
+        let item = (start + 1..end)
+            .filter(|&j| lines[j].trim_start().starts_with("- "))
+            .nth(i)?;
+        let item_end = (item + 1..end)
+            .find(|&j| lines[j].trim_start().starts_with("- "))
+            .unwrap_or(end);
+        if key.is_empty() {
+            Some(item)
+        } else {
+            key_in(item, item_end).or(Some(item))
+        }
+    } else if place.is_empty() {
+        None
+    } else {
+        let start = top(place)?;
+        if key.is_empty() {
+            Some(start)
+        } else {
+            key_in(start, section_end(start))
+        }
+    };
+    found.map(|i| i + 1)
 }
 
 /// Serde's words for what it expected, in a chain file's terms (no Rust type names).
@@ -264,6 +326,7 @@ impl Ctx<'_> {
     fn err(&self, place: &str, key: &str, reason: impl Into<String>) -> ConfigError {
         ConfigError {
             file: self.file.to_string(),
+            line: None,
             place: place.to_string(),
             key: key.to_string(),
             reason: reason.into(),
@@ -296,7 +359,7 @@ pub fn parse(text: &str, origin: &str, o: &Overrides) -> Result<ChainSpec, Confi
             "a chain file is a mapping with `chain:` (and optionally `traffic:` and `run:`)",
         ));
     }
-    let file: ChainFile = serde_path_to_error::deserialize(value).map_err(|e| {
+    let file: Result<ChainFile, ConfigError> = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let (place, key) = match path.split_once('.') {
             Some((section, rest)) => (section.to_string(), rest.to_string()),
@@ -304,8 +367,16 @@ pub fn parse(text: &str, origin: &str, o: &Overrides) -> Result<ChainSpec, Confi
             None => (path, String::new()),
         };
         ctx.err(&place, &key, plain(&e.into_inner().to_string()))
-    })?;
-    resolve(file, &ctx, o).map_err(|e| o.blame(e))
+    });
+    let located = |e: ConfigError| ConfigError {
+        line: e.line.or_else(|| line_of(text, &e.place, &e.key)),
+        ..e
+    };
+    let file = file.map_err(located)?;
+    resolve(file, &ctx, o).map_err(|e| o.blame(e)).map_err(|e| {
+        // An error about a flag is not the file's: no line.
+        if e.file == origin { located(e) } else { e }
+    })
 }
 
 /// Builds a spec from `--chain` shorthand: `forwarder*4`, or
@@ -735,7 +806,7 @@ mod tests {
         assert_eq!((e.place.as_str(), e.key.as_str()), ("chain[1] (synthetic)", "accesses"));
         assert!(
             e.to_string()
-                .starts_with("bad.yaml: chain[1] (synthetic): key `accesses`: needs a `working_set`"),
+                .starts_with("bad.yaml:3: chain[1] (synthetic): key `accesses`: needs a `working_set`"),
             "{e}"
         );
 
@@ -870,6 +941,24 @@ mod tests {
             e.to_string().starts_with("--links: applies to the pipeline runtime"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn errors_say_the_line() {
+        let text = "# a chain\ntraffic:\n  size: 64\nrun:\n  duration: 1s\n  batch: 1000\nchain:\n  - noop\n  - synthetic:\n      cycles: 10\n      accesses: 4\n";
+        let e = parse_err(text);
+        assert_eq!((e.line, e.key.as_str()), (Some(6), "batch"), "{e}");
+        assert!(e.to_string().starts_with("bad.yaml:6: run: key `batch`"), "{e}");
+        let e = parse_err(&text.replace("batch: 1000", "batch: 32"));
+        assert_eq!((e.line, e.place.as_str()), (Some(11), "chain[1] (synthetic)"), "{e}");
+        let e = parse_err("traffic: { size: 10 }\nchain: [noop]\n");
+        assert_eq!(e.line, Some(1), "flow style: the section's line");
+        let flags = Overrides {
+            batch: Some(1000),
+            ..Default::default()
+        };
+        let e = parse(text, "bad.yaml", &flags).unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("--batch", None));
     }
 
     #[test]
