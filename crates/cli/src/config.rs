@@ -180,11 +180,8 @@ fn line_of(text: &str, place: &str, key: &str) -> Option<usize> {
         None
     } else {
         let start = top(place)?;
-        if key.is_empty() {
-            Some(start)
-        } else {
-            key_in(start, section_end(start))
-        }
+        // The key's own line, or the section's (flow style: `run: {batch: 0}`).
+        key_in(start, section_end(start)).or(Some(start))
     };
     found.map(|i| i + 1)
 }
