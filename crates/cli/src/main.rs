@@ -72,7 +72,7 @@ enum Cmd {
     /// Print the JSON Schema of a result document: `run` (what `sfclab run --json`
     /// prints), `search`; each is published in docs/schema/.
     Schema {
-        #[arg(value_parser = render::SCHEMA_NAMES, default_value = "run")]
+        #[arg(value_parser = SCHEMA_NAMES, default_value = "run")]
         document: String,
     },
 }
@@ -358,7 +358,7 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Overload(args)) => cmd_overload(args),
         Cmd::Bench(BenchCmd::Ring(args)) => cmd_ring(args),
         Cmd::Bench(BenchCmd::Pipeline(args)) => cmd_pipeline(args),
-        Cmd::Schema { document } => match render::schema(&document) {
+        Cmd::Schema { document } => match schema(&document) {
             Some(s) => outcome::emit_then(&s, 0),
             None => outcome::fail(outcome::USAGE, &format!("no schema named `{document}`")),
         },
@@ -382,6 +382,40 @@ fn main() -> ExitCode {
             outcome::emit_then(&text, 0)
         }
     }
+}
+
+/// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
+pub const SCHEMA_NAMES: [&str; 8] = [
+    "run",
+    "search",
+    "sweep",
+    "bench-hop",
+    "bench-placement",
+    "bench-overload",
+    "bench-ring",
+    "bench-pipeline",
+];
+
+/// The JSON Schema of a published document, by name.
+pub fn schema(name: &str) -> Option<String> {
+    match name {
+        "run" => Some(render::run_schema()),
+        "search" => Some(search::schema()),
+        "sweep" => Some(sweep::schema()),
+        "bench-hop" => Some(bench_schema::<sfclab_bench::HopBench>("hop")),
+        "bench-placement" => Some(bench_schema::<sfclab_bench::placement::PlacementBench>("placement")),
+        "bench-overload" => Some(bench_schema::<sfclab_bench::overload::OverloadBench>("overload")),
+        "bench-ring" => Some(bench_schema::<sfclab_bench::ring::RingBench>("ring")),
+        "bench-pipeline" => Some(bench_schema::<sfclab_bench::pipeline::PipelineBench>("pipeline")),
+        _ => None,
+    }
+}
+
+fn bench_schema<T: schemars::JsonSchema>(name: &str) -> String {
+    render::schema_of::<T>(
+        &format!("bench-{name}-2.json"),
+        &format!("`sfclab bench {name} --json`, schema sfclab.bench.{name}/2."),
+    )
 }
 
 /// The chain the run arguments describe: a file, the shorthand, or the embedded default.

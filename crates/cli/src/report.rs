@@ -229,7 +229,7 @@ pub fn write_all(set: &Value, dir: &std::path::Path, data: bool) -> Result<Vec<s
             "sweep.json".into(),
             serde_json::to_string_pretty(set).expect("serialisable").into_bytes(),
         ));
-        files.push(("sweep.csv".into(), crate::sweep::csv(set).into_bytes()));
+        files.push(("sweep.csv".into(), csv(set).into_bytes()));
     }
     for (stem, svg) in plots(set)? {
         files.push((format!("{stem}.png"), png(&svg)?));
@@ -243,4 +243,42 @@ pub fn write_all(set: &Value, dir: &std::path::Path, data: bool) -> Result<Vec<s
         written.push(path);
     }
     Ok(written)
+}
+
+/// The CSV columns of a result set, one row per point.
+const CSV_COLUMNS: [&str; 12] = [
+    "value",
+    "mpps",
+    "mpps_min",
+    "mpps_max",
+    "gbps_l1",
+    "gbps_l2",
+    "busy_cycles_per_packet",
+    "latency_p50_ns",
+    "latency_p99_ns",
+    "latency_p999_ns",
+    "window_lost",
+    "conservation_holds",
+];
+
+/// One CSV row per point, from the result set's JSON.
+pub fn csv(set: &serde_json::Value) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header = vec!["param"];
+    header.extend(CSV_COLUMNS);
+    header.push("interrupted");
+    w.write_record(&header).expect("in-memory CSV");
+    for p in set["points"].as_array().into_iter().flatten() {
+        let mut row = vec![set["param"].as_str().unwrap_or("").to_string()];
+        for c in CSV_COLUMNS {
+            row.push(match &p[c] {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Null => String::new(),
+                v => v.to_string(),
+            });
+        }
+        row.push(set["interrupted"].as_bool().unwrap_or(false).to_string());
+        w.write_record(&row).expect("in-memory CSV");
+    }
+    String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("UTF-8")
 }

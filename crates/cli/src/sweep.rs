@@ -136,44 +136,6 @@ pub fn schema() -> String {
     )
 }
 
-/// The CSV columns of a result set, one row per point.
-const CSV_COLUMNS: [&str; 12] = [
-    "value",
-    "mpps",
-    "mpps_min",
-    "mpps_max",
-    "gbps_l1",
-    "gbps_l2",
-    "busy_cycles_per_packet",
-    "latency_p50_ns",
-    "latency_p99_ns",
-    "latency_p999_ns",
-    "window_lost",
-    "conservation_holds",
-];
-
-/// One CSV row per point, from the result set's JSON.
-pub fn csv(set: &serde_json::Value) -> String {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let mut header = vec!["param"];
-    header.extend(CSV_COLUMNS);
-    header.push("interrupted");
-    w.write_record(&header).expect("in-memory CSV");
-    for p in set["points"].as_array().into_iter().flatten() {
-        let mut row = vec![set["param"].as_str().unwrap_or("").to_string()];
-        for c in CSV_COLUMNS {
-            row.push(match &p[c] {
-                serde_json::Value::String(s) => s.clone(),
-                serde_json::Value::Null => String::new(),
-                v => v.to_string(),
-            });
-        }
-        row.push(set["interrupted"].as_bool().unwrap_or(false).to_string());
-        w.write_record(&row).expect("in-memory CSV");
-    }
-    String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("UTF-8")
-}
-
 /// The values of `--values`: comma separated (`;` when a value has commas); for `size`,
 /// `rfc2544` expands to RFC 2544's seven sizes.
 fn values(param: &str, text: &str) -> Vec<String> {
@@ -326,7 +288,7 @@ pub fn cmd_sweep(a: SweepArgs) -> ExitCode {
     let text = if a.run.json {
         serde_json::to_string_pretty(&set).expect("serialisable") + "\n"
     } else if a.run.csv {
-        csv(&set)
+        report::csv(&set)
     } else {
         render::sweep_table(&set)
     };
