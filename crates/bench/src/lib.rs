@@ -275,17 +275,9 @@ pub fn copies(nf: &NfConfig, n: usize) -> Result<sfclab_core::NamedNfs, String> 
         .collect()
 }
 
-pub(crate) fn forwarders(n: usize) -> Vec<(String, Box<dyn sfclab_core::NetworkFunction>)> {
-    (0..n)
-        .map(|i| {
-            (
-                format!("forwarder{}", i + 1),
-                NfConfig::Forwarder(Default::default())
-                    .build()
-                    .expect("default forwarder"),
-            )
-        })
-        .collect()
+/// `forwarder*n` with default MACs.
+pub(crate) fn forwarders(n: usize) -> sfclab_core::NamedNfs {
+    copies(&NfConfig::Forwarder(Default::default()), n).expect("default forwarder")
 }
 
 /// Runs the benchmark; `progress` is told after each trial (done, total).

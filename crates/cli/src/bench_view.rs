@@ -7,10 +7,10 @@ use sfclab_bench::pipeline::PipelineBench;
 use sfclab_bench::placement::PlacementBench;
 use sfclab_bench::ring::RingBench;
 use sfclab_bench::{HopBench, footer, is_wide, with_range};
+use std::fmt::Write as _;
 
 /// The terminal view of a hop benchmark.
 pub fn hop_table(b: &HopBench) -> String {
-    use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -95,7 +95,6 @@ pub fn hop_table(b: &HopBench) -> String {
 }
 
 pub fn placement_table(b: &PlacementBench) -> String {
-    use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -197,7 +196,6 @@ pub fn placement_csv(b: &PlacementBench) -> String {
 }
 
 pub fn overload_table(b: &OverloadBench) -> String {
-    use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -288,7 +286,6 @@ pub fn overload_csv(b: &OverloadBench) -> String {
 }
 
 pub fn ring_table(b: &RingBench) -> String {
-    use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -358,7 +355,6 @@ pub fn ring_table(b: &RingBench) -> String {
 }
 
 pub fn pipeline_table(b: &PipelineBench) -> String {
-    use std::fmt::Write as _;
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
         .set_header(vec!["case", "system", "setup", "Mpps median [min–max]", "runs"]);

@@ -58,14 +58,13 @@ impl Trial for ChainTrial {
     }
 
     fn run(&mut self, offered_pps: f64, duration: Duration) -> Result<TrialResult, String> {
-        let interrupted = || self.stop.load(std::sync::atomic::Ordering::Relaxed);
-        if interrupted() {
+        if self.interrupted() {
             return Err(format!("interrupted by Ctrl-C after {} trials", self.reports.len()));
         }
         let mut spec = self.spec.as_trial(Rate::Pps(offered_pps), 0.0, duration);
         spec.stop_on(&self.stop);
         let r = run(&spec).map_err(|e| e.to_string())?;
-        if interrupted() {
+        if self.interrupted() {
             return Err(format!("interrupted by Ctrl-C after {} trials", self.reports.len()));
         }
         // The window's own traffic, counted after the drain: exact in every runtime, and

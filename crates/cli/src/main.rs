@@ -462,8 +462,7 @@ fn cmd_run(a: RunArgs) -> ExitCode {
             s
         }
         Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return outcome::fail(outcome::USAGE, &e.to_string());
         }
     };
     let render = |r: &sfclab_runtime::RunReport| {
@@ -538,12 +537,10 @@ fn cmd_ring(a: RingArgs) -> ExitCode {
     let duration = match humantime::parse_duration(&a.duration) {
         Ok(d) if a.repeat > 0 && (1..=256).contains(&a.burst) => d,
         Ok(_) => {
-            eprintln!("error: need at least one repetition and a burst of 1..=256");
-            return ExitCode::from(2);
+            return outcome::fail(outcome::USAGE, "need at least one repetition and a burst of 1..=256");
         }
         Err(e) => {
-            eprintln!("error: --duration `{}`: {e}", a.duration);
-            return ExitCode::from(2);
+            return outcome::fail(outcome::USAGE, &format!("--duration `{}`: {e}", a.duration));
         }
     };
     let result = with_progress(|tick| sfclab_bench::ring::run(a.repeat, duration, a.burst, tick));
@@ -554,12 +551,10 @@ fn cmd_pipeline(a: PipelineArgs) -> ExitCode {
     let (duration, warmup) = match window(&a.duration, &a.warmup) {
         Ok(w) if a.repeat > 0 && w.0 > Duration::ZERO => w,
         Ok(_) => {
-            eprintln!("error: need at least one repetition and a non-zero duration");
-            return ExitCode::from(2);
+            return outcome::fail(outcome::USAGE, "need at least one repetition and a non-zero duration");
         }
         Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return outcome::fail(outcome::USAGE, &e);
         }
     };
     let args = sfclab_bench::pipeline::PipelineBenchArgs {
@@ -590,14 +585,15 @@ fn cmd_overload(a: OverloadArgs) -> ExitCode {
     let (duration, warmup) = match window(&a.duration, &a.warmup) {
         Ok(w) => w,
         Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return outcome::fail(outcome::USAGE, &e);
         }
     };
     if a.hops.is_empty() || a.hops.contains(&0) || a.repeat == 0 || a.loads.iter().any(|l| !(*l > 0.0 && l.is_finite()))
     {
-        eprintln!("error: need chain lengths of at least 1, positive loads and at least one repetition");
-        return ExitCode::from(2);
+        return outcome::fail(
+            outcome::USAGE,
+            "need chain lengths of at least 1, positive loads and at least one repetition",
+        );
     }
     let nf_config = match one_nf(&a.nf) {
         Ok(c) => c,
@@ -628,13 +624,14 @@ fn cmd_placement(a: PlacementArgs) -> ExitCode {
     let ((duration, warmup), placements) = match (window(&a.duration, &a.warmup), placements) {
         (Ok(w), Ok(p)) => (w, p),
         (Err(e), _) | (_, Err(e)) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return outcome::fail(outcome::USAGE, &e);
         }
     };
     if a.lengths.is_empty() || a.repeat == 0 || !placements.contains(&sfclab_runtime::Placement::SCore) {
-        eprintln!("error: need lengths, at least one repetition, and s_core among the placements (the reference)");
-        return ExitCode::from(2);
+        return outcome::fail(
+            outcome::USAGE,
+            "need lengths, at least one repetition, and s_core among the placements (the reference)",
+        );
     }
     let nf_config = match one_nf(&a.nf) {
         Ok(c) => c,
@@ -664,13 +661,14 @@ fn cmd_hop(a: HopArgs) -> ExitCode {
     let (duration, warmup) = match window(&a.duration, &a.warmup) {
         Ok(w) => w,
         Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return outcome::fail(outcome::USAGE, &e);
         }
     };
     if a.hops.is_empty() || a.repeat == 0 || duration == Duration::ZERO {
-        eprintln!("error: need at least one hop count, one repetition and a non-zero duration");
-        return ExitCode::from(2);
+        return outcome::fail(
+            outcome::USAGE,
+            "need at least one hop count, one repetition and a non-zero duration",
+        );
     }
     let args = sfclab_bench::HopBenchArgs {
         hops: a.hops,

@@ -64,10 +64,8 @@ impl Progress {
     /// Jumps to `done` of `total` (work that counts its own steps).
     pub fn at(&mut self, done: usize, total: usize, what: &str) {
         self.total = total as u64;
-        while self.done + 1 < done as u64 {
-            self.done += 1;
-        }
-        if (done as u64) > self.done {
+        if done as u64 > self.done {
+            self.done = done as u64 - 1;
             self.step(what);
         }
     }

@@ -640,7 +640,7 @@ fn relevant_bounds(log: &TrialLog, target: &Target) -> (Option<f64>, Option<f64>
     loads.dedup();
     let mut lower = None;
     for l in loads {
-        match LoadTally::of(log.trials.iter(), l, target).class(target) {
+        match class_of(log, l, target) {
             Class::Upper => return (lower, Some(l)),
             Class::Lower => lower = Some(l),
             Class::Undecided => {}
