@@ -11,14 +11,17 @@
 //!   - noop
 //! ```
 //!
-//! Errors name the file, the place (`traffic`, `run`, or `chain[i] (kind)`), the key and
-//! why. Unknown keys are errors, never ignored.
+//! The keys of `traffic:` and `run:` are the flags of `sfclab run` ([`crate::settings`]).
+//! Errors name the file and line (any YAML style), the place (`traffic`, `run`, or
+//! `chain[i] (kind)`), the key and why; an error in a value the command line gave names
+//! the flag. Unknown keys are errors, never ignored.
 
-use serde::Deserialize;
-use serde_json::Value;
+use crate::located::{Located, Step, steps_of};
+use crate::settings::{Layers, Runtime, Settings, flag_of};
+use serde_json::{Map, Value};
 use sfclab_nf::NfConfig;
 use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings};
-use sfclab_traffic::{FrameSizes, GeneratorConfig, IpVersion, Rate};
+use sfclab_traffic::{FrameSizes, GeneratorConfig, Rate};
 use std::time::Duration;
 
 /// The chain run when no file and no `--chain` is given.
@@ -54,140 +57,8 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Settings given on the command line; each one overrides the file.
-#[derive(Debug, Clone, Default)]
-pub struct Overrides {
-    pub size: Option<String>,
-    pub flows: Option<u32>,
-    pub ip: Option<IpVersion>,
-    pub rate: Option<String>,
-    pub latency_probe_pps: Option<f64>,
-    pub duration: Option<String>,
-    pub warmup: Option<String>,
-    pub count: Option<u64>,
-    pub batch: Option<usize>,
-    pub core: Option<usize>,
-    pub accounting: Option<bool>,
-    pub verify: Option<bool>,
-    pub pool_size: Option<usize>,
-    pub runtime: Option<String>,
-    pub placement: Option<String>,
-    pub cores: Option<Vec<usize>>,
-    pub generator_core: Option<usize>,
-    pub links: Option<String>,
-    pub ring_size: Option<usize>,
-    pub rx_queue: Option<usize>,
-    pub stage_budget: Option<usize>,
-    pub flow_control: Option<bool>,
-    pub replicas: Option<usize>,
-}
-
-impl Overrides {
-    /// Whether the command line gave the setting a chain file calls `key` (its `run:` or
-    /// `traffic:` key), so that an error in it names the flag and not the file.
-    fn given(&self, key: &str) -> bool {
-        match key {
-            "size" => self.size.is_some(),
-            "flows" => self.flows.is_some(),
-            "ip" => self.ip.is_some(),
-            "rate" => self.rate.is_some(),
-            "latency_probe_pps" => self.latency_probe_pps.is_some(),
-            "duration" => self.duration.is_some() || self.count.is_some(),
-            "warmup" => self.warmup.is_some(),
-            "count" => self.count.is_some(),
-            "batch" => self.batch.is_some(),
-            "core" => self.core.is_some(),
-            "pool_size" => self.pool_size.is_some(),
-            "runtime" => self.runtime.is_some(),
-            "placement" => self.placement.is_some(),
-            "cores" => self.cores.is_some(),
-            "generator_core" => self.generator_core.is_some(),
-            "links" => self.links.is_some(),
-            "ring_size" => self.ring_size.is_some(),
-            "rx_queue" => self.rx_queue.is_some(),
-            "stage_budget" => self.stage_budget.is_some(),
-            "flow_control" => self.flow_control.is_some(),
-            "replicas" => self.replicas.is_some(),
-            _ => false,
-        }
-    }
-
-    /// An error about a setting the command line gave is the flag's, not the file's.
-    fn blame(&self, e: ConfigError) -> ConfigError {
-        if matches!(e.place.as_str(), "traffic" | "run") && self.given(&e.key) {
-            let flag = if e.key == "duration" && self.duration.is_none() {
-                "--count".to_string()
-            } else {
-                format!("--{}", e.key.replace('_', "-"))
-            };
-            ConfigError {
-                file: flag,
-                line: None,
-                place: String::new(),
-                key: String::new(),
-                reason: e.reason,
-            }
-        } else {
-            e
-        }
-    }
-}
-
-/// The 1-based line of a chain file where `place` (`traffic`, `run`, `chain[i] (kind)`)
-/// and its `key` are written, for block-style YAML; `None` when it cannot tell (flow
-/// style, an unusual layout): the error then names the place and key alone.
-fn line_of(text: &str, place: &str, key: &str) -> Option<usize> {
-    let lines: Vec<&str> = text.lines().collect();
-    let top = |name: &str| {
-        lines
-            .iter()
-            .position(|l| l.starts_with(name) && l[name.len()..].trim_start().starts_with(':'))
-    };
-    let section_end = |start: usize| {
-        (start + 1..lines.len())
-            .find(|&i| {
-                let l = lines[i];
-                !l.trim().is_empty() && !l.starts_with(' ') && !l.starts_with('\t') && !l.starts_with('#')
-            })
-            .unwrap_or(lines.len())
-    };
-    let key_in = |from: usize, to: usize| {
-        (from..to).find(|&i| {
-            let l = lines[i]
-                .trim_start()
-                .trim_start_matches("- ")
-                .trim_start_matches('{')
-                .trim_start();
-            !key.is_empty() && (l.starts_with(&format!("{key}:")) || lines[i].contains(&format!(" {key}:")))
-        })
-    };
-    let found = if let Some(index) = place.strip_prefix("chain[") {
-        let i: usize = index.split(']').next()?.parse().ok()?;
-        let start = top("chain")?;
-        let end = section_end(start);
-        let item = (start + 1..end)
-            .filter(|&j| lines[j].trim_start().starts_with("- "))
-            .nth(i)?;
-        let item_end = (item + 1..end)
-            .find(|&j| lines[j].trim_start().starts_with("- "))
-            .unwrap_or(end);
-        if key.is_empty() {
-            Some(item)
-        } else {
-            key_in(item, item_end).or(Some(item))
-        }
-    } else if place.is_empty() {
-        None
-    } else {
-        let start = top(place)?;
-        // The key's own line, or the section's (flow style: `run: {batch: 0}`).
-        key_in(start, section_end(start)).or(Some(start))
-    };
-    found.map(|i| i + 1)
-}
-
 /// Serde's words for what it expected, in a chain file's terms (no Rust type names).
-fn plain(message: &str) -> String {
+pub(crate) fn plain(message: &str) -> String {
     let mut m = message.to_string();
     for (rust, words) in [
         ("expected usize", "expected a whole number"),
@@ -263,216 +134,232 @@ impl ChainSpec {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The top-level keys of a chain file.
+const FILE_KEYS: [&str; 5] = ["name", "description", "traffic", "run", "chain"];
+
+/// A chain file's parts, before the settings are merged with the flags.
 struct ChainFile {
     name: Option<String>,
-    #[allow(dead_code)]
-    description: Option<String>,
-    #[serde(default)]
-    traffic: TrafficSection,
-    #[serde(default)]
-    run: RunSection,
+    traffic: Map<String, Value>,
+    run: Map<String, Value>,
     chain: Vec<Value>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TrafficSection {
-    size: Option<Value>,
-    flows: Option<u32>,
-    ip: Option<IpVersion>,
-    rate: Option<String>,
-    latency_probe_pps: Option<f64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RunSection {
-    duration: Option<String>,
-    warmup: Option<String>,
-    count: Option<u64>,
-    batch: Option<usize>,
-    core: Option<usize>,
-    accounting: Option<bool>,
-    verify: Option<bool>,
-    pool_size: Option<usize>,
-    /// `compound` (default) or `pipeline`.
-    runtime: Option<String>,
-    /// Pipeline: `s_core`, `bi:K`, `pbp:K` or one core per NF (`0,0,1,1`).
-    placement: Option<String>,
-    /// Pipeline: the cores the placement may use, in order.
-    cores: Option<Vec<usize>>,
-    generator_core: Option<usize>,
-    /// Pipeline: `drop` (default) or `backpressure`.
-    links: Option<String>,
-    ring_size: Option<usize>,
-    rx_queue: Option<usize>,
-    stage_budget: Option<usize>,
-    /// Pipeline: the generator waits while the rx-queue is full (no ingress drops).
-    flow_control: Option<bool>,
-    /// Parallel chains: copies of the chain, flows spread over them by hash.
-    replicas: Option<usize>,
-}
-
+/// Where errors point: the file (or flag) and, for a file, its lines.
 struct Ctx<'a> {
     file: &'a str,
+    tree: Option<&'a Located>,
+    /// Which settings the command line gave (empty until the merge).
+    layers: Option<&'a Layers>,
 }
 
 impl Ctx<'_> {
-    fn err(&self, place: &str, key: &str, reason: impl Into<String>) -> ConfigError {
+    fn at(&self, path: &[Step], place: &str, key: &str, reason: impl Into<String>) -> ConfigError {
         ConfigError {
             file: self.file.to_string(),
-            line: None,
+            line: self.tree.map(|t| t.line_at(path)),
             place: place.to_string(),
             key: key.to_string(),
             reason: reason.into(),
         }
     }
+
+    /// An error in the whole file (not valid YAML, not a mapping).
+    fn whole(&self, reason: impl Into<String>) -> ConfigError {
+        ConfigError {
+            line: None,
+            ..self.at(&[], "", "", reason)
+        }
+    }
+
+    /// An error in a setting (`section` is `traffic` or `run`): the flag's, when the
+    /// command line gave it.
+    fn setting(&self, section: &str, key: &str, reason: impl Into<String>) -> ConfigError {
+        if self.layers.is_some_and(|l| l.given_by_flag(key)) {
+            return ConfigError {
+                file: flag_of(key),
+                line: None,
+                place: String::new(),
+                key: String::new(),
+                reason: reason.into(),
+            };
+        }
+        self.at(&[Step::key(section), Step::key(key)], section, key, reason)
+    }
+
+    /// An error in the NF at `chain[index]`, at `path` inside its settings.
+    fn nf(&self, index: usize, kind: &str, path: &[Step], reason: impl Into<String>) -> ConfigError {
+        let mut at = vec![Step::key("chain"), Step::Index(index)];
+        at.extend_from_slice(path);
+        let key = path
+            .iter()
+            .skip(1)
+            .map(|s| match s {
+                Step::Key(k) => k.clone(),
+                Step::Index(i) => format!("[{i}]"),
+            })
+            .collect::<Vec<_>>()
+            .join(".")
+            .replace(".[", "[");
+        let place = if kind.is_empty() {
+            format!("chain[{index}]")
+        } else {
+            format!("chain[{index}] ({kind})")
+        };
+        self.at(&at, &place, &key, reason)
+    }
 }
 
 /// Reads and resolves a chain file.
-pub fn load(path: &str, o: &Overrides) -> Result<ChainSpec, ConfigError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| Ctx { file: path }.err("", "", format!("cannot read: {e}")))?;
-    parse(&text, path, o)
+pub fn load(path: &str, flags: &Settings) -> Result<ChainSpec, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: path.to_string(),
+        line: None,
+        place: String::new(),
+        key: String::new(),
+        reason: format!("cannot read: {e}"),
+    })?;
+    parse(&text, path, flags)
 }
 
 /// Parses and resolves chain-file text; `origin` names it in errors.
-pub fn parse(text: &str, origin: &str, o: &Overrides) -> Result<ChainSpec, ConfigError> {
-    let ctx = Ctx { file: origin };
-    let value: Value = serde_saphyr::from_str(text).map_err(|e| {
-        // The parser calls the text `<input>`: name the file instead.
-        ctx.err(
-            "",
-            "",
-            format!("not valid YAML: {}", e.to_string().replace("<input>", origin)),
-        )
+pub fn parse(text: &str, origin: &str, flags: &Settings) -> Result<ChainSpec, ConfigError> {
+    let syntax = Ctx {
+        file: origin,
+        tree: None,
+        layers: None,
+    };
+    let tree: Located = serde_saphyr::from_str(text).map_err(|e| {
+        let message = e.without_snippet().to_string();
+        // The line goes where every error has it, after the file name.
+        let message = message.split(" at line ").next().unwrap_or(&message).to_string();
+        ConfigError {
+            line: e.location().map(|l| l.line() as usize),
+            ..syntax.whole(format!("not valid YAML: {message}"))
+        }
     })?;
-    if !value.is_object() {
-        return Err(ctx.err(
+    let ctx = Ctx {
+        tree: Some(&tree),
+        ..syntax
+    };
+    let file = read_sections(&tree, &ctx)?;
+    resolve(file, &ctx, flags)
+}
+
+/// The file's sections, each of the kind it must be.
+fn read_sections(tree: &Located, ctx: &Ctx) -> Result<ChainFile, ConfigError> {
+    let what = "a chain file is a mapping with `chain:` (and optionally `traffic:` and `run:`)";
+    let mut keys = tree.keys().ok_or_else(|| ctx.whole(what))?;
+    if let Some(key) = keys.find(|k| !FILE_KEYS.contains(k)) {
+        return Err(ctx.at(
+            &[Step::key(key)],
+            key,
             "",
-            "",
-            "a chain file is a mapping with `chain:` (and optionally `traffic:` and `run:`)",
+            format!("unknown section; a chain file has {}", FILE_KEYS.join(", ")),
         ));
     }
-    let file: Result<ChainFile, ConfigError> = serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let (place, key) = match path.split_once('.') {
-            Some((section, rest)) => (section.to_string(), rest.to_string()),
-            None if path == "." => (String::new(), String::new()),
-            None => (path, String::new()),
-        };
-        ctx.err(&place, &key, plain(&e.into_inner().to_string()))
-    });
-    let located = |e: ConfigError| ConfigError {
-        line: e.line.or_else(|| line_of(text, &e.place, &e.key)),
-        ..e
+    let section = |name: &str| -> Result<Map<String, Value>, ConfigError> {
+        match tree.get(name) {
+            None => Ok(Map::new()),
+            Some(s) => s
+                .map_or_empty()
+                .ok_or_else(|| ctx.at(&[Step::key(name)], name, "", "expected a mapping (key: value)")),
+        }
     };
-    let file = file.map_err(located)?;
-    resolve(file, &ctx, o).map_err(|e| o.blame(e)).map_err(|e| {
-        // An error about a flag is not the file's: no line.
-        if e.file == origin { located(e) } else { e }
+    let chain = match tree.get("chain").map(Located::to_value) {
+        None => return Err(ctx.whole("missing `chain:`: list the NFs to run (e.g. `chain: [noop]`)")),
+        Some(Value::Array(items)) => items,
+        Some(_) => {
+            return Err(ctx.at(&[Step::key("chain")], "chain", "", "expected a list of NFs"));
+        }
+    };
+    let name = match tree.get("name").map(Located::to_value) {
+        None => None,
+        Some(Value::String(s)) => Some(s),
+        Some(other) => Some(other.to_string()),
+    };
+    Ok(ChainFile {
+        name,
+        traffic: section("traffic")?,
+        run: section("run")?,
+        chain,
     })
 }
 
 /// Builds a spec from `--chain` shorthand: `forwarder*4`, or
 /// `forwarder -> synthetic(cycles=100, working_set=64KiB) -> noop`.
-pub fn from_shorthand(spec: &str, o: &Overrides) -> Result<ChainSpec, ConfigError> {
-    let ctx = Ctx { file: "--chain" };
-    let chain = parse_shorthand(spec).map_err(|e| ctx.err("", "", e))?;
+pub fn from_shorthand(spec: &str, flags: &Settings) -> Result<ChainSpec, ConfigError> {
+    let ctx = Ctx {
+        file: "--chain",
+        tree: None,
+        layers: None,
+    };
+    let chain = parse_shorthand(spec).map_err(|e| ctx.whole(e))?;
     let file = ChainFile {
         name: Some(spec.to_string()),
+        traffic: Map::new(),
+        run: Map::new(),
         chain,
-        ..Default::default()
     };
-    resolve(file, &ctx, o).map_err(|e| o.blame(e))
+    resolve(file, &ctx, flags)
 }
 
-fn resolve(file: ChainFile, ctx: &Ctx, o: &Overrides) -> Result<ChainSpec, ConfigError> {
-    let t = &file.traffic;
-    let size_text = match (&o.size, &t.size) {
-        (Some(s), _) => s.clone(),
-        (None, Some(Value::String(s))) => s.clone(),
-        (None, Some(Value::Number(n))) => n.to_string(),
-        (None, Some(other)) => {
-            return Err(ctx.err(
-                "traffic",
-                "size",
-                format!("`{other}` is not a size: write 64, imix, rfc2544-mix or 64:7,594:4,1518:1"),
-            ));
-        }
-        (None, None) => "64".into(),
+fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, ConfigError> {
+    let layers =
+        Layers::merge(&file.traffic, &file.run, flags).map_err(|e| ctx.setting(e.section, &e.key, e.reason))?;
+    let ctx = &Ctx {
+        layers: Some(&layers),
+        ..*ctx
     };
-    let sizes: FrameSizes = size_text.parse().map_err(|e| ctx.err("traffic", "size", e))?;
-    let rate_text = o
-        .rate
-        .clone()
-        .or_else(|| t.rate.clone())
-        .unwrap_or_else(|| "max".into());
-    let rate: Rate = rate_text.parse().map_err(|e| ctx.err("traffic", "rate", e))?;
+    let t = &layers.traffic;
     let traffic = GeneratorConfig {
-        sizes,
-        flows: o.flows.or(t.flows).unwrap_or(256),
-        ip: o.ip.or(t.ip).unwrap_or_default(),
-        rate,
+        sizes: t.size.clone().unwrap_or(FrameSizes::Fixed { size: 64 }),
+        flows: t.flows.unwrap_or(256),
+        ip: t.ip.unwrap_or_default(),
+        rate: t.rate.unwrap_or(Rate::Max),
         limit: None,
-        probe_pps: o.latency_probe_pps.or(t.latency_probe_pps).unwrap_or(10_000.0),
+        probe_pps: t.latency_probe_pps.unwrap_or(10_000.0),
         port: 0,
     };
-    traffic.validate().map_err(|(k, r)| ctx.err("traffic", k, r))?;
+    traffic.validate().map_err(|(k, r)| ctx.setting("traffic", k, r))?;
 
-    let r = &file.run;
-    let dur = |key: &str, text: &str| {
-        humantime::parse_duration(text).map_err(|e| {
-            ctx.err(
-                "run",
-                key,
-                format!("`{text}` is not a duration ({e}); write e.g. 5s or 500ms"),
-            )
-        })
-    };
-    // A count on the command line replaces the file's duration, and the other way round.
-    let (duration_text, count) = match (&o.duration, o.count) {
-        (Some(d), c) => (Some(d.clone()), c),
-        (None, Some(c)) => (None, Some(c)),
-        (None, None) => (r.duration.clone(), r.count),
-    };
-    let duration = match (&duration_text, count) {
-        (Some(d), _) => Some(dur("duration", d)?),
+    let r = &layers.run;
+    let duration = match (r.duration, r.count) {
+        (Some(d), _) => Some(d.duration()),
         (None, Some(_)) => None,
         (None, None) => Some(Duration::from_secs(5)),
     };
-    let warmup = match o.warmup.as_ref().or(r.warmup.as_ref()) {
-        Some(w) => dur("warmup", w)?,
-        None => Duration::from_millis(500),
-    };
     let defaults = RunSettings::default();
     let settings = RunSettings {
-        batch: o.batch.or(r.batch).unwrap_or(defaults.batch),
+        batch: r.batch.unwrap_or(defaults.batch),
         duration,
-        count,
-        warmup,
-        core: o.core.or(r.core).or_else(default_core),
-        accounting: o.accounting.or(r.accounting).unwrap_or(true),
-        verify: o.verify.or(r.verify).unwrap_or(false),
-        pool_size: o.pool_size.or(r.pool_size).unwrap_or(defaults.pool_size),
+        count: r.count,
+        warmup: r.warmup.map_or(Duration::from_millis(500), |w| w.duration()),
+        core: r.core.or_else(default_core),
+        accounting: r.accounting.unwrap_or(true),
+        verify: r.verify.unwrap_or(false),
+        pool_size: r.pool_size.unwrap_or(defaults.pool_size),
         stop: None,
     };
     settings.validate().map_err(|e| match e {
-        sfclab_runtime::RunError::Setting { key, reason } => ctx.err("run", key, reason),
-        other => ctx.err("run", "", other.to_string()),
+        sfclab_runtime::RunError::Setting { key, reason } => ctx.setting("run", key, reason),
+        other => ctx.at(&[Step::key("run")], "run", "", other.to_string()),
     })?;
 
     if file.chain.is_empty() {
-        return Err(ctx.err("chain", "", "the chain has no NF: list at least one (e.g. `- noop`)"));
+        return Err(ctx.at(
+            &[Step::key("chain")],
+            "chain",
+            "",
+            "the chain has no NF: list at least one (e.g. `- noop`)",
+        ));
     }
     let nfs = resolve_chain(&file.chain, ctx)?;
-    let replicas = o.replicas.or(r.replicas).unwrap_or(1);
+    let replicas = r.replicas.unwrap_or(1);
     if replicas == 0 || replicas > 64 {
-        return Err(ctx.err("run", "replicas", format!("{replicas} is outside 1..=64")));
+        return Err(ctx.setting("run", "replicas", format!("{replicas} is outside 1..=64")));
     }
-    let pipeline = resolve_pipeline(r, o, &settings, nfs.len(), replicas, ctx)?;
+    let pipeline = resolve_pipeline(&layers, &settings, nfs.len(), replicas, ctx)?;
     Ok(ChainSpec {
         name: file.name.unwrap_or_else(|| ctx.file.to_string()),
         traffic,
@@ -484,81 +371,51 @@ fn resolve(file: ChainFile, ctx: &Ctx, o: &Overrides) -> Result<ChainSpec, Confi
 }
 
 /// The pipeline settings when the chain runs as a pipeline (asked for, or implied by a
-/// placement), checked against this machine's cores.
+/// placement or replicas), checked against this machine's cores.
 fn resolve_pipeline(
-    r: &RunSection,
-    o: &Overrides,
+    layers: &Layers,
     run: &RunSettings,
     n: usize,
     replicas: usize,
     ctx: &Ctx,
 ) -> Result<Option<PipelineSettings>, ConfigError> {
-    let placement_text = o.placement.as_ref().or(r.placement.as_ref());
-    // Pipeline settings on a chain that runs compound would be ignored: refuse them.
-    let pipeline_only = [
-        ("cores", o.cores.is_some() || r.cores.is_some()),
-        (
-            "generator_core",
-            o.generator_core.is_some() || r.generator_core.is_some(),
-        ),
-        ("links", o.links.is_some() || r.links.is_some()),
-        ("ring_size", o.ring_size.is_some() || r.ring_size.is_some()),
-        ("rx_queue", o.rx_queue.is_some() || r.rx_queue.is_some()),
-        ("stage_budget", o.stage_budget.is_some() || r.stage_budget.is_some()),
-        ("flow_control", o.flow_control.is_some() || r.flow_control.is_some()),
-    ];
-    let compound_only = |runtime: Option<&str>| {
-        let compound = runtime == Some("compound") || (runtime.is_none() && placement_text.is_none() && replicas == 1);
-        match pipeline_only.iter().find(|(_, given)| *given) {
-            Some((key, _)) if compound => Err(ctx.err(
-                "run",
-                key,
-                "applies to the pipeline runtime (stages on cores joined by rings), and this chain runs \
-                 compound on one core: add `runtime: pipeline` or a placement (--placement), or remove it",
-            )),
-            _ => Ok(()),
-        }
+    let p = &layers.pipeline;
+    let runtime = match layers.run.runtime {
+        Some(r) => r,
+        None if p.placement.is_some() || replicas > 1 => Runtime::Pipeline,
+        None => Runtime::Compound,
     };
-    let runtime = o
-        .runtime
-        .as_ref()
-        .or(r.runtime.as_ref())
-        .map(|s| s.to_ascii_lowercase());
-    compound_only(runtime.as_deref())?;
-    match runtime.as_deref() {
-        None if placement_text.is_none() && replicas == 1 => return Ok(None),
-        Some("compound") if replicas > 1 => {
-            return Err(ctx.err("run", "replicas", "parallel replicas need `runtime: pipeline`"));
+    if runtime == Runtime::Compound {
+        if replicas > 1 {
+            return Err(ctx.setting("run", "replicas", "parallel replicas need `runtime: pipeline`"));
         }
-        Some("compound") if placement_text.is_some() => {
-            return Err(ctx.err(
+        if p.placement.is_some() {
+            return Err(ctx.setting(
                 "run",
                 "placement",
                 "a placement needs `runtime: pipeline` (compound runs on one core)",
             ));
         }
-        Some("compound") => return Ok(None),
-        None | Some("pipeline") => {}
-        Some(other) => {
-            return Err(ctx.err(
+        // Pipeline settings on a chain that runs compound would be ignored: refuse them.
+        if let Some(key) = crate::settings::given_keys(p).first() {
+            return Err(ctx.setting(
                 "run",
-                "runtime",
-                format!("`{other}` is not a runtime: write compound or pipeline"),
+                key,
+                "applies to the pipeline runtime (stages on cores joined by rings), and this chain runs \
+                 compound on one core: add `runtime: pipeline` or a placement (--placement), or remove it",
             ));
         }
+        return Ok(None);
     }
     let defaults = PipelineSettings::default();
-    let placement: Placement = match placement_text {
-        Some(p) => p.parse().map_err(|e| ctx.err("run", "placement", e))?,
-        None => Placement::SCore,
-    };
-    let cores = o.cores.clone().or_else(|| r.cores.clone()).unwrap_or(defaults.cores);
+    let placement = p.placement.clone().unwrap_or(Placement::SCore);
+    let cores = p.cores.clone().unwrap_or(defaults.cores);
     if let Some(c) = cores
         .iter()
         .enumerate()
         .find_map(|(i, c)| cores[..i].contains(c).then_some(c))
     {
-        return Err(ctx.err(
+        return Err(ctx.setting(
             "run",
             "cores",
             format!("core {c} is listed twice: each core runs one thread (to share a core, place NFs on it: `placement: 0,0,1`)"),
@@ -566,7 +423,7 @@ fn resolve_pipeline(
     }
     let allowed = sfclab_runtime::placement::allowed_cores();
     if replicas > allowed.len() {
-        return Err(ctx.err(
+        return Err(ctx.setting(
             "run",
             "replicas",
             format!(
@@ -578,31 +435,27 @@ fn resolve_pipeline(
     }
     placement
         .stages(n, &cores)
-        .map_err(|e| ctx.err("run", "placement", e))?;
-    let links = match o.links.as_ref().or(r.links.as_ref()) {
-        Some(l) => l.parse::<LinkMode>().map_err(|e| ctx.err("run", "links", e))?,
-        None => LinkMode::Drop,
-    };
+        .map_err(|e| ctx.setting("run", "placement", e))?;
     let mut run = run.clone();
     run.core = None;
     // Unless given, the pipeline sizes its pool for its rings.
-    run.pool_size = o.pool_size.or(r.pool_size).unwrap_or(0);
+    run.pool_size = layers.run.pool_size.unwrap_or(0);
     let p = PipelineSettings {
         run,
         placement,
         cores,
-        generator_core: o.generator_core.or(r.generator_core),
-        links,
-        ring_size: o.ring_size.or(r.ring_size).unwrap_or(defaults.ring_size),
-        rx_queue: o.rx_queue.or(r.rx_queue).unwrap_or(defaults.rx_queue),
-        stage_budget: o.stage_budget.or(r.stage_budget).unwrap_or(defaults.stage_budget),
-        flow_control: o.flow_control.or(r.flow_control).unwrap_or(false),
+        generator_core: p.generator_core,
+        links: p.links.unwrap_or(LinkMode::Drop),
+        ring_size: p.ring_size.unwrap_or(defaults.ring_size),
+        rx_queue: p.rx_queue.unwrap_or(defaults.rx_queue),
+        stage_budget: p.stage_budget.unwrap_or(defaults.stage_budget),
+        flow_control: p.flow_control.unwrap_or(false),
     };
     if let Some(c) = p
         .generator_core
         .filter(|c| !sfclab_runtime::placement::allowed_cores().contains(c))
     {
-        return Err(ctx.err("run", "generator_core", format!("core {c} is not available")));
+        return Err(ctx.setting("run", "generator_core", format!("core {c} is not available")));
     }
     for (key, v, min) in [
         ("ring_size", p.ring_size, p.run.batch),
@@ -610,7 +463,7 @@ fn resolve_pipeline(
         ("stage_budget", p.stage_budget, 1),
     ] {
         if v < min || v > 1 << 20 {
-            return Err(ctx.err("run", key, format!("{v} is outside {min}..={}", 1 << 20)));
+            return Err(ctx.setting("run", key, format!("{v} is outside {min}..={}", 1 << 20)));
         }
     }
     Ok(Some(p))
@@ -630,7 +483,6 @@ fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfConfig)>, 
             Value::Object(m) => m.keys().next().cloned().unwrap_or_default(),
             _ => String::new(),
         };
-        let place = format!("chain[{i}] ({kind_guess})");
         let value = match raw {
             // `- noop` and `- noop:` mean the NF with default settings.
             Value::String(s) => serde_json::json!({ s.as_str(): {} }),
@@ -639,24 +491,25 @@ fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfConfig)>, 
                 serde_json::json!({ k.as_str(): if v.is_null() { serde_json::json!({}) } else { v.clone() } })
             }
             _ => {
-                return Err(ctx.err(
-                    &format!("chain[{i}]"),
+                return Err(ctx.nf(
+                    i,
                     "",
+                    &[],
                     "an NF is written as `- type: { key: value, ... }` with exactly one type",
                 ));
             }
         };
         let cfg: NfConfig = serde_path_to_error::deserialize(value).map_err(|e| {
-            let path = e.path().to_string();
-            let key = path.split_once('.').map(|(_, k)| k.to_string()).unwrap_or_default();
+            let path = steps_of(e.path());
             let mut reason = e.into_inner().to_string();
             if reason.starts_with("unknown variant") {
                 let kinds: Vec<&str> = NfConfig::KINDS.iter().map(|(k, _)| *k).collect();
                 reason = format!("unknown NF type `{kind_guess}`; known types: {}", kinds.join(", "));
             }
-            ctx.err(&place, &key, reason)
+            ctx.nf(i, &kind_guess, &path, plain(&reason))
         })?;
-        cfg.build().map_err(|e| ctx.err(&place, e.key, e.reason))?;
+        cfg.build()
+            .map_err(|e| ctx.nf(i, &kind_guess, &[Step::key(&kind_guess), Step::key(e.key)], e.reason))?;
         let name = cfg.name().map(str::to_string).unwrap_or_default();
         out.push((name, cfg));
     }
@@ -674,9 +527,11 @@ fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfConfig)>, 
     }
     for i in 0..out.len() {
         if let Some(j) = (0..i).find(|&j| out[j].0 == out[i].0) {
-            return Err(ctx.err(
-                &format!("chain[{i}] ({})", out[i].1.kind()),
-                "name",
+            let kind = out[i].1.kind();
+            return Err(ctx.nf(
+                i,
+                kind,
+                &[Step::key(kind), Step::key("name")],
                 format!("`{}` is already the name of chain[{j}]", out[i].0),
             ));
         }
@@ -750,13 +605,20 @@ fn scalar(v: &str) -> Value {
 mod tests {
     use super::*;
 
+    /// Settings as the command line would give them.
+    fn flags(given: &[(&str, &str)]) -> Settings {
+        given
+            .iter()
+            .fold(Settings::default(), |s, (k, v)| s.with(k, v).unwrap())
+    }
+
     fn parse_err(text: &str) -> ConfigError {
-        parse(text, "bad.yaml", &Overrides::default()).unwrap_err()
+        parse(text, "bad.yaml", &Settings::default()).unwrap_err()
     }
 
     #[test]
     fn default_chain_parses() {
-        let spec = parse(DEFAULT_CHAIN, "default", &Overrides::default()).unwrap();
+        let spec = parse(DEFAULT_CHAIN, "default", &Settings::default()).unwrap();
         assert!(!spec.nfs.is_empty());
     }
 
@@ -764,7 +626,7 @@ mod tests {
     fn shorthand_expands_repeats_and_parameters() {
         let spec = from_shorthand(
             "forwarder*3 -> synthetic(cycles=100, working_set=64KiB) -> noop",
-            &Overrides::default(),
+            &Settings::default(),
         )
         .unwrap();
         let names: Vec<&str> = spec.nfs.iter().map(|(n, _)| n.as_str()).collect();
@@ -777,12 +639,7 @@ mod tests {
 
     #[test]
     fn overrides_win_and_count_replaces_duration() {
-        let o = Overrides {
-            size: Some("imix".into()),
-            count: Some(1000),
-            batch: Some(64),
-            ..Default::default()
-        };
+        let o = flags(&[("size", "imix"), ("count", "1000"), ("batch", "64")]);
         let spec = parse("run: { duration: 9s }\nchain: [noop]\n", "f.yaml", &o).unwrap();
         assert_eq!(spec.traffic.sizes, FrameSizes::imix());
         assert_eq!(spec.settings.count, Some(1000));
@@ -821,8 +678,18 @@ mod tests {
         assert_eq!((e.place.as_str(), e.key.as_str()), ("traffic", "size"));
 
         let e = parse_err("traffic: { sizes: 64 }\nchain: [noop]\n");
-        assert_eq!(e.place, "traffic");
-        assert!(e.reason.contains("unknown field `sizes`"), "{e}");
+        assert_eq!((e.place.as_str(), e.key.as_str()), ("traffic", "sizes"));
+        assert!(
+            e.reason.contains("unknown key") && e.reason.contains("size, flows"),
+            "{e}"
+        );
+
+        let e = parse_err(
+            "chain: [noop]
+runn: {}
+",
+        );
+        assert_eq!((e.place.as_str(), e.line), ("runn", Some(2)));
 
         let e = parse_err("run: { batch: 1000 }\nchain: [noop]\n");
         assert_eq!((e.place.as_str(), e.key.as_str()), ("run", "batch"));
@@ -843,7 +710,7 @@ mod tests {
         assert!(e.reason.starts_with("not valid YAML"), "{e}");
 
         let e = parse_err("traffic: {}\n");
-        assert!(e.reason.contains("missing field `chain`"), "{e}");
+        assert!(e.reason.contains("missing `chain:`"), "{e}");
     }
 
     #[test]
@@ -851,20 +718,12 @@ mod tests {
         let spec = parse(
             "run: { runtime: pipeline, placement: s_core, links: backpressure }\nchain: [noop, noop]\n",
             "p.yaml",
-            &Overrides::default(),
+            &Settings::default(),
         )
         .unwrap();
         let p = spec.pipeline.unwrap();
         assert_eq!((p.placement, p.links), (Placement::SCore, LinkMode::Backpressure));
-        let spec = parse(
-            "chain: [noop]\n",
-            "p.yaml",
-            &Overrides {
-                placement: Some("s_core".into()),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let spec = parse("chain: [noop]\n", "p.yaml", &flags(&[("placement", "s_core")])).unwrap();
         assert!(spec.pipeline.is_some(), "a placement implies the pipeline runtime");
         for (text, key) in [
             ("run: { runtime: threads }\nchain: [noop]\n", "runtime"),
@@ -918,22 +777,14 @@ mod tests {
             "{e}"
         );
         let e = parse_err("chain: [noop\n");
-        assert!(e.reason.contains("bad.yaml") && !e.reason.contains("<input>"), "{e}");
+        assert_eq!((e.file.as_str(), e.line), ("bad.yaml", Some(1)));
+        assert!(!e.reason.contains("<input>"), "{e}");
 
-        let flags = Overrides {
-            size: Some("10".into()),
-            ..Default::default()
-        };
-        let e = parse(DEFAULT_CHAIN, "default.yaml", &flags).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "--size: frame size 10 is outside 64..=1518 bytes (FCS included)"
-        );
-        let flags = Overrides {
-            links: Some("drop".into()),
-            ..Default::default()
-        };
-        let e = from_shorthand("noop", &flags).unwrap_err();
+        let e = Settings::default().with("size", "10").unwrap_err();
+        assert!(e.contains("--size"), "a bad flag value is clap's to refuse: {e}");
+        let e = parse(DEFAULT_CHAIN, "default.yaml", &flags(&[("flows", "0")])).unwrap_err();
+        assert_eq!(e.to_string(), "--flows: 0 flows: must be 1..=1048576");
+        let e = from_shorthand("noop", &flags(&[("links", "drop")])).unwrap_err();
         assert!(
             e.to_string().starts_with("--links: applies to the pipeline runtime"),
             "{e}"
@@ -949,12 +800,36 @@ mod tests {
         let e = parse_err(&text.replace("batch: 1000", "batch: 32"));
         assert_eq!((e.line, e.place.as_str()), (Some(11), "chain[1] (synthetic)"), "{e}");
         let e = parse_err("traffic: { size: 10 }\nchain: [noop]\n");
-        assert_eq!(e.line, Some(1), "flow style: the section's line");
-        let flags = Overrides {
-            batch: Some(1000),
-            ..Default::default()
-        };
-        let e = parse(text, "bad.yaml", &flags).unwrap_err();
+        assert_eq!(e.line, Some(1));
+        let e = parse_err(
+            "run: {
+  duration: 1s,
+  batch: 1000 }
+chain: [noop]
+",
+        );
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(3), "batch"),
+            "flow style: the key's line"
+        );
+        let e = parse_err(
+            "chain: [noop, {synthetic: {cycles: 10,
+  accesses: 4}}]
+",
+        );
+        assert_eq!((e.line, e.key.as_str()), (Some(2), "accesses"), "{e}");
+        let e = parse_err(
+            "chain: [noop, {synthetic: {cycles: 10,
+  acesses: 4}}]
+",
+        );
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(2), "acesses"),
+            "an unknown key's line: {e}"
+        );
+        let e = parse(text, "bad.yaml", &flags(&[("batch", "1000")])).unwrap_err();
         assert_eq!((e.file.as_str(), e.line), ("--batch", None));
     }
 
@@ -971,15 +846,15 @@ mod tests {
         ] {
             assert!(parse_shorthand(bad).is_err(), "{bad}");
         }
-        let e = from_shorthand("forwarder(dst_mac=zz)", &Overrides::default()).unwrap_err();
+        let e = from_shorthand("forwarder(dst_mac=zz)", &Settings::default()).unwrap_err();
         assert_eq!(e.key, "dst_mac");
     }
 
     proptest::proptest! {
         #[test]
         fn arbitrary_chain_text_never_panics(text in "\\PC{0,200}") {
-            let _ = parse(&text, "fuzz.yaml", &Overrides::default());
-            let _ = from_shorthand(&text, &Overrides::default());
+            let _ = parse(&text, "fuzz.yaml", &Settings::default());
+            let _ = from_shorthand(&text, &Settings::default());
         }
     }
 }

@@ -4,15 +4,17 @@
 mod bench_view;
 mod config;
 mod execute;
+mod located;
 mod outcome;
 mod progress;
 mod render;
 mod report;
 mod search;
+mod settings;
 mod sweep;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use config::{ChainSpec, Overrides};
+use config::ChainSpec;
 use sfclab_runtime::RunError;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -54,8 +56,9 @@ enum Cmd {
     /// Run a chain over a list of values of one parameter: a table, and a result set
     /// (JSON, CSV, SVG plots, one self-contained HTML report) in `--out`.
     ///
-    /// `--param` is a setting (size, rate, flows, batch, placement, replicas, links, ip),
-    /// or any name when `--chain` holds `{}` where each value goes
+    /// `--param` is any setting, named as its flag without `--` (size, rate, flows, ip,
+    /// batch, placement, replicas, links, ring_size, ...: each value is parsed as the flag
+    /// is), or any name when `--chain` holds `{}` where each value goes
     /// (`--chain 'forwarder*{}' --param hops --values 1,2,4,8`).
     Sweep(Box<sweep::SweepArgs>),
     /// Re-render the plots and HTML report of a sweep result set (sweep.json).
@@ -84,89 +87,15 @@ pub struct RunArgs {
     /// Chain shorthand instead of a file: `forwarder*4`, `forwarder -> synthetic(cycles=100) -> noop`.
     #[arg(long, conflicts_with = "file")]
     chain: Option<String>,
-    /// Frame size with FCS: 64..1518, `imix` (64/594/1518 at 7:4:1), `rfc2544-mix` (the seven RFC 2544 sizes in one stream), or `64:7,594:4,1518:1`.
-    #[arg(long)]
-    size: Option<String>,
-    /// Number of flows (distinct 5-tuples).
-    #[arg(long)]
-    flows: Option<u32>,
-    /// IP version of the generated traffic.
-    #[arg(long, value_enum)]
-    ip: Option<IpArg>,
-    /// Offered rate: `max`, `10Mpps`, `500kpps`, `10Gbit/s` (L1, counts preamble and gap).
-    #[arg(long)]
-    rate: Option<String>,
-    /// Latency probes per second (0 turns latency measurement off).
-    #[arg(long)]
-    latency_probe_pps: Option<f64>,
-    /// Measured window, e.g. `5s`, `500ms`.
-    #[arg(long)]
-    duration: Option<String>,
-    /// Warm-up before the window (counted for conservation, not reported).
-    #[arg(long)]
-    warmup: Option<String>,
-    /// Packets to generate in the window (instead of a duration).
-    #[arg(long)]
-    count: Option<u64>,
-    /// Packets per batch (1..=256).
-    #[arg(long)]
-    batch: Option<usize>,
-    /// Core to pin the chain to (default: the last core).
-    #[arg(long)]
-    core: Option<usize>,
-    /// Turn per-NF cycle accounting off (the fastest path; per-NF cycles are not reported).
-    #[arg(long)]
-    no_accounting: bool,
-    /// Verify every frame's IPv4/UDP checksums at the sink.
-    #[arg(long)]
-    verify: bool,
-    /// Packet buffers in the pool.
-    #[arg(long)]
-    pool_size: Option<usize>,
-    /// `compound` (one core, the default) or `pipeline` (stages on cores joined by rings).
-    #[arg(long, help_heading = "Pipeline")]
-    runtime: Option<String>,
-    /// Where NFs run: `s_core`, `bi:K` (K contiguous blocks), `pbp:K` (a new core after
-    /// every NF, round robin) or one core per NF (`0,0,1,1`). Implies `--runtime pipeline`.
-    #[arg(long, help_heading = "Pipeline")]
-    placement: Option<String>,
-    /// Cores the placement may use, in order (default: all).
-    #[arg(long, value_delimiter = ',', help_heading = "Pipeline")]
-    cores: Option<Vec<usize>>,
-    /// Core of the generator (default: the first stage's).
-    #[arg(long, help_heading = "Pipeline")]
-    generator_core: Option<usize>,
-    /// What a full link between stages does: `drop` (counted, the default) or `backpressure`.
-    #[arg(long, help_heading = "Pipeline")]
-    links: Option<String>,
-    /// Packets a link between stages holds.
-    #[arg(long, help_heading = "Pipeline")]
-    ring_size: Option<usize>,
-    /// Packets the chain's ingress queue (the NIC's RX ring) holds.
-    #[arg(long, help_heading = "Pipeline")]
-    rx_queue: Option<usize>,
-    /// Batches a stage may process per turn on its core (1: equal turns).
-    #[arg(long, help_heading = "Pipeline")]
-    stage_budget: Option<usize>,
-    /// The generator waits while the rx-queue is full (Ethernet flow control): no ingress drops.
-    #[arg(long, help_heading = "Pipeline")]
-    flow_control: bool,
-    /// Parallel chains: this many copies of the chain, each placed like one chain on the
-    /// cores rotated by its index, flows spread over them by hash (as RSS does).
-    #[arg(long, help_heading = "Pipeline")]
-    replicas: Option<usize>,
+    /// Settings; each overrides the chain file's.
+    #[command(flatten)]
+    settings: settings::Settings,
     /// Print the report as JSON (schema `sfclab.run/2`).
-    #[arg(long, conflicts_with = "csv")]
+    #[arg(long, conflicts_with = "csv", help_heading = "Output")]
     json: bool,
     /// Print the report as one CSV row with a header.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     csv: bool,
-}
-
-#[derive(Clone, Copy, ValueEnum, Debug)]
-pub enum IpArg {
-    V4,
-    V6,
 }
 
 #[derive(Subcommand)]
@@ -420,38 +349,14 @@ fn bench_schema<T: schemars::JsonSchema>(name: &str) -> String {
 
 /// The chain the run arguments describe: a file, the shorthand, or the embedded default.
 pub fn load_spec(a: &RunArgs) -> Result<ChainSpec, config::ConfigError> {
-    let o = Overrides {
-        size: a.size.clone(),
-        flows: a.flows,
-        ip: a.ip.map(|i| match i {
-            IpArg::V4 => sfclab_traffic::IpVersion::V4,
-            IpArg::V6 => sfclab_traffic::IpVersion::V6,
-        }),
-        rate: a.rate.clone(),
-        latency_probe_pps: a.latency_probe_pps,
-        duration: a.duration.clone(),
-        warmup: a.warmup.clone(),
-        count: a.count,
-        batch: a.batch,
-        core: a.core,
-        accounting: a.no_accounting.then_some(false),
-        verify: a.verify.then_some(true),
-        pool_size: a.pool_size,
-        runtime: a.runtime.clone(),
-        placement: a.placement.clone(),
-        cores: a.cores.clone(),
-        generator_core: a.generator_core,
-        links: a.links.clone(),
-        ring_size: a.ring_size,
-        rx_queue: a.rx_queue,
-        stage_budget: a.stage_budget,
-        flow_control: a.flow_control.then_some(true),
-        replicas: a.replicas,
-    };
     match (&a.file, &a.chain) {
-        (Some(f), _) => config::load(f, &o),
-        (None, Some(c)) => config::from_shorthand(c, &o),
-        (None, None) => config::parse(config::DEFAULT_CHAIN, "examples/chains/default.yaml (embedded)", &o),
+        (Some(f), _) => config::load(f, &a.settings),
+        (None, Some(c)) => config::from_shorthand(c, &a.settings),
+        (None, None) => config::parse(
+            config::DEFAULT_CHAIN,
+            "examples/chains/default.yaml (embedded)",
+            &a.settings,
+        ),
     }
 }
 
@@ -574,7 +479,7 @@ fn cmd_pipeline(a: PipelineArgs) -> ExitCode {
 
 /// The one chain element `--nf` names, in shorthand (`synthetic(cycles=100)`).
 fn one_nf(text: &str) -> Result<sfclab_nf::NfConfig, String> {
-    let spec = config::from_shorthand(text, &Overrides::default()).map_err(|e| format!("--nf: {e}"))?;
+    let spec = config::from_shorthand(text, &settings::Settings::default()).map_err(|e| format!("--nf: {e}"))?;
     match <[_; 1]>::try_from(spec.nfs) {
         Ok([(_, cfg)]) => Ok(cfg),
         Err(_) => Err(format!("--nf `{text}`: give one NF (the benchmark repeats it)")),

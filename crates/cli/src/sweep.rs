@@ -13,7 +13,7 @@ use crate::config::ChainSpec;
 use crate::outcome::{self, FAILURE, USAGE};
 use crate::progress::Progress;
 use crate::render::NfOwned;
-use crate::{RunArgs, execute, load_spec, render, report, stop_flag};
+use crate::{RunArgs, execute, load_spec, render, report, settings, stop_flag};
 use sfclab_bench::{Machine, median};
 
 /// Schema tag of a sweep result set.
@@ -156,40 +156,25 @@ fn values(param: &str, text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The run arguments of the point where `param` is `v`; a value that does not parse is
-/// an error naming the flag, never a silent fallback.
+/// The run arguments of the point where `param` is `v`: a setting, parsed as its flag
+/// is (`--param batch --values 32,64` is `--batch 32`, then `--batch 64`), or a `{}` in
+/// `--chain`. A value that does not parse is an error naming the flag, never a fallback.
 fn point_args(a: &SweepArgs, v: &str) -> Result<RunArgs, String> {
     let mut r = a.run.clone();
-    let number = |what: &str| format!("--values: `{v}` is not a {what} for --param {}", a.param);
-    match a.param.as_str() {
-        "size" => r.size = Some(v.to_string()),
-        "rate" => r.rate = Some(v.to_string()),
-        "flows" => r.flows = Some(v.parse().map_err(|_| number("number of flows"))?),
-        "batch" => r.batch = Some(v.parse().map_err(|_| number("batch size"))?),
-        "replicas" => r.replicas = Some(v.parse().map_err(|_| number("replica count"))?),
-        "ip" => {
-            r.ip = Some(match v.to_ascii_lowercase().as_str() {
-                "v4" | "4" | "ipv4" => crate::IpArg::V4,
-                "v6" | "6" | "ipv6" => crate::IpArg::V6,
-                _ => {
-                    return Err(format!(
-                        "--values: `{v}` is not an IP version (v4 or v6) for --param ip"
-                    ));
-                }
-            })
-        }
-        "placement" => r.placement = Some(v.to_string()),
-        "links" => r.links = Some(v.to_string()),
-        "runtime" => r.runtime = Some(v.to_string()),
-        other => match &r.chain {
+    let settings = settings::keys_of::<settings::Settings>();
+    if settings.contains(&a.param) {
+        r.settings = r.settings.with(&a.param, v).map_err(|e| format!("--values: {e}"))?;
+    } else {
+        match &r.chain {
             Some(c) if c.contains("{}") => r.chain = Some(c.replace("{}", v)),
             _ => {
                 return Err(format!(
-                    "--param `{other}` is not a setting (size, rate, flows, ip, batch, placement, replicas, \
-                     links, runtime), and --chain has no `{{}}` for its values"
+                    "--param `{}` is not a setting ({}), and --chain has no `{{}}` for its values",
+                    a.param,
+                    settings.join(", ")
                 ));
             }
-        },
+        }
     }
     Ok(r)
 }

@@ -59,6 +59,12 @@ impl LinkMode {
     }
 }
 
+impl std::fmt::Display for LinkMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl std::str::FromStr for LinkMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

@@ -30,6 +30,17 @@ impl std::fmt::Display for IpVersion {
     }
 }
 
+impl std::str::FromStr for IpVersion {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "v4" | "4" | "ipv4" => Ok(IpVersion::V4),
+            "v6" | "6" | "ipv6" => Ok(IpVersion::V6),
+            _ => Err(format!("`{s}` is not an IP version: write v4 or v6")),
+        }
+    }
+}
+
 impl IpVersion {
     /// Ethernet + IP + UDP header bytes.
     pub fn header_len(self) -> usize {

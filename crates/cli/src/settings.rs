@@ -1,0 +1,481 @@
+//! Every setting of a run, declared once.
+//!
+//! The same three structs are the command line's flags (clap) and a chain file's keys
+//! (serde): `traffic:` is [`TrafficSection`], `run:` is [`RunSection`] and
+//! [`PipelineSection`] together. [`Layers::merge`] is the one place where the file and the
+//! flags meet (flags win), and it remembers which keys the flags gave, so that an error
+//! names the flag or the file the value came from. `sweep --param` sets one of these keys
+//! through the same clap parser a flag goes through.
+
+use clap::{Args, FromArgMatches};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sfclab_runtime::{LinkMode, Placement};
+use sfclab_traffic::{FrameSizes, IpVersion, Rate};
+use std::collections::BTreeSet;
+use std::fmt::Display;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The generated traffic: a chain file's `traffic:` section.
+#[derive(Args, Serialize, Deserialize, Default, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TrafficSection {
+    /// Frame size with FCS: 64..1518, `imix` (64/594/1518 at 7:4:1), `rfc2544-mix` (the seven RFC 2544 sizes in one stream), or `64:7,594:4,1518:1`.
+    #[arg(long)]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub size: Option<FrameSizes>,
+    /// Number of flows (distinct 5-tuples).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<u32>,
+    /// IP version of the generated traffic: v4 or v6.
+    #[arg(long)]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub ip: Option<IpVersion>,
+    /// Offered rate: `max`, `10Mpps`, `500kpps`, `10Gbit/s` (L1, counts preamble and gap).
+    #[arg(long)]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
+    /// Latency probes per second (0 turns latency measurement off).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_probe_pps: Option<f64>,
+}
+
+/// How long and how the chain runs: a chain file's `run:` section (with the pipeline's keys).
+#[derive(Args, Serialize, Deserialize, Default, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    /// Measured window, e.g. `5s`, `500ms`.
+    #[arg(long)]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Span>,
+    /// Warm-up before the window (counted for conservation, not reported).
+    #[arg(long)]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Span>,
+    /// Packets to generate in the window (instead of a duration).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// Packets per batch (1..=256).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<usize>,
+    /// Core to pin the chain to (default: the last core this process may use).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core: Option<usize>,
+    /// Turn per-NF cycle accounting off (the fastest path; per-NF cycles are not reported).
+    #[arg(long = "no-accounting", num_args = 0, default_missing_value = "false")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accounting: Option<bool>,
+    /// Verify every frame's IPv4/UDP checksums at the sink.
+    #[arg(long, num_args = 0, default_missing_value = "true")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<bool>,
+    /// Packet buffers in the pool.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_size: Option<usize>,
+    /// `compound` (one core, the default) or `pipeline` (stages on cores joined by rings).
+    #[arg(long, help_heading = "Pipeline")]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Runtime>,
+    /// Parallel chains: this many copies of the chain, each placed like one chain on the
+    /// cores rotated by its index, flows spread over them by hash (as RSS does).
+    #[arg(long, help_heading = "Pipeline")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<usize>,
+}
+
+/// Settings that only the pipeline runtime uses (in a chain file, keys of `run:`): given
+/// to a chain that runs compound, they are refused rather than ignored.
+#[derive(Args, Serialize, Deserialize, Default, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineSection {
+    /// Where NFs run: `s_core`, `bi:K` (K contiguous blocks), `pbp:K` (a new core after
+    /// every NF, round robin) or one core per NF (`0,0,1,1`). Implies `--runtime pipeline`.
+    #[arg(long)]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
+    /// Cores the placement may use, in order (default: all).
+    #[arg(long, value_delimiter = ',')]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<Vec<usize>>,
+    /// Core of the generator (default: the first stage's).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_core: Option<usize>,
+    /// What a full link between stages does: `drop` (counted, the default) or `backpressure`.
+    #[arg(long)]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub links: Option<LinkMode>,
+    /// Packets a link between stages holds.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring_size: Option<usize>,
+    /// Packets the chain's ingress queue (the NIC's RX ring) holds.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_queue: Option<usize>,
+    /// Batches a stage may process per turn on its core (1: equal turns).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage_budget: Option<usize>,
+    /// The generator waits while the rx-queue is full (Ethernet flow control): no ingress drops.
+    #[arg(long, num_args = 0, default_missing_value = "true")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_control: Option<bool>,
+}
+
+/// Every setting, as flags.
+#[derive(Args, Default, Clone, Debug, PartialEq)]
+pub struct Settings {
+    #[command(flatten)]
+    pub traffic: TrafficSection,
+    #[command(flatten)]
+    pub run: RunSection,
+    #[command(flatten, next_help_heading = "Pipeline")]
+    pub pipeline: PipelineSection,
+}
+
+/// The runtime a chain runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    /// All NFs and the generator on one core, one function call after another.
+    Compound,
+    /// Stages on cores joined by rings.
+    Pipeline,
+}
+
+impl FromStr for Runtime {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "compound" => Ok(Runtime::Compound),
+            "pipeline" => Ok(Runtime::Pipeline),
+            _ => Err(format!("`{s}` is not a runtime: write compound or pipeline")),
+        }
+    }
+}
+
+impl Display for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Runtime::Compound => "compound",
+            Runtime::Pipeline => "pipeline",
+        })
+    }
+}
+
+/// A length of time written as people write it (`5s`, `500ms`, `1m 30s`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span(pub Duration);
+
+impl FromStr for Span {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        humantime::parse_duration(s.trim())
+            .map(Span)
+            .map_err(|e| format!("`{s}` is not a duration ({e}); write e.g. 5s or 500ms"))
+    }
+}
+
+impl Display for Span {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", humantime::format_duration(self.0))
+    }
+}
+
+/// Settings whose values are written as text (`64`, `imix`, `10Mpps`, `bi:2`, `5s`): read
+/// with the type's `FromStr`, written with its `Display`, the same words on the command
+/// line and in a file. Numbers and booleans in a file count as their text (`size: 64`).
+mod text {
+    use serde::de::{Deserializer, Error, Visitor};
+    use serde::{Deserialize, Serializer};
+    use std::fmt::{self, Display};
+    use std::str::FromStr;
+
+    pub fn serialize<T: Display, S: Serializer>(value: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(v) => s.collect_str(v),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, T, D>(d: D) -> Result<Option<T>, D::Error>
+    where
+        T: FromStr,
+        T::Err: Display,
+        D: Deserializer<'de>,
+    {
+        Option::<Text>::deserialize(d)?
+            .map(|t| t.0.parse().map_err(D::Error::custom))
+            .transpose()
+    }
+
+    struct Text(String);
+
+    impl<'de> Deserialize<'de> for Text {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl Visitor<'_> for V {
+                type Value = Text;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a value written as text or a number")
+                }
+                fn visit_str<E: Error>(self, v: &str) -> Result<Text, E> {
+                    Ok(Text(v.to_string()))
+                }
+                fn visit_u64<E: Error>(self, v: u64) -> Result<Text, E> {
+                    Ok(Text(v.to_string()))
+                }
+                fn visit_i64<E: Error>(self, v: i64) -> Result<Text, E> {
+                    Ok(Text(v.to_string()))
+                }
+                fn visit_f64<E: Error>(self, v: f64) -> Result<Text, E> {
+                    Ok(Text(v.to_string()))
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+}
+
+/// The keys a section has, in declaration order: its fields, which are its flags too.
+pub fn keys_of<T: Args>() -> Vec<String> {
+    T::augment_args(clap::Command::new("keys"))
+        .get_arguments()
+        .map(|a| a.get_id().as_str().to_string())
+        .collect()
+}
+
+/// The settings a run ends with, and which of them the command line gave.
+#[derive(Debug, Clone, Default)]
+pub struct Layers {
+    pub traffic: TrafficSection,
+    pub run: RunSection,
+    pub pipeline: PipelineSection,
+    /// Keys the command line set (`batch`, `ring_size`, ...).
+    given: BTreeSet<String>,
+}
+
+/// A value in a file section that is not a valid setting: the key and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadKey {
+    /// `traffic` or `run`.
+    pub section: &'static str,
+    pub key: String,
+    pub reason: String,
+}
+
+impl Layers {
+    /// The file's sections (`traffic:` and `run:` maps, as read) with the flags on top. A
+    /// count on the command line replaces the file's duration, and the other way round.
+    pub fn merge(traffic: &Map<String, Value>, run: &Map<String, Value>, flags: &Settings) -> Result<Layers, BadKey> {
+        let given_traffic = section_map(&flags.traffic);
+        let mut given_run = section_map(&flags.run);
+        given_run.extend(section_map(&flags.pipeline));
+        let mut given: BTreeSet<String> = given_traffic.keys().chain(given_run.keys()).cloned().collect();
+        let mut run = run.clone();
+        if given.contains("duration") || given.contains("count") {
+            run.remove("duration");
+            run.remove("count");
+        }
+        let mut traffic = traffic.clone();
+        traffic.extend(given_traffic);
+        run.extend(given_run);
+        let (run_keys, pipeline_keys) = (keys_of::<RunSection>(), keys_of::<PipelineSection>());
+        let part = |keys: &[String]| -> Map<String, Value> {
+            run.iter()
+                .filter(|(k, _)| keys.contains(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        if let Some(k) = run.keys().find(|k| !run_keys.contains(k) && !pipeline_keys.contains(k)) {
+            return Err(unknown("run", k, run_keys.iter().chain(&pipeline_keys)));
+        }
+        if let Some(k) = traffic.keys().find(|k| !keys_of::<TrafficSection>().contains(k)) {
+            return Err(unknown("traffic", k, keys_of::<TrafficSection>().iter()));
+        }
+        // `duration` counts as given when `--count` replaced it.
+        if given.contains("count") {
+            given.insert("duration".into());
+        }
+        Ok(Layers {
+            traffic: typed("traffic", traffic)?,
+            run: typed("run", part(&run_keys))?,
+            pipeline: typed("run", part(&pipeline_keys))?,
+            given,
+        })
+    }
+
+    /// Whether the command line gave `key`.
+    pub fn given_by_flag(&self, key: &str) -> bool {
+        self.given.contains(key)
+    }
+}
+
+/// The flag that sets `key` (`--batch`, `--no-accounting`), from the declaration.
+pub fn flag_of(key: &str) -> String {
+    Settings::augment_args(clap::Command::new("flags"))
+        .get_arguments()
+        .find(|a| a.get_id().as_str() == key)
+        .and_then(|a| a.get_long())
+        .map(|l| format!("--{l}"))
+        .unwrap_or_else(|| format!("--{}", key.replace('_', "-")))
+}
+
+impl Settings {
+    /// These settings with `--<key> <value>` applied, parsed exactly as the command line
+    /// parses it (a sweep point).
+    pub fn with(&self, key: &str, value: &str) -> Result<Settings, String> {
+        let flag = flag_of(key);
+        let known = keys_of::<Settings>();
+        if !known.iter().any(|k| k == key) {
+            return Err(format!("`{key}` is not a setting; settings are {}", known.join(", ")));
+        }
+        let command = Settings::augment_args(clap::Command::new("sfclab").no_binary_name(true));
+        let matches = command
+            .try_get_matches_from([flag.as_str(), value])
+            .map_err(|e| first_line(&e.to_string()))?;
+        let mut out = self.clone();
+        out.update_from_arg_matches(&matches).map_err(|e| e.to_string())?;
+        Ok(out)
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("error: ")
+        .to_string()
+}
+
+fn unknown<'a>(section: &'static str, key: &str, known: impl Iterator<Item = &'a String>) -> BadKey {
+    BadKey {
+        section,
+        key: key.to_string(),
+        reason: format!(
+            "unknown key; `{section}:` takes {}",
+            known.map(String::as_str).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// A section's given settings as a map of key to value.
+fn section_map<T: Serialize>(section: &T) -> Map<String, Value> {
+    match serde_json::to_value(section) {
+        Ok(Value::Object(m)) => m,
+        _ => unreachable!("a settings section serializes to a map"),
+    }
+}
+
+fn typed<T: serde::de::DeserializeOwned>(section: &'static str, map: Map<String, Value>) -> Result<T, BadKey> {
+    serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| BadKey {
+        section,
+        key: e.path().iter().next().map(|s| s.to_string()).unwrap_or_default(),
+        reason: crate::config::plain(&e.into_inner().to_string()),
+    })
+}
+
+/// The keys a section sets (those that are not `None`).
+pub fn given_keys<T: Serialize>(section: &T) -> Vec<String> {
+    section_map(section).keys().cloned().collect()
+}
+
+impl Span {
+    pub fn duration(self) -> Duration {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(text: &str) -> Map<String, Value> {
+        match serde_json::from_str(text).unwrap() {
+            Value::Object(m) => m,
+            _ => panic!(),
+        }
+    }
+
+    #[test]
+    fn flags_win_and_are_remembered() {
+        let flags = Settings::default().with("batch", "64").unwrap();
+        let l = Layers::merge(
+            &map(r#"{"size": 128}"#),
+            &map(r#"{"batch": 8, "ring_size": 512}"#),
+            &flags,
+        )
+        .unwrap();
+        assert_eq!(l.traffic.size, Some(FrameSizes::Fixed { size: 128 }));
+        assert_eq!((l.run.batch, l.pipeline.ring_size), (Some(64), Some(512)));
+        assert!(l.given_by_flag("batch") && !l.given_by_flag("ring_size") && !l.given_by_flag("size"));
+    }
+
+    #[test]
+    fn a_count_flag_replaces_the_file_duration_and_the_other_way_round() {
+        let flags = Settings::default().with("count", "1000").unwrap();
+        let l = Layers::merge(&Map::new(), &map(r#"{"duration": "9s"}"#), &flags).unwrap();
+        assert_eq!((l.run.count, l.run.duration), (Some(1000), None));
+        assert!(l.given_by_flag("duration"), "an error about the duration is the flag's");
+        let flags = Settings::default().with("duration", "2s").unwrap();
+        let l = Layers::merge(&Map::new(), &map(r#"{"count": 5}"#), &flags).unwrap();
+        assert_eq!(
+            (l.run.count, l.run.duration),
+            (None, Some(Span(Duration::from_secs(2))))
+        );
+    }
+
+    #[test]
+    fn file_values_are_typed_with_the_key_and_reason() {
+        let e = Layers::merge(&Map::new(), &map(r#"{"links": "sometimes"}"#), &Settings::default()).unwrap_err();
+        assert_eq!((e.section, e.key.as_str()), ("run", "links"));
+        assert!(e.reason.contains("not a link mode"), "{e:?}");
+        let e = Layers::merge(&map(r#"{"sizes": 64}"#), &Map::new(), &Settings::default()).unwrap_err();
+        assert_eq!((e.section, e.key.as_str()), ("traffic", "sizes"));
+        assert!(e.reason.contains("takes size, flows"), "{e:?}");
+    }
+
+    /// Every key is in one section only, so a key names its setting everywhere.
+    #[test]
+    fn keys_are_unique_across_sections() {
+        let all = keys_of::<Settings>();
+        let unique: BTreeSet<&String> = all.iter().collect();
+        assert_eq!(all.len(), unique.len(), "{all:?}");
+        assert_eq!(flag_of("accounting"), "--no-accounting");
+        assert_eq!(flag_of("ring_size"), "--ring-size");
+    }
+
+    /// What `Display` writes, `FromStr` reads back: flags survive the merge unchanged.
+    #[test]
+    fn text_settings_round_trip() {
+        let flags = Settings::default()
+            .with("size", "64:7,594:4,1518:1")
+            .and_then(|s| s.with("rate", "2.5Gbit/s"))
+            .and_then(|s| s.with("placement", "0,0,1"))
+            .and_then(|s| s.with("duration", "1m 30s"))
+            .and_then(|s| s.with("ip", "v6"))
+            .and_then(|s| s.with("runtime", "pipeline"))
+            .and_then(|s| s.with("links", "backpressure"))
+            .unwrap();
+        let l = Layers::merge(&Map::new(), &Map::new(), &flags).unwrap();
+        assert_eq!(
+            (l.traffic, l.run, l.pipeline),
+            (flags.traffic, flags.run, flags.pipeline)
+        );
+    }
+
+    #[test]
+    fn sweep_values_parse_as_flags_do() {
+        let e = Settings::default().with("batch", "many").unwrap_err();
+        assert!(e.contains("invalid value 'many' for '--batch"), "{e}");
+        let e = Settings::default().with("colour", "red").unwrap_err();
+        assert!(e.contains("`colour` is not a setting"), "{e}");
+    }
+}
