@@ -6,7 +6,7 @@ use sfclab_runtime::RunReport;
 use std::fmt::Write as _;
 
 /// Version of the JSON document layout; bumped on any incompatible change.
-pub const RUN_SCHEMA: &str = "sfclab.run/2";
+pub const RUN_SCHEMA: &str = "sfclab.run/3";
 
 pub fn num(v: u64) -> String {
     let s = v.to_string();
@@ -37,7 +37,6 @@ pub fn right(s: impl ToString) -> Cell {
 /// The terminal view of a run.
 pub fn table(name: &str, r: &RunReport) -> String {
     let mut s = String::new();
-    let t = &r.traffic;
     let core = match (&r.placement, r.core) {
         (Some(p), _) => format!("placement {p}, links {}", r.link_mode.unwrap_or("drop")),
         (None, Some(c)) => format!("core {c}"),
@@ -53,11 +52,11 @@ pub fn table(name: &str, r: &RunReport) -> String {
     );
     let _ = writeln!(
         s,
-        "traffic: {} B frames, {} flow(s), {}, rate {} | window {:.2} s after {:.2} s warm-up | TSC {:.3} GHz",
-        t.sizes,
-        t.flows,
-        t.ip,
-        t.rate,
+        "{}: {} -> {}: {} | window {:.2} s after {:.2} s warm-up | TSC {:.3} GHz",
+        r.source.kind,
+        r.source.summary,
+        r.sink.kind,
+        r.sink.summary,
         r.duration_s,
         r.warmup_s,
         r.tsc_hz / 1e9
@@ -193,10 +192,10 @@ pub fn table(name: &str, r: &RunReport) -> String {
 
 /// The JSON document of a run: the report with its schema tag, the chain's name and full
 /// NF settings, and the machine it ran on. Its JSON Schema is `sfclab schema run`
-/// (docs/schema/run-2.json).
+/// (docs/schema/run-3.json).
 #[derive(serde::Serialize, schemars::JsonSchema)]
 pub struct RunDocument<'a> {
-    /// Always `sfclab.run/2` for this layout.
+    /// Always `sfclab.run/3` for this layout.
     pub schema: &'static str,
     pub name: &'a str,
     pub machine: sfclab_bench::Machine,
@@ -228,8 +227,8 @@ pub fn json(name: &str, nfs: &[(String, sfclab_nf::NfConfig)], r: &RunReport) ->
 /// The JSON Schema of the run document.
 pub fn run_schema() -> String {
     schema_of::<RunDocument<'static>>(
-        "run-2.json",
-        "One sfclab run (`sfclab run --json`), schema sfclab.run/2.",
+        "run-3.json",
+        "One sfclab run (`sfclab run --json`), schema sfclab.run/3.",
     )
 }
 
@@ -277,7 +276,7 @@ pub fn csv_row(name: &str, r: &RunReport) -> Vec<String> {
     let nf_cycles: Vec<String> = r
         .places
         .iter()
-        .filter(|p| p.kind != "generator" && p.kind != "sink")
+        .filter(|p| p.role == sfclab_runtime::Role::Nf)
         .map(|p| {
             format!(
                 "{}={}",
@@ -286,7 +285,7 @@ pub fn csv_row(name: &str, r: &RunReport) -> Vec<String> {
             )
         })
         .collect();
-    let lat = |f: fn(&sfclab_traffic::LatencySummary) -> f64| {
+    let lat = |f: fn(&sfclab_core::LatencySummary) -> f64| {
         r.latency.as_ref().map_or(String::new(), |l| format!("{:.0}", f(l)))
     };
     vec![
@@ -294,8 +293,8 @@ pub fn csv_row(name: &str, r: &RunReport) -> Vec<String> {
         r.runtime.to_string(),
         r.placement.clone().unwrap_or_default(),
         r.chain.len().to_string(),
-        r.traffic.sizes.to_string(),
-        r.traffic.flows.to_string(),
+        r.source.settings.get("size").cloned().unwrap_or_default(),
+        r.source.settings.get("flows").cloned().unwrap_or_default(),
         r.batch.to_string(),
         format!("{:.4}", r.duration_s),
         r.generated.to_string(),

@@ -172,7 +172,7 @@ pub fn html(set: &Value) -> Result<String, String> {
     let machine = &set["machine"];
     let config = points
         .first()
-        .map(|p| serde_json::to_string_pretty(&p["report"]["traffic"]).unwrap_or_default())
+        .map(|p| serde_json::to_string_pretty(&p["report"]["source"]).unwrap_or_default())
         .unwrap_or_default();
     let figures: String = plots
         .iter()

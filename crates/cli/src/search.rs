@@ -373,7 +373,7 @@ pub fn cmd_search(a: SearchArgs) -> ExitCode {
 }
 
 /// Schema tag of `search --json`.
-pub const SEARCH_SCHEMA: &str = "sfclab.search/2";
+pub const SEARCH_SCHEMA: &str = "sfclab.search/3";
 
 /// The places of the trial that established a goal's rate.
 #[derive(serde::Serialize, schemars::JsonSchema)]
@@ -388,13 +388,13 @@ pub struct GoalAnalysis {
 pub struct LatencyMeasured {
     #[serde(flatten)]
     pub level: sfclab_measure::LatencyLevel,
-    pub latency: Option<sfclab_traffic::LatencySummary>,
+    pub latency: Option<sfclab_core::LatencySummary>,
 }
 
-/// The JSON document of a search (`sfclab search --json`, schema `sfclab.search/2`).
+/// The JSON document of a search (`sfclab search --json`, schema `sfclab.search/3`).
 #[derive(serde::Serialize, schemars::JsonSchema)]
 pub struct SearchDocument {
-    /// Always `sfclab.search/2` for this layout.
+    /// Always `sfclab.search/3` for this layout.
     pub schema: &'static str,
     pub version: &'static str,
     pub machine: sfclab_bench::Machine,
@@ -526,8 +526,8 @@ pub fn search_text(d: &SearchDocument) -> String {
 /// The JSON Schema of the search document.
 pub fn schema() -> String {
     crate::render::schema_of::<SearchDocument>(
-        "search-2.json",
-        "One sfclab search (`sfclab search --json`), schema sfclab.search/2.",
+        "search-3.json",
+        "One sfclab search (`sfclab search --json`), schema sfclab.search/3.",
     )
 }
 

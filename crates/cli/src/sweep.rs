@@ -1,6 +1,6 @@
 //! `sfclab sweep` and `sfclab report`: one parameter over a list of values, each point
 //! run several times (median reported, with the range), into one result set: JSON
-//! (schema `sfclab.sweep/2`), CSV, SVG/PNG plots and a self-contained HTML report.
+//! (schema `sfclab.sweep/3`), CSV, SVG/PNG plots and a self-contained HTML report.
 
 use clap::Args;
 use serde::Serialize;
@@ -17,7 +17,7 @@ use crate::{RunArgs, execute, load_spec, render, report, settings, stop_flag};
 use sfclab_bench::{Machine, median};
 
 /// Schema tag of a sweep result set.
-pub const SWEEP_SCHEMA: &str = "sfclab.sweep/2";
+pub const SWEEP_SCHEMA: &str = "sfclab.sweep/3";
 
 #[derive(Args)]
 pub struct SweepArgs {
@@ -54,7 +54,7 @@ pub struct ReportArgs {
 /// A sweep's result set (`sweep.json`).
 #[derive(Serialize, schemars::JsonSchema)]
 pub struct SweepDocument {
-    /// Always `sfclab.sweep/2` for this layout.
+    /// Always `sfclab.sweep/3` for this layout.
     pub schema: &'static str,
     pub version: &'static str,
     pub name: String,
@@ -101,7 +101,7 @@ pub fn point(value: &str, spec: &ChainSpec, reports: Vec<RunReport>) -> SweepPoi
         .into_iter()
         .min_by(|a, b| (a.mpps - m).abs().total_cmp(&(b.mpps - m).abs()))
         .expect("at least one run");
-    let lat = |f: fn(&sfclab_traffic::LatencySummary) -> f64| mid.latency.as_ref().map(f);
+    let lat = |f: fn(&sfclab_core::LatencySummary) -> f64| mid.latency.as_ref().map(f);
     SweepPoint {
         value: value.to_string(),
         mpps: m,
@@ -131,8 +131,8 @@ pub fn point(value: &str, spec: &ChainSpec, reports: Vec<RunReport>) -> SweepPoi
 /// The JSON Schema of the sweep result set.
 pub fn schema() -> String {
     render::schema_of::<SweepDocument>(
-        "sweep-2.json",
-        "A sweep's result set (`sweep.json`), schema sfclab.sweep/2.",
+        "sweep-3.json",
+        "A sweep's result set (`sweep.json`), schema sfclab.sweep/3.",
     )
 }
 

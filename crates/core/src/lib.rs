@@ -5,6 +5,7 @@
 //! - [`batch`]: up to [`batch::MAX_BATCH`] packets moved together.
 //! - [`nf`]: the network-function contract: a batch in, a verdict per packet out.
 //! - [`port`]: the batch I/O interface that generators, sinks and real interfaces share.
+//! - [`latency`]: latency records (HDR histograms of TSC ticks) ports keep.
 //! - [`ring`]: lock-free single-producer single-consumer rings: links between cores.
 //! - [`recycle`]: where freed buffers go (the pool, or a ring back to its thread).
 //! - [`tsc`]: the time-stamp counter, read once per batch, never per packet.
@@ -12,6 +13,7 @@
 //! Nothing in the hot path here allocates, locks or makes a system call.
 
 pub mod batch;
+pub mod latency;
 pub mod nf;
 pub mod packet;
 pub mod pool;
@@ -21,9 +23,10 @@ pub mod ring;
 pub mod tsc;
 
 pub use batch::{Batch, BatchView, MAX_BATCH};
+pub use latency::{LatencyRecord, LatencySummary};
 pub use nf::{CounterKind, DropReason, NamedNfs, NetworkFunction, NfCounter, NfStats, Verdict, Verdicts};
 pub use packet::{Packet, PacketMeta};
 pub use pool::{PacketPool, PacketRef};
-pub use port::{PortStats, RxPort, TxPort};
+pub use port::{PortInfo, PortStats, RxPort, Shortfall, TxPort};
 pub use recycle::{Recycle, ReturnLink};
 pub use ring::{RingConsumer, RingProducer, ring};

@@ -1,10 +1,18 @@
 //! Ports: where packets enter and leave a chain. The in-memory generator and sink are
 //! ports, and so will be AF_XDP, AF_PACKET and pcap ports: one batch per call, time
 //! passed in (read once per batch by the runtime), buffers from and back to the pool.
+//!
+//! The runtimes know ports only through these traits: what a run reports about its
+//! source and sink (what they are, their counters, latency, the window's own traffic)
+//! comes from here, so a new port plugs in without touching a runtime.
 
 use crate::batch::Batch;
+use crate::latency::LatencyRecord;
+use crate::nf::NfCounter;
 use crate::pool::PacketPool;
 use crate::recycle::Recycle;
+use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// Counters of a port.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
@@ -23,6 +31,41 @@ impl PortStats {
             dropped: self.dropped - earlier.dropped,
         }
     }
+
+    pub fn add(&mut self, o: &PortStats) {
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+        self.dropped += o.dropped;
+    }
+}
+
+/// Why a source offered less than it was asked to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shortfall {
+    /// Batches cut short because the pool had no free buffer (a chain holding buffers).
+    pub pool_empty: u64,
+    /// Packets a paced source skipped because its loop fell behind the rate.
+    pub behind: u64,
+}
+
+impl Shortfall {
+    pub fn since(&self, e: &Shortfall) -> Shortfall {
+        Shortfall {
+            pool_empty: self.pool_empty - e.pool_empty,
+            behind: self.behind - e.behind,
+        }
+    }
+}
+
+/// What a port is, for reports: its kind, one line for tables, and its settings.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct PortInfo {
+    /// `generator`, `sink`; later `af_xdp`, `af_packet`, `pcap`.
+    pub kind: String,
+    /// One line, as a table shows it (`64 B frames, 256 flows, ipv4, rate max`).
+    pub summary: String,
+    /// Its settings by name, as text (`size: 64`, `rate: 10Mpps`, `interface: veth1`).
+    pub settings: BTreeMap<String, String>,
 }
 
 /// A source of packets (a generator, a NIC queue, a pcap file).
@@ -43,6 +86,34 @@ pub trait RxPort {
     }
 
     fn stats(&self) -> PortStats;
+
+    /// Prepares the pool's buffers once, before the first `rx` (a generator writes its
+    /// payload pattern, so that frames stamped later carry valid checksums).
+    fn prime(&self, _pool: &mut PacketPool) {}
+
+    /// The measured window starts now: what the port produces from here on is the
+    /// window's traffic (marked `FLAG_WINDOW`, so sinks can count it), and with `count`
+    /// the port stops after that many more packets.
+    fn start_window(&mut self, count: Option<u64>);
+
+    /// The rate the port was asked to offer, packets per second (`None`: as fast as it
+    /// can, or whatever arrives).
+    fn requested_pps(&self) -> Option<f64> {
+        None
+    }
+
+    /// Why it offered less than asked, so far.
+    fn shortfall(&self) -> Shortfall {
+        Shortfall::default()
+    }
+
+    /// Port-specific counters (latency probes sent, a NIC's ring drops), windowed and
+    /// reported like an NF's.
+    fn counters(&self) -> Vec<NfCounter> {
+        Vec::new()
+    }
+
+    fn info(&self) -> PortInfo;
 }
 
 /// A destination of packets (a sink, a NIC queue, a pcap writer).
@@ -53,4 +124,28 @@ pub trait TxPort {
     fn tx<R: Recycle>(&mut self, now: u64, batch: &mut Batch, recycle: &mut R);
 
     fn stats(&self) -> PortStats;
+
+    /// The measured window starts now (a sink forgets the warm-up's latency samples).
+    fn start_window(&mut self) {}
+
+    /// Packets taken so far that the source produced inside the window (`FLAG_WINDOW`):
+    /// what trials measure loss on.
+    fn window_packets(&self) -> u64;
+
+    /// Latency of the probe packets taken since the window started, when measured.
+    fn latency(&self) -> Option<&LatencyRecord> {
+        None
+    }
+
+    /// Frames that failed verification so far; `None` when the port does not verify.
+    fn verify_failed(&self) -> Option<u64> {
+        None
+    }
+
+    /// Port-specific counters, windowed and reported like an NF's.
+    fn counters(&self) -> Vec<NfCounter> {
+        Vec::new()
+    }
+
+    fn info(&self) -> PortInfo;
 }

@@ -10,11 +10,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sfclab_core::{Batch, MAX_BATCH, NetworkFunction, NfCounter, NfStats, PacketPool, RxPort, TxPort, tsc};
-use sfclab_traffic::{Generator, GeneratorConfig, GeneratorStats, Sink, SinkStats};
+use sfclab_core::{
+    Batch, MAX_BATCH, NetworkFunction, NfCounter, NfStats, PacketPool, PortStats, RxPort, Shortfall, TxPort, tsc,
+};
+use sfclab_traffic::{Generator, GeneratorConfig, Sink};
 
 use crate::chain::Chain;
-use crate::report::{Conservation, PlaceReport, RunReport, WindowLoss};
+use crate::report::{Conservation, PlaceReport, RunReport, TxCounts, WindowLoss};
 
 /// How to run a chain.
 #[derive(Debug, Clone)]
@@ -176,27 +178,31 @@ fn run_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
 }
 
 /// Everything one thread needs for a compound run.
-struct Rig {
-    generator: Generator,
+struct Rig<R, T> {
+    source: R,
     chain: Chain,
-    sinks: Vec<Sink>,
+    sinks: Vec<T>,
     pool: PacketPool,
     batch: Batch,
 }
 
 /// Counters at one instant.
 struct Snapshot {
-    generator: GeneratorStats,
-    sinks: Vec<SinkStats>,
+    source: PortStats,
+    shortfall: Shortfall,
+    source_counters: Vec<NfCounter>,
+    sinks: Vec<TxCounts>,
     nfs: Vec<NfStats>,
     nf_counters: Vec<Vec<NfCounter>>,
 }
 
-impl Rig {
+impl<R: RxPort, T: TxPort> Rig<R, T> {
     fn snapshot(&self) -> Snapshot {
         Snapshot {
-            generator: self.generator.generator_stats(),
-            sinks: self.sinks.iter().map(|s| s.sink_stats()).collect(),
+            source: self.source.stats(),
+            shortfall: self.source.shortfall(),
+            source_counters: self.source.counters(),
+            sinks: self.sinks.iter().map(TxCounts::of).collect(),
             nfs: self.chain.slots.iter().map(|s| s.stats).collect(),
             nf_counters: self.chain.slots.iter().map(|s| s.nf.counters()).collect(),
         }
@@ -204,36 +210,48 @@ impl Rig {
 
     fn phase(&mut self, accounting: bool, until: u64, stop: Option<&AtomicBool>) -> Phase {
         let Rig {
-            generator,
+            source,
             chain,
             sinks,
             pool,
             batch,
         } = self;
         if accounting {
-            run_phase::<true, _, _>(generator, chain, sinks, pool, batch, until, stop)
+            run_phase::<true, _, _>(source, chain, sinks, pool, batch, until, stop)
         } else {
-            run_phase::<false, _, _>(generator, chain, sinks, pool, batch, until, stop)
+            run_phase::<false, _, _>(source, chain, sinks, pool, batch, until, stop)
         }
     }
 }
 
-/// Runs `nfs` as a compound chain fed by a generator of `traffic`, and reports.
-/// Returns `RunError::Conservation` (with the full report) if any packet is unaccounted.
+/// Runs `nfs` as a compound chain fed by a generator of `traffic` into an in-memory
+/// sink, and reports. Returns `RunError::Conservation` (with the full report) if any
+/// packet is unaccounted.
 pub fn run_compound(
     traffic: GeneratorConfig,
     nfs: Vec<(String, Box<dyn NetworkFunction>)>,
     settings: &RunSettings,
 ) -> Result<RunReport, RunError> {
-    settings.validate()?;
     let generator = Generator::new(traffic, settings.batch).map_err(|(k, r)| setting(k, r))?;
+    run_compound_on(generator, Sink::new(settings.verify), nfs, settings)
+}
+
+/// Runs `nfs` as a compound chain between two ports: packets from `source`, to `sink`
+/// (every output of the chain goes there), and reports.
+pub fn run_compound_on<R: RxPort + Send, T: TxPort + Send>(
+    source: R,
+    sink: T,
+    nfs: Vec<(String, Box<dyn NetworkFunction>)>,
+    settings: &RunSettings,
+) -> Result<RunReport, RunError> {
+    settings.validate()?;
     let chain_names: Vec<String> = nfs.iter().map(|(n, _)| n.clone()).collect();
     let mut pool = PacketPool::new(settings.pool_size);
-    Generator::prime(&mut pool);
+    source.prime(&mut pool);
     let mut rig = Rig {
-        generator,
+        source,
         chain: Chain::new(nfs, settings.batch, 1),
-        sinks: vec![Sink::new(settings.verify)],
+        sinks: vec![sink],
         pool,
         batch: Batch::new(settings.batch),
     };
@@ -247,9 +265,9 @@ pub fn run_compound(
             let stop = settings.stop.as_deref();
             // Warm-up: caches, branch predictors, page tables; counted but not reported.
             let warm = rig.phase(settings.accounting, tsc::now() + tsc::ticks(settings.warmup), stop);
-            rig.sinks.iter_mut().for_each(Sink::reset_latency);
+            rig.sinks.iter_mut().for_each(TxPort::start_window);
             let start = rig.snapshot();
-            rig.generator.start_window(settings.count);
+            rig.source.start_window(settings.count);
             // The window is timed from the end of the warm-up, so whatever the pacer earned
             // between the phases is inside the window's time as well as its counts.
             let until = settings.duration.map_or(u64::MAX, |d| tsc::now() + tsc::ticks(d));
@@ -261,14 +279,20 @@ pub fn run_compound(
         .expect("the chain thread panicked")
     });
 
-    let gen_stats = end.generator.since(&start.generator);
-    let sink_stats: Vec<SinkStats> = end.sinks.iter().zip(&start.sinks).map(|(e, s)| e.since(s)).collect();
-    let generated = gen_stats.port.packets;
-    let received: u64 = sink_stats.iter().map(|s| s.port.packets).sum();
+    let source_w = end.source.since(&start.source);
+    let sink_w: Vec<TxCounts> = end.sinks.iter().zip(&start.sinks).map(|(e, s)| e.since(s)).collect();
+    let generated = source_w.packets;
+    let received: u64 = sink_w.iter().map(|s| s.port.packets).sum();
     let acc = settings.accounting;
     let per = |cycles: u64, n: u64| (acc && n > 0).then(|| cycles as f64 / n as f64);
 
-    let mut places = vec![PlaceReport::generator(&gen_stats, per(window.source_cycles, generated))];
+    let (source_info, sink_info) = (rig.source.info(), rig.sinks[0].info());
+    let mut places = vec![PlaceReport::source(
+        &source_info.kind,
+        &source_w,
+        NfCounter::window(&start.source_counters, &end.source_counters),
+        per(window.source_cycles, generated),
+    )];
     for (i, slot) in rig.chain.slots.iter().enumerate() {
         places.push(PlaceReport::from_nf(
             &slot.name,
@@ -278,9 +302,14 @@ pub fn run_compound(
             NfCounter::window(&start.nf_counters[i], &end.nf_counters[i]),
         ));
     }
-    for (i, st) in sink_stats.iter().enumerate() {
+    for (i, st) in sink_w.iter().enumerate() {
         let name = if i == 0 { "sink".into() } else { format!("sink{i}") };
-        places.push(PlaceReport::sink(name, st, per(window.sink_cycles, st.port.packets)));
+        places.push(PlaceReport::sink(
+            name,
+            &sink_info.kind,
+            st,
+            per(window.sink_cycles, st.port.packets),
+        ));
     }
     let drops = RunReport::collect_drops(&places);
     let dropped: u64 = drops.iter().map(|d| d.packets).sum();
@@ -292,12 +321,15 @@ pub fn run_compound(
     // One thread, batches whole: the window's place counters are exact too.
     debug_assert_eq!(window_loss.lost, dropped);
     let seconds = tsc::seconds(window.ticks);
-    let l2_bytes: u64 = sink_stats.iter().map(|s| s.port.bytes + 4 * s.port.packets).sum();
+    let l2_bytes: u64 = sink_w.iter().map(|s| s.port.bytes + 4 * s.port.packets).sum();
+    let shortfall = end.shortfall.since(&start.shortfall);
+    let verify_failed = end.sinks.iter().filter_map(|s| s.verify_failed).reduce(|a, b| a + b);
     let report = RunReport {
         version: env!("CARGO_PKG_VERSION"),
         runtime: "compound",
         chain: chain_names,
-        traffic: rig.generator.config().clone(),
+        source: source_info,
+        sink: sink_info,
         batch: settings.batch,
         core: settings.core,
         accounting: acc,
@@ -311,19 +343,19 @@ pub fn run_compound(
         mpps: received as f64 / seconds / 1e6,
         gbps_l2: l2_bytes as f64 * 8.0 / seconds / 1e9,
         gbps_l1: (l2_bytes + 20 * received) as f64 * 8.0 / seconds / 1e9,
-        requested_mpps: rig.generator.config().requested_pps().map(|p| p / 1e6),
+        requested_mpps: rig.source.requested_pps().map(|p| p / 1e6),
         generated_mpps: generated as f64 / seconds / 1e6,
         busy_cycles_per_packet: (generated > 0)
             .then(|| window.ticks.saturating_sub(window.idle_ticks) as f64 / generated as f64),
         places,
         drops,
-        latency: rig.sinks[0].latency(),
+        latency: rig.sinks[0].latency().and_then(|l| l.summary()),
         window_loss,
-        verify_failed: settings.verify.then(|| end.sinks.iter().map(|s| s.verify_failed).sum()),
-        conservation: Conservation::check(end.generator.port.packets, total_received, total_dropped, leaked),
+        verify_failed,
+        conservation: Conservation::check(end.source.packets, total_received, total_dropped, leaked),
         pool: rig.pool.stats(),
-        pool_empty: gen_stats.pool_empty,
-        pacing_behind: gen_stats.behind,
+        pool_empty: shortfall.pool_empty,
+        pacing_behind: shortfall.behind,
         placement: None,
         link_mode: None,
         cores: Vec::new(),

@@ -2,8 +2,12 @@
 //!
 //! - [`chain`]: NFs in order with their counters; runs one batch through them and turns
 //!   verdicts into moves and counted drops. Every runtime uses it for its stages.
-//! - [`compound`]: generator -> NF 1..n -> sink in one pinned thread, batches passed by
+//! - [`compound`]: source -> NF 1..n -> sink in one pinned thread, batches passed by
 //!   function call (the compound chains of seed 004).
+//!
+//! Runtimes take any [`sfclab_core::RxPort`] as the source and [`sfclab_core::TxPort`]
+//! as the sink (`run_compound_on`, `run_parallel_on`); `run_compound` and `run_pipeline`
+//! use the in-memory generator and sink.
 //! - [`pipeline`]: NF blocks on several cores joined by rings, placed by [`placement`].
 //! - [`report`]: the figures of a run and the exact conservation check.
 
@@ -16,7 +20,7 @@ pub mod placement;
 pub mod report;
 
 pub use chain::{Chain, NfSlot};
-pub use compound::{RunError, RunSettings, run_compound};
-pub use pipeline::{LinkMode, PipelineSettings, run_parallel, run_pipeline};
+pub use compound::{RunError, RunSettings, run_compound, run_compound_on};
+pub use pipeline::{LinkMode, PipelineSettings, run_parallel, run_parallel_on, run_pipeline};
 pub use placement::{Placement, StagePlan};
-pub use report::{Conservation, CoreReport, DropRecord, PlaceReport, RunReport, WindowLoss};
+pub use report::{Conservation, CoreReport, DropRecord, PlaceReport, Role, RunReport, TxCounts, WindowLoss};

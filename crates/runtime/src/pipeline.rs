@@ -29,15 +29,15 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use sfclab_core::{
-    Batch, DropReason, NetworkFunction, NfCounter, NfStats, PacketPool, Recycle, ReturnLink, RingConsumer,
-    RingProducer, RxPort, TxPort, packet::shard_of, ring, tsc,
+    Batch, DropReason, LatencyRecord, NetworkFunction, NfCounter, NfStats, PacketPool, PortStats, Recycle, ReturnLink,
+    RingConsumer, RingProducer, RxPort, Shortfall, TxPort, packet::shard_of, ring, tsc,
 };
-use sfclab_traffic::{Generator, GeneratorConfig, GeneratorStats, Sink, SinkStats};
+use sfclab_traffic::{Generator, GeneratorConfig, Sink};
 
 use crate::chain::Chain;
 use crate::compound::{RunError, RunSettings};
 use crate::placement::{Placement, StagePlan, allowed_cores};
-use crate::report::{Conservation, CoreReport, PlaceReport, RunReport, WindowLoss};
+use crate::report::{Conservation, CoreReport, PlaceReport, RunReport, TxCounts, WindowLoss};
 
 /// What a full link does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
@@ -133,16 +133,19 @@ const EPOCH_WARMUP: u32 = 0;
 const EPOCH_WINDOW: u32 = 1;
 const EPOCH_DONE: u32 = 2;
 
-/// Counters of the generator task.
-#[derive(Debug, Clone, Copy, Default)]
+/// Counters of the source task.
+#[derive(Debug, Clone, Default)]
 struct GenCounters {
-    generator: GeneratorStats,
+    port: PortStats,
+    shortfall: Shortfall,
+    counters: Vec<NfCounter>,
     rx_queue_full: u64,
     cycles: u64,
 }
 
-struct GenTask {
-    generator: Generator,
+/// The source's task: the traffic source (or a NIC queue) and the pool it owns.
+struct GenTask<R> {
+    source: R,
     pool: PacketPool,
     batch: Batch,
     /// The rx-queue of each replica; packets are spread by flow hash (as RSS does).
@@ -157,7 +160,7 @@ struct GenTask {
     flow_control: bool,
 }
 
-impl GenTask {
+impl<R: RxPort> GenTask<R> {
     /// Takes back every buffer freed elsewhere.
     fn reclaim(&mut self) {
         for r in &mut self.returns {
@@ -178,8 +181,8 @@ impl GenTask {
         if self.stopped {
             return false;
         }
-        if epoch >= EPOCH_DONE || self.generator.exhausted() {
-            if self.generator.exhausted() {
+        if epoch >= EPOCH_DONE || self.source.exhausted() {
+            if self.source.exhausted() {
                 shared.count_reached.store(true, Ordering::Release);
             }
             self.stopped = true;
@@ -191,7 +194,7 @@ impl GenTask {
         if self.flow_control && !self.ingress.iter_mut().all(|q| q.room_for(want)) {
             return false;
         }
-        if self.generator.rx(now, &mut self.pool, &mut self.batch) == 0 {
+        if self.source.rx(now, &mut self.pool, &mut self.batch) == 0 {
             return false;
         }
         if self.ingress.len() == 1 {
@@ -228,8 +231,10 @@ impl GenTask {
 
     fn snapshot(&self) -> GenCounters {
         GenCounters {
-            generator: self.generator.generator_stats(),
-            ..self.counters
+            port: self.source.stats(),
+            shortfall: self.source.shortfall(),
+            counters: self.source.counters(),
+            ..self.counters.clone()
         }
     }
 }
@@ -246,11 +251,11 @@ struct StageCounters {
     nfs: Vec<NfStats>,
     nf_counters: Vec<Vec<NfCounter>>,
     link: LinkCounters,
-    sink: SinkStats,
+    sink: TxCounts,
     packets: u64,
 }
 
-struct StageTask {
+struct StageTask<T> {
     replica: usize,
     index: usize,
     name: String,
@@ -259,7 +264,7 @@ struct StageTask {
     /// The next stage's link, or `None` for the last stage (its output goes to the sink).
     output: Option<RingProducer>,
     /// Counts what leaves here: the chain's end on the last stage, early outs anywhere.
-    sink: Sink,
+    sink: T,
     recycle: ReturnLink,
     batch: Batch,
     /// Backpressure: packets the output link could not take yet.
@@ -274,7 +279,7 @@ struct StageTask {
     polls: u32,
 }
 
-impl StageTask {
+impl<T: TxPort> StageTask<T> {
     /// One turn on the core: up to `budget` batches (as NAPI polls up to a budget).
     #[inline]
     fn poll<const ACCOUNT: bool>(&mut self, now: u64) -> bool {
@@ -348,15 +353,15 @@ impl StageTask {
             nfs: self.chain.slots.iter().map(|s| s.stats).collect(),
             nf_counters: self.chain.slots.iter().map(|s| s.nf.counters()).collect(),
             link: self.link,
-            sink: self.sink.sink_stats(),
+            sink: TxCounts::of(&self.sink),
             packets: self.packets,
         }
     }
 }
 
-enum Task {
-    Gen(Box<GenTask>),
-    Stage(Box<StageTask>),
+enum Task<R, T> {
+    Gen(Box<GenTask<R>>),
+    Stage(Box<StageTask<T>>),
 }
 
 #[derive(Clone, Default)]
@@ -368,16 +373,16 @@ struct CoreCounters {
 }
 
 /// One pinned thread: its tasks, run in turn until all have finished.
-struct CoreThread {
+struct CoreThread<R, T> {
     core: usize,
-    tasks: Vec<Task>,
+    tasks: Vec<Task<R, T>>,
     busy: u64,
     idle: u64,
     /// Snapshots at the window's start and end.
     marks: [Option<CoreCounters>; 2],
 }
 
-impl CoreThread {
+impl<R: RxPort, T: TxPort> CoreThread<R, T> {
     fn snapshot(&self) -> CoreCounters {
         let mut c = CoreCounters {
             busy: self.busy,
@@ -404,8 +409,8 @@ impl CoreThread {
                     self.marks[0] = Some(self.snapshot());
                     for t in &mut self.tasks {
                         match t {
-                            Task::Gen(g) => g.generator.start_window(shared.count),
-                            Task::Stage(s) => s.sink.reset_latency(),
+                            Task::Gen(g) => g.source.start_window(shared.count),
+                            Task::Stage(s) => s.sink.start_window(),
                         }
                     }
                 }
@@ -481,6 +486,19 @@ pub fn run_parallel(
     replicas: Vec<Vec<(String, Box<dyn NetworkFunction>)>>,
     settings: &PipelineSettings,
 ) -> Result<RunReport, RunError> {
+    let generator = Generator::new(traffic, settings.run.batch).map_err(|(k, r)| setting(k, r))?;
+    let verify = settings.run.verify;
+    run_parallel_on(generator, || Sink::new(verify), replicas, settings)
+}
+
+/// [`run_parallel`] between two kinds of port: packets from `source`; each stage sends
+/// what leaves the chain there to a sink of its own from `sink` (reported as one place).
+pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
+    source: R,
+    sink: impl Fn() -> T,
+    replicas: Vec<Vec<(String, Box<dyn NetworkFunction>)>>,
+    settings: &PipelineSettings,
+) -> Result<RunReport, RunError> {
     let run = &settings.run;
     let mut check = run.clone();
     check.core = None;
@@ -518,7 +536,6 @@ pub fn run_parallel(
     if !allowed_cores().contains(&gen_core) {
         return Err(setting("generator_core", format!("core {gen_core} is not available")));
     }
-    let generator = Generator::new(traffic, run.batch).map_err(|(k, r)| setting(k, r))?;
     let ring_size = settings.ring_size.next_power_of_two();
     let rx_queue = settings.rx_queue.next_power_of_two();
     let stage_count: usize = plans.iter().map(Vec::len).sum();
@@ -530,7 +547,7 @@ pub fn run_parallel(
         replicas.len() * rx_queue + stage_count * (ring_size + 4 * run.batch) + 1024
     };
     let mut pool = PacketPool::new(pool_size);
-    Generator::prime(&mut pool);
+    source.prime(&mut pool);
     let names: Vec<String> = replicas[0].iter().map(|(n, _)| n.clone()).collect();
     let kinds: Vec<&'static str> = replicas[0].iter().map(|(_, nf)| nf.kind()).collect();
 
@@ -569,7 +586,7 @@ pub fn run_parallel(
                     chain: Chain::new(block, run.batch, 1),
                     input: std::mem::replace(&mut input, next_input.unwrap_or_else(|| ring(2).1)),
                     output,
-                    sink: Sink::new(run.verify),
+                    sink: sink(),
                     recycle: ReturnLink::new(ret_tx, run.batch),
                     batch: Batch::new(run.batch),
                     held: Batch::new(run.batch),
@@ -587,7 +604,7 @@ pub fn run_parallel(
     }
     let replica_count = ingress.len();
     let gen_task = GenTask {
-        generator,
+        source,
         pool,
         batch: Batch::new(run.batch),
         split: (0..replica_count).map(|_| Batch::new(run.batch)).collect(),
@@ -601,8 +618,8 @@ pub fn run_parallel(
     };
 
     // One thread per core used, its tasks in chain order (generator first).
-    let mut threads: Vec<CoreThread> = Vec::new();
-    let thread_for = |core: usize, threads: &mut Vec<CoreThread>| -> usize {
+    let mut threads: Vec<CoreThread<R, T>> = Vec::new();
+    let thread_for = |core: usize, threads: &mut Vec<CoreThread<R, T>>| -> usize {
         match threads.iter().position(|t| t.core == core) {
             Some(i) => i,
             None => {
@@ -668,8 +685,8 @@ fn sleep_unless(d: Duration, stop: &dyn Fn() -> bool, done: &dyn Fn() -> bool) {
 
 /// Builds the report from the threads' marks and final state; checks conservation.
 #[allow(clippy::too_many_arguments)]
-fn report(
-    threads: Vec<CoreThread>,
+fn report<R: RxPort, T: TxPort>(
+    threads: Vec<CoreThread<R, T>>,
     plans: &[Vec<StagePlan>],
     names: &[String],
     kinds: &[&'static str],
@@ -683,8 +700,8 @@ fn report(
     let per = |cycles: u64, n: u64| (acc && n > 0).then(|| cycles as f64 / n as f64);
 
     // Every task with its counters at the window's start and end (its thread's marks).
-    let mut source: Option<(Box<GenTask>, GenCounters, GenCounters)> = None;
-    let mut stages: Vec<(Box<StageTask>, StageCounters, StageCounters)> = Vec::new();
+    let mut source: Option<(Box<GenTask<R>>, GenCounters, GenCounters)> = None;
+    let mut stages: Vec<(Box<StageTask<T>>, StageCounters, StageCounters)> = Vec::new();
     let mut cores = Vec::new();
     for mut t in threads {
         let start = t.marks[0].take().expect("every thread marks the window's start");
@@ -698,11 +715,11 @@ fn report(
             match task {
                 Task::Gen(g) => {
                     let (s, e) = (
-                        start.source.expect("generator marked"),
-                        end.source.expect("generator marked"),
+                        start.source.clone().expect("source marked"),
+                        end.source.clone().expect("source marked"),
                     );
-                    packets = packets.max(e.generator.port.packets - s.generator.port.packets);
-                    tasks.push("generator".to_string());
+                    packets = packets.max(e.port.packets - s.port.packets);
+                    tasks.push(g.source.info().kind);
                     source = Some((g, s, e));
                 }
                 Task::Stage(st) => {
@@ -733,11 +750,17 @@ fn report(
     let (mut source, g_start, g_end) = source.expect("the generator task");
 
     // The window, place by place in the order packets pass them.
-    let gw = g_end.generator.since(&g_start.generator);
-    let generated = gw.port.packets;
+    let gw = g_end.port.since(&g_start.port);
+    let generated = gw.packets;
     let rx_full = g_end.rx_queue_full - g_start.rx_queue_full;
+    let (source_info, sink_info) = (source.source.info(), stages[0].0.sink.info());
     let mut places = vec![
-        PlaceReport::generator(&gw, per(g_end.cycles - g_start.cycles, generated)),
+        PlaceReport::source(
+            &source_info.kind,
+            &gw,
+            NfCounter::window(&g_start.counters, &g_end.counters),
+            per(g_end.cycles - g_start.cycles, generated),
+        ),
         PlaceReport::queue(
             "rx-queue".into(),
             "rx-queue",
@@ -746,7 +769,7 @@ fn report(
             DropReason::RxQueueFull,
         ),
     ];
-    let mut sink_w = SinkStats::default();
+    let mut sink_w = TxCounts::default();
     for (st, s, e) in &stages {
         let (r, k) = (st.replica, st.index);
         // Replicas name their places `name@r`, so that each can be told apart.
@@ -775,37 +798,37 @@ fn report(
         let w = e.sink.since(&s.sink);
         sink_w.add(&w);
     }
-    places.push(PlaceReport::sink("sink".into(), &sink_w, None));
+    places.push(PlaceReport::sink("sink".into(), &sink_info.kind, &sink_w, None));
     let drops = RunReport::collect_drops(&places);
     let dropped_w: u64 = drops.iter().map(|d| d.packets).sum();
 
     // The whole run, after every stage drained: exact.
-    let mut sink_all = Sink::new(false);
+    let mut all = TxCounts::default();
+    let mut latency = LatencyRecord::default();
     let mut total_dropped = source.counters.rx_queue_full;
     for (st, _, _) in &mut stages {
         st.recycle.flush();
-        sink_all.merge(&st.sink);
+        all.add(&TxCounts::of(&st.sink));
+        if let Some(l) = st.sink.latency() {
+            latency.merge(l);
+        }
         total_dropped += st.link.dropped + st.chain.dropped();
     }
     source.reclaim();
     let leaked = source.pool.in_use() as u64;
-    let all = sink_all.sink_stats();
     total_dropped += all.port.dropped;
-    let conservation = Conservation::check(
-        source.generator.generator_stats().port.packets,
-        all.port.packets,
-        total_dropped,
-        leaked,
-    );
+    let conservation = Conservation::check(source.source.stats().packets, all.port.packets, total_dropped, leaked);
     let window_loss = WindowLoss::new(generated, all.window_packets).map_err(|e| setting("window", e))?;
     let seconds = tsc::seconds(t_end - t_start);
+    let shortfall = g_end.shortfall.since(&g_start.shortfall);
     let received = sink_w.port.packets;
     let l2_bytes = sink_w.port.bytes + 4 * received;
     let report = RunReport {
         version: env!("CARGO_PKG_VERSION"),
         runtime: "pipeline",
         chain: names.to_vec(),
-        traffic: source.generator.config().clone(),
+        source: source_info,
+        sink: sink_info,
         batch: run.batch,
         core: None,
         accounting: acc,
@@ -819,7 +842,7 @@ fn report(
         mpps: received as f64 / seconds / 1e6,
         gbps_l2: l2_bytes as f64 * 8.0 / seconds / 1e9,
         gbps_l1: (l2_bytes + 20 * received) as f64 * 8.0 / seconds / 1e9,
-        requested_mpps: source.generator.config().requested_pps().map(|p| p / 1e6),
+        requested_mpps: source.source.requested_pps().map(|p| p / 1e6),
         generated_mpps: generated as f64 / seconds / 1e6,
         // The busiest core's: the bottleneck's.
         busy_cycles_per_packet: cores
@@ -828,15 +851,15 @@ fn report(
             .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c)))),
         places,
         drops,
-        latency: sink_all.latency(),
+        latency: latency.summary(),
         // Across threads packets are in flight at the window's edges; the exact checks
         // are the window's own traffic and the whole run, after every stage has drained.
         window_loss,
-        verify_failed: run.verify.then_some(all.verify_failed),
+        verify_failed: all.verify_failed,
         conservation,
         pool: source.pool.stats(),
-        pool_empty: gw.pool_empty,
-        pacing_behind: gw.behind,
+        pool_empty: shortfall.pool_empty,
+        pacing_behind: shortfall.behind,
         placement: Some(if replicated {
             format!("{} x{} replicas", settings.placement, plans.len())
         } else {

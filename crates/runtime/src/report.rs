@@ -3,14 +3,28 @@
 
 use serde::Serialize;
 use sfclab_core::pool::PoolStats;
-use sfclab_core::{DropReason, NfStats};
-use sfclab_traffic::{GeneratorConfig, LatencySummary};
+use sfclab_core::{DropReason, LatencySummary, NfCounter, NfStats, PortInfo, PortStats, TxPort};
 use std::collections::BTreeMap;
 
-/// One place packets pass: the generator, an NF, or a sink.
+/// What a place is in the path of packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Where packets come from (a generator, a NIC queue, a pcap file).
+    Source,
+    /// A queue between places (the rx-queue, a link between cores).
+    Queue,
+    Nf,
+    /// Where packets leave.
+    Sink,
+}
+
+/// One place packets pass: the source, a queue, an NF, or a sink.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PlaceReport {
     pub name: String,
+    pub role: Role,
+    /// The NF's type, the port's kind (`generator`, `sink`), or `rx-queue`/`link`.
     pub kind: String,
     pub packets_in: u64,
     pub packets_out: u64,
@@ -25,28 +39,40 @@ pub struct PlaceReport {
 }
 
 impl PlaceReport {
-    /// The traffic source: every packet it generated leaves it.
-    pub fn generator(stats: &sfclab_traffic::GeneratorStats, cycles_per_packet: Option<f64>) -> PlaceReport {
-        let n = stats.port.packets;
+    /// The traffic source (`kind` as its port says): every packet it produced leaves it.
+    pub fn source(
+        kind: &str,
+        stats: &PortStats,
+        counters: Vec<(&'static str, u64)>,
+        cycles_per_packet: Option<f64>,
+    ) -> PlaceReport {
+        let n = stats.packets;
         PlaceReport {
-            name: "generator".into(),
-            kind: "generator".into(),
+            name: kind.into(),
+            role: Role::Source,
+            kind: kind.into(),
             packets_in: n,
             packets_out: n,
             dropped: 0,
             drops: Default::default(),
             cycles_per_packet,
-            counters: [("probes".to_string(), stats.probes)].into(),
+            counters: counters.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
         }
     }
 
     /// Where packets leave: `packets_out` went out, what the port refused is a
     /// `tx-full` drop (an in-memory sink takes everything; a real TX queue may not).
-    pub fn sink(name: String, stats: &sfclab_traffic::SinkStats, cycles_per_packet: Option<f64>) -> PlaceReport {
-        let (n, refused) = (stats.port.packets, stats.port.dropped);
+    pub fn sink(name: String, kind: &str, counts: &TxCounts, cycles_per_packet: Option<f64>) -> PlaceReport {
+        let (n, refused) = (counts.port.packets, counts.port.dropped);
+        let mut counters: BTreeMap<String, u64> =
+            counts.counters.iter().map(|c| (c.name.to_string(), c.value)).collect();
+        if let Some(failed) = counts.verify_failed {
+            counters.insert("verify_failed".into(), failed);
+        }
         PlaceReport {
             name,
-            kind: "sink".into(),
+            role: Role::Sink,
+            kind: kind.into(),
             packets_in: n + refused,
             packets_out: n,
             dropped: refused,
@@ -56,11 +82,7 @@ impl PlaceReport {
                 Default::default()
             },
             cycles_per_packet,
-            counters: [
-                ("probes".to_string(), stats.probes),
-                ("verify_failed".to_string(), stats.verify_failed),
-            ]
-            .into(),
+            counters,
         }
     }
 
@@ -68,6 +90,7 @@ impl PlaceReport {
     pub fn queue(name: String, kind: &str, packets_in: u64, dropped: u64, reason: DropReason) -> PlaceReport {
         PlaceReport {
             name,
+            role: Role::Queue,
             kind: kind.into(),
             packets_in,
             packets_out: packets_in.saturating_sub(dropped),
@@ -91,6 +114,7 @@ impl PlaceReport {
     ) -> PlaceReport {
         PlaceReport {
             name: name.to_string(),
+            role: Role::Nf,
             kind: kind.to_string(),
             packets_in: s.packets_in,
             packets_out: s.packets_out,
@@ -219,7 +243,10 @@ pub struct RunReport {
     pub version: &'static str,
     pub runtime: &'static str,
     pub chain: Vec<String>,
-    pub traffic: GeneratorConfig,
+    /// Where packets came from (the generator and its traffic settings, or a real port).
+    pub source: PortInfo,
+    /// Where packets went.
+    pub sink: PortInfo,
     pub batch: usize,
     pub core: Option<usize>,
     pub accounting: bool,
@@ -266,8 +293,8 @@ pub struct RunReport {
     /// dropped, exactly, and every buffer back in the pool.
     pub conservation: Conservation,
     pub pool: PoolStats,
-    /// Generator batches cut short because the pool ran dry, and packets the pacer
-    /// skipped for falling behind: either means the offered rate was not reached.
+    /// Source batches cut short because the pool ran dry, and packets the pacer skipped
+    /// for falling behind: either means the offered rate was not reached.
     pub pool_empty: u64,
     pub pacing_behind: u64,
     /// Pipeline runtime: the placement, the link mode and every core's load.
@@ -289,8 +316,8 @@ impl RunReport {
         let mut out = Vec::new();
         for p in places {
             let ingress = p.kind == "rx-queue";
-            let own = match p.kind.as_str() {
-                "link" | "rx-queue" => Some(0.0),
+            let own = match p.role {
+                Role::Queue => Some(0.0),
                 _ => p.cycles_per_packet,
             };
             for (reason, &n) in &p.drops {
@@ -306,7 +333,7 @@ impl RunReport {
                     },
                 });
             }
-            if p.kind != "generator" {
+            if p.role != Role::Source {
                 upstream = upstream.zip(own).map(|(u, o)| u + o);
             }
         }
@@ -317,4 +344,61 @@ impl RunReport {
 /// Stable names of every drop reason, for documentation and schema checks.
 pub fn drop_reason_names() -> Vec<&'static str> {
     DropReason::ALL.iter().map(|r| r.name()).collect()
+}
+
+/// A sink's counters at one instant, or over a window (`since`), or of several sinks
+/// (`add`): what the runtimes read from a [`TxPort`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TxCounts {
+    pub port: PortStats,
+    /// Packets of the window's own traffic taken (`FLAG_WINDOW`).
+    pub window_packets: u64,
+    /// Frames that failed verification; `None` when the port does not verify.
+    pub verify_failed: Option<u64>,
+    pub counters: Vec<NfCounter>,
+}
+
+impl TxCounts {
+    pub fn of<T: TxPort>(port: &T) -> TxCounts {
+        TxCounts {
+            port: port.stats(),
+            window_packets: port.window_packets(),
+            verify_failed: port.verify_failed(),
+            counters: port.counters(),
+        }
+    }
+
+    /// What changed since `start` (gauges as they are now).
+    pub fn since(&self, start: &TxCounts) -> TxCounts {
+        TxCounts {
+            port: self.port.since(&start.port),
+            window_packets: self.window_packets - start.window_packets,
+            verify_failed: self.verify_failed.map(|v| v - start.verify_failed.unwrap_or(0)),
+            counters: NfCounter::window(&start.counters, &self.counters)
+                .into_iter()
+                .zip(&self.counters)
+                .map(|((name, value), c)| NfCounter {
+                    name,
+                    value,
+                    kind: c.kind,
+                })
+                .collect(),
+        }
+    }
+
+    /// Adds another sink's counts (sinks of several stages reported as one place).
+    pub fn add(&mut self, o: &TxCounts) {
+        self.port.add(&o.port);
+        self.window_packets += o.window_packets;
+        self.verify_failed = match (self.verify_failed, o.verify_failed) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        for c in &o.counters {
+            match self.counters.iter_mut().find(|m| m.name == c.name) {
+                Some(m) => m.value += c.value,
+                None => self.counters.push(*c),
+            }
+        }
+    }
 }

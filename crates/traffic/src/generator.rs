@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 use sfclab_core::packet::{FLAG_PROBE, FLAG_WINDOW};
-use sfclab_core::{Batch, PacketMeta, PacketPool, PortStats, RxPort, tsc};
+use sfclab_core::{Batch, NfCounter, PacketMeta, PacketPool, PortInfo, PortStats, RxPort, Shortfall, tsc};
 
 use crate::flows::{FlowSet, IpVersion, MAX_FLOWS, apply_patch, pattern_byte};
 use crate::rate::{Pacer, Rate};
@@ -179,14 +179,6 @@ impl Generator {
         &self.cfg
     }
 
-    /// Stops the generator after `more` further packets (`None`: no limit).
-    /// The measured window starts now: packets from here on carry `FLAG_WINDOW`, and
-    /// with `count` the generator stops after that many more.
-    pub fn start_window(&mut self, count: Option<u64>) {
-        self.cfg.limit = count.map(|m| self.stats.port.packets + m);
-        self.set_flags(FLAG_WINDOW);
-    }
-
     fn set_flags(&mut self, flags: u16) {
         let port = self.cfg.port;
         self.fresh = self
@@ -198,7 +190,7 @@ impl Generator {
 
     /// Writes the payload pattern into every buffer of `pool` once, so that frames
     /// stamped later carry valid checksums. Call before the first `rx`.
-    pub fn prime(pool: &mut PacketPool) {
+    pub fn prime_pool(pool: &mut PacketPool) {
         pool.prime(|room| {
             let base = sfclab_core::packet::HEADROOM;
             for (k, b) in room[base..].iter_mut().enumerate() {
@@ -327,6 +319,47 @@ impl RxPort for Generator {
     fn stats(&self) -> PortStats {
         self.stats.port
     }
+
+    fn prime(&self, pool: &mut PacketPool) {
+        Generator::prime_pool(pool);
+    }
+
+    fn start_window(&mut self, count: Option<u64>) {
+        self.cfg.limit = count.map(|m| self.stats.port.packets + m);
+        self.set_flags(FLAG_WINDOW);
+    }
+
+    fn requested_pps(&self) -> Option<f64> {
+        self.cfg.requested_pps()
+    }
+
+    fn shortfall(&self) -> Shortfall {
+        let s = self.generator_stats();
+        Shortfall {
+            pool_empty: s.pool_empty,
+            behind: s.behind,
+        }
+    }
+
+    fn counters(&self) -> Vec<NfCounter> {
+        vec![NfCounter::total("probes", self.stats.probes)]
+    }
+
+    fn info(&self) -> PortInfo {
+        let c = &self.cfg;
+        let settings = [
+            ("size", c.sizes.to_string()),
+            ("flows", c.flows.to_string()),
+            ("ip", c.ip.to_string()),
+            ("rate", c.rate.to_string()),
+            ("latency_probe_pps", c.probe_pps.to_string()),
+        ];
+        PortInfo {
+            kind: "generator".into(),
+            summary: format!("{} B frames, {} flow(s), {}, rate {}", c.sizes, c.flows, c.ip, c.rate),
+            settings: settings.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -347,7 +380,7 @@ mod tests {
     #[test]
     fn imix_stream_has_exact_ratios_and_valid_frames() {
         let mut pool = PacketPool::new(64);
-        Generator::prime(&mut pool);
+        Generator::prime_pool(&mut pool);
         let cfg = GeneratorConfig {
             sizes: FrameSizes::imix(),
             flows: 5,
@@ -385,7 +418,7 @@ mod tests {
     #[test]
     fn flows_rotate_and_sequence_numbers_count_up() {
         let mut pool = PacketPool::new(64);
-        Generator::prime(&mut pool);
+        Generator::prime_pool(&mut pool);
         let cfg = GeneratorConfig {
             flows: 3,
             ip: IpVersion::V6,

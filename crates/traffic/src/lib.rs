@@ -16,7 +16,7 @@ pub mod sizes;
 pub use flows::IpVersion;
 pub use generator::{Generator, GeneratorConfig, GeneratorStats};
 pub use rate::Rate;
-pub use sink::{LatencySummary, Sink, SinkStats};
+pub use sink::{Sink, SinkStats};
 pub use sizes::FrameSizes;
 
 /// Bytes a frame occupies on Ethernet beyond its FCS-inclusive size: preamble, SFD and

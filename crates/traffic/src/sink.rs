@@ -2,9 +2,8 @@
 //! probe packets in an HDR histogram, optionally verifies every frame, and frees the
 //! buffers. Only probes read the clock, so measuring latency costs the chain nothing.
 
-use hdrhistogram::Histogram;
 use serde::Serialize;
-use sfclab_core::{Batch, PortStats, Recycle, TxPort, tsc};
+use sfclab_core::{Batch, LatencyRecord, NfCounter, PortInfo, PortStats, Recycle, TxPort, tsc};
 use sfclab_wire::checksum::{pseudo_header_v4, pseudo_header_v6};
 use sfclab_wire::{EtherType, EthernetHeader, IpProtocol, Ipv4Header, Ipv6Header, UdpHeader};
 
@@ -19,91 +18,24 @@ pub struct SinkStats {
     pub window_packets: u64,
 }
 
-impl SinkStats {
-    /// Adds another sink's counts (sinks of several stages reported as one place).
-    pub fn add(&mut self, o: &SinkStats) {
-        self.port.packets += o.port.packets;
-        self.port.bytes += o.port.bytes;
-        self.port.dropped += o.port.dropped;
-        self.verify_failed += o.verify_failed;
-        self.probes += o.probes;
-        self.window_packets += o.window_packets;
-    }
-
-    pub fn since(&self, e: &SinkStats) -> SinkStats {
-        SinkStats {
-            port: self.port.since(&e.port),
-            verify_failed: self.verify_failed - e.verify_failed,
-            probes: self.probes - e.probes,
-            window_packets: self.window_packets - e.window_packets,
-        }
-    }
-}
-
-/// Latency percentiles in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct LatencySummary {
-    pub samples: u64,
-    pub min_ns: f64,
-    pub p50_ns: f64,
-    pub p90_ns: f64,
-    pub p99_ns: f64,
-    pub p999_ns: f64,
-    pub max_ns: f64,
-    pub mean_ns: f64,
-}
-
 pub struct Sink {
     stats: SinkStats,
     verify: bool,
     /// Probe latency in TSC ticks.
-    latency: Histogram<u64>,
+    latency: LatencyRecord,
 }
 
 impl Sink {
     pub fn new(verify: bool) -> Sink {
-        // 1 tick .. 60 s at up to 10 GHz, 3 significant digits: fixed size, no resizing.
-        let latency = Histogram::new_with_bounds(1, 600_000_000_000, 3).expect("valid histogram bounds");
         Sink {
             stats: SinkStats::default(),
             verify,
-            latency,
+            latency: LatencyRecord::default(),
         }
     }
 
     pub fn sink_stats(&self) -> SinkStats {
         self.stats
-    }
-
-    /// Adds another sink's counts and latency samples to this one's (sinks of several
-    /// stages or threads reported as one place).
-    pub fn merge(&mut self, other: &Sink) {
-        self.stats.add(&other.stats);
-        // Same bounds on both sides, so adding cannot fail.
-        let _ = self.latency.add(&other.latency);
-    }
-
-    /// Forgets the latency samples so far (end of warm-up).
-    pub fn reset_latency(&mut self) {
-        self.latency.reset();
-    }
-
-    pub fn latency(&self) -> Option<LatencySummary> {
-        let h = &self.latency;
-        if h.is_empty() {
-            return None;
-        }
-        let ns = |ticks: u64| tsc::seconds(ticks) * 1e9;
-        Some(LatencySummary {
-            samples: h.len(),
-            min_ns: ns(h.min()),
-            p50_ns: ns(h.value_at_quantile(0.50)),
-            p90_ns: ns(h.value_at_quantile(0.90)),
-            p99_ns: ns(h.value_at_quantile(0.99)),
-            p999_ns: ns(h.value_at_quantile(0.999)),
-            max_ns: ns(h.max()),
-            mean_ns: h.mean() / tsc::hz() * 1e9,
-        })
     }
 }
 
@@ -122,8 +54,7 @@ impl TxPort for Sink {
         if probe {
             let now = tsc::now();
             for p in batch.iter().filter(|p| p.is_probe()) {
-                self.latency
-                    .saturating_record(now.saturating_sub(p.meta.timestamp).max(1));
+                self.latency.record(now.saturating_sub(p.meta.timestamp));
                 self.stats.probes += 1;
             }
         }
@@ -137,6 +68,38 @@ impl TxPort for Sink {
 
     fn stats(&self) -> PortStats {
         self.stats.port
+    }
+
+    fn start_window(&mut self) {
+        self.latency.reset();
+    }
+
+    fn window_packets(&self) -> u64 {
+        self.stats.window_packets
+    }
+
+    fn latency(&self) -> Option<&LatencyRecord> {
+        Some(&self.latency)
+    }
+
+    fn verify_failed(&self) -> Option<u64> {
+        self.verify.then_some(self.stats.verify_failed)
+    }
+
+    fn counters(&self) -> Vec<NfCounter> {
+        vec![NfCounter::total("probes", self.stats.probes)]
+    }
+
+    fn info(&self) -> PortInfo {
+        PortInfo {
+            kind: "sink".into(),
+            summary: if self.verify {
+                "in memory, verifying every frame".into()
+            } else {
+                "in memory".into()
+            },
+            settings: [("verify".to_string(), self.verify.to_string())].into(),
+        }
     }
 }
 
@@ -186,7 +149,7 @@ mod tests {
     #[test]
     fn counts_verifies_and_records_probes() {
         let mut pool = PacketPool::new(64);
-        Generator::prime(&mut pool);
+        Generator::prime_pool(&mut pool);
         for ip in [IpVersion::V4, IpVersion::V6] {
             let sizes = if ip == IpVersion::V4 {
                 FrameSizes::rfc2544_mix()
@@ -212,7 +175,7 @@ mod tests {
             assert_eq!(st.port.bytes, g.stats().bytes);
             assert_eq!(st.verify_failed, 0, "{ip}");
             assert_eq!(st.probes, 10);
-            assert_eq!(sink.latency().unwrap().samples, 10);
+            assert_eq!(sink.latency().unwrap().summary().unwrap().samples, 10);
         }
         assert_eq!(pool.in_use(), 0);
     }
@@ -220,7 +183,7 @@ mod tests {
     #[test]
     fn corrupted_frames_fail_verification() {
         let mut pool = PacketPool::new(64);
-        Generator::prime(&mut pool);
+        Generator::prime_pool(&mut pool);
         let mut g = Generator::new(GeneratorConfig::default(), 32).unwrap();
         let mut sink = Sink::new(true);
         let mut batch = Batch::new(4);
@@ -230,6 +193,6 @@ mod tests {
         batch.get_mut(2).truncate(20); // cut inside the IPv4 header
         sink.tx(0, &mut batch, &mut pool);
         assert_eq!(sink.sink_stats().verify_failed, 3);
-        assert!(sink.latency().is_none());
+        assert!(sink.latency().unwrap().summary().is_none());
     }
 }
