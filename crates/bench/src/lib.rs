@@ -12,7 +12,7 @@ pub mod placement;
 pub mod ring;
 
 use serde::Serialize;
-use sfclab_nf::NfConfig;
+use sfclab_nf::NfSpec;
 use sfclab_runtime::{RunSettings, run_compound};
 use sfclab_traffic::{FrameSizes, GeneratorConfig};
 use std::time::Duration;
@@ -264,20 +264,15 @@ pub fn bare_loop_cycles_per_hop(core: Option<usize>, duration: Duration) -> f64 
 }
 
 /// A chain of `n` copies of one NF (its kind numbered: `synthetic1`, `synthetic2`, ...).
-pub fn copies(nf: &NfConfig, n: usize) -> Result<sfclab_core::NamedNfs, String> {
+pub fn copies(nf: &NfSpec, n: usize) -> sfclab_core::NamedNfs {
     (0..n)
-        .map(|i| {
-            Ok((
-                format!("{}{}", nf.kind(), i + 1),
-                nf.build().map_err(|e| e.to_string())?,
-            ))
-        })
+        .map(|i| (format!("{}{}", nf.kind(), i + 1), nf.build()))
         .collect()
 }
 
 /// `forwarder*n` with default MACs.
 pub(crate) fn forwarders(n: usize) -> sfclab_core::NamedNfs {
-    copies(&NfConfig::Forwarder(Default::default()), n).expect("default forwarder")
+    copies(&NfSpec::default_of("forwarder").expect("the default forwarder"), n)
 }
 
 /// Runs the benchmark; `progress` is told after each trial (done, total).

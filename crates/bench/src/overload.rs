@@ -21,7 +21,7 @@ pub struct OverloadArgs {
     pub hops: Vec<usize>,
     /// The chain element as given, for the record, and its settings (repeated n times).
     pub nf: String,
-    pub nf_config: sfclab_nf::NfConfig,
+    pub nf_config: sfclab_nf::NfSpec,
     /// Offered load as fractions of the chain's capacity.
     pub loads: Vec<f64>,
     pub duration: Duration,
@@ -71,7 +71,7 @@ fn trial(
     flow_control: bool,
     cores: (usize, usize),
 ) -> Result<RunReport, String> {
-    let nfs = crate::copies(&args.nf_config, n)?;
+    let nfs = crate::copies(&args.nf_config, n);
     let settings = PipelineSettings {
         run: RunSettings {
             duration: Some(args.duration),

@@ -22,7 +22,7 @@ pub struct PlacementArgs {
     /// The chain element as given (`forwarder`, `synthetic(cycles=100)`), for the record.
     pub nf: String,
     /// That element, repeated n times.
-    pub nf_config: sfclab_nf::NfConfig,
+    pub nf_config: sfclab_nf::NfSpec,
     pub duration: Duration,
     pub warmup: Duration,
     pub repeat: usize,
@@ -75,7 +75,7 @@ pub fn run(args: &PlacementArgs, mut progress: impl FnMut(usize, usize, &str)) -
         repeat_done += 1;
         for (li, &n) in args.lengths.iter().enumerate() {
             for (pi, placement) in args.placements.iter().enumerate() {
-                let nfs = crate::copies(&args.nf_config, n)?;
+                let nfs = crate::copies(&args.nf_config, n);
                 let settings = PipelineSettings {
                     run: RunSettings {
                         batch: args.batch,

@@ -16,7 +16,7 @@
 
 use serde::Serialize;
 use sfclab_core::{Batch, PacketPool, ReturnLink, RingConsumer, RingProducer, ring, tsc};
-use sfclab_nf::NfConfig;
+use sfclab_nf::NfSpec;
 use sfclab_runtime::Chain;
 use sfclab_runtime::{LinkMode, Placement, placement::allowed_cores};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -178,7 +178,7 @@ fn full_hop_loop(a: usize, b: usize, burst: usize, duration: Duration) -> f64 {
     let mut chain = Chain::new(
         vec![(
             "forwarder".into(),
-            NfConfig::Forwarder(Default::default()).build().expect("forwarder"),
+            NfSpec::default_of("forwarder").expect("the default forwarder").build(),
         )],
         burst,
         1,
@@ -205,7 +205,8 @@ fn full_hop_loop(a: usize, b: usize, burst: usize, duration: Duration) -> f64 {
             pass_on(&mut from_near, &mut far_batch, &mut to_near, |batch| {
                 // As a pipeline stage does with what arrives.
                 batch.prefetch();
-                chain.process::<false, _>(batch, &mut recycle)
+                // The clock as a stage has it: read once per batch.
+                chain.process::<false, _>(batch, &mut recycle, tsc::now())
             })
         },
     );

@@ -16,11 +16,11 @@
 //! `chain[i] (kind)`), the key and why; an error in a value the command line gave names
 //! the flag. Unknown keys are errors, never ignored.
 
-use crate::located::{Located, Step, steps_of};
+use crate::located::{Located, Step, steps_of_text};
 use crate::settings::{Layers, Runtime, Settings, flag_of};
 use serde_json::{Map, Value};
-use sfclab_nf::NfConfig;
-use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings};
+use sfclab_nf::{NfSpec, SpecError};
+use sfclab_runtime::{ChainGraph, LinkMode, Next, PipelineSettings, Placement, RunSettings};
 use sfclab_traffic::{FrameSizes, GeneratorConfig, Rate};
 use std::time::Duration;
 
@@ -90,7 +90,10 @@ pub(crate) fn plain(message: &str) -> String {
 pub struct ChainSpec {
     pub name: String,
     pub traffic: GeneratorConfig,
-    pub nfs: Vec<(String, NfConfig)>,
+    pub nfs: Vec<(String, NfSpec)>,
+    /// Where each NF's outputs lead, when the chain file wires them (`wiring:`); `None`
+    /// is the linear chain.
+    pub wiring: Option<Vec<Vec<Next>>>,
     pub settings: RunSettings,
     /// Set when the chain runs as a pipeline across cores; compound otherwise.
     pub pipeline: Option<PipelineSettings>,
@@ -103,8 +106,16 @@ impl ChainSpec {
     pub fn build_nfs(&self) -> sfclab_core::NamedNfs {
         self.nfs
             .iter()
-            .map(|(name, cfg)| (name.clone(), cfg.build().expect("validated when the chain was read")))
+            .map(|(name, spec)| (name.clone(), spec.build()))
             .collect()
+    }
+
+    /// The chain's NFs, built, with their wiring.
+    pub fn graph(&self) -> ChainGraph {
+        ChainGraph {
+            nfs: self.build_nfs(),
+            wiring: self.wiring.clone(),
+        }
     }
 
     /// Every run setting the spec runs with: the compound one, and the pipeline's if set.
@@ -135,7 +146,7 @@ impl ChainSpec {
 }
 
 /// The top-level keys of a chain file.
-const FILE_KEYS: [&str; 5] = ["name", "description", "traffic", "run", "chain"];
+const FILE_KEYS: [&str; 6] = ["name", "description", "traffic", "run", "chain", "wiring"];
 
 /// A chain file's parts, before the settings are merged with the flags.
 struct ChainFile {
@@ -143,6 +154,8 @@ struct ChainFile {
     traffic: Map<String, Value>,
     run: Map<String, Value>,
     chain: Vec<Value>,
+    /// `wiring:` entries, `nf.output -> nf` or `-> egress`.
+    wiring: Vec<Value>,
 }
 
 /// Where errors point: the file (or flag) and, for a file, its lines.
@@ -273,6 +286,18 @@ fn read_sections(tree: &Located, ctx: &Ctx) -> Result<ChainFile, ConfigError> {
             return Err(ctx.at(&[Step::key("chain")], "chain", "", "expected a list of NFs"));
         }
     };
+    let wiring = match tree.get("wiring").map(Located::to_value) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items,
+        Some(_) => {
+            return Err(ctx.at(
+                &[Step::key("wiring")],
+                "wiring",
+                "",
+                "expected a list of `nf.output -> target` lines",
+            ));
+        }
+    };
     let name = match tree.get("name").map(Located::to_value) {
         None => None,
         Some(Value::String(s)) => Some(s),
@@ -283,6 +308,7 @@ fn read_sections(tree: &Located, ctx: &Ctx) -> Result<ChainFile, ConfigError> {
         traffic: section("traffic")?,
         run: section("run")?,
         chain,
+        wiring,
     })
 }
 
@@ -300,6 +326,7 @@ pub fn from_shorthand(spec: &str, flags: &Settings) -> Result<ChainSpec, ConfigE
         traffic: Map::new(),
         run: Map::new(),
         chain,
+        wiring: Vec::new(),
     };
     resolve(file, &ctx, flags)
 }
@@ -355,15 +382,29 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         ));
     }
     let nfs = resolve_chain(&file.chain, ctx)?;
+    let wiring = resolve_wiring(&file.wiring, &nfs, ctx)?;
     let replicas = r.replicas.unwrap_or(1);
     if replicas == 0 || replicas > 64 {
         return Err(ctx.setting("run", "replicas", format!("{replicas} is outside 1..=64")));
     }
     let pipeline = resolve_pipeline(&layers, &settings, nfs.len(), replicas, ctx)?;
+    if pipeline.is_some()
+        && let Some(w) = &wiring
+        && !sfclab_runtime::chain::is_linear(w)
+    {
+        return Err(ctx.at(
+            &[Step::key("wiring")],
+            "wiring",
+            "",
+            "the pipeline runtime cuts the chain into blocks of NFs in order and runs linear chains only; \
+             this wiring needs `runtime: compound`",
+        ));
+    }
     Ok(ChainSpec {
         name: file.name.unwrap_or_else(|| ctx.file.to_string()),
         traffic,
         nfs,
+        wiring,
         settings,
         pipeline,
         replicas,
@@ -475,20 +516,15 @@ pub fn default_core() -> Option<usize> {
     sfclab_runtime::placement::default_chain_core()
 }
 
-fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfConfig)>, ConfigError> {
-    let mut out: Vec<(String, NfConfig)> = Vec::new();
+fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfSpec)>, ConfigError> {
+    let mut out: Vec<(String, NfSpec)> = Vec::new();
     for (i, raw) in chain.iter().enumerate() {
-        let kind_guess = match raw {
-            Value::String(s) => s.clone(),
-            Value::Object(m) => m.keys().next().cloned().unwrap_or_default(),
-            _ => String::new(),
-        };
-        let value = match raw {
-            // `- noop` and `- noop:` mean the NF with default settings.
-            Value::String(s) => serde_json::json!({ s.as_str(): {} }),
+        // `- noop` and `- noop:` mean the NF with default settings.
+        let (kind, settings) = match raw {
+            Value::String(s) => (s.clone(), Value::Null),
             Value::Object(m) if m.len() == 1 => {
-                let (k, v) = m.iter().next().unwrap();
-                serde_json::json!({ k.as_str(): if v.is_null() { serde_json::json!({}) } else { v.clone() } })
+                let (k, v) = m.iter().next().expect("one entry");
+                (k.clone(), v.clone())
             }
             _ => {
                 return Err(ctx.nf(
@@ -499,19 +535,30 @@ fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfConfig)>, 
                 ));
             }
         };
-        let cfg: NfConfig = serde_path_to_error::deserialize(value).map_err(|e| {
-            let path = steps_of(e.path());
-            let mut reason = e.into_inner().to_string();
-            if reason.starts_with("unknown variant") {
-                let kinds: Vec<&str> = NfConfig::KINDS.iter().map(|(k, _)| *k).collect();
-                reason = format!("unknown NF type `{kind_guess}`; known types: {}", kinds.join(", "));
+        let at = |path: Vec<Step>| [vec![Step::key(&kind)], path].concat();
+        let mut settings = match settings {
+            Value::Null => Map::new(),
+            Value::Object(m) => m,
+            _ => return Err(ctx.nf(i, &kind, &at(vec![]), "expected a mapping of settings")),
+        };
+        // `name` is the chain's, not the NF's: every NF has one.
+        let name = match settings.remove("name") {
+            None => String::new(),
+            Some(Value::String(n)) if !n.is_empty() && !n.contains(['.', ' ']) => n,
+            Some(other) => {
+                return Err(ctx.nf(
+                    i,
+                    &kind,
+                    &at(vec![Step::key("name")]),
+                    format!("`{other}` is not a name: write a word without dots or spaces"),
+                ));
             }
-            ctx.nf(i, &kind_guess, &path, plain(&reason))
+        };
+        let spec = NfSpec::new(&kind, Value::Object(settings)).map_err(|e| match e {
+            SpecError::UnknownKind(_) => ctx.nf(i, &kind, &at(vec![]), e.to_string()),
+            SpecError::Config(c) => ctx.nf(i, &kind, &at(steps_of_text(&c.key)), plain(&c.reason)),
         })?;
-        cfg.build()
-            .map_err(|e| ctx.nf(i, &kind_guess, &[Step::key(&kind_guess), Step::key(e.key)], e.reason))?;
-        let name = cfg.name().map(str::to_string).unwrap_or_default();
-        out.push((name, cfg));
+        out.push((name, spec));
     }
     // Unnamed NFs are named by type, numbered when a type appears more than once.
     for i in 0..out.len() {
@@ -537,6 +584,84 @@ fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfConfig)>, 
         }
     }
     Ok(out)
+}
+
+/// The chain's wiring from `wiring:` lines (`router.port1 -> fw`, `fw.deny -> egress`):
+/// the linear chain with each line's edge replaced. `None` when there are no lines.
+fn resolve_wiring(lines: &[Value], nfs: &[(String, NfSpec)], ctx: &Ctx) -> Result<Option<Vec<Vec<Next>>>, ConfigError> {
+    if lines.is_empty() {
+        return Ok(None);
+    }
+    let outputs: Vec<Vec<String>> = nfs.iter().map(|(_, spec)| spec.build().outputs()).collect();
+    let n = nfs.len();
+    let mut wiring: Vec<Vec<Next>> = outputs
+        .iter()
+        .enumerate()
+        .map(|(i, outs)| {
+            let first = if i + 1 < n { Next::Nf(i + 1) } else { Next::Egress(0) };
+            std::iter::once(first)
+                .chain(std::iter::repeat_n(Next::Egress(0), outs.len().max(1) - 1))
+                .collect()
+        })
+        .collect();
+    let index = |name: &str| nfs.iter().position(|(n, _)| n == name);
+    let names = || nfs.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ");
+    for (k, line) in lines.iter().enumerate() {
+        let err = |reason: String| {
+            ctx.at(
+                &[Step::key("wiring"), Step::Index(k)],
+                &format!("wiring[{k}]"),
+                "",
+                reason,
+            )
+        };
+        let text = line
+            .as_str()
+            .ok_or_else(|| err("write a line `nf.output -> target`".into()))?;
+        let (from, to) = text
+            .split_once("->")
+            .ok_or_else(|| err(format!("`{text}` is not `nf.output -> target`")))?;
+        let (from, to) = (from.trim(), to.trim());
+        let (nf, output) = from.split_once('.').unwrap_or((from, ""));
+        let i = index(nf).ok_or_else(|| err(format!("no NF is called `{nf}` (the chain has {})", names())))?;
+        let o = if output.is_empty() {
+            0
+        } else {
+            outputs[i].iter().position(|o| o == output).ok_or_else(|| {
+                err(format!(
+                    "{nf} ({}) has no output `{output}`; its outputs are {}",
+                    nfs[i].1.kind(),
+                    outputs[i].join(", ")
+                ))
+            })?
+        };
+        let target = match to.strip_prefix("egress") {
+            Some("") => Next::Egress(0),
+            Some(e) if e.parse::<usize>().is_ok() => {
+                let e: usize = e.parse().expect("checked");
+                if e != 0 {
+                    return Err(err(format!("egress {e}: this chain has one egress port (egress)")));
+                }
+                Next::Egress(e)
+            }
+            _ => match index(to) {
+                Some(j) if j > i => Next::Nf(j),
+                Some(_) => {
+                    return Err(err(format!(
+                        "{to} comes before {nf} in the chain: outputs lead to later NFs, so no packet can loop"
+                    )));
+                }
+                None => {
+                    return Err(err(format!(
+                        "no NF is called `{to}` (the chain has {}), nor is it `egress`",
+                        names()
+                    )));
+                }
+            },
+        };
+        wiring[i][o] = target;
+    }
+    Ok(Some(wiring))
 }
 
 /// Parses `a -> b(k=v, k2=v2)*3 -> c` into chain elements.
@@ -631,10 +756,11 @@ mod tests {
         .unwrap();
         let names: Vec<&str> = spec.nfs.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["forwarder1", "forwarder2", "forwarder3", "synthetic", "noop"]);
-        let NfConfig::Synthetic(s) = &spec.nfs[3].1 else {
-            panic!()
-        };
-        assert_eq!((s.cycles, s.working_set.0), (100, 64 * 1024));
+        assert_eq!(spec.nfs[3].1.kind(), "synthetic");
+        assert_eq!(
+            spec.nfs[3].1.settings(),
+            &serde_json::json!({"cycles": 100, "working_set": "64KiB"})
+        );
     }
 
     #[test]
@@ -831,6 +957,59 @@ chain: [noop]
         );
         let e = parse(text, "bad.yaml", &flags(&[("batch", "1000")])).unwrap_err();
         assert_eq!((e.file.as_str(), e.line), ("--batch", None));
+    }
+
+    #[test]
+    fn wiring_replaces_edges_of_the_linear_chain() {
+        let text = "chain: [forwarder, synthetic, noop]\nwiring:\n  - forwarder.out -> noop\n";
+        let spec = parse(text, "w.yaml", &Settings::default()).unwrap();
+        assert_eq!(
+            spec.wiring,
+            Some(vec![vec![Next::Nf(2)], vec![Next::Nf(2)], vec![Next::Egress(0)]])
+        );
+        let report = crate::execute::run(&ChainSpec {
+            settings: RunSettings {
+                count: Some(1000),
+                duration: None,
+                warmup: Duration::ZERO,
+                ..spec.settings.clone()
+            },
+            ..spec
+        })
+        .unwrap();
+        let synthetic = report.places.iter().find(|p| p.name == "synthetic").unwrap();
+        assert_eq!(synthetic.packets_in, 0, "the forwarder's output skips it");
+        assert!(report.conservation.holds);
+
+        for (wiring, says) in [
+            ("[forwarder.out -> nope]", "no NF is called `nope`"),
+            ("[forwarder.side -> noop]", "has no output `side`; its outputs are out"),
+            ("[noop -> forwarder]", "comes before"),
+            ("[noop -> egress2]", "one egress port"),
+            ("[forwarder noop]", "is not `nf.output -> target`"),
+        ] {
+            let e = parse_err(&format!("chain: [forwarder, synthetic, noop]\nwiring: {wiring}\n"));
+            assert!(
+                e.place.starts_with("wiring[0]") && e.reason.contains(says),
+                "{wiring}: {e}"
+            );
+            assert_eq!(e.line, Some(2));
+        }
+        let e =
+            parse_err("run: {placement: s_core}\nchain: [forwarder, synthetic, noop]\nwiring: [forwarder -> noop]\n");
+        assert!(e.reason.contains("linear chains only"), "{e}");
+    }
+
+    #[test]
+    fn nf_settings_errors_name_the_nested_key_and_line() {
+        let e = parse_err("chain:\n  - noop\n  - synthetic:\n      name: s\n      seed: 0\n");
+        assert_eq!(
+            (e.place.as_str(), e.key.as_str(), e.line),
+            ("chain[1] (synthetic)", "seed", Some(5)),
+            "{e}"
+        );
+        let e = parse_err("chain:\n  - noop: { name: a.b }\n");
+        assert_eq!(e.key, "name");
     }
 
     #[test]

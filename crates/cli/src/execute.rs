@@ -14,8 +14,8 @@ pub fn run(spec: &ChainSpec) -> Result<RunReport, RunError> {
         Some(p) if spec.replicas > 1 => {
             run_parallel(spec.traffic.clone(), (0..spec.replicas).map(|_| build()).collect(), p)
         }
-        Some(p) => run_pipeline(spec.traffic.clone(), build(), p),
-        None => run_compound(spec.traffic.clone(), build(), &spec.settings),
+        Some(p) => run_pipeline(spec.traffic.clone(), spec.graph(), p),
+        None => run_compound(spec.traffic.clone(), spec.graph(), &spec.settings),
     }
 }
 
@@ -43,6 +43,7 @@ impl ChainTrial {
         let mut spec = self.spec.as_trial(Rate::Pps(offered_pps), probe_pps, duration);
         if empty_chain {
             spec.nfs.clear();
+            spec.wiring = None;
             if let Some(p) = spec.pipeline.as_mut() {
                 p.placement = sfclab_runtime::Placement::SCore;
             }

@@ -91,18 +91,22 @@ impl Located {
     }
 }
 
-/// The steps of a serde path (`serde_path_to_error`), for [`Located::line_at`]. An
-/// externally tagged enum's variant is the key of its mapping (`- synthetic: {...}`).
-pub fn steps_of(path: &serde_path_to_error::Path) -> Vec<Step> {
-    use serde_path_to_error::Segment;
-    path.iter()
-        .map_while(|s| match s {
-            Segment::Seq { index } => Some(Step::Index(*index)),
-            Segment::Map { key } => Some(Step::Key(key.clone())),
-            Segment::Enum { variant } => Some(Step::Key(variant.clone())),
-            Segment::Unknown => None,
-        })
-        .collect()
+/// The steps of a path written as text (`routes[3].prefix`), as NFs name their keys.
+pub fn steps_of_text(path: &str) -> Vec<Step> {
+    let mut steps = Vec::new();
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let mut pieces = part.split('[');
+        if let Some(key) = pieces.next().filter(|k| !k.is_empty()) {
+            steps.push(Step::key(key));
+        }
+        for index in pieces {
+            match index.trim_end_matches(']').parse() {
+                Ok(i) => steps.push(Step::Index(i)),
+                Err(_) => return steps,
+            }
+        }
+    }
+    steps
 }
 
 impl<'de> Deserialize<'de> for Located {
@@ -209,6 +213,19 @@ mod tests {
         assert_eq!(
             t.to_value(),
             serde_json::json!({"run": {"batch": 32, "cores": [0, 1]}, "chain": ["noop", {"synthetic": {"cycles": 10, "accesses": 4}}]})
+        );
+    }
+
+    #[test]
+    fn text_paths_become_steps() {
+        assert_eq!(
+            steps_of_text("routes[3].prefix"),
+            vec![Step::key("routes"), Step::Index(3), Step::key("prefix")]
+        );
+        assert_eq!(steps_of_text(""), vec![]);
+        assert_eq!(
+            steps_of_text("a[1][2]"),
+            vec![Step::key("a"), Step::Index(1), Step::Index(2)]
         );
     }
 

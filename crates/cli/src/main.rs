@@ -303,13 +303,7 @@ fn main() -> ExitCode {
                 Err(e) => outcome::fail(outcome::FAILURE, &format!("cannot render the manual: {e}")),
             }
         }
-        Cmd::Nfs => {
-            let text: String = sfclab_nf::NfConfig::KINDS
-                .iter()
-                .map(|(kind, doc)| format!("{kind:<10} {doc}\n"))
-                .collect();
-            outcome::emit_then(&text, 0)
-        }
+        Cmd::Nfs => outcome::emit_then(&render::nf_types(), 0),
     }
 }
 
@@ -478,7 +472,7 @@ fn cmd_pipeline(a: PipelineArgs) -> ExitCode {
 }
 
 /// The one chain element `--nf` names, in shorthand (`synthetic(cycles=100)`).
-fn one_nf(text: &str) -> Result<sfclab_nf::NfConfig, String> {
+fn one_nf(text: &str) -> Result<sfclab_nf::NfSpec, String> {
     let spec = config::from_shorthand(text, &settings::Settings::default()).map_err(|e| format!("--nf: {e}"))?;
     match <[_; 1]>::try_from(spec.nfs) {
         Ok([(_, cfg)]) => Ok(cfg),

@@ -209,10 +209,10 @@ pub struct RunDocument<'a> {
 #[derive(serde::Serialize, schemars::JsonSchema)]
 pub struct NfEntry<'a> {
     pub name: &'a str,
-    pub config: &'a sfclab_nf::NfConfig,
+    pub config: &'a sfclab_nf::NfSpec,
 }
 
-pub fn json(name: &str, nfs: &[(String, sfclab_nf::NfConfig)], r: &RunReport) -> String {
+pub fn json(name: &str, nfs: &[(String, sfclab_nf::NfSpec)], r: &RunReport) -> String {
     let chain_config = nfs.iter().map(|(n, c)| NfEntry { name: n, config: c }).collect();
     let doc = RunDocument {
         schema: RUN_SCHEMA,
@@ -332,7 +332,7 @@ pub fn csv(name: &str, r: &RunReport) -> String {
 #[derive(serde::Serialize, schemars::JsonSchema)]
 pub struct NfOwned {
     pub name: String,
-    pub config: sfclab_nf::NfConfig,
+    pub config: sfclab_nf::NfSpec,
 }
 
 /// The terminal view of a sweep result set.
@@ -379,5 +379,54 @@ pub fn sweep_table(set: &serde_json::Value) -> String {
     if set["interrupted"] == true {
         let _ = writeln!(s, "INTERRUPTED: stopped by Ctrl-C; only the points above were measured");
     }
+    s
+}
+
+/// `sfclab nfs`: every NF type, what it does, and its keys with what each means (from
+/// the NF's config schema), its outputs and its own drop reasons.
+pub fn nf_types() -> String {
+    let mut s = String::new();
+    for t in sfclab_nf::registry::TYPES {
+        let _ = writeln!(s, "{}: {}", t.kind, t.about);
+        let schema = serde_json::to_value((t.schema)()).unwrap_or_default();
+        let props = schema["properties"].as_object().cloned().unwrap_or_default();
+        if props.is_empty() {
+            let _ = writeln!(s, "  (no keys but `name`)");
+        }
+        for (key, p) in &props {
+            let kind = p["type"]
+                .as_str()
+                .map(str::to_string)
+                .or_else(|| {
+                    p["type"].as_array().map(|a| {
+                        a.iter()
+                            .filter_map(|t| t.as_str())
+                            .filter(|t| *t != "null")
+                            .collect::<Vec<_>>()
+                            .join("|")
+                    })
+                })
+                .unwrap_or_else(|| "value".into());
+            let _ = writeln!(
+                s,
+                "  {key:<14} {kind:<8} {}",
+                p["description"].as_str().unwrap_or("").replace('\n', " ")
+            );
+        }
+        if let Ok(spec) = sfclab_nf::NfSpec::default_of(t.kind) {
+            let nf = spec.build();
+            let outputs = nf.outputs();
+            if outputs.len() > 1 {
+                let _ = writeln!(s, "  outputs: {}", outputs.join(", "));
+            }
+            if !nf.drop_reasons().is_empty() {
+                let _ = writeln!(s, "  drop reasons: {}", nf.drop_reasons().join(", "));
+            }
+        }
+        let _ = writeln!(s);
+    }
+    s += "Every NF also takes `name` (default: its type, numbered when repeated). Common drop reasons: ";
+    s += &sfclab_runtime::report::drop_reason_names().join(", ");
+    s += "\n";
     s
 }

@@ -24,7 +24,10 @@ pub mod tsc;
 
 pub use batch::{Batch, BatchView, MAX_BATCH};
 pub use latency::{LatencyRecord, LatencySummary};
-pub use nf::{CounterKind, DropReason, NamedNfs, NetworkFunction, NfCounter, NfStats, Verdict, Verdicts};
+pub use nf::{
+    Buffers, Context, CounterKind, DropReason, Emitted, NamedNfs, NetworkFunction, NfCounter, NfStats, Verdict,
+    Verdicts,
+};
 pub use packet::{Packet, PacketMeta};
 pub use pool::{PacketPool, PacketRef};
 pub use port::{PortInfo, PortStats, RxPort, Shortfall, TxPort};

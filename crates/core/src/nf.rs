@@ -1,101 +1,132 @@
-//! The network-function contract.
+//! The network-function contract, version 2.
 //!
-//! An NF is built from a typed config (all validation happens there) and then sees
-//! batches. For every packet it returns a verdict: continue to the next NF (the
-//! default, so an NF that passes everything writes nothing), leave the chain on an
-//! output port, or drop with a named reason. The runtime moves packets, frees drops
-//! and keeps the counters; an NF never touches rings, pools or I/O.
+//! An NF is built from its config (all validation happens there) and then sees batches.
+//! Each call gets a [`Context`] (the time, where it runs, an allocator, a way to emit
+//! packets) and records a verdict for every packet that must not simply continue:
+//! continue on its first output (the default, so an NF that passes everything writes
+//! nothing), go to another of its named outputs, be held by the NF, or be dropped for a
+//! reason. The runtime moves packets along the chain's wiring, frees drops and keeps the
+//! counters; an NF never touches rings or I/O.
+//!
+//! Drop reasons are codes: the common ones are named here ([`DropReason::MALFORMED`],
+//! ...), and an NF declares its own (`nat-table-full`, `ct-invalid`) in
+//! [`NetworkFunction::drop_reasons`] and uses them as [`DropReason::own`]: no central
+//! list to edit for a new NF.
 
-use crate::batch::{BatchView, MAX_BATCH};
+use crate::batch::{Batch, BatchView, MAX_BATCH};
+use crate::packet::{FLAG_CREATED, FLAG_WINDOW, PacketMeta};
+use crate::pool::{PacketPool, PacketRef};
+use crate::recycle::Recycle;
 
-/// Why a packet was dropped. Every drop in sfclab has one, counted where it happened.
+/// Why a packet was dropped: a code from 1 to 127. Every drop in sfclab has one, counted
+/// where it happened. Codes below [`DropReason::FIRST_OWN`] are the common reasons named
+/// here; the others are the dropping NF's own, named by its `drop_reasons()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum DropReason {
-    /// Too short or inconsistent headers.
-    Malformed = 1,
-    /// Not the protocol this NF handles (e.g. a non-IP frame at a router).
-    Unsupported,
-    /// IPv4 TTL or IPv6 hop limit reached zero.
-    TtlExpired,
-    /// No route matched.
-    NoRoute,
-    /// Denied by a filter rule.
-    Filtered,
-    /// Over the configured rate.
-    RateExceeded,
-    /// A drop the experiment asked for (synthetic NF `drop_one_in`).
-    Injected,
-    /// An NF sent the packet to an output port the runtime does not have.
-    NoSuchPort,
-    /// A link (ring) between NFs was full.
-    LinkFull,
-    /// An egress port could not take the packet.
-    TxFull,
-    /// The chain's ingress queue (the NIC's RX queue) was full: dropped before the chain
-    /// spent any cycle on it.
-    RxQueueFull,
-}
+pub struct DropReason(u8);
 
 impl DropReason {
-    /// Number of reasons; codes are 1..=COUNT.
-    pub const COUNT: usize = 11;
-    pub const ALL: [DropReason; DropReason::COUNT] = [
-        DropReason::Malformed,
-        DropReason::Unsupported,
-        DropReason::TtlExpired,
-        DropReason::NoRoute,
-        DropReason::Filtered,
-        DropReason::RateExceeded,
-        DropReason::Injected,
-        DropReason::NoSuchPort,
-        DropReason::LinkFull,
-        DropReason::TxFull,
-        DropReason::RxQueueFull,
+    /// Too short or inconsistent headers.
+    pub const MALFORMED: DropReason = DropReason(1);
+    /// Not the protocol this NF handles (e.g. a non-IP frame at a router).
+    pub const UNSUPPORTED: DropReason = DropReason(2);
+    /// IPv4 TTL or IPv6 hop limit reached zero.
+    pub const TTL_EXPIRED: DropReason = DropReason(3);
+    /// No route matched.
+    pub const NO_ROUTE: DropReason = DropReason(4);
+    /// Denied by a filter rule.
+    pub const FILTERED: DropReason = DropReason(5);
+    /// Over the configured rate.
+    pub const RATE_EXCEEDED: DropReason = DropReason(6);
+    /// A drop the experiment asked for (synthetic NF `drop_one_in`).
+    pub const INJECTED: DropReason = DropReason(7);
+    /// An NF sent the packet to an output it does not have.
+    pub const NO_SUCH_OUTPUT: DropReason = DropReason(8);
+    /// A link (ring) between NFs was full.
+    pub const LINK_FULL: DropReason = DropReason(9);
+    /// An egress port could not take the packet.
+    pub const TX_FULL: DropReason = DropReason(10);
+    /// The chain's ingress queue (the NIC's RX queue) was full: dropped before the chain
+    /// spent any cycle on it.
+    pub const RX_QUEUE_FULL: DropReason = DropReason(11);
+    /// The NF asked to hold a packet but keeps none.
+    pub const CANNOT_HOLD: DropReason = DropReason(12);
+    /// Held by the NF when the run ended (queues are flushed and counted, never lost).
+    pub const HELD_AT_END: DropReason = DropReason(13);
+    /// More packets went to one NF in one pass than its queue holds (a graph where many
+    /// outputs meet), or an NF emitted more than a batch in one call.
+    pub const QUEUE_FULL: DropReason = DropReason(14);
+
+    const COMMON_NAMES: [&'static str; 14] = [
+        "malformed",
+        "unsupported",
+        "ttl-expired",
+        "no-route",
+        "filtered",
+        "rate-exceeded",
+        "injected",
+        "no-such-output",
+        "link-full",
+        "tx-full",
+        "rx-queue-full",
+        "cannot-hold",
+        "held-at-end",
+        "queue-full",
     ];
 
-    /// Stable kebab-case name used in tables, JSON and CSV.
-    pub fn name(self) -> &'static str {
-        match self {
-            DropReason::Malformed => "malformed",
-            DropReason::Unsupported => "unsupported",
-            DropReason::TtlExpired => "ttl-expired",
-            DropReason::NoRoute => "no-route",
-            DropReason::Filtered => "filtered",
-            DropReason::RateExceeded => "rate-exceeded",
-            DropReason::Injected => "injected",
-            DropReason::NoSuchPort => "no-such-port",
-            DropReason::LinkFull => "link-full",
-            DropReason::TxFull => "tx-full",
-            DropReason::RxQueueFull => "rx-queue-full",
+    /// The first code of an NF's own reasons.
+    pub const FIRST_OWN: u8 = 32;
+    /// How many reasons of its own an NF may declare.
+    pub const MAX_OWN: usize = 128 - Self::FIRST_OWN as usize;
+
+    /// The NF's own reason number `k` (an index into its `drop_reasons()`).
+    pub const fn own(k: usize) -> DropReason {
+        assert!(k < Self::MAX_OWN, "an NF declares at most MAX_OWN drop reasons");
+        DropReason(Self::FIRST_OWN + k as u8)
+    }
+
+    /// Every common reason, in code order.
+    pub fn common() -> impl Iterator<Item = DropReason> {
+        (1..=Self::COMMON_NAMES.len() as u8).map(DropReason)
+    }
+
+    pub fn code(self) -> u8 {
+        self.0
+    }
+
+    /// The stable kebab-case name used in tables, JSON and CSV: a common reason's own,
+    /// or the dropping NF's name for its reason (`own` is its `drop_reasons()`).
+    pub fn name(self, own: &[&'static str]) -> &'static str {
+        match self.0 {
+            c if c < Self::FIRST_OWN => Self::COMMON_NAMES.get(usize::from(c) - 1).copied().unwrap_or("unnamed"),
+            c => own.get(usize::from(c - Self::FIRST_OWN)).copied().unwrap_or("unnamed"),
         }
     }
 
-    #[inline(always)]
-    fn index(self) -> usize {
-        self as usize - 1
-    }
-
     fn from_code(code: u8) -> DropReason {
-        DropReason::ALL[usize::from(code) - 1]
+        debug_assert!((1..128).contains(&code));
+        DropReason(code)
     }
 }
-
-const _: () = assert!(DropReason::RxQueueFull as usize == DropReason::COUNT);
 
 /// What happens to one packet after an NF.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// On to the next NF (or the chain's egress after the last one).
+    /// On along the NF's first output (to the next NF, or the chain's egress).
     Continue,
-    /// Leave the chain now on output port `n`.
+    /// Along the NF's output `n` (an index into its `outputs()`; 0 is `Continue`).
     Out(u8),
+    /// Kept by the NF (`NetworkFunction::hold`), emitted later or flushed at the end.
+    Hold,
     /// Drop, counted under this reason at this NF.
     Drop(DropReason),
 }
 
-/// Code layout: 0 continue, 1..=127 a drop reason, 128 + n output port n.
+/// Code layout: 0 continue, 1..=127 a drop reason, 128 + n output n, 255 hold.
 const OUT_BASE: u8 = 128;
+const HOLD: u8 = 255;
+
+/// The highest output a verdict can name.
+pub const MAX_OUTPUT: u8 = HOLD - OUT_BASE - 1;
 
 /// The verdicts of one batch. All start as `Continue`; an NF writes only exceptions,
 /// so a pass-everything NF costs nothing here and the runtime skips the sorting step
@@ -152,26 +183,34 @@ impl Verdicts {
     /// Drops packet `i` of the batch with `reason`.
     #[inline(always)]
     pub fn drop(&mut self, i: usize, reason: DropReason) {
-        self.set(i, reason as u8);
+        self.set(i, reason.0);
     }
 
-    /// Sends packet `i` out on port `port`. Ports go up to `MAX_PORT`; a higher one is
-    /// recorded as a `no-such-port` drop, as a port the runtime lacks is.
+    /// Sends packet `i` along output `output` of the NF. Outputs go up to `MAX_OUTPUT`;
+    /// a higher one is recorded as a `no-such-output` drop.
     #[inline(always)]
-    pub fn out(&mut self, i: usize, port: u8) {
-        let code = if port <= MAX_PORT {
-            OUT_BASE | port
-        } else {
-            DropReason::NoSuchPort as u8
+    pub fn out(&mut self, i: usize, output: u8) {
+        let code = match output {
+            0 => 0,
+            o if o <= MAX_OUTPUT => OUT_BASE | o,
+            _ => DropReason::NO_SUCH_OUTPUT.0,
         };
         self.set(i, code);
+    }
+
+    /// Hands packet `i` to the NF to keep (`NetworkFunction::hold`).
+    #[inline(always)]
+    pub fn hold(&mut self, i: usize) {
+        self.set(i, HOLD);
     }
 
     #[inline(always)]
     fn set(&mut self, i: usize, code: u8) {
         let slot = &mut self.codes[..self.len][i];
-        if *slot == 0 {
-            self.exceptions += 1;
+        match (*slot == 0, code == 0) {
+            (true, false) => self.exceptions += 1,
+            (false, true) => self.exceptions -= 1,
+            _ => {}
         }
         *slot = code;
     }
@@ -187,6 +226,7 @@ impl Verdicts {
     pub fn get(&self, i: usize) -> Verdict {
         match self.codes[..self.len][i] {
             0 => Verdict::Continue,
+            HOLD => Verdict::Hold,
             c if c >= OUT_BASE => Verdict::Out(c - OUT_BASE),
             c => Verdict::Drop(DropReason::from_code(c)),
         }
@@ -202,8 +242,163 @@ impl Verdicts {
     }
 }
 
-/// The highest output port a verdict can name.
-pub const MAX_PORT: u8 = OUT_BASE - 1;
+/// Where an NF gets buffers for packets it creates, and where they go back: the pool
+/// itself on the pool's thread, a per-stage supply elsewhere.
+pub trait Buffers: Recycle {
+    fn alloc(&mut self) -> Option<PacketRef>;
+}
+
+impl Buffers for PacketPool {
+    #[inline]
+    fn alloc(&mut self) -> Option<PacketRef> {
+        PacketPool::alloc(self)
+    }
+}
+
+/// A thread that frees into a return link owns no pool: it has no buffers to give.
+impl Buffers for crate::recycle::ReturnLink {
+    fn alloc(&mut self) -> Option<PacketRef> {
+        None
+    }
+}
+
+/// Packets an NF emitted during one call (created, or held ones released), each with
+/// the output it goes to. The runtime sends them on after the call.
+pub struct Emitted {
+    packets: Batch,
+    outputs: [u8; MAX_BATCH],
+    /// Packets created through `Context::alloc` since the last `take_counts`.
+    created: u64,
+    /// Emitted packets that did not fit (freed) since the last `take_counts`.
+    overflow: u64,
+    /// Allocations and emits since the last `take_counts`: zero on the hot path.
+    events: u64,
+}
+
+impl Default for Emitted {
+    fn default() -> Self {
+        Emitted {
+            packets: Batch::new(MAX_BATCH),
+            outputs: [0; MAX_BATCH],
+            created: 0,
+            overflow: 0,
+            events: 0,
+        }
+    }
+}
+
+impl Emitted {
+    /// Whether the last call emitted, created or lost anything: one test on the hot path.
+    #[inline(always)]
+    pub fn is_quiet(&self) -> bool {
+        self.events == 0
+    }
+
+    /// Packets created and emitted packets lost since the last call, and resets both.
+    pub fn take_counts(&mut self) -> (u64, u64) {
+        let counts = (self.created, self.overflow);
+        self.created = 0;
+        self.overflow = 0;
+        self.events = 0;
+        counts
+    }
+
+    /// Takes every emitted packet, in order, with its output.
+    pub fn drain(&mut self) -> impl Iterator<Item = (PacketRef, u8)> + '_ {
+        let outputs = self.outputs;
+        self.packets.drain().zip(outputs)
+    }
+}
+
+/// What an NF sees besides the batch: the time, where it runs, and the means to create
+/// and emit packets. One per call of `process`.
+pub struct Context<'a> {
+    /// TSC when the batch was taken (read once per batch).
+    pub now: u64,
+    /// TSC when the run began, and nanoseconds per tick: for `now_ns`.
+    start: u64,
+    ns_per_tick: f64,
+    /// Core the NF runs on, if pinned.
+    pub core: Option<usize>,
+    /// Which copy of the chain this is (parallel chains), from 0.
+    pub replica: usize,
+    /// The port the batch entered the chain on.
+    pub in_port: u16,
+    buffers: &'a mut dyn Buffers,
+    emitted: &'a mut Emitted,
+}
+
+impl<'a> Context<'a> {
+    /// A context at TSC `now` of a run that began at TSC `start`, with the clock at
+    /// `ns_per_tick` nanoseconds per tick.
+    pub fn new(
+        now: u64,
+        start: u64,
+        ns_per_tick: f64,
+        buffers: &'a mut dyn Buffers,
+        emitted: &'a mut Emitted,
+    ) -> Context<'a> {
+        Context {
+            now,
+            start,
+            ns_per_tick,
+            core: None,
+            replica: 0,
+            in_port: 0,
+            buffers,
+            emitted,
+        }
+    }
+
+    /// `now` in nanoseconds since the run began: for timeouts and token buckets in
+    /// wall-clock units (computed when asked: most NFs never need it).
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        (self.now.saturating_sub(self.start) as f64 * self.ns_per_tick) as u64
+    }
+
+    /// A fresh buffer for a packet the NF creates (an ICMP error, a reply), or `None`
+    /// when none is free: the NF then counts what it could not create. The frame is
+    /// empty (`Packet::reset` sizes it) and marked `FLAG_CREATED`.
+    pub fn alloc(&mut self) -> Option<PacketRef> {
+        let mut p = self.buffers.alloc()?;
+        p.meta = PacketMeta::fresh(0, self.in_port, FLAG_CREATED);
+        self.emitted.created += 1;
+        self.emitted.events += 1;
+        Some(p)
+    }
+
+    /// For runtimes: whether the NF emitted, created or lost anything since the last
+    /// `parts` (one test per NF call).
+    #[inline(always)]
+    pub fn is_quiet(&self) -> bool {
+        self.emitted.is_quiet()
+    }
+
+    /// For runtimes, between NF calls: the buffers behind this context (to free what
+    /// NFs dropped) and what they emitted. NFs drop through verdicts, which are counted;
+    /// a packet freed here would be a conservation failure.
+    pub fn parts(&mut self) -> (&mut dyn Buffers, &mut Emitted) {
+        (&mut *self.buffers, &mut *self.emitted)
+    }
+
+    /// Sends `packet` (created here, or held before) along the NF's `output`. More than
+    /// a batch in one call is a `queue-full` drop at this NF.
+    pub fn emit(&mut self, mut packet: PacketRef, output: u8) {
+        self.emitted.events += 1;
+        if packet.meta.flags & FLAG_CREATED != 0 {
+            packet.meta.flags &= !FLAG_WINDOW;
+        }
+        let at = self.emitted.packets.len();
+        match self.emitted.packets.push(packet) {
+            Ok(()) => self.emitted.outputs[at] = output,
+            Err(p) => {
+                self.emitted.overflow += 1;
+                self.buffers.recycle(p);
+            }
+        }
+    }
+}
 
 /// Whether an NF counter counts events (reported as its growth over the window, like
 /// every other figure) or states a level (a table's size: reported as it is at the end).
@@ -260,13 +455,44 @@ pub type NamedNfs = Vec<(String, Box<dyn NetworkFunction>)>;
 
 /// A network function. See the module docs for the contract.
 pub trait NetworkFunction: Send {
-    /// The NF type, as written in chain files (`forwarder`, `synthetic`, ...).
+    /// The NF type, as written in chain files (`forwarder`, `router`, ...).
     fn kind(&self) -> &'static str;
 
     /// Processes one batch: reads and rewrites packets in place and records a verdict for
     /// every packet that must not simply continue (`verdicts` is sized to the batch).
     /// Must not panic on any packet content.
-    fn process(&mut self, batch: BatchView<'_>, verdicts: &mut Verdicts);
+    fn process(&mut self, ctx: &mut Context<'_>, batch: BatchView<'_>, verdicts: &mut Verdicts);
+
+    /// The NF's outputs, by name; a verdict `Out(k)` sends a packet along the k-th, and
+    /// `Continue` along the first. A chain file wires them (`router.port1 -> fw`).
+    fn outputs(&self) -> Vec<String> {
+        vec!["out".into()]
+    }
+
+    /// Whether the NF creates packets (`Context::alloc`): runtimes that run it away from
+    /// the pool's thread then keep a supply of buffers at hand for it.
+    fn creates_packets(&self) -> bool {
+        false
+    }
+
+    /// Names of the NF's own drop reasons: `DropReason::own(k)` is the k-th.
+    fn drop_reasons(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Takes packet `packet` the NF asked to hold (`Verdicts::hold`). An NF that keeps
+    /// none gives it back, and the runtime counts a `cannot-hold` drop.
+    fn hold(&mut self, packet: PacketRef) -> Result<(), PacketRef> {
+        Err(packet)
+    }
+
+    /// Packets the NF holds now.
+    fn held(&self) -> usize {
+        0
+    }
+
+    /// Gives back every held packet (the run ended): each is counted as `held-at-end`.
+    fn release_held(&mut self, _give_back: &mut dyn FnMut(PacketRef)) {}
 
     /// Slow-path work (timers, table ageing), called every few thousand batches with the TSC.
     fn tick(&mut self, _now: u64) {}
@@ -279,7 +505,7 @@ pub trait NetworkFunction: Send {
 }
 
 /// Counters kept by the runtime for each NF. Plain integers: one owner thread.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NfStats {
     pub packets_in: u64,
     /// Continued or sent out on a port.
@@ -287,13 +513,33 @@ pub struct NfStats {
     pub batches: u64,
     /// TSC cycles inside `process`, measured per batch (0 when accounting is off).
     pub cycles: u64,
-    pub drops: [u64; DropReason::COUNT],
+    /// Packets the NF created (`Context::alloc`).
+    pub created: u64,
+    /// Drops by reason code (index 0 unused).
+    pub drops: [u64; 128],
+}
+
+impl Default for NfStats {
+    fn default() -> Self {
+        NfStats {
+            packets_in: 0,
+            packets_out: 0,
+            batches: 0,
+            cycles: 0,
+            created: 0,
+            drops: [0; 128],
+        }
+    }
 }
 
 impl NfStats {
     #[inline(always)]
     pub fn count_drop(&mut self, reason: DropReason) {
-        self.drops[reason.index()] += 1;
+        self.drops[usize::from(reason.0)] += 1;
+    }
+
+    pub fn count_drops(&mut self, reason: DropReason, n: u64) {
+        self.drops[usize::from(reason.0)] += n;
     }
 
     pub fn dropped(&self) -> u64 {
@@ -302,9 +548,8 @@ impl NfStats {
 
     /// Non-zero drop counters by reason.
     pub fn drops_by_reason(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
-        DropReason::ALL
-            .iter()
-            .map(|&r| (r, self.drops[r.index()]))
+        (1..128u8)
+            .map(|c| (DropReason(c), self.drops[usize::from(c)]))
             .filter(|&(_, n)| n > 0)
     }
 
@@ -319,6 +564,7 @@ impl NfStats {
             packets_out: self.packets_out - earlier.packets_out,
             batches: self.batches - earlier.batches,
             cycles: self.cycles - earlier.cycles,
+            created: self.created - earlier.created,
             drops,
         }
     }
@@ -330,45 +576,53 @@ mod tests {
 
     #[test]
     fn verdict_codes_round_trip() {
-        let mut v = Verdicts::for_batch(32);
+        let mut v = Verdicts::for_batch(64);
         assert_eq!(v.get(0), Verdict::Continue);
-        for (i, &r) in DropReason::ALL.iter().enumerate() {
+        let reasons: Vec<DropReason> = DropReason::common()
+            .chain([DropReason::own(0), DropReason::own(95)])
+            .collect();
+        for (i, &r) in reasons.iter().enumerate() {
             v.drop(i, r);
             assert_eq!(v.get(i), Verdict::Drop(r));
         }
-        v.out(20, 0);
-        v.out(21, MAX_PORT);
-        assert_eq!(v.get(20), Verdict::Out(0));
-        assert_eq!(v.get(21), Verdict::Out(127));
-        assert_eq!(v.exceptions(), DropReason::COUNT + 2);
-        // Overwriting a verdict does not count it twice.
-        v.drop(20, DropReason::Filtered);
-        assert_eq!(v.exceptions(), DropReason::COUNT + 2);
+        let n = reasons.len();
+        v.out(n, 1);
+        v.out(n + 1, MAX_OUTPUT);
+        v.hold(n + 2);
+        assert_eq!(v.get(n), Verdict::Out(1));
+        assert_eq!(v.get(n + 1), Verdict::Out(MAX_OUTPUT));
+        assert_eq!(v.get(n + 2), Verdict::Hold);
+        assert_eq!(v.exceptions(), n + 3);
+        // Overwriting a verdict does not count it twice; output 0 is `Continue` again.
+        v.drop(n, DropReason::FILTERED);
+        assert_eq!(v.exceptions(), n + 3);
+        v.out(n, 0);
+        assert_eq!((v.get(n), v.exceptions()), (Verdict::Continue, n + 2));
         v.clear();
         assert_eq!(v.exceptions(), 0);
-        assert!((0..32).all(|i| v.get(i) == Verdict::Continue));
+        assert!((0..64).all(|i| v.get(i) == Verdict::Continue));
     }
 
     #[test]
-    fn a_port_past_the_highest_is_a_counted_drop_not_another_port() {
+    fn an_output_past_the_highest_is_a_counted_drop_not_another_output() {
         let mut v = Verdicts::for_batch(4);
-        v.out(0, 128);
+        v.out(0, MAX_OUTPUT + 1);
         v.out(1, 255);
-        assert_eq!(v.get(0), Verdict::Drop(DropReason::NoSuchPort));
-        assert_eq!(v.get(1), Verdict::Drop(DropReason::NoSuchPort));
+        assert_eq!(v.get(0), Verdict::Drop(DropReason::NO_SUCH_OUTPUT));
+        assert_eq!(v.get(1), Verdict::Drop(DropReason::NO_SUCH_OUTPUT));
     }
 
     #[test]
     #[should_panic]
     fn a_verdict_past_the_batch_panics() {
         let mut v = Verdicts::for_batch(4);
-        v.drop(4, DropReason::Malformed);
+        v.drop(4, DropReason::MALFORMED);
     }
 
     #[test]
     fn clear_resets_every_code_of_the_batch() {
         let mut v = Verdicts::for_batch(MAX_BATCH);
-        v.drop(MAX_BATCH - 1, DropReason::Injected);
+        v.drop(MAX_BATCH - 1, DropReason::INJECTED);
         v.clear();
         v.begin(MAX_BATCH);
         assert_eq!(v.get(MAX_BATCH - 1), Verdict::Continue);
@@ -389,10 +643,38 @@ mod tests {
     }
 
     #[test]
-    fn reason_names_are_unique() {
-        let mut names: Vec<_> = DropReason::ALL.iter().map(|r| r.name()).collect();
+    fn reasons_are_named_by_the_common_list_or_the_nf() {
+        let mut names: Vec<_> = DropReason::common().map(|r| r.name(&[])).collect();
+        assert!(!names.contains(&"unnamed"));
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), DropReason::COUNT);
+        assert_eq!(names.len(), DropReason::common().count(), "common names are unique");
+        let own = ["nat-table-full", "ct-invalid"];
+        assert_eq!(DropReason::own(1).name(&own), "ct-invalid");
+        assert_eq!(DropReason::own(2).name(&own), "unnamed");
+        assert!(DropReason::common().all(|r| r.code() < DropReason::FIRST_OWN));
+    }
+
+    #[test]
+    fn emitted_packets_keep_their_outputs_and_overflow_is_freed() {
+        let mut pool = PacketPool::new(MAX_BATCH + 2);
+        let mut emitted = Emitted::default();
+        let mut ctx = Context::new(0, 0, 1.0, &mut pool, &mut emitted);
+        for k in 0..MAX_BATCH + 2 {
+            let p = ctx.alloc().unwrap();
+            ctx.emit(p, (k % 3) as u8);
+        }
+        assert!(!emitted.is_quiet());
+        assert_eq!(emitted.take_counts(), ((MAX_BATCH + 2) as u64, 2));
+        let outputs: Vec<u8> = emitted
+            .drain()
+            .map(|(p, o)| {
+                pool.free(p);
+                o
+            })
+            .collect();
+        assert_eq!(outputs.len(), MAX_BATCH);
+        assert_eq!(&outputs[..4], &[0, 1, 2, 0]);
+        assert_eq!(pool.in_use(), 0, "every created buffer is back");
     }
 }

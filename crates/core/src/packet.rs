@@ -72,6 +72,9 @@ pub const FLAG_PROBE: u16 = 1;
 /// cores, a packet generated before the window may arrive in it, and one generated in it
 /// after it).
 pub const FLAG_WINDOW: u16 = 2;
+/// An NF created the packet (`Context::alloc`): it is never the source's window traffic,
+/// whatever flags the NF copies into it (`Context::emit` clears `FLAG_WINDOW` on it).
+pub const FLAG_CREATED: u16 = 4;
 
 #[cfg_attr(not(debug_assertions), allow(dead_code))]
 pub(crate) const STATE_FREE: u32 = 0x5fc0_f4ee;

@@ -1,25 +1,36 @@
-//! Typed NF configuration as written in chain files. Unknown keys are rejected by serde;
-//! values are checked in `build`, which names the key and the reason.
+//! What NF configs share: the error that names a key, typed reading of settings, and
+//! value types (byte sizes). Unknown keys are rejected by serde; values are checked
+//! when the NF is built, which names the key and the reason.
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use sfclab_core::NetworkFunction;
 
-use crate::{Forwarder, Noop, Synthetic};
-
-/// A bad value in an NF's config: which key and why.
+/// A bad value in an NF's config: where (a path into its settings: `dst_mac`,
+/// `routes[3].prefix`) and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
-    pub key: &'static str,
+    pub key: String,
     pub reason: String,
 }
 
 impl ConfigError {
-    pub fn new(key: &'static str, reason: impl Into<String>) -> ConfigError {
+    pub fn new(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
         ConfigError {
-            key,
+            key: key.into(),
             reason: reason.into(),
         }
     }
+}
+
+/// An NF's settings read into its typed config; errors carry the path to the key.
+pub fn typed<C: DeserializeOwned>(settings: &serde_json::Value) -> Result<C, ConfigError> {
+    serde_path_to_error::deserialize(settings).map_err(|e| {
+        let path = e.path().to_string();
+        ConfigError::new(
+            if path == "." { String::new() } else { path },
+            e.into_inner().to_string(),
+        )
+    })
 }
 
 impl std::fmt::Display for ConfigError {
@@ -29,57 +40,6 @@ impl std::fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-
-/// One element of a chain: the NF type as the single key, its settings as the value.
-/// In YAML: `- forwarder: { dst_mac: "02:00:00:00:00:02" }`.
-#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum NfConfig {
-    Forwarder(crate::forwarder::ForwarderConfig),
-    Noop(crate::noop::NoopConfig),
-    Synthetic(crate::synthetic::SyntheticConfig),
-}
-
-impl NfConfig {
-    /// Every NF type with a one-line description, for `sfclab nfs` and `--help`.
-    pub const KINDS: &'static [(&'static str, &'static str)] = &[
-        (
-            "forwarder",
-            "rewrites destination and source MAC (keys: dst_mac, src_mac)",
-        ),
-        ("noop", "passes every packet untouched: the cost of the chain itself"),
-        (
-            "synthetic",
-            "tunable load: cycles per packet, working_set bytes, accesses per packet at random offsets, drop_one_in",
-        ),
-    ];
-
-    pub fn kind(&self) -> &'static str {
-        match self {
-            NfConfig::Forwarder(_) => "forwarder",
-            NfConfig::Noop(_) => "noop",
-            NfConfig::Synthetic(_) => "synthetic",
-        }
-    }
-
-    /// The instance name given in the chain file, if any.
-    pub fn name(&self) -> Option<&str> {
-        match self {
-            NfConfig::Forwarder(c) => c.name.as_deref(),
-            NfConfig::Noop(c) => c.name.as_deref(),
-            NfConfig::Synthetic(c) => c.name.as_deref(),
-        }
-    }
-
-    /// Validates the settings and builds the NF.
-    pub fn build(&self) -> Result<Box<dyn NetworkFunction>, ConfigError> {
-        Ok(match self {
-            NfConfig::Forwarder(c) => Box::new(Forwarder::new(c)?),
-            NfConfig::Noop(_) => Box::new(Noop),
-            NfConfig::Synthetic(c) => Box::new(Synthetic::new(c)?),
-        })
-    }
-}
 
 /// A byte count written as a number or with a unit: `4096`, `"32KiB"`, `"8 MB"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]

@@ -5,7 +5,7 @@
 //! Drops: `malformed` (frame shorter than an Ethernet header).
 
 use serde::Deserialize;
-use sfclab_core::{BatchView, DropReason, NetworkFunction, Verdicts};
+use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, Verdicts};
 use sfclab_wire::{EthernetHeader, MacAddr};
 
 use crate::ConfigError;
@@ -21,7 +21,7 @@ impl NetworkFunction for Forwarder {
     }
 
     #[inline]
-    fn process(&mut self, mut batch: BatchView<'_>, verdicts: &mut Verdicts) {
+    fn process(&mut self, _ctx: &mut Context<'_>, mut batch: BatchView<'_>, verdicts: &mut Verdicts) {
         // Frames of 16 bytes or more (all real ones) take one 16-byte load and store:
         // the MACs blended over the first 16 bytes, EtherType and the next 2 bytes kept.
         // Measured 1.0 cycle/packet per hop against 1.7 for two narrower stores.
@@ -33,7 +33,7 @@ impl NetworkFunction for Forwarder {
             } else if let Some(hdr) = p.head_mut::<{ EthernetHeader::LEN }>() {
                 hdr[..12].copy_from_slice(&self.macs_wide.to_le_bytes()[..12]);
             } else {
-                verdicts.drop(i, DropReason::Malformed);
+                verdicts.drop(i, DropReason::MALFORMED);
             }
         }
     }
@@ -42,11 +42,20 @@ impl NetworkFunction for Forwarder {
 /// Little-endian mask of bytes 12..16 of a frame (EtherType and what follows).
 const KEEP_AFTER_MACS: u128 = !((1u128 << 96) - 1);
 
+/// Registers `forwarder`.
+pub const TYPE: crate::NfType = crate::NfType {
+    kind: "forwarder",
+    about: "rewrites destination and source MAC, as testpmd's mac mode does",
+    schema: || schemars::schema_for!(ForwarderConfig),
+    build: |v| Ok(Box::new(Forwarder::new(&crate::typed(v)?)?)),
+};
+
 #[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForwarderConfig {
-    pub name: Option<String>,
+    /// Destination MAC written into every frame (default 02:00:00:00:00:02).
     pub dst_mac: Option<String>,
+    /// Source MAC written into every frame (default 02:00:00:00:00:01).
     pub src_mac: Option<String>,
 }
 
@@ -85,7 +94,6 @@ mod tests {
         let cfg = ForwarderConfig {
             dst_mac: Some("02:11:22:33:44:55".into()),
             src_mac: Some("02:66:77:88:99:aa".into()),
-            ..Default::default()
         };
         let mut nf = Forwarder::new(&cfg).unwrap();
         let frame = udp_frame();
@@ -105,9 +113,9 @@ mod tests {
         assert_eq!(
             v,
             vec![
-                Verdict::Drop(DropReason::Malformed),
+                Verdict::Drop(DropReason::MALFORMED),
                 Verdict::Continue,
-                Verdict::Drop(DropReason::Malformed)
+                Verdict::Drop(DropReason::MALFORMED)
             ]
         );
     }

@@ -1,22 +1,25 @@
 //! The NF library. One NF per file, its hot `process` first; each file's docs list the
-//! config keys, counters and drop reasons. [`NfConfig`] is the typed form of one chain
-//! element as written in a chain file, and builds the NF (all validation happens there).
+//! config keys, counters and drop reasons, and its `TYPE` registers it ([`registry`]):
+//! an [`NfSpec`] is one chain element as written in a chain file, checked, and builds
+//! the NF (all validation happens there).
 
 #![forbid(unsafe_code)]
 
 pub mod config;
 pub mod forwarder;
 pub mod noop;
+pub mod registry;
 pub mod synthetic;
 
-pub use config::{ByteSize, ConfigError, NfConfig};
+pub use config::{ByteSize, ConfigError, typed};
 pub use forwarder::Forwarder;
 pub use noop::Noop;
+pub use registry::{NfSpec, NfType, SpecError};
 pub use synthetic::Synthetic;
 
 #[cfg(test)]
 pub(crate) mod testutil {
-    use sfclab_core::{Batch, BatchView, NetworkFunction, PacketPool, Verdicts};
+    use sfclab_core::{Batch, BatchView, Context, Emitted, NetworkFunction, PacketPool, Verdicts};
 
     /// Runs `nf` over one batch of `frames`; returns the output frames (after the NF's
     /// rewrites) and the verdicts, and gives every buffer back.
@@ -31,7 +34,9 @@ pub(crate) mod testutil {
             p.reset(f.len()).copy_from_slice(f);
         }
         let mut verdicts = Verdicts::for_batch(batch.len());
-        nf.process(BatchView::new(&mut batch), &mut verdicts);
+        let mut emitted = Emitted::default();
+        let mut ctx = Context::new(0, 0, 1.0, &mut pool, &mut emitted);
+        nf.process(&mut ctx, BatchView::new(&mut batch), &mut verdicts);
         let out = batch.iter().map(|p| p.data().to_vec()).collect();
         let v = (0..frames.len()).map(|i| verdicts.get(i)).collect();
         pool.free_batch(&mut batch);

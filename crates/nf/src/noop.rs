@@ -1,10 +1,10 @@
 //! `noop`: passes every packet untouched. A chain of noops measures what the runtime
 //! itself costs per NF (the call, the counters), with no packet access at all.
 //!
-//! Keys: none but `name`. Drops: none.
+//! Keys: none. Drops: none.
 
 use serde::Deserialize;
-use sfclab_core::{BatchView, NetworkFunction, Verdicts};
+use sfclab_core::{BatchView, Context, NetworkFunction, Verdicts};
 
 pub struct Noop;
 
@@ -14,11 +14,21 @@ impl NetworkFunction for Noop {
     }
 
     #[inline]
-    fn process(&mut self, _batch: BatchView<'_>, _verdicts: &mut Verdicts) {}
+    fn process(&mut self, _ctx: &mut Context<'_>, _batch: BatchView<'_>, _verdicts: &mut Verdicts) {}
 }
 
+/// Registers `noop`.
+pub const TYPE: crate::NfType = crate::NfType {
+    kind: "noop",
+    about: "passes every packet untouched: the cost of the chain itself",
+    schema: || schemars::schema_for!(NoopConfig),
+    build: |v| {
+        crate::typed::<NoopConfig>(v)?;
+        Ok(Box::new(Noop))
+    },
+};
+
+/// No settings.
 #[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NoopConfig {
-    pub name: Option<String>,
-}
+pub struct NoopConfig {}

@@ -18,7 +18,7 @@
 //! so the work cannot be skipped by the hardware or the compiler. Drops: `injected`.
 
 use serde::Deserialize;
-use sfclab_core::{BatchView, DropReason, NetworkFunction, NfCounter, Verdicts, tsc};
+use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Verdicts, tsc};
 
 use crate::{ByteSize, ConfigError};
 
@@ -41,7 +41,7 @@ impl NetworkFunction for Synthetic {
     }
 
     #[inline]
-    fn process(&mut self, mut batch: BatchView<'_>, verdicts: &mut Verdicts) {
+    fn process(&mut self, _ctx: &mut Context<'_>, mut batch: BatchView<'_>, verdicts: &mut Verdicts) {
         let accesses = if self.working_set.is_empty() { 0 } else { self.accesses };
         let mut position = self.position;
         for (i, p) in batch.iter_mut().enumerate() {
@@ -58,7 +58,7 @@ impl NetworkFunction for Synthetic {
                 self.until_drop -= 1;
                 if self.until_drop == 0 {
                     self.until_drop = self.drop_one_in;
-                    verdicts.drop(i, DropReason::Injected);
+                    verdicts.drop(i, DropReason::INJECTED);
                 }
             }
         }
@@ -78,17 +78,29 @@ impl NetworkFunction for Synthetic {
     }
 }
 
+/// Registers `synthetic`.
+pub const TYPE: crate::NfType = crate::NfType {
+    kind: "synthetic",
+    about: "tunable load: cycles per packet, a working set read at random offsets, injected drops",
+    schema: || schemars::schema_for!(SyntheticConfig),
+    build: |v| Ok(Box::new(Synthetic::new(&crate::typed(v)?)?)),
+};
+
 #[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SyntheticConfig {
-    pub name: Option<String>,
+    /// TSC cycles of pure CPU work per packet (spent per batch).
     #[serde(default)]
     pub cycles: u64,
+    /// Bytes of the data set read per packet, e.g. 32KiB, 8MiB (0: none).
     #[serde(default)]
     pub working_set: ByteSize,
+    /// 8-byte reads of the working set per packet, each at the address the previous one read.
     #[serde(default)]
     pub accesses: u32,
+    /// Drop every k-th packet, reason `injected`.
     pub drop_one_in: Option<u64>,
+    /// Seed of the random walk (non-zero; default 1).
     pub seed: Option<u64>,
 }
 
@@ -174,7 +186,7 @@ mod tests {
         let dropped: Vec<usize> = all
             .iter()
             .enumerate()
-            .filter(|(_, v)| **v == Verdict::Drop(DropReason::Injected))
+            .filter(|(_, v)| **v == Verdict::Drop(DropReason::INJECTED))
             .map(|(i, _)| i)
             .collect();
         assert_eq!(dropped, vec![2, 5, 8, 11, 14]);

@@ -1,39 +1,201 @@
 //! A chain of NFs run on one thread: the unit every runtime schedules.
+//!
+//! NFs are wired as a graph: each output of an NF leads to a later NF or out of the
+//! chain on an egress port ([`Next`]). The common linear chain wires every NF's first
+//! output to the next NF and the last one's to egress 0; its packets then travel as one
+//! batch and cost no more than a plain loop. Packets that take another way (another
+//! output, or emitted: created or released by an NF) wait in the target NF's queue and
+//! are processed after the main batch reaches that NF, so a pass stays in chain order
+//! and every edge points forward: no packet can loop.
 
 use sfclab_core::nf::Verdict;
-use sfclab_core::{Batch, BatchView, DropReason, NetworkFunction, NfStats, Recycle, Verdicts, tsc};
+use sfclab_core::{
+    Batch, BatchView, Buffers, Context, DropReason, Emitted, MAX_BATCH, NetworkFunction, NfStats, PacketRef, Recycle,
+    Verdicts, tsc,
+};
 
-/// One NF in a chain, with the counters the runtime keeps for it.
+/// Where an output of an NF leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// To the NF at this index of the chain (always a later one).
+    Nf(usize),
+    /// Out of the chain on this egress port (0: where the chain's end goes).
+    Egress(usize),
+}
+
+/// A chain's NFs and how they are wired: what the runtimes take. `wiring: None` is the
+/// linear chain (`Chain::new`).
+pub struct ChainGraph {
+    pub nfs: Vec<(String, Box<dyn NetworkFunction>)>,
+    pub wiring: Option<Vec<Vec<Next>>>,
+}
+
+impl From<Vec<(String, Box<dyn NetworkFunction>)>> for ChainGraph {
+    fn from(nfs: Vec<(String, Box<dyn NetworkFunction>)>) -> ChainGraph {
+        ChainGraph { nfs, wiring: None }
+    }
+}
+
+impl ChainGraph {
+    /// The chain, built for batches of `batch` and `egress` egress ports.
+    pub fn build(self, batch: usize, egress: usize) -> Result<Chain, WiringError> {
+        match self.wiring {
+            None => Ok(Chain::new(self.nfs, batch, egress)),
+            Some(w) => Chain::wired(self.nfs, w, batch, egress),
+        }
+    }
+}
+
+/// One NF in a chain, with where its outputs lead and the counters the runtime keeps.
 pub struct NfSlot {
     pub name: String,
     pub nf: Box<dyn NetworkFunction>,
     pub stats: NfStats,
+    /// Per output of the NF (`outputs()`), where it leads.
+    pub next: Vec<Next>,
 }
 
-/// NFs in order, plus the verdict scratch space and the batches of packets that left
-/// on an output port (flushed by the runtime after each pass).
+impl NfSlot {
+    /// The name of a drop reason this NF counted.
+    pub fn reason_name(&self, reason: DropReason) -> &'static str {
+        reason.name(self.nf.drop_reasons())
+    }
+}
+
+/// A wiring that cannot run: which NF and output, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WiringError(pub String);
+
+impl std::fmt::Display for WiringError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// NFs in order with their wiring, the verdict scratch space, the queues of packets
+/// that left the main path, and the batches that left the chain on egress ports
+/// (flushed by the runtime after each pass).
 pub struct Chain {
     pub slots: Vec<NfSlot>,
     verdicts: Verdicts,
-    /// `outs[k]`: packets an NF sent to output port k during this pass.
+    /// `pending[j]`: packets waiting for NF j that did not come with the main batch.
+    pending: Vec<Batch>,
+    /// Packets in `pending` now: the main loop looks at the queues only when some wait.
+    queued: usize,
+    /// Per NF, where its main batch goes next: the index of an NF, `n` for the chain's
+    /// end (egress 0), `n + e` for egress `e`.
+    main_next: Vec<usize>,
+    /// Every NF's main batch goes to the next NF (the last one's to the chain's end).
+    linear: bool,
+    /// A pending batch being processed.
+    side: Batch,
+    emitted: Emitted,
+    /// `outs[e]`: packets that left the chain on egress e during this pass, other than
+    /// the main batch reaching the chain's end.
     outs: Vec<Batch>,
+    /// Where the run began, for `Context::now_ns`.
+    start: u64,
+    ns_per_tick: f64,
+    /// Where the chain runs, for `Context`.
+    pub core: Option<usize>,
+    pub replica: usize,
 }
 
 impl Chain {
-    /// `ports`: how many output ports the runtime offers (at least 1: the chain's end).
-    pub fn new(nfs: Vec<(String, Box<dyn NetworkFunction>)>, batch: usize, ports: usize) -> Chain {
-        Chain {
+    /// A linear chain: each NF's first output to the next NF, the last one's to egress 0;
+    /// every other output leaves the chain on egress 0. `egress`: how many egress ports
+    /// the runtime offers (at least 1).
+    pub fn new(nfs: Vec<(String, Box<dyn NetworkFunction>)>, batch: usize, egress: usize) -> Chain {
+        let n = nfs.len();
+        let wiring = nfs
+            .iter()
+            .enumerate()
+            .map(|(i, (_, nf))| {
+                let first = if i + 1 < n { Next::Nf(i + 1) } else { Next::Egress(0) };
+                let outputs = nf.outputs().len().max(1);
+                std::iter::once(first)
+                    .chain(std::iter::repeat_n(Next::Egress(0), outputs - 1))
+                    .collect()
+            })
+            .collect();
+        Chain::wired(nfs, wiring, batch, egress).expect("a linear wiring is valid")
+    }
+
+    /// A chain wired as given: `wiring[i][k]` is where output k of NF i leads. Every
+    /// edge must point to a later NF or an existing egress port, and every output of an
+    /// NF must be wired.
+    pub fn wired(
+        nfs: Vec<(String, Box<dyn NetworkFunction>)>,
+        wiring: Vec<Vec<Next>>,
+        batch: usize,
+        egress: usize,
+    ) -> Result<Chain, WiringError> {
+        let egress = egress.max(1);
+        if wiring.len() != nfs.len() {
+            return Err(WiringError(format!("{} NFs but {} wirings", nfs.len(), wiring.len())));
+        }
+        for (i, ((name, nf), next)) in nfs.iter().zip(&wiring).enumerate() {
+            let outputs = nf.outputs();
+            if next.len() != outputs.len().max(1) {
+                return Err(WiringError(format!(
+                    "{name} has {} output(s) ({}) but {} are wired",
+                    outputs.len(),
+                    outputs.join(", "),
+                    next.len()
+                )));
+            }
+            for (k, n) in next.iter().enumerate() {
+                let ok = match *n {
+                    Next::Nf(j) => j > i && j < nfs.len(),
+                    Next::Egress(e) => e < egress,
+                };
+                if !ok {
+                    let output = outputs.get(k).map_or("out", String::as_str);
+                    return Err(WiringError(format!(
+                        "{name}.{output} leads to {n:?}: an output leads to a later NF or an egress port (0..{egress})"
+                    )));
+                }
+            }
+        }
+        let n = nfs.len();
+        let main_next: Vec<usize> = wiring
+            .iter()
+            .map(|next| match next[0] {
+                Next::Nf(k) => k,
+                Next::Egress(e) => n + e,
+            })
+            .collect();
+        Ok(Chain {
+            queued: 0,
+            linear: main_next.iter().enumerate().all(|(i, &m)| m == i + 1),
+            main_next,
+            pending: (0..nfs.len()).map(|_| Batch::new(MAX_BATCH)).collect(),
             slots: nfs
                 .into_iter()
-                .map(|(name, nf)| NfSlot {
+                .zip(wiring)
+                .map(|((name, nf), next)| NfSlot {
                     name,
                     nf,
                     stats: NfStats::default(),
+                    next,
                 })
                 .collect(),
             verdicts: Verdicts::default(),
-            outs: (0..ports.max(1)).map(|_| Batch::new(batch)).collect(),
-        }
+            side: Batch::new(MAX_BATCH),
+            emitted: Emitted::default(),
+            outs: (0..egress).map(|_| Batch::new(MAX_BATCH.max(batch))).collect(),
+            start: tsc::now(),
+            ns_per_tick: 1e9 / tsc::hz(),
+            core: None,
+            replica: 0,
+        })
+    }
+
+    /// Whether every NF's first output leads to the next NF (or the last one's out of
+    /// the chain): the shape the pipeline runtime can cut into stages.
+    pub fn is_linear(&self) -> bool {
+        let wiring: Vec<Vec<Next>> = self.slots.iter().map(|s| s.next.clone()).collect();
+        is_linear(&wiring)
     }
 
     pub fn len(&self) -> usize {
@@ -44,37 +206,75 @@ impl Chain {
         self.slots.is_empty()
     }
 
-    /// Runs `batch` through every NF. On return `batch` holds the packets that reached
-    /// the end (for port 0), `outs()` those sent to ports early; drops are freed and
-    /// counted. With `ACCOUNT`, each NF's TSC cycles are measured per batch.
+    /// Runs `batch` through the chain at TSC `now`. On return `batch` holds the packets
+    /// that reached the chain's end on egress 0, `outs()` those that left on an egress
+    /// any other way; drops are freed and counted. With `ACCOUNT`, each NF's TSC cycles
+    /// are measured per call.
     #[inline]
-    pub fn process<const ACCOUNT: bool, R: Recycle>(&mut self, batch: &mut Batch, pool: &mut R) {
+    pub fn process<const ACCOUNT: bool, B: Buffers>(&mut self, batch: &mut Batch, buffers: &mut B, now: u64) {
+        let Chain {
+            slots,
+            verdicts,
+            pending,
+            side,
+            emitted,
+            outs,
+            queued,
+            main_next,
+            linear,
+            core,
+            replica,
+            start,
+            ns_per_tick,
+        } = self;
+        // One context for the whole pass: the NFs of a chain share time and place.
+        let mut ctx = Context::new(now, *start, *ns_per_tick, buffers, emitted);
+        ctx.core = *core;
+        ctx.replica = *replica;
         let mut t0 = if ACCOUNT { tsc::now() } else { 0 };
-        for slot in &mut self.slots {
-            let n = batch.len();
-            slot.stats.packets_in += n as u64;
+        let mut parts = Parts {
+            verdicts,
+            pending,
+            outs,
+            queued,
+        };
+        if !*linear {
+            graph::<ACCOUNT>(slots, &mut ctx, batch, &mut parts, side, main_next, 0, 0, t0);
+            return;
+        }
+        // The linear chain while nothing waits off the main path: a plain loop, as cheap
+        // as chaining gets. Packets queued for a later NF hand over to the graph walk.
+        let n = slots.len();
+        for j in 0..n {
+            let slot = &mut slots[j];
+            let len = batch.len();
+            slot.stats.packets_in += len as u64;
             slot.stats.batches += 1;
-            self.verdicts.begin(n);
-            slot.nf.process(BatchView::new(batch), &mut self.verdicts);
-            let dropped = if self.verdicts.exceptions() != 0 {
-                settle(batch, &mut self.verdicts, &mut slot.stats, &mut self.outs, pool)
+            parts.verdicts.begin(len);
+            slot.nf.process(&mut ctx, BatchView::new(batch), parts.verdicts);
+            let quiet = parts.verdicts.exceptions() == 0 && ctx.is_quiet();
+            if quiet {
+                slot.stats.packets_out += len as u64;
             } else {
-                0
-            };
-            // Continued or sent to a port: both left this NF.
-            slot.stats.packets_out += (n - dropped) as u64;
+                after_call(slot, &mut ctx, batch, &mut parts, len);
+            }
             if ACCOUNT {
                 let t1 = tsc::now();
                 slot.stats.cycles += t1 - t0;
                 t0 = t1;
             }
+            if !quiet && *parts.queued != 0 {
+                let at = if batch.is_empty() { n } else { j + 1 };
+                graph::<ACCOUNT>(slots, &mut ctx, batch, &mut parts, side, main_next, j + 1, at, t0);
+                return;
+            }
             if batch.is_empty() {
-                break;
+                return;
             }
         }
     }
 
-    /// Packets sent to output ports during the last pass, by port.
+    /// Packets that left the chain on each egress port during the last pass.
     pub fn outs(&mut self) -> &mut [Batch] {
         &mut self.outs
     }
@@ -86,72 +286,285 @@ impl Chain {
         }
     }
 
+    /// Packets held by the chain's NFs now.
+    pub fn held(&self) -> u64 {
+        self.slots.iter().map(|s| s.nf.held() as u64).sum()
+    }
+
+    /// The run ended: every NF gives back what it holds, counted as `held-at-end` drops.
+    pub fn release_held<R: Recycle>(&mut self, recycle: &mut R) {
+        for s in &mut self.slots {
+            let stats = &mut s.stats;
+            s.nf.release_held(&mut |p| {
+                stats.count_drop(DropReason::HELD_AT_END);
+                recycle.recycle(p);
+            });
+        }
+    }
+
     /// Packets dropped inside the chain, all NFs and reasons.
     pub fn dropped(&self) -> u64 {
         self.slots.iter().map(|s| s.stats.dropped()).sum()
     }
+
+    /// Packets the chain's NFs created.
+    pub fn created(&self) -> u64 {
+        self.slots.iter().map(|s| s.stats.created).sum()
+    }
+}
+
+/// The chain's state an NF call settles into.
+struct Parts<'a> {
+    verdicts: &'a mut Verdicts,
+    pending: &'a mut [Batch],
+    outs: &'a mut [Batch],
+    queued: &'a mut usize,
+}
+
+/// The chain as a graph, from NF `from` on, the main batch at NF `at` (n: it has left
+/// the chain): each NF takes the main batch when it is there, then what waits for it.
+#[allow(clippy::too_many_arguments)]
+#[cold]
+#[inline(never)]
+fn graph<const ACCOUNT: bool>(
+    slots: &mut [NfSlot],
+    ctx: &mut Context<'_>,
+    batch: &mut Batch,
+    parts: &mut Parts<'_>,
+    side: &mut Batch,
+    main_next: &[usize],
+    from: usize,
+    mut at: usize,
+    mut t0: u64,
+) {
+    let n = slots.len();
+    for j in from..n {
+        let slot = &mut slots[j];
+        if at == j {
+            let len = batch.len();
+            slot.stats.packets_in += len as u64;
+            slot.stats.batches += 1;
+            parts.verdicts.begin(len);
+            slot.nf.process(ctx, BatchView::new(batch), parts.verdicts);
+            after_call(slot, ctx, batch, parts, len);
+            at = main_next[j];
+            if at > n {
+                // The first output leads out on egress `at - n` (not the chain's end).
+                move_all(batch, &mut parts.outs[at - n], &mut slot.stats, ctx.parts().0);
+                at = n;
+            } else if batch.is_empty() {
+                at = n;
+            }
+            if ACCOUNT {
+                let t1 = tsc::now();
+                slot.stats.cycles += t1 - t0;
+                t0 = t1;
+            }
+        }
+        if *parts.queued != 0 && !parts.pending[j].is_empty() {
+            run_side(j, slot, ctx, side, parts);
+            if ACCOUNT {
+                let t1 = tsc::now();
+                slot.stats.cycles += t1 - t0;
+                t0 = t1;
+            }
+        }
+        if at == n && *parts.queued == 0 {
+            break;
+        }
+    }
+}
+
+/// After an NF's call that returned exceptions or emitted packets: verdicts settled,
+/// emitted packets routed, packets out counted. On return `batch` holds what continues
+/// along the first output.
+#[cold]
+fn after_call(slot: &mut NfSlot, ctx: &mut Context<'_>, batch: &mut Batch, parts: &mut Parts<'_>, len: usize) {
+    let gone = if parts.verdicts.exceptions() != 0 {
+        let (gone, queued) = settle(batch, parts.verdicts, slot, parts.pending, parts.outs, ctx.parts().0);
+        *parts.queued += queued;
+        gone
+    } else {
+        0
+    };
+    // Continued or sent along an output: both left this NF.
+    slot.stats.packets_out += (len - gone) as u64;
+    if !ctx.is_quiet() {
+        let (buffers, emitted_now) = ctx.parts();
+        *parts.queued += emitted(slot, emitted_now, parts.pending, parts.outs, buffers);
+    }
+}
+
+/// NF `j` over the packets queued for it off the main path.
+#[cold]
+fn run_side(j: usize, slot: &mut NfSlot, ctx: &mut Context<'_>, side: &mut Batch, parts: &mut Parts<'_>) {
+    std::mem::swap(side, &mut parts.pending[j]);
+    *parts.queued -= side.len();
+    let len = side.len();
+    slot.stats.packets_in += len as u64;
+    parts.verdicts.begin(len);
+    slot.nf.process(ctx, BatchView::new(side), parts.verdicts);
+    after_call(slot, ctx, side, parts, len);
+    // What continues goes where the NF's first output leads, as a side batch.
+    let next = slot.next[0];
+    let buffers = ctx.parts().0;
+    for p in side.drain() {
+        *parts.queued += route(next, p, parts.pending, parts.outs, &mut slot.stats, buffers);
+    }
+}
+
+/// Whether `wiring` is a linear chain: each NF's first output to the next NF (the last
+/// one's to egress 0), every other output out of the chain.
+pub fn is_linear(wiring: &[Vec<Next>]) -> bool {
+    let n = wiring.len();
+    wiring.iter().enumerate().all(|(i, next)| {
+        next.first() == Some(&if i + 1 < n { Next::Nf(i + 1) } else { Next::Egress(0) })
+            && next[1..].iter().all(|n| matches!(n, Next::Egress(_)))
+    })
+}
+
+/// Sends `p` where `next` leads: a later NF's queue or an egress port's batch. A full
+/// queue is a `queue-full` drop at the NF it came from. Returns 1 when it queued the
+/// packet for an NF, else 0.
+#[inline]
+fn route<R: Recycle + ?Sized>(
+    next: Next,
+    p: PacketRef,
+    pending: &mut [Batch],
+    outs: &mut [Batch],
+    stats: &mut NfStats,
+    recycle: &mut R,
+) -> usize {
+    let (queue, to_nf) = match next {
+        Next::Nf(k) => (&mut pending[k], 1),
+        Next::Egress(e) => (&mut outs[e], 0),
+    };
+    match queue.push(p) {
+        Ok(()) => to_nf,
+        Err(p) => {
+            stats.count_drop(DropReason::QUEUE_FULL);
+            stats.packets_out -= 1;
+            recycle.recycle(p);
+            0
+        }
+    }
+}
+
+/// The main batch reached its NF's first output and it leads to egress `e` != 0.
+fn move_all<R: Recycle + ?Sized>(batch: &mut Batch, out: &mut Batch, stats: &mut NfStats, recycle: &mut R) {
+    for p in batch.drain() {
+        if let Err(p) = out.push(p) {
+            stats.count_drop(DropReason::QUEUE_FULL);
+            stats.packets_out -= 1;
+            recycle.recycle(p);
+        }
+    }
+}
+
+/// Packets an NF emitted in its last call, routed along the outputs it named. Returns
+/// how many were queued for NFs.
+#[cold]
+fn emitted<R: Recycle + ?Sized>(
+    slot: &mut NfSlot,
+    emitted: &mut Emitted,
+    pending: &mut [Batch],
+    outs: &mut [Batch],
+    recycle: &mut R,
+) -> usize {
+    let (created, overflow) = emitted.take_counts();
+    slot.stats.created += created;
+    slot.stats.count_drops(DropReason::QUEUE_FULL, overflow);
+    let mut queued = 0;
+    for (p, output) in emitted.drain() {
+        slot.stats.packets_out += 1;
+        match slot.next.get(usize::from(output)) {
+            Some(&next) => queued += route(next, p, pending, outs, &mut slot.stats, recycle),
+            None => {
+                slot.stats.packets_out -= 1;
+                slot.stats.count_drop(DropReason::NO_SUCH_OUTPUT);
+                recycle.recycle(p);
+            }
+        }
+    }
+    queued
 }
 
 /// The slow path after an NF that returned exceptions: drops go back to the pool and
-/// are counted by reason, outs move to their port's batch (or are dropped as
-/// `no-such-port`), continues stay in order. Returns how many were dropped.
+/// are counted by reason, held packets go to the NF, packets for other outputs to where
+/// those lead; continues stay in order. Returns how many did not leave along an output
+/// (dropped or held), and how many were queued for NFs.
 #[cold]
-fn settle<R: Recycle>(
+fn settle<R: Recycle + ?Sized>(
     batch: &mut Batch,
     verdicts: &mut Verdicts,
-    stats: &mut NfStats,
+    slot: &mut NfSlot,
+    pending: &mut [Batch],
     outs: &mut [Batch],
-    pool: &mut R,
-) -> usize {
-    let mut dropped = 0;
+    recycle: &mut R,
+) -> (usize, usize) {
+    let (mut gone, mut queued) = (0, 0);
+    let NfSlot { nf, stats, next, .. } = slot;
     batch.partition(
         |i, _| verdicts.get(i) == Verdict::Continue,
         |i, p| match verdicts.get(i) {
             Verdict::Drop(reason) => {
                 stats.count_drop(reason);
-                dropped += 1;
-                pool.recycle(p);
+                gone += 1;
+                recycle.recycle(p);
             }
-            Verdict::Out(port) => match outs.get_mut(usize::from(port)) {
-                Some(out) => {
-                    if let Err(p) = out.push(p) {
-                        // Unreachable while outs are flushed every pass; counted, not lost.
-                        stats.count_drop(DropReason::TxFull);
-                        dropped += 1;
-                        pool.recycle(p);
-                    }
+            Verdict::Hold => {
+                gone += 1;
+                if let Err(p) = nf.hold(p) {
+                    stats.count_drop(DropReason::CANNOT_HOLD);
+                    recycle.recycle(p);
+                }
+            }
+            Verdict::Out(k) => match next.get(usize::from(k)) {
+                Some(&to) => {
+                    // Counted as out by the caller; `route` takes it back if it cannot go.
+                    stats.packets_out += 1;
+                    queued += route(to, p, pending, outs, stats, recycle);
+                    stats.packets_out -= 1;
                 }
                 None => {
-                    stats.count_drop(DropReason::NoSuchPort);
-                    dropped += 1;
-                    pool.recycle(p);
+                    stats.count_drop(DropReason::NO_SUCH_OUTPUT);
+                    gone += 1;
+                    recycle.recycle(p);
                 }
             },
             Verdict::Continue => unreachable!("continue is kept"),
         },
     );
     verdicts.clear();
-    dropped
+    (gone, queued)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use sfclab_core::{PacketPool, Verdicts};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
-    /// Sends every 4th packet (+1) out on port 0, (+2) out on port 3, (+3) drops it.
+    /// Output 1 for seq % 4 == 1, a missing output 3 for 2, its own drop reason for 3.
     struct Steer;
 
     impl NetworkFunction for Steer {
         fn kind(&self) -> &'static str {
             "steer"
         }
-        fn process(&mut self, batch: BatchView<'_>, verdicts: &mut Verdicts) {
+        fn outputs(&self) -> Vec<String> {
+            vec!["main".into(), "side".into()]
+        }
+        fn drop_reasons(&self) -> &'static [&'static str] {
+            &["steered-away"]
+        }
+        fn process(&mut self, _: &mut Context<'_>, batch: BatchView<'_>, verdicts: &mut Verdicts) {
             for (i, p) in batch.iter().enumerate() {
                 match p.meta.seq % 4 {
-                    1 => verdicts.out(i, 0),
+                    1 => verdicts.out(i, 1),
                     2 => verdicts.out(i, 3),
-                    3 => verdicts.drop(i, DropReason::Filtered),
+                    3 => verdicts.drop(i, DropReason::own(0)),
                     _ => {}
                 }
             }
@@ -159,62 +572,190 @@ mod tests {
     }
 
     /// Counts what it sees.
-    struct Tally(std::sync::Arc<std::sync::atomic::AtomicU64>);
+    struct Tally(Arc<AtomicU64>);
 
     impl NetworkFunction for Tally {
         fn kind(&self) -> &'static str {
             "tally"
         }
-        fn process(&mut self, batch: BatchView<'_>, _: &mut Verdicts) {
-            self.0
-                .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        fn process(&mut self, _: &mut Context<'_>, batch: BatchView<'_>, _: &mut Verdicts) {
+            self.0.fetch_add(batch.len() as u64, Ordering::Relaxed);
         }
+    }
+
+    /// Creates one packet per call (seq 1000) on its first output, and holds every
+    /// packet with an even seq, releasing what it holds on its next call.
+    #[derive(Default)]
+    struct CreateAndHold {
+        held: Vec<PacketRef>,
+    }
+
+    impl NetworkFunction for CreateAndHold {
+        fn kind(&self) -> &'static str {
+            "create-and-hold"
+        }
+        fn creates_packets(&self) -> bool {
+            true
+        }
+        fn process(&mut self, ctx: &mut Context<'_>, batch: BatchView<'_>, verdicts: &mut Verdicts) {
+            for p in self.held.drain(..) {
+                ctx.emit(p, 0);
+            }
+            if let Some(mut p) = ctx.alloc() {
+                p.reset(60);
+                p.meta.seq = 1000;
+                ctx.emit(p, 0);
+            }
+            for (i, p) in batch.iter().enumerate() {
+                if p.meta.seq % 2 == 0 && p.meta.seq < 1000 {
+                    verdicts.hold(i);
+                }
+            }
+        }
+        fn hold(&mut self, p: PacketRef) -> Result<(), PacketRef> {
+            self.held.push(p);
+            Ok(())
+        }
+        fn held(&self) -> usize {
+            self.held.len()
+        }
+        fn release_held(&mut self, give_back: &mut dyn FnMut(PacketRef)) {
+            self.held.drain(..).for_each(give_back);
+        }
+    }
+
+    fn numbered(pool: &mut PacketPool, n: usize) -> Batch {
+        let mut batch = Batch::new(n);
+        pool.alloc_into(&mut batch, n);
+        for (i, p) in batch.iter_mut().enumerate() {
+            p.reset(60);
+            p.meta.seq = i as u32;
+        }
+        batch
+    }
+
+    fn seqs(b: &Batch) -> Vec<u32> {
+        b.iter().map(|p| p.meta.seq).collect()
     }
 
     #[test]
     fn verdicts_move_drop_and_count_every_packet() {
-        let seen_after = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let seen_after = Arc::new(AtomicU64::new(0));
         let mut chain = Chain::new(
             vec![
                 ("steer".into(), Box::new(Steer)),
                 ("tally".into(), Box::new(Tally(seen_after.clone()))),
             ],
             32,
-            2,
+            1,
         );
         let mut pool = PacketPool::new(64);
-        let mut batch = Batch::new(32);
-        pool.alloc_into(&mut batch, 32);
-        for (i, p) in batch.iter_mut().enumerate() {
-            p.reset(60);
-            p.meta.seq = i as u32;
-        }
-        chain.process::<true, _>(&mut batch, &mut pool);
-        // 8 continue to the end in order, 8 left on port 0, 8 to a port that does not
-        // exist (dropped as no-such-port), 8 filtered.
-        let kept: Vec<u32> = batch.iter().map(|p| p.meta.seq).collect();
-        assert_eq!(kept, (0..32).step_by(4).collect::<Vec<_>>());
+        let mut batch = numbered(&mut pool, 32);
+        chain.process::<true, _>(&mut batch, &mut pool, tsc::now());
+        // 8 continue to the end in order, 8 leave on the unwired side output (egress 0),
+        // 8 go to an output Steer does not have (no-such-output), 8 to its own reason.
+        assert_eq!(seqs(&batch), (0..32).step_by(4).collect::<Vec<_>>());
         assert_eq!(
-            seen_after.load(std::sync::atomic::Ordering::Relaxed),
+            seen_after.load(Ordering::Relaxed),
             8,
             "later NFs see only continuing packets"
         );
-        let s = chain.slots[0].stats;
-        assert_eq!((s.packets_in, s.packets_out), (32, 16));
-        assert_eq!(
-            s.drops_by_reason().collect::<Vec<_>>(),
-            vec![(DropReason::Filtered, 8), (DropReason::NoSuchPort, 8)]
-        );
-        assert!(s.cycles > 0);
+        let s = &chain.slots[0];
+        assert_eq!((s.stats.packets_in, s.stats.packets_out), (32, 16));
+        let drops: Vec<(&str, u64)> = s.stats.drops_by_reason().map(|(r, n)| (s.reason_name(r), n)).collect();
+        assert_eq!(drops, vec![("no-such-output", 8), ("steered-away", 8)]);
+        assert!(s.stats.cycles > 0);
         let outs = chain.outs();
-        assert_eq!(
-            outs[0].iter().map(|p| p.meta.seq).collect::<Vec<_>>(),
-            (1..32).step_by(4).collect::<Vec<_>>()
-        );
-        assert!(outs[1].is_empty());
+        assert_eq!(seqs(&outs[0]), (1..32).step_by(4).collect::<Vec<_>>());
         pool.free_batch(&mut outs[0]);
         pool.free_batch(&mut batch);
         assert_eq!(pool.in_use(), 0, "dropped packets went back to the pool");
         assert_eq!(chain.dropped(), 16);
+    }
+
+    /// steer.side -> tally2 skips tally1; the main path goes steer -> tally1 -> tally2.
+    #[test]
+    fn a_graph_routes_outputs_past_nfs_and_keeps_the_main_path_in_order() {
+        let (t1, t2) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let nfs: Vec<(String, Box<dyn NetworkFunction>)> = vec![
+            ("steer".into(), Box::new(Steer)),
+            ("tally1".into(), Box::new(Tally(t1.clone()))),
+            ("tally2".into(), Box::new(Tally(t2.clone()))),
+        ];
+        let wiring = vec![vec![Next::Nf(1), Next::Nf(2)], vec![Next::Nf(2)], vec![Next::Egress(0)]];
+        let mut chain = Chain::wired(nfs, wiring, 32, 1).unwrap();
+        assert!(!chain.is_linear());
+        let mut pool = PacketPool::new(64);
+        let mut batch = numbered(&mut pool, 32);
+        chain.process::<false, _>(&mut batch, &mut pool, tsc::now());
+        assert_eq!(t1.load(Ordering::Relaxed), 8, "the main path only");
+        assert_eq!(t2.load(Ordering::Relaxed), 16, "main path and side output");
+        assert_eq!(seqs(&batch), (0..32).step_by(4).collect::<Vec<_>>());
+        // The side output's packets left after NF 2 on its first output (egress 0).
+        let outs = chain.outs();
+        assert_eq!(seqs(&outs[0]), (1..32).step_by(4).collect::<Vec<_>>());
+        let (p2_in, p2_out) = (chain.slots[2].stats.packets_in, chain.slots[2].stats.packets_out);
+        assert_eq!((p2_in, p2_out), (16, 16));
+        pool.free_batch(&mut chain.outs()[0]);
+        pool.free_batch(&mut batch);
+        assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn backward_and_dangling_edges_are_refused() {
+        let two = || -> Vec<(String, Box<dyn NetworkFunction>)> {
+            vec![
+                ("a".into(), Box::new(Tally(Default::default()))),
+                ("b".into(), Box::new(Tally(Default::default()))),
+            ]
+        };
+        for wiring in [
+            vec![vec![Next::Nf(1)], vec![Next::Nf(0)]],
+            vec![vec![Next::Nf(1)], vec![Next::Nf(1)]],
+            vec![vec![Next::Nf(1)], vec![Next::Egress(1)]],
+            vec![vec![Next::Nf(1), Next::Egress(0)], vec![Next::Egress(0)]],
+        ] {
+            assert!(Chain::wired(two(), wiring.clone(), 32, 1).is_err(), "{wiring:?}");
+        }
+    }
+
+    /// generated + created = received + dropped, with packets held across passes and
+    /// flushed (counted) when the run ends.
+    #[test]
+    fn created_and_held_packets_are_conserved() {
+        let seen = Arc::new(AtomicU64::new(0));
+        let mut chain = Chain::new(
+            vec![
+                ("maker".into(), Box::new(CreateAndHold::default())),
+                ("tally".into(), Box::new(Tally(seen.clone()))),
+            ],
+            16,
+            1,
+        );
+        let mut pool = PacketPool::new(256);
+        let (mut generated, mut received) = (0u64, 0u64);
+        for _ in 0..5 {
+            let mut batch = numbered(&mut pool, 16);
+            generated += 16;
+            chain.process::<false, _>(&mut batch, &mut pool, tsc::now());
+            received += (batch.len() + chain.outs()[0].len()) as u64;
+            pool.free_batch(&mut batch);
+            pool.free_batch(&mut chain.outs()[0]);
+        }
+        assert_eq!(chain.held(), 8, "the last batch's even packets");
+        chain.release_held(&mut pool);
+        let s = &chain.slots[0];
+        assert_eq!(s.stats.created, 5);
+        assert_eq!(
+            s.stats.drops_by_reason().collect::<Vec<_>>(),
+            vec![(DropReason::HELD_AT_END, 8)]
+        );
+        assert_eq!(generated + chain.created(), received + chain.dropped());
+        assert_eq!(
+            seen.load(Ordering::Relaxed),
+            received,
+            "emitted packets go on to the next NF"
+        );
+        assert_eq!(pool.in_use(), 0);
     }
 }

@@ -19,7 +19,7 @@ pub mod pipeline;
 pub mod placement;
 pub mod report;
 
-pub use chain::{Chain, NfSlot};
+pub use chain::{Chain, ChainGraph, Next, NfSlot, WiringError};
 pub use compound::{RunError, RunSettings, run_compound, run_compound_on};
 pub use pipeline::{LinkMode, PipelineSettings, run_parallel, run_parallel_on, run_pipeline};
 pub use placement::{Placement, StagePlan};

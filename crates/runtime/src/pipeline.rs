@@ -29,12 +29,12 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use sfclab_core::{
-    Batch, DropReason, LatencyRecord, NetworkFunction, NfCounter, NfStats, PacketPool, PortStats, Recycle, ReturnLink,
-    RingConsumer, RingProducer, RxPort, Shortfall, TxPort, packet::shard_of, ring, tsc,
+    Batch, Buffers, DropReason, LatencyRecord, NetworkFunction, NfCounter, NfStats, PacketPool, PacketRef, PortStats,
+    Recycle, ReturnLink, RingConsumer, RingProducer, RxPort, Shortfall, TxPort, packet::shard_of, ring, tsc,
 };
 use sfclab_traffic::{Generator, GeneratorConfig, Sink};
 
-use crate::chain::Chain;
+use crate::chain::{Chain, ChainGraph, is_linear};
 use crate::compound::{RunError, RunSettings};
 use crate::placement::{Placement, StagePlan, allowed_cores};
 use crate::report::{Conservation, CoreReport, PlaceReport, RunReport, TxCounts, WindowLoss};
@@ -143,6 +143,55 @@ struct GenCounters {
     cycles: u64,
 }
 
+/// A stage's buffers: what it frees goes back to the pool's thread through its return
+/// link; what its NFs create comes from a supply ring that thread keeps filled (a stage
+/// whose NFs create no packets has none, and costs nothing for it).
+struct StageBuffers {
+    back: ReturnLink,
+    supply: Option<RingConsumer>,
+    cache: Batch,
+}
+
+impl StageBuffers {
+    fn flush(&mut self) {
+        self.back.flush();
+    }
+
+    /// The stage is done: the supply it did not use goes back to the pool.
+    fn give_back_supply(&mut self) {
+        if let Some(s) = &mut self.supply {
+            while s.pop_into(&mut self.cache) > 0 {
+                self.back.recycle_batch(&mut self.cache);
+            }
+        }
+        self.back.recycle_batch(&mut self.cache);
+        self.back.flush();
+    }
+}
+
+impl Recycle for StageBuffers {
+    #[inline]
+    fn recycle(&mut self, p: PacketRef) {
+        self.back.recycle(p);
+    }
+
+    #[inline]
+    fn recycle_batch(&mut self, batch: &mut Batch) {
+        self.back.recycle_batch(batch);
+    }
+}
+
+impl Buffers for StageBuffers {
+    fn alloc(&mut self) -> Option<PacketRef> {
+        if self.cache.is_empty()
+            && let Some(s) = &mut self.supply
+        {
+            s.pop_into(&mut self.cache);
+        }
+        self.cache.pop()
+    }
+}
+
 /// The source's task: the traffic source (or a NIC queue) and the pool it owns.
 struct GenTask<R> {
     source: R,
@@ -154,6 +203,9 @@ struct GenTask<R> {
     split: Vec<Batch>,
     returns: Vec<RingConsumer>,
     returned: Batch,
+    /// Buffers for stages whose NFs create packets, kept topped up.
+    supplies: Vec<RingProducer>,
+    supplying: Batch,
     counters: GenCounters,
     done: Arc<AtomicBool>,
     stopped: bool,
@@ -191,6 +243,9 @@ impl<R: RxPort> GenTask<R> {
             return false;
         }
         let want = self.batch.size();
+        if !self.supplies.is_empty() {
+            self.top_up();
+        }
         if self.flow_control && !self.ingress.iter_mut().all(|q| q.room_for(want)) {
             return false;
         }
@@ -216,6 +271,19 @@ impl<R: RxPort> GenTask<R> {
             self.counters.cycles += tsc::now() - now;
         }
         true
+    }
+
+    /// Refills the supply rings of stages that create packets, a batch at a time.
+    #[cold]
+    fn top_up(&mut self) {
+        let want = self.supplying.size();
+        for s in &mut self.supplies {
+            if s.room_for(want) {
+                self.pool.alloc_into(&mut self.supplying, want);
+                s.push_from(&mut self.supplying);
+                self.pool.free_batch(&mut self.supplying);
+            }
+        }
     }
 
     /// Pushes `batch` into replica `r`'s rx-queue; what does not fit is an ingress drop.
@@ -265,7 +333,7 @@ struct StageTask<T> {
     output: Option<RingProducer>,
     /// Counts what leaves here: the chain's end on the last stage, early outs anywhere.
     sink: T,
-    recycle: ReturnLink,
+    recycle: StageBuffers,
     batch: Batch,
     /// Backpressure: packets the output link could not take yet.
     held: Batch,
@@ -313,7 +381,9 @@ impl<T: TxPort> StageTask<T> {
         if self.input.pop_into(&mut self.batch) == 0 {
             // Upstream's flag first (acquire), then the ring: nothing can follow both.
             if self.upstream_done.load(Ordering::Acquire) && self.input.is_empty() {
-                self.recycle.flush();
+                // What NFs hold is flushed and counted; unused supply goes back.
+                self.chain.release_held(&mut self.recycle);
+                self.recycle.give_back_supply();
                 self.finished = true;
                 self.done.store(true, Ordering::Release);
             } else {
@@ -324,7 +394,8 @@ impl<T: TxPort> StageTask<T> {
         }
         self.packets += self.batch.len() as u64;
         self.batch.prefetch();
-        self.chain.process::<ACCOUNT, _>(&mut self.batch, &mut self.recycle);
+        self.chain
+            .process::<ACCOUNT, _>(&mut self.batch, &mut self.recycle, now);
         let early = &mut self.chain.outs()[0];
         if !early.is_empty() {
             self.sink.tx(now, early, &mut self.recycle);
@@ -469,12 +540,24 @@ struct Coordination {
 }
 
 /// Runs `nfs` as a pipeline placed by `settings`, fed by a generator of `traffic`.
+/// The pipeline cuts a chain into contiguous blocks, so it runs linear chains only: a
+/// graph (an output wired past the next NF) needs the compound runtime.
 pub fn run_pipeline(
     traffic: GeneratorConfig,
-    nfs: Vec<(String, Box<dyn NetworkFunction>)>,
+    nfs: impl Into<ChainGraph>,
     settings: &PipelineSettings,
 ) -> Result<RunReport, RunError> {
-    run_parallel(traffic, vec![nfs], settings)
+    let graph = nfs.into();
+    if let Some(w) = &graph.wiring
+        && !is_linear(w)
+    {
+        return Err(setting(
+            "wiring",
+            "the pipeline runtime cuts the chain into blocks of NFs in order, so it runs linear chains \
+             (each NF's first output to the next); this chain's wiring needs the compound runtime",
+        ));
+    }
+    run_parallel(traffic, vec![graph.nfs], settings)
 }
 
 /// Runs several replicas of one chain side by side (parallel chains), the generator
@@ -539,12 +622,14 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
     let ring_size = settings.ring_size.next_power_of_two();
     let rx_queue = settings.rx_queue.next_power_of_two();
     let stage_count: usize = plans.iter().map(Vec::len).sum();
+    // A stage whose NFs create packets keeps up to two batches of buffers at hand.
+    let supply_size = (2 * run.batch).next_power_of_two();
     // Enough buffers to fill every ring and batch in flight, so the generator is never
     // short of buffers when the chain is not the bottleneck.
     let pool_size = if run.pool_size > 0 {
         run.pool_size
     } else {
-        replicas.len() * rx_queue + stage_count * (ring_size + 4 * run.batch) + 1024
+        replicas.len() * rx_queue + stage_count * (ring_size + 4 * run.batch + supply_size) + 1024
     };
     let mut pool = PacketPool::new(pool_size);
     source.prime(&mut pool);
@@ -556,6 +641,7 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
     let replicated = replicas.len() > 1;
     let mut ingress = Vec::new();
     let mut returns = Vec::new();
+    let mut supplies = Vec::new();
     let mut stages = Vec::new();
     for (r, (nfs, plans)) in replicas.into_iter().zip(&plans).enumerate() {
         let (queue, mut input) = ring(rx_queue);
@@ -572,6 +658,14 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
             };
             let (ret_tx, ret_rx) = ring(pool_size);
             returns.push(ret_rx);
+            let supply = block.iter().any(|(_, nf)| nf.creates_packets()).then(|| {
+                let (p, c) = ring(supply_size);
+                supplies.push(p);
+                c
+            });
+            let mut chain = Chain::new(block, run.batch, 1);
+            chain.core = Some(plan.core);
+            chain.replica = r;
             let done = Arc::new(AtomicBool::new(false));
             stages.push((
                 plan.core,
@@ -583,11 +677,15 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
                     } else {
                         format!("stage{k}")
                     },
-                    chain: Chain::new(block, run.batch, 1),
+                    chain,
                     input: std::mem::replace(&mut input, next_input.unwrap_or_else(|| ring(2).1)),
                     output,
                     sink: sink(),
-                    recycle: ReturnLink::new(ret_tx, run.batch),
+                    recycle: StageBuffers {
+                        back: ReturnLink::new(ret_tx, run.batch),
+                        supply,
+                        cache: Batch::new(run.batch),
+                    },
                     batch: Batch::new(run.batch),
                     held: Batch::new(run.batch),
                     link: LinkCounters::default(),
@@ -611,6 +709,8 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
         ingress,
         returns,
         returned: Batch::new(run.batch),
+        supplies,
+        supplying: Batch::new(run.batch),
         counters: GenCounters::default(),
         done: gen_done,
         stopped: false,
@@ -766,7 +866,7 @@ fn report<R: RxPort, T: TxPort>(
             "rx-queue",
             generated,
             rx_full,
-            DropReason::RxQueueFull,
+            DropReason::RX_QUEUE_FULL,
         ),
     ];
     let mut sink_w = TxCounts::default();
@@ -781,6 +881,7 @@ fn report<R: RxPort, T: TxPort>(
                 &name,
                 kinds[i],
                 &e.nfs[j].since(&s.nfs[j]),
+                st.chain.slots[j].nf.drop_reasons(),
                 acc,
                 NfCounter::window(&s.nf_counters[j], &e.nf_counters[j]),
             ));
@@ -792,7 +893,7 @@ fn report<R: RxPort, T: TxPort>(
                 "link",
                 pin,
                 dropped,
-                DropReason::LinkFull,
+                DropReason::LINK_FULL,
             ));
         }
         let w = e.sink.since(&s.sink);
@@ -817,7 +918,14 @@ fn report<R: RxPort, T: TxPort>(
     source.reclaim();
     let leaked = source.pool.in_use() as u64;
     total_dropped += all.port.dropped;
-    let conservation = Conservation::check(source.source.stats().packets, all.port.packets, total_dropped, leaked);
+    let created: u64 = stages.iter().map(|(st, _, _)| st.chain.created()).sum();
+    let conservation = Conservation::check(
+        source.source.stats().packets,
+        created,
+        all.port.packets,
+        total_dropped,
+        leaked,
+    );
     let window_loss = WindowLoss::new(generated, all.window_packets).map_err(|e| setting("window", e))?;
     let seconds = tsc::seconds(t_end - t_start);
     let shortfall = g_end.shortfall.since(&g_start.shortfall);
@@ -879,27 +987,18 @@ fn report<R: RxPort, T: TxPort>(
 mod tests {
     use super::*;
     use sfclab_core::{BatchView, Verdicts, nf::Verdict};
-    use sfclab_nf::NfConfig;
-    use sfclab_nf::synthetic::SyntheticConfig;
+    use sfclab_nf::NfSpec;
     use std::sync::Mutex;
 
     fn forwarders(n: usize) -> Vec<(String, Box<dyn NetworkFunction>)> {
         (0..n)
-            .map(|i| {
-                (
-                    format!("fwd{i}"),
-                    NfConfig::Forwarder(Default::default()).build().unwrap(),
-                )
-            })
+            .map(|i| (format!("fwd{i}"), NfSpec::default_of("forwarder").unwrap().build()))
             .collect()
     }
 
     fn dropper(name: &str, k: u64) -> (String, Box<dyn NetworkFunction>) {
-        let cfg = NfConfig::Synthetic(SyntheticConfig {
-            drop_one_in: Some(k),
-            ..Default::default()
-        });
-        (name.to_string(), cfg.build().unwrap())
+        let cfg = NfSpec::new("synthetic", serde_json::json!({ "drop_one_in": k })).unwrap();
+        (name.to_string(), cfg.build())
     }
 
     fn settings(placement: &str, count: Option<u64>) -> PipelineSettings {
@@ -985,12 +1084,9 @@ mod tests {
             forwarders(1).pop().unwrap(),
             (
                 "slow".to_string(),
-                NfConfig::Synthetic(SyntheticConfig {
-                    cycles: 400,
-                    ..Default::default()
-                })
-                .build()
-                .unwrap(),
+                NfSpec::new("synthetic", serde_json::json!({ "cycles": 400 }))
+                    .unwrap()
+                    .build(),
             ),
         ];
         let s = overload(LinkMode::Drop);
@@ -1018,12 +1114,9 @@ mod tests {
             forwarders(1).pop().unwrap(),
             (
                 "slow".to_string(),
-                NfConfig::Synthetic(SyntheticConfig {
-                    cycles: 300,
-                    ..Default::default()
-                })
-                .build()
-                .unwrap(),
+                NfSpec::new("synthetic", serde_json::json!({ "cycles": 300 }))
+                    .unwrap()
+                    .build(),
             ),
         ];
         let s = overload(LinkMode::Backpressure);
@@ -1046,7 +1139,7 @@ mod tests {
         fn kind(&self) -> &'static str {
             "order-probe"
         }
-        fn process(&mut self, batch: BatchView<'_>, _: &mut Verdicts) {
+        fn process(&mut self, _: &mut sfclab_core::Context<'_>, batch: BatchView<'_>, _: &mut Verdicts) {
             let mut v = self.0.lock().unwrap();
             v.extend(batch.iter().map(|p| (p.meta.flow_hash, p.meta.seq)));
         }
@@ -1081,12 +1174,9 @@ mod tests {
             forwarders(1).pop().unwrap(),
             (
                 "slow".to_string(),
-                NfConfig::Synthetic(SyntheticConfig {
-                    cycles: 300,
-                    ..Default::default()
-                })
-                .build()
-                .unwrap(),
+                NfSpec::new("synthetic", serde_json::json!({ "cycles": 300 }))
+                    .unwrap()
+                    .build(),
             ),
         ];
         let r = run_pipeline(GeneratorConfig::default(), nfs, &s).unwrap();
@@ -1160,11 +1250,8 @@ mod tests {
     fn shutdown_with_full_links_accounts_for_every_packet() {
         for links in [LinkMode::Drop, LinkMode::Backpressure] {
             let mut nfs = forwarders(1);
-            let slow = NfConfig::Synthetic(SyntheticConfig {
-                cycles: 5_000,
-                ..Default::default()
-            });
-            nfs.push(("slow".to_string(), slow.build().unwrap()));
+            let slow = NfSpec::new("synthetic", serde_json::json!({ "cycles": 5_000 })).unwrap();
+            nfs.push(("slow".to_string(), slow.build()));
             let mut s = settings("bi:2", None);
             s.links = links;
             s.ring_size = 512;

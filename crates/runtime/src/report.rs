@@ -77,7 +77,7 @@ impl PlaceReport {
             packets_out: n,
             dropped: refused,
             drops: if refused > 0 {
-                [(DropReason::TxFull.name().to_string(), refused)].into()
+                [(DropReason::TX_FULL.name(&[]).to_string(), refused)].into()
             } else {
                 Default::default()
             },
@@ -96,7 +96,7 @@ impl PlaceReport {
             packets_out: packets_in.saturating_sub(dropped),
             dropped,
             drops: if dropped > 0 {
-                [(reason.name().to_string(), dropped)].into()
+                [(reason.name(&[]).to_string(), dropped)].into()
             } else {
                 Default::default()
             },
@@ -105,13 +105,19 @@ impl PlaceReport {
         }
     }
 
+    /// An NF's place; `own_reasons` names its own drop reasons (`drop_reasons()`).
     pub fn from_nf(
         name: &str,
         kind: &str,
         s: &NfStats,
+        own_reasons: &[&'static str],
         accounting: bool,
         counters: Vec<(&'static str, u64)>,
     ) -> PlaceReport {
+        let mut counters: BTreeMap<String, u64> = counters.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        if s.created > 0 {
+            counters.insert("created".into(), s.created);
+        }
         PlaceReport {
             name: name.to_string(),
             role: Role::Nf,
@@ -119,9 +125,12 @@ impl PlaceReport {
             packets_in: s.packets_in,
             packets_out: s.packets_out,
             dropped: s.dropped(),
-            drops: s.drops_by_reason().map(|(r, n)| (r.name().to_string(), n)).collect(),
+            drops: s
+                .drops_by_reason()
+                .map(|(r, n)| (r.name(own_reasons).to_string(), n))
+                .collect(),
             cycles_per_packet: (accounting && s.packets_in > 0).then(|| s.cycles as f64 / s.packets_in as f64),
-            counters: counters.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            counters,
         }
     }
 }
@@ -157,10 +166,13 @@ pub struct CoreReport {
     pub cycles_per_packet: Option<f64>,
 }
 
-/// generated = received + dropped, exactly, and every buffer back in the pool.
+/// generated + created = received + dropped, exactly, and every buffer back in the pool.
+/// (Packets NFs held when the run ended were flushed and counted as `held-at-end` drops.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Conservation {
     pub generated: u64,
+    /// Packets NFs created (ICMP errors, replies).
+    pub created: u64,
     pub received: u64,
     pub dropped: u64,
     /// Buffers not back in the pool after the run (must be 0).
@@ -169,13 +181,14 @@ pub struct Conservation {
 }
 
 impl Conservation {
-    pub fn check(generated: u64, received: u64, dropped: u64, buffers_leaked: u64) -> Conservation {
+    pub fn check(generated: u64, created: u64, received: u64, dropped: u64, buffers_leaked: u64) -> Conservation {
         Conservation {
             generated,
+            created,
             received,
             dropped,
             buffers_leaked,
-            holds: generated == received + dropped && buffers_leaked == 0,
+            holds: generated + created == received + dropped && buffers_leaked == 0,
         }
     }
 }
@@ -183,13 +196,18 @@ impl Conservation {
 impl std::fmt::Display for Conservation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (g, r, d) = (self.generated, self.received, self.dropped);
+        let source = if self.created > 0 {
+            format!("generated {g} + created {}", self.created)
+        } else {
+            format!("generated {g}")
+        };
         if self.holds {
-            write!(f, "holds: generated {g} = received {r} + dropped {d}")
+            write!(f, "holds: {source} = received {r} + dropped {d}")
         } else {
             write!(
                 f,
-                "VIOLATED: generated {g} != received {r} + dropped {d} (difference {}), {} buffers not returned",
-                g as i128 - r as i128 - d as i128,
+                "VIOLATED: {source} != received {r} + dropped {d} (difference {}), {} buffers not returned",
+                (g + self.created) as i128 - r as i128 - d as i128,
                 self.buffers_leaked
             )
         }
@@ -341,9 +359,10 @@ impl RunReport {
     }
 }
 
-/// Stable names of every drop reason, for documentation and schema checks.
+/// Stable names of the common drop reasons (NFs name their own), for documentation and
+/// schema checks.
 pub fn drop_reason_names() -> Vec<&'static str> {
-    DropReason::ALL.iter().map(|r| r.name()).collect()
+    DropReason::common().map(|r| r.name(&[])).collect()
 }
 
 /// A sink's counters at one instant, or over a window (`since`), or of several sinks

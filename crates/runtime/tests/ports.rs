@@ -7,7 +7,7 @@ use sfclab_core::packet::FLAG_WINDOW;
 use sfclab_core::{
     Batch, NetworkFunction, NfCounter, PacketMeta, PacketPool, PortInfo, PortStats, Recycle, RxPort, TxPort,
 };
-use sfclab_nf::NfConfig;
+use sfclab_nf::NfSpec;
 use sfclab_runtime::placement::allowed_cores;
 use sfclab_runtime::{PipelineSettings, Placement, Role, RunReport, RunSettings, run_compound_on, run_parallel_on};
 use std::time::Duration;
@@ -126,12 +126,7 @@ impl TxPort for RefusingSink {
 
 fn forwarders(n: usize) -> Vec<(String, Box<dyn NetworkFunction>)> {
     (0..n)
-        .map(|i| {
-            (
-                format!("fwd{i}"),
-                NfConfig::Forwarder(Default::default()).build().unwrap(),
-            )
-        })
+        .map(|i| (format!("fwd{i}"), NfSpec::default_of("forwarder").unwrap().build()))
         .collect()
 }
 

@@ -1,0 +1,169 @@
+//! The open registry of NF types: adding an NF is its own file (the NF, its config and
+//! a `TYPE` constant) and one line in [`TYPES`]. Chain files, `sfclab nfs` and the
+//! benchmarks find NFs here by the name written in chain files.
+
+use serde::Serialize;
+use sfclab_core::NetworkFunction;
+
+use crate::config::ConfigError;
+
+/// One NF type.
+pub struct NfType {
+    /// The name chain files use (`forwarder`, `router`).
+    pub kind: &'static str,
+    /// One line about it, for `sfclab nfs`.
+    pub about: &'static str,
+    /// The JSON Schema of its settings: keys, types, defaults and (from the config's doc
+    /// comments) what each means.
+    pub schema: fn() -> schemars::Schema,
+    /// Checks the settings and builds the NF.
+    pub build: fn(&serde_json::Value) -> Result<Box<dyn NetworkFunction>, ConfigError>,
+}
+
+/// Every NF type, in the order `sfclab nfs` lists them.
+pub const TYPES: &[NfType] = &[crate::forwarder::TYPE, crate::noop::TYPE, crate::synthetic::TYPE];
+
+/// The NF type chain files call `kind`.
+pub fn find(kind: &str) -> Option<&'static NfType> {
+    TYPES.iter().find(|t| t.kind == kind)
+}
+
+/// Every NF type's name.
+pub fn kinds() -> Vec<&'static str> {
+    TYPES.iter().map(|t| t.kind).collect()
+}
+
+/// One NF of a chain as configured: its type and settings, checked when made (`new`
+/// builds it once), so `build` cannot fail afterwards.
+#[derive(Clone)]
+pub struct NfSpec {
+    ty: &'static NfType,
+    settings: serde_json::Value,
+}
+
+/// Why an NF spec is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpecError {
+    UnknownKind(String),
+    Config(ConfigError),
+}
+
+impl std::fmt::Display for SpecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpecError::UnknownKind(k) => write!(f, "unknown NF type `{k}`; known types: {}", kinds().join(", ")),
+            SpecError::Config(e) => e.fmt(f),
+        }
+    }
+}
+
+impl NfSpec {
+    /// An NF of type `kind` with `settings` (a mapping; `null` means all defaults).
+    pub fn new(kind: &str, settings: serde_json::Value) -> Result<NfSpec, SpecError> {
+        let ty = find(kind).ok_or_else(|| SpecError::UnknownKind(kind.to_string()))?;
+        let settings = if settings.is_null() {
+            serde_json::Value::Object(Default::default())
+        } else {
+            settings
+        };
+        (ty.build)(&settings).map_err(SpecError::Config)?;
+        Ok(NfSpec { ty, settings })
+    }
+
+    /// An NF of type `kind` with its default settings.
+    pub fn default_of(kind: &str) -> Result<NfSpec, SpecError> {
+        NfSpec::new(kind, serde_json::Value::Null)
+    }
+
+    pub fn kind(&self) -> &'static str {
+        self.ty.kind
+    }
+
+    pub fn settings(&self) -> &serde_json::Value {
+        &self.settings
+    }
+
+    /// A fresh instance (each replica of a chain gets its own).
+    pub fn build(&self) -> Box<dyn NetworkFunction> {
+        (self.ty.build)(&self.settings).expect("checked when the spec was made")
+    }
+}
+
+impl std::fmt::Debug for NfSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.ty.kind, self.settings)
+    }
+}
+
+/// As in chain files: `{ "synthetic": { "cycles": 100 } }`.
+impl Serialize for NfSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(1))?;
+        m.serialize_entry(self.ty.kind, &self.settings)?;
+        m.end()
+    }
+}
+
+impl schemars::JsonSchema for NfSpec {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NfSpec".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "One NF as in a chain file: its type as the only key, its settings as the value (see `sfclab nfs`).",
+            "type": "object",
+            "minProperties": 1,
+            "maxProperties": 1,
+            "additionalProperties": { "type": "object" }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_builds_with_defaults_and_has_a_schema() {
+        for t in TYPES {
+            let spec = NfSpec::default_of(t.kind).unwrap_or_else(|e| panic!("{}: {e}", t.kind));
+            assert_eq!(spec.build().kind(), t.kind);
+            let schema = (t.schema)();
+            assert_eq!(
+                schema.get("type"),
+                Some(&serde_json::json!("object")),
+                "{}: {schema:?}",
+                t.kind
+            );
+            assert_eq!(
+                schema.get("additionalProperties"),
+                Some(&serde_json::json!(false)),
+                "{}: unknown keys are refused",
+                t.kind
+            );
+        }
+        let mut names = kinds();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), TYPES.len(), "one name per type");
+    }
+
+    #[test]
+    fn errors_name_the_key_path_and_unknown_types() {
+        let e = NfSpec::new("synthetic", serde_json::json!({"accesses": 3})).unwrap_err();
+        assert_eq!(
+            e,
+            SpecError::Config(ConfigError::new("accesses", "needs a `working_set` to read from"))
+        );
+        let SpecError::Config(e) = NfSpec::new("synthetic", serde_json::json!({"cycles": "x"})).unwrap_err() else {
+            panic!()
+        };
+        assert_eq!(e.key, "cycles");
+        let e = NfSpec::new("frobnicator", serde_json::Value::Null).unwrap_err();
+        assert!(e.to_string().contains("known types: forwarder"), "{e}");
+        let json = serde_json::to_value(NfSpec::new("synthetic", serde_json::json!({"cycles": 5})).unwrap()).unwrap();
+        assert_eq!(json, serde_json::json!({"synthetic": {"cycles": 5}}));
+    }
+}
