@@ -347,6 +347,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         limit: None,
         probe_pps: t.latency_probe_pps.unwrap_or(10_000.0),
         port: 0,
+        destinations: t.destinations.unwrap_or_default(),
     };
     traffic.validate().map_err(|(k, r)| ctx.setting("traffic", k, r))?;
 

@@ -11,7 +11,7 @@ use clap::{Args, FromArgMatches};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sfclab_runtime::{LinkMode, Placement};
-use sfclab_traffic::{FrameSizes, IpVersion, Rate};
+use sfclab_traffic::{Destinations, FrameSizes, IpVersion, Rate};
 use std::collections::BTreeSet;
 use std::fmt::Display;
 use std::str::FromStr;
@@ -41,6 +41,11 @@ pub struct TrafficSection {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_probe_pps: Option<f64>,
+    /// Where flows go: `one` address (RFC 2544's benchmarking range, the default) or
+    /// `spread`: each flow its own random unicast address, as a router's tables see.
+    #[arg(long)]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub destinations: Option<Destinations>,
 }
 
 /// How long and how the chain runs: a chain file's `run:` section (with the pipeline's keys).

@@ -7,8 +7,10 @@
 
 pub mod config;
 pub mod forwarder;
+pub mod lpm;
 pub mod noop;
 pub mod registry;
+pub mod router;
 pub mod synthetic;
 
 pub use config::{ByteSize, ConfigError, typed};

@@ -21,7 +21,12 @@ pub struct NfType {
 }
 
 /// Every NF type, in the order `sfclab nfs` lists them.
-pub const TYPES: &[NfType] = &[crate::forwarder::TYPE, crate::noop::TYPE, crate::synthetic::TYPE];
+pub const TYPES: &[NfType] = &[
+    crate::forwarder::TYPE,
+    crate::noop::TYPE,
+    crate::synthetic::TYPE,
+    crate::router::TYPE,
+];
 
 /// The NF type chain files call `kind`.
 pub fn find(kind: &str) -> Option<&'static NfType> {

@@ -71,22 +71,81 @@ pub fn pattern_byte(k: usize) -> u8 {
     (k as u8) ^ 0x5a
 }
 
+/// Where flows are sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Destinations {
+    /// Every flow to one address in the benchmarking range (198.19.0.1, 2001:2:0:1::1),
+    /// as RFC 2544 tests do.
+    #[default]
+    One,
+    /// Each flow to its own pseudo-random unicast address (1.0.0.0-223.255.255.255, or
+    /// under 2000::/3): what a router's longest-prefix match sees on the Internet.
+    Spread,
+}
+
+impl std::str::FromStr for Destinations {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "one" => Ok(Destinations::One),
+            "spread" => Ok(Destinations::Spread),
+            _ => Err(format!("`{s}` is not a destination pattern: write one or spread")),
+        }
+    }
+}
+
+impl std::fmt::Display for Destinations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Destinations::One => "one",
+            Destinations::Spread => "spread",
+        })
+    }
+}
+
+/// SplitMix64's finaliser: flow `i`'s spread destination.
+fn spread(i: u32, salt: u64) -> u64 {
+    let mut z = (u64::from(i) ^ salt).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// Source and destination addresses and ports of flow `i`.
-pub fn flow_tuple(ip: IpVersion, i: u32) -> (Vec<u8>, Vec<u8>, u16, u16) {
+pub fn flow_tuple(ip: IpVersion, i: u32, destinations: Destinations) -> (Vec<u8>, Vec<u8>, u16, u16) {
     let sport = 1024 + (i >> 16) as u16;
     let dport = 5001;
     match ip {
         IpVersion::V4 => {
             let [_, _, hi, lo] = i.to_be_bytes();
-            (vec![198, 18, hi, lo], vec![198, 19, 0, 1], sport, dport)
+            let dst = match destinations {
+                Destinations::One => vec![198, 19, 0, 1],
+                Destinations::Spread => {
+                    let r = spread(i, 4).to_be_bytes();
+                    // Unicast, not 0/8 or 127/8: first byte 1..=223 but 127.
+                    let first = 1 + (r[0] % 222);
+                    vec![if first == 127 { 128 } else { first }, r[1], r[2], r[3]]
+                }
+            };
+            (vec![198, 18, hi, lo], dst, sport, dport)
         }
         IpVersion::V6 => {
             let mut src = [0u8; 16];
             src[..6].copy_from_slice(&[0x20, 0x01, 0x00, 0x02, 0x00, 0x00]);
             src[12..].copy_from_slice(&i.to_be_bytes());
             let mut dst = [0u8; 16];
-            dst[..8].copy_from_slice(&[0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01]);
-            dst[15] = 1;
+            match destinations {
+                Destinations::One => {
+                    dst[..8].copy_from_slice(&[0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01]);
+                    dst[15] = 1;
+                }
+                Destinations::Spread => {
+                    dst[..8].copy_from_slice(&spread(i, 6).to_be_bytes());
+                    dst[8..].copy_from_slice(&spread(i, 7).to_be_bytes());
+                    dst[0] = 0x20 | (dst[0] & 0x1f);
+                }
+            }
             (src.to_vec(), dst.to_vec(), sport, dport)
         }
     }
@@ -125,7 +184,7 @@ pub struct FlowSet {
 
 impl FlowSet {
     /// `frame_lens`: buffer lengths (FCS excluded), each at least `ip.header_len()`.
-    pub fn new(ip: IpVersion, flows: u32, frame_lens: &[u16]) -> FlowSet {
+    pub fn new(ip: IpVersion, flows: u32, frame_lens: &[u16], destinations: Destinations) -> FlowSet {
         assert!((1..=MAX_FLOWS).contains(&flows));
         let hlen = ip.header_len();
         assert!(frame_lens.iter().all(|&l| usize::from(l) >= hlen));
@@ -143,7 +202,7 @@ impl FlowSet {
         let mut hashes = Vec::with_capacity(flows as usize);
         let mut patches = Vec::with_capacity(flows as usize * frame_lens.len());
         for i in 0..flows {
-            let (src, dst, sport, dport) = flow_tuple(ip, i);
+            let (src, dst, sport, dport) = flow_tuple(ip, i, destinations);
             let mut head = [0u8; 64];
             for (k, b) in head.iter_mut().enumerate() {
                 *b = pattern_byte(k);
@@ -248,7 +307,7 @@ mod tests {
     fn every_flow_and_size_has_valid_checksums() {
         for ip in [IpVersion::V4, IpVersion::V6] {
             let lens = [ip.min_frame() - 4, 590, 1514];
-            let set = FlowSet::new(ip, 70_000, &lens);
+            let set = FlowSet::new(ip, 70_000, &lens, Destinations::Spread);
             for flow in [0usize, 1, 255, 65_535, 65_536, 69_999] {
                 for class in 0..lens.len() {
                     let f = frame(&set, flow, class);
@@ -285,7 +344,7 @@ mod tests {
 
     #[test]
     fn flows_differ_in_their_five_tuple_and_hash() {
-        let set = FlowSet::new(IpVersion::V4, 1000, &[60]);
+        let set = FlowSet::new(IpVersion::V4, 1000, &[60], Destinations::One);
         let mut hashes = set.hashes.to_vec();
         hashes.sort();
         hashes.dedup();

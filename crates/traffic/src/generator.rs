@@ -14,7 +14,7 @@ use serde::Serialize;
 use sfclab_core::packet::{FLAG_PROBE, FLAG_WINDOW};
 use sfclab_core::{Batch, NfCounter, PacketMeta, PacketPool, PortInfo, PortStats, RxPort, Shortfall, tsc};
 
-use crate::flows::{FlowSet, IpVersion, MAX_FLOWS, apply_patch, pattern_byte};
+use crate::flows::{Destinations, FlowSet, IpVersion, MAX_FLOWS, apply_patch, pattern_byte};
 use crate::rate::{Pacer, Rate};
 use crate::sizes::FrameSizes;
 use crate::{FCS_LEN, L1_OVERHEAD};
@@ -32,6 +32,8 @@ pub struct GeneratorConfig {
     pub probe_pps: f64,
     /// Input port number written into the metadata.
     pub port: u16,
+    /// Where flows go: one address, or each flow its own.
+    pub destinations: Destinations,
 }
 
 impl Default for GeneratorConfig {
@@ -44,6 +46,7 @@ impl Default for GeneratorConfig {
             limit: None,
             probe_pps: 0.0,
             port: 0,
+            destinations: Destinations::One,
         }
     }
 }
@@ -136,7 +139,7 @@ impl Generator {
             .iter()
             .map(|&s| ((u64::from(s) + L1_OVERHEAD) * 8) as f64)
             .collect();
-        let flows = FlowSet::new(cfg.ip, cfg.flows, &lens);
+        let flows = FlowSet::new(cfg.ip, cfg.flows, &lens, cfg.destinations);
         let hz = tsc::hz();
         let (rate, pace_bits) = match cfg.rate {
             Rate::Max => (None, false),
@@ -353,6 +356,7 @@ impl RxPort for Generator {
             ("ip", c.ip.to_string()),
             ("rate", c.rate.to_string()),
             ("latency_probe_pps", c.probe_pps.to_string()),
+            ("destinations", c.destinations.to_string()),
         ];
         PortInfo {
             kind: "generator".into(),
