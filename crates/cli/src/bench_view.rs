@@ -422,3 +422,66 @@ pub fn pipeline_csv(b: &PipelineBench) -> String {
     }
     String::from_utf8(w.into_inner().expect("in-memory writer")).expect("utf-8")
 }
+
+pub fn lpm_table(b: &sfclab_bench::lpm::LpmBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench lpm | {} ({} cores, TSC {:.3} GHz), {} repetitions (medians [min–max])",
+        b.machine.cpu,
+        b.machine.cores,
+        b.machine.tsc_hz / 1e9,
+        b.repeat
+    );
+    let _ = writeln!(
+        s,
+        "table             {} IPv4 routes shaped as {}; built in {:.2} s, {} MiB; {:.1}% of random addresses have no route\n",
+        b.routes,
+        b.shape_source,
+        b.build_s,
+        b.table_bytes >> 20,
+        b.fails_percent
+    );
+    let _ = writeln!(
+        s,
+        "sfclab single     {} TSC cycles/lookup (one address at a time)",
+        with_range(&b.single_runs, 1)
+    );
+    let _ = writeln!(
+        s,
+        "sfclab bulk       {} TSC cycles/lookup (bursts of 32)",
+        with_range(&b.bulk_runs, 1)
+    );
+    match (b.dpdk_single_cycles, b.dpdk_bulk_cycles, &b.dpdk_skipped) {
+        (Some(ds), Some(db), _) => {
+            let _ = writeln!(
+                s,
+                "rte_lpm single    {} TSC cycles/lookup (rte_lpm_lookup)",
+                with_range(&b.dpdk_single_runs, 1)
+            );
+            let _ = writeln!(
+                s,
+                "rte_lpm bulk      {} TSC cycles/lookup (rte_lpm_lookup_bulk, 32)",
+                with_range(&b.dpdk_bulk_runs, 1)
+            );
+            let _ = writeln!(
+                s,
+                "ratio             sfclab/rte_lpm = {:.2}x single, {:.2}x bulk (below 1: sfclab is cheaper)",
+                b.single_cycles / ds,
+                b.bulk_cycles / db
+            );
+        }
+        (_, _, Some(why)) => {
+            let _ = writeln!(s, "peer              skipped: {why}");
+        }
+        _ => {
+            let _ = writeln!(s, "peer              not measured (--peer none)");
+        }
+    }
+    let wide = [&b.single_runs, &b.bulk_runs, &b.dpdk_single_runs, &b.dpdk_bulk_runs]
+        .iter()
+        .filter(|v| is_wide(v))
+        .count();
+    s.push_str(&footer(wide, b.interrupted, b.repeat));
+    s
+}

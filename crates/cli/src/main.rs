@@ -115,6 +115,30 @@ enum BenchCmd {
     /// Pipelines against DPDK testpmd processes joined by memif: two stages on two
     /// cores, and three stages on two cores (stages sharing a core).
     Pipeline(PipelineArgs),
+    /// IPv4 longest-prefix match (the router's DIR-24-8) against DPDK's rte_lpm
+    /// (dpdk-test lpm_perf_autotest) on a table of the same size and shape, same run.
+    Lpm(LpmArgs),
+}
+
+#[derive(Args)]
+struct LpmArgs {
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Core to measure on (default: the last core this process may use).
+    #[arg(long)]
+    core: Option<usize>,
+    /// Peer to measure in the same run.
+    #[arg(long, value_enum, default_value = "dpdk")]
+    peer: LpmPeer,
+    /// Print JSON (schema `sfclab.bench.lpm/1`).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum LpmPeer {
+    Dpdk,
+    None,
 }
 
 #[derive(Args)]
@@ -287,6 +311,18 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Overload(args)) => cmd_overload(args),
         Cmd::Bench(BenchCmd::Ring(args)) => cmd_ring(args),
         Cmd::Bench(BenchCmd::Pipeline(args)) => cmd_pipeline(args),
+        Cmd::Bench(BenchCmd::Lpm(a)) => {
+            if a.repeat == 0 {
+                return outcome::fail(outcome::USAGE, "need at least one repetition");
+            }
+            let args = sfclab_bench::lpm::LpmArgs {
+                repeat: a.repeat,
+                core: a.core,
+                peer: a.peer == LpmPeer::Dpdk,
+            };
+            let result = with_progress(|tick| sfclab_bench::lpm::lpm(&args, tick));
+            print_result(result, a.json, None, bench_view::lpm_table)
+        }
         Cmd::Schema { document } => match schema(&document) {
             Some(s) => outcome::emit_then(&s, 0),
             None => outcome::fail(outcome::USAGE, &format!("no schema named `{document}`")),
@@ -308,7 +344,7 @@ fn main() -> ExitCode {
 }
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
-pub const SCHEMA_NAMES: [&str; 8] = [
+pub const SCHEMA_NAMES: [&str; 9] = [
     "run",
     "search",
     "sweep",
@@ -317,6 +353,7 @@ pub const SCHEMA_NAMES: [&str; 8] = [
     "bench-overload",
     "bench-ring",
     "bench-pipeline",
+    "bench-lpm",
 ];
 
 /// The JSON Schema of a published document, by name.
@@ -330,14 +367,19 @@ pub fn schema(name: &str) -> Option<String> {
         "bench-overload" => Some(bench_schema::<sfclab_bench::overload::OverloadBench>("overload")),
         "bench-ring" => Some(bench_schema::<sfclab_bench::ring::RingBench>("ring")),
         "bench-pipeline" => Some(bench_schema::<sfclab_bench::pipeline::PipelineBench>("pipeline")),
+        "bench-lpm" => Some(bench_schema_v::<sfclab_bench::lpm::LpmBench>("lpm", 1)),
         _ => None,
     }
 }
 
 fn bench_schema<T: schemars::JsonSchema>(name: &str) -> String {
+    bench_schema_v::<T>(name, 2)
+}
+
+fn bench_schema_v<T: schemars::JsonSchema>(name: &str, version: u32) -> String {
     render::schema_of::<T>(
-        &format!("bench-{name}-2.json"),
-        &format!("`sfclab bench {name} --json`, schema sfclab.bench.{name}/2."),
+        &format!("bench-{name}-{version}.json"),
+        &format!("`sfclab bench {name} --json`, schema sfclab.bench.{name}/{version}."),
     )
 }
 

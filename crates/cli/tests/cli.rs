@@ -284,6 +284,21 @@ fn help_lists_every_command_and_nf() {
     }
 }
 
+/// The LPM benchmark's document follows its schema and says what it measured; the peer
+/// is measured in the CI run (`sfclab bench lpm`), too slow for a test.
+#[test]
+fn bench_lpm_reports_cycles_per_lookup() {
+    let o = sfclab(&["bench", "lpm", "--repeat", "1", "--peer", "none", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["schema"], "sfclab.bench.lpm/1");
+    assert_follows_schema("bench-lpm-1.json", &v);
+    assert!(v["routes"].as_u64().unwrap() > 1_000_000);
+    let single = v["single_cycles"].as_f64().unwrap();
+    assert!(single > 0.0 && single.is_finite(), "{single}");
+    assert!(v["dpdk_single_cycles"].is_null() && v["single_ratio"].is_null(), "no peer, no ratio");
+}
+
 #[test]
 fn bench_hop_reports_slope_and_json() {
     let o = sfclab(&[

@@ -26,9 +26,17 @@ pub struct Route<A> {
     pub hop: u32,
 }
 
+/// The first level: one entry per /24. A fixed-size array, so that indexing it with the
+/// top 24 bits of an address needs no bounds check.
+type Level24 = Box<[u32; 1 << 24]>;
+
+fn level24() -> Level24 {
+    vec![0u32; 1 << 24].into_boxed_slice().try_into().expect("2^24 entries")
+}
+
 /// IPv4 longest-prefix match (DIR-24-8).
 pub struct Lpm4 {
-    tbl24: Vec<u32>,
+    tbl24: Level24,
     /// Groups of 256 entries for prefixes longer than /24.
     tbl8: Vec<u32>,
     routes: usize,
@@ -51,7 +59,7 @@ impl Lpm4 {
         }
         sorted.sort_by_key(|r| r.len);
         let mut t = Lpm4 {
-            tbl24: vec![0; 1 << 24],
+            tbl24: level24(),
             tbl8: Vec::new(),
             routes: routes.len(),
         };
@@ -145,7 +153,7 @@ impl Lpm4 {
 
 /// IPv6 longest-prefix match: a 24-bit first level, then 8-bit levels.
 pub struct Lpm6 {
-    tbl24: Vec<u32>,
+    tbl24: Level24,
     tbl8: Vec<u32>,
     routes: usize,
 }
@@ -165,7 +173,7 @@ impl Lpm6 {
         }
         sorted.sort_by_key(|r| r.len);
         let mut t = Lpm6 {
-            tbl24: vec![0; 1 << 24],
+            tbl24: level24(),
             tbl8: Vec::new(),
             routes: routes.len(),
         };

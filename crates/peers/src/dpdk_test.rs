@@ -1,5 +1,6 @@
 //! DPDK's unit-test binary (`dpdk-test`, Debian `dpdk-dev`) as a peer: its
-//! `ring_perf_autotest` measures rte_ring's cost per element.
+//! `ring_perf_autotest` measures rte_ring's cost per element, `lpm_perf_autotest`
+//! rte_lpm's cycles per IPv4 lookup on a BGP-shaped table of about a million routes.
 
 use std::process::{Command, Stdio};
 
@@ -31,6 +32,76 @@ pub fn ring_perf(burst: usize, cores: (usize, usize)) -> Result<f64, String> {
     parse_ring_perf(&text, burst).ok_or_else(|| "ring_perf_autotest printed no SP/SC two-core figures".to_string())
 }
 
+/// What `lpm_perf_autotest` measured: its table's shape and cycles per lookup.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
+pub struct LpmPerf {
+    /// Routes per prefix length, as it added them.
+    pub shape: Vec<(u8, usize)>,
+    /// Cycles per `rte_lpm_lookup` (one address at a time).
+    pub single_cycles: f64,
+    /// Cycles per address with `rte_lpm_lookup_bulk` (32 at a time).
+    pub bulk_cycles: f64,
+    /// Share of random addresses without a route, percent.
+    pub fails_percent: f64,
+}
+
+/// Runs DPDK's lpm_perf_autotest on `core`.
+pub fn lpm_perf(core: usize) -> Result<LpmPerf, String> {
+    let bin = which("dpdk-test").ok_or("dpdk-test not found (Debian package `dpdk-dev`)")?;
+    let prefix = format!("sfclab-lpm-{}", std::process::id());
+    let out = Command::new(&bin)
+        .args([
+            "--no-huge",
+            "-m",
+            "1024",
+            "--no-pci",
+            "-l",
+            &core.to_string(),
+            "--file-prefix",
+            &prefix,
+        ])
+        .env("DPDK_TEST", "lpm_perf_autotest")
+        .stdin(Stdio::null())
+        .output();
+    remove_runtime_dir(&prefix);
+    let out = out.map_err(|e| format!("cannot run dpdk-test: {e}"))?;
+    parse_lpm_perf(&String::from_utf8_lossy(&out.stdout))
+        .ok_or_else(|| "lpm_perf_autotest printed no lookup figures".to_string())
+}
+
+/// Reads the route distribution table and the "Average"/"BULK LPM Lookup" lines.
+pub fn parse_lpm_perf(text: &str) -> Option<LpmPerf> {
+    let figure = |key: &str| {
+        let line = text.lines().find(|l| l.trim_start().starts_with(key))?;
+        line.split(':').nth(1)?.split_whitespace().next()?.parse::<f64>().ok()
+    };
+    let fails = text
+        .lines()
+        .find(|l| l.contains("Average LPM Lookup"))?
+        .split("fails = ")
+        .nth(1)?
+        .trim_end_matches(|c: char| c == ')' || c == '%' || c.is_whitespace())
+        .parse()
+        .ok()?;
+    let table = text.split("DEPTH").nth(1)?;
+    let shape: Vec<(u8, usize)> = table
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let depth = w.next()?.parse::<u8>().ok()?;
+            let n = w.next()?.parse::<usize>().ok()?;
+            (n > 0).then_some((depth, n))
+        })
+        .collect();
+    (!shape.is_empty()).then_some(())?;
+    Some(LpmPerf {
+        shape,
+        single_cycles: figure("Average LPM Lookup")?,
+        bulk_cycles: figure("BULK LPM Lookup")?,
+        fails_percent: fails,
+    })
+}
+
 /// Finds "SP/SC: bulk (size: N): X" in the first section for two physical cores (the
 /// legacy pointer API, as sfclab's rings carry pointers).
 pub fn parse_ring_perf(text: &str, burst: usize) -> Option<f64> {
@@ -44,6 +115,15 @@ pub fn parse_ring_perf(text: &str, burst: usize) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn parses_lpm_perf() {
+        let text = "No. routes = 1076806\nRoute distribution per prefix width: \nDEPTH    QUANTITY (PERCENT)\n--------------------------- \n01              0 (0.00)\n08            201 (0.02)\n24         583900 (54.23)\n\nUnique added entries = 1037025\nAverage LPM Add: 127578 cycles\nAverage LPM Lookup: 27.0 cycles (fails = 12.5%)\nBULK LPM Lookup: 19.5 cycles (fails = 12.5%)\n";
+        let p = super::parse_lpm_perf(text).unwrap();
+        assert_eq!(p.shape, vec![(8, 201), (24, 583900)]);
+        assert_eq!((p.single_cycles, p.bulk_cycles, p.fails_percent), (27.0, 19.5, 12.5));
+        assert!(super::parse_lpm_perf("Test OK").is_none());
+    }
+
     #[test]
     fn parses_the_two_core_section_of_ring_perf() {
         let text = "### Testing bulk enq/deq ###\nlegacy APIs: SP/SC: bulk (size: 32): 73.35\n### Testing using two physical cores ###\nlegacy APIs: SP/SC: bulk (size: 8): 9.10\nlegacy APIs: MP/MC: bulk (size: 8): 32.45\nlegacy APIs: SP/SC: bulk (size: 32): 4.02\n### Testing using all worker nodes ###\n### Testing using two physical cores ###\nelem APIs: element size 16B: SP/SC: bulk (size: 32): 6.85\n";

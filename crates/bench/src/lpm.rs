@@ -1,0 +1,198 @@
+//! IPv4 longest-prefix match against DPDK's `rte_lpm`, measured the way DPDK's
+//! `lpm_perf_autotest` measures it, in the same run: a table of the same size and shape
+//! (routes per prefix length, read from the peer's own output), 1024 rounds of 4096
+//! fresh random addresses, TSC cycles of the lookups alone, one address at a time and
+//! in bursts of 32. Both tables are DIR-24-8; the ratio says what the code adds.
+
+use serde::Serialize;
+use sfclab_core::tsc;
+use sfclab_nf::lpm::{BGP4_SHAPE, Lpm4, SplitMix, counts_of, random_table4};
+use std::time::Instant;
+
+use crate::{Machine, median, repetitions};
+
+pub const LPM_SCHEMA: &str = "sfclab.bench.lpm/1";
+
+/// Rounds and addresses per round, as `lpm_perf_autotest` (ITERATIONS, BATCH_SIZE).
+const ROUNDS: usize = 1 << 10;
+const ADDRESSES: usize = 1 << 12;
+/// Burst of a bulk lookup, as `lpm_perf_autotest`'s BULK_SIZE.
+const BULK: usize = 32;
+
+#[derive(Debug, Clone)]
+pub struct LpmArgs {
+    pub repeat: usize,
+    pub core: Option<usize>,
+    /// Measure DPDK's rte_lpm in the same run.
+    pub peer: bool,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct LpmBench {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub machine: Machine,
+    pub repeat: usize,
+    pub interrupted: bool,
+    /// Routes in the table, and per prefix length.
+    pub routes: usize,
+    pub shape: Vec<(u8, usize)>,
+    /// Where the shape came from: the peer's own table, or the built-in BGP shape.
+    pub shape_source: String,
+    /// Seconds to build sfclab's table.
+    pub build_s: f64,
+    pub table_bytes: usize,
+    /// Random addresses without a route, percent.
+    pub fails_percent: f64,
+    /// TSC cycles per lookup, one address at a time: median and every repetition.
+    pub single_cycles: f64,
+    pub single_runs: Vec<f64>,
+    /// TSC cycles per address in bursts of 32.
+    pub bulk_cycles: f64,
+    pub bulk_runs: Vec<f64>,
+    pub dpdk_single_cycles: Option<f64>,
+    pub dpdk_single_runs: Vec<f64>,
+    pub dpdk_bulk_cycles: Option<f64>,
+    pub dpdk_bulk_runs: Vec<f64>,
+    pub dpdk_fails_percent: Option<f64>,
+    pub dpdk_skipped: Option<String>,
+    /// sfclab / rte_lpm cycles (below 1: sfclab is cheaper).
+    pub single_ratio: Option<f64>,
+    pub bulk_ratio: Option<f64>,
+}
+
+/// Cycles per lookup (single, bulk) and the share of misses, over fresh random addresses.
+fn measure(table: &Lpm4, seed: u64) -> (f64, f64, f64) {
+    let mut rng = SplitMix(seed);
+    let mut addrs = vec![0u32; ADDRESSES];
+    let mut hops = vec![None; ADDRESSES];
+    let (mut single, mut bulk, mut misses) = (0u64, 0u64, 0usize);
+    for _ in 0..ROUNDS {
+        addrs.iter_mut().for_each(|a| *a = rng.next() as u32);
+        let t0 = tsc::now();
+        let mut found = 0u64;
+        for &a in &addrs {
+            found += u64::from(table.lookup(a).is_some());
+        }
+        let t1 = tsc::now();
+        for (a, h) in addrs.chunks(BULK).zip(hops.chunks_mut(BULK)) {
+            table.lookup_bulk(a, h);
+        }
+        let t2 = tsc::now();
+        single += t1 - t0;
+        bulk += t2 - t1;
+        misses += ADDRESSES - std::hint::black_box(found) as usize;
+        std::hint::black_box(&hops);
+    }
+    let n = (ROUNDS * ADDRESSES) as f64;
+    (single as f64 / n, bulk as f64 / n, misses as f64 / n * 100.0)
+}
+
+pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<LpmBench, String> {
+    let core = args.core.or_else(sfclab_runtime::placement::default_chain_core);
+    let total = args.repeat * if args.peer { 2 } else { 1 } + 1;
+    let mut step = 0;
+    // The peer first: its table's shape is the one sfclab builds.
+    let mut peer_runs = Vec::new();
+    let mut skipped = None;
+    if args.peer {
+        progress(step, total, "dpdk-test lpm_perf_autotest");
+        match sfclab_peers::dpdk_test::lpm_perf(core.unwrap_or(0)) {
+            Ok(p) => peer_runs.push(p),
+            Err(e) => skipped = Some(e),
+        }
+        step += 1;
+    }
+    let (shape, shape_source) = match peer_runs.first() {
+        Some(p) => (p.shape.clone(), "dpdk lpm_perf_autotest's table (same run)".to_string()),
+        None => (counts_of(&BGP4_SHAPE, 1_076_806), "built-in BGP shape".to_string()),
+    };
+    progress(step, total, "building the table");
+    let started = Instant::now();
+    let table = Lpm4::new(&random_table4(&shape, 1 << 16, 42))?;
+    let build_s = started.elapsed().as_secs_f64();
+    step += 1;
+    let (mut single_runs, mut bulk_runs, mut fails) = (Vec::new(), Vec::new(), 0.0);
+    let mut interrupted = false;
+    for r in repetitions(args.repeat, &mut interrupted) {
+        if args.peer && skipped.is_none() && r > 0 {
+            progress(step, total, "dpdk-test lpm_perf_autotest");
+            match sfclab_peers::dpdk_test::lpm_perf(core.unwrap_or(0)) {
+                Ok(p) => peer_runs.push(p),
+                Err(e) => skipped = Some(e),
+            }
+            step += 1;
+        }
+        progress(step, total, "sfclab lookups");
+        let (s, b, f) = std::thread::scope(|sc| {
+            sc.spawn(|| {
+                if let Some(c) = core {
+                    core_affinity::set_for_current(core_affinity::CoreId { id: c });
+                }
+                measure(&table, r as u64 + 1)
+            })
+            .join()
+            .expect("the lookup thread")
+        });
+        single_runs.push(s);
+        bulk_runs.push(b);
+        fails = f;
+        step += 1;
+    }
+    let dpdk_single_runs: Vec<f64> = peer_runs.iter().map(|p| p.single_cycles).collect();
+    let dpdk_bulk_runs: Vec<f64> = peer_runs.iter().map(|p| p.bulk_cycles).collect();
+    let dpdk_single = (!dpdk_single_runs.is_empty()).then(|| median(&dpdk_single_runs));
+    let dpdk_bulk = (!dpdk_bulk_runs.is_empty()).then(|| median(&dpdk_bulk_runs));
+    let (single, bulk) = (median(&single_runs), median(&bulk_runs));
+    Ok(LpmBench {
+        schema: LPM_SCHEMA,
+        version: env!("CARGO_PKG_VERSION"),
+        machine: Machine::read(),
+        repeat: single_runs.len(),
+        interrupted,
+        routes: shape.iter().map(|(_, n)| n).sum(),
+        shape,
+        shape_source,
+        build_s,
+        table_bytes: table.bytes(),
+        fails_percent: fails,
+        single_cycles: single,
+        single_runs,
+        bulk_cycles: bulk,
+        bulk_runs,
+        dpdk_single_cycles: dpdk_single,
+        dpdk_single_runs,
+        dpdk_bulk_cycles: dpdk_bulk,
+        dpdk_bulk_runs,
+        dpdk_fails_percent: peer_runs.first().map(|p| p.fails_percent),
+        dpdk_skipped: skipped,
+        single_ratio: dpdk_single.map(|d| single / d),
+        bulk_ratio: dpdk_bulk.map(|d| bulk / d),
+    })
+}
+
+impl crate::Interruptible for LpmBench {
+    fn interrupted(&self) -> bool {
+        self.interrupted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The measurement counts what it says: on a table with only a default route, every
+    /// lookup hits; on an empty one, every lookup misses.
+    #[test]
+    fn misses_are_counted() {
+        let all = Lpm4::new(&[sfclab_nf::lpm::Route {
+            prefix: 0,
+            len: 0,
+            hop: 1,
+        }])
+        .unwrap();
+        assert_eq!(measure(&all, 1).2, 0.0);
+        let none = Lpm4::new(&[]).unwrap();
+        assert_eq!(measure(&none, 1).2, 100.0);
+    }
+}
