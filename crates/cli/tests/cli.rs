@@ -296,7 +296,10 @@ fn bench_lpm_reports_cycles_per_lookup() {
     assert!(v["routes"].as_u64().unwrap() > 1_000_000);
     let single = v["single_cycles"].as_f64().unwrap();
     assert!(single > 0.0 && single.is_finite(), "{single}");
-    assert!(v["dpdk_single_cycles"].is_null() && v["single_ratio"].is_null(), "no peer, no ratio");
+    assert!(
+        v["dpdk_single_cycles"].is_null() && v["single_ratio"].is_null(),
+        "no peer, no ratio"
+    );
 }
 
 #[test]

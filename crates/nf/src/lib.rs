@@ -8,6 +8,7 @@
 pub mod config;
 pub mod forwarder;
 pub mod lpm;
+pub mod nat44;
 pub mod noop;
 pub mod registry;
 pub mod router;

@@ -26,6 +26,7 @@ pub const TYPES: &[NfType] = &[
     crate::noop::TYPE,
     crate::synthetic::TYPE,
     crate::router::TYPE,
+    crate::nat44::TYPE,
 ];
 
 /// The NF type chain files call `kind`.

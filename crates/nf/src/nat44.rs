@@ -1,0 +1,835 @@
+//! `nat44`: network address and port translation (NAPT, RFC 3022) with
+//! endpoint-independent mapping and filtering (RFC 4787 REQ-1, "full cone").
+//!
+//! A packet from an `inside` address (outbound) gets a public address and port from the
+//! pool: the same internal address and port keep the same public pair whatever the
+//! destination (EIM). A packet to a public pair in use (inbound) is translated back; one
+//! to a pair with no mapping is dropped (`no-mapping`). TCP and UDP ports and ICMP query
+//! identifiers (echo) are translated; IPv4 header and L4 checksums are updated
+//! incrementally (RFC 1624; a UDP checksum of 0 stays 0). Anything else passes untouched
+//! (`passed`). Mappings expire after their timeout (UDP 2 min, RFC 4787 REQ-5; TCP
+//! established 2 h 4 min and transitory 4 min, RFC 5382 REQ-5; ICMP 60 s, RFC 5508),
+//! lazily on use and by a sweep in the slow path, and the table is bounded: a new flow
+//! when it is full is dropped (`nat-table-full`), so a flood of new flows cannot grow
+//! memory.
+//!
+//! Keys: `inside` (prefixes, default 198.18.0.0/15: the generator's sources), `public`
+//! (the pool, prefixes or addresses, default 203.0.113.0/28), `ports` (default
+//! `1024-65535`), `max_sessions` (default 1,048,576), `udp_timeout` (120s),
+//! `tcp_established_timeout` (7440s), `tcp_transitory_timeout` (240s), `icmp_timeout` (60s).
+//!
+//! Counters: `sessions` (gauge), `created`, `expired`, `out`, `in`, `passed`. Drops:
+//! `malformed`, `unsupported` (not IPv4), and its own `nat-table-full`,
+//! `ports-exhausted`, `no-mapping`, `fragment` (non-first fragments carry no ports;
+//! reassembly is not done here).
+
+use hashbrown::HashMap;
+use serde::Deserialize;
+use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Verdicts};
+use sfclab_wire::checksum::{update16, update32};
+use std::time::Duration;
+
+use crate::ConfigError;
+
+const TABLE_FULL: DropReason = DropReason::own(0);
+const PORTS_EXHAUSTED: DropReason = DropReason::own(1);
+const NO_MAPPING: DropReason = DropReason::own(2);
+const FRAGMENT: DropReason = DropReason::own(3);
+
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+const ICMP: u8 = 1;
+
+/// One end of a mapping: protocol, address, port (or ICMP identifier).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Endpoint {
+    proto: u8,
+    addr: u32,
+    port: u16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TcpState {
+    /// SYN seen, not yet both ways: the transitory timeout.
+    Opening,
+    Established,
+    /// FIN or RST seen: the transitory timeout.
+    Closing,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Mapping {
+    inside: Endpoint,
+    public: Endpoint,
+    last_ns: u64,
+    tcp: TcpState,
+    /// SYNs seen from inside and from outside.
+    syn_out: bool,
+    syn_in: bool,
+}
+
+pub struct Nat44 {
+    inside: Vec<(u32, u32)>,
+    public: Vec<u32>,
+    ports: (u16, u16),
+    max_sessions: usize,
+    timeouts_ns: Timeouts,
+    /// Mappings by slot; `None` slots are free (listed in `free`).
+    slots: Vec<Option<Mapping>>,
+    free: Vec<u32>,
+    by_inside: HashMap<Endpoint, u32>,
+    by_public: HashMap<Endpoint, u32>,
+    /// Where the next public pair is looked for (address index * ports + port offset).
+    cursor: u64,
+    /// Where the slow-path sweep continues.
+    sweep: usize,
+    now_ns: u64,
+    counts: Counts,
+}
+
+#[derive(Default)]
+struct Counts {
+    created: u64,
+    expired: u64,
+    out: u64,
+    inbound: u64,
+    passed: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Timeouts {
+    udp: u64,
+    tcp_established: u64,
+    tcp_transitory: u64,
+    icmp: u64,
+}
+
+impl Timeouts {
+    fn of(&self, m: &Mapping) -> u64 {
+        match m.inside.proto {
+            UDP => self.udp,
+            ICMP => self.icmp,
+            _ if m.tcp == TcpState::Established => self.tcp_established,
+            _ => self.tcp_transitory,
+        }
+    }
+}
+
+/// The parts of a frame NAT rewrites.
+struct Parsed {
+    /// Offset of the IPv4 header and of the L4 header.
+    l3: usize,
+    l4: usize,
+    proto: u8,
+    src: u32,
+    dst: u32,
+    /// Source and destination port (ICMP: the identifier, both).
+    sport: u16,
+    dport: u16,
+    tcp_flags: u8,
+}
+
+impl NetworkFunction for Nat44 {
+    fn kind(&self) -> &'static str {
+        "nat44"
+    }
+
+    fn drop_reasons(&self) -> &'static [&'static str] {
+        &["nat-table-full", "ports-exhausted", "no-mapping", "fragment"]
+    }
+
+    fn process(&mut self, ctx: &mut Context<'_>, mut batch: BatchView<'_>, verdicts: &mut Verdicts) {
+        let now = ctx.now_ns();
+        self.now_ns = now;
+        for i in 0..batch.len() {
+            let data = batch.get_mut(i).data_mut();
+            let parsed = match parse(data) {
+                Ok(p) => p,
+                Err(reason) => {
+                    verdicts.drop(i, reason);
+                    continue;
+                }
+            };
+            let Some(p) = parsed else {
+                self.counts.passed += 1;
+                continue;
+            };
+            let result = if self.is_inside(p.src) {
+                self.outbound(data, &p, now)
+            } else if self.public.contains(&p.dst) {
+                self.inbound(data, &p, now)
+            } else {
+                self.counts.passed += 1;
+                Ok(())
+            };
+            if let Err(reason) = result {
+                verdicts.drop(i, reason);
+            }
+        }
+    }
+
+    /// Reclaims expired mappings a slice at a time, so the table frees space even for
+    /// flows that are never seen again.
+    fn tick(&mut self, _now: u64) {
+        let n = self.slots.len();
+        for _ in 0..n.min(4096) {
+            self.sweep = if self.sweep + 1 >= n { 0 } else { self.sweep + 1 };
+            if let Some(m) = self.slots.get(self.sweep).copied().flatten()
+                && self.now_ns.saturating_sub(m.last_ns) > self.timeouts_ns.of(&m)
+            {
+                self.remove(self.sweep as u32);
+            }
+        }
+    }
+
+    fn counters(&self) -> Vec<NfCounter> {
+        let c = &self.counts;
+        vec![
+            NfCounter::gauge("sessions", self.by_inside.len() as u64),
+            NfCounter::total("created", c.created),
+            NfCounter::total("expired", c.expired),
+            NfCounter::total("out", c.out),
+            NfCounter::total("in", c.inbound),
+            NfCounter::total("passed", c.passed),
+        ]
+    }
+}
+
+/// The frame's IPv4 and L4 fields; `Ok(None)` for what NAT leaves alone (not TCP, UDP or
+/// ICMP echo), `Err` for what it drops.
+#[inline]
+fn parse(data: &[u8]) -> Result<Option<Parsed>, DropReason> {
+    let et = data.get(12..14).ok_or(DropReason::MALFORMED)?;
+    let (l3, et) = if et == [0x81, 0x00] {
+        (18, data.get(16..18).ok_or(DropReason::MALFORMED)?)
+    } else {
+        (14, et)
+    };
+    if et != [0x08, 0x00] {
+        return Err(DropReason::UNSUPPORTED);
+    }
+    let ip = data.get(l3..l3 + 20).ok_or(DropReason::MALFORMED)?;
+    let hlen = usize::from(ip[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    if ip[0] >> 4 != 4 || hlen < 20 || total < hlen || l3 + total > data.len() {
+        return Err(DropReason::MALFORMED);
+    }
+    let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
+    let proto = ip[9];
+    if !matches!(proto, TCP | UDP | ICMP) {
+        return Ok(None);
+    }
+    if frag != 0 {
+        return Err(FRAGMENT);
+    }
+    let l4 = l3 + hlen;
+    let l4_bytes = &data[l4..l3 + total];
+    let need = match proto {
+        TCP => 20,
+        UDP => 8,
+        _ => 8,
+    };
+    if l4_bytes.len() < need {
+        return Err(DropReason::MALFORMED);
+    }
+    let word = |at: usize| u16::from_be_bytes([l4_bytes[at], l4_bytes[at + 1]]);
+    let (sport, dport, tcp_flags) = match proto {
+        ICMP => {
+            // Echo request (8) and reply (0) carry an identifier; errors are left alone.
+            if !matches!(l4_bytes[0], 0 | 8) {
+                return Ok(None);
+            }
+            (word(4), word(4), 0)
+        }
+        TCP => (word(0), word(2), l4_bytes[13]),
+        _ => (word(0), word(2), 0),
+    };
+    Ok(Some(Parsed {
+        l3,
+        l4,
+        proto,
+        src: u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]),
+        dst: u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]),
+        sport,
+        dport,
+        tcp_flags,
+    }))
+}
+
+impl Nat44 {
+    fn is_inside(&self, addr: u32) -> bool {
+        self.inside.iter().any(|&(net, mask)| addr & mask == net)
+    }
+
+    #[inline]
+    fn outbound(&mut self, data: &mut [u8], p: &Parsed, now: u64) -> Result<(), DropReason> {
+        let key = Endpoint {
+            proto: p.proto,
+            addr: p.src,
+            port: p.sport,
+        };
+        let slot = match self.live(self.by_inside.get(&key).copied(), now) {
+            Some(s) => s,
+            None => self.create(key, now)?,
+        };
+        let m = self.slots[slot as usize].as_mut().expect("a live slot");
+        m.last_ns = now;
+        if p.proto == TCP {
+            track_tcp(m, p.tcp_flags, true);
+        }
+        let public = m.public;
+        rewrite(data, p, true, public.addr, public.port);
+        self.counts.out += 1;
+        Ok(())
+    }
+
+    #[inline]
+    fn inbound(&mut self, data: &mut [u8], p: &Parsed, now: u64) -> Result<(), DropReason> {
+        let key = Endpoint {
+            proto: p.proto,
+            addr: p.dst,
+            port: p.dport,
+        };
+        let slot = self.live(self.by_public.get(&key).copied(), now).ok_or(NO_MAPPING)?;
+        let m = self.slots[slot as usize].as_mut().expect("a live slot");
+        m.last_ns = now;
+        if p.proto == TCP {
+            track_tcp(m, p.tcp_flags, false);
+        }
+        let inside = m.inside;
+        rewrite(data, p, false, inside.addr, inside.port);
+        self.counts.inbound += 1;
+        Ok(())
+    }
+
+    /// The slot if its mapping has not timed out (an expired one is removed).
+    #[inline]
+    fn live(&mut self, slot: Option<u32>, now: u64) -> Option<u32> {
+        let s = slot?;
+        let m = self.slots[s as usize].expect("indexed slots are live");
+        if now.saturating_sub(m.last_ns) > self.timeouts_ns.of(&m) {
+            self.remove(s);
+            return None;
+        }
+        Some(s)
+    }
+
+    fn remove(&mut self, slot: u32) {
+        if let Some(m) = self.slots[slot as usize].take() {
+            self.by_inside.remove(&m.inside);
+            self.by_public.remove(&m.public);
+            self.free.push(slot);
+            self.counts.expired += 1;
+        }
+    }
+
+    /// A new mapping for `inside`: a free slot and the next free public pair.
+    #[cold]
+    fn create(&mut self, inside: Endpoint, now: u64) -> Result<u32, DropReason> {
+        if self.by_inside.len() >= self.max_sessions {
+            return Err(TABLE_FULL);
+        }
+        let (lo, hi) = self.ports;
+        let span = u64::from(hi - lo) + 1;
+        let space = span * self.public.len() as u64;
+        // A bounded search: a pool this full is exhausted for practical purposes.
+        let mut public = None;
+        for _ in 0..space.min(256) {
+            let at = self.cursor % space;
+            self.cursor = self.cursor.wrapping_add(1);
+            let candidate = Endpoint {
+                proto: inside.proto,
+                addr: self.public[(at / span) as usize],
+                port: lo + (at % span) as u16,
+            };
+            match self.by_public.get(&candidate).copied() {
+                None => {
+                    public = Some(candidate);
+                    break;
+                }
+                // A pair held by an expired mapping is free again.
+                Some(s) if self.live(Some(s), now).is_none() => {
+                    public = Some(candidate);
+                    break;
+                }
+                Some(_) => {}
+            }
+        }
+        let public = public.ok_or(PORTS_EXHAUSTED)?;
+        let slot = self.free.pop().ok_or(TABLE_FULL)?;
+        self.slots[slot as usize] = Some(Mapping {
+            inside,
+            public,
+            last_ns: now,
+            tcp: TcpState::Opening,
+            syn_out: false,
+            syn_in: false,
+        });
+        self.by_inside.insert(inside, slot);
+        self.by_public.insert(public, slot);
+        self.counts.created += 1;
+        Ok(slot)
+    }
+}
+
+/// TCP state for timeouts (RFC 5382): established once SYNs went both ways and an ACK
+/// followed; closing on FIN or RST.
+fn track_tcp(m: &mut Mapping, flags: u8, outbound: bool) {
+    const FIN: u8 = 0x01;
+    const SYN: u8 = 0x02;
+    const RST: u8 = 0x04;
+    const ACK: u8 = 0x10;
+    if flags & (FIN | RST) != 0 {
+        m.tcp = TcpState::Closing;
+        return;
+    }
+    if flags & SYN != 0 {
+        if outbound {
+            m.syn_out = true;
+        } else {
+            m.syn_in = true;
+        }
+        if m.tcp == TcpState::Closing {
+            m.tcp = TcpState::Opening;
+        }
+    } else if flags & ACK != 0 && m.syn_out && m.syn_in && m.tcp == TcpState::Opening {
+        m.tcp = TcpState::Established;
+    }
+}
+
+/// Rewrites the source (outbound) or destination (inbound) address and port, updating
+/// the IPv4 header checksum and the L4 checksum (RFC 1624).
+#[inline]
+fn rewrite(data: &mut [u8], p: &Parsed, outbound: bool, addr: u32, port: u16) {
+    let (ip_at, port_at, old_addr, old_port) = if outbound {
+        (p.l3 + 12, p.l4, p.src, p.sport)
+    } else {
+        (p.l3 + 16, p.l4 + 2, p.dst, p.dport)
+    };
+    let port_at = if p.proto == ICMP { p.l4 + 4 } else { port_at };
+    data[ip_at..ip_at + 4].copy_from_slice(&addr.to_be_bytes());
+    let ip_sum = u16::from_be_bytes([data[p.l3 + 10], data[p.l3 + 11]]);
+    data[p.l3 + 10..p.l3 + 12].copy_from_slice(&update32(ip_sum, old_addr, addr).to_be_bytes());
+    data[port_at..port_at + 2].copy_from_slice(&port.to_be_bytes());
+    let sum_at = match p.proto {
+        TCP => p.l4 + 16,
+        UDP => p.l4 + 6,
+        _ => p.l4 + 2,
+    };
+    let old_sum = u16::from_be_bytes([data[sum_at], data[sum_at + 1]]);
+    if p.proto == UDP && old_sum == 0 {
+        return; // No checksum (RFC 768): nothing to update.
+    }
+    // TCP and UDP sums cover the addresses (pseudo-header); ICMP's only its own bytes.
+    let mut sum = if p.proto == ICMP {
+        old_sum
+    } else {
+        update32(old_sum, old_addr, addr)
+    };
+    sum = update16(sum, old_port, port);
+    if p.proto == UDP && sum == 0 {
+        sum = 0xffff;
+    }
+    data[sum_at..sum_at + 2].copy_from_slice(&sum.to_be_bytes());
+}
+
+/// Registers `nat44`.
+pub const TYPE: crate::NfType = crate::NfType {
+    kind: "nat44",
+    about: "NAPT (RFC 3022), endpoint-independent mapping and filtering (RFC 4787), bounded table, timeouts",
+    schema: || schemars::schema_for!(Nat44Config),
+    build: |v| Ok(Box::new(Nat44::new(&crate::typed(v)?)?)),
+};
+
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Nat44Config {
+    /// Inside prefixes: packets from these are translated out (default 198.18.0.0/15).
+    #[serde(default)]
+    pub inside: Vec<String>,
+    /// The public pool: prefixes or addresses (default 203.0.113.0/28).
+    #[serde(default)]
+    pub public: Vec<String>,
+    /// Public ports to hand out, `lo-hi` (default 1024-65535).
+    pub ports: Option<String>,
+    /// Most mappings at once (default 1048576); new flows beyond it are dropped.
+    pub max_sessions: Option<usize>,
+    /// Idle time before a UDP mapping expires (default 120s).
+    pub udp_timeout: Option<String>,
+    /// Idle time of an established TCP mapping (default 7440s).
+    pub tcp_established_timeout: Option<String>,
+    /// Idle time of an opening or closing TCP mapping (default 240s).
+    pub tcp_transitory_timeout: Option<String>,
+    /// Idle time of an ICMP query mapping (default 60s).
+    pub icmp_timeout: Option<String>,
+}
+
+/// Most mappings a table may be configured for.
+const MAX_SESSIONS: usize = 16 << 20;
+
+impl Nat44 {
+    pub fn new(cfg: &Nat44Config) -> Result<Nat44, ConfigError> {
+        let prefixes = |key: &str, list: &[String], default: &str| -> Result<Vec<(u32, u32)>, ConfigError> {
+            let list: Vec<String> = if list.is_empty() {
+                vec![default.into()]
+            } else {
+                list.to_vec()
+            };
+            list.iter()
+                .enumerate()
+                .map(|(k, s)| parse_prefix(s).map_err(|e| ConfigError::new(format!("{key}[{k}]"), e)))
+                .collect()
+        };
+        let inside = prefixes("inside", &cfg.inside, "198.18.0.0/15")?;
+        let mut public = Vec::new();
+        for (net, mask) in prefixes("public", &cfg.public, "203.0.113.0/28")? {
+            let size = u64::from(!mask) + 1;
+            if public.len() as u64 + size > 65_536 {
+                return Err(ConfigError::new("public", "more than 65536 public addresses"));
+            }
+            public.extend((0..size).map(|k| net + k as u32));
+        }
+        if let Some(a) = public.iter().find(|&&a| inside.iter().any(|&(n, m)| a & m == n)) {
+            return Err(ConfigError::new(
+                "public",
+                format!(
+                    "{} is inside too: the two must not overlap",
+                    std::net::Ipv4Addr::from(*a)
+                ),
+            ));
+        }
+        let ports = match &cfg.ports {
+            None => (1024, 65535),
+            Some(s) => {
+                let why = || ConfigError::new("ports", format!("`{s}` is not a port range like 1024-65535"));
+                let (lo, hi) = s.split_once('-').ok_or_else(why)?;
+                let (lo, hi): (u16, u16) = (
+                    lo.trim().parse().map_err(|_| why())?,
+                    hi.trim().parse().map_err(|_| why())?,
+                );
+                if lo == 0 || lo > hi {
+                    return Err(why());
+                }
+                (lo, hi)
+            }
+        };
+        let max_sessions = cfg.max_sessions.unwrap_or(1 << 20);
+        if !(1..=MAX_SESSIONS).contains(&max_sessions) {
+            return Err(ConfigError::new("max_sessions", format!("must be 1..={MAX_SESSIONS}")));
+        }
+        let timeout = |key: &str, v: &Option<String>, default: u64| -> Result<u64, ConfigError> {
+            match v {
+                None => Ok(default * 1_000_000_000),
+                Some(s) => humantime::parse_duration(s)
+                    .map(|d: Duration| d.as_nanos() as u64)
+                    .map_err(|e| ConfigError::new(key, format!("`{s}` is not a duration ({e})"))),
+            }
+        };
+        let timeouts_ns = Timeouts {
+            udp: timeout("udp_timeout", &cfg.udp_timeout, 120)?,
+            tcp_established: timeout("tcp_established_timeout", &cfg.tcp_established_timeout, 7440)?,
+            tcp_transitory: timeout("tcp_transitory_timeout", &cfg.tcp_transitory_timeout, 240)?,
+            icmp: timeout("icmp_timeout", &cfg.icmp_timeout, 60)?,
+        };
+        Ok(Nat44 {
+            inside,
+            public,
+            ports,
+            max_sessions,
+            timeouts_ns,
+            // Every structure sized up front: a flood of new flows cannot grow memory.
+            slots: vec![None; max_sessions],
+            free: (0..max_sessions as u32).rev().collect(),
+            by_inside: HashMap::with_capacity(max_sessions),
+            by_public: HashMap::with_capacity(max_sessions),
+            cursor: 0,
+            sweep: 0,
+            now_ns: 0,
+            counts: Counts::default(),
+        })
+    }
+}
+
+/// `a.b.c.d/len` or `a.b.c.d` into (network, mask).
+fn parse_prefix(s: &str) -> Result<(u32, u32), String> {
+    let (a, l) = s.split_once('/').unwrap_or((s, "32"));
+    let addr: std::net::Ipv4Addr = a.trim().parse().map_err(|_| format!("`{a}` is not an IPv4 address"))?;
+    let len: u32 = l
+        .trim()
+        .parse()
+        .ok()
+        .filter(|l| *l <= 32)
+        .ok_or_else(|| format!("`/{l}` is not a prefix length 0..=32"))?;
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    Ok((u32::from(addr) & mask, mask))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sfclab_core::{Batch, Emitted, PacketPool, Verdict};
+
+    fn udp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> Vec<u8> {
+        let mut out = Vec::new();
+        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0xaa], [2, 0, 0, 0, 0, 0xbb])
+            .ipv4(src, dst, 64)
+            .udp(sport, dport)
+            .write(&mut out, &[1, 2, 3, 4, 5, 6, 7, 8])
+            .unwrap();
+        out
+    }
+
+    fn tcp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, syn: bool, ack: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0xaa], [2, 0, 0, 0, 0, 0xbb])
+            .ipv4(src, dst, 64)
+            .tcp(sport, dport, 1000, 65535);
+        let b = if syn { b.syn() } else { b };
+        let b = if ack { b.ack(1) } else { b };
+        b.write(&mut out, &[9; 10]).unwrap();
+        out
+    }
+
+    fn echo(src: [u8; 4], dst: [u8; 4], id: u16) -> Vec<u8> {
+        let mut out = Vec::new();
+        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0xaa], [2, 0, 0, 0, 0, 0xbb])
+            .ipv4(src, dst, 64)
+            .icmpv4_echo_request(id, 1)
+            .write(&mut out, &[0xab; 16])
+            .unwrap();
+        out
+    }
+
+    /// Runs one batch at time `now_ns`; returns frames and verdicts.
+    fn run(nat: &mut Nat44, frames: &[Vec<u8>], now_ns: u64) -> (Vec<Vec<u8>>, Vec<Verdict>) {
+        let mut pool = PacketPool::new(frames.len().max(1));
+        let mut batch = Batch::new(frames.len());
+        pool.alloc_into(&mut batch, frames.len());
+        for (p, f) in batch.iter_mut().zip(frames) {
+            p.reset(f.len()).copy_from_slice(f);
+        }
+        let mut verdicts = Verdicts::for_batch(frames.len());
+        let mut emitted = Emitted::default();
+        // One tick is one nanosecond: `now` is the time in ns.
+        let mut ctx = Context::new(now_ns, 0, 1.0, &mut pool, &mut emitted);
+        nat.process(&mut ctx, BatchView::new(&mut batch), &mut verdicts);
+        let out = batch.iter().map(|p| p.data().to_vec()).collect();
+        let v = (0..frames.len()).map(|i| verdicts.get(i)).collect();
+        pool.free_batch(&mut batch);
+        (out, v)
+    }
+
+    /// Every checksum of a frame verifies (an independent parser reads it).
+    fn checksums_ok(frame: &[u8]) -> bool {
+        let p = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
+        let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else {
+            return false;
+        };
+        let h = ip.header();
+        let header_ok = h.to_header().calc_header_checksum() == h.header_checksum();
+        let l4_ok = match &p.transport {
+            Some(etherparse::TransportSlice::Udp(u)) => {
+                u.checksum() == 0
+                    || u.to_header().calc_checksum_ipv4(&h.to_header(), u.payload()).unwrap() == u.checksum()
+            }
+            Some(etherparse::TransportSlice::Tcp(t)) => {
+                t.to_header().calc_checksum_ipv4(&h.to_header(), t.payload()).unwrap() == t.checksum()
+            }
+            Some(etherparse::TransportSlice::Icmpv4(i)) => {
+                i.header().icmp_type.calc_checksum(i.payload()) == i.checksum()
+            }
+            _ => false,
+        };
+        header_ok && l4_ok
+    }
+
+    fn src_of(f: &[u8]) -> ([u8; 4], u16) {
+        (f[26..30].try_into().unwrap(), u16::from_be_bytes([f[34], f[35]]))
+    }
+
+    #[test]
+    fn outbound_gets_one_public_pair_per_internal_endpoint_eim() {
+        let mut nat = Nat44::new(&Nat44Config::default()).unwrap();
+        let frames = [
+            udp([198, 18, 0, 1], 1000, [8, 8, 8, 8], 53),
+            udp([198, 18, 0, 1], 1000, [9, 9, 9, 9], 53),
+            udp([198, 18, 0, 2], 1000, [8, 8, 8, 8], 53),
+        ];
+        let (out, v) = run(&mut nat, &frames, 0);
+        assert_eq!(v, vec![Verdict::Continue; 3]);
+        let (a, b, c) = (src_of(&out[0]), src_of(&out[1]), src_of(&out[2]));
+        assert_eq!(
+            a, b,
+            "same internal endpoint, same mapping whatever the destination (RFC 4787 REQ-1)"
+        );
+        assert_ne!(a, c);
+        assert_eq!(a.0[..3], [203, 0, 113]);
+        assert!(out.iter().all(|f| checksums_ok(f)));
+        assert_eq!(nat.by_inside.len(), 2);
+    }
+
+    #[test]
+    fn inbound_to_a_mapping_is_translated_back_others_dropped() {
+        let mut nat = Nat44::new(&Nat44Config::default()).unwrap();
+        let (out, _) = run(&mut nat, &[udp([198, 18, 0, 1], 1000, [8, 8, 8, 8], 53)], 0);
+        let (public, port) = src_of(&out[0]);
+        // Any remote endpoint may reach the mapping (endpoint-independent filtering).
+        let reply = udp([1, 1, 1, 1], 4444, public, port);
+        let unknown = udp([1, 1, 1, 1], 4444, public, port.wrapping_add(1));
+        let other = udp([1, 1, 1, 1], 4444, [5, 5, 5, 5], 80);
+        let (back, v) = run(&mut nat, &[reply, unknown, other.clone()], 1);
+        assert_eq!(v, vec![Verdict::Continue, Verdict::Drop(NO_MAPPING), Verdict::Continue]);
+        assert_eq!(&back[0][30..34], &[198, 18, 0, 1]);
+        assert_eq!(u16::from_be_bytes([back[0][36], back[0][37]]), 1000);
+        assert!(checksums_ok(&back[0]));
+        assert_eq!(back[2], other, "not the NAT's: untouched");
+    }
+
+    #[test]
+    fn tcp_and_icmp_echo_are_translated_with_checksums() {
+        let mut nat = Nat44::new(&Nat44Config::default()).unwrap();
+        let (out, v) = run(
+            &mut nat,
+            &[
+                tcp([198, 18, 0, 1], 5000, [8, 8, 8, 8], 80, true, false),
+                echo([198, 18, 0, 1], [8, 8, 8, 8], 77),
+            ],
+            0,
+        );
+        assert_eq!(v, vec![Verdict::Continue; 2]);
+        assert!(checksums_ok(&out[0]) && checksums_ok(&out[1]));
+        let id = u16::from_be_bytes([out[1][38], out[1][39]]);
+        assert_ne!((&out[1][26..30], id), (&[198u8, 18, 0, 1][..], 77));
+    }
+
+    #[test]
+    fn mappings_expire_after_their_timeout() {
+        let mut nat = Nat44::new(&Nat44Config::default()).unwrap();
+        let (out, _) = run(&mut nat, &[udp([198, 18, 0, 1], 1000, [8, 8, 8, 8], 53)], 0);
+        let (public, port) = src_of(&out[0]);
+        let s = 1_000_000_000;
+        let (_, v) = run(&mut nat, &[udp([1, 1, 1, 1], 53, public, port)], 119 * s);
+        assert_eq!(v, vec![Verdict::Continue], "within 2 minutes of the last packet");
+        let (_, v) = run(&mut nat, &[udp([1, 1, 1, 1], 53, public, port)], 119 * s + 121 * s);
+        assert_eq!(v, vec![Verdict::Drop(NO_MAPPING)], "120 s idle: gone (RFC 4787 REQ-5)");
+        assert_eq!(nat.counts.expired, 1);
+        // TCP: transitory after a SYN, established after SYNs both ways and an ACK.
+        let (out, _) = run(
+            &mut nat,
+            &[tcp([198, 18, 0, 9], 7, [8, 8, 8, 8], 80, true, false)],
+            300 * s,
+        );
+        let (public, port) = src_of(&out[0]);
+        let synack = tcp([8, 8, 8, 8], 80, public, port, true, true);
+        let ack = tcp([198, 18, 0, 9], 7, [8, 8, 8, 8], 80, false, true);
+        run(&mut nat, &[synack], 301 * s);
+        run(&mut nat, &[ack], 302 * s);
+        let (_, v) = run(
+            &mut nat,
+            &[tcp([8, 8, 8, 8], 80, public, port, false, true)],
+            302 * s + 3600 * s,
+        );
+        assert_eq!(v, vec![Verdict::Continue], "an established TCP mapping lives 2 h 4 min");
+    }
+
+    #[test]
+    fn a_full_table_drops_new_flows_and_keeps_old_ones() {
+        let mut nat = Nat44::new(&Nat44Config {
+            max_sessions: Some(4),
+            ..Default::default()
+        })
+        .unwrap();
+        let flows: Vec<Vec<u8>> = (0..6).map(|k| udp([198, 18, 0, k], 1000, [8, 8, 8, 8], 53)).collect();
+        let (_, v) = run(&mut nat, &flows, 0);
+        assert_eq!(&v[..4], &[Verdict::Continue; 4]);
+        assert_eq!(&v[4..], &[Verdict::Drop(TABLE_FULL); 2]);
+        let (_, v) = run(&mut nat, &flows[..1], 1);
+        assert_eq!(v, vec![Verdict::Continue], "existing mappings keep working");
+        // After the timeout the sweep frees the table for new flows.
+        nat.now_ns = 200_000_000_000;
+        nat.tick(0);
+        assert_eq!(nat.by_inside.len(), 0);
+        let (_, v) = run(&mut nat, &flows[4..5], 200_000_000_001);
+        assert_eq!(v, vec![Verdict::Continue]);
+    }
+
+    /// A flood of new flows: the table never grows past its bound, the excess is
+    /// dropped with its reason, and no structure allocates beyond what `new` sized.
+    #[test]
+    fn a_flood_of_new_flows_stays_bounded() {
+        let mut nat = Nat44::new(&Nat44Config {
+            max_sessions: Some(1000),
+            ..Default::default()
+        })
+        .unwrap();
+        let capacity = (nat.by_inside.capacity(), nat.by_public.capacity(), nat.slots.len());
+        let mut dropped = 0;
+        for round in 0..50u16 {
+            let flows: Vec<Vec<u8>> = (0..256u16)
+                .map(|k| udp([198, 18, (round >> 8) as u8, round as u8], 1000 + k, [8, 8, 8, 8], 53))
+                .collect();
+            let (_, v) = run(&mut nat, &flows, u64::from(round));
+            dropped += v.iter().filter(|v| **v == Verdict::Drop(TABLE_FULL)).count();
+        }
+        assert_eq!(nat.by_inside.len(), 1000);
+        assert_eq!(dropped, 50 * 256 - 1000);
+        assert_eq!(
+            (nat.by_inside.capacity(), nat.by_public.capacity(), nat.slots.len()),
+            capacity
+        );
+    }
+
+    #[test]
+    fn config_errors_name_the_key() {
+        let bad = |cfg: Nat44Config| Nat44::new(&cfg).err().unwrap().key;
+        assert_eq!(
+            bad(Nat44Config {
+                ports: Some("9-3".into()),
+                ..Default::default()
+            }),
+            "ports"
+        );
+        assert_eq!(
+            bad(Nat44Config {
+                public: vec!["198.18.0.1".into()],
+                ..Default::default()
+            }),
+            "public"
+        );
+        assert_eq!(
+            bad(Nat44Config {
+                inside: vec!["10.0.0.0/40".into()],
+                ..Default::default()
+            }),
+            "inside[0]"
+        );
+        assert_eq!(
+            bad(Nat44Config {
+                udp_timeout: Some("soon".into()),
+                ..Default::default()
+            }),
+            "udp_timeout"
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn any_frame_is_translated_passed_or_dropped_never_a_panic(
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..100),
+            flips in proptest::collection::vec((0usize..60, proptest::prelude::any::<u8>()), 0..6),
+        ) {
+            let mut nat = Nat44::new(&Nat44Config { max_sessions: Some(16), ..Default::default() }).unwrap();
+            let mut mutated = udp([198, 18, 0, 1], 1000, [8, 8, 8, 8], 53);
+            for (at, b) in flips {
+                if let Some(x) = mutated.get_mut(at) {
+                    *x = b;
+                }
+            }
+            let (_, v) = run(&mut nat, &[junk, mutated], 0);
+            proptest::prop_assert!(v.iter().all(|v| matches!(v, Verdict::Continue | Verdict::Drop(_))));
+            proptest::prop_assert!(nat.by_inside.len() <= 16);
+        }
+    }
+}
