@@ -5,7 +5,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod acl;
 pub mod config;
+pub mod firewall;
 pub mod forwarder;
 pub mod lpm;
 pub mod nat44;

@@ -27,6 +27,7 @@ pub const TYPES: &[NfType] = &[
     crate::synthetic::TYPE,
     crate::router::TYPE,
     crate::nat44::TYPE,
+    crate::firewall::TYPE,
 ];
 
 /// The NF type chain files call `kind`.

@@ -1,0 +1,711 @@
+//! `firewall`: ordered ACL rules over the IPv4 5-tuple (first match wins, a default
+//! action), classified by tuple space search ([`crate::acl`]), and stateful connection
+//! tracking as netfilter's conntrack does it: a connection the rules allowed is tracked
+//! both ways, so its return traffic passes whatever the rules say of that direction;
+//! TCP follows its state machine (SYN, SYN-ACK, ACK, FIN, RST) with netfilter's
+//! timeouts, UDP and ICMP have pseudo-states; a TCP packet that opens nothing (no SYN)
+//! or breaks the handshake is `ct-invalid`. The table is bounded and preallocated: a new
+//! connection when it is full is dropped as `ct-table-full`.
+//!
+//! Keys: `rules` (list of `{ action: allow|deny, proto: tcp|udp|icmp|any, src, dst,
+//! sport, dport }`, prefixes and port ranges `lo-hi`, all optional), `default` (`deny`),
+//! `stateful` (true), `max_connections` (1,048,576), `tcp_established_timeout` (432000s,
+//! netfilter's 5 days), `udp_timeout` (30s unreplied, 120s once replied), `icmp_timeout`
+//! (30s).
+//!
+//! Counters: `connections` (gauge), `new`, `expired`, `allowed`, `denied`, `rule_tables`
+//! (gauge: distinct masks), `capacity` (gauge). Drops: `malformed`, `unsupported` (not IPv4), and its own
+//! `acl-deny`, `ct-invalid`, `ct-table-full`.
+
+use hashbrown::HashMap;
+use serde::Deserialize;
+use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Verdicts};
+use std::time::Duration;
+
+use crate::ConfigError;
+use crate::acl::{Key, Match, TupleSpace};
+
+const ACL_DENY: DropReason = DropReason::own(0);
+const CT_INVALID: DropReason = DropReason::own(1);
+const CT_TABLE_FULL: DropReason = DropReason::own(2);
+
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+const ICMP: u8 = 1;
+
+const FIN: u8 = 0x01;
+const SYN: u8 = 0x02;
+const RST: u8 = 0x04;
+const ACK: u8 = 0x10;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// TCP: the originator's SYN seen.
+    SynSent,
+    /// TCP: the reply's SYN-ACK seen.
+    SynRecv,
+    /// TCP: the handshake's last ACK seen. UDP/ICMP: a reply seen.
+    Established,
+    /// TCP: a FIN seen from one side (which: `fin_from_orig`).
+    FinWait,
+    /// TCP: FINs from both sides.
+    TimeWait,
+    /// TCP: a RST.
+    Close,
+    /// UDP/ICMP: no reply yet.
+    Unreplied,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Conn {
+    orig: Key,
+    state: State,
+    fin_from_orig: bool,
+    last_ns: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Timeouts {
+    tcp_established: u64,
+    udp: u64,
+    icmp: u64,
+}
+
+impl Timeouts {
+    /// netfilter's defaults for the transitory TCP states.
+    fn of(&self, c: &Conn) -> u64 {
+        const S: u64 = 1_000_000_000;
+        match (c.orig.proto, c.state) {
+            (TCP, State::SynSent) => 120 * S,
+            (TCP, State::SynRecv) => 60 * S,
+            (TCP, State::Established) => self.tcp_established,
+            (TCP, State::FinWait) => 120 * S,
+            (TCP, State::TimeWait) => 120 * S,
+            (TCP, _) => 10 * S,
+            (UDP, State::Established) => 4 * self.udp,
+            (UDP, _) => self.udp,
+            _ => self.icmp,
+        }
+    }
+}
+
+pub struct Firewall {
+    rules: TupleSpace,
+    allow: Vec<bool>,
+    default_allow: bool,
+    stateful: bool,
+    max: usize,
+    timeouts: Timeouts,
+    slots: Vec<Option<Conn>>,
+    free: Vec<u32>,
+    /// Both directions' keys of every tracked connection.
+    table: HashMap<Key, u32>,
+    sweep: usize,
+    now_ns: u64,
+    counts: Counts,
+}
+
+#[derive(Default)]
+struct Counts {
+    new: u64,
+    expired: u64,
+    allowed: u64,
+    denied: u64,
+}
+
+impl NetworkFunction for Firewall {
+    fn kind(&self) -> &'static str {
+        "firewall"
+    }
+
+    fn drop_reasons(&self) -> &'static [&'static str] {
+        &["acl-deny", "ct-invalid", "ct-table-full"]
+    }
+
+    fn process(&mut self, ctx: &mut Context<'_>, batch: BatchView<'_>, verdicts: &mut Verdicts) {
+        let now = ctx.now_ns();
+        self.now_ns = now;
+        for (i, p) in batch.iter().enumerate() {
+            let verdict = match parse(p.data()) {
+                Err(reason) => Err(reason),
+                Ok((key, flags)) => self.judge(key, flags, now),
+            };
+            match verdict {
+                Ok(()) => self.counts.allowed += 1,
+                Err(reason) => {
+                    self.counts.denied += 1;
+                    verdicts.drop(i, reason);
+                }
+            }
+        }
+    }
+
+    fn tick(&mut self, _now: u64) {
+        let n = self.slots.len();
+        for _ in 0..n.min(4096) {
+            self.sweep = if self.sweep + 1 >= n { 0 } else { self.sweep + 1 };
+            if let Some(c) = self.slots[self.sweep]
+                && self.now_ns.saturating_sub(c.last_ns) > self.timeouts.of(&c)
+            {
+                self.remove(self.sweep as u32);
+            }
+        }
+    }
+
+    fn counters(&self) -> Vec<NfCounter> {
+        vec![
+            NfCounter::gauge("connections", (self.table.len() / 2) as u64),
+            NfCounter::total("new", self.counts.new),
+            NfCounter::total("expired", self.counts.expired),
+            NfCounter::total("allowed", self.counts.allowed),
+            NfCounter::total("denied", self.counts.denied),
+            NfCounter::gauge("rule_tables", self.rules.tables() as u64),
+            NfCounter::gauge("capacity", self.max as u64),
+        ]
+    }
+}
+
+/// The 5-tuple (ICMP: the echo identifier as both ports) and TCP flags.
+fn parse(data: &[u8]) -> Result<(Key, u8), DropReason> {
+    let et = data.get(12..14).ok_or(DropReason::MALFORMED)?;
+    let (l3, et) = if et == [0x81, 0x00] {
+        (18, data.get(16..18).ok_or(DropReason::MALFORMED)?)
+    } else {
+        (14, et)
+    };
+    if et != [0x08, 0x00] {
+        return Err(DropReason::UNSUPPORTED);
+    }
+    let ip = data.get(l3..l3 + 20).ok_or(DropReason::MALFORMED)?;
+    let hlen = usize::from(ip[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    if ip[0] >> 4 != 4 || hlen < 20 || total < hlen || l3 + total > data.len() {
+        return Err(DropReason::MALFORMED);
+    }
+    let proto = ip[9];
+    let first_fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff == 0;
+    let l4 = &data[l3 + hlen..l3 + total];
+    let word = |at: usize| l4.get(at..at + 2).map(|w| u16::from_be_bytes([w[0], w[1]]));
+    let (sport, dport, flags) = match proto {
+        TCP | UDP if first_fragment => {
+            let (s, d) = word(0).zip(word(2)).ok_or(DropReason::MALFORMED)?;
+            let flags = if proto == TCP {
+                *l4.get(13).ok_or(DropReason::MALFORMED)?
+            } else {
+                0
+            };
+            (s, d, flags)
+        }
+        ICMP if first_fragment => {
+            let id = word(4).ok_or(DropReason::MALFORMED)?;
+            (id, id, 0)
+        }
+        _ => (0, 0, 0),
+    };
+    Ok((
+        Key {
+            src: u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]),
+            dst: u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]),
+            proto,
+            sport,
+            dport,
+        },
+        flags,
+    ))
+}
+
+fn reverse(k: &Key) -> Key {
+    Key {
+        src: k.dst,
+        dst: k.src,
+        proto: k.proto,
+        sport: k.dport,
+        dport: k.sport,
+    }
+}
+
+impl Firewall {
+    #[inline]
+    fn judge(&mut self, key: Key, flags: u8, now: u64) -> Result<(), DropReason> {
+        if self.stateful
+            && let Some(&slot) = self.table.get(&key)
+        {
+            let c = self.slots[slot as usize].expect("indexed slots are live");
+            if now.saturating_sub(c.last_ns) <= self.timeouts.of(&c) {
+                return self.advance(slot, key, flags, now);
+            }
+            self.remove(slot);
+        }
+        let allowed = match self.rules.classify(&key) {
+            Some(r) => self.allow[r],
+            None => self.default_allow,
+        };
+        if !allowed {
+            return Err(ACL_DENY);
+        }
+        if !self.stateful {
+            return Ok(());
+        }
+        // A new connection: TCP must open with a SYN (netfilter's INVALID otherwise).
+        let state = match key.proto {
+            TCP if flags & (SYN | ACK | RST) == SYN => State::SynSent,
+            TCP => return Err(CT_INVALID),
+            _ => State::Unreplied,
+        };
+        let slot = self.free.pop().ok_or(CT_TABLE_FULL)?;
+        self.slots[slot as usize] = Some(Conn {
+            orig: key,
+            state,
+            fin_from_orig: false,
+            last_ns: now,
+        });
+        self.table.insert(key, slot);
+        self.table.insert(reverse(&key), slot);
+        self.counts.new += 1;
+        Ok(())
+    }
+
+    /// A packet of a tracked connection: its state moves on, or it is invalid.
+    #[inline]
+    fn advance(&mut self, slot: u32, key: Key, flags: u8, now: u64) -> Result<(), DropReason> {
+        let c = self.slots[slot as usize].as_mut().expect("a live slot");
+        let from_orig = key == c.orig;
+        c.last_ns = now;
+        if c.orig.proto != TCP {
+            if !from_orig {
+                c.state = State::Established;
+            }
+            return Ok(());
+        }
+        if flags & RST != 0 {
+            c.state = State::Close;
+            return Ok(());
+        }
+        c.state = match (c.state, from_orig) {
+            (State::SynSent, true) if flags & SYN != 0 && flags & ACK == 0 => State::SynSent,
+            (State::SynSent, false) if flags & (SYN | ACK) == SYN | ACK => State::SynRecv,
+            (State::SynSent, _) => return Err(CT_INVALID),
+            (State::SynRecv, true) if flags & ACK != 0 && flags & SYN == 0 => State::Established,
+            (State::SynRecv, false) if flags & SYN != 0 => State::SynRecv,
+            (State::SynRecv, _) => return Err(CT_INVALID),
+            (State::Established, dir) if flags & FIN != 0 => {
+                c.fin_from_orig = dir;
+                State::FinWait
+            }
+            (State::Established, _) => State::Established,
+            (State::FinWait, dir) if flags & FIN != 0 && dir != c.fin_from_orig => State::TimeWait,
+            (State::FinWait, _) => State::FinWait,
+            // A new SYN on a closed connection reopens it, as netfilter lets it.
+            (State::TimeWait | State::Close, true) if flags & (SYN | ACK) == SYN => State::SynSent,
+            (State::TimeWait | State::Close, _) if flags & SYN != 0 => return Err(CT_INVALID),
+            (s, _) => s,
+        };
+        Ok(())
+    }
+
+    fn remove(&mut self, slot: u32) {
+        if let Some(c) = self.slots[slot as usize].take() {
+            self.table.remove(&c.orig);
+            self.table.remove(&reverse(&c.orig));
+            self.free.push(slot);
+            self.counts.expired += 1;
+        }
+    }
+}
+
+/// Registers `firewall`.
+pub const TYPE: crate::NfType = crate::NfType {
+    kind: "firewall",
+    about: "ordered 5-tuple ACL (tuple space search) with stateful connection tracking, as netfilter's",
+    schema: || schemars::schema_for!(FirewallConfig),
+    build: |v| Ok(Box::new(Firewall::new(&crate::typed(v)?)?)),
+};
+
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FirewallConfig {
+    /// Ordered rules; the first that matches decides.
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+    /// `allow` or `deny` (the default) when no rule matches.
+    pub default: Option<String>,
+    /// Track connections so their return traffic passes (default true).
+    pub stateful: Option<bool>,
+    /// Most tracked connections (default 1048576).
+    pub max_connections: Option<usize>,
+    /// Idle time of an established TCP connection (default 432000s, netfilter's 5 days).
+    pub tcp_established_timeout: Option<String>,
+    /// Idle time of a UDP flow without reply (default 30s; four times that once replied).
+    pub udp_timeout: Option<String>,
+    /// Idle time of an ICMP query (default 30s).
+    pub icmp_timeout: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// `allow` or `deny`.
+    pub action: String,
+    /// `tcp`, `udp`, `icmp`, a protocol number, or `any` (the default).
+    pub proto: Option<String>,
+    /// Source prefix (default: any).
+    pub src: Option<String>,
+    /// Destination prefix (default: any).
+    pub dst: Option<String>,
+    /// Source ports, `n` or `lo-hi` (default: any).
+    pub sport: Option<String>,
+    /// Destination ports, `n` or `lo-hi` (default: any).
+    pub dport: Option<String>,
+}
+
+const MAX_CONNECTIONS: usize = 16 << 20;
+
+fn action(s: &str) -> Result<bool, String> {
+    match s {
+        "allow" | "accept" => Ok(true),
+        "deny" | "drop" => Ok(false),
+        _ => Err(format!("`{s}` is not an action: write allow or deny")),
+    }
+}
+
+fn prefix(s: &Option<String>) -> Result<(u32, u8), String> {
+    let Some(s) = s.as_deref().filter(|s| *s != "any") else {
+        return Ok((0, 0));
+    };
+    let (a, l) = s.split_once('/').unwrap_or((s, "32"));
+    let addr: std::net::Ipv4Addr = a.parse().map_err(|_| format!("`{a}` is not an IPv4 address"))?;
+    let len: u8 = l
+        .parse()
+        .ok()
+        .filter(|l| *l <= 32)
+        .ok_or_else(|| format!("`/{l}` is not a prefix length 0..=32"))?;
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    Ok((u32::from(addr) & mask, len))
+}
+
+fn ports(s: &Option<String>) -> Result<(u16, u16), String> {
+    let Some(s) = s.as_deref().filter(|s| *s != "any") else {
+        return Ok((0, 65535));
+    };
+    let why = || format!("`{s}` is not a port or range like 1024-65535");
+    let (lo, hi) = s.split_once('-').unwrap_or((s, s));
+    let (lo, hi): (u16, u16) = (
+        lo.trim().parse().map_err(|_| why())?,
+        hi.trim().parse().map_err(|_| why())?,
+    );
+    if lo > hi {
+        return Err(why());
+    }
+    Ok((lo, hi))
+}
+
+impl Firewall {
+    pub fn new(cfg: &FirewallConfig) -> Result<Firewall, ConfigError> {
+        let mut matches = Vec::new();
+        let mut allow = Vec::new();
+        for (k, r) in cfg.rules.iter().enumerate() {
+            let at = |field: &str| format!("rules[{k}].{field}");
+            allow.push(action(&r.action).map_err(|e| ConfigError::new(at("action"), e))?);
+            let proto = match r.proto.as_deref().unwrap_or("any") {
+                "any" => None,
+                "tcp" => Some(TCP),
+                "udp" => Some(UDP),
+                "icmp" => Some(ICMP),
+                n => Some(n.parse::<u8>().map_err(|_| {
+                    ConfigError::new(
+                        at("proto"),
+                        format!("`{n}` is not tcp, udp, icmp, any or a protocol number"),
+                    )
+                })?),
+            };
+            matches.push(Match {
+                src: prefix(&r.src).map_err(|e| ConfigError::new(at("src"), e))?,
+                dst: prefix(&r.dst).map_err(|e| ConfigError::new(at("dst"), e))?,
+                proto,
+                sport: ports(&r.sport).map_err(|e| ConfigError::new(at("sport"), e))?,
+                dport: ports(&r.dport).map_err(|e| ConfigError::new(at("dport"), e))?,
+            });
+        }
+        let default_allow =
+            action(cfg.default.as_deref().unwrap_or("deny")).map_err(|e| ConfigError::new("default", e))?;
+        let max = cfg.max_connections.unwrap_or(1 << 20);
+        if !(1..=MAX_CONNECTIONS).contains(&max) {
+            return Err(ConfigError::new(
+                "max_connections",
+                format!("must be 1..={MAX_CONNECTIONS}"),
+            ));
+        }
+        let timeout = |key: &str, v: &Option<String>, default: u64| -> Result<u64, ConfigError> {
+            match v {
+                None => Ok(default * 1_000_000_000),
+                Some(s) => humantime::parse_duration(s)
+                    .map(|d: Duration| d.as_nanos() as u64)
+                    .map_err(|e| ConfigError::new(key, format!("`{s}` is not a duration ({e})"))),
+            }
+        };
+        Ok(Firewall {
+            rules: TupleSpace::new(&matches),
+            allow,
+            default_allow,
+            stateful: cfg.stateful.unwrap_or(true),
+            max,
+            timeouts: Timeouts {
+                tcp_established: timeout("tcp_established_timeout", &cfg.tcp_established_timeout, 432_000)?,
+                udp: timeout("udp_timeout", &cfg.udp_timeout, 30)?,
+                icmp: timeout("icmp_timeout", &cfg.icmp_timeout, 30)?,
+            },
+            slots: vec![None; max],
+            free: (0..max as u32).rev().collect(),
+            table: HashMap::with_capacity(2 * max),
+            sweep: 0,
+            now_ns: 0,
+            counts: Counts::default(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sfclab_core::{Batch, Emitted, PacketPool, Verdict};
+
+    fn tcp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, flags: u8) -> Vec<u8> {
+        let mut out = Vec::new();
+        let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0xaa], [2, 0, 0, 0, 0, 0xbb])
+            .ipv4(src, dst, 64)
+            .tcp(sport, dport, 1, 65535);
+        let b = if flags & SYN != 0 { b.syn() } else { b };
+        let b = if flags & ACK != 0 { b.ack(1) } else { b };
+        let b = if flags & FIN != 0 { b.fin() } else { b };
+        let b = if flags & RST != 0 { b.rst() } else { b };
+        b.write(&mut out, &[]).unwrap();
+        out
+    }
+
+    fn udp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> Vec<u8> {
+        let mut out = Vec::new();
+        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0xaa], [2, 0, 0, 0, 0, 0xbb])
+            .ipv4(src, dst, 64)
+            .udp(sport, dport)
+            .write(&mut out, &[0; 8])
+            .unwrap();
+        out
+    }
+
+    fn run(fw: &mut Firewall, frames: &[Vec<u8>], now_ns: u64) -> Vec<Verdict> {
+        let mut pool = PacketPool::new(frames.len().max(1));
+        let mut batch = Batch::new(frames.len());
+        pool.alloc_into(&mut batch, frames.len());
+        for (p, f) in batch.iter_mut().zip(frames) {
+            p.reset(f.len()).copy_from_slice(f);
+        }
+        let mut verdicts = Verdicts::for_batch(frames.len());
+        let mut emitted = Emitted::default();
+        let mut ctx = Context::new(now_ns, 0, 1.0, &mut pool, &mut emitted);
+        fw.process(&mut ctx, BatchView::new(&mut batch), &mut verdicts);
+        pool.free_batch(&mut batch);
+        (0..frames.len()).map(|i| verdicts.get(i)).collect()
+    }
+
+    fn web_only() -> Firewall {
+        let rule = |action: &str, proto: &str, dport: &str| RuleConfig {
+            action: action.into(),
+            proto: Some(proto.into()),
+            src: Some("198.18.0.0/15".into()),
+            dport: Some(dport.into()),
+            ..Default::default()
+        };
+        Firewall::new(&FirewallConfig {
+            rules: vec![
+                rule("deny", "tcp", "8080"),
+                rule("allow", "tcp", "80-8443"),
+                rule("allow", "udp", "53"),
+            ],
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    const C: [u8; 4] = [198, 18, 0, 1];
+    const S: [u8; 4] = [203, 0, 113, 5];
+
+    #[test]
+    fn first_match_wins_and_the_default_denies() {
+        let mut fw = web_only();
+        let v = run(
+            &mut fw,
+            &[
+                tcp(C, 1000, S, 8080, SYN),
+                tcp(C, 1001, S, 443, SYN),
+                tcp(C, 1002, S, 22, SYN),
+                udp(S, 53, C, 1000),
+            ],
+            0,
+        );
+        assert_eq!(
+            v,
+            vec![
+                Verdict::Drop(ACL_DENY),
+                Verdict::Continue,
+                Verdict::Drop(ACL_DENY),
+                Verdict::Drop(ACL_DENY)
+            ]
+        );
+    }
+
+    /// The handshake, data both ways and the close pass; the server could never open a
+    /// connection to the client (no rule allows it), but its replies pass as tracked.
+    #[test]
+    fn return_traffic_of_a_tracked_connection_passes() {
+        let mut fw = web_only();
+        let steps = [
+            (tcp(C, 1000, S, 443, SYN), Verdict::Continue),
+            (tcp(S, 443, C, 1000, SYN | ACK), Verdict::Continue),
+            (tcp(C, 1000, S, 443, ACK), Verdict::Continue),
+            (tcp(S, 443, C, 1000, ACK), Verdict::Continue),
+            (tcp(C, 1000, S, 443, FIN | ACK), Verdict::Continue),
+            (tcp(S, 443, C, 1000, FIN | ACK), Verdict::Continue),
+            (tcp(C, 1000, S, 443, ACK), Verdict::Continue),
+        ];
+        for (k, (frame, want)) in steps.iter().enumerate() {
+            assert_eq!(
+                run(&mut fw, std::slice::from_ref(frame), k as u64),
+                vec![*want],
+                "step {k}"
+            );
+        }
+        let c = fw.slots.iter().flatten().next().unwrap();
+        assert_eq!(c.state, State::TimeWait);
+        // The server opening its own connection is not return traffic.
+        assert_eq!(
+            run(&mut fw, &[tcp(S, 443, C, 2000, SYN)], 10),
+            vec![Verdict::Drop(ACL_DENY)]
+        );
+    }
+
+    #[test]
+    fn packets_that_open_nothing_or_break_the_handshake_are_invalid() {
+        let mut fw = web_only();
+        assert_eq!(
+            run(&mut fw, &[tcp(C, 1000, S, 443, ACK)], 0),
+            vec![Verdict::Drop(CT_INVALID)],
+            "no SYN"
+        );
+        assert_eq!(run(&mut fw, &[tcp(C, 1001, S, 443, SYN)], 0), vec![Verdict::Continue]);
+        assert_eq!(
+            run(&mut fw, &[tcp(S, 443, C, 1001, ACK)], 1),
+            vec![Verdict::Drop(CT_INVALID)],
+            "a reply to a SYN must be SYN-ACK"
+        );
+        assert_eq!(
+            run(&mut fw, &[tcp(S, 443, C, 1001, RST)], 2),
+            vec![Verdict::Continue],
+            "RST closes"
+        );
+        assert_eq!(fw.slots.iter().flatten().next().unwrap().state, State::Close);
+    }
+
+    #[test]
+    fn udp_pseudo_state_and_timeouts() {
+        let mut fw = web_only();
+        let s = 1_000_000_000;
+        assert_eq!(run(&mut fw, &[udp(C, 5000, S, 53)], 0), vec![Verdict::Continue]);
+        assert_eq!(
+            run(&mut fw, &[udp(S, 53, C, 5000)], 10 * s),
+            vec![Verdict::Continue],
+            "the reply"
+        );
+        // Replied: 120 s. After that the reply direction is a new flow the rules deny.
+        assert_eq!(run(&mut fw, &[udp(S, 53, C, 5000)], 100 * s), vec![Verdict::Continue]);
+        assert_eq!(
+            run(&mut fw, &[udp(S, 53, C, 5000)], 100 * s + 121 * s),
+            vec![Verdict::Drop(ACL_DENY)]
+        );
+        assert_eq!(fw.counts.expired, 1);
+    }
+
+    #[test]
+    fn a_full_table_drops_new_connections() {
+        let mut fw = Firewall::new(&FirewallConfig {
+            default: Some("allow".into()),
+            max_connections: Some(2),
+            ..Default::default()
+        })
+        .unwrap();
+        let v = run(
+            &mut fw,
+            &[udp(C, 1, S, 53), udp(C, 2, S, 53), udp(C, 3, S, 53), udp(S, 53, C, 1)],
+            0,
+        );
+        assert_eq!(
+            v,
+            vec![
+                Verdict::Continue,
+                Verdict::Continue,
+                Verdict::Drop(CT_TABLE_FULL),
+                Verdict::Continue
+            ]
+        );
+        let cap = fw.table.capacity();
+        for k in 0..1000u16 {
+            run(&mut fw, &[udp(C, 1000 + k, S, 53)], 1);
+        }
+        assert_eq!((fw.table.len(), fw.table.capacity()), (4, cap), "bounded under a flood");
+    }
+
+    #[test]
+    fn config_errors_name_the_rule_and_field() {
+        let e = Firewall::new(&FirewallConfig {
+            rules: vec![
+                RuleConfig {
+                    action: "allow".into(),
+                    ..Default::default()
+                },
+                RuleConfig {
+                    action: "allow".into(),
+                    dport: Some("90-80".into()),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        })
+        .err()
+        .unwrap();
+        assert_eq!(e.key, "rules[1].dport");
+        let e = Firewall::new(&FirewallConfig {
+            rules: vec![RuleConfig {
+                action: "maybe".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .err()
+        .unwrap();
+        assert_eq!(e.key, "rules[0].action");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn any_frame_gets_a_verdict_never_a_panic(
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..100),
+            flips in proptest::collection::vec((0usize..60, proptest::prelude::any::<u8>()), 0..6),
+        ) {
+            let mut fw = Firewall::new(&FirewallConfig {
+                default: Some("allow".into()),
+                max_connections: Some(8),
+                ..Default::default()
+            }).unwrap();
+            let mut mutated = tcp(C, 1000, S, 443, SYN);
+            for (at, b) in flips {
+                if let Some(x) = mutated.get_mut(at) {
+                    *x = b;
+                }
+            }
+            let v = run(&mut fw, &[junk, mutated], 0);
+            proptest::prop_assert!(v.iter().all(|v| matches!(v, Verdict::Continue | Verdict::Drop(_))));
+            proptest::prop_assert!(fw.table.len() <= 16);
+        }
+    }
+}
