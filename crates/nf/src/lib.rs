@@ -23,6 +23,9 @@ pub use registry::{NfSpec, NfType, SpecError};
 pub use synthetic::Synthetic;
 
 #[cfg(test)]
+mod tshark_checks;
+
+#[cfg(test)]
 pub(crate) mod testutil {
     use sfclab_core::{Batch, BatchView, Context, Emitted, NetworkFunction, PacketPool, Verdicts};
 

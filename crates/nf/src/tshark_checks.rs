@@ -1,0 +1,212 @@
+//! Each NF's output for a fixed input, written as pcap (nanosecond timestamps) and read
+//! back by `tshark` with every checksum check on: no malformed packet, no bad checksum,
+//! no expert error, and as many frames as were written. Wireshark is an independent
+//! implementation of every protocol these NFs rewrite or create.
+
+use sfclab_core::{Batch, BatchView, Context, Emitted, NetworkFunction, PacketPool, Verdicts};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::firewall::{Firewall, FirewallConfig};
+use crate::nat44::{Nat44, Nat44Config};
+use crate::router::{Router, RouterConfig};
+
+fn eth() -> etherparse::PacketBuilderStep<etherparse::Ethernet2Header> {
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0xaa], [2, 0, 0, 0, 0, 0xbb])
+}
+
+fn frames() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut push = |write: &dyn Fn(&mut Vec<u8>)| {
+        let mut f = Vec::new();
+        write(&mut f);
+        out.push(f);
+    };
+    push(&|f| {
+        eth()
+            .ipv4([198, 18, 0, 1], [10, 1, 2, 3], 64)
+            .udp(1024, 5001)
+            .write(f, &[7; 22])
+            .unwrap()
+    });
+    push(&|f| {
+        eth()
+            .ipv4([198, 18, 0, 2], [10, 1, 2, 3], 64)
+            .tcp(40000, 80, 7, 65535)
+            .syn()
+            .write(f, &[])
+            .unwrap()
+    });
+    push(&|f| {
+        eth()
+            .ipv4([198, 18, 0, 3], [10, 9, 9, 9], 64)
+            .icmpv4_echo_request(9, 1)
+            .write(f, &[1; 24])
+            .unwrap()
+    });
+    // TTL 1: the router answers with ICMP time exceeded.
+    push(&|f| {
+        eth()
+            .ipv4([198, 18, 0, 4], [10, 1, 2, 3], 1)
+            .udp(1024, 5001)
+            .write(f, &[7; 22])
+            .unwrap()
+    });
+    push(&|f| {
+        let src = "2001:2::1".parse::<std::net::Ipv6Addr>().unwrap().octets();
+        let dst = "2001:db8::9".parse::<std::net::Ipv6Addr>().unwrap().octets();
+        eth().ipv6(src, dst, 1).udp(1024, 5001).write(f, &[3; 30]).unwrap()
+    });
+    out
+}
+
+/// Runs `nf` over `frames` (time `now_ns`); returns what left it, created packets too.
+fn output(nf: &mut dyn NetworkFunction, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut pool = PacketPool::new(64);
+    let mut batch = Batch::new(frames.len());
+    pool.alloc_into(&mut batch, frames.len());
+    for (p, f) in batch.iter_mut().zip(frames) {
+        p.reset(f.len()).copy_from_slice(f);
+    }
+    let mut verdicts = Verdicts::for_batch(frames.len());
+    let mut emitted = Emitted::default();
+    let mut ctx = Context::new(0, 0, 1.0, &mut pool, &mut emitted);
+    nf.process(&mut ctx, BatchView::new(&mut batch), &mut verdicts);
+    let mut out: Vec<Vec<u8>> = batch
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !matches!(verdicts.get(*i), sfclab_core::Verdict::Drop(_)))
+        .map(|(_, p)| p.data().to_vec())
+        .collect();
+    for (p, _) in emitted.drain() {
+        out.push(p.data().to_vec());
+        pool.free(p);
+    }
+    pool.free_batch(&mut batch);
+    out
+}
+
+fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let header = pcap_file::pcap::PcapHeader {
+        ts_resolution: pcap_file::TsResolution::NanoSecond,
+        ..Default::default()
+    };
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = pcap_file::pcap::PcapWriter::with_header(file, header).unwrap();
+    for (k, f) in frames.iter().enumerate() {
+        let p = pcap_file::pcap::PcapPacket::new(
+            Duration::from_nanos(1_700_000_000_000_000_000 + k as u64),
+            f.len() as u32,
+            f,
+        );
+        w.write_packet(&p).unwrap();
+    }
+}
+
+/// tshark's verdict on a capture: frames read, and every expert error or warning.
+fn tshark(path: &Path) -> Option<(usize, Vec<String>)> {
+    let out = Command::new("tshark")
+        .args(["-n", "-r"])
+        .arg(path)
+        .args([
+            "-o",
+            "ip.check_checksum:TRUE",
+            "-o",
+            "udp.check_checksum:TRUE",
+            "-o",
+            "tcp.check_checksum:TRUE",
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+            "-e",
+            "_ws.expert.severity",
+            "-e",
+            "_ws.expert.message",
+            "-e",
+            "_ws.malformed",
+        ])
+        .output()
+        .ok()?;
+    assert!(
+        out.status.success(),
+        "tshark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    let problems = lines
+        .iter()
+        .filter(|l| {
+            let l = l.to_ascii_lowercase();
+            l.contains("malformed") || l.contains("bad checksum") || l.contains("incorrect") || l.contains("error")
+        })
+        .map(|l| l.to_string())
+        .collect();
+    Some((lines.len(), problems))
+}
+
+fn check(name: &str, mut nf: Box<dyn NetworkFunction>, expect_frames: usize) {
+    let out = output(nf.as_mut(), &frames());
+    assert_eq!(out.len(), expect_frames, "{name}: frames out");
+    let path = std::env::temp_dir().join(format!("sfclab-{name}-{}.pcap", std::process::id()));
+    write_pcap(&path, &out);
+    let verdict = tshark(&path);
+    let _ = std::fs::remove_file(&path);
+    match verdict {
+        None => eprintln!("SKIPPED {name}: tshark is not installed (Debian package `tshark`; CI installs it)"),
+        Some((read, problems)) => {
+            assert_eq!(read, out.len(), "{name}: tshark read every frame");
+            assert!(problems.is_empty(), "{name}: tshark says {problems:#?}");
+        }
+    }
+}
+
+#[test]
+fn router_output_reads_clean_in_tshark() {
+    let r = Router::new(&RouterConfig {
+        routes: vec![
+            "10.0.0.0/8 192.0.2.1 0".into(),
+            "198.18.0.0/15 - 1".into(),
+            "2001:db8::/32 fe80::1 0".into(),
+            "2001:2::/32 fe80::2 1".into(),
+        ],
+        ..Default::default()
+    })
+    .unwrap();
+    // 3 forwarded, 2 expired (TTL/hop limit 1) answered with ICMP errors.
+    check("router", Box::new(r), 5);
+}
+
+#[test]
+fn nat44_output_reads_clean_in_tshark() {
+    let nat = Nat44::new(&Nat44Config::default()).unwrap();
+    // IPv6 is not NAT44's: dropped as unsupported.
+    check("nat44", Box::new(nat), 4);
+}
+
+#[test]
+fn firewall_output_reads_clean_in_tshark() {
+    let fw = Firewall::new(&FirewallConfig {
+        default: Some("allow".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    check("firewall", Box::new(fw), 4);
+}
+
+#[test]
+fn the_check_catches_a_bad_checksum() {
+    let mut frames = frames();
+    frames.truncate(1);
+    frames[0][24] ^= 0x55; // the IPv4 header checksum
+    let path = std::env::temp_dir().join(format!("sfclab-bad-{}.pcap", std::process::id()));
+    write_pcap(&path, &frames);
+    let verdict = tshark(&path);
+    let _ = std::fs::remove_file(&path);
+    match verdict {
+        None => eprintln!("SKIPPED: tshark is not installed"),
+        Some((_, problems)) => assert!(!problems.is_empty(), "a broken checksum must be reported"),
+    }
+}
