@@ -27,7 +27,6 @@ use hashbrown::HashMap;
 use serde::Deserialize;
 use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Verdicts};
 use sfclab_wire::checksum::{update16, update32};
-use std::time::Duration;
 
 use crate::ConfigError;
 
@@ -199,21 +198,8 @@ impl NetworkFunction for Nat44 {
 /// ICMP echo), `Err` for what it drops.
 #[inline]
 fn parse(data: &[u8]) -> Result<Option<Parsed>, DropReason> {
-    let et = data.get(12..14).ok_or(DropReason::MALFORMED)?;
-    let (l3, et) = if et == [0x81, 0x00] {
-        (18, data.get(16..18).ok_or(DropReason::MALFORMED)?)
-    } else {
-        (14, et)
-    };
-    if et != [0x08, 0x00] {
-        return Err(DropReason::UNSUPPORTED);
-    }
-    let ip = data.get(l3..l3 + 20).ok_or(DropReason::MALFORMED)?;
-    let hlen = usize::from(ip[0] & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    if ip[0] >> 4 != 4 || hlen < 20 || total < hlen || l3 + total > data.len() {
-        return Err(DropReason::MALFORMED);
-    }
+    let (l3, hlen, total) = crate::config::ipv4_frame(data)?;
+    let ip = &data[l3..l3 + hlen];
     let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
     let proto = ip[9];
     if !matches!(proto, TCP | UDP | ICMP) {
@@ -517,14 +503,7 @@ impl Nat44 {
         if !(1..=MAX_SESSIONS).contains(&max_sessions) {
             return Err(ConfigError::new("max_sessions", format!("must be 1..={MAX_SESSIONS}")));
         }
-        let timeout = |key: &str, v: &Option<String>, default: u64| -> Result<u64, ConfigError> {
-            match v {
-                None => Ok(default * 1_000_000_000),
-                Some(s) => humantime::parse_duration(s)
-                    .map(|d: Duration| d.as_nanos() as u64)
-                    .map_err(|e| ConfigError::new(key, format!("`{s}` is not a duration ({e})"))),
-            }
-        };
+        let timeout = crate::config::duration_ns;
         let timeouts_ns = Timeouts {
             udp: timeout("udp_timeout", &cfg.udp_timeout, 120)?,
             tcp_established: timeout("tcp_established_timeout", &cfg.tcp_established_timeout, 7440)?,
