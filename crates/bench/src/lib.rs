@@ -6,6 +6,7 @@
 //! forwarding mode on two `net_ring` ports is measured as the peer, and the n = 1
 //! throughput is reported against it as a ratio.
 
+pub mod acl;
 pub mod lpm;
 pub mod overload;
 pub mod pipeline;

@@ -485,3 +485,63 @@ pub fn lpm_table(b: &sfclab_bench::lpm::LpmBench) -> String {
     s.push_str(&footer(wide, b.interrupted, b.repeat));
     s
 }
+
+pub fn acl_table(b: &sfclab_bench::acl::AclBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench acl | {} ({} cores, TSC {:.3} GHz), {} repetitions (medians [min–max])",
+        b.machine.cpu,
+        b.machine.cores,
+        b.machine.tsc_hz / 1e9,
+        b.repeat
+    );
+    let _ = writeln!(s, "workload: {}; {} headers\n", b.workload, b.trace_headers);
+    let _ = writeln!(
+        s,
+        "{:>6}  {:>22}  {:>22}  {:>22}  {:>10}  {:>7}  {:>7}  {:>9}  checked",
+        "rules", "bit vectors cyc/hdr", "rte_acl cyc/hdr", "rte_acl scalar", "tuple sp.", "ratio", "scalar", "memory",
+    );
+    let mut wide = 0;
+    for p in &b.points {
+        wide += [&p.bitvector_runs, &p.dpdk_runs, &p.dpdk_scalar_runs]
+            .iter()
+            .filter(|v| is_wide(v))
+            .count();
+        let opt = |v: &[f64]| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                with_range(v, 1)
+            }
+        };
+        let ratio = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.2}x"));
+        let checked = match (p.agreed, p.compared) {
+            (Some(a), Some(c)) => format!("{a}/{c} agree"),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            s,
+            "{:>6}  {:>22}  {:>22}  {:>22}  {:>10.0}  {:>7}  {:>7}  {:>6} KiB  {checked}",
+            p.rules,
+            with_range(&p.bitvector_runs, 1),
+            opt(&p.dpdk_runs),
+            opt(&p.dpdk_scalar_runs),
+            p.tuple_space_cycles,
+            ratio(p.ratio),
+            ratio(p.scalar_ratio),
+            p.memory_bytes >> 10,
+        );
+    }
+    if let Some(m) = b.points.iter().find_map(|p| p.dpdk_method.as_ref()) {
+        let _ = writeln!(
+            s,
+            "\nrte_acl's default method here: {m}. ratio = sfclab bit vectors / rte_acl (below 1: sfclab is cheaper); tuple sp. = tuple space search, cycles/header."
+        );
+    }
+    if let Some(why) = b.points.iter().find_map(|p| p.dpdk_skipped.as_ref()) {
+        let _ = writeln!(s, "peer skipped: {why}");
+    }
+    s.push_str(&footer(wide, b.interrupted, b.repeat));
+    s
+}

@@ -118,6 +118,37 @@ enum BenchCmd {
     /// IPv4 longest-prefix match (the router's DIR-24-8) against DPDK's rte_lpm
     /// (dpdk-test lpm_perf_autotest) on a table of the same size and shape, same run.
     Lpm(LpmArgs),
+    /// The firewall's 5-tuple classifier (bit vectors; tuple space search beside it)
+    /// against DPDK's rte_acl (dpdk-test-acl) on the same ClassBench-style rules and
+    /// trace, same run; every header's match is checked against rte_acl's first.
+    Acl(AclArgs),
+}
+
+#[derive(Args)]
+struct AclArgs {
+    /// Rule set sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+    rules: Vec<usize>,
+    /// Headers in the trace.
+    #[arg(long, default_value_t = 65536)]
+    trace: usize,
+    /// Headers classified per measurement, at least (the trace repeats).
+    #[arg(long, default_value_t = 4 << 20)]
+    headers: usize,
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Core to measure on (default: the last core this process may use).
+    #[arg(long)]
+    core: Option<usize>,
+    /// Seed of the rule and trace generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Peer to measure in the same run.
+    #[arg(long, value_enum, default_value = "dpdk")]
+    peer: DpdkPeer,
+    /// Print JSON (schema `sfclab.bench.acl/1`).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -129,14 +160,14 @@ struct LpmArgs {
     core: Option<usize>,
     /// Peer to measure in the same run.
     #[arg(long, value_enum, default_value = "dpdk")]
-    peer: LpmPeer,
+    peer: DpdkPeer,
     /// Print JSON (schema `sfclab.bench.lpm/1`).
     #[arg(long)]
     json: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-enum LpmPeer {
+enum DpdkPeer {
     Dpdk,
     None,
 }
@@ -318,10 +349,29 @@ fn main() -> ExitCode {
             let args = sfclab_bench::lpm::LpmArgs {
                 repeat: a.repeat,
                 core: a.core,
-                peer: a.peer == LpmPeer::Dpdk,
+                peer: a.peer == DpdkPeer::Dpdk,
             };
             let result = with_progress(|tick| sfclab_bench::lpm::lpm(&args, tick));
             print_result(result, a.json, None, bench_view::lpm_table)
+        }
+        Cmd::Bench(BenchCmd::Acl(a)) => {
+            if a.repeat == 0 || a.rules.is_empty() || a.trace == 0 {
+                return outcome::fail(
+                    outcome::USAGE,
+                    "need at least one repetition, one rule set size and one trace header",
+                );
+            }
+            let args = sfclab_bench::acl::AclArgs {
+                rules: a.rules,
+                trace: a.trace,
+                repeat: a.repeat,
+                core: a.core,
+                peer: a.peer == DpdkPeer::Dpdk,
+                seed: a.seed,
+                headers: a.headers,
+            };
+            let result = with_progress(|tick| sfclab_bench::acl::acl(&args, tick));
+            print_result(result, a.json, None, bench_view::acl_table)
         }
         Cmd::Schema { document } => match schema(&document) {
             Some(s) => outcome::emit_then(&s, 0),
@@ -344,7 +394,7 @@ fn main() -> ExitCode {
 }
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
-pub const SCHEMA_NAMES: [&str; 9] = [
+pub const SCHEMA_NAMES: [&str; 10] = [
     "run",
     "search",
     "sweep",
@@ -354,6 +404,7 @@ pub const SCHEMA_NAMES: [&str; 9] = [
     "bench-ring",
     "bench-pipeline",
     "bench-lpm",
+    "bench-acl",
 ];
 
 /// The JSON Schema of a published document, by name.
@@ -368,6 +419,7 @@ pub fn schema(name: &str) -> Option<String> {
         "bench-ring" => Some(bench_schema::<sfclab_bench::ring::RingBench>("ring")),
         "bench-pipeline" => Some(bench_schema::<sfclab_bench::pipeline::PipelineBench>("pipeline")),
         "bench-lpm" => Some(bench_schema_v::<sfclab_bench::lpm::LpmBench>("lpm", 1)),
+        "bench-acl" => Some(bench_schema_v::<sfclab_bench::acl::AclBench>("acl", 1)),
         _ => None,
     }
 }

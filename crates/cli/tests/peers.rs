@@ -117,3 +117,41 @@ fn bench_ring_measures_the_full_hop_against_a_bare_loop() {
         "{v}"
     );
 }
+
+/// The firewall's classifier against rte_acl on the same ClassBench-style files: every
+/// header's first matching rule agrees (the bench fails otherwise), figures are there.
+#[test]
+fn bench_acl_agrees_with_rte_acl_when_installed() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let args = [
+        "bench",
+        "acl",
+        "--rules",
+        "300,3000",
+        "--trace",
+        "4096",
+        "--headers",
+        "65536",
+        "--repeat",
+        "1",
+        "--json",
+    ];
+    let o = sfclab(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["schema"], "sfclab.bench.acl/1");
+    common::assert_follows_schema("bench-acl-1.json", &v);
+    let installed = Command::new("dpdk-test-acl").arg("--help").output().is_ok();
+    for p in v["points"].as_array().unwrap() {
+        assert!(p["bitvector_cycles"].as_f64().unwrap() > 0.0, "{p}");
+        if !installed {
+            eprintln!("skipped the rte_acl comparison: dpdk-test-acl is not installed (Debian package `dpdk-dev`)");
+            assert!(p["dpdk_skipped"].is_string(), "{p}");
+            continue;
+        }
+        assert!(p["dpdk_skipped"].is_null(), "the installed peer did not run: {p}");
+        assert_eq!(p["agreed"], 4096, "{p}");
+        assert_eq!(p["compared"], 4096, "{p}");
+        assert!(p["ratio"].as_f64().unwrap() > 0.0, "{p}");
+    }
+}

@@ -1,5 +1,5 @@
 //! `firewall`: ordered ACL rules over the IPv4 5-tuple (first match wins, a default
-//! action), classified by tuple space search ([`crate::acl`]), and stateful connection
+//! action), classified by bit vectors ([`crate::acl::BitVector`]), and stateful connection
 //! tracking as netfilter's conntrack does it: a connection the rules allowed is tracked
 //! both ways, so its return traffic passes whatever the rules say of that direction;
 //! TCP follows its state machine (SYN, SYN-ACK, ACK, FIN, RST) with netfilter's
@@ -13,8 +13,8 @@
 //! netfilter's 5 days), `udp_timeout` (30s unreplied, 120s once replied), `icmp_timeout`
 //! (30s).
 //!
-//! Counters: `connections` (gauge), `new`, `expired`, `allowed`, `denied`, `rule_tables`
-//! (gauge: distinct masks), `capacity` (gauge). Drops: `malformed`, `unsupported` (not IPv4), and its own
+//! Counters: `connections` (gauge), `new`, `expired`, `allowed`, `denied`, `acl_bytes`
+//! (gauge: the classifier's memory), `capacity` (gauge). Drops: `malformed`, `unsupported` (not IPv4), and its own
 //! `acl-deny`, `ct-invalid`, `ct-table-full`.
 
 use hashbrown::HashMap;
@@ -22,7 +22,7 @@ use serde::Deserialize;
 use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Verdicts};
 
 use crate::ConfigError;
-use crate::acl::{Key, Match, TupleSpace};
+use crate::acl::{BitVector, Key, Match};
 
 const ACL_DENY: DropReason = DropReason::own(0);
 const CT_INVALID: DropReason = DropReason::own(1);
@@ -89,7 +89,7 @@ impl Timeouts {
 }
 
 pub struct Firewall {
-    rules: TupleSpace,
+    rules: BitVector,
     allow: Vec<bool>,
     default_allow: bool,
     stateful: bool,
@@ -158,7 +158,7 @@ impl NetworkFunction for Firewall {
             NfCounter::total("expired", self.counts.expired),
             NfCounter::total("allowed", self.counts.allowed),
             NfCounter::total("denied", self.counts.denied),
-            NfCounter::gauge("rule_tables", self.rules.tables() as u64),
+            NfCounter::gauge("acl_bytes", self.rules.memory_bytes() as u64),
             NfCounter::gauge("capacity", self.max as u64),
         ]
     }
@@ -302,7 +302,7 @@ impl Firewall {
 /// Registers `firewall`.
 pub const TYPE: crate::NfType = crate::NfType {
     kind: "firewall",
-    about: "ordered 5-tuple ACL (tuple space search) with stateful connection tracking, as netfilter's",
+    about: "ordered 5-tuple ACL (bit-vector classifier) with stateful connection tracking, as netfilter's",
     schema: || schemars::schema_for!(FirewallConfig),
     build: |v| Ok(Box::new(Firewall::new(&crate::typed(v)?)?)),
 };
@@ -423,7 +423,7 @@ impl Firewall {
         }
         let timeout = crate::config::duration_ns;
         Ok(Firewall {
-            rules: TupleSpace::new(&matches),
+            rules: BitVector::new(&matches),
             allow,
             default_allow,
             stateful: cfg.stateful.unwrap_or(true),

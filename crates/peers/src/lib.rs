@@ -3,8 +3,10 @@
 //! it and remove what it left behind (processes, DPDK runtime directories).
 //!
 //! - [`testpmd`]: DPDK's testpmd processes on virtual devices (`net_ring`, `net_memif`).
-//! - [`dpdk_test`]: DPDK's unit-test binary (`ring_perf_autotest`).
+//! - [`dpdk_test`]: DPDK's unit-test binary (`ring_perf_autotest`, `lpm_perf_autotest`).
+//! - [`dpdk_acl`]: DPDK's ACL test application (`dpdk-test-acl`, rte_acl).
 
+pub mod dpdk_acl;
 pub mod dpdk_test;
 pub mod testpmd;
 

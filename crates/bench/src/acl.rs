@@ -1,0 +1,272 @@
+//! The firewall's 5-tuple classifier against DPDK's `rte_acl`, measured the way
+//! `dpdk-test-acl` measures it, in the same run: the same ClassBench rule file and
+//! trace (written by sfclab, read by both), classified in steps of 256 headers, TSC
+//! cycles per header. rte_acl runs twice: with its default method (the widest SIMD the
+//! CPU has) and scalar. sfclab runs its bit-vector classifier (the firewall's) and tuple
+//! space search. Before timing, every header's first matching rule from rte_acl is
+//! compared with sfclab's: a disagreement is a failed benchmark, not a figure.
+
+use serde::Serialize;
+use sfclab_core::tsc;
+use sfclab_nf::acl::{BitVector, Key, TupleSpace, classbench};
+use std::path::Path;
+use std::time::Instant;
+
+use crate::{Machine, median, repetitions};
+
+pub const ACL_SCHEMA: &str = "sfclab.bench.acl/1";
+
+/// Headers classified per call, as `dpdk-test-acl`'s default `--tracestep`.
+const STEP: usize = 256;
+
+#[derive(Debug, Clone)]
+pub struct AclArgs {
+    /// Rule set sizes to measure.
+    pub rules: Vec<usize>,
+    /// Headers in the trace.
+    pub trace: usize,
+    pub repeat: usize,
+    pub core: Option<usize>,
+    pub peer: bool,
+    pub seed: u64,
+    /// Headers classified per measurement, at least (the trace is repeated).
+    pub headers: usize,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct AclBench {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub machine: Machine,
+    pub repeat: usize,
+    pub interrupted: bool,
+    /// How the rules and trace were made.
+    pub workload: String,
+    pub trace_headers: usize,
+    pub points: Vec<AclPoint>,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct AclPoint {
+    pub rules: usize,
+    /// Trace headers some rule matches, percent.
+    pub matched_percent: f64,
+    /// sfclab's bit vectors: build seconds, bytes, distinct rows.
+    pub build_s: f64,
+    pub memory_bytes: usize,
+    pub distinct_rows: usize,
+    /// TSC cycles per header: median and every repetition.
+    pub bitvector_cycles: f64,
+    pub bitvector_runs: Vec<f64>,
+    pub tuple_space_cycles: f64,
+    pub tuple_space_runs: Vec<f64>,
+    /// Distinct masks of tuple space search (hash tables probed at most).
+    pub tuple_space_tables: usize,
+    /// rte_acl with its default method.
+    pub dpdk_method: Option<String>,
+    pub dpdk_cycles: Option<f64>,
+    pub dpdk_runs: Vec<f64>,
+    pub dpdk_scalar_cycles: Option<f64>,
+    pub dpdk_scalar_runs: Vec<f64>,
+    /// Headers whose first matching rule rte_acl and sfclab agree on, of those compared.
+    pub agreed: Option<usize>,
+    pub compared: Option<usize>,
+    pub dpdk_skipped: Option<String>,
+    /// sfclab bit vectors / rte_acl default and scalar (below 1: sfclab is cheaper).
+    pub ratio: Option<f64>,
+    pub scalar_ratio: Option<f64>,
+}
+
+/// Cycles per header over at least `min_headers` headers, in steps of [`STEP`].
+fn cycles_per_header(trace: &[Key], min_headers: usize, mut classify: impl FnMut(&[Key], &mut [Option<usize>])) -> f64 {
+    let mut out = vec![None; STEP];
+    let mut done = 0;
+    let t0 = tsc::now();
+    while done < min_headers {
+        for chunk in trace.chunks(STEP) {
+            classify(chunk, &mut out[..chunk.len()]);
+            std::hint::black_box(&out);
+        }
+        done += trace.len();
+    }
+    (tsc::now() - t0) as f64 / done as f64
+}
+
+fn on_core<T: Send>(core: Option<usize>, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(c) = core {
+                core_affinity::set_for_current(core_affinity::CoreId { id: c });
+            }
+            f()
+        })
+        .join()
+        .expect("the measuring thread")
+    })
+}
+
+pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<AclBench, String> {
+    let core = args.core.or_else(sfclab_runtime::placement::default_chain_core);
+    let dir = tempfile::tempdir().map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+    let per_point = 1 + args.repeat * if args.peer { 4 } else { 2 };
+    let total = args.rules.len() * per_point;
+    let mut step = 0;
+    let mut interrupted = false;
+    let mut points = Vec::new();
+    for &n in &args.rules {
+        progress(step, total, &format!("{n} rules: building"));
+        let rules = classbench::generate_rules(n, args.seed ^ n as u64);
+        let trace = classbench::generate_trace(&rules, args.trace, args.seed ^ !(n as u64));
+        let (rules_path, trace_path) = (
+            dir.path().join(format!("rules-{n}")),
+            dir.path().join(format!("trace-{n}")),
+        );
+        let write = |p: &Path, text: String| std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()));
+        write(&rules_path, classbench::format_rules(&rules))?;
+        write(&trace_path, classbench::format_trace(&trace))?;
+        let started = Instant::now();
+        let bv = BitVector::new(&rules);
+        let build_s = started.elapsed().as_secs_f64();
+        let ts = TupleSpace::new(&rules);
+        let mut ours = vec![None; trace.len()];
+        bv.classify_bulk(&trace, &mut ours);
+        let matched = ours.iter().filter(|r| r.is_some()).count();
+        step += 1;
+
+        let mut point = AclPoint {
+            rules: n,
+            matched_percent: matched as f64 * 100.0 / trace.len().max(1) as f64,
+            build_s,
+            memory_bytes: bv.memory_bytes(),
+            distinct_rows: bv.distinct_rows(),
+            bitvector_cycles: f64::NAN,
+            bitvector_runs: Vec::new(),
+            tuple_space_cycles: f64::NAN,
+            tuple_space_runs: Vec::new(),
+            tuple_space_tables: ts.tables(),
+            dpdk_method: None,
+            dpdk_cycles: None,
+            dpdk_runs: Vec::new(),
+            dpdk_scalar_cycles: None,
+            dpdk_scalar_runs: Vec::new(),
+            agreed: None,
+            compared: None,
+            dpdk_skipped: None,
+            ratio: None,
+            scalar_ratio: None,
+        };
+        let peer_core = core.unwrap_or(0);
+        if args.peer {
+            match sfclab_peers::dpdk_acl::acl_results(&rules_path, &trace_path, peer_core) {
+                Ok(theirs) => {
+                    let compared = theirs.len().min(ours.len());
+                    let agreed = theirs.iter().zip(&ours).filter(|(a, b)| a == b).count();
+                    if theirs.len() != ours.len() || agreed != compared {
+                        let first = theirs.iter().zip(&ours).position(|(a, b)| a != b);
+                        return Err(format!(
+                            "{n} rules: rte_acl and sfclab disagree on {} of {compared} headers (rte_acl classified {} of {}; first difference at header {first:?})",
+                            compared - agreed,
+                            theirs.len(),
+                            ours.len(),
+                        ));
+                    }
+                    point.agreed = Some(agreed);
+                    point.compared = Some(compared);
+                }
+                Err(e) => point.dpdk_skipped = Some(e),
+            }
+        }
+        let min_headers = args.headers.max(trace.len());
+        let iterations = min_headers.div_ceil(trace.len().max(1)) as u32;
+        for _ in repetitions(args.repeat, &mut interrupted) {
+            if args.peer && point.dpdk_skipped.is_none() {
+                progress(step, total, &format!("{n} rules: rte_acl (default method)"));
+                match sfclab_peers::dpdk_acl::acl_perf(&rules_path, &trace_path, peer_core, iterations, None) {
+                    Ok(p) => {
+                        point.dpdk_method = Some(p.method);
+                        point.dpdk_runs.push(p.cycles_per_packet);
+                    }
+                    Err(e) => point.dpdk_skipped = Some(e),
+                }
+                step += 1;
+                progress(step, total, &format!("{n} rules: rte_acl (scalar)"));
+                if let Ok(p) =
+                    sfclab_peers::dpdk_acl::acl_perf(&rules_path, &trace_path, peer_core, iterations, Some("scalar"))
+                {
+                    point.dpdk_scalar_runs.push(p.cycles_per_packet);
+                }
+                step += 1;
+            }
+            progress(step, total, &format!("{n} rules: sfclab bit vectors"));
+            point.bitvector_runs.push(on_core(core, || {
+                cycles_per_header(&trace, min_headers, |k, o| bv.classify_bulk(k, o))
+            }));
+            step += 1;
+            progress(step, total, &format!("{n} rules: sfclab tuple space search"));
+            // Tuple space search is slow on big rule sets: fewer headers, same trace.
+            point.tuple_space_runs.push(on_core(core, || {
+                cycles_per_header(&trace, trace.len(), |keys, out| {
+                    for (k, o) in keys.iter().zip(out) {
+                        *o = ts.classify(k);
+                    }
+                })
+            }));
+            step += 1;
+        }
+        point.bitvector_cycles = median(&point.bitvector_runs);
+        point.tuple_space_cycles = median(&point.tuple_space_runs);
+        let some_median = |v: &[f64]| (!v.is_empty()).then(|| median(v));
+        point.dpdk_cycles = some_median(&point.dpdk_runs);
+        point.dpdk_scalar_cycles = some_median(&point.dpdk_scalar_runs);
+        point.ratio = point.dpdk_cycles.map(|d| point.bitvector_cycles / d);
+        point.scalar_ratio = point.dpdk_scalar_cycles.map(|d| point.bitvector_cycles / d);
+        points.push(point);
+        if interrupted {
+            break;
+        }
+    }
+    Ok(AclBench {
+        schema: ACL_SCHEMA,
+        version: env!("CARGO_PKG_VERSION"),
+        machine: Machine::read(),
+        repeat: points.first().map_or(0, |p| p.bitvector_runs.len()),
+        interrupted,
+        workload: format!(
+            "ClassBench-style rules (acl1-like traits, sfclab's generator, seed {}) and a trace of headers drawn inside uniformly picked rules; both classifiers read the same files",
+            args.seed
+        ),
+        trace_headers: args.trace,
+        points,
+    })
+}
+
+impl crate::Interruptible for AclBench {
+    fn interrupted(&self) -> bool {
+        self.interrupted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bench's own run without the peer: figures are positive, every header of a
+    /// ClassBench-style trace matches a rule (each was drawn inside one).
+    #[test]
+    fn measures_without_the_peer() {
+        let args = AclArgs {
+            rules: vec![100],
+            trace: 2048,
+            repeat: 1,
+            core: None,
+            peer: false,
+            seed: 7,
+            headers: 4096,
+        };
+        let b = acl(&args, |_, _, _| {}).unwrap();
+        let p = &b.points[0];
+        assert_eq!(p.matched_percent, 100.0);
+        assert!(p.bitvector_cycles > 0.0 && p.tuple_space_cycles > 0.0);
+        assert!(p.ratio.is_none() && p.agreed.is_none());
+    }
+}
