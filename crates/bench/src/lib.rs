@@ -8,6 +8,7 @@
 
 pub mod acl;
 pub mod lpm;
+pub mod nfs;
 pub mod overload;
 pub mod pipeline;
 pub mod placement;

@@ -545,3 +545,110 @@ pub fn acl_table(b: &sfclab_bench::acl::AclBench) -> String {
     s.push_str(&footer(wide, b.interrupted, b.repeat));
     s
 }
+
+pub fn nfs_table(b: &sfclab_bench::nfs::NfsBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench nfs | {} ({} cores, TSC {:.3} GHz), one core, batch {}, {} s windows, {} repetitions (medians [min–max])\n",
+        b.machine.cpu,
+        b.machine.cores,
+        b.machine.tsc_hz / 1e9,
+        b.batch,
+        b.duration_s,
+        b.repeat
+    );
+    let _ = writeln!(
+        s,
+        "{:<15} {:>5} {:>8}  {:>22}  {:>22}  {:>9}  {:>8}  {:>7}  per NF (cycles/packet)",
+        "workload", "B", "flows", "core Mpps", "core cycles/pkt", "NF cyc/pkt", "NF Mpps", "x fwd"
+    );
+    let mut wide = 0;
+    for p in &b.points {
+        wide += [&p.core_mpps_runs, &p.core_cycles_runs]
+            .iter()
+            .filter(|v| is_wide(v))
+            .count();
+        let per_nf: Vec<String> = p.nfs.iter().map(|n| format!("{} {:.1}", n.name, n.cycles)).collect();
+        let _ = writeln!(
+            s,
+            "{:<15} {:>5} {:>8}  {:>22}  {:>22}  {:>9.1}  {:>8.2}  {:>7}  {}",
+            p.workload,
+            p.frames,
+            p.flows,
+            with_range(&p.core_mpps_runs, 2),
+            with_range(&p.core_cycles_runs, 1),
+            p.chain_cycles,
+            p.chain_mpps,
+            p.vs_forwarder.map_or("-".into(), |r| format!("{r:.1}x")),
+            per_nf.join(", "),
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\ncore: accounting off, the one core's generator + chain + sink (what a deployment gets).\n\
+         NF cyc/pkt: accounting on, the chain's NFs alone; NF Mpps = TSC Hz / that; x fwd: over the forwarder, same frames."
+    );
+    for p in &b.points {
+        if let (Some(n), Some(bytes)) = (p.table_entries, p.table_bytes_per_entry) {
+            let _ = writeln!(
+                s,
+                "{:<15} {:>5}  table: {n} entries in use, {bytes:.0} bytes per entry of capacity",
+                p.workload, p.frames
+            );
+        }
+        if p.dropped > 0 {
+            let reasons: Vec<String> = p.drop_reasons.iter().map(|(r, n)| format!("{r} {n}")).collect();
+            let _ = writeln!(
+                s,
+                "{:<15} {:>5}  DROPPED {}: {}",
+                p.workload,
+                p.frames,
+                p.dropped,
+                reasons.join(", ")
+            );
+        }
+    }
+    s.push_str(&footer(wide, b.interrupted, b.repeat));
+    s
+}
+
+pub fn nfs_csv(b: &sfclab_bench::nfs::NfsBench) -> String {
+    let mut s = String::from(
+        "workload,frames,flows,core_mpps,core_cycles_per_packet,chain_cycles_per_packet,chain_mpps,vs_forwarder,nf_cycles,dropped,table_entries,table_bytes_per_entry\n",
+    );
+    for p in &b.points {
+        let per_nf: Vec<String> = p.nfs.iter().map(|n| format!("{}={:.2}", n.name, n.cycles)).collect();
+        let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.3}"));
+        let _ = writeln!(
+            s,
+            "{},{},{},{:.3},{:.2},{:.2},{:.3},{},\"{}\",{},{},{}",
+            p.workload,
+            p.frames,
+            p.flows,
+            p.core_mpps,
+            p.core_cycles,
+            p.chain_cycles,
+            p.chain_mpps,
+            opt(p.vs_forwarder),
+            per_nf.join(";"),
+            p.dropped,
+            p.table_entries.map_or(String::new(), |n| n.to_string()),
+            opt(p.table_bytes_per_entry),
+        );
+    }
+    s
+}
+
+/// Cycles per packet per workload, stacked by NF kind.
+pub fn nfs_plot(b: &sfclab_bench::nfs::NfsBench) -> Result<String, String> {
+    let bars: Vec<crate::report::StackedBar> = b
+        .points
+        .iter()
+        .map(|p| crate::report::StackedBar {
+            label: format!("{} {}", p.workload, p.frames),
+            segments: p.nfs.iter().map(|n| (n.kind.clone(), n.cycles)).collect(),
+        })
+        .collect();
+    crate::report::stacked_bars_svg(&bars, "NF cost on one core (sfclab bench nfs)", "TSC cycles/packet")
+}

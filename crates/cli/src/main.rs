@@ -122,6 +122,46 @@ enum BenchCmd {
     /// against DPDK's rte_acl (dpdk-test-acl) on the same ClassBench-style rules and
     /// trace, same run; every header's match is checked against rte_acl's first.
     Acl(AclArgs),
+    /// Each NF's cost on one core at 64 B and IMIX (router, nat44, firewall, their chain)
+    /// beside plain forwarding, and NAT44 at 1k/100k/1M sessions with memory per session.
+    Nfs(NfsArgs),
+}
+
+#[derive(Args)]
+struct NfsArgs {
+    #[arg(long, default_value = "1s")]
+    duration: String,
+    #[arg(long, default_value = "300ms")]
+    warmup: String,
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Core to run on (default: the last core this process may use).
+    #[arg(long)]
+    core: Option<usize>,
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Flows of the workloads (NAT sessions, firewall connections).
+    #[arg(long, default_value_t = 65536)]
+    flows: u32,
+    /// ACL rules of the firewall workloads.
+    #[arg(long, default_value_t = 1000)]
+    rules: usize,
+    /// NAT44 session counts of the scaling points, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000,100000,1000000")]
+    nat_sessions: Vec<u32>,
+    /// Only these workloads, comma-separated (forwarder, router, nat44, firewall-acl,
+    /// firewall, fw-nat-router, nat44@N).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Print JSON (schema `sfclab.bench.nfs/1`).
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print one CSV row per workload and frame size.
+    #[arg(long)]
+    csv: bool,
+    /// Also write a bar chart of cycles per packet: SVG, or PNG if the name ends in .png.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]
@@ -373,6 +413,7 @@ fn main() -> ExitCode {
             let result = with_progress(|tick| sfclab_bench::acl::acl(&args, tick));
             print_result(result, a.json, None, bench_view::acl_table)
         }
+        Cmd::Bench(BenchCmd::Nfs(a)) => cmd_nfs(a),
         Cmd::Schema { document } => match schema(&document) {
             Some(s) => outcome::emit_then(&s, 0),
             None => outcome::fail(outcome::USAGE, &format!("no schema named `{document}`")),
@@ -394,7 +435,7 @@ fn main() -> ExitCode {
 }
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
-pub const SCHEMA_NAMES: [&str; 10] = [
+pub const SCHEMA_NAMES: [&str; 11] = [
     "run",
     "search",
     "sweep",
@@ -405,6 +446,7 @@ pub const SCHEMA_NAMES: [&str; 10] = [
     "bench-pipeline",
     "bench-lpm",
     "bench-acl",
+    "bench-nfs",
 ];
 
 /// The JSON Schema of a published document, by name.
@@ -420,6 +462,7 @@ pub fn schema(name: &str) -> Option<String> {
         "bench-pipeline" => Some(bench_schema::<sfclab_bench::pipeline::PipelineBench>("pipeline")),
         "bench-lpm" => Some(bench_schema_v::<sfclab_bench::lpm::LpmBench>("lpm", 1)),
         "bench-acl" => Some(bench_schema_v::<sfclab_bench::acl::AclBench>("acl", 1)),
+        "bench-nfs" => Some(bench_schema_v::<sfclab_bench::nfs::NfsBench>("nfs", 1)),
         _ => None,
     }
 }
@@ -524,6 +567,61 @@ fn print_result<T: serde::Serialize + sfclab_bench::Interruptible>(
         _ => table(&b),
     };
     outcome::emit_then(&text, outcome::done(b.interrupted()))
+}
+
+fn cmd_nfs(a: NfsArgs) -> ExitCode {
+    let (duration, warmup) = match window(&a.duration, &a.warmup) {
+        Ok(w) => w,
+        Err(e) => return outcome::fail(outcome::USAGE, &e),
+    };
+    if a.repeat == 0 || a.flows == 0 || a.flows > sfclab_traffic::flows::MAX_FLOWS {
+        return outcome::fail(
+            outcome::USAGE,
+            &format!(
+                "need at least one repetition and 1..={} flows",
+                sfclab_traffic::flows::MAX_FLOWS
+            ),
+        );
+    }
+    if let Some(&n) = a
+        .nat_sessions
+        .iter()
+        .find(|&&n| n == 0 || n > sfclab_traffic::flows::MAX_FLOWS)
+    {
+        return outcome::fail(
+            outcome::USAGE,
+            &format!(
+                "--nat-sessions {n}: each must be 1..={}",
+                sfclab_traffic::flows::MAX_FLOWS
+            ),
+        );
+    }
+    let args = sfclab_bench::nfs::NfsArgs {
+        duration,
+        warmup,
+        repeat: a.repeat,
+        core: a.core,
+        batch: a.batch,
+        flows: a.flows,
+        rules: a.rules,
+        nat_sessions: a.nat_sessions,
+        only: a.only,
+    };
+    if let Err(e) = sfclab_bench::nfs::check_only(&args) {
+        return outcome::fail(outcome::USAGE, &format!("--only: {e}"));
+    }
+    let result = with_progress(|tick| sfclab_bench::nfs::nfs(&args, tick));
+    if let (Ok(b), Some(path)) = (&result, &a.plot)
+        && let Err(e) = bench_view::nfs_plot(b).and_then(|svg| report::write_plot(path, &svg))
+    {
+        return outcome::fail(outcome::FAILURE, &format!("--plot {}: {e}", path.display()));
+    }
+    print_result(
+        result,
+        a.json,
+        Some((a.csv, bench_view::nfs_csv)),
+        bench_view::nfs_table,
+    )
 }
 
 fn cmd_ring(a: RingArgs) -> ExitCode {

@@ -79,6 +79,105 @@ pub fn line_svg(set: &Value, series: &[(&str, &str)], title: &str, y_label: &str
     Ok(svg)
 }
 
+/// One bar of a stacked bar chart: its label and its segments `(series, value)`.
+pub struct StackedBar {
+    pub label: String,
+    pub segments: Vec<(String, f64)>,
+}
+
+/// A stacked bar chart: one bar per entry, segments coloured by series name (legend).
+pub fn stacked_bars_svg(bars: &[StackedBar], title: &str, y_label: &str) -> Result<String, String> {
+    let mut series: Vec<&str> = Vec::new();
+    for b in bars {
+        for (name, _) in &b.segments {
+            if !series.contains(&name.as_str()) {
+                series.push(name);
+            }
+        }
+    }
+    let top = bars
+        .iter()
+        .map(|b| b.segments.iter().map(|(_, v)| v.max(0.0)).sum::<f64>())
+        .fold(0.0, f64::max);
+    let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+    let palette = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
+    let colour = |name: &str| palette[series.iter().position(|s| *s == name).unwrap_or(0) % palette.len()];
+    let mut svg = String::new();
+    {
+        let width = (120 + 110 * bars.len() as u32).max(480);
+        let root = SVGBackend::with_string(&mut svg, (width, 440)).into_drawing_area();
+        let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+        root.fill(&WHITE).map_err(e)?;
+        let n = bars.len().max(1);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..top)
+            .map_err(e)?;
+        let fmt = |x: &f64| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 {
+                bars.get(i as usize).map(|b| b.label.clone()).unwrap_or_default()
+            } else {
+                String::new()
+            }
+        };
+        chart
+            .configure_mesh()
+            .x_labels(n)
+            .x_label_formatter(&fmt)
+            .x_label_style(("sans-serif", 11))
+            .y_desc(y_label)
+            .draw()
+            .map_err(e)?;
+        for name in &series {
+            let c = colour(name);
+            let mut rects = Vec::new();
+            for (i, b) in bars.iter().enumerate() {
+                let below: f64 = b
+                    .segments
+                    .iter()
+                    .take_while(|(s, _)| s != name)
+                    .map(|(_, v)| v.max(0.0))
+                    .sum();
+                if let Some((_, v)) = b.segments.iter().find(|(s, _)| s == name) {
+                    let x = i as f64;
+                    rects.push(Rectangle::new(
+                        [(x - 0.35, below), (x + 0.35, below + v.max(0.0))],
+                        c.filled(),
+                    ));
+                }
+            }
+            chart
+                .draw_series(rects)
+                .map_err(e)?
+                .label(*name)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(e)?;
+        root.present().map_err(e)?;
+    }
+    Ok(svg)
+}
+
+/// Writes a plot: PNG if the path ends in `.png`, SVG otherwise.
+pub fn write_plot(path: &std::path::Path, svg: &str) -> Result<(), String> {
+    let bytes = if path.extension().is_some_and(|x| x.eq_ignore_ascii_case("png")) {
+        png(svg)?
+    } else {
+        svg.as_bytes().to_vec()
+    };
+    std::fs::write(path, bytes).map_err(|e| e.to_string())
+}
+
 /// Rasterises an SVG plot to PNG (resvg), text set with the system's fonts (Debian:
 /// fonts-dejavu-core); without any font the PNG still has the lines and axes.
 pub fn png(svg: &str) -> Result<Vec<u8>, String> {

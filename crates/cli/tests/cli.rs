@@ -302,6 +302,45 @@ fn bench_lpm_reports_cycles_per_lookup() {
     );
 }
 
+/// `bench nfs`: JSON that follows its schema, CSV with a row per point, a plot file.
+#[test]
+fn bench_nfs_reports_each_nf_in_every_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("nfs.svg");
+    let common = [
+        "bench",
+        "nfs",
+        "--only",
+        "forwarder,nat44@1000",
+        "--nat-sessions",
+        "1000",
+        "--flows",
+        "512",
+        "--rules",
+        "20",
+        "--repeat",
+        "1",
+        "--duration",
+        "50ms",
+        "--warmup",
+        "20ms",
+    ];
+    let o = sfclab(&[&common[..], &["--json", "--plot", plot.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["schema"], "sfclab.bench.nfs/1");
+    assert_follows_schema("bench-nfs-1.json", &v);
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 3, "forwarder at 64 B and IMIX, nat44@1000 at 64 B");
+    assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
+    let csv = stdout(&sfclab(&[&common[..], &["--csv"]].concat()));
+    assert_eq!(csv.lines().count(), 4, "{csv}");
+    assert!(csv.starts_with("workload,frames,flows,"));
+    let bad = sfclab(&["bench", "nfs", "--only", "nat66"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("no workload `nat66`"), "{}", stderr(&bad));
+}
+
 #[test]
 fn bench_hop_reports_slope_and_json() {
     let o = sfclab(&[

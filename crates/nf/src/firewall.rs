@@ -14,7 +14,8 @@
 //! (30s).
 //!
 //! Counters: `connections` (gauge), `new`, `expired`, `allowed`, `denied`, `acl_bytes`
-//! (gauge: the classifier's memory), `capacity` (gauge). Drops: `malformed`, `unsupported` (not IPv4), and its own
+//! (gauge: the classifier's memory), `capacity` and `table_bytes` (gauges: the connection
+//! table's bound and its memory, preallocated). Drops: `malformed`, `unsupported` (not IPv4), and its own
 //! `acl-deny`, `ct-invalid`, `ct-table-full`.
 
 use hashbrown::HashMap;
@@ -160,6 +161,7 @@ impl NetworkFunction for Firewall {
             NfCounter::total("denied", self.counts.denied),
             NfCounter::gauge("acl_bytes", self.rules.memory_bytes() as u64),
             NfCounter::gauge("capacity", self.max as u64),
+            NfCounter::gauge("table_bytes", self.table_bytes() as u64),
         ]
     }
 }
@@ -211,6 +213,13 @@ fn reverse(k: &Key) -> Key {
 }
 
 impl Firewall {
+    /// Memory of the connection table, allocated for `max_connections` up front.
+    pub fn table_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<Option<Conn>>()
+            + self.free.capacity() * std::mem::size_of::<u32>()
+            + self.table.allocation_size()
+    }
+
     #[inline]
     fn judge(&mut self, key: Key, flags: u8, now: u64) -> Result<(), DropReason> {
         if self.stateful
@@ -422,11 +431,14 @@ impl Firewall {
             ));
         }
         let timeout = crate::config::duration_ns;
+        let stateful = cfg.stateful.unwrap_or(true);
+        // A stateless firewall tracks nothing: no table to allocate.
+        let max = if stateful { max } else { 0 };
         Ok(Firewall {
             rules: BitVector::new(&matches),
             allow,
             default_allow,
-            stateful: cfg.stateful.unwrap_or(true),
+            stateful,
             max,
             timeouts: Timeouts {
                 tcp_established: timeout("tcp_established_timeout", &cfg.tcp_established_timeout, 432_000)?,

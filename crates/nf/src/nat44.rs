@@ -18,7 +18,8 @@
 //! `1024-65535`), `max_sessions` (default 1,048,576), `udp_timeout` (120s),
 //! `tcp_established_timeout` (7440s), `tcp_transitory_timeout` (240s), `icmp_timeout` (60s).
 //!
-//! Counters: `sessions` (gauge), `created`, `expired`, `out`, `in`, `passed`. Drops:
+//! Counters: `sessions` (gauge), `created`, `expired`, `out`, `in`, `passed`, `capacity`
+//! and `table_bytes` (gauges: the session table's bound and its memory, preallocated). Drops:
 //! `malformed`, `unsupported` (not IPv4), and its own `nat-table-full`,
 //! `ports-exhausted`, `no-mapping`, `fragment` (non-first fragments carry no ports;
 //! reassembly is not done here).
@@ -40,11 +41,18 @@ const UDP: u8 = 17;
 const ICMP: u8 = 1;
 
 /// One end of a mapping: protocol, address, port (or ICMP identifier).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Endpoint {
     proto: u8,
     addr: u32,
     port: u16,
+}
+
+/// Hashed as one integer, not field by field (see [`crate::acl::Key`]'s `Hash`).
+impl std::hash::Hash for Endpoint {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(u64::from(self.addr) << 24 | u64::from(self.port) << 8 | u64::from(self.proto));
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,6 +198,8 @@ impl NetworkFunction for Nat44 {
             NfCounter::total("out", c.out),
             NfCounter::total("in", c.inbound),
             NfCounter::total("passed", c.passed),
+            NfCounter::gauge("capacity", self.max_sessions as u64),
+            NfCounter::gauge("table_bytes", self.table_bytes() as u64),
         ]
     }
 }
@@ -243,6 +253,14 @@ fn parse(data: &[u8]) -> Result<Option<Parsed>, DropReason> {
 }
 
 impl Nat44 {
+    /// Memory of the session table, allocated for `max_sessions` up front.
+    pub fn table_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<Option<Mapping>>()
+            + self.free.capacity() * std::mem::size_of::<u32>()
+            + self.by_inside.allocation_size()
+            + self.by_public.allocation_size()
+    }
+
     fn is_inside(&self, addr: u32) -> bool {
         self.inside.iter().any(|&(net, mask)| addr & mask == net)
     }

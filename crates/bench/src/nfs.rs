@@ -1,0 +1,467 @@
+//! `sfclab bench nfs`: what each NF costs on one core, alone and chained.
+//!
+//! Every workload runs in the compound runtime on one core (generator, chain and sink in
+//! one loop), at 64 B and IMIX, twice per repetition: with per-NF cycle accounting off
+//! (the core's packet rate and busy cycles per packet: what a deployment gets) and on
+//! (each NF's own cycles per packet: where they go). The papers' single-feature chain
+//! (one forwarder rewriting MACs) runs beside the stateful NFs and their chain
+//! `firewall -> nat44 -> router`, so each figure has the plain-forwarding baseline of the
+//! same run. NAT44 also runs at 1k, 100k and 1M active sessions, with the session
+//! table's memory per session.
+//!
+//! Repetitions are interleaved (every workload once per round).
+
+use serde::Serialize;
+use serde_json::json;
+use sfclab_nf::NfSpec;
+use sfclab_nf::acl::{Match, classbench};
+use sfclab_runtime::{Role, RunReport, RunSettings, run_compound};
+use sfclab_traffic::{Destinations, FrameSizes, GeneratorConfig};
+use std::time::Duration;
+
+use crate::{Machine, median, repetitions};
+
+pub const NFS_SCHEMA: &str = "sfclab.bench.nfs/1";
+
+#[derive(Debug, Clone)]
+pub struct NfsArgs {
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub repeat: usize,
+    pub core: Option<usize>,
+    pub batch: usize,
+    /// Flows of the workloads (NAT sessions, firewall connections).
+    pub flows: u32,
+    /// ACL rules of the firewall workloads.
+    pub rules: usize,
+    /// NAT44 sessions of the scaling points.
+    pub nat_sessions: Vec<u32>,
+    /// Only these workloads (by name); empty: all.
+    pub only: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct NfsBench {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub machine: Machine,
+    pub core: Option<usize>,
+    pub batch: usize,
+    pub duration_s: f64,
+    pub repeat: usize,
+    pub interrupted: bool,
+    pub points: Vec<NfsPoint>,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct NfsPoint {
+    /// The workload's name and what it runs.
+    pub workload: String,
+    pub description: String,
+    /// `64` or `imix`.
+    pub frames: String,
+    pub flows: u32,
+    /// Accounting off: packets per second the core delivered, in millions, and the TSC
+    /// cycles it was busy per packet (generator, chain and sink together).
+    pub core_mpps: f64,
+    pub core_mpps_runs: Vec<f64>,
+    pub core_cycles: f64,
+    pub core_cycles_runs: Vec<f64>,
+    /// Accounting on: each NF's own TSC cycles per packet that entered it (median).
+    pub nfs: Vec<NfCost>,
+    /// Sum of the NFs' cycles per packet, and the packet rate one core would reach
+    /// spending only that (TSC Hz / cycles): the chain's cost without generator and sink.
+    pub chain_cycles: f64,
+    pub chain_mpps: f64,
+    /// `chain_cycles` over the forwarder's in the same run, same frames (None without it).
+    pub vs_forwarder: Option<f64>,
+    /// Packets the chain dropped in the last window (any reason), and the reasons.
+    pub dropped: u64,
+    pub drop_reasons: Vec<(String, u64)>,
+    /// A single stateful NF: entries in use and its table's memory per entry of capacity.
+    pub table_entries: Option<u64>,
+    pub table_bytes_per_entry: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct NfCost {
+    pub name: String,
+    pub kind: String,
+    pub cycles: f64,
+    pub cycles_runs: Vec<f64>,
+}
+
+/// One chain and the traffic it gets.
+struct Workload {
+    name: String,
+    description: String,
+    chain: Vec<(String, NfSpec)>,
+    flows: u32,
+    destinations: Destinations,
+    sizes: Vec<(&'static str, FrameSizes)>,
+}
+
+fn spec(kind: &str, settings: serde_json::Value) -> Result<NfSpec, String> {
+    NfSpec::new(kind, settings).map_err(|e| format!("{kind}: {e}"))
+}
+
+/// A ClassBench-style rule as the firewall's config writes it.
+fn rule_json(r: &Match) -> serde_json::Value {
+    let prefix = |(a, l): (u32, u8)| format!("{}/{l}", std::net::Ipv4Addr::from(a));
+    let ports = |(lo, hi): (u16, u16)| format!("{lo}-{hi}");
+    let proto = match r.proto {
+        None => "any".to_string(),
+        Some(6) => "tcp".into(),
+        Some(17) => "udp".into(),
+        Some(1) => "icmp".into(),
+        Some(p) => p.to_string(),
+    };
+    json!({ "action": "allow", "proto": proto, "src": prefix(r.src), "dst": prefix(r.dst),
+            "sport": ports(r.sport), "dport": ports(r.dport) })
+}
+
+fn firewall(rules: usize, flows: u32, stateful: bool) -> Result<NfSpec, String> {
+    // An allow list: ClassBench-style rules, then one for the generator's traffic, so
+    // every packet is classified against all of them and passes.
+    let mut list: Vec<serde_json::Value> = classbench::generate_rules(rules.saturating_sub(1), 1)
+        .iter()
+        .map(rule_json)
+        .collect();
+    list.push(json!({ "action": "allow", "proto": "udp", "src": "198.18.0.0/15" }));
+    spec(
+        "firewall",
+        json!({ "rules": list, "stateful": stateful, "max_connections": (flows as usize + flows as usize / 4).max(1024) }),
+    )
+}
+
+fn nat44(sessions: u32) -> Result<NfSpec, String> {
+    // A /26 pool: 64 addresses x 64,512 ports, room for 1M sessions and more.
+    spec(
+        "nat44",
+        json!({ "public": ["203.0.113.0/26"], "max_sessions": (sessions as usize + sessions as usize / 4).max(1024) }),
+    )
+}
+
+fn router() -> Result<NfSpec, String> {
+    spec(
+        "router",
+        json!({ "generate": { "ipv4": 100_000, "seed": 1 }, "routes": ["0.0.0.0/0 192.0.2.1 0"] }),
+    )
+}
+
+/// The workloads' names, for `--only`.
+pub fn workload_names(nat_sessions: &[u32]) -> Vec<String> {
+    let fixed = [
+        "forwarder",
+        "router",
+        "nat44",
+        "firewall-acl",
+        "firewall",
+        "fw-nat-router",
+    ];
+    let mut names: Vec<String> = fixed.iter().map(|s| s.to_string()).collect();
+    names.extend(nat_sessions.iter().map(|n| format!("nat44@{n}")));
+    names
+}
+
+/// Checks `--only` against the workloads' names.
+pub fn check_only(args: &NfsArgs) -> Result<(), String> {
+    let names = workload_names(&args.nat_sessions);
+    match args.only.iter().find(|o| !names.contains(o)) {
+        Some(bad) => Err(format!("no workload `{bad}`: there are {}", names.join(", "))),
+        None => Ok(()),
+    }
+}
+
+fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
+    check_only(args)?;
+    let both = || vec![("64", FrameSizes::Fixed { size: 64 }), ("imix", FrameSizes::imix())];
+    let f = args.flows;
+    let mut w = vec![
+        Workload {
+            name: "forwarder".into(),
+            description: "MAC rewrite: the papers' single-feature forwarding chain".into(),
+            chain: vec![(
+                "forwarder".into(),
+                NfSpec::default_of("forwarder").map_err(|e| e.to_string())?,
+            )],
+            flows: f,
+            destinations: Destinations::One,
+            sizes: both(),
+        },
+        Workload {
+            name: "router".into(),
+            description: "IPv4 LPM over 100,000 BGP-shaped routes + default, TTL, MACs".into(),
+            chain: vec![("router".into(), router()?)],
+            flows: f,
+            destinations: Destinations::Spread,
+            sizes: both(),
+        },
+        Workload {
+            name: "nat44".into(),
+            description: format!("NAPT, {f} sessions"),
+            chain: vec![("nat44".into(), nat44(f)?)],
+            flows: f,
+            destinations: Destinations::One,
+            sizes: both(),
+        },
+        Workload {
+            name: "firewall-acl".into(),
+            description: format!(
+                "{} ACL rules (ClassBench-style allow list), stateless: every packet classified",
+                args.rules
+            ),
+            chain: vec![("firewall".into(), firewall(args.rules, f, false)?)],
+            flows: f,
+            destinations: Destinations::One,
+            sizes: both(),
+        },
+        Workload {
+            name: "firewall".into(),
+            description: format!("{} ACL rules + connection tracking, {f} connections", args.rules),
+            chain: vec![("firewall".into(), firewall(args.rules, f, true)?)],
+            flows: f,
+            destinations: Destinations::One,
+            sizes: both(),
+        },
+        Workload {
+            name: "fw-nat-router".into(),
+            description: "firewall (conntrack) -> nat44 -> router, one core".into(),
+            chain: vec![
+                ("firewall".into(), firewall(args.rules, f, true)?),
+                ("nat44".into(), nat44(f)?),
+                ("router".into(), router()?),
+            ],
+            flows: f,
+            destinations: Destinations::Spread,
+            sizes: both(),
+        },
+    ];
+    for &n in &args.nat_sessions {
+        w.push(Workload {
+            name: format!("nat44@{n}"),
+            description: format!("NAPT at {n} active sessions (one flow each, round robin)"),
+            chain: vec![("nat44".into(), nat44(n)?)],
+            flows: n,
+            destinations: Destinations::One,
+            sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
+        });
+    }
+    debug_assert_eq!(
+        w.iter().map(|x| x.name.clone()).collect::<Vec<_>>(),
+        workload_names(&args.nat_sessions)
+    );
+    if !args.only.is_empty() {
+        w.retain(|x| args.only.contains(&x.name));
+    }
+    Ok(w)
+}
+
+struct Runs {
+    mpps: Vec<f64>,
+    cycles: Vec<f64>,
+    nf_cycles: Vec<Vec<f64>>,
+    last: Option<RunReport>,
+}
+
+fn run_once(w: &Workload, sizes: &FrameSizes, args: &NfsArgs, accounting: bool) -> Result<RunReport, String> {
+    let traffic = GeneratorConfig {
+        sizes: sizes.clone(),
+        flows: w.flows,
+        destinations: w.destinations,
+        ..Default::default()
+    };
+    let settings = RunSettings {
+        batch: args.batch,
+        duration: Some(args.duration),
+        warmup: args.warmup,
+        core: args.core,
+        accounting,
+        ..Default::default()
+    };
+    let chain: sfclab_core::NamedNfs = w.chain.iter().map(|(n, s)| (n.clone(), s.build())).collect();
+    let r = run_compound(traffic, chain, &settings).map_err(|e| format!("{}: {e}", w.name))?;
+    if r.received > r.generated + r.conservation.created {
+        return Err(format!(
+            "{}: {} received of {} generated: the run contradicts itself",
+            w.name, r.received, r.generated
+        ));
+    }
+    Ok(r)
+}
+
+pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<NfsBench, String> {
+    progress(0, 1, "building the NFs' tables");
+    let work = workloads(args)?;
+    let cases: Vec<(usize, usize)> = work
+        .iter()
+        .enumerate()
+        .flat_map(|(i, w)| (0..w.sizes.len()).map(move |s| (i, s)))
+        .collect();
+    let total = args.repeat * cases.len() * 2;
+    let mut runs: Vec<Runs> = cases
+        .iter()
+        .map(|&(i, _)| Runs {
+            mpps: Vec::new(),
+            cycles: Vec::new(),
+            nf_cycles: vec![Vec::new(); work[i].chain.len()],
+            last: None,
+        })
+        .collect();
+    let mut step = 0;
+    let mut interrupted = false;
+    for _ in repetitions(args.repeat, &mut interrupted) {
+        for (c, &(i, s)) in cases.iter().enumerate() {
+            let (w, (label, sizes)) = (&work[i], &work[i].sizes[s]);
+            progress(step, total, &format!("{} {label} B, accounting off", w.name));
+            let off = run_once(w, sizes, args, false)?;
+            runs[c].mpps.push(off.mpps);
+            runs[c].cycles.push(off.busy_cycles_per_packet.unwrap_or(f64::NAN));
+            step += 1;
+            progress(step, total, &format!("{} {label} B, accounting on", w.name));
+            let on = run_once(w, sizes, args, true)?;
+            let nf_places = on.places.iter().filter(|p| p.role == Role::Nf);
+            for (k, p) in nf_places.enumerate().take(w.chain.len()) {
+                runs[c].nf_cycles[k].push(p.cycles_per_packet.unwrap_or(f64::NAN));
+            }
+            runs[c].last = Some(on);
+            step += 1;
+        }
+    }
+    let tsc_hz = sfclab_core::tsc::hz();
+    let mut points: Vec<NfsPoint> = cases
+        .iter()
+        .zip(&runs)
+        .map(|(&(i, s), r)| {
+            let w = &work[i];
+            let nfs: Vec<NfCost> = w
+                .chain
+                .iter()
+                .zip(&r.nf_cycles)
+                .map(|((name, spec), runs)| NfCost {
+                    name: name.clone(),
+                    kind: spec.kind().to_string(),
+                    cycles: median(runs),
+                    cycles_runs: runs.clone(),
+                })
+                .collect();
+            let chain_cycles: f64 = nfs.iter().map(|n| n.cycles).sum();
+            let last = r.last.as_ref();
+            let nf_places: Vec<_> = last
+                .map(|l| l.places.iter().filter(|p| p.role == Role::Nf).collect())
+                .unwrap_or_default();
+            let counter = |key: &str| nf_places.iter().find_map(|p| p.counters.get(key).copied());
+            let entries = counter("sessions").or_else(|| counter("connections"));
+            let bytes_per_entry = counter("table_bytes")
+                .zip(counter("capacity"))
+                .filter(|&(_, c)| c > 0)
+                .map(|(b, c)| b as f64 / c as f64);
+            // A chain's tables are several: the figures are a single NF's.
+            let single = w.chain.len() == 1;
+            let bytes_per_entry = bytes_per_entry.filter(|_| single);
+            let entries = entries.filter(|_| bytes_per_entry.is_some());
+            let mut drop_reasons: Vec<(String, u64)> = nf_places
+                .iter()
+                .flat_map(|p| p.drops.iter().map(|(k, v)| (format!("{}: {k}", p.name), *v)))
+                .collect();
+            drop_reasons.sort();
+            NfsPoint {
+                workload: w.name.clone(),
+                description: w.description.clone(),
+                frames: w.sizes[s].0.to_string(),
+                flows: w.flows,
+                core_mpps: median(&r.mpps),
+                core_mpps_runs: r.mpps.clone(),
+                core_cycles: median(&r.cycles),
+                core_cycles_runs: r.cycles.clone(),
+                chain_mpps: tsc_hz / chain_cycles / 1e6,
+                chain_cycles,
+                nfs,
+                vs_forwarder: None,
+                dropped: nf_places.iter().map(|p| p.dropped).sum(),
+                drop_reasons,
+                table_entries: entries,
+                table_bytes_per_entry: bytes_per_entry,
+            }
+        })
+        .collect();
+    let baseline: Vec<(String, f64)> = points
+        .iter()
+        .filter(|p| p.workload == "forwarder")
+        .map(|p| (p.frames.clone(), p.chain_cycles))
+        .collect();
+    for p in &mut points {
+        p.vs_forwarder = baseline
+            .iter()
+            .find(|(f, _)| *f == p.frames)
+            .map(|(_, fwd)| p.chain_cycles / fwd);
+    }
+    Ok(NfsBench {
+        schema: NFS_SCHEMA,
+        version: env!("CARGO_PKG_VERSION"),
+        machine: Machine::read(),
+        core: args.core,
+        batch: args.batch,
+        duration_s: args.duration.as_secs_f64(),
+        repeat: runs.first().map_or(0, |r| r.mpps.len()),
+        interrupted,
+        points,
+    })
+}
+
+impl crate::Interruptible for NfsBench {
+    fn interrupted(&self) -> bool {
+        self.interrupted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(only: &[&str]) -> NfsArgs {
+        NfsArgs {
+            duration: Duration::from_millis(50),
+            warmup: Duration::from_millis(20),
+            repeat: 1,
+            core: None,
+            batch: 32,
+            flows: 256,
+            rules: 50,
+            nat_sessions: vec![1000],
+            only: only.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// Each NF passes the traffic it is given (nothing dropped), its cycles are counted,
+    /// and the chain's cost is set against the forwarder's.
+    #[test]
+    fn every_workload_forwards_and_is_costed() {
+        let b = nfs(
+            &args(&["forwarder", "firewall", "fw-nat-router", "nat44@1000"]),
+            |_, _, _| {},
+        )
+        .unwrap();
+        assert_eq!(b.points.len(), 2 + 2 + 2 + 1);
+        for p in &b.points {
+            assert_eq!(p.dropped, 0, "{}: {:?}", p.workload, p.drop_reasons);
+            assert!(p.core_mpps > 0.0 && p.chain_cycles > 0.0, "{p:?}");
+            assert!(p.nfs.iter().all(|n| n.cycles > 0.0), "{p:?}");
+            assert!(p.vs_forwarder.is_some(), "{p:?}");
+        }
+        let chain = b.points.iter().find(|p| p.workload == "fw-nat-router").unwrap();
+        assert_eq!(chain.nfs.len(), 3);
+        let nat = b.points.iter().find(|p| p.workload == "nat44@1000").unwrap();
+        assert_eq!(nat.table_entries, Some(1000));
+        assert!(nat.table_bytes_per_entry.unwrap() > 16.0);
+    }
+
+    #[test]
+    fn unknown_workloads_are_named() {
+        let err = nfs(&args(&["nat66"]), |_, _, _| {}).unwrap_err();
+        assert!(
+            err.contains("no workload `nat66`") && err.contains("fw-nat-router"),
+            "{err}"
+        );
+    }
+}
