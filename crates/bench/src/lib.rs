@@ -8,6 +8,7 @@
 
 pub mod acl;
 pub mod lpm;
+pub mod lpm6;
 pub mod nfs;
 pub mod overload;
 pub mod pipeline;

@@ -652,3 +652,62 @@ pub fn nfs_plot(b: &sfclab_bench::nfs::NfsBench) -> Result<String, String> {
         .collect();
     crate::report::stacked_bars_svg(&bars, "NF cost on one core (sfclab bench nfs)", "TSC cycles/packet")
 }
+
+pub fn lpm6_table(b: &sfclab_bench::lpm6::Lpm6Bench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench lpm6 | {} ({} cores, TSC {:.3} GHz), {} repetitions (medians [min–max])",
+        b.machine.cpu,
+        b.machine.cores,
+        b.machine.tsc_hz / 1e9,
+        b.repeat
+    );
+    let _ = writeln!(
+        s,
+        "table             {} IPv6 routes shaped as {}; {} KiB; {} addresses inside the routes, {:.1}% missed\n",
+        b.routes,
+        b.shape_source,
+        b.table_bytes >> 10,
+        b.addresses,
+        b.fails_percent
+    );
+    let _ = writeln!(
+        s,
+        "sfclab single     {} TSC cycles/lookup",
+        with_range(&b.single_runs, 1)
+    );
+    let _ = writeln!(s, "sfclab bulk       {} TSC cycles/lookup", with_range(&b.bulk_runs, 1));
+    match (b.dpdk_single_cycles, b.dpdk_bulk_cycles, &b.dpdk_skipped) {
+        (Some(_), Some(_), _) => {
+            let _ = writeln!(
+                s,
+                "rte_lpm6 single   {} TSC cycles/lookup (rte_lpm6_lookup)",
+                with_range(&b.dpdk_single_runs, 1)
+            );
+            let _ = writeln!(
+                s,
+                "rte_lpm6 bulk     {} TSC cycles/lookup (rte_lpm6_lookup_bulk_func)",
+                with_range(&b.dpdk_bulk_runs, 1)
+            );
+            let _ = writeln!(
+                s,
+                "ratio             sfclab/rte_lpm6 = {:.2}x single, {:.2}x bulk (below 1: sfclab is cheaper)",
+                b.single_ratio.unwrap_or(f64::NAN),
+                b.bulk_ratio.unwrap_or(f64::NAN)
+            );
+        }
+        (_, _, Some(why)) => {
+            let _ = writeln!(s, "peer              skipped: {why}");
+        }
+        _ => {
+            let _ = writeln!(s, "peer              not measured (--peer none)");
+        }
+    }
+    let wide = [&b.single_runs, &b.bulk_runs, &b.dpdk_single_runs, &b.dpdk_bulk_runs]
+        .iter()
+        .filter(|v| is_wide(v))
+        .count();
+    s.push_str(&footer(wide, b.interrupted, b.repeat));
+    s
+}

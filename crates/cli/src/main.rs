@@ -122,6 +122,9 @@ enum BenchCmd {
     /// against DPDK's rte_acl (dpdk-test-acl) on the same ClassBench-style rules and
     /// trace, same run; every header's match is checked against rte_acl's first.
     Acl(AclArgs),
+    /// IPv6 longest-prefix match (the router's 24-8-8... table) against DPDK's rte_lpm6
+    /// (dpdk-test lpm6_perf_autotest) on a table of the same shape, same run.
+    Lpm6(Lpm6Args),
     /// Each NF's cost on one core at 64 B and IMIX (router, nat44, firewall, their chain)
     /// beside plain forwarding, and NAT44 at 1k/100k/1M sessions with memory per session.
     Nfs(NfsArgs),
@@ -162,6 +165,21 @@ struct NfsArgs {
     /// Also write a bar chart of cycles per packet: SVG, or PNG if the name ends in .png.
     #[arg(long, value_name = "FILE")]
     plot: Option<std::path::PathBuf>,
+}
+
+#[derive(Args)]
+struct Lpm6Args {
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Core to measure on (default: the last core this process may use).
+    #[arg(long)]
+    core: Option<usize>,
+    /// Peer to measure in the same run.
+    #[arg(long, value_enum, default_value = "dpdk")]
+    peer: DpdkPeer,
+    /// Print JSON (schema `sfclab.bench.lpm6/1`).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -414,6 +432,18 @@ fn main() -> ExitCode {
             print_result(result, a.json, None, bench_view::acl_table)
         }
         Cmd::Bench(BenchCmd::Nfs(a)) => cmd_nfs(a),
+        Cmd::Bench(BenchCmd::Lpm6(a)) => {
+            if a.repeat == 0 {
+                return outcome::fail(outcome::USAGE, "need at least one repetition");
+            }
+            let args = sfclab_bench::lpm6::Lpm6Args {
+                repeat: a.repeat,
+                core: a.core,
+                peer: a.peer == DpdkPeer::Dpdk,
+            };
+            let result = with_progress(|tick| sfclab_bench::lpm6::lpm6(&args, tick));
+            print_result(result, a.json, None, bench_view::lpm6_table)
+        }
         Cmd::Schema { document } => match schema(&document) {
             Some(s) => outcome::emit_then(&s, 0),
             None => outcome::fail(outcome::USAGE, &format!("no schema named `{document}`")),
@@ -435,7 +465,7 @@ fn main() -> ExitCode {
 }
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
-pub const SCHEMA_NAMES: [&str; 11] = [
+pub const SCHEMA_NAMES: [&str; 12] = [
     "run",
     "search",
     "sweep",
@@ -447,6 +477,7 @@ pub const SCHEMA_NAMES: [&str; 11] = [
     "bench-lpm",
     "bench-acl",
     "bench-nfs",
+    "bench-lpm6",
 ];
 
 /// The JSON Schema of a published document, by name.
@@ -463,6 +494,7 @@ pub fn schema(name: &str) -> Option<String> {
         "bench-lpm" => Some(bench_schema_v::<sfclab_bench::lpm::LpmBench>("lpm", 1)),
         "bench-acl" => Some(bench_schema_v::<sfclab_bench::acl::AclBench>("acl", 1)),
         "bench-nfs" => Some(bench_schema_v::<sfclab_bench::nfs::NfsBench>("nfs", 1)),
+        "bench-lpm6" => Some(bench_schema_v::<sfclab_bench::lpm6::Lpm6Bench>("lpm6", 1)),
         _ => None,
     }
 }

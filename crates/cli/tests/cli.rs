@@ -302,6 +302,21 @@ fn bench_lpm_reports_cycles_per_lookup() {
     );
 }
 
+/// The IPv6 LPM benchmark: every address lies inside a route, its document follows the
+/// schema; the peer runs in `tests/peers.rs`.
+#[test]
+fn bench_lpm6_reports_cycles_per_lookup() {
+    let o = sfclab(&["bench", "lpm6", "--repeat", "1", "--peer", "none", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["schema"], "sfclab.bench.lpm6/1");
+    assert_follows_schema("bench-lpm6-1.json", &v);
+    assert_eq!(v["routes"], 1000);
+    assert_eq!(v["fails_percent"].as_f64(), Some(0.0));
+    assert!(v["single_cycles"].as_f64().unwrap() > 0.0);
+    assert!(v["single_ratio"].is_null(), "no peer, no ratio");
+}
+
 /// `bench nfs`: JSON that follows its schema, CSV with a row per point, a plot file.
 #[test]
 fn bench_nfs_reports_each_nf_in_every_form() {

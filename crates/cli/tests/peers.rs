@@ -155,3 +155,23 @@ fn bench_acl_agrees_with_rte_acl_when_installed() {
         assert!(p["ratio"].as_f64().unwrap() > 0.0, "{p}");
     }
 }
+
+/// rte_lpm6 in the same run: the table takes the peer's shape, the ratio is there.
+#[test]
+fn bench_lpm6_measures_rte_lpm6_when_installed() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if Command::new("dpdk-test").arg("--help").output().is_err() {
+        eprintln!("skipped: dpdk-test is not installed (Debian package `dpdk-dev`)");
+        return;
+    }
+    let o = sfclab(&["bench", "lpm6", "--repeat", "1", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(
+        v["dpdk_skipped"].is_null(),
+        "the installed peer did not run: {}",
+        v["dpdk_skipped"]
+    );
+    assert!(v["shape_source"].as_str().unwrap().contains("lpm6_perf_autotest"));
+    assert!(v["single_ratio"].as_f64().unwrap() > 0.0);
+}

@@ -236,6 +236,28 @@ impl Lpm6 {
         e.checked_sub(1)
     }
 
+    /// Looks up every address of `addrs` into `hops`: the first-level reads of the
+    /// whole burst are issued before any is used, so their cache misses overlap.
+    #[inline]
+    pub fn lookup_bulk(&self, addrs: &[u128], hops: &mut [Option<u32>]) {
+        let mut first = [0u32; 64];
+        for chunk in (0..addrs.len()).step_by(64) {
+            let end = (chunk + 64).min(addrs.len());
+            for (k, a) in addrs[chunk..end].iter().enumerate() {
+                first[k] = self.tbl24[(a >> 104) as usize];
+            }
+            for (k, &a) in addrs[chunk..end].iter().enumerate() {
+                let mut e = first[k];
+                let mut shift = 104;
+                while e & GROUP != 0 {
+                    shift -= 8;
+                    e = self.tbl8[((e & !GROUP) as usize) * 256 + ((a >> shift) & 0xff) as usize];
+                }
+                hops[chunk + k] = e.checked_sub(1);
+            }
+        }
+    }
+
     pub fn routes(&self) -> usize {
         self.routes
     }
@@ -481,8 +503,11 @@ mod tests {
             let mut rng = SplitMix(seed ^ 2);
             let mut addrs: Vec<u128> = (0..300).map(|_| u128::from(rng.next()) << 64 | u128::from(rng.next())).collect();
             addrs.extend(routes.iter().map(|rt| rt.prefix ^ ((u128::from(rng.next()) << 64 | u128::from(rng.next())) >> rt.len.min(127))));
-            for &a in &addrs {
+            let mut bulk = vec![None; addrs.len()];
+            t.lookup_bulk(&addrs, &mut bulk);
+            for (k, &a) in addrs.iter().enumerate() {
                 prop_assert_eq!(t.lookup(a), r.lookup(a), "{}", std::net::Ipv6Addr::from(a));
+                prop_assert_eq!(bulk[k], r.lookup(a));
             }
         }
     }

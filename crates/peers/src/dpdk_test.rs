@@ -45,8 +45,18 @@ pub struct LpmPerf {
     pub fails_percent: f64,
 }
 
-/// Runs DPDK's lpm_perf_autotest on `core`.
+/// Runs DPDK's lpm_perf_autotest (IPv4, rte_lpm) on `core`.
 pub fn lpm_perf(core: usize) -> Result<LpmPerf, String> {
+    lpm_perf_test("lpm_perf_autotest", core)
+}
+
+/// Runs DPDK's lpm6_perf_autotest (IPv6, rte_lpm6) on `core`: 1,000 routes, 100,000
+/// addresses each inside a route.
+pub fn lpm6_perf(core: usize) -> Result<LpmPerf, String> {
+    lpm_perf_test("lpm6_perf_autotest", core)
+}
+
+fn lpm_perf_test(test: &str, core: usize) -> Result<LpmPerf, String> {
     let bin = which("dpdk-test").ok_or("dpdk-test not found (Debian package `dpdk-dev`)")?;
     let prefix = format!("sfclab-lpm-{}", std::process::id());
     let out = Command::new(&bin)
@@ -60,13 +70,12 @@ pub fn lpm_perf(core: usize) -> Result<LpmPerf, String> {
             "--file-prefix",
             &prefix,
         ])
-        .env("DPDK_TEST", "lpm_perf_autotest")
+        .env("DPDK_TEST", test)
         .stdin(Stdio::null())
         .output();
     remove_runtime_dir(&prefix);
     let out = out.map_err(|e| format!("cannot run dpdk-test: {e}"))?;
-    parse_lpm_perf(&String::from_utf8_lossy(&out.stdout))
-        .ok_or_else(|| "lpm_perf_autotest printed no lookup figures".to_string())
+    parse_lpm_perf(&String::from_utf8_lossy(&out.stdout)).ok_or_else(|| format!("{test} printed no lookup figures"))
 }
 
 /// Reads the route distribution table and the "Average"/"BULK LPM Lookup" lines.

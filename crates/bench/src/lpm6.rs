@@ -1,0 +1,211 @@
+//! IPv6 longest-prefix match against DPDK's `rte_lpm6`, measured the way DPDK's
+//! `lpm6_perf_autotest` measures it, in the same run: a table with the same number of
+//! routes per prefix length (read from the peer's own output), 100 addresses inside each
+//! route (random bits past the prefix, so every lookup hits), 1024 rounds over them, TSC
+//! cycles of the lookups alone, one address at a time and the whole set in bulk. Both
+//! tables walk a 24-bit first level, then one byte per level.
+
+use serde::Serialize;
+use sfclab_core::tsc;
+use sfclab_nf::lpm::{Lpm6, Route, SplitMix, random_table6};
+
+use crate::{Machine, median, repetitions};
+
+pub const LPM6_SCHEMA: &str = "sfclab.bench.lpm6/1";
+
+const ROUNDS: usize = 1 << 10;
+/// Addresses per route, as `lpm6_perf_autotest` (NUM_IPS_ENTRIES = routes * 100).
+const PER_ROUTE: usize = 100;
+
+#[derive(Debug, Clone)]
+pub struct Lpm6Args {
+    pub repeat: usize,
+    pub core: Option<usize>,
+    pub peer: bool,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Lpm6Bench {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub machine: Machine,
+    pub repeat: usize,
+    pub interrupted: bool,
+    pub routes: usize,
+    /// Routes per prefix length.
+    pub shape: Vec<(u8, usize)>,
+    pub shape_source: String,
+    pub table_bytes: usize,
+    /// Addresses looked up per round.
+    pub addresses: usize,
+    /// Lookups that found no route, percent (0: every address lies inside a route).
+    pub fails_percent: f64,
+    pub single_cycles: f64,
+    pub single_runs: Vec<f64>,
+    pub bulk_cycles: f64,
+    pub bulk_runs: Vec<f64>,
+    pub dpdk_single_cycles: Option<f64>,
+    pub dpdk_single_runs: Vec<f64>,
+    pub dpdk_bulk_cycles: Option<f64>,
+    pub dpdk_bulk_runs: Vec<f64>,
+    pub dpdk_skipped: Option<String>,
+    /// sfclab / rte_lpm6 cycles (below 1: sfclab is cheaper).
+    pub single_ratio: Option<f64>,
+    pub bulk_ratio: Option<f64>,
+}
+
+/// 100 addresses inside each route, in route order (as DPDK's generator lays them out).
+fn addresses(routes: &[Route<u128>], seed: u64) -> Vec<u128> {
+    let mut rng = SplitMix(seed);
+    let mut out = Vec::with_capacity(routes.len() * PER_ROUTE);
+    for r in routes {
+        let keep = if r.len == 0 {
+            0
+        } else {
+            u128::MAX << (128 - u32::from(r.len))
+        };
+        for _ in 0..PER_ROUTE {
+            let random = u128::from(rng.next()) << 64 | u128::from(rng.next());
+            out.push(r.prefix & keep | random & !keep);
+        }
+    }
+    out
+}
+
+/// Cycles per lookup (single, bulk) and the share of misses.
+fn measure(table: &Lpm6, addrs: &[u128]) -> (f64, f64, f64) {
+    let mut hops = vec![None; addrs.len()];
+    let (mut single, mut bulk, mut misses) = (0u64, 0u64, 0usize);
+    for _ in 0..ROUNDS {
+        let t0 = tsc::now();
+        let mut found = 0u64;
+        for &a in addrs {
+            found += u64::from(table.lookup(a).is_some());
+        }
+        let t1 = tsc::now();
+        table.lookup_bulk(addrs, &mut hops);
+        let t2 = tsc::now();
+        single += t1 - t0;
+        bulk += t2 - t1;
+        misses += addrs.len() - std::hint::black_box(found) as usize;
+        std::hint::black_box(&hops);
+    }
+    let n = (ROUNDS * addrs.len()) as f64;
+    (single as f64 / n, bulk as f64 / n, misses as f64 / n * 100.0)
+}
+
+/// lpm6_perf_autotest's table when the peer is not there: 1,000 routes over lengths 1..=128.
+fn fallback_shape() -> Vec<(u8, usize)> {
+    // 7 routes per length, one more for the first 104 lengths.
+    (1..=128u8).map(|l| (l, 7 + usize::from(l <= 104))).collect()
+}
+
+pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str)) -> Result<Lpm6Bench, String> {
+    let core = args.core.or_else(sfclab_runtime::placement::default_chain_core);
+    let total = args.repeat * if args.peer { 2 } else { 1 };
+    let mut step = 0;
+    let mut peer_runs = Vec::new();
+    let mut skipped = None;
+    let run_peer = |peer_runs: &mut Vec<_>, skipped: &mut Option<String>| match sfclab_peers::dpdk_test::lpm6_perf(
+        core.unwrap_or(0),
+    ) {
+        Ok(p) => peer_runs.push(p),
+        Err(e) => *skipped = Some(e),
+    };
+    // The peer first: its table's shape is the one sfclab builds.
+    if args.peer {
+        progress(step, total, "dpdk-test lpm6_perf_autotest");
+        run_peer(&mut peer_runs, &mut skipped);
+        step += 1;
+    }
+    let (shape, shape_source) = match peer_runs.first() {
+        Some(p) => (
+            p.shape.clone(),
+            "dpdk lpm6_perf_autotest's table (same run)".to_string(),
+        ),
+        None => (
+            fallback_shape(),
+            "1,000 routes over lengths 1-128 (lpm6_perf_autotest's size)".to_string(),
+        ),
+    };
+    let routes = random_table6(&shape, 1 << 16, 42);
+    let table = Lpm6::new(&routes)?;
+    let addrs = addresses(&routes, 7);
+    let (mut single_runs, mut bulk_runs, mut fails) = (Vec::new(), Vec::new(), 0.0);
+    let mut interrupted = false;
+    for r in repetitions(args.repeat, &mut interrupted) {
+        if args.peer && skipped.is_none() && r > 0 {
+            progress(step, total, "dpdk-test lpm6_perf_autotest");
+            run_peer(&mut peer_runs, &mut skipped);
+            step += 1;
+        }
+        progress(step, total, "sfclab lookups");
+        let (s, b, f) = std::thread::scope(|sc| {
+            sc.spawn(|| {
+                if let Some(c) = core {
+                    core_affinity::set_for_current(core_affinity::CoreId { id: c });
+                }
+                measure(&table, &addrs)
+            })
+            .join()
+            .expect("the lookup thread")
+        });
+        single_runs.push(s);
+        bulk_runs.push(b);
+        fails = f;
+        step += 1;
+    }
+    let dpdk_single_runs: Vec<f64> = peer_runs.iter().map(|p| p.single_cycles).collect();
+    let dpdk_bulk_runs: Vec<f64> = peer_runs.iter().map(|p| p.bulk_cycles).collect();
+    let some_median = |v: &[f64]| (!v.is_empty()).then(|| median(v));
+    let (dpdk_single, dpdk_bulk) = (some_median(&dpdk_single_runs), some_median(&dpdk_bulk_runs));
+    let (single, bulk) = (median(&single_runs), median(&bulk_runs));
+    Ok(Lpm6Bench {
+        schema: LPM6_SCHEMA,
+        version: env!("CARGO_PKG_VERSION"),
+        machine: Machine::read(),
+        repeat: single_runs.len(),
+        interrupted,
+        routes: routes.len(),
+        shape,
+        shape_source,
+        table_bytes: table.bytes(),
+        addresses: addrs.len(),
+        fails_percent: fails,
+        single_cycles: single,
+        single_runs,
+        bulk_cycles: bulk,
+        bulk_runs,
+        dpdk_single_cycles: dpdk_single,
+        dpdk_single_runs,
+        dpdk_bulk_cycles: dpdk_bulk,
+        dpdk_bulk_runs,
+        dpdk_skipped: skipped,
+        single_ratio: dpdk_single.map(|d| single / d),
+        bulk_ratio: dpdk_bulk.map(|d| bulk / d),
+    })
+}
+
+impl crate::Interruptible for Lpm6Bench {
+    fn interrupted(&self) -> bool {
+        self.interrupted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every generated address lies inside its route, so no lookup misses; the fallback
+    /// table has lpm6_perf_autotest's 1,000 routes.
+    #[test]
+    fn addresses_hit_and_the_fallback_has_a_thousand_routes() {
+        let shape = fallback_shape();
+        assert_eq!(shape.iter().map(|(_, n)| n).sum::<usize>(), 1000);
+        let routes = random_table6(&shape[..20], 16, 1);
+        let table = Lpm6::new(&routes).unwrap();
+        let addrs = addresses(&routes, 2);
+        assert_eq!(addrs.len(), routes.len() * PER_ROUTE);
+        assert!(addrs.iter().all(|&a| table.lookup(a).is_some()));
+    }
+}
