@@ -348,6 +348,8 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         probe_pps: t.latency_probe_pps.unwrap_or(10_000.0),
         port: 0,
         destinations: t.destinations.unwrap_or_default(),
+        l4: t.proto.unwrap_or_default(),
+        session_packets: t.session_packets,
     };
     traffic.validate().map_err(|(k, r)| ctx.setting("traffic", k, r))?;
 

@@ -11,7 +11,7 @@ use clap::{Args, FromArgMatches};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sfclab_runtime::{LinkMode, Placement};
-use sfclab_traffic::{Destinations, FrameSizes, IpVersion, Rate};
+use sfclab_traffic::{Destinations, FrameSizes, IpVersion, L4, Rate};
 use std::collections::BTreeSet;
 use std::fmt::Display;
 use std::str::FromStr;
@@ -46,6 +46,16 @@ pub struct TrafficSection {
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub destinations: Option<Destinations>,
+    /// Transport of the generated flows: `udp` datagrams, or `tcp` sessions (SYN, data,
+    /// FIN; IPv4).
+    #[arg(long)]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub proto: Option<L4>,
+    /// Packets per session: after this many, a flow starts its next session on a new
+    /// source port (flow churn: new flows per second = packet rate / this). TCP default 10.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_packets: Option<u32>,
 }
 
 /// How long and how the chain runs: a chain file's `run:` section (with the pipeline's keys).

@@ -302,6 +302,55 @@ fn bench_lpm_reports_cycles_per_lookup() {
     );
 }
 
+/// TCP sessions from the command line: the source says so, sessions are counted, and a
+/// stateless chain passes every packet.
+#[test]
+fn tcp_sessions_run_end_to_end() {
+    let o = sfclab(&[
+        "run",
+        "--chain",
+        "forwarder",
+        "--proto",
+        "tcp",
+        "--session-packets",
+        "4",
+        "--duration",
+        "100ms",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(
+        v["source"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("tcp sessions of 4 packets"),
+        "{}",
+        v["source"]
+    );
+    assert_eq!(v["source"]["settings"]["proto"], "tcp");
+    let sessions = v["places"][0]["counters"]["sessions_started"].as_u64().unwrap();
+    let generated = v["places"][0]["packets_out"].as_u64().unwrap();
+    assert!(
+        sessions.abs_diff(generated / 4) <= 256,
+        "{sessions} sessions of {generated} packets"
+    );
+    assert_eq!(v["dropped"], 0);
+    let bad = sfclab(&[
+        "run",
+        "--chain",
+        "forwarder",
+        "--proto",
+        "tcp",
+        "--ip",
+        "v6",
+        "--duration",
+        "10ms",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("proto"), "{}", stderr(&bad));
+}
+
 /// The IPv6 LPM benchmark: every address lies inside a route, its document follows the
 /// schema; the peer runs in `tests/peers.rs`.
 #[test]

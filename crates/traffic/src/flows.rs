@@ -41,26 +41,91 @@ impl std::str::FromStr for IpVersion {
     }
 }
 
-impl IpVersion {
-    /// Ethernet + IP + UDP header bytes.
-    pub fn header_len(self) -> usize {
+/// The transport of generated flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum L4 {
+    /// UDP datagrams.
+    #[default]
+    Udp,
+    /// TCP sessions: SYN, data (PSH+ACK), FIN+ACK, then the next session on a new port.
+    Tcp,
+}
+
+impl std::fmt::Display for L4 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            L4::Udp => "udp",
+            L4::Tcp => "tcp",
+        })
+    }
+}
+
+impl std::str::FromStr for L4 {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "udp" => Ok(L4::Udp),
+            "tcp" => Ok(L4::Tcp),
+            _ => Err(format!("`{s}` is not a transport: write udp or tcp")),
+        }
+    }
+}
+
+impl L4 {
+    pub fn is_udp(&self) -> bool {
+        *self == L4::Udp
+    }
+
+    pub fn protocol(self) -> u8 {
         match self {
-            IpVersion::V4 => 14 + 20 + 8,
-            IpVersion::V6 => 14 + 40 + 8,
+            L4::Udp => 17,
+            L4::Tcp => 6,
+        }
+    }
+
+    fn header_len(self) -> usize {
+        match self {
+            L4::Udp => 8,
+            L4::Tcp => 20,
+        }
+    }
+}
+
+/// The TCP flags of the templates (data segments): PSH+ACK.
+pub const TEMPLATE_FLAGS: u8 = 0x18;
+
+impl IpVersion {
+    /// Ethernet + IP + transport header bytes.
+    pub fn header_len(self, l4: L4) -> usize {
+        match self {
+            IpVersion::V4 => 14 + 20 + l4.header_len(),
+            IpVersion::V6 => 14 + 40 + l4.header_len(),
+        }
+    }
+
+    /// Offset of the transport header.
+    pub fn l4_offset(self) -> usize {
+        match self {
+            IpVersion::V4 => 34,
+            IpVersion::V6 => 54,
         }
     }
 
     /// Smallest frame (FCS included) that holds the headers.
-    pub fn min_frame(self) -> u16 {
-        (self.header_len() + crate::FCS_LEN).max(64) as u16
+    pub fn min_frame(self, l4: L4) -> u16 {
+        (self.header_len(l4) + crate::FCS_LEN).max(64) as u16
     }
 
-    /// Offsets of (L3 length, IPv4 checksum, UDP length, UDP checksum) in the frame;
-    /// IPv6 has no header checksum, so its second slot repeats the UDP length.
-    pub(crate) fn patch_offsets(self) -> [usize; 4] {
-        match self {
-            IpVersion::V4 => [16, 24, 38, 40],
-            IpVersion::V6 => [18, 58, 58, 60],
+    /// Offsets of (L3 length, IPv4 checksum, UDP length, L4 checksum) in the frame; IPv6
+    /// has no header checksum and TCP no length, so their slots repeat another field
+    /// with its own value.
+    pub(crate) fn patch_offsets(self, l4: L4) -> [usize; 4] {
+        match (self, l4) {
+            (IpVersion::V4, L4::Udp) => [16, 24, 38, 40],
+            (IpVersion::V6, L4::Udp) => [18, 58, 58, 60],
+            (IpVersion::V4, L4::Tcp) => [16, 24, 24, 50],
+            (IpVersion::V6, L4::Tcp) => [18, 18, 18, 70],
         }
     }
 }
@@ -173,6 +238,7 @@ pub type Patch = [[u8; 2]; 4];
 /// Templates for `flows` flows at a set of frame lengths.
 pub struct FlowSet {
     pub ip: IpVersion,
+    pub l4: L4,
     /// First 64 bytes of each flow's frame, patched for the first length.
     pub heads: Box<[[u8; 64]]>,
     pub hashes: Box<[u32]>,
@@ -183,21 +249,24 @@ pub struct FlowSet {
 }
 
 impl FlowSet {
-    /// `frame_lens`: buffer lengths (FCS excluded), each at least `ip.header_len()`.
-    pub fn new(ip: IpVersion, flows: u32, frame_lens: &[u16], destinations: Destinations) -> FlowSet {
+    /// `frame_lens`: buffer lengths (FCS excluded), each at least `ip.header_len(l4)`.
+    /// TCP templates are data segments (PSH+ACK, sequence 0, acknowledgment 1): the
+    /// generator rewrites flags, sequence and port per packet, checksum incrementally.
+    pub fn new(ip: IpVersion, l4: L4, flows: u32, frame_lens: &[u16], destinations: Destinations) -> FlowSet {
         assert!((1..=MAX_FLOWS).contains(&flows));
-        let hlen = ip.header_len();
+        assert!(ip == IpVersion::V4 || l4 == L4::Udp, "TCP templates are IPv4 only");
+        let hlen = ip.header_len(l4);
         assert!(frame_lens.iter().all(|&l| usize::from(l) >= hlen));
         // Sum of the payload pattern for each length (same for every flow).
         let payload_sums: Vec<u32> = frame_lens
             .iter()
             .map(|&l| {
                 let bytes: Vec<u8> = (hlen..usize::from(l)).map(pattern_byte).collect();
-                // The payload starts at an even offset (42 or 62), so word alignment holds.
+                // The payload starts at an even offset (42, 54 or 62), so word alignment holds.
                 checksum::sum(0, &bytes)
             })
             .collect();
-        let offsets = ip.patch_offsets();
+        let offsets = ip.patch_offsets(l4);
         let mut heads = Vec::with_capacity(flows as usize);
         let mut hashes = Vec::with_capacity(flows as usize);
         let mut patches = Vec::with_capacity(flows as usize * frame_lens.len());
@@ -213,7 +282,11 @@ impl FlowSet {
                 IpVersion::V6 => builder.ipv6(src[..].try_into().unwrap(), dst[..].try_into().unwrap(), 64),
             };
             let mut hdr = Vec::with_capacity(hlen);
-            builder.udp(sport, dport).write(&mut hdr, &[]).expect("header fits");
+            match l4 {
+                L4::Udp => builder.udp(sport, dport).write(&mut hdr, &[]),
+                L4::Tcp => builder.tcp(sport, dport, 0, 65535).ack(1).psh().write(&mut hdr, &[]),
+            }
+            .expect("header fits");
             head[..hlen].copy_from_slice(&hdr);
             for (c, &len) in frame_lens.iter().enumerate() {
                 // IPv4 total length counts its header; IPv6 payload length does not.
@@ -221,7 +294,7 @@ impl FlowSet {
                     IpVersion::V4 => len - 14,
                     IpVersion::V6 => len - 14 - 40,
                 };
-                let udp_len = (usize::from(len) - hlen + 8) as u16;
+                let l4_len = (usize::from(len) - hlen + l4.header_len()) as u16;
                 let mut h = head;
                 h[offsets[0]..offsets[0] + 2].copy_from_slice(&l3_len.to_be_bytes());
                 let ip_csum = match ip {
@@ -230,41 +303,59 @@ impl FlowSet {
                         h[25] = 0;
                         checksum::checksum(&h[14..34])
                     }
-                    IpVersion::V6 => udp_len,
+                    IpVersion::V6 => l4_len,
                 };
                 let pseudo = match ip {
                     IpVersion::V4 => checksum::pseudo_header_v4(
                         src[..4].try_into().unwrap(),
                         dst[..4].try_into().unwrap(),
-                        17,
-                        udp_len,
+                        l4.protocol(),
+                        l4_len,
                     ),
                     IpVersion::V6 => checksum::pseudo_header_v6(
                         src[..].try_into().unwrap(),
                         dst[..].try_into().unwrap(),
-                        17,
-                        u32::from(udp_len),
+                        l4.protocol(),
+                        u32::from(l4_len),
                     ),
                 };
-                let udp_hdr = [sport.to_be_bytes(), dport.to_be_bytes(), udp_len.to_be_bytes(), [0, 0]].concat();
-                let udp_csum = match !checksum::fold(checksum::sum(pseudo, &udp_hdr) + payload_sums[c]) {
-                    0 => 0xffff,
+                let l4_off = ip.l4_offset();
+                let mut l4_hdr = h[l4_off..hlen].to_vec();
+                if l4 == L4::Udp {
+                    l4_hdr[4..6].copy_from_slice(&l4_len.to_be_bytes());
+                }
+                // The checksum field itself counts as zero.
+                let csum_at = offsets[3] - l4_off;
+                l4_hdr[csum_at..csum_at + 2].copy_from_slice(&[0, 0]);
+                let l4_csum = match !checksum::fold(checksum::sum(pseudo, &l4_hdr) + payload_sums[c]) {
+                    0 if l4 == L4::Udp => 0xffff,
                     x => x,
+                };
+                // The third slot: UDP's length, or a field the others already wrote.
+                let third = match (ip, l4) {
+                    (_, L4::Udp) => l4_len,
+                    (IpVersion::V4, L4::Tcp) => ip_csum,
+                    (IpVersion::V6, L4::Tcp) => l3_len,
+                };
+                let second = match (ip, l4) {
+                    (IpVersion::V6, L4::Tcp) => l3_len,
+                    _ => ip_csum,
                 };
                 patches.push([
                     l3_len.to_be_bytes(),
-                    ip_csum.to_be_bytes(),
-                    udp_len.to_be_bytes(),
-                    udp_csum.to_be_bytes(),
+                    second.to_be_bytes(),
+                    third.to_be_bytes(),
+                    l4_csum.to_be_bytes(),
                 ]);
             }
             let first = patches[patches.len() - frame_lens.len()];
             apply_patch(&mut head, offsets, &first);
             heads.push(head);
-            hashes.push(flow_hash(&src, &dst, sport, dport, 17));
+            hashes.push(flow_hash(&src, &dst, sport, dport, l4.protocol()));
         }
         FlowSet {
             ip,
+            l4,
             heads: heads.into_boxed_slice(),
             hashes: hashes.into_boxed_slice(),
             patches: patches.into_boxed_slice(),
@@ -296,7 +387,7 @@ mod tests {
         f[..64].copy_from_slice(&set.heads[flow]);
         apply_patch(
             &mut f,
-            set.ip.patch_offsets(),
+            set.ip.patch_offsets(set.l4),
             &set.patches[flow * set.lens.len() + class],
         );
         f.truncate(len);
@@ -306,8 +397,8 @@ mod tests {
     #[test]
     fn every_flow_and_size_has_valid_checksums() {
         for ip in [IpVersion::V4, IpVersion::V6] {
-            let lens = [ip.min_frame() - 4, 590, 1514];
-            let set = FlowSet::new(ip, 70_000, &lens, Destinations::Spread);
+            let lens = [ip.min_frame(L4::Udp) - 4, 590, 1514];
+            let set = FlowSet::new(ip, L4::Udp, 70_000, &lens, Destinations::Spread);
             for flow in [0usize, 1, 255, 65_535, 65_536, 69_999] {
                 for class in 0..lens.len() {
                     let f = frame(&set, flow, class);
@@ -336,7 +427,7 @@ mod tests {
                         }
                         _ => panic!("not IP"),
                     }
-                    assert_eq!(usize::from(udp.length()), f.len() - ip.header_len() + 8);
+                    assert_eq!(usize::from(udp.length()), f.len() - ip.header_len(L4::Udp) + 8);
                 }
             }
         }
@@ -344,7 +435,7 @@ mod tests {
 
     #[test]
     fn flows_differ_in_their_five_tuple_and_hash() {
-        let set = FlowSet::new(IpVersion::V4, 1000, &[60], Destinations::One);
+        let set = FlowSet::new(IpVersion::V4, L4::Udp, 1000, &[60], Destinations::One);
         let mut hashes = set.hashes.to_vec();
         hashes.sort();
         hashes.dedup();

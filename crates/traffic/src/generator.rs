@@ -14,7 +14,9 @@ use serde::Serialize;
 use sfclab_core::packet::{FLAG_PROBE, FLAG_WINDOW};
 use sfclab_core::{Batch, NfCounter, PacketMeta, PacketPool, PortInfo, PortStats, RxPort, Shortfall, tsc};
 
-use crate::flows::{Destinations, FlowSet, IpVersion, MAX_FLOWS, apply_patch, pattern_byte};
+use sfclab_wire::checksum;
+
+use crate::flows::{Destinations, FlowSet, IpVersion, L4, MAX_FLOWS, TEMPLATE_FLAGS, apply_patch, pattern_byte};
 use crate::rate::{Pacer, Rate};
 use crate::sizes::FrameSizes;
 use crate::{FCS_LEN, L1_OVERHEAD};
@@ -34,6 +36,15 @@ pub struct GeneratorConfig {
     pub port: u16,
     /// Where flows go: one address, or each flow its own.
     pub destinations: Destinations,
+    /// UDP datagrams, or TCP sessions (written only when TCP: documents of UDP runs
+    /// are as before).
+    #[serde(rename = "proto", default, skip_serializing_if = "L4::is_udp")]
+    pub l4: L4,
+    /// Packets per session: after this many, a flow starts its next session on a new
+    /// source port (a new 5-tuple: flow churn). TCP sessions open with a SYN and close
+    /// with a FIN; `None`: one endless session per flow (TCP: 10 packets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_packets: Option<u32>,
 }
 
 impl Default for GeneratorConfig {
@@ -47,9 +58,14 @@ impl Default for GeneratorConfig {
             probe_pps: 0.0,
             port: 0,
             destinations: Destinations::One,
+            l4: L4::Udp,
+            session_packets: None,
         }
     }
 }
+
+/// TCP sessions are this many packets unless `session_packets` says otherwise.
+pub const TCP_SESSION_PACKETS: u32 = 10;
 
 impl GeneratorConfig {
     /// Checks the combination; the error names the key.
@@ -62,13 +78,24 @@ impl GeneratorConfig {
         if self.flows == 0 || self.flows > MAX_FLOWS {
             return Err(("flows", format!("{} flows: must be 1..={MAX_FLOWS}", self.flows)));
         }
-        let min = self.ip.min_frame();
+        if self.l4 == L4::Tcp && self.ip != IpVersion::V4 {
+            return Err(("proto", "TCP sessions are generated over IPv4 only (for now)".into()));
+        }
+        let min_session = if self.l4 == L4::Tcp { 2 } else { 1 };
+        if self.session_packets.is_some_and(|n| n < min_session) {
+            return Err((
+                "session_packets",
+                format!("a {} session needs at least {min_session} packet(s)", self.l4),
+            ));
+        }
+        let min = self.ip.min_frame(self.l4);
         if let Some(s) = self.sizes.sizes().into_iter().find(|&s| s < min) {
             return Err((
                 "size",
                 format!(
-                    "{s}-byte frames cannot hold Ethernet/{}/UDP headers (minimum {min})",
-                    self.ip
+                    "{s}-byte frames cannot hold Ethernet/{}/{} headers (minimum {min})",
+                    self.ip,
+                    self.l4.to_string().to_uppercase()
                 ),
             ));
         }
@@ -124,6 +151,118 @@ pub struct Generator {
     /// window started).
     fresh: Vec<PacketMeta>,
     stats: GeneratorStats,
+    /// Per-flow session state, when flows have sessions (TCP, or churn).
+    sessions: Option<Sessions>,
+}
+
+/// Where each flow is in its session, and what the packet it sends next looks like.
+struct Sessions {
+    tcp: bool,
+    /// Packets per session.
+    length: u32,
+    /// Per flow: packets sent in the current session, the session number, the next
+    /// sequence number.
+    pos: Box<[u32]>,
+    session: Box<[u32]>,
+    next_seq: Box<[u32]>,
+    /// Per flow: the template's source port.
+    base_port: Box<[u16]>,
+    /// Payload bytes per size class.
+    payload: Vec<u32>,
+    l4_offset: usize,
+    csum_offset: usize,
+    /// New sessions started (each a new 5-tuple).
+    started: u64,
+}
+
+/// Source ports sessions cycle through: 16 apart per session, so flows that share a
+/// source address (flow index mod 65,536, up to 16 of them) never share a port.
+const PORT_STEPS: u32 = (65_536 - 1024) / 16;
+
+impl Sessions {
+    fn new(cfg: &GeneratorConfig, flows: &FlowSet) -> Option<Sessions> {
+        let tcp = cfg.l4 == L4::Tcp;
+        let length = cfg.session_packets.or(tcp.then_some(TCP_SESSION_PACKETS))?;
+        let n = flows.flows();
+        let l4_offset = cfg.ip.l4_offset();
+        let hlen = cfg.ip.header_len(cfg.l4);
+        Some(Sessions {
+            tcp,
+            length,
+            pos: vec![0; n].into_boxed_slice(),
+            session: vec![0; n].into_boxed_slice(),
+            next_seq: vec![0; n].into_boxed_slice(),
+            base_port: flows
+                .heads
+                .iter()
+                .map(|h| u16::from_be_bytes([h[l4_offset], h[l4_offset + 1]]))
+                .collect(),
+            payload: flows.lens.iter().map(|&l| u32::from(l) - hlen as u32).collect(),
+            l4_offset,
+            csum_offset: cfg.ip.patch_offsets(cfg.l4)[3],
+            started: 0,
+        })
+    }
+
+    /// Rewrites the stamped frame of `flow` (size class `class`) as its session's next
+    /// packet: source port, and for TCP flags and sequence number; the L4 checksum is
+    /// updated for what changed.
+    #[inline]
+    fn next(&mut self, flow: usize, class: usize, frame: &mut [u8]) {
+        let pos = self.pos[flow];
+        if pos == 0 {
+            self.started += 1;
+        }
+        let session = self.session[flow];
+        let l4 = self.l4_offset;
+        let base = self.base_port[flow];
+        let port = 1024 + ((u32::from(base) - 1024 + 16 * (session % PORT_STEPS)) % (65_536 - 1024)) as u16;
+        let mut csum = u16::from_be_bytes([frame[self.csum_offset], frame[self.csum_offset + 1]]);
+        csum = checksum::update16(csum, base, port);
+        frame[l4..l4 + 2].copy_from_slice(&port.to_be_bytes());
+        if self.tcp {
+            let payload = self.payload[class];
+            let (seq, flags) = match pos {
+                0 => {
+                    // A fresh initial sequence number per session.
+                    let isn = (flow as u32).wrapping_mul(0x9e37_79b9) ^ session.wrapping_mul(0x85eb_ca6b);
+                    self.next_seq[flow] = isn.wrapping_add(1 + payload);
+                    (isn, 0x02)
+                }
+                p if p + 1 == self.length => {
+                    let seq = self.next_seq[flow];
+                    self.next_seq[flow] = seq.wrapping_add(payload + 1);
+                    (seq, 0x11)
+                }
+                _ => {
+                    let seq = self.next_seq[flow];
+                    self.next_seq[flow] = seq.wrapping_add(payload);
+                    (seq, TEMPLATE_FLAGS)
+                }
+            };
+            csum = checksum::update32(csum, 0, seq);
+            frame[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
+            // Data offset and flags share a 16-bit word.
+            let off = frame[l4 + 12];
+            csum = checksum::update16(
+                csum,
+                u16::from_be_bytes([off, TEMPLATE_FLAGS]),
+                u16::from_be_bytes([off, flags]),
+            );
+            frame[l4 + 13] = flags;
+        }
+        if !self.tcp && csum == 0 {
+            // UDP sends a computed zero as all ones (zero means "no checksum").
+            csum = 0xffff;
+        }
+        frame[self.csum_offset..self.csum_offset + 2].copy_from_slice(&csum.to_be_bytes());
+        if pos + 1 == self.length {
+            self.pos[flow] = 0;
+            self.session[flow] = session.wrapping_add(1);
+        } else {
+            self.pos[flow] = pos + 1;
+        }
+    }
 }
 
 /// The longest hiccup the pacer catches up on, seconds.
@@ -139,7 +278,8 @@ impl Generator {
             .iter()
             .map(|&s| ((u64::from(s) + L1_OVERHEAD) * 8) as f64)
             .collect();
-        let flows = FlowSet::new(cfg.ip, cfg.flows, &lens, cfg.destinations);
+        let flows = FlowSet::new(cfg.ip, cfg.l4, cfg.flows, &lens, cfg.destinations);
+        let sessions = Sessions::new(&cfg, &flows);
         let hz = tsc::hz();
         let (rate, pace_bits) = match cfg.rate {
             Rate::Max => (None, false),
@@ -172,6 +312,7 @@ impl Generator {
             next_probe: 0,
             fresh: Vec::new(),
             stats: GeneratorStats::default(),
+            sessions,
             cfg,
         };
         g.set_flags(0);
@@ -263,8 +404,33 @@ impl RxPort for Generator {
         let mut seq = self.seq;
         let fresh = &self.fresh;
         let mut bytes = 0u64;
-        if self.mixed {
-            let (patches, offsets, classes) = (&self.flows.patches, self.flows.ip.patch_offsets(), self.lens.len());
+        if let Some(sessions) = &mut self.sessions {
+            // Sessions: every packet is rewritten after stamping (ports, TCP flags and
+            // sequence numbers, the checksum updated for them).
+            let (patches, offsets, classes) = (
+                &self.flows.patches,
+                self.flows.ip.patch_offsets(self.flows.l4),
+                self.lens.len(),
+            );
+            let mut slot = self.next_slot;
+            for p in batch.iter_mut_from(first) {
+                let class = usize::from(self.schedule[slot]);
+                slot = if slot + 1 == self.schedule.len() { 0 } else { slot + 1 };
+                p.stamp(&fresh[class], hashes[flow], seq, &heads[flow]);
+                let frame = p.data_mut();
+                apply_patch(frame, offsets, &patches[flow * classes + class]);
+                sessions.next(flow, class, frame);
+                bytes += u64::from(self.lens[class]);
+                flow = if flow + 1 == nflows { 0 } else { flow + 1 };
+                seq = seq.wrapping_add(1);
+            }
+            self.next_slot = slot;
+        } else if self.mixed {
+            let (patches, offsets, classes) = (
+                &self.flows.patches,
+                self.flows.ip.patch_offsets(self.flows.l4),
+                self.lens.len(),
+            );
             let mut slot = self.next_slot;
             for p in batch.iter_mut_from(first) {
                 let class = usize::from(self.schedule[slot]);
@@ -345,7 +511,11 @@ impl RxPort for Generator {
     }
 
     fn counters(&self) -> Vec<NfCounter> {
-        vec![NfCounter::total("probes", self.stats.probes)]
+        let mut c = vec![NfCounter::total("probes", self.stats.probes)];
+        if let Some(s) = &self.sessions {
+            c.push(NfCounter::total("sessions_started", s.started));
+        }
+        c
     }
 
     fn info(&self) -> PortInfo {
@@ -357,10 +527,28 @@ impl RxPort for Generator {
             ("rate", c.rate.to_string()),
             ("latency_probe_pps", c.probe_pps.to_string()),
             ("destinations", c.destinations.to_string()),
+            ("proto", c.l4.to_string()),
+            (
+                "session_packets",
+                c.session_packets
+                    .or((c.l4 == L4::Tcp).then_some(TCP_SESSION_PACKETS))
+                    .map_or("endless".into(), |n| n.to_string()),
+            ),
         ];
         PortInfo {
             kind: "generator".into(),
-            summary: format!("{} B frames, {} flow(s), {}, rate {}", c.sizes, c.flows, c.ip, c.rate),
+            summary: format!(
+                "{} B frames, {} flow(s), {}, {}, rate {}",
+                c.sizes,
+                c.flows,
+                c.ip,
+                match (c.l4, c.session_packets) {
+                    (L4::Udp, None) => "udp".to_string(),
+                    (L4::Udp, Some(n)) => format!("udp, new port every {n} packets"),
+                    (L4::Tcp, n) => format!("tcp sessions of {} packets", n.unwrap_or(TCP_SESSION_PACKETS)),
+                },
+                c.rate
+            ),
             settings: settings.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
         }
     }
@@ -379,6 +567,131 @@ mod tests {
             pool.free_batch(&mut batch);
         }
         out
+    }
+
+    /// A frame's IPv4 header and its TCP or UDP checksum verify; returns (source port,
+    /// TCP flags and sequence number, payload length).
+    fn checked(f: &[u8]) -> (u16, Option<(u8, u32)>, usize) {
+        let s = etherparse::SlicedPacket::from_ethernet(f).unwrap();
+        let etherparse::NetSlice::Ipv4(ip) = s.net.unwrap() else {
+            panic!("not IPv4")
+        };
+        let h = ip.header();
+        assert_eq!(h.header_checksum(), h.to_header().calc_header_checksum());
+        match s.transport.unwrap() {
+            etherparse::TransportSlice::Tcp(t) => {
+                let expect = t
+                    .to_header()
+                    .calc_checksum_ipv4_raw(h.source(), h.destination(), t.payload())
+                    .unwrap();
+                assert_eq!(t.checksum(), expect, "TCP checksum");
+                let flags = f[34 + 13];
+                (t.source_port(), Some((flags, t.sequence_number())), t.payload().len())
+            }
+            etherparse::TransportSlice::Udp(u) => {
+                let expect = u
+                    .to_header()
+                    .calc_checksum_ipv4_raw(h.source(), h.destination(), u.payload())
+                    .unwrap();
+                assert_eq!(u.checksum(), expect, "UDP checksum");
+                (u.source_port(), None, u.payload().len())
+            }
+            _ => panic!("not TCP or UDP"),
+        }
+    }
+
+    /// TCP sessions: per flow SYN, data, FIN, then the next session on a new source
+    /// port; sequence numbers advance by the payload (and one for SYN and FIN); every
+    /// checksum verifies, at every size of a mix.
+    #[test]
+    fn tcp_sessions_open_carry_data_close_and_churn() {
+        let mut pool = PacketPool::new(64);
+        Generator::prime_pool(&mut pool);
+        let flows = 3;
+        let cfg = GeneratorConfig {
+            sizes: FrameSizes::imix(),
+            flows,
+            l4: L4::Tcp,
+            session_packets: Some(4),
+            ..Default::default()
+        };
+        let mut g = Generator::new(cfg, 32).unwrap();
+        let frames = collect(&mut g, &mut pool, 3);
+        for flow in 0..flows as usize {
+            let packets: Vec<_> = frames
+                .iter()
+                .skip(flow)
+                .step_by(flows as usize)
+                .map(|f| checked(f))
+                .collect();
+            let mut expected_seq = None;
+            for (k, (port, tcp, payload)) in packets.iter().enumerate() {
+                let (flags, seq) = tcp.unwrap();
+                let want = match k % 4 {
+                    0 => 0x02,
+                    3 => 0x11,
+                    _ => 0x18,
+                };
+                assert_eq!(flags, want, "flow {flow} packet {k}");
+                if k % 4 != 0 {
+                    assert_eq!(Some(seq), expected_seq, "flow {flow} packet {k}");
+                }
+                let used = *payload as u32 + u32::from(flags & 0x03 != 0);
+                expected_seq = Some(seq.wrapping_add(used));
+                // Sessions keep their port; the next one moves 16 ports on.
+                assert_eq!(*port, packets[k - k % 4].0);
+                if k >= 4 {
+                    assert_eq!(*port, packets[k - 4].0 + 16, "flow {flow} packet {k}");
+                }
+            }
+        }
+        let started = g
+            .counters()
+            .iter()
+            .find(|c| c.name == "sessions_started")
+            .unwrap()
+            .value;
+        assert_eq!(started, 3 * 32 / 4);
+    }
+
+    /// UDP with `session_packets`: the source port moves on every N packets (flow
+    /// churn), checksums stay right.
+    #[test]
+    fn udp_sessions_churn_ports_with_valid_checksums() {
+        let mut pool = PacketPool::new(64);
+        Generator::prime_pool(&mut pool);
+        let cfg = GeneratorConfig {
+            flows: 2,
+            session_packets: Some(3),
+            ..Default::default()
+        };
+        let mut g = Generator::new(cfg, 32).unwrap();
+        let frames = collect(&mut g, &mut pool, 2);
+        let ports: Vec<u16> = frames.iter().step_by(2).map(|f| checked(f).0).collect();
+        assert_eq!(&ports[..7], &[1024, 1024, 1024, 1040, 1040, 1040, 1056]);
+    }
+
+    #[test]
+    fn session_settings_are_checked() {
+        let bad = |cfg: GeneratorConfig| Generator::new(cfg, 32).err().unwrap().0;
+        let tcp = GeneratorConfig {
+            l4: L4::Tcp,
+            ..Default::default()
+        };
+        assert_eq!(
+            bad(GeneratorConfig {
+                session_packets: Some(1),
+                ..tcp.clone()
+            }),
+            "session_packets"
+        );
+        assert_eq!(
+            bad(GeneratorConfig {
+                ip: IpVersion::V6,
+                ..tcp
+            }),
+            "proto"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub mod rate;
 pub mod sink;
 pub mod sizes;
 
-pub use flows::{Destinations, IpVersion};
+pub use flows::{Destinations, IpVersion, L4};
 pub use generator::{Generator, GeneratorConfig, GeneratorStats};
 pub use rate::Rate;
 pub use sink::{Sink, SinkStats};
