@@ -6,10 +6,12 @@
 //!   benchmarking address space.
 //! - [`generator`]: stamps templates into pool buffers, paced, with latency probes.
 //! - [`sink`]: counts, optionally verifies checksums, records probe latency (HDR histogram).
+//! - [`responder`]: the far end's reply to a request, made in place (echo, TCP as a server).
 
 pub mod flows;
 pub mod generator;
 pub mod rate;
+pub mod responder;
 pub mod sink;
 pub mod sizes;
 
