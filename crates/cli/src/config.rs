@@ -370,6 +370,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         verify: r.verify.unwrap_or(false),
         pool_size: r.pool_size.unwrap_or(defaults.pool_size),
         stop: None,
+        reply: t.responder.unwrap_or(false),
     };
     settings.validate().map_err(|e| match e {
         sfclab_runtime::RunError::Setting { key, reason } => ctx.setting("run", key, reason),
@@ -391,6 +392,23 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         return Err(ctx.setting("run", "replicas", format!("{replicas} is outside 1..=64")));
     }
     let pipeline = resolve_pipeline(&layers, &settings, nfs.len(), replicas, ctx)?;
+    if pipeline.is_some() && settings.reply {
+        return Err(ctx.setting(
+            "traffic",
+            "responder",
+            "the responder runs in the compound runtime (the way back shares the NFs' state on one core)",
+        ));
+    }
+    if settings.reply
+        && let Some(w) = &wiring
+        && !sfclab_runtime::chain::is_linear(w)
+    {
+        return Err(ctx.setting(
+            "traffic",
+            "responder",
+            "a responder needs a linear chain: the way back is the way there, reversed",
+        ));
+    }
     if pipeline.is_some()
         && let Some(w) = &wiring
         && !sfclab_runtime::chain::is_linear(w)

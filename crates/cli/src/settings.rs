@@ -56,6 +56,12 @@ pub struct TrafficSection {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_packets: Option<u32>,
+    /// A responder at the chain's far end answers every packet (an echo server; TCP as a
+    /// server does) and the replies run back through the chain: NAT and firewall return
+    /// paths. Linear chains, compound runtime.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responder: Option<bool>,
 }
 
 /// How long and how the chain runs: a chain file's `run:` section (with the pipeline's keys).

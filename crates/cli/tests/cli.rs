@@ -351,6 +351,63 @@ fn tcp_sessions_run_end_to_end() {
     assert!(stderr(&bad).contains("proto"), "{}", stderr(&bad));
 }
 
+/// The bidirectional example: TCP sessions out through firewall, NAT and router, replies
+/// back through all three; nothing dropped, the way back reported place by place. A
+/// responder on the pipeline runtime is refused with the key named.
+#[test]
+fn responder_runs_tcp_both_ways_through_the_stateful_chain() {
+    let o = sfclab(&[
+        "run",
+        repo().join("examples/chains/fw-nat-router.yaml").to_str().unwrap(),
+        "--duration",
+        "200ms",
+        "--warmup",
+        "50ms",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["dropped"], 0, "{}", v["drops"]);
+    let names: Vec<&str> = v["places"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "generator",
+            "firewall",
+            "nat44",
+            "router",
+            "responder",
+            "router (reply)",
+            "nat44 (reply)",
+            "firewall (reply)",
+            "sink"
+        ]
+    );
+    let generated = v["places"][0]["packets_out"].as_u64().unwrap();
+    assert_eq!(
+        v["places"][7]["packets_out"].as_u64().unwrap(),
+        generated,
+        "every reply back through the firewall"
+    );
+    let bad = sfclab(&[
+        "run",
+        "--chain",
+        "forwarder",
+        "--responder",
+        "--runtime",
+        "pipeline",
+        "--duration",
+        "10ms",
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("responder"), "{}", stderr(&bad));
+}
+
 /// The IPv6 LPM benchmark: every address lies inside a route, its document follows the
 /// schema; the peer runs in `tests/peers.rs`.
 #[test]

@@ -13,7 +13,8 @@
 //! when it is full is dropped (`nat-table-full`), so a flood of new flows cannot grow
 //! memory.
 //!
-//! Keys: `inside` (prefixes, default 198.18.0.0/15: the generator's sources), `public`
+//! Keys: `inside` (prefixes, default 198.18.0.0/16: the generator's sources; its
+//! destinations, 198.19.0.0/16, are outside), `public`
 //! (the pool, prefixes or addresses, default 203.0.113.0/28), `ports` (default
 //! `1024-65535`), `max_sessions` (default 1,048,576), `udp_timeout` (120s),
 //! `tcp_established_timeout` (7440s), `tcp_transitory_timeout` (240s), `icmp_timeout` (60s).
@@ -448,7 +449,7 @@ pub const TYPE: crate::NfType = crate::NfType {
 #[derive(Debug, Clone, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Nat44Config {
-    /// Inside prefixes: packets from these are translated out (default 198.18.0.0/15).
+    /// Inside prefixes: packets from these are translated out (default 198.18.0.0/16).
     #[serde(default)]
     pub inside: Vec<String>,
     /// The public pool: prefixes or addresses (default 203.0.113.0/28).
@@ -484,7 +485,7 @@ impl Nat44 {
                 .map(|(k, s)| parse_prefix(s).map_err(|e| ConfigError::new(format!("{key}[{k}]"), e)))
                 .collect()
         };
-        let inside = prefixes("inside", &cfg.inside, "198.18.0.0/15")?;
+        let inside = prefixes("inside", &cfg.inside, "198.18.0.0/16")?;
         let mut public = Vec::new();
         for (net, mask) in prefixes("public", &cfg.public, "203.0.113.0/28")? {
             let size = u64::from(!mask) + 1;

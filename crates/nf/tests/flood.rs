@@ -24,10 +24,10 @@ fn template() -> [u8; 60] {
     f
 }
 
-/// Flow `i`'s frame: its own inside address (198.18.0.0/15) and source port.
+/// Flow `i`'s frame: its own inside address (198.18.0.0/16) and source port.
 fn write_flow(frame: &mut [u8], i: u64) {
-    let addr = 0xc612_0000u32 | (i % (1 << 17)) as u32;
-    let port = 1024 + (i >> 17) as u16;
+    let addr = 0xc612_0000u32 | (i % (1 << 16)) as u32;
+    let port = 1024 + (i >> 16) as u16;
     frame[26..30].copy_from_slice(&addr.to_be_bytes());
     frame[34..36].copy_from_slice(&port.to_be_bytes());
     frame[24..26].copy_from_slice(&[0, 0]);

@@ -99,7 +99,30 @@ pub struct Chain {
     /// Where the chain runs, for `Context`.
     pub core: Option<usize>,
     pub replica: usize,
+    /// With a responder at the far end: what answers and the reply direction's counters.
+    reply: Option<ReplyPath>,
 }
+
+/// The responder at a chain's far end and the way back: every packet that reaches the
+/// end is answered in its own buffer ([`sfclab_traffic::responder`]) and the reply runs
+/// through the same NFs in reverse order (their `in_port` is 1) to the near end, where
+/// the runtime's sink counts it. On the way back every NF output and every packet an NF
+/// creates or releases leaves at the near end.
+pub struct ReplyPath {
+    /// The responder as a place: requests in, replies out, the rest dropped by reason.
+    pub responder: NfStats,
+    /// Per NF (chain order), its counters on the way back.
+    pub back: Vec<NfStats>,
+    /// Per NF, every output to the near end (egress 0).
+    wiring: Vec<Vec<Next>>,
+    /// What left forward on egress 0 another way than the main batch, while answered.
+    far: Option<Batch>,
+}
+
+/// Why the responder answers nothing: own drop reasons of the `responder` place.
+pub const NO_REPLY: DropReason = DropReason::own(0);
+pub const RST_ABSORBED: DropReason = DropReason::own(1);
+pub const RESPONDER_REASONS: &[&str] = &["no-reply", "rst-absorbed"];
 
 impl Chain {
     /// A linear chain: each NF's first output to the next NF, the last one's to egress 0;
@@ -188,7 +211,36 @@ impl Chain {
             ns_per_tick: 1e9 / tsc::hz(),
             core: None,
             replica: 0,
+            reply: None,
         })
+    }
+
+    /// Puts a responder at the far end: from now on every packet reaching the end is
+    /// answered and its reply runs back through the NFs. Linear chains only: the way
+    /// back is the way there, reversed.
+    pub fn answer_at_end(&mut self) -> Result<(), WiringError> {
+        if !self.linear
+            || self
+                .slots
+                .iter()
+                .any(|s| s.next[1..].iter().any(|n| *n != Next::Egress(0)))
+        {
+            return Err(WiringError(
+                "a responder needs a linear chain whose other outputs all lead to egress 0: the way back is the way there, reversed".into(),
+            ));
+        }
+        self.reply = Some(ReplyPath {
+            responder: NfStats::default(),
+            back: vec![NfStats::default(); self.slots.len()],
+            wiring: self.slots.iter().map(|s| vec![Next::Egress(0); s.next.len()]).collect(),
+            far: Some(Batch::new(MAX_BATCH)),
+        });
+        Ok(())
+    }
+
+    /// The reply direction's counters, with a responder.
+    pub fn reply_path(&self) -> Option<&ReplyPath> {
+        self.reply.as_ref()
     }
 
     /// Whether every NF's first output leads to the next NF (or the last one's out of
@@ -212,6 +264,14 @@ impl Chain {
     /// are measured per call.
     #[inline]
     pub fn process<const ACCOUNT: bool, B: Buffers>(&mut self, batch: &mut Batch, buffers: &mut B, now: u64) {
+        self.forward::<ACCOUNT, B>(batch, buffers, now);
+        if self.reply.is_some() {
+            self.answer::<ACCOUNT, B>(batch, buffers, now);
+        }
+    }
+
+    #[inline]
+    fn forward<const ACCOUNT: bool, B: Buffers>(&mut self, batch: &mut Batch, buffers: &mut B, now: u64) {
         let Chain {
             slots,
             verdicts,
@@ -226,6 +286,7 @@ impl Chain {
             replica,
             start,
             ns_per_tick,
+            reply: _,
         } = self;
         // One context for the whole pass: the NFs of a chain share time and place.
         let mut ctx = Context::new(now, *start, *ns_per_tick, buffers, emitted);
@@ -274,6 +335,118 @@ impl Chain {
         }
     }
 
+    /// The far end answers what reached it (the main batch, then what left on egress 0
+    /// another way), and the replies run back through the NFs in reverse order.
+    #[cold]
+    #[inline(never)]
+    fn answer<const ACCOUNT: bool, B: Buffers>(&mut self, batch: &mut Batch, buffers: &mut B, now: u64) {
+        // What left forward on egress 0 reached the far end too; the way back fills
+        // egress 0 afresh.
+        let mut far = self.reply.as_mut().and_then(|r| r.far.take()).expect("answering");
+        std::mem::swap(&mut far, &mut self.outs[0]);
+        self.reply_pass::<ACCOUNT, B>(batch, buffers, now);
+        if !far.is_empty() {
+            self.reply_pass::<ACCOUNT, B>(&mut far, buffers, now);
+            let reply = self.reply.as_mut().expect("answering");
+            let last = reply.back.first_mut().map_or(&mut reply.responder, |s| s);
+            for p in far.drain() {
+                route(Next::Egress(0), p, &mut self.pending, &mut self.outs, last, buffers);
+            }
+        }
+        self.reply.as_mut().expect("answering").far = Some(far);
+    }
+
+    fn reply_pass<const ACCOUNT: bool, B: Buffers>(&mut self, batch: &mut Batch, buffers: &mut B, now: u64) {
+        let Chain {
+            slots,
+            verdicts,
+            pending,
+            outs,
+            queued,
+            emitted,
+            core,
+            replica,
+            start,
+            ns_per_tick,
+            reply,
+            ..
+        } = self;
+        let reply = reply.as_mut().expect("answering");
+        let mut ctx = Context::new(now, *start, *ns_per_tick, buffers, emitted);
+        ctx.core = *core;
+        ctx.replica = *replica;
+        ctx.in_port = 1;
+        let mut t0 = if ACCOUNT { tsc::now() } else { 0 };
+        // The responder: each request becomes its reply, or is counted as not answered.
+        let len = batch.len();
+        reply.responder.packets_in += len as u64;
+        reply.responder.batches += 1;
+        verdicts.begin(len);
+        for (i, p) in batch.iter_mut().enumerate() {
+            match sfclab_traffic::responder::reply_in_place(p.data_mut()) {
+                Ok(()) => {}
+                Err(sfclab_traffic::responder::NoReply::Reset) => verdicts.drop(i, RST_ABSORBED),
+                Err(sfclab_traffic::responder::NoReply::Unsupported) => verdicts.drop(i, NO_REPLY),
+            }
+        }
+        let mut gone = 0;
+        if verdicts.exceptions() != 0 {
+            let responder = &mut reply.responder;
+            let recycle = ctx.parts().0;
+            batch.partition(
+                |i, _| verdicts.get(i) == Verdict::Continue,
+                |i, p| {
+                    if let Verdict::Drop(r) = verdicts.get(i) {
+                        responder.count_drop(r);
+                    }
+                    gone += 1;
+                    recycle.recycle(p);
+                },
+            );
+            verdicts.clear();
+        }
+        reply.responder.packets_out += (len - gone) as u64;
+        if ACCOUNT {
+            let t1 = tsc::now();
+            reply.responder.cycles += t1 - t0;
+            t0 = t1;
+        }
+        // Back through the NFs, last to first, each with its reply-direction counters
+        // and every output leading to the near end.
+        let mut parts = Parts {
+            verdicts,
+            pending,
+            outs,
+            queued,
+        };
+        for j in (0..slots.len()).rev() {
+            if batch.is_empty() {
+                break;
+            }
+            let slot = &mut slots[j];
+            std::mem::swap(&mut slot.stats, &mut reply.back[j]);
+            std::mem::swap(&mut slot.next, &mut reply.wiring[j]);
+            let len = batch.len();
+            slot.stats.packets_in += len as u64;
+            slot.stats.batches += 1;
+            parts.verdicts.begin(len);
+            slot.nf.process(&mut ctx, BatchView::new(batch), parts.verdicts);
+            if parts.verdicts.exceptions() == 0 && ctx.is_quiet() {
+                slot.stats.packets_out += len as u64;
+            } else {
+                after_call(slot, &mut ctx, batch, &mut parts, len);
+            }
+            if ACCOUNT {
+                let t1 = tsc::now();
+                slot.stats.cycles += t1 - t0;
+                t0 = t1;
+            }
+            std::mem::swap(&mut slot.stats, &mut reply.back[j]);
+            std::mem::swap(&mut slot.next, &mut reply.wiring[j]);
+        }
+        debug_assert_eq!(*parts.queued, 0, "the way back queues nothing: every output leads out");
+    }
+
     /// Packets that left the chain on each egress port during the last pass.
     pub fn outs(&mut self) -> &mut [Batch] {
         &mut self.outs
@@ -302,14 +475,22 @@ impl Chain {
         }
     }
 
-    /// Packets dropped inside the chain, all NFs and reasons.
+    /// Packets dropped inside the chain, all NFs and reasons (both ways, and at the
+    /// responder).
     pub fn dropped(&self) -> u64 {
-        self.slots.iter().map(|s| s.stats.dropped()).sum()
+        let back = self.reply.as_ref().map_or(0, |r| {
+            r.responder.dropped() + r.back.iter().map(NfStats::dropped).sum::<u64>()
+        });
+        self.slots.iter().map(|s| s.stats.dropped()).sum::<u64>() + back
     }
 
-    /// Packets the chain's NFs created.
+    /// Packets the chain's NFs created (both ways).
     pub fn created(&self) -> u64 {
-        self.slots.iter().map(|s| s.stats.created).sum()
+        let back = self
+            .reply
+            .as_ref()
+            .map_or(0, |r| r.back.iter().map(|s| s.created).sum::<u64>());
+        self.slots.iter().map(|s| s.stats.created).sum::<u64>() + back
     }
 }
 

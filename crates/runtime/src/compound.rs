@@ -34,6 +34,9 @@ pub struct RunSettings {
     pub pool_size: usize,
     /// Set from outside (e.g. on Ctrl-C) to end the run early; checked every 1024 batches.
     pub stop: Option<Arc<AtomicBool>>,
+    /// A responder at the chain's far end answers every packet, and the replies run
+    /// back through the chain to the sink (compound runtime, linear chains).
+    pub reply: bool,
 }
 
 impl Default for RunSettings {
@@ -48,6 +51,7 @@ impl Default for RunSettings {
             verify: false,
             pool_size: 4096,
             stop: None,
+            reply: false,
         }
     }
 }
@@ -192,6 +196,8 @@ struct Snapshot {
     sinks: Vec<TxCounts>,
     nfs: Vec<NfStats>,
     nf_counters: Vec<Vec<NfCounter>>,
+    /// With a responder: its counters and each NF's on the way back.
+    reply: Option<(NfStats, Vec<NfStats>)>,
 }
 
 impl<R: RxPort, T: TxPort> Rig<R, T> {
@@ -203,6 +209,7 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
             sinks: self.sinks.iter().map(TxCounts::of).collect(),
             nfs: self.chain.slots.iter().map(|s| s.stats).collect(),
             nf_counters: self.chain.slots.iter().map(|s| s.nf.counters()).collect(),
+            reply: self.chain.reply_path().map(|r| (r.responder, r.back.clone())),
         }
     }
 
@@ -249,6 +256,9 @@ pub fn run_compound_on<R: RxPort + Send, T: TxPort + Send>(
         .build(settings.batch, 1)
         .map_err(|e| setting("wiring", e.to_string()))?;
     chain.core = settings.core;
+    if settings.reply {
+        chain.answer_at_end().map_err(|e| setting("responder", e.to_string()))?;
+    }
     let mut pool = PacketPool::new(settings.pool_size);
     source.prime(&mut pool);
     let mut rig = Rig {
@@ -308,6 +318,27 @@ pub fn run_compound_on<R: RxPort + Send, T: TxPort + Send>(
             acc,
             NfCounter::window(&start.nf_counters[i], &end.nf_counters[i]),
         ));
+    }
+    // The way back: the responder, then the NFs last to first.
+    if let (Some((r_end, back_end)), Some((r_start, back_start))) = (&end.reply, &start.reply) {
+        places.push(PlaceReport::from_nf(
+            "responder",
+            "responder",
+            &r_end.since(r_start),
+            crate::chain::RESPONDER_REASONS,
+            acc,
+            Vec::new(),
+        ));
+        for (i, slot) in rig.chain.slots.iter().enumerate().rev() {
+            places.push(PlaceReport::from_nf(
+                &format!("{} (reply)", slot.name),
+                slot.nf.kind(),
+                &back_end[i].since(&back_start[i]),
+                slot.nf.drop_reasons(),
+                acc,
+                Vec::new(),
+            ));
+        }
     }
     for (i, st) in sink_w.iter().enumerate() {
         let name = if i == 0 { "sink".into() } else { format!("sink{i}") };

@@ -583,6 +583,12 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
     settings: &PipelineSettings,
 ) -> Result<RunReport, RunError> {
     let run = &settings.run;
+    if run.reply {
+        return Err(setting(
+            "responder",
+            "the responder runs in the compound runtime (one core: the way back shares the NFs' state)",
+        ));
+    }
     let mut check = run.clone();
     check.core = None;
     check.pool_size = check.pool_size.max(2 * check.batch);
