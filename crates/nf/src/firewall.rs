@@ -458,7 +458,7 @@ impl Firewall {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sfclab_core::{Batch, Emitted, PacketPool, Verdict};
+    use sfclab_core::Verdict;
 
     fn tcp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, flags: u8) -> Vec<u8> {
         let mut out = Vec::new();
@@ -484,18 +484,7 @@ mod tests {
     }
 
     fn run(fw: &mut Firewall, frames: &[Vec<u8>], now_ns: u64) -> Vec<Verdict> {
-        let mut pool = PacketPool::new(frames.len().max(1));
-        let mut batch = Batch::new(frames.len());
-        pool.alloc_into(&mut batch, frames.len());
-        for (p, f) in batch.iter_mut().zip(frames) {
-            p.reset(f.len()).copy_from_slice(f);
-        }
-        let mut verdicts = Verdicts::for_batch(frames.len());
-        let mut emitted = Emitted::default();
-        let mut ctx = Context::new(now_ns, 0, 1.0, &mut pool, &mut emitted);
-        fw.process(&mut ctx, BatchView::new(&mut batch), &mut verdicts);
-        pool.free_batch(&mut batch);
-        (0..frames.len()).map(|i| verdicts.get(i)).collect()
+        crate::testutil::run_at(fw, frames, now_ns).1
     }
 
     fn web_only() -> Firewall {

@@ -29,11 +29,21 @@ mod tshark_checks;
 pub(crate) mod testutil {
     use sfclab_core::{Batch, BatchView, Context, Emitted, NetworkFunction, PacketPool, Verdicts};
 
-    /// Runs `nf` over one batch of `frames`; returns the output frames (after the NF's
-    /// rewrites) and the verdicts, and gives every buffer back.
+    /// Runs `nf` over one batch of `frames` at time zero; see [`run_at`].
     pub fn run_one_batch(
         nf: &mut dyn NetworkFunction,
         frames: &[Vec<u8>],
+    ) -> (Vec<Vec<u8>>, Vec<sfclab_core::Verdict>) {
+        run_at(nf, frames, 0)
+    }
+
+    /// Runs `nf` over one batch of `frames` at `now_ns` (one tick is one nanosecond);
+    /// returns the output frames (after the NF's rewrites) and the verdicts, and gives
+    /// every buffer back.
+    pub fn run_at(
+        nf: &mut dyn NetworkFunction,
+        frames: &[Vec<u8>],
+        now_ns: u64,
     ) -> (Vec<Vec<u8>>, Vec<sfclab_core::Verdict>) {
         let mut pool = PacketPool::new(frames.len().max(1));
         let mut batch = Batch::new(frames.len());
@@ -43,7 +53,7 @@ pub(crate) mod testutil {
         }
         let mut verdicts = Verdicts::for_batch(batch.len());
         let mut emitted = Emitted::default();
-        let mut ctx = Context::new(0, 0, 1.0, &mut pool, &mut emitted);
+        let mut ctx = Context::new(now_ns, 0, 1.0, &mut pool, &mut emitted);
         nf.process(&mut ctx, BatchView::new(&mut batch), &mut verdicts);
         let out = batch.iter().map(|p| p.data().to_vec()).collect();
         let v = (0..frames.len()).map(|i| verdicts.get(i)).collect();

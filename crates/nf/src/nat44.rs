@@ -565,7 +565,7 @@ fn parse_prefix(s: &str) -> Result<(u32, u32), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sfclab_core::{Batch, Emitted, PacketPool, Verdict};
+    use sfclab_core::Verdict;
 
     fn udp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> Vec<u8> {
         let mut out = Vec::new();
@@ -600,21 +600,7 @@ mod tests {
 
     /// Runs one batch at time `now_ns`; returns frames and verdicts.
     fn run(nat: &mut Nat44, frames: &[Vec<u8>], now_ns: u64) -> (Vec<Vec<u8>>, Vec<Verdict>) {
-        let mut pool = PacketPool::new(frames.len().max(1));
-        let mut batch = Batch::new(frames.len());
-        pool.alloc_into(&mut batch, frames.len());
-        for (p, f) in batch.iter_mut().zip(frames) {
-            p.reset(f.len()).copy_from_slice(f);
-        }
-        let mut verdicts = Verdicts::for_batch(frames.len());
-        let mut emitted = Emitted::default();
-        // One tick is one nanosecond: `now` is the time in ns.
-        let mut ctx = Context::new(now_ns, 0, 1.0, &mut pool, &mut emitted);
-        nat.process(&mut ctx, BatchView::new(&mut batch), &mut verdicts);
-        let out = batch.iter().map(|p| p.data().to_vec()).collect();
-        let v = (0..frames.len()).map(|i| verdicts.get(i)).collect();
-        pool.free_batch(&mut batch);
-        (out, v)
+        crate::testutil::run_at(nat, frames, now_ns)
     }
 
     /// Every checksum of a frame verifies (an independent parser reads it).
