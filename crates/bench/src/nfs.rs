@@ -268,7 +268,7 @@ fn run_once(w: &Workload, sizes: &FrameSizes, args: &NfsArgs, accounting: bool) 
     let traffic = GeneratorConfig {
         sizes: sizes.clone(),
         flows: w.flows,
-        destinations: w.destinations,
+        destinations: w.destinations.clone(),
         ..Default::default()
     };
     let settings = RunSettings {

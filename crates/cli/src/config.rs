@@ -347,7 +347,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         limit: None,
         probe_pps: t.latency_probe_pps.unwrap_or(10_000.0),
         port: 0,
-        destinations: t.destinations.unwrap_or_default(),
+        destinations: t.destinations.clone().unwrap_or_default(),
         l4: t.proto.unwrap_or_default(),
         session_packets: t.session_packets,
     };

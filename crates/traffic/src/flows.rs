@@ -137,7 +137,7 @@ pub fn pattern_byte(k: usize) -> u8 {
 }
 
 /// Where flows are sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Destinations {
     /// Every flow to one address in the benchmarking range (198.19.0.1, 2001:2:0:1::1),
@@ -147,25 +147,67 @@ pub enum Destinations {
     /// Each flow to its own pseudo-random unicast address (1.0.0.0-223.255.255.255, or
     /// under 2000::/3): what a router's longest-prefix match sees on the Internet.
     Spread,
+    /// Flows spread over these IPv4 prefixes (flow i to prefix i mod n, a pseudo-random
+    /// host inside it): a routing table's prefixes, or any list, as `a.b.c.d/len`.
+    Prefixes(Vec<String>),
+}
+
+impl Destinations {
+    /// The prefixes of `Prefixes`, parsed (address masked to its length).
+    pub fn prefixes(&self) -> Result<Vec<(u32, u8)>, String> {
+        let Destinations::Prefixes(list) = self else {
+            return Ok(Vec::new());
+        };
+        if list.is_empty() {
+            return Err("give at least one prefix".into());
+        }
+        list.iter()
+            .map(|p| {
+                let (a, l) = p.split_once('/').unwrap_or((p, "32"));
+                let addr: std::net::Ipv4Addr = a
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("`{p}`: `{a}` is not an IPv4 address"))?;
+                let len: u8 = l
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|l| *l <= 32)
+                    .ok_or_else(|| format!("`{p}`: the length is not 0..=32"))?;
+                let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+                Ok((u32::from(addr) & mask, len))
+            })
+            .collect()
+    }
 }
 
 impl std::str::FromStr for Destinations {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "one" => Ok(Destinations::One),
-            "spread" => Ok(Destinations::Spread),
-            _ => Err(format!("`{s}` is not a destination pattern: write one or spread")),
+        let t = s.trim();
+        match t.to_ascii_lowercase().as_str() {
+            "one" => return Ok(Destinations::One),
+            "spread" => return Ok(Destinations::Spread),
+            _ => {}
         }
+        if t.contains('/') || t.contains('.') {
+            let d = Destinations::Prefixes(t.split(',').map(|p| p.trim().to_string()).collect());
+            d.prefixes()?;
+            return Ok(d);
+        }
+        Err(format!(
+            "`{s}` is not a destination pattern: write one, spread, or IPv4 prefixes like 10.0.0.0/8,192.0.2.0/24"
+        ))
     }
 }
 
 impl std::fmt::Display for Destinations {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Destinations::One => "one",
-            Destinations::Spread => "spread",
-        })
+        match self {
+            Destinations::One => f.write_str("one"),
+            Destinations::Spread => f.write_str("spread"),
+            Destinations::Prefixes(list) => f.write_str(&list.join(",")),
+        }
     }
 }
 
@@ -177,8 +219,14 @@ fn spread(i: u32, salt: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Source and destination addresses and ports of flow `i`.
-pub fn flow_tuple(ip: IpVersion, i: u32, destinations: Destinations) -> (Vec<u8>, Vec<u8>, u16, u16) {
+/// Source and destination addresses and ports of flow `i`; `prefixes`: those of
+/// `Destinations::Prefixes`, parsed.
+pub fn flow_tuple(
+    ip: IpVersion,
+    i: u32,
+    destinations: &Destinations,
+    prefixes: &[(u32, u8)],
+) -> (Vec<u8>, Vec<u8>, u16, u16) {
     let sport = 1024 + (i >> 16) as u16;
     let dport = 5001;
     match ip {
@@ -186,6 +234,15 @@ pub fn flow_tuple(ip: IpVersion, i: u32, destinations: Destinations) -> (Vec<u8>
             let [_, _, hi, lo] = i.to_be_bytes();
             let dst = match destinations {
                 Destinations::One => vec![198, 19, 0, 1],
+                Destinations::Prefixes(_) => {
+                    let (net, len) = prefixes[i as usize % prefixes.len()];
+                    let host = if len == 32 {
+                        0
+                    } else {
+                        spread(i, 5) as u32 & (u32::MAX >> len)
+                    };
+                    (net | host).to_be_bytes().to_vec()
+                }
                 Destinations::Spread => {
                     let r = spread(i, 4).to_be_bytes();
                     // Unicast, not 0/8 or 127/8: first byte 1..=223 but 127.
@@ -201,7 +258,7 @@ pub fn flow_tuple(ip: IpVersion, i: u32, destinations: Destinations) -> (Vec<u8>
             src[12..].copy_from_slice(&i.to_be_bytes());
             let mut dst = [0u8; 16];
             match destinations {
-                Destinations::One => {
+                Destinations::One | Destinations::Prefixes(_) => {
                     dst[..8].copy_from_slice(&[0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01]);
                     dst[15] = 1;
                 }
@@ -252,7 +309,7 @@ impl FlowSet {
     /// `frame_lens`: buffer lengths (FCS excluded), each at least `ip.header_len(l4)`.
     /// TCP templates are data segments (PSH+ACK, sequence 0, acknowledgment 1): the
     /// generator rewrites flags, sequence and port per packet, checksum incrementally.
-    pub fn new(ip: IpVersion, l4: L4, flows: u32, frame_lens: &[u16], destinations: Destinations) -> FlowSet {
+    pub fn new(ip: IpVersion, l4: L4, flows: u32, frame_lens: &[u16], destinations: &Destinations) -> FlowSet {
         assert!((1..=MAX_FLOWS).contains(&flows));
         assert!(ip == IpVersion::V4 || l4 == L4::Udp, "TCP templates are IPv4 only");
         let hlen = ip.header_len(l4);
@@ -267,11 +324,16 @@ impl FlowSet {
             })
             .collect();
         let offsets = ip.patch_offsets(l4);
+        let prefixes = destinations.prefixes().expect("destinations are checked before");
+        assert!(
+            ip == IpVersion::V4 || prefixes.is_empty(),
+            "destination prefixes are IPv4"
+        );
         let mut heads = Vec::with_capacity(flows as usize);
         let mut hashes = Vec::with_capacity(flows as usize);
         let mut patches = Vec::with_capacity(flows as usize * frame_lens.len());
         for i in 0..flows {
-            let (src, dst, sport, dport) = flow_tuple(ip, i, destinations);
+            let (src, dst, sport, dport) = flow_tuple(ip, i, destinations, &prefixes);
             let mut head = [0u8; 64];
             for (k, b) in head.iter_mut().enumerate() {
                 *b = pattern_byte(k);
@@ -398,7 +460,7 @@ mod tests {
     fn every_flow_and_size_has_valid_checksums() {
         for ip in [IpVersion::V4, IpVersion::V6] {
             let lens = [ip.min_frame(L4::Udp) - 4, 590, 1514];
-            let set = FlowSet::new(ip, L4::Udp, 70_000, &lens, Destinations::Spread);
+            let set = FlowSet::new(ip, L4::Udp, 70_000, &lens, &Destinations::Spread);
             for flow in [0usize, 1, 255, 65_535, 65_536, 69_999] {
                 for class in 0..lens.len() {
                     let f = frame(&set, flow, class);
@@ -433,9 +495,33 @@ mod tests {
         }
     }
 
+    /// `Prefixes`: flow i goes to prefix i mod n, to a host inside it; the text form
+    /// round-trips and bad prefixes are named.
+    #[test]
+    fn destinations_spread_over_given_prefixes() {
+        let d: Destinations = "10.0.0.0/8, 192.0.2.0/24,203.0.113.7".parse().unwrap();
+        assert_eq!(d.to_string(), "10.0.0.0/8,192.0.2.0/24,203.0.113.7");
+        assert_eq!(d.to_string().parse::<Destinations>().unwrap(), d);
+        let set = FlowSet::new(IpVersion::V4, L4::Udp, 300, &[60], &d);
+        let mut hosts = std::collections::HashSet::new();
+        for (i, head) in set.heads.iter().enumerate() {
+            let dst = [head[30], head[31], head[32], head[33]];
+            match i % 3 {
+                0 => assert_eq!(dst[0], 10, "flow {i}"),
+                1 => assert_eq!(&dst[..3], &[192, 0, 2], "flow {i}"),
+                _ => assert_eq!(dst, [203, 0, 113, 7], "flow {i}"),
+            }
+            hosts.insert(dst);
+        }
+        assert!(hosts.len() > 150, "hosts differ inside a prefix: {}", hosts.len());
+        for bad in ["10.0.0.0/33", "10.0.0/8", "one-ish"] {
+            assert!(bad.parse::<Destinations>().is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn flows_differ_in_their_five_tuple_and_hash() {
-        let set = FlowSet::new(IpVersion::V4, L4::Udp, 1000, &[60], Destinations::One);
+        let set = FlowSet::new(IpVersion::V4, L4::Udp, 1000, &[60], &Destinations::One);
         let mut hashes = set.hashes.to_vec();
         hashes.sort();
         hashes.dedup();

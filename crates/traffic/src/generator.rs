@@ -81,6 +81,10 @@ impl GeneratorConfig {
         if self.l4 == L4::Tcp && self.ip != IpVersion::V4 {
             return Err(("proto", "TCP sessions are generated over IPv4 only (for now)".into()));
         }
+        self.destinations.prefixes().map_err(|e| ("destinations", e))?;
+        if matches!(self.destinations, Destinations::Prefixes(_)) && self.ip != IpVersion::V4 {
+            return Err(("destinations", "destination prefixes are IPv4 (for now)".into()));
+        }
         let min_session = if self.l4 == L4::Tcp { 2 } else { 1 };
         if self.session_packets.is_some_and(|n| n < min_session) {
             return Err((
@@ -278,7 +282,7 @@ impl Generator {
             .iter()
             .map(|&s| ((u64::from(s) + L1_OVERHEAD) * 8) as f64)
             .collect();
-        let flows = FlowSet::new(cfg.ip, cfg.l4, cfg.flows, &lens, cfg.destinations);
+        let flows = FlowSet::new(cfg.ip, cfg.l4, cfg.flows, &lens, &cfg.destinations);
         let sessions = Sessions::new(&cfg, &flows);
         let hz = tsc::hz();
         let (rate, pace_bits) = match cfg.rate {
