@@ -169,10 +169,8 @@ struct Sessions {
     pos: Box<[u32]>,
     session: Box<[u32]>,
     next_seq: Box<[u32]>,
-    /// Per flow: the template's source port.
-    base_port: Box<[u16]>,
-    /// Payload bytes per size class.
-    payload: Vec<u32>,
+    /// Header bytes before the payload.
+    header_len: usize,
     l4_offset: usize,
     csum_offset: usize,
     /// New sessions started (each a new 5-tuple).
@@ -188,44 +186,37 @@ impl Sessions {
         let tcp = cfg.l4 == L4::Tcp;
         let length = cfg.session_packets.or(tcp.then_some(TCP_SESSION_PACKETS))?;
         let n = flows.flows();
-        let l4_offset = cfg.ip.l4_offset();
-        let hlen = cfg.ip.header_len(cfg.l4);
         Some(Sessions {
             tcp,
             length,
             pos: vec![0; n].into_boxed_slice(),
             session: vec![0; n].into_boxed_slice(),
             next_seq: vec![0; n].into_boxed_slice(),
-            base_port: flows
-                .heads
-                .iter()
-                .map(|h| u16::from_be_bytes([h[l4_offset], h[l4_offset + 1]]))
-                .collect(),
-            payload: flows.lens.iter().map(|&l| u32::from(l) - hlen as u32).collect(),
-            l4_offset,
+            header_len: cfg.ip.header_len(cfg.l4),
+            l4_offset: cfg.ip.l4_offset(),
             csum_offset: cfg.ip.patch_offsets(cfg.l4)[3],
             started: 0,
         })
     }
 
-    /// Rewrites the stamped frame of `flow` (size class `class`) as its session's next
-    /// packet: source port, and for TCP flags and sequence number; the L4 checksum is
-    /// updated for what changed.
+    /// Rewrites the stamped frame of `flow` (its template's port, flags and sequence
+    /// number) as its session's next packet: source port, and for TCP flags and sequence
+    /// number; the L4 checksum is updated for what changed.
     #[inline]
-    fn next(&mut self, flow: usize, class: usize, frame: &mut [u8]) {
+    fn next(&mut self, flow: usize, frame: &mut [u8]) {
         let pos = self.pos[flow];
         if pos == 0 {
             self.started += 1;
         }
         let session = self.session[flow];
         let l4 = self.l4_offset;
-        let base = self.base_port[flow];
+        let base = u16::from_be_bytes([frame[l4], frame[l4 + 1]]);
         let port = 1024 + ((u32::from(base) - 1024 + 16 * (session % PORT_STEPS)) % (65_536 - 1024)) as u16;
         let mut csum = u16::from_be_bytes([frame[self.csum_offset], frame[self.csum_offset + 1]]);
         csum = checksum::update16(csum, base, port);
         frame[l4..l4 + 2].copy_from_slice(&port.to_be_bytes());
         if self.tcp {
-            let payload = self.payload[class];
+            let payload = (frame.len() - self.header_len) as u32;
             let (seq, flags) = match pos {
                 0 => {
                     // A fresh initial sequence number per session.
@@ -408,14 +399,15 @@ impl RxPort for Generator {
         let mut seq = self.seq;
         let fresh = &self.fresh;
         let mut bytes = 0u64;
-        if let Some(sessions) = &mut self.sessions {
-            // Sessions: every packet is rewritten after stamping (ports, TCP flags and
-            // sequence numbers, the checksum updated for them).
+        if self.mixed || self.sessions.is_some() {
+            // Per packet: its size class, the template's lengths and checksums for it, and
+            // with sessions the rewrite of ports, TCP flags and sequence numbers.
             let (patches, offsets, classes) = (
                 &self.flows.patches,
                 self.flows.ip.patch_offsets(self.flows.l4),
                 self.lens.len(),
             );
+            let mut sessions = self.sessions.as_mut();
             let mut slot = self.next_slot;
             for p in batch.iter_mut_from(first) {
                 let class = usize::from(self.schedule[slot]);
@@ -423,26 +415,10 @@ impl RxPort for Generator {
                 p.stamp(&fresh[class], hashes[flow], seq, &heads[flow]);
                 let frame = p.data_mut();
                 apply_patch(frame, offsets, &patches[flow * classes + class]);
-                sessions.next(flow, class, frame);
+                if let Some(s) = sessions.as_mut() {
+                    s.next(flow, frame);
+                }
                 bytes += u64::from(self.lens[class]);
-                flow = if flow + 1 == nflows { 0 } else { flow + 1 };
-                seq = seq.wrapping_add(1);
-            }
-            self.next_slot = slot;
-        } else if self.mixed {
-            let (patches, offsets, classes) = (
-                &self.flows.patches,
-                self.flows.ip.patch_offsets(self.flows.l4),
-                self.lens.len(),
-            );
-            let mut slot = self.next_slot;
-            for p in batch.iter_mut_from(first) {
-                let class = usize::from(self.schedule[slot]);
-                slot = if slot + 1 == self.schedule.len() { 0 } else { slot + 1 };
-                let len = self.lens[class];
-                p.stamp(&fresh[class], hashes[flow], seq, &heads[flow]);
-                apply_patch(p.data_mut(), offsets, &patches[flow * classes + class]);
-                bytes += u64::from(len);
                 flow = if flow + 1 == nflows { 0 } else { flow + 1 };
                 seq = seq.wrapping_add(1);
             }
