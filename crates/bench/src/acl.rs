@@ -12,7 +12,7 @@ use sfclab_nf::acl::{BitVector, Key, TupleSpace, classbench};
 use std::path::Path;
 use std::time::Instant;
 
-use crate::{Machine, median, repetitions};
+use crate::{Machine, median, median_if_any, on_core, repetitions};
 
 pub const ACL_SCHEMA: &str = "sfclab.bench.acl/1";
 
@@ -90,19 +90,6 @@ fn cycles_per_header(trace: &[Key], min_headers: usize, mut classify: impl FnMut
         done += trace.len();
     }
     (tsc::now() - t0) as f64 / done as f64
-}
-
-fn on_core<T: Send>(core: Option<usize>, f: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            if let Some(c) = core {
-                core_affinity::set_for_current(core_affinity::CoreId { id: c });
-            }
-            f()
-        })
-        .join()
-        .expect("the measuring thread")
-    })
 }
 
 pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<AclBench, String> {
@@ -215,9 +202,8 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
         }
         point.bitvector_cycles = median(&point.bitvector_runs);
         point.tuple_space_cycles = median(&point.tuple_space_runs);
-        let some_median = |v: &[f64]| (!v.is_empty()).then(|| median(v));
-        point.dpdk_cycles = some_median(&point.dpdk_runs);
-        point.dpdk_scalar_cycles = some_median(&point.dpdk_scalar_runs);
+        point.dpdk_cycles = median_if_any(&point.dpdk_runs);
+        point.dpdk_scalar_cycles = median_if_any(&point.dpdk_scalar_runs);
         point.ratio = point.dpdk_cycles.map(|d| point.bitvector_cycles / d);
         point.scalar_ratio = point.dpdk_scalar_cycles.map(|d| point.bitvector_cycles / d);
         points.push(point);

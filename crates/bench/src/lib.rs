@@ -178,6 +178,26 @@ pub trait Interruptible {
     fn interrupted(&self) -> bool;
 }
 
+/// Runs `f` on a thread pinned to `core` (if given) and returns its result: a
+/// measurement on the core the chain would have.
+pub fn on_core<T: Send>(core: Option<usize>, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(c) = core {
+                core_affinity::set_for_current(core_affinity::CoreId { id: c });
+            }
+            f()
+        })
+        .join()
+        .expect("the measuring thread")
+    })
+}
+
+/// The median of a peer's runs, `None` when it did not run.
+pub fn median_if_any(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| median(v))
+}
+
 pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
@@ -234,36 +254,29 @@ pub struct HopBench {
 /// `hops` times per round, no framework: what one hop costs this machine right now.
 /// Returns TSC cycles per packet per hop.
 pub fn bare_loop_cycles_per_hop(core: Option<usize>, duration: Duration) -> f64 {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            if let Some(c) = core {
-                core_affinity::set_for_current(core_affinity::CoreId { id: c });
-            }
-            let mut pool = sfclab_core::PacketPool::new(64);
-            let mut batch = sfclab_core::Batch::new(32);
-            pool.alloc_into(&mut batch, 32);
-            let frames: Vec<*mut u8> = batch.iter_mut().map(|p| p.reset(60).as_mut_ptr()).collect();
-            let macs = [2u8, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
-            const HOPS: u64 = 16;
-            let (mut rounds, t0) = (0u64, sfclab_core::tsc::now());
-            let end = t0 + sfclab_core::tsc::ticks(duration);
-            while sfclab_core::tsc::now() < end {
-                for _ in 0..1024 {
-                    for _ in 0..HOPS {
-                        for &f in std::hint::black_box(&frames) {
-                            // SAFETY: each pointer is the start of a 60-byte frame we own.
-                            unsafe { std::ptr::copy_nonoverlapping(macs.as_ptr(), f, 12) };
-                        }
+    on_core(core, || {
+        let mut pool = sfclab_core::PacketPool::new(64);
+        let mut batch = sfclab_core::Batch::new(32);
+        pool.alloc_into(&mut batch, 32);
+        let frames: Vec<*mut u8> = batch.iter_mut().map(|p| p.reset(60).as_mut_ptr()).collect();
+        let macs = [2u8, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+        const HOPS: u64 = 16;
+        let (mut rounds, t0) = (0u64, sfclab_core::tsc::now());
+        let end = t0 + sfclab_core::tsc::ticks(duration);
+        while sfclab_core::tsc::now() < end {
+            for _ in 0..1024 {
+                for _ in 0..HOPS {
+                    for &f in std::hint::black_box(&frames) {
+                        // SAFETY: each pointer is the start of a 60-byte frame we own.
+                        unsafe { std::ptr::copy_nonoverlapping(macs.as_ptr(), f, 12) };
                     }
                 }
-                rounds += 1024;
             }
-            let cycles = sfclab_core::tsc::now() - t0;
-            pool.free_batch(&mut batch);
-            cycles as f64 / (rounds * HOPS * frames.len() as u64) as f64
-        })
-        .join()
-        .expect("bare loop thread")
+            rounds += 1024;
+        }
+        let cycles = sfclab_core::tsc::now() - t0;
+        pool.free_batch(&mut batch);
+        cycles as f64 / (rounds * HOPS * frames.len() as u64) as f64
     })
 }
 

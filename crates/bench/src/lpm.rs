@@ -9,7 +9,7 @@ use sfclab_core::tsc;
 use sfclab_nf::lpm::{BGP4_SHAPE, Lpm4, SplitMix, counts_of, random_table4};
 use std::time::Instant;
 
-use crate::{Machine, median, repetitions};
+use crate::{Machine, median, median_if_any, on_core, repetitions};
 
 pub const LPM_SCHEMA: &str = "sfclab.bench.lpm/1";
 
@@ -124,16 +124,7 @@ pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
             step += 1;
         }
         progress(step, total, "sfclab lookups");
-        let (s, b, f) = std::thread::scope(|sc| {
-            sc.spawn(|| {
-                if let Some(c) = core {
-                    core_affinity::set_for_current(core_affinity::CoreId { id: c });
-                }
-                measure(&table, r as u64 + 1)
-            })
-            .join()
-            .expect("the lookup thread")
-        });
+        let (s, b, f) = on_core(core, || measure(&table, r as u64 + 1));
         single_runs.push(s);
         bulk_runs.push(b);
         fails = f;
@@ -141,8 +132,7 @@ pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
     }
     let dpdk_single_runs: Vec<f64> = peer_runs.iter().map(|p| p.single_cycles).collect();
     let dpdk_bulk_runs: Vec<f64> = peer_runs.iter().map(|p| p.bulk_cycles).collect();
-    let dpdk_single = (!dpdk_single_runs.is_empty()).then(|| median(&dpdk_single_runs));
-    let dpdk_bulk = (!dpdk_bulk_runs.is_empty()).then(|| median(&dpdk_bulk_runs));
+    let (dpdk_single, dpdk_bulk) = (median_if_any(&dpdk_single_runs), median_if_any(&dpdk_bulk_runs));
     let (single, bulk) = (median(&single_runs), median(&bulk_runs));
     Ok(LpmBench {
         schema: LPM_SCHEMA,

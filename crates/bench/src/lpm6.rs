@@ -9,7 +9,7 @@ use serde::Serialize;
 use sfclab_core::tsc;
 use sfclab_nf::lpm::{Lpm6, Route, SplitMix, random_table6};
 
-use crate::{Machine, median, repetitions};
+use crate::{Machine, median, median_if_any, on_core, repetitions};
 
 pub const LPM6_SCHEMA: &str = "sfclab.bench.lpm6/1";
 
@@ -140,16 +140,7 @@ pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str)) -> Re
             step += 1;
         }
         progress(step, total, "sfclab lookups");
-        let (s, b, f) = std::thread::scope(|sc| {
-            sc.spawn(|| {
-                if let Some(c) = core {
-                    core_affinity::set_for_current(core_affinity::CoreId { id: c });
-                }
-                measure(&table, &addrs)
-            })
-            .join()
-            .expect("the lookup thread")
-        });
+        let (s, b, f) = on_core(core, || measure(&table, &addrs));
         single_runs.push(s);
         bulk_runs.push(b);
         fails = f;
@@ -157,8 +148,7 @@ pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str)) -> Re
     }
     let dpdk_single_runs: Vec<f64> = peer_runs.iter().map(|p| p.single_cycles).collect();
     let dpdk_bulk_runs: Vec<f64> = peer_runs.iter().map(|p| p.bulk_cycles).collect();
-    let some_median = |v: &[f64]| (!v.is_empty()).then(|| median(v));
-    let (dpdk_single, dpdk_bulk) = (some_median(&dpdk_single_runs), some_median(&dpdk_bulk_runs));
+    let (dpdk_single, dpdk_bulk) = (median_if_any(&dpdk_single_runs), median_if_any(&dpdk_bulk_runs));
     let (single, bulk) = (median(&single_runs), median(&bulk_runs));
     Ok(Lpm6Bench {
         schema: LPM6_SCHEMA,

@@ -332,7 +332,7 @@ pub fn run(
         interrupted,
         ring_cycles_per_element: median(&ring_runs),
         ring_runs,
-        dpdk_ring_cycles_per_element: (!dpdk_runs.is_empty()).then(|| median(&dpdk_runs)),
+        dpdk_ring_cycles_per_element: crate::median_if_any(&dpdk_runs),
         dpdk_ring_runs: dpdk_runs,
         dpdk_skipped,
         full_hop_cycles_per_packet: median(&hop_runs),
