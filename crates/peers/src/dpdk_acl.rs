@@ -4,10 +4,8 @@
 //! header's first matching rule, which sfclab's classifier is checked against.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-use crate::testpmd::remove_runtime_dir;
-use crate::which;
+use crate::run_dpdk_app;
 
 /// What one `dpdk-test-acl` run measured.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
@@ -34,30 +32,12 @@ const METHODS: [&str; 9] = [
 ];
 
 fn run(rules: &Path, trace: &Path, core: usize, extra: &[String]) -> Result<String, String> {
-    let bin = which("dpdk-test-acl").ok_or("dpdk-test-acl not found (Debian package `dpdk-dev`)")?;
-    let prefix = format!("sfclab-acl-{}", std::process::id());
-    let mut args: Vec<String> = [
-        "--no-huge",
-        "-m",
-        "1024",
-        "--no-pci",
-        "-l",
-        &core.to_string(),
-        "--file-prefix",
-        &prefix,
-        "--log-level",
-        "lib.eal:error",
-        "--",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.push(format!("--rulesf={}", rules.display()));
-    args.push(format!("--tracef={}", trace.display()));
+    let mut args = vec![
+        format!("--rulesf={}", rules.display()),
+        format!("--tracef={}", trace.display()),
+    ];
     args.extend_from_slice(extra);
-    let out = Command::new(&bin).args(&args).stdin(Stdio::null()).output();
-    remove_runtime_dir(&prefix);
-    let out = out.map_err(|e| format!("cannot run dpdk-test-acl: {e}"))?;
+    let out = run_dpdk_app("dpdk-test-acl", "dpdk-dev", &core.to_string(), 1024, &[], &args)?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);

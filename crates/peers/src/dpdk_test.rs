@@ -2,32 +2,19 @@
 //! `ring_perf_autotest` measures rte_ring's cost per element, `lpm_perf_autotest`
 //! rte_lpm's cycles per IPv4 lookup on a BGP-shaped table of about a million routes.
 
-use std::process::{Command, Stdio};
-
-use crate::testpmd::remove_runtime_dir;
-use crate::which;
+use crate::run_dpdk_app;
 
 /// Runs DPDK's ring_perf_autotest; returns SP/SC bulk enq+deq cycles per element on two cores.
 pub fn ring_perf(burst: usize, cores: (usize, usize)) -> Result<f64, String> {
-    let bin = which("dpdk-test").ok_or("dpdk-test not found (Debian package `dpdk-dev`)")?;
-    let prefix = format!("sfclab-ring-{}", std::process::id());
     let lcores = format!("{},{}", cores.0, cores.1);
-    let out = Command::new(&bin)
-        .args([
-            "--no-huge",
-            "-m",
-            "512",
-            "--no-pci",
-            "-l",
-            &lcores,
-            "--file-prefix",
-            &prefix,
-        ])
-        .env("DPDK_TEST", "ring_perf_autotest")
-        .stdin(Stdio::null())
-        .output();
-    remove_runtime_dir(&prefix);
-    let out = out.map_err(|e| format!("cannot run dpdk-test: {e}"))?;
+    let out = run_dpdk_app(
+        "dpdk-test",
+        "dpdk-dev",
+        &lcores,
+        512,
+        &[("DPDK_TEST", "ring_perf_autotest")],
+        &[],
+    )?;
     let text = String::from_utf8_lossy(&out.stdout);
     parse_ring_perf(&text, burst).ok_or_else(|| "ring_perf_autotest printed no SP/SC two-core figures".to_string())
 }
@@ -57,24 +44,14 @@ pub fn lpm6_perf(core: usize) -> Result<LpmPerf, String> {
 }
 
 fn lpm_perf_test(test: &str, core: usize) -> Result<LpmPerf, String> {
-    let bin = which("dpdk-test").ok_or("dpdk-test not found (Debian package `dpdk-dev`)")?;
-    let prefix = format!("sfclab-lpm-{}", std::process::id());
-    let out = Command::new(&bin)
-        .args([
-            "--no-huge",
-            "-m",
-            "1024",
-            "--no-pci",
-            "-l",
-            &core.to_string(),
-            "--file-prefix",
-            &prefix,
-        ])
-        .env("DPDK_TEST", test)
-        .stdin(Stdio::null())
-        .output();
-    remove_runtime_dir(&prefix);
-    let out = out.map_err(|e| format!("cannot run dpdk-test: {e}"))?;
+    let out = run_dpdk_app(
+        "dpdk-test",
+        "dpdk-dev",
+        &core.to_string(),
+        1024,
+        &[("DPDK_TEST", test)],
+        &[],
+    )?;
     parse_lpm_perf(&String::from_utf8_lossy(&out.stdout)).ok_or_else(|| format!("{test} printed no lookup figures"))
 }
 
