@@ -9,6 +9,7 @@
 
 use serde::Serialize;
 use sfclab_wire::checksum;
+use sfclab_wire::{EthernetRepr, FrameRepr, IpRepr, MacAddr, TransportRepr};
 
 /// Most flows a generator keeps templates for (64 MiB of templates).
 pub const MAX_FLOWS: u32 = 1 << 20;
@@ -338,78 +339,41 @@ impl FlowSet {
             for (k, b) in head.iter_mut().enumerate() {
                 *b = pattern_byte(k);
             }
-            let builder = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
-            let builder = match ip {
-                IpVersion::V4 => builder.ipv4(src[..4].try_into().unwrap(), dst[..4].try_into().unwrap(), 64),
-                IpVersion::V6 => builder.ipv6(src[..].try_into().unwrap(), dst[..].try_into().unwrap(), 64),
+            let frame = FrameRepr {
+                ethernet: EthernetRepr {
+                    src: MacAddr([2, 0, 0, 0, 0, 1]),
+                    dst: MacAddr([2, 0, 0, 0, 0, 2]),
+                    vlan_tci: None,
+                },
+                ip: match ip {
+                    IpVersion::V4 => IpRepr::v4(src[..4].try_into().unwrap(), dst[..4].try_into().unwrap()),
+                    IpVersion::V6 => IpRepr::v6(src[..].try_into().unwrap(), dst[..].try_into().unwrap()),
+                },
+                transport: match l4 {
+                    L4::Udp => TransportRepr::Udp {
+                        src_port: sport,
+                        dst_port: dport,
+                    },
+                    L4::Tcp => TransportRepr::Tcp {
+                        src_port: sport,
+                        dst_port: dport,
+                        seq: 0,
+                        ack: 1,
+                        flags: u16::from(TEMPLATE_FLAGS),
+                        window: 65535,
+                    },
+                },
             };
-            let mut hdr = Vec::with_capacity(hlen);
-            match l4 {
-                L4::Udp => builder.udp(sport, dport).write(&mut hdr, &[]),
-                L4::Tcp => builder.tcp(sport, dport, 0, 65535).ack(1).psh().write(&mut hdr, &[]),
-            }
-            .expect("header fits");
-            head[..hlen].copy_from_slice(&hdr);
+            debug_assert_eq!(frame.header_len(), hlen);
             for (c, &len) in frame_lens.iter().enumerate() {
-                // IPv4 total length counts its header; IPv6 payload length does not.
-                let l3_len = match ip {
-                    IpVersion::V4 => len - 14,
-                    IpVersion::V6 => len - 14 - 40,
-                };
-                let l4_len = (usize::from(len) - hlen + l4.header_len()) as u16;
+                // Each size's headers, written whole; the patch keeps the fields that differ.
                 let mut h = head;
-                h[offsets[0]..offsets[0] + 2].copy_from_slice(&l3_len.to_be_bytes());
-                let ip_csum = match ip {
-                    IpVersion::V4 => {
-                        h[24] = 0;
-                        h[25] = 0;
-                        checksum::checksum(&h[14..34])
-                    }
-                    IpVersion::V6 => l4_len,
-                };
-                let pseudo = match ip {
-                    IpVersion::V4 => checksum::pseudo_header_v4(
-                        src[..4].try_into().unwrap(),
-                        dst[..4].try_into().unwrap(),
-                        l4.protocol(),
-                        l4_len,
-                    ),
-                    IpVersion::V6 => checksum::pseudo_header_v6(
-                        src[..].try_into().unwrap(),
-                        dst[..].try_into().unwrap(),
-                        l4.protocol(),
-                        u32::from(l4_len),
-                    ),
-                };
-                let l4_off = ip.l4_offset();
-                let mut l4_hdr = h[l4_off..hlen].to_vec();
-                if l4 == L4::Udp {
-                    l4_hdr[4..6].copy_from_slice(&l4_len.to_be_bytes());
-                }
-                // The checksum field itself counts as zero.
-                let csum_at = offsets[3] - l4_off;
-                l4_hdr[csum_at..csum_at + 2].copy_from_slice(&[0, 0]);
-                let l4_csum = match !checksum::fold(checksum::sum(pseudo, &l4_hdr) + payload_sums[c]) {
-                    0 if l4 == L4::Udp => 0xffff,
-                    x => x,
-                };
-                // The third slot: UDP's length, or a field the others already wrote.
-                let third = match (ip, l4) {
-                    (_, L4::Udp) => l4_len,
-                    (IpVersion::V4, L4::Tcp) => ip_csum,
-                    (IpVersion::V6, L4::Tcp) => l3_len,
-                };
-                let second = match (ip, l4) {
-                    (IpVersion::V6, L4::Tcp) => l3_len,
-                    _ => ip_csum,
-                };
-                patches.push([
-                    l3_len.to_be_bytes(),
-                    second.to_be_bytes(),
-                    third.to_be_bytes(),
-                    l4_csum.to_be_bytes(),
-                ]);
+                frame
+                    .emit_headers(&mut h, usize::from(len) - hlen, payload_sums[c])
+                    .expect("headers fit the 64-byte head");
+                patches.push(offsets.map(|o| [h[o], h[o + 1]]));
             }
+            frame.emit_headers(&mut head, 0, 0).expect("headers fit the 64-byte head");
             let first = patches[patches.len() - frame_lens.len()];
             apply_patch(&mut head, offsets, &first);
             heads.push(head);

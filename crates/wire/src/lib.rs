@@ -7,17 +7,23 @@
 
 #![forbid(unsafe_code)]
 
+pub mod arp;
+pub mod build;
 pub mod checksum;
 pub mod ethernet;
 pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
+pub mod layers;
 pub mod tcp;
 pub mod udp;
+pub mod vlan;
 
+pub use build::{EthernetRepr, FrameRepr, IpRepr, TransportRepr};
 pub use ethernet::{EtherType, EthernetHeader, MacAddr};
 pub use ipv4::{IpProtocol, Ipv4Header};
 pub use ipv6::Ipv6Header;
+pub use layers::{Layers, Network};
 pub use tcp::TcpHeader;
 pub use udp::UdpHeader;
 
@@ -63,3 +69,10 @@ macro_rules! header_view {
     };
 }
 pub(crate) use header_view;
+
+/// Bytes from hex text with any whitespace between (test fixtures copied from captures).
+#[cfg(test)]
+pub(crate) fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
