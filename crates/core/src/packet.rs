@@ -2,6 +2,10 @@
 //!
 //! Layout of one buffer (`BUF_SIZE` bytes, 64-byte aligned):
 //! `[meta: 64][headroom: 128][frame ... up to DATA_ROOM]`.
+//!
+//! The metadata line carries what NFs share about a packet besides its bytes: where
+//! its layers start (found once by the parser step, [`Packet::layers`]), its flow hash
+//! ([`Packet::flow_hash`]) and the notes NFs leave for later NFs ([`Notes`]).
 //! The stride is 33 cache lines on purpose: buffers at a power-of-two stride land in a
 //! few L1 sets and a batch of them evicts itself (see docs/PERFORMANCE.md).
 
@@ -41,6 +45,62 @@ pub struct PacketMeta {
     /// TSC when the source emitted the packet. Set on latency probes (`FLAG_PROBE`)
     /// only: writing it into every packet would cost a store per packet for nothing.
     pub timestamp: u64,
+    /// The parser step's result, or unparsed. Private so that every change of the
+    /// frame's place forgets it (offsets are hints for checked views, never pointers).
+    layers: Layers,
+}
+
+/// Hints one NF leaves in a packet for the NFs after it, as VPP's buffer opaque: a few
+/// 32-bit slots, each with a documented meaning and writer, and a mask of the slots
+/// written since the packet was made, so a slot never leaks a value from the buffer's
+/// previous packet.
+///
+/// | slot | written by | meaning |
+/// |---|---|---|
+/// | [`Note::NEXT_HOP`] | router | index of the next hop it chose (the `output` key's order) |
+/// | [`Note::CONNTRACK`] | firewall | the connection's state: 1 new, 2 established, 3 related |
+/// | [`Note::COLOUR`] | policers (part 2) | 0 green, 1 yellow, 2 red |
+/// | [`Note::SECURITY_ASSOCIATION`] | IPsec (part 2) | SA index |
+/// | [`Note::SERVICE_PATH`] | NSH (part 2) | service path id << 8 \| service index |
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct Notes {
+    written: u32,
+    slots: [u32; Note::SLOTS],
+}
+
+/// A slot of [`Notes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Note(u8);
+
+impl Note {
+    pub const NEXT_HOP: Note = Note(0);
+    pub const CONNTRACK: Note = Note(1);
+    pub const COLOUR: Note = Note(2);
+    pub const SECURITY_ASSOCIATION: Note = Note(3);
+    pub const SERVICE_PATH: Note = Note(4);
+    /// Slots in a packet's notes.
+    pub const SLOTS: usize = 5;
+}
+
+impl Notes {
+    /// The value an earlier NF wrote in `slot` for this packet, if any.
+    #[inline(always)]
+    pub fn get(&self, slot: Note) -> Option<u32> {
+        (self.written & 1 << slot.0 != 0).then(|| self.slots[usize::from(slot.0)])
+    }
+
+    #[inline(always)]
+    pub fn set(&mut self, slot: Note, value: u32) {
+        self.slots[usize::from(slot.0)] = value;
+        self.written |= 1 << slot.0;
+    }
+
+    /// Forgets every note (the slots' bytes stay, unreadable).
+    #[inline(always)]
+    pub fn clear(&mut self) {
+        self.written = 0;
+    }
 }
 
 impl PacketMeta {
@@ -57,6 +117,14 @@ impl PacketMeta {
     }
 }
 
+impl PacketMeta {
+    /// Forgets the parser step's result (see [`Packet::layers`]).
+    #[inline(always)]
+    pub fn forget_layers(&mut self) {
+        self.layers = Layers::default();
+    }
+}
+
 /// Which of `shards` replicas a packet with `flow_hash` goes to, as RSS spreads flows
 /// over queues: multiply-shift maps the hash's high bits onto `0..shards` without a
 /// division, so every packet of a flow lands in the same shard.
@@ -64,6 +132,8 @@ impl PacketMeta {
 pub fn shard_of(flow_hash: u32, shards: usize) -> usize {
     ((u64::from(flow_hash) * shards as u64) >> 32) as usize
 }
+
+use sfclab_wire::{Layers, WireError};
 
 /// The packet is a latency probe: the sink records `now - timestamp`.
 pub const FLAG_PROBE: u16 = 1;
@@ -75,6 +145,9 @@ pub const FLAG_WINDOW: u16 = 2;
 /// An NF created the packet (`Context::alloc`): it is never the source's window traffic,
 /// whatever flags the NF copies into it (`Context::emit` clears `FLAG_WINDOW` on it).
 pub const FLAG_CREATED: u16 = 4;
+/// `flow_hash` holds the packet's flow hash (the source set it, as a NIC's RSS does, or
+/// [`Packet::flow_hash`] computed it); without it the field means nothing.
+pub const FLAG_FLOW_HASH: u16 = 8;
 
 #[cfg_attr(not(debug_assertions), allow(dead_code))]
 pub(crate) const STATE_FREE: u32 = 0x5fc0_f4ee;
@@ -88,14 +161,18 @@ pub(crate) const STATE_IN_USE: u32 = 0x5fc0_a11c;
 #[repr(C, align(64))]
 pub struct Packet {
     pub meta: PacketMeta,
+    /// Hints NFs leave for the NFs after them. Apart from `meta` so the generator's
+    /// per-packet stamp stays one 32-byte store (plus clearing the notes' mask).
+    pub notes: Notes,
     /// Pool bookkeeping, kept in debug builds only: `STATE_FREE` or `STATE_IN_USE`.
     pub(crate) pool_state: u32,
-    _meta_pad: [u8; META_SIZE - std::mem::size_of::<PacketMeta>() - 4],
+    _meta_pad: [u8; META_SIZE - std::mem::size_of::<PacketMeta>() - std::mem::size_of::<Notes>() - 4],
     room: [u8; BUF_SIZE - META_SIZE],
 }
 
 const _: () = assert!(std::mem::size_of::<Packet>() == BUF_SIZE);
-const _: () = assert!(std::mem::size_of::<PacketMeta>() + 4 <= META_SIZE);
+const _: () = assert!(std::mem::size_of::<PacketMeta>() + std::mem::size_of::<Notes>() + 4 <= META_SIZE);
+const _: () = assert!(std::mem::size_of::<PacketMeta>() == 32);
 const _: () = assert!(HEADROOM + DATA_ROOM == BUF_SIZE - META_SIZE);
 // Offsets and lengths fit the u16 fields.
 const _: () = assert!(BUF_SIZE - META_SIZE <= u16::MAX as usize);
@@ -145,6 +222,7 @@ impl Packet {
         let len = len.min(DATA_ROOM);
         self.meta.data_off = HEADROOM as u16;
         self.meta.len = len as u16;
+        self.meta.forget_layers();
         &mut self.room[HEADROOM..HEADROOM + len]
     }
 
@@ -162,6 +240,7 @@ impl Packet {
             seq,
             ..*fresh
         };
+        self.notes.clear();
         let dst: &mut [u8; 64] = (&mut self.room[HEADROOM..HEADROOM + 64]).try_into().unwrap();
         *dst = *head;
     }
@@ -186,6 +265,7 @@ impl Packet {
         let off = usize::from(self.meta.data_off).checked_sub(n)?;
         self.meta.data_off = off as u16;
         self.meta.len += n as u16;
+        self.meta.forget_layers();
         Some(&mut self.room[off..off + n])
     }
 
@@ -196,6 +276,7 @@ impl Packet {
         }
         self.meta.data_off += n as u16;
         self.meta.len -= n as u16;
+        self.meta.forget_layers();
         Some(())
     }
 
@@ -206,6 +287,7 @@ impl Packet {
             return None;
         }
         self.meta.len += n as u16;
+        self.meta.forget_layers();
         Some(&mut self.room[end..end + n])
     }
 
@@ -213,7 +295,42 @@ impl Packet {
     pub fn truncate(&mut self, len: usize) {
         if len < self.len() {
             self.meta.len = len as u16;
+            self.meta.forget_layers();
         }
+    }
+
+    /// Where the frame's layers start: the parser step's result, kept in the metadata so
+    /// only the first NF that asks walks the headers. Malformed headers are an error
+    /// (and are walked again by whoever asks next: such packets are dropped at once).
+    ///
+    /// The cache is forgotten whenever the frame moves or changes length. An NF that
+    /// rewrites a header's layout in place (an EtherType, an IHL) calls
+    /// `meta.forget_layers()`; stale offsets could misparse, never read out of bounds.
+    #[inline]
+    pub fn layers(&mut self) -> Result<Layers, WireError> {
+        if self.meta.layers.is_parsed() {
+            return Ok(self.meta.layers);
+        }
+        let layers = Layers::parse(self.data())?;
+        self.meta.layers = layers;
+        Ok(layers)
+    }
+
+    /// The packet's flow hash: the source's (`FLAG_FLOW_HASH`), or computed here from
+    /// the headers with [`flow::hash`](sfclab_wire::flow::hash) and kept. Frames that
+    /// are not IP hash to their Ethernet addresses; IP fragments to their addresses
+    /// alone, so every fragment of a datagram lands where its first one does.
+    #[inline]
+    pub fn flow_hash(&mut self) -> u32 {
+        if self.meta.flags & FLAG_FLOW_HASH == 0 {
+            let hash = match self.layers() {
+                Ok(layers) => sfclab_wire::flow::hash_frame(self.data(), &layers),
+                Err(_) => sfclab_wire::flow::hash_frame(self.data(), &Layers::default()),
+            };
+            self.meta.flow_hash = hash;
+            self.meta.flags |= FLAG_FLOW_HASH;
+        }
+        self.meta.flow_hash
     }
 
     #[inline(always)]
@@ -235,8 +352,9 @@ impl Packet {
     /// An empty frame at the default headroom: how the pool hands buffers out.
     #[inline(always)]
     pub(crate) fn clear_frame(&mut self) {
-        self.meta.data_off = HEADROOM as u16;
-        self.meta.len = 0;
+        // Fresh metadata too: no flag, layer or note of the buffer's last packet survives.
+        self.meta = PacketMeta::fresh(0, 0, 0);
+        self.notes.clear();
     }
 }
 
@@ -276,6 +394,83 @@ mod tests {
         assert_eq!(p.len(), DATA_ROOM);
         assert_eq!(p.tailroom(), 0);
         assert_eq!(p.data()[DATA_ROOM - 1], p.data()[DATA_ROOM - 1], "readable to the end");
+        pool.free(p);
+    }
+
+    fn udp_frame() -> Vec<u8> {
+        let r = sfclab_wire::FrameRepr {
+            ethernet: sfclab_wire::EthernetRepr {
+                src: sfclab_wire::MacAddr([2, 0, 0, 0, 0, 1]),
+                dst: sfclab_wire::MacAddr([2, 0, 0, 0, 0, 2]),
+                vlan_tci: None,
+            },
+            ip: sfclab_wire::IpRepr::v4([10, 0, 0, 1], [10, 0, 0, 2]),
+            transport: sfclab_wire::TransportRepr::Udp {
+                src_port: 7,
+                dst_port: 9,
+            },
+        };
+        let mut f = vec![0u8; 64];
+        let n = r.emit(&mut f, &[0; 18]).unwrap();
+        f.truncate(n);
+        f
+    }
+
+    /// The parser step runs once: later calls return the kept offsets, and any change
+    /// of the frame's place or length forgets them.
+    #[test]
+    fn layers_are_kept_until_the_frame_moves() {
+        let mut pool = PacketPool::new(1);
+        let mut p = pool.alloc().unwrap();
+        let f = udp_frame();
+        p.reset(f.len()).copy_from_slice(&f);
+        let layers = p.layers().unwrap();
+        assert_eq!(layers.l4_offset(), Some(34));
+        // Kept: breaking the EtherType in place does not re-parse (that is the NF's
+        // `forget_layers` to call), and forgetting does.
+        p.data_mut()[12] = 0x99;
+        assert_eq!(p.layers(), Ok(layers));
+        p.meta.forget_layers();
+        assert_eq!(p.layers().unwrap().network(), sfclab_wire::Network::Other);
+        p.data_mut()[12] = 0x08;
+        p.prepend(4).unwrap().copy_from_slice(&[0; 4]);
+        assert_eq!(
+            p.layers().unwrap().network(),
+            sfclab_wire::Network::Other,
+            "re-parsed after prepend"
+        );
+        p.adjust_front(4).unwrap();
+        assert_eq!(p.layers(), Ok(layers));
+        p.truncate(30);
+        assert!(p.layers().is_err(), "re-parsed after truncate");
+        pool.free(p);
+    }
+
+    /// A packet's flow hash is the source's when it set one, else computed from the
+    /// headers once; a fresh buffer carries neither hash, layers nor notes of its last use.
+    #[test]
+    fn flow_hash_and_notes_start_fresh() {
+        use super::{FLAG_FLOW_HASH, Note};
+        let mut pool = PacketPool::new(1);
+        let mut p = pool.alloc().unwrap();
+        let f = udp_frame();
+        p.reset(f.len()).copy_from_slice(&f);
+        let computed = p.flow_hash();
+        assert_eq!(
+            computed,
+            sfclab_wire::flow::hash(&[10, 0, 0, 1], &[10, 0, 0, 2], 7, 9, 17)
+        );
+        p.meta.flow_hash = 42;
+        assert_eq!(p.flow_hash(), 42, "kept once computed or set");
+        assert_eq!(p.notes.get(Note::NEXT_HOP), None);
+        p.notes.set(Note::NEXT_HOP, 3);
+        assert_eq!(p.notes.get(Note::NEXT_HOP), Some(3));
+        assert_eq!(p.notes.get(Note::CONNTRACK), None);
+        pool.free(p);
+        let mut p = pool.alloc().unwrap();
+        assert_eq!(p.meta.flags & FLAG_FLOW_HASH, 0);
+        assert_eq!(p.notes.get(Note::NEXT_HOP), None, "no note outlives its packet");
+        assert!(p.layers().is_err(), "an empty frame has no layers");
         pool.free(p);
     }
 

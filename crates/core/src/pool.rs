@@ -164,7 +164,8 @@ impl PacketPool {
     }
 
     /// Appends up to `n` buffers to `batch` (bounded by its free room); returns how many.
-    /// Frames are left as the previous user left them: the caller resets them.
+    /// Frames and metadata are left as the previous user left them: the caller stamps
+    /// them or sets `meta` to `PacketMeta::fresh` (the bulk path saves that store).
     #[inline]
     pub fn alloc_into(&mut self, batch: &mut Batch, n: usize) -> usize {
         let n = n.min(batch.room());

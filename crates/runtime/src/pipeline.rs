@@ -256,8 +256,9 @@ impl<R: RxPort> GenTask<R> {
             self.enqueue(0);
         } else {
             let replicas = self.ingress.len();
-            for p in self.batch.drain() {
-                let r = shard_of(p.meta.flow_hash, replicas);
+            for mut p in self.batch.drain() {
+                // The source's hash (RSS), or one computed from the headers once.
+                let r = shard_of(p.flow_hash(), replicas);
                 // Each split holds a whole batch, so it cannot be full here.
                 let _ = self.split[r].push(p);
             }

@@ -274,22 +274,6 @@ pub fn flow_tuple(
     }
 }
 
-/// Flow hash of a 5-tuple: murmur3's finaliser over the folded tuple. Cheap, stable
-/// across runs, and well spread for sharding flows over cores (as RSS does).
-pub fn flow_hash(src: &[u8], dst: &[u8], sport: u16, dport: u16, proto: u8) -> u32 {
-    let mut h = u32::from(proto) ^ (u32::from(sport) << 16 | u32::from(dport));
-    for c in src.chunks(4).chain(dst.chunks(4)) {
-        let mut w = [0u8; 4];
-        w[..c.len()].copy_from_slice(c);
-        h = (h ^ u32::from_be_bytes(w)).rotate_left(13).wrapping_mul(0x85eb_ca6b);
-    }
-    h ^= h >> 16;
-    h = h.wrapping_mul(0x85eb_ca6b);
-    h ^= h >> 13;
-    h = h.wrapping_mul(0xc2b2_ae35);
-    h ^ (h >> 16)
-}
-
 /// Values for the four patch offsets of one (flow, size), big-endian.
 pub type Patch = [[u8; 2]; 4];
 
@@ -373,11 +357,13 @@ impl FlowSet {
                     .expect("headers fit the 64-byte head");
                 patches.push(offsets.map(|o| [h[o], h[o + 1]]));
             }
-            frame.emit_headers(&mut head, 0, 0).expect("headers fit the 64-byte head");
+            frame
+                .emit_headers(&mut head, 0, 0)
+                .expect("headers fit the 64-byte head");
             let first = patches[patches.len() - frame_lens.len()];
             apply_patch(&mut head, offsets, &first);
             heads.push(head);
-            hashes.push(flow_hash(&src, &dst, sport, dport, l4.protocol()));
+            hashes.push(sfclab_wire::flow::hash(&src, &dst, sport, dport, l4.protocol()));
         }
         FlowSet {
             ip,

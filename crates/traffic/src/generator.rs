@@ -11,8 +11,9 @@
 //! reads it itself when it is stamped, so its timestamp is exact.
 
 use serde::Serialize;
-use sfclab_core::packet::{FLAG_PROBE, FLAG_WINDOW};
+use sfclab_core::packet::{FLAG_FLOW_HASH, FLAG_PROBE, FLAG_WINDOW};
 use sfclab_core::{Batch, NfCounter, PacketMeta, PacketPool, PortInfo, PortStats, RxPort, Shortfall, tsc};
+use sfclab_wire::flow;
 
 use sfclab_wire::checksum;
 
@@ -169,6 +170,11 @@ struct Sessions {
     pos: Box<[u32]>,
     session: Box<[u32]>,
     next_seq: Box<[u32]>,
+    /// Per flow: the flow hash of the current session's 5-tuple (its port is new).
+    hash: Box<[u32]>,
+    /// Where the IP addresses are: source at `addr_offset`, destination right after.
+    addr_offset: usize,
+    addr_len: usize,
     /// Header bytes before the payload.
     header_len: usize,
     l4_offset: usize,
@@ -192,6 +198,15 @@ impl Sessions {
             pos: vec![0; n].into_boxed_slice(),
             session: vec![0; n].into_boxed_slice(),
             next_seq: vec![0; n].into_boxed_slice(),
+            hash: flows.hashes.clone(),
+            addr_offset: match cfg.ip {
+                IpVersion::V4 => 26,
+                IpVersion::V6 => 22,
+            },
+            addr_len: match cfg.ip {
+                IpVersion::V4 => 4,
+                IpVersion::V6 => 16,
+            },
             header_len: cfg.ip.header_len(cfg.l4),
             l4_offset: cfg.ip.l4_offset(),
             csum_offset: cfg.ip.patch_offsets(cfg.l4)[3],
@@ -201,17 +216,22 @@ impl Sessions {
 
     /// Rewrites the stamped frame of `flow` (its template's port, flags and sequence
     /// number) as its session's next packet: source port, and for TCP flags and sequence
-    /// number; the L4 checksum is updated for what changed.
+    /// number; the L4 checksum is updated for what changed. Returns the flow hash of the
+    /// session's 5-tuple.
     #[inline]
-    fn next(&mut self, flow: usize, frame: &mut [u8]) {
+    fn next(&mut self, flow: usize, frame: &mut [u8]) -> u32 {
         let pos = self.pos[flow];
-        if pos == 0 {
-            self.started += 1;
-        }
         let session = self.session[flow];
         let l4 = self.l4_offset;
         let base = u16::from_be_bytes([frame[l4], frame[l4 + 1]]);
         let port = 1024 + ((u32::from(base) - 1024 + 16 * (session % PORT_STEPS)) % (65_536 - 1024)) as u16;
+        if pos == 0 {
+            self.started += 1;
+            let (a, n) = (self.addr_offset, self.addr_len);
+            let dport = u16::from_be_bytes([frame[l4 + 2], frame[l4 + 3]]);
+            let protocol = if self.tcp { 6 } else { 17 };
+            self.hash[flow] = flow::hash(&frame[a..a + n], &frame[a + n..a + 2 * n], port, dport, protocol);
+        }
         let mut csum = u16::from_be_bytes([frame[self.csum_offset], frame[self.csum_offset + 1]]);
         csum = checksum::update16(csum, base, port);
         frame[l4..l4 + 2].copy_from_slice(&port.to_be_bytes());
@@ -257,6 +277,7 @@ impl Sessions {
         } else {
             self.pos[flow] = pos + 1;
         }
+        self.hash[flow]
     }
 }
 
@@ -323,7 +344,7 @@ impl Generator {
         self.fresh = self
             .lens
             .iter()
-            .map(|&len| PacketMeta::fresh(len, port, flags))
+            .map(|&len| PacketMeta::fresh(len, port, flags | FLAG_FLOW_HASH))
             .collect();
     }
 
@@ -416,7 +437,7 @@ impl RxPort for Generator {
                 let frame = p.data_mut();
                 apply_patch(frame, offsets, &patches[flow * classes + class]);
                 if let Some(s) = sessions.as_mut() {
-                    s.next(flow, frame);
+                    p.meta.flow_hash = s.next(flow, frame);
                 }
                 bytes += u64::from(self.lens[class]);
                 flow = if flow + 1 == nflows { 0 } else { flow + 1 };
@@ -577,6 +598,49 @@ mod tests {
                 (u.source_port(), None, u.payload().len())
             }
             _ => panic!("not TCP or UDP"),
+        }
+    }
+
+    /// The flow hash the generator stamps is the one an NF computes from the headers it
+    /// receives, with and without sessions (whose churn changes the source port).
+    #[test]
+    fn stamped_flow_hashes_match_the_headers() {
+        for (ip, l4, session_packets) in [
+            (IpVersion::V4, L4::Udp, None),
+            (IpVersion::V6, L4::Udp, None),
+            (IpVersion::V4, L4::Udp, Some(2)),
+            (IpVersion::V4, L4::Tcp, Some(3)),
+        ] {
+            let mut pool = PacketPool::new(64);
+            Generator::prime_pool(&mut pool);
+            let cfg = GeneratorConfig {
+                sizes: FrameSizes::Fixed { size: 128 },
+                flows: 5,
+                ip,
+                l4,
+                session_packets,
+                ..Default::default()
+            };
+            let mut g = Generator::new(cfg, 32).unwrap();
+            let mut batch = Batch::new(32);
+            let mut hashes = std::collections::HashSet::new();
+            for _ in 0..4 {
+                g.rx(tsc::now(), &mut pool, &mut batch);
+                for p in batch.iter_mut() {
+                    let stamped = p.meta.flow_hash;
+                    assert_ne!(p.meta.flags & FLAG_FLOW_HASH, 0);
+                    p.meta.flags &= !FLAG_FLOW_HASH;
+                    assert_eq!(p.flow_hash(), stamped, "{ip} {l4} {session_packets:?}");
+                    hashes.insert(stamped);
+                }
+                pool.free_batch(&mut batch);
+            }
+            let want = if session_packets.is_some() { 6 } else { 5 };
+            assert!(
+                hashes.len() >= want,
+                "sessions on new ports hash apart: {}",
+                hashes.len()
+            );
         }
     }
 

@@ -116,7 +116,6 @@ mod tests {
     /// "Who has 192.168.1.1? Tell 192.168.1.2" as Wireshark's ARP sample shows it.
     const REQUEST: &str = "0001 0800 06 04 0001 020000000002 c0a80102 000000000000 c0a80101";
 
-
     #[test]
     fn parses_and_emits_the_fixture() {
         let bytes = hex(REQUEST);
@@ -146,6 +145,9 @@ mod tests {
         assert_eq!(ArpRepr::parse(&bytes[..27]), Err(WireError::Truncated));
         bytes[1] = 6; // IEEE 802 hardware
         assert_eq!(ArpRepr::parse(&bytes), Err(WireError::BadHeader));
-        assert_eq!(ArpRepr::parse(&hex(REQUEST)).unwrap().emit(&mut [0u8; 27]), Err(WireError::Truncated));
+        assert_eq!(
+            ArpRepr::parse(&hex(REQUEST)).unwrap().emit(&mut [0u8; 27]),
+            Err(WireError::Truncated)
+        );
     }
 }

@@ -139,7 +139,11 @@ impl FrameRepr {
 
     /// Offset of the IP header.
     pub fn l3_offset(&self) -> usize {
-        14 + if self.ethernet.vlan_tci.is_some() { VlanHeader::LEN } else { 0 }
+        14 + if self.ethernet.vlan_tci.is_some() {
+            VlanHeader::LEN
+        } else {
+            0
+        }
     }
 
     /// Offset of the upper-layer header.
@@ -284,7 +288,11 @@ mod tests {
 
     fn frame(vlan: Option<u16>, ip: IpRepr, transport: TransportRepr, payload: &[u8]) -> Vec<u8> {
         let r = FrameRepr {
-            ethernet: EthernetRepr { src: A, dst: B, vlan_tci: vlan },
+            ethernet: EthernetRepr {
+                src: A,
+                dst: B,
+                vlan_tci: vlan,
+            },
             ip,
             transport,
         };
@@ -311,17 +319,33 @@ mod tests {
         match &t {
             TransportSlice::Udp(u) => {
                 let want = if src.len() == 4 {
-                    u.to_header().calc_checksum_ipv4_raw(src[..].try_into().unwrap(), dst[..].try_into().unwrap(), u.payload())
+                    u.to_header().calc_checksum_ipv4_raw(
+                        src[..].try_into().unwrap(),
+                        dst[..].try_into().unwrap(),
+                        u.payload(),
+                    )
                 } else {
-                    u.to_header().calc_checksum_ipv6_raw(src[..].try_into().unwrap(), dst[..].try_into().unwrap(), u.payload())
+                    u.to_header().calc_checksum_ipv6_raw(
+                        src[..].try_into().unwrap(),
+                        dst[..].try_into().unwrap(),
+                        u.payload(),
+                    )
                 };
                 assert_eq!(u.checksum(), want.unwrap());
             }
             TransportSlice::Tcp(t) => {
                 let want = if src.len() == 4 {
-                    t.to_header().calc_checksum_ipv4_raw(src[..].try_into().unwrap(), dst[..].try_into().unwrap(), t.payload())
+                    t.to_header().calc_checksum_ipv4_raw(
+                        src[..].try_into().unwrap(),
+                        dst[..].try_into().unwrap(),
+                        t.payload(),
+                    )
                 } else {
-                    t.to_header().calc_checksum_ipv6_raw(src[..].try_into().unwrap(), dst[..].try_into().unwrap(), t.payload())
+                    t.to_header().calc_checksum_ipv6_raw(
+                        src[..].try_into().unwrap(),
+                        dst[..].try_into().unwrap(),
+                        t.payload(),
+                    )
                 };
                 assert_eq!(t.checksum(), want.unwrap());
             }
@@ -343,8 +367,14 @@ mod tests {
     #[test]
     fn udp_tcp_and_icmp_over_both_ips_agree_with_etherparse() {
         let v4 = IpRepr::v4([198, 18, 0, 1], [198, 19, 0, 2]);
-        let v6 = IpRepr::v6([0x20, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], [0x20, 1, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 9]);
-        let udp = TransportRepr::Udp { src_port: 1024, dst_port: 5001 };
+        let v6 = IpRepr::v6(
+            [0x20, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            [0x20, 1, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 9],
+        );
+        let udp = TransportRepr::Udp {
+            src_port: 1024,
+            dst_port: 5001,
+        };
         let tcp = TransportRepr::Tcp {
             src_port: 40000,
             dst_port: 80,
@@ -353,8 +383,16 @@ mod tests {
             flags: TcpHeader::PSH | TcpHeader::ACK,
             window: 65535,
         };
-        let echo = TransportRepr::Icmp { ty: 8, code: 0, rest: [0, 1, 0, 2] };
-        let echo6 = TransportRepr::Icmp { ty: 128, code: 0, rest: [0, 1, 0, 2] };
+        let echo = TransportRepr::Icmp {
+            ty: 8,
+            code: 0,
+            rest: [0, 1, 0, 2],
+        };
+        let echo6 = TransportRepr::Icmp {
+            ty: 128,
+            code: 0,
+            rest: [0, 1, 0, 2],
+        };
         for vlan in [None, Some(VlanHeader::tci_of(3, false, 42))] {
             for payload in [&b""[..], b"x", b"hello, world!", &[0xffu8; 1000]] {
                 for (ip, t) in [(v4, udp), (v4, tcp), (v4, echo), (v6, udp), (v6, tcp), (v6, echo6)] {
@@ -369,7 +407,10 @@ mod tests {
     fn a_udp_sum_of_zero_goes_out_as_all_ones() {
         // Find a payload word that makes the computed checksum 0: sum must be 0xffff.
         let ip = IpRepr::v4([10, 0, 0, 1], [10, 0, 0, 2]);
-        let t = TransportRepr::Udp { src_port: 1, dst_port: 2 };
+        let t = TransportRepr::Udp {
+            src_port: 1,
+            dst_port: 2,
+        };
         let base = frame(None, ip, t, &[0, 0]);
         let c = u16::from_be_bytes([base[40], base[41]]);
         // Adding the checksum's value as a payload word turns the sum into 0xffff.
@@ -381,12 +422,22 @@ mod tests {
     #[test]
     fn too_small_a_buffer_is_an_error() {
         let r = FrameRepr {
-            ethernet: EthernetRepr { src: A, dst: B, vlan_tci: None },
+            ethernet: EthernetRepr {
+                src: A,
+                dst: B,
+                vlan_tci: None,
+            },
             ip: IpRepr::v4([10, 0, 0, 1], [10, 0, 0, 2]),
-            transport: TransportRepr::Udp { src_port: 1, dst_port: 2 },
+            transport: TransportRepr::Udp {
+                src_port: 1,
+                dst_port: 2,
+            },
         };
         assert_eq!(r.emit(&mut [0u8; 41], &[]), Err(WireError::Truncated));
         assert_eq!(r.emit(&mut [0u8; 44], &[1, 2, 3]), Err(WireError::Truncated));
-        assert_eq!(r.emit(&mut vec![0u8; 70_000], &[0u8; 65_600]), Err(WireError::BadHeader));
+        assert_eq!(
+            r.emit(&mut vec![0u8; 70_000], &[0u8; 65_600]),
+            Err(WireError::BadHeader)
+        );
     }
 }

@@ -183,15 +183,30 @@ mod tests {
     #[test]
     fn walks_hop_by_hop_routing_fragment_and_destination_options() {
         let hbh = vec![0, 0, 5, 2, 0, 0, 1, 0]; // router alert, padN
-        let routing = vec![0, 2, 4, 0, 0, 0, 0, 0].into_iter().chain([0u8; 16]).collect::<Vec<u8>>();
+        let routing = vec![0, 2, 4, 0, 0, 0, 0, 0]
+            .into_iter()
+            .chain([0u8; 16])
+            .collect::<Vec<u8>>();
         let frag = vec![0, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef]; // an atomic fragment (RFC 6946)
         let dst = vec![0, 1, 1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        let p = with_extensions(&[(HOP_BY_HOP, hbh), (ROUTING, routing), (FRAGMENT, frag), (DESTINATION_OPTIONS, dst)]);
+        let p = with_extensions(&[
+            (HOP_BY_HOP, hbh),
+            (ROUTING, routing),
+            (FRAGMENT, frag),
+            (DESTINATION_OPTIONS, dst),
+        ]);
         let (_, w) = Ipv6Header::walk(&p).unwrap();
         assert_eq!(w.protocol, 17);
         assert_eq!(w.l4_offset, 40 + 8 + 24 + 8 + 16);
         assert_eq!(&p[w.l4_offset..w.l4_offset + 2], &[0x04, 0x00]);
-        assert_eq!(w.fragment, Some(Ipv6Fragment { offset: 0, more: false, ident: 0xdead_beef }));
+        assert_eq!(
+            w.fragment,
+            Some(Ipv6Fragment {
+                offset: 0,
+                more: false,
+                ident: 0xdead_beef
+            })
+        );
         assert!(w.has_l4_header());
         // etherparse agrees on where the UDP header is.
         let sliced = etherparse::SlicedPacket::from_ip(&p).unwrap();
@@ -202,7 +217,14 @@ mod tests {
     fn later_fragments_and_no_next_header_have_no_l4() {
         let frag = vec![0, 0, 0, 0x10, 0, 0, 0, 7]; // offset 2 (units of 8), last
         let (_, w) = Ipv6Header::walk(&with_extensions(&[(FRAGMENT, frag)])).unwrap();
-        assert_eq!(w.fragment, Some(Ipv6Fragment { offset: 2, more: false, ident: 7 }));
+        assert_eq!(
+            w.fragment,
+            Some(Ipv6Fragment {
+                offset: 2,
+                more: false,
+                ident: 7
+            })
+        );
         assert!(!w.has_l4_header());
         let first = vec![0, 0, 0, 1, 0, 0, 0, 7]; // offset 0, more fragments
         let (_, w) = Ipv6Header::walk(&with_extensions(&[(FRAGMENT, first)])).unwrap();
@@ -219,7 +241,10 @@ mod tests {
         let p = with_extensions(&[(DESTINATION_OPTIONS, opts()), (HOP_BY_HOP, opts())]);
         assert_eq!(Ipv6Header::walk(&p).unwrap_err(), WireError::BadHeader);
         let many: Vec<_> = (0..=MAX_EXTENSIONS).map(|_| (DESTINATION_OPTIONS, opts())).collect();
-        assert_eq!(Ipv6Header::walk(&with_extensions(&many)).unwrap_err(), WireError::BadHeader);
+        assert_eq!(
+            Ipv6Header::walk(&with_extensions(&many)).unwrap_err(),
+            WireError::BadHeader
+        );
         let ok: Vec<_> = (0..MAX_EXTENSIONS).map(|_| (DESTINATION_OPTIONS, opts())).collect();
         assert_eq!(Ipv6Header::walk(&with_extensions(&ok)).unwrap().1.protocol, 17);
         let mut p = with_extensions(&[(DESTINATION_OPTIONS, opts())]);

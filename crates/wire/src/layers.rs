@@ -151,8 +151,15 @@ mod tests {
         let mut out = Vec::new();
         let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
         match vlans {
-            [] => b.ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64).udp(1, 2).write(&mut out, &[0; 4]),
-            [v] => b.single_vlan((*v).try_into().unwrap()).ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64).udp(1, 2).write(&mut out, &[0; 4]),
+            [] => b
+                .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+                .udp(1, 2)
+                .write(&mut out, &[0; 4]),
+            [v] => b
+                .single_vlan((*v).try_into().unwrap())
+                .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+                .udp(1, 2)
+                .write(&mut out, &[0; 4]),
             [o, i] => b
                 .double_vlan((*o).try_into().unwrap(), (*i).try_into().unwrap())
                 .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
@@ -170,11 +177,16 @@ mod tests {
             let f = udp_v4(tags);
             let l = Layers::parse(&f).unwrap();
             assert!(l.is_parsed());
-            assert_eq!((l.network(), l.l3_offset(), l.l4_offset()), (Network::Ipv4, l3, Some(l3 + 20)));
+            assert_eq!(
+                (l.network(), l.l3_offset(), l.l4_offset()),
+                (Network::Ipv4, l3, Some(l3 + 20))
+            );
             assert_eq!((l.protocol(), l.vlan_tags(), l.is_fragment()), (17, tags.len(), false));
             // etherparse finds the UDP header at the same place.
             let s = etherparse::SlicedPacket::from_ethernet(&f).unwrap();
-            let Some(etherparse::TransportSlice::Udp(u)) = s.transport else { panic!() };
+            let Some(etherparse::TransportSlice::Udp(u)) = s.transport else {
+                panic!()
+            };
             assert_eq!(u.slice().as_ptr(), f[l3 + 20..].as_ptr());
         }
         let mut three = udp_v4(&[7, 9]);
@@ -208,7 +220,8 @@ mod tests {
             .unwrap();
         let l = Layers::parse(&v6).unwrap();
         assert_eq!((l.network(), l.protocol(), l.l4_offset()), (Network::Ipv6, 6, Some(54)));
-        let arp = hex("ffffffffffff 020000000002 0806 0001 0800 06 04 0001 020000000002 c0a80102 000000000000 c0a80101");
+        let arp =
+            hex("ffffffffffff 020000000002 0806 0001 0800 06 04 0001 020000000002 c0a80102 000000000000 c0a80101");
         let l = Layers::parse(&arp).unwrap();
         assert_eq!((l.network(), l.l3_offset(), l.l4_offset()), (Network::Arp, 14, None));
         let lldp = hex("0180c200000e 020000000002 88cc 0000");

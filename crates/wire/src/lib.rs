@@ -11,6 +11,7 @@ pub mod arp;
 pub mod build;
 pub mod checksum;
 pub mod ethernet;
+pub mod flow;
 pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
@@ -74,5 +75,8 @@ pub(crate) use header_view;
 #[cfg(test)]
 pub(crate) fn hex(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
 }

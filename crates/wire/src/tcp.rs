@@ -71,15 +71,23 @@ pub enum TcpOption<'a> {
     SackPermitted,
     /// SACK blocks as (left edge, right edge) pairs, raw: 8 bytes each.
     Sack(&'a [u8]),
-    Timestamps { value: u32, echo: u32 },
-    Unknown { kind: u8, data: &'a [u8] },
+    Timestamps {
+        value: u32,
+        echo: u32,
+    },
+    Unknown {
+        kind: u8,
+        data: &'a [u8],
+    },
 }
 
 impl TcpOption<'_> {
     /// Writes the option into the front of `out`; returns its length.
     pub fn emit(&self, out: &mut [u8]) -> Result<usize, WireError> {
         let mut put = |bytes: &[u8]| {
-            out.get_mut(..bytes.len()).ok_or(WireError::Truncated)?.copy_from_slice(bytes);
+            out.get_mut(..bytes.len())
+                .ok_or(WireError::Truncated)?
+                .copy_from_slice(bytes);
             Ok(bytes.len())
         };
         match *self {
@@ -159,8 +167,8 @@ impl<'a> Iterator for TcpOptions<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hex;
     use crate::checksum::{l4_checksum, pseudo_header_v4};
+    use crate::hex;
     use etherparse::PacketBuilder;
 
     #[test]
@@ -192,7 +200,6 @@ mod tests {
     const LINUX_SYN: &str = "9c40 0050 00003039 00000000 a002 faf0 0000 0000 \
                              020405b4 0402 080a 0001e240 00000000 01 030307";
 
-
     #[test]
     fn reads_a_linux_syn_s_options_and_writes_them_back() {
         let seg = hex(LINUX_SYN);
@@ -204,7 +211,10 @@ mod tests {
         let want = [
             TcpOption::MaxSegmentSize(1460),
             TcpOption::SackPermitted,
-            TcpOption::Timestamps { value: 123_456, echo: 0 },
+            TcpOption::Timestamps {
+                value: 123_456,
+                echo: 0,
+            },
             TcpOption::Nop,
             TcpOption::WindowScale(7),
         ];

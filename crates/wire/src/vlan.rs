@@ -52,7 +52,6 @@ mod tests {
     /// A tagged frame from a capture (802.1Q, PCP 5, VID 100, then IPv4), as hex.
     const TAGGED: &str = "ffffffffffff020000000001 8100 a064 0800 4500";
 
-
     #[test]
     fn reads_the_tag_fields() {
         let f = hex(TAGGED);
