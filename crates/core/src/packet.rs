@@ -57,8 +57,8 @@ pub struct PacketMeta {
 ///
 /// | slot | written by | meaning |
 /// |---|---|---|
-/// | [`Note::NEXT_HOP`] | router | index of the next hop it chose (the `output` key's order) |
-/// | [`Note::CONNTRACK`] | firewall | the connection's state: 1 new, 2 established, 3 related |
+/// | [`Note::NEXT_HOP`] | router | the next hop it chose: distinct (next hop, port) pairs numbered from 0 in routing-table order |
+/// | [`Note::CONNTRACK`] | firewall (stateful) | 1: the packet opened a connection; 2: it belongs to a tracked one |
 /// | [`Note::COLOUR`] | policers (part 2) | 0 green, 1 yellow, 2 red |
 /// | [`Note::SECURITY_ASSOCIATION`] | IPsec (part 2) | SA index |
 /// | [`Note::SERVICE_PATH`] | NSH (part 2) | service path id << 8 \| service index |
@@ -306,7 +306,7 @@ impl Packet {
     /// The cache is forgotten whenever the frame moves or changes length. An NF that
     /// rewrites a header's layout in place (an EtherType, an IHL) calls
     /// `meta.forget_layers()`; stale offsets could misparse, never read out of bounds.
-    #[inline]
+    #[inline(always)]
     pub fn layers(&mut self) -> Result<Layers, WireError> {
         if self.meta.layers.is_parsed() {
             return Ok(self.meta.layers);

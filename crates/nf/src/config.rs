@@ -32,30 +32,6 @@ pub fn duration_ns(key: &str, value: &Option<String>, default_s: u64) -> Result<
     }
 }
 
-/// An Ethernet frame's IPv4 header, one 802.1Q tag stepped over: (offset of the header,
-/// its length, the datagram's total length), checked against the frame. Not IPv4 is
-/// `unsupported`; headers that contradict the frame are `malformed`.
-#[inline]
-pub fn ipv4_frame(data: &[u8]) -> Result<(usize, usize, usize), sfclab_core::DropReason> {
-    use sfclab_core::DropReason;
-    let et = data.get(12..14).ok_or(DropReason::MALFORMED)?;
-    let (l3, et) = if et == [0x81, 0x00] {
-        (18, data.get(16..18).ok_or(DropReason::MALFORMED)?)
-    } else {
-        (14, et)
-    };
-    if et != [0x08, 0x00] {
-        return Err(DropReason::UNSUPPORTED);
-    }
-    let ip = data.get(l3..l3 + 20).ok_or(DropReason::MALFORMED)?;
-    let hlen = usize::from(ip[0] & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    if ip[0] >> 4 != 4 || hlen < 20 || total < hlen || l3 + total > data.len() {
-        return Err(DropReason::MALFORMED);
-    }
-    Ok((l3, hlen, total))
-}
-
 /// An NF's settings read into its typed config; errors carry the path to the key.
 pub fn typed<C: DeserializeOwned>(settings: &serde_json::Value) -> Result<C, ConfigError> {
     serde_path_to_error::deserialize(settings).map_err(|e| {

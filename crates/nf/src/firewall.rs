@@ -20,10 +20,12 @@
 
 use hashbrown::HashMap;
 use serde::Deserialize;
-use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Verdicts};
+use sfclab_core::packet::Note;
+use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Packet, Verdicts};
 
 use crate::ConfigError;
 use crate::acl::{BitVector, Key, Match};
+use crate::frame;
 
 const ACL_DENY: DropReason = DropReason::own(0);
 const CT_INVALID: DropReason = DropReason::own(1);
@@ -54,6 +56,16 @@ enum State {
     Close,
     /// UDP/ICMP: no reply yet.
     Unreplied,
+}
+
+/// What the firewall leaves in a packet's `Note::CONNTRACK`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Tracked {
+    /// The packet opened a connection.
+    New = 1,
+    /// The packet belongs to a tracked connection (either direction).
+    Known = 2,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -122,16 +134,21 @@ impl NetworkFunction for Firewall {
         &["acl-deny", "ct-invalid", "ct-table-full"]
     }
 
-    fn process(&mut self, ctx: &mut Context<'_>, batch: BatchView<'_>, verdicts: &mut Verdicts) {
+    fn process(&mut self, ctx: &mut Context<'_>, mut batch: BatchView<'_>, verdicts: &mut Verdicts) {
         let now = ctx.now_ns();
         self.now_ns = now;
-        for (i, p) in batch.iter().enumerate() {
-            let verdict = match parse(p.data()) {
+        for (i, p) in batch.iter_mut().enumerate() {
+            let verdict = match parse(p) {
                 Err(reason) => Err(reason),
                 Ok((key, flags)) => self.judge(key, flags, now),
             };
             match verdict {
-                Ok(()) => self.counts.allowed += 1,
+                Ok(tracked) => {
+                    self.counts.allowed += 1;
+                    if let Some(state) = tracked {
+                        p.notes.set(Note::CONNTRACK, state as u32);
+                    }
+                }
                 Err(reason) => {
                     self.counts.denied += 1;
                     verdicts.drop(i, reason);
@@ -166,13 +183,16 @@ impl NetworkFunction for Firewall {
     }
 }
 
-/// The 5-tuple (ICMP: the echo identifier as both ports) and TCP flags.
-fn parse(data: &[u8]) -> Result<(Key, u8), DropReason> {
-    let (l3, hlen, total) = crate::config::ipv4_frame(data)?;
-    let ip = &data[l3..l3 + hlen];
-    let proto = ip[9];
-    let first_fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff == 0;
-    let l4 = &data[l3 + hlen..l3 + total];
+/// The 5-tuple (ICMP: the echo identifier as both ports) and TCP flags. Later fragments
+/// carry no ports: they match as ports 0.
+#[inline]
+fn parse(p: &mut Packet) -> Result<(Key, u8), DropReason> {
+    let at = frame::ipv4(p)?;
+    let data = p.data();
+    let ip = data.get(at.l3..at.l3 + 20).ok_or(DropReason::MALFORMED)?;
+    let proto = at.protocol;
+    let l4 = at.l4.map_or(&[][..], |l4| &data[l4.min(at.end)..at.end]);
+    let first_fragment = at.l4.is_some();
     let word = |at: usize| l4.get(at..at + 2).map(|w| u16::from_be_bytes([w[0], w[1]]));
     let (sport, dport, flags) = match proto {
         TCP | UDP if first_fragment => {
@@ -221,13 +241,13 @@ impl Firewall {
     }
 
     #[inline]
-    fn judge(&mut self, key: Key, flags: u8, now: u64) -> Result<(), DropReason> {
+    fn judge(&mut self, key: Key, flags: u8, now: u64) -> Result<Option<Tracked>, DropReason> {
         if self.stateful
             && let Some(&slot) = self.table.get(&key)
         {
             let c = self.slots[slot as usize].expect("indexed slots are live");
             if now.saturating_sub(c.last_ns) <= self.timeouts.of(&c) {
-                return self.advance(slot, key, flags, now);
+                return self.advance(slot, key, flags, now).map(|()| Some(Tracked::Known));
             }
             self.remove(slot);
         }
@@ -239,7 +259,7 @@ impl Firewall {
             return Err(ACL_DENY);
         }
         if !self.stateful {
-            return Ok(());
+            return Ok(None);
         }
         // A new connection: TCP must open with a SYN (netfilter's INVALID otherwise).
         let state = match key.proto {
@@ -257,7 +277,7 @@ impl Firewall {
         self.table.insert(key, slot);
         self.table.insert(reverse(&key), slot);
         self.counts.new += 1;
-        Ok(())
+        Ok(Some(Tracked::New))
     }
 
     /// A packet of a tracked connection: its state moves on, or it is invalid.
@@ -508,6 +528,33 @@ mod tests {
 
     const C: [u8; 4] = [198, 18, 0, 1];
     const S: [u8; 4] = [203, 0, 113, 5];
+
+    /// The firewall leaves its conntrack verdict in `Note::CONNTRACK` for later NFs, and
+    /// reads 5-tuples behind QinQ tags through the parser step.
+    #[test]
+    fn notes_the_connection_state_and_reads_behind_qinq() {
+        let mut fw = web_only();
+        let mut qinq = udp(C, 4000, S, 53);
+        qinq.splice(12..12, [0x88, 0xa8, 0, 1, 0x81, 0x00, 0, 2]);
+        let frames = [tcp(C, 1000, S, 80, SYN), tcp(S, 80, C, 1000, SYN | ACK), qinq.clone()];
+        let mut notes = Vec::new();
+        let (_, v) = crate::testutil::run_inspecting(&mut fw, &frames, 1, |p| notes.push(p.notes.get(Note::CONNTRACK)));
+        assert_eq!(v, [Verdict::Continue; 3]);
+        assert_eq!(notes, [Some(1), Some(2), Some(1)]);
+        // A QinQ frame to a denied port is denied: its ports were read, not zeros.
+        let mut denied = tcp(C, 1001, S, 8080, SYN);
+        denied.splice(12..12, [0x88, 0xa8, 0, 1, 0x81, 0x00, 0, 2]);
+        assert_eq!(run(&mut fw, &[denied], 2), [Verdict::Drop(ACL_DENY)]);
+        let mut stateless = Firewall::new(&FirewallConfig {
+            stateful: Some(false),
+            default: Some("allow".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        let mut notes = Vec::new();
+        crate::testutil::run_inspecting(&mut stateless, &[qinq], 1, |p| notes.push(p.notes.get(Note::CONNTRACK)));
+        assert_eq!(notes, [None], "no tracking, no note");
+    }
 
     #[test]
     fn first_match_wins_and_the_default_denies() {

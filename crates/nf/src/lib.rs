@@ -9,6 +9,7 @@ pub mod acl;
 pub mod config;
 pub mod firewall;
 pub mod forwarder;
+pub mod frame;
 pub mod lpm;
 pub mod nat44;
 pub mod noop;
@@ -45,6 +46,16 @@ pub(crate) mod testutil {
         frames: &[Vec<u8>],
         now_ns: u64,
     ) -> (Vec<Vec<u8>>, Vec<sfclab_core::Verdict>) {
+        run_inspecting(nf, frames, now_ns, |_| {})
+    }
+
+    /// [`run_at`], showing each packet (metadata and notes too) to `inspect` after the NF.
+    pub fn run_inspecting(
+        nf: &mut dyn NetworkFunction,
+        frames: &[Vec<u8>],
+        now_ns: u64,
+        inspect: impl FnMut(&sfclab_core::Packet),
+    ) -> (Vec<Vec<u8>>, Vec<sfclab_core::Verdict>) {
         let mut pool = PacketPool::new(frames.len().max(1));
         let mut batch = Batch::new(frames.len());
         pool.alloc_into(&mut batch, frames.len());
@@ -55,6 +66,7 @@ pub(crate) mod testutil {
         let mut emitted = Emitted::default();
         let mut ctx = Context::new(now_ns, 0, 1.0, &mut pool, &mut emitted);
         nf.process(&mut ctx, BatchView::new(&mut batch), &mut verdicts);
+        batch.iter().for_each(inspect);
         let out = batch.iter().map(|p| p.data().to_vec()).collect();
         let v = (0..frames.len()).map(|i| verdicts.get(i)).collect();
         pool.free_batch(&mut batch);

@@ -27,10 +27,11 @@
 
 use hashbrown::HashMap;
 use serde::Deserialize;
-use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Verdicts};
+use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Packet, Verdicts};
 use sfclab_wire::checksum::{update16, update32};
 
 use crate::ConfigError;
+use crate::frame;
 
 const TABLE_FULL: DropReason = DropReason::own(0);
 const PORTS_EXHAUSTED: DropReason = DropReason::own(1);
@@ -150,8 +151,8 @@ impl NetworkFunction for Nat44 {
         let now = ctx.now_ns();
         self.now_ns = now;
         for i in 0..batch.len() {
-            let data = batch.get_mut(i).data_mut();
-            let parsed = match parse(data) {
+            let packet = batch.get_mut(i);
+            let parsed = match parse(packet) {
                 Ok(p) => p,
                 Err(reason) => {
                     verdicts.drop(i, reason);
@@ -162,6 +163,7 @@ impl NetworkFunction for Nat44 {
                 self.counts.passed += 1;
                 continue;
             };
+            let data = packet.data_mut();
             let result = if self.is_inside(p.src) {
                 self.outbound(data, &p, now)
             } else if self.public.contains(&p.dst) {
@@ -208,19 +210,20 @@ impl NetworkFunction for Nat44 {
 /// The frame's IPv4 and L4 fields; `Ok(None)` for what NAT leaves alone (not TCP, UDP or
 /// ICMP echo), `Err` for what it drops.
 #[inline]
-fn parse(data: &[u8]) -> Result<Option<Parsed>, DropReason> {
-    let (l3, hlen, total) = crate::config::ipv4_frame(data)?;
-    let ip = &data[l3..l3 + hlen];
-    let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
-    let proto = ip[9];
+fn parse(p: &mut Packet) -> Result<Option<Parsed>, DropReason> {
+    let at = frame::ipv4(p)?;
+    let proto = at.protocol;
     if !matches!(proto, TCP | UDP | ICMP) {
         return Ok(None);
     }
-    if frag != 0 {
+    // A later fragment has no ports to translate by (reassembly is not NAT's job here).
+    let Some(l4) = at.l4 else {
         return Err(FRAGMENT);
-    }
-    let l4 = l3 + hlen;
-    let l4_bytes = &data[l4..l3 + total];
+    };
+    let data = p.data();
+    let l3 = at.l3;
+    let ip = data.get(l3..l3 + 20).ok_or(DropReason::MALFORMED)?;
+    let l4_bytes = data.get(l4..at.end).ok_or(DropReason::MALFORMED)?;
     let need = match proto {
         TCP => 20,
         UDP => 8,

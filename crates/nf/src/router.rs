@@ -27,6 +27,7 @@
 //! `no-route`, and its own `bad-checksum`.
 
 use serde::Deserialize;
+use sfclab_core::packet::Note;
 use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Packet, Verdicts};
 use sfclab_wire::icmp;
 use sfclab_wire::{Ipv4Header, MacAddr, checksum};
@@ -70,7 +71,11 @@ struct Counts {
 
 /// Why a packet is not forwarded.
 enum Fate {
-    Out(u8),
+    /// Forwarded to next hop `hop` (an index into the router's hops) on output `port`.
+    Out {
+        hop: u32,
+        port: u8,
+    },
     Drop(DropReason),
     /// Dropped, and an ICMP error is due: (type, code) for v4 or v6.
     Icmp(DropReason, bool, u8, u8),
@@ -109,10 +114,12 @@ impl NetworkFunction for Router {
         for (i, &first) in first.iter().enumerate().take(batch.len()) {
             let p = batch.get_mut(i);
             match self.route(p, first) {
-                Fate::Out(0) => self.counts.forwarded += 1,
-                Fate::Out(port) => {
+                Fate::Out { hop, port } => {
                     self.counts.forwarded += 1;
-                    verdicts.out(i, port);
+                    p.notes.set(Note::NEXT_HOP, hop);
+                    if port != 0 {
+                        verdicts.out(i, port);
+                    }
                 }
                 Fate::Drop(reason) => verdicts.drop(i, reason),
                 Fate::Icmp(reason, v6, ty, code) => {
@@ -233,6 +240,7 @@ impl Router {
             }
             _ => return Fate::Drop(DropReason::UNSUPPORTED),
         };
+        let index = hop;
         let hop = &self.hops[hop as usize];
         if hop.connected {
             // On the link: the destination's own (derived) MAC.
@@ -246,7 +254,10 @@ impl Router {
             data[..6].copy_from_slice(&hop.mac);
         }
         data[6..12].copy_from_slice(&self.port_macs[usize::from(hop.port)]);
-        Fate::Out(hop.port)
+        Fate::Out {
+            hop: index,
+            port: hop.port,
+        }
     }
 
     /// An ICMP error about `offending` back to its source, if the bucket has a token,
@@ -702,6 +713,10 @@ mod tests {
             assert!(Ipv4Header::checksum_ok(&o[14..34]), "checksum updated incrementally");
             assert_eq!(&o[34..], &f[34..], "payload untouched");
         }
+        // Each packet carries the next hop it was given, numbered in table order.
+        let mut hops = Vec::new();
+        crate::testutil::run_inspecting(&mut r, &frames, 0, |p| hops.push(p.notes.get(Note::NEXT_HOP)));
+        assert_eq!(hops, [Some(0), Some(1), Some(2)]);
     }
 
     #[test]
