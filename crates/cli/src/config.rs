@@ -146,12 +146,14 @@ impl ChainSpec {
 }
 
 /// The top-level keys of a chain file.
-const FILE_KEYS: [&str; 6] = ["name", "description", "traffic", "run", "chain", "wiring"];
+const FILE_KEYS: [&str; 7] = ["name", "description", "traffic", "profiles", "run", "chain", "wiring"];
 
 /// A chain file's parts, before the settings are merged with the flags.
 struct ChainFile {
     name: Option<String>,
     traffic: Map<String, Value>,
+    /// `profiles:`: the file's own named traffic, each a map of traffic keys.
+    profiles: Map<String, Value>,
     run: Map<String, Value>,
     chain: Vec<Value>,
     /// `wiring:` entries, `nf.output -> nf` or `-> egress`.
@@ -306,6 +308,7 @@ fn read_sections(tree: &Located, ctx: &Ctx) -> Result<ChainFile, ConfigError> {
     Ok(ChainFile {
         name,
         traffic: section("traffic")?,
+        profiles: section("profiles")?,
         run: section("run")?,
         chain,
         wiring,
@@ -324,6 +327,7 @@ pub fn from_shorthand(spec: &str, flags: &Settings) -> Result<ChainSpec, ConfigE
     let file = ChainFile {
         name: Some(spec.to_string()),
         traffic: Map::new(),
+        profiles: Map::new(),
         run: Map::new(),
         chain,
         wiring: Vec::new(),
@@ -333,7 +337,17 @@ pub fn from_shorthand(spec: &str, flags: &Settings) -> Result<ChainSpec, ConfigE
 
 fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, ConfigError> {
     let layers =
-        Layers::merge(&file.traffic, &file.run, flags).map_err(|e| ctx.setting(e.section, &e.key, e.reason))?;
+        Layers::merge(&file.traffic, &file.run, &file.profiles, flags).map_err(|e| match flags.gives(&e.key) {
+            // The merge failed before it could say which keys were flags: ask the flags.
+            true => ConfigError {
+                file: flag_of(&e.key),
+                line: None,
+                place: String::new(),
+                key: String::new(),
+                reason: e.reason,
+            },
+            false => ctx.setting(e.section, &e.key, e.reason),
+        })?;
     let ctx = &Ctx {
         layers: Some(&layers),
         ..*ctx

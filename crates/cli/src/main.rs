@@ -68,6 +68,8 @@ enum Cmd {
     Bench(BenchCmd),
     /// List the NF types and their settings.
     Nfs,
+    /// List the built-in traffic profiles (`--profile`, or `profile:` in a chain file).
+    Profiles,
     /// Print a shell completion script: `sfclab completions bash > /etc/bash_completion.d/sfclab`.
     Completions { shell: clap_complete::Shell },
     /// Print the manual page (roff): `sfclab man > sfclab.1; man ./sfclab.1`.
@@ -461,6 +463,7 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Nfs => outcome::emit_then(&render::nf_types(), 0),
+        Cmd::Profiles => outcome::emit_then(&render::traffic_profiles(), 0),
     }
 }
 

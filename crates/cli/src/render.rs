@@ -384,6 +384,26 @@ pub fn sweep_table(set: &serde_json::Value) -> String {
 
 /// `sfclab nfs`: every NF type, what it does, and its keys with what each means (from
 /// the NF's config schema), its outputs and its own drop reasons.
+/// The built-in traffic profiles: name, what each models, and its settings.
+pub fn traffic_profiles() -> String {
+    let mut s = String::new();
+    for p in &sfclab_traffic::profiles::PROFILES {
+        let _ = writeln!(s, "{}: {}", p.name, p.about);
+        if let Ok(serde_json::Value::Object(m)) = serde_json::from_str(p.settings) {
+            let keys: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k}: {}", v.as_str().map_or(v.to_string(), str::to_string)))
+                .collect();
+            let _ = writeln!(s, "  traffic: {{ {} }}", keys.join(", "));
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\nUse one with `--profile NAME` or `traffic: {{ profile: NAME }}`; keys given beside it win.\nA chain file adds its own under `profiles: {{ NAME: {{ traffic keys }} }}`."
+    );
+    s
+}
+
 pub fn nf_types() -> String {
     let mut s = String::new();
     for t in sfclab_nf::registry::TYPES {

@@ -63,6 +63,12 @@ pub struct TrafficSection {
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub responder: Option<bool>,
+    /// Named traffic: a built-in profile (`sfclab profiles` lists them: rfc2544, imix,
+    /// internet, web, churn) or one of the chain file's `profiles:`. Its settings are
+    /// defaults; any other traffic key or flag given beside it wins.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 /// How long and how the chain runs: a chain file's `run:` section (with the pipeline's keys).
@@ -161,6 +167,15 @@ pub struct Settings {
     pub run: RunSection,
     #[command(flatten, next_help_heading = "Pipeline")]
     pub pipeline: PipelineSection,
+}
+
+impl Settings {
+    /// Whether these flags set `key`.
+    pub fn gives(&self, key: &str) -> bool {
+        section_map(&self.traffic).contains_key(key)
+            || section_map(&self.run).contains_key(key)
+            || section_map(&self.pipeline).contains_key(key)
+    }
 }
 
 /// The runtime a chain runs on.
@@ -296,7 +311,14 @@ pub struct BadKey {
 impl Layers {
     /// The file's sections (`traffic:` and `run:` maps, as read) with the flags on top. A
     /// count on the command line replaces the file's duration, and the other way round.
-    pub fn merge(traffic: &Map<String, Value>, run: &Map<String, Value>, flags: &Settings) -> Result<Layers, BadKey> {
+    /// `profiles`: the chain file's own traffic profiles, by name (each a map of traffic
+    /// keys); the named `profile`'s settings fill the traffic keys nobody set.
+    pub fn merge(
+        traffic: &Map<String, Value>,
+        run: &Map<String, Value>,
+        profiles: &Map<String, Value>,
+        flags: &Settings,
+    ) -> Result<Layers, BadKey> {
         let given_traffic = section_map(&flags.traffic);
         let mut given_run = section_map(&flags.run);
         given_run.extend(section_map(&flags.pipeline));
@@ -308,6 +330,11 @@ impl Layers {
         }
         let mut traffic = traffic.clone();
         traffic.extend(given_traffic);
+        if let Some(name) = traffic.get("profile").cloned() {
+            for (k, v) in profile_settings(&name, profiles)? {
+                traffic.entry(k).or_insert(v);
+            }
+        }
         run.extend(given_run);
         let (run_keys, pipeline_keys) = (keys_of::<RunSection>(), keys_of::<PipelineSection>());
         let part = |keys: &[String]| -> Map<String, Value> {
@@ -337,6 +364,39 @@ impl Layers {
     /// Whether the command line gave `key`.
     pub fn given_by_flag(&self, key: &str) -> bool {
         self.given.contains(key)
+    }
+}
+
+/// The settings of the profile `name`: the chain file's own first, then the built-ins.
+fn profile_settings(name: &Value, profiles: &Map<String, Value>) -> Result<Map<String, Value>, BadKey> {
+    let bad = |reason: String| BadKey {
+        section: "traffic",
+        key: "profile".into(),
+        reason,
+    };
+    let Value::String(name) = name else {
+        return Err(bad(format!("expected a profile's name, found `{name}`")));
+    };
+    if let Some(own) = profiles.get(name) {
+        return match own {
+            Value::Object(m) => Ok(m.clone()),
+            _ => Err(bad(format!("profile `{name}` is not a mapping of traffic settings"))),
+        };
+    }
+    let builtin = sfclab_traffic::profiles::builtin(name).ok_or_else(|| {
+        let known: Vec<&str> = profiles
+            .keys()
+            .map(String::as_str)
+            .chain(sfclab_traffic::profiles::PROFILES.iter().map(|p| p.name))
+            .collect();
+        bad(format!(
+            "`{name}` is not a traffic profile; known: {}",
+            known.join(", ")
+        ))
+    })?;
+    match serde_json::from_str(builtin.settings) {
+        Ok(Value::Object(m)) => Ok(m),
+        _ => unreachable!("built-in profiles are JSON objects (tested)"),
     }
 }
 
@@ -432,6 +492,7 @@ mod tests {
         let l = Layers::merge(
             &map(r#"{"size": 128}"#),
             &map(r#"{"batch": 8, "ring_size": 512}"#),
+            &Map::new(),
             &flags,
         )
         .unwrap();
@@ -443,11 +504,11 @@ mod tests {
     #[test]
     fn a_count_flag_replaces_the_file_duration_and_the_other_way_round() {
         let flags = Settings::default().with("count", "1000").unwrap();
-        let l = Layers::merge(&Map::new(), &map(r#"{"duration": "9s"}"#), &flags).unwrap();
+        let l = Layers::merge(&Map::new(), &map(r#"{"duration": "9s"}"#), &Map::new(), &flags).unwrap();
         assert_eq!((l.run.count, l.run.duration), (Some(1000), None));
         assert!(l.given_by_flag("duration"), "an error about the duration is the flag's");
         let flags = Settings::default().with("duration", "2s").unwrap();
-        let l = Layers::merge(&Map::new(), &map(r#"{"count": 5}"#), &flags).unwrap();
+        let l = Layers::merge(&Map::new(), &map(r#"{"count": 5}"#), &Map::new(), &flags).unwrap();
         assert_eq!(
             (l.run.count, l.run.duration),
             (None, Some(Span(Duration::from_secs(2))))
@@ -456,10 +517,16 @@ mod tests {
 
     #[test]
     fn file_values_are_typed_with_the_key_and_reason() {
-        let e = Layers::merge(&Map::new(), &map(r#"{"links": "sometimes"}"#), &Settings::default()).unwrap_err();
+        let e = Layers::merge(
+            &Map::new(),
+            &map(r#"{"links": "sometimes"}"#),
+            &Map::new(),
+            &Settings::default(),
+        )
+        .unwrap_err();
         assert_eq!((e.section, e.key.as_str()), ("run", "links"));
         assert!(e.reason.contains("not a link mode"), "{e:?}");
-        let e = Layers::merge(&map(r#"{"sizes": 64}"#), &Map::new(), &Settings::default()).unwrap_err();
+        let e = Layers::merge(&map(r#"{"sizes": 64}"#), &Map::new(), &Map::new(), &Settings::default()).unwrap_err();
         assert_eq!((e.section, e.key.as_str()), ("traffic", "sizes"));
         assert!(e.reason.contains("takes size, flows"), "{e:?}");
     }
@@ -486,7 +553,7 @@ mod tests {
             .and_then(|s| s.with("runtime", "pipeline"))
             .and_then(|s| s.with("links", "backpressure"))
             .unwrap();
-        let l = Layers::merge(&Map::new(), &Map::new(), &flags).unwrap();
+        let l = Layers::merge(&Map::new(), &Map::new(), &Map::new(), &flags).unwrap();
         assert_eq!(
             (l.traffic, l.run, l.pipeline),
             (flags.traffic, flags.run, flags.pipeline)
@@ -499,5 +566,69 @@ mod tests {
         assert!(e.contains("invalid value 'many' for '--batch"), "{e}");
         let e = Settings::default().with("colour", "red").unwrap_err();
         assert!(e.contains("`colour` is not a setting"), "{e}");
+    }
+
+    /// A profile fills the traffic keys nobody set; keys in the file and flags win; the
+    /// file's own profiles come before the built-ins; an unknown name lists the known.
+    #[test]
+    fn profiles_fill_what_nobody_set() {
+        let l = Layers::merge(
+            &map(r#"{"profile": "web", "flows": 8}"#),
+            &Map::new(),
+            &Map::new(),
+            &Settings::default(),
+        )
+        .unwrap();
+        let t = &l.traffic;
+        assert_eq!(
+            (t.proto, t.flows, t.session_packets, t.responder),
+            (Some(L4::Tcp), Some(8), Some(10), Some(true))
+        );
+        let flags = Settings::default()
+            .with("profile", "churn")
+            .unwrap()
+            .with("size", "128")
+            .unwrap();
+        let l = Layers::merge(&Map::new(), &Map::new(), &Map::new(), &flags).unwrap();
+        assert_eq!(
+            l.traffic.size,
+            Some(FrameSizes::Fixed { size: 128 }),
+            "the flag wins over the profile"
+        );
+        assert_eq!(l.traffic.session_packets, Some(2));
+        let own = map(r#"{"web": {"flows": 3}}"#);
+        let l = Layers::merge(&map(r#"{"profile": "web"}"#), &Map::new(), &own, &Settings::default()).unwrap();
+        assert_eq!(
+            (l.traffic.flows, l.traffic.proto),
+            (Some(3), None),
+            "the file's own profile, not the built-in"
+        );
+        let e = Layers::merge(&map(r#"{"profile": "webb"}"#), &Map::new(), &own, &Settings::default()).unwrap_err();
+        assert_eq!((e.section, e.key.as_str()), ("traffic", "profile"));
+        assert!(
+            e.reason
+                .contains("`webb` is not a traffic profile; known: web, rfc2544"),
+            "{}",
+            e.reason
+        );
+        let bad = map(r#"{"mine": {"sizes": 64}}"#);
+        let e = Layers::merge(&map(r#"{"profile": "mine"}"#), &Map::new(), &bad, &Settings::default()).unwrap_err();
+        assert_eq!(e.key, "sizes", "a profile's unknown key is named");
+    }
+
+    /// Every built-in profile is a valid set of traffic settings.
+    #[test]
+    fn built_in_profiles_are_valid_traffic_settings() {
+        for p in &sfclab_traffic::profiles::PROFILES {
+            let m = map(p.settings);
+            let l = Layers::merge(
+                &map(&format!(r#"{{"profile": "{}"}}"#, p.name)),
+                &Map::new(),
+                &Map::new(),
+                &Settings::default(),
+            )
+            .unwrap_or_else(|e| panic!("{}: {e:?}", p.name));
+            assert_eq!(l.traffic.flows.map(Value::from), m.get("flows").cloned(), "{}", p.name);
+        }
     }
 }

@@ -408,6 +408,44 @@ fn responder_runs_tcp_both_ways_through_the_stateful_chain() {
     assert!(stderr(&bad).contains("responder"), "{}", stderr(&bad));
 }
 
+/// Named traffic: a built-in profile by flag, a chain file's own profile by key, keys
+/// beside a profile win, and an unknown name is refused with the known ones listed.
+#[test]
+fn traffic_profiles_by_flag_and_by_chain_file() {
+    let v = run_json(&["--chain", "forwarder", "--profile", "web", "--flows", "64"]);
+    let summary = v["source"]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("64 flow(s)") && summary.contains("tcp sessions of 10"),
+        "{summary}"
+    );
+    assert!(v["places"].as_array().unwrap().iter().any(|p| p["name"] == "responder"));
+    assert_conserved(&v);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("own.yaml");
+    std::fs::write(
+        &file,
+        "profiles:\n  small-churn: { flows: 16, session_packets: 3, size: 128 }\ntraffic: { profile: small-churn }\nchain: [nat44]\n",
+    )
+    .unwrap();
+    let v = run_json(&[file.to_str().unwrap()]);
+    let summary = v["source"]["summary"].as_str().unwrap();
+    assert!(summary.starts_with("128 B frames, 16 flow(s)"), "{summary}");
+    assert_conserved(&v);
+    let bad = sfclab(&["run", "--chain", "forwarder", "--profile", "wbe", "--duration", "10ms"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("--profile") && stderr(&bad).contains("known: rfc2544, imix"),
+        "{}",
+        stderr(&bad)
+    );
+    let listed = sfclab(&["profiles"]);
+    assert!(
+        stdout(&listed).lines().any(|l| l.starts_with("churn: ")),
+        "{}",
+        stdout(&listed)
+    );
+}
+
 /// The IPv6 LPM benchmark: every address lies inside a route, its document follows the
 /// schema; the peer runs in `tests/peers.rs`.
 #[test]

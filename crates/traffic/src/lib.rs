@@ -10,6 +10,7 @@
 
 pub mod flows;
 pub mod generator;
+pub mod profiles;
 pub mod rate;
 pub mod responder;
 pub mod sink;
