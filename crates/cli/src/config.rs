@@ -21,7 +21,7 @@ use crate::settings::{Layers, Runtime, Settings, flag_of};
 use serde_json::{Map, Value};
 use sfclab_nf::{NfSpec, SpecError};
 use sfclab_runtime::{ChainGraph, LinkMode, Next, PipelineSettings, Placement, RunSettings};
-use sfclab_traffic::{FrameSizes, GeneratorConfig, Rate};
+use sfclab_traffic::{Destinations, FrameSizes, GeneratorConfig, Rate};
 use std::time::Duration;
 
 /// The chain run when no file and no `--chain` is given.
@@ -365,7 +365,6 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         l4: t.proto.unwrap_or_default(),
         session_packets: t.session_packets,
     };
-    traffic.validate().map_err(|(k, r)| ctx.setting("traffic", k, r))?;
 
     let r = &layers.run;
     let duration = match (r.duration, r.count) {
@@ -400,6 +399,16 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         ));
     }
     let nfs = resolve_chain(&file.chain, ctx)?;
+    let mut traffic = traffic;
+    if traffic.destinations == Destinations::Router
+        && let Some((name, router)) = nfs.iter().find(|(_, spec)| spec.kind() == "router")
+    {
+        traffic.destinations = router_table(router).map_err(|reason| {
+            let index = nfs.iter().position(|(n, _)| n == name).unwrap_or(0);
+            ctx.nf(index, "router", &[], reason)
+        })?;
+    }
+    traffic.validate().map_err(|(k, r)| ctx.setting("traffic", k, r))?;
     let wiring = resolve_wiring(&file.wiring, &nfs, ctx)?;
     let replicas = r.replicas.unwrap_or(1);
     if replicas == 0 || replicas > 64 {
@@ -623,6 +632,19 @@ fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfSpec)>, Co
 
 /// The chain's wiring from `wiring:` lines (`router.port1 -> fw`, `fw.deny -> egress`):
 /// the linear chain with each line's edge replaced. `None` when there are no lines.
+/// `destinations: router`: the IPv4 prefixes of the chain's router, as `Prefixes`.
+fn router_table(router: &NfSpec) -> Result<Destinations, String> {
+    let cfg = sfclab_nf::typed(router.settings()).map_err(|e| e.to_string())?;
+    let built = sfclab_nf::router::Router::new(&cfg).map_err(|e| e.to_string())?;
+    Ok(Destinations::Prefixes(
+        built
+            .ipv4_prefixes()
+            .iter()
+            .map(|&(net, len)| format!("{}/{len}", std::net::Ipv4Addr::from(net)))
+            .collect(),
+    ))
+}
+
 fn resolve_wiring(lines: &[Value], nfs: &[(String, NfSpec)], ctx: &Ctx) -> Result<Option<Vec<Vec<Next>>>, ConfigError> {
     if lines.is_empty() {
         return Ok(None);

@@ -42,8 +42,9 @@ pub struct TrafficSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_probe_pps: Option<f64>,
     /// Where flows go: `one` address (RFC 2544's benchmarking range, the default),
-    /// `spread`: each flow its own random unicast address, as a router's tables see, or
-    /// IPv4 prefixes `10.0.0.0/8,192.0.2.0/24`: flows spread over them (a routing table's).
+    /// `spread`: each flow its own random unicast address, as a router's tables see,
+    /// `router`: inside the chain's router's IPv4 table (flow i to its i-th prefix), or
+    /// IPv4 prefixes `10.0.0.0/8,192.0.2.0/24`: flows spread over them.
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub destinations: Option<Destinations>,

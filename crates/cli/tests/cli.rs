@@ -446,6 +446,39 @@ fn traffic_profiles_by_flag_and_by_chain_file() {
     );
 }
 
+/// `destinations: router` aims every flow inside the chain's own routing table: a table
+/// without a default route forwards all of it, where spread addresses mostly miss.
+#[test]
+fn destinations_name_the_chain_s_routing_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("table.yaml");
+    std::fs::write(
+        &file,
+        "traffic: { destinations: router, flows: 4096 }\nchain:\n  - router: { generate: { ipv4: 2000, seed: 7 } }\n",
+    )
+    .unwrap();
+    let v = run_json(&[file.to_str().unwrap()]);
+    assert_eq!(v["dropped"], 0, "{}", v["drops"]);
+    assert_conserved(&v);
+    let v = run_json(&[file.to_str().unwrap(), "--destinations", "spread"]);
+    assert!(
+        v["dropped"].as_u64().unwrap() > v["generated"].as_u64().unwrap() / 2,
+        "{}",
+        v["drops"]
+    );
+    let bad = sfclab(&[
+        "run",
+        "--chain",
+        "forwarder",
+        "--destinations",
+        "router",
+        "--duration",
+        "10ms",
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("needs a router in the chain"), "{}", stderr(&bad));
+}
+
 /// The IPv6 LPM benchmark: every address lies inside a route, its document follows the
 /// schema; the peer runs in `tests/peers.rs`.
 #[test]

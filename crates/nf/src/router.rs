@@ -49,6 +49,8 @@ struct Hop {
 }
 
 pub struct Router {
+    /// The IPv4 table's prefixes, in table order (for traffic aimed at them).
+    ipv4_prefixes: Vec<(u32, u8)>,
     v4: Lpm4,
     v6: Option<Lpm6>,
     hops: Vec<Hop>,
@@ -149,6 +151,12 @@ impl NetworkFunction for Router {
 }
 
 impl Router {
+    /// The IPv4 routes' prefixes, in table order: routes, then the routes file, then the
+    /// generated table.
+    pub fn ipv4_prefixes(&self) -> &[(u32, u8)] {
+        &self.ipv4_prefixes
+    }
+
     /// Forwards one packet in place, or says why not. `first`: the IPv4 first-level
     /// entry already read for a plain (untagged) IPv4 frame.
     #[inline]
@@ -550,6 +558,7 @@ impl Router {
             ));
         };
         Ok(Router {
+            ipv4_prefixes: v4.iter().map(|r| (r.prefix, r.len)).collect(),
             v4: Lpm4::new(&v4).map_err(|e| ConfigError::new("routes", e))?,
             v6: if v6.is_empty() {
                 None

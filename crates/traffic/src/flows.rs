@@ -151,13 +151,20 @@ pub enum Destinations {
     /// Flows spread over these IPv4 prefixes (flow i to prefix i mod n, a pseudo-random
     /// host inside it): a routing table's prefixes, or any list, as `a.b.c.d/len`.
     Prefixes(Vec<String>),
+    /// The IPv4 prefixes of the chain's first router (its routes, routes file and
+    /// generated table): a chain resolves this into `Prefixes` before it runs.
+    Router,
 }
 
 impl Destinations {
     /// The prefixes of `Prefixes`, parsed (address masked to its length).
     pub fn prefixes(&self) -> Result<Vec<(u32, u8)>, String> {
-        let Destinations::Prefixes(list) = self else {
-            return Ok(Vec::new());
+        let list = match self {
+            Destinations::Prefixes(list) => list,
+            Destinations::Router => {
+                return Err("`router` needs a router in the chain, whose IPv4 table it names".into());
+            }
+            _ => return Ok(Vec::new()),
         };
         if list.is_empty() {
             return Err("give at least one prefix".into());
@@ -189,6 +196,7 @@ impl std::str::FromStr for Destinations {
         match t.to_ascii_lowercase().as_str() {
             "one" => return Ok(Destinations::One),
             "spread" => return Ok(Destinations::Spread),
+            "router" => return Ok(Destinations::Router),
             _ => {}
         }
         if t.contains('/') || t.contains('.') {
@@ -197,7 +205,7 @@ impl std::str::FromStr for Destinations {
             return Ok(d);
         }
         Err(format!(
-            "`{s}` is not a destination pattern: write one, spread, or IPv4 prefixes like 10.0.0.0/8,192.0.2.0/24"
+            "`{s}` is not a destination pattern: write one, spread, router (the chain's routing table), or IPv4 prefixes like 10.0.0.0/8,192.0.2.0/24"
         ))
     }
 }
@@ -208,6 +216,7 @@ impl std::fmt::Display for Destinations {
             Destinations::One => f.write_str("one"),
             Destinations::Spread => f.write_str("spread"),
             Destinations::Prefixes(list) => f.write_str(&list.join(",")),
+            Destinations::Router => f.write_str("router"),
         }
     }
 }
@@ -235,7 +244,7 @@ pub fn flow_tuple(
             let [_, _, hi, lo] = i.to_be_bytes();
             let dst = match destinations {
                 Destinations::One => vec![198, 19, 0, 1],
-                Destinations::Prefixes(_) => {
+                Destinations::Prefixes(_) | Destinations::Router => {
                     let (net, len) = prefixes[i as usize % prefixes.len()];
                     let host = if len == 32 {
                         0
@@ -259,7 +268,7 @@ pub fn flow_tuple(
             src[12..].copy_from_slice(&i.to_be_bytes());
             let mut dst = [0u8; 16];
             match destinations {
-                Destinations::One | Destinations::Prefixes(_) => {
+                Destinations::One | Destinations::Prefixes(_) | Destinations::Router => {
                     dst[..8].copy_from_slice(&[0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01]);
                     dst[15] = 1;
                 }

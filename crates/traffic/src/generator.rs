@@ -83,7 +83,7 @@ impl GeneratorConfig {
             return Err(("proto", "TCP sessions are generated over IPv4 only (for now)".into()));
         }
         self.destinations.prefixes().map_err(|e| ("destinations", e))?;
-        if matches!(self.destinations, Destinations::Prefixes(_)) && self.ip != IpVersion::V4 {
+        if matches!(self.destinations, Destinations::Prefixes(_) | Destinations::Router) && self.ip != IpVersion::V4 {
             return Err(("destinations", "destination prefixes are IPv4 (for now)".into()));
         }
         let min_session = if self.l4 == L4::Tcp { 2 } else { 1 };
