@@ -151,6 +151,121 @@ impl FrameRepr {
         self.l3_offset() + self.ip.header_len()
     }
 
+    /// Reads a frame written the way [`emit`](Self::emit) writes them: its headers and
+    /// its payload (Ethernet padding excluded). Every length and checksum is verified
+    /// (a UDP checksum of zero, "none", is accepted over IPv4 only); headers this
+    /// representation cannot hold are `Unrepresentable`, not misread.
+    pub fn parse(frame: &[u8]) -> Result<(FrameRepr, &[u8]), WireError> {
+        let layers = crate::Layers::parse(frame)?;
+        if layers.vlan_tags() > 1 {
+            return Err(WireError::Unrepresentable);
+        }
+        let (eth, _) = crate::EthernetHeader::parse(frame)?;
+        let vlan_tci = (layers.vlan_tags() == 1).then(|| u16::from_be_bytes([frame[14], frame[15]]));
+        let l3 = layers.l3_offset();
+        let l4 = layers.l4_offset().ok_or(WireError::Unrepresentable)?;
+        let (ip, end, pseudo_len) = match layers.network() {
+            crate::Network::Ipv4 => {
+                let (h, hlen, l4_bytes) = Ipv4Header::check(&frame[l3..])?;
+                if hlen != Ipv4Header::LEN || layers.is_fragment() {
+                    return Err(WireError::Unrepresentable);
+                }
+                if !Ipv4Header::checksum_ok(&frame[l3..l3 + hlen]) {
+                    return Err(WireError::BadChecksum);
+                }
+                let ip = IpRepr::V4 {
+                    src: h.src,
+                    dst: h.dst,
+                    ttl: h.ttl,
+                    dscp_ecn: h.dscp_ecn,
+                    ident: h.ident.get(),
+                    dont_fragment: h.flags_frag.get() & 0x4000 != 0,
+                };
+                (ip, l4 + l4_bytes.len(), l4_bytes.len())
+            }
+            crate::Network::Ipv6 => {
+                let (h, payload) = Ipv6Header::check(&frame[l3..])?;
+                if l4 != l3 + Ipv6Header::LEN {
+                    return Err(WireError::Unrepresentable);
+                }
+                let first = h.version_class_flow.get();
+                let ip = IpRepr::V6 {
+                    src: h.src,
+                    dst: h.dst,
+                    hop_limit: h.hop_limit,
+                    traffic_class: (first >> 20) as u8,
+                    flow_label: first & 0xf_ffff,
+                };
+                (ip, l4 + payload.len(), payload.len())
+            }
+            _ => return Err(WireError::Unrepresentable),
+        };
+        let seg = &frame[l4..end];
+        let word = |at: usize| u16::from_be_bytes([seg[at], seg[at + 1]]);
+        let (transport, header_len) = match (layers.protocol(), ip) {
+            (17, _) => {
+                let (u, _) = crate::UdpHeader::parse(seg)?;
+                if usize::from(u.len.get()) != seg.len() {
+                    return Err(WireError::BadHeader);
+                }
+                (
+                    TransportRepr::Udp {
+                        src_port: u.src_port.get(),
+                        dst_port: u.dst_port.get(),
+                    },
+                    8,
+                )
+            }
+            (6, _) => {
+                let (t, _) = TcpHeader::check(seg)?;
+                if t.header_len() != TcpHeader::LEN {
+                    return Err(WireError::Unrepresentable);
+                }
+                (
+                    TransportRepr::Tcp {
+                        src_port: t.src_port.get(),
+                        dst_port: t.dst_port.get(),
+                        seq: t.seq.get(),
+                        ack: t.ack.get(),
+                        flags: t.flags(),
+                        window: t.window.get(),
+                    },
+                    TcpHeader::LEN,
+                )
+            }
+            (1, IpRepr::V4 { .. }) | (icmp::v6::NEXT_HEADER, IpRepr::V6 { .. }) if seg.len() >= 8 => (
+                TransportRepr::Icmp {
+                    ty: seg[0],
+                    code: seg[1],
+                    rest: [seg[4], seg[5], seg[6], seg[7]],
+                },
+                8,
+            ),
+            (1, IpRepr::V4 { .. }) | (icmp::v6::NEXT_HEADER, IpRepr::V6 { .. }) => return Err(WireError::Truncated),
+            _ => return Err(WireError::Unrepresentable),
+        };
+        let protocol = layers.protocol();
+        let pseudo = match transport {
+            TransportRepr::Icmp { .. } if protocol == 1 => 0,
+            _ => ip.pseudo_header(protocol, pseudo_len),
+        };
+        let zero_udp = matches!(transport, TransportRepr::Udp { .. }) && word(6) == 0;
+        let zero_allowed = matches!(ip, IpRepr::V4 { .. });
+        if zero_udp && !zero_allowed || !zero_udp && checksum::fold(checksum::sum(pseudo, seg)) != 0xffff {
+            return Err(WireError::BadChecksum);
+        }
+        let repr = FrameRepr {
+            ethernet: EthernetRepr {
+                src: eth.src,
+                dst: eth.dst,
+                vlan_tci,
+            },
+            ip,
+            transport,
+        };
+        Ok((repr, &seg[header_len..]))
+    }
+
     /// Writes the headers and `payload` into the front of `out`; returns the frame length.
     pub fn emit(&self, out: &mut [u8], payload: &[u8]) -> Result<usize, WireError> {
         let hlen = self.header_len();
@@ -401,6 +516,94 @@ mod tests {
                 }
             }
         }
+    }
+
+    proptest::proptest! {
+        /// parse(emit(r, payload)) = (r, payload), for every transport, both IPs, with
+        /// and without a tag; any corrupted byte is an error or a different frame, never
+        /// a panic.
+        #[test]
+        fn parse_undoes_emit(
+            kind in 0usize..6,
+            vlan in proptest::option::of(0u16..0xffff),
+            ports in (proptest::prelude::any::<u16>(), proptest::prelude::any::<u16>()),
+            word in proptest::prelude::any::<u32>(),
+            payload in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80),
+            flip in (0usize..200, 1u8..=255),
+        ) {
+            let v4 = IpRepr::V4 { src: word.to_be_bytes(), dst: [10, 0, 0, 9], ttl: 9, dscp_ecn: 0xb8, ident: ports.0, dont_fragment: true };
+            let v6 = IpRepr::V6 { src: [7; 16], dst: [9; 16], hop_limit: 3, traffic_class: 0x2e, flow_label: word & 0xf_ffff };
+            let (src_port, dst_port) = ports;
+            let tcp = TransportRepr::Tcp { src_port, dst_port, seq: word, ack: !word, flags: 0x18, window: 512 };
+            let (ip, transport) = match kind {
+                0 => (v4, TransportRepr::Udp { src_port, dst_port }),
+                1 => (v4, tcp),
+                2 => (v4, TransportRepr::Icmp { ty: 8, code: 0, rest: word.to_be_bytes() }),
+                3 => (v6, TransportRepr::Udp { src_port, dst_port }),
+                4 => (v6, tcp),
+                _ => (v6, TransportRepr::Icmp { ty: 128, code: 0, rest: word.to_be_bytes() }),
+            };
+            let r = FrameRepr { ethernet: EthernetRepr { src: A, dst: B, vlan_tci: vlan }, ip, transport };
+            let mut out = vec![0u8; 256];
+            let n = r.emit(&mut out, &payload).unwrap();
+            out.truncate(n);
+            let (back, rest) = FrameRepr::parse(&out).unwrap();
+            proptest::prop_assert_eq!(back, r);
+            proptest::prop_assert_eq!(rest, &payload[..]);
+            let (at, x) = flip;
+            if at < out.len() && at >= 12 {
+                out[at] ^= x;
+                if let Ok((other, _)) = FrameRepr::parse(&out) {
+                    // Only a field the checksums do not cover, or a changed field, can parse.
+                    proptest::prop_assert!(other != r || at < 14, "a corrupted byte {} went unnoticed", at);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn parse_refuses_what_it_cannot_hold() {
+        let mut f = frame(
+            None,
+            IpRepr::v4([10, 0, 0, 1], [10, 0, 0, 2]),
+            TransportRepr::Udp {
+                src_port: 1,
+                dst_port: 2,
+            },
+            b"abcd",
+        );
+        f[40] ^= 1; // the UDP checksum
+        assert_eq!(FrameRepr::parse(&f).unwrap_err(), WireError::BadChecksum);
+        f[40] = 0;
+        f[41] = 0; // no checksum: allowed over IPv4
+        assert_eq!(FrameRepr::parse(&f).unwrap().1, b"abcd");
+        let ipv6_zero = {
+            let mut g = frame(
+                None,
+                IpRepr::v6([1; 16], [2; 16]),
+                TransportRepr::Udp {
+                    src_port: 1,
+                    dst_port: 2,
+                },
+                b"x",
+            );
+            g[60] = 0;
+            g[61] = 0;
+            g
+        };
+        assert_eq!(FrameRepr::parse(&ipv6_zero).unwrap_err(), WireError::BadChecksum);
+        let mut gre = frame(
+            None,
+            IpRepr::v4([10, 0, 0, 1], [10, 0, 0, 2]),
+            TransportRepr::Udp {
+                src_port: 1,
+                dst_port: 2,
+            },
+            b"",
+        );
+        gre[23] = 47;
+        Ipv4Header::fill_checksum(&mut gre[14..34]);
+        assert_eq!(FrameRepr::parse(&gre).unwrap_err(), WireError::Unrepresentable);
     }
 
     #[test]

@@ -35,6 +35,11 @@ pub enum WireError {
     Truncated,
     /// A length or version field that contradicts the bytes.
     BadHeader,
+    /// A checksum that does not verify.
+    BadChecksum,
+    /// Well-formed, but not something this representation holds (IPv4 options, IPv6
+    /// extension headers, TCP options, a second VLAN tag, another protocol).
+    Unrepresentable,
 }
 
 impl std::fmt::Display for WireError {
@@ -42,6 +47,8 @@ impl std::fmt::Display for WireError {
         f.write_str(match self {
             WireError::Truncated => "truncated header",
             WireError::BadHeader => "inconsistent header field",
+            WireError::BadChecksum => "checksum does not verify",
+            WireError::Unrepresentable => "headers this representation does not hold",
         })
     }
 }

@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 use sfclab_wire::arp::ArpRepr;
-use sfclab_wire::{EthernetHeader, Ipv4Header, Ipv6Header, Layers, TcpHeader, UdpHeader, checksum};
+use sfclab_wire::{EthernetHeader, FrameRepr, Ipv4Header, Ipv6Header, Layers, TcpHeader, UdpHeader, checksum};
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(4096))]
@@ -25,6 +25,7 @@ proptest! {
         }
         let _ = checksum::checksum(&bytes);
         let _ = ArpRepr::parse(&bytes);
+        let _ = FrameRepr::parse(&bytes);
         if let Ok((_, walk)) = Ipv6Header::walk(&bytes) {
             prop_assert!(walk.l4_offset <= bytes.len());
         }
@@ -48,6 +49,9 @@ proptest! {
             }
         }
         f.truncate(cut.max(1));
+        if let Ok((_, payload)) = FrameRepr::parse(&f) {
+            prop_assert!(payload.len() < f.len());
+        }
         if let Ok(l) = Layers::parse(&f) {
             prop_assert!(l.l3_offset() <= f.len());
             if let Some(l4) = l.l4_offset() {
