@@ -118,6 +118,12 @@ impl PacketMeta {
 }
 
 impl PacketMeta {
+    /// The parser step's result, if an NF has asked for it since the frame last moved.
+    #[inline(always)]
+    pub fn cached_layers(&self) -> Option<Layers> {
+        self.layers.is_parsed().then_some(self.layers)
+    }
+
     /// Forgets the parser step's result (see [`Packet::layers`]).
     #[inline(always)]
     pub fn forget_layers(&mut self) {

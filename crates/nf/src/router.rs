@@ -29,6 +29,7 @@
 use serde::Deserialize;
 use sfclab_core::packet::Note;
 use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Packet, Verdicts};
+use sfclab_wire::Network;
 use sfclab_wire::icmp;
 use sfclab_wire::{Ipv4Header, MacAddr, checksum};
 use std::collections::BTreeMap;
@@ -161,18 +162,29 @@ impl Router {
     /// entry already read for a plain (untagged) IPv4 frame.
     #[inline]
     fn route(&self, p: &mut Packet, first: u32) -> Fate {
-        let data = p.data_mut();
-        let Some(&[t0, t1]) = data.get(12..14).map(|t| <&[u8; 2]>::try_from(t).expect("two bytes")) else {
+        let Some(&[t0, t1]) = p
+            .data()
+            .get(12..14)
+            .map(|t| <&[u8; 2]>::try_from(t).expect("two bytes"))
+        else {
             return Fate::Drop(DropReason::MALFORMED);
         };
-        // One 802.1Q tag is stepped over (the tag is kept as it is).
+        // Plain and single-tagged frames inline (the tag is kept as it is); anything
+        // else (QinQ) through the parser step, as the NFs before the router saw it.
         let (l3, ethertype) = match (t0, t1) {
-            (0x81, 0x00) => match data.get(16..18) {
+            (0x08, 0x00) | (0x86, 0xdd) => (14, [t0, t1]),
+            (0x81, 0x00) => match p.data().get(16..18) {
                 Some(t) => (18, [t[0], t[1]]),
                 None => return Fate::Drop(DropReason::MALFORMED),
             },
-            _ => (14, [t0, t1]),
+            _ => match p.layers() {
+                Ok(l) if l.network() == Network::Ipv4 => (l.l3_offset(), [0x08, 0x00]),
+                Ok(l) if l.network() == Network::Ipv6 => (l.l3_offset(), [0x86, 0xdd]),
+                Ok(_) => return Fate::Drop(DropReason::UNSUPPORTED),
+                Err(_) => return Fate::Drop(DropReason::MALFORMED),
+            },
         };
+        let data = p.data_mut();
         let (hop, data) = match ethertype {
             [0x08, 0x00] => {
                 let ip = &mut data[l3..];
@@ -277,7 +289,11 @@ impl Router {
             return;
         }
         let frame = offending.data();
-        let l3 = if frame[12..14] == [0x81, 0x00] { 18 } else { 14 };
+        let l3 = match offending.meta.cached_layers() {
+            Some(l) => l.l3_offset(),
+            None if frame[12..14] == [0x81, 0x00] => 18,
+            None => 14,
+        };
         let ip = &frame[l3..];
         // The error goes where a packet to the offending source would go.
         let hop = if v6 {
@@ -722,6 +738,15 @@ mod tests {
             assert!(Ipv4Header::checksum_ok(&o[14..34]), "checksum updated incrementally");
             assert_eq!(&o[34..], &f[34..], "payload untouched");
         }
+        // QinQ frames are routed through the parser step, the tags kept.
+        let mut qinq = v4([10, 1, 2, 3], 64);
+        qinq.splice(12..12, [0x88, 0xa8, 0, 1, 0x81, 0x00, 0, 2]);
+        let (out, verdicts) = run_one_batch(&mut r, std::slice::from_ref(&qinq));
+        assert_eq!(verdicts, vec![Verdict::Out(1)]);
+        assert_eq!(&out[0][..6], &[2, 0, 192, 0, 2, 2]);
+        assert_eq!(&out[0][12..20], &qinq[12..20], "tags kept");
+        assert_eq!(out[0][22 + 8], 63, "TTL decremented behind the tags");
+        assert!(Ipv4Header::checksum_ok(&out[0][22..42]));
         // Each packet carries the next hop it was given, numbered in table order.
         let mut hops = Vec::new();
         crate::testutil::run_inspecting(&mut r, &frames, 0, |p| hops.push(p.notes.get(Note::NEXT_HOP)));
