@@ -441,9 +441,21 @@ fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration) -> Result<(f6
     };
     let proc = sfclab_peers::testpmd::Testpmd::start(bin, &spec, &format!("sfclab-bench-{}", std::process::id()))?;
     let command = proc.command.clone();
-    // EAL start-up without hugepages takes a few seconds before forwarding begins.
-    std::thread::sleep(duration + Duration::from_secs(5));
+    // EAL start-up without hugepages takes seconds, more on a loaded machine: wait for
+    // forwarding to start, then for two settling periods and the window's own.
+    let mut procs = [proc];
+    let periods = 2 + duration.as_secs_f64().ceil().max(1.0) as usize;
+    let waited = sfclab_peers::testpmd::wait_until(&mut procs, Duration::from_secs(60), "forwarding start", |p| {
+        p[0].is_some()
+    })
+    .and_then(|()| {
+        sfclab_peers::testpmd::wait_until(&mut procs, duration + Duration::from_secs(30), "statistics", |p| {
+            p[0].is_some_and(|n| n > periods)
+        })
+    });
+    let [proc] = procs;
     let samples = proc.stop();
+    waited?;
     let settled: Vec<f64> = samples.iter().skip(2).map(|ports| ports.iter().sum()).collect();
     if settled.is_empty() {
         return Err("dpdk-testpmd printed no statistics (does it run here? try the command by hand)".into());
