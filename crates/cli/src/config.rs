@@ -346,7 +346,16 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
                 key: String::new(),
                 reason: e.reason,
             },
-            false => ctx.setting(e.section, &e.key, e.reason),
+            false => match own_profile_with(&file, &e.key) {
+                // The key came from the file's own profile: point there.
+                Some(name) => ctx.at(
+                    &[Step::key("profiles"), Step::key(&name), Step::key(&e.key)],
+                    &format!("profiles.{name}"),
+                    &e.key,
+                    e.reason,
+                ),
+                None => ctx.setting(e.section, &e.key, e.reason),
+            },
         })?;
     let ctx = &Ctx {
         layers: Some(&layers),
@@ -632,6 +641,15 @@ fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfSpec)>, Co
 
 /// The chain's wiring from `wiring:` lines (`router.port1 -> fw`, `fw.deny -> egress`):
 /// the linear chain with each line's edge replaced. `None` when there are no lines.
+/// The file's own profile the traffic section names, when it (not the section) sets `key`.
+fn own_profile_with(file: &ChainFile, key: &str) -> Option<String> {
+    let Some(Value::String(name)) = file.traffic.get("profile") else {
+        return None;
+    };
+    let own = file.profiles.get(name)?.as_object()?;
+    (own.contains_key(key) && !file.traffic.contains_key(key)).then(|| name.clone())
+}
+
 /// `destinations: router`: the IPv4 prefixes of the chain's router, as `Prefixes`.
 fn router_table(router: &NfSpec) -> Result<Destinations, String> {
     let cfg = sfclab_nf::typed(router.settings()).map_err(|e| e.to_string())?;
@@ -817,6 +835,23 @@ mod tests {
         assert_eq!(
             spec.nfs[3].1.settings(),
             &serde_json::json!({"cycles": 100, "working_set": "64KiB"})
+        );
+    }
+
+    /// A bad key in the file's own profile is reported where it is written.
+    #[test]
+    fn a_bad_key_in_an_own_profile_points_at_the_profile() {
+        let e =
+            parse_err("profiles:\n  mine:\n    flows: 8\n    sizes: 64\ntraffic: { profile: mine }\nchain: [noop]\n");
+        assert_eq!(
+            (e.place.as_str(), e.key.as_str(), e.line),
+            ("profiles.mine", "sizes", Some(4))
+        );
+        let e = parse_err("profiles:\n  mine: { flows: 8 }\ntraffic: { profile: mine, sizes: 64 }\nchain: [noop]\n");
+        assert_eq!(
+            (e.place.as_str(), e.key.as_str()),
+            ("traffic", "sizes"),
+            "the section's own key"
         );
     }
 
