@@ -99,6 +99,23 @@ pub struct ChainSpec {
     pub pipeline: Option<PipelineSettings>,
     /// Copies of the chain run side by side, flows spread by hash (pipeline runtime).
     pub replicas: usize,
+    /// Real I/O instead of the generator and the in-memory sink.
+    pub io: FileIo,
+}
+
+/// Files a chain reads its traffic from or writes what leaves it to.
+#[derive(Debug, Clone, Default)]
+pub struct FileIo {
+    /// A capture to replay, and how many passes (`None`: until the window ends).
+    pub replay: Option<(std::path::PathBuf, Option<u64>)>,
+    /// A pcap file the chain's output is written to.
+    pub capture: Option<std::path::PathBuf>,
+}
+
+impl FileIo {
+    pub fn is_empty(&self) -> bool {
+        self.replay.is_none() && self.capture.is_none()
+    }
 }
 
 impl ChainSpec {
@@ -453,6 +470,29 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
              this wiring needs `runtime: compound`",
         ));
     }
+    let io = FileIo {
+        replay: t.replay.as_ref().map(|p| (std::path::PathBuf::from(p), t.replay_loops)),
+        capture: r.capture.as_ref().map(std::path::PathBuf::from),
+    };
+    if t.replay_loops.is_some() && t.replay.is_none() {
+        return Err(ctx.setting(
+            "traffic",
+            "replay_loops",
+            "counts passes over a `replay` file: give one",
+        ));
+    }
+    if !io.is_empty() && (pipeline.is_some() || t.responder == Some(true)) {
+        let key = if t.replay.is_some() {
+            ("traffic", "replay")
+        } else {
+            ("run", "capture")
+        };
+        return Err(ctx.setting(
+            key.0,
+            key.1,
+            "pcap files run on the compound runtime without a responder (for now)",
+        ));
+    }
     Ok(ChainSpec {
         name: file.name.unwrap_or_else(|| ctx.file.to_string()),
         traffic,
@@ -461,6 +501,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         settings,
         pipeline,
         replicas,
+        io,
     })
 }
 

@@ -1,14 +1,19 @@
 //! Runs a resolved chain on the runtime it names, and as a trial for the searches.
 
+use sfclab_io::{PcapSink, PcapSource};
 use sfclab_measure::{Trial, TrialResult};
-use sfclab_runtime::{RunError, RunReport, run_compound, run_parallel, run_pipeline};
+use sfclab_runtime::{RunError, RunReport, run_compound, run_compound_on, run_parallel, run_pipeline};
 use sfclab_traffic::Rate;
+use sfclab_traffic::{Generator, Sink};
 use std::time::Duration;
 
 use crate::config::ChainSpec;
 
 /// Builds the chain's NFs (once per replica) and runs it.
 pub fn run(spec: &ChainSpec) -> Result<RunReport, RunError> {
+    if !spec.io.is_empty() {
+        return run_with_files(spec);
+    }
     let build = || spec.build_nfs();
     match &spec.pipeline {
         Some(p) if spec.replicas > 1 => {
@@ -16,6 +21,29 @@ pub fn run(spec: &ChainSpec) -> Result<RunReport, RunError> {
         }
         Some(p) => run_pipeline(spec.traffic.clone(), spec.graph(), p),
         None => run_compound(spec.traffic.clone(), spec.graph(), &spec.settings),
+    }
+}
+
+/// A compound chain between the spec's files and/or the generator and in-memory sink.
+fn run_with_files(spec: &ChainSpec) -> Result<RunReport, RunError> {
+    let setting = |key: &'static str, reason: String| RunError::Setting { key, reason };
+    let sink_of =
+        |path: &std::path::Path| PcapSink::create(path, sfclab_core::tsc::hz()).map_err(|e| setting("capture", e));
+    let settings = &spec.settings;
+    match (&spec.io.replay, &spec.io.capture) {
+        (Some((file, loops)), Some(out)) => {
+            let source = PcapSource::open(file, *loops).map_err(|e| setting("replay", e))?;
+            run_compound_on(source, sink_of(out)?, spec.graph(), settings)
+        }
+        (Some((file, loops)), None) => {
+            let source = PcapSource::open(file, *loops).map_err(|e| setting("replay", e))?;
+            run_compound_on(source, Sink::new(settings.verify), spec.graph(), settings)
+        }
+        (None, Some(out)) => {
+            let generator = Generator::new(spec.traffic.clone(), settings.batch).map_err(|(k, r)| setting(k, r))?;
+            run_compound_on(generator, sink_of(out)?, spec.graph(), settings)
+        }
+        (None, None) => unreachable!("called with a file"),
     }
 }
 

@@ -64,6 +64,16 @@ pub struct TrafficSection {
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub responder: Option<bool>,
+    /// Replay this capture (classic pcap, Ethernet) instead of generating traffic: as
+    /// fast as the chain takes it, looped until the window ends (`replay_loops` caps it).
+    /// Compound runtime.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<String>,
+    /// Passes over the `replay` file (default: until the run's window ends).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_loops: Option<u64>,
     /// Named traffic: a built-in profile (`sfclab profiles` lists them: rfc2544, imix,
     /// internet, web, churn) or one of the chain file's `profiles:`. Its settings are
     /// defaults; any other traffic key or flag given beside it wins.
@@ -108,6 +118,11 @@ pub struct RunSection {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool_size: Option<usize>,
+    /// Write every frame leaving the chain to this pcap file (nanosecond timestamps)
+    /// instead of the in-memory sink. Compound runtime.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<String>,
     /// `compound` (one core, the default) or `pipeline` (stages on cores joined by rings).
     #[arg(long, help_heading = "Pipeline")]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]

@@ -479,6 +479,81 @@ fn destinations_name_the_chain_s_routing_table() {
     assert!(stderr(&bad).contains("needs a router in the chain"), "{}", stderr(&bad));
 }
 
+/// pcap files as the chain's ports: a capture written by one run is replayed through
+/// another chain into a second capture, every packet conserved; bad files and runtimes
+/// that cannot take files are refused by name.
+#[test]
+fn captures_are_written_and_replayed_through_a_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.pcap");
+    let second = dir.path().join("second.pcap");
+    let o = sfclab(&[
+        "run",
+        "--chain",
+        "forwarder",
+        "--flows",
+        "64",
+        "--count",
+        "1000",
+        "--warmup",
+        "0s",
+        "--capture",
+        first.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["sink"]["kind"], "pcap");
+    let written = v["conservation"]["received"].as_u64().unwrap();
+    assert!(written >= 1000);
+    let o = sfclab(&[
+        "run",
+        "--chain",
+        "nat44",
+        "--replay",
+        first.to_str().unwrap(),
+        "--replay-loops",
+        "2",
+        "--count",
+        "1500",
+        "--warmup",
+        "0s",
+        "--capture",
+        second.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_conserved(&v);
+    assert_eq!(v["source"]["kind"], "pcap");
+    assert_eq!(v["window_loss"]["sent"], 1500, "{}", v["window_loss"]);
+    assert!(std::fs::metadata(&second).unwrap().len() > 1500 * 60);
+    let bad = sfclab(&[
+        "run",
+        "--chain",
+        "forwarder",
+        "--replay",
+        "/nonexistent/x.pcap",
+        "--duration",
+        "10ms",
+    ]);
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("/nonexistent/x.pcap"), "{}", stderr(&bad));
+    let bad = sfclab(&[
+        "run",
+        "--chain",
+        "forwarder",
+        "--replay",
+        first.to_str().unwrap(),
+        "--runtime",
+        "pipeline",
+        "--duration",
+        "10ms",
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("--replay"), "{}", stderr(&bad));
+}
+
 /// The IPv6 LPM benchmark: every address lies inside a route, its document follows the
 /// schema; the peer runs in `tests/peers.rs`.
 #[test]
