@@ -112,12 +112,6 @@ pub struct FileIo {
     pub capture: Option<std::path::PathBuf>,
 }
 
-impl FileIo {
-    pub fn is_empty(&self) -> bool {
-        self.replay.is_none() && self.capture.is_none()
-    }
-}
-
 impl ChainSpec {
     /// The chain's NFs, built (each config was validated when the chain was read).
     pub fn build_nfs(&self) -> sfclab_core::NamedNfs {
@@ -208,13 +202,7 @@ impl Ctx<'_> {
     /// command line gave it.
     fn setting(&self, section: &str, key: &str, reason: impl Into<String>) -> ConfigError {
         if self.layers.is_some_and(|l| l.given_by_flag(key)) {
-            return ConfigError {
-                file: flag_of(key),
-                line: None,
-                place: String::new(),
-                key: String::new(),
-                reason: reason.into(),
-            };
+            return flag_error(key, reason);
         }
         self.at(&[Step::key(section), Step::key(key)], section, key, reason)
     }
@@ -356,13 +344,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
     let layers =
         Layers::merge(&file.traffic, &file.run, &file.profiles, flags).map_err(|e| match flags.gives(&e.key) {
             // The merge failed before it could say which keys were flags: ask the flags.
-            true => ConfigError {
-                file: flag_of(&e.key),
-                line: None,
-                place: String::new(),
-                key: String::new(),
-                reason: e.reason,
-            },
+            true => flag_error(&e.key, e.reason),
             false => match own_profile_with(&file, &e.key) {
                 // The key came from the file's own profile: point there.
                 Some(name) => ctx.at(
@@ -379,7 +361,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         ..*ctx
     };
     let t = &layers.traffic;
-    let traffic = GeneratorConfig {
+    let mut traffic = GeneratorConfig {
         sizes: t.size.clone().unwrap_or(FrameSizes::Fixed { size: 64 }),
         flows: t.flows.unwrap_or(256),
         ip: t.ip.unwrap_or_default(),
@@ -425,7 +407,6 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         ));
     }
     let nfs = resolve_chain(&file.chain, ctx)?;
-    let mut traffic = traffic;
     if traffic.destinations == Destinations::Router
         && let Some((name, router)) = nfs.iter().find(|(_, spec)| spec.kind() == "router")
     {
@@ -481,7 +462,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
             "counts passes over a `replay` file: give one",
         ));
     }
-    if !io.is_empty() && (pipeline.is_some() || t.responder == Some(true)) {
+    if (io.replay.is_some() || io.capture.is_some()) && (pipeline.is_some() || t.responder == Some(true)) {
         let key = if t.replay.is_some() {
             ("traffic", "replay")
         } else {
@@ -682,6 +663,17 @@ fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfSpec)>, Co
 
 /// The chain's wiring from `wiring:` lines (`router.port1 -> fw`, `fw.deny -> egress`):
 /// the linear chain with each line's edge replaced. `None` when there are no lines.
+/// An error in the value the flag for `key` gave.
+fn flag_error(key: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        file: flag_of(key),
+        line: None,
+        place: String::new(),
+        key: String::new(),
+        reason: reason.into(),
+    }
+}
+
 /// The file's own profile the traffic section names, when it (not the section) sets `key`.
 fn own_profile_with(file: &ChainFile, key: &str) -> Option<String> {
     let Some(Value::String(name)) = file.traffic.get("profile") else {
@@ -694,10 +686,9 @@ fn own_profile_with(file: &ChainFile, key: &str) -> Option<String> {
 /// `destinations: router`: the IPv4 prefixes of the chain's router, as `Prefixes`.
 fn router_table(router: &NfSpec) -> Result<Destinations, String> {
     let cfg = sfclab_nf::typed(router.settings()).map_err(|e| e.to_string())?;
-    let built = sfclab_nf::router::Router::new(&cfg).map_err(|e| e.to_string())?;
+    let prefixes = sfclab_nf::router::ipv4_prefixes(&cfg).map_err(|e| e.to_string())?;
     Ok(Destinations::Prefixes(
-        built
-            .ipv4_prefixes()
+        prefixes
             .iter()
             .map(|&(net, len)| format!("{}/{len}", std::net::Ipv4Addr::from(net)))
             .collect(),

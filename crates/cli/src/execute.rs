@@ -2,48 +2,41 @@
 
 use sfclab_io::{PcapSink, PcapSource};
 use sfclab_measure::{Trial, TrialResult};
-use sfclab_runtime::{RunError, RunReport, run_compound, run_compound_on, run_parallel, run_pipeline};
-use sfclab_traffic::Rate;
-use sfclab_traffic::{Generator, Sink};
+use sfclab_runtime::{RunError, RunReport, run_compound_on, run_parallel, run_pipeline};
+use sfclab_traffic::{Generator, Rate, Sink};
 use std::time::Duration;
 
 use crate::config::ChainSpec;
 
 /// Builds the chain's NFs (once per replica) and runs it.
 pub fn run(spec: &ChainSpec) -> Result<RunReport, RunError> {
-    if !spec.io.is_empty() {
-        return run_with_files(spec);
-    }
     let build = || spec.build_nfs();
     match &spec.pipeline {
         Some(p) if spec.replicas > 1 => {
             run_parallel(spec.traffic.clone(), (0..spec.replicas).map(|_| build()).collect(), p)
         }
         Some(p) => run_pipeline(spec.traffic.clone(), spec.graph(), p),
-        None => run_compound(spec.traffic.clone(), spec.graph(), &spec.settings),
+        None => run_compound_between_ports(spec),
     }
 }
 
-/// A compound chain between the spec's files and/or the generator and in-memory sink.
-fn run_with_files(spec: &ChainSpec) -> Result<RunReport, RunError> {
+/// A compound chain between its ports: a pcap file at an end that names one (`replay`,
+/// `capture`), the generator and the in-memory sink otherwise.
+fn run_compound_between_ports(spec: &ChainSpec) -> Result<RunReport, RunError> {
     let setting = |key: &'static str, reason: String| RunError::Setting { key, reason };
-    let sink_of =
-        |path: &std::path::Path| PcapSink::create(path, sfclab_core::tsc::hz()).map_err(|e| setting("capture", e));
     let settings = &spec.settings;
+    let source = |(file, loops): &(std::path::PathBuf, Option<u64>)| {
+        PcapSource::open(file, *loops).map_err(|e| setting("replay", e))
+    };
+    let sink =
+        |path: &std::path::PathBuf| PcapSink::create(path, sfclab_core::tsc::hz()).map_err(|e| setting("capture", e));
+    let generator = || Generator::new(spec.traffic.clone(), settings.batch).map_err(|(k, r)| setting(k, r));
+    let graph = spec.graph();
     match (&spec.io.replay, &spec.io.capture) {
-        (Some((file, loops)), Some(out)) => {
-            let source = PcapSource::open(file, *loops).map_err(|e| setting("replay", e))?;
-            run_compound_on(source, sink_of(out)?, spec.graph(), settings)
-        }
-        (Some((file, loops)), None) => {
-            let source = PcapSource::open(file, *loops).map_err(|e| setting("replay", e))?;
-            run_compound_on(source, Sink::new(settings.verify), spec.graph(), settings)
-        }
-        (None, Some(out)) => {
-            let generator = Generator::new(spec.traffic.clone(), settings.batch).map_err(|(k, r)| setting(k, r))?;
-            run_compound_on(generator, sink_of(out)?, spec.graph(), settings)
-        }
-        (None, None) => unreachable!("called with a file"),
+        (Some(r), Some(c)) => run_compound_on(source(r)?, sink(c)?, graph, settings),
+        (Some(r), None) => run_compound_on(source(r)?, Sink::new(settings.verify), graph, settings),
+        (None, Some(c)) => run_compound_on(generator()?, sink(c)?, graph, settings),
+        (None, None) => run_compound_on(generator()?, Sink::new(settings.verify), graph, settings),
     }
 }
 

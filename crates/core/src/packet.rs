@@ -329,11 +329,8 @@ impl Packet {
     #[inline]
     pub fn flow_hash(&mut self) -> u32 {
         if self.meta.flags & FLAG_FLOW_HASH == 0 {
-            let hash = match self.layers() {
-                Ok(layers) => sfclab_wire::flow::hash_frame(self.data(), &layers),
-                Err(_) => sfclab_wire::flow::hash_frame(self.data(), &Layers::default()),
-            };
-            self.meta.flow_hash = hash;
+            let layers = self.layers().unwrap_or_default();
+            self.meta.flow_hash = sfclab_wire::flow::hash_frame(self.data(), &layers);
             self.meta.flags |= FLAG_FLOW_HASH;
         }
         self.meta.flow_hash

@@ -95,7 +95,6 @@ impl PacketPool {
             let p = unsafe { base.add(i) };
             // SAFETY: as above; nothing else refers to the fresh mapping yet.
             unsafe {
-                (*p).meta = Default::default();
                 (*p).clear_frame();
                 (*p).pool_state = STATE_FREE;
             }

@@ -115,17 +115,12 @@ impl RxPort for PcapSource {
         }
         let mut bytes = 0;
         for k in 0..got {
-            let frame_index = self.next;
-            let len = self.ends[frame_index]
-                - if frame_index == 0 {
-                    0
-                } else {
-                    self.ends[frame_index - 1]
-                };
+            let frame = self.frame(self.next);
+            let len = frame.len();
             let p = batch.get_mut(first + k);
-            p.meta = PacketMeta::fresh(len as u16, 0, self.flags);
+            p.meta = PacketMeta::fresh(0, 0, self.flags);
             p.meta.seq = self.stats.packets.wrapping_add(k as u64) as u32;
-            p.reset(len).copy_from_slice(self.frame(frame_index));
+            p.reset(len).copy_from_slice(frame);
             bytes += len as u64;
             self.next += 1;
             if self.next == self.ends.len() {

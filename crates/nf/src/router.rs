@@ -50,8 +50,6 @@ struct Hop {
 }
 
 pub struct Router {
-    /// The IPv4 table's prefixes, in table order (for traffic aimed at them).
-    ipv4_prefixes: Vec<(u32, u8)>,
     v4: Lpm4,
     v6: Option<Lpm6>,
     hops: Vec<Hop>,
@@ -152,12 +150,6 @@ impl NetworkFunction for Router {
 }
 
 impl Router {
-    /// The IPv4 routes' prefixes, in table order: routes, then the routes file, then the
-    /// generated table.
-    pub fn ipv4_prefixes(&self) -> &[(u32, u8)] {
-        &self.ipv4_prefixes
-    }
-
     /// Forwards one packet in place, or says why not. `first`: the IPv4 first-level
     /// entry already read for a plain (untagged) IPv4 frame.
     #[inline]
@@ -451,6 +443,59 @@ struct RouteLine {
 
 impl Router {
     pub fn new(cfg: &RouterConfig) -> Result<Router, ConfigError> {
+        let Tables {
+            v4,
+            v6,
+            hops,
+            port_macs,
+        } = Tables::build(cfg)?;
+        let addr = |key: &str, s: &Option<String>, default: &str| -> Result<IpAddr, ConfigError> {
+            s.as_deref()
+                .unwrap_or(default)
+                .parse()
+                .map_err(|_| ConfigError::new(key, "not an IP address"))
+        };
+        let IpAddr::V4(address) = addr("address", &cfg.address, "192.0.2.254")? else {
+            return Err(ConfigError::new(
+                "address",
+                "the router's IPv4 address: give an IPv4 address",
+            ));
+        };
+        let IpAddr::V6(address6) = addr("address6", &cfg.address6, "2001:db8::fe")? else {
+            return Err(ConfigError::new(
+                "address6",
+                "the router's IPv6 address: give an IPv6 address",
+            ));
+        };
+        Ok(Router {
+            v4: Lpm4::new(&v4).map_err(|e| ConfigError::new("routes", e))?,
+            v6: if v6.is_empty() {
+                None
+            } else {
+                Some(Lpm6::new(&v6).map_err(|e| ConfigError::new("routes", e))?)
+            },
+            hops,
+            port_macs,
+            address: address.octets(),
+            address6: address6.octets(),
+            check_checksum: cfg.check_checksum.unwrap_or(true),
+            icmp: TokenBucket::new(cfg.icmp_rate.unwrap_or(1000)),
+            counts: Counts::default(),
+        })
+    }
+}
+
+/// What a router's config describes before any lookup structure is built: its routes
+/// (routes, routes file, generated table, in that order), next hops and port MACs.
+struct Tables {
+    v4: Vec<Route<u32>>,
+    v6: Vec<Route<u128>>,
+    hops: Vec<Hop>,
+    port_macs: Vec<[u8; 6]>,
+}
+
+impl Tables {
+    fn build(cfg: &RouterConfig) -> Result<Tables, ConfigError> {
         let mut lines: Vec<(String, String)> = cfg
             .routes
             .iter()
@@ -555,41 +600,19 @@ impl Router {
             r.hop = generated_hops[r.hop as usize];
             v6.push(r);
         }
-        let addr = |key: &str, s: &Option<String>, default: &str| -> Result<IpAddr, ConfigError> {
-            s.as_deref()
-                .unwrap_or(default)
-                .parse()
-                .map_err(|_| ConfigError::new(key, "not an IP address"))
-        };
-        let IpAddr::V4(address) = addr("address", &cfg.address, "192.0.2.254")? else {
-            return Err(ConfigError::new(
-                "address",
-                "the router's IPv4 address: give an IPv4 address",
-            ));
-        };
-        let IpAddr::V6(address6) = addr("address6", &cfg.address6, "2001:db8::fe")? else {
-            return Err(ConfigError::new(
-                "address6",
-                "the router's IPv6 address: give an IPv6 address",
-            ));
-        };
-        Ok(Router {
-            ipv4_prefixes: v4.iter().map(|r| (r.prefix, r.len)).collect(),
-            v4: Lpm4::new(&v4).map_err(|e| ConfigError::new("routes", e))?,
-            v6: if v6.is_empty() {
-                None
-            } else {
-                Some(Lpm6::new(&v6).map_err(|e| ConfigError::new("routes", e))?)
-            },
+        Ok(Tables {
+            v4,
+            v6,
             hops,
             port_macs,
-            address: address.octets(),
-            address6: address6.octets(),
-            check_checksum: cfg.check_checksum.unwrap_or(true),
-            icmp: TokenBucket::new(cfg.icmp_rate.unwrap_or(1000)),
-            counts: Counts::default(),
         })
     }
+}
+
+/// The IPv4 prefixes `cfg`'s router routes, in table order, without building its lookup
+/// structures (for traffic aimed at its table).
+pub fn ipv4_prefixes(cfg: &RouterConfig) -> Result<Vec<(u32, u8)>, ConfigError> {
+    Ok(Tables::build(cfg)?.v4.iter().map(|r| (r.prefix, r.len)).collect())
 }
 
 /// Reads `prefix next-hop port`, or an `ip route` line (`default`, `via`, `dev`).

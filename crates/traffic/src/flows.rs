@@ -358,20 +358,18 @@ impl FlowSet {
                 },
             };
             debug_assert_eq!(frame.header_len(), hlen);
+            // Each size's headers, written whole; the patch keeps the fields that differ,
+            // and the template is the first size's head.
+            let mut first = None;
             for (c, &len) in frame_lens.iter().enumerate() {
-                // Each size's headers, written whole; the patch keeps the fields that differ.
                 let mut h = head;
                 frame
                     .emit_headers(&mut h, usize::from(len) - hlen, payload_sums[c])
                     .expect("headers fit the 64-byte head");
                 patches.push(offsets.map(|o| [h[o], h[o + 1]]));
+                first.get_or_insert(h);
             }
-            frame
-                .emit_headers(&mut head, 0, 0)
-                .expect("headers fit the 64-byte head");
-            let first = patches[patches.len() - frame_lens.len()];
-            apply_patch(&mut head, offsets, &first);
-            heads.push(head);
+            heads.push(first.expect("at least one frame length"));
             hashes.push(sfclab_wire::flow::hash(&src, &dst, sport, dport, l4.protocol()));
         }
         FlowSet {
