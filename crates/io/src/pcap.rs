@@ -3,6 +3,8 @@
 //! chain takes it, looped a given number of times; [`PcapSink`] writes every frame it
 //! receives with a nanosecond timestamp, in the format `tshark` and `tcpreplay` read.
 
+#![forbid(unsafe_code)]
+
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::{DataLink, TsResolution};
 use sfclab_core::packet::{DATA_ROOM, FLAG_WINDOW};

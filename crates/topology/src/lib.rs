@@ -1,0 +1,210 @@
+//! What the kernel builds for a run: network namespaces and the veth pairs that join
+//! them, under run-unique names, always taken down again.
+//!
+//! Every namespace is named `sfclab-<pid>-<n>-<role>`, and every link is created inside
+//! one of them (never in the namespace sfclab runs in), so deleting a run's namespaces
+//! deletes its links and whatever XDP programs sat on them. Three guarantees:
+//! - a [`Topology`] removes what it built when dropped (success, error, unwinding);
+//! - a process-wide registry lets a panic hook or signal handler remove everything
+//!   this process still holds ([`tear_down_everything`]), as release builds abort on
+//!   panic without unwinding;
+//! - [`cleanup`] removes what killed processes left: namespaces whose pid is gone.
+//!
+//! The kernel is driven through `ip` (iproute2, on every Linux box): the set-up is not
+//! on the data path, and `ip`'s own errors are the clearest a user can get.
+
+#![forbid(unsafe_code)]
+
+mod command;
+mod counters;
+mod namespace;
+
+pub use command::TopologyError;
+pub use counters::LinkCounters;
+pub use namespace::{Interface, Namespace};
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Every name sfclab gives a namespace starts with this.
+pub const PREFIX: &str = "sfclab-";
+
+/// Namespaces this process created and has not removed yet.
+static LIVE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Topologies created by this process so far (so parallel tests get distinct names).
+static CREATED: AtomicU32 = AtomicU32::new(0);
+
+/// Namespaces and links built for one run; removed when dropped.
+pub struct Topology {
+    /// `sfclab-<pid>-<n>`: the start of every name this topology gives.
+    run: String,
+    namespaces: Vec<Namespace>,
+}
+
+impl Topology {
+    /// An empty topology. Fails, saying what is missing, when this process may not
+    /// create network namespaces (root or CAP_SYS_ADMIN and CAP_NET_ADMIN are needed).
+    pub fn new() -> Result<Topology, TopologyError> {
+        command::check_ip_present()?;
+        let n = CREATED.fetch_add(1, Ordering::Relaxed);
+        Ok(Topology {
+            run: format!("{PREFIX}{}-{n}", std::process::id()),
+            namespaces: Vec::new(),
+        })
+    }
+
+    /// The start of every name this topology gives (`sfclab-<pid>-<n>`).
+    pub fn run_name(&self) -> &str {
+        &self.run
+    }
+
+    /// A new network namespace for `role` (`tester`, `dut`, `nf1`), with IPv6 off so the
+    /// kernel sends nothing of its own (router solicitations, MLD) onto the run's links,
+    /// and its loopback up.
+    pub fn namespace(&mut self, role: &str) -> Result<Namespace, TopologyError> {
+        let name = format!("{}-{role}", self.run);
+        command::ip(&["netns", "add", &name]).map_err(TopologyError::needs_privilege)?;
+        register(&name);
+        let ns = Namespace::new(name);
+        self.namespaces.push(ns.clone());
+        ns.sysctl("net.ipv6.conf.all.disable_ipv6", "1")?;
+        ns.sysctl("net.ipv6.conf.default.disable_ipv6", "1")?;
+        command::ip(&["-n", ns.name(), "link", "set", "dev", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// A veth pair from `a` in its namespace to `b` in its own, both up. Interface names
+    /// are at most 15 bytes (the kernel's limit).
+    pub fn veth(
+        &mut self,
+        a: (&Namespace, &str),
+        b: (&Namespace, &str),
+    ) -> Result<(Interface, Interface), TopologyError> {
+        for name in [a.1, b.1] {
+            if name.is_empty() || name.len() > 15 || name.contains(['/', ' ']) {
+                return Err(TopologyError::BadName(name.to_string()));
+            }
+        }
+        command::ip(&[
+            "-n",
+            a.0.name(),
+            "link",
+            "add",
+            "name",
+            a.1,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            b.1,
+            "netns",
+            b.0.name(),
+        ])?;
+        let (ia, ib) = (Interface::new(a.0.clone(), a.1), Interface::new(b.0.clone(), b.1));
+        ia.set_up()?;
+        ib.set_up()?;
+        Ok((ia, ib))
+    }
+
+    /// Removes every namespace (and so every link and XDP program) this topology built.
+    /// Errors are collected, not stopped at: everything that can go, goes.
+    pub fn tear_down(&mut self) -> Result<(), TopologyError> {
+        let mut failures = Vec::new();
+        for ns in self.namespaces.drain(..).rev() {
+            if let Err(e) = remove_namespace(ns.name()) {
+                failures.push(e.to_string());
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(TopologyError::TearDown(failures))
+        }
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        if let Err(e) = self.tear_down() {
+            eprintln!("sfclab: {e}; `sfclab cleanup` removes what is left");
+        }
+    }
+}
+
+fn register(name: &str) {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(name.to_string());
+}
+
+fn remove_namespace(name: &str) -> Result<(), TopologyError> {
+    let result = command::ip(&["netns", "delete", name]);
+    LIVE.lock().unwrap_or_else(|p| p.into_inner()).retain(|n| n != name);
+    result.map(drop)
+}
+
+/// Removes every namespace this process created and still holds: for a panic hook or a
+/// signal handler, where no destructor will run.
+pub fn tear_down_everything() {
+    let names = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
+    for name in names {
+        let _ = command::ip(&["netns", "delete", &name]);
+    }
+}
+
+/// What [`cleanup`] found and did.
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize)]
+pub struct Cleanup {
+    /// Namespaces removed.
+    pub removed: Vec<String>,
+    /// Namespaces of processes still running, left alone.
+    pub in_use: Vec<String>,
+    /// Namespaces that could not be removed, with the reason.
+    pub failed: Vec<(String, String)>,
+}
+
+/// Removes the namespaces (with their links and XDP programs) of sfclab runs whose
+/// process is gone, as after `kill -9`; with `all`, of running ones too.
+pub fn cleanup(all: bool) -> Result<Cleanup, TopologyError> {
+    command::check_ip_present()?;
+    let mut report = Cleanup::default();
+    for name in sfclab_namespaces()? {
+        let alive = owner_pid(&name).is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists());
+        if alive && !all {
+            report.in_use.push(name);
+            continue;
+        }
+        match remove_namespace(&name) {
+            Ok(()) => report.removed.push(name),
+            Err(e) => report.failed.push((name, e.to_string())),
+        }
+    }
+    Ok(report)
+}
+
+/// Every namespace on the machine whose name sfclab gave.
+pub fn sfclab_namespaces() -> Result<Vec<String>, TopologyError> {
+    let listing = command::ip(&["netns", "list"])?;
+    Ok(listing
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(PREFIX))
+        .map(str::to_string)
+        .collect())
+}
+
+/// The pid in `sfclab-<pid>-...`.
+fn owner_pid(name: &str) -> Option<u32> {
+    name.strip_prefix(PREFIX)?.split('-').next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_pid_is_read_from_the_name() {
+        assert_eq!(owner_pid("sfclab-4242-0-tester"), Some(4242));
+        assert_eq!(owner_pid("sfclab-x-0-tester"), None);
+        assert_eq!(owner_pid("other-4242"), None);
+    }
+}

@@ -1,0 +1,129 @@
+//! Namespaces and veth pairs built, used and always removed (needs root: CI is root;
+//! elsewhere each test says it is skipped, and why).
+
+use sfclab_topology::{Topology, cleanup, sfclab_namespaces};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn root() -> bool {
+    let uid = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .map(|l| l.split_whitespace().nth(1).unwrap_or("1").to_string())
+    });
+    if uid.as_deref() == Some("0") {
+        return true;
+    }
+    eprintln!("SKIPPED: needs root to create network namespaces");
+    false
+}
+
+fn listed(name: &str) -> bool {
+    sfclab_namespaces().unwrap().iter().any(|n| n == name)
+}
+
+#[test]
+fn a_veth_pair_joins_two_namespaces_and_everything_goes_with_the_topology() {
+    if !root() {
+        return;
+    }
+    let mut topo = Topology::new().unwrap();
+    let a = topo.namespace("left").unwrap();
+    let b = topo.namespace("right").unwrap();
+    let (ia, ib) = topo.veth((&a, "veth-l"), (&b, "veth-r")).unwrap();
+    ia.add_address("10.99.0.1/24").unwrap();
+    ib.add_address("10.99.0.2/24").unwrap();
+    let before = ib.counters().unwrap();
+    // Three datagrams from `left` to `right`, over the pair (sockets opened inside each).
+    let receiver = b.run(|| std::net::UdpSocket::bind("10.99.0.2:9999")).unwrap().unwrap();
+    receiver.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let sender = a.run(|| std::net::UdpSocket::bind("10.99.0.1:0")).unwrap().unwrap();
+    for i in 0..3u8 {
+        sender.send_to(&[i; 32], "10.99.0.2:9999").unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(receiver.recv(&mut buf).unwrap(), 32);
+        assert_eq!(buf[0], i);
+    }
+    let after = ib.counters().unwrap();
+    // The 3 datagrams and an ARP request crossed into `right`.
+    assert!(after.since(&before).rx_packets >= 4, "{:?}", after.since(&before));
+    assert_eq!(after.address.len(), 17);
+    assert!(a.interfaces().unwrap().contains(&"veth-l".to_string()));
+    // IPv6 is off, so the kernel puts nothing of its own on the links.
+    let v6 = a
+        .run(|| std::fs::read_to_string("/proc/sys/net/ipv6/conf/veth-l/disable_ipv6"))
+        .unwrap();
+    assert!(v6.map(|s| s.trim() == "1").unwrap_or(true));
+
+    let names = [a.name().to_string(), b.name().to_string()];
+    assert!(names.iter().all(|n| listed(n)));
+    drop(topo);
+    assert!(names.iter().all(|n| !listed(n)), "namespaces left behind: {names:?}");
+}
+
+#[test]
+fn a_bad_interface_name_is_refused_before_the_kernel_sees_it() {
+    if !root() {
+        return;
+    }
+    let mut topo = Topology::new().unwrap();
+    let a = topo.namespace("a").unwrap();
+    let b = topo.namespace("b").unwrap();
+    let e = topo.veth((&a, "a-name-longer-than-15"), (&b, "ok")).unwrap_err();
+    assert!(e.to_string().contains("15 bytes"), "{e}");
+    let e = topo.veth((&a, "x"), (&b, "bad/name")).unwrap_err();
+    assert!(e.to_string().contains("bad/name"), "{e}");
+}
+
+/// Not a test of its own: run by `cleanup_removes_what_a_killed_run_left` as a child
+/// process that builds a topology, says its names, and waits to be killed.
+#[test]
+fn killed_run_helper() {
+    if std::env::var_os("SFCLAB_TOPOLOGY_HELPER").is_none() {
+        return;
+    }
+    let mut topo = Topology::new().unwrap();
+    let a = topo.namespace("killed-a").unwrap();
+    let b = topo.namespace("killed-b").unwrap();
+    topo.veth((&a, "k0"), (&b, "k1")).unwrap();
+    println!("BUILT {} {}", a.name(), b.name());
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn cleanup_removes_what_a_killed_run_left() {
+    if !root() {
+        return;
+    }
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "killed_run_helper", "--nocapture", "--test-threads", "1"])
+        .env("SFCLAB_TOPOLOGY_HELPER", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let prefix = format!("sfclab-{pid}-");
+    // The helper prints once everything is built (libtest's own lines come first).
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let built = lines.by_ref().map_while(Result::ok).find(|l| l.contains("BUILT"));
+    assert!(built.is_some(), "the helper built nothing");
+    assert_eq!(
+        sfclab_namespaces()
+            .unwrap()
+            .iter()
+            .filter(|n| n.starts_with(&prefix))
+            .count(),
+        2
+    );
+    // A running owner's namespaces are left alone.
+    let report = cleanup(false).unwrap();
+    assert!(report.in_use.iter().any(|n| n.starts_with(&prefix)), "{report:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let report = cleanup(false).unwrap();
+    let removed: Vec<_> = report.removed.iter().filter(|n| n.starts_with(&prefix)).collect();
+    assert_eq!(removed.len(), 2, "{report:?}");
+    assert!(sfclab_namespaces().unwrap().iter().all(|n| !n.starts_with(&prefix)));
+}
