@@ -113,6 +113,21 @@ pub trait RxPort {
         Vec::new()
     }
 
+    /// Packets the port took in (counted in `stats().packets`) but did not pass on, by
+    /// cause, totals so far; they sum to `stats().dropped`. A frame too long for a
+    /// buffer, or a frame sent across a wire that never came back.
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
+    /// Stop producing new packets (the phase is over). True when packets are still on
+    /// their way to this port (frames in flight across a wire): the runtime then keeps
+    /// calling `rx` until `exhausted()`, so they are counted where they end. Producing
+    /// resumes at `start_window`.
+    fn finish(&mut self) -> bool {
+        false
+    }
+
     fn info(&self) -> PortInfo;
 }
 

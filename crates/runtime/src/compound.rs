@@ -104,6 +104,10 @@ impl RunSettings {
     }
 }
 
+/// The longest the runtime waits for packets still crossing a wire when a phase ends;
+/// the port itself gives up sooner once nothing arrives for a while.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
 /// Time accounting of one phase.
 #[derive(Debug, Clone, Copy, Default)]
 struct Phase {
@@ -193,6 +197,7 @@ struct Snapshot {
     source: PortStats,
     shortfall: Shortfall,
     source_counters: Vec<NfCounter>,
+    source_drops: Vec<NfCounter>,
     sinks: Vec<TxCounts>,
     nfs: Vec<NfStats>,
     nf_counters: Vec<Vec<NfCounter>>,
@@ -206,11 +211,27 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
             source: self.source.stats(),
             shortfall: self.source.shortfall(),
             source_counters: self.source.counters(),
+            source_drops: self
+                .source
+                .drops()
+                .into_iter()
+                .map(|(n, v)| NfCounter::total(n, v))
+                .collect(),
             sinks: self.sinks.iter().map(TxCounts::of).collect(),
             nfs: self.chain.slots.iter().map(|s| s.stats).collect(),
             nf_counters: self.chain.slots.iter().map(|s| s.nf.counters()).collect(),
             reply: self.chain.reply_path().map(|r| (r.responder, r.back.clone())),
         }
+    }
+
+    /// Stops the source; when packets are still on their way to it, polls until they are
+    /// in (or the source gives up on them, at most `DRAIN_LIMIT`). True when it drained.
+    fn drain(&mut self, accounting: bool, stop: Option<&AtomicBool>) -> bool {
+        if !self.source.finish() {
+            return false;
+        }
+        self.phase(accounting, tsc::now() + tsc::ticks(DRAIN_LIMIT), stop);
+        true
     }
 
     fn phase(&mut self, accounting: bool, until: u64, stop: Option<&AtomicBool>) -> Phase {
@@ -277,7 +298,11 @@ pub fn run_compound_on<R: RxPort + Send, T: TxPort + Send>(
             }
             let stop = settings.stop.as_deref();
             // Warm-up: caches, branch predictors, page tables; counted but not reported.
-            let warm = rig.phase(settings.accounting, tsc::now() + tsc::ticks(settings.warmup), stop);
+            let mut warm = rig.phase(settings.accounting, tsc::now() + tsc::ticks(settings.warmup), stop);
+            // Frames still crossing a wire arrive before the window opens.
+            if rig.drain(settings.accounting, stop) {
+                warm.ended = tsc::now();
+            }
             rig.sinks.iter_mut().for_each(TxPort::start_window);
             let start = rig.snapshot();
             rig.source.start_window(settings.count);
@@ -286,6 +311,9 @@ pub fn run_compound_on<R: RxPort + Send, T: TxPort + Send>(
             let until = settings.duration.map_or(u64::MAX, |d| tsc::now() + tsc::ticks(d));
             let mut window = rig.phase(settings.accounting, until, stop);
             window.ticks = window.ended - warm.ended;
+            // The window's frames still crossing a wire are counted where they end; the
+            // window's time stays what it was (they were sent inside it).
+            rig.drain(settings.accounting, stop);
             // What NFs still hold is flushed and counted where it is held.
             let Rig { chain, pool, .. } = &mut rig;
             chain.release_held(pool);
@@ -306,6 +334,7 @@ pub fn run_compound_on<R: RxPort + Send, T: TxPort + Send>(
     let mut places = vec![PlaceReport::source(
         &source_info.kind,
         &source_w,
+        NfCounter::window(&start.source_drops, &end.source_drops),
         NfCounter::window(&start.source_counters, &end.source_counters),
         per(window.source_cycles, generated),
     )];
@@ -352,7 +381,8 @@ pub fn run_compound_on<R: RxPort + Send, T: TxPort + Send>(
     let drops = RunReport::collect_drops(&places);
     let dropped: u64 = drops.iter().map(|d| d.packets).sum();
     let leaked = rig.pool.in_use() as u64;
-    let total_dropped = rig.chain.dropped() + end.sinks.iter().map(|s| s.port.dropped).sum::<u64>();
+    let total_dropped =
+        end.source.dropped + rig.chain.dropped() + end.sinks.iter().map(|s| s.port.dropped).sum::<u64>();
     let total_received: u64 = end.sinks.iter().map(|s| s.port.packets).sum();
     let window_received: u64 = end.sinks.iter().map(|s| s.window_packets).sum();
     let window_loss = WindowLoss::new(generated, window_received).map_err(|e| setting("window", e))?;

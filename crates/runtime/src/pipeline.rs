@@ -865,6 +865,7 @@ fn report<R: RxPort, T: TxPort>(
         PlaceReport::source(
             &source_info.kind,
             &gw,
+            Vec::new(),
             NfCounter::window(&g_start.counters, &g_end.counters),
             per(g_end.cycles - g_start.cycles, generated),
         ),
@@ -913,7 +914,7 @@ fn report<R: RxPort, T: TxPort>(
     // The whole run, after every stage drained: exact.
     let mut all = TxCounts::default();
     let mut latency = LatencyRecord::default();
-    let mut total_dropped = source.counters.rx_queue_full;
+    let mut total_dropped = source.counters.rx_queue_full + source.source.stats().dropped;
     for (st, _, _) in &mut stages {
         st.recycle.flush();
         all.add(&TxCounts::of(&st.sink));

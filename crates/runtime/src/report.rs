@@ -39,22 +39,34 @@ pub struct PlaceReport {
 }
 
 impl PlaceReport {
-    /// The traffic source (`kind` as its port says): every packet it produced leaves it.
+    /// The traffic source (`kind` as its port says): what it produced, less what it
+    /// dropped (`drops` by cause, windowed: a wire's lost frames, oversize frames).
     pub fn source(
         kind: &str,
         stats: &PortStats,
+        drops: Vec<(&'static str, u64)>,
         counters: Vec<(&'static str, u64)>,
         cycles_per_packet: Option<f64>,
     ) -> PlaceReport {
         let n = stats.packets;
+        let mut by_cause: BTreeMap<String, u64> = drops
+            .into_iter()
+            .filter(|&(_, v)| v > 0)
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        // A port whose causes do not add up still has every drop shown.
+        let explained: u64 = by_cause.values().sum();
+        if explained < stats.dropped {
+            *by_cause.entry("unaccounted".into()).or_default() += stats.dropped - explained;
+        }
         PlaceReport {
             name: kind.into(),
             role: Role::Source,
             kind: kind.into(),
             packets_in: n,
-            packets_out: n,
-            dropped: 0,
-            drops: Default::default(),
+            packets_out: n.saturating_sub(stats.dropped),
+            dropped: stats.dropped,
+            drops: by_cause,
             cycles_per_packet,
             counters: counters.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
         }

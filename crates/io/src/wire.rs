@@ -1,0 +1,379 @@
+//! sfclab as the tester: the packets of any source go out through one port, across
+//! whatever is under test (an sfclab chain in another namespace, a Linux forwarding
+//! namespace, OVS, testpmd, a VM), and come back through another port into the run.
+//!
+//! The packet's metadata does not cross a wire, so each frame carries it: the last 16
+//! bytes of its L4 payload get a *signature* (magic, phase, flags, sequence number, TSC
+//! timestamp), the UDP/TCP checksum updated incrementally (RFC 1624). The tail survives
+//! whatever the device under test does to headers (NAT, VLAN push/pop, TTL); on the way
+//! back the signature restores the metadata, so the sink measures latency and counts
+//! the window's traffic exactly as in memory.
+//!
+//! [`Wire`] is an [`RxPort`]: it produces what comes back. Its `stats()` count what its
+//! source generated; what did not come back is dropped there, by cause: refused by the
+//! sending port, too short to carry a signature, or `unaccounted` (sent and never seen
+//! again: dropped by the device under test or the kernel where sfclab cannot see; the
+//! counters of the DUT and of the interfaces, reported beside, say where).
+//!
+//! When a phase ends the runtime calls [`RxPort::finish`]: the wire stops sending and
+//! waits until every frame in flight is back or nothing has arrived for `quiet`; frames
+//! of an earlier phase that come later still are `late`: counted, not passed on (they
+//! were already written off).
+
+use sfclab_core::packet::Packet;
+use sfclab_core::port::{PortInfo, PortStats, Shortfall};
+use sfclab_core::{Batch, MAX_BATCH, NfCounter, PacketPool, RxPort, TxPort, tsc};
+use sfclab_wire::checksum;
+use sfclab_wire::layers::Network;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Bytes of the signature at the end of the L4 payload.
+pub const SIGNATURE_LEN: usize = 16;
+const MAGIC: [u8; 2] = [0x5c, 0xf1];
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+
+/// What a signature carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signature {
+    /// 0 for the warm-up, 1 for the window.
+    pub phase: u8,
+    pub flags: u8,
+    pub seq: u32,
+    pub timestamp: u64,
+}
+
+/// Where a frame's signature goes.
+struct Place {
+    /// Offset of the signature: the last 16 bytes of the L4 payload (inside the IP
+    /// packet, not in Ethernet padding, which a forwarding kernel does not keep).
+    at: usize,
+    /// The UDP/TCP checksum to update, and whether the signature starts an odd number
+    /// of bytes into the L4 segment (its words then straddle the checksum's words).
+    checksum: Option<(usize, bool)>,
+}
+
+/// `None` for frames that cannot carry a signature (not UDP/TCP over IP, a fragment,
+/// fewer than 16 bytes of payload).
+fn place(p: &mut Packet) -> Option<Place> {
+    let layers = p.layers().ok()?;
+    if layers.is_fragment() {
+        return None;
+    }
+    let (l3, l4) = (layers.l3_offset(), layers.l4_offset()?);
+    let data = p.data();
+    let ip_end = match layers.network() {
+        Network::Ipv4 => l3 + usize::from(u16::from_be_bytes([data[l3 + 2], data[l3 + 3]])),
+        Network::Ipv6 => l3 + 40 + usize::from(u16::from_be_bytes([data[l3 + 4], data[l3 + 5]])),
+        _ => return None,
+    };
+    let (header, check) = match layers.protocol() {
+        PROTO_UDP => (8, l4 + 6),
+        PROTO_TCP => (usize::from(data.get(l4 + 12)? >> 4) * 4, l4 + 16),
+        _ => return None,
+    };
+    if ip_end > data.len() || ip_end < l4 + header + SIGNATURE_LEN {
+        return None;
+    }
+    let at = ip_end - SIGNATURE_LEN;
+    // An IPv4 UDP checksum of 0 means "none": it stays none.
+    let none = layers.protocol() == PROTO_UDP && data[check..check + 2] == [0, 0];
+    Some(Place {
+        at,
+        checksum: (!none).then_some((check, (at - l4) % 2 == 1)),
+    })
+}
+
+/// The one's-complement sum of `bytes` as the checksum sees them: swapped when they
+/// start at an odd offset of the segment.
+fn word_sum(bytes: &[u8], odd: bool) -> u16 {
+    let s = checksum::fold(checksum::sum(0, bytes));
+    if odd { s.swap_bytes() } else { s }
+}
+
+/// Writes `sig` into the frame's tail and updates its L4 checksum; false when the frame
+/// cannot carry one.
+pub fn sign(p: &mut Packet, sig: Signature) -> bool {
+    let Some(place) = place(p) else { return false };
+    let mut new = [0u8; SIGNATURE_LEN];
+    new[..2].copy_from_slice(&MAGIC);
+    new[2] = sig.phase;
+    new[3] = sig.flags;
+    new[4..8].copy_from_slice(&sig.seq.to_be_bytes());
+    new[8..16].copy_from_slice(&sig.timestamp.to_be_bytes());
+    let data = p.data_mut();
+    let tail = &mut data[place.at..place.at + SIGNATURE_LEN];
+    if let Some((check, odd)) = place.checksum {
+        let (old_sum, new_sum) = (word_sum(tail, odd), word_sum(&new, odd));
+        let old_check = u16::from_be_bytes([data[check], data[check + 1]]);
+        let mut c = checksum::update16(old_check, old_sum, new_sum);
+        // A computed UDP checksum of 0 is sent as all ones (RFC 768); harmless for TCP.
+        if c == 0 {
+            c = 0xffff;
+        }
+        data[check..check + 2].copy_from_slice(&c.to_be_bytes());
+        data[place.at..place.at + SIGNATURE_LEN].copy_from_slice(&new);
+    } else {
+        tail.copy_from_slice(&new);
+    }
+    true
+}
+
+/// The signature a frame carries, if it carries one.
+pub fn read_signature(p: &mut Packet) -> Option<Signature> {
+    let place = place(p)?;
+    let t = &p.data()[place.at..place.at + SIGNATURE_LEN];
+    (t[..2] == MAGIC).then(|| Signature {
+        phase: t[2],
+        flags: t[3],
+        seq: u32::from_be_bytes(t[4..8].try_into().expect("4 bytes")),
+        timestamp: u64::from_be_bytes(t[8..16].try_into().expect("8 bytes")),
+    })
+}
+
+/// A source's packets sent out through `out` and received back through `back`.
+pub struct Wire<G, O, I> {
+    source: G,
+    out: O,
+    back: I,
+    /// The source's packets on their way out.
+    outbound: Batch,
+    /// Frames just received, before their signatures are checked.
+    inbound: Batch,
+    /// Per packet of a batch: signed (outbound) or ours (inbound).
+    verdicts: Box<[bool; MAX_BATCH]>,
+    /// 0 in the warm-up, 1 in the window.
+    phase: u8,
+    /// `finish` was called: nothing more is sent until `start_window`.
+    finishing: bool,
+    /// Give up on frames in flight after this long without an arrival.
+    quiet: u64,
+    last_arrival: u64,
+    sent: u64,
+    returned: u64,
+    refused: u64,
+    unsignable: u64,
+    written_off: u64,
+    foreign: u64,
+    late: u64,
+}
+
+impl<G: RxPort, O: TxPort, I: RxPort> Wire<G, O, I> {
+    /// `quiet`: how long the end of a phase waits for frames still in flight after the
+    /// last one arrived (a few round trips; 50 ms covers a loaded VM).
+    pub fn new(source: G, out: O, back: I, batch: usize, quiet: Duration) -> Wire<G, O, I> {
+        Wire {
+            source,
+            out,
+            back,
+            outbound: Batch::new(batch),
+            inbound: Batch::new(batch),
+            verdicts: Box::new([false; MAX_BATCH]),
+            phase: 0,
+            finishing: false,
+            quiet: tsc::ticks(quiet),
+            last_arrival: 0,
+            sent: 0,
+            returned: 0,
+            refused: 0,
+            unsignable: 0,
+            written_off: 0,
+            foreign: 0,
+            late: 0,
+        }
+    }
+
+    /// Frames sent that have neither come back nor been written off.
+    pub fn in_flight(&self) -> u64 {
+        self.sent - self.returned - self.written_off
+    }
+
+    fn send(&mut self, now: u64, pool: &mut PacketPool) {
+        if self.source.rx(now, pool, &mut self.outbound) == 0 {
+            return;
+        }
+        let phase = self.phase;
+        for (p, ok) in self.outbound.iter_mut().zip(self.verdicts.iter_mut()) {
+            let sig = Signature {
+                phase,
+                flags: p.meta.flags as u8,
+                seq: p.meta.seq,
+                timestamp: p.meta.timestamp,
+            };
+            *ok = sign(p, sig);
+        }
+        // Frames that cannot carry a signature go back to the pool, counted.
+        let (verdicts, unsignable) = (&self.verdicts, &mut self.unsignable);
+        self.outbound.partition(
+            |i, _| verdicts[i],
+            |_, p| {
+                *unsignable += 1;
+                pool.free(p);
+            },
+        );
+        let before = self.out.stats();
+        self.out.tx(now, &mut self.outbound, pool);
+        let d = self.out.stats().since(&before);
+        if self.in_flight() == 0 {
+            // The first frames in flight: the quiet clock starts now.
+            self.last_arrival = now;
+        }
+        self.sent += d.packets;
+        self.refused += d.dropped;
+    }
+
+    /// Takes what came back into `batch`: signed frames of this phase with their
+    /// metadata restored; anything else is counted and freed.
+    fn receive(&mut self, now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
+        let room = batch.room().min(self.inbound.size());
+        if room == 0 || self.back.rx(now, pool, &mut self.inbound) == 0 {
+            return 0;
+        }
+        let phase = self.phase;
+        let (mut foreign, mut late) = (0, 0);
+        for (p, ok) in self.inbound.iter_mut().zip(self.verdicts.iter_mut()) {
+            *ok = match read_signature(p) {
+                Some(sig) if sig.phase == phase => {
+                    p.meta.flags = u16::from(sig.flags);
+                    p.meta.seq = sig.seq;
+                    p.meta.timestamp = sig.timestamp;
+                    true
+                }
+                Some(_) => {
+                    late += 1;
+                    false
+                }
+                None => {
+                    foreign += 1;
+                    false
+                }
+            };
+        }
+        let verdicts = &self.verdicts;
+        self.inbound.partition(|i, _| verdicts[i], |_, p| pool.free(p));
+        let n = self.inbound.len();
+        batch.append_from(&mut self.inbound);
+        self.foreign += foreign;
+        self.late += late;
+        self.returned += n as u64;
+        if n > 0 {
+            self.last_arrival = now;
+        }
+        n
+    }
+
+    /// Nothing more will be sent; frames still out after `quiet` without an arrival are
+    /// written off (dropped, `unaccounted`).
+    fn give_up_when_quiet(&mut self, now: u64) {
+        if self.in_flight() > 0 && now.saturating_sub(self.last_arrival) > self.quiet {
+            self.written_off += self.in_flight();
+        }
+    }
+
+    fn sending_done(&self) -> bool {
+        self.finishing || self.source.exhausted()
+    }
+}
+
+impl<G: RxPort, O: TxPort, I: RxPort> RxPort for Wire<G, O, I> {
+    fn rx(&mut self, now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
+        if !self.sending_done() {
+            self.send(now, pool);
+        }
+        let n = self.receive(now, pool, batch);
+        if n == 0 && self.sending_done() {
+            self.give_up_when_quiet(now);
+        }
+        n
+    }
+
+    fn exhausted(&self) -> bool {
+        self.sending_done() && self.in_flight() == 0
+    }
+
+    fn needs_fresh_clock(&self) -> bool {
+        true
+    }
+
+    fn stats(&self) -> PortStats {
+        let s = self.source.stats();
+        PortStats {
+            packets: s.packets,
+            bytes: s.bytes,
+            dropped: self.refused + self.unsignable + self.written_off,
+        }
+    }
+
+    fn prime(&self, pool: &mut PacketPool) {
+        self.source.prime(pool);
+    }
+
+    fn start_window(&mut self, count: Option<u64>) {
+        self.finishing = false;
+        self.phase = 1;
+        self.out.start_window();
+        self.back.start_window(None);
+        self.source.start_window(count);
+    }
+
+    fn requested_pps(&self) -> Option<f64> {
+        self.source.requested_pps()
+    }
+
+    fn shortfall(&self) -> Shortfall {
+        self.source.shortfall()
+    }
+
+    fn counters(&self) -> Vec<NfCounter> {
+        let mut c = vec![
+            NfCounter::total("sent", self.sent),
+            NfCounter::total("returned", self.returned),
+            NfCounter::gauge("in_flight", self.in_flight()),
+            NfCounter::total("foreign", self.foreign),
+            NfCounter::total("late", self.late),
+        ];
+        c.extend(self.source.counters());
+        c.extend(
+            TxPort::counters(&self.out)
+                .into_iter()
+                .filter(|c| c.name.starts_with("tx_")),
+        );
+        c.extend(
+            self.back
+                .counters()
+                .into_iter()
+                .filter(|c| c.name.starts_with("rx_") || c.name.starts_with("kernel_rx")),
+        );
+        c
+    }
+
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("tx-refused", self.refused),
+            ("unsignable", self.unsignable),
+            ("unaccounted", self.written_off),
+        ]
+    }
+
+    fn finish(&mut self) -> bool {
+        self.finishing = true;
+        self.in_flight() > 0
+    }
+
+    fn info(&self) -> PortInfo {
+        let (g, o, b) = (self.source.info(), self.out.info(), self.back.info());
+        let mut settings = BTreeMap::new();
+        for (prefix, info) in [("source", &g), ("out", &o), ("back", &b)] {
+            settings.insert(format!("{prefix}.kind"), info.kind.clone());
+            for (k, v) in &info.settings {
+                settings.insert(format!("{prefix}.{k}"), v.clone());
+            }
+        }
+        PortInfo {
+            kind: "wire".into(),
+            summary: format!("{} out {}, back {}", g.summary, o.summary, b.summary),
+            settings,
+        }
+    }
+}
