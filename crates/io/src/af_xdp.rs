@@ -471,20 +471,26 @@ impl TxPort for AfXdpPort {
     fn tx<R: Recycle>(&mut self, _now: u64, batch: &mut Batch, recycle: &mut R) {
         self.reap_completions();
         let n = batch.len();
-        let (mut bytes, mut window) = (0u64, 0u64);
-        let sent = {
-            let mut writer = self.tx.transmit(n as u32);
-            let room = (writer.capacity() as usize).min(self.tx_free.len());
-            let base = self.base;
-            let free = &mut self.tx_free;
-            let mut oversize = 0;
-            let descs = batch.iter().take(room).filter_map(|p| {
+        let (mut next, mut sent, mut oversize, mut bytes, mut window) = (0usize, 0usize, 0u64, 0u64, 0u64);
+        let mut out_of_frames = false;
+        // The ring's free count is cached: a reservation can come back short although the
+        // kernel has made room since; a second one asks the ring afresh.
+        for _ in 0..2 {
+            if next == n {
+                break;
+            }
+            let mut writer = self.tx.transmit((n - next) as u32);
+            let room = writer.capacity() as usize;
+            out_of_frames = self.tx_free.len() < room;
+            let take = room.min(self.tx_free.len());
+            let (base, free) = (self.base, &mut self.tx_free);
+            let descs = batch.iter().skip(next).take(take).filter_map(|p| {
                 let data = p.data();
                 if data.len() > (FRAME_SIZE - 256) as usize {
                     oversize += 1;
                     return None;
                 }
-                let addr = free.pop().expect("room counts free frames");
+                let addr = free.pop().expect("`take` counts free frames");
                 // SAFETY: `addr` is a free frame of the mapping (FRAME_SIZE bytes, the
                 // kernel returned it on the completion ring or never had it) and the data
                 // fits in it (checked above).
@@ -497,19 +503,17 @@ impl TxPort for AfXdpPort {
                     options: 0,
                 })
             });
-            let sent = writer.insert(descs) as usize;
+            sent += writer.insert(descs) as usize;
             writer.commit();
-            self.tx_oversize += oversize;
-            let unsent = n - sent - oversize as usize;
-            if unsent > 0 {
-                if room < writer.capacity() as usize {
-                    self.tx_no_frame += unsent as u64;
-                } else {
-                    self.tx_ring_full += unsent as u64;
-                }
-            }
-            sent
-        };
+            next += take;
+        }
+        self.tx_oversize += oversize;
+        let unsent = (n - next) as u64;
+        if out_of_frames {
+            self.tx_no_frame += unsent;
+        } else {
+            self.tx_ring_full += unsent;
+        }
         self.kick();
         self.tx_stats.packets += sent as u64;
         self.tx_stats.bytes += bytes;

@@ -10,6 +10,8 @@
 //! use the in-memory generator and sink.
 //! - [`pipeline`]: NF blocks on several cores joined by rings, placed by [`placement`].
 //! - [`report`]: the figures of a run and the exact conservation check.
+//! - [`wired`]: runs across real interfaces: sfclab as the tester of a device under
+//!   test (an sfclab chain, the Linux kernel) in a namespace, over veth and AF_XDP.
 
 #![forbid(unsafe_code)]
 
@@ -18,9 +20,11 @@ pub mod compound;
 pub mod pipeline;
 pub mod placement;
 pub mod report;
+pub mod wired;
 
 pub use chain::{Chain, ChainGraph, Next, NfSlot, WiringError};
 pub use compound::{RunError, RunSettings, run_compound, run_compound_on};
 pub use pipeline::{LinkMode, PipelineSettings, run_parallel, run_parallel_on, run_pipeline};
 pub use placement::{Placement, StagePlan};
 pub use report::{Conservation, CoreReport, DropRecord, PlaceReport, Role, RunReport, TxCounts, WindowLoss};
+pub use wired::{DeviceUnderTest, WiredReport, WiredSettings, run_across_veth};

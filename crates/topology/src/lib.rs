@@ -18,10 +18,12 @@
 mod command;
 mod counters;
 mod namespace;
+mod testbed;
 
 pub use command::TopologyError;
 pub use counters::LinkCounters;
 pub use namespace::{Interface, Namespace};
+pub use testbed::Testbed;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,0 +1,228 @@
+//! Runs across real interfaces: sfclab as the tester of a device under test that sits
+//! in a namespace of its own, joined to the tester by veth pairs sfclab builds (and
+//! always removes).
+//!
+//! The tester is a compound run whose source is a [`Wire`]: the generator's frames go
+//! out on `t-out` (AF_XDP), cross the device under test, and come back on `t-in`
+//! (AF_XDP) into the sink, which measures throughput, loss and latency across the
+//! device as it does in memory. The device under test is either
+//! - an sfclab chain: a second compound run on its own core, forwarding from `d-in` to
+//!   `d-out` over AF_XDP, with its per-NF cycles and drops; or
+//! - the Linux kernel forwarding IPv4 between the two (seed 002's baseline).
+//!
+//! Conservation holds in each run on its own; across the wire, what the tester sent
+//! and never saw again is its `unaccounted` drop, beside the DUT's own drops and the
+//! four interfaces' kernel counters, which say where it went when anything can.
+
+use crate::chain::ChainGraph;
+use crate::compound::{RunError, RunSettings, run_compound_on};
+use crate::report::RunReport;
+use serde::Serialize;
+use sfclab_core::NamedNfs;
+use sfclab_io::{AfXdpPort, AfXdpSettings, Wire, XdpMode};
+use sfclab_topology::{Interface, LinkCounters, Testbed};
+use sfclab_traffic::{Generator, GeneratorConfig, Sink};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The destination MAC address of the generator's frames: the DUT's ingress answers to it.
+pub const GENERATOR_DST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+/// What the tester measures.
+pub enum DeviceUnderTest {
+    /// An sfclab chain forwarding between `d-in` and `d-out` over AF_XDP.
+    Chain(ChainGraph),
+    /// The Linux kernel forwarding IPv4 between them.
+    Linux,
+}
+
+impl DeviceUnderTest {
+    pub fn name(&self) -> &'static str {
+        match self {
+            DeviceUnderTest::Chain(_) => "sfclab chain (AF_XDP)",
+            DeviceUnderTest::Linux => "Linux IPv4 forwarding",
+        }
+    }
+}
+
+/// How the testbed's ports are opened and how long frames in flight are waited for.
+#[derive(Debug, Clone)]
+pub struct WiredSettings {
+    /// The sfclab DUT's ports (`d-in` receives, `d-out` sends).
+    pub dut_ports: AfXdpSettings,
+    /// The tester's ports (`t-out` sends, `t-in` receives).
+    pub tester_ports: AfXdpSettings,
+    /// Core of the DUT's thread (the tester's is the run settings' `core`).
+    pub dut_core: Option<usize>,
+    /// How long the end of a phase waits after the last frame came back.
+    pub quiet: Duration,
+}
+
+impl Default for WiredSettings {
+    fn default() -> WiredSettings {
+        WiredSettings {
+            dut_ports: AfXdpSettings::default(),
+            tester_ports: AfXdpSettings::default(),
+            dut_core: None,
+            quiet: Duration::from_millis(50),
+        }
+    }
+}
+
+/// One interface of the testbed, what the kernel counted on it during the run.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct InterfaceReport {
+    pub namespace: String,
+    pub interface: String,
+    /// `t-out`: the tester sends; `d-in`: the DUT receives; `d-out`, `t-in` the way back.
+    pub role: String,
+    pub rx_packets: u64,
+    pub rx_dropped: u64,
+    pub rx_errors: u64,
+    pub tx_packets: u64,
+    pub tx_dropped: u64,
+    pub tx_errors: u64,
+}
+
+/// What was built for the run, so a reader knows exactly what was measured.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct TestbedReport {
+    /// `sfclab-<pid>-<n>`: the namespaces' names start with it.
+    pub run_name: String,
+    /// `sfclab chain (AF_XDP)` or `Linux IPv4 forwarding`.
+    pub device_under_test: String,
+    pub interfaces: Vec<InterfaceReport>,
+}
+
+/// The tester's run (across the device), the DUT's own run when it is an sfclab chain,
+/// and the testbed.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct WiredReport {
+    pub tester: RunReport,
+    pub dut: Option<RunReport>,
+    pub testbed: TestbedReport,
+}
+
+/// Builds the testbed, runs the tester's traffic across the device under test with
+/// `run`'s window, and takes everything down again (also on error). `run.core` is the
+/// tester's core.
+pub fn run_across_veth(
+    traffic: GeneratorConfig,
+    dut: DeviceUnderTest,
+    run: &RunSettings,
+    wired: &WiredSettings,
+) -> Result<WiredReport, RunError> {
+    let bed = Testbed::build().map_err(|e| setting("testbed", e.to_string()))?;
+    let device_under_test = dut.name().to_string();
+    if matches!(dut, DeviceUnderTest::Linux) {
+        bed.linux_forwarding(GENERATOR_DST_MAC)
+            .map_err(|e| setting("testbed", e.to_string()))?;
+    }
+    let open = |end: &Interface, settings: AfXdpSettings| {
+        let name = end.name().to_string();
+        end.namespace()
+            .run(move || AfXdpPort::open(&name, &settings))
+            .map_err(|e| e.to_string())
+            .and_then(|r| r)
+            .map_err(|e| setting("ports", e))
+    };
+    let before = counters(&bed)?;
+
+    // The DUT first, so it is forwarding before the first frame leaves the tester.
+    let dut_stop = Arc::new(AtomicBool::new(false));
+    let dut_run = match dut {
+        DeviceUnderTest::Chain(graph) => {
+            let d_in = open(&bed.dut_in, wired.dut_ports.clone())?;
+            let d_out = open(
+                &bed.dut_out,
+                AfXdpSettings {
+                    receive: false,
+                    ..wired.dut_ports.clone()
+                },
+            )?;
+            let settings = RunSettings {
+                duration: Some(Duration::from_secs(86_400)),
+                count: None,
+                warmup: Duration::ZERO,
+                core: wired.dut_core,
+                verify: false,
+                reply: false,
+                stop: Some(dut_stop.clone()),
+                ..run.clone()
+            };
+            Some((d_in, d_out, graph, settings))
+        }
+        DeviceUnderTest::Linux => None,
+    };
+    let t_out = open(
+        &bed.tester_out,
+        AfXdpSettings {
+            receive: false,
+            ..wired.tester_ports.clone()
+        },
+    )?;
+    let t_in = open(&bed.tester_in, wired.tester_ports.clone())?;
+    let generator = Generator::new(traffic, run.batch).map_err(|(k, r)| setting(k, r))?;
+    let wire = Wire::new(generator, t_out, t_in, run.batch, wired.quiet);
+
+    let (tester, dut_report) = std::thread::scope(|s| {
+        let dut_thread = dut_run
+            .map(|(d_in, d_out, graph, settings)| s.spawn(move || run_compound_on(d_in, d_out, graph, &settings)));
+        let tester = run_compound_on(wire, Sink::new(run.verify), NamedNfs::new(), run);
+        // The tester drained what it could: the DUT stops after it.
+        std::thread::sleep(Duration::from_millis(10));
+        dut_stop.store(true, Ordering::Relaxed);
+        let dut = dut_thread.map(|t| t.join().expect("the DUT thread panicked"));
+        (tester, dut)
+    });
+    let after = counters(&bed)?;
+    let interfaces = bed
+        .interfaces()
+        .iter()
+        .zip(before.iter().zip(&after))
+        .map(|(end, (b, a))| interface_report(end, &a.since(b)))
+        .collect();
+    let testbed = TestbedReport {
+        run_name: bed.run_name().to_string(),
+        device_under_test,
+        interfaces,
+    };
+    drop(bed);
+    let tester = tester?;
+    let dut = dut_report.transpose()?;
+    Ok(WiredReport { tester, dut, testbed })
+}
+
+fn setting(key: &'static str, reason: impl Into<String>) -> RunError {
+    RunError::Setting {
+        key,
+        reason: reason.into(),
+    }
+}
+
+fn counters(bed: &Testbed) -> Result<Vec<LinkCounters>, RunError> {
+    bed.interfaces()
+        .iter()
+        .map(|i| i.counters().map_err(|e| setting("testbed", e.to_string())))
+        .collect()
+}
+
+fn interface_report(end: &Interface, c: &LinkCounters) -> InterfaceReport {
+    InterfaceReport {
+        namespace: end.namespace().name().to_string(),
+        interface: end.name().to_string(),
+        role: end.name().to_string(),
+        rx_packets: c.rx_packets,
+        rx_dropped: c.rx_dropped,
+        rx_errors: c.rx_errors,
+        tx_packets: c.tx_packets,
+        tx_dropped: c.tx_dropped,
+        tx_errors: c.tx_errors,
+    }
+}
+
+/// The XDP mode a port reports, for tables.
+pub fn mode_name(mode: Option<XdpMode>) -> &'static str {
+    mode.map_or("none", XdpMode::name)
+}

@@ -1,0 +1,119 @@
+//! sfclab as the tester across a device under test in its own namespace, over veth and
+//! AF_XDP: the Linux kernel forwarding, and an sfclab chain. At a low rate nothing may
+//! be lost, and every count must agree exactly between the tester, the DUT and the
+//! kernel's interface counters (needs root: CI is root; elsewhere each test says it is
+//! skipped, and why).
+
+use sfclab_nf::NfSpec;
+use sfclab_runtime::wired::GENERATOR_DST_MAC;
+use sfclab_runtime::{DeviceUnderTest, RunSettings, WiredSettings, run_across_veth};
+use sfclab_traffic::{GeneratorConfig, Rate};
+use std::time::Duration;
+
+fn root() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let uid = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1).map(str::to_string));
+    if uid.as_deref() == Some("0") {
+        return true;
+    }
+    eprintln!("SKIPPED: needs root for namespaces, BPF and AF_XDP");
+    false
+}
+
+fn low_rate(count: u64) -> (GeneratorConfig, RunSettings) {
+    let traffic = GeneratorConfig {
+        rate: Rate::Pps(20_000.0),
+        probe_pps: 1000.0,
+        flows: 64,
+        ..GeneratorConfig::default()
+    };
+    let run = RunSettings {
+        duration: None,
+        count: Some(count),
+        warmup: Duration::from_millis(200),
+        verify: true,
+        ..RunSettings::default()
+    };
+    (traffic, run)
+}
+
+#[test]
+fn the_tester_measures_a_linux_forwarding_namespace_without_loss_at_a_low_rate() {
+    if !root() {
+        return;
+    }
+    let (traffic, run) = low_rate(10_000);
+    let r = run_across_veth(traffic, DeviceUnderTest::Linux, &run, &WiredSettings::default()).unwrap();
+    let t = &r.tester;
+    assert!(t.conservation.holds, "{}", t.conservation);
+    assert_eq!(t.window_loss.sent, 10_000);
+    assert_eq!(t.window_loss.lost, 0, "{:?}", t.places[0]);
+    assert_eq!(
+        t.verify_failed,
+        Some(0),
+        "the kernel's forwarded frames (TTL, MACs rewritten) keep valid checksums"
+    );
+    let latency = t.latency.as_ref().expect("probes crossed the DUT");
+    assert!(latency.samples > 0);
+    assert!(r.dut.is_none());
+    assert_eq!(r.testbed.device_under_test, "Linux IPv4 forwarding");
+    // The kernel saw every frame: the DUT's ingress received at least the window's.
+    let d_in = r.testbed.interfaces.iter().find(|i| i.interface == "d-in").unwrap();
+    assert!(d_in.rx_packets >= 10_000);
+    assert_eq!(d_in.rx_dropped, 0);
+    assert!(r.testbed.run_name.starts_with("sfclab-"));
+    // The testbed is gone.
+    let left = sfclab_topology::sfclab_namespaces().unwrap();
+    assert!(
+        left.iter().all(|n| !n.starts_with(&format!("{}-", r.testbed.run_name))),
+        "{left:?}"
+    );
+    let _ = GENERATOR_DST_MAC;
+}
+
+#[test]
+fn an_sfclab_chain_forwards_between_veth_namespaces_with_exact_conservation() {
+    if !root() {
+        return;
+    }
+    let (traffic, run) = low_rate(10_000);
+    let nfs = vec![
+        ("fw".to_string(), NfSpec::default_of("forwarder").unwrap().build()),
+        ("noop".to_string(), NfSpec::default_of("noop").unwrap().build()),
+    ];
+    let r = run_across_veth(
+        traffic,
+        DeviceUnderTest::Chain(nfs.into()),
+        &run,
+        &WiredSettings::default(),
+    )
+    .unwrap();
+    let (t, d) = (&r.tester, r.dut.as_ref().expect("the DUT's own report"));
+    assert!(
+        t.conservation.holds && d.conservation.holds,
+        "{} / {}",
+        t.conservation,
+        d.conservation
+    );
+    assert_eq!(t.window_loss.sent, 10_000);
+    assert_eq!(t.window_loss.lost, 0, "{:?}", t.places[0]);
+    assert_eq!(t.verify_failed, Some(0));
+    // Exactly what the tester sent (warm-up and window) entered the DUT, crossed its
+    // NFs, and left it; exactly that came back.
+    let counter = |name: &str| t.places[0].counters.get(name).copied().unwrap_or(0);
+    assert_eq!(d.generated, d.received);
+    assert_eq!(d.dropped, 0);
+    assert_eq!(
+        d.places.iter().find(|p| p.name == "fw").unwrap().packets_in,
+        d.generated
+    );
+    assert_eq!(d.source.kind, "af_xdp");
+    assert_eq!(d.source.settings.get("xdp_mode").map(String::as_str), Some("native"));
+    assert_eq!(d.source.settings.get("bind").map(String::as_str), Some("copy"));
+    assert_eq!(counter("foreign"), 0);
+    assert!(counter("returned") >= 10_000);
+    assert_eq!(r.testbed.device_under_test, "sfclab chain (AF_XDP)");
+}
