@@ -17,7 +17,7 @@
 //! the flag. Unknown keys are errors, never ignored.
 
 use crate::located::{Located, Step, steps_of_text};
-use crate::settings::{Layers, Runtime, Settings, flag_of};
+use crate::settings::{Layers, Ports, Runtime, Settings, flag_of};
 use serde_json::{Map, Value};
 use sfclab_nf::{NfSpec, SpecError};
 use sfclab_runtime::{ChainGraph, LinkMode, Next, PipelineSettings, Placement, RunSettings};
@@ -101,6 +101,10 @@ pub struct ChainSpec {
     pub replicas: usize,
     /// Real I/O instead of the generator and the in-memory sink.
     pub io: FileIo,
+    /// Where the traffic flows: in memory, or across veth pairs between namespaces.
+    pub ports: Ports,
+    /// XDP mode of the AF_XDP ports of a wired run (`None`: native where available).
+    pub xdp_mode: Option<sfclab_io::XdpMode>,
 }
 
 /// Files a chain reads its traffic from or writes what leaves it to.
@@ -474,6 +478,44 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
             "pcap files run on the compound runtime without a responder (for now)",
         ));
     }
+    let ports = r.ports.unwrap_or_default();
+    if ports == Ports::Memory {
+        if r.xdp_mode.is_some() {
+            return Err(ctx.setting(
+                "run",
+                "xdp_mode",
+                "applies to AF_XDP ports: give `ports: veth` or `ports: linux`",
+            ));
+        }
+    } else {
+        let clash = [
+            (pipeline.is_some(), "runtime", "the pipeline runtime"),
+            (settings.reply, "responder", "a responder"),
+            (io.replay.is_some(), "replay", "a replayed capture"),
+            (io.capture.is_some(), "capture", "a capture file"),
+        ];
+        if let Some((_, key, what)) = clash.iter().find(|c| c.0) {
+            return Err(ctx.setting("run", "ports", format!("`{ports}` runs the compound runtime with the generator; {what} (`{key}`) does not combine with it (for now)")));
+        }
+        if ports == Ports::Linux && traffic.ip != sfclab_traffic::IpVersion::V4 {
+            return Err(ctx.setting("run", "ports", "`linux` forwards IPv4: give `ip: v4`"));
+        }
+        // Each frame carries a 16-byte signature at the end of its L4 payload.
+        let headers = match (traffic.ip, traffic.l4) {
+            (sfclab_traffic::IpVersion::V4, sfclab_traffic::L4::Udp) => 42,
+            (sfclab_traffic::IpVersion::V4, sfclab_traffic::L4::Tcp) => 54,
+            (sfclab_traffic::IpVersion::V6, sfclab_traffic::L4::Udp) => 62,
+            (sfclab_traffic::IpVersion::V6, sfclab_traffic::L4::Tcp) => 74,
+        };
+        let need = headers + sfclab_io::wire::SIGNATURE_LEN + 4;
+        if let Some(small) = traffic.sizes.sizes().into_iter().find(|&s| usize::from(s) < need) {
+            return Err(ctx.setting(
+                "traffic",
+                "size",
+                format!("{small}-byte frames cannot carry the tester's 16-byte signature after their headers: `ports: {ports}` needs at least {need} bytes here"),
+            ));
+        }
+    }
     Ok(ChainSpec {
         name: file.name.unwrap_or_else(|| ctx.file.to_string()),
         traffic,
@@ -483,6 +525,8 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         pipeline,
         replicas,
         io,
+        ports,
+        xdp_mode: r.xdp_mode,
     })
 }
 

@@ -1,15 +1,23 @@
 //! Runs a resolved chain on the runtime it names, and as a trial for the searches.
 
-use sfclab_io::{PcapSink, PcapSource};
+use sfclab_io::{AfXdpSettings, PcapSink, PcapSource};
 use sfclab_measure::{Trial, TrialResult};
-use sfclab_runtime::{RunError, RunReport, run_compound_on, run_parallel, run_pipeline};
+use sfclab_runtime::{
+    DeviceUnderTest, RunError, RunReport, RunSettings, WiredReport, WiredSettings, run_across_veth, run_compound_on,
+    run_parallel, run_pipeline,
+};
 use sfclab_traffic::{Generator, Rate, Sink};
 use std::time::Duration;
 
 use crate::config::ChainSpec;
+use crate::settings::Ports;
 
-/// Builds the chain's NFs (once per replica) and runs it.
+/// Builds the chain's NFs (once per replica) and runs it. A wired run (`ports: veth`,
+/// `linux`) reports what its tester measured across the device under test.
 pub fn run(spec: &ChainSpec) -> Result<RunReport, RunError> {
+    if spec.ports != Ports::Memory {
+        return run_wired(spec).map(|w| w.tester);
+    }
     let build = || spec.build_nfs();
     match &spec.pipeline {
         Some(p) if spec.replicas > 1 => {
@@ -18,6 +26,38 @@ pub fn run(spec: &ChainSpec) -> Result<RunReport, RunError> {
         Some(p) => run_pipeline(spec.traffic.clone(), spec.graph(), p),
         None => run_compound_between_ports(spec),
     }
+}
+
+/// Builds the testbed (tester and device-under-test namespaces joined by veth pairs),
+/// runs the tester's traffic across the device, and removes the testbed. The device
+/// under test runs on the run's core, the tester on another one.
+pub fn run_wired(spec: &ChainSpec) -> Result<WiredReport, RunError> {
+    let dut = match spec.ports {
+        Ports::Linux => DeviceUnderTest::Linux,
+        Ports::Veth | Ports::Memory => DeviceUnderTest::Chain(spec.graph()),
+    };
+    let ports = AfXdpSettings {
+        xdp_mode: spec.xdp_mode,
+        ..AfXdpSettings::default()
+    };
+    let dut_core = spec.settings.core;
+    let tester_core = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .find(|&c| Some(c) != dut_core)
+        .or(dut_core);
+    let wired = WiredSettings {
+        dut_ports: ports.clone(),
+        tester_ports: ports,
+        dut_core,
+        ..WiredSettings::default()
+    };
+    let run = RunSettings {
+        core: tester_core,
+        ..spec.settings.clone()
+    };
+    run_across_veth(spec.traffic.clone(), dut, &run, &wired)
 }
 
 /// A compound chain between its ports: a pcap file at an end that names one (`replay`,

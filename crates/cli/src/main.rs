@@ -70,6 +70,13 @@ enum Cmd {
     Nfs,
     /// List the built-in traffic profiles (`--profile`, or `profile:` in a chain file).
     Profiles,
+    /// Remove what killed runs left: their network namespaces (`sfclab-<pid>-...`), with
+    /// the veth links and XDP programs inside. Namespaces of runs still going are kept.
+    Cleanup {
+        /// Remove the namespaces of running sfclab processes too.
+        #[arg(long)]
+        all: bool,
+    },
     /// Print a shell completion script: `sfclab completions bash > /etc/bash_completion.d/sfclab`.
     Completions { shell: clap_complete::Shell },
     /// Print the manual page (roff): `sfclab man > sfclab.1; man ./sfclab.1`.
@@ -378,6 +385,8 @@ pub fn stop_flag() -> Arc<AtomicBool> {
         // If a handler cannot be installed, Ctrl-C simply keeps its default meaning.
         let _ = ctrlc::set_handler(move || {
             if handler_flag.swap(true, Ordering::SeqCst) {
+                // Quitting now: no destructor runs, so remove the namespaces first.
+                sfclab_topology::tear_down_everything();
                 std::process::exit(130);
             }
             eprintln!("\nstopping: finishing the current window (Ctrl-C again to quit now)");
@@ -389,6 +398,13 @@ pub fn stop_flag() -> Arc<AtomicBool> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Release builds abort on panic without unwinding: remove the namespaces this
+    // process built before the default hook reports the panic.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        sfclab_topology::tear_down_everything();
+        report(info);
+    }));
     // Ctrl-C is caught from the start in every command: work stops at the next safe
     // point and keeps what finished (a second Ctrl-C quits at once).
     sfclab_bench::stop_on(stop_flag());
@@ -464,6 +480,25 @@ fn main() -> ExitCode {
         }
         Cmd::Nfs => outcome::emit_then(&render::nf_types(), 0),
         Cmd::Profiles => outcome::emit_then(&render::traffic_profiles(), 0),
+        Cmd::Cleanup { all } => match sfclab_topology::cleanup(all) {
+            Ok(c) => {
+                let mut text = String::new();
+                for n in &c.removed {
+                    text += &format!("removed  {n}\n");
+                }
+                for n in &c.in_use {
+                    text += &format!("kept     {n} (its run is still going; --all removes it)\n");
+                }
+                for (n, why) in &c.failed {
+                    text += &format!("FAILED   {n}: {why}\n");
+                }
+                if text.is_empty() {
+                    text = "nothing to clean up: no sfclab namespace on this machine\n".into();
+                }
+                outcome::emit_then(&text, if c.failed.is_empty() { 0 } else { outcome::USAGE })
+            }
+            Err(e) => outcome::fail(outcome::USAGE, &e.to_string()),
+        },
     }
 }
 
@@ -536,6 +571,15 @@ fn cmd_run(a: RunArgs) -> ExitCode {
             return outcome::fail(outcome::USAGE, &e.to_string());
         }
     };
+    if spec.ports == settings::Ports::Linux && (a.file.is_some() || a.chain.is_some()) {
+        return outcome::fail(
+            outcome::USAGE,
+            "--ports linux measures the kernel forwarding in a namespace and runs no chain: give no chain file or --chain",
+        );
+    }
+    if spec.ports != settings::Ports::Memory {
+        return cmd_run_wired(&a, &spec);
+    }
     let render = |r: &sfclab_runtime::RunReport| {
         if a.json {
             render::json(&spec.name, &spec.nfs, r) + "\n"
@@ -558,6 +602,38 @@ fn cmd_run(a: RunArgs) -> ExitCode {
         }
         Err(RunError::Conservation(r)) => {
             let _ = outcome::emit(&render(&r));
+            outcome::fail(
+                outcome::CONSERVATION,
+                &format!("packet conservation violated: {}", r.conservation),
+            )
+        }
+        Err(e) => outcome::fail(outcome::USAGE, &e.to_string()),
+    }
+}
+
+/// `sfclab run --ports veth|linux`: the tester's report across the device under test,
+/// the device's own (an sfclab chain), and the testbed's interfaces.
+fn cmd_run_wired(a: &RunArgs, spec: &ChainSpec) -> ExitCode {
+    match execute::run_wired(spec) {
+        Ok(w) => {
+            let text = if a.json {
+                render::json_wired(&spec.name, &spec.nfs, &w) + "\n"
+            } else if a.csv {
+                render::csv(&spec.name, &w.tester)
+            } else {
+                render::table_wired(&spec.name, &w)
+            };
+            let status = match w.tester.verify_failed {
+                Some(n) if n > 0 => {
+                    eprintln!("error: {n} frames failed checksum or length verification");
+                    outcome::VERIFY_FAILED
+                }
+                _ => outcome::done(w.tester.interrupted),
+            };
+            outcome::emit_then(&text, status)
+        }
+        Err(RunError::Conservation(r)) => {
+            let _ = outcome::emit(&render::table(&spec.name, &r));
             outcome::fail(
                 outcome::CONSERVATION,
                 &format!("packet conservation violated: {}", r.conservation),

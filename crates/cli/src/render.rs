@@ -3,6 +3,7 @@
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
 use sfclab_runtime::RunReport;
+use sfclab_runtime::wired::WiredReport;
 use std::fmt::Write as _;
 
 /// Version of the JSON document layout; bumped on any incompatible change.
@@ -69,17 +70,29 @@ pub fn table(name: &str, r: &RunReport) -> String {
         r.gbps_l2,
         r.gbps_l1,
         r.busy_cycles_per_packet.map_or("-".into(), |c| format!("{c:.1}")),
-        if r.cores.is_empty() {
-            "the one core: generator, chain and sink"
-        } else {
-            "busiest core"
+        match (r.cores.is_empty(), r.source.kind.as_str()) {
+            (false, _) => "busiest core".to_string(),
+            (true, "wire") =>
+                "the tester's core: generator, sends (with the kernel work they run), receives, sink".into(),
+            (true, "generator") => "the one core: generator, chain and sink".into(),
+            (true, kind) => format!(
+                "the one core: {kind} receive, chain, {} send (with the kernel work they run)",
+                r.sink.kind
+            ),
         }
     );
+    // A real port offers nothing: it takes what arrives.
+    let offered = match (r.source.kind.as_str(), r.requested_mpps) {
+        ("af_xdp" | "pcap", _) => format!("{} took in {:.3} Mpps", r.source.kind, r.generated_mpps),
+        (_, requested) => format!(
+            "{} requested, {:.3} Mpps generated",
+            requested.map_or("max rate".into(), |m| format!("{m:.3} Mpps")),
+            r.generated_mpps
+        ),
+    };
     let _ = writeln!(
         s,
-        "offered     {} requested, {:.3} Mpps generated; of the window's {} packets {} arrived, {} lost",
-        r.requested_mpps.map_or("max rate".into(), |m| format!("{m:.3} Mpps")),
-        r.generated_mpps,
+        "offered     {offered}; of the window's {} packets {} arrived, {} lost",
         num(r.window_loss.sent),
         num(r.window_loss.received),
         num(r.window_loss.lost),
@@ -203,6 +216,16 @@ pub struct RunDocument<'a> {
     pub chain_config: Vec<NfEntry<'a>>,
     #[serde(flatten)]
     pub report: &'a RunReport,
+    /// A wired run (`ports: veth`): the device under test's own run, an sfclab chain
+    /// forwarding between its interfaces; the document's report is then the tester's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dut: Option<&'a RunReport>,
+    /// A wired run: what was built (namespaces, interfaces and their kernel counters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub testbed: Option<&'a sfclab_runtime::wired::TestbedReport>,
+    /// A wired run: where the frames the tester did not get back went, whole run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wire_loss: Option<&'a sfclab_runtime::wired::WireLoss>,
 }
 
 /// One NF of the chain: its name and settings.
@@ -220,8 +243,95 @@ pub fn json(name: &str, nfs: &[(String, sfclab_nf::NfSpec)], r: &RunReport) -> S
         machine: sfclab_bench::Machine::read(),
         chain_config,
         report: r,
+        dut: None,
+        testbed: None,
+        wire_loss: None,
     };
     serde_json::to_string_pretty(&doc).expect("report serialises")
+}
+
+/// The JSON document of a wired run: the tester's report, the DUT's, the testbed.
+pub fn json_wired(name: &str, nfs: &[(String, sfclab_nf::NfSpec)], w: &WiredReport) -> String {
+    let chain_config = nfs.iter().map(|(n, c)| NfEntry { name: n, config: c }).collect();
+    let doc = RunDocument {
+        schema: RUN_SCHEMA,
+        name,
+        machine: sfclab_bench::Machine::read(),
+        chain_config,
+        report: &w.tester,
+        dut: w.dut.as_ref(),
+        testbed: Some(&w.testbed),
+        wire_loss: Some(&w.lost),
+    };
+    serde_json::to_string_pretty(&doc).expect("report serialises")
+}
+
+/// A wired run as text: the tester's view across the device, the device's own run
+/// (an sfclab chain), and what the kernel counted on each interface.
+pub fn table_wired(name: &str, w: &WiredReport) -> String {
+    let bed = &w.testbed;
+    let mut s = format!(
+        "TESTER across {} (namespaces {}-tester and {}-dut, veth, AF_XDP)\n",
+        bed.device_under_test, bed.run_name, bed.run_name
+    );
+    s += &table(name, &w.tester);
+    if let Some(d) = &w.dut {
+        s += "\nDEVICE UNDER TEST: the chain between d-in and d-out\n";
+        s += &table(name, d);
+    }
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::NOTHING);
+    t.set_header([
+        "interface",
+        "namespace",
+        "rx packets",
+        "rx dropped",
+        "rx errors",
+        "tx packets",
+        "tx dropped",
+        "tx errors",
+    ]);
+    for i in &bed.interfaces {
+        t.add_row([
+            i.interface.clone(),
+            i.namespace.clone(),
+            i.rx_packets.to_string(),
+            i.rx_dropped.to_string(),
+            i.rx_errors.to_string(),
+            i.tx_packets.to_string(),
+            i.tx_dropped.to_string(),
+            i.tx_errors.to_string(),
+        ]);
+    }
+    s += &format!("\nkernel interface counters over the whole run (warm-up included)\n{t}\n");
+    let l = &w.lost;
+    let list = |m: &std::collections::BTreeMap<String, u64>| {
+        let parts: Vec<String> = m
+            .iter()
+            .filter(|e| *e.1 > 0)
+            .map(|(k, v)| format!("{k} {}", num(*v)))
+            .collect();
+        if parts.is_empty() {
+            "none".to_string()
+        } else {
+            parts.join(", ")
+        }
+    };
+    s += &format!(
+        "lost (whole run) tester: {}; seen by: {}; unaccounted {}{}\n",
+        list(&l.tester),
+        list(&l.explained),
+        num(l.unaccounted),
+        if l.counted_beyond > 0 {
+            format!(
+                " (counters show {} more drops than the tester lost)",
+                num(l.counted_beyond)
+            )
+        } else {
+            String::new()
+        }
+    );
+    s
 }
 
 /// The JSON Schema of the run document.

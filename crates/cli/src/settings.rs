@@ -123,6 +123,19 @@ pub struct RunSection {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capture: Option<String>,
+    /// Where the traffic flows: `memory` (generator and sink in this process, the
+    /// default); `veth` (the chain runs in a namespace of its own, between two veth pairs,
+    /// over AF_XDP; sfclab's generator and sink sit in a tester namespace: real kernel
+    /// I/O, no NIC needed); `linux` (no chain: the tester measures a namespace where the
+    /// Linux kernel forwards IPv4). sfclab builds and removes the namespaces; needs root.
+    #[arg(long)]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub ports: Option<Ports>,
+    /// XDP mode of the AF_XDP ports (`ports: veth`, `linux`): `native` (in the driver) or
+    /// `generic` (after the kernel built an skb); default native where the driver has it.
+    #[arg(long)]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub xdp_mode: Option<sfclab_io::XdpMode>,
     /// `compound` (one core, the default) or `pipeline` (stages on cores joined by rings).
     #[arg(long, help_heading = "Pipeline")]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
@@ -219,6 +232,40 @@ impl Display for Runtime {
         f.write_str(match self {
             Runtime::Compound => "compound",
             Runtime::Pipeline => "pipeline",
+        })
+    }
+}
+
+/// Where a run's traffic flows (`--ports`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Ports {
+    /// The generator and the sink in this process, joined to the chain by function calls.
+    #[default]
+    Memory,
+    /// The chain in a namespace between veth pairs over AF_XDP; the tester in another.
+    Veth,
+    /// No chain: the Linux kernel forwards in the device-under-test namespace.
+    Linux,
+}
+
+impl FromStr for Ports {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "memory" => Ok(Ports::Memory),
+            "veth" => Ok(Ports::Veth),
+            "linux" => Ok(Ports::Linux),
+            _ => Err(format!("`{s}` is not a kind of ports: write memory, veth or linux")),
+        }
+    }
+}
+
+impl Display for Ports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Ports::Memory => "memory",
+            Ports::Veth => "veth",
+            Ports::Linux => "linux",
         })
     }
 }

@@ -164,3 +164,44 @@ pub trait TxPort {
 
     fn info(&self) -> PortInfo;
 }
+
+/// A borrowed source is a source: a caller keeps the port and reads it after the run
+/// (a wire's whole-run totals).
+impl<P: RxPort + ?Sized> RxPort for &mut P {
+    fn rx(&mut self, now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
+        (**self).rx(now, pool, batch)
+    }
+    fn exhausted(&self) -> bool {
+        (**self).exhausted()
+    }
+    fn needs_fresh_clock(&self) -> bool {
+        (**self).needs_fresh_clock()
+    }
+    fn stats(&self) -> PortStats {
+        (**self).stats()
+    }
+    fn prime(&self, pool: &mut PacketPool) {
+        (**self).prime(pool)
+    }
+    fn start_window(&mut self, count: Option<u64>) {
+        (**self).start_window(count)
+    }
+    fn requested_pps(&self) -> Option<f64> {
+        (**self).requested_pps()
+    }
+    fn shortfall(&self) -> Shortfall {
+        (**self).shortfall()
+    }
+    fn counters(&self) -> Vec<NfCounter> {
+        (**self).counters()
+    }
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        (**self).drops()
+    }
+    fn finish(&mut self) -> bool {
+        (**self).finish()
+    }
+    fn info(&self) -> PortInfo {
+        (**self).info()
+    }
+}

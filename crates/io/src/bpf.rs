@@ -59,6 +59,23 @@ impl XdpMode {
     }
 }
 
+impl std::str::FromStr for XdpMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<XdpMode, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "native" | "drv" => Ok(XdpMode::Native),
+            "generic" | "skb" => Ok(XdpMode::Generic),
+            _ => Err(format!("`{s}` is not an XDP mode: write native or generic")),
+        }
+    }
+}
+
+impl std::fmt::Display for XdpMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// `struct bpf_insn`.
 #[repr(C)]
 #[derive(Clone, Copy)]

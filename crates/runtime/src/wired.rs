@@ -18,10 +18,11 @@ use crate::chain::ChainGraph;
 use crate::compound::{RunError, RunSettings, run_compound_on};
 use crate::report::RunReport;
 use serde::Serialize;
-use sfclab_core::NamedNfs;
+use sfclab_core::{NamedNfs, RxPort};
 use sfclab_io::{AfXdpPort, AfXdpSettings, Wire, XdpMode};
 use sfclab_topology::{Interface, LinkCounters, Testbed};
 use sfclab_traffic::{Generator, GeneratorConfig, Sink};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -102,6 +103,8 @@ pub struct WiredReport {
     pub tester: RunReport,
     pub dut: Option<RunReport>,
     pub testbed: TestbedReport,
+    /// Where what the tester lost went, over the whole run.
+    pub lost: WireLoss,
 }
 
 /// Builds the testbed, runs the tester's traffic across the device under test with
@@ -164,12 +167,12 @@ pub fn run_across_veth(
     )?;
     let t_in = open(&bed.tester_in, wired.tester_ports.clone())?;
     let generator = Generator::new(traffic, run.batch).map_err(|(k, r)| setting(k, r))?;
-    let wire = Wire::new(generator, t_out, t_in, run.batch, wired.quiet);
+    let mut wire = Wire::new(generator, t_out, t_in, run.batch, wired.quiet);
 
     let (tester, dut_report) = std::thread::scope(|s| {
         let dut_thread = dut_run
             .map(|(d_in, d_out, graph, settings)| s.spawn(move || run_compound_on(d_in, d_out, graph, &settings)));
-        let tester = run_compound_on(wire, Sink::new(run.verify), NamedNfs::new(), run);
+        let tester = run_compound_on(&mut wire, Sink::new(run.verify), NamedNfs::new(), run);
         // The tester drained what it could: the DUT stops after it.
         std::thread::sleep(Duration::from_millis(10));
         dut_stop.store(true, Ordering::Relaxed);
@@ -190,8 +193,67 @@ pub fn run_across_veth(
     };
     drop(bed);
     let tester = tester?;
-    let dut = dut_report.transpose()?;
-    Ok(WiredReport { tester, dut, testbed })
+    let mut dut = dut_report.transpose()?;
+    if let Some(d) = dut.as_mut() {
+        // The DUT was stopped by the tester finishing, not by the user.
+        d.interrupted = tester.interrupted;
+    }
+    let lost = WireLoss::account(&wire.drops(), &testbed.interfaces, dut.as_ref());
+    Ok(WiredReport {
+        tester,
+        dut,
+        testbed,
+        lost,
+    })
+}
+
+/// Where the frames the tester sent and never saw again went, over the whole run
+/// (warm-up, window and drain), from the tester's own counts, the kernel's interface
+/// counters and the DUT's report: what none of them explains is `unaccounted`.
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+pub struct WireLoss {
+    /// Frames the tester produced that did not come back, by cause on its side:
+    /// `tx-refused`, `unsignable`, `unaccounted` (sent, never seen again).
+    pub tester: BTreeMap<String, u64>,
+    /// The kernel's drops on the testbed's interfaces (`d-in rx_dropped`: XDP could
+    /// not hand the frame to the DUT's socket, its ring full) and the DUT chain's own
+    /// drops (`dut`), which explain the tester's `unaccounted`.
+    pub explained: BTreeMap<String, u64>,
+    /// The tester's `unaccounted` that no counter explains (0 when every loss was seen).
+    pub unaccounted: u64,
+    /// Drops counted beyond the tester's `unaccounted` (frames that were never the
+    /// tester's, e.g. the kernel's own, dropped on the same interfaces).
+    pub counted_beyond: u64,
+}
+
+impl WireLoss {
+    fn account(tester: &[(&'static str, u64)], interfaces: &[InterfaceReport], dut: Option<&RunReport>) -> WireLoss {
+        let tester: BTreeMap<String, u64> = tester.iter().map(|&(k, v)| (k.to_string(), v)).collect();
+        let mut explained = BTreeMap::new();
+        for i in interfaces {
+            for (what, n) in [
+                ("rx_dropped", i.rx_dropped),
+                ("rx_errors", i.rx_errors),
+                ("tx_dropped", i.tx_dropped),
+                ("tx_errors", i.tx_errors),
+            ] {
+                if n > 0 {
+                    explained.insert(format!("{} {what}", i.interface), n);
+                }
+            }
+        }
+        if let Some(d) = dut.filter(|d| d.conservation.dropped > 0) {
+            explained.insert("dut".to_string(), d.conservation.dropped);
+        }
+        let unseen = tester.get("unaccounted").copied().unwrap_or(0);
+        let seen: u64 = explained.values().sum();
+        WireLoss {
+            tester,
+            explained,
+            unaccounted: unseen.saturating_sub(seen),
+            counted_beyond: seen.saturating_sub(unseen),
+        }
+    }
 }
 
 fn setting(key: &'static str, reason: impl Into<String>) -> RunError {
