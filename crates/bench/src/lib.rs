@@ -7,6 +7,7 @@
 //! throughput is reported against it as a ratio.
 
 pub mod acl;
+pub mod io;
 pub mod lpm;
 pub mod lpm6;
 pub mod nfs;
@@ -433,6 +434,7 @@ fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration) -> Result<(f6
         return Err("testpmd needs two cores this process may use (main and forwarding lcore)".into());
     };
     let spec = sfclab_peers::testpmd::TestpmdSpec {
+        netns: None,
         forward_core,
         main_core,
         vdevs: vec!["net_ring0".into(), "net_ring1".into()],

@@ -340,6 +340,7 @@ fn testpmd_line(
                 .collect()
         };
         TestpmdSpec {
+            netns: None,
             forward_core,
             main_core,
             vdevs,

@@ -711,3 +711,60 @@ pub fn lpm6_table(b: &sfclab_bench::lpm6::Lpm6Bench) -> String {
     s.push_str(&footer(wide, b.interrupted, b.repeat));
     s
 }
+
+pub fn io_table(b: &sfclab_bench::io::IoBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench io | {} ({} cores, TSC {:.3} GHz, kernel {}), one veth pair between two namespaces, {}-byte frames, {} rounds of {:.1} s (medians [min–max])\n",
+        b.machine.cpu,
+        b.machine.cores,
+        b.machine.tsc_hz / 1e9,
+        b.machine.kernel,
+        b.frame_size,
+        b.repeat,
+        b.duration_s
+    );
+    let mpps: Vec<f64> = b.sfclab_runs.iter().map(|r| r.mpps).collect();
+    let cycles: Vec<f64> = b.sfclab_runs.iter().filter_map(|r| r.cycles_per_packet).collect();
+    let lost: u64 = b.sfclab_runs.iter().map(|r| r.lost).sum();
+    let _ = writeln!(
+        s,
+        "sfclab AF_XDP   {} Mpps received   {} busy TSC cycles/packet on core {} (generator, send with the kernel work it runs, receive, sink)   XDP {}, {} bind; {} lost in all rounds",
+        with_range(&mpps, 3),
+        if cycles.is_empty() {
+            "-".to_string()
+        } else {
+            with_range(&cycles, 0)
+        },
+        b.sfclab_core.map_or("-".into(), |c| c.to_string()),
+        b.sfclab_xdp_mode,
+        b.sfclab_bind,
+        lost
+    );
+    match (&b.testpmd_mpps, &b.testpmd_skipped) {
+        (Some(_), _) => {
+            let _ = writeln!(
+                s,
+                "testpmd af_xdp  {} Mpps received   (txonly on one core, rxonly on the other: two processes, two forwarding cores)",
+                with_range(&b.testpmd_runs, 3)
+            );
+            if let Some(r) = b.ratio {
+                let _ = writeln!(
+                    s,
+                    "ratio           sfclab / testpmd = {r:.2}x (received Mpps, same run, same pair)"
+                );
+            }
+            for c in &b.testpmd_commands {
+                let _ = writeln!(s, "                {c}");
+            }
+        }
+        (None, Some(why)) => {
+            let _ = writeln!(s, "testpmd         skipped: {why}");
+        }
+        (None, None) => {}
+    }
+    let wide = [&mpps, &b.testpmd_runs].iter().filter(|v| is_wide(v)).count();
+    s += &footer(wide, b.interrupted, b.repeat);
+    s
+}

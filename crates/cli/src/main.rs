@@ -109,6 +109,10 @@ pub struct RunArgs {
 
 #[derive(Subcommand)]
 enum BenchCmd {
+    /// Packet I/O over a veth pair between two namespaces it builds: sfclab's AF_XDP
+    /// generator -> sink against DPDK testpmd txonly -> rxonly with net_af_xdp vdevs on
+    /// the same pair, interleaved rounds (needs root).
+    Io(IoArgs),
     /// Per-hop cost of forwarders in a compound chain, and DPDK testpmd as the peer.
     Hop(HopArgs),
     /// Maximum throughput against chain length for s_core, bi:K and pbp:K placements,
@@ -270,6 +274,30 @@ struct RingArgs {
     #[arg(long, default_value_t = 32)]
     burst: usize,
     /// Print JSON (schema `sfclab.bench.ring/2`).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct IoArgs {
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Window of each round.
+    #[arg(long, default_value = "3s")]
+    duration: String,
+    #[arg(long, default_value = "500ms")]
+    warmup: String,
+    /// Frame size with FCS.
+    #[arg(long, default_value_t = 64)]
+    size: u16,
+    /// `testpmd` (the default) or `none`.
+    #[arg(long, value_enum, default_value = "testpmd")]
+    peer: PeerArg,
+    /// XDP mode of sfclab's receiving socket: `native` or `generic` (default: native
+    /// where the driver has it).
+    #[arg(long)]
+    xdp_mode: Option<sfclab_io::XdpMode>,
+    /// Print JSON (schema `sfclab.bench.io/1`).
     #[arg(long)]
     json: bool,
 }
@@ -450,6 +478,23 @@ fn main() -> ExitCode {
             print_result(result, a.json, None, bench_view::acl_table)
         }
         Cmd::Bench(BenchCmd::Nfs(a)) => cmd_nfs(a),
+        Cmd::Bench(BenchCmd::Io(a)) => {
+            let (duration, warmup) = match window(&a.duration, &a.warmup) {
+                Ok(w) if a.repeat > 0 && w.0 > Duration::ZERO => w,
+                Ok(_) => return outcome::fail(outcome::USAGE, "need at least one repetition and a non-zero duration"),
+                Err(e) => return outcome::fail(outcome::USAGE, &e),
+            };
+            let args = sfclab_bench::io::IoBenchArgs {
+                duration,
+                warmup,
+                repeat: a.repeat,
+                size: a.size,
+                peer: a.peer == PeerArg::Testpmd,
+                xdp_mode: a.xdp_mode,
+            };
+            let result = with_progress(|tick| sfclab_bench::io::run(&args, tick));
+            print_result(result, a.json, None, bench_view::io_table)
+        }
         Cmd::Bench(BenchCmd::Lpm6(a)) => {
             if a.repeat == 0 {
                 return outcome::fail(outcome::USAGE, "need at least one repetition");
@@ -503,7 +548,7 @@ fn main() -> ExitCode {
 }
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
-pub const SCHEMA_NAMES: [&str; 12] = [
+pub const SCHEMA_NAMES: [&str; 13] = [
     "run",
     "search",
     "sweep",
@@ -516,6 +561,7 @@ pub const SCHEMA_NAMES: [&str; 12] = [
     "bench-acl",
     "bench-nfs",
     "bench-lpm6",
+    "bench-io",
 ];
 
 /// The JSON Schema of a published document, by name.
@@ -533,6 +579,7 @@ pub fn schema(name: &str) -> Option<String> {
         "bench-acl" => Some(bench_schema_v::<sfclab_bench::acl::AclBench>("acl", 1)),
         "bench-nfs" => Some(bench_schema_v::<sfclab_bench::nfs::NfsBench>("nfs", 1)),
         "bench-lpm6" => Some(bench_schema_v::<sfclab_bench::lpm6::Lpm6Bench>("lpm6", 1)),
+        "bench-io" => Some(bench_schema_v::<sfclab_bench::io::IoBench>("io", 1)),
         _ => None,
     }
 }

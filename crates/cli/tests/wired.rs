@@ -238,3 +238,24 @@ fn sigterm_ends_a_wired_run_and_removes_its_namespaces() {
     // The finished part is kept and marked interrupted.
     assert!(stdout(&o).contains("INTERRUPTED"), "{}\n{}", stdout(&o), stderr(&o));
 }
+
+#[test]
+fn bench_io_measures_af_xdp_over_a_veth_pair() {
+    if !root() {
+        return;
+    }
+    let o = sfclab(&["bench", "io", "--repeat", "1", "--duration", "500ms", "--warmup", "100ms", "--peer", "none", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_follows_schema("bench-io-1.json", &v);
+    assert_eq!(v["schema"], "sfclab.bench.io/1");
+    assert!(v["sfclab_mpps"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["sfclab_xdp_mode"], "native");
+    assert_eq!(v["sfclab_bind"], "copy");
+    assert_eq!(v["testpmd_skipped"], "--peer none");
+    assert!(v["ratio"].is_null());
+    // The published schema is current.
+    let o = sfclab(&["schema", "bench-io"]);
+    let published = std::fs::read_to_string(common::repo().join("docs/schema/bench-io-1.json")).unwrap();
+    assert_eq!(stdout(&o), published, "docs/schema/bench-io-1.json is stale: `sfclab schema bench-io`");
+}

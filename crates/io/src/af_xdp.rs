@@ -35,8 +35,27 @@ use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, 
 /// frame after the kernel's 256 bytes of XDP headroom.
 const FRAME_SIZE: u32 = 2048;
 
-/// The kernel sends at most this many frames per wake-up in copy mode (`TX_BATCH_SIZE`).
+/// The kernel sends at most this many frames per wake-up in copy mode (`TX_BATCH_SIZE`),
+/// unless the socket raised it (`XDP_MAX_TX_SKB_BUDGET`, Linux 6.17).
 const KERNEL_TX_BATCH: u32 = 32;
+const SOL_XDP: libc::c_int = 283;
+const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
+
+/// Asks the kernel to send up to `budget` frames per wake-up in copy mode; the budget in
+/// force (32 on kernels without the option).
+fn raise_tx_budget(fd: libc::c_int, budget: u32) -> u32 {
+    // SAFETY: a setsockopt on our own socket with a pointer to a live u32 and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            SOL_XDP,
+            XDP_MAX_TX_SKB_BUDGET,
+            (&budget as *const u32).cast(),
+            std::mem::size_of::<u32>() as libc::socklen_t,
+        )
+    };
+    if r == 0 { budget } else { KERNEL_TX_BATCH }
+}
 
 /// How the socket is bound to the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -134,6 +153,8 @@ pub struct AfXdpPort {
     tx_ring_full: u64,
     tx_oversize: u64,
     wakeups: u64,
+    /// Frames the kernel sends per wake-up in copy mode.
+    tx_budget: u32,
 }
 
 /// The start of a port's UMEM mapping.
@@ -239,6 +260,7 @@ impl AfXdpPort {
         let rx = user.map_rx().map_err(errno)?;
         let tx = user.map_tx().map_err(errno)?;
         umem.bind(&user).map_err(errno)?;
+        let tx_budget = raise_tx_budget(tx.as_raw_fd(), s.ring);
 
         let rx_frames = if s.receive { s.frames / 2 } else { 0 };
         let mut port = AfXdpPort {
@@ -270,6 +292,7 @@ impl AfXdpPort {
             tx_ring_full: 0,
             tx_oversize: 0,
             wakeups: 0,
+            tx_budget,
         };
         port.give_back_pending();
         Ok(port)
@@ -331,7 +354,7 @@ impl AfXdpPort {
     /// at most 32 frames per kick in copy mode).
     fn kick(&mut self) {
         let mut left = self.tx.pending();
-        let mut tries = left / KERNEL_TX_BATCH + 2;
+        let mut tries = left / self.tx_budget + 2;
         while left > 0 && tries > 0 && self.tx.needs_wakeup() {
             self.tx.wake();
             self.wakeups += 1;
@@ -580,6 +603,7 @@ fn port_info(port: &AfXdpPort, role: &str) -> PortInfo {
             ("ring".to_string(), s.ring.to_string()),
             ("frames".to_string(), s.frames.to_string()),
             ("need_wakeup".to_string(), "yes".to_string()),
+            ("tx_budget".to_string(), port.tx_budget.to_string()),
         ]),
     }
 }

@@ -27,6 +27,8 @@ pub struct TestpmdSpec {
     pub mode: &'static str,
     /// Send a first burst on every port when forwarding starts.
     pub tx_first: bool,
+    /// The network namespace to run in (`ip netns exec`), for vdevs on its interfaces.
+    pub netns: Option<String>,
 }
 
 impl TestpmdSpec {
@@ -81,13 +83,18 @@ impl Testpmd {
     pub fn start(bin: &str, spec: &TestpmdSpec, prefix: &str) -> Result<Testpmd, String> {
         let args = spec.args(prefix);
         let command = format!("{bin} {}", args.join(" "));
-        let mut launcher = match crate::which("stdbuf") {
-            Some(stdbuf) => {
-                let mut c = Command::new(stdbuf);
-                c.arg("-oL").arg(bin);
+        let mut launcher = match &spec.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]);
                 c
             }
-            None => Command::new(bin),
+            None => Command::new("env"),
+        };
+        // `ip netns exec`, `env` and `stdbuf` each exec the next: the child's pid is testpmd's.
+        match crate::which("stdbuf") {
+            Some(stdbuf) => launcher.arg(stdbuf).arg("-oL").arg(bin),
+            None => launcher.arg(bin),
         };
         let mut child = launcher
             .args(&args)
@@ -279,6 +286,7 @@ mod tests {
     #[test]
     fn arguments_name_both_lcores_and_every_device() {
         let spec = TestpmdSpec {
+            netns: None,
             forward_core: 1,
             main_core: 0,
             vdevs: vec![
