@@ -119,7 +119,7 @@ pub fn run_across_veth(
     let bed = Testbed::build().map_err(|e| setting("testbed", e.to_string()))?;
     let device_under_test = dut.name().to_string();
     if matches!(dut, DeviceUnderTest::Linux) {
-        bed.linux_forwarding(GENERATOR_DST_MAC)
+        bed.linux_forwarding(GENERATOR_DST_MAC, wired.dut_core)
             .map_err(|e| setting("testbed", e.to_string()))?;
     }
     let open = |end: &Interface, settings: AfXdpSettings| {

@@ -54,7 +54,17 @@ impl Testbed {
     /// baseline: frames addressed to `ingress_mac` on `d-in` are forwarded by the kernel
     /// (ip_forward) out of `d-out` to the tester, every destination by a default route
     /// through a permanent neighbour (no ARP on the path); reverse-path filtering off.
-    pub fn linux_forwarding(&self, ingress_mac: [u8; 6]) -> Result<(), TopologyError> {
+    ///
+    /// On veth the receiving side's work runs in the sender's context: without more,
+    /// the kernel would forward on the tester's core. `core` steers it (RPS on `d-in`)
+    /// to the DUT's own core, as a DUT is a machine of its own.
+    pub fn linux_forwarding(&self, ingress_mac: [u8; 6], core: Option<usize>) -> Result<(), TopologyError> {
+        if let Some(core) = core {
+            let mask = format!("{:x}", 1u128 << core.min(127));
+            let path = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", self.dut_in.name());
+            // sysfs shows the namespace that mounted it: write it from `ip netns exec`.
+            self.dut.exec("sh", &["-c", &format!("echo {mask} > {path}")])?;
+        }
         let mac = |m: [u8; 6]| m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
         self.dut_in
             .ip(&["link", "set", "dev", self.dut_in.name(), "address", &mac(ingress_mac)])?;
