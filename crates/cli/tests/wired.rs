@@ -244,7 +244,19 @@ fn bench_io_measures_af_xdp_over_a_veth_pair() {
     if !root() {
         return;
     }
-    let o = sfclab(&["bench", "io", "--repeat", "1", "--duration", "500ms", "--warmup", "100ms", "--peer", "none", "--json"]);
+    let o = sfclab(&[
+        "bench",
+        "io",
+        "--repeat",
+        "1",
+        "--duration",
+        "500ms",
+        "--warmup",
+        "100ms",
+        "--peer",
+        "none",
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_follows_schema("bench-io-1.json", &v);
@@ -257,5 +269,9 @@ fn bench_io_measures_af_xdp_over_a_veth_pair() {
     // The published schema is current.
     let o = sfclab(&["schema", "bench-io"]);
     let published = std::fs::read_to_string(common::repo().join("docs/schema/bench-io-1.json")).unwrap();
-    assert_eq!(stdout(&o), published, "docs/schema/bench-io-1.json is stale: `sfclab schema bench-io`");
+    assert_eq!(
+        stdout(&o),
+        published,
+        "docs/schema/bench-io-1.json is stale: `sfclab schema bench-io`"
+    );
 }

@@ -1,15 +1,18 @@
 //! Real packet I/O behind the runtime's port traits ([`sfclab_core::RxPort`],
 //! [`sfclab_core::TxPort`]): pcap files (replayed into a chain, captured from one),
-//! AF_XDP sockets on any Linux interface with the BPF they load, and the tester's wire
+//! AF_XDP sockets on any Linux interface with the BPF they load, AF_PACKET rings (the
+//! fallback that always works), and the tester's wire
 //! (a source's packets out through one port, across a device under test, back through
 //! another). All the FFI and socket
 //! `unsafe` of sfclab outside the packet core lives here.
 
+pub mod af_packet;
 pub mod af_xdp;
 pub mod bpf;
 pub mod pcap;
 pub mod wire;
 
+pub use af_packet::{AfPacketPort, AfPacketSettings};
 pub use af_xdp::{AfXdpPort, AfXdpSettings, Bind};
 pub use bpf::XdpMode;
 pub use pcap::{PcapSink, PcapSource};
