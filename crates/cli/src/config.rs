@@ -105,6 +105,8 @@ pub struct ChainSpec {
     pub ports: Ports,
     /// XDP mode of the AF_XDP ports of a wired run (`None`: native where available).
     pub xdp_mode: Option<sfclab_io::XdpMode>,
+    /// The wired run's ports: AF_XDP or AF_PACKET.
+    pub io_kind: sfclab_io::IoKind,
 }
 
 /// Files a chain reads its traffic from or writes what leaves it to.
@@ -487,6 +489,13 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
                 "applies to AF_XDP ports: give `ports: veth` or `ports: linux`",
             ));
         }
+        if r.io.is_some() {
+            return Err(ctx.setting(
+                "run",
+                "io",
+                "applies to the ports of a wired run: give `ports: veth` or `ports: linux`",
+            ));
+        }
     } else {
         let clash = [
             (pipeline.is_some(), "runtime", "the pipeline runtime"),
@@ -496,6 +505,9 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         ];
         if let Some((_, key, what)) = clash.iter().find(|c| c.0) {
             return Err(ctx.setting("run", "ports", format!("`{ports}` runs the compound runtime with the generator; {what} (`{key}`) does not combine with it (for now)")));
+        }
+        if r.io == Some(sfclab_io::IoKind::AfPacket) && r.xdp_mode.is_some() {
+            return Err(ctx.setting("run", "xdp_mode", "applies to AF_XDP ports, and `io` is af_packet"));
         }
         if ports == Ports::Linux && traffic.ip != sfclab_traffic::IpVersion::V4 {
             return Err(ctx.setting("run", "ports", "`linux` forwards IPv4: give `ip: v4`"));
@@ -527,6 +539,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         io,
         ports,
         xdp_mode: r.xdp_mode,
+        io_kind: r.io.unwrap_or_default(),
     })
 }
 

@@ -48,6 +48,7 @@ pub fn run_wired(spec: &ChainSpec) -> Result<WiredReport, RunError> {
         .find(|&c| Some(c) != dut_core)
         .or(dut_core);
     let wired = WiredSettings {
+        io: spec.io_kind,
         dut_ports: ports.clone(),
         tester_ports: ports,
         dut_core,

@@ -271,7 +271,7 @@ pub fn json_wired(name: &str, nfs: &[(String, sfclab_nf::NfSpec)], w: &WiredRepo
 pub fn table_wired(name: &str, w: &WiredReport) -> String {
     let bed = &w.testbed;
     let mut s = format!(
-        "TESTER across {} (namespaces {}-tester and {}-dut, veth, AF_XDP)\n",
+        "TESTER across {} (namespaces {}-tester and {}-dut, veth)\n",
         bed.device_under_test, bed.run_name, bed.run_name
     );
     s += &table(name, &w.tester);

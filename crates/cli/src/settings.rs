@@ -131,6 +131,12 @@ pub struct RunSection {
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub ports: Option<Ports>,
+    /// How the ports of a wired run (`ports: veth`, `linux`) do their I/O: `af_xdp` (the
+    /// default: XDP redirect into AF_XDP sockets) or `af_packet` (TPACKET rings: works
+    /// on every interface and kernel).
+    #[arg(long)]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub io: Option<sfclab_io::IoKind>,
     /// XDP mode of the AF_XDP ports (`ports: veth`, `linux`): `native` (in the driver) or
     /// `generic` (after the kernel built an skb); default native where the driver has it.
     #[arg(long)]

@@ -103,6 +103,12 @@ fn a_chain_runs_between_two_veth_namespaces() {
             .all(|p| p["role"] != "nf" || p["cycles_per_packet"].as_f64().is_some())
     );
 
+    // AF_PACKET rings instead of AF_XDP: the same exactness.
+    let v = wired_json(&["--ports", "veth", "--chain", "noop", "--io", "af_packet"]);
+    assert_eq!(v["window_loss"]["lost"], 0);
+    assert_eq!(v["dut"]["source"]["kind"], "af_packet");
+    assert_eq!(v["testbed"]["device_under_test"], "sfclab chain (af_packet)");
+
     // generic mode, asked for, is what runs and what is reported.
     let v = wired_json(&["--ports", "veth", "--chain", "noop", "--xdp-mode", "generic"]);
     assert_eq!(v["dut"]["source"]["settings"]["xdp_mode"], "generic");
@@ -152,6 +158,18 @@ fn wired_settings_that_cannot_work_are_refused_by_name() {
     assert!(stderr(&o).contains("runs no chain"), "{}", stderr(&o));
     let o = sfclab(&["run", "--ports", "veth", "--placement", "bi:2"]);
     assert!(stderr(&o).contains("pipeline"), "{}", stderr(&o));
+    let o = sfclab(&["run", "--io", "af_packet"]);
+    assert!(
+        stderr(&o).contains("--io") && stderr(&o).contains("ports"),
+        "{}",
+        stderr(&o)
+    );
+    let o = sfclab(&["run", "--ports", "veth", "--io", "af_packet", "--xdp-mode", "native"]);
+    assert!(
+        stderr(&o).contains("--xdp-mode") && stderr(&o).contains("af_packet"),
+        "{}",
+        stderr(&o)
+    );
     let o = sfclab(&["run", "--ports", "wifi"]);
     assert!(stderr(&o).contains("memory, veth or linux"), "{}", stderr(&o));
 }

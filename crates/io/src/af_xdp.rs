@@ -451,10 +451,16 @@ impl RxPort for AfXdpPort {
         if given < read {
             self.refill_pending.extend_from_slice(&self.refill[given..read]);
         }
-        self.rx_stats.packets += taken as u64;
+        // Frames read but unusable were taken in and dropped here, by cause.
+        let dropped = (read - taken) as u64;
+        self.rx_stats.packets += taken as u64 + dropped;
         self.rx_stats.bytes += bytes;
-        self.rx_stats.dropped = self.rx_oversize + self.rx_bad_desc;
+        self.rx_stats.dropped += dropped;
         taken
+    }
+
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        vec![("oversize", self.rx_oversize), ("bad-descriptor", self.rx_bad_desc)]
     }
 
     fn exhausted(&self) -> bool {

@@ -8,12 +8,14 @@
 
 pub mod af_packet;
 pub mod af_xdp;
+pub mod any;
 pub mod bpf;
 pub mod pcap;
 pub mod wire;
 
 pub use af_packet::{AfPacketPort, AfPacketSettings};
 pub use af_xdp::{AfXdpPort, AfXdpSettings, Bind};
+pub use any::{InterfacePort, IoKind};
 pub use bpf::XdpMode;
 pub use pcap::{PcapSink, PcapSource};
 pub use wire::Wire;

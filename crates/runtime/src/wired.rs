@@ -3,8 +3,8 @@
 //! always removes).
 //!
 //! The tester is a compound run whose source is a [`Wire`]: the generator's frames go
-//! out on `t-out` (AF_XDP), cross the device under test, and come back on `t-in`
-//! (AF_XDP) into the sink, which measures throughput, loss and latency across the
+//! out on `t-out`, cross the device under test, and come back on `t-in` into the sink
+//! (every port AF_XDP, or AF_PACKET with `io`), which measures throughput, loss and latency across the
 //! device as it does in memory. The device under test is either
 //! - an sfclab chain: a second compound run on its own core, forwarding from `d-in` to
 //!   `d-out` over AF_XDP, with its per-NF cycles and drops; or
@@ -19,7 +19,7 @@ use crate::compound::{RunError, RunSettings, run_compound_on};
 use crate::report::RunReport;
 use serde::Serialize;
 use sfclab_core::{NamedNfs, RxPort};
-use sfclab_io::{AfXdpPort, AfXdpSettings, Wire, XdpMode};
+use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, Wire, XdpMode};
 use sfclab_topology::{Interface, LinkCounters, Testbed};
 use sfclab_traffic::{Generator, GeneratorConfig, Sink};
 use std::collections::BTreeMap;
@@ -41,7 +41,7 @@ pub enum DeviceUnderTest {
 impl DeviceUnderTest {
     pub fn name(&self) -> &'static str {
         match self {
-            DeviceUnderTest::Chain(_) => "sfclab chain (AF_XDP)",
+            DeviceUnderTest::Chain(_) => "sfclab chain",
             DeviceUnderTest::Linux => "Linux IPv4 forwarding",
         }
     }
@@ -50,7 +50,9 @@ impl DeviceUnderTest {
 /// How the testbed's ports are opened and how long frames in flight are waited for.
 #[derive(Debug, Clone)]
 pub struct WiredSettings {
-    /// The sfclab DUT's ports (`d-in` receives, `d-out` sends).
+    /// AF_XDP (the default) or AF_PACKET, for every port of the testbed.
+    pub io: IoKind,
+    /// The sfclab DUT's AF_XDP ports (`d-in` receives, `d-out` sends).
     pub dut_ports: AfXdpSettings,
     /// The tester's ports (`t-out` sends, `t-in` receives).
     pub tester_ports: AfXdpSettings,
@@ -63,6 +65,7 @@ pub struct WiredSettings {
 impl Default for WiredSettings {
     fn default() -> WiredSettings {
         WiredSettings {
+            io: IoKind::AfXdp,
             dut_ports: AfXdpSettings::default(),
             tester_ports: AfXdpSettings::default(),
             dut_core: None,
@@ -91,7 +94,7 @@ pub struct InterfaceReport {
 pub struct TestbedReport {
     /// `sfclab-<pid>-<n>`: the namespaces' names start with it.
     pub run_name: String,
-    /// `sfclab chain (AF_XDP)` or `Linux IPv4 forwarding`.
+    /// `sfclab chain (af_xdp)`, `sfclab chain (af_packet)` or `Linux IPv4 forwarding`.
     pub device_under_test: String,
     pub interfaces: Vec<InterfaceReport>,
 }
@@ -117,15 +120,18 @@ pub fn run_across_veth(
     wired: &WiredSettings,
 ) -> Result<WiredReport, RunError> {
     let bed = Testbed::build().map_err(|e| setting("testbed", e.to_string()))?;
-    let device_under_test = dut.name().to_string();
+    let device_under_test = match dut {
+        DeviceUnderTest::Chain(_) => format!("sfclab chain ({})", wired.io),
+        DeviceUnderTest::Linux => dut.name().to_string(),
+    };
     if matches!(dut, DeviceUnderTest::Linux) {
         bed.linux_forwarding(GENERATOR_DST_MAC, wired.dut_core)
             .map_err(|e| setting("testbed", e.to_string()))?;
     }
-    let open = |end: &Interface, settings: AfXdpSettings| {
-        let name = end.name().to_string();
+    let open = |end: &Interface, settings: &AfXdpSettings, receive: bool| {
+        let (name, settings, kind) = (end.name().to_string(), settings.clone(), wired.io);
         end.namespace()
-            .run(move || AfXdpPort::open(&name, &settings))
+            .run(move || InterfacePort::open(kind, &name, &settings, receive))
             .map_err(|e| e.to_string())
             .and_then(|r| r)
             .map_err(|e| setting("ports", e))
@@ -136,14 +142,8 @@ pub fn run_across_veth(
     let dut_stop = Arc::new(AtomicBool::new(false));
     let dut_run = match dut {
         DeviceUnderTest::Chain(graph) => {
-            let d_in = open(&bed.dut_in, wired.dut_ports.clone())?;
-            let d_out = open(
-                &bed.dut_out,
-                AfXdpSettings {
-                    receive: false,
-                    ..wired.dut_ports.clone()
-                },
-            )?;
+            let d_in = open(&bed.dut_in, &wired.dut_ports, true)?;
+            let d_out = open(&bed.dut_out, &wired.dut_ports, false)?;
             let settings = RunSettings {
                 duration: Some(Duration::from_secs(86_400)),
                 count: None,
@@ -158,14 +158,8 @@ pub fn run_across_veth(
         }
         DeviceUnderTest::Linux => None,
     };
-    let t_out = open(
-        &bed.tester_out,
-        AfXdpSettings {
-            receive: false,
-            ..wired.tester_ports.clone()
-        },
-    )?;
-    let t_in = open(&bed.tester_in, wired.tester_ports.clone())?;
+    let t_out = open(&bed.tester_out, &wired.tester_ports, false)?;
+    let t_in = open(&bed.tester_in, &wired.tester_ports, true)?;
     let generator = Generator::new(traffic, run.batch).map_err(|(k, r)| setting(k, r))?;
     let mut wire = Wire::new(generator, t_out, t_in, run.batch, wired.quiet);
 

@@ -115,5 +115,37 @@ fn an_sfclab_chain_forwards_between_veth_namespaces_with_exact_conservation() {
     assert_eq!(d.source.settings.get("bind").map(String::as_str), Some("copy"));
     assert_eq!(counter("foreign"), 0);
     assert!(counter("returned") >= 10_000);
-    assert_eq!(r.testbed.device_under_test, "sfclab chain (AF_XDP)");
+    assert_eq!(r.testbed.device_under_test, "sfclab chain (af_xdp)");
+}
+
+#[test]
+fn an_sfclab_chain_forwards_over_af_packet_too() {
+    if !root() {
+        return;
+    }
+    let (traffic, run) = low_rate(5_000);
+    let nfs = vec![("fw".to_string(), NfSpec::default_of("forwarder").unwrap().build())];
+    let wired = WiredSettings {
+        io: sfclab_io::IoKind::AfPacket,
+        ..WiredSettings::default()
+    };
+    let r = run_across_veth(traffic, DeviceUnderTest::Chain(nfs.into()), &run, &wired).unwrap();
+    let (t, d) = (&r.tester, r.dut.as_ref().unwrap());
+    assert!(
+        t.conservation.holds && d.conservation.holds,
+        "{} / {}",
+        t.conservation,
+        d.conservation
+    );
+    assert_eq!(t.window_loss.lost, 0, "{:?}", t.places[0]);
+    assert_eq!(t.verify_failed, Some(0));
+    assert_eq!(
+        d.generated, t.conservation.generated,
+        "the DUT took in exactly what the tester sent"
+    );
+    assert_eq!(
+        (d.source.kind.as_str(), d.sink.kind.as_str()),
+        ("af_packet", "af_packet")
+    );
+    assert_eq!(r.testbed.device_under_test, "sfclab chain (af_packet)");
 }

@@ -1,0 +1,127 @@
+//! One type for a port on an interface, whichever kernel interface it uses, so that a
+//! run can choose AF_XDP or AF_PACKET from its settings (one branch per batch).
+
+use crate::af_packet::{AfPacketPort, AfPacketSettings};
+use crate::af_xdp::{AfXdpPort, AfXdpSettings};
+use sfclab_core::port::{PortInfo, PortStats, Shortfall};
+use sfclab_core::{Batch, NfCounter, PacketPool, Recycle, RxPort, TxPort};
+
+/// Which kernel interface a port uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoKind {
+    /// AF_XDP sockets with an XDP redirect program (the fast path).
+    #[default]
+    AfXdp,
+    /// AF_PACKET rings (works everywhere).
+    AfPacket,
+}
+
+impl std::str::FromStr for IoKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<IoKind, String> {
+        match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+            "af_xdp" | "xdp" => Ok(IoKind::AfXdp),
+            "af_packet" | "packet" => Ok(IoKind::AfPacket),
+            _ => Err(format!("`{s}` is not a kind of I/O: write af_xdp or af_packet")),
+        }
+    }
+}
+
+impl std::fmt::Display for IoKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IoKind::AfXdp => "af_xdp",
+            IoKind::AfPacket => "af_packet",
+        })
+    }
+}
+
+/// A port on an interface.
+// One per port, built once for a run: its size costs nothing, a box would cost a pointer
+// chase per batch.
+#[allow(clippy::large_enum_variant)]
+pub enum InterfacePort {
+    AfXdp(AfXdpPort),
+    AfPacket(AfPacketPort),
+}
+
+impl InterfacePort {
+    /// Opens a port of `kind` on `interface` (of the calling thread's namespace);
+    /// `receive`: whether it receives (an AF_XDP port then attaches its program).
+    pub fn open(kind: IoKind, interface: &str, xdp: &AfXdpSettings, receive: bool) -> Result<InterfacePort, String> {
+        match kind {
+            IoKind::AfXdp => {
+                AfXdpPort::open(interface, &AfXdpSettings { receive, ..xdp.clone() }).map(InterfacePort::AfXdp)
+            }
+            IoKind::AfPacket => AfPacketPort::open(
+                interface,
+                &AfPacketSettings {
+                    receive,
+                    ..AfPacketSettings::default()
+                },
+            )
+            .map(InterfacePort::AfPacket),
+        }
+    }
+}
+
+macro_rules! each {
+    ($self:expr, $p:ident => $e:expr) => {
+        match $self {
+            InterfacePort::AfXdp($p) => $e,
+            InterfacePort::AfPacket($p) => $e,
+        }
+    };
+}
+
+impl RxPort for InterfacePort {
+    fn rx(&mut self, now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
+        each!(self, p => p.rx(now, pool, batch))
+    }
+    fn exhausted(&self) -> bool {
+        each!(self, p => RxPort::exhausted(p))
+    }
+    fn needs_fresh_clock(&self) -> bool {
+        each!(self, p => RxPort::needs_fresh_clock(p))
+    }
+    fn stats(&self) -> PortStats {
+        each!(self, p => RxPort::stats(p))
+    }
+    fn start_window(&mut self, count: Option<u64>) {
+        each!(self, p => RxPort::start_window(p, count))
+    }
+    fn shortfall(&self) -> Shortfall {
+        each!(self, p => RxPort::shortfall(p))
+    }
+    fn counters(&self) -> Vec<NfCounter> {
+        each!(self, p => RxPort::counters(p))
+    }
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        each!(self, p => RxPort::drops(p))
+    }
+    fn info(&self) -> PortInfo {
+        each!(self, p => RxPort::info(p))
+    }
+}
+
+impl TxPort for InterfacePort {
+    fn tx<R: Recycle>(&mut self, now: u64, batch: &mut Batch, recycle: &mut R) {
+        each!(self, p => p.tx(now, batch, recycle))
+    }
+    fn stats(&self) -> PortStats {
+        each!(self, p => TxPort::stats(p))
+    }
+    fn start_window(&mut self) {
+        each!(self, p => TxPort::start_window(p))
+    }
+    fn window_packets(&self) -> u64 {
+        each!(self, p => TxPort::window_packets(p))
+    }
+    fn counters(&self) -> Vec<NfCounter> {
+        each!(self, p => TxPort::counters(p))
+    }
+    fn info(&self) -> PortInfo {
+        each!(self, p => TxPort::info(p))
+    }
+}
