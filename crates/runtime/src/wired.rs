@@ -137,6 +137,7 @@ pub fn run_across_veth(
             .map_err(|e| setting("ports", e))
     };
     let before = counters(&bed)?;
+    let backlog_before = softnet_dropped();
 
     // The DUT first, so it is forwarding before the first frame leaves the tester.
     let dut_stop = Arc::new(AtomicBool::new(false));
@@ -174,6 +175,7 @@ pub fn run_across_veth(
         (tester, dut)
     });
     let after = counters(&bed)?;
+    let backlog_dropped = softnet_dropped().saturating_sub(backlog_before);
     let interfaces = bed
         .interfaces()
         .iter()
@@ -192,7 +194,7 @@ pub fn run_across_veth(
         // The DUT was stopped by the tester finishing, not by the user.
         d.interrupted = tester.interrupted;
     }
-    let lost = WireLoss::account(&wire.drops(), &testbed.interfaces, dut.as_ref());
+    let lost = WireLoss::account(&wire.drops(), &testbed.interfaces, backlog_dropped, dut.as_ref());
     Ok(WiredReport {
         tester,
         dut,
@@ -210,8 +212,9 @@ pub struct WireLoss {
     /// `tx-refused`, `unsignable`, `unaccounted` (sent, never seen again).
     pub tester: BTreeMap<String, u64>,
     /// The kernel's drops on the testbed's interfaces (`d-in rx_dropped`: XDP could
-    /// not hand the frame to the DUT's socket, its ring full) and the DUT chain's own
-    /// drops (`dut`), which explain the tester's `unaccounted`.
+    /// not hand the frame to the DUT's socket, its ring full), its full input queues
+    /// (`softnet backlog (machine-wide)`) and the DUT chain's own drops (`dut`), which
+    /// explain the tester's `unaccounted`.
     pub explained: BTreeMap<String, u64>,
     /// The tester's `unaccounted` that no counter explains (0 when every loss was seen).
     pub unaccounted: u64,
@@ -221,7 +224,12 @@ pub struct WireLoss {
 }
 
 impl WireLoss {
-    fn account(tester: &[(&'static str, u64)], interfaces: &[InterfaceReport], dut: Option<&RunReport>) -> WireLoss {
+    fn account(
+        tester: &[(&'static str, u64)],
+        interfaces: &[InterfaceReport],
+        backlog_dropped: u64,
+        dut: Option<&RunReport>,
+    ) -> WireLoss {
         let tester: BTreeMap<String, u64> = tester.iter().map(|&(k, v)| (k.to_string(), v)).collect();
         let mut explained = BTreeMap::new();
         for i in interfaces {
@@ -236,6 +244,10 @@ impl WireLoss {
                 }
             }
         }
+        if backlog_dropped > 0 {
+            // The per-CPU input queues are the machine's, not the testbed's alone.
+            explained.insert("softnet backlog (machine-wide)".to_string(), backlog_dropped);
+        }
         if let Some(d) = dut.filter(|d| d.conservation.dropped > 0) {
             explained.insert("dut".to_string(), d.conservation.dropped);
         }
@@ -248,6 +260,21 @@ impl WireLoss {
             counted_beyond: seen.saturating_sub(unseen),
         }
     }
+}
+
+/// Frames the kernel dropped because a CPU's input queue (the backlog that RPS and
+/// veth's receive path feed) was full: `/proc/net/softnet_stat`'s second column, summed
+/// over CPUs (0 when unreadable).
+fn softnet_dropped() -> u64 {
+    std::fs::read_to_string("/proc/net/softnet_stat")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|h| u64::from_str_radix(h, 16).ok())
+        })
+        .sum()
 }
 
 fn setting(key: &'static str, reason: impl Into<String>) -> RunError {
@@ -281,4 +308,37 @@ fn interface_report(end: &Interface, c: &LinkCounters) -> InterfaceReport {
 /// The XDP mode a port reports, for tables.
 pub fn mode_name(mode: Option<XdpMode>) -> &'static str {
     mode.map_or("none", XdpMode::name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iface(name: &str, rx_dropped: u64) -> InterfaceReport {
+        InterfaceReport {
+            namespace: "ns".into(),
+            interface: name.into(),
+            role: name.into(),
+            rx_packets: 0,
+            rx_dropped,
+            rx_errors: 0,
+            tx_packets: 0,
+            tx_dropped: 0,
+            tx_errors: 0,
+        }
+    }
+
+    #[test]
+    fn lost_frames_are_explained_by_the_counters_that_saw_them_and_the_rest_is_unaccounted() {
+        let tester = [("tx-refused", 5), ("unsignable", 0), ("unaccounted", 100)];
+        let l = WireLoss::account(&tester, &[iface("d-in", 60), iface("t-in", 0)], 25, None);
+        assert_eq!(l.explained.get("d-in rx_dropped"), Some(&60));
+        assert!(!l.explained.contains_key("t-in rx_dropped"), "zeros are not listed");
+        assert_eq!(l.explained.get("softnet backlog (machine-wide)"), Some(&25));
+        assert_eq!((l.unaccounted, l.counted_beyond), (15, 0));
+        assert_eq!(l.tester.get("tx-refused"), Some(&5));
+        // Counters that saw more than the tester lost (the kernel's own frames) say so.
+        let l = WireLoss::account(&tester, &[iface("d-in", 130)], 0, None);
+        assert_eq!((l.unaccounted, l.counted_beyond), (0, 30));
+    }
 }
