@@ -132,7 +132,7 @@ fn sfclab_round(args: &IoBenchArgs, core: Option<usize>) -> Result<(SfclabIoRun,
         ..RunSettings::default()
     };
     let generator = sfclab_traffic::Generator::new(traffic, run.batch).map_err(|(k, r)| format!("{k}: {r}"))?;
-    let wire = Wire::new(generator, out, back, run.batch, Duration::from_millis(50));
+    let wire = Wire::new(generator, out, back, run.batch, Duration::from_millis(300));
     let r = run_compound_on(wire, Sink::new(false), NamedNfs::new(), &run).map_err(|e| e.to_string())?;
     Ok((
         SfclabIoRun {

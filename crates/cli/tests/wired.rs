@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 mod common;
 use common::{assert_follows_schema, sfclab, sfclab_bin, stderr, stdout};
 
+/// Each test busy-polls both cores (tester and device under test): run them one at a
+/// time, or they starve each other and frames wait past the wire's patience.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn root() -> bool {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let uid = status
@@ -49,6 +53,7 @@ fn namespaces_of(pid: u32) -> Vec<String> {
 
 #[test]
 fn the_tester_measures_a_linux_forwarding_namespace() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !root() {
         return;
     }
@@ -75,6 +80,7 @@ fn the_tester_measures_a_linux_forwarding_namespace() {
 
 #[test]
 fn a_chain_runs_between_two_veth_namespaces() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !root() {
         return;
     }
@@ -117,6 +123,7 @@ fn a_chain_runs_between_two_veth_namespaces() {
 
 #[test]
 fn the_wired_table_shows_both_sides_and_the_kernel_counters() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !root() {
         return;
     }
@@ -176,6 +183,7 @@ fn wired_settings_that_cannot_work_are_refused_by_name() {
 
 #[test]
 fn cleanup_removes_what_a_killed_run_left() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !root() {
         return;
     }
@@ -231,6 +239,7 @@ fn cleanup_removes_what_a_killed_run_left() {
 
 #[test]
 fn sigterm_ends_a_wired_run_and_removes_its_namespaces() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !root() {
         return;
     }
@@ -259,6 +268,7 @@ fn sigterm_ends_a_wired_run_and_removes_its_namespaces() {
 
 #[test]
 fn bench_io_measures_af_xdp_over_a_veth_pair() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !root() {
         return;
     }

@@ -161,7 +161,8 @@ pub struct Wire<G, O, I> {
 
 impl<G: RxPort, O: TxPort, I: RxPort> Wire<G, O, I> {
     /// `quiet`: how long the end of a phase waits for frames still in flight after the
-    /// last one arrived (a few round trips; 50 ms covers a loaded VM).
+    /// last one arrived (many round trips: a loaded machine can deschedule a device
+    /// under test for tens of milliseconds; wired runs wait 300 ms).
     pub fn new(source: G, out: O, back: I, batch: usize, quiet: Duration) -> Wire<G, O, I> {
         Wire {
             source,

@@ -69,7 +69,8 @@ impl Default for WiredSettings {
             dut_ports: AfXdpSettings::default(),
             tester_ports: AfXdpSettings::default(),
             dut_core: None,
-            quiet: Duration::from_millis(50),
+            // A loaded machine can deschedule the DUT's thread for tens of milliseconds.
+            quiet: Duration::from_millis(300),
         }
     }
 }

@@ -10,6 +10,10 @@ use sfclab_runtime::{DeviceUnderTest, RunSettings, WiredSettings, run_across_vet
 use sfclab_traffic::{GeneratorConfig, Rate};
 use std::time::Duration;
 
+/// Each test busy-polls both cores (tester and device under test): run them one at a
+/// time, or they starve each other and frames wait past the wire's patience.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn root() -> bool {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let uid = status
@@ -42,6 +46,7 @@ fn low_rate(count: u64) -> (GeneratorConfig, RunSettings) {
 
 #[test]
 fn the_tester_measures_a_linux_forwarding_namespace_without_loss_at_a_low_rate() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !root() {
         return;
     }
@@ -76,6 +81,7 @@ fn the_tester_measures_a_linux_forwarding_namespace_without_loss_at_a_low_rate()
 
 #[test]
 fn an_sfclab_chain_forwards_between_veth_namespaces_with_exact_conservation() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !root() {
         return;
     }
@@ -120,6 +126,7 @@ fn an_sfclab_chain_forwards_between_veth_namespaces_with_exact_conservation() {
 
 #[test]
 fn an_sfclab_chain_forwards_over_af_packet_too() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !root() {
         return;
     }

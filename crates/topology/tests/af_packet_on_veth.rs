@@ -8,6 +8,10 @@ use sfclab_io::{AfPacketPort, AfPacketSettings};
 use sfclab_topology::{Interface, Topology};
 use std::time::{Duration, Instant};
 
+/// Each test busy-polls both cores (tester and device under test): run them one at a
+/// time, or they starve each other and frames wait past the wire's patience.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn root() -> bool {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let uid = status
@@ -69,6 +73,7 @@ fn send_and_receive(tx: &mut AfPacketPort, rx: &mut AfPacketPort, count: u32, le
 
 #[test]
 fn frames_cross_a_veth_pair_between_af_packet_rings_exactly() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !root() {
         return;
     }
@@ -121,6 +126,7 @@ fn bad_ring_settings_and_missing_interfaces_are_refused() {
     .err()
     .unwrap();
     assert!(e.contains("power of two"), "{e}");
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !root() {
         return;
     }

@@ -7,6 +7,10 @@ use sfclab_io::{AfXdpPort, AfXdpSettings, Bind, XdpMode};
 use sfclab_topology::{Interface, Topology};
 use std::time::{Duration, Instant};
 
+/// Each test busy-polls both cores (tester and device under test): run them one at a
+/// time, or they starve each other and frames wait past the wire's patience.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn root() -> bool {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let uid = status
@@ -77,6 +81,7 @@ fn send_and_receive(tx: &mut AfXdpPort, rx: &mut AfXdpPort, count: u32, len: usi
 
 #[test]
 fn frames_cross_a_veth_pair_between_af_xdp_sockets_exactly() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !root() {
         return;
     }
@@ -142,6 +147,7 @@ fn frames_cross_a_veth_pair_between_af_xdp_sockets_exactly() {
 
 #[test]
 fn a_mode_the_interface_lacks_is_an_error_that_says_so() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !root() {
         return;
     }
