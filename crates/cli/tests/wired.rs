@@ -13,19 +13,6 @@ use common::{assert_follows_schema, sfclab, sfclab_bin, stderr, stdout};
 /// time, or they starve each other and frames wait past the wire's patience.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn root() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let uid = status
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1).map(str::to_string));
-    if uid.as_deref() == Some("0") {
-        return true;
-    }
-    eprintln!("SKIPPED: needs root for namespaces, BPF and AF_XDP");
-    false
-}
-
 /// A short, low-rate wired run: nothing may be lost.
 const LOW: [&str; 8] = [
     "--count", "5000", "--rate", "20kpps", "--warmup", "100ms", "--verify", "--json",
@@ -42,6 +29,27 @@ fn wired_json(extra: &[&str]) -> Value {
     v
 }
 
+/// Starts `sfclab ARGS` (a long wired run) and waits until it has built its two
+/// namespaces; the child and its pid.
+fn start_until_built(args: &[&str], output: fn() -> Stdio) -> (std::process::Child, u32) {
+    let child = Command::new(sfclab_bin())
+        .args(args)
+        .stdout(output())
+        .stderr(output())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let started = Instant::now();
+    while namespaces_of(pid).len() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the run built no namespaces"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, pid)
+}
+
 fn namespaces_of(pid: u32) -> Vec<String> {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
     String::from_utf8_lossy(&out.stdout)
@@ -54,7 +62,7 @@ fn namespaces_of(pid: u32) -> Vec<String> {
 #[test]
 fn the_tester_measures_a_linux_forwarding_namespace() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !root() {
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
         return;
     }
     let v = wired_json(&["--ports", "linux"]);
@@ -81,7 +89,7 @@ fn the_tester_measures_a_linux_forwarding_namespace() {
 #[test]
 fn a_chain_runs_between_two_veth_namespaces() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !root() {
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
         return;
     }
     let v = wired_json(&["--ports", "veth", "--chain", "forwarder -> noop"]);
@@ -124,7 +132,7 @@ fn a_chain_runs_between_two_veth_namespaces() {
 #[test]
 fn the_wired_table_shows_both_sides_and_the_kernel_counters() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !root() {
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
         return;
     }
     let o = sfclab(&[
@@ -184,11 +192,11 @@ fn wired_settings_that_cannot_work_are_refused_by_name() {
 #[test]
 fn cleanup_removes_what_a_killed_run_left() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !root() {
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
         return;
     }
-    let mut child = Command::new(sfclab_bin())
-        .args([
+    let (mut child, pid) = start_until_built(
+        &[
             "run",
             "--ports",
             "veth",
@@ -198,20 +206,9 @@ fn cleanup_removes_what_a_killed_run_left() {
             "60s",
             "--rate",
             "10kpps",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let started = Instant::now();
-    while namespaces_of(pid).len() < 2 {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the run built no namespaces"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        ],
+        Stdio::null,
+    );
     // Let it open its sockets and attach its programs, then kill it without warning.
     std::thread::sleep(Duration::from_millis(500));
     child.kill().unwrap();
@@ -240,24 +237,13 @@ fn cleanup_removes_what_a_killed_run_left() {
 #[test]
 fn sigterm_ends_a_wired_run_and_removes_its_namespaces() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !root() {
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
         return;
     }
-    let child = Command::new(sfclab_bin())
-        .args(["run", "--ports", "linux", "--duration", "60s", "--rate", "10kpps"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let started = Instant::now();
-    while namespaces_of(pid).len() < 2 {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the run built no namespaces"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (child, pid) = start_until_built(
+        &["run", "--ports", "linux", "--duration", "60s", "--rate", "10kpps"],
+        Stdio::piped,
+    );
     std::thread::sleep(Duration::from_millis(800));
     Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
     let o = child.wait_with_output().unwrap();
@@ -269,7 +255,7 @@ fn sigterm_ends_a_wired_run_and_removes_its_namespaces() {
 #[test]
 fn bench_io_measures_af_xdp_over_a_veth_pair() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !root() {
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
         return;
     }
     let o = sfclab(&[

@@ -11,8 +11,9 @@
 //!
 //! A port must be opened on a thread inside the interface's namespace, like AF_XDP's.
 
+use crate::window::Window;
 use memmap2::{MmapMut, MmapOptions};
-use sfclab_core::packet::{DATA_ROOM, FLAG_WINDOW};
+use sfclab_core::packet::DATA_ROOM;
 use sfclab_core::port::{PortInfo, PortStats};
 use sfclab_core::{Batch, NfCounter, PacketMeta, PacketPool, Recycle, RxPort, TxPort};
 use std::cell::Cell;
@@ -79,8 +80,7 @@ pub struct AfPacketPort {
     left: u32,
     offset: usize,
     tx_slot: usize,
-    flags: u16,
-    limit: Option<u64>,
+    window: Window,
     rx_stats: PortStats,
     tx_stats: PortStats,
     tx_window: u64,
@@ -253,8 +253,7 @@ impl AfPacketPort {
             left: 0,
             offset: 0,
             tx_slot: 0,
-            flags: 0,
-            limit: None,
+            window: Window::default(),
             rx_stats: PortStats::default(),
             tx_stats: PortStats::default(),
             tx_window: 0,
@@ -323,10 +322,7 @@ impl RxPort for AfPacketPort {
         let Some(ring) = self.rx_ring.as_mut() else { return 0 };
         let base = ring.as_mut_ptr();
         let (block_size, blocks) = (self.settings.block_size as usize, self.settings.blocks as usize);
-        let mut room = batch.room();
-        if let Some(limit) = self.limit {
-            room = room.min(limit.saturating_sub(self.rx_stats.packets) as usize);
-        }
+        let room = self.window.room(batch.room(), self.rx_stats.packets);
         let (mut taken, mut bytes) = (0usize, 0u64);
         while taken < room {
             let desc = self.block * block_size;
@@ -382,7 +378,7 @@ impl RxPort for AfPacketPort {
                     // (checked), which the kernel handed to us (TP_STATUS_USER) and takes
                     // back only when we store TP_STATUS_KERNEL below.
                     let data = unsafe { std::slice::from_raw_parts(base.add(desc + at + mac), snaplen) };
-                    p.meta = PacketMeta::fresh(0, 0, self.flags);
+                    p.meta = PacketMeta::fresh(0, 0, self.window.flags());
                     p.meta.seq = self.rx_stats.packets as u32;
                     p.reset(snaplen).copy_from_slice(data);
                     if let Err(p) = batch.push(p) {
@@ -408,7 +404,7 @@ impl RxPort for AfPacketPort {
     }
 
     fn exhausted(&self) -> bool {
-        self.limit.is_some_and(|l| self.rx_stats.packets >= l)
+        self.window.reached(self.rx_stats.packets)
     }
 
     fn needs_fresh_clock(&self) -> bool {
@@ -420,8 +416,7 @@ impl RxPort for AfPacketPort {
     }
 
     fn start_window(&mut self, count: Option<u64>) {
-        self.limit = count.map(|m| self.rx_stats.packets + m);
-        self.flags = FLAG_WINDOW;
+        self.window.start(self.rx_stats.packets, count);
     }
 
     fn drops(&self) -> Vec<(&'static str, u64)> {

@@ -19,8 +19,9 @@
 //! (`sfclab_topology::Namespace::run`); it can be used from any thread after.
 
 use crate::bpf::{XdpLink, XdpMode, XdpProgram, XskMap};
+use crate::window::Window;
 use memmap2::MmapMut;
-use sfclab_core::packet::{DATA_ROOM, FLAG_WINDOW};
+use sfclab_core::packet::DATA_ROOM;
 use sfclab_core::port::{PortInfo, PortStats};
 use sfclab_core::{Batch, MAX_BATCH, NfCounter, PacketMeta, PacketPool, Recycle, RxPort, TxPort};
 use std::collections::BTreeMap;
@@ -141,8 +142,7 @@ pub struct AfXdpPort {
     refill: Box<[u64; MAX_BATCH]>,
     /// Frames not yet given back (the fill ring was full: never, as it is sized for all).
     refill_pending: Vec<u64>,
-    flags: u16,
-    limit: Option<u64>,
+    window: Window,
     rx_stats: PortStats,
     tx_stats: PortStats,
     tx_window: u64,
@@ -280,8 +280,7 @@ impl AfXdpPort {
                 .collect(),
             refill: Box::new([0; MAX_BATCH]),
             refill_pending: (0..rx_frames).map(|f| u64::from(f) * u64::from(FRAME_SIZE)).collect(),
-            flags: 0,
-            limit: None,
+            window: Window::default(),
             rx_stats: PortStats::default(),
             tx_stats: PortStats::default(),
             tx_window: 0,
@@ -387,10 +386,7 @@ fn ifindex(name: &str) -> io::Result<u32> {
 impl RxPort for AfXdpPort {
     fn rx(&mut self, _now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
         self.give_back_pending();
-        let mut want = batch.room();
-        if let Some(limit) = self.limit {
-            want = want.min(limit.saturating_sub(self.rx_stats.packets) as usize);
-        }
+        let mut want = self.window.room(batch.room(), self.rx_stats.packets);
         // A relaxed look first: an empty ring costs no more than this load.
         want = want.min(self.rx.available() as usize);
         if want == 0 {
@@ -430,7 +426,7 @@ impl RxPort for AfXdpPort {
             // only after we put it on the fill ring below, so nothing writes it meanwhile.
             let data = unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(addr), len) };
             let p = batch.get_mut(first + taken);
-            p.meta = PacketMeta::fresh(0, 0, self.flags);
+            p.meta = PacketMeta::fresh(0, 0, self.window.flags());
             p.meta.seq = self.rx_stats.packets.wrapping_add(taken as u64) as u32;
             p.reset(len).copy_from_slice(data);
             bytes += len as u64;
@@ -464,7 +460,7 @@ impl RxPort for AfXdpPort {
     }
 
     fn exhausted(&self) -> bool {
-        self.limit.is_some_and(|l| self.rx_stats.packets >= l)
+        self.window.reached(self.rx_stats.packets)
     }
 
     fn needs_fresh_clock(&self) -> bool {
@@ -476,8 +472,7 @@ impl RxPort for AfXdpPort {
     }
 
     fn start_window(&mut self, count: Option<u64>) {
-        self.limit = count.map(|m| self.rx_stats.packets + m);
-        self.flags = FLAG_WINDOW;
+        self.window.start(self.rx_stats.packets, count);
     }
 
     fn counters(&self) -> Vec<NfCounter> {

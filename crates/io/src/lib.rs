@@ -11,6 +11,7 @@ pub mod af_xdp;
 pub mod any;
 pub mod bpf;
 pub mod pcap;
+mod window;
 pub mod wire;
 
 pub use af_packet::{AfPacketPort, AfPacketSettings};

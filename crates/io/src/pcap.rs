@@ -5,9 +5,10 @@
 
 #![forbid(unsafe_code)]
 
+use crate::window::Window;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::{DataLink, TsResolution};
-use sfclab_core::packet::{DATA_ROOM, FLAG_WINDOW};
+use sfclab_core::packet::DATA_ROOM;
 use sfclab_core::port::{PortInfo, PortStats};
 use sfclab_core::{Batch, NfCounter, PacketMeta, PacketPool, Recycle, RxPort, TxPort};
 use std::collections::BTreeMap;
@@ -30,8 +31,7 @@ pub struct PcapSource {
     oversize: u64,
     /// Frames truncated in the capture (captured length below the original), kept as captured.
     truncated: u64,
-    flags: u16,
-    limit: Option<u64>,
+    window: Window,
     pool_empty: u64,
     stats: PortStats,
 }
@@ -78,8 +78,7 @@ impl PcapSource {
             passes_done: 0,
             oversize,
             truncated,
-            flags: 0,
-            limit: None,
+            window: Window::default(),
             pool_empty: 0,
             stats: PortStats::default(),
         })
@@ -99,10 +98,7 @@ impl PcapSource {
 
 impl RxPort for PcapSource {
     fn rx(&mut self, _now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
-        let mut want = batch.room();
-        if let Some(limit) = self.limit {
-            want = want.min(limit.saturating_sub(self.stats.packets) as usize);
-        }
+        let mut want = self.window.room(batch.room(), self.stats.packets);
         if let Some(loops) = self.loops {
             let left = (loops - self.passes_done) as usize * self.ends.len() - self.next;
             want = want.min(left);
@@ -120,7 +116,7 @@ impl RxPort for PcapSource {
             let frame = self.frame(self.next);
             let len = frame.len();
             let p = batch.get_mut(first + k);
-            p.meta = PacketMeta::fresh(0, 0, self.flags);
+            p.meta = PacketMeta::fresh(0, 0, self.window.flags());
             p.meta.seq = self.stats.packets.wrapping_add(k as u64) as u32;
             p.reset(len).copy_from_slice(frame);
             bytes += len as u64;
@@ -136,7 +132,7 @@ impl RxPort for PcapSource {
     }
 
     fn exhausted(&self) -> bool {
-        self.loops.is_some_and(|l| self.passes_done >= l) || self.limit.is_some_and(|l| self.stats.packets >= l)
+        self.loops.is_some_and(|l| self.passes_done >= l) || self.window.reached(self.stats.packets)
     }
 
     fn needs_fresh_clock(&self) -> bool {
@@ -148,8 +144,7 @@ impl RxPort for PcapSource {
     }
 
     fn start_window(&mut self, count: Option<u64>) {
-        self.limit = count.map(|m| self.stats.packets + m);
-        self.flags = FLAG_WINDOW;
+        self.window.start(self.stats.packets, count);
     }
 
     fn counters(&self) -> Vec<NfCounter> {

@@ -19,7 +19,7 @@ use crate::compound::{RunError, RunSettings, run_compound_on};
 use crate::report::RunReport;
 use serde::Serialize;
 use sfclab_core::{NamedNfs, RxPort};
-use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, Wire, XdpMode};
+use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, Wire};
 use sfclab_topology::{Interface, LinkCounters, Testbed};
 use sfclab_traffic::{Generator, GeneratorConfig, Sink};
 use std::collections::BTreeMap;
@@ -27,24 +27,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// The destination MAC address of the generator's frames: the DUT's ingress answers to it.
-pub const GENERATOR_DST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
-
 /// What the tester measures.
 pub enum DeviceUnderTest {
     /// An sfclab chain forwarding between `d-in` and `d-out` over AF_XDP.
     Chain(ChainGraph),
     /// The Linux kernel forwarding IPv4 between them.
     Linux,
-}
-
-impl DeviceUnderTest {
-    pub fn name(&self) -> &'static str {
-        match self {
-            DeviceUnderTest::Chain(_) => "sfclab chain",
-            DeviceUnderTest::Linux => "Linux IPv4 forwarding",
-        }
-    }
 }
 
 /// How the testbed's ports are opened and how long frames in flight are waited for.
@@ -79,9 +67,8 @@ impl Default for WiredSettings {
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct InterfaceReport {
     pub namespace: String,
+    /// `t-out` (the tester sends), `d-in` (the DUT receives), `d-out` and `t-in` (the way back).
     pub interface: String,
-    /// `t-out`: the tester sends; `d-in`: the DUT receives; `d-out`, `t-in` the way back.
-    pub role: String,
     pub rx_packets: u64,
     pub rx_dropped: u64,
     pub rx_errors: u64,
@@ -123,12 +110,12 @@ pub fn run_across_veth(
     let bed = Testbed::build().map_err(|e| setting("testbed", e.to_string()))?;
     let device_under_test = match dut {
         DeviceUnderTest::Chain(_) => format!("sfclab chain ({})", wired.io),
-        DeviceUnderTest::Linux => dut.name().to_string(),
+        DeviceUnderTest::Linux => {
+            bed.linux_forwarding(sfclab_traffic::flows::DST_MAC.0, wired.dut_core)
+                .map_err(|e| setting("testbed", e.to_string()))?;
+            "Linux IPv4 forwarding".to_string()
+        }
     };
-    if matches!(dut, DeviceUnderTest::Linux) {
-        bed.linux_forwarding(GENERATOR_DST_MAC, wired.dut_core)
-            .map_err(|e| setting("testbed", e.to_string()))?;
-    }
     let open = |end: &Interface, settings: &AfXdpSettings, receive: bool| {
         let (name, settings, kind) = (end.name().to_string(), settings.clone(), wired.io);
         end.namespace()
@@ -296,7 +283,6 @@ fn interface_report(end: &Interface, c: &LinkCounters) -> InterfaceReport {
     InterfaceReport {
         namespace: end.namespace().name().to_string(),
         interface: end.name().to_string(),
-        role: end.name().to_string(),
         rx_packets: c.rx_packets,
         rx_dropped: c.rx_dropped,
         rx_errors: c.rx_errors,
@@ -304,11 +290,6 @@ fn interface_report(end: &Interface, c: &LinkCounters) -> InterfaceReport {
         tx_dropped: c.tx_dropped,
         tx_errors: c.tx_errors,
     }
-}
-
-/// The XDP mode a port reports, for tables.
-pub fn mode_name(mode: Option<XdpMode>) -> &'static str {
-    mode.map_or("none", XdpMode::name)
 }
 
 #[cfg(test)]
@@ -319,7 +300,6 @@ mod tests {
         InterfaceReport {
             namespace: "ns".into(),
             interface: name.into(),
-            role: name.into(),
             rx_packets: 0,
             rx_dropped,
             rx_errors: 0,

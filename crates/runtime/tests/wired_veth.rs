@@ -5,7 +5,6 @@
 //! skipped, and why).
 
 use sfclab_nf::NfSpec;
-use sfclab_runtime::wired::GENERATOR_DST_MAC;
 use sfclab_runtime::{DeviceUnderTest, RunSettings, WiredSettings, run_across_veth};
 use sfclab_traffic::{GeneratorConfig, Rate};
 use std::time::Duration;
@@ -13,19 +12,6 @@ use std::time::Duration;
 /// Each test busy-polls both cores (tester and device under test): run them one at a
 /// time, or they starve each other and frames wait past the wire's patience.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn root() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let uid = status
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1).map(str::to_string));
-    if uid.as_deref() == Some("0") {
-        return true;
-    }
-    eprintln!("SKIPPED: needs root for namespaces, BPF and AF_XDP");
-    false
-}
 
 fn low_rate(count: u64) -> (GeneratorConfig, RunSettings) {
     let traffic = GeneratorConfig {
@@ -47,7 +33,7 @@ fn low_rate(count: u64) -> (GeneratorConfig, RunSettings) {
 #[test]
 fn the_tester_measures_a_linux_forwarding_namespace_without_loss_at_a_low_rate() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !root() {
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
         return;
     }
     let (traffic, run) = low_rate(10_000);
@@ -76,13 +62,12 @@ fn the_tester_measures_a_linux_forwarding_namespace_without_loss_at_a_low_rate()
         left.iter().all(|n| !n.starts_with(&format!("{}-", r.testbed.run_name))),
         "{left:?}"
     );
-    let _ = GENERATOR_DST_MAC;
 }
 
 #[test]
 fn an_sfclab_chain_forwards_between_veth_namespaces_with_exact_conservation() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !root() {
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
         return;
     }
     let (traffic, run) = low_rate(10_000);
@@ -127,7 +112,7 @@ fn an_sfclab_chain_forwards_between_veth_namespaces_with_exact_conservation() {
 #[test]
 fn an_sfclab_chain_forwards_over_af_packet_too() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !root() {
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
         return;
     }
     let (traffic, run) = low_rate(5_000);

@@ -153,6 +153,22 @@ pub fn tear_down_everything() {
     }
 }
 
+/// True when this process runs as root (effective uid 0), which namespaces, BPF and raw
+/// sockets need here.
+pub fn running_as_root() -> bool {
+    nix::unistd::Uid::effective().is_root()
+}
+
+/// For tests that need root: true (after saying SKIPPED and why, out loud) when this
+/// process is not root and the test should return.
+pub fn skip_unless_root(needs: &str) -> bool {
+    if running_as_root() {
+        return false;
+    }
+    eprintln!("SKIPPED: needs root for {needs}");
+    true
+}
+
 /// What [`cleanup`] found and did.
 #[derive(Debug, Default, Clone, PartialEq, serde::Serialize)]
 pub struct Cleanup {

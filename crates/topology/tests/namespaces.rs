@@ -1,23 +1,10 @@
 //! Namespaces and veth pairs built, used and always removed (needs root: CI is root;
 //! elsewhere each test says it is skipped, and why).
 
-use sfclab_topology::{Topology, cleanup, sfclab_namespaces};
+use sfclab_topology::{Topology, cleanup, sfclab_namespaces, skip_unless_root};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-fn root() -> bool {
-    let uid = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
-        s.lines()
-            .find(|l| l.starts_with("Uid:"))
-            .map(|l| l.split_whitespace().nth(1).unwrap_or("1").to_string())
-    });
-    if uid.as_deref() == Some("0") {
-        return true;
-    }
-    eprintln!("SKIPPED: needs root to create network namespaces");
-    false
-}
 
 fn listed(name: &str) -> bool {
     sfclab_namespaces().unwrap().iter().any(|n| n == name)
@@ -25,7 +12,7 @@ fn listed(name: &str) -> bool {
 
 #[test]
 fn a_veth_pair_joins_two_namespaces_and_everything_goes_with_the_topology() {
-    if !root() {
+    if skip_unless_root("network namespaces") {
         return;
     }
     let mut topo = Topology::new().unwrap();
@@ -64,7 +51,7 @@ fn a_veth_pair_joins_two_namespaces_and_everything_goes_with_the_topology() {
 
 #[test]
 fn a_bad_interface_name_is_refused_before_the_kernel_sees_it() {
-    if !root() {
+    if skip_unless_root("network namespaces") {
         return;
     }
     let mut topo = Topology::new().unwrap();
@@ -93,7 +80,7 @@ fn killed_run_helper() {
 
 #[test]
 fn cleanup_removes_what_a_killed_run_left() {
-    if !root() {
+    if skip_unless_root("network namespaces") {
         return;
     }
     let mut child = Command::new(std::env::current_exe().unwrap())

@@ -11,6 +11,11 @@ use serde::Serialize;
 use sfclab_wire::checksum;
 use sfclab_wire::{EthernetRepr, FrameRepr, IpRepr, MacAddr, TransportRepr};
 
+/// The Ethernet addresses of every generated frame. A device under test answers to the
+/// destination (a Linux forwarding namespace is given it as its ingress address).
+pub const SRC_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+pub const DST_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
+
 /// Most flows a generator keeps templates for (64 MiB of templates).
 pub const MAX_FLOWS: u32 = 1 << 20;
 
@@ -334,8 +339,8 @@ impl FlowSet {
             }
             let frame = FrameRepr {
                 ethernet: EthernetRepr {
-                    src: MacAddr([2, 0, 0, 0, 0, 1]),
-                    dst: MacAddr([2, 0, 0, 0, 0, 2]),
+                    src: SRC_MAC,
+                    dst: DST_MAC,
                     vlan_tci: None,
                 },
                 ip: match ip {
