@@ -1,40 +1,72 @@
 //! `sfclab bench io`: packet I/O over one veth pair between two namespaces the bench
-//! builds (and removes), 64-byte frames as fast as each side goes, in interleaved rounds.
+//! builds (and removes) per round, one frame size as fast as each side goes, in
+//! interleaved rounds. Rows, each compared on frames *received* per second:
 //!
-//! - **sfclab**: the generator sends over AF_XDP on `io-tx` (namespace `a`), frames cross
-//!   the pair, and AF_XDP on `io-rx` (namespace `b`) hands them to the sink. One thread on
-//!   one core does both ends (a [`Wire`]); the kernel's work for a frame (veth transmit,
-//!   the XDP program on `io-rx`, the copy into the receiving UMEM) runs inside that
-//!   thread's `sendto`, so its busy cycles per packet are the whole path's.
-//! - **DPDK**: `dpdk-testpmd --forward-mode=txonly` with a `net_af_xdp` vdev on `io-tx`
-//!   on one core and `--forward-mode=rxonly` on `io-rx` on the other: two processes, two
-//!   forwarding cores (and two main lcores, idle). Its figure is rxonly's Rx-pps, the
-//!   median of its 1-second samples after two settling ones.
-//!
-//! Both are compared on frames *received*, in the same run, on the same pair.
+//! - **sfclab af_xdp / af_packet**: the generator sends on `io-tx` (namespace `a`), frames
+//!   cross the pair, and the same kind of port on `io-rx` (namespace `b`) hands them to
+//!   the sink. One thread on one core does both ends (a [`Wire`]); the kernel's work for a
+//!   frame (veth transmit, the XDP program or packet socket on `io-rx`, the copy into the
+//!   receiving ring) runs inside that thread's send, so its busy cycles per packet are
+//!   the whole path's.
+//! - **testpmd af_xdp / af_packet**: `dpdk-testpmd --forward-mode=txonly` with a
+//!   `net_af_xdp` (or `net_af_packet`, qdisc bypassed as sfclab's) vdev on `io-tx` on one
+//!   core and `--forward-mode=rxonly` on `io-rx` on the other: two processes, two
+//!   forwarding cores. Its figure is rxonly's Rx-pps, the median of its 1-second samples
+//!   after two settling ones.
+//! - **trafgen** (netsniff-ng, AF_PACKET TX ring, qdisc bypassed) sends on `io-tx` from one
+//!   core; nothing receives in user space: its figure is `io-rx`'s kernel `rx_packets`
+//!   over the window (frames the pair delivered), so it has less work per frame than the
+//!   rows that also receive.
 
 use serde::Serialize;
 use sfclab_core::NamedNfs;
-use sfclab_io::{AfXdpPort, AfXdpSettings, Wire};
+use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, Wire};
 use sfclab_runtime::{RunSettings, run_compound_on};
 use sfclab_topology::{Interface, Topology};
 use sfclab_traffic::{GeneratorConfig, Sink};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::{Interruptible, Machine, median, stop_requested};
 
-pub const IO_SCHEMA: &str = "sfclab.bench.io/1";
+pub const IO_SCHEMA: &str = "sfclab.bench.io/2";
 
-/// One repetition of sfclab's side.
+/// One contender: a tool and an I/O kind, measured in every round.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct SfclabIoRun {
-    /// Frames received per second, millions.
-    pub mpps: f64,
-    /// Busy TSC cycles per packet of the one core (generator, both sockets, the kernel
-    /// work of its sends, sink).
+pub struct IoRow {
+    /// `sfclab af_xdp`, `testpmd af_packet`, `trafgen`, ...
+    pub name: String,
+    /// `sfclab`, `dpdk-testpmd` or `trafgen`.
+    pub tool: String,
+    /// `af_xdp` or `af_packet`.
+    pub io: String,
+    /// What this row does per frame and where: read it before comparing rows.
+    pub does: String,
+    /// Cores busy moving frames (forwarding lcores for testpmd).
+    pub cores: usize,
+    /// How the sockets were bound: XDP mode and copy/zero-copy for AF_XDP, the rings for
+    /// AF_PACKET (`None` where the tool does not say).
+    pub mode: Option<String>,
+    /// Frames received per second, millions, per round.
+    pub runs_mpps: Vec<f64>,
+    /// Median of `runs_mpps`.
+    pub mpps: Option<f64>,
+    /// sfclab rows: busy TSC cycles per received frame of the one core, per round.
+    pub runs_cycles_per_packet: Vec<f64>,
     pub cycles_per_packet: Option<f64>,
-    /// Frames sent in the window and never received (kernel drops on the pair).
-    pub lost: u64,
+    /// sfclab rows: frames sent in the window and never received, all rounds.
+    pub lost: Option<u64>,
+    /// The peer's command lines (last round).
+    pub commands: Vec<String>,
+    /// Why the row was not (fully) measured.
+    pub skipped: Option<String>,
+}
+
+/// One row over another, received Mpps medians of the same run.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct IoRatio {
+    pub row: String,
+    pub over: String,
+    pub ratio: f64,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -46,23 +78,13 @@ pub struct IoBench {
     pub duration_s: f64,
     pub repeat: usize,
     pub interrupted: bool,
-    /// XDP mode and bind of sfclab's receiving socket (`native`/`generic`, `copy`/`zero-copy`).
-    pub sfclab_xdp_mode: String,
-    pub sfclab_bind: String,
-    /// The core sfclab's thread ran on.
-    pub sfclab_core: Option<usize>,
-    pub sfclab_runs: Vec<SfclabIoRun>,
-    /// Median received Mpps of sfclab's runs.
-    pub sfclab_mpps: f64,
-    pub sfclab_cycles_per_packet: Option<f64>,
-    /// testpmd txonly -> rxonly, both with `net_af_xdp` vdevs: received Mpps per round.
-    pub testpmd_runs: Vec<f64>,
-    pub testpmd_mpps: Option<f64>,
-    /// The two testpmd command lines of the last round.
-    pub testpmd_commands: Vec<String>,
-    pub testpmd_skipped: Option<String>,
-    /// sfclab / testpmd, received Mpps (medians of the same run).
-    pub ratio: Option<f64>,
+    /// The core sfclab's thread (and trafgen, and testpmd's txonly) ran on; testpmd's
+    /// rxonly ran on the next.
+    pub cores: Vec<usize>,
+    pub rows: Vec<IoRow>,
+    /// sfclab af_xdp over testpmd af_xdp, sfclab af_packet over testpmd af_packet, and
+    /// sfclab af_xdp over trafgen, where both were measured.
+    pub ratios: Vec<IoRatio>,
 }
 
 impl Interruptible for IoBench {
@@ -76,8 +98,9 @@ pub struct IoBenchArgs {
     pub warmup: Duration,
     pub repeat: usize,
     pub size: u16,
+    /// Measure the peers (testpmd, trafgen) as well.
     pub peer: bool,
-    /// sfclab's receiving socket's XDP mode (`None`: native where the driver has it).
+    /// sfclab's receiving AF_XDP socket's XDP mode (`None`: native where the driver has it).
     pub xdp_mode: Option<sfclab_io::XdpMode>,
 }
 
@@ -90,69 +113,101 @@ fn pair() -> Result<(Topology, Interface, Interface), String> {
     Ok((topo, tx, rx))
 }
 
-fn open(end: &Interface, settings: AfXdpSettings) -> Result<AfXdpPort, String> {
+fn open(kind: IoKind, end: &Interface, settings: AfXdpSettings, receive: bool) -> Result<InterfacePort, String> {
     let name = end.name().to_string();
     end.namespace()
-        .run(move || AfXdpPort::open(&name, &settings))
+        .run(move || InterfacePort::open(kind, &name, &settings, receive))
         .map_err(|e| e.to_string())?
 }
 
-/// sfclab's round: generator -> AF_XDP send on `io-tx` -> AF_XDP receive on `io-rx` -> sink.
-fn sfclab_round(args: &IoBenchArgs, core: Option<usize>) -> Result<(SfclabIoRun, String, String), String> {
-    let (_topo, tx, rx) = pair()?;
-    let out = open(
-        &tx,
-        AfXdpSettings {
-            receive: false,
-            ..AfXdpSettings::default()
-        },
-    )?;
-    let back = open(
-        &rx,
-        AfXdpSettings {
-            xdp_mode: args.xdp_mode,
-            ..AfXdpSettings::default()
-        },
-    )?;
-    let (mode, bind) = (
-        back.xdp_mode().map_or("none", |m| m.name()).to_string(),
-        back.bind().name().to_string(),
-    );
-    let traffic = GeneratorConfig {
-        sizes: sfclab_traffic::FrameSizes::Fixed { size: args.size },
+/// What a row's receiving port obtained from the kernel.
+fn mode_of(port: &InterfacePort) -> String {
+    match port {
+        InterfacePort::AfXdp(p) => format!(
+            "XDP {}, {} bind",
+            p.xdp_mode().map_or("none", |m| m.name()),
+            p.bind().name()
+        ),
+        InterfacePort::AfPacket(_) => "TPACKET_V3 receive ring, TPACKET_V2 send ring, qdisc bypassed".into(),
+    }
+}
+
+fn traffic(size: u16) -> GeneratorConfig {
+    GeneratorConfig {
+        sizes: sfclab_traffic::FrameSizes::Fixed { size },
         flows: 256,
         probe_pps: 0.0,
         ..GeneratorConfig::default()
+    }
+}
+
+/// The first frame sfclab's generator sends at `size`: what trafgen sends too.
+fn first_frame(size: u16) -> Result<Vec<u8>, String> {
+    use sfclab_core::{Batch, PacketPool, RxPort};
+    let mut pool = PacketPool::new(64);
+    sfclab_traffic::Generator::prime_pool(&mut pool);
+    let mut generator = sfclab_traffic::Generator::new(traffic(size), 32).map_err(|(k, r)| format!("{k}: {r}"))?;
+    let mut batch = Batch::new(32);
+    generator.rx(sfclab_core::tsc::now(), &mut pool, &mut batch);
+    let frame = batch.iter().next().map(|p| p.data().to_vec());
+    pool.free_batch(&mut batch);
+    frame.ok_or_else(|| "the generator made no frame".into())
+}
+
+struct SfclabRound {
+    mpps: f64,
+    cycles_per_packet: Option<f64>,
+    lost: u64,
+    mode: String,
+}
+
+/// sfclab's round: generator -> `kind` send on `io-tx` -> `kind` receive on `io-rx` -> sink.
+fn sfclab_round(kind: IoKind, args: &IoBenchArgs, core: usize) -> Result<SfclabRound, String> {
+    let (_topo, tx, rx) = pair()?;
+    let out = open(kind, &tx, AfXdpSettings::default(), false)?;
+    let xdp = AfXdpSettings {
+        xdp_mode: args.xdp_mode,
+        ..AfXdpSettings::default()
     };
+    let back = open(kind, &rx, xdp, true)?;
+    let mode = mode_of(&back);
     let run = RunSettings {
         duration: Some(args.duration),
         warmup: args.warmup,
-        core,
+        core: Some(core),
         accounting: false,
         ..RunSettings::default()
     };
-    let generator = sfclab_traffic::Generator::new(traffic, run.batch).map_err(|(k, r)| format!("{k}: {r}"))?;
+    let generator =
+        sfclab_traffic::Generator::new(traffic(args.size), run.batch).map_err(|(k, r)| format!("{k}: {r}"))?;
     let wire = Wire::new(generator, out, back, run.batch, Duration::from_millis(300));
     let r = run_compound_on(wire, Sink::new(false), NamedNfs::new(), &run).map_err(|e| e.to_string())?;
-    Ok((
-        SfclabIoRun {
-            mpps: r.mpps,
-            cycles_per_packet: r.busy_cycles_per_packet,
-            lost: r.window_loss.lost,
-        },
+    Ok(SfclabRound {
+        mpps: r.mpps,
+        cycles_per_packet: r.busy_cycles_per_packet,
+        lost: r.window_loss.lost,
         mode,
-        bind,
-    ))
+    })
 }
 
-/// testpmd's round: txonly on `io-tx` (one core), rxonly on `io-rx` (the other).
-fn testpmd_round(bin: &str, args: &IoBenchArgs, cores: (usize, usize)) -> Result<(f64, Vec<String>), String> {
+/// testpmd's round: txonly on `io-tx` (one core), rxonly on `io-rx` (the other), with
+/// `kind`'s vdev on each.
+fn testpmd_round(
+    bin: &str,
+    kind: IoKind,
+    args: &IoBenchArgs,
+    cores: (usize, usize),
+) -> Result<(f64, Vec<String>), String> {
     use sfclab_peers::testpmd::{Testpmd, TestpmdSpec, stop_all, wait_until};
     let (_topo, tx, rx) = pair()?;
+    let vdev = |end: &Interface| match kind {
+        IoKind::AfXdp => format!("net_af_xdp0,iface={}", end.name()),
+        IoKind::AfPacket => format!("net_af_packet0,iface={},qdisc_bypass=1", end.name()),
+    };
     let spec = |end: &Interface, mode: &'static str, forward: usize, main: usize| TestpmdSpec {
         forward_core: forward,
         main_core: main,
-        vdevs: vec![format!("net_af_xdp0,iface={}", end.name())],
+        vdevs: vec![vdev(end)],
         mode,
         tx_first: false,
         netns: Some(end.namespace().name().to_string()),
@@ -194,75 +249,160 @@ fn testpmd_round(bin: &str, args: &IoBenchArgs, cores: (usize, usize)) -> Result
     Ok((median(&window) / 1e6, commands))
 }
 
-/// Runs the rounds, sfclab and testpmd alternately; `tick` is told after each.
+/// trafgen's round: it sends on `io-tx` from `core`; `io-rx`'s kernel counter over the
+/// window is what the pair delivered.
+fn trafgen_round(bin: &str, args: &IoBenchArgs, core: usize) -> Result<(f64, Vec<String>), String> {
+    let (_topo, tx, rx) = pair()?;
+    let frame = first_frame(args.size)?;
+    let mut sender = sfclab_peers::trafgen::Trafgen::start(bin, Some(tx.namespace().name()), tx.name(), core, &frame)?;
+    std::thread::sleep(args.warmup.max(Duration::from_millis(300)));
+    if !sender.running() {
+        return Err(sender.stop().err().unwrap_or_else(|| "trafgen ended by itself".into()));
+    }
+    let before = rx.counters().map_err(|e| e.to_string())?;
+    let t0 = Instant::now();
+    std::thread::sleep(args.duration);
+    let after = rx.counters().map_err(|e| e.to_string())?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let command = sender.command.clone();
+    sender.stop()?;
+    let received = after.since(&before).rx_packets;
+    if received == 0 {
+        return Err(format!("io-rx received nothing from trafgen (try `{command}` by hand)"));
+    }
+    Ok((received as f64 / seconds / 1e6, vec![command]))
+}
+
+fn row(name: &str, tool: &str, io: IoKind, does: &str, cores: usize) -> IoRow {
+    IoRow {
+        name: name.into(),
+        tool: tool.into(),
+        io: io.to_string(),
+        does: does.into(),
+        cores,
+        mode: None,
+        runs_mpps: Vec::new(),
+        mpps: None,
+        runs_cycles_per_packet: Vec::new(),
+        cycles_per_packet: None,
+        lost: None,
+        commands: Vec::new(),
+        skipped: None,
+    }
+}
+
+/// Runs the rounds, every row once per round in turn; `tick` is told after each.
 pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Result<IoBench, String> {
     let cores = sfclab_runtime::placement::allowed_cores();
     let (c0, c1) = match cores.as_slice() {
         [a, b, ..] => (*a, *b),
         _ => return Err("bench io needs two cores this process may use".into()),
     };
-    let bin = sfclab_peers::which("dpdk-testpmd");
-    let mut testpmd_skipped = match (&bin, args.peer) {
-        (_, false) => Some("--peer none".to_string()),
-        (None, true) => Some("dpdk-testpmd not found (Debian: apt-get install dpdk)".to_string()),
-        (Some(_), true) => None,
-    };
-    let total = args.repeat * if testpmd_skipped.is_none() { 2 } else { 1 };
-    let (mut sfclab_runs, mut testpmd_runs, mut commands) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut mode, mut bind) = (String::new(), String::new());
-    let mut interrupted = false;
-    for round in 0..args.repeat {
-        if stop_requested() {
-            interrupted = true;
-            break;
-        }
-        let (r, m, b) = sfclab_round(args, Some(c0))?;
-        (mode, bind) = (m, b);
-        sfclab_runs.push(r);
-        tick(
-            sfclab_runs.len() + testpmd_runs.len(),
-            total,
-            &format!("round {}: sfclab af_xdp", round + 1),
-        );
-        if let (Some(bin), None) = (&bin, &testpmd_skipped) {
-            match testpmd_round(bin, args, (c0, c1)) {
-                Ok((mpps, cmds)) => {
-                    testpmd_runs.push(mpps);
-                    commands = cmds;
-                }
-                Err(e) => testpmd_skipped = Some(e),
-            }
-            tick(
-                sfclab_runs.len() + testpmd_runs.len(),
-                total,
-                &format!("round {}: testpmd af_xdp", round + 1),
-            );
-        }
+    let one_core = "generator, send (and the kernel's work for it), receive, sink: one thread";
+    let mut rows = vec![
+        row("sfclab af_xdp", "sfclab", IoKind::AfXdp, one_core, 1),
+        row("sfclab af_packet", "sfclab", IoKind::AfPacket, one_core, 1),
+    ];
+    let testpmd = sfclab_peers::which("dpdk-testpmd");
+    let trafgen = sfclab_peers::which("trafgen");
+    let two_procs = "txonly sends in one process, rxonly receives in another: two forwarding cores";
+    for io in [IoKind::AfXdp, IoKind::AfPacket] {
+        let mut r = row(&format!("testpmd {io}"), "dpdk-testpmd", io, two_procs, 2);
+        r.skipped = match (&testpmd, args.peer) {
+            (_, false) => Some("--peer none".into()),
+            (None, true) => Some("dpdk-testpmd not found (Debian: apt-get install dpdk)".into()),
+            _ => None,
+        };
+        rows.push(r);
     }
-    if sfclab_runs.is_empty() {
+    let mut t = row(
+        "trafgen",
+        "trafgen",
+        IoKind::AfPacket,
+        "sends only, one process; received = io-rx's kernel rx_packets, no receiver in user space",
+        1,
+    );
+    t.mode = Some("TPACKET TX ring, qdisc bypassed".into());
+    t.skipped = match (&trafgen, args.peer) {
+        (_, false) => Some("--peer none".into()),
+        (None, true) => Some("trafgen not found (Debian: apt-get install netsniff-ng)".into()),
+        _ => None,
+    };
+    rows.push(t);
+
+    let total = args.repeat * rows.iter().filter(|r| r.skipped.is_none()).count();
+    let (mut done, mut interrupted, mut repeat) = (0, false, 0);
+    'rounds: for round in 0..args.repeat {
+        for r in rows.iter_mut() {
+            if stop_requested() {
+                interrupted = true;
+                break 'rounds;
+            }
+            if r.skipped.is_some() {
+                continue;
+            }
+            let io: IoKind = r.io.parse().expect("a row's io is a kind");
+            match r.tool.as_str() {
+                "sfclab" => {
+                    let s = sfclab_round(io, args, c0)?;
+                    r.runs_mpps.push(s.mpps);
+                    r.runs_cycles_per_packet.extend(s.cycles_per_packet);
+                    *r.lost.get_or_insert(0) += s.lost;
+                    r.mode = Some(s.mode);
+                }
+                "dpdk-testpmd" => match testpmd_round(testpmd.as_deref().expect("found"), io, args, (c0, c1)) {
+                    Ok((mpps, commands)) => {
+                        r.runs_mpps.push(mpps);
+                        r.commands = commands;
+                    }
+                    Err(e) => r.skipped = Some(e),
+                },
+                _ => match trafgen_round(trafgen.as_deref().expect("found"), args, c0) {
+                    Ok((mpps, commands)) => {
+                        r.runs_mpps.push(mpps);
+                        r.commands = commands;
+                    }
+                    Err(e) => r.skipped = Some(e),
+                },
+            }
+            done += 1;
+            tick(done, total, &format!("round {}: {}", round + 1, r.name));
+        }
+        repeat = round + 1;
+    }
+    if rows[0].runs_mpps.is_empty() {
         return Err("interrupted before the first round finished".into());
     }
-    let sfclab_mpps = median(&sfclab_runs.iter().map(|r| r.mpps).collect::<Vec<_>>());
-    let cycles: Vec<f64> = sfclab_runs.iter().filter_map(|r| r.cycles_per_packet).collect();
-    let testpmd_mpps = (!testpmd_runs.is_empty()).then(|| median(&testpmd_runs));
+    for r in rows.iter_mut() {
+        r.mpps = (!r.runs_mpps.is_empty()).then(|| median(&r.runs_mpps));
+        r.cycles_per_packet = (!r.runs_cycles_per_packet.is_empty()).then(|| median(&r.runs_cycles_per_packet));
+    }
+    let mpps_of = |name: &str| rows.iter().find(|r| r.name == name).and_then(|r| r.mpps);
+    let ratios = [
+        ("sfclab af_xdp", "testpmd af_xdp"),
+        ("sfclab af_packet", "testpmd af_packet"),
+        ("sfclab af_xdp", "trafgen"),
+    ]
+    .iter()
+    .filter_map(|&(a, b)| match (mpps_of(a), mpps_of(b)) {
+        (Some(x), Some(y)) if y > 0.0 => Some(IoRatio {
+            row: a.into(),
+            over: b.into(),
+            ratio: x / y,
+        }),
+        _ => None,
+    })
+    .collect();
     Ok(IoBench {
         schema: IO_SCHEMA,
         version: env!("CARGO_PKG_VERSION"),
         machine: Machine::read(),
         frame_size: args.size,
         duration_s: args.duration.as_secs_f64(),
-        repeat: sfclab_runs.len(),
+        repeat: repeat.max(1),
         interrupted,
-        sfclab_xdp_mode: mode,
-        sfclab_bind: bind,
-        sfclab_core: Some(c0),
-        sfclab_mpps,
-        sfclab_cycles_per_packet: (!cycles.is_empty()).then(|| median(&cycles)),
-        sfclab_runs,
-        ratio: testpmd_mpps.filter(|&t| t > 0.0).map(|t| sfclab_mpps / t),
-        testpmd_runs,
-        testpmd_mpps,
-        testpmd_commands: commands,
-        testpmd_skipped,
+        cores: vec![c0, c1],
+        rows,
+        ratios,
     })
 }

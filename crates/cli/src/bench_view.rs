@@ -716,7 +716,7 @@ pub fn io_table(b: &sfclab_bench::io::IoBench) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "sfclab bench io | {} ({} cores, TSC {:.3} GHz, kernel {}), one veth pair between two namespaces, {}-byte frames, {} rounds of {:.1} s (medians [min–max])\n",
+        "sfclab bench io | {} ({} cores, TSC {:.3} GHz, kernel {}), one veth pair between two namespaces, {}-byte frames, {} rounds of {:.1} s, rows interleaved (medians [min–max])\n",
         b.machine.cpu,
         b.machine.cores,
         b.machine.tsc_hz / 1e9,
@@ -725,46 +725,58 @@ pub fn io_table(b: &sfclab_bench::io::IoBench) -> String {
         b.repeat,
         b.duration_s
     );
-    let mpps: Vec<f64> = b.sfclab_runs.iter().map(|r| r.mpps).collect();
-    let cycles: Vec<f64> = b.sfclab_runs.iter().filter_map(|r| r.cycles_per_packet).collect();
-    let lost: u64 = b.sfclab_runs.iter().map(|r| r.lost).sum();
-    let _ = writeln!(
-        s,
-        "sfclab AF_XDP   {} Mpps received   {} busy TSC cycles/packet on core {} (generator, send with the kernel work it runs, receive, sink)   XDP {}, {} bind; {} lost in all rounds",
-        with_range(&mpps, 3),
-        if cycles.is_empty() {
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    table.set_header([
+        "row",
+        "Mpps received",
+        "cores",
+        "TSC cycles/packet",
+        "lost",
+        "mode",
+        "what it does",
+    ]);
+    for r in &b.rows {
+        let mpps = match (&r.mpps, &r.skipped) {
+            (Some(_), _) => with_range(&r.runs_mpps, 3),
+            (None, Some(why)) => format!("skipped: {why}"),
+            (None, None) => "-".into(),
+        };
+        let cycles = if r.runs_cycles_per_packet.is_empty() {
             "-".to_string()
         } else {
-            with_range(&cycles, 0)
-        },
-        b.sfclab_core.map_or("-".into(), |c| c.to_string()),
-        b.sfclab_xdp_mode,
-        b.sfclab_bind,
-        lost
-    );
-    match (&b.testpmd_mpps, &b.testpmd_skipped) {
-        (Some(_), _) => {
-            let _ = writeln!(
-                s,
-                "testpmd af_xdp  {} Mpps received   (txonly on one core, rxonly on the other: two processes, two forwarding cores)",
-                with_range(&b.testpmd_runs, 3)
-            );
-            if let Some(r) = b.ratio {
-                let _ = writeln!(
-                    s,
-                    "ratio           sfclab / testpmd = {r:.2}x (received Mpps, same run, same pair)"
-                );
-            }
-            for c in &b.testpmd_commands {
-                let _ = writeln!(s, "                {c}");
-            }
-        }
-        (None, Some(why)) => {
-            let _ = writeln!(s, "testpmd         skipped: {why}");
-        }
-        (None, None) => {}
+            with_range(&r.runs_cycles_per_packet, 0)
+        };
+        table.add_row([
+            r.name.clone(),
+            mpps,
+            r.cores.to_string(),
+            cycles,
+            r.lost.map_or("-".into(), |l| l.to_string()),
+            r.mode.clone().unwrap_or_else(|| "-".into()),
+            r.does.clone(),
+        ]);
     }
-    let wide = [&mpps, &b.testpmd_runs].iter().filter(|v| is_wide(v)).count();
+    let _ = writeln!(s, "{table}");
+    for q in &b.ratios {
+        let _ = writeln!(
+            s,
+            "ratio  {} / {} = {:.2}x (received Mpps, same run, same pair)",
+            q.row, q.over, q.ratio
+        );
+    }
+    for r in b.rows.iter().filter(|r| !r.commands.is_empty()) {
+        let _ = writeln!(s, "{}:", r.name);
+        for c in &r.commands {
+            let _ = writeln!(s, "    {c}");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "sfclab and trafgen on core {}; testpmd's txonly on core {}, rxonly on core {}",
+        b.cores[0], b.cores[0], b.cores[1]
+    );
+    let wide = b.rows.iter().filter(|r| is_wide(&r.runs_mpps)).count();
     s += &footer(wide, b.interrupted, b.repeat);
     s
 }

@@ -112,27 +112,48 @@ pub struct ChainSpec {
 /// Files a chain reads its traffic from or writes what leaves it to.
 #[derive(Debug, Clone, Default)]
 pub struct FileIo {
-    /// A capture to replay, and how many passes (`None`: until the window ends).
-    pub replay: Option<(std::path::PathBuf, Option<u64>)>,
+    /// A capture to replay.
+    pub replay: Option<Replay>,
     /// A pcap file the chain's output is written to.
     pub capture: Option<std::path::PathBuf>,
+    /// NFs (by name) whose output is also written to a pcap file.
+    pub taps: Vec<(String, std::path::PathBuf)>,
+}
+
+/// A capture replayed as the chain's traffic.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    pub file: std::path::PathBuf,
+    /// Passes over the file (`None`: until the window ends).
+    pub loops: Option<u64>,
+    /// At the file's timestamps; otherwise at the traffic's `rate`.
+    pub at_file_timestamps: bool,
 }
 
 impl ChainSpec {
-    /// The chain's NFs, built (each config was validated when the chain was read).
-    pub fn build_nfs(&self) -> sfclab_core::NamedNfs {
+    /// The chain's NFs, built (each config was validated when the chain was read), the
+    /// tapped ones wrapped in their tap (whose file is created here).
+    pub fn build_nfs(&self) -> Result<sfclab_core::NamedNfs, sfclab_runtime::RunError> {
         self.nfs
             .iter()
-            .map(|(name, spec)| (name.clone(), spec.build()))
+            .map(|(name, spec)| {
+                let nf = spec.build();
+                match self.io.taps.iter().find(|(tapped, _)| tapped == name) {
+                    None => Ok((name.clone(), nf)),
+                    Some((_, file)) => sfclab_io::PcapTap::wrap(nf, file, sfclab_core::tsc::hz())
+                        .map(|tap| (name.clone(), Box::new(tap) as Box<dyn sfclab_core::NetworkFunction>))
+                        .map_err(|reason| sfclab_runtime::RunError::Setting { key: "tap", reason }),
+                }
+            })
             .collect()
     }
 
     /// The chain's NFs, built, with their wiring.
-    pub fn graph(&self) -> ChainGraph {
-        ChainGraph {
-            nfs: self.build_nfs(),
+    pub fn graph(&self) -> Result<ChainGraph, sfclab_runtime::RunError> {
+        Ok(ChainGraph {
+            nfs: self.build_nfs()?,
             wiring: self.wiring.clone(),
-        }
+        })
     }
 
     /// Every run setting the spec runs with: the compound one, and the pipeline's if set.
@@ -458,14 +479,40 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         ));
     }
     let io = FileIo {
-        replay: t.replay.as_ref().map(|p| (std::path::PathBuf::from(p), t.replay_loops)),
+        replay: t.replay.as_ref().map(|p| Replay {
+            file: std::path::PathBuf::from(p),
+            loops: t.replay_loops,
+            at_file_timestamps: t.replay_timestamps == Some(true),
+        }),
         capture: r.capture.as_ref().map(std::path::PathBuf::from),
+        taps: taps(r.tap.as_deref().unwrap_or_default(), &nfs).map_err(|reason| ctx.setting("run", "tap", reason))?,
     };
+    if !io.taps.is_empty() && replicas > 1 {
+        return Err(ctx.setting(
+            "run",
+            "tap",
+            "writes one file per NF, and replicas would each write it: give `replicas: 1`",
+        ));
+    }
     if t.replay_loops.is_some() && t.replay.is_none() {
         return Err(ctx.setting(
             "traffic",
             "replay_loops",
             "counts passes over a `replay` file: give one",
+        ));
+    }
+    if t.replay_timestamps.is_some() && t.replay.is_none() {
+        return Err(ctx.setting(
+            "traffic",
+            "replay_timestamps",
+            "paces a `replay` file by its timestamps: give one",
+        ));
+    }
+    if t.replay_timestamps == Some(true) && t.rate.is_some() {
+        return Err(ctx.setting(
+            "traffic",
+            "replay_timestamps",
+            "and `rate` both pace the replay: give one",
         ));
     }
     if (io.replay.is_some() || io.capture.is_some()) && (pipeline.is_some() || t.responder == Some(true)) {
@@ -480,7 +527,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
             "pcap files run on the compound runtime without a responder (for now)",
         ));
     }
-    let ports = r.ports.unwrap_or_default();
+    let ports = r.ports.clone().unwrap_or_default();
     if ports == Ports::Memory {
         if r.xdp_mode.is_some() {
             return Err(ctx.setting(
@@ -504,7 +551,18 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
             (io.capture.is_some(), "capture", "a capture file"),
         ];
         if let Some((_, key, what)) = clash.iter().find(|c| c.0) {
-            return Err(ctx.setting("run", "ports", format!("`{ports}` runs the compound runtime with the generator; {what} (`{key}`) does not combine with it (for now)")));
+            return Err(ctx.setting("run", "ports", format!("`{ports}` runs the compound runtime between interfaces; {what} (`{key}`) does not combine with it (for now)")));
+        }
+        let io_kind = r.io.unwrap_or_default();
+        if let Ports::Dut { input, output } | Ports::Tester { output, input } = &ports
+            && input == output
+            && io_kind == sfclab_io::IoKind::AfXdp
+        {
+            return Err(ctx.setting(
+                "run",
+                "ports",
+                format!("`{ports}`: AF_XDP takes one socket per queue, so in and out need two interfaces here; give two, or `io: af_packet`"),
+            ));
         }
         if r.io == Some(sfclab_io::IoKind::AfPacket) && r.xdp_mode.is_some() {
             return Err(ctx.setting("run", "xdp_mode", "applies to AF_XDP ports, and `io` is af_packet"));
@@ -512,7 +570,8 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         if ports == Ports::Linux && traffic.ip != sfclab_traffic::IpVersion::V4 {
             return Err(ctx.setting("run", "ports", "`linux` forwards IPv4: give `ip: v4`"));
         }
-        // Each frame carries a 16-byte signature at the end of its L4 payload.
+        // The tester signs each frame with 16 bytes at the end of its L4 payload; a DUT
+        // on interfaces forwards what comes, and generates nothing.
         let headers = match (traffic.ip, traffic.l4) {
             (sfclab_traffic::IpVersion::V4, sfclab_traffic::L4::Udp) => 42,
             (sfclab_traffic::IpVersion::V4, sfclab_traffic::L4::Tcp) => 54,
@@ -520,7 +579,9 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
             (sfclab_traffic::IpVersion::V6, sfclab_traffic::L4::Tcp) => 74,
         };
         let need = headers + sfclab_io::wire::SIGNATURE_LEN + 4;
-        if let Some(small) = traffic.sizes.sizes().into_iter().find(|&s| usize::from(s) < need) {
+        if !matches!(ports, Ports::Dut { .. })
+            && let Some(small) = traffic.sizes.sizes().into_iter().find(|&s| usize::from(s) < need)
+        {
             return Err(ctx.setting(
                 "traffic",
                 "size",
@@ -750,6 +811,37 @@ fn router_table(router: &NfSpec) -> Result<Destinations, String> {
             .map(|&(net, len)| format!("{}/{len}", std::net::Ipv4Addr::from(net)))
             .collect(),
     ))
+}
+
+/// `tap` values (`NF=FILE`), each naming an NF of the chain once.
+fn taps(values: &[String], nfs: &[(String, NfSpec)]) -> Result<Vec<(String, std::path::PathBuf)>, String> {
+    let mut taps: Vec<(String, std::path::PathBuf)> = Vec::new();
+    for v in values {
+        let Some((nf, file)) = v.split_once('=').map(|(n, f)| (n.trim(), f.trim())) else {
+            return Err(format!(
+                "`{v}`: write the NF's name, `=` and the file, e.g. `router=after-router.pcap`"
+            ));
+        };
+        let nf = nf.strip_prefix("after ").unwrap_or(nf).trim();
+        if file.is_empty() {
+            return Err(format!("`{v}`: no file after `=`"));
+        }
+        if !nfs.iter().any(|(name, _)| name == nf) {
+            let names: Vec<&str> = nfs.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(format!(
+                "`{v}`: the chain has no NF named `{nf}` (it has {})",
+                names.join(", ")
+            ));
+        }
+        if taps.iter().any(|(n, _)| n == nf) {
+            return Err(format!("`{v}`: `{nf}` is tapped twice"));
+        }
+        if taps.iter().any(|(_, f)| f.as_os_str() == file) {
+            return Err(format!("`{v}`: two taps write `{file}`"));
+        }
+        taps.push((nf.to_string(), std::path::PathBuf::from(file)));
+    }
+    Ok(taps)
 }
 
 fn resolve_wiring(lines: &[Value], nfs: &[(String, NfSpec)], ctx: &Ctx) -> Result<Option<Vec<Vec<Next>>>, ConfigError> {

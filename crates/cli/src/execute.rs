@@ -1,6 +1,6 @@
 //! Runs a resolved chain on the runtime it names, and as a trial for the searches.
 
-use sfclab_io::{AfXdpSettings, PcapSink, PcapSource};
+use sfclab_io::{AfXdpSettings, InterfacePort, PcapSink, PcapSource, ReplayPace, Wire};
 use sfclab_measure::{Trial, TrialResult};
 use sfclab_runtime::{
     DeviceUnderTest, RunError, RunReport, RunSettings, WiredReport, WiredSettings, run_across_veth, run_compound_on,
@@ -15,15 +15,20 @@ use crate::settings::Ports;
 /// Builds the chain's NFs (once per replica) and runs it. A wired run (`ports: veth`,
 /// `linux`) reports what its tester measured across the device under test.
 pub fn run(spec: &ChainSpec) -> Result<RunReport, RunError> {
-    if spec.ports != Ports::Memory {
-        return run_wired(spec).map(|w| w.tester);
+    match &spec.ports {
+        Ports::Veth | Ports::Linux => return run_wired(spec).map(|w| w.tester),
+        Ports::Dut { input, output } => return run_between_interfaces(spec, input, output),
+        Ports::Tester { output, input } => return test_across_interfaces(spec, output, input),
+        Ports::Memory => {}
     }
     let build = || spec.build_nfs();
     match &spec.pipeline {
-        Some(p) if spec.replicas > 1 => {
-            run_parallel(spec.traffic.clone(), (0..spec.replicas).map(|_| build()).collect(), p)
-        }
-        Some(p) => run_pipeline(spec.traffic.clone(), spec.graph(), p),
+        Some(p) if spec.replicas > 1 => run_parallel(
+            spec.traffic.clone(),
+            (0..spec.replicas).map(|_| build()).collect::<Result<_, _>>()?,
+            p,
+        ),
+        Some(p) => run_pipeline(spec.traffic.clone(), spec.graph()?, p),
         None => run_compound_between_ports(spec),
     }
 }
@@ -34,12 +39,9 @@ pub fn run(spec: &ChainSpec) -> Result<RunReport, RunError> {
 pub fn run_wired(spec: &ChainSpec) -> Result<WiredReport, RunError> {
     let dut = match spec.ports {
         Ports::Linux => DeviceUnderTest::Linux,
-        Ports::Veth | Ports::Memory => DeviceUnderTest::Chain(spec.graph()),
+        _ => DeviceUnderTest::Chain(spec.graph()?),
     };
-    let ports = AfXdpSettings {
-        xdp_mode: spec.xdp_mode,
-        ..AfXdpSettings::default()
-    };
+    let ports = interface_settings(spec);
     let dut_core = spec.settings.core;
     let tester_core = core_affinity::get_core_ids()
         .unwrap_or_default()
@@ -61,18 +63,66 @@ pub fn run_wired(spec: &ChainSpec) -> Result<WiredReport, RunError> {
     run_across_veth(spec.traffic.clone(), dut, &run, &wired)
 }
 
+/// The AF_XDP settings of the spec's interface ports.
+fn interface_settings(spec: &ChainSpec) -> AfXdpSettings {
+    AfXdpSettings {
+        xdp_mode: spec.xdp_mode,
+        ..AfXdpSettings::default()
+    }
+}
+
+/// Opens `interface` of this namespace as a port of the spec's I/O kind.
+fn open_interface(spec: &ChainSpec, interface: &str, receive: bool) -> Result<InterfacePort, RunError> {
+    InterfacePort::open(spec.io_kind, interface, &interface_settings(spec), receive)
+        .map_err(|reason| RunError::Setting { key: "ports", reason })
+}
+
+/// sfclab as the device under test: the chain forwards what arrives on `input` out of
+/// `output` for the window (or until Ctrl-C).
+fn run_between_interfaces(spec: &ChainSpec, input: &str, output: &str) -> Result<RunReport, RunError> {
+    let rx = open_interface(spec, input, true)?;
+    let tx = open_interface(spec, output, false)?;
+    run_compound_on(rx, tx, spec.graph()?, &spec.settings)
+}
+
+/// sfclab as the tester: the generator's frames leave on `output`, come back on `input`
+/// through whatever joins them, and are measured as in memory (loss, latency, order).
+fn test_across_interfaces(spec: &ChainSpec, output: &str, input: &str) -> Result<RunReport, RunError> {
+    let tx = open_interface(spec, output, false)?;
+    let rx = open_interface(spec, input, true)?;
+    let generator =
+        Generator::new(spec.traffic.clone(), spec.settings.batch).map_err(|(key, reason)| RunError::Setting {
+            key,
+            reason: reason.to_string(),
+        })?;
+    let mut wire = Wire::new(generator, tx, rx, spec.settings.batch, WiredSettings::default().quiet);
+    run_compound_on(
+        &mut wire,
+        Sink::new(spec.settings.verify),
+        sfclab_core::NamedNfs::new(),
+        &spec.settings,
+    )
+}
+
 /// A compound chain between its ports: a pcap file at an end that names one (`replay`,
 /// `capture`), the generator and the in-memory sink otherwise.
 fn run_compound_between_ports(spec: &ChainSpec) -> Result<RunReport, RunError> {
     let setting = |key: &'static str, reason: String| RunError::Setting { key, reason };
     let settings = &spec.settings;
-    let source = |(file, loops): &(std::path::PathBuf, Option<u64>)| {
-        PcapSource::open(file, *loops).map_err(|e| setting("replay", e))
+    let source = |replay: &crate::config::Replay| {
+        let pace = if replay.at_file_timestamps {
+            ReplayPace::FileTimestamps
+        } else {
+            ReplayPace::Rate(spec.traffic.rate)
+        };
+        PcapSource::open(&replay.file, replay.loops)
+            .map(|s| s.paced(pace, sfclab_core::tsc::hz(), settings.batch))
+            .map_err(|e| setting("replay", e))
     };
     let sink =
         |path: &std::path::PathBuf| PcapSink::create(path, sfclab_core::tsc::hz()).map_err(|e| setting("capture", e));
     let generator = || Generator::new(spec.traffic.clone(), settings.batch).map_err(|(k, r)| setting(k, r));
-    let graph = spec.graph();
+    let graph = spec.graph()?;
     match (&spec.io.replay, &spec.io.capture) {
         (Some(r), Some(c)) => run_compound_on(source(r)?, sink(c)?, graph, settings),
         (Some(r), None) => run_compound_on(source(r)?, Sink::new(settings.verify), graph, settings),

@@ -290,14 +290,15 @@ struct IoArgs {
     /// Frame size with FCS.
     #[arg(long, default_value_t = 64)]
     size: u16,
-    /// `testpmd` (the default) or `none`.
-    #[arg(long, value_enum, default_value = "testpmd")]
-    peer: PeerArg,
+    /// `all` (the default: dpdk-testpmd's af_xdp and af_packet vdevs, and trafgen, each
+    /// where installed) or `none`.
+    #[arg(long, value_enum, default_value = "all")]
+    peer: AllOrNone,
     /// XDP mode of sfclab's receiving socket: `native` or `generic` (default: native
     /// where the driver has it).
     #[arg(long)]
     xdp_mode: Option<sfclab_io::XdpMode>,
-    /// Print JSON (schema `sfclab.bench.io/1`).
+    /// Print JSON (schema `sfclab.bench.io/2`).
     #[arg(long)]
     json: bool,
 }
@@ -398,6 +399,12 @@ struct HopArgs {
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq)]
+enum AllOrNone {
+    All,
+    None,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
 enum PeerArg {
     Testpmd,
     None,
@@ -489,7 +496,7 @@ fn main() -> ExitCode {
                 warmup,
                 repeat: a.repeat,
                 size: a.size,
-                peer: a.peer == PeerArg::Testpmd,
+                peer: a.peer == AllOrNone::All,
                 xdp_mode: a.xdp_mode,
             };
             let result = with_progress(|tick| sfclab_bench::io::run(&args, tick));
@@ -579,7 +586,7 @@ pub fn schema(name: &str) -> Option<String> {
         "bench-acl" => Some(bench_schema_v::<sfclab_bench::acl::AclBench>("acl", 1)),
         "bench-nfs" => Some(bench_schema_v::<sfclab_bench::nfs::NfsBench>("nfs", 1)),
         "bench-lpm6" => Some(bench_schema_v::<sfclab_bench::lpm6::Lpm6Bench>("lpm6", 1)),
-        "bench-io" => Some(bench_schema_v::<sfclab_bench::io::IoBench>("io", 1)),
+        "bench-io" => Some(bench_schema_v::<sfclab_bench::io::IoBench>("io", 2)),
         _ => None,
     }
 }
@@ -618,13 +625,16 @@ fn cmd_run(a: RunArgs) -> ExitCode {
             return outcome::fail(outcome::USAGE, &e.to_string());
         }
     };
-    if spec.ports == settings::Ports::Linux && (a.file.is_some() || a.chain.is_some()) {
+    if !spec.ports.runs_chain() && (a.file.is_some() || a.chain.is_some()) {
         return outcome::fail(
             outcome::USAGE,
-            "--ports linux measures the kernel forwarding in a namespace and runs no chain: give no chain file or --chain",
+            &format!(
+                "--ports {}: the device under test is not an sfclab chain, so none runs: give no chain file or --chain",
+                spec.ports
+            ),
         );
     }
-    if spec.ports != settings::Ports::Memory {
+    if spec.ports.builds_testbed() {
         return cmd_run_wired(&a, &spec);
     }
     let render = |r: &sfclab_runtime::RunReport| {

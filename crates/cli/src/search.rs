@@ -254,6 +254,12 @@ pub fn cmd_search(a: SearchArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return outcome::fail(USAGE, &e.to_string()),
     };
+    if spec.io.replay.as_ref().is_some_and(|r| r.at_file_timestamps) {
+        return outcome::fail(
+            USAGE,
+            "--replay-timestamps: a search offers each trial at its own rate; drop it to replay the capture at those rates",
+        );
+    }
     let (mut cfg, percents) = match (search_config(&a, &spec), latency_percents(&a)) {
         (Ok(c), Ok(p)) => (c, p),
         (Err(e), _) | (_, Err(e)) => return outcome::fail(USAGE, &e),

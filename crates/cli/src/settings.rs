@@ -64,8 +64,9 @@ pub struct TrafficSection {
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub responder: Option<bool>,
-    /// Replay this capture (classic pcap, Ethernet) instead of generating traffic: as
-    /// fast as the chain takes it, looped until the window ends (`replay_loops` caps it).
+    /// Replay this capture (pcap or pcapng, Ethernet) instead of generating traffic: as
+    /// fast as the chain takes it, at `rate`, or at the file's own timestamps
+    /// (`replay_timestamps`), looped until the window ends (`replay_loops` caps it).
     /// Compound runtime.
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,6 +75,11 @@ pub struct TrafficSection {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_loops: Option<u64>,
+    /// Replay at the gaps between the capture's timestamps (as tcpreplay does) instead of
+    /// as fast as the chain takes it; `rate` paces a replay instead.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_timestamps: Option<bool>,
     /// Named traffic: a built-in profile (`sfclab profiles` lists them: rfc2544, imix,
     /// internet, web, churn) or one of the chain file's `profiles:`. Its settings are
     /// defaults; any other traffic key or flag given beside it wins.
@@ -123,11 +129,20 @@ pub struct RunSection {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capture: Option<String>,
+    /// Write what leaves an NF to a pcap file: `router=after-router.pcap` (the NF's name
+    /// in the chain, then the file); repeat for more NFs. Every output of the NF, packets
+    /// it creates included; its cycles include the writing. Any runtime, one replica.
+    #[arg(long, value_name = "NF=FILE")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tap: Option<Vec<String>>,
     /// Where the traffic flows: `memory` (generator and sink in this process, the
     /// default); `veth` (the chain runs in a namespace of its own, between two veth pairs,
     /// over AF_XDP; sfclab's generator and sink sit in a tester namespace: real kernel
     /// I/O, no NIC needed); `linux` (no chain: the tester measures a namespace where the
-    /// Linux kernel forwards IPv4). sfclab builds and removes the namespaces; needs root.
+    /// Linux kernel forwards IPv4); sfclab builds and removes those namespaces. On
+    /// interfaces that exist: `dut:IN,OUT` (the chain forwards from IN to OUT until the
+    /// window ends or Ctrl-C) and `tester:OUT,IN` (no chain: the generator sends on OUT
+    /// and measures what comes back on IN, across whatever joins them). Needs root.
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub ports: Option<Ports>,
@@ -243,7 +258,7 @@ impl Display for Runtime {
 }
 
 /// Where a run's traffic flows (`--ports`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum Ports {
     /// The generator and the sink in this process, joined to the chain by function calls.
     #[default]
@@ -252,27 +267,66 @@ pub enum Ports {
     Veth,
     /// No chain: the Linux kernel forwards in the device-under-test namespace.
     Linux,
+    /// The chain forwards from one existing interface of this namespace to another (or
+    /// the same): sfclab as the device under test.
+    Dut { input: String, output: String },
+    /// No chain: sfclab's generator sends on one existing interface and its sink takes
+    /// the frames back on another (or the same), whatever joins them: sfclab as the tester.
+    Tester { output: String, input: String },
+}
+
+impl Ports {
+    /// A testbed sfclab builds (namespaces and veth pairs) for the run.
+    pub fn builds_testbed(&self) -> bool {
+        matches!(self, Ports::Veth | Ports::Linux)
+    }
+
+    /// Whether the chain runs: not when the device under test is outside sfclab.
+    pub fn runs_chain(&self) -> bool {
+        !matches!(self, Ports::Linux | Ports::Tester { .. })
+    }
 }
 
 impl FromStr for Ports {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
+        let t = s.trim();
+        let interfaces = |list: &str| -> Result<(String, String), String> {
+            let names: Vec<&str> = list.split(',').map(str::trim).collect();
+            match names[..] {
+                [one] if !one.is_empty() => Ok((one.to_string(), one.to_string())),
+                [a, b] if !a.is_empty() && !b.is_empty() => Ok((a.to_string(), b.to_string())),
+                _ => Err(format!("`{s}`: name one interface, or two separated by a comma")),
+            }
+        };
+        if let Some(list) = t.strip_prefix("dut:") {
+            let (input, output) = interfaces(list)?;
+            return Ok(Ports::Dut { input, output });
+        }
+        if let Some(list) = t.strip_prefix("tester:") {
+            let (output, input) = interfaces(list)?;
+            return Ok(Ports::Tester { output, input });
+        }
+        match t.to_ascii_lowercase().as_str() {
             "memory" => Ok(Ports::Memory),
             "veth" => Ok(Ports::Veth),
             "linux" => Ok(Ports::Linux),
-            _ => Err(format!("`{s}` is not a kind of ports: write memory, veth or linux")),
+            _ => Err(format!(
+                "`{s}` is not a kind of ports: write memory, veth, linux, dut:IN,OUT or tester:OUT,IN"
+            )),
         }
     }
 }
 
 impl Display for Ports {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Ports::Memory => "memory",
-            Ports::Veth => "veth",
-            Ports::Linux => "linux",
-        })
+        match self {
+            Ports::Memory => f.write_str("memory"),
+            Ports::Veth => f.write_str("veth"),
+            Ports::Linux => f.write_str("linux"),
+            Ports::Dut { input, output } => write!(f, "dut:{input},{output}"),
+            Ports::Tester { output, input } => write!(f, "tester:{output},{input}"),
+        }
     }
 }
 

@@ -554,6 +554,150 @@ fn captures_are_written_and_replayed_through_a_chain() {
     assert!(stderr(&bad).contains("--replay"), "{}", stderr(&bad));
 }
 
+/// A tap writes what leaves one NF of the chain, in both runtimes: exactly the packets the
+/// NF passed on (not what it dropped), readable as a capture; bad taps are refused by key.
+#[test]
+fn a_tap_writes_what_leaves_an_nf() {
+    let dir = tempfile::tempdir().unwrap();
+    for runtime in ["compound", "pipeline"] {
+        let tap = dir.path().join(format!("{runtime}.pcap"));
+        let o = sfclab(&[
+            "run",
+            "--chain",
+            "synthetic(drop_one_in=4) -> nat44",
+            "--count",
+            "800",
+            "--warmup",
+            "0s",
+            "--runtime",
+            runtime,
+            "--tap",
+            &format!("synthetic={}", tap.display()),
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_conserved(&v);
+        let place = |name: &str| {
+            v["places"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == name)
+                .unwrap()
+                .clone()
+        };
+        let synthetic = place("synthetic");
+        let passed = synthetic["packets_out"].as_u64().unwrap();
+        assert_eq!(synthetic["dropped"], 200, "{runtime}: one in four of 800");
+        assert_eq!(synthetic["counters"]["tap_frames"], passed, "{runtime}");
+        let written = sfclab_io::PcapSource::open(&tap, Some(1)).unwrap();
+        assert_eq!(
+            written.frames() as u64,
+            passed,
+            "{runtime}: the file holds what the NF passed on"
+        );
+        for i in 0..written.frames() {
+            let (frame, _) = sfclab_wire::FrameRepr::parse(written.frame(i)).expect("a whole frame");
+            let sfclab_wire::IpRepr::V4 { src, .. } = frame.ip else {
+                panic!("IPv4")
+            };
+            assert_eq!(
+                &src[..2],
+                &[198, 18],
+                "{runtime}: frame {i} is tapped before NAT translates it"
+            );
+        }
+    }
+    for (tap, why) in [
+        ("nowhere=x.pcap", "no NF named `nowhere`"),
+        ("synthetic", "write the NF's name"),
+        ("synthetic=", "no file"),
+    ] {
+        let bad = sfclab(&["run", "--chain", "synthetic", "--tap", tap, "--duration", "10ms"]);
+        assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+        assert!(
+            stderr(&bad).contains("--tap") && stderr(&bad).contains(why),
+            "{}",
+            stderr(&bad)
+        );
+    }
+}
+
+/// A replay keeps the file's gaps (`--replay-timestamps`) or runs at `--rate`: a pass over
+/// 40 frames 5 ms apart takes at least 195 ms; at 1 kpps at least 39 ms. Only lower bounds
+/// are checked (a loaded machine is slower, never faster). The two paces are exclusive.
+#[test]
+fn replays_keep_the_files_timestamps_or_a_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gaps.pcap");
+    let mut w = pcap_file::pcap::PcapWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let frame = {
+        let one = dir.path().join("one.pcap");
+        let o = sfclab(&[
+            "run",
+            "--chain",
+            "forwarder",
+            "--count",
+            "1",
+            "--warmup",
+            "0s",
+            "--capture",
+            one.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        sfclab_io::PcapSource::open(&one, Some(1)).unwrap().frame(0).to_vec()
+    };
+    for i in 0..40u64 {
+        let at = std::time::Duration::from_millis(1_700_000_000_000 + 5 * i);
+        w.write_packet(&pcap_file::pcap::PcapPacket::new(at, frame.len() as u32, &frame))
+            .unwrap();
+    }
+    drop(w);
+    let timed = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--chain",
+            "forwarder",
+            "--replay",
+            path.to_str().unwrap(),
+            "--replay-loops",
+            "1",
+        ];
+        args.extend_from_slice(&["--warmup", "0s", "--json"]);
+        args.extend_from_slice(extra);
+        let t = std::time::Instant::now();
+        let o = sfclab(&args);
+        let took = t.elapsed();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_conserved(&v);
+        assert_eq!(v["window_loss"]["sent"], 40, "{}", v["window_loss"]);
+        (took, v)
+    };
+    let (took, v) = timed(&["--replay-timestamps"]);
+    assert!(took >= std::time::Duration::from_millis(195), "{took:?}");
+    assert!(
+        v["source"]["summary"].as_str().unwrap().contains("timestamps"),
+        "{}",
+        v["source"]
+    );
+    let (took, _) = timed(&["--rate", "1kpps"]);
+    assert!(took >= std::time::Duration::from_millis(39), "{took:?}");
+    let bad = sfclab(&[
+        "run",
+        "--chain",
+        "forwarder",
+        "--replay",
+        path.to_str().unwrap(),
+        "--replay-timestamps",
+        "--rate",
+        "1kpps",
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("--replay-timestamps"), "{}", stderr(&bad));
+}
+
 /// The IPv6 LPM benchmark: every address lies inside a route, its document follows the
 /// schema; the peer runs in `tests/peers.rs`.
 #[test]

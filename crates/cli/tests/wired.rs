@@ -170,7 +170,7 @@ fn wired_settings_that_cannot_work_are_refused_by_name() {
         stderr(&o)
     );
     let o = sfclab(&["run", "--ports", "linux", "--chain", "noop"]);
-    assert!(stderr(&o).contains("runs no chain"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("none runs"), "{}", stderr(&o));
     let o = sfclab(&["run", "--ports", "veth", "--placement", "bi:2"]);
     assert!(stderr(&o).contains("pipeline"), "{}", stderr(&o));
     let o = sfclab(&["run", "--io", "af_packet"]);
@@ -186,7 +186,11 @@ fn wired_settings_that_cannot_work_are_refused_by_name() {
         stderr(&o)
     );
     let o = sfclab(&["run", "--ports", "wifi"]);
-    assert!(stderr(&o).contains("memory, veth or linux"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("memory, veth, linux, dut:IN,OUT or tester:OUT,IN"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -253,7 +257,7 @@ fn sigterm_ends_a_wired_run_and_removes_its_namespaces() {
 }
 
 #[test]
-fn bench_io_measures_af_xdp_over_a_veth_pair() {
+fn bench_io_measures_af_xdp_and_af_packet_over_a_veth_pair() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
         return;
@@ -273,19 +277,163 @@ fn bench_io_measures_af_xdp_over_a_veth_pair() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_follows_schema("bench-io-1.json", &v);
-    assert_eq!(v["schema"], "sfclab.bench.io/1");
-    assert!(v["sfclab_mpps"].as_f64().unwrap() > 0.0);
-    assert_eq!(v["sfclab_xdp_mode"], "native");
-    assert_eq!(v["sfclab_bind"], "copy");
-    assert_eq!(v["testpmd_skipped"], "--peer none");
-    assert!(v["ratio"].is_null());
+    assert_follows_schema("bench-io-2.json", &v);
+    assert_eq!(v["schema"], "sfclab.bench.io/2");
+    let rows = v["rows"].as_array().unwrap();
+    let row = |name: &str| rows.iter().find(|r| r["name"] == name).unwrap();
+    for name in ["sfclab af_xdp", "sfclab af_packet"] {
+        let r = row(name);
+        assert!(r["mpps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["cycles_per_packet"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["skipped"].is_null(), "{r}");
+    }
+    assert_eq!(row("sfclab af_xdp")["mode"], "XDP native, copy bind");
+    for name in ["testpmd af_xdp", "testpmd af_packet", "trafgen"] {
+        assert_eq!(row(name)["skipped"], "--peer none");
+        assert!(row(name)["mpps"].is_null());
+    }
+    assert!(v["ratios"].as_array().unwrap().is_empty());
+    // trafgen as a peer, where installed: it sends, the pair delivers, and the row says how.
+    if sfclab_peers::which("trafgen").is_none() {
+        eprintln!("SKIPPED the trafgen row: trafgen is not installed (apt-get install netsniff-ng)");
+    } else {
+        let dir = tempfile::tempdir().unwrap();
+        let bin_dir = dir.path().join("bin");
+        std::fs::create_dir(&bin_dir).unwrap();
+        // A PATH without dpdk-testpmd: only trafgen is measured, in seconds.
+        std::os::unix::fs::symlink(sfclab_peers::which("trafgen").unwrap(), bin_dir.join("trafgen")).unwrap();
+        for tool in ["ip", "taskset", "kill"] {
+            std::os::unix::fs::symlink(sfclab_peers::which(tool).unwrap(), bin_dir.join(tool)).unwrap();
+        }
+        let o = Command::new(sfclab_bin())
+            .args([
+                "bench",
+                "io",
+                "--repeat",
+                "1",
+                "--duration",
+                "300ms",
+                "--warmup",
+                "100ms",
+                "--json",
+            ])
+            .env("PATH", &bin_dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let rows = v["rows"].as_array().unwrap();
+        let trafgen = rows.iter().find(|r| r["name"] == "trafgen").unwrap();
+        assert!(trafgen["mpps"].as_f64().unwrap() > 0.0, "{trafgen}");
+        assert!(
+            trafgen["commands"][0].as_str().unwrap().contains("--no-sock-mem"),
+            "{trafgen}"
+        );
+        let testpmd = rows.iter().find(|r| r["name"] == "testpmd af_xdp").unwrap();
+        assert!(testpmd["skipped"].as_str().unwrap().contains("not found"), "{testpmd}");
+        assert!(v["ratios"].as_array().unwrap().iter().any(|q| q["over"] == "trafgen"));
+        let left = Command::new("pgrep").arg("trafgen").output().unwrap();
+        assert!(left.stdout.is_empty(), "trafgen left running: {}", stdout(&left));
+    }
     // The published schema is current.
     let o = sfclab(&["schema", "bench-io"]);
-    let published = std::fs::read_to_string(common::repo().join("docs/schema/bench-io-1.json")).unwrap();
+    let published = std::fs::read_to_string(common::repo().join("docs/schema/bench-io-2.json")).unwrap();
     assert_eq!(
         stdout(&o),
         published,
-        "docs/schema/bench-io-1.json is stale: `sfclab schema bench-io`"
+        "docs/schema/bench-io-2.json is stale: `sfclab schema bench-io`"
     );
+}
+
+/// sfclab on interfaces it did not build: a testbed made here (tester and DUT namespaces
+/// joined by two veth pairs), one sfclab forwarding between the DUT namespace's interfaces
+/// (`--ports dut:d-in,d-out`) and another testing across them from the tester namespace
+/// (`--ports tester:t-out,t-in`), over AF_XDP and AF_PACKET. Nothing is lost, the DUT
+/// forwarded every frame the tester sent, and on Ctrl-C the DUT keeps its result, marked
+/// interrupted, with its per-NF cycles.
+#[test]
+fn sfclab_forwards_and_tests_on_interfaces_it_did_not_build() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
+        return;
+    }
+    let bed = sfclab_topology::Testbed::build().unwrap();
+    let dut_ports = format!("dut:{},{}", bed.dut_in.name(), bed.dut_out.name());
+    let tester_ports = format!("tester:{},{}", bed.tester_out.name(), bed.tester_in.name());
+    for io in ["af_xdp", "af_packet"] {
+        let in_namespace = |ns: &sfclab_topology::Namespace| {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns.name()]).arg(sfclab_bin());
+            c
+        };
+        let dut = in_namespace(&bed.dut)
+            .args(["run", "--chain", "forwarder", "--ports", &dut_ports, "--io", io])
+            .args(["--duration", "60s", "--warmup", "0s", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // `ip netns exec` execs sfclab: the child's pid is sfclab's. Its sockets are
+        // open within a second; the tester's warm-up covers the rest.
+        std::thread::sleep(Duration::from_secs(1));
+        let tester = in_namespace(&bed.tester)
+            .args(["run", "--ports", &tester_ports, "--io", io])
+            .args(LOW)
+            .output()
+            .unwrap();
+        // SAFETY: kill(2) on our own child's pid, which has not been waited for yet.
+        unsafe { libc::kill(dut.id() as libc::pid_t, libc::SIGINT) };
+        let dut = dut.wait_with_output().unwrap();
+        assert!(tester.status.success(), "{io}: {}", stderr(&tester));
+        let t: Value = serde_json::from_str(&stdout(&tester)).unwrap();
+        assert_follows_schema("run-3.json", &t);
+        assert_eq!(t["source"]["kind"], "wire", "{io}");
+        assert_eq!(t["window_loss"]["sent"], 5000, "{io}");
+        assert_eq!(t["window_loss"]["lost"], 0, "{io}: {}", t["places"][0]);
+        assert_eq!(t["verify_failed"], 0, "{io}");
+        assert!(t["latency"]["samples"].as_u64().unwrap() > 0, "{io}");
+
+        assert_eq!(dut.status.code(), Some(130), "{io}: {}", stderr(&dut));
+        let d: Value = serde_json::from_str(&stdout(&dut)).unwrap();
+        assert_follows_schema("run-3.json", &d);
+        assert_eq!(d["interrupted"], true, "{io}");
+        assert_eq!(d["conservation"]["holds"], true, "{io}: {}", d["conservation"]);
+        assert_eq!(d["source"]["kind"], io, "{io}");
+        let forwarder = d["places"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "forwarder")
+            .unwrap();
+        assert_eq!(
+            forwarder["packets_out"], t["conservation"]["generated"],
+            "{io}: the DUT forwarded every frame the tester sent (warm-up included)"
+        );
+        assert!(forwarder["cycles_per_packet"].as_f64().unwrap() > 0.0, "{io}");
+    }
+    let bad = sfclab(&[
+        "run",
+        "--ports",
+        "dut:nosuch0,nosuch1",
+        "--chain",
+        "forwarder",
+        "--duration",
+        "10ms",
+    ]);
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("nosuch0"), "{}", stderr(&bad));
+    let bad = sfclab(&["run", "--ports", "tester:eth9", "--duration", "10ms"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("two interfaces"), "{}", stderr(&bad));
+    let bad = sfclab(&[
+        "run",
+        "--ports",
+        "tester:a,b",
+        "--chain",
+        "forwarder",
+        "--duration",
+        "10ms",
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("none runs"), "{}", stderr(&bad));
 }

@@ -279,6 +279,12 @@ impl<'a> BatchView<'a> {
         self.batch.iter_mut()
     }
 
+    /// The same view for a shorter borrow: to hand the batch to an NF and look at it after.
+    #[inline(always)]
+    pub fn reborrow(&mut self) -> BatchView<'_> {
+        BatchView { batch: self.batch }
+    }
+
     /// See [`Batch::prefetch`].
     #[inline(always)]
     pub fn prefetch(&self) {

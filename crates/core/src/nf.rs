@@ -382,6 +382,12 @@ impl<'a> Context<'a> {
         (&mut *self.buffers, &mut *self.emitted)
     }
 
+    /// The packets emitted during this call so far, each with its output: for wrappers
+    /// that observe what leaves an NF (a capture tap).
+    pub fn emitted_packets(&self) -> impl Iterator<Item = (&crate::packet::Packet, u8)> + '_ {
+        self.emitted.packets.iter().zip(self.emitted.outputs.iter().copied())
+    }
+
     /// Sends `packet` (created here, or held before) along the NF's `output`. More than
     /// a batch in one call is a `queue-full` drop at this NF.
     pub fn emit(&mut self, mut packet: PacketRef, output: u8) {

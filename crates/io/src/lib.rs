@@ -18,5 +18,5 @@ pub use af_packet::{AfPacketPort, AfPacketSettings};
 pub use af_xdp::{AfXdpPort, AfXdpSettings, Bind};
 pub use any::{InterfacePort, IoKind};
 pub use bpf::XdpMode;
-pub use pcap::{PcapSink, PcapSource};
+pub use pcap::{PcapSink, PcapSource, PcapTap, ReplayPace};
 pub use wire::Wire;

@@ -1,21 +1,46 @@
-//! pcap files as ports. [`PcapSource`] reads a whole capture into memory at open (so the
-//! data path copies from memory, never reads the disk) and replays it as fast as the
-//! chain takes it, looped a given number of times; [`PcapSink`] writes every frame it
-//! receives with a nanosecond timestamp, in the format `tshark` and `tcpreplay` read.
+//! pcap files as ports. [`PcapSource`] reads a whole capture (pcap or pcapng) into memory
+//! at open (so the data path copies from memory, never reads the disk) and replays it as
+//! fast as the chain takes it, at a rate, or at the gaps of the file's own timestamps,
+//! looped a given number of times; [`PcapSink`] writes every frame it receives with a
+//! nanosecond timestamp, in the format `tshark` and `tcpreplay` read.
 
 #![forbid(unsafe_code)]
 
 use crate::window::Window;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
+use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::{DataLink, TsResolution};
+use sfclab_core::nf::{Context, NetworkFunction, Verdict, Verdicts};
 use sfclab_core::packet::DATA_ROOM;
-use sfclab_core::port::{PortInfo, PortStats};
-use sfclab_core::{Batch, NfCounter, PacketMeta, PacketPool, Recycle, RxPort, TxPort};
+use sfclab_core::port::{PortInfo, PortStats, Shortfall};
+use sfclab_core::{Batch, BatchView, NfCounter, PacketMeta, PacketPool, PacketRef, Recycle, RxPort, TxPort};
+use sfclab_traffic::rate::{Pacer, Rate};
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::BufWriter;
+use std::io::{BufReader, BufWriter, Read};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How a replayed capture is paced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ReplayPace {
+    /// `max`: as fast as the chain takes it; or packets (L1 bits) per second.
+    Rate(Rate),
+    /// The gaps between the file's timestamps, kept (as `tcpreplay` does by default); each
+    /// pass starts one mean gap after the previous one's last frame.
+    FileTimestamps,
+}
+
+impl std::fmt::Display for ReplayPace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplayPace::Rate(Rate::Max) => f.write_str("as fast as the chain takes it"),
+            ReplayPace::Rate(r) => write!(f, "at {r}"),
+            ReplayPace::FileTimestamps => f.write_str("at the file's timestamps"),
+        }
+    }
+}
 
 /// A capture replayed into a chain.
 pub struct PcapSource {
@@ -23,6 +48,8 @@ pub struct PcapSource {
     /// Every frame back to back, and where each ends.
     bytes: Vec<u8>,
     ends: Vec<usize>,
+    /// Each frame's timestamp, nanoseconds after the first frame's (never decreasing).
+    stamps_ns: Vec<u64>,
     /// Passes over the file; `None`: until the run stops it.
     loops: Option<u64>,
     next: usize,
@@ -31,37 +58,202 @@ pub struct PcapSource {
     oversize: u64,
     /// Frames truncated in the capture (captured length below the original), kept as captured.
     truncated: u64,
+    /// Frames stamped earlier than the frame before them (replayed right after it).
+    backwards_stamps: u64,
+    pace: ReplayPace,
+    pacer: Pacer,
+    /// File-timestamp pacing: TSC ticks per nanosecond and the TSC at the first frame.
+    ticks_per_ns: f64,
+    first_tsc: Option<u64>,
     window: Window,
     pool_empty: u64,
     stats: PortStats,
 }
 
-impl PcapSource {
-    /// Reads `path` (classic pcap, Ethernet link type). `loops`: passes over the file
-    /// (`None`: endless). Errors name the file and what is wrong with it.
-    pub fn open(path: &Path, loops: Option<u64>) -> Result<PcapSource, String> {
-        let name = path.display();
-        let file = File::open(path).map_err(|e| format!("{name}: {e}"))?;
-        let mut reader = PcapReader::new(file).map_err(|e| {
-            format!("{name}: not a pcap file ({e}); pcapng captures convert with `editcap -F pcap in.pcapng out.pcap`")
-        })?;
+/// Frames and timestamps read from a capture file.
+#[derive(Default)]
+struct Capture {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+    stamps_ns: Vec<u64>,
+    oversize: u64,
+    truncated: u64,
+    backwards_stamps: u64,
+}
+
+impl Capture {
+    fn push(&mut self, data: &[u8], orig_len: u32, at_ns: Option<u128>, first_ns: &mut Option<u128>) {
+        if data.len() > DATA_ROOM {
+            self.oversize += 1;
+            return;
+        }
+        self.truncated += u64::from((data.len() as u64) < u64::from(orig_len));
+        let last = self.stamps_ns.last().copied().unwrap_or(0);
+        let stamp = match at_ns {
+            Some(at) => {
+                let first = *first_ns.get_or_insert(at);
+                let since = at.saturating_sub(first).min(u128::from(u64::MAX)) as u64;
+                if since < last {
+                    self.backwards_stamps += 1;
+                }
+                since.max(last)
+            }
+            // A simple packet block has no timestamp: it follows the frame before it.
+            None => last,
+        };
+        self.bytes.extend_from_slice(data);
+        self.ends.push(self.bytes.len());
+        self.stamps_ns.push(stamp);
+    }
+
+    fn read_pcap(name: &str, file: impl Read) -> Result<Capture, String> {
+        let mut reader = PcapReader::new(file).map_err(|e| format!("{name}: not a pcap or pcapng file ({e})"))?;
         let link = reader.header().datalink;
         if link != DataLink::ETHERNET {
             return Err(format!("{name}: link type {link:?}, sfclab reads Ethernet captures"));
         }
-        let (mut bytes, mut ends) = (Vec::new(), Vec::new());
-        let (mut oversize, mut truncated) = (0, 0);
+        let mut capture = Capture::default();
+        let mut first = None;
         while let Some(packet) = reader.next_packet() {
-            let packet = packet.map_err(|e| format!("{name}: packet {}: {e}", ends.len() + oversize as usize + 1))?;
-            if packet.data.len() > DATA_ROOM {
-                oversize += 1;
-                continue;
-            }
-            truncated += u64::from((packet.data.len() as u32) < packet.orig_len);
-            bytes.extend_from_slice(&packet.data);
-            ends.push(bytes.len());
+            let n = capture.ends.len() as u64 + capture.oversize + 1;
+            let packet = packet.map_err(|e| format!("{name}: packet {n}: {e}"))?;
+            capture.push(
+                &packet.data,
+                packet.orig_len,
+                Some(packet.timestamp.as_nanos()),
+                &mut first,
+            );
         }
-        if ends.is_empty() {
+        Ok(capture)
+    }
+
+    fn read_pcapng(name: &str, file: impl Read) -> Result<Capture, String> {
+        let mut reader = PcapNgReader::new(file).map_err(|e| format!("{name}: not a pcapng file ({e})"))?;
+        let mut capture = Capture::default();
+        let mut first = None;
+        // Per interface of the current section: link type and timestamp units per second.
+        let mut interfaces: Vec<(DataLink, TimestampUnits)> = Vec::new();
+        let mut block_no = 1u64;
+        while let Some(block) = reader.next_block() {
+            block_no += 1;
+            let block = block.map_err(|e| format!("{name}: block {block_no}: {e}"))?;
+            let packet = match block {
+                Block::SectionHeader(_) => {
+                    interfaces.clear();
+                    continue;
+                }
+                Block::InterfaceDescription(idb) => {
+                    let units = TimestampUnits::of(&idb.options)
+                        .map_err(|e| format!("{name}: block {block_no} (interface {}): {e}", interfaces.len()))?;
+                    interfaces.push((idb.linktype, units));
+                    continue;
+                }
+                Block::EnhancedPacket(epb) => {
+                    // pcap-file hands the raw timestamp over as nanoseconds whatever the
+                    // interface's resolution: the units are applied here.
+                    let raw = epb.timestamp.as_nanos();
+                    (epb.interface_id, raw, epb.original_len, epb.data)
+                }
+                Block::SimplePacket(spb) => {
+                    let len = spb.data.len().min(spb.original_len as usize);
+                    let data = match spb.data {
+                        std::borrow::Cow::Borrowed(d) => std::borrow::Cow::Borrowed(&d[..len]),
+                        std::borrow::Cow::Owned(mut d) => {
+                            d.truncate(len);
+                            std::borrow::Cow::Owned(d)
+                        }
+                    };
+                    (0, u128::MAX, spb.original_len, data)
+                }
+                _ => continue,
+            };
+            let (interface, raw, orig_len, data) = packet;
+            let Some(&(link, units)) = interfaces.get(interface as usize) else {
+                return Err(format!(
+                    "{name}: block {block_no}: a packet of interface {interface}, which no interface description block declared"
+                ));
+            };
+            if link != DataLink::ETHERNET {
+                return Err(format!(
+                    "{name}: interface {interface}: link type {link:?}, sfclab reads Ethernet captures"
+                ));
+            }
+            let at = (raw != u128::MAX).then(|| units.to_ns(raw));
+            capture.push(&data, orig_len, at, &mut first);
+        }
+        Ok(capture)
+    }
+}
+
+/// A pcapng interface's timestamp resolution (`if_tsresol`) and offset (`if_tsoffset`).
+#[derive(Debug, Clone, Copy)]
+struct TimestampUnits {
+    /// 10^-n seconds (`false`) or 2^-n seconds (`true`).
+    exponent: u8,
+    binary: bool,
+    offset_s: u64,
+}
+
+impl TimestampUnits {
+    fn of(options: &[InterfaceDescriptionOption]) -> Result<TimestampUnits, String> {
+        // Microseconds unless the interface says otherwise (pcapng specification).
+        let mut units = TimestampUnits {
+            exponent: 6,
+            binary: false,
+            offset_s: 0,
+        };
+        for o in options {
+            match *o {
+                InterfaceDescriptionOption::IfTsResol(r) => {
+                    units.binary = r & 0x80 != 0;
+                    units.exponent = r & 0x7f;
+                    if (units.binary && units.exponent > 64) || (!units.binary && units.exponent > 19) {
+                        return Err(format!("if_tsresol {r:#04x} is finer than sfclab can represent"));
+                    }
+                }
+                InterfaceDescriptionOption::IfTsOffset(s) => units.offset_s = s,
+                _ => {}
+            }
+        }
+        Ok(units)
+    }
+
+    fn to_ns(self, raw: u128) -> u128 {
+        let ns = if self.binary {
+            (raw * 1_000_000_000) >> self.exponent
+        } else if self.exponent <= 9 {
+            raw * 10u128.pow(u32::from(9 - self.exponent))
+        } else {
+            raw / 10u128.pow(u32::from(self.exponent - 9))
+        };
+        ns + u128::from(self.offset_s) * 1_000_000_000
+    }
+}
+
+/// The first four bytes of a pcapng file (a section header block's type).
+const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+
+impl PcapSource {
+    /// Reads `path` (pcap or pcapng, Ethernet link type), to replay as fast as the chain
+    /// takes it ([`PcapSource::paced`] sets another pace). `loops`: passes over the file
+    /// (`None`: endless). Errors name the file and what is wrong with it.
+    pub fn open(path: &Path, loops: Option<u64>) -> Result<PcapSource, String> {
+        let name = path.display().to_string();
+        let mut file = BufReader::new(File::open(path).map_err(|e| format!("{name}: {e}"))?);
+        let mut magic = [0u8; 4];
+        let pcapng = {
+            use std::io::BufRead;
+            let head = file.fill_buf().map_err(|e| format!("{name}: {e}"))?;
+            let n = head.len().min(4);
+            magic[..n].copy_from_slice(&head[..n]);
+            magic == PCAPNG_MAGIC
+        };
+        let capture = if pcapng {
+            Capture::read_pcapng(&name, file)?
+        } else {
+            Capture::read_pcap(&name, file)?
+        };
+        if capture.ends.is_empty() {
             return Err(format!(
                 "{name}: no frame sfclab can replay (empty, or all longer than {DATA_ROOM} bytes)"
             ));
@@ -71,17 +263,44 @@ impl PcapSource {
         }
         Ok(PcapSource {
             path: path.to_path_buf(),
-            bytes,
-            ends,
+            bytes: capture.bytes,
+            ends: capture.ends,
+            stamps_ns: capture.stamps_ns,
             loops,
             next: 0,
             passes_done: 0,
-            oversize,
-            truncated,
+            oversize: capture.oversize,
+            truncated: capture.truncated,
+            backwards_stamps: capture.backwards_stamps,
+            pace: ReplayPace::Rate(Rate::Max),
+            pacer: Pacer::new(None, 1.0, 0.0),
+            ticks_per_ns: 0.0,
+            first_tsc: None,
             window: Window::default(),
             pool_empty: 0,
             stats: PortStats::default(),
         })
+    }
+
+    /// Replays at `pace`; `tsc_hz` turns the TSC into time, `batch` bounds how far a rate
+    /// falls behind before frames are skipped (counted as `behind`, as the generator's).
+    pub fn paced(mut self, pace: ReplayPace, tsc_hz: f64, batch: usize) -> PcapSource {
+        let rate = match pace {
+            ReplayPace::Rate(Rate::Pps(p)) => Some(p),
+            ReplayPace::Rate(Rate::L1Bps(b)) => Some(b),
+            _ => None,
+        };
+        let per_unit = if matches!(pace, ReplayPace::Rate(Rate::L1Bps(_))) {
+            (1518.0 + 24.0) * 8.0
+        } else {
+            1.0
+        };
+        // The generator's slack: 100 us of traffic, or four batches if more.
+        let backlog = (4.0 * batch as f64 * per_unit).max(rate.unwrap_or(0.0) * 100e-6);
+        self.pacer = Pacer::new(rate, tsc_hz, backlog);
+        self.ticks_per_ns = tsc_hz / 1e9;
+        self.pace = pace;
+        self
     }
 
     /// Frames in one pass over the file.
@@ -94,15 +313,72 @@ impl PcapSource {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.bytes[start..self.ends[i]]
     }
+
+    /// Frame `i`'s timestamp, nanoseconds after the first frame's.
+    pub fn stamp_ns(&self, i: usize) -> u64 {
+        self.stamps_ns[i]
+    }
+
+    /// Nanoseconds from one pass's first frame to the next pass's: the file's span and one
+    /// mean gap.
+    fn pass_ns(&self) -> u64 {
+        let span = *self.stamps_ns.last().unwrap_or(&0);
+        let n = self.stamps_ns.len() as u64;
+        if n > 1 { span + span / (n - 1) } else { 0 }
+    }
+
+    /// Frames due now, at most `want`.
+    fn due(&mut self, now: u64, want: usize) -> usize {
+        match self.pace {
+            ReplayPace::Rate(Rate::Max) => want,
+            ReplayPace::Rate(Rate::Pps(_)) => {
+                let n = want.min(self.pacer.due(now) as usize);
+                self.pacer.spend(n as f64);
+                n
+            }
+            ReplayPace::Rate(Rate::L1Bps(_)) => {
+                // Frame sizes differ: walk them until the bits due are spent.
+                let due = self.pacer.due(now);
+                let (mut bits, mut n, mut i) = (0.0, 0, self.next);
+                while n < want {
+                    let b = ((self.frame(i).len() + 24) * 8) as f64;
+                    if bits + b > due {
+                        break;
+                    }
+                    bits += b;
+                    n += 1;
+                    i = if i + 1 == self.ends.len() { 0 } else { i + 1 };
+                }
+                self.pacer.spend(bits);
+                n
+            }
+            ReplayPace::FileTimestamps => {
+                let first = *self.first_tsc.get_or_insert(now);
+                let elapsed_ns = (now.saturating_sub(first) as f64 / self.ticks_per_ns) as u64;
+                let pass_ns = self.pass_ns();
+                let (mut n, mut i, mut pass) = (0, self.next, self.passes_done);
+                while n < want && pass.saturating_mul(pass_ns).saturating_add(self.stamps_ns[i]) <= elapsed_ns {
+                    n += 1;
+                    i += 1;
+                    if i == self.ends.len() {
+                        i = 0;
+                        pass += 1;
+                    }
+                }
+                n
+            }
+        }
+    }
 }
 
 impl RxPort for PcapSource {
-    fn rx(&mut self, _now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
+    fn rx(&mut self, now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
         let mut want = self.window.room(batch.room(), self.stats.packets);
         if let Some(loops) = self.loops {
             let left = (loops - self.passes_done) as usize * self.ends.len() - self.next;
             want = want.min(left);
         }
+        want = self.due(now, want);
         if want == 0 {
             return 0;
         }
@@ -136,7 +412,7 @@ impl RxPort for PcapSource {
     }
 
     fn needs_fresh_clock(&self) -> bool {
-        false
+        self.pace != ReplayPace::Rate(Rate::Max)
     }
 
     fn stats(&self) -> PortStats {
@@ -147,12 +423,40 @@ impl RxPort for PcapSource {
         self.window.start(self.stats.packets, count);
     }
 
+    fn requested_pps(&self) -> Option<f64> {
+        match self.pace {
+            ReplayPace::Rate(r) => {
+                let mean = self.bytes.len() as f64 / self.ends.len() as f64 + 4.0;
+                r.pps(mean)
+            }
+            ReplayPace::FileTimestamps => {
+                let pass_ns = self.pass_ns();
+                (pass_ns > 0).then(|| self.ends.len() as f64 * 1e9 / pass_ns as f64)
+            }
+        }
+    }
+
+    fn shortfall(&self) -> Shortfall {
+        let skipped = self.pacer.skipped_units;
+        let behind = match self.pace {
+            ReplayPace::Rate(Rate::L1Bps(_)) => {
+                skipped / ((self.bytes.len() as f64 / self.ends.len() as f64 + 24.0) * 8.0)
+            }
+            _ => skipped,
+        };
+        Shortfall {
+            pool_empty: self.pool_empty,
+            behind: behind as u64,
+        }
+    }
+
     fn counters(&self) -> Vec<NfCounter> {
         vec![
             NfCounter::total("passes_done", self.passes_done),
             NfCounter::gauge("frames_in_file", self.ends.len() as u64),
             NfCounter::gauge("oversize_skipped", self.oversize),
             NfCounter::gauge("truncated_in_capture", self.truncated),
+            NfCounter::gauge("backwards_timestamps", self.backwards_stamps),
             NfCounter::total("pool_empty", self.pool_empty),
         ]
     }
@@ -162,16 +466,55 @@ impl RxPort for PcapSource {
         PortInfo {
             kind: "pcap".into(),
             summary: format!(
-                "{} ({} frames), {loops} pass(es), as fast as the chain takes it",
+                "{} ({} frames), {loops} pass(es), {}",
                 self.path.display(),
-                self.ends.len()
+                self.ends.len(),
+                self.pace
             ),
             settings: BTreeMap::from([
                 ("file".to_string(), self.path.display().to_string()),
                 ("loops".to_string(), loops),
+                ("pace".to_string(), self.pace.to_string()),
             ]),
         }
     }
+}
+
+/// The wall clock the TSC says it is: read once at open, so stamping a frame costs no
+/// syscall.
+#[derive(Debug, Clone, Copy)]
+struct WallClock {
+    start_ns: u128,
+    start_tsc: u64,
+    tsc_hz: f64,
+}
+
+impl WallClock {
+    fn new(tsc_hz: f64) -> WallClock {
+        WallClock {
+            start_ns: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
+            start_tsc: sfclab_core::tsc::now(),
+            tsc_hz,
+        }
+    }
+
+    fn at(&self, tsc: u64) -> Duration {
+        let since = tsc.saturating_sub(self.start_tsc) as f64 / self.tsc_hz;
+        Duration::from_nanos((self.start_ns + (since * 1e9) as u128) as u64)
+    }
+}
+
+/// Creates (or truncates) `path` as a nanosecond pcap of Ethernet frames.
+fn create_pcap(path: &Path) -> Result<PcapWriter<BufWriter<File>>, String> {
+    let name = path.display();
+    let file = File::create(path).map_err(|e| format!("{name}: {e}"))?;
+    let header = PcapHeader {
+        ts_resolution: TsResolution::NanoSecond,
+        datalink: DataLink::ETHERNET,
+        ..Default::default()
+    };
+    // A large buffer: one write per ~1 MiB of frames, not per batch.
+    PcapWriter::with_header(BufWriter::with_capacity(1 << 20, file), header).map_err(|e| format!("{name}: {e}"))
 }
 
 /// A capture written from a chain: every frame it receives, then the buffers go back.
@@ -179,11 +522,7 @@ pub struct PcapSink {
     path: PathBuf,
     /// `None` once `finish` closed the file.
     writer: Option<PcapWriter<BufWriter<File>>>,
-    /// Wall-clock nanoseconds at open and the TSC then: frames are stamped with the wall
-    /// clock the TSC says it is (one clock read per batch, no syscall).
-    start_ns: u128,
-    start_tsc: u64,
-    tsc_hz: f64,
+    clock: WallClock,
     write_errors: u64,
     window: u64,
     stats: PortStats,
@@ -193,20 +532,10 @@ impl PcapSink {
     /// Creates (or truncates) `path` as a nanosecond pcap of Ethernet frames; `tsc_hz`
     /// turns the TSC into time.
     pub fn create(path: &Path, tsc_hz: f64) -> Result<PcapSink, String> {
-        let name = path.display();
-        let file = File::create(path).map_err(|e| format!("{name}: {e}"))?;
-        let header = PcapHeader {
-            ts_resolution: TsResolution::NanoSecond,
-            datalink: DataLink::ETHERNET,
-            ..Default::default()
-        };
-        let writer = PcapWriter::with_header(BufWriter::new(file), header).map_err(|e| format!("{name}: {e}"))?;
         Ok(PcapSink {
             path: path.to_path_buf(),
-            writer: Some(writer),
-            start_ns: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
-            start_tsc: sfclab_core::tsc::now(),
-            tsc_hz,
+            writer: Some(create_pcap(path)?),
+            clock: WallClock::new(tsc_hz),
             write_errors: 0,
             window: 0,
             stats: PortStats::default(),
@@ -229,8 +558,7 @@ impl PcapSink {
 
 impl TxPort for PcapSink {
     fn tx<R: Recycle>(&mut self, now: u64, batch: &mut Batch, recycle: &mut R) {
-        let since = now.saturating_sub(self.start_tsc) as f64 / self.tsc_hz;
-        let at = Duration::from_nanos((self.start_ns + (since * 1e9) as u128) as u64);
+        let at = self.clock.at(now);
         let mut bytes = 0;
         for p in batch.iter() {
             let data = p.data();
@@ -271,5 +599,109 @@ impl TxPort for PcapSink {
 impl Drop for PcapSink {
     fn drop(&mut self) {
         let _ = self.finish();
+    }
+}
+
+/// A tap: an NF wrapped so that every frame leaving it (on any output, including packets it
+/// creates or releases during a call) is also written to a pcap file, stamped with the
+/// batch's time. What the NF drops or holds is not written. The writing is part of the
+/// call, so the NF's cycles include it: a tap is for looking, not for measuring.
+pub struct PcapTap {
+    inner: Box<dyn NetworkFunction>,
+    path: PathBuf,
+    /// `None` only while dropping.
+    writer: Option<PcapWriter<BufWriter<File>>>,
+    clock: WallClock,
+    frames: u64,
+    write_errors: u64,
+}
+
+impl PcapTap {
+    /// Wraps `inner`, writing what leaves it to `path` (created or truncated).
+    pub fn wrap(inner: Box<dyn NetworkFunction>, path: &Path, tsc_hz: f64) -> Result<PcapTap, String> {
+        Ok(PcapTap {
+            inner,
+            path: path.to_path_buf(),
+            writer: Some(create_pcap(path)?),
+            clock: WallClock::new(tsc_hz),
+            frames: 0,
+            write_errors: 0,
+        })
+    }
+
+    fn write(&mut self, at: Duration, data: &[u8]) {
+        let packet = PcapPacket::new(at, data.len() as u32, data);
+        match self.writer.as_mut().map(|w| w.write_packet(&packet)) {
+            Some(Ok(_)) => self.frames += 1,
+            _ => self.write_errors += 1,
+        }
+    }
+}
+
+impl NetworkFunction for PcapTap {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    fn process(&mut self, ctx: &mut Context<'_>, mut batch: BatchView<'_>, verdicts: &mut Verdicts) {
+        self.inner.process(ctx, batch.reborrow(), verdicts);
+        let at = self.clock.at(ctx.now);
+        for i in 0..batch.len() {
+            if matches!(verdicts.get(i), Verdict::Continue | Verdict::Out(_)) {
+                self.write(at, batch.get(i).data());
+            }
+        }
+        for (p, _) in ctx.emitted_packets() {
+            self.write(at, p.data());
+        }
+    }
+
+    fn outputs(&self) -> Vec<String> {
+        self.inner.outputs()
+    }
+
+    fn creates_packets(&self) -> bool {
+        self.inner.creates_packets()
+    }
+
+    fn drop_reasons(&self) -> &'static [&'static str] {
+        self.inner.drop_reasons()
+    }
+
+    fn hold(&mut self, packet: PacketRef) -> Result<(), PacketRef> {
+        self.inner.hold(packet)
+    }
+
+    fn held(&self) -> usize {
+        self.inner.held()
+    }
+
+    fn release_held(&mut self, give_back: &mut dyn FnMut(PacketRef)) {
+        self.inner.release_held(give_back)
+    }
+
+    fn tick(&mut self, now: u64) {
+        self.inner.tick(now)
+    }
+
+    fn counters(&self) -> Vec<NfCounter> {
+        let mut c = self.inner.counters();
+        c.push(NfCounter::total("tap_frames", self.frames));
+        c.push(NfCounter::total("tap_write_errors", self.write_errors));
+        c
+    }
+}
+
+impl Drop for PcapTap {
+    fn drop(&mut self) {
+        use std::io::Write;
+        if let Some(w) = self.writer.take()
+            && w.into_writer().flush().is_err()
+        {
+            eprintln!(
+                "warning: tap {}: the last frames could not be written",
+                self.path.display()
+            );
+        }
     }
 }

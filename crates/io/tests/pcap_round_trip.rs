@@ -137,7 +137,7 @@ fn bad_files_are_refused_with_the_file_named() {
     let text = dir.path().join("text.pcap");
     std::fs::write(&text, "not a capture at all").unwrap();
     let e = PcapSource::open(&text, None).err().unwrap();
-    assert!(e.contains("text.pcap") && e.contains("not a pcap file"), "{e}");
+    assert!(e.contains("text.pcap") && e.contains("not a pcap"), "{e}");
     let empty = dir.path().join("empty.pcap");
     write(&empty, &[]);
     let e = PcapSource::open(&empty, None).err().unwrap();
@@ -186,4 +186,174 @@ fn a_capture_runs_through_nat44_into_a_capture() {
         };
         assert_ne!(src, [198, 18, 0, 1], "frame {i}: the inside source was translated");
     }
+}
+
+/// Writes `frames` as a pcap with the given timestamps (nanoseconds).
+fn write_stamped(path: &std::path::Path, frames: &[Vec<u8>], stamps_ns: &[u64]) {
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    let header = PcapHeader {
+        ts_resolution: pcap_file::TsResolution::NanoSecond,
+        datalink: pcap_file::DataLink::ETHERNET,
+        ..Default::default()
+    };
+    let mut w = PcapWriter::with_header(std::fs::File::create(path).unwrap(), header).unwrap();
+    for (f, &ns) in frames.iter().zip(stamps_ns) {
+        let at = std::time::Duration::from_nanos(1_700_000_000_000_000_000 + ns);
+        w.write_packet(&PcapPacket::new(at, f.len() as u32, f)).unwrap();
+    }
+}
+
+/// Pulls every frame `source` has due at `now`.
+fn due_at(source: &mut PcapSource, now: u64, pool: &mut PacketPool) -> usize {
+    let mut batch = Batch::new(256);
+    let n = source.rx(now, pool, &mut batch);
+    pool.free_batch(&mut batch);
+    n
+}
+
+/// pcapng files are read: interfaces with their own timestamp resolutions (the default
+/// microseconds, nanoseconds, and a binary 2^-10 s), and simple packet blocks (no
+/// timestamp: they follow the frame before). Frames and relative timestamps come out as
+/// written.
+#[test]
+fn pcapng_files_are_read_with_each_interfaces_timestamp_resolution() {
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+    use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+    use pcap_file::pcapng::blocks::simple_packet::SimplePacketBlock;
+    use pcap_file::pcapng::{Block, PcapNgWriter};
+    use std::borrow::Cow;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mixed.pcapng");
+    let sent = frames(4);
+    let mut w = PcapNgWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let idb = |resol: Option<u8>| {
+        Block::InterfaceDescription(InterfaceDescriptionBlock {
+            linktype: pcap_file::DataLink::ETHERNET,
+            snaplen: 0,
+            options: resol.map(InterfaceDescriptionOption::IfTsResol).into_iter().collect(),
+        })
+    };
+    w.write_block(&idb(None)).unwrap(); // interface 0: microseconds
+    w.write_block(&idb(Some(9))).unwrap(); // interface 1: nanoseconds
+    w.write_block(&idb(Some(0x80 | 10))).unwrap(); // interface 2: 1/1024 s
+    let epb = |interface_id: u32, raw: u64, data: &[u8]| {
+        Block::EnhancedPacket(EnhancedPacketBlock {
+            interface_id,
+            // pcap-file carries the raw count in a Duration's nanoseconds.
+            timestamp: std::time::Duration::from_nanos(raw),
+            original_len: data.len() as u32,
+            data: Cow::Owned(data.to_vec()),
+            options: vec![],
+        })
+    };
+    let base_us = 1_700_000_000_000_000u64;
+    w.write_block(&epb(0, base_us, &sent[0])).unwrap();
+    w.write_block(&epb(1, base_us * 1000 + 1_500_000, &sent[1])).unwrap(); // +1.5 ms
+    w.write_block(&epb(2, (base_us / 1_000_000) * 1024 + 3, &sent[2]))
+        .unwrap(); // +2.9296875 ms
+    w.write_block(&Block::SimplePacket(SimplePacketBlock {
+        original_len: sent[3].len() as u32,
+        data: Cow::Owned(sent[3].clone()),
+    }))
+    .unwrap();
+    drop(w);
+
+    let source = PcapSource::open(&path, Some(1)).unwrap();
+    assert_eq!(source.frames(), 4);
+    for (i, f) in sent.iter().enumerate() {
+        assert_eq!(source.frame(i), &f[..], "frame {i}");
+    }
+    assert_eq!(source.stamp_ns(0), 0);
+    assert_eq!(source.stamp_ns(1), 1_500_000);
+    assert_eq!(source.stamp_ns(2), 2_929_687);
+    assert_eq!(
+        source.stamp_ns(3),
+        2_929_687,
+        "a simple packet follows the frame before it"
+    );
+}
+
+/// What tshark's own tools write as pcapng (editcap converting sfclab's pcap) reads back
+/// frame for frame, with the same relative timestamps.
+#[test]
+fn pcapng_written_by_editcap_replays_like_the_pcap_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pcap, pcapng) = (dir.path().join("in.pcap"), dir.path().join("in.pcapng"));
+    let stamps: Vec<u64> = (0..10).map(|i| i * 123_457).collect();
+    write_stamped(&pcap, &frames(10), &stamps);
+    let Ok(out) = Command::new("editcap")
+        .args(["-F", "pcapng"])
+        .arg(&pcap)
+        .arg(&pcapng)
+        .output()
+    else {
+        eprintln!(
+            "SKIPPED pcapng_written_by_editcap_replays_like_the_pcap_it_came_from: editcap is not installed (apt-get install tshark)"
+        );
+        return;
+    };
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (a, b) = (
+        PcapSource::open(&pcap, Some(1)).unwrap(),
+        PcapSource::open(&pcapng, Some(1)).unwrap(),
+    );
+    assert_eq!(a.frames(), 10);
+    assert_eq!(b.frames(), 10);
+    for (i, &stamp) in stamps.iter().enumerate() {
+        assert_eq!(a.frame(i), b.frame(i), "frame {i}");
+        assert_eq!(b.stamp_ns(i), stamp, "timestamp {i}");
+    }
+}
+
+/// At a packet rate the replay releases frames as the clock earns them; at the file's
+/// timestamps it keeps the file's gaps, and each further pass starts one mean gap after
+/// the last frame. Driven by a synthetic clock of 1 tick per nanosecond.
+#[test]
+fn replays_are_paced_at_a_rate_or_at_the_files_timestamps() {
+    use sfclab_io::ReplayPace;
+    use sfclab_traffic::Rate;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("paced.pcap");
+    // Frames at 0, 1 ms and 3 ms: a pass lasts 3 ms plus the mean gap of 1.5 ms.
+    write_stamped(&path, &frames(3), &[0, 1_000_000, 3_000_000]);
+    let mut pool = PacketPool::new(512);
+    let t0 = 1_000_000_000u64;
+
+    let mut at_rate = PcapSource::open(&path, None)
+        .unwrap()
+        .paced(ReplayPace::Rate(Rate::Pps(1e6)), 1e9, 32);
+    assert!(at_rate.needs_fresh_clock());
+    assert_eq!(at_rate.requested_pps(), Some(1e6));
+    at_rate.start_window(None);
+    assert_eq!(due_at(&mut at_rate, t0, &mut pool), 0, "nothing earned at the start");
+    assert_eq!(due_at(&mut at_rate, t0 + 10_000, &mut pool), 10, "10 us at 1 Mpps");
+    assert_eq!(
+        due_at(&mut at_rate, t0 + 10_000, &mut pool),
+        0,
+        "nothing more at the same instant"
+    );
+    assert_eq!(due_at(&mut at_rate, t0 + 15_000, &mut pool), 5);
+
+    let mut by_file = PcapSource::open(&path, Some(2))
+        .unwrap()
+        .paced(ReplayPace::FileTimestamps, 1e9, 32);
+    by_file.start_window(None);
+    let steps = [
+        (0, 1),          // the first frame at once
+        (999_999, 0),    // the second is due at 1 ms
+        (1_000_000, 1),  //
+        (2_999_999, 0),  //
+        (3_000_000, 1),  // the pass ends at 3 ms
+        (4_499_999, 0),  // the next starts 1.5 ms later
+        (4_500_000, 1),  //
+        (20_000_000, 2), // late: the rest of the pass at once
+        (90_000_000, 0), // two passes asked, two done
+    ];
+    for (at, want) in steps {
+        assert_eq!(due_at(&mut by_file, t0 + at, &mut pool), want, "at {at} ns");
+    }
+    assert!(by_file.exhausted());
+    let pps = by_file.requested_pps().unwrap();
+    assert!((pps - 3.0 / 4.5e-3).abs() < 1e-6, "{pps}");
+    assert_eq!(pool.available(), 512, "every buffer back");
 }

@@ -203,3 +203,52 @@ fn a_run_across_a_lossy_wire_conserves_every_packet_by_cause() {
     assert!(report.latency.is_some());
     assert!(*lost.lock().unwrap() >= unaccounted);
 }
+
+/// Ctrl-C stops the window, not the count: frames still crossing the wire when the stop
+/// comes are drained and counted (received, or written off as `unaccounted`), so an
+/// interrupted run is conserved exactly and keeps its result.
+#[test]
+fn a_stopped_run_still_counts_the_frames_on_the_wire() {
+    let queue = Arc::new(Mutex::new(VecDeque::new()));
+    let out = LoopOut {
+        queue: queue.clone(),
+        lose_every: 13,
+        seen: 0,
+        lost: Arc::new(Mutex::new(0)),
+        stats: PortStats::default(),
+    };
+    let back = LoopBack {
+        queue,
+        delay: 200,
+        stats: PortStats::default(),
+    };
+    let wire = Wire::new(
+        generator(IpVersion::V4, L4::Udp, 64, 0.0),
+        out,
+        back,
+        32,
+        Duration::from_millis(20),
+    );
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        })
+    };
+    let settings = RunSettings {
+        duration: Some(Duration::from_secs(30)),
+        warmup: Duration::from_millis(50),
+        stop: Some(stop),
+        ..RunSettings::default()
+    };
+    let report = run_compound_on(wire, Sink::new(false), sfclab_core::NamedNfs::new(), &settings).unwrap();
+    stopper.join().unwrap();
+    assert!(report.interrupted);
+    assert!(report.conservation.holds, "{}", report.conservation);
+    assert!(report.window_loss.sent > 0);
+    let unaccounted = report.places[0].drops.get("unaccounted").copied().unwrap_or(0);
+    assert_eq!(report.window_loss.lost, unaccounted, "{:?}", report.places[0].drops);
+    assert!(unaccounted > 0, "every 13th frame is lost on the wire");
+}

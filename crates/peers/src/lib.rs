@@ -5,10 +5,12 @@
 //! - [`testpmd`]: DPDK's testpmd processes on virtual devices (`net_ring`, `net_memif`).
 //! - [`dpdk_test`]: DPDK's unit-test binary (`ring_perf_autotest`, `lpm_perf_autotest`).
 //! - [`dpdk_acl`]: DPDK's ACL test application (`dpdk-test-acl`, rte_acl).
+//! - [`trafgen`]: netsniff-ng's packet generator on AF_PACKET TX rings.
 
 pub mod dpdk_acl;
 pub mod dpdk_test;
 pub mod testpmd;
+pub mod trafgen;
 
 /// The path of `bin` on `PATH`, if installed.
 pub fn which(bin: &str) -> Option<String> {

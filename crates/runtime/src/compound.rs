@@ -226,11 +226,13 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
 
     /// Stops the source; when packets are still on their way to it, polls until they are
     /// in (or the source gives up on them, at most `DRAIN_LIMIT`). True when it drained.
-    fn drain(&mut self, accounting: bool, stop: Option<&AtomicBool>) -> bool {
+    /// Ctrl-C does not cut the drain short: it is how a stopped run's packets are counted
+    /// (cut short, frames in flight were neither received nor dropped).
+    fn drain(&mut self, accounting: bool) -> bool {
         if !self.source.finish() {
             return false;
         }
-        self.phase(accounting, tsc::now() + tsc::ticks(DRAIN_LIMIT), stop);
+        self.phase(accounting, tsc::now() + tsc::ticks(DRAIN_LIMIT), None);
         true
     }
 
@@ -300,7 +302,7 @@ pub fn run_compound_on<R: RxPort + Send, T: TxPort + Send>(
             // Warm-up: caches, branch predictors, page tables; counted but not reported.
             let mut warm = rig.phase(settings.accounting, tsc::now() + tsc::ticks(settings.warmup), stop);
             // Frames still crossing a wire arrive before the window opens.
-            if rig.drain(settings.accounting, stop) {
+            if rig.drain(settings.accounting) {
                 warm.ended = tsc::now();
             }
             rig.sinks.iter_mut().for_each(TxPort::start_window);
@@ -313,7 +315,7 @@ pub fn run_compound_on<R: RxPort + Send, T: TxPort + Send>(
             window.ticks = window.ended - warm.ended;
             // The window's frames still crossing a wire are counted where they end; the
             // window's time stays what it was (they were sent inside it).
-            rig.drain(settings.accounting, stop);
+            rig.drain(settings.accounting);
             // What NFs still hold is flushed and counted where it is held.
             let Rig { chain, pool, .. } = &mut rig;
             chain.release_held(pool);
