@@ -780,3 +780,78 @@ pub fn io_table(b: &sfclab_bench::io::IoBench) -> String {
     s += &footer(wide, b.interrupted, b.repeat);
     s
 }
+
+pub fn forward_table(b: &sfclab_bench::forward::ForwardBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench forward | {} ({} cores, TSC {:.3} GHz, kernel {}), one forwarder between two veth pairs, {}-byte frames, {} rounds of {:.1} s, rows interleaved (medians [min–max])\ntester: {}; device under test on core {}\n",
+        b.machine.cpu,
+        b.machine.cores,
+        b.machine.tsc_hz / 1e9,
+        b.machine.kernel,
+        b.frame_size,
+        b.repeat,
+        b.duration_s,
+        b.tester,
+        b.dut_core
+    );
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    table.set_header([
+        "row",
+        "Mpps forwarded",
+        "Mpps offered",
+        "loss %",
+        "DUT core cycles/frame",
+        "DUT busy cycles/packet",
+        "device under test",
+    ]);
+    let or_dash = |v: &[f64], digits: usize| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            with_range(v, digits)
+        }
+    };
+    for r in &b.rows {
+        let forwarded = match &r.skipped {
+            Some(why) if r.runs_mpps.is_empty() => format!("skipped: {why}"),
+            _ => or_dash(&r.runs_mpps, 3),
+        };
+        let device = match &r.mode {
+            Some(m) => format!("{}: {m}", r.device),
+            None => r.device.clone(),
+        };
+        table.add_row([
+            r.name.clone(),
+            forwarded,
+            or_dash(&r.runs_offered_mpps, 3),
+            or_dash(&r.runs_loss_pct, 2),
+            or_dash(&r.runs_dut_core_cycles, 0),
+            or_dash(&r.runs_dut_busy_cycles, 0),
+            device,
+        ]);
+    }
+    let _ = writeln!(s, "{table}");
+    let _ = writeln!(
+        s,
+        "DUT core cycles/frame: all the DUT core's non-idle time (/proc/stat) per frame d-out sent, whole run; a busy-polling DUT counts its empty polls too. DUT busy cycles/packet: sfclab's own, empty polls excluded."
+    );
+    for q in &b.ratios {
+        let _ = writeln!(
+            s,
+            "ratio  {} / {} = {:.2}x (forwarded Mpps, same run, same tester)",
+            q.row, q.over, q.ratio
+        );
+    }
+    for r in b.rows.iter().filter(|r| !r.commands.is_empty()) {
+        let _ = writeln!(s, "{}:", r.name);
+        for c in &r.commands {
+            let _ = writeln!(s, "    {c}");
+        }
+    }
+    let wide = b.rows.iter().filter(|r| is_wide(&r.runs_mpps)).count();
+    s += &footer(wide, b.interrupted, b.repeat);
+    s
+}

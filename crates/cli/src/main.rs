@@ -109,10 +109,15 @@ pub struct RunArgs {
 
 #[derive(Subcommand)]
 enum BenchCmd {
-    /// Packet I/O over a veth pair between two namespaces it builds: sfclab's AF_XDP
-    /// generator -> sink against DPDK testpmd txonly -> rxonly with net_af_xdp vdevs on
-    /// the same pair, interleaved rounds (needs root).
+    /// Packet I/O over a veth pair between two namespaces it builds: sfclab's generator
+    /// -> sink over AF_XDP and AF_PACKET against DPDK testpmd txonly -> rxonly with
+    /// net_af_xdp and net_af_packet vdevs, and trafgen, on the same pair, interleaved
+    /// rounds (needs root).
     Io(IoArgs),
+    /// One forwarder between two veth pairs (tester - DUT - tester, namespaces it builds):
+    /// sfclab AF_XDP and AF_PACKET against Linux IP forwarding and DPDK testpmd with two
+    /// net_af_xdp vdevs, the same sfclab tester for all, interleaved rounds (needs root).
+    Forward(ForwardArgs),
     /// Per-hop cost of forwarders in a compound chain, and DPDK testpmd as the peer.
     Hop(HopArgs),
     /// Maximum throughput against chain length for s_core, bi:K and pbp:K placements,
@@ -299,6 +304,26 @@ struct IoArgs {
     #[arg(long)]
     xdp_mode: Option<sfclab_io::XdpMode>,
     /// Print JSON (schema `sfclab.bench.io/2`).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ForwardArgs {
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Window of each round.
+    #[arg(long, default_value = "3s")]
+    duration: String,
+    #[arg(long, default_value = "500ms")]
+    warmup: String,
+    /// Frame size with FCS (at least 64: the tester signs each frame).
+    #[arg(long, default_value_t = 64)]
+    size: u16,
+    /// `testpmd` (the default) or `none`; Linux forwarding is always measured.
+    #[arg(long, value_enum, default_value = "testpmd")]
+    peer: PeerArg,
+    /// Print JSON (schema `sfclab.bench.forward/1`).
     #[arg(long)]
     json: bool,
 }
@@ -502,6 +527,22 @@ fn main() -> ExitCode {
             let result = with_progress(|tick| sfclab_bench::io::run(&args, tick));
             print_result(result, a.json, None, bench_view::io_table)
         }
+        Cmd::Bench(BenchCmd::Forward(a)) => {
+            let (duration, warmup) = match window(&a.duration, &a.warmup) {
+                Ok(w) if a.repeat > 0 && w.0 > Duration::ZERO => w,
+                Ok(_) => return outcome::fail(outcome::USAGE, "need at least one repetition and a non-zero duration"),
+                Err(e) => return outcome::fail(outcome::USAGE, &e),
+            };
+            let args = sfclab_bench::forward::ForwardBenchArgs {
+                duration,
+                warmup,
+                repeat: a.repeat,
+                size: a.size,
+                peer: a.peer == PeerArg::Testpmd,
+            };
+            let result = with_progress(|tick| sfclab_bench::forward::run(&args, tick));
+            print_result(result, a.json, None, bench_view::forward_table)
+        }
         Cmd::Bench(BenchCmd::Lpm6(a)) => {
             if a.repeat == 0 {
                 return outcome::fail(outcome::USAGE, "need at least one repetition");
@@ -555,7 +596,7 @@ fn main() -> ExitCode {
 }
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
-pub const SCHEMA_NAMES: [&str; 13] = [
+pub const SCHEMA_NAMES: [&str; 14] = [
     "run",
     "search",
     "sweep",
@@ -569,6 +610,7 @@ pub const SCHEMA_NAMES: [&str; 13] = [
     "bench-nfs",
     "bench-lpm6",
     "bench-io",
+    "bench-forward",
 ];
 
 /// The JSON Schema of a published document, by name.
@@ -587,6 +629,7 @@ pub fn schema(name: &str) -> Option<String> {
         "bench-nfs" => Some(bench_schema_v::<sfclab_bench::nfs::NfsBench>("nfs", 1)),
         "bench-lpm6" => Some(bench_schema_v::<sfclab_bench::lpm6::Lpm6Bench>("lpm6", 1)),
         "bench-io" => Some(bench_schema_v::<sfclab_bench::io::IoBench>("io", 2)),
+        "bench-forward" => Some(bench_schema_v::<sfclab_bench::forward::ForwardBench>("forward", 1)),
         _ => None,
     }
 }

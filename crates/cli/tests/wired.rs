@@ -437,3 +437,57 @@ fn sfclab_forwards_and_tests_on_interfaces_it_did_not_build() {
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
     assert!(stderr(&bad).contains("none runs"), "{}", stderr(&bad));
 }
+
+/// `bench forward`: the same tester across an sfclab forwarder (AF_XDP and AF_PACKET)
+/// and Linux forwarding, each row measured and labelled with what it was; its document
+/// follows the published schema.
+#[test]
+fn bench_forward_measures_each_device_with_the_same_tester() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
+        return;
+    }
+    let o = sfclab(&[
+        "bench",
+        "forward",
+        "--repeat",
+        "1",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "100ms",
+        "--peer",
+        "none",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_follows_schema("bench-forward-1.json", &v);
+    let rows = v["rows"].as_array().unwrap();
+    let row = |name: &str| rows.iter().find(|r| r["name"] == name).unwrap();
+    for (name, device) in [
+        ("sfclab af_xdp", "sfclab chain (af_xdp)"),
+        ("sfclab af_packet", "sfclab chain (af_packet)"),
+        ("linux", "Linux IPv4 forwarding"),
+    ] {
+        let r = row(name);
+        assert_eq!(r["device"], device);
+        let (forwarded, offered) = (r["mpps"].as_f64().unwrap(), r["runs_offered_mpps"][0].as_f64().unwrap());
+        assert!(forwarded > 0.0 && forwarded <= offered * 1.0001, "{r}");
+        assert!(r["dut_core_cycles"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(row("sfclab af_xdp")["dut_busy_cycles"].as_f64().unwrap() > 0.0);
+    assert!(
+        row("linux")["dut_busy_cycles"].is_null(),
+        "the kernel has no busy-cycle count of ours"
+    );
+    assert_eq!(row("testpmd af_xdp")["skipped"], "--peer none");
+    assert!(v["ratios"].as_array().unwrap().iter().any(|q| q["over"] == "linux"));
+    let o = sfclab(&["schema", "bench-forward"]);
+    let published = std::fs::read_to_string(common::repo().join("docs/schema/bench-forward-1.json")).unwrap();
+    assert_eq!(
+        stdout(&o),
+        published,
+        "docs/schema/bench-forward-1.json is stale: `sfclab schema bench-forward`"
+    );
+}

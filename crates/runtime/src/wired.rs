@@ -33,13 +33,27 @@ pub enum DeviceUnderTest {
     Chain(ChainGraph),
     /// The Linux kernel forwarding IPv4 between them.
     Linux,
+    /// Something else forwarding between them (a peer such as testpmd): `start` starts
+    /// it in the built testbed before the tester sends, and what it returns is dropped
+    /// (stopping it) once the tester has finished.
+    External {
+        /// What it is, for the report (`dpdk-testpmd io forwarding (net_af_xdp)`).
+        label: String,
+        start: ExternalStart,
+    },
 }
+
+/// Starts an external device under test in a testbed; its guard stops it when dropped.
+pub type ExternalStart = Box<dyn FnOnce(&Testbed) -> Result<Box<dyn Send>, String> + Send>;
 
 /// How the testbed's ports are opened and how long frames in flight are waited for.
 #[derive(Debug, Clone)]
 pub struct WiredSettings {
     /// AF_XDP (the default) or AF_PACKET, for every port of the testbed.
     pub io: IoKind,
+    /// The tester's ports' kind when it differs from `io` (to test DUTs of either kind
+    /// with the same tester).
+    pub tester_io: Option<IoKind>,
     /// The sfclab DUT's AF_XDP ports (`d-in` receives, `d-out` sends).
     pub dut_ports: AfXdpSettings,
     /// The tester's ports (`t-out` sends, `t-in` receives).
@@ -54,6 +68,7 @@ impl Default for WiredSettings {
     fn default() -> WiredSettings {
         WiredSettings {
             io: IoKind::AfXdp,
+            tester_io: None,
             dut_ports: AfXdpSettings::default(),
             tester_ports: AfXdpSettings::default(),
             dut_core: None,
@@ -108,16 +123,17 @@ pub fn run_across_veth(
     wired: &WiredSettings,
 ) -> Result<WiredReport, RunError> {
     let bed = Testbed::build().map_err(|e| setting("testbed", e.to_string()))?;
-    let device_under_test = match dut {
-        DeviceUnderTest::Chain(_) => format!("sfclab chain ({})", wired.io),
+    let (device_under_test, chain, external) = match dut {
+        DeviceUnderTest::Chain(graph) => (format!("sfclab chain ({})", wired.io), Some(graph), None),
         DeviceUnderTest::Linux => {
             bed.linux_forwarding(sfclab_traffic::flows::DST_MAC.0, wired.dut_core)
                 .map_err(|e| setting("testbed", e.to_string()))?;
-            "Linux IPv4 forwarding".to_string()
+            ("Linux IPv4 forwarding".to_string(), None, None)
         }
+        DeviceUnderTest::External { label, start } => (label, None, Some(start)),
     };
-    let open = |end: &Interface, settings: &AfXdpSettings, receive: bool| {
-        let (name, settings, kind) = (end.name().to_string(), settings.clone(), wired.io);
+    let open = |kind: IoKind, end: &Interface, settings: &AfXdpSettings, receive: bool| {
+        let (name, settings) = (end.name().to_string(), settings.clone());
         end.namespace()
             .run(move || InterfacePort::open(kind, &name, &settings, receive))
             .map_err(|e| e.to_string())
@@ -129,10 +145,10 @@ pub fn run_across_veth(
 
     // The DUT first, so it is forwarding before the first frame leaves the tester.
     let dut_stop = Arc::new(AtomicBool::new(false));
-    let dut_run = match dut {
-        DeviceUnderTest::Chain(graph) => {
-            let d_in = open(&bed.dut_in, &wired.dut_ports, true)?;
-            let d_out = open(&bed.dut_out, &wired.dut_ports, false)?;
+    let dut_run = match chain {
+        Some(graph) => {
+            let d_in = open(wired.io, &bed.dut_in, &wired.dut_ports, true)?;
+            let d_out = open(wired.io, &bed.dut_out, &wired.dut_ports, false)?;
             let settings = RunSettings {
                 duration: Some(Duration::from_secs(86_400)),
                 count: None,
@@ -145,10 +161,17 @@ pub fn run_across_veth(
             };
             Some((d_in, d_out, graph, settings))
         }
-        DeviceUnderTest::Linux => None,
+        None => None,
     };
-    let t_out = open(&bed.tester_out, &wired.tester_ports, false)?;
-    let t_in = open(&bed.tester_in, &wired.tester_ports, true)?;
+    // An external DUT starts before the tester opens its ports and sends; it stops when
+    // its guard is dropped, after the tester finished.
+    let external_guard = match external {
+        Some(start) => Some(start(&bed).map_err(|e| setting("device_under_test", e))?),
+        None => None,
+    };
+    let tester_io = wired.tester_io.unwrap_or(wired.io);
+    let t_out = open(tester_io, &bed.tester_out, &wired.tester_ports, false)?;
+    let t_in = open(tester_io, &bed.tester_in, &wired.tester_ports, true)?;
     let generator = Generator::new(traffic, run.batch).map_err(|(k, r)| setting(k, r))?;
     let mut wire = Wire::new(generator, t_out, t_in, run.batch, wired.quiet);
 
@@ -162,6 +185,7 @@ pub fn run_across_veth(
         let dut = dut_thread.map(|t| t.join().expect("the DUT thread panicked"));
         (tester, dut)
     });
+    drop(external_guard);
     let after = counters(&bed)?;
     let backlog_dropped = softnet_dropped().saturating_sub(backlog_before);
     let interfaces = bed

@@ -1,0 +1,343 @@
+//! `sfclab bench forward`: one forwarder between two veth pairs, tester - DUT - tester,
+//! in namespaces the bench builds per round (and removes). The same tester for every row:
+//! sfclab's generator and sink on one core, AF_XDP on `t-out`/`t-in`, frames signed so
+//! that loss is counted per frame, offering as much as it can send. The device under
+//! test runs on the other core:
+//!
+//! - **sfclab af_xdp / af_packet**: a compound chain of one `forwarder` from `d-in` to
+//!   `d-out` (AF_XDP redirect into a socket; or AF_PACKET rings).
+//! - **Linux**: the kernel forwarding IPv4 in the DUT namespace (RPS steers `d-in`'s
+//!   receive work to the DUT core): no user-space process.
+//! - **testpmd af_xdp**: `dpdk-testpmd --forward-mode=io` with `net_af_xdp` vdevs on
+//!   `d-in` and `d-out`, its forwarding lcore on the DUT core.
+//!
+//! Figures per row: frames the tester got back per second (the forwarding rate), the
+//! offered rate, loss, and the DUT core's cycles per forwarded frame from `/proc/stat`
+//! (everything that core did, kernel and user, over the run, at the TSC rate: a
+//! busy-polling DUT counts its idle polls too), beside sfclab's own busy cycles per packet.
+
+use serde::Serialize;
+use sfclab_io::IoKind;
+use sfclab_runtime::{DeviceUnderTest, RunSettings, WiredSettings, run_across_veth};
+use sfclab_topology::Testbed;
+use sfclab_traffic::GeneratorConfig;
+use std::time::Duration;
+
+use crate::{Interruptible, Machine, median_if_any, stop_requested};
+
+pub const FORWARD_SCHEMA: &str = "sfclab.bench.forward/1";
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ForwardRow {
+    /// `sfclab af_xdp`, `sfclab af_packet`, `linux`, `testpmd af_xdp`.
+    pub name: String,
+    /// The device under test as the testbed report names it.
+    pub device: String,
+    /// Frames the tester received per second, millions, per round.
+    pub runs_mpps: Vec<f64>,
+    pub mpps: Option<f64>,
+    /// Frames the tester sent per second, millions, per round.
+    pub runs_offered_mpps: Vec<f64>,
+    /// Frames lost across the DUT in the window, per round, percent of those sent.
+    pub runs_loss_pct: Vec<f64>,
+    /// TSC cycles of the DUT core (all its non-idle time, `/proc/stat`) per frame the DUT
+    /// forwarded (`d-out`'s transmitted frames), whole run, per round.
+    pub runs_dut_core_cycles: Vec<f64>,
+    pub dut_core_cycles: Option<f64>,
+    /// sfclab DUTs: busy TSC cycles per packet of the DUT's run (polls that found nothing
+    /// not counted), per round.
+    pub runs_dut_busy_cycles: Vec<f64>,
+    pub dut_busy_cycles: Option<f64>,
+    /// The DUT's sockets (XDP mode and bind for sfclab AF_XDP).
+    pub mode: Option<String>,
+    pub commands: Vec<String>,
+    pub skipped: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ForwardRatio {
+    pub row: String,
+    pub over: String,
+    pub ratio: f64,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ForwardBench {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub machine: Machine,
+    pub frame_size: u16,
+    pub duration_s: f64,
+    pub repeat: usize,
+    pub interrupted: bool,
+    /// The tester's core and the DUT's.
+    pub tester_core: usize,
+    pub dut_core: usize,
+    /// What the tester is, the same for every row.
+    pub tester: String,
+    pub rows: Vec<ForwardRow>,
+    /// sfclab af_xdp's forwarding rate over Linux's and over testpmd's, where measured.
+    pub ratios: Vec<ForwardRatio>,
+}
+
+impl Interruptible for ForwardBench {
+    fn interrupted(&self) -> bool {
+        self.interrupted
+    }
+}
+
+pub struct ForwardBenchArgs {
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub repeat: usize,
+    pub size: u16,
+    /// Measure testpmd as well (Linux forwarding is always measured: it needs nothing).
+    pub peer: bool,
+}
+
+/// Busy and total jiffies of `core` so far (`/proc/stat`: busy is all but idle and iowait).
+fn core_jiffies(core: usize) -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with(&format!("cpu{core} ")))?;
+    let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    Some((total - idle, total))
+}
+
+/// A testpmd stopped when dropped: the guard of an external DUT.
+struct Running(Option<sfclab_peers::testpmd::Testpmd>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            p.stop();
+        }
+    }
+}
+
+fn testpmd_dut(
+    bin: String,
+    cores: (usize, usize),
+    commands: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) -> DeviceUnderTest {
+    use sfclab_peers::testpmd::{Testpmd, TestpmdSpec, wait_until};
+    DeviceUnderTest::External {
+        label: "dpdk-testpmd io forwarding (net_af_xdp)".into(),
+        start: Box::new(move |bed: &Testbed| {
+            let spec = TestpmdSpec {
+                forward_core: cores.1,
+                main_core: cores.0,
+                vdevs: vec![
+                    format!("net_af_xdp0,iface={}", bed.dut_in.name()),
+                    format!("net_af_xdp1,iface={}", bed.dut_out.name()),
+                ],
+                mode: "io",
+                tx_first: false,
+                netns: Some(bed.dut.name().to_string()),
+            };
+            let prefix = format!("sfclab-fwd-{}", std::process::id());
+            let p = Testpmd::start(&bin, &spec, &prefix)?;
+            *commands.lock().expect("commands") = vec![p.command.clone()];
+            let mut procs = vec![p];
+            wait_until(&mut procs, Duration::from_secs(90), "io forwarding start", |p| {
+                p[0].is_some()
+            })?;
+            Ok(Box::new(Running(procs.pop())) as Box<dyn Send>)
+        }),
+    }
+}
+
+struct Round {
+    mpps: f64,
+    offered_mpps: f64,
+    loss_pct: f64,
+    core_cycles: Option<f64>,
+    busy_cycles: Option<f64>,
+    device: String,
+    mode: Option<String>,
+}
+
+fn round(dut: DeviceUnderTest, io: IoKind, args: &ForwardBenchArgs, cores: (usize, usize)) -> Result<Round, String> {
+    let traffic = GeneratorConfig {
+        sizes: sfclab_traffic::FrameSizes::Fixed { size: args.size },
+        flows: 256,
+        probe_pps: 0.0,
+        ..GeneratorConfig::default()
+    };
+    let run = RunSettings {
+        duration: Some(args.duration),
+        warmup: args.warmup,
+        core: Some(cores.0),
+        accounting: false,
+        ..RunSettings::default()
+    };
+    let wired = WiredSettings {
+        io,
+        tester_io: Some(IoKind::AfXdp),
+        dut_core: Some(cores.1),
+        ..WiredSettings::default()
+    };
+    let before = core_jiffies(cores.1);
+    let started = std::time::Instant::now();
+    let w = run_across_veth(traffic, dut, &run, &wired).map_err(|e| e.to_string())?;
+    let seconds = started.elapsed().as_secs_f64();
+    let after = core_jiffies(cores.1);
+    let t = &w.tester;
+    let forwarded = w
+        .testbed
+        .interfaces
+        .iter()
+        .find(|i| i.interface == "d-out")
+        .map_or(0, |i| i.tx_packets);
+    let core_cycles = match (before, after) {
+        (Some(b), Some(a)) if forwarded > 0 && a.1 > b.1 => {
+            // The core's busy share of the run's wall time, at the TSC rate.
+            let busy_share = (a.0 - b.0) as f64 / (a.1 - b.1) as f64;
+            Some(busy_share * seconds * sfclab_core::tsc::hz() / forwarded as f64)
+        }
+        _ => None,
+    };
+    let sent = t.window_loss.sent.max(1);
+    Ok(Round {
+        mpps: t.mpps,
+        offered_mpps: t.generated_mpps,
+        loss_pct: t.window_loss.lost as f64 * 100.0 / sent as f64,
+        core_cycles,
+        busy_cycles: w.dut.as_ref().and_then(|d| d.busy_cycles_per_packet),
+        device: w.testbed.device_under_test.clone(),
+        mode: w.dut.as_ref().map(|d| d.source.summary.clone()),
+    })
+}
+
+fn row(name: &str) -> ForwardRow {
+    ForwardRow {
+        name: name.into(),
+        device: String::new(),
+        runs_mpps: Vec::new(),
+        mpps: None,
+        runs_offered_mpps: Vec::new(),
+        runs_loss_pct: Vec::new(),
+        runs_dut_core_cycles: Vec::new(),
+        dut_core_cycles: None,
+        runs_dut_busy_cycles: Vec::new(),
+        dut_busy_cycles: None,
+        mode: None,
+        commands: Vec::new(),
+        skipped: None,
+    }
+}
+
+/// Runs the rounds, every row once per round in turn; `tick` is told after each.
+pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Result<ForwardBench, String> {
+    let cores = sfclab_runtime::placement::allowed_cores();
+    let (tester_core, dut_core) = match cores.as_slice() {
+        [a, b, ..] => (*a, *b),
+        _ => return Err("bench forward needs two cores this process may use".into()),
+    };
+    let testpmd = sfclab_peers::which("dpdk-testpmd");
+    let mut rows = vec![
+        row("sfclab af_xdp"),
+        row("sfclab af_packet"),
+        row("linux"),
+        row("testpmd af_xdp"),
+    ];
+    rows[3].skipped = match (&testpmd, args.peer) {
+        (_, false) => Some("--peer none".into()),
+        (None, true) => Some("dpdk-testpmd not found (Debian: apt-get install dpdk)".into()),
+        _ => None,
+    };
+    let commands = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let total = args.repeat * rows.iter().filter(|r| r.skipped.is_none()).count();
+    let (mut done, mut interrupted, mut repeat) = (0, false, 0);
+    'rounds: for k in 0..args.repeat {
+        for r in rows.iter_mut() {
+            if stop_requested() {
+                interrupted = true;
+                break 'rounds;
+            }
+            if r.skipped.is_some() {
+                continue;
+            }
+            let forwarder = || {
+                let nfs: sfclab_core::NamedNfs = vec![(
+                    "forwarder".to_string(),
+                    sfclab_nf::NfSpec::default_of("forwarder")
+                        .expect("a registered NF")
+                        .build(),
+                )];
+                DeviceUnderTest::Chain(nfs.into())
+            };
+            let (dut, io) = match r.name.as_str() {
+                "sfclab af_xdp" => (forwarder(), IoKind::AfXdp),
+                "sfclab af_packet" => (forwarder(), IoKind::AfPacket),
+                "linux" => (DeviceUnderTest::Linux, IoKind::AfXdp),
+                _ => (
+                    testpmd_dut(
+                        testpmd.clone().expect("found"),
+                        (tester_core, dut_core),
+                        commands.clone(),
+                    ),
+                    IoKind::AfXdp,
+                ),
+            };
+            match round(dut, io, args, (tester_core, dut_core)) {
+                Ok(x) => {
+                    r.runs_mpps.push(x.mpps);
+                    r.runs_offered_mpps.push(x.offered_mpps);
+                    r.runs_loss_pct.push(x.loss_pct);
+                    r.runs_dut_core_cycles.extend(x.core_cycles);
+                    r.runs_dut_busy_cycles.extend(x.busy_cycles);
+                    r.device = x.device;
+                    r.mode = x.mode;
+                    if r.name.starts_with("testpmd") {
+                        r.commands = commands.lock().expect("commands").clone();
+                    }
+                }
+                // The peer's failure is its row's; sfclab's own is the bench's.
+                Err(e) if r.name.starts_with("testpmd") => r.skipped = Some(e),
+                Err(e) => return Err(format!("{}: {e}", r.name)),
+            }
+            done += 1;
+            tick(done, total, &format!("round {}: {}", k + 1, r.name));
+        }
+        repeat = k + 1;
+    }
+    if rows[0].runs_mpps.is_empty() {
+        return Err("interrupted before the first round finished".into());
+    }
+    for r in rows.iter_mut() {
+        r.mpps = median_if_any(&r.runs_mpps);
+        r.dut_core_cycles = median_if_any(&r.runs_dut_core_cycles);
+        r.dut_busy_cycles = median_if_any(&r.runs_dut_busy_cycles);
+    }
+    let mpps_of = |name: &str| rows.iter().find(|r| r.name == name).and_then(|r| r.mpps);
+    let ratios = ["linux", "testpmd af_xdp"]
+        .iter()
+        .filter_map(|&over| match (mpps_of("sfclab af_xdp"), mpps_of(over)) {
+            (Some(x), Some(y)) if y > 0.0 => Some(ForwardRatio {
+                row: "sfclab af_xdp".into(),
+                over: over.into(),
+                ratio: x / y,
+            }),
+            _ => None,
+        })
+        .collect();
+    Ok(ForwardBench {
+        schema: FORWARD_SCHEMA,
+        version: env!("CARGO_PKG_VERSION"),
+        machine: Machine::read(),
+        frame_size: args.size,
+        duration_s: args.duration.as_secs_f64(),
+        repeat: repeat.max(1),
+        interrupted,
+        tester_core,
+        dut_core,
+        tester: format!(
+            "sfclab generator and sink on core {tester_core}, AF_XDP on t-out/t-in, {}-byte UDP frames in 256 flows, as fast as it sends",
+            args.size
+        ),
+        rows,
+        ratios,
+    })
+}
