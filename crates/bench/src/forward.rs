@@ -75,6 +75,8 @@ pub struct ForwardBench {
     pub dut_core: usize,
     /// What the tester is, the same for every row.
     pub tester: String,
+    /// Busy polling on the sfclab DUT's AF_XDP sockets, microseconds (`None`: off).
+    pub busy_poll_us: Option<u32>,
     pub rows: Vec<ForwardRow>,
     /// sfclab af_xdp's forwarding rate over Linux's and over testpmd's, where measured.
     pub ratios: Vec<ForwardRatio>,
@@ -93,6 +95,8 @@ pub struct ForwardBenchArgs {
     pub size: u16,
     /// Measure testpmd as well (Linux forwarding is always measured: it needs nothing).
     pub peer: bool,
+    /// Busy polling on the sfclab DUT's AF_XDP sockets, microseconds (`None`: off).
+    pub busy_poll: Option<u32>,
 }
 
 /// Busy and total jiffies of `core` so far (`/proc/stat`: busy is all but idle and iowait).
@@ -176,6 +180,10 @@ fn round(dut: DeviceUnderTest, io: IoKind, args: &ForwardBenchArgs, cores: (usiz
         io,
         tester_io: Some(IoKind::AfXdp),
         dut_core: Some(cores.1),
+        dut_ports: sfclab_io::AfXdpSettings {
+            busy_poll: args.busy_poll,
+            ..sfclab_io::AfXdpSettings::default()
+        },
         ..WiredSettings::default()
     };
     let before = core_jiffies(cores.1);
@@ -337,6 +345,7 @@ pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) ->
             "sfclab generator and sink on core {tester_core}, AF_XDP on t-out/t-in, {}-byte UDP frames in 256 flows, as fast as it sends",
             args.size
         ),
+        busy_poll_us: args.busy_poll,
         rows,
         ratios,
     })

@@ -81,6 +81,8 @@ pub struct IoBench {
     /// The core sfclab's thread (and trafgen, and testpmd's txonly) ran on; testpmd's
     /// rxonly ran on the next.
     pub cores: Vec<usize>,
+    /// Busy polling on sfclab's receiving AF_XDP socket, microseconds (`None`: off).
+    pub busy_poll_us: Option<u32>,
     pub rows: Vec<IoRow>,
     /// sfclab af_xdp over testpmd af_xdp, sfclab af_packet over testpmd af_packet, and
     /// sfclab af_xdp over trafgen, where both were measured.
@@ -102,6 +104,8 @@ pub struct IoBenchArgs {
     pub peer: bool,
     /// sfclab's receiving AF_XDP socket's XDP mode (`None`: native where the driver has it).
     pub xdp_mode: Option<sfclab_io::XdpMode>,
+    /// Busy polling on sfclab's receiving AF_XDP socket, microseconds (`None`: off).
+    pub busy_poll: Option<u32>,
 }
 
 /// One veth pair between two fresh namespaces: `a:io-tx` -> `b:io-rx`.
@@ -167,10 +171,14 @@ fn sfclab_round(kind: IoKind, args: &IoBenchArgs, core: usize) -> Result<SfclabR
     let out = open(kind, &tx, AfXdpSettings::default(), false)?;
     let xdp = AfXdpSettings {
         xdp_mode: args.xdp_mode,
+        busy_poll: args.busy_poll,
         ..AfXdpSettings::default()
     };
     let back = open(kind, &rx, xdp, true)?;
-    let mode = mode_of(&back);
+    let mut mode = mode_of(&back);
+    if let (Some(us), IoKind::AfXdp) = (args.busy_poll, kind) {
+        mode += &format!(", busy poll {us} us");
+    }
     let run = RunSettings {
         duration: Some(args.duration),
         warmup: args.warmup,
@@ -402,6 +410,7 @@ pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Resu
         repeat: repeat.max(1),
         interrupted,
         cores: vec![c0, c1],
+        busy_poll_us: args.busy_poll,
         rows,
         ratios,
     })

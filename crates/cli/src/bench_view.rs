@@ -785,7 +785,7 @@ pub fn forward_table(b: &sfclab_bench::forward::ForwardBench) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "sfclab bench forward | {} ({} cores, TSC {:.3} GHz, kernel {}), one forwarder between two veth pairs, {}-byte frames, {} rounds of {:.1} s, rows interleaved (medians [min–max])\ntester: {}; device under test on core {}\n",
+        "sfclab bench forward | {} ({} cores, TSC {:.3} GHz, kernel {}), one forwarder between two veth pairs, {}-byte frames, {} rounds of {:.1} s, rows interleaved (medians [min–max])\ntester: {}; device under test on core {}{}\n",
         b.machine.cpu,
         b.machine.cores,
         b.machine.tsc_hz / 1e9,
@@ -794,7 +794,9 @@ pub fn forward_table(b: &sfclab_bench::forward::ForwardBench) -> String {
         b.repeat,
         b.duration_s,
         b.tester,
-        b.dut_core
+        b.dut_core,
+        b.busy_poll_us
+            .map_or(String::new(), |us| format!(", sfclab DUT busy-polling ({us} us)"))
     );
     let mut table = comfy_table::Table::new();
     table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);

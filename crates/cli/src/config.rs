@@ -107,6 +107,8 @@ pub struct ChainSpec {
     pub xdp_mode: Option<sfclab_io::XdpMode>,
     /// The wired run's ports: AF_XDP or AF_PACKET.
     pub io_kind: sfclab_io::IoKind,
+    /// Busy polling on the AF_XDP ports, microseconds.
+    pub busy_poll: Option<u32>,
 }
 
 /// Files a chain reads its traffic from or writes what leaves it to.
@@ -543,6 +545,13 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
                 "applies to the ports of a wired run: give `ports: veth` or `ports: linux`",
             ));
         }
+        if r.busy_poll.is_some() {
+            return Err(ctx.setting(
+                "run",
+                "busy_poll",
+                "applies to AF_XDP ports on interfaces: give `ports: veth`, `linux`, `dut:` or `tester:`",
+            ));
+        }
     } else {
         let clash = [
             (pipeline.is_some(), "runtime", "the pipeline runtime"),
@@ -566,6 +575,9 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         }
         if r.io == Some(sfclab_io::IoKind::AfPacket) && r.xdp_mode.is_some() {
             return Err(ctx.setting("run", "xdp_mode", "applies to AF_XDP ports, and `io` is af_packet"));
+        }
+        if r.io == Some(sfclab_io::IoKind::AfPacket) && r.busy_poll.is_some() {
+            return Err(ctx.setting("run", "busy_poll", "applies to AF_XDP ports, and `io` is af_packet"));
         }
         if ports == Ports::Linux && traffic.ip != sfclab_traffic::IpVersion::V4 {
             return Err(ctx.setting("run", "ports", "`linux` forwards IPv4: give `ip: v4`"));
@@ -601,6 +613,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         ports,
         xdp_mode: r.xdp_mode,
         io_kind: r.io.unwrap_or_default(),
+        busy_poll: r.busy_poll,
     })
 }
 

@@ -67,6 +67,7 @@ pub fn run_wired(spec: &ChainSpec) -> Result<WiredReport, RunError> {
 fn interface_settings(spec: &ChainSpec) -> AfXdpSettings {
     AfXdpSettings {
         xdp_mode: spec.xdp_mode,
+        busy_poll: spec.busy_poll,
         ..AfXdpSettings::default()
     }
 }

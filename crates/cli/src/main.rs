@@ -303,6 +303,9 @@ struct IoArgs {
     /// where the driver has it).
     #[arg(long)]
     xdp_mode: Option<sfclab_io::XdpMode>,
+    /// Busy polling on sfclab's receiving AF_XDP socket, microseconds (default: off).
+    #[arg(long)]
+    busy_poll: Option<u32>,
     /// Print JSON (schema `sfclab.bench.io/2`).
     #[arg(long)]
     json: bool,
@@ -323,6 +326,9 @@ struct ForwardArgs {
     /// `testpmd` (the default) or `none`; Linux forwarding is always measured.
     #[arg(long, value_enum, default_value = "testpmd")]
     peer: PeerArg,
+    /// Busy polling on the sfclab DUT's AF_XDP sockets, microseconds (default: off).
+    #[arg(long)]
+    busy_poll: Option<u32>,
     /// Print JSON (schema `sfclab.bench.forward/1`).
     #[arg(long)]
     json: bool,
@@ -523,6 +529,7 @@ fn main() -> ExitCode {
                 size: a.size,
                 peer: a.peer == AllOrNone::All,
                 xdp_mode: a.xdp_mode,
+                busy_poll: a.busy_poll,
             };
             let result = with_progress(|tick| sfclab_bench::io::run(&args, tick));
             print_result(result, a.json, None, bench_view::io_table)
@@ -539,6 +546,7 @@ fn main() -> ExitCode {
                 repeat: a.repeat,
                 size: a.size,
                 peer: a.peer == PeerArg::Testpmd,
+                busy_poll: a.busy_poll,
             };
             let result = with_progress(|tick| sfclab_bench::forward::run(&args, tick));
             print_result(result, a.json, None, bench_view::forward_table)

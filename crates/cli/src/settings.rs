@@ -157,6 +157,11 @@ pub struct RunSection {
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub xdp_mode: Option<sfclab_io::XdpMode>,
+    /// Busy polling on the AF_XDP sockets of interface ports, microseconds: an empty
+    /// ring enters the kernel to run the interface's NAPI on the polling core (default off).
+    #[arg(long, value_name = "USECS")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_poll: Option<u32>,
     /// `compound` (one core, the default) or `pipeline` (stages on cores joined by rings).
     #[arg(long, help_heading = "Pipeline")]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]

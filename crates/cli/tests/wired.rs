@@ -185,6 +185,18 @@ fn wired_settings_that_cannot_work_are_refused_by_name() {
         "{}",
         stderr(&o)
     );
+    let o = sfclab(&["run", "--busy-poll", "50"]);
+    assert!(
+        stderr(&o).contains("--busy-poll") && stderr(&o).contains("ports"),
+        "{}",
+        stderr(&o)
+    );
+    let o = sfclab(&["run", "--ports", "veth", "--io", "af_packet", "--busy-poll", "50"]);
+    assert!(
+        stderr(&o).contains("--busy-poll") && stderr(&o).contains("af_packet"),
+        "{}",
+        stderr(&o)
+    );
     let o = sfclab(&["run", "--ports", "wifi"]);
     assert!(
         stderr(&o).contains("memory, veth, linux, dut:IN,OUT or tester:OUT,IN"),
@@ -490,4 +502,18 @@ fn bench_forward_measures_each_device_with_the_same_tester() {
         published,
         "docs/schema/bench-forward-1.json is stale: `sfclab schema bench-forward`"
     );
+}
+
+/// Busy polling on every AF_XDP port of a wired run: nothing lost, and the ports say so.
+#[test]
+fn a_wired_run_busy_polls_when_asked() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
+        return;
+    }
+    let v = wired_json(&["--ports", "veth", "--chain", "forwarder", "--busy-poll", "50"]);
+    assert_eq!(v["window_loss"]["lost"], 0, "{}", v["places"][0]);
+    assert_eq!(v["conservation"]["holds"], true);
+    let dut_source = v["dut"]["source"]["summary"].as_str().unwrap();
+    assert!(dut_source.contains("busy poll 50 us"), "{dut_source}");
 }

@@ -44,6 +44,34 @@ const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
 
 /// Asks the kernel to send up to `budget` frames per wake-up in copy mode; the budget in
 /// force (32 on kernels without the option).
+/// Turns busy polling on for socket `fd`: `SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` (`usecs`)
+/// and `SO_BUSY_POLL_BUDGET` (packets per poll). Errors name the option the kernel refused.
+fn set_busy_poll(fd: libc::c_int, usecs: u32) -> io::Result<()> {
+    const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+    const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+    for (name, option, value) in [
+        ("SO_PREFER_BUSY_POLL", SO_PREFER_BUSY_POLL, 1u32),
+        ("SO_BUSY_POLL", libc::SO_BUSY_POLL, usecs),
+        ("SO_BUSY_POLL_BUDGET", SO_BUSY_POLL_BUDGET, MAX_BATCH as u32),
+    ] {
+        // SAFETY: a setsockopt on our own socket with a pointer to a live u32 and its size.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                option,
+                (&value as *const u32).cast(),
+                std::mem::size_of::<u32>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(e.kind(), format!("busy polling: {name}: {e}")));
+        }
+    }
+    Ok(())
+}
+
 fn raise_tx_budget(fd: libc::c_int, budget: u32) -> u32 {
     // SAFETY: a setsockopt on our own socket with a pointer to a live u32 and its size.
     let r = unsafe {
@@ -91,6 +119,11 @@ pub struct AfXdpSettings {
     pub bind: Option<Bind>,
     /// Attach the redirect program and receive; false for a port that only sends.
     pub receive: bool,
+    /// Busy polling (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` of this many microseconds,
+    /// `SO_BUSY_POLL_BUDGET` of a batch): an empty receive ring makes the port enter the
+    /// kernel so that the interface's NAPI runs in this thread, on this core, instead of
+    /// in the softirq of whichever core scheduled it. `None`: off.
+    pub busy_poll: Option<u32>,
 }
 
 impl Default for AfXdpSettings {
@@ -102,6 +135,7 @@ impl Default for AfXdpSettings {
             xdp_mode: None,
             bind: None,
             receive: true,
+            busy_poll: None,
         }
     }
 }
@@ -153,6 +187,8 @@ pub struct AfXdpPort {
     tx_ring_full: u64,
     tx_oversize: u64,
     wakeups: u64,
+    /// Receive calls that entered the kernel to busy-poll (an empty ring, busy polling on).
+    busy_polls: u64,
     /// Frames the kernel sends per wake-up in copy mode.
     tx_budget: u32,
 }
@@ -261,6 +297,9 @@ impl AfXdpPort {
         let tx = user.map_tx().map_err(errno)?;
         umem.bind(&user).map_err(errno)?;
         let tx_budget = raise_tx_budget(tx.as_raw_fd(), s.ring);
+        if let Some(usecs) = s.busy_poll {
+            set_busy_poll(tx.as_raw_fd(), usecs)?;
+        }
 
         let rx_frames = if s.receive { s.frames / 2 } else { 0 };
         let mut port = AfXdpPort {
@@ -291,6 +330,7 @@ impl AfXdpPort {
             tx_ring_full: 0,
             tx_oversize: 0,
             wakeups: 0,
+            busy_polls: 0,
             tx_budget,
         };
         port.give_back_pending();
@@ -390,7 +430,22 @@ impl RxPort for AfXdpPort {
         // A relaxed look first: an empty ring costs no more than this load.
         want = want.min(self.rx.available() as usize);
         if want == 0 {
-            if self.device.needs_wakeup() {
+            if self.settings.busy_poll.is_some() {
+                // Busy polling: the receive runs the interface's NAPI in this thread.
+                // SAFETY: recvfrom on our own socket with no buffer (length 0) and no
+                // address; MSG_DONTWAIT, so it returns at once.
+                unsafe {
+                    libc::recvfrom(
+                        self.tx.as_raw_fd(),
+                        std::ptr::null_mut(),
+                        0,
+                        libc::MSG_DONTWAIT,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                self.busy_polls += 1;
+            } else if self.device.needs_wakeup() {
                 self.device.wake();
                 self.wakeups += 1;
             }
@@ -481,6 +536,7 @@ impl RxPort for AfXdpPort {
             NfCounter::total("rx_bad_descriptor", self.rx_bad_desc),
             NfCounter::total("rx_pool_empty", self.rx_pool_empty),
             NfCounter::total("wakeups", self.wakeups),
+            NfCounter::total("busy_polls", self.busy_polls),
         ];
         c.extend(kernel_counters(self.xdp_statistics()));
         c
@@ -589,12 +645,13 @@ fn port_info(port: &AfXdpPort, role: &str) -> PortInfo {
     PortInfo {
         kind: "af_xdp".into(),
         summary: format!(
-            "{} queue {} ({role}), XDP {mode}, {} bind, ring {}, {} frames",
+            "{} queue {} ({role}), XDP {mode}, {} bind, ring {}, {} frames{}",
             port.interface,
             s.queue,
             port.bind.name(),
             s.ring,
-            s.frames
+            s.frames,
+            s.busy_poll.map_or(String::new(), |us| format!(", busy poll {us} us"))
         ),
         settings: BTreeMap::from([
             ("interface".to_string(), port.interface.clone()),
@@ -605,6 +662,10 @@ fn port_info(port: &AfXdpPort, role: &str) -> PortInfo {
             ("frames".to_string(), s.frames.to_string()),
             ("need_wakeup".to_string(), "yes".to_string()),
             ("tx_budget".to_string(), port.tx_budget.to_string()),
+            (
+                "busy_poll".to_string(),
+                s.busy_poll.map_or("off".to_string(), |us| format!("{us} us")),
+            ),
         ]),
     }
 }

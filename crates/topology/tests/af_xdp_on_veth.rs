@@ -122,3 +122,41 @@ fn a_mode_the_interface_lacks_is_an_error_that_says_so() {
     .unwrap();
     assert!(e.contains("power of two"), "{e}");
 }
+
+/// Busy polling (`busy_poll`): the socket options are accepted on veth, an empty ring
+/// enters the kernel to poll (counted), the summary says so, and the stream still arrives
+/// exactly.
+#[test]
+fn busy_polling_ports_receive_every_frame() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root(NEEDS) {
+        return;
+    }
+    let mut topo = Topology::new().unwrap();
+    let a = topo.namespace("a").unwrap();
+    let b = topo.namespace("b").unwrap();
+    let (a0, b0) = topo.veth((&a, "a0"), (&b, "b0")).unwrap();
+    let busy = AfXdpSettings {
+        busy_poll: Some(50),
+        ..AfXdpSettings::default()
+    };
+    let mut rx = open_xdp(&b0, busy.clone());
+    let mut tx = open_xdp(&a0, AfXdpSettings { receive: false, ..busy });
+    assert!(
+        RxPort::info(&rx).summary.contains("busy poll 50 us"),
+        "{}",
+        RxPort::info(&rx).summary
+    );
+    let got = send_and_receive(&mut tx, &mut rx, 3000, 64);
+    assert!(got.iter().copied().eq(0..3000), "{} of 3000 arrived", got.len());
+    // Everything arrived: the ring is empty now, and a receive busy-polls.
+    let mut pool = sfclab_core::PacketPool::new(64);
+    let mut batch = sfclab_core::Batch::new(32);
+    assert_eq!(rx.rx(0, &mut pool, &mut batch), 0);
+    let polls = RxPort::counters(&rx)
+        .iter()
+        .find(|c| c.name == "busy_polls")
+        .unwrap()
+        .value;
+    assert!(polls > 0, "an empty ring busy-polls");
+}
