@@ -184,7 +184,9 @@ impl Trial for ChainTrial {
         // The window's own traffic, counted after the drain: exact in every runtime, and
         // free of warm-up traffic (validity and loss over the same packets and time).
         let w = r.window_loss;
-        let t = TrialResult::new(offered_pps, r.duration_s, w.sent, w.received);
+        // What a tester's transmit refused never reached the device: not its loss, and
+        // the trial did not offer its rate (the offered count falls short, so invalid).
+        let t = TrialResult::new(offered_pps, r.duration_s, w.sent - r.not_offered, w.received);
         self.reports.push(r);
         Ok(t)
     }

@@ -121,6 +121,13 @@ pub fn table(name: &str, r: &RunReport) -> String {
             r.pool_empty, r.pacing_behind
         );
     }
+    if r.not_offered > 0 {
+        let _ = writeln!(
+            s,
+            "warning     the tester's own transmit refused {} of the window's packets: counted as lost, but they never reached the device under test",
+            num(r.not_offered)
+        );
+    }
 
     if let Some(n) = r.verify_failed {
         let _ = writeln!(

@@ -282,8 +282,12 @@ pub fn cmd_search(a: SearchArgs) -> ExitCode {
             cfg.initial_duration.max(Duration::from_millis(200)),
         );
         match execute::run(&probe) {
-            // Pacing costs the generator a little: its paced ceiling is below this.
-            Ok(r) => cfg.max_pps = r.generated_mpps * 1e6 * 0.95,
+            // Pacing costs the generator a little: its paced ceiling is below this. What a
+            // tester's transmit refused was never offered.
+            Ok(r) => {
+                let offered = r.window_loss.sent - r.not_offered;
+                cfg.max_pps = offered as f64 / r.duration_s.max(1e-9) * 0.95;
+            }
             Err(e) => return outcome::fail(outcome::FAILURE, &e.to_string()),
         }
     }

@@ -46,6 +46,10 @@ pub struct Shortfall {
     pub pool_empty: u64,
     /// Packets a paced source skipped because its loop fell behind the rate.
     pub behind: u64,
+    /// Packets the source produced (counted in `stats().packets`) but never put before
+    /// the device under test: a tester's own transmit refused them. Counted as the source's
+    /// drops, they are not the device's loss, and a trial with any did not offer its rate.
+    pub not_offered: u64,
 }
 
 impl Shortfall {
@@ -53,6 +57,7 @@ impl Shortfall {
         Shortfall {
             pool_empty: self.pool_empty - e.pool_empty,
             behind: self.behind - e.behind,
+            not_offered: self.not_offered - e.not_offered,
         }
     }
 }

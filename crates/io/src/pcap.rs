@@ -447,6 +447,7 @@ impl RxPort for PcapSource {
         Shortfall {
             pool_empty: self.pool_empty,
             behind: behind as u64,
+            not_offered: 0,
         }
     }
 

@@ -323,7 +323,10 @@ impl<G: RxPort, O: TxPort, I: RxPort> RxPort for Wire<G, O, I> {
     }
 
     fn shortfall(&self) -> Shortfall {
-        self.source.shortfall()
+        Shortfall {
+            not_offered: self.refused + self.unsignable,
+            ..self.source.shortfall()
+        }
     }
 
     fn counters(&self) -> Vec<NfCounter> {

@@ -13,10 +13,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The sending half: keeps frames in a queue, losing every `lose_every`-th.
+/// The sending half: keeps frames in a queue, losing every `lose_every`-th after taking
+/// it (the wire's loss) and refusing every `refuse_every`-th (the tester's own: counted
+/// in its stats as dropped, as a full transmit ring is).
 struct LoopOut {
     queue: Arc<Mutex<VecDeque<PacketRef>>>,
     lose_every: u64,
+    refuse_every: u64,
     seen: u64,
     lost: Arc<Mutex<u64>>,
     stats: PortStats,
@@ -34,6 +37,11 @@ impl TxPort for LoopOut {
     fn tx<R: Recycle>(&mut self, _now: u64, batch: &mut Batch, recycle: &mut R) {
         while let Some(p) = batch.pop() {
             self.seen += 1;
+            if self.refuse_every > 0 && self.seen.is_multiple_of(self.refuse_every) {
+                self.stats.dropped += 1;
+                recycle.recycle(p);
+                continue;
+            }
             self.stats.packets += 1;
             if self.lose_every > 0 && self.seen.is_multiple_of(self.lose_every) {
                 *self.lost.lock().unwrap() += 1;
@@ -165,6 +173,7 @@ fn a_run_across_a_lossy_wire_conserves_every_packet_by_cause() {
     let out = LoopOut {
         queue: queue.clone(),
         lose_every: 97,
+        refuse_every: 0,
         seen: 0,
         lost: lost.clone(),
         stats: PortStats::default(),
@@ -213,6 +222,7 @@ fn a_stopped_run_still_counts_the_frames_on_the_wire() {
     let out = LoopOut {
         queue: queue.clone(),
         lose_every: 13,
+        refuse_every: 0,
         seen: 0,
         lost: Arc::new(Mutex::new(0)),
         stats: PortStats::default(),
@@ -251,4 +261,44 @@ fn a_stopped_run_still_counts_the_frames_on_the_wire() {
     let unaccounted = report.places[0].drops.get("unaccounted").copied().unwrap_or(0);
     assert_eq!(report.window_loss.lost, unaccounted, "{:?}", report.places[0].drops);
     assert!(unaccounted > 0, "every 13th frame is lost on the wire");
+}
+
+/// Frames the tester's own transmit refused are its shortfall (`not_offered`), not the
+/// device's loss: counted as the source's `tx-refused` drops and in the window's loss,
+/// and reported apart so a trial can tell the two.
+#[test]
+fn frames_the_tester_could_not_send_are_not_offered() {
+    let queue = Arc::new(Mutex::new(VecDeque::new()));
+    let out = LoopOut {
+        queue: queue.clone(),
+        lose_every: 0,
+        refuse_every: 10,
+        seen: 0,
+        lost: Arc::new(Mutex::new(0)),
+        stats: PortStats::default(),
+    };
+    let back = LoopBack {
+        queue,
+        delay: 0,
+        stats: PortStats::default(),
+    };
+    let wire = Wire::new(
+        generator(IpVersion::V4, L4::Udp, 64, 0.0),
+        out,
+        back,
+        32,
+        Duration::from_millis(20),
+    );
+    let settings = RunSettings {
+        duration: None,
+        count: Some(20_000),
+        warmup: Duration::from_millis(10),
+        ..RunSettings::default()
+    };
+    let report = run_compound_on(wire, Sink::new(false), sfclab_core::NamedNfs::new(), &settings).unwrap();
+    assert!(report.conservation.holds, "{}", report.conservation);
+    let refused = report.places[0].drops.get("tx-refused").copied().unwrap_or(0);
+    assert_eq!(report.not_offered, refused);
+    assert!((1999..=2001).contains(&refused), "every tenth of 20000: {refused}");
+    assert_eq!(report.window_loss.lost, refused, "nothing else was lost");
 }

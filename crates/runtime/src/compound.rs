@@ -433,6 +433,7 @@ pub fn run_compound_on<R: RxPort + Send, T: TxPort + Send>(
         pool: rig.pool.stats(),
         pool_empty: shortfall.pool_empty,
         pacing_behind: shortfall.behind,
+        not_offered: shortfall.not_offered,
         placement: None,
         link_mode: None,
         cores: Vec::new(),

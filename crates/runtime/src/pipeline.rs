@@ -976,6 +976,7 @@ fn report<R: RxPort, T: TxPort>(
         pool: source.pool.stats(),
         pool_empty: shortfall.pool_empty,
         pacing_behind: shortfall.behind,
+        not_offered: shortfall.not_offered,
         placement: Some(if replicated {
             format!("{} x{} replicas", settings.placement, plans.len())
         } else {

@@ -327,6 +327,10 @@ pub struct RunReport {
     /// for falling behind: either means the offered rate was not reached.
     pub pool_empty: u64,
     pub pacing_behind: u64,
+    /// Window packets the source produced but never offered to the device under test
+    /// (a tester's transmit refused them): counted as the source's drops and in
+    /// `window_loss.lost`, but the tester's shortfall, not the device's loss.
+    pub not_offered: u64,
     /// Pipeline runtime: the placement, the link mode and every core's load.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,

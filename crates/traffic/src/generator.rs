@@ -508,6 +508,7 @@ impl RxPort for Generator {
         Shortfall {
             pool_empty: s.pool_empty,
             behind: s.behind,
+            not_offered: 0,
         }
     }
 
