@@ -109,7 +109,8 @@ impl Topology {
         Ok((ia, ib))
     }
 
-    /// Removes every namespace (and so every link and XDP program) this topology built.
+    /// Removes every namespace (and so every link and XDP program) this topology built, and
+    /// kills any process still running inside one.
     /// Errors are collected, not stopped at: everything that can go, goes.
     pub fn tear_down(&mut self) -> Result<(), TopologyError> {
         let mut failures = Vec::new();
@@ -138,7 +139,27 @@ fn register(name: &str) {
     LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(name.to_string());
 }
 
+/// Kills every process inside namespace `name` (a peer such as testpmd or trafgen, and
+/// what it forked), never this one: left running, they would outlive their interfaces.
+/// The processes killed.
+fn stop_processes_in(name: &str) -> Vec<u32> {
+    let own = std::process::id();
+    let pids: Vec<u32> = command::ip(&["netns", "pids", name])
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .filter(|&p| p != own)
+        .collect();
+    for &pid in &pids {
+        if let Ok(pid) = i32::try_from(pid) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+    pids
+}
+
 fn remove_namespace(name: &str) -> Result<(), TopologyError> {
+    stop_processes_in(name);
     let result = command::ip(&["netns", "delete", name]);
     LIVE.lock().unwrap_or_else(|p| p.into_inner()).retain(|n| n != name);
     result.map(drop)
@@ -149,6 +170,7 @@ fn remove_namespace(name: &str) -> Result<(), TopologyError> {
 pub fn tear_down_everything() {
     let names = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
     for name in names {
+        stop_processes_in(&name);
         let _ = command::ip(&["netns", "delete", &name]);
     }
 }
@@ -180,8 +202,9 @@ pub struct Cleanup {
     pub failed: Vec<(String, String)>,
 }
 
-/// Removes the namespaces (with their links and XDP programs) of sfclab runs whose
-/// process is gone, as after `kill -9`; with `all`, of running ones too.
+/// Removes the namespaces (with their links and XDP programs, and killing the processes
+/// left inside them: a peer the run started) of sfclab runs whose process is gone, as
+/// after `kill -9`; with `all`, of running ones too.
 pub fn cleanup(all: bool) -> Result<Cleanup, TopologyError> {
     command::check_ip_present()?;
     let mut report = Cleanup::default();

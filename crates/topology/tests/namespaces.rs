@@ -114,3 +114,66 @@ fn cleanup_removes_what_a_killed_run_left() {
     assert_eq!(removed.len(), 2, "{report:?}");
     assert!(sfclab_namespaces().unwrap().iter().all(|n| !n.starts_with(&prefix)));
 }
+
+/// A process left running inside a namespace (a peer that did not stop, and what it
+/// forked) is killed when the topology goes: it would outlive its interfaces otherwise.
+#[test]
+fn processes_left_in_a_namespace_are_stopped_with_it() {
+    if skip_unless_root("network namespaces") {
+        return;
+    }
+    let mut topo = Topology::new().unwrap();
+    let ns = topo.namespace("peer").unwrap();
+    // A shell that forks a sleeper and then sleeps itself: two processes inside.
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns.name(), "sh", "-c", "sleep 600 & exec sleep 601"])
+        .spawn()
+        .unwrap();
+    let pids_inside = || {
+        let out = Command::new("ip").args(["netns", "pids", ns.name()]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).split_whitespace().count()
+    };
+    let started = std::time::Instant::now();
+    while pids_inside() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the sleepers did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let forked: Vec<String> = {
+        let out = Command::new("ip").args(["netns", "pids", ns.name()]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    drop(topo);
+    let dropped = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if dropped.elapsed() > Duration::from_secs(5) {
+            let _ = child.kill();
+            panic!("the process inside the namespace is still running");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(!status.success(), "the process inside was killed");
+    // SIGKILL is delivered asynchronously: give each a moment to end (or be a zombie
+    // waiting for its new parent to reap it).
+    let alive = |pid: &str| {
+        std::path::Path::new(&format!("/proc/{pid}")).exists()
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .unwrap_or_default()
+                .contains(") Z ")
+    };
+    for pid in forked {
+        let killed = std::time::Instant::now();
+        while alive(&pid) && killed.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!alive(&pid), "process {pid} outlived its namespace");
+    }
+}
