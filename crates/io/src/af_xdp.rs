@@ -140,6 +140,15 @@ impl Default for AfXdpSettings {
     }
 }
 
+/// Where a receiving socket's redirect program comes from.
+enum Program<'a> {
+    /// Its own, attached to the interface, with an XSKMAP of this many queues.
+    Own { map_entries: u32 },
+    /// Another socket's on the same interface (one program per interface): the socket
+    /// takes its queue's slot in that program's map.
+    Join(&'a std::sync::Arc<(XdpLink, XskMap)>),
+}
+
 /// Owns the UMEM mapping. After set-up nothing takes a Rust reference to the whole area
 /// (the kernel writes frames on the fill ring while we read others): frames are reached
 /// through raw pointers, one frame at a time, while we own them.
@@ -163,7 +172,9 @@ pub struct AfXdpPort {
     rx: RingRx,
     tx: RingTx,
     device: DeviceQueue,
-    program: Option<(XdpLink, XskMap)>,
+    /// Shared by the receiving sockets of one interface's queues ([`AfXdpPort::open_queues`]):
+    /// one program per interface, one XSKMAP slot per queue.
+    program: Option<std::sync::Arc<(XdpLink, XskMap)>>,
     base: UmemBase,
     umem_len: usize,
     _umem: UmemArea,
@@ -213,6 +224,16 @@ impl AfXdpPort {
     /// the fill ring and, when receiving, attaches the redirect program. Errors say what
     /// failed and, when the kernel refused, which privilege is missing.
     pub fn open(interface: &str, settings: &AfXdpSettings) -> Result<AfXdpPort, String> {
+        Self::open_with(
+            interface,
+            settings,
+            Program::Own {
+                map_entries: settings.queue + 1,
+            },
+        )
+    }
+
+    fn open_with(interface: &str, settings: &AfXdpSettings, program: Program<'_>) -> Result<AfXdpPort, String> {
         let s = settings;
         let fail = |what: &str, e: io::Error| format!("AF_XDP on {interface} queue {}: {what}: {e}", s.queue);
         if !s.ring.is_power_of_two() || s.ring < 64 {
@@ -235,7 +256,7 @@ impl AfXdpPort {
         let mut last = None;
         for &bind in binds {
             match Self::open_bound(interface, s, bind) {
-                Ok(port) => return port.with_program().map_err(|(what, e)| fail(what, e)),
+                Ok(port) => return port.with_program(program).map_err(|(what, e)| fail(what, e)),
                 Err(e) => last = Some((bind, e)),
             }
         }
@@ -339,12 +360,23 @@ impl AfXdpPort {
 
     /// Attaches the redirect program (receiving ports) in the mode asked for, or native
     /// falling back to generic when none was asked.
-    fn with_program(mut self) -> Result<AfXdpPort, (&'static str, io::Error)> {
+    fn with_program(mut self, program: Program<'_>) -> Result<AfXdpPort, (&'static str, io::Error)> {
         if !self.settings.receive {
             return Ok(self);
         }
+        let map_entries = match program {
+            Program::Join(shared) => {
+                shared
+                    .1
+                    .insert(self.settings.queue, self.rx.as_raw_fd())
+                    .map_err(|e| ("adding the socket to the XSKMAP", e))?;
+                self.program = Some(shared.clone());
+                return Ok(self);
+            }
+            Program::Own { map_entries } => map_entries,
+        };
         let ifindex = ifindex(&self.interface).map_err(|e| ("looking the interface up", e))?;
-        let map = XskMap::create(self.settings.queue + 1).map_err(|e| ("creating the XSKMAP", e))?;
+        let map = XskMap::create(map_entries.max(self.settings.queue + 1)).map_err(|e| ("creating the XSKMAP", e))?;
         map.insert(self.settings.queue, self.rx.as_raw_fd())
             .map_err(|e| ("adding the socket to the XSKMAP", e))?;
         let program = XdpProgram::redirect_to(&map).map_err(|e| ("loading the redirect program", e))?;
@@ -355,13 +387,47 @@ impl AfXdpPort {
                 .or_else(|_| program.attach(ifindex, XdpMode::Generic)),
         }
         .map_err(|e| ("attaching the redirect program", e))?;
-        self.program = Some((link, map));
+        self.program = Some(std::sync::Arc::new((link, map)));
         Ok(self)
+    }
+
+    /// Opens one receiving (and sending) port per queue `0..queues` of `interface`, for
+    /// replicas that each own a queue: every socket has its own UMEM and rings, and one
+    /// redirect program with one XSKMAP serves them all (an interface takes one program).
+    /// `settings.queue` is ignored; errors name the queue.
+    pub fn open_queues(interface: &str, settings: &AfXdpSettings, queues: u32) -> Result<Vec<AfXdpPort>, String> {
+        if queues == 0 {
+            return Err(format!("AF_XDP on {interface}: at least one queue"));
+        }
+        let first = AfXdpSettings {
+            queue: 0,
+            ..settings.clone()
+        };
+        // The first queue attaches the program with a map sized for every queue; the
+        // others join its map.
+        let mut ports = vec![Self::open_with(
+            interface,
+            &first,
+            Program::Own { map_entries: queues },
+        )?];
+        let shared = ports[0].program.clone();
+        for queue in 1..queues {
+            let s = AfXdpSettings {
+                queue,
+                ..settings.clone()
+            };
+            let program = match &shared {
+                Some(shared) => Program::Join(shared),
+                None => Program::Own { map_entries: queues },
+            };
+            ports.push(Self::open_with(interface, &s, program)?);
+        }
+        Ok(ports)
     }
 
     /// Where the XDP program runs (`None`: the port only sends).
     pub fn xdp_mode(&self) -> Option<XdpMode> {
-        self.program.as_ref().map(|(link, _)| link.mode())
+        self.program.as_ref().map(|p| p.0.mode())
     }
 
     pub fn bind(&self) -> Bind {

@@ -83,11 +83,24 @@ impl Topology {
         a: (&Namespace, &str),
         b: (&Namespace, &str),
     ) -> Result<(Interface, Interface), TopologyError> {
+        self.veth_with_queues(a, b, 1)
+    }
+
+    /// A veth pair with `queues` receive and transmit queues on each end: a frame sent on
+    /// transmit queue k of one end arrives on receive queue k of the other (veth's own
+    /// steering), so sockets on different queues see different frames.
+    pub fn veth_with_queues(
+        &mut self,
+        a: (&Namespace, &str),
+        b: (&Namespace, &str),
+        queues: u32,
+    ) -> Result<(Interface, Interface), TopologyError> {
         for name in [a.1, b.1] {
             if name.is_empty() || name.len() > 15 || name.contains(['/', ' ']) {
                 return Err(TopologyError::BadName(name.to_string()));
             }
         }
+        let q = queues.max(1).to_string();
         command::ip(&[
             "-n",
             a.0.name(),
@@ -95,11 +108,19 @@ impl Topology {
             "add",
             "name",
             a.1,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
             "type",
             "veth",
             "peer",
             "name",
             b.1,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
             "netns",
             b.0.name(),
         ])?;

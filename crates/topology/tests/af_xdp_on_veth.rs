@@ -160,3 +160,70 @@ fn busy_polling_ports_receive_every_frame() {
         .value;
     assert!(polls > 0, "an empty ring busy-polls");
 }
+
+/// One socket per queue: a veth pair with two queues, two receiving sockets on one end
+/// sharing one redirect program (`open_queues`), and two sending sockets on the other, one
+/// per queue. What is sent on queue k arrives on queue k's socket, exactly, and nowhere else;
+/// the program goes with the last socket.
+#[test]
+fn each_queue_has_its_own_socket_and_receives_its_own_frames() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if skip_unless_root(NEEDS) {
+        return;
+    }
+    let mut topo = Topology::new().unwrap();
+    let a = topo.namespace("a").unwrap();
+    let b = topo.namespace("b").unwrap();
+    let (a0, b0) = topo.veth_with_queues((&a, "a0"), (&b, "b0"), 2).unwrap();
+    let mut receivers = open(&b0, |name| AfXdpPort::open_queues(name, &AfXdpSettings::default(), 2));
+    assert_eq!(receivers.len(), 2);
+    assert!(receivers.iter().all(|r| r.xdp_mode() == Some(XdpMode::Native)));
+    let mut senders: Vec<AfXdpPort> = (0..2)
+        .map(|queue| {
+            open_xdp(
+                &a0,
+                AfXdpSettings {
+                    queue,
+                    receive: false,
+                    ..AfXdpSettings::default()
+                },
+            )
+        })
+        .collect();
+    for queue in 0..2 {
+        let got = send_and_receive(&mut senders[queue], &mut receivers[queue], 2000, 64);
+        assert!(got.iter().copied().eq(0..2000), "queue {queue}: {} of 2000", got.len());
+    }
+    for (queue, r) in receivers.iter().enumerate() {
+        assert_eq!(RxPort::stats(r).packets, 2000, "queue {queue} saw only its own frames");
+    }
+    // A third socket on a queue that has one is refused, saying why.
+    let name = b0.name().to_string();
+    let e = b
+        .run(move || {
+            AfXdpPort::open(
+                &name,
+                &AfXdpSettings {
+                    queue: 1,
+                    ..AfXdpSettings::default()
+                },
+            )
+            .err()
+        })
+        .unwrap()
+        .unwrap();
+    assert!(e.contains("already") || e.contains("busy") || e.contains("Busy"), "{e}");
+    let first = receivers.remove(0);
+    drop(first);
+    let link = b0.ip(&["-j", "link", "show", "dev", "b0"]).unwrap();
+    assert!(
+        link.contains("\"xdp\""),
+        "the program stays while a queue's socket is open: {link}"
+    );
+    drop(receivers);
+    let link = b0.ip(&["-j", "link", "show", "dev", "b0"]).unwrap();
+    assert!(
+        !link.contains("\"xdp\""),
+        "the program goes with the last socket: {link}"
+    );
+}
