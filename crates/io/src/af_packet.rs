@@ -51,6 +51,10 @@ pub struct AfPacketSettings {
     pub qdisc_bypass: bool,
     /// Open the receiving socket; false for a port that only sends.
     pub receive: bool,
+    /// Join the receiving socket to this `PACKET_FANOUT` group (flow-hash mode): the
+    /// kernel spreads the interface's frames over the group's sockets by flow, one
+    /// socket per replica ([`AfPacketPort::open_fanout`] picks the id).
+    pub fanout: Option<u16>,
 }
 
 impl Default for AfPacketSettings {
@@ -62,6 +66,7 @@ impl Default for AfPacketSettings {
             tx_frames: 4096,
             qdisc_bypass: true,
             receive: true,
+            fanout: None,
         }
     }
 }
@@ -158,6 +163,31 @@ fn map_ring(fd: &OwnedFd, len: usize) -> io::Result<MmapMut> {
 }
 
 impl AfPacketPort {
+    /// Opens `members` ports on `interface` whose receiving sockets form one
+    /// `PACKET_FANOUT` group: each frame the interface receives goes to exactly one of
+    /// them, chosen by its flow hash, so that replicas each see whole flows.
+    pub fn open_fanout(
+        interface: &str,
+        settings: &AfPacketSettings,
+        members: u32,
+    ) -> Result<Vec<AfPacketPort>, String> {
+        static NEXT_GROUP: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+        if members == 0 {
+            return Err(format!(
+                "AF_PACKET on {interface}: a fanout group needs at least one member"
+            ));
+        }
+        // Unique among this process's groups; the pid keeps other processes' apart.
+        let group = (std::process::id() as u16).wrapping_mul(31)
+            ^ NEXT_GROUP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let s = AfPacketSettings {
+            fanout: Some(group),
+            receive: true,
+            ..settings.clone()
+        };
+        (0..members).map(|_| Self::open(interface, &s)).collect()
+    }
+
     /// Opens the port's sockets on `interface` (of the calling thread's namespace).
     pub fn open(interface: &str, settings: &AfPacketSettings) -> Result<AfPacketPort, String> {
         let s = settings;
@@ -207,6 +237,18 @@ impl AfPacketPort {
             .map_err(fail)?;
             let ring = map_ring(&fd, s.block_size as usize * s.blocks as usize).map_err(fail)?;
             bind(&fd, ifindex, libc::ETH_P_ALL as u16).map_err(fail)?;
+            if let Some(group) = s.fanout {
+                // The group id in the low 16 bits, the mode (spread by flow hash) above.
+                let arg = i32::from(group) | (libc::PACKET_FANOUT_HASH as i32) << 16;
+                setsockopt(
+                    &fd,
+                    libc::SOL_PACKET,
+                    libc::PACKET_FANOUT,
+                    &arg,
+                    "joining the fanout group",
+                )
+                .map_err(fail)?;
+            }
             (Some(fd), Some(ring))
         } else {
             (None, None)
