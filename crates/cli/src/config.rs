@@ -562,6 +562,15 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         if let Some((_, key, what)) = clash.iter().find(|c| c.0) {
             return Err(ctx.setting("run", "ports", format!("`{ports}` runs the compound runtime between interfaces; {what} (`{key}`) does not combine with it (for now)")));
         }
+        if matches!(ports, Ports::Dut { .. })
+            && let Some(key) = crate::settings::given_keys(&flags.traffic).first()
+        {
+            return Err(ctx.setting(
+                "traffic",
+                key,
+                format!("`--ports {ports}` forwards what arrives on its first interface and generates nothing: traffic settings do not apply"),
+            ));
+        }
         let io_kind = r.io.unwrap_or_default();
         if let Ports::Dut { input, output } | Ports::Tester { output, input } = &ports
             && input == output

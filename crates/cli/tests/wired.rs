@@ -197,6 +197,13 @@ fn wired_settings_that_cannot_work_are_refused_by_name() {
         "{}",
         stderr(&o)
     );
+    let o = sfclab(&["run", "--chain", "forwarder", "--ports", "dut:a,b", "--rate", "1Mpps"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--rate") && stderr(&o).contains("generates nothing"),
+        "{}",
+        stderr(&o)
+    );
     let o = sfclab(&["run", "--ports", "wifi"]);
     assert!(
         stderr(&o).contains("memory, veth, linux, dut:IN,OUT or tester:OUT,IN"),
