@@ -60,6 +60,11 @@ pub struct PcapSource {
     truncated: u64,
     /// Frames stamped earlier than the frame before them (replayed right after it).
     backwards_stamps: u64,
+    /// File-timestamp pacing: frames replayed more than `LATE_NS` after their time (the
+    /// chain or the machine stalled; the replay caught up at once).
+    late: u64,
+    /// File-timestamp pacing: nanoseconds since the first frame at the last `rx`.
+    elapsed_ns: u64,
     pace: ReplayPace,
     pacer: Pacer,
     /// File-timestamp pacing: TSC ticks per nanosecond and the TSC at the first frame.
@@ -230,6 +235,9 @@ impl TimestampUnits {
     }
 }
 
+/// How late a frame replayed at the file's timestamps may be before it counts as late.
+const LATE_NS: u64 = 1_000_000;
+
 /// The first four bytes of a pcapng file (a section header block's type).
 const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 
@@ -272,6 +280,8 @@ impl PcapSource {
             oversize: capture.oversize,
             truncated: capture.truncated,
             backwards_stamps: capture.backwards_stamps,
+            late: 0,
+            elapsed_ns: 0,
             pace: ReplayPace::Rate(Rate::Max),
             pacer: Pacer::new(None, 1.0, 0.0),
             ticks_per_ns: 0.0,
@@ -319,6 +329,11 @@ impl PcapSource {
         self.stamps_ns[i]
     }
 
+    /// Frames replayed at the file's timestamps more than 1 ms after their time.
+    pub fn late(&self) -> u64 {
+        self.late
+    }
+
     /// Nanoseconds from one pass's first frame to the next pass's: the file's span and one
     /// mean gap.
     fn pass_ns(&self) -> u64 {
@@ -355,9 +370,14 @@ impl PcapSource {
             ReplayPace::FileTimestamps => {
                 let first = *self.first_tsc.get_or_insert(now);
                 let elapsed_ns = (now.saturating_sub(first) as f64 / self.ticks_per_ns) as u64;
+                self.elapsed_ns = elapsed_ns;
                 let pass_ns = self.pass_ns();
                 let (mut n, mut i, mut pass) = (0, self.next, self.passes_done);
-                while n < want && pass.saturating_mul(pass_ns).saturating_add(self.stamps_ns[i]) <= elapsed_ns {
+                while n < want {
+                    let due_ns = pass.saturating_mul(pass_ns).saturating_add(self.stamps_ns[i]);
+                    if due_ns > elapsed_ns {
+                        break;
+                    }
                     n += 1;
                     i += 1;
                     if i == self.ends.len() {
@@ -388,7 +408,16 @@ impl RxPort for PcapSource {
             self.pool_empty += 1;
         }
         let mut bytes = 0;
+        let timed = self.pace == ReplayPace::FileTimestamps;
+        let pass_ns = self.pass_ns();
         for k in 0..got {
+            if timed {
+                let due_ns = self
+                    .passes_done
+                    .saturating_mul(pass_ns)
+                    .saturating_add(self.stamps_ns[self.next]);
+                self.late += u64::from(self.elapsed_ns.saturating_sub(due_ns) > LATE_NS);
+            }
             let frame = self.frame(self.next);
             let len = frame.len();
             let p = batch.get_mut(first + k);
@@ -458,6 +487,7 @@ impl RxPort for PcapSource {
             NfCounter::gauge("oversize_skipped", self.oversize),
             NfCounter::gauge("truncated_in_capture", self.truncated),
             NfCounter::gauge("backwards_timestamps", self.backwards_stamps),
+            NfCounter::total("late_over_1ms", self.late),
             NfCounter::total("pool_empty", self.pool_empty),
         ]
     }

@@ -353,6 +353,11 @@ fn replays_are_paced_at_a_rate_or_at_the_files_timestamps() {
         assert_eq!(due_at(&mut by_file, t0 + at, &mut pool), want, "at {at} ns");
     }
     assert!(by_file.exhausted());
+    assert_eq!(
+        by_file.late(),
+        2,
+        "the two frames released at 20 ms were due at 5.5 and 7.5 ms"
+    );
     let pps = by_file.requested_pps().unwrap();
     assert!((pps - 3.0 / 4.5e-3).abs() < 1e-6, "{pps}");
     assert_eq!(pool.available(), 512, "every buffer back");
