@@ -23,7 +23,7 @@ use sfclab_topology::Testbed;
 use sfclab_traffic::GeneratorConfig;
 use std::time::Duration;
 
-use crate::{Interruptible, Machine, median_if_any, stop_requested};
+use crate::{Interruptible, Machine, RowRatio, median_if_any, row_ratios, stop_requested};
 
 pub const FORWARD_SCHEMA: &str = "sfclab.bench.forward/1";
 
@@ -55,13 +55,6 @@ pub struct ForwardRow {
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct ForwardRatio {
-    pub row: String,
-    pub over: String,
-    pub ratio: f64,
-}
-
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ForwardBench {
     pub schema: &'static str,
     pub version: &'static str,
@@ -79,7 +72,7 @@ pub struct ForwardBench {
     pub busy_poll_us: Option<u32>,
     pub rows: Vec<ForwardRow>,
     /// sfclab af_xdp's forwarding rate over Linux's and over testpmd's, where measured.
-    pub ratios: Vec<ForwardRatio>,
+    pub ratios: Vec<RowRatio>,
 }
 
 impl Interruptible for ForwardBench {
@@ -319,18 +312,10 @@ pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) ->
         r.dut_core_cycles = median_if_any(&r.runs_dut_core_cycles);
         r.dut_busy_cycles = median_if_any(&r.runs_dut_busy_cycles);
     }
-    let mpps_of = |name: &str| rows.iter().find(|r| r.name == name).and_then(|r| r.mpps);
-    let ratios = ["linux", "testpmd af_xdp"]
-        .iter()
-        .filter_map(|&over| match (mpps_of("sfclab af_xdp"), mpps_of(over)) {
-            (Some(x), Some(y)) if y > 0.0 => Some(ForwardRatio {
-                row: "sfclab af_xdp".into(),
-                over: over.into(),
-                ratio: x / y,
-            }),
-            _ => None,
-        })
-        .collect();
+    let ratios = row_ratios(
+        &[("sfclab af_xdp", "linux"), ("sfclab af_xdp", "testpmd af_xdp")],
+        |name| rows.iter().find(|r| r.name == name).and_then(|r| r.mpps),
+    );
     Ok(ForwardBench {
         schema: FORWARD_SCHEMA,
         version: env!("CARGO_PKG_VERSION"),

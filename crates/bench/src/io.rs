@@ -21,12 +21,12 @@
 use serde::Serialize;
 use sfclab_core::NamedNfs;
 use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, Wire};
-use sfclab_runtime::{RunSettings, run_compound_on};
+use sfclab_runtime::{RunSettings, open_in_namespace, run_compound_on};
 use sfclab_topology::{Interface, Topology};
 use sfclab_traffic::{GeneratorConfig, Sink};
 use std::time::{Duration, Instant};
 
-use crate::{Interruptible, Machine, median, stop_requested};
+use crate::{Interruptible, Machine, RowRatio, median, median_if_any, row_ratios, stop_requested};
 
 pub const IO_SCHEMA: &str = "sfclab.bench.io/2";
 
@@ -61,14 +61,6 @@ pub struct IoRow {
     pub skipped: Option<String>,
 }
 
-/// One row over another, received Mpps medians of the same run.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct IoRatio {
-    pub row: String,
-    pub over: String,
-    pub ratio: f64,
-}
-
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct IoBench {
     pub schema: &'static str,
@@ -86,7 +78,7 @@ pub struct IoBench {
     pub rows: Vec<IoRow>,
     /// sfclab af_xdp over testpmd af_xdp, sfclab af_packet over testpmd af_packet, and
     /// sfclab af_xdp over trafgen, where both were measured.
-    pub ratios: Vec<IoRatio>,
+    pub ratios: Vec<RowRatio>,
 }
 
 impl Interruptible for IoBench {
@@ -115,13 +107,6 @@ fn pair() -> Result<(Topology, Interface, Interface), String> {
     let b = topo.namespace("io-b").map_err(|e| e.to_string())?;
     let (tx, rx) = topo.veth((&a, "io-tx"), (&b, "io-rx")).map_err(|e| e.to_string())?;
     Ok((topo, tx, rx))
-}
-
-fn open(kind: IoKind, end: &Interface, settings: AfXdpSettings, receive: bool) -> Result<InterfacePort, String> {
-    let name = end.name().to_string();
-    end.namespace()
-        .run(move || InterfacePort::open(kind, &name, &settings, receive))
-        .map_err(|e| e.to_string())?
 }
 
 /// What a row's receiving port obtained from the kernel.
@@ -168,13 +153,13 @@ struct SfclabRound {
 /// sfclab's round: generator -> `kind` send on `io-tx` -> `kind` receive on `io-rx` -> sink.
 fn sfclab_round(kind: IoKind, args: &IoBenchArgs, core: usize) -> Result<SfclabRound, String> {
     let (_topo, tx, rx) = pair()?;
-    let out = open(kind, &tx, AfXdpSettings::default(), false)?;
+    let out = open_in_namespace(kind, &tx, &AfXdpSettings::default(), false)?;
     let xdp = AfXdpSettings {
         xdp_mode: args.xdp_mode,
         busy_poll: args.busy_poll,
         ..AfXdpSettings::default()
     };
-    let back = open(kind, &rx, xdp, true)?;
+    let back = open_in_namespace(kind, &rx, &xdp, true)?;
     let mut mode = mode_of(&back);
     if let (Some(us), IoKind::AfXdp) = (args.busy_poll, kind) {
         mode += &format!(", busy poll {us} us");
@@ -382,25 +367,17 @@ pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Resu
         return Err("interrupted before the first round finished".into());
     }
     for r in rows.iter_mut() {
-        r.mpps = (!r.runs_mpps.is_empty()).then(|| median(&r.runs_mpps));
-        r.cycles_per_packet = (!r.runs_cycles_per_packet.is_empty()).then(|| median(&r.runs_cycles_per_packet));
+        r.mpps = median_if_any(&r.runs_mpps);
+        r.cycles_per_packet = median_if_any(&r.runs_cycles_per_packet);
     }
-    let mpps_of = |name: &str| rows.iter().find(|r| r.name == name).and_then(|r| r.mpps);
-    let ratios = [
-        ("sfclab af_xdp", "testpmd af_xdp"),
-        ("sfclab af_packet", "testpmd af_packet"),
-        ("sfclab af_xdp", "trafgen"),
-    ]
-    .iter()
-    .filter_map(|&(a, b)| match (mpps_of(a), mpps_of(b)) {
-        (Some(x), Some(y)) if y > 0.0 => Some(IoRatio {
-            row: a.into(),
-            over: b.into(),
-            ratio: x / y,
-        }),
-        _ => None,
-    })
-    .collect();
+    let ratios = row_ratios(
+        &[
+            ("sfclab af_xdp", "testpmd af_xdp"),
+            ("sfclab af_packet", "testpmd af_packet"),
+            ("sfclab af_xdp", "trafgen"),
+        ],
+        |name| rows.iter().find(|r| r.name == name).and_then(|r| r.mpps),
+    );
     Ok(IoBench {
         schema: IO_SCHEMA,
         version: env!("CARGO_PKG_VERSION"),

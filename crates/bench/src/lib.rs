@@ -200,6 +200,30 @@ pub fn median_if_any(v: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| median(v))
 }
 
+/// One row of a benchmark over another: the ratio of their medians, same run.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct RowRatio {
+    pub row: String,
+    pub over: String,
+    pub ratio: f64,
+}
+
+/// The ratio of each `(row, over)` pair whose two medians `median_of` knows (the second
+/// above zero); pairs with a row not measured are left out.
+pub fn row_ratios(pairs: &[(&str, &str)], median_of: impl Fn(&str) -> Option<f64>) -> Vec<RowRatio> {
+    pairs
+        .iter()
+        .filter_map(|&(row, over)| match (median_of(row), median_of(over)) {
+            (Some(x), Some(y)) if y > 0.0 => Some(RowRatio {
+                row: row.into(),
+                over: over.into(),
+                ratio: x / y,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);

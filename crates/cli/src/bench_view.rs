@@ -758,19 +758,12 @@ pub fn io_table(b: &sfclab_bench::io::IoBench) -> String {
         ]);
     }
     let _ = writeln!(s, "{table}");
-    for q in &b.ratios {
-        let _ = writeln!(
-            s,
-            "ratio  {} / {} = {:.2}x (received Mpps, same run, same pair)",
-            q.row, q.over, q.ratio
-        );
-    }
-    for r in b.rows.iter().filter(|r| !r.commands.is_empty()) {
-        let _ = writeln!(s, "{}:", r.name);
-        for c in &r.commands {
-            let _ = writeln!(s, "    {c}");
-        }
-    }
+    ratios_and_commands(
+        &mut s,
+        &b.ratios,
+        "received Mpps, same run, same pair",
+        b.rows.iter().map(|r| (r.name.as_str(), r.commands.as_slice())),
+    );
     let _ = writeln!(
         s,
         "sfclab and trafgen on core {}; testpmd's txonly on core {}, rxonly on core {}",
@@ -840,20 +833,31 @@ pub fn forward_table(b: &sfclab_bench::forward::ForwardBench) -> String {
         s,
         "DUT core cycles/frame: all the DUT core's non-idle time (/proc/stat) per frame d-out sent, whole run; a busy-polling DUT counts its empty polls too. DUT busy cycles/packet: sfclab's own, empty polls excluded."
     );
-    for q in &b.ratios {
-        let _ = writeln!(
-            s,
-            "ratio  {} / {} = {:.2}x (forwarded Mpps, same run, same tester)",
-            q.row, q.over, q.ratio
-        );
-    }
-    for r in b.rows.iter().filter(|r| !r.commands.is_empty()) {
-        let _ = writeln!(s, "{}:", r.name);
-        for c in &r.commands {
-            let _ = writeln!(s, "    {c}");
-        }
-    }
+    ratios_and_commands(
+        &mut s,
+        &b.ratios,
+        "forwarded Mpps, same run, same tester",
+        b.rows.iter().map(|r| (r.name.as_str(), r.commands.as_slice())),
+    );
     let wide = b.rows.iter().filter(|r| is_wide(&r.runs_mpps)).count();
     s += &footer(wide, b.interrupted, b.repeat);
     s
+}
+
+/// A benchmark's ratios (what they compare in `of`), then each row's peer command lines.
+fn ratios_and_commands<'a>(
+    s: &mut String,
+    ratios: &[sfclab_bench::RowRatio],
+    of: &str,
+    rows: impl Iterator<Item = (&'a str, &'a [String])>,
+) {
+    for q in ratios {
+        let _ = writeln!(s, "ratio  {} / {} = {:.2}x ({of})", q.row, q.over, q.ratio);
+    }
+    for (name, commands) in rows.filter(|(_, c)| !c.is_empty()) {
+        let _ = writeln!(s, "{name}:");
+        for c in commands {
+            let _ = writeln!(s, "    {c}");
+        }
+    }
 }

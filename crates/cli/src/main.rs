@@ -517,9 +517,8 @@ fn main() -> ExitCode {
         }
         Cmd::Bench(BenchCmd::Nfs(a)) => cmd_nfs(a),
         Cmd::Bench(BenchCmd::Io(a)) => {
-            let (duration, warmup) = match window(&a.duration, &a.warmup) {
-                Ok(w) if a.repeat > 0 && w.0 > Duration::ZERO => w,
-                Ok(_) => return outcome::fail(outcome::USAGE, "need at least one repetition and a non-zero duration"),
+            let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
+                Ok(w) => w,
                 Err(e) => return outcome::fail(outcome::USAGE, &e),
             };
             let args = sfclab_bench::io::IoBenchArgs {
@@ -535,9 +534,8 @@ fn main() -> ExitCode {
             print_result(result, a.json, None, bench_view::io_table)
         }
         Cmd::Bench(BenchCmd::Forward(a)) => {
-            let (duration, warmup) = match window(&a.duration, &a.warmup) {
-                Ok(w) if a.repeat > 0 && w.0 > Duration::ZERO => w,
-                Ok(_) => return outcome::fail(outcome::USAGE, "need at least one repetition and a non-zero duration"),
+            let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
+                Ok(w) => w,
                 Err(e) => return outcome::fail(outcome::USAGE, &e),
             };
             let args = sfclab_bench::forward::ForwardBenchArgs {
@@ -757,6 +755,14 @@ fn window(duration: &str, warmup: &str) -> Result<(Duration, Duration), String> 
     Ok((parse("duration", duration)?, parse("warmup", warmup)?))
 }
 
+/// [`window`] for a benchmark of `repeat` rounds: at least one, each of a non-zero window.
+fn repeated_window(repeat: usize, duration: &str, warmup: &str) -> Result<(Duration, Duration), String> {
+    match window(duration, warmup)? {
+        w if repeat > 0 && w.0 > Duration::ZERO => Ok(w),
+        _ => Err("need at least one repetition and a non-zero duration".into()),
+    }
+}
+
 /// Runs `work` with a progress bar on stderr, told (done, total, what) after each trial.
 fn with_progress<T>(work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> Result<T, String>) -> Result<T, String> {
     let mut progress = progress::Progress::new("runs", 0);
@@ -858,14 +864,9 @@ fn cmd_ring(a: RingArgs) -> ExitCode {
 }
 
 fn cmd_pipeline(a: PipelineArgs) -> ExitCode {
-    let (duration, warmup) = match window(&a.duration, &a.warmup) {
-        Ok(w) if a.repeat > 0 && w.0 > Duration::ZERO => w,
-        Ok(_) => {
-            return outcome::fail(outcome::USAGE, "need at least one repetition and a non-zero duration");
-        }
-        Err(e) => {
-            return outcome::fail(outcome::USAGE, &e);
-        }
+    let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
+        Ok(w) => w,
+        Err(e) => return outcome::fail(outcome::USAGE, &e),
     };
     let args = sfclab_bench::pipeline::PipelineBenchArgs {
         duration,

@@ -305,9 +305,7 @@ impl PcapSource {
         } else {
             1.0
         };
-        // The generator's slack: 100 us of traffic, or four batches if more.
-        let backlog = (4.0 * batch as f64 * per_unit).max(rate.unwrap_or(0.0) * 100e-6);
-        self.pacer = Pacer::new(rate, tsc_hz, backlog);
+        self.pacer = Pacer::catching_up(rate, tsc_hz, 4.0 * batch as f64 * per_unit);
         self.ticks_per_ns = tsc_hz / 1e9;
         self.pace = pace;
         self
@@ -342,6 +340,17 @@ impl PcapSource {
         if n > 1 { span + span / (n - 1) } else { 0 }
     }
 
+    /// When frame `i` of pass `pass` is due at the file's timestamps, nanoseconds after the
+    /// first frame of the first pass.
+    fn due_ns(&self, pass: u64, i: usize) -> u64 {
+        pass.saturating_mul(self.pass_ns()).saturating_add(self.stamps_ns[i])
+    }
+
+    /// The mean frame length in the file, bytes (FCS not included).
+    fn mean_len(&self) -> f64 {
+        self.bytes.len() as f64 / self.ends.len() as f64
+    }
+
     /// Frames due now, at most `want`.
     fn due(&mut self, now: u64, want: usize) -> usize {
         match self.pace {
@@ -371,13 +380,8 @@ impl PcapSource {
                 let first = *self.first_tsc.get_or_insert(now);
                 let elapsed_ns = (now.saturating_sub(first) as f64 / self.ticks_per_ns) as u64;
                 self.elapsed_ns = elapsed_ns;
-                let pass_ns = self.pass_ns();
                 let (mut n, mut i, mut pass) = (0, self.next, self.passes_done);
-                while n < want {
-                    let due_ns = pass.saturating_mul(pass_ns).saturating_add(self.stamps_ns[i]);
-                    if due_ns > elapsed_ns {
-                        break;
-                    }
+                while n < want && self.due_ns(pass, i) <= elapsed_ns {
                     n += 1;
                     i += 1;
                     if i == self.ends.len() {
@@ -409,13 +413,9 @@ impl RxPort for PcapSource {
         }
         let mut bytes = 0;
         let timed = self.pace == ReplayPace::FileTimestamps;
-        let pass_ns = self.pass_ns();
         for k in 0..got {
             if timed {
-                let due_ns = self
-                    .passes_done
-                    .saturating_mul(pass_ns)
-                    .saturating_add(self.stamps_ns[self.next]);
+                let due_ns = self.due_ns(self.passes_done, self.next);
                 self.late += u64::from(self.elapsed_ns.saturating_sub(due_ns) > LATE_NS);
             }
             let frame = self.frame(self.next);
@@ -454,10 +454,7 @@ impl RxPort for PcapSource {
 
     fn requested_pps(&self) -> Option<f64> {
         match self.pace {
-            ReplayPace::Rate(r) => {
-                let mean = self.bytes.len() as f64 / self.ends.len() as f64 + 4.0;
-                r.pps(mean)
-            }
+            ReplayPace::Rate(r) => r.pps(self.mean_len() + 4.0),
             ReplayPace::FileTimestamps => {
                 let pass_ns = self.pass_ns();
                 (pass_ns > 0).then(|| self.ends.len() as f64 * 1e9 / pass_ns as f64)
@@ -468,9 +465,7 @@ impl RxPort for PcapSource {
     fn shortfall(&self) -> Shortfall {
         let skipped = self.pacer.skipped_units;
         let behind = match self.pace {
-            ReplayPace::Rate(Rate::L1Bps(_)) => {
-                skipped / ((self.bytes.len() as f64 / self.ends.len() as f64 + 24.0) * 8.0)
-            }
+            ReplayPace::Rate(Rate::L1Bps(_)) => skipped / ((self.mean_len() + 24.0) * 8.0),
             _ => skipped,
         };
         Shortfall {
@@ -535,6 +530,13 @@ impl WallClock {
     }
 }
 
+/// Writes one frame stamped `at`; false when it could not (no writer, or a full disk:
+/// counted by the caller, never fatal).
+fn write_frame(writer: Option<&mut PcapWriter<BufWriter<File>>>, at: Duration, data: &[u8]) -> bool {
+    let packet = PcapPacket::new(at, data.len() as u32, data);
+    writer.is_some_and(|w| w.write_packet(&packet).is_ok())
+}
+
 /// Creates (or truncates) `path` as a nanosecond pcap of Ethernet frames.
 fn create_pcap(path: &Path) -> Result<PcapWriter<BufWriter<File>>, String> {
     let name = path.display();
@@ -595,9 +597,8 @@ impl TxPort for PcapSink {
             let data = p.data();
             bytes += data.len() as u64;
             self.window += u64::from(p.in_window());
-            let packet = PcapPacket::new(at, data.len() as u32, data);
             // A full disk is counted, not fatal: the frames still count as received.
-            if self.writer.as_mut().is_none_or(|w| w.write_packet(&packet).is_err()) {
+            if !write_frame(self.writer.as_mut(), at, data) {
                 self.write_errors += 1;
             }
         }
@@ -661,10 +662,10 @@ impl PcapTap {
     }
 
     fn write(&mut self, at: Duration, data: &[u8]) {
-        let packet = PcapPacket::new(at, data.len() as u32, data);
-        match self.writer.as_mut().map(|w| w.write_packet(&packet)) {
-            Some(Ok(_)) => self.frames += 1,
-            _ => self.write_errors += 1,
+        if write_frame(self.writer.as_mut(), at, data) {
+            self.frames += 1;
+        } else {
+            self.write_errors += 1;
         }
     }
 }

@@ -106,6 +106,40 @@ fn generator(ip: IpVersion, l4: L4, size: u16, probe_pps: f64) -> Generator {
     Generator::new(cfg, 32).unwrap()
 }
 
+/// A wire over the loopback: the generator's 64-byte UDP frames (`probe_pps` probes),
+/// losing every `lose_every`-th, refusing every `refuse_every`-th, handing back while more
+/// than `delay` wait; patience 20 ms. With the count of frames lost on the loop.
+fn loop_wire(
+    lose_every: u64,
+    refuse_every: u64,
+    delay: usize,
+    probe_pps: f64,
+) -> (Wire<Generator, LoopOut, LoopBack>, Arc<Mutex<u64>>) {
+    let queue = Arc::new(Mutex::new(VecDeque::new()));
+    let lost = Arc::new(Mutex::new(0));
+    let out = LoopOut {
+        queue: queue.clone(),
+        lose_every,
+        refuse_every,
+        seen: 0,
+        lost: lost.clone(),
+        stats: PortStats::default(),
+    };
+    let back = LoopBack {
+        queue,
+        delay,
+        stats: PortStats::default(),
+    };
+    let wire = Wire::new(
+        generator(IpVersion::V4, L4::Udp, 64, probe_pps),
+        out,
+        back,
+        32,
+        Duration::from_millis(20),
+    );
+    (wire, lost)
+}
+
 #[test]
 fn a_signature_keeps_every_checksum_valid_and_reads_back() {
     for (ip, l4, sizes) in [
@@ -168,28 +202,7 @@ fn frames_too_short_or_not_udp_tcp_carry_no_signature() {
 
 #[test]
 fn a_run_across_a_lossy_wire_conserves_every_packet_by_cause() {
-    let queue = Arc::new(Mutex::new(VecDeque::new()));
-    let lost = Arc::new(Mutex::new(0));
-    let out = LoopOut {
-        queue: queue.clone(),
-        lose_every: 97,
-        refuse_every: 0,
-        seen: 0,
-        lost: lost.clone(),
-        stats: PortStats::default(),
-    };
-    let back = LoopBack {
-        queue,
-        delay: 40,
-        stats: PortStats::default(),
-    };
-    let wire = Wire::new(
-        generator(IpVersion::V4, L4::Udp, 64, 1000.0),
-        out,
-        back,
-        32,
-        Duration::from_millis(20),
-    );
+    let (wire, lost) = loop_wire(97, 0, 40, 1000.0);
     let settings = RunSettings {
         duration: None,
         count: Some(100_000),
@@ -218,27 +231,7 @@ fn a_run_across_a_lossy_wire_conserves_every_packet_by_cause() {
 /// interrupted run is conserved exactly and keeps its result.
 #[test]
 fn a_stopped_run_still_counts_the_frames_on_the_wire() {
-    let queue = Arc::new(Mutex::new(VecDeque::new()));
-    let out = LoopOut {
-        queue: queue.clone(),
-        lose_every: 13,
-        refuse_every: 0,
-        seen: 0,
-        lost: Arc::new(Mutex::new(0)),
-        stats: PortStats::default(),
-    };
-    let back = LoopBack {
-        queue,
-        delay: 200,
-        stats: PortStats::default(),
-    };
-    let wire = Wire::new(
-        generator(IpVersion::V4, L4::Udp, 64, 0.0),
-        out,
-        back,
-        32,
-        Duration::from_millis(20),
-    );
+    let (wire, _) = loop_wire(13, 0, 200, 0.0);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stopper = {
         let stop = stop.clone();
@@ -268,27 +261,7 @@ fn a_stopped_run_still_counts_the_frames_on_the_wire() {
 /// and reported apart so a trial can tell the two.
 #[test]
 fn frames_the_tester_could_not_send_are_not_offered() {
-    let queue = Arc::new(Mutex::new(VecDeque::new()));
-    let out = LoopOut {
-        queue: queue.clone(),
-        lose_every: 0,
-        refuse_every: 10,
-        seen: 0,
-        lost: Arc::new(Mutex::new(0)),
-        stats: PortStats::default(),
-    };
-    let back = LoopBack {
-        queue,
-        delay: 0,
-        stats: PortStats::default(),
-    };
-    let wire = Wire::new(
-        generator(IpVersion::V4, L4::Udp, 64, 0.0),
-        out,
-        back,
-        32,
-        Duration::from_millis(20),
-    );
+    let (wire, _) = loop_wire(0, 10, 0, 0.0);
     let settings = RunSettings {
         duration: None,
         count: Some(20_000),

@@ -133,12 +133,7 @@ pub fn run_across_veth(
         DeviceUnderTest::External { label, start } => (label, None, Some(start)),
     };
     let open = |kind: IoKind, end: &Interface, settings: &AfXdpSettings, receive: bool| {
-        let (name, settings) = (end.name().to_string(), settings.clone());
-        end.namespace()
-            .run(move || InterfacePort::open(kind, &name, &settings, receive))
-            .map_err(|e| e.to_string())
-            .and_then(|r| r)
-            .map_err(|e| setting("ports", e))
+        open_in_namespace(kind, end, settings, receive).map_err(|e| setting("ports", e))
     };
     let before = counters(&bed)?;
     let backlog_before = softnet_dropped();
@@ -213,6 +208,20 @@ pub fn run_across_veth(
         testbed,
         lost,
     })
+}
+
+/// Opens a port of `kind` on `end`, from a thread inside its namespace (the socket is
+/// then used from any thread).
+pub fn open_in_namespace(
+    kind: IoKind,
+    end: &Interface,
+    settings: &AfXdpSettings,
+    receive: bool,
+) -> Result<InterfacePort, String> {
+    let (name, settings) = (end.name().to_string(), settings.clone());
+    end.namespace()
+        .run(move || InterfacePort::open(kind, &name, &settings, receive))
+        .map_err(|e| e.to_string())?
 }
 
 /// Where the frames the tester sent and never saw again went, over the whole run

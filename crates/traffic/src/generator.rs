@@ -281,9 +281,6 @@ impl Sessions {
     }
 }
 
-/// The longest hiccup the pacer catches up on, seconds.
-const CATCH_UP_S: f64 = 100e-6;
-
 impl Generator {
     /// Builds the templates. `batch` bounds how far the pacer may fall behind.
     pub fn new(cfg: GeneratorConfig, batch: usize) -> Result<Generator, (&'static str, String)> {
@@ -302,12 +299,8 @@ impl Generator {
             Rate::Pps(p) => (Some(p), false),
             Rate::L1Bps(b) => (Some(b), true),
         };
-        // After a hiccup the generator catches up by at most 100 us of traffic (or four
-        // batches, if more): at 100 Mpps four batches are ~1 us, which every timer
-        // interrupt exceeds, and the pacer then lost ~1% of the rate at 50 Mpps and up.
-        // Longer stalls are skipped and counted (`pacing_behind`): a real shortfall.
+        // Skipped units are the report's `pacing_behind`.
         let batches = 4.0 * batch as f64 * if pace_bits { (1518.0 + 20.0) * 8.0 } else { 1.0 };
-        let backlog = batches.max(rate.unwrap_or(0.0) * CATCH_UP_S);
         let probe_every = if cfg.probe_pps > 0.0 {
             (hz / cfg.probe_pps).max(1.0) as u64
         } else {
@@ -322,7 +315,7 @@ impl Generator {
             next_flow: 0,
             next_slot: 0,
             seq: 0,
-            pacer: Pacer::new(rate, hz, backlog),
+            pacer: Pacer::catching_up(rate, hz, batches),
             pace_bits,
             probe_every,
             next_probe: 0,
