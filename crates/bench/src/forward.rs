@@ -205,9 +205,9 @@ fn round(dut: DeviceUnderTest, io: IoKind, args: &ForwardBenchArgs, cores: (usiz
         offered_mpps: t.generated_mpps,
         loss_pct: t.window_loss.lost as f64 * 100.0 / sent as f64,
         core_cycles,
-        busy_cycles: w.dut.as_ref().and_then(|d| d.busy_cycles_per_packet),
+        busy_cycles: w.dut.first().and_then(|d| d.busy_cycles_per_packet),
         device: w.testbed.device_under_test.clone(),
-        mode: w.dut.as_ref().map(|d| d.source.summary.clone()),
+        mode: w.dut.first().map(|d| d.source.summary.clone()),
     })
 }
 
@@ -267,7 +267,7 @@ pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) ->
                         .expect("a registered NF")
                         .build(),
                 )];
-                DeviceUnderTest::Chain(nfs.into())
+                DeviceUnderTest::Chain(vec![nfs.into()])
             };
             let (dut, io) = match r.name.as_str() {
                 "sfclab af_xdp" => (forwarder(), IoKind::AfXdp),

@@ -450,7 +450,25 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
     if replicas == 0 || replicas > 64 {
         return Err(ctx.setting("run", "replicas", format!("{replicas} is outside 1..=64")));
     }
-    let pipeline = resolve_pipeline(&layers, &settings, nfs.len(), replicas, ctx)?;
+    let ports = r.ports.clone().unwrap_or_default();
+    // Between a testbed's interfaces, replicas are compound runs, one per queue.
+    let queued_replicas = ports == Ports::Veth;
+    if replicas > 1 && ports != Ports::Memory && !queued_replicas {
+        return Err(ctx.setting(
+            "run",
+            "replicas",
+            format!(
+                "`ports: {ports}` runs one {}: replicas (one per queue) run with `ports: veth`",
+                if ports.runs_chain() {
+                    "chain"
+                } else {
+                    "tester, and no sfclab chain"
+                }
+            ),
+        ));
+    }
+    let pipeline_replicas = if queued_replicas { 1 } else { replicas };
+    let pipeline = resolve_pipeline(&layers, &settings, nfs.len(), pipeline_replicas, ctx)?;
     if pipeline.is_some() && settings.reply {
         return Err(ctx.setting(
             "traffic",
@@ -529,7 +547,6 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
             "pcap files run on the compound runtime without a responder (for now)",
         ));
     }
-    let ports = r.ports.clone().unwrap_or_default();
     if ports == Ports::Memory {
         if r.xdp_mode.is_some() {
             return Err(ctx.setting(

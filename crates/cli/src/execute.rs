@@ -39,7 +39,8 @@ pub fn run(spec: &ChainSpec) -> Result<RunReport, RunError> {
 pub fn run_wired(spec: &ChainSpec) -> Result<WiredReport, RunError> {
     let dut = match spec.ports {
         Ports::Linux => DeviceUnderTest::Linux,
-        _ => DeviceUnderTest::Chain(spec.graph()?),
+        // One replica per queue: each builds its own NFs (their state is the replica's).
+        _ => DeviceUnderTest::Chain((0..spec.replicas).map(|_| spec.graph()).collect::<Result<_, _>>()?),
     };
     let ports = interface_settings(spec);
     let dut_core = spec.settings.core;

@@ -99,7 +99,7 @@ pub struct RunArgs {
     /// Settings; each overrides the chain file's.
     #[command(flatten)]
     settings: settings::Settings,
-    /// Print the report as JSON (schema `sfclab.run/3`).
+    /// Print the report as JSON (schema `sfclab.run/4`).
     #[arg(long, conflicts_with = "csv", help_heading = "Output")]
     json: bool,
     /// Print the report as one CSV row with a header.

@@ -7,7 +7,7 @@ use sfclab_runtime::wired::WiredReport;
 use std::fmt::Write as _;
 
 /// Version of the JSON document layout; bumped on any incompatible change.
-pub const RUN_SCHEMA: &str = "sfclab.run/3";
+pub const RUN_SCHEMA: &str = "sfclab.run/4";
 
 pub fn num(v: u64) -> String {
     let s = v.to_string();
@@ -212,10 +212,10 @@ pub fn table(name: &str, r: &RunReport) -> String {
 
 /// The JSON document of a run: the report with its schema tag, the chain's name and full
 /// NF settings, and the machine it ran on. Its JSON Schema is `sfclab schema run`
-/// (docs/schema/run-3.json).
+/// (docs/schema/run-4.json).
 #[derive(serde::Serialize, schemars::JsonSchema)]
 pub struct RunDocument<'a> {
-    /// Always `sfclab.run/3` for this layout.
+    /// Always `sfclab.run/4` for this layout.
     pub schema: &'static str,
     pub name: &'a str,
     pub machine: sfclab_bench::Machine,
@@ -223,10 +223,11 @@ pub struct RunDocument<'a> {
     pub chain_config: Vec<NfEntry<'a>>,
     #[serde(flatten)]
     pub report: &'a RunReport,
-    /// A wired run (`ports: veth`): the device under test's own run, an sfclab chain
-    /// forwarding between its interfaces; the document's report is then the tester's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dut: Option<&'a RunReport>,
+    /// A wired run (`ports: veth`): the device under test's own runs when it is an
+    /// sfclab chain forwarding between its interfaces, replica k's (queue k's) at k; the
+    /// document's report is then the tester's.
+    #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
+    pub dut: &'a [RunReport],
     /// A wired run: what was built (namespaces, interfaces and their kernel counters).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub testbed: Option<&'a sfclab_runtime::wired::TestbedReport>,
@@ -250,7 +251,7 @@ pub fn json(name: &str, nfs: &[(String, sfclab_nf::NfSpec)], r: &RunReport) -> S
         machine: sfclab_bench::Machine::read(),
         chain_config,
         report: r,
-        dut: None,
+        dut: &[],
         testbed: None,
         wire_loss: None,
     };
@@ -266,7 +267,7 @@ pub fn json_wired(name: &str, nfs: &[(String, sfclab_nf::NfSpec)], w: &WiredRepo
         machine: sfclab_bench::Machine::read(),
         chain_config,
         report: &w.tester,
-        dut: w.dut.as_ref(),
+        dut: &w.dut,
         testbed: Some(&w.testbed),
         wire_loss: Some(&w.lost),
     };
@@ -282,8 +283,12 @@ pub fn table_wired(name: &str, w: &WiredReport) -> String {
         bed.device_under_test, bed.run_name, bed.run_name
     );
     s += &table(name, &w.tester);
-    if let Some(d) = &w.dut {
-        s += "\nDEVICE UNDER TEST: the chain between d-in and d-out\n";
+    for (k, d) in w.dut.iter().enumerate() {
+        if w.dut.len() > 1 {
+            s += &format!("\nDEVICE UNDER TEST, replica {k}: the chain between d-in and d-out, queue {k}\n");
+        } else {
+            s += "\nDEVICE UNDER TEST: the chain between d-in and d-out\n";
+        }
         s += &table(name, d);
     }
     let mut t = comfy_table::Table::new();
@@ -344,8 +349,8 @@ pub fn table_wired(name: &str, w: &WiredReport) -> String {
 /// The JSON Schema of the run document.
 pub fn run_schema() -> String {
     schema_of::<RunDocument<'static>>(
-        "run-3.json",
-        "One sfclab run (`sfclab run --json`), schema sfclab.run/3.",
+        "run-4.json",
+        "One sfclab run (`sfclab run --json`), schema sfclab.run/4.",
     )
 }
 

@@ -167,7 +167,8 @@ pub struct RunSection {
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub runtime: Option<Runtime>,
     /// Parallel chains: this many copies of the chain, each placed like one chain on the
-    /// cores rotated by its index, flows spread over them by hash (as RSS does).
+    /// cores rotated by its index, flows spread over them by hash (as RSS does). With
+    /// `ports: veth`: one compound run per queue of the testbed's interfaces.
     #[arg(long, help_heading = "Pipeline")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<usize>,

@@ -66,7 +66,7 @@ fn every_example_chain_runs_and_conserves_packets() {
         }
         let v = run_json(&[path.to_str().unwrap()]);
         assert_conserved(&v);
-        assert_eq!(v["schema"], "sfclab.run/3");
+        assert_eq!(v["schema"], "sfclab.run/4");
         // Every result carries the machine, the version and the full configuration.
         assert!(v["machine"]["tsc_hz"].as_f64().unwrap() > 0.0 && v["machine"]["cores"].as_u64().unwrap() >= 1);
         assert!(v["machine"]["kernel"].is_string() && v["version"].is_string());
@@ -1443,13 +1443,13 @@ fn reproduction_scripts_run_in_quick_mode() {
 
 #[test]
 fn run_json_follows_its_published_schema() {
-    let published = std::fs::read_to_string(repo().join("docs/schema/run-3.json")).unwrap();
+    let published = std::fs::read_to_string(repo().join("docs/schema/run-4.json")).unwrap();
     let o = sfclab(&["schema", "run"]);
     assert!(o.status.success());
     assert_eq!(
         stdout(&o),
         published,
-        "docs/schema/run-3.json is stale: regenerate it with `sfclab schema run`"
+        "docs/schema/run-4.json is stale: regenerate it with `sfclab schema run`"
     );
     let schema: Value = serde_json::from_str(&published).unwrap();
     let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");

@@ -25,7 +25,7 @@ fn wired_json(extra: &[&str]) -> Value {
     let o = sfclab(&args);
     assert!(o.status.success(), "sfclab {args:?} failed: {}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).expect("valid JSON");
-    assert_follows_schema("run-3.json", &v);
+    assert_follows_schema("run-4.json", &v);
     v
 }
 
@@ -95,7 +95,8 @@ fn a_chain_runs_between_two_veth_namespaces() {
     let v = wired_json(&["--ports", "veth", "--chain", "forwarder -> noop"]);
     assert_eq!(v["window_loss"]["lost"], 0, "{}", v["places"][0]);
     assert_eq!(v["verify_failed"], 0);
-    let dut = &v["dut"];
+    assert_eq!(v["dut"].as_array().map(Vec::len), Some(1), "one replica");
+    let dut = &v["dut"][0];
     assert_eq!(dut["conservation"]["holds"], true);
     assert_eq!(dut["interrupted"], false);
     assert_eq!(dut["source"]["kind"], "af_xdp");
@@ -120,12 +121,12 @@ fn a_chain_runs_between_two_veth_namespaces() {
     // AF_PACKET rings instead of AF_XDP: the same exactness.
     let v = wired_json(&["--ports", "veth", "--chain", "noop", "--io", "af_packet"]);
     assert_eq!(v["window_loss"]["lost"], 0);
-    assert_eq!(v["dut"]["source"]["kind"], "af_packet");
+    assert_eq!(v["dut"][0]["source"]["kind"], "af_packet");
     assert_eq!(v["testbed"]["device_under_test"], "sfclab chain (af_packet)");
 
     // generic mode, asked for, is what runs and what is reported.
     let v = wired_json(&["--ports", "veth", "--chain", "noop", "--xdp-mode", "generic"]);
-    assert_eq!(v["dut"]["source"]["settings"]["xdp_mode"], "generic");
+    assert_eq!(v["dut"][0]["source"]["settings"]["xdp_mode"], "generic");
     assert_eq!(v["window_loss"]["lost"], 0);
 }
 
@@ -405,7 +406,7 @@ fn sfclab_forwards_and_tests_on_interfaces_it_did_not_build() {
         let dut = dut.wait_with_output().unwrap();
         assert!(tester.status.success(), "{io}: {}", stderr(&tester));
         let t: Value = serde_json::from_str(&stdout(&tester)).unwrap();
-        assert_follows_schema("run-3.json", &t);
+        assert_follows_schema("run-4.json", &t);
         assert_eq!(t["source"]["kind"], "wire", "{io}");
         assert_eq!(t["window_loss"]["sent"], 5000, "{io}");
         assert_eq!(t["window_loss"]["lost"], 0, "{io}: {}", t["places"][0]);
@@ -414,7 +415,7 @@ fn sfclab_forwards_and_tests_on_interfaces_it_did_not_build() {
 
         assert_eq!(dut.status.code(), Some(130), "{io}: {}", stderr(&dut));
         let d: Value = serde_json::from_str(&stdout(&dut)).unwrap();
-        assert_follows_schema("run-3.json", &d);
+        assert_follows_schema("run-4.json", &d);
         assert_eq!(d["interrupted"], true, "{io}");
         assert_eq!(d["conservation"]["holds"], true, "{io}: {}", d["conservation"]);
         assert_eq!(d["source"]["kind"], io, "{io}");
@@ -521,6 +522,54 @@ fn a_wired_run_busy_polls_when_asked() {
     let v = wired_json(&["--ports", "veth", "--chain", "forwarder", "--busy-poll", "50"]);
     assert_eq!(v["window_loss"]["lost"], 0, "{}", v["places"][0]);
     assert_eq!(v["conservation"]["holds"], true);
-    let dut_source = v["dut"]["source"]["summary"].as_str().unwrap();
+    let dut_source = v["dut"][0]["source"]["summary"].as_str().unwrap();
     assert!(dut_source.contains("busy poll 50 us"), "{dut_source}");
+}
+
+/// Replicas between the testbed's interfaces: one compound run per queue, the tester
+/// spreading flows over the queues by hash; over AF_XDP (a socket per queue) and
+/// AF_PACKET (a fanout group), every frame reaches exactly one replica and comes back.
+#[test]
+fn replicas_forward_one_queue_each() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
+        return;
+    }
+    for io in ["af_xdp", "af_packet"] {
+        let v = wired_json(&[
+            "--ports",
+            "veth",
+            "--chain",
+            "forwarder",
+            "--replicas",
+            "2",
+            "--flows",
+            "64",
+            "--io",
+            io,
+        ]);
+        assert_eq!(v["window_loss"]["lost"], 0, "{io}: {}", v["places"][0]);
+        assert_eq!(v["conservation"]["holds"], true);
+        assert_eq!(v["testbed"]["queues"], 2);
+        let replicas = v["dut"].as_array().expect("the DUT's runs");
+        assert_eq!(replicas.len(), 2, "{io}: one run per replica");
+        let sent = v["conservation"]["generated"].as_u64().unwrap();
+        let mut took = 0;
+        for (k, r) in replicas.iter().enumerate() {
+            assert_eq!(r["conservation"]["holds"], true, "{io} replica {k}");
+            assert_eq!(r["source"]["kind"], io);
+            let n = r["generated"].as_u64().unwrap();
+            assert!(n > 0, "{io}: replica {k} received nothing: flows were not spread");
+            took += n;
+        }
+        assert_eq!(took, sent, "{io}: each frame reached exactly one replica");
+        if io == "af_xdp" {
+            let tester_out = v["source"]["summary"].as_str().unwrap();
+            assert!(tester_out.contains("x2 queues"), "{tester_out}");
+        }
+    }
+    // Replicas need queues of a testbed sfclab built.
+    let o = sfclab(&["run", "--ports", "linux", "--replicas", "2", "--count", "10"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("replicas"), "{}", stderr(&o));
 }

@@ -64,6 +64,50 @@ impl InterfacePort {
             .map(InterfacePort::AfPacket),
         }
     }
+
+    /// Opens `queues` ports on `interface`, port k for replica k. AF_XDP: port k is
+    /// queue k's socket (receiving ones share one redirect program). AF_PACKET: the
+    /// receiving sockets form one flow-hash fanout group (the kernel gives each frame
+    /// to one of them, every frame of a flow to the same one); sending ones are plain.
+    pub fn open_queues(
+        kind: IoKind,
+        interface: &str,
+        xdp: &AfXdpSettings,
+        receive: bool,
+        queues: u32,
+    ) -> Result<Vec<InterfacePort>, String> {
+        if queues <= 1 {
+            return Self::open(kind, interface, xdp, receive).map(|p| vec![p]);
+        }
+        let packet = AfPacketSettings {
+            receive,
+            ..AfPacketSettings::default()
+        };
+        match (kind, receive) {
+            (IoKind::AfXdp, true) => {
+                AfXdpPort::open_queues(interface, &AfXdpSettings { receive, ..xdp.clone() }, queues)
+                    .map(|ports| ports.into_iter().map(InterfacePort::AfXdp).collect())
+            }
+            (IoKind::AfXdp, false) => (0..queues)
+                .map(|queue| {
+                    AfXdpPort::open(
+                        interface,
+                        &AfXdpSettings {
+                            receive,
+                            queue,
+                            ..xdp.clone()
+                        },
+                    )
+                    .map(InterfacePort::AfXdp)
+                })
+                .collect(),
+            (IoKind::AfPacket, true) => AfPacketPort::open_fanout(interface, &packet, queues)
+                .map(|ports| ports.into_iter().map(InterfacePort::AfPacket).collect()),
+            (IoKind::AfPacket, false) => (0..queues)
+                .map(|_| AfPacketPort::open(interface, &packet).map(InterfacePort::AfPacket))
+                .collect(),
+        }
+    }
 }
 
 macro_rules! each {

@@ -11,6 +11,7 @@ pub mod af_xdp;
 pub mod any;
 pub mod bpf;
 pub mod pcap;
+pub mod queues;
 mod window;
 pub mod wire;
 
@@ -19,4 +20,5 @@ pub use af_xdp::{AfXdpPort, AfXdpSettings, Bind};
 pub use any::{InterfacePort, IoKind};
 pub use bpf::XdpMode;
 pub use pcap::{PcapSink, PcapSource, PcapTap, ReplayPace};
+pub use queues::QueueSet;
 pub use wire::Wire;

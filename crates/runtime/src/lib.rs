@@ -27,4 +27,6 @@ pub use compound::{RunError, RunSettings, run_compound, run_compound_on};
 pub use pipeline::{LinkMode, PipelineSettings, run_parallel, run_parallel_on, run_pipeline};
 pub use placement::{Placement, StagePlan};
 pub use report::{Conservation, CoreReport, DropRecord, PlaceReport, Role, RunReport, TxCounts, WindowLoss};
-pub use wired::{DeviceUnderTest, WiredReport, WiredSettings, open_in_namespace, run_across_veth};
+pub use wired::{
+    DeviceUnderTest, WiredReport, WiredSettings, open_in_namespace, open_queues_in_namespace, run_across_veth,
+};

@@ -6,8 +6,8 @@
 //! out on `t-out`, cross the device under test, and come back on `t-in` into the sink
 //! (every port AF_XDP, or AF_PACKET with `io`), which measures throughput, loss and latency across the
 //! device as it does in memory. The device under test is either
-//! - an sfclab chain: a second compound run on its own core, forwarding from `d-in` to
-//!   `d-out` over AF_XDP, with its per-NF cycles and drops; or
+//! - an sfclab chain: a second compound run on its own core (one per replica, each on
+//!   its own queue), forwarding from `d-in` to `d-out`, with its per-NF cycles and drops; or
 //! - the Linux kernel forwarding IPv4 between the two (seed 002's baseline).
 //!
 //! Conservation holds in each run on its own; across the wire, what the tester sent
@@ -19,7 +19,7 @@ use crate::compound::{RunError, RunSettings, run_compound_on};
 use crate::report::RunReport;
 use serde::Serialize;
 use sfclab_core::{NamedNfs, RxPort};
-use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, Wire};
+use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, QueueSet, Wire};
 use sfclab_topology::{Interface, LinkCounters, Testbed};
 use sfclab_traffic::{Generator, GeneratorConfig, Sink};
 use std::collections::BTreeMap;
@@ -29,8 +29,11 @@ use std::time::Duration;
 
 /// What the tester measures.
 pub enum DeviceUnderTest {
-    /// An sfclab chain forwarding between `d-in` and `d-out` over AF_XDP.
-    Chain(ChainGraph),
+    /// An sfclab chain forwarding between `d-in` and `d-out`, one replica per graph:
+    /// replica k is a compound run on its own core that receives on queue k of `d-in`
+    /// (AF_XDP) or as member k of a flow-hash fanout group (AF_PACKET) and sends on
+    /// `d-out`'s queue k; the tester spreads its flows over the queues by hash, as RSS.
+    Chain(Vec<ChainGraph>),
     /// The Linux kernel forwarding IPv4 between them.
     Linux,
     /// Something else forwarding between them (a peer such as testpmd): `start` starts
@@ -99,15 +102,18 @@ pub struct TestbedReport {
     pub run_name: String,
     /// `sfclab chain (af_xdp)`, `sfclab chain (af_packet)` or `Linux IPv4 forwarding`.
     pub device_under_test: String,
+    /// Queues on every interface: one per replica of an sfclab DUT, else 1.
+    pub queues: u32,
     pub interfaces: Vec<InterfaceReport>,
 }
 
-/// The tester's run (across the device), the DUT's own run when it is an sfclab chain,
+/// The tester's run (across the device), the DUT's own runs when it is an sfclab chain,
 /// and the testbed.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct WiredReport {
     pub tester: RunReport,
-    pub dut: Option<RunReport>,
+    /// An sfclab DUT's runs, replica k's at k (empty for any other device).
+    pub dut: Vec<RunReport>,
     pub testbed: TestbedReport,
     /// Where what the tester lost went, over the whole run.
     pub lost: WireLoss,
@@ -122,41 +128,63 @@ pub fn run_across_veth(
     run: &RunSettings,
     wired: &WiredSettings,
 ) -> Result<WiredReport, RunError> {
-    let bed = Testbed::build().map_err(|e| setting("testbed", e.to_string()))?;
-    let (device_under_test, chain, external) = match dut {
-        DeviceUnderTest::Chain(graph) => (format!("sfclab chain ({})", wired.io), Some(graph), None),
+    let queues = match &dut {
+        DeviceUnderTest::Chain(replicas) if replicas.is_empty() => {
+            return Err(setting("replicas", "the device under test needs at least one replica"));
+        }
+        DeviceUnderTest::Chain(replicas) => replicas.len() as u32,
+        _ => 1,
+    };
+    let bed = Testbed::build_with_queues(queues).map_err(|e| setting("testbed", e.to_string()))?;
+    let (device_under_test, replicas, external) = match dut {
+        DeviceUnderTest::Chain(replicas) => {
+            let what = if queues > 1 {
+                format!("sfclab chain ({}, {queues} replicas, one per queue)", wired.io)
+            } else {
+                format!("sfclab chain ({})", wired.io)
+            };
+            (what, replicas, None)
+        }
         DeviceUnderTest::Linux => {
             bed.linux_forwarding(sfclab_traffic::flows::DST_MAC.0, wired.dut_core)
                 .map_err(|e| setting("testbed", e.to_string()))?;
-            ("Linux IPv4 forwarding".to_string(), None, None)
+            ("Linux IPv4 forwarding".to_string(), Vec::new(), None)
         }
-        DeviceUnderTest::External { label, start } => (label, None, Some(start)),
+        DeviceUnderTest::External { label, start } => (label, Vec::new(), Some(start)),
     };
     let open = |kind: IoKind, end: &Interface, settings: &AfXdpSettings, receive: bool| {
-        open_in_namespace(kind, end, settings, receive).map_err(|e| setting("ports", e))
+        open_queues_in_namespace(kind, end, settings, receive, queues).map_err(|e| setting("ports", e))
     };
     let before = counters(&bed)?;
     let backlog_before = softnet_dropped();
 
-    // The DUT first, so it is forwarding before the first frame leaves the tester.
+    // The DUT first, so it is forwarding before the first frame leaves the tester:
+    // replica k receives on d-in's queue k (or fanout member k) and sends on d-out's.
     let dut_stop = Arc::new(AtomicBool::new(false));
-    let dut_run = match chain {
-        Some(graph) => {
-            let d_in = open(wired.io, &bed.dut_in, &wired.dut_ports, true)?;
-            let d_out = open(wired.io, &bed.dut_out, &wired.dut_ports, false)?;
-            let settings = RunSettings {
-                duration: Some(Duration::from_secs(86_400)),
-                count: None,
-                warmup: Duration::ZERO,
-                core: wired.dut_core,
-                verify: false,
-                reply: false,
-                stop: Some(dut_stop.clone()),
-                ..run.clone()
-            };
-            Some((d_in, d_out, graph, settings))
-        }
-        None => None,
+    let dut_runs = if replicas.is_empty() {
+        Vec::new()
+    } else {
+        let d_in = open(wired.io, &bed.dut_in, &wired.dut_ports, true)?;
+        let d_out = open(wired.io, &bed.dut_out, &wired.dut_ports, false)?;
+        let cores = replica_cores(wired.dut_core, replicas.len());
+        d_in.into_iter()
+            .zip(d_out)
+            .zip(replicas)
+            .zip(cores)
+            .map(|(((d_in, d_out), graph), core)| {
+                let settings = RunSettings {
+                    duration: Some(Duration::from_secs(86_400)),
+                    count: None,
+                    warmup: Duration::ZERO,
+                    core,
+                    verify: false,
+                    reply: false,
+                    stop: Some(dut_stop.clone()),
+                    ..run.clone()
+                };
+                (d_in, d_out, graph, settings)
+            })
+            .collect()
     };
     // An external DUT starts before the tester opens its ports and sends; it stops when
     // its guard is dropped, after the tester finished.
@@ -165,19 +193,24 @@ pub fn run_across_veth(
         None => None,
     };
     let tester_io = wired.tester_io.unwrap_or(wired.io);
-    let t_out = open(tester_io, &bed.tester_out, &wired.tester_ports, false)?;
-    let t_in = open(tester_io, &bed.tester_in, &wired.tester_ports, true)?;
+    let t_out = QueueSet::new(open(tester_io, &bed.tester_out, &wired.tester_ports, false)?, run.batch);
+    let t_in = QueueSet::new(open(tester_io, &bed.tester_in, &wired.tester_ports, true)?, run.batch);
     let generator = Generator::new(traffic, run.batch).map_err(|(k, r)| setting(k, r))?;
     let mut wire = Wire::new(generator, t_out, t_in, run.batch, wired.quiet);
 
-    let (tester, dut_report) = std::thread::scope(|s| {
-        let dut_thread = dut_run
-            .map(|(d_in, d_out, graph, settings)| s.spawn(move || run_compound_on(d_in, d_out, graph, &settings)));
+    let (tester, dut_reports) = std::thread::scope(|s| {
+        let dut_threads: Vec<_> = dut_runs
+            .into_iter()
+            .map(|(d_in, d_out, graph, settings)| s.spawn(move || run_compound_on(d_in, d_out, graph, &settings)))
+            .collect();
         let tester = run_compound_on(&mut wire, Sink::new(run.verify), NamedNfs::new(), run);
         // The tester drained what it could: the DUT stops after it.
         std::thread::sleep(Duration::from_millis(10));
         dut_stop.store(true, Ordering::Relaxed);
-        let dut = dut_thread.map(|t| t.join().expect("the DUT thread panicked"));
+        let dut: Vec<_> = dut_threads
+            .into_iter()
+            .map(|t| t.join().expect("a DUT thread panicked"))
+            .collect();
         (tester, dut)
     });
     drop(external_guard);
@@ -192,22 +225,38 @@ pub fn run_across_veth(
     let testbed = TestbedReport {
         run_name: bed.run_name().to_string(),
         device_under_test,
+        queues,
         interfaces,
     };
     drop(bed);
     let tester = tester?;
-    let mut dut = dut_report.transpose()?;
-    if let Some(d) = dut.as_mut() {
+    let mut dut = dut_reports.into_iter().collect::<Result<Vec<_>, _>>()?;
+    for d in &mut dut {
         // The DUT was stopped by the tester finishing, not by the user.
         d.interrupted = tester.interrupted;
     }
-    let lost = WireLoss::account(&wire.drops(), &testbed.interfaces, backlog_dropped, dut.as_ref());
+    let lost = WireLoss::account(&wire.drops(), &testbed.interfaces, backlog_dropped, &dut);
     Ok(WiredReport {
         tester,
         dut,
         testbed,
         lost,
     })
+}
+
+/// The cores of a DUT's replicas: the allowed cores in order from `first` (replica 0's),
+/// wrapping around; unpinned when `first` is `None`.
+fn replica_cores(first: Option<usize>, replicas: usize) -> Vec<Option<usize>> {
+    let allowed = crate::placement::allowed_cores();
+    match first {
+        None => vec![None; replicas],
+        Some(c) => {
+            let at = allowed.iter().position(|&a| a == c).unwrap_or(0);
+            (0..replicas)
+                .map(|k| Some(allowed.get((at + k) % allowed.len().max(1)).copied().unwrap_or(c)))
+                .collect()
+        }
+    }
 }
 
 /// Opens a port of `kind` on `end`, from a thread inside its namespace (the socket is
@@ -221,6 +270,21 @@ pub fn open_in_namespace(
     let (name, settings) = (end.name().to_string(), settings.clone());
     end.namespace()
         .run(move || InterfacePort::open(kind, &name, &settings, receive))
+        .map_err(|e| e.to_string())?
+}
+
+/// Opens one port per queue of `end` (see [`InterfacePort::open_queues`]) from inside
+/// its namespace.
+pub fn open_queues_in_namespace(
+    kind: IoKind,
+    end: &Interface,
+    settings: &AfXdpSettings,
+    receive: bool,
+    queues: u32,
+) -> Result<Vec<InterfacePort>, String> {
+    let (name, settings) = (end.name().to_string(), settings.clone());
+    end.namespace()
+        .run(move || InterfacePort::open_queues(kind, &name, &settings, receive, queues))
         .map_err(|e| e.to_string())?
 }
 
@@ -249,7 +313,7 @@ impl WireLoss {
         tester: &[(&'static str, u64)],
         interfaces: &[InterfaceReport],
         backlog_dropped: u64,
-        dut: Option<&RunReport>,
+        dut: &[RunReport],
     ) -> WireLoss {
         let tester: BTreeMap<String, u64> = tester.iter().map(|&(k, v)| (k.to_string(), v)).collect();
         let mut explained = BTreeMap::new();
@@ -269,8 +333,9 @@ impl WireLoss {
             // The per-CPU input queues are the machine's, not the testbed's alone.
             explained.insert("softnet backlog (machine-wide)".to_string(), backlog_dropped);
         }
-        if let Some(d) = dut.filter(|d| d.conservation.dropped > 0) {
-            explained.insert("dut".to_string(), d.conservation.dropped);
+        let dut_dropped: u64 = dut.iter().map(|d| d.conservation.dropped).sum();
+        if dut_dropped > 0 {
+            explained.insert("dut".to_string(), dut_dropped);
         }
         let unseen = tester.get("unaccounted").copied().unwrap_or(0);
         let seen: u64 = explained.values().sum();
@@ -345,14 +410,14 @@ mod tests {
     #[test]
     fn lost_frames_are_explained_by_the_counters_that_saw_them_and_the_rest_is_unaccounted() {
         let tester = [("tx-refused", 5), ("unsignable", 0), ("unaccounted", 100)];
-        let l = WireLoss::account(&tester, &[iface("d-in", 60), iface("t-in", 0)], 25, None);
+        let l = WireLoss::account(&tester, &[iface("d-in", 60), iface("t-in", 0)], 25, &[]);
         assert_eq!(l.explained.get("d-in rx_dropped"), Some(&60));
         assert!(!l.explained.contains_key("t-in rx_dropped"), "zeros are not listed");
         assert_eq!(l.explained.get("softnet backlog (machine-wide)"), Some(&25));
         assert_eq!((l.unaccounted, l.counted_beyond), (15, 0));
         assert_eq!(l.tester.get("tx-refused"), Some(&5));
         // Counters that saw more than the tester lost (the kernel's own frames) say so.
-        let l = WireLoss::account(&tester, &[iface("d-in", 130)], 0, None);
+        let l = WireLoss::account(&tester, &[iface("d-in", 130)], 0, &[]);
         assert_eq!((l.unaccounted, l.counted_beyond), (0, 30));
     }
 }

@@ -49,7 +49,7 @@ fn the_tester_measures_a_linux_forwarding_namespace_without_loss_at_a_low_rate()
     );
     let latency = t.latency.as_ref().expect("probes crossed the DUT");
     assert!(latency.samples > 0);
-    assert!(r.dut.is_none());
+    assert!(r.dut.is_empty());
     assert_eq!(r.testbed.device_under_test, "Linux IPv4 forwarding");
     // The kernel saw every frame: the DUT's ingress received at least the window's.
     let d_in = r.testbed.interfaces.iter().find(|i| i.interface == "d-in").unwrap();
@@ -77,12 +77,12 @@ fn an_sfclab_chain_forwards_between_veth_namespaces_with_exact_conservation() {
     ];
     let r = run_across_veth(
         traffic,
-        DeviceUnderTest::Chain(nfs.into()),
+        DeviceUnderTest::Chain(vec![nfs.into()]),
         &run,
         &WiredSettings::default(),
     )
     .unwrap();
-    let (t, d) = (&r.tester, r.dut.as_ref().expect("the DUT's own report"));
+    let (t, d) = (&r.tester, r.dut.first().expect("the DUT's own report"));
     assert!(
         t.conservation.holds && d.conservation.holds,
         "{} / {}",
@@ -121,8 +121,8 @@ fn an_sfclab_chain_forwards_over_af_packet_too() {
         io: sfclab_io::IoKind::AfPacket,
         ..WiredSettings::default()
     };
-    let r = run_across_veth(traffic, DeviceUnderTest::Chain(nfs.into()), &run, &wired).unwrap();
-    let (t, d) = (&r.tester, r.dut.as_ref().unwrap());
+    let r = run_across_veth(traffic, DeviceUnderTest::Chain(vec![nfs.into()]), &run, &wired).unwrap();
+    let (t, d) = (&r.tester, r.dut.first().unwrap());
     assert!(
         t.conservation.holds && d.conservation.holds,
         "{} / {}",

@@ -24,11 +24,17 @@ pub struct Testbed {
 
 impl Testbed {
     pub fn build() -> Result<Testbed, TopologyError> {
+        Self::build_with_queues(1)
+    }
+
+    /// The same with `queues` queues on every interface (one per replica of the device
+    /// under test): a frame the tester sends on queue k reaches the DUT on queue k.
+    pub fn build_with_queues(queues: u32) -> Result<Testbed, TopologyError> {
         let mut topology = Topology::new()?;
         let tester = topology.namespace("tester")?;
         let dut = topology.namespace("dut")?;
-        let (tester_out, dut_in) = topology.veth((&tester, "t-out"), (&dut, "d-in"))?;
-        let (dut_out, tester_in) = topology.veth((&dut, "d-out"), (&tester, "t-in"))?;
+        let (tester_out, dut_in) = topology.veth_with_queues((&tester, "t-out"), (&dut, "d-in"), queues)?;
+        let (dut_out, tester_in) = topology.veth_with_queues((&dut, "d-out"), (&tester, "t-in"), queues)?;
         Ok(Testbed {
             tester,
             dut,
