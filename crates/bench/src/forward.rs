@@ -126,12 +126,12 @@ fn testpmd_dut(
                 forward_core: cores.1,
                 main_core: cores.0,
                 vdevs: vec![
-                    format!("net_af_xdp0,iface={}", bed.dut_in.name()),
-                    format!("net_af_xdp1,iface={}", bed.dut_out.name()),
+                    format!("net_af_xdp0,iface={}", bed.hops[0].input.name()),
+                    format!("net_af_xdp1,iface={}", bed.hops[0].output.name()),
                 ],
                 mode: "io",
                 tx_first: false,
-                netns: Some(bed.dut.name().to_string()),
+                netns: Some(bed.hops[0].namespace.name().to_string()),
             };
             let prefix = format!("sfclab-fwd-{}", std::process::id());
             let p = Testpmd::start(&bin, &spec, &prefix)?;
@@ -272,7 +272,7 @@ pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) ->
             let (dut, io) = match r.name.as_str() {
                 "sfclab af_xdp" => (forwarder(), IoKind::AfXdp),
                 "sfclab af_packet" => (forwarder(), IoKind::AfPacket),
-                "linux" => (DeviceUnderTest::Linux, IoKind::AfXdp),
+                "linux" => (DeviceUnderTest::Linux { hops: 1 }, IoKind::AfXdp),
                 _ => (
                     testpmd_dut(
                         testpmd.clone().expect("found"),

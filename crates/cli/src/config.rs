@@ -17,7 +17,7 @@
 //! the flag. Unknown keys are errors, never ignored.
 
 use crate::located::{Located, Step, steps_of_text};
-use crate::settings::{Layers, Ports, Runtime, Settings, flag_of};
+use crate::settings::{Chaining, Layers, Ports, Runtime, Settings, flag_of};
 use serde_json::{Map, Value};
 use sfclab_nf::{NfSpec, SpecError};
 use sfclab_runtime::{ChainGraph, LinkMode, Next, PipelineSettings, Placement, RunSettings};
@@ -103,6 +103,10 @@ pub struct ChainSpec {
     pub io: FileIo,
     /// Where the traffic flows: in memory, or across veth pairs between namespaces.
     pub ports: Ports,
+    /// How the NFs are joined; `veth` and `linux` put each in a namespace of its own.
+    pub chaining: Chaining,
+    /// With `chaining: veth`: the core of each hop (hops on one core share its thread).
+    pub hop_cores: Vec<Option<usize>>,
     /// XDP mode of the AF_XDP ports of a wired run (`None`: native where available).
     pub xdp_mode: Option<sfclab_io::XdpMode>,
     /// The wired run's ports: AF_XDP or AF_PACKET.
@@ -450,9 +454,36 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
     if replicas == 0 || replicas > 64 {
         return Err(ctx.setting("run", "replicas", format!("{replicas} is outside 1..=64")));
     }
-    let ports = r.ports.clone().unwrap_or_default();
+    let chaining = r.chaining.unwrap_or_default();
+    let mut ports = r.ports.clone().unwrap_or_default();
+    let mut runtime = r.runtime;
+    let mut hop_cores = Vec::new();
+    match chaining {
+        Chaining::Compound | Chaining::Pipeline => {
+            let as_runtime = if chaining == Chaining::Compound {
+                Runtime::Compound
+            } else {
+                Runtime::Pipeline
+            };
+            match runtime {
+                Some(rt) if r.chaining.is_some() && rt != as_runtime => {
+                    return Err(ctx.setting(
+                        "run",
+                        "runtime",
+                        format!("`{rt}` contradicts `chaining: {chaining}`: give one of them"),
+                    ));
+                }
+                _ if r.chaining.is_some() => runtime = Some(as_runtime),
+                _ => {}
+            }
+        }
+        Chaining::Veth | Chaining::Linux => {
+            hop_cores = resolve_hops(&layers, chaining, &nfs, wiring.is_some(), replicas, settings.core, ctx)?;
+            ports = Ports::Veth;
+        }
+    }
     // Between a testbed's interfaces, replicas are compound runs, one per queue.
-    let queued_replicas = ports == Ports::Veth;
+    let queued_replicas = ports == Ports::Veth && !chaining.in_namespaces();
     if replicas > 1 && ports != Ports::Memory && !queued_replicas {
         return Err(ctx.setting(
             "run",
@@ -468,7 +499,11 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         ));
     }
     let pipeline_replicas = if queued_replicas { 1 } else { replicas };
-    let pipeline = resolve_pipeline(&layers, &settings, nfs.len(), pipeline_replicas, ctx)?;
+    let pipeline = if chaining.in_namespaces() {
+        None
+    } else {
+        resolve_pipeline(&layers, runtime, &settings, nfs.len(), pipeline_replicas, ctx)?
+    };
     if pipeline.is_some() && settings.reply {
         return Err(ctx.setting(
             "traffic",
@@ -637,23 +672,113 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         replicas,
         io,
         ports,
+        chaining,
+        hop_cores,
         xdp_mode: r.xdp_mode,
         io_kind: r.io.unwrap_or_default(),
         busy_poll: r.busy_poll,
     })
 }
 
+/// The core of each hop of a chain in namespaces (`chaining: veth | linux`), checked:
+/// a placement puts hops on cores as it puts a pipeline's NFs (hops on one core take
+/// turns on its thread); without one every hop runs on the chain's core. Keys that do
+/// not apply are refused.
+fn resolve_hops(
+    layers: &Layers,
+    chaining: Chaining,
+    nfs: &[(String, NfSpec)],
+    wired: bool,
+    replicas: usize,
+    core: Option<usize>,
+    ctx: &Ctx,
+) -> Result<Vec<Option<usize>>, ConfigError> {
+    let r = &layers.run;
+    let refuse = |key: &str, why: &str| Err(ctx.setting("run", key, format!("`chaining: {chaining}` {why}")));
+    if let Some(p) = &r.ports
+        && *p != Ports::Veth
+    {
+        return refuse(
+            "ports",
+            "builds its own namespaces and tests the chain from another (`ports: veth`): leave `ports` out",
+        );
+    }
+    if r.runtime.is_some() {
+        return refuse(
+            "runtime",
+            "runs each hop in a namespace of its own: `runtime` does not apply",
+        );
+    }
+    if replicas > 1 {
+        return refuse(
+            "replicas",
+            "runs one chain of namespaces (replicas per queue run with `chaining: compound`)",
+        );
+    }
+    if wired {
+        return Err(ctx.at(
+            &[Step::key("wiring")],
+            "wiring",
+            "",
+            format!("`chaining: {chaining}` joins each NF to the next by one veth pair: linear chains only"),
+        ));
+    }
+    if chaining == Chaining::Linux
+        && let Some((i, (name, _))) = nfs.iter().enumerate().find(|(_, (_, spec))| spec.kind() != "forwarder")
+    {
+        return Err(ctx.nf(
+            i,
+            name,
+            &[],
+            "`chaining: linux` has the kernel forward at every hop: each NF of the chain must be a forwarder (`forwarder*3`)".to_string(),
+        ));
+    }
+    let p = &layers.pipeline;
+    if let Some(key) = crate::settings::given_keys(p)
+        .into_iter()
+        .find(|k| *k != "placement" && *k != "cores")
+    {
+        return refuse(
+            &key,
+            "places hops on cores with `placement` and `cores` only; this key applies to the pipeline runtime",
+        );
+    }
+    if chaining == Chaining::Linux && p.placement.is_some() {
+        return refuse(
+            "placement",
+            "forwards in the kernel, on the core that receives: give `core` for the DUT's core",
+        );
+    }
+    match &p.placement {
+        None => Ok(vec![core; nfs.len()]),
+        Some(placement) => {
+            let cores = p.cores.clone().unwrap_or_else(sfclab_runtime::placement::allowed_cores);
+            let stages = placement
+                .stages(nfs.len(), &cores)
+                .map_err(|e| ctx.setting("run", "placement", e))?;
+            let mut per_hop = vec![core; nfs.len()];
+            for st in stages {
+                for i in st.nfs {
+                    per_hop[i] = Some(st.core);
+                }
+            }
+            Ok(per_hop)
+        }
+    }
+}
+
 /// The pipeline settings when the chain runs as a pipeline (asked for, or implied by a
 /// placement or replicas), checked against this machine's cores.
 fn resolve_pipeline(
     layers: &Layers,
+    runtime: Option<Runtime>,
     run: &RunSettings,
     n: usize,
     replicas: usize,
     ctx: &Ctx,
 ) -> Result<Option<PipelineSettings>, ConfigError> {
     let p = &layers.pipeline;
-    let runtime = match layers.run.runtime {
+    let runtime = match runtime {
         Some(r) => r,
         None if p.placement.is_some() || replicas > 1 => Runtime::Pipeline,
         None => Runtime::Compound,

@@ -3,14 +3,14 @@
 use sfclab_io::{AfXdpSettings, InterfacePort, PcapSink, PcapSource, ReplayPace, Wire};
 use sfclab_measure::{Trial, TrialResult};
 use sfclab_runtime::{
-    DeviceUnderTest, RunError, RunReport, RunSettings, WiredReport, WiredSettings, run_across_veth, run_compound_on,
-    run_parallel, run_pipeline,
+    ChainGraph, DeviceUnderTest, RunError, RunReport, RunSettings, WiredReport, WiredSettings, run_across_veth,
+    run_compound_on, run_parallel, run_pipeline,
 };
 use sfclab_traffic::{Generator, Rate, Sink};
 use std::time::Duration;
 
 use crate::config::ChainSpec;
-use crate::settings::Ports;
+use crate::settings::{Chaining, Ports};
 
 /// Builds the chain's NFs (once per replica) and runs it. A wired run (`ports: veth`,
 /// `linux`) reports what its tester measured across the device under test.
@@ -37,8 +37,17 @@ pub fn run(spec: &ChainSpec) -> Result<RunReport, RunError> {
 /// runs the tester's traffic across the device, and removes the testbed. The device
 /// under test runs on the run's core, the tester on another one.
 pub fn run_wired(spec: &ChainSpec) -> Result<WiredReport, RunError> {
-    let dut = match spec.ports {
-        Ports::Linux => DeviceUnderTest::Linux,
+    let dut = match (spec.chaining, &spec.ports) {
+        (Chaining::Linux, _) => DeviceUnderTest::Linux { hops: spec.nfs.len() },
+        (_, Ports::Linux) => DeviceUnderTest::Linux { hops: 1 },
+        // One NF per hop, on its core.
+        (Chaining::Veth, _) => DeviceUnderTest::Hops(
+            spec.build_nfs()?
+                .into_iter()
+                .zip(&spec.hop_cores)
+                .map(|(nf, core)| (ChainGraph::from(vec![nf]), *core))
+                .collect(),
+        ),
         // One replica per queue: each builds its own NFs (their state is the replica's).
         _ => DeviceUnderTest::Chain((0..spec.replicas).map(|_| spec.graph()).collect::<Result<_, _>>()?),
     };

@@ -72,6 +72,10 @@ pub fn table(name: &str, r: &RunReport) -> String {
         r.busy_cycles_per_packet.map_or("-".into(), |c| format!("{c:.1}")),
         match (r.cores.is_empty(), r.source.kind.as_str()) {
             (false, _) => "busiest core".to_string(),
+            (true, kind) if r.shares_thread_with > 0 => format!(
+                "this hop's own turns on a thread it shares with {} other(s): {kind} receive, chain, {} send (with the kernel work they run)",
+                r.shares_thread_with, r.sink.kind
+            ),
             (true, "wire") =>
                 "the tester's core: generator, sends (with the kernel work they run), receives, sink".into(),
             (true, "generator") => "the one core: generator, chain and sink".into(),
@@ -223,9 +227,9 @@ pub struct RunDocument<'a> {
     pub chain_config: Vec<NfEntry<'a>>,
     #[serde(flatten)]
     pub report: &'a RunReport,
-    /// A wired run (`ports: veth`): the device under test's own runs when it is an
-    /// sfclab chain forwarding between its interfaces, replica k's (queue k's) at k; the
-    /// document's report is then the tester's.
+    /// A wired run (`ports: veth`, `chaining: veth`): the device under test's own runs
+    /// when it is sfclab forwarding between its interfaces: replica k's (queue k's) at
+    /// k, or hop i's at i; the document's report is then the tester's.
     #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
     pub dut: &'a [RunReport],
     /// A wired run: what was built (namespaces, interfaces and their kernel counters).
@@ -278,17 +282,30 @@ pub fn json_wired(name: &str, nfs: &[(String, sfclab_nf::NfSpec)], w: &WiredRepo
 /// (an sfclab chain), and what the kernel counted on each interface.
 pub fn table_wired(name: &str, w: &WiredReport) -> String {
     let bed = &w.testbed;
+    let duts = if bed.hops > 1 {
+        format!("{}-dut1 .. {}-dut{}", bed.run_name, bed.run_name, bed.hops)
+    } else {
+        format!("{}-dut", bed.run_name)
+    };
     let mut s = format!(
-        "TESTER across {} (namespaces {}-tester and {}-dut, veth)\n",
-        bed.device_under_test, bed.run_name, bed.run_name
+        "TESTER across {} (namespaces {}-tester and {duts}, veth)\n",
+        bed.device_under_test, bed.run_name
     );
     s += &table(name, &w.tester);
     for (k, d) in w.dut.iter().enumerate() {
-        if w.dut.len() > 1 {
-            s += &format!("\nDEVICE UNDER TEST, replica {k}: the chain between d-in and d-out, queue {k}\n");
+        s += &if bed.hops > 1 {
+            format!(
+                "\nDEVICE UNDER TEST, hop {} (namespace {}-dut{}): {} between d-in and d-out\n",
+                k + 1,
+                bed.run_name,
+                k + 1,
+                d.chain.join(" -> ")
+            )
+        } else if w.dut.len() > 1 {
+            format!("\nDEVICE UNDER TEST, replica {k}: the chain between d-in and d-out, queue {k}\n")
         } else {
-            s += "\nDEVICE UNDER TEST: the chain between d-in and d-out\n";
-        }
+            "\nDEVICE UNDER TEST: the chain between d-in and d-out\n".to_string()
+        };
         s += &table(name, d);
     }
     let mut t = comfy_table::Table::new();

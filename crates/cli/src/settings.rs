@@ -162,6 +162,16 @@ pub struct RunSection {
     #[arg(long, value_name = "USECS")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy_poll: Option<u32>,
+    /// How the NFs are chained: `compound` (function calls on one core, the default),
+    /// `pipeline` (stages on cores joined by rings; as `runtime`), `veth` (every NF in a
+    /// namespace of its own, neighbours joined by veth pairs, each NF's I/O over `io`;
+    /// `placement` puts NFs on cores, NFs on one core take turns on its thread) or
+    /// `linux` (every hop a namespace whose kernel forwards IPv4: the chain must be
+    /// forwarders). `veth` and `linux` build the namespaces and test the chain from a
+    /// tester namespace, as `ports: veth`. Needs root for those.
+    #[arg(long)]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub chaining: Option<Chaining>,
     /// `compound` (one core, the default) or `pipeline` (stages on cores joined by rings).
     #[arg(long, help_heading = "Pipeline")]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
@@ -231,6 +241,53 @@ impl Settings {
         section_map(&self.traffic).contains_key(key)
             || section_map(&self.run).contains_key(key)
             || section_map(&self.pipeline).contains_key(key)
+    }
+}
+
+/// How the NFs of a chain are joined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Chaining {
+    /// Function calls in one thread.
+    #[default]
+    Compound,
+    /// Rings between cores.
+    Pipeline,
+    /// Namespaces joined by veth pairs, an sfclab NF in each.
+    Veth,
+    /// Namespaces joined by veth pairs, the kernel forwarding in each.
+    Linux,
+}
+
+impl Chaining {
+    /// Whether the chain's hops are namespaces sfclab builds.
+    pub fn in_namespaces(self) -> bool {
+        matches!(self, Chaining::Veth | Chaining::Linux)
+    }
+}
+
+impl FromStr for Chaining {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "compound" => Ok(Chaining::Compound),
+            "pipeline" => Ok(Chaining::Pipeline),
+            "veth" => Ok(Chaining::Veth),
+            "linux" => Ok(Chaining::Linux),
+            _ => Err(format!(
+                "`{s}` is not a chaining: write compound, pipeline, veth or linux"
+            )),
+        }
+    }
+}
+
+impl Display for Chaining {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Chaining::Compound => "compound",
+            Chaining::Pipeline => "pipeline",
+            Chaining::Veth => "veth",
+            Chaining::Linux => "linux",
+        })
     }
 }
 

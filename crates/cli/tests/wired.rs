@@ -378,7 +378,7 @@ fn sfclab_forwards_and_tests_on_interfaces_it_did_not_build() {
         return;
     }
     let bed = sfclab_topology::Testbed::build().unwrap();
-    let dut_ports = format!("dut:{},{}", bed.dut_in.name(), bed.dut_out.name());
+    let dut_ports = format!("dut:{},{}", bed.hops[0].input.name(), bed.hops[0].output.name());
     let tester_ports = format!("tester:{},{}", bed.tester_out.name(), bed.tester_in.name());
     for io in ["af_xdp", "af_packet"] {
         let in_namespace = |ns: &sfclab_topology::Namespace| {
@@ -386,7 +386,7 @@ fn sfclab_forwards_and_tests_on_interfaces_it_did_not_build() {
             c.args(["netns", "exec", ns.name()]).arg(sfclab_bin());
             c
         };
-        let dut = in_namespace(&bed.dut)
+        let dut = in_namespace(&bed.hops[0].namespace)
             .args(["run", "--chain", "forwarder", "--ports", &dut_ports, "--io", io])
             .args(["--duration", "60s", "--warmup", "0s", "--json"])
             .stdout(Stdio::piped())
@@ -572,4 +572,70 @@ fn replicas_forward_one_queue_each() {
     let o = sfclab(&["run", "--ports", "linux", "--replicas", "2", "--count", "10"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("replicas"), "{}", stderr(&o));
+}
+
+/// `--chaining veth`: each NF in a namespace of its own; a hop that drops is where the
+/// tester's loss is explained, exactly. `--chaining linux`: kernel hops. Both torn down.
+#[test]
+fn chains_in_namespaces_run_end_to_end_and_explain_their_loss() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
+        return;
+    }
+    let v = wired_json(&[
+        "--chaining",
+        "veth",
+        "--chain",
+        "forwarder -> synthetic(drop_one_in=4) -> forwarder",
+    ]);
+    assert_eq!(v["conservation"]["holds"], true);
+    assert_eq!(v["testbed"]["hops"], 3);
+    let hops = v["dut"].as_array().unwrap();
+    assert_eq!(hops.len(), 3);
+    let dropped_at_hop2 = hops[1]["dropped"].as_u64().unwrap();
+    let lost_whole_run = v["wire_loss"]["tester"]["unaccounted"].as_u64().unwrap();
+    assert!(dropped_at_hop2 > 0);
+    assert_eq!(hops[0]["dropped"], 0);
+    assert_eq!(hops[2]["dropped"], 0);
+    assert_eq!(
+        v["wire_loss"]["explained"]["dut"].as_u64(),
+        Some(lost_whole_run),
+        "the tester's loss is the dropping hop's, exactly"
+    );
+    assert_eq!(v["wire_loss"]["unaccounted"], 0);
+    assert_eq!(dropped_at_hop2, lost_whole_run);
+    // One in four of the window's frames, give or take the warm-up's share.
+    let lost = v["window_loss"]["lost"].as_u64().unwrap();
+    assert!((1200..=1300).contains(&lost), "{lost}");
+
+    let v = wired_json(&["--chaining", "linux", "--chain", "forwarder*3"]);
+    assert_eq!(v["window_loss"]["lost"], 0);
+    assert_eq!(v["testbed"]["hops"], 3);
+    assert!(v.get("dut").is_none(), "the kernel forwards: no sfclab run in the DUT");
+    let run_name = v["testbed"]["run_name"].as_str().unwrap();
+    let pid: u32 = run_name.split('-').nth(1).unwrap().parse().unwrap();
+    assert!(namespaces_of(pid).is_empty(), "every hop's namespace is removed");
+}
+
+/// What `chaining: veth | linux` cannot combine with is refused by name.
+#[test]
+fn chaining_in_namespaces_refuses_what_does_not_apply() {
+    for (args, key) in [
+        (
+            &["--chaining", "linux", "--chain", "forwarder -> nat44"][..],
+            "forwarder",
+        ),
+        (&["--chaining", "veth", "--ports", "linux"][..], "ports"),
+        (&["--chaining", "veth", "--runtime", "pipeline"][..], "runtime"),
+        (&["--chaining", "veth", "--replicas", "2"][..], "replicas"),
+        (&["--chaining", "veth", "--links", "backpressure"][..], "links"),
+        (&["--chaining", "compound", "--runtime", "pipeline"][..], "contradicts"),
+        (&["--chaining", "ovs-dpdk"][..], "not a chaining"),
+    ] {
+        let mut all = vec!["run", "--count", "10"];
+        all.extend_from_slice(args);
+        let o = sfclab(&all);
+        assert!(!o.status.success(), "{args:?} was accepted");
+        assert!(stderr(&o).contains(key), "{args:?}: {}", stderr(&o));
+    }
 }

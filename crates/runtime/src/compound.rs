@@ -118,16 +118,26 @@ struct Phase {
     idle_ticks: u64,
     source_cycles: u64,
     sink_cycles: u64,
+    /// Ticks the rig spent moving packets (the phase's ticks less its idle ones, or,
+    /// when rigs share a thread, the ticks of its own steps that moved a batch).
+    busy_ticks: u64,
+}
+
+/// What one step of a rig did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// A batch went through.
+    Worked,
+    /// The source had nothing now.
+    Idle,
+    /// The source will produce nothing more.
+    Exhausted,
 }
 
 /// Runs generator -> chain -> sinks until `until` (TSC), the source runs dry, or `stop`.
 #[inline(never)]
 fn run_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
-    source: &mut R,
-    chain: &mut Chain,
-    sinks: &mut [T],
-    pool: &mut PacketPool,
-    batch: &mut Batch,
+    rig: &mut Rig<R, T>,
     until: u64,
     stop: Option<&AtomicBool>,
 ) -> Phase {
@@ -136,7 +146,11 @@ fn run_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
     let mut iterations = 0u32;
     // Read the clock every batch only when the source needs it (measured: ~0.7
     // cycles/packet at batch 32); else every 8 batches, still ~1 us resolution at the end.
-    let clock_mask = if ACCOUNT || source.needs_fresh_clock() { 0 } else { 7 };
+    let clock_mask = if ACCOUNT || rig.source.needs_fresh_clock() {
+        0
+    } else {
+        7
+    };
     let mut now = start;
     // Set while the source had nothing to send; the wait ends at the next clock read.
     let mut idle_since: Option<u64> = None;
@@ -155,32 +169,69 @@ fn run_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
             if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
                 break;
             }
-            chain.tick(now);
+            rig.chain.tick(now);
         }
-        if source.rx(now, pool, batch) == 0 {
-            if source.exhausted() {
-                break;
+        match rig.step::<ACCOUNT>(now, &mut phase) {
+            Step::Worked => {}
+            Step::Idle => {
+                idle_since.get_or_insert(now);
             }
-            idle_since.get_or_insert(now);
-            continue;
-        }
-        let t_chain = if ACCOUNT { tsc::now() } else { 0 };
-        chain.process::<ACCOUNT, _>(batch, pool, now);
-        let t_sink = if ACCOUNT { tsc::now() } else { 0 };
-        sinks[0].tx(now, batch, pool);
-        for (out, sink) in chain.outs().iter_mut().zip(sinks.iter_mut()) {
-            if !out.is_empty() {
-                sink.tx(now, out, pool);
-            }
-        }
-        if ACCOUNT {
-            phase.source_cycles += t_chain - now;
-            phase.sink_cycles += tsc::now() - t_sink;
+            Step::Exhausted => break,
         }
     }
     phase.ended = tsc::now();
     phase.ticks = phase.ended - start;
+    phase.busy_ticks = phase.ticks.saturating_sub(phase.idle_ticks);
     phase
+}
+
+/// Runs several rigs in turn on one thread (hops of a chain sharing a core) until
+/// `until`, every source runs dry, or `stop`; each rig's phase counts the ticks of its
+/// own steps that moved a batch as its busy time.
+#[inline(never)]
+fn run_rigs_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
+    rigs: &mut [Rig<R, T>],
+    until: u64,
+    stop: Option<&AtomicBool>,
+) -> Vec<Phase> {
+    let mut phases = vec![Phase::default(); rigs.len()];
+    let start = tsc::now();
+    let mut iterations = 0u32;
+    loop {
+        let mut now = tsc::now();
+        if now >= until {
+            break;
+        }
+        iterations = iterations.wrapping_add(1);
+        if iterations.is_multiple_of(1024) {
+            if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                break;
+            }
+            rigs.iter_mut().for_each(|r| r.chain.tick(now));
+        }
+        let mut exhausted = 0;
+        for (rig, phase) in rigs.iter_mut().zip(phases.iter_mut()) {
+            match rig.step::<ACCOUNT>(now, phase) {
+                Step::Worked => {
+                    let t = tsc::now();
+                    phase.busy_ticks += t - now;
+                    now = t;
+                }
+                Step::Idle => {}
+                Step::Exhausted => exhausted += 1,
+            }
+        }
+        if exhausted == rigs.len() {
+            break;
+        }
+    }
+    let ended = tsc::now();
+    for p in &mut phases {
+        p.ended = ended;
+        p.ticks = ended - start;
+        p.idle_ticks = p.ticks.saturating_sub(p.busy_ticks);
+    }
+    phases
 }
 
 /// Everything one thread needs for a compound run.
@@ -237,6 +288,16 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
     }
 
     fn phase(&mut self, accounting: bool, until: u64, stop: Option<&AtomicBool>) -> Phase {
+        if accounting {
+            run_phase::<true, _, _>(self, until, stop)
+        } else {
+            run_phase::<false, _, _>(self, until, stop)
+        }
+    }
+
+    /// One batch from the source through the chain into the sinks.
+    #[inline(always)]
+    fn step<const ACCOUNT: bool>(&mut self, now: u64, phase: &mut Phase) -> Step {
         let Rig {
             source,
             chain,
@@ -244,11 +305,27 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
             pool,
             batch,
         } = self;
-        if accounting {
-            run_phase::<true, _, _>(source, chain, sinks, pool, batch, until, stop)
-        } else {
-            run_phase::<false, _, _>(source, chain, sinks, pool, batch, until, stop)
+        if source.rx(now, pool, batch) == 0 {
+            return if source.exhausted() {
+                Step::Exhausted
+            } else {
+                Step::Idle
+            };
         }
+        let t_chain = if ACCOUNT { tsc::now() } else { 0 };
+        chain.process::<ACCOUNT, _>(batch, pool, now);
+        let t_sink = if ACCOUNT { tsc::now() } else { 0 };
+        sinks[0].tx(now, batch, pool);
+        for (out, sink) in chain.outs().iter_mut().zip(sinks.iter_mut()) {
+            if !out.is_empty() {
+                sink.tx(now, out, pool);
+            }
+        }
+        if ACCOUNT {
+            phase.source_cycles += t_chain - now;
+            phase.sink_cycles += tsc::now() - t_sink;
+        }
+        Step::Worked
     }
 }
 
@@ -273,31 +350,10 @@ pub fn run_compound_on<R: RxPort + Send, T: TxPort + Send>(
     settings: &RunSettings,
 ) -> Result<RunReport, RunError> {
     settings.validate()?;
-    let graph = nfs.into();
-    let chain_names: Vec<String> = graph.nfs.iter().map(|(n, _)| n.clone()).collect();
-    let mut chain = graph
-        .build(settings.batch, 1)
-        .map_err(|e| setting("wiring", e.to_string()))?;
-    chain.core = settings.core;
-    if settings.reply {
-        chain.answer_at_end().map_err(|e| setting("responder", e.to_string()))?;
-    }
-    let mut pool = PacketPool::new(settings.pool_size);
-    source.prime(&mut pool);
-    let mut rig = Rig {
-        source,
-        chain,
-        sinks: vec![sink],
-        pool,
-        batch: Batch::new(settings.batch),
-    };
-    let hz = tsc::hz();
-
+    let (mut rig, names) = Rig::build(source, sink, nfs.into(), settings)?;
     let (warm, window, start, end) = std::thread::scope(|s| {
         s.spawn(|| {
-            if let Some(core) = settings.core {
-                core_affinity::set_for_current(core_affinity::CoreId { id: core });
-            }
+            pin(settings.core);
             let stop = settings.stop.as_deref();
             // Warm-up: caches, branch predictors, page tables; counted but not reported.
             let mut warm = rig.phase(settings.accounting, tsc::now() + tsc::ticks(settings.warmup), stop);
@@ -305,143 +361,252 @@ pub fn run_compound_on<R: RxPort + Send, T: TxPort + Send>(
             if rig.drain(settings.accounting) {
                 warm.ended = tsc::now();
             }
-            rig.sinks.iter_mut().for_each(TxPort::start_window);
-            let start = rig.snapshot();
-            rig.source.start_window(settings.count);
+            let start = rig.open_window(settings.count);
             // The window is timed from the end of the warm-up, so whatever the pacer earned
             // between the phases is inside the window's time as well as its counts.
             let until = settings.duration.map_or(u64::MAX, |d| tsc::now() + tsc::ticks(d));
             let mut window = rig.phase(settings.accounting, until, stop);
             window.ticks = window.ended - warm.ended;
-            // The window's frames still crossing a wire are counted where they end; the
-            // window's time stays what it was (they were sent inside it).
-            rig.drain(settings.accounting);
-            // What NFs still hold is flushed and counted where it is held.
-            let Rig { chain, pool, .. } = &mut rig;
-            chain.release_held(pool);
-            (warm, window, start, rig.snapshot())
+            window.busy_ticks = window.ticks.saturating_sub(window.idle_ticks);
+            let end = rig.close_window(settings.accounting);
+            (warm, window, start, end)
         })
         .join()
         .expect("the chain thread panicked")
     });
+    rig.report(&names, settings, &warm, &window, &start, &end)
+}
 
-    let source_w = end.source.since(&start.source);
-    let sink_w: Vec<TxCounts> = end.sinks.iter().zip(&start.sinks).map(|(e, s)| e.since(s)).collect();
-    let generated = source_w.packets;
-    let received: u64 = sink_w.iter().map(|s| s.port.packets).sum();
-    let acc = settings.accounting;
-    let per = |cycles: u64, n: u64| (acc && n > 0).then(|| cycles as f64 / n as f64);
-
-    let (source_info, sink_info) = (rig.source.info(), rig.sinks[0].info());
-    let mut places = vec![PlaceReport::source(
-        &source_info.kind,
-        &source_w,
-        NfCounter::window(&start.source_drops, &end.source_drops),
-        NfCounter::window(&start.source_counters, &end.source_counters),
-        per(window.source_cycles, generated),
-    )];
-    for (i, slot) in rig.chain.slots.iter().enumerate() {
-        places.push(PlaceReport::from_nf(
-            &slot.name,
-            slot.nf.kind(),
-            &end.nfs[i].since(&start.nfs[i]),
-            slot.nf.drop_reasons(),
-            acc,
-            NfCounter::window(&start.nf_counters[i], &end.nf_counters[i]),
-        ));
+/// Runs several compound chains, each between its own two ports, in turn on one thread
+/// (the hops of a chain that share a core: each hop an NF between the interfaces of its
+/// namespace); one report per hop, each with its own busy cycles.
+pub fn run_hops_on<R: RxPort + Send, T: TxPort + Send>(
+    hops: Vec<(R, T, ChainGraph)>,
+    settings: &RunSettings,
+) -> Result<Vec<RunReport>, RunError> {
+    settings.validate()?;
+    let mut rigs = Vec::with_capacity(hops.len());
+    let mut names = Vec::with_capacity(hops.len());
+    for (source, sink, graph) in hops {
+        let (rig, n) = Rig::build(source, sink, graph, settings)?;
+        rigs.push(rig);
+        names.push(n);
     }
-    // The way back: the responder, then the NFs last to first.
-    if let (Some((r_end, back_end)), Some((r_start, back_start))) = (&end.reply, &start.reply) {
-        places.push(PlaceReport::from_nf(
-            "responder",
-            "responder",
-            &r_end.since(r_start),
-            crate::chain::RESPONDER_REASONS,
-            acc,
-            Vec::new(),
-        ));
-        for (i, slot) in rig.chain.slots.iter().enumerate().rev() {
+    let phase = |rigs: &mut [Rig<R, T>], until: u64, stop: Option<&AtomicBool>| {
+        if settings.accounting {
+            run_rigs_phase::<true, _, _>(rigs, until, stop)
+        } else {
+            run_rigs_phase::<false, _, _>(rigs, until, stop)
+        }
+    };
+    let (warm, window, start, end) = std::thread::scope(|s| {
+        s.spawn(|| {
+            pin(settings.core);
+            let stop = settings.stop.as_deref();
+            let warm = phase(&mut rigs, tsc::now() + tsc::ticks(settings.warmup), stop);
+            let start: Vec<Snapshot> = rigs.iter_mut().map(|r| r.open_window(settings.count)).collect();
+            let until = settings.duration.map_or(u64::MAX, |d| tsc::now() + tsc::ticks(d));
+            let window = phase(&mut rigs, until, stop);
+            let end: Vec<Snapshot> = rigs.iter_mut().map(|r| r.close_window(settings.accounting)).collect();
+            (warm, window, start, end)
+        })
+        .join()
+        .expect("the hops' thread panicked")
+    });
+    let others = rigs.len() - 1;
+    rigs.iter()
+        .enumerate()
+        .map(|(i, rig)| {
+            rig.report(&names[i], settings, &warm[i], &window[i], &start[i], &end[i])
+                .map(|r| RunReport {
+                    shares_thread_with: others,
+                    ..r
+                })
+        })
+        .collect()
+}
+
+fn pin(core: Option<usize>) {
+    if let Some(core) = core {
+        core_affinity::set_for_current(core_affinity::CoreId { id: core });
+    }
+}
+
+impl<R: RxPort, T: TxPort> Rig<R, T> {
+    /// The rig of `graph` between `source` and `sink`, and the chain's NF names.
+    fn build(
+        source: R,
+        sink: T,
+        graph: ChainGraph,
+        settings: &RunSettings,
+    ) -> Result<(Rig<R, T>, Vec<String>), RunError> {
+        let names: Vec<String> = graph.nfs.iter().map(|(n, _)| n.clone()).collect();
+        let mut chain = graph
+            .build(settings.batch, 1)
+            .map_err(|e| setting("wiring", e.to_string()))?;
+        chain.core = settings.core;
+        if settings.reply {
+            chain.answer_at_end().map_err(|e| setting("responder", e.to_string()))?;
+        }
+        let mut pool = PacketPool::new(settings.pool_size);
+        source.prime(&mut pool);
+        let rig = Rig {
+            source,
+            chain,
+            sinks: vec![sink],
+            pool,
+            batch: Batch::new(settings.batch),
+        };
+        Ok((rig, names))
+    }
+
+    /// The measured window opens: sinks and source start counting it; the counters now.
+    fn open_window(&mut self, count: Option<u64>) -> Snapshot {
+        self.sinks.iter_mut().for_each(TxPort::start_window);
+        let start = self.snapshot();
+        self.source.start_window(count);
+        start
+    }
+
+    /// The window is over: its frames still crossing a wire are counted where they end
+    /// (the window's time stays what it was: they were sent inside it), what NFs still
+    /// hold is flushed and counted where it is held; the counters then.
+    fn close_window(&mut self, accounting: bool) -> Snapshot {
+        self.drain(accounting);
+        let Rig { chain, pool, .. } = self;
+        chain.release_held(pool);
+        self.snapshot()
+    }
+
+    /// The run's report from the counters at the window's start and end.
+    fn report(
+        &self,
+        chain_names: &[String],
+        settings: &RunSettings,
+        warm: &Phase,
+        window: &Phase,
+        start: &Snapshot,
+        end: &Snapshot,
+    ) -> Result<RunReport, RunError> {
+        let hz = tsc::hz();
+        let source_w = end.source.since(&start.source);
+        let sink_w: Vec<TxCounts> = end.sinks.iter().zip(&start.sinks).map(|(e, s)| e.since(s)).collect();
+        let generated = source_w.packets;
+        let received: u64 = sink_w.iter().map(|s| s.port.packets).sum();
+        let acc = settings.accounting;
+        let per = |cycles: u64, n: u64| (acc && n > 0).then(|| cycles as f64 / n as f64);
+
+        let (source_info, sink_info) = (self.source.info(), self.sinks[0].info());
+        let mut places = vec![PlaceReport::source(
+            &source_info.kind,
+            &source_w,
+            NfCounter::window(&start.source_drops, &end.source_drops),
+            NfCounter::window(&start.source_counters, &end.source_counters),
+            per(window.source_cycles, generated),
+        )];
+        for (i, slot) in self.chain.slots.iter().enumerate() {
             places.push(PlaceReport::from_nf(
-                &format!("{} (reply)", slot.name),
+                &slot.name,
                 slot.nf.kind(),
-                &back_end[i].since(&back_start[i]),
+                &end.nfs[i].since(&start.nfs[i]),
                 slot.nf.drop_reasons(),
+                acc,
+                NfCounter::window(&start.nf_counters[i], &end.nf_counters[i]),
+            ));
+        }
+        // The way back: the responder, then the NFs last to first.
+        if let (Some((r_end, back_end)), Some((r_start, back_start))) = (&end.reply, &start.reply) {
+            places.push(PlaceReport::from_nf(
+                "responder",
+                "responder",
+                &r_end.since(r_start),
+                crate::chain::RESPONDER_REASONS,
                 acc,
                 Vec::new(),
             ));
+            for (i, slot) in self.chain.slots.iter().enumerate().rev() {
+                places.push(PlaceReport::from_nf(
+                    &format!("{} (reply)", slot.name),
+                    slot.nf.kind(),
+                    &back_end[i].since(&back_start[i]),
+                    slot.nf.drop_reasons(),
+                    acc,
+                    Vec::new(),
+                ));
+            }
         }
-    }
-    for (i, st) in sink_w.iter().enumerate() {
-        let name = if i == 0 { "sink".into() } else { format!("sink{i}") };
-        places.push(PlaceReport::sink(
-            name,
-            &sink_info.kind,
-            st,
-            per(window.sink_cycles, st.port.packets),
-        ));
-    }
-    let drops = RunReport::collect_drops(&places);
-    let dropped: u64 = drops.iter().map(|d| d.packets).sum();
-    let leaked = rig.pool.in_use() as u64;
-    let total_dropped =
-        end.source.dropped + rig.chain.dropped() + end.sinks.iter().map(|s| s.port.dropped).sum::<u64>();
-    let total_received: u64 = end.sinks.iter().map(|s| s.port.packets).sum();
-    let window_received: u64 = end.sinks.iter().map(|s| s.window_packets).sum();
-    let window_loss = WindowLoss::new(generated, window_received).map_err(|e| setting("window", e))?;
-    // One thread, batches whole: the window's place counters are exact too (when no NF
-    // created packets, whose drops count at places but are not the window's traffic).
-    debug_assert!(rig.chain.created() > 0 || window_loss.lost == dropped);
-    let seconds = tsc::seconds(window.ticks);
-    let l2_bytes: u64 = sink_w.iter().map(|s| s.port.bytes + 4 * s.port.packets).sum();
-    let shortfall = end.shortfall.since(&start.shortfall);
-    let verify_failed = end.sinks.iter().filter_map(|s| s.verify_failed).reduce(|a, b| a + b);
-    let report = RunReport {
-        version: env!("CARGO_PKG_VERSION"),
-        runtime: "compound",
-        chain: chain_names,
-        source: source_info,
-        sink: sink_info,
-        batch: settings.batch,
-        core: settings.core,
-        accounting: acc,
-        tsc_hz: hz,
-        warmup_s: tsc::seconds(warm.ticks),
-        duration_s: seconds,
-        interrupted: settings.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)),
-        generated,
-        received,
-        dropped,
-        mpps: received as f64 / seconds / 1e6,
-        gbps_l2: l2_bytes as f64 * 8.0 / seconds / 1e9,
-        gbps_l1: (l2_bytes + 20 * received) as f64 * 8.0 / seconds / 1e9,
-        requested_mpps: rig.source.requested_pps().map(|p| p / 1e6),
-        generated_mpps: generated as f64 / seconds / 1e6,
-        busy_cycles_per_packet: (generated > 0)
-            .then(|| window.ticks.saturating_sub(window.idle_ticks) as f64 / generated as f64),
-        places,
-        drops,
-        latency: rig.sinks[0].latency().and_then(|l| l.summary()),
-        window_loss,
-        verify_failed,
-        conservation: Conservation::check(
-            end.source.packets,
-            rig.chain.created(),
-            total_received,
-            total_dropped,
-            leaked,
-        ),
-        pool: rig.pool.stats(),
-        pool_empty: shortfall.pool_empty,
-        pacing_behind: shortfall.behind,
-        not_offered: shortfall.not_offered,
-        placement: None,
-        link_mode: None,
-        cores: Vec::new(),
-    };
-    if report.conservation.holds {
-        Ok(report)
-    } else {
-        Err(RunError::Conservation(Box::new(report)))
+        for (i, st) in sink_w.iter().enumerate() {
+            let name = if i == 0 { "sink".into() } else { format!("sink{i}") };
+            places.push(PlaceReport::sink(
+                name,
+                &sink_info.kind,
+                st,
+                per(window.sink_cycles, st.port.packets),
+            ));
+        }
+        let drops = RunReport::collect_drops(&places);
+        let dropped: u64 = drops.iter().map(|d| d.packets).sum();
+        let leaked = self.pool.in_use() as u64;
+        let total_dropped =
+            end.source.dropped + self.chain.dropped() + end.sinks.iter().map(|s| s.port.dropped).sum::<u64>();
+        let total_received: u64 = end.sinks.iter().map(|s| s.port.packets).sum();
+        let window_received: u64 = end.sinks.iter().map(|s| s.window_packets).sum();
+        let window_loss = WindowLoss::new(generated, window_received).map_err(|e| setting("window", e))?;
+        // One thread, batches whole: the window's place counters are exact too (when no NF
+        // created packets, whose drops count at places but are not the window's traffic).
+        debug_assert!(self.chain.created() > 0 || window_loss.lost == dropped);
+        let seconds = tsc::seconds(window.ticks);
+        let l2_bytes: u64 = sink_w.iter().map(|s| s.port.bytes + 4 * s.port.packets).sum();
+        let shortfall = end.shortfall.since(&start.shortfall);
+        let verify_failed = end.sinks.iter().filter_map(|s| s.verify_failed).reduce(|a, b| a + b);
+        let report = RunReport {
+            version: env!("CARGO_PKG_VERSION"),
+            runtime: "compound",
+            chain: chain_names.to_vec(),
+            source: source_info,
+            sink: sink_info,
+            batch: settings.batch,
+            core: settings.core,
+            accounting: acc,
+            tsc_hz: hz,
+            warmup_s: tsc::seconds(warm.ticks),
+            duration_s: seconds,
+            interrupted: settings.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)),
+            generated,
+            received,
+            dropped,
+            mpps: received as f64 / seconds / 1e6,
+            gbps_l2: l2_bytes as f64 * 8.0 / seconds / 1e9,
+            gbps_l1: (l2_bytes + 20 * received) as f64 * 8.0 / seconds / 1e9,
+            requested_mpps: self.source.requested_pps().map(|p| p / 1e6),
+            generated_mpps: generated as f64 / seconds / 1e6,
+            busy_cycles_per_packet: (generated > 0).then(|| window.busy_ticks as f64 / generated as f64),
+            places,
+            drops,
+            latency: self.sinks[0].latency().and_then(|l| l.summary()),
+            window_loss,
+            verify_failed,
+            conservation: Conservation::check(
+                end.source.packets,
+                self.chain.created(),
+                total_received,
+                total_dropped,
+                leaked,
+            ),
+            pool: self.pool.stats(),
+            pool_empty: shortfall.pool_empty,
+            pacing_behind: shortfall.behind,
+            not_offered: shortfall.not_offered,
+            placement: None,
+            link_mode: None,
+            cores: Vec::new(),
+            shares_thread_with: 0,
+        };
+        if report.conservation.holds {
+            Ok(report)
+        } else {
+            Err(RunError::Conservation(Box::new(report)))
+        }
     }
 }
 

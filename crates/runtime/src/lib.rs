@@ -23,7 +23,7 @@ pub mod report;
 pub mod wired;
 
 pub use chain::{Chain, ChainGraph, Next, NfSlot, WiringError};
-pub use compound::{RunError, RunSettings, run_compound, run_compound_on};
+pub use compound::{RunError, RunSettings, run_compound, run_compound_on, run_hops_on};
 pub use pipeline::{LinkMode, PipelineSettings, run_parallel, run_parallel_on, run_pipeline};
 pub use placement::{Placement, StagePlan};
 pub use report::{Conservation, CoreReport, DropRecord, PlaceReport, Role, RunReport, TxCounts, WindowLoss};

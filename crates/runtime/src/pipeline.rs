@@ -983,6 +983,7 @@ fn report<R: RxPort, T: TxPort>(
             settings.placement.to_string()
         }),
         link_mode: Some(settings.links.name()),
+        shares_thread_with: 0,
         cores,
     };
     if report.conservation.holds {

@@ -338,6 +338,11 @@ pub struct RunReport {
     pub link_mode: Option<&'static str>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cores: Vec<CoreReport>,
+    /// Other runs that took turns on this run's thread (the hops of a chain placed on one
+    /// core, `chaining: veth`); its busy cycles are then the ticks of its own turns that
+    /// moved a batch, not the core's.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shares_thread_with: usize,
 }
 
 impl RunReport {
@@ -436,4 +441,8 @@ impl TxCounts {
             }
         }
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }

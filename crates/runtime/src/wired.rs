@@ -15,7 +15,7 @@
 //! four interfaces' kernel counters, which say where it went when anything can.
 
 use crate::chain::ChainGraph;
-use crate::compound::{RunError, RunSettings, run_compound_on};
+use crate::compound::{RunError, RunSettings, run_compound_on, run_hops_on};
 use crate::report::RunReport;
 use serde::Serialize;
 use sfclab_core::{NamedNfs, RxPort};
@@ -34,8 +34,14 @@ pub enum DeviceUnderTest {
     /// (AF_XDP) or as member k of a flow-hash fanout group (AF_PACKET) and sends on
     /// `d-out`'s queue k; the tester spreads its flows over the queues by hash, as RSS.
     Chain(Vec<ChainGraph>),
-    /// The Linux kernel forwarding IPv4 between them.
-    Linux,
+    /// A chain of hops (`chaining: veth`): hop i runs its graph in a namespace of its
+    /// own between its `d-in` and `d-out`, joined to the next hop by a veth pair; hops
+    /// with the same core run in turn on that core's thread (hops without a core share
+    /// one unpinned thread).
+    Hops(Vec<(ChainGraph, Option<usize>)>),
+    /// The Linux kernel forwarding IPv4 through `hops` namespaces in a row (seed 002's
+    /// baseline; `chaining: linux`).
+    Linux { hops: usize },
     /// Something else forwarding between them (a peer such as testpmd): `start` starts
     /// it in the built testbed before the tester sends, and what it returns is dropped
     /// (stopping it) once the tester has finished.
@@ -100,8 +106,11 @@ pub struct InterfaceReport {
 pub struct TestbedReport {
     /// `sfclab-<pid>-<n>`: the namespaces' names start with it.
     pub run_name: String,
-    /// `sfclab chain (af_xdp)`, `sfclab chain (af_packet)` or `Linux IPv4 forwarding`.
+    /// What forwarded: `sfclab chain (af_xdp)`, `sfclab chain of 3 hops, each in its own
+    /// namespace ...`, `Linux IPv4 forwarding` (through N namespaces), or a peer.
     pub device_under_test: String,
+    /// Namespaces in a row the traffic crosses (1 but for `chaining: veth | linux`).
+    pub hops: usize,
     /// Queues on every interface: one per replica of an sfclab DUT, else 1.
     pub queues: u32,
     pub interfaces: Vec<InterfaceReport>,
@@ -112,7 +121,7 @@ pub struct TestbedReport {
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct WiredReport {
     pub tester: RunReport,
-    /// An sfclab DUT's runs, replica k's at k (empty for any other device).
+    /// An sfclab DUT's runs: replica k's at k, or hop i's at i (empty for any other device).
     pub dut: Vec<RunReport>,
     pub testbed: TestbedReport,
     /// Where what the tester lost went, over the whole run.
@@ -128,63 +137,88 @@ pub fn run_across_veth(
     run: &RunSettings,
     wired: &WiredSettings,
 ) -> Result<WiredReport, RunError> {
-    let queues = match &dut {
+    let (hop_count, queues) = match &dut {
         DeviceUnderTest::Chain(replicas) if replicas.is_empty() => {
             return Err(setting("replicas", "the device under test needs at least one replica"));
         }
-        DeviceUnderTest::Chain(replicas) => replicas.len() as u32,
-        _ => 1,
+        DeviceUnderTest::Hops(hops) if hops.is_empty() => {
+            return Err(setting("chain", "a chain of hops needs at least one"));
+        }
+        DeviceUnderTest::Linux { hops: 0 } => return Err(setting("chain", "a Linux chain needs at least one hop")),
+        DeviceUnderTest::Chain(replicas) => (1, replicas.len() as u32),
+        DeviceUnderTest::Hops(hops) => (hops.len(), 1),
+        DeviceUnderTest::Linux { hops } => (*hops, 1),
+        DeviceUnderTest::External { .. } => (1, 1),
     };
-    let bed = Testbed::build_with_queues(queues).map_err(|e| setting("testbed", e.to_string()))?;
-    let (device_under_test, replicas, external) = match dut {
+    let bed = Testbed::build_chain(hop_count, queues).map_err(|e| setting("testbed", e.to_string()))?;
+    let open = |kind: IoKind, end: &Interface, settings: &AfXdpSettings, receive: bool| {
+        open_queues_in_namespace(kind, end, settings, receive, queues).map_err(|e| setting("ports", e))
+    };
+    // Every sfclab thread of the DUT: its core and its rigs (ports and graph), with the
+    // index of each rig's report in `dut` (replica k's or hop i's).
+    let mut threads: Vec<DutThread> = Vec::new();
+    let (device_under_test, external) = match dut {
         DeviceUnderTest::Chain(replicas) => {
+            let hop = &bed.hops[0];
+            let d_in = open(wired.io, &hop.input, &wired.dut_ports, true)?;
+            let d_out = open(wired.io, &hop.output, &wired.dut_ports, false)?;
+            let cores = replica_cores(wired.dut_core, replicas.len());
+            for (k, (((d_in, d_out), graph), core)) in d_in.into_iter().zip(d_out).zip(replicas).zip(cores).enumerate()
+            {
+                threads.push(DutThread {
+                    core,
+                    rigs: vec![(k, d_in, d_out, graph)],
+                });
+            }
             let what = if queues > 1 {
                 format!("sfclab chain ({}, {queues} replicas, one per queue)", wired.io)
             } else {
                 format!("sfclab chain ({})", wired.io)
             };
-            (what, replicas, None)
+            (what, None)
         }
-        DeviceUnderTest::Linux => {
+        DeviceUnderTest::Hops(hops) => {
+            let n = hops.len();
+            for (i, ((graph, core), hop)) in hops.into_iter().zip(&bed.hops).enumerate() {
+                let mut d_in = open(wired.io, &hop.input, &wired.dut_ports, true)?;
+                let mut d_out = open(wired.io, &hop.output, &wired.dut_ports, false)?;
+                let rig = (i, d_in.remove(0), d_out.remove(0), graph);
+                match threads.iter_mut().find(|t| t.core == core) {
+                    Some(t) => t.rigs.push(rig),
+                    None => threads.push(DutThread { core, rigs: vec![rig] }),
+                }
+            }
+            let what = format!(
+                "sfclab chain of {n} hops, each in its own namespace joined by veth ({}), on {} thread(s)",
+                wired.io,
+                threads.len()
+            );
+            (what, None)
+        }
+        DeviceUnderTest::Linux { hops } => {
             bed.linux_forwarding(sfclab_traffic::flows::DST_MAC.0, wired.dut_core)
                 .map_err(|e| setting("testbed", e.to_string()))?;
-            ("Linux IPv4 forwarding".to_string(), Vec::new(), None)
+            let what = if hops > 1 {
+                format!("Linux IPv4 forwarding through {hops} namespaces joined by veth")
+            } else {
+                "Linux IPv4 forwarding".to_string()
+            };
+            (what, None)
         }
-        DeviceUnderTest::External { label, start } => (label, Vec::new(), Some(start)),
-    };
-    let open = |kind: IoKind, end: &Interface, settings: &AfXdpSettings, receive: bool| {
-        open_queues_in_namespace(kind, end, settings, receive, queues).map_err(|e| setting("ports", e))
+        DeviceUnderTest::External { label, start } => (label, Some(start)),
     };
     let before = counters(&bed)?;
     let backlog_before = softnet_dropped();
-
-    // The DUT first, so it is forwarding before the first frame leaves the tester:
-    // replica k receives on d-in's queue k (or fanout member k) and sends on d-out's.
     let dut_stop = Arc::new(AtomicBool::new(false));
-    let dut_runs = if replicas.is_empty() {
-        Vec::new()
-    } else {
-        let d_in = open(wired.io, &bed.dut_in, &wired.dut_ports, true)?;
-        let d_out = open(wired.io, &bed.dut_out, &wired.dut_ports, false)?;
-        let cores = replica_cores(wired.dut_core, replicas.len());
-        d_in.into_iter()
-            .zip(d_out)
-            .zip(replicas)
-            .zip(cores)
-            .map(|(((d_in, d_out), graph), core)| {
-                let settings = RunSettings {
-                    duration: Some(Duration::from_secs(86_400)),
-                    count: None,
-                    warmup: Duration::ZERO,
-                    core,
-                    verify: false,
-                    reply: false,
-                    stop: Some(dut_stop.clone()),
-                    ..run.clone()
-                };
-                (d_in, d_out, graph, settings)
-            })
-            .collect()
+    let dut_settings = |core: Option<usize>| RunSettings {
+        duration: Some(Duration::from_secs(86_400)),
+        count: None,
+        warmup: Duration::ZERO,
+        core,
+        verify: false,
+        reply: false,
+        stop: Some(dut_stop.clone()),
+        ..run.clone()
     };
     // An external DUT starts before the tester opens its ports and sends; it stops when
     // its guard is dropped, after the tester finished.
@@ -199,9 +233,13 @@ pub fn run_across_veth(
     let mut wire = Wire::new(generator, t_out, t_in, run.batch, wired.quiet);
 
     let (tester, dut_reports) = std::thread::scope(|s| {
-        let dut_threads: Vec<_> = dut_runs
+        // The DUT first, so it is forwarding before the first frame leaves the tester.
+        let dut_threads: Vec<_> = threads
             .into_iter()
-            .map(|(d_in, d_out, graph, settings)| s.spawn(move || run_compound_on(d_in, d_out, graph, &settings)))
+            .map(|t| {
+                let settings = dut_settings(t.core);
+                s.spawn(move || t.run(&settings))
+            })
             .collect();
         let tester = run_compound_on(&mut wire, Sink::new(run.verify), NamedNfs::new(), run);
         // The tester drained what it could: the DUT stops after it.
@@ -225,12 +263,18 @@ pub fn run_across_veth(
     let testbed = TestbedReport {
         run_name: bed.run_name().to_string(),
         device_under_test,
+        hops: hop_count,
         queues,
         interfaces,
     };
     drop(bed);
     let tester = tester?;
-    let mut dut = dut_reports.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let mut dut: Vec<(usize, RunReport)> = Vec::new();
+    for thread in dut_reports {
+        dut.extend(thread?);
+    }
+    dut.sort_by_key(|(i, _)| *i);
+    let mut dut: Vec<RunReport> = dut.into_iter().map(|(_, r)| r).collect();
     for d in &mut dut {
         // The DUT was stopped by the tester finishing, not by the user.
         d.interrupted = tester.interrupted;
@@ -242,6 +286,26 @@ pub fn run_across_veth(
         testbed,
         lost,
     })
+}
+
+/// One thread of an sfclab DUT: its core and its rigs (the index of the rig's report,
+/// its ports, its graph); several rigs take turns (hops sharing a core).
+struct DutThread {
+    core: Option<usize>,
+    rigs: Vec<(usize, InterfacePort, InterfacePort, ChainGraph)>,
+}
+
+impl DutThread {
+    fn run(self, settings: &RunSettings) -> Result<Vec<(usize, RunReport)>, RunError> {
+        let (index, rigs): (Vec<usize>, Vec<_>) = self.rigs.into_iter().map(|(i, rx, tx, g)| (i, (rx, tx, g))).unzip();
+        let reports = if rigs.len() == 1 {
+            let (rx, tx, graph) = rigs.into_iter().next().expect("one rig");
+            vec![run_compound_on(rx, tx, graph, settings)?]
+        } else {
+            run_hops_on(rigs, settings)?
+        };
+        Ok(index.into_iter().zip(reports).collect())
+    }
 }
 
 /// The cores of a DUT's replicas: the allowed cores in order from `first` (replica 0's),

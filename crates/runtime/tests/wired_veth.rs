@@ -37,7 +37,13 @@ fn the_tester_measures_a_linux_forwarding_namespace_without_loss_at_a_low_rate()
         return;
     }
     let (traffic, run) = low_rate(10_000);
-    let r = run_across_veth(traffic, DeviceUnderTest::Linux, &run, &WiredSettings::default()).unwrap();
+    let r = run_across_veth(
+        traffic,
+        DeviceUnderTest::Linux { hops: 1 },
+        &run,
+        &WiredSettings::default(),
+    )
+    .unwrap();
     let t = &r.tester;
     assert!(t.conservation.holds, "{}", t.conservation);
     assert_eq!(t.window_loss.sent, 10_000);
@@ -140,4 +146,87 @@ fn an_sfclab_chain_forwards_over_af_packet_too() {
         ("af_packet", "af_packet")
     );
     assert_eq!(r.testbed.device_under_test, "sfclab chain (af_packet)");
+}
+
+/// `chaining: veth`: three hops, each an NF in a namespace of its own, joined by veth
+/// pairs; every frame crosses every hop, and every count agrees with the kernel's.
+#[test]
+fn a_chain_of_hops_in_namespaces_passes_every_frame_through_every_hop() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
+        return;
+    }
+    for io in [sfclab_io::IoKind::AfXdp, sfclab_io::IoKind::AfPacket] {
+        let (traffic, run) = low_rate(5_000);
+        let hops = (0..3)
+            .map(|i| {
+                let nf = (format!("fw{i}"), NfSpec::default_of("forwarder").unwrap().build());
+                (vec![nf].into(), None)
+            })
+            .collect();
+        let wired = WiredSettings {
+            io,
+            ..WiredSettings::default()
+        };
+        let r = run_across_veth(traffic, DeviceUnderTest::Hops(hops), &run, &wired).unwrap();
+        let t = &r.tester;
+        assert!(t.conservation.holds, "{io}: {}", t.conservation);
+        assert_eq!(t.window_loss.lost, 0, "{io}: {:?}", t.places[0]);
+        assert_eq!(t.verify_failed, Some(0));
+        assert_eq!(r.testbed.hops, 3);
+        assert_eq!(r.testbed.interfaces.len(), 8, "t-out, d-in/d-out of each hop, t-in");
+        assert_eq!(r.dut.len(), 3, "{io}: one run per hop");
+        for (i, d) in r.dut.iter().enumerate() {
+            assert!(d.conservation.holds, "{io} hop {i}: {}", d.conservation);
+            assert_eq!(d.chain, vec![format!("fw{i}")], "hop {i}'s report is hop {i}'s");
+            assert_eq!(
+                d.generated, t.conservation.generated,
+                "{io}: hop {i} took in every frame"
+            );
+            assert_eq!(d.received, d.generated, "{io}: hop {i} passed every frame on");
+            assert_eq!(d.shares_thread_with, 2, "the three hops took turns on one thread");
+            assert!(d.busy_cycles_per_packet.is_some_and(|c| c > 0.0));
+        }
+        // Each hop's namespace saw every frame on its way in and out.
+        for pair in r.testbed.interfaces.windows(2).step_by(2) {
+            assert_eq!(
+                pair[0].tx_packets, pair[1].rx_packets,
+                "{io}: {} -> {}",
+                pair[0].namespace, pair[1].namespace
+            );
+        }
+        assert_eq!(r.lost.unaccounted, 0);
+    }
+}
+
+/// `chaining: linux`: the kernel forwards through three namespaces in a row.
+#[test]
+fn the_tester_measures_a_chain_of_linux_forwarding_namespaces() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
+        return;
+    }
+    let (traffic, run) = low_rate(5_000);
+    let r = run_across_veth(
+        traffic,
+        DeviceUnderTest::Linux { hops: 3 },
+        &run,
+        &WiredSettings::default(),
+    )
+    .unwrap();
+    let t = &r.tester;
+    assert!(t.conservation.holds, "{}", t.conservation);
+    assert_eq!(t.window_loss.lost, 0, "{:?}", t.places[0]);
+    assert_eq!(t.verify_failed, Some(0), "TTL and checksums right after three routers");
+    assert_eq!(r.testbed.hops, 3);
+    let d_ins: Vec<_> = r.testbed.interfaces.iter().filter(|i| i.interface == "d-in").collect();
+    assert_eq!(d_ins.len(), 3);
+    for d in d_ins {
+        assert_eq!(
+            d.rx_packets, t.conservation.generated,
+            "{} forwarded every frame",
+            d.namespace
+        );
+    }
+    assert!(r.testbed.device_under_test.contains("3 namespaces"));
 }

@@ -23,7 +23,7 @@ mod testbed;
 pub use command::TopologyError;
 pub use counters::LinkCounters;
 pub use namespace::{Interface, Namespace};
-pub use testbed::Testbed;
+pub use testbed::{Hop, Testbed};
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};

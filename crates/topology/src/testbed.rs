@@ -1,47 +1,88 @@
-//! The tester-and-device-under-test layout every wired run uses: two namespaces joined
-//! by two veth pairs, one for each direction of the traffic.
+//! The tester-and-device-under-test layout every wired run uses: the tester's namespace
+//! and the DUT's, joined by two veth pairs, one for each direction of the traffic; or,
+//! for a chain of hops (`chaining: veth | linux`), a namespace per hop, each joined to
+//! the next by a veth pair.
 //!
 //! ```text
 //!   tester                      dut
 //!   t-out  ────── veth ──────►  d-in
 //!   t-in   ◄───── veth ───────  d-out
+//!
+//!   tester          dut1              dut2                       dutN
+//!   t-out ──► d-in [hop] d-out ──► d-in [hop] d-out ──► ... ──► d-in [hop] d-out ──► t-in
 //! ```
 
 use crate::command::TopologyError;
 use crate::{Interface, Namespace, Topology};
 
+/// One hop of the device under test: its namespace and the two ends it forwards between.
+pub struct Hop {
+    pub namespace: Namespace,
+    /// `d-in`: where the hop receives (from the tester or the hop before).
+    pub input: Interface,
+    /// `d-out`: where it sends (to the next hop or back to the tester).
+    pub output: Interface,
+}
+
 /// What a wired run is built on.
 pub struct Testbed {
     pub tester: Namespace,
-    pub dut: Namespace,
     pub tester_out: Interface,
-    pub dut_in: Interface,
-    pub dut_out: Interface,
     pub tester_in: Interface,
+    /// The device under test, hop by hop in the order traffic crosses them (one for a
+    /// single DUT).
+    pub hops: Vec<Hop>,
     /// Removes everything when dropped (kept last: fields drop in order).
     topology: Topology,
 }
 
 impl Testbed {
     pub fn build() -> Result<Testbed, TopologyError> {
-        Self::build_with_queues(1)
+        Self::build_chain(1, 1)
     }
 
     /// The same with `queues` queues on every interface (one per replica of the device
     /// under test): a frame the tester sends on queue k reaches the DUT on queue k.
     pub fn build_with_queues(queues: u32) -> Result<Testbed, TopologyError> {
+        Self::build_chain(1, queues)
+    }
+
+    /// `hops` namespaces in a row between the tester's two ends (the one of a single
+    /// DUT is named `dut`, those of a chain `dut1`..`dutN`), every interface with
+    /// `queues` queues.
+    pub fn build_chain(hops: usize, queues: u32) -> Result<Testbed, TopologyError> {
         let mut topology = Topology::new()?;
         let tester = topology.namespace("tester")?;
-        let dut = topology.namespace("dut")?;
-        let (tester_out, dut_in) = topology.veth_with_queues((&tester, "t-out"), (&dut, "d-in"), queues)?;
-        let (dut_out, tester_in) = topology.veth_with_queues((&dut, "d-out"), (&tester, "t-in"), queues)?;
+        let mut built: Vec<Hop> = Vec::with_capacity(hops);
+        let mut namespaces = Vec::with_capacity(hops);
+        for i in 1..=hops.max(1) {
+            namespaces.push(topology.namespace(&if hops <= 1 {
+                "dut".to_string()
+            } else {
+                format!("dut{i}")
+            })?);
+        }
+        let (tester_out, mut input) =
+            topology.veth_with_queues((&tester, "t-out"), (&namespaces[0], "d-in"), queues)?;
+        for (i, ns) in namespaces.iter().enumerate() {
+            let (output, next_input) = match namespaces.get(i + 1) {
+                Some(next) => topology.veth_with_queues((ns, "d-out"), (next, "d-in"), queues)?,
+                None => topology.veth_with_queues((ns, "d-out"), (&tester, "t-in"), queues)?,
+            };
+            built.push(Hop {
+                namespace: ns.clone(),
+                input,
+                output,
+            });
+            input = next_input;
+        }
+        // What the last hop's d-out is paired with: the tester's t-in.
+        let tester_in = input;
         Ok(Testbed {
             tester,
-            dut,
             tester_out,
-            dut_in,
-            dut_out,
             tester_in,
+            hops: built,
             topology,
         })
     }
@@ -51,61 +92,79 @@ impl Testbed {
         self.topology.run_name()
     }
 
-    /// The four interfaces, in the order traffic crosses them.
-    pub fn interfaces(&self) -> [&Interface; 4] {
-        [&self.tester_out, &self.dut_in, &self.dut_out, &self.tester_in]
+    /// Every interface, in the order traffic crosses them: `t-out`, each hop's `d-in`
+    /// and `d-out`, `t-in`.
+    pub fn interfaces(&self) -> Vec<&Interface> {
+        let mut all = vec![&self.tester_out];
+        for h in &self.hops {
+            all.push(&h.input);
+            all.push(&h.output);
+        }
+        all.push(&self.tester_in);
+        all
     }
 
-    /// Makes the DUT namespace an IPv4 router for the tester's traffic, as seed 002's
-    /// baseline: frames addressed to `ingress_mac` on `d-in` are forwarded by the kernel
-    /// (ip_forward) out of `d-out` to the tester, every destination by a default route
-    /// through a permanent neighbour (no ARP on the path); reverse-path filtering off.
+    /// Makes every hop an IPv4 router for the tester's traffic, as seed 002's baseline:
+    /// frames addressed to `ingress_mac` on a hop's `d-in` are forwarded by its kernel
+    /// (ip_forward) out of `d-out` to the next hop (whose `d-in` has the same address:
+    /// the links are apart) or, from the last, to the tester; every destination by a
+    /// default route through a permanent neighbour (no ARP on the path); reverse-path
+    /// filtering off.
     ///
     /// On veth the receiving side's work runs in the sender's context: without more,
-    /// the kernel would forward on the tester's core. `core` steers it (RPS on `d-in`)
-    /// to the DUT's own core, as a DUT is a machine of its own.
+    /// the kernel would forward on the tester's core. `core` steers it (RPS on every
+    /// `d-in`) to the DUT's own core, as a DUT is a machine of its own.
     pub fn linux_forwarding(&self, ingress_mac: [u8; 6], core: Option<usize>) -> Result<(), TopologyError> {
+        let mac = |m: [u8; 6]| m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+        let tester_in_mac = self.tester_in.counters()?.address;
+        for (i, hop) in self.hops.iter().enumerate() {
+            let next_mac = if i + 1 < self.hops.len() {
+                mac(ingress_mac)
+            } else {
+                tester_in_mac.clone()
+            };
+            hop.forward_ipv4(&mac(ingress_mac), &next_mac, core)?;
+        }
+        Ok(())
+    }
+}
+
+impl Hop {
+    /// This hop's kernel forwards what arrives for `own_mac` on `d-in` to `next_mac`
+    /// out of `d-out` (see [`Testbed::linux_forwarding`]).
+    fn forward_ipv4(&self, own_mac: &str, next_mac: &str, core: Option<usize>) -> Result<(), TopologyError> {
+        let (ns, d_in, d_out) = (&self.namespace, &self.input, &self.output);
         if let Some(core) = core {
             let mask = format!("{:x}", 1u128 << core.min(127));
-            let path = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", self.dut_in.name());
+            let path = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", d_in.name());
             // sysfs shows the namespace that mounted it: write it from `ip netns exec`.
-            self.dut.exec("sh", &["-c", &format!("echo {mask} > {path}")])?;
+            ns.exec("sh", &["-c", &format!("echo {mask} > {path}")])?;
         }
-        let mac = |m: [u8; 6]| m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
-        self.dut_in
-            .ip(&["link", "set", "dev", self.dut_in.name(), "address", &mac(ingress_mac)])?;
-        self.dut_in.add_address("10.255.0.1/30")?;
-        self.dut_out.add_address("10.255.1.1/30")?;
-        let tester_in_mac = self.tester_in.counters()?.address;
-        self.dut_out.ip(&[
+        d_in.ip(&["link", "set", "dev", d_in.name(), "address", own_mac])?;
+        // Each hop is a namespace of its own: the same addresses in every one.
+        d_in.add_address("10.255.0.1/30")?;
+        d_out.add_address("10.255.1.1/30")?;
+        d_out.ip(&[
             "neigh",
             "replace",
             "10.255.1.2",
             "lladdr",
-            &tester_in_mac,
+            next_mac,
             "dev",
-            self.dut_out.name(),
+            d_out.name(),
             "nud",
             "permanent",
         ])?;
-        self.dut_out.ip(&[
-            "route",
-            "replace",
-            "default",
-            "via",
-            "10.255.1.2",
-            "dev",
-            self.dut_out.name(),
-        ])?;
+        d_out.ip(&["route", "replace", "default", "via", "10.255.1.2", "dev", d_out.name()])?;
         for key in [
             "net.ipv4.conf.all.rp_filter",
             "net.ipv4.conf.default.rp_filter",
             "net.ipv4.conf.d-in.rp_filter",
         ] {
-            self.dut.sysctl(key, "0")?;
+            ns.sysctl(key, "0")?;
         }
         // No ICMP redirects or errors of the DUT's own on the tester's links.
-        self.dut.sysctl("net.ipv4.conf.all.send_redirects", "0")?;
-        self.dut.sysctl("net.ipv4.ip_forward", "1")
+        ns.sysctl("net.ipv4.conf.all.send_redirects", "0")?;
+        ns.sysctl("net.ipv4.ip_forward", "1")
     }
 }
