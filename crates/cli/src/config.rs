@@ -477,7 +477,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
                 _ => {}
             }
         }
-        Chaining::Veth | Chaining::Linux => {
+        Chaining::Veth | Chaining::Linux | Chaining::Ovs => {
             hop_cores = resolve_hops(&layers, chaining, &nfs, wiring.is_some(), replicas, settings.core, ctx)?;
             ports = Ports::Veth;
         }
@@ -723,14 +723,19 @@ fn resolve_hops(
             format!("`chaining: {chaining}` joins each NF to the next by one veth pair: linear chains only"),
         ));
     }
-    if chaining == Chaining::Linux
+    if chaining != Chaining::Veth
         && let Some((i, (name, _))) = nfs.iter().enumerate().find(|(_, (_, spec))| spec.kind() != "forwarder")
     {
+        let who = if chaining == Chaining::Linux {
+            "the kernel"
+        } else {
+            "an OVS bridge"
+        };
         return Err(ctx.nf(
             i,
             name,
             &[],
-            "`chaining: linux` has the kernel forward at every hop: each NF of the chain must be a forwarder (`forwarder*3`)".to_string(),
+            format!("`chaining: {chaining}` has {who} forward at every hop: each NF of the chain must be a forwarder (`forwarder*3`)"),
         ));
     }
     let p = &layers.pipeline;

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::config::ChainSpec;
 use crate::settings::{Chaining, Ports};
+use sfclab_topology::ovs::OvsPort;
 
 /// Builds the chain's NFs (once per replica) and runs it. A wired run (`ports: veth`,
 /// `linux`) reports what its tester measured across the device under test.
@@ -39,6 +40,13 @@ pub fn run(spec: &ChainSpec) -> Result<RunReport, RunError> {
 pub fn run_wired(spec: &ChainSpec) -> Result<WiredReport, RunError> {
     let dut = match (spec.chaining, &spec.ports) {
         (Chaining::Linux, _) => DeviceUnderTest::Linux { hops: spec.nfs.len() },
+        (Chaining::Ovs, _) => DeviceUnderTest::Ovs {
+            hops: spec.nfs.len(),
+            ports: match spec.io_kind {
+                sfclab_io::IoKind::AfXdp => OvsPort::AfXdp,
+                sfclab_io::IoKind::AfPacket => OvsPort::System,
+            },
+        },
         (_, Ports::Linux) => DeviceUnderTest::Linux { hops: 1 },
         // One NF per hop, on its core.
         (Chaining::Veth, _) => DeviceUnderTest::Hops(

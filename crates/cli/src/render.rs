@@ -282,14 +282,14 @@ pub fn json_wired(name: &str, nfs: &[(String, sfclab_nf::NfSpec)], w: &WiredRepo
 /// (an sfclab chain), and what the kernel counted on each interface.
 pub fn table_wired(name: &str, w: &WiredReport) -> String {
     let bed = &w.testbed;
-    let duts = if bed.hops > 1 {
-        format!("{}-dut1 .. {}-dut{}", bed.run_name, bed.run_name, bed.hops)
-    } else {
-        format!("{}-dut", bed.run_name)
+    let namespaces = match bed.namespaces.as_slice() {
+        [tester, dut] => format!("{tester} and {dut}"),
+        [tester, first, .., last] => format!("{tester} and {first} .. {last}"),
+        all => all.join(", "),
     };
     let mut s = format!(
-        "TESTER across {} (namespaces {}-tester and {duts}, veth)\n",
-        bed.device_under_test, bed.run_name
+        "TESTER across {} (namespaces {namespaces}, veth)\n",
+        bed.device_under_test
     );
     s += &table(name, &w.tester);
     for (k, d) in w.dut.iter().enumerate() {
@@ -333,6 +333,23 @@ pub fn table_wired(name: &str, w: &WiredReport) -> String {
         ]);
     }
     s += &format!("\nkernel interface counters over the whole run (warm-up included)\n{t}\n");
+    if !bed.processes.is_empty() || !bed.switch.is_empty() {
+        let counters: Vec<String> = bed
+            .switch
+            .iter()
+            .filter(|c| *c.1 > 0)
+            .map(|(k, v)| format!("{k} {}", num(*v)))
+            .collect();
+        s += &format!(
+            "switch      {}; over the run: {}\n",
+            bed.processes.join(", "),
+            if counters.is_empty() {
+                "every counter 0".to_string()
+            } else {
+                counters.join(", ")
+            }
+        );
+    }
     let l = &w.lost;
     let list = |m: &std::collections::BTreeMap<String, u64>| {
         let parts: Vec<String> = m

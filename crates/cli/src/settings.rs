@@ -166,9 +166,11 @@ pub struct RunSection {
     /// `pipeline` (stages on cores joined by rings; as `runtime`), `veth` (every NF in a
     /// namespace of its own, neighbours joined by veth pairs, each NF's I/O over `io`;
     /// `placement` puts NFs on cores, NFs on one core take turns on its thread) or
-    /// `linux` (every hop a namespace whose kernel forwards IPv4: the chain must be
-    /// forwarders). `veth` and `linux` build the namespaces and test the chain from a
-    /// tester namespace, as `ports: veth`. Needs root for those.
+    /// `linux` (every hop a namespace whose kernel forwards IPv4) or `ovs` (every hop an
+    /// Open vSwitch bridge on the userspace datapath, ports afxdp, or system with `io:
+    /// af_packet`); for those two the chain must be forwarders. `veth`, `linux` and `ovs`
+    /// build the namespaces (and start OVS) and test the chain from a tester namespace,
+    /// as `ports: veth`. Needs root for those.
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub chaining: Option<Chaining>,
@@ -256,12 +258,14 @@ pub enum Chaining {
     Veth,
     /// Namespaces joined by veth pairs, the kernel forwarding in each.
     Linux,
+    /// Open vSwitch bridges (userspace datapath) joined by veth pairs.
+    Ovs,
 }
 
 impl Chaining {
     /// Whether the chain's hops are namespaces sfclab builds.
     pub fn in_namespaces(self) -> bool {
-        matches!(self, Chaining::Veth | Chaining::Linux)
+        matches!(self, Chaining::Veth | Chaining::Linux | Chaining::Ovs)
     }
 }
 
@@ -273,8 +277,9 @@ impl FromStr for Chaining {
             "pipeline" => Ok(Chaining::Pipeline),
             "veth" => Ok(Chaining::Veth),
             "linux" => Ok(Chaining::Linux),
+            "ovs" => Ok(Chaining::Ovs),
             _ => Err(format!(
-                "`{s}` is not a chaining: write compound, pipeline, veth or linux"
+                "`{s}` is not a chaining: write compound, pipeline, veth, linux or ovs"
             )),
         }
     }
@@ -287,6 +292,7 @@ impl Display for Chaining {
             Chaining::Pipeline => "pipeline",
             Chaining::Veth => "veth",
             Chaining::Linux => "linux",
+            Chaining::Ovs => "ovs",
         })
     }
 }

@@ -258,6 +258,67 @@ fn cleanup_removes_what_a_killed_run_left() {
     }
 }
 
+fn ovs_installed() -> bool {
+    Command::new("ovs-vswitchd")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// After SIGKILL of a run whose chain is Open vSwitch, `sfclab cleanup` leaves no
+/// namespace, no OVS process and no OVS file of the run behind.
+#[test]
+fn cleanup_removes_the_ovs_daemons_of_a_killed_run() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
+        return;
+    }
+    if !ovs_installed() {
+        eprintln!("SKIPPED: Open vSwitch not installed (apt-get install openvswitch-switch)");
+        return;
+    }
+    let (mut child, pid) = start_until_built(
+        &[
+            "run",
+            "--chaining",
+            "ovs",
+            "--chain",
+            "forwarder*2",
+            "--duration",
+            "60s",
+            "--rate",
+            "10kpps",
+        ],
+        Stdio::null,
+    );
+    let switch_ns = format!("sfclab-{pid}-0-switch");
+    let pids_in = |ns: &str| {
+        let out = Command::new("ip").args(["netns", "pids", ns]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).split_whitespace().count()
+    };
+    let started = Instant::now();
+    while pids_in(&switch_ns) < 2 {
+        assert!(started.elapsed() < Duration::from_secs(30), "OVS did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(pids_in(&switch_ns), 2, "SIGKILL leaves the daemons running");
+    let state = std::env::temp_dir().join(format!("{switch_ns}.d"));
+    assert!(state.exists(), "the switch keeps its files in {}", state.display());
+    let o = sfclab(&["cleanup"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(namespaces_of(pid).is_empty());
+    assert!(!state.exists(), "{} left behind", state.display());
+    let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    assert!(
+        !ps.lines().any(|l| l.contains(&switch_ns)),
+        "an OVS daemon of the run still runs: {ps}"
+    );
+}
+
 #[test]
 fn sigterm_ends_a_wired_run_and_removes_its_namespaces() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -607,6 +668,24 @@ fn chains_in_namespaces_run_end_to_end_and_explain_their_loss() {
     // One in four of the window's frames, give or take the warm-up's share.
     let lost = v["window_loss"]["lost"].as_u64().unwrap();
     assert!((1200..=1300).contains(&lost), "{lost}");
+
+    if ovs_installed() {
+        // Open vSwitch bridges joined by veth, afxdp ports; the same exactness.
+        let v = wired_json(&["--chaining", "ovs", "--chain", "forwarder*3"]);
+        assert_eq!(v["window_loss"]["lost"], 0, "{}", v["places"][0]);
+        assert_eq!(v["testbed"]["hops"], 3);
+        let what = v["testbed"]["device_under_test"].as_str().unwrap();
+        assert!(what.contains("Open vSwitch") && what.contains("6 afxdp"), "{what}");
+        assert_eq!(v["testbed"]["processes"].as_array().map(Vec::len), Some(2));
+        // Every frame crossed every bridge: one datapath lookup per frame per bridge.
+        let generated = v["conservation"]["generated"].as_u64().unwrap();
+        let switch = &v["testbed"]["switch"];
+        let lookups = switch["datapath hit"].as_u64().unwrap() + switch["datapath missed"].as_u64().unwrap();
+        assert_eq!(lookups, 3 * generated, "{switch}");
+        assert_eq!(v["wire_loss"]["unaccounted"], 0);
+    } else {
+        eprintln!("SKIPPED: chaining ovs (Open vSwitch not installed: apt-get install openvswitch-switch)");
+    }
 
     let v = wired_json(&["--chaining", "linux", "--chain", "forwarder*3"]);
     assert_eq!(v["window_loss"]["lost"], 0);

@@ -20,6 +20,7 @@ use crate::report::RunReport;
 use serde::Serialize;
 use sfclab_core::{NamedNfs, RxPort};
 use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, QueueSet, Wire};
+use sfclab_topology::ovs::{OvsPort, OvsSwitch};
 use sfclab_topology::{Interface, LinkCounters, Testbed};
 use sfclab_traffic::{Generator, GeneratorConfig, Sink};
 use std::collections::BTreeMap;
@@ -42,6 +43,10 @@ pub enum DeviceUnderTest {
     /// The Linux kernel forwarding IPv4 through `hops` namespaces in a row (seed 002's
     /// baseline; `chaining: linux`).
     Linux { hops: usize },
+    /// Open vSwitch (`chaining: ovs`): `hops` bridges on the userspace datapath in one
+    /// namespace, each forwarding from its `s<i>-in` to its `s<i>-out` port, joined by
+    /// veth pairs; the PMD threads on the DUT's core.
+    Ovs { hops: usize, ports: OvsPort },
     /// Something else forwarding between them (a peer such as testpmd): `start` starts
     /// it in the built testbed before the tester sends, and what it returns is dropped
     /// (stopping it) once the tester has finished.
@@ -109,11 +114,20 @@ pub struct TestbedReport {
     /// What forwarded: `sfclab chain (af_xdp)`, `sfclab chain of 3 hops, each in its own
     /// namespace ...`, `Linux IPv4 forwarding` (through N namespaces), or a peer.
     pub device_under_test: String,
-    /// Namespaces in a row the traffic crosses (1 but for `chaining: veth | linux`).
+    /// Hops in a row the traffic crosses (1 but for `chaining: veth | linux | ovs`).
     pub hops: usize,
+    /// The namespaces built, the tester's first.
+    pub namespaces: Vec<String>,
     /// Queues on every interface: one per replica of an sfclab DUT, else 1.
     pub queues: u32,
     pub interfaces: Vec<InterfaceReport>,
+    /// Processes the run started for the device under test (`ovs-vswitchd (pid N)`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<String>,
+    /// A software switch's counters over the run (`chaining: ovs`): datapath lookups
+    /// (`datapath hit`, `missed`, `lost`) and each port's drop and error counters.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub switch: BTreeMap<String, u64>,
 }
 
 /// The tester's run (across the device), the DUT's own runs when it is an sfclab chain,
@@ -144,13 +158,21 @@ pub fn run_across_veth(
         DeviceUnderTest::Hops(hops) if hops.is_empty() => {
             return Err(setting("chain", "a chain of hops needs at least one"));
         }
-        DeviceUnderTest::Linux { hops: 0 } => return Err(setting("chain", "a Linux chain needs at least one hop")),
+        DeviceUnderTest::Linux { hops: 0 } | DeviceUnderTest::Ovs { hops: 0, .. } => {
+            return Err(setting("chain", "a chain needs at least one hop"));
+        }
         DeviceUnderTest::Chain(replicas) => (1, replicas.len() as u32),
         DeviceUnderTest::Hops(hops) => (hops.len(), 1),
-        DeviceUnderTest::Linux { hops } => (*hops, 1),
+        DeviceUnderTest::Linux { hops } | DeviceUnderTest::Ovs { hops, .. } => (*hops, 1),
         DeviceUnderTest::External { .. } => (1, 1),
     };
-    let bed = Testbed::build_chain(hop_count, queues).map_err(|e| setting("testbed", e.to_string()))?;
+    let bed = match dut {
+        DeviceUnderTest::Ovs { .. } => Testbed::build_switched(hop_count),
+        _ => Testbed::build_chain(hop_count, queues),
+    }
+    .map_err(|e| setting("testbed", e.to_string()))?;
+    // A software switch of the run, stopped (before the testbed goes) when this drops.
+    let mut switch: Option<OvsSwitch> = None;
     let open = |kind: IoKind, end: &Interface, settings: &AfXdpSettings, receive: bool| {
         open_queues_in_namespace(kind, end, settings, receive, queues).map_err(|e| setting("ports", e))
     };
@@ -205,8 +227,20 @@ pub fn run_across_veth(
             };
             (what, None)
         }
+        DeviceUnderTest::Ovs { hops, ports } => {
+            let ovs = ovs_chain(&bed, ports, wired.dut_core).map_err(|e| setting("chaining", e.to_string()))?;
+            let modes = ovs.port_modes().map_err(|e| setting("chaining", e.to_string()))?;
+            let what = format!(
+                "{}: {hops} bridge(s) on the netdev datapath joined by veth, ports {}",
+                ovs.version(),
+                modes.join("; ")
+            );
+            switch = Some(ovs);
+            (what, None)
+        }
         DeviceUnderTest::External { label, start } => (label, Some(start)),
     };
+    let switch_before = switch_counters(switch.as_ref())?;
     let before = counters(&bed)?;
     let backlog_before = softnet_dropped();
     let dut_stop = Arc::new(AtomicBool::new(false));
@@ -252,6 +286,9 @@ pub fn run_across_veth(
         (tester, dut)
     });
     drop(external_guard);
+    let switch_after = switch_counters(switch.as_ref())?;
+    let processes = switch.as_ref().map(OvsSwitch::processes).unwrap_or_default();
+    drop(switch);
     let after = counters(&bed)?;
     let backlog_dropped = softnet_dropped().saturating_sub(backlog_before);
     let interfaces = bed
@@ -264,8 +301,14 @@ pub fn run_across_veth(
         run_name: bed.run_name().to_string(),
         device_under_test,
         hops: hop_count,
+        namespaces: bed.namespaces().iter().map(|n| n.name().to_string()).collect(),
         queues,
         interfaces,
+        processes,
+        switch: switch_after
+            .iter()
+            .map(|(k, v)| (k.clone(), v - switch_before.get(k).copied().unwrap_or(0).min(*v)))
+            .collect(),
     };
     drop(bed);
     let tester = tester?;
@@ -279,12 +322,42 @@ pub fn run_across_veth(
         // The DUT was stopped by the tester finishing, not by the user.
         d.interrupted = tester.interrupted;
     }
-    let lost = WireLoss::account(&wire.drops(), &testbed.interfaces, backlog_dropped, &dut);
+    let switch_drops: BTreeMap<String, u64> = testbed
+        .switch
+        .iter()
+        .filter(|(k, v)| **v > 0 && !k.starts_with("datapath hit") && !k.starts_with("datapath missed"))
+        .map(|(k, v)| (format!("ovs {k}"), *v))
+        .collect();
+    let lost = WireLoss::account(&wire.drops(), &testbed.interfaces, backlog_dropped, &dut, switch_drops);
     Ok(WiredReport {
         tester,
         dut,
         testbed,
         lost,
+    })
+}
+
+/// Starts Open vSwitch in the switched testbed's namespace and makes hop i a bridge
+/// that forwards from `s<i>-in` to `s<i>-out`, addressed to the next hop (or `t-in`).
+fn ovs_chain(bed: &Testbed, ports: OvsPort, core: Option<usize>) -> Result<OvsSwitch, sfclab_topology::TopologyError> {
+    let ovs = OvsSwitch::start(&bed.hops[0].namespace, core)?;
+    for (i, hop) in bed.hops.iter().enumerate() {
+        let next = bed.hops.get(i + 1).map_or(&bed.tester_in, |h| &h.input);
+        let next_mac = next.counters()?.address;
+        ovs.forwarding_bridge(
+            &format!("br{}", i + 1),
+            hop.input.name(),
+            hop.output.name(),
+            ports,
+            &next_mac,
+        )?;
+    }
+    Ok(ovs)
+}
+
+fn switch_counters(switch: Option<&OvsSwitch>) -> Result<BTreeMap<String, u64>, RunError> {
+    switch.map_or(Ok(BTreeMap::new()), |s| {
+        s.counters().map_err(|e| setting("chaining", e.to_string()))
     })
 }
 
@@ -378,10 +451,19 @@ impl WireLoss {
         interfaces: &[InterfaceReport],
         backlog_dropped: u64,
         dut: &[RunReport],
+        switch_drops: BTreeMap<String, u64>,
     ) -> WireLoss {
         let tester: BTreeMap<String, u64> = tester.iter().map(|&(k, v)| (k.to_string(), v)).collect();
-        let mut explained = BTreeMap::new();
+        let mut explained = switch_drops;
         for i in interfaces {
+            // A chain of namespaces has a `d-in` in each: name the hop's namespace too.
+            let repeated = interfaces.iter().filter(|o| o.interface == i.interface).count() > 1;
+            let place = if repeated {
+                let role = i.namespace.rsplit('-').next().unwrap_or(&i.namespace);
+                format!("{role} {}", i.interface)
+            } else {
+                i.interface.clone()
+            };
             for (what, n) in [
                 ("rx_dropped", i.rx_dropped),
                 ("rx_errors", i.rx_errors),
@@ -389,7 +471,7 @@ impl WireLoss {
                 ("tx_errors", i.tx_errors),
             ] {
                 if n > 0 {
-                    explained.insert(format!("{} {what}", i.interface), n);
+                    explained.insert(format!("{place} {what}"), n);
                 }
             }
         }
@@ -474,14 +556,20 @@ mod tests {
     #[test]
     fn lost_frames_are_explained_by_the_counters_that_saw_them_and_the_rest_is_unaccounted() {
         let tester = [("tx-refused", 5), ("unsignable", 0), ("unaccounted", 100)];
-        let l = WireLoss::account(&tester, &[iface("d-in", 60), iface("t-in", 0)], 25, &[]);
+        let l = WireLoss::account(
+            &tester,
+            &[iface("d-in", 60), iface("t-in", 0)],
+            25,
+            &[],
+            BTreeMap::new(),
+        );
         assert_eq!(l.explained.get("d-in rx_dropped"), Some(&60));
         assert!(!l.explained.contains_key("t-in rx_dropped"), "zeros are not listed");
         assert_eq!(l.explained.get("softnet backlog (machine-wide)"), Some(&25));
         assert_eq!((l.unaccounted, l.counted_beyond), (15, 0));
         assert_eq!(l.tester.get("tx-refused"), Some(&5));
         // Counters that saw more than the tester lost (the kernel's own frames) say so.
-        let l = WireLoss::account(&tester, &[iface("d-in", 130)], 0, &[]);
+        let l = WireLoss::account(&tester, &[iface("d-in", 130)], 0, &[], BTreeMap::new());
         assert_eq!((l.unaccounted, l.counted_beyond), (0, 30));
     }
 }

@@ -1,5 +1,6 @@
-//! What the kernel builds for a run: network namespaces and the veth pairs that join
-//! them, under run-unique names, always taken down again.
+//! What the kernel builds for a run: network namespaces, the veth pairs that join
+//! them and the Open vSwitch daemons that may switch between them, under run-unique
+//! names, always taken down again.
 //!
 //! Every namespace is named `sfclab-<pid>-<n>-<role>`, and every link is created inside
 //! one of them (never in the namespace sfclab runs in), so deleting a run's namespaces
@@ -18,6 +19,7 @@
 mod command;
 mod counters;
 mod namespace;
+pub mod ovs;
 mod testbed;
 
 pub use command::TopologyError;
@@ -181,9 +183,16 @@ fn stop_processes_in(name: &str) -> Vec<u32> {
 
 fn remove_namespace(name: &str) -> Result<(), TopologyError> {
     stop_processes_in(name);
+    remove_state_dir(name);
     let result = command::ip(&["netns", "delete", name]);
     LIVE.lock().unwrap_or_else(|p| p.into_inner()).retain(|n| n != name);
     result.map(drop)
+}
+
+/// Files that processes inside namespace `name` kept (an OVS database, its sockets and
+/// logs: [`Namespace::state_dir`]); they go with the namespace.
+fn remove_state_dir(name: &str) {
+    let _ = std::fs::remove_dir_all(namespace::state_dir_of(name));
 }
 
 /// Removes every namespace this process created and still holds: for a panic hook or a
@@ -192,6 +201,7 @@ pub fn tear_down_everything() {
     let names = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
     for name in names {
         stop_processes_in(&name);
+        remove_state_dir(&name);
         let _ = command::ip(&["netns", "delete", &name]);
     }
 }

@@ -20,6 +20,17 @@ impl Namespace {
         &self.name
     }
 
+    /// A directory for the files of processes run inside this namespace (created on
+    /// first use; removed with the namespace, also by `sfclab cleanup`).
+    pub fn state_dir(&self) -> Result<std::path::PathBuf, TopologyError> {
+        let dir = state_dir_of(&self.name);
+        std::fs::create_dir_all(&dir).map_err(|e| TopologyError::Command {
+            command: format!("mkdir {}", dir.display()),
+            reason: e.to_string(),
+        })?;
+        Ok(dir)
+    }
+
     /// Runs `f` on a thread inside this namespace and returns its result. Sockets opened
     /// and interfaces named there are this namespace's, and stay so when the socket is
     /// then used from any other thread: open AF_XDP and AF_PACKET ports here.
@@ -126,4 +137,9 @@ impl Interface {
         LinkCounters::from_ip_json(&json)
             .map_err(|e| TopologyError::Counters(format!("{} in {}", self.name, self.namespace.name()), e))
     }
+}
+
+/// Where [`Namespace::state_dir`] keeps namespace `name`'s files.
+pub(crate) fn state_dir_of(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("{name}.d"))
 }

@@ -51,32 +51,57 @@ impl Testbed {
     /// DUT is named `dut`, those of a chain `dut1`..`dutN`), every interface with
     /// `queues` queues.
     pub fn build_chain(hops: usize, queues: u32) -> Result<Testbed, TopologyError> {
+        Self::build_hops(hops, queues, false)
+    }
+
+    /// `hops` hops that all sit in one namespace, `<run>-switch` (a software switch such
+    /// as Open vSwitch joins their ends): hop i's ends are `s<i>-in` and `s<i>-out`, and
+    /// hop i's `s<i>-out` is paired with hop i+1's `s<i+1>-in` in that namespace.
+    pub fn build_switched(hops: usize) -> Result<Testbed, TopologyError> {
+        Self::build_hops(hops, 1, true)
+    }
+
+    fn build_hops(hops: usize, queues: u32, switched: bool) -> Result<Testbed, TopologyError> {
+        let hops = hops.max(1);
         let mut topology = Topology::new()?;
         let tester = topology.namespace("tester")?;
-        let mut built: Vec<Hop> = Vec::with_capacity(hops);
         let mut namespaces = Vec::with_capacity(hops);
-        for i in 1..=hops.max(1) {
-            namespaces.push(topology.namespace(&if hops <= 1 {
-                "dut".to_string()
-            } else {
-                format!("dut{i}")
-            })?);
+        if switched {
+            namespaces.push(topology.namespace("switch")?);
+        } else {
+            for i in 1..=hops {
+                namespaces.push(topology.namespace(&if hops == 1 {
+                    "dut".to_string()
+                } else {
+                    format!("dut{i}")
+                })?);
+            }
         }
-        let (tester_out, mut input) =
-            topology.veth_with_queues((&tester, "t-out"), (&namespaces[0], "d-in"), queues)?;
-        for (i, ns) in namespaces.iter().enumerate() {
-            let (output, next_input) = match namespaces.get(i + 1) {
-                Some(next) => topology.veth_with_queues((ns, "d-out"), (next, "d-in"), queues)?,
-                None => topology.veth_with_queues((ns, "d-out"), (&tester, "t-in"), queues)?,
+        let ns = |i: usize| &namespaces[if switched { 0 } else { i }];
+        let names = |i: usize| -> (String, String) {
+            if switched {
+                (format!("s{}-in", i + 1), format!("s{}-out", i + 1))
+            } else {
+                ("d-in".to_string(), "d-out".to_string())
+            }
+        };
+        let (tester_out, mut input) = topology.veth_with_queues((&tester, "t-out"), (ns(0), &names(0).0), queues)?;
+        let mut built: Vec<Hop> = Vec::with_capacity(hops);
+        for i in 0..hops {
+            let out_name = names(i).1;
+            let (output, next_input) = if i + 1 < hops {
+                topology.veth_with_queues((ns(i), &out_name), (ns(i + 1), &names(i + 1).0), queues)?
+            } else {
+                topology.veth_with_queues((ns(i), &out_name), (&tester, "t-in"), queues)?
             };
             built.push(Hop {
-                namespace: ns.clone(),
+                namespace: ns(i).clone(),
                 input,
                 output,
             });
             input = next_input;
         }
-        // What the last hop's d-out is paired with: the tester's t-in.
+        // What the last hop's output is paired with: the tester's t-in.
         let tester_in = input;
         Ok(Testbed {
             tester,
@@ -90,6 +115,17 @@ impl Testbed {
     /// `sfclab-<pid>-<n>`: the start of the testbed's namespace names.
     pub fn run_name(&self) -> &str {
         self.topology.run_name()
+    }
+
+    /// Every namespace, the tester's first, then the hops' (each once).
+    pub fn namespaces(&self) -> Vec<&Namespace> {
+        let mut all = vec![&self.tester];
+        for h in &self.hops {
+            if !all.contains(&&h.namespace) {
+                all.push(&h.namespace);
+            }
+        }
+        all
     }
 
     /// Every interface, in the order traffic crosses them: `t-out`, each hop's `d-in`
