@@ -93,7 +93,7 @@ pub struct ForwardBenchArgs {
 }
 
 /// Busy and total jiffies of `core` so far (`/proc/stat`: busy is all but idle and iowait).
-fn core_jiffies(core: usize) -> Option<(u64, u64)> {
+pub(crate) fn core_jiffies(core: usize) -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let line = stat.lines().find(|l| l.starts_with(&format!("cpu{core} ")))?;
     let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();

@@ -7,6 +7,7 @@
 //! throughput is reported against it as a ratio.
 
 pub mod acl;
+pub mod chaining;
 pub mod forward;
 pub mod io;
 pub mod lpm;

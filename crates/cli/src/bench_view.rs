@@ -861,3 +861,78 @@ fn ratios_and_commands<'a>(
         }
     }
 }
+
+pub fn chaining_table(b: &sfclab_bench::chaining::ChainingBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench chaining | {} ({} cores, TSC {:.3} GHz, kernel {}), chains of n forwarders, {}-byte frames, {} rounds of {:.1} s, cells interleaved (medians [min–max])\ntester: {}; the chain on core {}\n",
+        b.machine.cpu,
+        b.machine.cores,
+        b.machine.tsc_hz / 1e9,
+        b.machine.kernel,
+        b.frame_size,
+        b.repeat,
+        b.duration_s,
+        b.tester,
+        b.dut_core,
+    );
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    table.set_header([
+        "n",
+        "technology",
+        "Mpps through",
+        "Mpps offered",
+        "loss %",
+        "DUT core cycles/frame",
+        "where the lost frames went (last round)",
+    ]);
+    let or_dash = |v: &[f64], digits: usize| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            with_range(v, digits)
+        }
+    };
+    for c in &b.cells {
+        let through = match &c.skipped {
+            Some(why) if c.runs_mpps.is_empty() => format!("skipped: {why}"),
+            _ => or_dash(&c.runs_mpps, 3),
+        };
+        let drops: Vec<String> = c
+            .drops
+            .iter()
+            .map(|(k, v)| format!("{k} {}", crate::render::num(*v)))
+            .collect();
+        table.add_row([
+            c.hops.to_string(),
+            c.technology.clone(),
+            through,
+            or_dash(&c.runs_offered_mpps, 3),
+            or_dash(&c.runs_loss_pct, 1),
+            or_dash(&c.runs_dut_core_cycles, 0),
+            if drops.is_empty() { "-".into() } else { drops.join(", ") },
+        ]);
+    }
+    let _ = writeln!(s, "{table}");
+    for c in b
+        .cells
+        .iter()
+        .filter(|c| c.hops == b.lengths[0] && !c.device.is_empty())
+    {
+        let _ = writeln!(s, "{}: {}", c.technology, c.device);
+    }
+    let _ = writeln!(
+        s,
+        "DUT core cycles/frame: all the DUT core's non-idle time (/proc/stat) per frame the tester got back, whole run; busy-polling hops count their empty polls too."
+    );
+    for r in &b.ratios {
+        let _ = writeln!(
+            s,
+            "ratio  n={}: {} / {} = {:.2}x",
+            r.hops, r.technology, r.over, r.ratio
+        );
+    }
+    s
+}

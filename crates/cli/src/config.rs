@@ -477,7 +477,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
                 _ => {}
             }
         }
-        Chaining::Veth | Chaining::Linux | Chaining::Ovs => {
+        Chaining::Veth | Chaining::Linux | Chaining::Ovs | Chaining::NicSwitch { .. } => {
             hop_cores = resolve_hops(&layers, chaining, &nfs, wiring.is_some(), replicas, settings.core, ctx)?;
             ports = Ports::Veth;
         }
@@ -723,7 +723,7 @@ fn resolve_hops(
             format!("`chaining: {chaining}` joins each NF to the next by one veth pair: linear chains only"),
         ));
     }
-    if chaining != Chaining::Veth
+    if !chaining.runs_sfclab_hops()
         && let Some((i, (name, _))) = nfs.iter().enumerate().find(|(_, (_, spec))| spec.kind() != "forwarder")
     {
         let who = if chaining == Chaining::Linux {

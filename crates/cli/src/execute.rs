@@ -3,14 +3,15 @@
 use sfclab_io::{AfXdpSettings, InterfacePort, PcapSink, PcapSource, ReplayPace, Wire};
 use sfclab_measure::{Trial, TrialResult};
 use sfclab_runtime::{
-    ChainGraph, DeviceUnderTest, RunError, RunReport, RunSettings, WiredReport, WiredSettings, run_across_veth,
-    run_compound_on, run_parallel, run_pipeline,
+    ChainGraph, DeviceUnderTest, HopLinks, RunError, RunReport, RunSettings, WiredReport, WiredSettings,
+    run_across_veth, run_compound_on, run_parallel, run_pipeline,
 };
 use sfclab_traffic::{Generator, Rate, Sink};
 use std::time::Duration;
 
 use crate::config::ChainSpec;
 use crate::settings::{Chaining, Ports};
+use sfclab_topology::MacvlanMode;
 use sfclab_topology::ovs::OvsPort;
 
 /// Builds the chain's NFs (once per replica) and runs it. A wired run (`ports: veth`,
@@ -49,13 +50,14 @@ pub fn run_wired(spec: &ChainSpec) -> Result<WiredReport, RunError> {
         },
         (_, Ports::Linux) => DeviceUnderTest::Linux { hops: 1 },
         // One NF per hop, on its core.
-        (Chaining::Veth, _) => DeviceUnderTest::Hops(
-            spec.build_nfs()?
-                .into_iter()
-                .zip(&spec.hop_cores)
-                .map(|(nf, core)| (ChainGraph::from(vec![nf]), *core))
-                .collect(),
-        ),
+        (Chaining::Veth, _) => DeviceUnderTest::Hops {
+            hops: one_nf_per_hop(spec, |_, nf| vec![nf])?,
+            links: HopLinks::Veth,
+        },
+        (Chaining::NicSwitch { vepa }, _) => DeviceUnderTest::Hops {
+            hops: one_nf_per_hop(spec, |_, nf| vec![nf])?,
+            links: HopLinks::NicSwitch(if vepa { MacvlanMode::Vepa } else { MacvlanMode::Bridge }),
+        },
         // One replica per queue: each builds its own NFs (their state is the replica's).
         _ => DeviceUnderTest::Chain((0..spec.replicas).map(|_| spec.graph()).collect::<Result<_, _>>()?),
     };
@@ -79,6 +81,22 @@ pub fn run_wired(spec: &ChainSpec) -> Result<WiredReport, RunError> {
         ..spec.settings.clone()
     };
     run_across_veth(spec.traffic.clone(), dut, &run, &wired)
+}
+
+type NamedNf = (String, Box<dyn sfclab_core::NetworkFunction>);
+
+/// Each NF of the spec as the graph of its own hop (`hop(i, nf)` makes it), on the hop's
+/// core.
+fn one_nf_per_hop(
+    spec: &ChainSpec,
+    hop: impl Fn(usize, NamedNf) -> Vec<NamedNf>,
+) -> Result<Vec<(ChainGraph, Option<usize>)>, RunError> {
+    Ok(spec
+        .build_nfs()?
+        .into_iter()
+        .enumerate()
+        .map(|(i, nf)| (ChainGraph::from(hop(i, nf)), spec.hop_cores.get(i).copied().flatten()))
+        .collect())
 }
 
 /// The AF_XDP settings of the spec's interface ports.

@@ -118,6 +118,10 @@ enum BenchCmd {
     /// sfclab AF_XDP and AF_PACKET against Linux IP forwarding and DPDK testpmd with two
     /// net_af_xdp vdevs, the same sfclab tester for all, interleaved rounds (needs root).
     Forward(ForwardArgs),
+    /// Chains of n forwarders over every chaining technology sfclab builds (compound,
+    /// veth, nic-switch, Linux forwarding, Open vSwitch), the same sfclab tester for all,
+    /// interleaved rounds (needs root).
+    Chaining(ChainingArgs),
     /// Per-hop cost of forwarders in a compound chain, and DPDK testpmd as the peer.
     Hop(HopArgs),
     /// Maximum throughput against chain length for s_core, bi:K and pbp:K placements,
@@ -330,6 +334,30 @@ struct ForwardArgs {
     #[arg(long)]
     busy_poll: Option<u32>,
     /// Print JSON (schema `sfclab.bench.forward/1`).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ChainingArgs {
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Window of each round.
+    #[arg(long, default_value = "2s")]
+    duration: String,
+    #[arg(long, default_value = "500ms")]
+    warmup: String,
+    /// Frame size with FCS (at least 64: the tester signs each frame).
+    #[arg(long, default_value_t = 64)]
+    size: u16,
+    /// Chain lengths (forwarders, one per hop).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,5,10")]
+    lengths: Vec<usize>,
+    /// Technologies: compound (the whole chain in one namespace), veth, nic-switch,
+    /// linux, ovs (default: all; ovs says skipped where Open vSwitch is not installed).
+    #[arg(long, value_delimiter = ',', default_value = "compound,veth,nic-switch,linux,ovs")]
+    technologies: Vec<String>,
+    /// Print JSON (schema `sfclab.bench.chaining/1`).
     #[arg(long)]
     json: bool,
 }
@@ -549,6 +577,22 @@ fn main() -> ExitCode {
             let result = with_progress(|tick| sfclab_bench::forward::run(&args, tick));
             print_result(result, a.json, None, bench_view::forward_table)
         }
+        Cmd::Bench(BenchCmd::Chaining(a)) => {
+            let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
+                Ok(w) => w,
+                Err(e) => return outcome::fail(outcome::USAGE, &e),
+            };
+            let args = sfclab_bench::chaining::ChainingBenchArgs {
+                duration,
+                warmup,
+                repeat: a.repeat,
+                size: a.size,
+                lengths: a.lengths.clone(),
+                technologies: a.technologies.clone(),
+            };
+            let result = with_progress(|tick| sfclab_bench::chaining::run(&args, tick));
+            print_result(result, a.json, None, bench_view::chaining_table)
+        }
         Cmd::Bench(BenchCmd::Lpm6(a)) => {
             if a.repeat == 0 {
                 return outcome::fail(outcome::USAGE, "need at least one repetition");
@@ -602,7 +646,7 @@ fn main() -> ExitCode {
 }
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
-pub const SCHEMA_NAMES: [&str; 14] = [
+pub const SCHEMA_NAMES: [&str; 15] = [
     "run",
     "search",
     "sweep",
@@ -617,6 +661,7 @@ pub const SCHEMA_NAMES: [&str; 14] = [
     "bench-lpm6",
     "bench-io",
     "bench-forward",
+    "bench-chaining",
 ];
 
 /// The JSON Schema of a published document, by name.
@@ -636,6 +681,7 @@ pub fn schema(name: &str) -> Option<String> {
         "bench-lpm6" => Some(bench_schema_v::<sfclab_bench::lpm6::Lpm6Bench>("lpm6", 1)),
         "bench-io" => Some(bench_schema_v::<sfclab_bench::io::IoBench>("io", 2)),
         "bench-forward" => Some(bench_schema_v::<sfclab_bench::forward::ForwardBench>("forward", 1)),
+        "bench-chaining" => Some(bench_schema_v::<sfclab_bench::chaining::ChainingBench>("chaining", 1)),
         _ => None,
     }
 }

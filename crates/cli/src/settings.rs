@@ -170,7 +170,10 @@ pub struct RunSection {
     /// Open vSwitch bridge on the userspace datapath, ports afxdp, or system with `io:
     /// af_packet`); for those two the chain must be forwarders. `veth`, `linux` and `ovs`
     /// build the namespaces (and start OVS) and test the chain from a tester namespace,
-    /// as `ports: veth`. Needs root for those.
+    /// as `ports: veth`; `nic-switch` (every NF in a namespace with two "virtual
+    /// functions" of one emulated NIC, macvlans in bridge mode standing for its VEB:
+    /// frames cross the switch after every NF) or `nic-switch:vepa` (VEPA: the adjacent
+    /// switch hairpins every frame back). Needs root for those.
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub chaining: Option<Chaining>,
@@ -260,12 +263,24 @@ pub enum Chaining {
     Linux,
     /// Open vSwitch bridges (userspace datapath) joined by veth pairs.
     Ovs,
+    /// Namespaces whose ends are virtual functions of one emulated NIC switch (macvlans
+    /// of one parent: `bridge` mode is VEB, `vepa` sends every frame to the adjacent
+    /// switch and back).
+    NicSwitch { vepa: bool },
 }
 
 impl Chaining {
     /// Whether the chain's hops are namespaces sfclab builds.
     pub fn in_namespaces(self) -> bool {
-        matches!(self, Chaining::Veth | Chaining::Linux | Chaining::Ovs)
+        matches!(
+            self,
+            Chaining::Veth | Chaining::Linux | Chaining::Ovs | Chaining::NicSwitch { .. }
+        )
+    }
+
+    /// Whether sfclab NFs run in the hops (not the kernel's or OVS's forwarding).
+    pub fn runs_sfclab_hops(self) -> bool {
+        matches!(self, Chaining::Veth | Chaining::NicSwitch { .. })
     }
 }
 
@@ -278,8 +293,10 @@ impl FromStr for Chaining {
             "veth" => Ok(Chaining::Veth),
             "linux" => Ok(Chaining::Linux),
             "ovs" => Ok(Chaining::Ovs),
+            "nic-switch" | "nic_switch" | "nic-switch:veb" => Ok(Chaining::NicSwitch { vepa: false }),
+            "nic-switch:vepa" => Ok(Chaining::NicSwitch { vepa: true }),
             _ => Err(format!(
-                "`{s}` is not a chaining: write compound, pipeline, veth, linux or ovs"
+                "`{s}` is not a chaining: write compound, pipeline, veth, linux, ovs, nic-switch (VEB) or nic-switch:vepa"
             )),
         }
     }
@@ -293,6 +310,8 @@ impl Display for Chaining {
             Chaining::Veth => "veth",
             Chaining::Linux => "linux",
             Chaining::Ovs => "ovs",
+            Chaining::NicSwitch { vepa: false } => "nic-switch",
+            Chaining::NicSwitch { vepa: true } => "nic-switch:vepa",
         })
     }
 }

@@ -21,7 +21,7 @@ use serde::Serialize;
 use sfclab_core::{NamedNfs, RxPort};
 use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, QueueSet, Wire};
 use sfclab_topology::ovs::{OvsPort, OvsSwitch};
-use sfclab_topology::{Interface, LinkCounters, Testbed};
+use sfclab_topology::{Interface, LinkCounters, MacvlanMode, Testbed};
 use sfclab_traffic::{Generator, GeneratorConfig, Sink};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,7 +39,10 @@ pub enum DeviceUnderTest {
     /// own between its `d-in` and `d-out`, joined to the next hop by a veth pair; hops
     /// with the same core run in turn on that core's thread (hops without a core share
     /// one unpinned thread).
-    Hops(Vec<(ChainGraph, Option<usize>)>),
+    Hops {
+        hops: Vec<(ChainGraph, Option<usize>)>,
+        links: HopLinks,
+    },
     /// The Linux kernel forwarding IPv4 through `hops` namespaces in a row (seed 002's
     /// baseline; `chaining: linux`).
     Linux { hops: usize },
@@ -55,6 +58,18 @@ pub enum DeviceUnderTest {
         label: String,
         start: ExternalStart,
     },
+}
+
+/// What joins the hops of an sfclab chain in namespaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HopLinks {
+    /// A veth pair from each hop to the next (`chaining: veth`).
+    Veth,
+    /// Every hop's two ends are "virtual functions" (macvlans) of one emulated NIC whose
+    /// switch carries every frame from hop to hop (`chaining: nic-switch`): each hop
+    /// must address the next one's receiving function (`vf_in_mac`), the last one the
+    /// tester's `t-in` (`TESTER_IN_MAC`).
+    NicSwitch(MacvlanMode),
 }
 
 /// Starts an external device under test in a testbed; its guard stops it when dropped.
@@ -155,19 +170,23 @@ pub fn run_across_veth(
         DeviceUnderTest::Chain(replicas) if replicas.is_empty() => {
             return Err(setting("replicas", "the device under test needs at least one replica"));
         }
-        DeviceUnderTest::Hops(hops) if hops.is_empty() => {
+        DeviceUnderTest::Hops { hops, .. } if hops.is_empty() => {
             return Err(setting("chain", "a chain of hops needs at least one"));
         }
         DeviceUnderTest::Linux { hops: 0 } | DeviceUnderTest::Ovs { hops: 0, .. } => {
             return Err(setting("chain", "a chain needs at least one hop"));
         }
         DeviceUnderTest::Chain(replicas) => (1, replicas.len() as u32),
-        DeviceUnderTest::Hops(hops) => (hops.len(), 1),
+        DeviceUnderTest::Hops { hops, .. } => (hops.len(), 1),
         DeviceUnderTest::Linux { hops } | DeviceUnderTest::Ovs { hops, .. } => (*hops, 1),
         DeviceUnderTest::External { .. } => (1, 1),
     };
     let bed = match dut {
         DeviceUnderTest::Ovs { .. } => Testbed::build_switched(hop_count),
+        DeviceUnderTest::Hops {
+            links: HopLinks::NicSwitch(mode),
+            ..
+        } => Testbed::build_nic_switched(hop_count, mode, sfclab_traffic::flows::DST_MAC.0),
         _ => Testbed::build_chain(hop_count, queues),
     }
     .map_err(|e| setting("testbed", e.to_string()))?;
@@ -199,9 +218,13 @@ pub fn run_across_veth(
             };
             (what, None)
         }
-        DeviceUnderTest::Hops(hops) => {
+        DeviceUnderTest::Hops { hops, links } => {
             let n = hops.len();
             for (i, ((graph, core), hop)) in hops.into_iter().zip(&bed.hops).enumerate() {
+                let graph = match links {
+                    HopLinks::Veth => graph,
+                    HopLinks::NicSwitch(_) => addressed_to_next_vf(graph, i, i + 1 == n),
+                };
                 let mut d_in = open(wired.io, &hop.input, &wired.dut_ports, true)?;
                 let mut d_out = open(wired.io, &hop.output, &wired.dut_ports, false)?;
                 let rig = (i, d_in.remove(0), d_out.remove(0), graph);
@@ -210,8 +233,15 @@ pub fn run_across_veth(
                     None => threads.push(DutThread { core, rigs: vec![rig] }),
                 }
             }
+            let joined = match links {
+                HopLinks::Veth => "joined by veth".to_string(),
+                HopLinks::NicSwitch(mode) => format!(
+                    "each with two virtual functions (macvlan, {} mode) of one emulated NIC switch",
+                    mode.name()
+                ),
+            };
             let what = format!(
-                "sfclab chain of {n} hops, each in its own namespace joined by veth ({}), on {} thread(s)",
+                "sfclab chain of {n} hops, each in its own namespace {joined} ({}), on {} thread(s)",
                 wired.io,
                 threads.len()
             );
@@ -328,13 +358,55 @@ pub fn run_across_veth(
         .filter(|(k, v)| **v > 0 && !k.starts_with("datapath hit") && !k.starts_with("datapath missed"))
         .map(|(k, v)| (format!("ovs {k}"), *v))
         .collect();
-    let lost = WireLoss::account(&wire.drops(), &testbed.interfaces, backlog_dropped, &dut, switch_drops);
+    // Each run's input interface in the report's list: t-out, then each hop's d-in and
+    // d-out; replicas share the one d-in.
+    // The tester's receiving sockets are on t-in, the last.
+    let socket_drops: Vec<(usize, u64)> = dut
+        .iter()
+        .enumerate()
+        .map(|(k, d)| (if hop_count > 1 { 1 + 2 * k } else { 1 }, d))
+        .chain([(testbed.interfaces.len() - 1, &tester)])
+        .map(|(input, r)| (input, kernel_receive_drops(r)))
+        .collect();
+    let lost = WireLoss::account(
+        &wire.drops(),
+        &testbed.interfaces,
+        backlog_dropped,
+        &dut,
+        &socket_drops,
+        switch_drops,
+    );
     Ok(WiredReport {
         tester,
         dut,
         testbed,
         lost,
     })
+}
+
+/// Hop `i` of a NIC-switched chain: the switch delivers by destination MAC, so what
+/// leaves the hop must be addressed to the next hop's receiving virtual function (the
+/// last hop's to the tester's `t-in`), from the hop's own sending one, as seed 000's
+/// SR-IOV chains configure each SF to. A hop that is one forwarder is set to do exactly
+/// that; any other gets a forwarder after its NFs that does (`to-next`, a few cycles per
+/// packet, in the hop's report).
+fn addressed_to_next_vf(mut graph: ChainGraph, i: usize, last: bool) -> ChainGraph {
+    use sfclab_nf::forwarder::Forwarder;
+    use sfclab_wire::MacAddr;
+    let next = if last {
+        sfclab_topology::TESTER_IN_MAC
+    } else {
+        sfclab_topology::vf_in_mac(i + 1)
+    };
+    let address = Box::new(Forwarder::with_macs(
+        MacAddr(next),
+        MacAddr(sfclab_topology::vf_out_mac(i)),
+    ));
+    match graph.nfs.as_mut_slice() {
+        [(_, nf)] if nf.kind() == "forwarder" => *nf = address,
+        _ => graph.nfs.push(("to-next".to_string(), address)),
+    }
+    graph
 }
 
 /// Starts Open vSwitch in the switched testbed's namespace and makes hop i a bridge
@@ -451,19 +523,39 @@ impl WireLoss {
         interfaces: &[InterfaceReport],
         backlog_dropped: u64,
         dut: &[RunReport],
+        socket_drops: &[(usize, u64)],
         switch_drops: BTreeMap<String, u64>,
     ) -> WireLoss {
         let tester: BTreeMap<String, u64> = tester.iter().map(|&(k, v)| (k.to_string(), v)).collect();
         let mut explained = switch_drops;
-        for i in interfaces {
+        let place_of = |i: &InterfaceReport| {
             // A chain of namespaces has a `d-in` in each: name the hop's namespace too.
-            let repeated = interfaces.iter().filter(|o| o.interface == i.interface).count() > 1;
-            let place = if repeated {
+            if interfaces.iter().filter(|o| o.interface == i.interface).count() > 1 {
                 let role = i.namespace.rsplit('-').next().unwrap_or(&i.namespace);
                 format!("{role} {}", i.interface)
             } else {
                 i.interface.clone()
-            };
+            }
+        };
+        // What the receiving sockets (the DUT's, the tester's) say the kernel dropped
+        // before they saw it, per input interface. Where XDP runs in the driver the
+        // interface counts the same frames as its rx_dropped: only the excess is new.
+        let mut by_input = vec![0u64; interfaces.len()];
+        for &(input, n) in socket_drops {
+            if let Some(slot) = by_input.get_mut(input) {
+                *slot += n;
+            }
+        }
+        for (i, n) in interfaces.iter().zip(&by_input) {
+            if *n > i.rx_dropped {
+                explained.insert(
+                    format!("{} sockets (beyond its rx_dropped)", place_of(i)),
+                    n - i.rx_dropped,
+                );
+            }
+        }
+        for i in interfaces {
+            let place = place_of(i);
             for (what, n) in [
                 ("rx_dropped", i.rx_dropped),
                 ("rx_errors", i.rx_errors),
@@ -492,6 +584,17 @@ impl WireLoss {
             counted_beyond: seen.saturating_sub(unseen),
         }
     }
+}
+
+/// Frames the kernel dropped before a run's receiving sockets saw them (`XDP_STATISTICS`
+/// rx_dropped, which counts an empty fill ring too, and rx_ring_full; AF_PACKET's
+/// tp_drops), from the counters of the run's source.
+fn kernel_receive_drops(r: &RunReport) -> u64 {
+    let counters = r.places.first().map(|p| &p.counters);
+    ["kernel_rx_dropped", "kernel_rx_ring_full"]
+        .iter()
+        .filter_map(|c| counters.and_then(|m| m.get(*c)))
+        .sum()
 }
 
 /// Frames the kernel dropped because a CPU's input queue (the backlog that RPS and
@@ -561,6 +664,7 @@ mod tests {
             &[iface("d-in", 60), iface("t-in", 0)],
             25,
             &[],
+            &[],
             BTreeMap::new(),
         );
         assert_eq!(l.explained.get("d-in rx_dropped"), Some(&60));
@@ -569,7 +673,25 @@ mod tests {
         assert_eq!((l.unaccounted, l.counted_beyond), (15, 0));
         assert_eq!(l.tester.get("tx-refused"), Some(&5));
         // Counters that saw more than the tester lost (the kernel's own frames) say so.
-        let l = WireLoss::account(&tester, &[iface("d-in", 130)], 0, &[], BTreeMap::new());
+        let l = WireLoss::account(&tester, &[iface("d-in", 130)], 0, &[], &[], BTreeMap::new());
         assert_eq!((l.unaccounted, l.counted_beyond), (0, 30));
+    }
+
+    #[test]
+    fn socket_drops_add_only_what_their_interface_did_not_count_and_hops_are_named() {
+        let tester = [("unaccounted", 100)];
+        let mut a = iface("d-in", 30);
+        a.namespace = "sfclab-1-0-dut1".into();
+        let mut b = iface("d-in", 0);
+        b.namespace = "sfclab-1-0-dut2".into();
+        // Hop 1's socket saw the interface's 30 (native XDP counts both); hop 2's 50
+        // were seen by its socket alone (generic XDP on a macvlan).
+        let switch = BTreeMap::from([("ovs s1-in rx_dropped".to_string(), 5)]);
+        let l = WireLoss::account(&tester, &[a, b], 0, &[], &[(0, 30), (1, 50)], switch);
+        assert_eq!(l.explained.get("dut1 d-in rx_dropped"), Some(&30));
+        assert_eq!(l.explained.get("dut2 d-in sockets (beyond its rx_dropped)"), Some(&50));
+        assert!(!l.explained.contains_key("dut1 d-in sockets (beyond its rx_dropped)"));
+        assert_eq!(l.explained.get("ovs s1-in rx_dropped"), Some(&5));
+        assert_eq!((l.unaccounted, l.counted_beyond), (15, 0));
     }
 }

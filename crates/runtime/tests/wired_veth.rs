@@ -168,7 +168,16 @@ fn a_chain_of_hops_in_namespaces_passes_every_frame_through_every_hop() {
             io,
             ..WiredSettings::default()
         };
-        let r = run_across_veth(traffic, DeviceUnderTest::Hops(hops), &run, &wired).unwrap();
+        let r = run_across_veth(
+            traffic,
+            DeviceUnderTest::Hops {
+                hops,
+                links: sfclab_runtime::HopLinks::Veth,
+            },
+            &run,
+            &wired,
+        )
+        .unwrap();
         let t = &r.tester;
         assert!(t.conservation.holds, "{io}: {}", t.conservation);
         assert_eq!(t.window_loss.lost, 0, "{io}: {:?}", t.places[0]);

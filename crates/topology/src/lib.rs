@@ -25,7 +25,7 @@ mod testbed;
 pub use command::TopologyError;
 pub use counters::LinkCounters;
 pub use namespace::{Interface, Namespace};
-pub use testbed::{Hop, Testbed};
+pub use testbed::{Hop, TESTER_IN_MAC, Testbed, vf_in_mac, vf_out_mac};
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -44,6 +44,26 @@ pub struct Topology {
     /// `sfclab-<pid>-<n>`: the start of every name this topology gives.
     run: String,
     namespaces: Vec<Namespace>,
+    /// Macvlans made so far (their temporary names).
+    macvlans: u32,
+}
+
+/// How the macvlans of one parent reach each other: as an SR-IOV NIC's embedded switch
+/// does (`bridge`, VEB: switched inside), or through the adjacent switch (`vepa`: every
+/// frame leaves by the parent, and the switch on the other side sends it back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MacvlanMode {
+    Bridge,
+    Vepa,
+}
+
+impl MacvlanMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            MacvlanMode::Bridge => "bridge",
+            MacvlanMode::Vepa => "vepa",
+        }
+    }
 }
 
 impl Topology {
@@ -55,6 +75,7 @@ impl Topology {
         Ok(Topology {
             run: format!("{PREFIX}{}-{n}", std::process::id()),
             namespaces: Vec::new(),
+            macvlans: 0,
         })
     }
 
@@ -130,6 +151,46 @@ impl Topology {
         ia.set_up()?;
         ib.set_up()?;
         Ok((ia, ib))
+    }
+
+    /// A macvlan on `parent` (an interface of namespace `parent.0`) in `mode`, with
+    /// address `mac`, moved into namespace `into.0` under the name `into.1`, up: a
+    /// "virtual function" of an emulated NIC whose switch is the parent's macvlan port.
+    pub fn macvlan(
+        &mut self,
+        parent: (&Namespace, &str),
+        mode: MacvlanMode,
+        mac: [u8; 6],
+        into: (&Namespace, &str),
+    ) -> Result<Interface, TopologyError> {
+        if into.1.is_empty() || into.1.len() > 15 || into.1.contains(['/', ' ']) {
+            return Err(TopologyError::BadName(into.1.to_string()));
+        }
+        // A temporary name unique in the parent's namespace, renamed in its own.
+        let n = self.macvlans;
+        self.macvlans += 1;
+        let temporary = format!("mv{n}");
+        let address = mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+        command::ip(&[
+            "-n",
+            parent.0.name(),
+            "link",
+            "add",
+            &temporary,
+            "link",
+            parent.1,
+            "address",
+            &address,
+            "type",
+            "macvlan",
+            "mode",
+            mode.name(),
+        ])?;
+        command::ip(&["-n", parent.0.name(), "link", "set", &temporary, "netns", into.0.name()])?;
+        command::ip(&["-n", into.0.name(), "link", "set", &temporary, "name", into.1])?;
+        let interface = Interface::new(into.0.clone(), into.1);
+        interface.set_up()?;
+        Ok(interface)
     }
 
     /// Removes every namespace (and so every link and XDP program) this topology built, and

@@ -12,8 +12,26 @@
 //!   t-out ──► d-in [hop] d-out ──► d-in [hop] d-out ──► ... ──► d-in [hop] d-out ──► t-in
 //! ```
 
-use crate::command::TopologyError;
-use crate::{Interface, Namespace, Topology};
+use crate::command::{self, TopologyError};
+use crate::{Interface, MacvlanMode, Namespace, Topology};
+
+/// The tester's `t-in` in a NIC-switched testbed: where the last hop sends.
+pub const TESTER_IN_MAC: [u8; 6] = [0x02, 0x5f, 0xc1, 0xff, 0xff, 0x01];
+
+/// The address of hop i's receiving virtual function (i > 0; hop 0's is the tester's
+/// destination) in a NIC-switched testbed: where hop i-1 sends.
+pub fn vf_in_mac(i: usize) -> [u8; 6] {
+    [0x02, 0x5f, 0xc1, 0x01, (i >> 8) as u8, i as u8]
+}
+
+/// The address of hop i's sending virtual function in a NIC-switched testbed.
+pub fn vf_out_mac(i: usize) -> [u8; 6] {
+    [0x02, 0x5f, 0xc1, 0x02, (i >> 8) as u8, i as u8]
+}
+
+fn mac_text(mac: [u8; 6]) -> String {
+    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
 
 /// One hop of the device under test: its namespace and the two ends it forwards between.
 pub struct Hop {
@@ -59,6 +77,91 @@ impl Testbed {
     /// hop i's `s<i>-out` is paired with hop i+1's `s<i+1>-in` in that namespace.
     pub fn build_switched(hops: usize) -> Result<Testbed, TopologyError> {
         Self::build_hops(hops, 1, true)
+    }
+
+    /// `hops` namespaces whose ends are "virtual functions" of one emulated NIC: macvlans
+    /// of the NIC's port `p0` (in `<run>-nic`, the tester's `t-out` at its other end),
+    /// in `mode`. Hop i receives on `d-in` (address `vf_in_mac(i)`; hop 0's is
+    /// `ingress_mac`, where the tester's frames go) and sends on `d-out`
+    /// (`vf_out_mac(i)`); the last hop's `d-out` is a macvlan of a second port `p1`,
+    /// whose other end is the tester's `t-in` (address [`TESTER_IN_MAC`]). A frame
+    /// crosses the switch after every hop: 2n I/O operations for n hops, as in seed 000.
+    /// With `vepa`, `p0`'s other end is a Linux bridge in `<run>-wire` with hairpin on
+    /// that port (and the tester's `t-out` on another), standing for the external
+    /// switch VEPA needs.
+    pub fn build_nic_switched(hops: usize, mode: MacvlanMode, ingress_mac: [u8; 6]) -> Result<Testbed, TopologyError> {
+        let hops = hops.max(1);
+        let mut topology = Topology::new()?;
+        let tester = topology.namespace("tester")?;
+        let nic = topology.namespace("nic")?;
+        let tester_out = match mode {
+            MacvlanMode::Bridge => topology.veth((&tester, "t-out"), (&nic, "p0"))?.0,
+            MacvlanMode::Vepa => {
+                let wire = topology.namespace("wire")?;
+                let (tester_out, e1) = topology.veth((&tester, "t-out"), (&wire, "e1"))?;
+                let (e0, _) = topology.veth((&wire, "e0"), (&nic, "p0"))?;
+                e0.ip(&["link", "add", "br0", "type", "bridge", "stp_state", "0"])?;
+                e0.ip(&["link", "set", "br0", "up"])?;
+                for port in [&e0, &e1] {
+                    port.ip(&["link", "set", port.name(), "master", "br0"])?;
+                }
+                // VEPA's adjacent switch sends frames back out of the port they came in.
+                e0.ip(&["link", "set", "dev", e0.name(), "type", "bridge_slave", "hairpin", "on"])?;
+                // Every virtual function is behind e0: known, so nothing is flooded.
+                for i in 0..hops {
+                    let mac = if i == 0 { ingress_mac } else { vf_in_mac(i) };
+                    let m = mac_text(mac);
+                    command::run(
+                        "bridge",
+                        &[
+                            "-n",
+                            wire.name(),
+                            "fdb",
+                            "replace",
+                            &m,
+                            "dev",
+                            e0.name(),
+                            "master",
+                            "static",
+                        ],
+                    )?;
+                }
+                tester_out
+            }
+        };
+        let (tester_in, _) = topology.veth((&tester, "t-in"), (&nic, "p1"))?;
+        tester_in.ip(&[
+            "link",
+            "set",
+            "dev",
+            tester_in.name(),
+            "address",
+            &mac_text(TESTER_IN_MAC),
+        ])?;
+        let mut built = Vec::with_capacity(hops);
+        for i in 0..hops {
+            let ns = topology.namespace(&if hops == 1 {
+                "dut".to_string()
+            } else {
+                format!("dut{}", i + 1)
+            })?;
+            let in_mac = if i == 0 { ingress_mac } else { vf_in_mac(i) };
+            let input = topology.macvlan((&nic, "p0"), mode, in_mac, (&ns, "d-in"))?;
+            let out_parent = if i + 1 == hops { "p1" } else { "p0" };
+            let output = topology.macvlan((&nic, out_parent), mode, vf_out_mac(i), (&ns, "d-out"))?;
+            built.push(Hop {
+                namespace: ns,
+                input,
+                output,
+            });
+        }
+        Ok(Testbed {
+            tester,
+            tester_out,
+            tester_in,
+            hops: built,
+            topology,
+        })
     }
 
     fn build_hops(hops: usize, queues: u32, switched: bool) -> Result<Testbed, TopologyError> {

@@ -1,0 +1,328 @@
+//! `sfclab bench chaining`: chains of n forwarders, one per hop, over every chaining
+//! technology sfclab can build on this machine, measured by the same tester in
+//! interleaved rounds (seed 002 Section IV, seed 000 Fig. 3, seed 004 Fig. 3/4). The
+//! tester is sfclab's generator and sink on one core, AF_XDP on `t-out`/`t-in`, offering
+//! as much as it can send (for every chain here that is more than the chain forwards:
+//! the figures are throughput under overload). The chain runs on the other core:
+//!
+//! - **compound**: the whole chain one sfclab compound run (function calls) in one
+//!   namespace between the tester's veth pairs: the I/O paid once, whatever n;
+//! - **veth**: each forwarder an sfclab compound run in a namespace of its own, hops
+//!   joined by veth pairs, AF_XDP on every hop end, all hops taking turns on the DUT
+//!   core's thread;
+//! - **nic-switch**: the same hops, each with two "virtual functions" (macvlans in
+//!   bridge mode of one parent: an emulated NIC's VEB), so a frame crosses the switch
+//!   after every hop;
+//! - **linux**: every hop a namespace whose kernel forwards IPv4 (RPS on the DUT core),
+//!   no user-space process: seed 002's baseline;
+//! - **ovs**: every hop an Open vSwitch bridge on the userspace datapath with afxdp
+//!   ports, OVS's PMD thread on the DUT core: seed 002's other baseline.
+//!
+//! Per cell: frames the tester got back per second, the offered rate, the loss, the DUT
+//! core's cycles per delivered frame (`/proc/stat`: all its non-idle time), and the
+//! drops the kernel, OVS and the hops counted, by place.
+
+use serde::Serialize;
+use sfclab_io::IoKind;
+use sfclab_runtime::{DeviceUnderTest, HopLinks, RunSettings, WiredSettings, run_across_veth};
+use sfclab_topology::MacvlanMode;
+use sfclab_topology::ovs::OvsPort;
+use sfclab_traffic::GeneratorConfig;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::{Interruptible, Machine, median_if_any, stop_requested};
+
+pub const CHAINING_SCHEMA: &str = "sfclab.bench.chaining/1";
+
+/// The technologies, in the order rows are shown and measured.
+pub const TECHNOLOGIES: [&str; 5] = ["compound", "veth", "nic-switch", "linux", "ovs"];
+
+/// One technology at one chain length.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ChainingCell {
+    /// `compound`, `veth`, `nic-switch`, `linux` or `ovs`.
+    pub technology: String,
+    /// Forwarders (hops) in the chain.
+    pub hops: usize,
+    /// What was built, as the testbed report says it.
+    pub device: String,
+    /// Frames the tester received per second, millions, per round.
+    pub runs_mpps: Vec<f64>,
+    pub mpps: Option<f64>,
+    /// Frames the tester put on the wire per second, millions, per round (what it
+    /// generated less what its own transmit refused).
+    pub runs_offered_mpps: Vec<f64>,
+    /// Frames lost across the chain in the window, percent of those offered, per round.
+    pub runs_loss_pct: Vec<f64>,
+    /// TSC cycles of the DUT core (all its non-idle time, `/proc/stat`) per frame the
+    /// tester got back, whole run, per round.
+    pub runs_dut_core_cycles: Vec<f64>,
+    pub dut_core_cycles: Option<f64>,
+    /// Where the frames lost went in the last round, by place (kernel interface
+    /// counters, softnet backlog, OVS datapath and ports, the hops' own drops), and
+    /// `unaccounted` for what none of them saw.
+    pub drops: BTreeMap<String, u64>,
+    pub skipped: Option<String>,
+}
+
+/// One technology over another at one chain length, medians.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ChainingRatio {
+    pub hops: usize,
+    pub technology: String,
+    pub over: String,
+    pub ratio: f64,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ChainingBench {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub machine: Machine,
+    pub frame_size: u16,
+    pub duration_s: f64,
+    pub repeat: usize,
+    pub interrupted: bool,
+    pub tester_core: usize,
+    pub dut_core: usize,
+    /// What the tester is, the same for every cell.
+    pub tester: String,
+    pub lengths: Vec<usize>,
+    pub cells: Vec<ChainingCell>,
+    /// veth over linux and over ovs, nic-switch over veth, compound over veth, at each
+    /// length.
+    pub ratios: Vec<ChainingRatio>,
+}
+
+impl Interruptible for ChainingBench {
+    fn interrupted(&self) -> bool {
+        self.interrupted
+    }
+}
+
+pub struct ChainingBenchArgs {
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub repeat: usize,
+    pub size: u16,
+    /// Chain lengths.
+    pub lengths: Vec<usize>,
+    /// Technologies to measure (of [`TECHNOLOGIES`]).
+    pub technologies: Vec<String>,
+}
+
+fn forwarders(n: usize, core: usize) -> Vec<(sfclab_runtime::ChainGraph, Option<usize>)> {
+    (0..n)
+        .map(|i| {
+            let nf = sfclab_nf::NfSpec::default_of("forwarder")
+                .expect("a registered NF")
+                .build();
+            (vec![(format!("forwarder{}", i + 1), nf)].into(), Some(core))
+        })
+        .collect()
+}
+
+fn device(technology: &str, n: usize, dut_core: usize) -> DeviceUnderTest {
+    match technology {
+        "compound" => {
+            let nfs: sfclab_core::NamedNfs = forwarders(n, dut_core).into_iter().flat_map(|(g, _)| g.nfs).collect();
+            DeviceUnderTest::Chain(vec![nfs.into()])
+        }
+        "veth" => DeviceUnderTest::Hops {
+            hops: forwarders(n, dut_core),
+            links: HopLinks::Veth,
+        },
+        "nic-switch" => DeviceUnderTest::Hops {
+            hops: forwarders(n, dut_core),
+            links: HopLinks::NicSwitch(MacvlanMode::Bridge),
+        },
+        "linux" => DeviceUnderTest::Linux { hops: n },
+        _ => DeviceUnderTest::Ovs {
+            hops: n,
+            ports: OvsPort::AfXdp,
+        },
+    }
+}
+
+struct Round {
+    mpps: f64,
+    offered_mpps: f64,
+    loss_pct: f64,
+    core_cycles: Option<f64>,
+    device: String,
+    drops: BTreeMap<String, u64>,
+}
+
+fn round(technology: &str, n: usize, args: &ChainingBenchArgs, cores: (usize, usize)) -> Result<Round, String> {
+    let traffic = GeneratorConfig {
+        sizes: sfclab_traffic::FrameSizes::Fixed { size: args.size },
+        flows: 256,
+        probe_pps: 0.0,
+        ..GeneratorConfig::default()
+    };
+    let run = RunSettings {
+        duration: Some(args.duration),
+        warmup: args.warmup,
+        core: Some(cores.0),
+        accounting: false,
+        ..RunSettings::default()
+    };
+    let wired = WiredSettings {
+        io: IoKind::AfXdp,
+        dut_core: Some(cores.1),
+        ..WiredSettings::default()
+    };
+    let before = crate::forward::core_jiffies(cores.1);
+    let started = std::time::Instant::now();
+    let w = run_across_veth(traffic, device(technology, n, cores.1), &run, &wired).map_err(|e| e.to_string())?;
+    let seconds = started.elapsed().as_secs_f64();
+    let after = crate::forward::core_jiffies(cores.1);
+    let t = &w.tester;
+    let delivered = w.testbed.interfaces.last().map_or(0, |i| i.rx_packets);
+    let core_cycles = match (before, after) {
+        (Some(b), Some(a)) if delivered > 0 && a.1 > b.1 => {
+            let busy_share = (a.0 - b.0) as f64 / (a.1 - b.1) as f64;
+            Some(busy_share * seconds * sfclab_core::tsc::hz() / delivered as f64)
+        }
+        _ => None,
+    };
+    let offered = t.window_loss.sent.saturating_sub(t.not_offered);
+    let mut drops = w.lost.explained.clone();
+    if w.lost.unaccounted > 0 {
+        drops.insert("unaccounted".into(), w.lost.unaccounted);
+    }
+    Ok(Round {
+        mpps: t.mpps,
+        offered_mpps: offered as f64 / t.duration_s.max(f64::MIN_POSITIVE) / 1e6,
+        loss_pct: t.window_loss.lost.saturating_sub(t.not_offered) as f64 * 100.0 / offered.max(1) as f64,
+        core_cycles,
+        device: w.testbed.device_under_test.clone(),
+        drops,
+    })
+}
+
+fn ovs_missing() -> Option<String> {
+    let found = std::process::Command::new("ovs-vswitchd")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    (!found).then(|| "Open vSwitch not installed (Debian: apt-get install openvswitch-switch)".to_string())
+}
+
+/// Runs the rounds: in each, every length, and at each length every technology in turn.
+pub fn run(args: &ChainingBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Result<ChainingBench, String> {
+    let cores = sfclab_runtime::placement::allowed_cores();
+    let (tester_core, dut_core) = match cores.as_slice() {
+        [a, b, ..] => (*a, *b),
+        _ => return Err("bench chaining needs two cores this process may use".into()),
+    };
+    if let Some(bad) = args.technologies.iter().find(|t| !TECHNOLOGIES.contains(&t.as_str())) {
+        return Err(format!("`{bad}` is not a technology here: {}", TECHNOLOGIES.join(", ")));
+    }
+    if args.lengths.is_empty() || args.lengths.contains(&0) {
+        return Err("chain lengths: at least one, each at least 1".into());
+    }
+    let mut cells = Vec::new();
+    for &n in &args.lengths {
+        for t in TECHNOLOGIES
+            .iter()
+            .filter(|t| args.technologies.iter().any(|a| a == *t))
+        {
+            cells.push(ChainingCell {
+                technology: t.to_string(),
+                hops: n,
+                device: String::new(),
+                runs_mpps: Vec::new(),
+                mpps: None,
+                runs_offered_mpps: Vec::new(),
+                runs_loss_pct: Vec::new(),
+                runs_dut_core_cycles: Vec::new(),
+                dut_core_cycles: None,
+                drops: BTreeMap::new(),
+                skipped: if *t == "ovs" { ovs_missing() } else { None },
+            });
+        }
+    }
+    let total = args.repeat * cells.iter().filter(|c| c.skipped.is_none()).count();
+    let (mut done, mut interrupted, mut repeat) = (0, false, 0);
+    'rounds: for k in 0..args.repeat {
+        for c in cells.iter_mut() {
+            if stop_requested() {
+                interrupted = true;
+                break 'rounds;
+            }
+            if c.skipped.is_some() {
+                continue;
+            }
+            match round(&c.technology, c.hops, args, (tester_core, dut_core)) {
+                Ok(x) => {
+                    c.runs_mpps.push(x.mpps);
+                    c.runs_offered_mpps.push(x.offered_mpps);
+                    c.runs_loss_pct.push(x.loss_pct);
+                    c.runs_dut_core_cycles.extend(x.core_cycles);
+                    c.device = x.device;
+                    c.drops = x.drops;
+                }
+                // A peer technology that fails says so in its cell; sfclab's own failing
+                // is the bench's failure.
+                Err(e) if c.technology == "linux" || c.technology == "ovs" => c.skipped = Some(e),
+                Err(e) => return Err(format!("{} n={}: {e}", c.technology, c.hops)),
+            }
+            done += 1;
+            tick(done, total, &format!("round {}: {} n={}", k + 1, c.technology, c.hops));
+        }
+        repeat = k + 1;
+    }
+    if cells.iter().all(|c| c.runs_mpps.is_empty()) {
+        return Err("interrupted before the first round finished".into());
+    }
+    for c in cells.iter_mut() {
+        c.mpps = median_if_any(&c.runs_mpps);
+        c.dut_core_cycles = median_if_any(&c.runs_dut_core_cycles);
+    }
+    let median = |t: &str, n: usize| {
+        cells
+            .iter()
+            .find(|c| c.technology == t && c.hops == n)
+            .and_then(|c| c.mpps)
+    };
+    let mut ratios = Vec::new();
+    for &n in &args.lengths {
+        for (t, over) in [
+            ("veth", "linux"),
+            ("veth", "ovs"),
+            ("nic-switch", "veth"),
+            ("compound", "veth"),
+        ] {
+            if let (Some(x), Some(y)) = (median(t, n), median(over, n))
+                && y > 0.0
+            {
+                ratios.push(ChainingRatio {
+                    hops: n,
+                    technology: t.into(),
+                    over: over.into(),
+                    ratio: x / y,
+                });
+            }
+        }
+    }
+    Ok(ChainingBench {
+        schema: CHAINING_SCHEMA,
+        version: env!("CARGO_PKG_VERSION"),
+        machine: Machine::read(),
+        frame_size: args.size,
+        duration_s: args.duration.as_secs_f64(),
+        repeat: repeat.max(1),
+        interrupted,
+        tester_core,
+        dut_core,
+        tester: format!(
+            "sfclab generator and sink on core {tester_core}, AF_XDP on t-out/t-in, {}-byte UDP frames in 256 flows, as fast as it sends",
+            args.size
+        ),
+        lengths: args.lengths.clone(),
+        cells,
+        ratios,
+    })
+}
