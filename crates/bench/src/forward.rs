@@ -113,6 +113,14 @@ impl Drop for Running {
     }
 }
 
+impl sfclab_runtime::RunningDut for Running {
+    /// testpmd's own counts are not read back: its row's figures are the tester's.
+    fn stop(self: Box<Self>) -> sfclab_runtime::ExternalOutcome {
+        drop(self);
+        sfclab_runtime::ExternalOutcome::default()
+    }
+}
+
 fn testpmd_dut(
     bin: String,
     cores: (usize, usize),
@@ -120,6 +128,7 @@ fn testpmd_dut(
 ) -> DeviceUnderTest {
     use sfclab_peers::testpmd::{Testpmd, TestpmdSpec, wait_until};
     DeviceUnderTest::External {
+        hops: 1,
         label: "dpdk-testpmd io forwarding (net_af_xdp)".into(),
         start: Box::new(move |bed: &Testbed| {
             let spec = TestpmdSpec {
@@ -140,7 +149,7 @@ fn testpmd_dut(
             wait_until(&mut procs, Duration::from_secs(90), "io forwarding start", |p| {
                 p[0].is_some()
             })?;
-            Ok(Box::new(Running(procs.pop())) as Box<dyn Send>)
+            Ok(Box::new(Running(procs.pop())) as Box<dyn sfclab_runtime::RunningDut>)
         }),
     }
 }

@@ -17,7 +17,7 @@
 //! the flag. Unknown keys are errors, never ignored.
 
 use crate::located::{Located, Step, steps_of_text};
-use crate::settings::{Chaining, Layers, Ports, Runtime, Settings, flag_of};
+use crate::settings::{Chaining, Isolation, Layers, Ports, Runtime, Settings, flag_of};
 use serde_json::{Map, Value};
 use sfclab_nf::{NfSpec, SpecError};
 use sfclab_runtime::{ChainGraph, LinkMode, Next, PipelineSettings, Placement, RunSettings};
@@ -107,6 +107,10 @@ pub struct ChainSpec {
     pub chaining: Chaining,
     /// With `chaining: veth`: the core of each hop (hops on one core share its thread).
     pub hop_cores: Vec<Option<usize>>,
+    /// With `chaining: veth`: hops as threads of this process, or as processes.
+    pub isolation: Isolation,
+    /// `ports: dut:`: created once the ports are open.
+    pub ready_file: Option<std::path::PathBuf>,
     /// XDP mode of the AF_XDP ports of a wired run (`None`: native where available).
     pub xdp_mode: Option<sfclab_io::XdpMode>,
     /// The wired run's ports: AF_XDP or AF_PACKET.
@@ -482,6 +486,17 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
             ports = Ports::Veth;
         }
     }
+    let isolation = r.isolation.unwrap_or_default();
+    if r.isolation.is_some() && chaining != Chaining::Veth {
+        return Err(ctx.setting(
+            "run",
+            "isolation",
+            format!("chooses what the hops of `chaining: veth` run as; this chain's chaining is `{chaining}`"),
+        ));
+    }
+    if r.ready_file.is_some() && !matches!(ports, Ports::Dut { .. }) {
+        return Err(ctx.setting("run", "ready_file", "is for `ports: dut:` runs (a hop process)"));
+    }
     // Between a testbed's interfaces, replicas are compound runs, one per queue.
     let queued_replicas = ports == Ports::Veth && !chaining.in_namespaces();
     if replicas > 1 && ports != Ports::Memory && !queued_replicas {
@@ -674,6 +689,8 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         ports,
         chaining,
         hop_cores,
+        isolation,
+        ready_file: r.ready_file.as_ref().map(std::path::PathBuf::from),
         xdp_mode: r.xdp_mode,
         io_kind: r.io.unwrap_or_default(),
         busy_poll: r.busy_poll,

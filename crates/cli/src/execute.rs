@@ -10,7 +10,7 @@ use sfclab_traffic::{Generator, Rate, Sink};
 use std::time::Duration;
 
 use crate::config::ChainSpec;
-use crate::settings::{Chaining, Ports};
+use crate::settings::{Chaining, Isolation, Ports};
 use sfclab_topology::MacvlanMode;
 use sfclab_topology::ovs::OvsPort;
 
@@ -50,6 +50,12 @@ pub fn run_wired(spec: &ChainSpec) -> Result<WiredReport, RunError> {
         },
         (_, Ports::Linux) => DeviceUnderTest::Linux { hops: 1 },
         // One NF per hop, on its core.
+        (Chaining::Veth, _) if spec.isolation == Isolation::Process => {
+            crate::hop_processes::device(spec).map_err(|reason| RunError::Setting {
+                key: "isolation",
+                reason,
+            })?
+        }
         (Chaining::Veth, _) => DeviceUnderTest::Hops {
             hops: one_nf_per_hop(spec, |_, nf| vec![nf])?,
             links: HopLinks::Veth,
@@ -119,6 +125,12 @@ fn open_interface(spec: &ChainSpec, interface: &str, receive: bool) -> Result<In
 fn run_between_interfaces(spec: &ChainSpec, input: &str, output: &str) -> Result<RunReport, RunError> {
     let rx = open_interface(spec, input, true)?;
     let tx = open_interface(spec, output, false)?;
+    if let Some(ready) = &spec.ready_file {
+        std::fs::write(ready, b"").map_err(|e| RunError::Setting {
+            key: "ready_file",
+            reason: format!("{}: {e}", ready.display()),
+        })?;
+    }
     run_compound_on(rx, tx, spec.graph()?, &spec.settings)
 }
 

@@ -4,6 +4,7 @@
 mod bench_view;
 mod config;
 mod execute;
+mod hop_processes;
 mod located;
 mod outcome;
 mod progress;

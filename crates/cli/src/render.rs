@@ -232,6 +232,10 @@ pub struct RunDocument<'a> {
     /// k, or hop i's at i; the document's report is then the tester's.
     #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
     pub dut: &'a [RunReport],
+    /// `chaining: veth` with `isolation: process`: each hop process's own document
+    /// (`sfclab run --json` of that hop, this schema), hop i's at i.
+    #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
+    pub dut_processes: &'a [serde_json::Value],
     /// A wired run: what was built (namespaces, interfaces and their kernel counters).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub testbed: Option<&'a sfclab_runtime::wired::TestbedReport>,
@@ -256,6 +260,7 @@ pub fn json(name: &str, nfs: &[(String, sfclab_nf::NfSpec)], r: &RunReport) -> S
         chain_config,
         report: r,
         dut: &[],
+        dut_processes: &[],
         testbed: None,
         wire_loss: None,
     };
@@ -272,6 +277,7 @@ pub fn json_wired(name: &str, nfs: &[(String, sfclab_nf::NfSpec)], w: &WiredRepo
         chain_config,
         report: &w.tester,
         dut: &w.dut,
+        dut_processes: &w.dut_processes,
         testbed: Some(&w.testbed),
         wire_loss: Some(&w.lost),
     };
@@ -307,6 +313,23 @@ pub fn table_wired(name: &str, w: &WiredReport) -> String {
             "\nDEVICE UNDER TEST: the chain between d-in and d-out\n".to_string()
         };
         s += &table(name, d);
+    }
+    for (k, d) in w.dut_processes.iter().enumerate() {
+        s += &format!(
+            "\nDEVICE UNDER TEST, hop {} (a process in {}): {} took in {}, passed on {}, dropped {}; {:.1} busy TSC cycles/packet{}\n",
+            k + 1,
+            bed.namespaces.get(k + 1).map_or("?", String::as_str),
+            d["chain"].as_array().map_or(String::new(), |c| c
+                .iter()
+                .filter_map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(" -> ")),
+            num(d["generated"].as_u64().unwrap_or(0)),
+            num(d["received"].as_u64().unwrap_or(0)),
+            num(d["dropped"].as_u64().unwrap_or(0)),
+            d["busy_cycles_per_packet"].as_f64().unwrap_or(f64::NAN),
+            d["error"].as_str().map_or(String::new(), |e| format!(" ({e})")),
+        );
     }
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::NOTHING);

@@ -177,6 +177,17 @@ pub struct RunSection {
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub chaining: Option<Chaining>,
+    /// With `chaining: veth`: `thread` (the default: each hop a thread of this process
+    /// that entered its namespace) or `process` (each hop an sfclab process of its own,
+    /// started inside its namespace, as NFs in containers are; each reports its own run).
+    #[arg(long)]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+    /// A file to create once the ports of a `ports: dut:` run are open: how a parent
+    /// that started this run (a hop process) knows it forwards.
+    #[arg(long, hide = true)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_file: Option<String>,
     /// `compound` (one core, the default) or `pipeline` (stages on cores joined by rings).
     #[arg(long, help_heading = "Pipeline")]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
@@ -246,6 +257,34 @@ impl Settings {
         section_map(&self.traffic).contains_key(key)
             || section_map(&self.run).contains_key(key)
             || section_map(&self.pipeline).contains_key(key)
+    }
+}
+
+/// What a hop of a chain in namespaces runs as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Isolation {
+    #[default]
+    Thread,
+    Process,
+}
+
+impl FromStr for Isolation {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "thread" => Ok(Isolation::Thread),
+            "process" => Ok(Isolation::Process),
+            _ => Err(format!("`{s}` is not an isolation: write thread or process")),
+        }
+    }
+}
+
+impl Display for Isolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Isolation::Thread => "thread",
+            Isolation::Process => "process",
+        })
     }
 }
 

@@ -681,6 +681,35 @@ fn chains_in_namespaces_run_end_to_end_and_explain_their_loss() {
     let lost = v["window_loss"]["lost"].as_u64().unwrap();
     assert!((1200..=1300).contains(&lost), "{lost}");
 
+    // The same chain with every hop an sfclab process of its own in its namespace: the
+    // dropping hop's process counts exactly what the tester lost.
+    let v = wired_json(&[
+        "--chaining",
+        "veth",
+        "--isolation",
+        "process",
+        "--chain",
+        "forwarder -> synthetic(drop_one_in=4) -> forwarder",
+    ]);
+    assert_eq!(v["conservation"]["holds"], true);
+    let procs = v["dut_processes"].as_array().expect("each hop process's document");
+    assert_eq!(procs.len(), 3);
+    for (p, name) in procs.iter().zip(["forwarder1", "synthetic", "forwarder2"]) {
+        assert_eq!(p["schema"], "sfclab.run/4");
+        assert_eq!(p["chain"][0], name);
+        assert_eq!(p["conservation"]["holds"], true, "{p}");
+        assert_eq!(p["interrupted"], true, "stopped once the tester finished");
+    }
+    let lost = v["wire_loss"]["tester"]["unaccounted"].as_u64().unwrap();
+    assert!(lost > 0);
+    assert_eq!(procs[1]["dropped"].as_u64(), Some(lost));
+    assert_eq!(v["wire_loss"]["explained"]["dut"].as_u64(), Some(lost));
+    assert_eq!(v["wire_loss"]["unaccounted"], 0);
+    assert_eq!(
+        procs[0]["generated"], v["conservation"]["generated"],
+        "hop 1 took in every frame"
+    );
+
     if ovs_installed() {
         // Open vSwitch bridges joined by veth, afxdp ports; the same exactness.
         let v = wired_json(&["--chaining", "ovs", "--chain", "forwarder*3"]);
@@ -753,6 +782,11 @@ fn chaining_in_namespaces_refuses_what_does_not_apply() {
         (&["--chaining", "veth", "--links", "backpressure"][..], "links"),
         (&["--chaining", "compound", "--runtime", "pipeline"][..], "contradicts"),
         (&["--chaining", "ovs-dpdk"][..], "not a chaining"),
+        (
+            &["--chaining", "linux", "--chain", "forwarder", "--isolation", "process"][..],
+            "isolation",
+        ),
+        (&["--ready-file", "/tmp/x"][..], "ready-file"),
     ] {
         let mut all = vec!["run", "--count", "10"];
         all.extend_from_slice(args);

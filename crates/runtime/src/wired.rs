@@ -50,14 +50,34 @@ pub enum DeviceUnderTest {
     /// namespace, each forwarding from its `s<i>-in` to its `s<i>-out` port, joined by
     /// veth pairs; the PMD threads on the DUT's core.
     Ovs { hops: usize, ports: OvsPort },
-    /// Something else forwarding between them (a peer such as testpmd): `start` starts
-    /// it in the built testbed before the tester sends, and what it returns is dropped
-    /// (stopping it) once the tester has finished.
+    /// Something else forwarding between them (a peer such as testpmd, or sfclab hops
+    /// as processes of their own): `start` starts it in the built testbed (`hops`
+    /// namespaces joined by veth; 1: the one DUT namespace) before the tester sends,
+    /// and what it returns is stopped once the tester has finished.
     External {
         /// What it is, for the report (`dpdk-testpmd io forwarding (net_af_xdp)`).
         label: String,
+        hops: usize,
         start: ExternalStart,
     },
+}
+
+/// A running external device under test.
+pub trait RunningDut: Send {
+    /// Stops it (after the tester finished); what it counted, if it can say.
+    fn stop(self: Box<Self>) -> ExternalOutcome;
+}
+
+/// What an external device under test reports when stopped.
+#[derive(Debug, Default)]
+pub struct ExternalOutcome {
+    /// Frames it dropped itself (its NFs, its ports), whole run: they explain the
+    /// tester's loss as an sfclab DUT's drops do.
+    pub dropped: u64,
+    /// Per hop, frames the kernel dropped before its receiving sockets saw them.
+    pub socket_drops: Vec<(usize, u64)>,
+    /// Its own result documents, hop by hop (`sfclab run --json` of each hop process).
+    pub documents: Vec<serde_json::Value>,
 }
 
 /// What joins the hops of an sfclab chain in namespaces.
@@ -73,7 +93,7 @@ pub enum HopLinks {
 }
 
 /// Starts an external device under test in a testbed; its guard stops it when dropped.
-pub type ExternalStart = Box<dyn FnOnce(&Testbed) -> Result<Box<dyn Send>, String> + Send>;
+pub type ExternalStart = Box<dyn FnOnce(&Testbed) -> Result<Box<dyn RunningDut>, String> + Send>;
 
 /// How the testbed's ports are opened and how long frames in flight are waited for.
 #[derive(Debug, Clone)]
@@ -152,6 +172,10 @@ pub struct WiredReport {
     pub tester: RunReport,
     /// An sfclab DUT's runs: replica k's at k, or hop i's at i (empty for any other device).
     pub dut: Vec<RunReport>,
+    /// An external DUT's own result documents, hop by hop (sfclab hops run as processes
+    /// of their own: each one's `sfclab run --json`, schema sfclab.run/4).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dut_processes: Vec<serde_json::Value>,
     pub testbed: TestbedReport,
     /// Where what the tester lost went, over the whole run.
     pub lost: WireLoss,
@@ -179,7 +203,7 @@ pub fn run_across_veth(
         DeviceUnderTest::Chain(replicas) => (1, replicas.len() as u32),
         DeviceUnderTest::Hops { hops, .. } => (hops.len(), 1),
         DeviceUnderTest::Linux { hops } | DeviceUnderTest::Ovs { hops, .. } => (*hops, 1),
-        DeviceUnderTest::External { .. } => (1, 1),
+        DeviceUnderTest::External { hops, .. } => (*hops.max(&1), 1),
     };
     let bed = match dut {
         DeviceUnderTest::Ovs { .. } => Testbed::build_switched(hop_count),
@@ -268,7 +292,7 @@ pub fn run_across_veth(
             switch = Some(ovs);
             (what, None)
         }
-        DeviceUnderTest::External { label, start } => (label, Some(start)),
+        DeviceUnderTest::External { label, start, .. } => (label, Some(start)),
     };
     let switch_before = switch_counters(switch.as_ref())?;
     let before = counters(&bed)?;
@@ -315,7 +339,7 @@ pub fn run_across_veth(
             .collect();
         (tester, dut)
     });
-    drop(external_guard);
+    let external = external_guard.map(|g| g.stop()).unwrap_or_default();
     let switch_after = switch_counters(switch.as_ref())?;
     let processes = switch.as_ref().map(OvsSwitch::processes).unwrap_or_default();
     drop(switch);
@@ -369,18 +393,21 @@ pub fn run_across_veth(
         .map(|(k, d)| (if hop_count > 1 { 1 + 2 * k } else { 1 }, d))
         .chain([(testbed.interfaces.len() - 1, &tester)])
         .map(|(input, r)| (input, kernel_receive_drops(r)))
+        .chain(external.socket_drops.iter().map(|&(hop, n)| (1 + 2 * hop, n)))
         .collect();
     let lost = WireLoss::account(
         &wire.drops(),
         &testbed.interfaces,
         backlog_dropped,
         &dut,
+        external.dropped,
         &socket_drops,
         switch_drops,
     );
     Ok(WiredReport {
         tester,
         dut,
+        dut_processes: external.documents,
         testbed,
         lost,
     })
@@ -525,6 +552,7 @@ impl WireLoss {
         interfaces: &[InterfaceReport],
         backlog_dropped: u64,
         dut: &[RunReport],
+        external_dropped: u64,
         socket_drops: &[(usize, u64)],
         switch_drops: BTreeMap<String, u64>,
     ) -> WireLoss {
@@ -573,7 +601,7 @@ impl WireLoss {
             // The per-CPU input queues are the machine's, not the testbed's alone.
             explained.insert("softnet backlog (machine-wide)".to_string(), backlog_dropped);
         }
-        let dut_dropped: u64 = dut.iter().map(|d| d.conservation.dropped).sum();
+        let dut_dropped: u64 = dut.iter().map(|d| d.conservation.dropped).sum::<u64>() + external_dropped;
         if dut_dropped > 0 {
             explained.insert("dut".to_string(), dut_dropped);
         }
@@ -666,6 +694,7 @@ mod tests {
             &[iface("d-in", 60), iface("t-in", 0)],
             25,
             &[],
+            0,
             &[],
             BTreeMap::new(),
         );
@@ -675,7 +704,7 @@ mod tests {
         assert_eq!((l.unaccounted, l.counted_beyond), (15, 0));
         assert_eq!(l.tester.get("tx-refused"), Some(&5));
         // Counters that saw more than the tester lost (the kernel's own frames) say so.
-        let l = WireLoss::account(&tester, &[iface("d-in", 130)], 0, &[], &[], BTreeMap::new());
+        let l = WireLoss::account(&tester, &[iface("d-in", 130)], 0, &[], 0, &[], BTreeMap::new());
         assert_eq!((l.unaccounted, l.counted_beyond), (0, 30));
     }
 
@@ -689,7 +718,7 @@ mod tests {
         // Hop 1's socket saw the interface's 30 (native XDP counts both); hop 2's 50
         // were seen by its socket alone (generic XDP on a macvlan).
         let switch = BTreeMap::from([("ovs s1-in rx_dropped".to_string(), 5)]);
-        let l = WireLoss::account(&tester, &[a, b], 0, &[], &[(0, 30), (1, 50)], switch);
+        let l = WireLoss::account(&tester, &[a, b], 0, &[], 0, &[(0, 30), (1, 50)], switch);
         assert_eq!(l.explained.get("dut1 d-in rx_dropped"), Some(&30));
         assert_eq!(l.explained.get("dut2 d-in sockets (beyond its rx_dropped)"), Some(&50));
         assert!(!l.explained.contains_key("dut1 d-in sockets (beyond its rx_dropped)"));

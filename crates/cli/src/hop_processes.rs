@@ -1,0 +1,163 @@
+//! `chaining: veth` with `isolation: process`: every hop an sfclab process of its own,
+//! started inside its namespace as `sfclab run --ports dut:d-in,d-out` with a chain file
+//! of its one NF, as an NF in a container would run. Each is stopped with SIGINT (it
+//! keeps its result, marked interrupted) once the tester has finished, and its JSON
+//! document becomes part of the wired run's report; its drops explain the tester's loss.
+
+use sfclab_runtime::{DeviceUnderTest, ExternalOutcome, RunningDut};
+use sfclab_topology::Testbed;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::config::ChainSpec;
+
+/// The hops of `spec` as processes: a device under test for the wired runner.
+pub fn device(spec: &ChainSpec) -> Result<DeviceUnderTest, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding this program to start the hops: {e}"))?;
+    let hops = spec.nfs.len();
+    let mut args: Vec<String> = vec!["--io".into(), spec.io_kind.to_string()];
+    if let Some(m) = spec.xdp_mode {
+        args.extend(["--xdp-mode".into(), m.to_string()]);
+    }
+    if let Some(us) = spec.busy_poll {
+        args.extend(["--busy-poll".into(), us.to_string()]);
+    }
+    args.extend(["--batch".into(), spec.settings.batch.to_string()]);
+    if !spec.settings.accounting {
+        args.push("--no-accounting".into());
+    }
+    let chains: Vec<(String, serde_json::Value)> = spec
+        .nfs
+        .iter()
+        .map(|(name, nf)| {
+            let mut entry = serde_json::to_value(nf).map_err(|e| e.to_string())?;
+            if let Some(settings) = entry.as_object_mut().and_then(|m| m.values_mut().next()) {
+                if settings.is_null() {
+                    *settings = serde_json::json!({});
+                }
+                if let Some(s) = settings.as_object_mut() {
+                    s.insert("name".into(), serde_json::Value::String(name.clone()));
+                }
+            }
+            Ok((name.clone(), serde_json::json!({ "name": name, "chain": [entry] })))
+        })
+        .collect::<Result<_, String>>()?;
+    let cores = spec.hop_cores.clone();
+    Ok(DeviceUnderTest::External {
+        label: format!(
+            "sfclab chain of {hops} hops, each an sfclab process in its own namespace joined by veth ({})",
+            spec.io_kind
+        ),
+        hops,
+        start: Box::new(move |bed: &Testbed| start(bed, &exe, &args, &chains, &cores)),
+    })
+}
+
+/// One started hop: its process and where it writes.
+struct HopProcess {
+    child: Child,
+    stderr: PathBuf,
+}
+
+/// Every hop process of a run; stopped (SIGINT, then SIGKILL) when the run is over.
+struct HopProcesses(Vec<HopProcess>);
+
+fn start(
+    bed: &Testbed,
+    exe: &std::path::Path,
+    args: &[String],
+    chains: &[(String, serde_json::Value)],
+    cores: &[Option<usize>],
+) -> Result<Box<dyn RunningDut>, String> {
+    let mut started = HopProcesses(Vec::new());
+    let mut ready_files = Vec::new();
+    for (i, (hop, (name, chain))) in bed.hops.iter().zip(chains).enumerate() {
+        let dir = hop.namespace.state_dir().map_err(|e| e.to_string())?;
+        let file = dir.join("hop.json");
+        std::fs::write(&file, chain.to_string()).map_err(|e| format!("{}: {e}", file.display()))?;
+        let ready = dir.join("ready");
+        let stderr = dir.join("stderr");
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", hop.namespace.name()])
+            .arg(exe)
+            .args(["run", &file.display().to_string()])
+            .arg("--ports")
+            .arg(format!("dut:{},{}", hop.input.name(), hop.output.name()))
+            .args(["--duration", "1d", "--warmup", "0s", "--json", "--ready-file"])
+            .arg(&ready)
+            .args(args);
+        if let Some(core) = cores.get(i).copied().flatten() {
+            cmd.args(["--core", &core.to_string()]);
+        }
+        let err = std::fs::File::create(&stderr).map_err(|e| format!("{}: {e}", stderr.display()))?;
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("starting hop {} ({name}): {e}", i + 1))?;
+        started.0.push(HopProcess { child, stderr });
+        ready_files.push(ready);
+    }
+    // Every hop forwards before the tester sends: each says so by creating its file.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for (i, ready) in ready_files.iter().enumerate() {
+        while !ready.exists() {
+            let hop = &mut started.0[i];
+            if Instant::now() > deadline || matches!(hop.child.try_wait(), Ok(Some(_))) {
+                let why = std::fs::read_to_string(&hop.stderr).unwrap_or_default();
+                return Err(format!("hop {} did not start: {}", i + 1, why.trim()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    Ok(Box::new(started))
+}
+
+impl RunningDut for HopProcesses {
+    fn stop(mut self: Box<Self>) -> ExternalOutcome {
+        let mut out = ExternalOutcome::default();
+        for (i, hop) in self.0.iter_mut().enumerate() {
+            if let Ok(pid) = i32::try_from(hop.child.id()) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT);
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline && matches!(hop.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = hop.child.kill();
+            let mut text = String::new();
+            if let Some(mut stdout) = hop.child.stdout.take() {
+                let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
+            }
+            let _ = hop.child.wait();
+            let doc: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|_| {
+                serde_json::json!({
+                    "error": format!("hop {} left no report: {}", i + 1,
+                        std::fs::read_to_string(&hop.stderr).unwrap_or_default().trim())
+                })
+            });
+            out.dropped += doc["conservation"]["dropped"].as_u64().unwrap_or(0);
+            let counters = &doc["places"][0]["counters"];
+            let kernel = ["kernel_rx_dropped", "kernel_rx_ring_full"]
+                .iter()
+                .filter_map(|c| counters[*c].as_u64())
+                .sum();
+            out.socket_drops.push((i, kernel));
+            out.documents.push(doc);
+        }
+        self.0.clear();
+        out
+    }
+}
+
+impl Drop for HopProcesses {
+    /// Stopping failed or never came (an error while starting): no hop outlives the run.
+    fn drop(&mut self) {
+        for hop in &mut self.0 {
+            let _ = hop.child.kill();
+            let _ = hop.child.wait();
+        }
+    }
+}
