@@ -91,6 +91,9 @@ fn start(
             cmd.args(["--core", &core.to_string()]);
         }
         let err = std::fs::File::create(&stderr).map_err(|e| format!("{}: {e}", stderr.display()))?;
+        // A group of its own: a terminal's Ctrl-C reaches this process only, which
+        // stops the hops after the tester drained, in order.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
