@@ -8,5 +8,5 @@ source "$(dirname "$0")/common.sh"
 if [ "$(id -u)" != 0 ]; then echo "skipped: needs root (namespaces, AF_XDP)"; exit 0; fi
 mkdir -p "$OUT"
 if [ "${QUICK:-0}" = 1 ]; then L=1,2; else L=1,2,3,5,10; fi
-"$SFCLAB" bench chaining --technologies compound,veth,ovs,linux --lengths "$L" --repeat "$REPEAT" "${TRIAL[@]}" --json > "$OUT/004-fig3-chaining.json"
-echo "wrote $OUT/004-fig3-chaining.json"
+"$SFCLAB" bench chaining --technologies compound,veth,ovs,linux --lengths "$L" --repeat "$REPEAT" "${TRIAL[@]}" --json --plot "$OUT/004-fig3-chaining.svg" > "$OUT/004-fig3-chaining.json"
+echo "wrote $OUT/004-fig3-chaining.json and .svg"

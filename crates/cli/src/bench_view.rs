@@ -936,3 +936,70 @@ pub fn chaining_table(b: &sfclab_bench::chaining::ChainingBench) -> String {
     }
     s
 }
+
+/// One CSV row per technology and chain length.
+pub fn chaining_csv(b: &sfclab_bench::chaining::ChainingBench) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "technology",
+        "hops",
+        "mpps",
+        "offered_mpps",
+        "loss_pct",
+        "dut_core_cycles_per_frame",
+        "runs",
+        "skipped",
+    ])
+    .expect("in-memory CSV");
+    let median = |v: &[f64]| sfclab_bench::median_if_any(v).map_or(String::new(), |m| format!("{m:.4}"));
+    for c in &b.cells {
+        let runs: Vec<String> = c.runs_mpps.iter().map(|m| format!("{m:.4}")).collect();
+        w.write_record([
+            c.technology.clone(),
+            c.hops.to_string(),
+            c.mpps.map_or(String::new(), |m| format!("{m:.4}")),
+            median(&c.runs_offered_mpps),
+            median(&c.runs_loss_pct),
+            c.dut_core_cycles.map_or(String::new(), |m| format!("{m:.0}")),
+            runs.join(" "),
+            c.skipped.clone().unwrap_or_default(),
+        ])
+        .expect("in-memory CSV");
+    }
+    String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("UTF-8")
+}
+
+/// Throughput against chain length, a line per technology (seed 002 Fig. 3, seed 000
+/// Fig. 3, seed 004 Fig. 3 as this host measures them).
+pub fn chaining_plot(b: &sfclab_bench::chaining::ChainingBench) -> Result<String, String> {
+    let technologies: Vec<&str> = sfclab_bench::chaining::TECHNOLOGIES
+        .iter()
+        .copied()
+        .filter(|t| b.cells.iter().any(|c| c.technology == *t && c.mpps.is_some()))
+        .collect();
+    let points: Vec<serde_json::Value> = b
+        .lengths
+        .iter()
+        .map(|n| {
+            let mut p = serde_json::Map::new();
+            p.insert("value".into(), n.to_string().into());
+            for c in b.cells.iter().filter(|c| c.hops == *n) {
+                if let Some(m) = c.mpps {
+                    p.insert(c.technology.clone(), m.into());
+                }
+            }
+            serde_json::Value::Object(p)
+        })
+        .collect();
+    let set = serde_json::json!({ "param": "forwarders in the chain (n)", "points": points });
+    let series: Vec<(&str, &str)> = technologies.iter().map(|t| (*t, *t)).collect();
+    crate::report::line_svg(
+        &set,
+        &series,
+        &format!(
+            "Chains under overload, {}-byte frames (sfclab bench chaining)",
+            b.frame_size
+        ),
+        "Mpps through the chain",
+    )
+}

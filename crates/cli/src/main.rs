@@ -359,8 +359,15 @@ struct ChainingArgs {
     #[arg(long, value_delimiter = ',', default_value = "compound,veth,nic-switch,linux,ovs")]
     technologies: Vec<String>,
     /// Print JSON (schema `sfclab.bench.chaining/1`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     json: bool,
+    /// Print one CSV row per technology and chain length.
+    #[arg(long)]
+    csv: bool,
+    /// Also write a plot of throughput against chain length, a line per technology:
+    /// SVG, or PNG if the name ends in .png.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]
@@ -592,7 +599,17 @@ fn main() -> ExitCode {
                 technologies: a.technologies.clone(),
             };
             let result = with_progress(|tick| sfclab_bench::chaining::run(&args, tick));
-            print_result(result, a.json, None, bench_view::chaining_table)
+            if let (Ok(b), Some(path)) = (&result, &a.plot)
+                && let Err(e) = bench_view::chaining_plot(b).and_then(|svg| report::write_plot(path, &svg))
+            {
+                return outcome::fail(outcome::FAILURE, &format!("--plot {}: {e}", path.display()));
+            }
+            print_result(
+                result,
+                a.json,
+                Some((a.csv, bench_view::chaining_csv)),
+                bench_view::chaining_table,
+            )
         }
         Cmd::Bench(BenchCmd::Lpm6(a)) => {
             if a.repeat == 0 {

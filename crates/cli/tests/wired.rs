@@ -803,6 +803,8 @@ fn bench_chaining_measures_every_technology_with_the_same_tester() {
     if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
         return;
     }
+    let plot = std::env::temp_dir().join(format!("sfclab-chaining-{}.svg", std::process::id()));
+    let plot_arg = plot.display().to_string();
     let o = sfclab(&[
         "bench",
         "chaining",
@@ -815,6 +817,8 @@ fn bench_chaining_measures_every_technology_with_the_same_tester() {
         "--lengths",
         "1,2",
         "--json",
+        "--plot",
+        &plot_arg,
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
@@ -843,6 +847,33 @@ fn bench_chaining_measures_every_technology_with_the_same_tester() {
         ratios
             .iter()
             .any(|r| r["technology"] == "veth" && r["over"] == "linux" && r["hops"] == 2)
+    );
+    let svg = std::fs::read_to_string(&plot).expect("the plot was written");
+    assert!(svg.contains("<svg") && svg.contains("veth") && svg.contains("linux"));
+    let _ = std::fs::remove_file(&plot);
+    // CSV: a row per cell, a header first.
+    let o = sfclab(&[
+        "bench",
+        "chaining",
+        "--repeat",
+        "1",
+        "--duration",
+        "200ms",
+        "--warmup",
+        "50ms",
+        "--lengths",
+        "1",
+        "--technologies",
+        "compound",
+        "--csv",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = stdout(&o);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 2, "{csv}");
+    assert!(
+        lines[0].starts_with("technology,hops,mpps") && lines[1].starts_with("compound,1,"),
+        "{csv}"
     );
     let o = sfclab(&["schema", "bench-chaining"]);
     let published = std::fs::read_to_string(common::repo().join("docs/schema/bench-chaining-1.json")).unwrap();
