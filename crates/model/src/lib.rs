@@ -1,0 +1,15 @@
+//! The resource-constraints (RC) model of seed 000 Section V and seed 002 Section III: a
+//! chain's packets pass resources (CPU cores, the NIC's line and its switching engine,
+//! the PCIe bus), each able to handle a limited number of packets per second given what
+//! one packet costs it; the chain's maximum throughput is the minimum over them, and the
+//! resource that sets it is the bottleneck.
+//!
+//! This crate holds the model's arithmetic only: costs come from a calibration (measured
+//! on a machine), hardware from a profile. Every term is a plain number with its unit in
+//! its name, so a prediction can be checked by hand.
+
+#![forbid(unsafe_code)]
+
+pub mod rc;
+
+pub use rc::{Chaining, CpuCosts, HardwareProfile, Prediction, Resource, break_even_chain_length, predict};
