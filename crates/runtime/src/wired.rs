@@ -1,18 +1,23 @@
 //! Runs across real interfaces: sfclab as the tester of a device under test that sits
-//! in a namespace of its own, joined to the tester by veth pairs sfclab builds (and
+//! in namespaces of its own, joined to the tester by veth pairs sfclab builds (and
 //! always removes).
 //!
 //! The tester is a compound run whose source is a [`Wire`]: the generator's frames go
 //! out on `t-out`, cross the device under test, and come back on `t-in` into the sink
-//! (every port AF_XDP, or AF_PACKET with `io`), which measures throughput, loss and latency across the
-//! device as it does in memory. The device under test is either
-//! - an sfclab chain: a second compound run on its own core (one per replica, each on
-//!   its own queue), forwarding from `d-in` to `d-out`, with its per-NF cycles and drops; or
-//! - the Linux kernel forwarding IPv4 between the two (seed 002's baseline).
+//! (every port AF_XDP, or AF_PACKET with `io`), which measures throughput, loss and
+//! latency across the device as it does in memory. The device under test is
+//! - an sfclab chain: a compound run on its own core (one per replica, each on its own
+//!   queue), forwarding from `d-in` to `d-out`, with its per-NF cycles and drops;
+//! - a chain of hops, one namespace each (`chaining: veth | nic-switch`): each hop an
+//!   sfclab run of its NF, hops on one core taking turns on its thread;
+//! - the Linux kernel forwarding IPv4 through one or more namespaces (seed 002's
+//!   baseline), or Open vSwitch bridges sfclab starts (`chaining: ovs`);
+//! - anything else started on the testbed (`External`: testpmd, hop processes).
 //!
 //! Conservation holds in each run on its own; across the wire, what the tester sent
-//! and never saw again is its `unaccounted` drop, beside the DUT's own drops and the
-//! four interfaces' kernel counters, which say where it went when anything can.
+//! and never saw again is its `unaccounted` drop, beside the DUT's own drops, every
+//! interface's kernel counters, the receiving sockets' and the switch's, which say
+//! where it went when anything can.
 
 use crate::chain::ChainGraph;
 use crate::compound::{RunError, RunSettings, run_compound_on, run_hops_on};
