@@ -173,20 +173,12 @@ fn round(technology: &str, n: usize, args: &ChainingBenchArgs, cores: (usize, us
         dut_core: Some(cores.1),
         ..WiredSettings::default()
     };
-    let before = crate::forward::core_jiffies(cores.1);
-    let started = std::time::Instant::now();
+    let load = crate::forward::CoreLoad::start(cores.1);
     let w = run_across_veth(traffic, device(technology, n, cores.1), &run, &wired).map_err(|e| e.to_string())?;
-    let seconds = started.elapsed().as_secs_f64();
-    let after = crate::forward::core_jiffies(cores.1);
+    let load = load.stop();
     let t = &w.tester;
     let delivered = w.testbed.interfaces.last().map_or(0, |i| i.rx_packets);
-    let core_cycles = match (before, after) {
-        (Some(b), Some(a)) if delivered > 0 && a.1 > b.1 => {
-            let busy_share = (a.0 - b.0) as f64 / (a.1 - b.1) as f64;
-            Some(busy_share * seconds * sfclab_core::tsc::hz() / delivered as f64)
-        }
-        _ => None,
-    };
+    let core_cycles = load.cycles_per(delivered);
     let offered = t.window_loss.sent.saturating_sub(t.not_offered);
     let mut drops = w.lost.explained.clone();
     if w.lost.unaccounted > 0 {
@@ -203,11 +195,8 @@ fn round(technology: &str, n: usize, args: &ChainingBenchArgs, cores: (usize, us
 }
 
 fn ovs_missing() -> Option<String> {
-    let found = std::process::Command::new("ovs-vswitchd")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    (!found).then(|| "Open vSwitch not installed (Debian: apt-get install openvswitch-switch)".to_string())
+    (!sfclab_topology::ovs::installed())
+        .then(|| "Open vSwitch not installed (Debian: apt-get install openvswitch-switch)".to_string())
 }
 
 /// Runs the rounds: in each, every length, and at each length every technology in turn.

@@ -93,13 +93,52 @@ pub struct ForwardBenchArgs {
 }
 
 /// Busy and total jiffies of `core` so far (`/proc/stat`: busy is all but idle and iowait).
-pub(crate) fn core_jiffies(core: usize) -> Option<(u64, u64)> {
+fn core_jiffies(core: usize) -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let line = stat.lines().find(|l| l.starts_with(&format!("cpu{core} ")))?;
     let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
     let total: u64 = v.iter().take(8).sum();
     let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
     Some((total - idle, total))
+}
+
+/// What a core did over a span of wall time, from `/proc/stat`.
+pub(crate) struct CoreLoad {
+    core: usize,
+    before: Option<(u64, u64)>,
+    started: std::time::Instant,
+    seconds: f64,
+    after: Option<(u64, u64)>,
+}
+
+impl CoreLoad {
+    pub(crate) fn start(core: usize) -> CoreLoad {
+        CoreLoad {
+            core,
+            before: core_jiffies(core),
+            started: std::time::Instant::now(),
+            seconds: 0.0,
+            after: None,
+        }
+    }
+
+    pub(crate) fn stop(mut self) -> CoreLoad {
+        self.seconds = self.started.elapsed().as_secs_f64();
+        self.after = core_jiffies(self.core);
+        self
+    }
+
+    /// TSC cycles of all the core's non-idle time over the span per frame: its busy
+    /// share of the wall time, at the TSC rate, over `frames`.
+    pub(crate) fn cycles_per(&self, frames: u64) -> Option<f64> {
+        match (self.before, self.after) {
+            (Some(b), Some(a)) if frames > 0 && a.1 > b.1 => {
+                let busy_share = (a.0 - b.0) as f64 / (a.1 - b.1) as f64;
+                Some(busy_share * self.seconds * sfclab_core::tsc::hz() / frames as f64)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A testpmd stopped when dropped: the guard of an external DUT.
@@ -188,11 +227,9 @@ fn round(dut: DeviceUnderTest, io: IoKind, args: &ForwardBenchArgs, cores: (usiz
         },
         ..WiredSettings::default()
     };
-    let before = core_jiffies(cores.1);
-    let started = std::time::Instant::now();
+    let load = CoreLoad::start(cores.1);
     let w = run_across_veth(traffic, dut, &run, &wired).map_err(|e| e.to_string())?;
-    let seconds = started.elapsed().as_secs_f64();
-    let after = core_jiffies(cores.1);
+    let load = load.stop();
     let t = &w.tester;
     let forwarded = w
         .testbed
@@ -200,14 +237,7 @@ fn round(dut: DeviceUnderTest, io: IoKind, args: &ForwardBenchArgs, cores: (usiz
         .iter()
         .find(|i| i.interface == "d-out")
         .map_or(0, |i| i.tx_packets);
-    let core_cycles = match (before, after) {
-        (Some(b), Some(a)) if forwarded > 0 && a.1 > b.1 => {
-            // The core's busy share of the run's wall time, at the TSC rate.
-            let busy_share = (a.0 - b.0) as f64 / (a.1 - b.1) as f64;
-            Some(busy_share * seconds * sfclab_core::tsc::hz() / forwarded as f64)
-        }
-        _ => None,
-    };
+    let core_cycles = load.cycles_per(forwarded);
     let sent = t.window_loss.sent.max(1);
     Ok(Round {
         mpps: t.mpps,

@@ -774,6 +774,15 @@ pub fn io_table(b: &sfclab_bench::io::IoBench) -> String {
     s
 }
 
+/// A row's runs as `median [min–max]`, or `-` when it has none.
+fn or_dash(v: &[f64], digits: usize) -> String {
+    if v.is_empty() {
+        "-".to_string()
+    } else {
+        with_range(v, digits)
+    }
+}
+
 pub fn forward_table(b: &sfclab_bench::forward::ForwardBench) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -802,13 +811,6 @@ pub fn forward_table(b: &sfclab_bench::forward::ForwardBench) -> String {
         "DUT busy cycles/packet",
         "device under test",
     ]);
-    let or_dash = |v: &[f64], digits: usize| {
-        if v.is_empty() {
-            "-".to_string()
-        } else {
-            with_range(v, digits)
-        }
-    };
     for r in &b.rows {
         let forwarded = match &r.skipped {
             Some(why) if r.runs_mpps.is_empty() => format!("skipped: {why}"),
@@ -888,13 +890,6 @@ pub fn chaining_table(b: &sfclab_bench::chaining::ChainingBench) -> String {
         "DUT core cycles/frame",
         "where the lost frames went (last round)",
     ]);
-    let or_dash = |v: &[f64], digits: usize| {
-        if v.is_empty() {
-            "-".to_string()
-        } else {
-            with_range(v, digits)
-        }
-    };
     for c in &b.cells {
         let through = match &c.skipped {
             Some(why) if c.runs_mpps.is_empty() => format!("skipped: {why}"),

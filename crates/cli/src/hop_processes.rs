@@ -143,7 +143,7 @@ impl RunningDut for HopProcesses {
             });
             out.dropped += doc["conservation"]["dropped"].as_u64().unwrap_or(0);
             let counters = &doc["places"][0]["counters"];
-            let kernel = ["kernel_rx_dropped", "kernel_rx_ring_full"]
+            let kernel = sfclab_runtime::KERNEL_RECEIVE_DROPS
                 .iter()
                 .filter_map(|c| counters[*c].as_u64())
                 .sum();

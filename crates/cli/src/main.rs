@@ -599,10 +599,8 @@ fn main() -> ExitCode {
                 technologies: a.technologies.clone(),
             };
             let result = with_progress(|tick| sfclab_bench::chaining::run(&args, tick));
-            if let (Ok(b), Some(path)) = (&result, &a.plot)
-                && let Err(e) = bench_view::chaining_plot(b).and_then(|svg| report::write_plot(path, &svg))
-            {
-                return outcome::fail(outcome::FAILURE, &format!("--plot {}: {e}", path.display()));
+            if let Err(failed) = write_plot_of(&result, a.plot.as_deref(), bench_view::chaining_plot) {
+                return failed;
             }
             print_result(
                 result,
@@ -840,6 +838,24 @@ type Render<T> = fn(&T) -> String;
 
 /// Prints a benchmark's result as JSON, CSV (when asked and it has a CSV form) or a
 /// table; exit 130 when Ctrl-C cut it short.
+/// Writes `--plot FILE` of a benchmark's result when asked and the bench succeeded; the
+/// failure to write it is the command's.
+fn write_plot_of<T>(
+    result: &Result<T, String>,
+    path: Option<&std::path::Path>,
+    plot: fn(&T) -> Result<String, String>,
+) -> Result<(), ExitCode> {
+    if let (Ok(b), Some(path)) = (result, path)
+        && let Err(e) = plot(b).and_then(|svg| report::write_plot(path, &svg))
+    {
+        return Err(outcome::fail(
+            outcome::FAILURE,
+            &format!("--plot {}: {e}", path.display()),
+        ));
+    }
+    Ok(())
+}
+
 fn print_result<T: serde::Serialize + sfclab_bench::Interruptible>(
     result: Result<T, String>,
     json: bool,
@@ -900,10 +916,8 @@ fn cmd_nfs(a: NfsArgs) -> ExitCode {
         return outcome::fail(outcome::USAGE, &format!("--only: {e}"));
     }
     let result = with_progress(|tick| sfclab_bench::nfs::nfs(&args, tick));
-    if let (Ok(b), Some(path)) = (&result, &a.plot)
-        && let Err(e) = bench_view::nfs_plot(b).and_then(|svg| report::write_plot(path, &svg))
-    {
-        return outcome::fail(outcome::FAILURE, &format!("--plot {}: {e}", path.display()));
+    if let Err(failed) = write_plot_of(&result, a.plot.as_deref(), bench_view::nfs_plot) {
+        return failed;
     }
     print_result(
         result,

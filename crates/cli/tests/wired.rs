@@ -259,10 +259,7 @@ fn cleanup_removes_what_a_killed_run_left() {
 }
 
 fn ovs_installed() -> bool {
-    Command::new("ovs-vswitchd")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
+    sfclab_topology::ovs::installed()
 }
 
 /// After SIGKILL of a run whose chain is Open vSwitch, `sfclab cleanup` leaves no

@@ -28,6 +28,6 @@ pub use pipeline::{LinkMode, PipelineSettings, run_parallel, run_parallel_on, ru
 pub use placement::{Placement, StagePlan};
 pub use report::{Conservation, CoreReport, DropRecord, PlaceReport, Role, RunReport, TxCounts, WindowLoss};
 pub use wired::{
-    DeviceUnderTest, ExternalOutcome, HopLinks, RunningDut, WiredReport, WiredSettings, open_in_namespace,
-    open_queues_in_namespace, run_across_veth,
+    DeviceUnderTest, ExternalOutcome, HopLinks, KERNEL_RECEIVE_DROPS, RunningDut, WiredReport, WiredSettings,
+    open_in_namespace, open_queues_in_namespace, run_across_veth,
 };

@@ -621,12 +621,17 @@ impl WireLoss {
     }
 }
 
+/// The source counters that count frames the kernel dropped before a receiving socket
+/// saw them: `XDP_STATISTICS` rx_dropped (an empty fill ring too) and rx_ring_full;
+/// AF_PACKET's tp_drops is its `kernel_rx_dropped`.
+pub const KERNEL_RECEIVE_DROPS: [&str; 2] = ["kernel_rx_dropped", "kernel_rx_ring_full"];
+
 /// Frames the kernel dropped before a run's receiving sockets saw them (`XDP_STATISTICS`
 /// rx_dropped, which counts an empty fill ring too, and rx_ring_full; AF_PACKET's
 /// tp_drops), from the counters of the run's source.
 fn kernel_receive_drops(r: &RunReport) -> u64 {
     let counters = r.places.first().map(|p| &p.counters);
-    ["kernel_rx_dropped", "kernel_rx_ring_full"]
+    KERNEL_RECEIVE_DROPS
         .iter()
         .filter_map(|c| counters.and_then(|m| m.get(*c)))
         .sum()

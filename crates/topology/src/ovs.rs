@@ -65,10 +65,23 @@ impl Drop for Daemon {
     }
 }
 
+/// Whether Open vSwitch's daemon is installed here.
+pub fn installed() -> bool {
+    Command::new("ovs-vswitchd")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
 /// Where the programs are, and a clear error when they are not.
-fn find(program: &str) -> Result<(), TopologyError> {
+/// Its `--version` line.
+fn find(program: &str) -> Result<String, TopologyError> {
     match Command::new(program).arg("--version").output() {
-        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()),
         _ => Err(TopologyError::Command {
             command: program.to_string(),
             reason: "Open vSwitch is not installed (Debian: apt-get install openvswitch-switch)".into(),
@@ -82,16 +95,10 @@ impl OvsSwitch {
     /// Starts `ovsdb-server` and `ovs-vswitchd` inside `namespace`, the PMD threads on
     /// `pmd_core` (all cores when `None`). Waits until the switch answers.
     pub fn start(namespace: &Namespace, pmd_core: Option<usize>) -> Result<OvsSwitch, TopologyError> {
-        for p in [
-            "ovsdb-server",
-            "ovs-vswitchd",
-            "ovs-vsctl",
-            "ovs-ofctl",
-            "ovs-appctl",
-            "ovsdb-tool",
-        ] {
+        for p in ["ovsdb-server", "ovs-vsctl", "ovs-ofctl", "ovs-appctl", "ovsdb-tool"] {
             find(p)?;
         }
+        let version = find("ovs-vswitchd")?;
         let dir = namespace.state_dir()?;
         let path = |f: &str| dir.join(f).display().to_string();
         command::run("ovsdb-tool", &["create", &path("conf.db"), SCHEMA])?;
@@ -152,11 +159,6 @@ impl OvsSwitch {
             control: dir.join("vswitchd.ctl"),
         };
         wait_for(&dir.join("vswitchd.ctl"), "ovs-vswitchd", &dir.join("vswitchd.log"))?;
-        let version = command::run("ovs-vswitchd", &["--version"])?
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .to_string();
         Ok(OvsSwitch {
             namespace: namespace.clone(),
             dir,

@@ -59,15 +59,10 @@ impl Testbed {
         Self::build_chain(1, 1)
     }
 
-    /// The same with `queues` queues on every interface (one per replica of the device
-    /// under test): a frame the tester sends on queue k reaches the DUT on queue k.
-    pub fn build_with_queues(queues: u32) -> Result<Testbed, TopologyError> {
-        Self::build_chain(1, queues)
-    }
-
     /// `hops` namespaces in a row between the tester's two ends (the one of a single
     /// DUT is named `dut`, those of a chain `dut1`..`dutN`), every interface with
-    /// `queues` queues.
+    /// `queues` queues (one per replica of the device under test: a frame the tester
+    /// sends on queue k reaches the DUT on queue k).
     pub fn build_chain(hops: usize, queues: u32) -> Result<Testbed, TopologyError> {
         Self::build_hops(hops, queues, false)
     }
