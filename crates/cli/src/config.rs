@@ -109,6 +109,8 @@ pub struct ChainSpec {
     pub hop_cores: Vec<Option<usize>>,
     /// With `chaining: veth`: hops as threads of this process, or as processes.
     pub isolation: Isolation,
+    /// With `chaining: nic-switch`: the real SR-IOV NIC to use instead of the emulated one.
+    pub sriov: Option<sfclab_topology::SriovNic>,
     /// `ports: dut:`: created once the ports are open.
     pub ready_file: Option<std::path::PathBuf>,
     /// XDP mode of the AF_XDP ports of a wired run (`None`: native where available).
@@ -494,6 +496,13 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
             format!("chooses what the hops of `chaining: veth` run as; this chain's chaining is `{chaining}`"),
         ));
     }
+    if r.sriov.is_some() && chaining != (Chaining::NicSwitch { vepa: false }) {
+        return Err(ctx.setting(
+            "run",
+            "sriov",
+            format!("names the SR-IOV NIC of `chaining: nic-switch` (its VEB); this chain's chaining is `{chaining}`"),
+        ));
+    }
     if r.ready_file.is_some() && !matches!(ports, Ports::Dut { .. }) {
         return Err(ctx.setting("run", "ready_file", "is for `ports: dut:` runs (a hop process)"));
     }
@@ -690,6 +699,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
         chaining,
         hop_cores,
         isolation,
+        sriov: r.sriov.clone(),
         ready_file: r.ready_file.as_ref().map(std::path::PathBuf::from),
         xdp_mode: r.xdp_mode,
         io_kind: r.io.unwrap_or_default(),

@@ -62,7 +62,10 @@ pub fn run_wired(spec: &ChainSpec) -> Result<WiredReport, RunError> {
         },
         (Chaining::NicSwitch { vepa }, _) => DeviceUnderTest::Hops {
             hops: one_nf_per_hop(spec, |_, nf| vec![nf])?,
-            links: HopLinks::NicSwitch(if vepa { MacvlanMode::Vepa } else { MacvlanMode::Bridge }),
+            links: match &spec.sriov {
+                Some(nic) => HopLinks::Sriov(nic.clone()),
+                None => HopLinks::NicSwitch(if vepa { MacvlanMode::Vepa } else { MacvlanMode::Bridge }),
+            },
         },
         // One replica per queue: each builds its own NFs (their state is the replica's).
         _ => DeviceUnderTest::Chain((0..spec.replicas).map(|_| spec.graph()).collect::<Result<_, _>>()?),

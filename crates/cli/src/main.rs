@@ -645,6 +645,10 @@ fn main() -> ExitCode {
                 for n in &c.removed {
                     text += &format!("removed  {n}\n");
                 }
+                for n in &c.restored {
+                    text +=
+                        &format!("restored what {n} changed outside its namespaces (interfaces taken, SR-IOV VFs)\n");
+                }
                 for n in &c.in_use {
                     text += &format!("kept     {n} (its run is still going; --all removes it)\n");
                 }
@@ -652,7 +656,7 @@ fn main() -> ExitCode {
                     text += &format!("FAILED   {n}: {why}\n");
                 }
                 if text.is_empty() {
-                    text = "nothing to clean up: no sfclab namespace on this machine\n".into();
+                    text = "nothing to clean up: no sfclab namespace or change on this machine\n".into();
                 }
                 outcome::emit_then(&text, if c.failed.is_empty() { 0 } else { outcome::USAGE })
             }

@@ -183,6 +183,14 @@ pub struct RunSection {
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub isolation: Option<Isolation>,
+    /// With `chaining: nic-switch`: a real SR-IOV NIC instead of the emulated one,
+    /// `pf=IF,tester-out=IF,tester-in=IF[,pf-out=IF]`: the hops get virtual functions of
+    /// `pf` (the last hop sends on one of `pf-out`, default `pf`), the tester sends on
+    /// `tester-out` (cabled to `pf`) and receives on `tester-in` (on `pf-out`'s wire).
+    /// sfclab makes the VFs and removes them after.
+    #[arg(long, value_name = "pf=IF,tester-out=IF,tester-in=IF")]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub sriov: Option<sfclab_topology::SriovNic>,
     /// A file to create once the ports of a `ports: dut:` run are open: how a parent
     /// that started this run (a hop process) knows it forwards.
     #[arg(long, hide = true)]

@@ -784,6 +784,23 @@ fn chaining_in_namespaces_refuses_what_does_not_apply() {
             "isolation",
         ),
         (&["--ready-file", "/tmp/x"][..], "ready-file"),
+        (
+            &["--chaining", "veth", "--sriov", "pf=a,tester-out=b,tester-in=c"][..],
+            "sriov",
+        ),
+        (
+            &[
+                "--chaining",
+                "nic-switch:vepa",
+                "--sriov",
+                "pf=a,tester-out=b,tester-in=c",
+            ][..],
+            "sriov",
+        ),
+        (
+            &["--chaining", "nic-switch", "--sriov", "pf=a"][..],
+            "`tester-out=` is missing",
+        ),
     ] {
         let mut all = vec!["run", "--count", "10"];
         all.extend_from_slice(args);
@@ -791,6 +808,69 @@ fn chaining_in_namespaces_refuses_what_does_not_apply() {
         assert!(!o.status.success(), "{args:?} was accepted");
         assert!(stderr(&o).contains(key), "{args:?}: {}", stderr(&o));
     }
+}
+
+/// `chaining: nic-switch` on a real SR-IOV NIC: every hop's ends are VFs sfclab makes,
+/// the tester's ports the machine's. Needs such a NIC with the tester's ports cabled to
+/// it, named by `SFCLAB_SRIOV` (`pf=IF,tester-out=IF,tester-in=IF[,pf-out=IF]`); what
+/// runs everywhere is the refusal of a NIC that is not there, with nothing left behind.
+#[test]
+fn a_real_sriov_nic_chains_the_hops_and_is_put_back() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if sfclab_topology::skip_unless_root("SR-IOV VFs and namespaces") {
+        return;
+    }
+    let restore_files = || {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".restore"))
+            .count()
+    };
+    let before = restore_files();
+    let o = sfclab(&[
+        "run",
+        "--chaining",
+        "nic-switch",
+        "--chain",
+        "forwarder*2",
+        "--sriov",
+        "pf=lo,tester-out=sfclabnone0,tester-in=sfclabnone1",
+        "--count",
+        "10",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("tester port `sfclabnone0`: no such interface"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(restore_files(), before, "a refused NIC leaves no journal");
+
+    let Ok(nic) = std::env::var("SFCLAB_SRIOV") else {
+        let pfs = sfclab_topology::sriov::Sysfs::default().physical_functions();
+        eprintln!(
+            "SKIPPED: a chain over real SR-IOV VFs needs an SR-IOV NIC with the tester's ports cabled to it,              named by SFCLAB_SRIOV=pf=IF,tester-out=IF,tester-in=IF (physical functions here: {pfs:?})"
+        );
+        return;
+    };
+    let pf = nic.split(',').find_map(|p| p.strip_prefix("pf=")).unwrap().to_string();
+    let vfs_before = std::fs::read_to_string(format!("/sys/class/net/{pf}/device/sriov_numvfs")).unwrap();
+    let v = wired_json(&["--chaining", "nic-switch", "--sriov", &nic, "--chain", "forwarder*2"]);
+    assert_eq!(v["window_loss"]["lost"], 0, "{}", v["wire_loss"]);
+    let what = v["testbed"]["device_under_test"].as_str().unwrap();
+    assert!(what.contains("SR-IOV virtual functions"), "{what}");
+    let sent = v["conservation"]["generated"].as_u64().unwrap();
+    assert!(
+        v["dut"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["generated"].as_u64() == Some(sent))
+    );
+    let vfs_after = std::fs::read_to_string(format!("/sys/class/net/{pf}/device/sriov_numvfs")).unwrap();
+    assert_eq!(vfs_after, vfs_before, "the VFs sfclab made are gone");
+    assert_eq!(restore_files(), before);
 }
 
 /// `bench chaining`: every technology at two lengths, the same tester, its schema.

@@ -26,7 +26,7 @@ use serde::Serialize;
 use sfclab_core::{NamedNfs, RxPort};
 use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, QueueSet, Wire};
 use sfclab_topology::ovs::{OvsPort, OvsSwitch};
-use sfclab_topology::{Interface, LinkCounters, MacvlanMode, Testbed};
+use sfclab_topology::{Interface, LinkCounters, MacvlanMode, SriovNic, Testbed};
 use sfclab_traffic::{Generator, GeneratorConfig, Sink};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -86,7 +86,7 @@ pub struct ExternalOutcome {
 }
 
 /// What joins the hops of an sfclab chain in namespaces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HopLinks {
     /// A veth pair from each hop to the next (`chaining: veth`).
     Veth,
@@ -95,6 +95,9 @@ pub enum HopLinks {
     /// must address the next one's receiving function (`vf_in_mac`), the last one the
     /// tester's `t-in` (`TESTER_IN_MAC`).
     NicSwitch(MacvlanMode),
+    /// The same over a real NIC's embedded switch: every hop's ends are SR-IOV virtual
+    /// functions, the tester's ports the machine's interfaces cabled to the NIC.
+    Sriov(SriovNic),
 }
 
 /// Starts an external device under test in a testbed; its guard stops it when dropped.
@@ -210,12 +213,16 @@ pub fn run_across_veth(
         DeviceUnderTest::Linux { hops } | DeviceUnderTest::Ovs { hops, .. } => (*hops, 1),
         DeviceUnderTest::External { hops, .. } => (*hops.max(&1), 1),
     };
-    let bed = match dut {
+    let bed = match &dut {
         DeviceUnderTest::Ovs { .. } => Testbed::build_switched(hop_count),
         DeviceUnderTest::Hops {
             links: HopLinks::NicSwitch(mode),
             ..
-        } => Testbed::build_nic_switched(hop_count, mode, sfclab_traffic::flows::DST_MAC.0),
+        } => Testbed::build_nic_switched(hop_count, *mode, sfclab_traffic::flows::DST_MAC.0),
+        DeviceUnderTest::Hops {
+            links: HopLinks::Sriov(nic),
+            ..
+        } => Testbed::build_sriov(hop_count, nic, sfclab_traffic::flows::DST_MAC.0),
         _ => Testbed::build_chain(hop_count, queues),
     }
     .map_err(|e| setting("testbed", e.to_string()))?;
@@ -252,7 +259,7 @@ pub fn run_across_veth(
             for (i, ((graph, core), hop)) in hops.into_iter().zip(&bed.hops).enumerate() {
                 let graph = match links {
                     HopLinks::Veth => graph,
-                    HopLinks::NicSwitch(_) => addressed_to_next_vf(graph, i, i + 1 == n),
+                    HopLinks::NicSwitch(_) | HopLinks::Sriov(_) => addressed_to_next_vf(graph, i, i + 1 == n),
                 };
                 let mut d_in = open(wired.io, &hop.input, &wired.dut_ports, true)?;
                 let mut d_out = open(wired.io, &hop.output, &wired.dut_ports, false)?;
@@ -267,6 +274,10 @@ pub fn run_across_veth(
                 HopLinks::NicSwitch(mode) => format!(
                     "each with two virtual functions (macvlan, {} mode) of one emulated NIC switch",
                     mode.name()
+                ),
+                HopLinks::Sriov(nic) => format!(
+                    "each with two SR-IOV virtual functions of {} (the last sending on {}), tester on {} and {}",
+                    nic.pf, nic.pf_out, nic.tester_out, nic.tester_in
                 ),
             };
             let what = format!(

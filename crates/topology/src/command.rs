@@ -17,6 +17,8 @@ pub enum TopologyError {
     Counters(String, String),
     #[error("could not remove everything: {}", .0.join("; "))]
     TearDown(Vec<String>),
+    #[error("SR-IOV: {0}")]
+    Sriov(String),
     #[error("entering namespace {0}: {1}")]
     Enter(String, String),
 }

@@ -20,11 +20,14 @@ mod command;
 mod counters;
 mod namespace;
 pub mod ovs;
+mod restore;
+pub mod sriov;
 mod testbed;
 
 pub use command::TopologyError;
 pub use counters::LinkCounters;
 pub use namespace::{Interface, Namespace};
+pub use sriov::SriovNic;
 pub use testbed::{Hop, TESTER_IN_MAC, Testbed, vf_in_mac, vf_out_mac};
 
 use std::sync::Mutex;
@@ -46,6 +49,8 @@ pub struct Topology {
     namespaces: Vec<Namespace>,
     /// Macvlans made so far (their temporary names).
     macvlans: u32,
+    /// What the run changed outside its namespaces, undone first at teardown.
+    restorations: restore::Journal,
 }
 
 /// How the macvlans of one parent reach each other: as an SR-IOV NIC's embedded switch
@@ -74,6 +79,7 @@ impl Topology {
         let n = CREATED.fetch_add(1, Ordering::Relaxed);
         Ok(Topology {
             run: format!("{PREFIX}{}-{n}", std::process::id()),
+            restorations: restore::Journal::new(&format!("{PREFIX}{}-{n}", std::process::id())),
             namespaces: Vec::new(),
             macvlans: 0,
         })
@@ -193,11 +199,85 @@ impl Topology {
         Ok(interface)
     }
 
-    /// Removes every namespace (and so every link and XDP program) this topology built, and
-    /// kills any process still running inside one.
+    /// Moves `interface`, an interface of the machine (of the namespace sfclab runs in),
+    /// into namespace `into.0` as `into.1`, up; at teardown (or `sfclab cleanup`) it goes
+    /// back under its own name and address.
+    pub fn take_interface(&mut self, interface: &str, into: (&Namespace, &str)) -> Result<Interface, TopologyError> {
+        if into.1.is_empty() || into.1.len() > 15 || into.1.contains(['/', ' ']) {
+            return Err(TopologyError::BadName(into.1.to_string()));
+        }
+        let mac = sriov::Sysfs::default()
+            .address_of(interface)
+            .ok_or_else(|| TopologyError::Command {
+                command: format!("read the address of {interface}"),
+                reason: "no such interface on this machine".into(),
+            })?;
+        command::ip(&["link", "set", "dev", interface, "down"])?;
+        command::ip(&["link", "set", "dev", interface, "netns", into.0.name()])?;
+        self.restorations.record(restore::Restoration::Taken {
+            namespace: into.0.name().to_string(),
+            name: interface.to_string(),
+            original: interface.to_string(),
+            mac,
+        })?;
+        if into.1 != interface {
+            command::ip(&["-n", into.0.name(), "link", "set", "dev", interface, "name", into.1])?;
+            self.restorations.renamed(into.0.name(), interface, into.1)?;
+        }
+        let taken = Interface::new(into.0.clone(), into.1);
+        taken.set_up()?;
+        Ok(taken)
+    }
+
+    /// Gives SR-IOV physical function `pf` `count` virtual functions (none before; the
+    /// number it had comes back at teardown), and returns their interfaces' names.
+    pub fn make_vfs(&mut self, sysfs: &sriov::Sysfs, pf: &str, count: u32) -> Result<Vec<String>, TopologyError> {
+        let before = sysfs.num_vfs(pf)?;
+        self.restorations.record(restore::Restoration::NumVfs {
+            pf: pf.to_string(),
+            vfs: before,
+        })?;
+        sysfs.set_num_vfs(pf, count)?;
+        // The VF driver names the interfaces after the kernel made the functions.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match sysfs.vf_interfaces(pf, count) {
+                Ok(names) => return Ok(names),
+                Err(e) if std::time::Instant::now() > deadline => return Err(e),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
+            }
+        }
+    }
+
+    /// Moves VF `vf` (an interface in sfclab's namespace) into `into.0` as `into.1`, its
+    /// address `mac` set through the physical function as the VF's administrator does
+    /// (`ip link set PF vf K mac`), up. VFs are removed with the physical function's
+    /// VFs at teardown: no restoration of their own.
+    pub fn take_vf(
+        &mut self,
+        (pf, index): (&str, u32),
+        vf: &str,
+        mac: [u8; 6],
+        into: (&Namespace, &str),
+    ) -> Result<Interface, TopologyError> {
+        if into.1.is_empty() || into.1.len() > 15 || into.1.contains(['/', ' ']) {
+            return Err(TopologyError::BadName(into.1.to_string()));
+        }
+        let address = mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+        command::ip(&["link", "set", "dev", pf, "vf", &index.to_string(), "mac", &address])?;
+        command::ip(&["link", "set", "dev", vf, "netns", into.0.name()])?;
+        command::ip(&["-n", into.0.name(), "link", "set", "dev", vf, "name", into.1])?;
+        let taken = Interface::new(into.0.clone(), into.1);
+        taken.set_up()?;
+        Ok(taken)
+    }
+
+    /// Puts back what the run changed outside its namespaces, then removes every
+    /// namespace (and so every link and XDP program) this topology built, and kills any
+    /// process still running inside one.
     /// Errors are collected, not stopped at: everything that can go, goes.
     pub fn tear_down(&mut self) -> Result<(), TopologyError> {
-        let mut failures = Vec::new();
+        let mut failures = self.restorations.undo();
         for ns in self.namespaces.drain(..).rev() {
             if let Err(e) = remove_namespace(ns.name()) {
                 failures.push(e.to_string());
@@ -259,6 +339,7 @@ fn remove_state_dir(name: &str) {
 /// Removes every namespace this process created and still holds: for a panic hook or a
 /// signal handler, where no destructor will run.
 pub fn tear_down_everything() {
+    restore::undo_all_of(std::process::id());
     let names = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
     for name in names {
         stop_processes_in(&name);
@@ -288,6 +369,9 @@ pub fn skip_unless_root(needs: &str) -> bool {
 pub struct Cleanup {
     /// Namespaces removed.
     pub removed: Vec<String>,
+    /// Runs whose changes outside their namespaces (interfaces taken, SR-IOV VFs made)
+    /// were put back.
+    pub restored: Vec<String>,
     /// Namespaces of processes still running, left alone.
     pub in_use: Vec<String>,
     /// Namespaces that could not be removed, with the reason.
@@ -300,6 +384,13 @@ pub struct Cleanup {
 pub fn cleanup(all: bool) -> Result<Cleanup, TopologyError> {
     command::check_ip_present()?;
     let mut report = Cleanup::default();
+    let alive = |pid: u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    for (journal, failures) in restore::undo_left_over(|pid| all || !alive(pid)) {
+        match failures.is_empty() {
+            true => report.restored.push(journal),
+            false => report.failed.push((journal, failures.join("; "))),
+        }
+    }
     for name in sfclab_namespaces()? {
         let alive = owner_pid(&name).is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists());
         if alive && !all {

@@ -13,6 +13,7 @@
 //! ```
 
 use crate::command::{self, TopologyError};
+use crate::sriov::{SriovNic, Sysfs};
 use crate::{Interface, MacvlanMode, Namespace, Topology};
 
 /// The tester's `t-in` in a NIC-switched testbed: where the last hop sends.
@@ -144,6 +145,70 @@ impl Testbed {
             let input = topology.macvlan((&nic, "p0"), mode, in_mac, (&ns, "d-in"))?;
             let out_parent = if i + 1 == hops { "p1" } else { "p0" };
             let output = topology.macvlan((&nic, out_parent), mode, vf_out_mac(i), (&ns, "d-out"))?;
+            built.push(Hop {
+                namespace: ns,
+                input,
+                output,
+            });
+        }
+        Ok(Testbed {
+            tester,
+            tester_out,
+            tester_in,
+            hops: built,
+            topology,
+        })
+    }
+
+    /// The same shape as [`Testbed::build_nic_switched`] on a real SR-IOV NIC: every
+    /// hop's `d-in` and `d-out` are virtual functions of `nic.pf` (the last hop's `d-out`
+    /// one of `nic.pf_out`) with the same addresses, and the tester's ports are the
+    /// machine's `nic.tester_out` and `nic.tester_in`, cabled to the NIC, taken into the
+    /// tester's namespace as `t-out` and `t-in`. The VFs are made for the run and
+    /// removed after; the tester's ports go back under their names and addresses.
+    pub fn build_sriov(hops: usize, nic: &SriovNic, ingress_mac: [u8; 6]) -> Result<Testbed, TopologyError> {
+        let hops = hops.max(1);
+        let sysfs = Sysfs::default();
+        sysfs.check(nic, hops)?;
+        let mut topology = Topology::new()?;
+        let tester = topology.namespace("tester")?;
+        let tester_out = topology.take_interface(&nic.tester_out, (&tester, "t-out"))?;
+        let tester_in = topology.take_interface(&nic.tester_in, (&tester, "t-in"))?;
+        tester_in.ip(&[
+            "link",
+            "set",
+            "dev",
+            tester_in.name(),
+            "address",
+            &mac_text(TESTER_IN_MAC),
+        ])?;
+        // VF k of each physical function, in the order the hops take them.
+        let mut vfs: Vec<(String, Vec<String>, u32)> = Vec::new();
+        for (pf, count) in nic.vfs_needed(hops) {
+            let names = topology.make_vfs(&sysfs, &pf, count)?;
+            vfs.push((pf, names, 0));
+        }
+        let mut next_vf = |pf: &str| -> (String, u32, String) {
+            let (pf, names, used) = vfs
+                .iter_mut()
+                .find(|(p, ..)| p == pf)
+                .expect("every PF's VFs were made");
+            let k = *used;
+            *used += 1;
+            (pf.clone(), k, names[k as usize].clone())
+        };
+        let mut built = Vec::with_capacity(hops);
+        for i in 0..hops {
+            let ns = topology.namespace(&if hops == 1 {
+                "dut".to_string()
+            } else {
+                format!("dut{}", i + 1)
+            })?;
+            let in_mac = if i == 0 { ingress_mac } else { vf_in_mac(i) };
+            let (pf, k, vf) = next_vf(&nic.pf);
+            let input = topology.take_vf((&pf, k), &vf, in_mac, (&ns, "d-in"))?;
+            let (pf, k, vf) = next_vf(if i + 1 == hops { &nic.pf_out } else { &nic.pf });
+            let output = topology.take_vf((&pf, k), &vf, vf_out_mac(i), (&ns, "d-out"))?;
             built.push(Hop {
                 namespace: ns,
                 input,

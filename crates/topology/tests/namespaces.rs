@@ -177,3 +177,60 @@ fn processes_left_in_a_namespace_are_stopped_with_it() {
         assert!(!alive(&pid), "process {pid} outlived its namespace");
     }
 }
+
+/// Deletes the test's stand-in for a machine's port however the test ends.
+struct DummyPort(String);
+
+impl Drop for DummyPort {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "delete", &self.0]).output();
+    }
+}
+
+fn address_of(interface: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/sys/class/net/{interface}/address"))
+        .ok()
+        .map(|a| a.trim().to_string())
+}
+
+/// A machine's interface (an SR-IOV tester port; here an ifb device standing for one) taken
+/// into a run's namespace under another name comes back as it was (ifb keeps its
+/// address: a NIC's, changed, is put back by the same journal line).
+#[test]
+fn a_taken_interface_goes_back_under_its_name_and_address() {
+    if skip_unless_root("network namespaces and moving interfaces") {
+        return;
+    }
+    let port = DummyPort(format!("sfcd{}", std::process::id() % 100_000));
+    // ifb: a virtual device that, as a NIC's port does, may change namespace.
+    let made = Command::new("ip")
+        .args(["link", "add", &port.0, "type", "ifb"])
+        .output()
+        .unwrap();
+    if !made.status.success() {
+        eprintln!(
+            "SKIPPED: no ifb device to stand for a machine's port ({})",
+            String::from_utf8_lossy(&made.stderr).trim()
+        );
+        return;
+    }
+    let mac = address_of(&port.0).unwrap();
+
+    let mut topo = Topology::new().unwrap();
+    let tester = topo.namespace("tester").unwrap();
+    topo.take_interface(&port.0, (&tester, "t-in")).unwrap();
+    assert!(tester.interfaces().unwrap().contains(&"t-in".to_string()));
+    assert_eq!(
+        address_of(&port.0),
+        None,
+        "gone from the machine's namespace while taken"
+    );
+    let journal = std::env::temp_dir().join(format!("{}.restore", topo.run_name()));
+    let written = std::fs::read_to_string(&journal).unwrap();
+    assert!(written.contains(&format!("t-in {} {mac}", port.0)), "{written}");
+
+    drop(topo);
+    assert_eq!(address_of(&port.0), Some(mac), "back under its name, with its address");
+    assert!(!journal.exists(), "the journal goes once everything is back");
+    assert!(!listed(tester.name()));
+}
