@@ -5,11 +5,16 @@
 //! resource that sets it is the bottleneck.
 //!
 //! This crate holds the model's arithmetic only: costs come from a calibration (measured
-//! on a machine), hardware from a profile. Every term is a plain number with its unit in
+//! on a machine by `sfclab model calibrate`, stored as JSON: [`calibration`]), hardware
+//! from a profile; [`chain`] prices a chain as placed and chained. Every term is a plain number with its unit in
 //! its name, so a prediction can be checked by hand.
 
 #![forbid(unsafe_code)]
 
+pub mod calibration;
+pub mod chain;
 pub mod rc;
 
+pub use calibration::{CALIBRATION_SCHEMA, Calibration, Curve, CurvePoint, nf_key};
+pub use chain::{ChainModel, ChainPrediction, Layout, predict_chain};
 pub use rc::{Chaining, CpuCosts, HardwareProfile, Prediction, Resource, break_even_chain_length, predict};

@@ -1,0 +1,293 @@
+//! A calibration: every cost term the model uses, as measured on one machine on one
+//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/1`) and reused by
+//! `model predict`, `plan` and `bench model`. A term is a curve over frame sizes; a
+//! prediction at a size between two calibrated ones interpolates, one outside them or
+//! for an NF the calibration did not measure is refused, not guessed.
+
+use serde::{Deserialize, Serialize};
+
+pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/1";
+
+/// A cost at each calibrated frame size (with FCS), TSC cycles per packet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Curve {
+    pub points: Vec<CurvePoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CurvePoint {
+    pub size: u16,
+    /// The median of the repetitions.
+    pub cycles: f64,
+    /// Every repetition's estimate, for the spread.
+    pub runs: Vec<f64>,
+}
+
+impl Curve {
+    pub fn new(mut points: Vec<CurvePoint>) -> Curve {
+        points.sort_by_key(|p| p.size);
+        Curve { points }
+    }
+
+    /// A curve of one value at every size of `sizes` (hand-made calibrations in tests).
+    pub fn flat(sizes: &[u16], cycles: f64) -> Curve {
+        Curve::new(
+            sizes
+                .iter()
+                .map(|&size| CurvePoint {
+                    size,
+                    cycles,
+                    runs: vec![cycles],
+                })
+                .collect(),
+        )
+    }
+
+    /// The cost at `size`: measured there, or linear between the two calibrated sizes
+    /// around it; outside the calibrated sizes, an error saying which they are.
+    pub fn at(&self, size: f64) -> Result<f64, String> {
+        let (first, last) = match (self.points.first(), self.points.last()) {
+            (Some(f), Some(l)) => (f, l),
+            _ => return Err("the term has no calibrated size".into()),
+        };
+        if size < f64::from(first.size) || size > f64::from(last.size) {
+            return Err(format!(
+                "{size} B is outside the calibrated frame sizes {}..{} B (calibrate with --sizes covering it)",
+                first.size, last.size
+            ));
+        }
+        let upper = self
+            .points
+            .iter()
+            .position(|p| f64::from(p.size) >= size)
+            .expect("size is within the range");
+        let hi = &self.points[upper];
+        if f64::from(hi.size) == size || upper == 0 {
+            return Ok(hi.cycles);
+        }
+        let lo = &self.points[upper - 1];
+        let t = (size - f64::from(lo.size)) / (f64::from(hi.size) - f64::from(lo.size));
+        Ok(lo.cycles + t * (hi.cycles - lo.cycles))
+    }
+}
+
+/// The machine a calibration was measured on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CalibratedMachine {
+    pub cpu: String,
+    pub cores: usize,
+    /// The TSC's rate: the cycles every term counts, and `f_CPU` of every core.
+    pub tsc_hz: f64,
+    pub kernel: String,
+}
+
+/// How the terms were measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Method {
+    pub duration_s: f64,
+    pub repeat: usize,
+    pub batch: usize,
+    pub flows: u32,
+    /// In words: the runs each term comes from.
+    pub notes: Vec<String>,
+}
+
+/// One NF as configured, and what it costs per packet in a compound chain (its own
+/// work and the call that reaches it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NfCalibration {
+    /// `kind` and its settings, as [`nf_key`] writes them: what a chain's NF must match.
+    pub key: String,
+    pub kind: String,
+    pub cycles: Curve,
+}
+
+/// The pipeline runtime's terms: stages on cores joined by rings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PipelineCalibration {
+    /// One stage doing everything (generator, ingress queue, sink), without its NFs.
+    pub single_stage: Curve,
+    /// The first of two stages on two cores: generator, ingress queue, enqueue.
+    pub first_stage: Curve,
+    /// The last of two stages on two cores: dequeue, sink.
+    pub last_stage: Curve,
+    /// A ring between two stages on one core (its enqueue and dequeue, and the turn).
+    pub same_core_link: Curve,
+}
+
+impl PipelineCalibration {
+    /// A ring across cores, both sides: first + last − single (the generator and sink
+    /// cancel out). Each side is taken as half of it where one is needed alone.
+    pub fn cross_core_link(&self, size: f64) -> Result<f64, String> {
+        Ok(self.first_stage.at(size)? + self.last_stage.at(size)? - self.single_stage.at(size)?)
+    }
+}
+
+/// A chaining technology between namespaces (`veth`, `nic-switch`, `linux`, `ovs`)
+/// with its I/O: what its chain of n forwarders costs the DUT's core, and what the
+/// tester on the other core can offer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WiredCalibration {
+    pub technology: String,
+    /// DUT-core cycles per frame the chain's ends cost whatever n (`C_RX + C_TX + C_other`).
+    pub fixed: Curve,
+    /// DUT-core cycles per frame of each hop (its link, its I/O, a forwarder's work).
+    pub per_hop: Curve,
+    /// The tester's own ceiling, packets per second it sends and receives at most.
+    pub tester_pps: Curve,
+}
+
+/// Every term, as measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Calibration {
+    pub schema: String,
+    /// The sfclab version that measured it.
+    pub version: String,
+    pub machine: CalibratedMachine,
+    /// When, UTC (RFC 3339).
+    pub date: String,
+    pub method: Method,
+    /// Frame sizes calibrated (with FCS), ascending.
+    pub sizes: Vec<u16>,
+    /// Compound runtime, everything but the NFs: generator, loop and sink per packet
+    /// (for in-memory ports, `C_RX + C_TX + C_other`).
+    pub compound_base: Curve,
+    pub nfs: Vec<NfCalibration>,
+    /// `None` where the machine has one core (no second core to measure a ring across).
+    pub pipeline: Option<PipelineCalibration>,
+    pub wired: Vec<WiredCalibration>,
+}
+
+/// How an NF is named in a calibration: its kind, and its settings as compact JSON
+/// (keys sorted) when it has any: `nat44`, `synthetic {"cycles":100}`.
+pub fn nf_key(kind: &str, settings: &serde_json::Value) -> String {
+    match settings {
+        serde_json::Value::Null => kind.to_string(),
+        serde_json::Value::Object(m) if m.is_empty() => kind.to_string(),
+        other => format!("{kind} {other}"),
+    }
+}
+
+impl Calibration {
+    /// Reads a calibration file, refusing another schema and saying which.
+    pub fn from_json(text: &str, origin: &str) -> Result<Calibration, String> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("{origin}: not JSON: {e}"))?;
+        match value.get("schema").and_then(|s| s.as_str()) {
+            Some(CALIBRATION_SCHEMA) => {}
+            Some(other) => {
+                return Err(format!(
+                    "{origin}: schema `{other}`; this sfclab reads `{CALIBRATION_SCHEMA}` (calibrate again)"
+                ));
+            }
+            None => return Err(format!("{origin}: no `schema` field: not an sfclab calibration")),
+        }
+        let cal: Calibration = serde_json::from_value(value).map_err(|e| format!("{origin}: {e}"))?;
+        cal.check().map_err(|e| format!("{origin}: {e}"))?;
+        Ok(cal)
+    }
+
+    /// A calibration that contradicts itself is refused: every curve covers the sizes,
+    /// every cost is finite and not negative, every NF once.
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.machine.tsc_hz.is_finite() && self.machine.tsc_hz > 0.0) {
+            return Err(format!("machine.tsc_hz {} is not a clock rate", self.machine.tsc_hz));
+        }
+        let mut curves: Vec<(String, &Curve)> = vec![("compound_base".into(), &self.compound_base)];
+        for nf in &self.nfs {
+            curves.push((format!("nf `{}`", nf.key), &nf.cycles));
+        }
+        if let Some(p) = &self.pipeline {
+            curves.push(("pipeline.single_stage".into(), &p.single_stage));
+            curves.push(("pipeline.first_stage".into(), &p.first_stage));
+            curves.push(("pipeline.last_stage".into(), &p.last_stage));
+            curves.push(("pipeline.same_core_link".into(), &p.same_core_link));
+        }
+        for w in &self.wired {
+            curves.push((format!("wired `{}` fixed", w.technology), &w.fixed));
+            curves.push((format!("wired `{}` per_hop", w.technology), &w.per_hop));
+            curves.push((format!("wired `{}` tester_pps", w.technology), &w.tester_pps));
+        }
+        for (name, curve) in curves {
+            let sizes: Vec<u16> = curve.points.iter().map(|p| p.size).collect();
+            if sizes != self.sizes {
+                return Err(format!(
+                    "{name} covers sizes {sizes:?}, the calibration {:?}",
+                    self.sizes
+                ));
+            }
+            if let Some(bad) = curve.points.iter().find(|p| !p.cycles.is_finite() || p.cycles < 0.0) {
+                return Err(format!("{name} at {} B is {}: not a cost", bad.size, bad.cycles));
+            }
+        }
+        let mut keys: Vec<&str> = self.nfs.iter().map(|n| n.key.as_str()).collect();
+        keys.sort_unstable();
+        if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!("nf `{}` is calibrated twice", w[0]));
+        }
+        Ok(())
+    }
+
+    /// The cost of NF `key` at `size`, or why there is none.
+    pub fn nf_cycles(&self, key: &str, size: f64) -> Result<f64, String> {
+        let nf = self.nfs.iter().find(|n| n.key == key).ok_or_else(|| {
+            let known: Vec<&str> = self.nfs.iter().map(|n| n.key.as_str()).collect();
+            format!(
+                "NF `{key}` is not in the calibration (it has {}): calibrate it with `sfclab model calibrate --chain ...` naming it",
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            )
+        })?;
+        nf.cycles.at(size).map_err(|e| format!("NF `{key}`: {e}"))
+    }
+
+    pub fn wired(&self, technology: &str) -> Result<&WiredCalibration, String> {
+        self.wired.iter().find(|w| w.technology == technology).ok_or_else(|| {
+            let known: Vec<&str> = self.wired.iter().map(|w| w.technology.as_str()).collect();
+            format!(
+                "chaining `{technology}` is not in the calibration (it has {}): calibrate with --technologies {technology} (needs root)",
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn curve(points: &[(u16, f64)]) -> Curve {
+        Curve::new(
+            points
+                .iter()
+                .map(|&(size, cycles)| CurvePoint {
+                    size,
+                    cycles,
+                    runs: vec![cycles],
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_curve_interpolates_between_sizes_and_refuses_outside_them() {
+        let c = curve(&[(1518, 300.0), (64, 100.0), (512, 150.0)]);
+        assert_eq!(c.at(64.0).unwrap(), 100.0);
+        assert_eq!(c.at(512.0).unwrap(), 150.0);
+        // Half way from 64 to 512: 125; a quarter of the way from 512 to 1518: 187.5.
+        assert_eq!(c.at(288.0).unwrap(), 125.0);
+        assert_eq!(c.at(512.0 + (1518.0 - 512.0) / 4.0).unwrap(), 187.5);
+        let e = c.at(9000.0).unwrap_err();
+        assert!(e.contains("outside the calibrated frame sizes 64..1518"), "{e}");
+        assert!(c.at(60.0).is_err());
+        assert!(curve(&[]).at(64.0).is_err());
+    }
+
+    #[test]
+    fn nf_keys_name_the_settings_only_when_there_are_some() {
+        assert_eq!(nf_key("nat44", &serde_json::json!({})), "nat44");
+        assert_eq!(nf_key("noop", &serde_json::Value::Null), "noop");
+        assert_eq!(
+            nf_key("synthetic", &serde_json::json!({"cycles": 100, "a": 1})),
+            r#"synthetic {"a":1,"cycles":100}"#
+        );
+    }
+}

@@ -1,0 +1,550 @@
+//! The RC graph of one chain as placed and chained, priced by a calibration: every core
+//! the chain uses with the cycles each packet costs it, the tester where one is between
+//! the chain and its traffic, and a NIC profile's line, engine and bus where given; the
+//! maximum throughput is the least capacity, its resource the bottleneck (seed 000
+//! Section V, seed 002 Section III).
+
+use crate::calibration::Calibration;
+use crate::rc::{HardwareProfile, Resource};
+use serde::Serialize;
+use std::ops::Range;
+
+/// How the chain runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Layout {
+    /// Generator, NFs and sink in one loop on one core (function calls).
+    Compound,
+    /// Stages (contiguous NFs) on cores, joined by rings; the generator on the first
+    /// stage's core, the sink on the last's.
+    Pipeline { stages: Vec<(Range<usize>, usize)> },
+    /// Every NF a hop in a namespace of its own (`veth`, `nic-switch`, `linux`, `ovs`),
+    /// all hops on the DUT's core, the tester on another core.
+    Hops { technology: String },
+}
+
+/// A chain to predict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChainModel {
+    /// Each NF's calibration key, in order.
+    pub nfs: Vec<String>,
+    /// Frame sizes (with FCS) and their shares of the traffic (one size: `[(64, 1.0)]`).
+    pub frames: Vec<(f64, f64)>,
+    pub layout: Layout,
+}
+
+/// One term of a core's sum, for the reader to check.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct Term {
+    pub what: String,
+    pub cycles: f64,
+}
+
+/// A core and what one packet costs it.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct CoreCost {
+    pub core: String,
+    pub terms: Vec<Term>,
+    pub cycles_per_packet: f64,
+}
+
+/// What the model says of a chain.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ChainPrediction {
+    pub cores: Vec<CoreCost>,
+    /// Every resource with its capacity (cores, tester, NIC line/engine/bus).
+    pub resources: Vec<Resource>,
+    /// The least capacity, packets per second.
+    pub max_pps: f64,
+    pub bottleneck: String,
+    /// What happens when more is offered than `max_pps`, per seed 002.
+    pub overload: Overload,
+}
+
+/// The shape of the throughput past the maximum.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct Overload {
+    /// `flat` (the excess is dropped where it enters, before any work is spent on it) or
+    /// `falling` (some is dropped inside the chain, after cycles were spent on it).
+    pub shape: String,
+    pub why: String,
+}
+
+impl ChainPrediction {
+    /// Each resource's utilisation at `offered_pps` (1.0: saturated; above: overloaded).
+    pub fn utilisation(&self, offered_pps: f64) -> Vec<(String, f64)> {
+        self.resources
+            .iter()
+            .map(|r| (r.name.clone(), offered_pps / r.max_pps))
+            .collect()
+    }
+}
+
+/// The traffic-weighted mean of `f` over the chain's frame sizes.
+fn mean_over(frames: &[(f64, f64)], f: impl Fn(f64) -> Result<f64, String>) -> Result<f64, String> {
+    let total: f64 = frames.iter().map(|(_, w)| w).sum();
+    if frames.is_empty() || !(total > 0.0) {
+        return Err("the chain's traffic has no frame size".into());
+    }
+    let mut sum = 0.0;
+    for &(size, weight) in frames {
+        sum += weight * f(size)?;
+    }
+    Ok(sum / total)
+}
+
+fn core(name: String, terms: Vec<Term>) -> CoreCost {
+    CoreCost {
+        cycles_per_packet: terms.iter().map(|t| t.cycles).sum(),
+        core: name,
+        terms,
+    }
+}
+
+/// Prices `chain` with `cal`; `hardware`, when given, adds its NIC's line, engine and bus
+/// (software-linked: the chain's traffic crosses them once).
+pub fn predict_chain(
+    cal: &Calibration,
+    chain: &ChainModel,
+    hardware: Option<&HardwareProfile>,
+) -> Result<ChainPrediction, String> {
+    if chain.nfs.is_empty() {
+        return Err("the chain has no NF".into());
+    }
+    let frames = &chain.frames;
+    let term = |what: String, f: &dyn Fn(f64) -> Result<f64, String>| -> Result<Term, String> {
+        Ok(Term {
+            what,
+            cycles: mean_over(frames, f)?,
+        })
+    };
+    let nf_term = |i: usize| -> Result<Term, String> {
+        let key = &chain.nfs[i];
+        term(format!("nf {} `{key}`", i + 1), &|s| cal.nf_cycles(key, s))
+    };
+    let hz = cal.machine.tsc_hz;
+    let mut cores = Vec::new();
+    let mut extra: Vec<Resource> = Vec::new();
+    let overload;
+    match &chain.layout {
+        Layout::Compound => {
+            let mut terms = vec![term("generator, loop and sink".into(), &|s| cal.compound_base.at(s))?];
+            for i in 0..chain.nfs.len() {
+                terms.push(nf_term(i)?);
+            }
+            cores.push(core("core".into(), terms));
+            overload = Overload {
+                shape: "flat".into(),
+                why: "one loop: what the core cannot take stays in the generator (in-memory) or is dropped at the port's ring, before any NF".into(),
+            };
+        }
+        Layout::Pipeline { stages } => {
+            let p = cal
+                .pipeline
+                .as_ref()
+                .ok_or("the calibration has no pipeline terms (it was measured on one core)")?;
+            check_stages(stages, chain.nfs.len())?;
+            let last = stages.len() - 1;
+            let mut by_core: Vec<(usize, Vec<Term>)> = Vec::new();
+            for (s, (nfs, c)) in stages.iter().enumerate() {
+                let mut terms = Vec::new();
+                if stages.len() == 1 {
+                    terms.push(term("stage: generator, ingress queue, sink".into(), &|x| {
+                        p.single_stage.at(x)
+                    })?);
+                } else {
+                    // The ends of this stage's rings: a ring between stages on one core
+                    // costs that core both ends (`same_core_link`, counted on the
+                    // receiving stage); across cores each side pays half of the cross link.
+                    let half_cross = |x: f64| Ok(p.cross_core_link(x)? / 2.0);
+                    if s == 0 {
+                        terms.push(term("stage 1: generator, ingress queue".into(), &|x| {
+                            Ok(p.first_stage.at(x)? - half_cross(x)?)
+                        })?);
+                    } else if stages[s - 1].1 == *c {
+                        terms.push(term(format!("ring into stage {} (same core)", s + 1), &|x| {
+                            p.same_core_link.at(x)
+                        })?);
+                    } else {
+                        terms.push(term(format!("ring into stage {} (dequeue)", s + 1), &half_cross)?);
+                    }
+                    if s == last {
+                        terms.push(term(format!("stage {}: sink", s + 1), &|x| {
+                            Ok(p.last_stage.at(x)? - half_cross(x)?)
+                        })?);
+                    } else if stages[s + 1].1 != *c {
+                        terms.push(term(format!("ring out of stage {} (enqueue)", s + 1), &half_cross)?);
+                    }
+                }
+                for i in nfs.clone() {
+                    terms.push(nf_term(i)?);
+                }
+                match by_core.iter_mut().find(|(k, _)| k == c) {
+                    Some((_, t)) => t.extend(terms),
+                    None => by_core.push((*c, terms)),
+                }
+            }
+            cores = by_core.into_iter().map(|(c, t)| core(format!("core {c}"), t)).collect();
+            overload = Overload {
+                shape: "flat".into(),
+                why: "with flow control or backpressure the excess waits before the chain; with dropping links it is dropped at a full ring, after the stages before it worked on it (seed 002: falling)".into(),
+            };
+        }
+        Layout::Hops { technology } => {
+            let w = cal.wired(technology)?;
+            let n = chain.nfs.len() as f64;
+            if let Some(other) = chain.nfs.iter().find(|k| *k != "forwarder") {
+                return Err(format!(
+                    "chaining `{technology}` is calibrated for hops of one forwarder each; `{other}` in a hop is not (yet) priced"
+                ));
+            }
+            let terms = vec![
+                term("chain ends (tester side I/O)".into(), &|s| w.fixed.at(s))?,
+                term(format!("{n} hop(s)"), &|s| Ok(n * w.per_hop.at(s)?))?,
+            ];
+            cores.push(core("dut core".into(), terms));
+            let tester = mean_over(frames, |s| w.tester_pps.at(s))?;
+            extra.push(Resource {
+                name: "tester".into(),
+                cost_per_packet: hz / tester,
+                unit: "cycles".into(),
+                max_pps: tester,
+            });
+            overload = match technology.as_str() {
+                "linux" => Overload {
+                    shape: "falling".into(),
+                    why: "the kernel drops at a hop's backlog inside the chain, after the hops before it forwarded the frame (seed 002 Section IV)".into(),
+                },
+                _ => Overload {
+                    shape: "flat".into(),
+                    why: "the hops' rings fill at the first hop: the excess is dropped at the chain's entry".into(),
+                },
+            };
+        }
+    }
+    let mut resources: Vec<Resource> = cores
+        .iter()
+        .map(|c| Resource {
+            name: c.core.clone(),
+            cost_per_packet: c.cycles_per_packet,
+            unit: "cycles".into(),
+            max_pps: hz / c.cycles_per_packet,
+        })
+        .collect();
+    resources.extend(extra);
+    if let Some(hw) = hardware {
+        let bits = mean_over(frames, |s| Ok(s * 8.0))?;
+        if let Some(lr) = hw.line_rate_bps {
+            let per = bits + hw.line_overhead_bits;
+            resources.push(Resource {
+                name: "nic line".into(),
+                cost_per_packet: per,
+                unit: "bits".into(),
+                max_pps: lr / per,
+            });
+        }
+        if let Some(f_nic) = hw.nic_ops_per_s {
+            let per = hw.nic_rx_ops + hw.nic_tx_ops;
+            resources.push(Resource {
+                name: "nic engine".into(),
+                cost_per_packet: per,
+                unit: "operations".into(),
+                max_pps: f_nic / per,
+            });
+        }
+        if let Some(bw) = hw.pcie_bps {
+            let per = bits + hw.pcie_overhead_bits;
+            resources.push(Resource {
+                name: "pcie".into(),
+                cost_per_packet: per,
+                unit: "bits".into(),
+                max_pps: bw / per,
+            });
+        }
+    }
+    if let Some(bad) = resources.iter().find(|r| !(r.max_pps.is_finite() && r.max_pps > 0.0)) {
+        return Err(format!(
+            "{} costs {} {} per packet: the calibration's terms do not add up to a cost here",
+            bad.name, bad.cost_per_packet, bad.unit
+        ));
+    }
+    let bottleneck = resources
+        .iter()
+        .min_by(|a, b| a.max_pps.total_cmp(&b.max_pps))
+        .expect("a core is always a resource");
+    Ok(ChainPrediction {
+        max_pps: bottleneck.max_pps,
+        bottleneck: bottleneck.name.clone(),
+        cores,
+        resources,
+        overload,
+    })
+}
+
+fn check_stages(stages: &[(Range<usize>, usize)], n: usize) -> Result<(), String> {
+    let mut next = 0;
+    for (nfs, _) in stages {
+        if nfs.start != next || nfs.end <= nfs.start {
+            return Err(format!(
+                "stages must cover the chain's NFs in order, each at least one: {stages:?}"
+            ));
+        }
+        next = nfs.end;
+    }
+    if next != n || stages.is_empty() {
+        return Err(format!("stages {stages:?} do not cover the chain's {n} NF(s)"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calibration::*;
+
+    /// A hand-made calibration: 64 and 1518 B; base 100 → 130; forwarder 20 → 20,
+    /// nat44 60 → 90; pipeline single 140, first 160, last 120, same-core link 30
+    /// (cross link 160 + 120 − 140 = 140, 70 a side); TSC 1 GHz.
+    fn cal() -> Calibration {
+        let sizes = [64, 1518];
+        let two = |a: f64, b: f64| {
+            Curve::new(vec![
+                CurvePoint {
+                    size: 64,
+                    cycles: a,
+                    runs: vec![a],
+                },
+                CurvePoint {
+                    size: 1518,
+                    cycles: b,
+                    runs: vec![b],
+                },
+            ])
+        };
+        Calibration {
+            schema: CALIBRATION_SCHEMA.into(),
+            version: "test".into(),
+            machine: CalibratedMachine {
+                cpu: "test".into(),
+                cores: 2,
+                tsc_hz: 1e9,
+                kernel: "test".into(),
+            },
+            date: "2026-11-24T00:00:00Z".into(),
+            method: Method {
+                duration_s: 1.0,
+                repeat: 1,
+                batch: 32,
+                flows: 1024,
+                notes: vec![],
+            },
+            sizes: sizes.to_vec(),
+            compound_base: two(100.0, 130.0),
+            nfs: vec![
+                NfCalibration {
+                    key: "forwarder".into(),
+                    kind: "forwarder".into(),
+                    cycles: Curve::flat(&sizes, 20.0),
+                },
+                NfCalibration {
+                    key: "nat44".into(),
+                    kind: "nat44".into(),
+                    cycles: two(60.0, 90.0),
+                },
+            ],
+            pipeline: Some(PipelineCalibration {
+                single_stage: Curve::flat(&sizes, 140.0),
+                first_stage: Curve::flat(&sizes, 160.0),
+                last_stage: Curve::flat(&sizes, 120.0),
+                same_core_link: Curve::flat(&sizes, 30.0),
+            }),
+            wired: vec![WiredCalibration {
+                technology: "veth".into(),
+                fixed: Curve::flat(&sizes, 1000.0),
+                per_hop: Curve::flat(&sizes, 8000.0),
+                tester_pps: Curve::flat(&sizes, 500_000.0),
+            }],
+        }
+    }
+
+    fn chain(nfs: &[&str], layout: Layout, size: f64) -> ChainModel {
+        ChainModel {
+            nfs: nfs.iter().map(|s| s.to_string()).collect(),
+            frames: vec![(size, 1.0)],
+            layout,
+        }
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+    }
+
+    #[test]
+    fn a_compound_chain_costs_its_base_and_its_nfs_on_one_core() {
+        let p = predict_chain(&cal(), &chain(&["forwarder", "nat44"], Layout::Compound, 64.0), None).unwrap();
+        // 100 + 20 + 60 = 180 cycles at 1 GHz: 5.556 Mpps.
+        assert!(close(p.cores[0].cycles_per_packet, 180.0));
+        assert!(close(p.max_pps, 1e9 / 180.0));
+        assert_eq!(p.bottleneck, "core");
+        // Half way to 1518 B (791 B): base 115, nat44 75: 210.
+        let p = predict_chain(&cal(), &chain(&["forwarder", "nat44"], Layout::Compound, 791.0), None).unwrap();
+        assert!(close(p.cores[0].cycles_per_packet, 210.0));
+        // IMIX-like mix: 3/4 at 64 B, 1/4 at 1518 B: 0.75*180 + 0.25*(130+20+90=240) = 195.
+        let mix = ChainModel {
+            frames: vec![(64.0, 3.0), (1518.0, 1.0)],
+            ..chain(&["forwarder", "nat44"], Layout::Compound, 64.0)
+        };
+        assert!(close(
+            predict_chain(&cal(), &mix, None).unwrap().cores[0].cycles_per_packet,
+            195.0
+        ));
+    }
+
+    #[test]
+    fn a_pipeline_prices_each_core_with_its_rings() {
+        // bi:2 of forwarder, nat44, forwarder, forwarder on cores 0 and 1:
+        // core 0: first stage 160 (generator 90 + enqueue 70) + 20 + 60 = 240;
+        // core 1: dequeue 70 + sink 50 (= 120 − 70) + 20 + 20 = 160... as 120 + 40 = 160.
+        let nfs = ["forwarder", "nat44", "forwarder", "forwarder"];
+        let bi2 = Layout::Pipeline {
+            stages: vec![(0..2, 0), (2..4, 1)],
+        };
+        let p = predict_chain(&cal(), &chain(&nfs, bi2, 64.0), None).unwrap();
+        assert!(close(p.cores[0].cycles_per_packet, 240.0), "{:?}", p.cores[0]);
+        assert!(close(p.cores[1].cycles_per_packet, 160.0), "{:?}", p.cores[1]);
+        assert_eq!(p.bottleneck, "core 0");
+        assert!(close(p.max_pps, 1e9 / 240.0));
+        // pbp:2 (stages on 0,1,0,1): core 0: generator 90 + enqueue 70 + 20, then
+        // dequeue 70 + 20 + enqueue 70 = 340; core 1: 70 + 60 + 70, then 70 + 20 + sink 50 = 340.
+        let pbp = Layout::Pipeline {
+            stages: vec![(0..1, 0), (1..2, 1), (2..3, 0), (3..4, 1)],
+        };
+        let p = predict_chain(&cal(), &chain(&nfs, pbp, 64.0), None).unwrap();
+        assert!(close(p.cores[0].cycles_per_packet, 340.0), "{:?}", p.cores[0]);
+        assert!(close(p.cores[1].cycles_per_packet, 340.0), "{:?}", p.cores[1]);
+        // Two stages on one core: generator 90 + 20 + same-core ring 30 + 60 + sink 50 = 250.
+        let same = Layout::Pipeline {
+            stages: vec![(0..1, 0), (1..2, 0)],
+        };
+        let p = predict_chain(&cal(), &chain(&["forwarder", "nat44"], same, 64.0), None).unwrap();
+        assert_eq!(p.cores.len(), 1);
+        assert!(close(p.cores[0].cycles_per_packet, 250.0), "{:?}", p.cores[0]);
+        // One stage: 140 + 20.
+        let one = Layout::Pipeline {
+            stages: vec![(0..1, 3)],
+        };
+        let p = predict_chain(&cal(), &chain(&["forwarder"], one, 64.0), None).unwrap();
+        assert!(close(p.cores[0].cycles_per_packet, 160.0));
+        assert_eq!(p.bottleneck, "core 3");
+    }
+
+    #[test]
+    fn hops_in_namespaces_are_bound_by_the_dut_core_or_the_tester() {
+        let veth = || Layout::Hops {
+            technology: "veth".into(),
+        };
+        // n = 1: 1000 + 8000 = 9000 cycles: 111 kpps... at 1 GHz; the tester 500 kpps.
+        let p = predict_chain(&cal(), &chain(&["forwarder"], veth(), 64.0), None).unwrap();
+        assert!(close(p.max_pps, 1e9 / 9000.0));
+        assert_eq!(p.bottleneck, "dut core");
+        let mut fast = cal();
+        fast.machine.tsc_hz = 10e9;
+        let p = predict_chain(&fast, &chain(&["forwarder"], veth(), 64.0), None).unwrap();
+        assert_eq!(p.bottleneck, "tester");
+        assert!(close(p.max_pps, 500_000.0));
+        let e = predict_chain(
+            &cal(),
+            &chain(
+                &["forwarder"],
+                Layout::Hops {
+                    technology: "ovs".into(),
+                },
+                64.0,
+            ),
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("chaining `ovs` is not in the calibration (it has veth)"),
+            "{e}"
+        );
+        assert!(
+            predict_chain(&cal(), &chain(&["nat44"], veth(), 64.0), None)
+                .unwrap_err()
+                .contains("one forwarder")
+        );
+    }
+
+    #[test]
+    fn what_was_not_calibrated_is_refused_not_guessed() {
+        let e = predict_chain(&cal(), &chain(&["router"], Layout::Compound, 64.0), None).unwrap_err();
+        assert!(
+            e.contains("NF `router` is not in the calibration (it has forwarder, nat44)"),
+            "{e}"
+        );
+        let e = predict_chain(&cal(), &chain(&["forwarder"], Layout::Compound, 9000.0), None).unwrap_err();
+        assert!(e.contains("outside the calibrated frame sizes"), "{e}");
+        let mut one_core = cal();
+        one_core.pipeline = None;
+        let e = predict_chain(
+            &one_core,
+            &chain(
+                &["forwarder"],
+                Layout::Pipeline {
+                    stages: vec![(0..1, 0)],
+                },
+                64.0,
+            ),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains("no pipeline terms"), "{e}");
+        let gap = Layout::Pipeline {
+            stages: vec![(0..1, 0), (2..3, 1)],
+        };
+        assert!(predict_chain(&cal(), &chain(&["forwarder"; 3], gap, 64.0), None).is_err());
+    }
+
+    #[test]
+    fn a_nic_profile_adds_its_line_engine_and_bus() {
+        let hw = HardwareProfile {
+            cpu_hz: 1e9,
+            line_rate_bps: Some(10e9),
+            line_overhead_bits: 160.0,
+            nic_ops_per_s: Some(60e6),
+            nic_rx_ops: 1.0,
+            nic_tx_ops: 1.0,
+            nic_switch_ops: 1.0,
+            pcie_bps: Some(16e9),
+            pcie_overhead_bits: 256.0,
+        };
+        let mut fast = cal();
+        fast.machine.tsc_hz = 100e9;
+        let p = predict_chain(&fast, &chain(&["forwarder"], Layout::Compound, 64.0), Some(&hw)).unwrap();
+        // core: 100e9 / 120 = 833 Mpps; line 10e9 / 672 = 14.88 Mpps; engine 30; bus 20.8.
+        assert_eq!(p.bottleneck, "nic line");
+        assert!(close(p.max_pps, 10e9 / 672.0));
+        let u = p.utilisation(p.max_pps);
+        assert!(close(u.iter().find(|(n, _)| n == "nic line").unwrap().1, 1.0));
+    }
+
+    #[test]
+    fn a_calibration_that_contradicts_itself_is_refused() {
+        let mut c = cal();
+        c.nfs[1].cycles = Curve::flat(&[64], 60.0);
+        assert!(c.check().unwrap_err().contains("covers sizes [64]"));
+        let mut c = cal();
+        c.nfs[0].cycles.points[0].cycles = f64::NAN;
+        assert!(c.check().unwrap_err().contains("not a cost"));
+        let mut c = cal();
+        c.nfs[1].key = "forwarder".into();
+        assert!(c.check().unwrap_err().contains("calibrated twice"));
+        let text = serde_json::to_string(&cal()).unwrap();
+        assert_eq!(Calibration::from_json(&text, "cal.json").unwrap(), cal());
+        let old = text.replace(CALIBRATION_SCHEMA, "sfclab.calibration/0");
+        assert!(
+            Calibration::from_json(&old, "cal.json")
+                .unwrap_err()
+                .contains("cal.json: schema `sfclab.calibration/0`")
+        );
+    }
+}
