@@ -82,7 +82,7 @@ impl ChainPrediction {
 /// The traffic-weighted mean of `f` over the chain's frame sizes.
 fn mean_over(frames: &[(f64, f64)], f: impl Fn(f64) -> Result<f64, String>) -> Result<f64, String> {
     let total: f64 = frames.iter().map(|(_, w)| w).sum();
-    if frames.is_empty() || !(total > 0.0) {
+    if frames.is_empty() || total.is_nan() || total <= 0.0 {
         return Err("the chain's traffic has no frame size".into());
     }
     let mut sum = 0.0;
