@@ -7,11 +7,13 @@
 //! throughput is reported against it as a ratio.
 
 pub mod acl;
+pub mod calibrate;
 pub mod chaining;
 pub mod forward;
 pub mod io;
 pub mod lpm;
 pub mod lpm6;
+pub mod model;
 pub mod nfs;
 pub mod overload;
 pub mod pipeline;

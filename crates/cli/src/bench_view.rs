@@ -998,3 +998,106 @@ pub fn chaining_plot(b: &sfclab_bench::chaining::ChainingBench) -> Result<String
         "Mpps through the chain",
     )
 }
+
+/// The terminal view of `bench model`: predicted against measured per cell, and the
+/// error per layout against the goal.
+pub fn model_table(b: &sfclab_bench::model::ModelBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab bench model | {} ({} cores, TSC {:.3} GHz, kernel {})",
+        b.machine.cpu,
+        b.machine.cores,
+        b.machine.tsc_hz / 1e9,
+        b.machine.kernel
+    );
+    let _ = writeln!(
+        s,
+        "calibration: {} | measured: capacity runs (flow control, backpressure), {} x {:.1} s, medians\n",
+        b.calibration, b.repeat, b.duration_s
+    );
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header([
+        "chain",
+        "layout",
+        "size B",
+        "predicted Mpps",
+        "bottleneck (cycles/pkt)",
+        "measured Mpps [min–max]",
+        "busiest core cycles/pkt",
+        "error",
+    ]);
+    for p in &b.points {
+        t.add_row([
+            p.chain.clone(),
+            p.layout.clone(),
+            p.size.to_string(),
+            format!("{:.3}", p.predicted_mpps),
+            format!("{} ({:.0})", p.bottleneck, p.predicted_cycles),
+            with_range(&p.measured_runs, 3),
+            format!("{:.0}", p.measured_cycles),
+            format!("{:+.1} %", p.error_pct),
+        ]);
+    }
+    let _ = writeln!(s, "{t}");
+    for e in &b.errors {
+        let _ = writeln!(
+            s,
+            "{}: {} cells, median |error| {:.1} %, worst {:.1} %: {}",
+            e.layout, e.cells, e.median_abs_error_pct, e.worst_abs_error_pct, e.worst
+        );
+    }
+    let _ = writeln!(
+        s,
+        "goal (median |error| <= 10 %, worst <= 25 %, per layout): {}",
+        if b.goal_met { "met" } else { "NOT met" }
+    );
+    s += &footer(
+        b.points.iter().filter(|p| is_wide(&p.measured_runs)).count(),
+        b.interrupted,
+        b.repeat,
+    );
+    s
+}
+
+/// `bench model --csv`: a row per cell.
+pub fn model_csv(b: &sfclab_bench::model::ModelBench) -> String {
+    let mut s = String::from(
+        "chain,layout,size,predicted_mpps,bottleneck,predicted_cycles,measured_mpps,measured_cycles,error_pct\n",
+    );
+    for p in &b.points {
+        let _ = writeln!(
+            s,
+            "{},{},{},{:.4},{},{:.1},{:.4},{:.1},{:.2}",
+            p.chain,
+            p.layout,
+            p.size,
+            p.predicted_mpps,
+            p.bottleneck,
+            p.predicted_cycles,
+            p.measured_mpps,
+            p.measured_cycles,
+            p.error_pct
+        );
+    }
+    s
+}
+
+/// `bench model --plot`: predicted against measured, a colour per layout, y = x.
+pub fn model_plot(b: &sfclab_bench::model::ModelBench) -> Result<String, String> {
+    let mut groups: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for p in &b.points {
+        let kind = p.layout.split(' ').next().unwrap_or("").to_string();
+        match groups.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, pts)) => pts.push((p.measured_mpps, p.predicted_mpps)),
+            None => groups.push((kind, vec![(p.measured_mpps, p.predicted_mpps)])),
+        }
+    }
+    crate::report::scatter_svg(
+        &groups,
+        "The model against the machine (sfclab bench model)",
+        "measured Mpps",
+        "predicted Mpps",
+    )
+}

@@ -6,6 +6,7 @@ mod config;
 mod execute;
 mod hop_processes;
 mod located;
+mod model;
 mod outcome;
 mod progress;
 mod render;
@@ -67,6 +68,9 @@ enum Cmd {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// The resource-constraints model: calibrate it on this machine, predict a chain.
+    #[command(subcommand)]
+    Model(model::ModelCmd),
     /// List the NF types and their settings.
     Nfs,
     /// List the built-in traffic profiles (`--profile`, or `profile:` in a chain file).
@@ -151,6 +155,9 @@ enum BenchCmd {
     /// Each NF's cost on one core at 64 B and IMIX (router, nat44, firewall, their chain)
     /// beside plain forwarding, and NAT44 at 1k/100k/1M sessions with memory per session.
     Nfs(NfsArgs),
+    /// The model checked: chains x placements x frame sizes the calibration did not
+    /// run, each predicted and measured in the same run; error per layout, scatter plot.
+    Model(model::ModelBenchCli),
 }
 
 #[derive(Args)]
@@ -552,6 +559,8 @@ fn main() -> ExitCode {
             print_result(result, a.json, None, bench_view::acl_table)
         }
         Cmd::Bench(BenchCmd::Nfs(a)) => cmd_nfs(a),
+        Cmd::Bench(BenchCmd::Model(a)) => model::cmd_bench_model(a),
+        Cmd::Model(cmd) => model::cmd_model(cmd),
         Cmd::Bench(BenchCmd::Io(a)) => {
             let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
                 Ok(w) => w,
@@ -822,7 +831,7 @@ fn window(duration: &str, warmup: &str) -> Result<(Duration, Duration), String> 
 }
 
 /// [`window`] for a benchmark of `repeat` rounds: at least one, each of a non-zero window.
-fn repeated_window(repeat: usize, duration: &str, warmup: &str) -> Result<(Duration, Duration), String> {
+pub(crate) fn repeated_window(repeat: usize, duration: &str, warmup: &str) -> Result<(Duration, Duration), String> {
     match window(duration, warmup)? {
         w if repeat > 0 && w.0 > Duration::ZERO => Ok(w),
         _ => Err("need at least one repetition and a non-zero duration".into()),
@@ -830,7 +839,9 @@ fn repeated_window(repeat: usize, duration: &str, warmup: &str) -> Result<(Durat
 }
 
 /// Runs `work` with a progress bar on stderr, told (done, total, what) after each trial.
-fn with_progress<T>(work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> Result<T, String>) -> Result<T, String> {
+pub(crate) fn with_progress<T>(
+    work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> Result<T, String>,
+) -> Result<T, String> {
     let mut progress = progress::Progress::new("runs", 0);
     let result = work(&mut |done: usize, total: usize, what: &str| progress.at(done, total, what));
     progress.finish();
@@ -844,7 +855,7 @@ type Render<T> = fn(&T) -> String;
 /// table; exit 130 when Ctrl-C cut it short.
 /// Writes `--plot FILE` of a benchmark's result when asked and the bench succeeded; the
 /// failure to write it is the command's.
-fn write_plot_of<T>(
+pub(crate) fn write_plot_of<T>(
     result: &Result<T, String>,
     path: Option<&std::path::Path>,
     plot: fn(&T) -> Result<String, String>,
@@ -860,7 +871,7 @@ fn write_plot_of<T>(
     Ok(())
 }
 
-fn print_result<T: serde::Serialize + sfclab_bench::Interruptible>(
+pub(crate) fn print_result<T: serde::Serialize + sfclab_bench::Interruptible>(
     result: Result<T, String>,
     json: bool,
     csv: Option<(bool, Render<T>)>,

@@ -79,6 +79,64 @@ pub fn line_svg(set: &Value, series: &[(&str, &str)], title: &str, y_label: &str
     Ok(svg)
 }
 
+/// A scatter plot of `(x, y)` points in groups (a colour and legend entry each), with
+/// the y = x line: predicted against measured.
+pub fn scatter_svg(
+    groups: &[(String, Vec<(f64, f64)>)],
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+) -> Result<String, String> {
+    let top = groups
+        .iter()
+        .flat_map(|(_, pts)| pts.iter().flat_map(|&(x, y)| [x, y]))
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    let top = if top > 0.0 { top * 1.1 } else { 1.0 };
+    let palette = [BLUE, RED, GREEN, MAGENTA, CYAN];
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (560, 520)).into_drawing_area();
+        let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+        root.fill(&WHITE).map_err(e)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..top, 0f64..top)
+            .map_err(e)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc(y_label)
+            .draw()
+            .map_err(e)?;
+        chart
+            .draw_series(LineSeries::new([(0.0, 0.0), (top, top)], BLACK.mix(0.5)))
+            .map_err(e)?
+            .label("y = x")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.5)));
+        for (k, (label, pts)) in groups.iter().enumerate() {
+            let colour = palette[k % palette.len()];
+            chart
+                .draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 4, colour.filled())))
+                .map_err(e)?
+                .label(label.as_str())
+                .legend(move |(x, y)| Circle::new((x + 10, y), 4, colour.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(e)?;
+        root.present().map_err(e)?;
+    }
+    Ok(svg)
+}
+
 /// One bar of a stacked bar chart: its label and its segments `(series, value)`.
 pub struct StackedBar {
     pub label: String,

@@ -1,0 +1,320 @@
+//! `sfclab model calibrate`: measures every in-memory cost term the model uses on this
+//! machine, as a calibration (`sfclab_model::Calibration`, JSON `sfclab.calibration/1`).
+//!
+//! Every run is a capacity run: the compound runtime's generator never makes more than
+//! the chain takes, and the pipeline runs with flow control and backpressure links, so
+//! no cycle goes to a packet that is then dropped. A term is the difference of two runs
+//! of the same repetition and frame size, the median over repetitions kept (with every
+//! repetition's estimate):
+//!
+//! - `noop` (the cheapest NF: the call that reaches it) = (cycles of noop×5 − noop×1) / 4;
+//! - compound base (generator, loop, sink) = noop×1 − noop;
+//! - NF X = cycles of the chain [X] alone − base (its work and its call);
+//! - pipeline single stage = s_core [noop] − noop; first and last stage = each core of
+//!   bi:2 [noop, noop] − noop; a ring between stages on one core = two stages of one
+//!   noop each on one core − single − 2 noop.
+//!
+//! Repetitions are interleaved (every run once per round) so a machine's drift hits all.
+
+use serde_json::json;
+use sfclab_model::calibration::{
+    CalibratedMachine, Calibration, Curve, CurvePoint, Method, NfCalibration, PipelineCalibration,
+};
+use sfclab_model::{CALIBRATION_SCHEMA, nf_key};
+use sfclab_nf::NfSpec;
+use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings, run_compound, run_pipeline};
+use sfclab_traffic::{Destinations, FrameSizes, GeneratorConfig};
+use std::time::Duration;
+
+use crate::{Machine, median, repetitions};
+
+/// One NF to calibrate and the traffic it gets (a router needs destinations in its table).
+#[derive(Clone)]
+pub struct NfWorkload {
+    pub nf: NfSpec,
+    pub flows: u32,
+    pub destinations: Destinations,
+}
+
+#[derive(Clone)]
+pub struct CalibrateArgs {
+    pub sizes: Vec<u16>,
+    pub nfs: Vec<NfWorkload>,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub repeat: usize,
+    pub batch: usize,
+    /// The core of the compound runs (and the first of the pipeline's).
+    pub core: Option<usize>,
+}
+
+/// The NFs a calibration measures unless told otherwise: every NF type with settings
+/// a chain would use (the router with 100,000 routes, NAT44 and the firewall at 1,024
+/// flows), so `model predict` can price the chains users run first.
+pub fn default_nfs() -> Result<Vec<NfWorkload>, String> {
+    let spec =
+        |kind: &str, settings: serde_json::Value| NfSpec::new(kind, settings).map_err(|e| format!("{kind}: {e}"));
+    let one = |nf: NfSpec| NfWorkload {
+        nf,
+        flows: 1024,
+        destinations: Destinations::One,
+    };
+    Ok(vec![
+        one(spec("noop", json!({}))?),
+        one(spec("forwarder", json!({}))?),
+        NfWorkload {
+            nf: spec(
+                "router",
+                json!({ "generate": { "ipv4": 100_000, "seed": 1 }, "routes": ["0.0.0.0/0 192.0.2.1 0"] }),
+            )?,
+            flows: 1024,
+            destinations: Destinations::Spread,
+        },
+        one(spec("nat44", json!({ "public": ["203.0.113.0/26"] }))?),
+        one(spec(
+            "firewall",
+            json!({ "rules": [{ "action": "allow", "proto": "udp", "src": "198.18.0.0/15" }], "stateful": true }),
+        )?),
+        one(spec("synthetic", json!({ "cycles": 100 }))?),
+    ])
+}
+
+fn noops(n: usize) -> sfclab_core::NamedNfs {
+    (0..n)
+        .map(|i| {
+            let nf = NfSpec::default_of("noop").expect("noop is registered").build();
+            (format!("noop{}", i + 1), nf)
+        })
+        .collect()
+}
+
+fn traffic(size: u16, flows: u32, destinations: Destinations) -> GeneratorConfig {
+    GeneratorConfig {
+        sizes: FrameSizes::Fixed { size },
+        flows,
+        destinations,
+        probe_pps: 0.0,
+        ..Default::default()
+    }
+}
+
+/// Busy cycles per packet of one compound run.
+fn compound_cycles(args: &CalibrateArgs, chain: sfclab_core::NamedNfs, t: GeneratorConfig) -> Result<f64, String> {
+    let settings = RunSettings {
+        batch: args.batch,
+        duration: Some(args.duration),
+        warmup: args.warmup,
+        core: args.core,
+        accounting: false,
+        ..Default::default()
+    };
+    let r = run_compound(t, chain, &settings).map_err(|e| e.to_string())?;
+    if r.dropped > 0 {
+        return Err(format!(
+            "a calibration run dropped {} packets ({}): its cost would include them",
+            r.dropped,
+            r.places
+                .iter()
+                .flat_map(|p| p.drops.iter().map(move |(k, v)| format!("{}: {k} {v}", p.name)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    r.busy_cycles_per_packet
+        .ok_or_else(|| "the run forwarded nothing".to_string())
+}
+
+/// Busy cycles per packet of each core of one pipeline run (flow control, backpressure),
+/// in the order of `cores`.
+fn pipeline_cycles(
+    args: &CalibrateArgs,
+    placement: Placement,
+    nfs: usize,
+    cores: &[usize],
+    size: u16,
+) -> Result<Vec<f64>, String> {
+    let settings = PipelineSettings {
+        run: RunSettings {
+            batch: args.batch,
+            duration: Some(args.duration),
+            warmup: args.warmup,
+            accounting: false,
+            pool_size: 0,
+            ..Default::default()
+        },
+        placement: placement.clone(),
+        cores: cores.to_vec(),
+        links: LinkMode::Backpressure,
+        flow_control: true,
+        ..Default::default()
+    };
+    let r = run_pipeline(traffic(size, 1024, Destinations::One), noops(nfs), &settings)
+        .map_err(|e| format!("pipeline {placement}: {e}"))?;
+    let mut used: Vec<usize> = cores.to_vec();
+    used.dedup();
+    used.iter()
+        .map(|c| {
+            r.cores
+                .iter()
+                .find(|k| k.core == *c)
+                .and_then(|k| k.cycles_per_packet)
+                .ok_or_else(|| format!("pipeline {placement}: core {c} reported no packets"))
+        })
+        .collect()
+}
+
+/// Every term's estimate in one repetition at one size.
+struct Round {
+    noop: f64,
+    base: f64,
+    nfs: Vec<f64>,
+    pipeline: Option<[f64; 4]>,
+}
+
+fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(&str)) -> Result<Round, String> {
+    let plain = || traffic(size, 1024, Destinations::One);
+    step(&format!("{size} B: noop×1, noop×5"));
+    let one = compound_cycles(args, noops(1), plain())?;
+    let five = compound_cycles(args, noops(5), plain())?;
+    let noop = (five - one) / 4.0;
+    let base = one - noop;
+    let mut nfs = Vec::with_capacity(args.nfs.len());
+    for w in &args.nfs {
+        step(&format!("{size} B: {}", w.nf.kind()));
+        let chain: sfclab_core::NamedNfs = vec![(w.nf.kind().to_string(), w.nf.build())].into_iter().collect();
+        nfs.push(compound_cycles(args, chain, traffic(size, w.flows, w.destinations.clone()))? - base);
+    }
+    let pipeline = match cores {
+        [a, b, ..] => {
+            step(&format!("{size} B: pipeline s_core, bi:2, two stages on one core"));
+            let single = pipeline_cycles(args, Placement::SCore, 1, &[*a], size)?[0] - noop;
+            let two = pipeline_cycles(args, Placement::Bi(2), 2, &[*a, *b], size)?;
+            let shared = pipeline_cycles(args, Placement::Cores(vec![*a, *a]), 2, &[*a], size)?[0];
+            Some([single, two[0] - noop, two[1] - noop, shared - single - 2.0 * noop])
+        }
+        _ => None,
+    };
+    Ok(Round {
+        noop,
+        base,
+        nfs,
+        pipeline,
+    })
+}
+
+/// The cores runs use: `first` (default: the chain's default core), then the others
+/// this process may use.
+pub fn cores_from(first: Option<usize>) -> Vec<usize> {
+    let allowed = sfclab_runtime::placement::allowed_cores();
+    let first = first
+        .or_else(sfclab_runtime::placement::default_chain_core)
+        .or(allowed.first().copied());
+    let mut c: Vec<usize> = first.into_iter().collect();
+    c.extend(allowed.into_iter().filter(|k| Some(*k) != first));
+    c
+}
+
+/// Measures the calibration; `progress` is told after each step (done, total, what).
+pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<Calibration, String> {
+    if args.sizes.is_empty() {
+        return Err("no frame size to calibrate".into());
+    }
+    let mut sizes = args.sizes.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let cores = cores_from(args.core);
+    let steps_per_round = 1 + args.nfs.len() + usize::from(cores.len() >= 2);
+    let total = args.repeat * sizes.len() * steps_per_round;
+    let mut done = 0;
+    let mut rounds: Vec<Vec<Round>> = (0..sizes.len()).map(|_| Vec::new()).collect();
+    let mut interrupted = false;
+    for _ in repetitions(args.repeat, &mut interrupted) {
+        for (i, &size) in sizes.iter().enumerate() {
+            let mut step = |what: &str| {
+                progress(done, total, what);
+                done += 1;
+            };
+            rounds[i].push(round(args, size, &cores, &mut step)?);
+        }
+    }
+    if rounds[0].is_empty() {
+        return Err("interrupted before the first repetition finished: no calibration".into());
+    }
+    let curve = |f: &dyn Fn(&Round) -> f64| {
+        Curve::new(
+            sizes
+                .iter()
+                .zip(&rounds)
+                .map(|(&size, rs)| {
+                    let runs: Vec<f64> = rs.iter().map(f).collect();
+                    CurvePoint {
+                        size,
+                        cycles: median(&runs).max(0.0),
+                        runs,
+                    }
+                })
+                .collect(),
+        )
+    };
+    let mut nfs: Vec<NfCalibration> = Vec::new();
+    for (k, w) in args.nfs.iter().enumerate() {
+        let key = nf_key(w.nf.kind(), w.nf.settings());
+        if nfs.iter().any(|n| n.key == key) {
+            continue;
+        }
+        nfs.push(NfCalibration {
+            key,
+            kind: w.nf.kind().to_string(),
+            cycles: curve(&|r| r.nfs[k]),
+        });
+    }
+    let pipeline = rounds[0][0].pipeline.is_some().then(|| PipelineCalibration {
+        single_stage: curve(&|r| r.pipeline.map_or(f64::NAN, |p| p[0])),
+        first_stage: curve(&|r| r.pipeline.map_or(f64::NAN, |p| p[1])),
+        last_stage: curve(&|r| r.pipeline.map_or(f64::NAN, |p| p[2])),
+        same_core_link: curve(&|r| r.pipeline.map_or(f64::NAN, |p| p[3])),
+    });
+    let noop = curve(&|r| r.noop);
+    let machine = Machine::read();
+    let mut notes = vec![
+        "noop = (compound noop×5 − noop×1) / 4; base = noop×1 − noop; NF = compound [NF] − base".to_string(),
+        "pipeline (flow control, backpressure): single = s_core [noop] − noop; first, last = each core of bi:2 [noop, noop] − noop; same_core_link = [noop | noop] on one core − single − 2 noop".to_string(),
+        format!(
+            "noop (the call to an NF) measured {} cycles at {} B",
+            noop.points.first().map_or(0.0, |p| p.cycles).round(),
+            sizes[0]
+        ),
+    ];
+    if interrupted {
+        notes.push("interrupted (Ctrl-C): the repetitions finished are kept".into());
+    }
+    if pipeline.is_none() {
+        notes.push("one core: no pipeline terms (a ring across cores needs two)".into());
+    }
+    let compound_base = curve(&|r| r.base);
+    let cal = Calibration {
+        schema: CALIBRATION_SCHEMA.into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        machine: CalibratedMachine {
+            cpu: machine.cpu,
+            cores: machine.cores,
+            tsc_hz: machine.tsc_hz,
+            kernel: machine.kernel,
+        },
+        date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        method: Method {
+            duration_s: args.duration.as_secs_f64(),
+            repeat: rounds[0].len(),
+            batch: args.batch,
+            flows: 1024,
+            notes,
+        },
+        sizes: sizes.clone(),
+        compound_base,
+        nfs,
+        pipeline,
+        wired: Vec::new(),
+    };
+    cal.check()?;
+    Ok(cal)
+}

@@ -1,0 +1,432 @@
+//! `sfclab model calibrate | predict` and `sfclab bench model`: argument parsing and
+//! rendering only; the measuring is `sfclab_bench::calibrate` and `::model`, the
+//! arithmetic `sfclab_model`.
+
+use crate::config::ChainSpec;
+use crate::settings::Chaining;
+use crate::{RunArgs, outcome, with_progress};
+use clap::{Args, Subcommand};
+use sfclab_bench::calibrate::{CalibrateArgs, NfWorkload};
+use sfclab_model::{Calibration, ChainModel, ChainPrediction, Layout, nf_key, predict_chain};
+use sfclab_traffic::FrameSizes;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Subcommand)]
+pub enum ModelCmd {
+    /// Measure every cost term of the model on this machine and store it (JSON,
+    /// schema `sfclab.calibration/1`, with the machine and date): the compound base,
+    /// each NF (every NF type's usual settings, and those of the chains given), the
+    /// pipeline's stages and rings, per frame size.
+    Calibrate(CalibrateCli),
+    /// Predict a chain's maximum throughput from a calibration: the cycles per packet
+    /// on every core as placed, each resource's capacity, the bottleneck, utilisation at
+    /// the chain's rate, and the shape under overload. The chain as `sfclab run` takes it.
+    Predict(Box<PredictCli>),
+}
+
+#[derive(Args)]
+pub struct CalibrateCli {
+    /// Frame sizes to calibrate (with FCS); predictions interpolate between them.
+    #[arg(long, value_delimiter = ',', default_value = "64,512,1518")]
+    sizes: Vec<u16>,
+    /// Also calibrate the NFs of this chain (shorthand or chain file), with its traffic;
+    /// repeatable.
+    #[arg(long)]
+    chain: Vec<String>,
+    /// Only the NFs of `--chain`, not every NF type's usual settings.
+    #[arg(long, requires = "chain")]
+    only_chains: bool,
+    #[arg(long, default_value = "500ms")]
+    duration: String,
+    #[arg(long, default_value = "200ms")]
+    warmup: String,
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Core of the compound runs and first core of the pipeline's (default: the chain's usual core).
+    #[arg(long)]
+    core: Option<usize>,
+    /// Where to write the calibration.
+    #[arg(long, short, default_value = "calibration.json")]
+    output: PathBuf,
+    /// Print the calibration (JSON) instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct PredictCli {
+    /// The calibration to price the chain with (`sfclab model calibrate`).
+    #[arg(long, default_value = "calibration.json")]
+    calibration: PathBuf,
+    /// Offered load to show each resource's utilisation at (`2Mpps`; default: the
+    /// chain's `rate`, if it sets one).
+    #[arg(long)]
+    offered: Option<String>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Args)]
+pub struct ModelBenchCli {
+    /// The calibration to check (default: calibrate first, with --repeat and --duration).
+    #[arg(long)]
+    calibration: Option<PathBuf>,
+    /// Frame sizes of the matrix: one between calibrated sizes checks the interpolation.
+    #[arg(long, value_delimiter = ',', default_value = "64,256,1518")]
+    sizes: Vec<u16>,
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    #[arg(long, default_value = "500ms")]
+    duration: String,
+    #[arg(long, default_value = "200ms")]
+    warmup: String,
+    #[arg(long)]
+    core: Option<usize>,
+    /// Print JSON (schema `sfclab.bench.model/1`).
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print one CSV row per cell.
+    #[arg(long)]
+    csv: bool,
+    /// Also write the predicted-vs-measured scatter plot with the y = x line: SVG, or
+    /// PNG if the name ends in .png.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+pub fn cmd_model(cmd: ModelCmd) -> ExitCode {
+    match cmd {
+        ModelCmd::Calibrate(a) => cmd_calibrate(a),
+        ModelCmd::Predict(a) => cmd_predict(*a),
+    }
+}
+
+/// The NFs (with their traffic) of a chain given as shorthand or a chain file.
+fn workloads_of(chain: &str) -> Result<Vec<NfWorkload>, String> {
+    let flags = crate::settings::Settings::default();
+    let spec = if Path::new(chain).is_file() {
+        crate::config::load(chain, &flags)
+    } else {
+        crate::config::from_shorthand(chain, &flags)
+    }
+    .map_err(|e| format!("--chain {chain}: {e}"))?;
+    Ok(spec
+        .nfs
+        .iter()
+        .map(|(_, nf)| NfWorkload {
+            nf: nf.clone(),
+            flows: spec.traffic.flows,
+            destinations: spec.traffic.destinations.clone(),
+        })
+        .collect())
+}
+
+fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
+    let (duration, warmup) = crate::repeated_window(a.repeat, &a.duration, &a.warmup)?;
+    if a.sizes.iter().any(|&s| !(64..=9018).contains(&s)) {
+        return Err(format!("--sizes {:?}: each must be 64..=9018 bytes", a.sizes));
+    }
+    let mut nfs = if a.only_chains {
+        Vec::new()
+    } else {
+        sfclab_bench::calibrate::default_nfs()?
+    };
+    for chain in &a.chain {
+        for w in workloads_of(chain)? {
+            let key = nf_key(w.nf.kind(), w.nf.settings());
+            if !nfs
+                .iter()
+                .any(|n: &NfWorkload| nf_key(n.nf.kind(), n.nf.settings()) == key)
+            {
+                nfs.push(w);
+            }
+        }
+    }
+    // The noop chain is the reference every term is measured against: always there.
+    Ok(CalibrateArgs {
+        sizes: a.sizes.clone(),
+        nfs,
+        duration,
+        warmup,
+        repeat: a.repeat,
+        batch: a.batch,
+        core: a.core,
+    })
+}
+
+fn cmd_calibrate(a: CalibrateCli) -> ExitCode {
+    let args = match calibrate_args(&a) {
+        Ok(x) => x,
+        Err(e) => return outcome::fail(outcome::USAGE, &e),
+    };
+    let cal = match with_progress(|tick| sfclab_bench::calibrate::calibrate(&args, tick)) {
+        Ok(c) => c,
+        Err(e) => return outcome::fail(outcome::FAILURE, &e),
+    };
+    let text = serde_json::to_string_pretty(&cal).expect("serialisable") + "\n";
+    if let Err(e) = std::fs::write(&a.output, &text) {
+        return outcome::fail(outcome::FAILURE, &format!("--output {}: {e}", a.output.display()));
+    }
+    let interrupted = cal.method.notes.iter().any(|n| n.starts_with("interrupted"));
+    let shown = if a.json {
+        text
+    } else {
+        calibration_table(&cal) + &format!("\nwritten to {}\n", a.output.display())
+    };
+    outcome::emit_then(&shown, outcome::done(interrupted))
+}
+
+/// The terms as a table: one row per term, one column per size.
+pub fn calibration_table(cal: &Calibration) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab calibration | {} ({} cores, TSC {:.3} GHz, kernel {}) | {} | {} x {:.1} s per run",
+        cal.machine.cpu,
+        cal.machine.cores,
+        cal.machine.tsc_hz / 1e9,
+        cal.machine.kernel,
+        cal.date,
+        cal.method.repeat,
+        cal.method.duration_s
+    );
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    let mut header = vec!["term (TSC cycles per packet)".to_string()];
+    header.extend(cal.sizes.iter().map(|s| format!("{s} B [min–max]")));
+    t.set_header(header);
+    let mut row = |name: String, c: &sfclab_model::Curve| {
+        let mut cells = vec![name];
+        cells.extend(c.points.iter().map(|p| sfclab_bench::with_range(&p.runs, 0)));
+        t.add_row(cells);
+    };
+    row("compound base (generator, loop, sink)".into(), &cal.compound_base);
+    for nf in &cal.nfs {
+        row(format!("nf {}", short(&nf.key)), &nf.cycles);
+    }
+    if let Some(p) = &cal.pipeline {
+        row(
+            "pipeline: one stage (generator, ingress queue, sink)".into(),
+            &p.single_stage,
+        );
+        row("pipeline: first of two stages (+ enqueue)".into(), &p.first_stage);
+        row("pipeline: last of two stages (dequeue +)".into(), &p.last_stage);
+        row("pipeline: ring between stages on one core".into(), &p.same_core_link);
+    }
+    let _ = writeln!(s, "{t}");
+    for n in &cal.method.notes {
+        let _ = writeln!(s, "  {n}");
+    }
+    s
+}
+
+/// A key short enough for a table cell (the router's generated table is long).
+fn short(key: &str) -> String {
+    if key.chars().count() > 60 {
+        format!("{}…", key.chars().take(59).collect::<String>())
+    } else {
+        key.to_string()
+    }
+}
+
+fn load_calibration(path: &Path) -> Result<Calibration, String> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{origin}: {e} (make one with `sfclab model calibrate --output {origin}`)"))?;
+    Calibration::from_json(&text, &origin)
+}
+
+/// The chain as the model sees it: its NFs' keys, frame sizes and layout.
+fn chain_model(spec: &ChainSpec) -> Result<ChainModel, String> {
+    if spec.replicas > 1 {
+        return Err("replicas are not priced yet: predict one replica (its cores are its own)".into());
+    }
+    if let Some(w) = &spec.wiring
+        && !sfclab_runtime::chain::is_linear(w)
+    {
+        return Err("the model prices linear chains: every packet crosses every NF".into());
+    }
+    let frames = match &spec.traffic.sizes {
+        FrameSizes::Fixed { size } => vec![(f64::from(*size), 1.0)],
+        FrameSizes::Mix { sizes, .. } => sizes.iter().map(|&(s, w)| (f64::from(s), f64::from(w))).collect(),
+    };
+    let layout = if spec.chaining.in_namespaces() {
+        Layout::Hops {
+            technology: spec.chaining.to_string(),
+        }
+    } else if spec.ports != crate::settings::Ports::Memory {
+        return Err(format!(
+            "`ports: {}`: the model prices in-memory chains and chains in namespaces (`chaining:`) so far",
+            spec.ports
+        ));
+    } else if let Some(p) = &spec.pipeline {
+        Layout::Pipeline {
+            stages: p
+                .placement
+                .stages(spec.nfs.len(), &p.cores)?
+                .into_iter()
+                .map(|s| (s.nfs, s.core))
+                .collect(),
+        }
+    } else {
+        debug_assert!(matches!(spec.chaining, Chaining::Compound | Chaining::Pipeline));
+        Layout::Compound
+    };
+    Ok(ChainModel {
+        nfs: spec
+            .nfs
+            .iter()
+            .map(|(_, nf)| nf_key(nf.kind(), nf.settings()))
+            .collect(),
+        frames,
+        layout,
+    })
+}
+
+fn cmd_predict(a: PredictCli) -> ExitCode {
+    let cal = match load_calibration(&a.calibration) {
+        Ok(c) => c,
+        Err(e) => return outcome::fail(outcome::USAGE, &format!("--calibration {e}")),
+    };
+    let spec = match crate::load_spec(&a.run) {
+        Ok(s) => s,
+        Err(e) => return outcome::fail(outcome::USAGE, &e.to_string()),
+    };
+    let mean_frame = {
+        let frames = chain_model(&spec).map(|m| m.frames).unwrap_or_default();
+        let total: f64 = frames.iter().map(|f| f.1).sum();
+        frames.iter().map(|(s, w)| s * w).sum::<f64>() / total.max(1.0)
+    };
+    let offered = match &a.offered {
+        Some(text) => match text.parse::<sfclab_traffic::Rate>() {
+            Ok(r) => r.pps(mean_frame),
+            Err(e) => return outcome::fail(outcome::USAGE, &format!("--offered {text}: {e}")),
+        },
+        None => spec.traffic.rate.pps(mean_frame),
+    };
+    let prediction = match chain_model(&spec).and_then(|m| predict_chain(&cal, &m, None)) {
+        Ok(p) => p,
+        Err(e) => return outcome::fail(outcome::USAGE, &format!("{}: {e}", spec.name)),
+    };
+    let text = if a.run.json {
+        let doc = serde_json::json!({
+            "schema": "sfclab.prediction/1",
+            "version": env!("CARGO_PKG_VERSION"),
+            "chain": spec.name,
+            "nfs": spec.nfs.iter().map(|(n, nf)| serde_json::json!({"name": n, "kind": nf.kind()})).collect::<Vec<_>>(),
+            "calibration": {"file": a.calibration.display().to_string(), "date": cal.date, "machine": cal.machine},
+            "max_mpps": prediction.max_pps / 1e6,
+            "offered_pps": offered,
+            "utilisation": offered.map(|o| prediction.utilisation(o)),
+            "prediction": prediction,
+        });
+        serde_json::to_string_pretty(&doc).expect("serialisable") + "\n"
+    } else {
+        prediction_table(&spec, &cal, &prediction, offered)
+    };
+    outcome::emit_then(&text, 0)
+}
+
+fn prediction_table(spec: &ChainSpec, cal: &Calibration, p: &ChainPrediction, offered: Option<f64>) -> String {
+    let mut s = String::new();
+    let names: Vec<&str> = spec.nfs.iter().map(|(n, _)| n.as_str()).collect();
+    let _ = writeln!(
+        s,
+        "sfclab model predict | {} ({}) | calibration of {} on {}",
+        spec.name,
+        names.join(" -> "),
+        cal.date,
+        cal.machine.cpu
+    );
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header(["core", "term", "TSC cycles/packet"]);
+    for c in &p.cores {
+        for term in &c.terms {
+            t.add_row([c.core.clone(), term.what.clone(), format!("{:.1}", term.cycles)]);
+        }
+        t.add_row([c.core.clone(), "total".into(), format!("{:.1}", c.cycles_per_packet)]);
+    }
+    let _ = writeln!(s, "{t}");
+    let mut r = comfy_table::Table::new();
+    r.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    let mut header = vec!["resource", "cost/packet", "capacity Mpps"];
+    if offered.is_some() {
+        header.push("utilisation");
+    }
+    r.set_header(header);
+    for res in &p.resources {
+        let mut row = vec![
+            res.name.clone(),
+            format!("{:.1} {}", res.cost_per_packet, res.unit),
+            format!("{:.3}", res.max_pps / 1e6),
+        ];
+        if let Some(o) = offered {
+            row.push(format!("{:.0} %", o / res.max_pps * 100.0));
+        }
+        r.add_row(row);
+    }
+    let _ = writeln!(s, "{r}");
+    let _ = writeln!(
+        s,
+        "maximum {:.3} Mpps, bottleneck: {}\nunder overload: {} ({})",
+        p.max_pps / 1e6,
+        p.bottleneck,
+        p.overload.shape,
+        p.overload.why
+    );
+    s
+}
+
+pub fn cmd_bench_model(a: ModelBenchCli) -> ExitCode {
+    let (duration, warmup) = match crate::repeated_window(a.repeat, &a.duration, &a.warmup) {
+        Ok(w) => w,
+        Err(e) => return outcome::fail(outcome::USAGE, &e),
+    };
+    let cal = match &a.calibration {
+        Some(path) => match load_calibration(path) {
+            Ok(c) => c,
+            Err(e) => return outcome::fail(outcome::USAGE, &format!("--calibration {e}")),
+        },
+        None => {
+            let args = match sfclab_bench::calibrate::default_nfs() {
+                Ok(nfs) => CalibrateArgs {
+                    sizes: vec![64, 512, 1518],
+                    nfs,
+                    duration,
+                    warmup,
+                    repeat: a.repeat,
+                    batch: 32,
+                    core: a.core,
+                },
+                Err(e) => return outcome::fail(outcome::FAILURE, &e),
+            };
+            match with_progress(|tick| sfclab_bench::calibrate::calibrate(&args, tick)) {
+                Ok(c) => c,
+                Err(e) => return outcome::fail(outcome::FAILURE, &format!("calibrating: {e}")),
+            }
+        }
+    };
+    let args = sfclab_bench::model::ModelBenchArgs {
+        duration,
+        warmup,
+        repeat: a.repeat,
+        batch: 32,
+        sizes: a.sizes.clone(),
+        core: a.core,
+    };
+    let result = with_progress(|tick| sfclab_bench::model::run(&args, &cal, tick));
+    if let Err(code) = crate::write_plot_of(&result, a.plot.as_deref(), crate::bench_view::model_plot) {
+        return code;
+    }
+    crate::print_result(
+        result,
+        a.json,
+        Some((a.csv, crate::bench_view::model_csv)),
+        crate::bench_view::model_table,
+    )
+}
