@@ -10,9 +10,10 @@
 //! - `noop` (the cheapest NF: the call that reaches it) = (cycles of noop×5 − noop×1) / 4;
 //! - compound base (generator, loop, sink) = noop×1 − noop;
 //! - NF X = cycles of the chain [X] alone − base (its work and its call);
-//! - pipeline single stage = s_core [noop] − noop; first and last stage = each core of
-//!   bi:2 [noop, noop] − noop; a ring between stages on one core = two stages of one
-//!   noop each on one core − single − 2 noop.
+//! - pipeline, stages of `synthetic(cycles=100)` (S, priced by a compound run of its
+//!   own), so the rings run as in real chains: single stage = s_core [S] − S; first and
+//!   last stage = each core of bi:2 [S, S] − S; a ring between stages on one core = two
+//!   stages of one S each on one core − single − 2 S.
 //!
 //! Repetitions are interleaved (every run once per round) so a machine's drift hits all.
 
@@ -49,8 +50,10 @@ pub struct CalibrateArgs {
 }
 
 /// The NFs a calibration measures unless told otherwise: every NF type with settings
-/// a chain would use (the router with 100,000 routes, NAT44 and the firewall at 1,024
-/// flows), so `model predict` can price the chains users run first.
+/// a chain would use (the router with 100,000 routes; NAT44 and the firewall with
+/// tables sized for 1,024 flows: a table of the default million entries spreads 1,024
+/// flows over as many 4 KiB pages, and its cost then swings with the TLB from run to
+/// run), so `model predict` can price the chains users run first.
 pub fn default_nfs() -> Result<Vec<NfWorkload>, String> {
     let spec =
         |kind: &str, settings: serde_json::Value| NfSpec::new(kind, settings).map_err(|e| format!("{kind}: {e}"));
@@ -70,22 +73,38 @@ pub fn default_nfs() -> Result<Vec<NfWorkload>, String> {
             flows: 1024,
             destinations: Destinations::Spread,
         },
-        one(spec("nat44", json!({ "public": ["203.0.113.0/26"] }))?),
+        one(spec(
+            "nat44",
+            json!({ "public": ["203.0.113.0/26"], "max_sessions": 4096 }),
+        )?),
+        // As a chain names it without settings: the million-entry table.
+        one(spec("nat44", json!({}))?),
         one(spec(
             "firewall",
-            json!({ "rules": [{ "action": "allow", "proto": "udp", "src": "198.18.0.0/15" }], "stateful": true }),
+            json!({
+                "rules": [{ "action": "allow", "proto": "udp", "src": "198.18.0.0/15" }],
+                "stateful": true,
+                "max_connections": 4096
+            }),
         )?),
         one(spec("synthetic", json!({ "cycles": 100 }))?),
     ])
 }
 
+fn copies_of(kind: &str, settings: serde_json::Value, n: usize) -> sfclab_core::NamedNfs {
+    let spec = NfSpec::new(kind, settings).expect("a registered NF with valid settings");
+    (0..n).map(|i| (format!("{kind}{}", i + 1), spec.build())).collect()
+}
+
 fn noops(n: usize) -> sfclab_core::NamedNfs {
-    (0..n)
-        .map(|i| {
-            let nf = NfSpec::default_of("noop").expect("noop is registered").build();
-            (format!("noop{}", i + 1), nf)
-        })
-        .collect()
+    copies_of("noop", json!({}), n)
+}
+
+/// The stages' work in the pipeline runs: 100 cycles of pure CPU per packet, so that
+/// the rings run in the regime of real chains (a consumer that keeps up, not one that
+/// polls the ring for every packet a noop stage passes on).
+fn pipeline_reference(n: usize) -> sfclab_core::NamedNfs {
+    copies_of("synthetic", json!({ "cycles": 100 }), n)
 }
 
 fn traffic(size: u16, flows: u32, destinations: Destinations) -> GeneratorConfig {
@@ -148,8 +167,12 @@ fn pipeline_cycles(
         flow_control: true,
         ..Default::default()
     };
-    let r = run_pipeline(traffic(size, 1024, Destinations::One), noops(nfs), &settings)
-        .map_err(|e| format!("pipeline {placement}: {e}"))?;
+    let r = run_pipeline(
+        traffic(size, 1024, Destinations::One),
+        pipeline_reference(nfs),
+        &settings,
+    )
+    .map_err(|e| format!("pipeline {placement}: {e}"))?;
     let mut used: Vec<usize> = cores.to_vec();
     used.dedup();
     used.iter()
@@ -180,17 +203,23 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
     let base = one - noop;
     let mut nfs = Vec::with_capacity(args.nfs.len());
     for w in &args.nfs {
-        step(&format!("{size} B: {}", w.nf.kind()));
+        step(&format!("{size} B: {}", nf_key(w.nf.kind(), &w.nf.cost_settings())));
         let chain: sfclab_core::NamedNfs = vec![(w.nf.kind().to_string(), w.nf.build())].into_iter().collect();
         nfs.push(compound_cycles(args, chain, traffic(size, w.flows, w.destinations.clone()))? - base);
     }
     let pipeline = match cores {
         [a, b, ..] => {
             step(&format!("{size} B: pipeline s_core, bi:2, two stages on one core"));
-            let single = pipeline_cycles(args, Placement::SCore, 1, &[*a], size)?[0] - noop;
+            let reference = compound_cycles(args, pipeline_reference(1), plain())? - base;
+            let single = pipeline_cycles(args, Placement::SCore, 1, &[*a], size)?[0] - reference;
             let two = pipeline_cycles(args, Placement::Bi(2), 2, &[*a, *b], size)?;
             let shared = pipeline_cycles(args, Placement::Cores(vec![*a, *a]), 2, &[*a], size)?[0];
-            Some([single, two[0] - noop, two[1] - noop, shared - single - 2.0 * noop])
+            Some([
+                single,
+                two[0] - reference,
+                two[1] - reference,
+                shared - single - 2.0 * reference,
+            ])
         }
         _ => None,
     };
@@ -258,7 +287,7 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
     };
     let mut nfs: Vec<NfCalibration> = Vec::new();
     for (k, w) in args.nfs.iter().enumerate() {
-        let key = nf_key(w.nf.kind(), w.nf.settings());
+        let key = nf_key(w.nf.kind(), &w.nf.cost_settings());
         if nfs.iter().any(|n| n.key == key) {
             continue;
         }
@@ -278,7 +307,7 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
     let machine = Machine::read();
     let mut notes = vec![
         "noop = (compound noop×5 − noop×1) / 4; base = noop×1 − noop; NF = compound [NF] − base".to_string(),
-        "pipeline (flow control, backpressure): single = s_core [noop] − noop; first, last = each core of bi:2 [noop, noop] − noop; same_core_link = [noop | noop] on one core − single − 2 noop".to_string(),
+        "pipeline (flow control, backpressure, stages S = synthetic(cycles=100)): single = s_core [S] − S; first, last = each core of bi:2 [S | S] − S; same_core_link = [S | S] on one core − single − 2 S".to_string(),
         format!(
             "noop (the call to an NF) measured {} cycles at {} B",
             noop.points.first().map_or(0.0, |p| p.cycles).round(),

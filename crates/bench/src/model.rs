@@ -50,6 +50,20 @@ pub struct ModelPoint {
     pub measured_cycles: f64,
     /// (predicted − measured) / measured, percent.
     pub error_pct: f64,
+    /// Each NF's predicted cycles against what it spent in this chain (a run with
+    /// per-NF accounting, first repetition), so a miss is traced to its term.
+    pub terms: Vec<TermCheck>,
+    /// The term furthest from its prediction, in words, when the cell misses by more
+    /// than 10 %.
+    pub largest_miss: Option<String>,
+}
+
+/// One NF's cost: calibrated alone, and spent inside the measured chain.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct TermCheck {
+    pub nf: String,
+    pub predicted_cycles: f64,
+    pub measured_cycles: f64,
 }
 
 /// The error of one layout kind (compound or pipeline) over its cells.
@@ -147,7 +161,7 @@ pub fn run(
         let keys: Vec<String> = case
             .kinds
             .iter()
-            .map(|k| workload(&nfs, k).map(|w| nf_key(w.nf.kind(), w.nf.settings())))
+            .map(|k| workload(&nfs, k).map(|w| nf_key(w.nf.kind(), &w.nf.cost_settings())))
             .collect::<Result<_, _>>()?;
         for &size in &args.sizes {
             let layout = match &case.layout {
@@ -169,15 +183,25 @@ pub fn run(
         }
     }
     let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); predictions.len()];
+    let mut nf_cycles: Vec<Vec<f64>> = vec![Vec::new(); predictions.len()];
     let mut interrupted = false;
-    for _ in repetitions(args.repeat, &mut interrupted) {
+    let total = total + matrix.len() * args.sizes.len();
+    for round in repetitions(args.repeat, &mut interrupted) {
         let mut cell = 0;
         for case in &matrix {
             for &size in &args.sizes {
                 let label = format!("{} {} {size} B", case.kinds.join("->"), layout_name(&case.layout));
                 progress(done, total, &label);
-                measured[cell].push(measure(args, &nfs, case, size, &cores).map_err(|e| format!("{label}: {e}"))?);
+                let m = measure(args, &nfs, case, size, &cores, false).map_err(|e| format!("{label}: {e}"))?;
+                measured[cell].push((m.mpps, m.busiest_cycles));
                 done += 1;
+                if round == 0 {
+                    progress(done, total, &format!("{label}, per-NF accounting"));
+                    nf_cycles[cell] = measure(args, &nfs, case, size, &cores, true)
+                        .map_err(|e| format!("{label}: {e}"))?
+                        .nf_cycles;
+                    done += 1;
+                }
                 cell += 1;
             }
         }
@@ -191,6 +215,40 @@ pub fn run(
             let cycles: Vec<f64> = measured[cell].iter().map(|m| m.1).collect();
             let measured_mpps = median(&runs);
             let predicted_mpps = p.max_pps / 1e6;
+            let error_pct = (predicted_mpps - measured_mpps) / measured_mpps * 100.0;
+            let predicted_nf: Vec<f64> = p
+                .cores
+                .iter()
+                .flat_map(|c| c.terms.iter().filter(|t| t.what.starts_with("nf ")).map(|t| t.cycles))
+                .collect();
+            let terms: Vec<TermCheck> = case
+                .kinds
+                .iter()
+                .zip(predicted_nf)
+                .zip(&nf_cycles[cell])
+                .map(|((k, predicted), &measured)| TermCheck {
+                    nf: k.to_string(),
+                    predicted_cycles: predicted,
+                    measured_cycles: measured,
+                })
+                .collect();
+            let largest_miss = (error_pct.abs() > 10.0)
+                .then(|| {
+                    terms
+                        .iter()
+                        .max_by(|a, b| {
+                            (a.measured_cycles - a.predicted_cycles)
+                                .abs()
+                                .total_cmp(&(b.measured_cycles - b.predicted_cycles).abs())
+                        })
+                        .map(|t| {
+                            format!(
+                                "{}: calibrated {:.0} cycles alone, {:.0} in this chain",
+                                t.nf, t.predicted_cycles, t.measured_cycles
+                            )
+                        })
+                })
+                .flatten();
             points.push(ModelPoint {
                 chain: case.kinds.join(" -> "),
                 layout: layout_name(&case.layout),
@@ -204,8 +262,10 @@ pub fn run(
                     .map_or(f64::NAN, |r| r.cost_per_packet),
                 measured_mpps,
                 measured_cycles: median(&cycles),
-                error_pct: (predicted_mpps - measured_mpps) / measured_mpps * 100.0,
+                error_pct,
                 measured_runs: runs,
+                terms,
+                largest_miss,
             });
             cell += 1;
         }
@@ -268,14 +328,23 @@ pub fn errors_of(points: &[ModelPoint]) -> Vec<ModelError> {
         .collect()
 }
 
-/// One capacity run: Mpps and the busiest core's busy cycles per packet.
+/// What one capacity run measured.
+struct Measured {
+    mpps: f64,
+    /// The busiest core's busy cycles per packet.
+    busiest_cycles: f64,
+    /// Each NF's own cycles per packet (with accounting; empty without).
+    nf_cycles: Vec<f64>,
+}
+
 fn measure(
     args: &ModelBenchArgs,
     nfs: &[NfWorkload],
     case: &Case,
     size: u16,
     cores: &[usize],
-) -> Result<(f64, f64), String> {
+    accounting: bool,
+) -> Result<Measured, String> {
     let chain: sfclab_core::NamedNfs = case
         .kinds
         .iter()
@@ -302,7 +371,7 @@ fn measure(
         duration: Some(args.duration),
         warmup: args.warmup,
         core: cores.first().copied(),
-        accounting: false,
+        accounting,
         ..Default::default()
     };
     let r = match &case.layout {
@@ -329,7 +398,17 @@ fn measure(
         .iter()
         .filter_map(|c| c.cycles_per_packet)
         .fold(r.busy_cycles_per_packet.unwrap_or(0.0), f64::max);
-    Ok((r.mpps, busiest))
+    let nf_cycles = r
+        .places
+        .iter()
+        .filter(|p| p.role == sfclab_runtime::Role::Nf)
+        .filter_map(|p| p.cycles_per_packet)
+        .collect();
+    Ok(Measured {
+        mpps: r.mpps,
+        busiest_cycles: busiest,
+        nf_cycles,
+    })
 }
 
 #[cfg(test)]
@@ -348,6 +427,8 @@ mod tests {
             measured_runs: vec![1.0],
             measured_cycles: 100.0,
             error_pct,
+            terms: Vec::new(),
+            largest_miss: None,
         }
     }
 

@@ -1041,6 +1041,17 @@ pub fn model_table(b: &sfclab_bench::model::ModelBench) -> String {
         ]);
     }
     let _ = writeln!(s, "{t}");
+    for p in b.points.iter().filter(|p| p.largest_miss.is_some()) {
+        let _ = writeln!(
+            s,
+            "  {} ({}, {} B) {:+.1} %: {}",
+            p.chain,
+            p.layout,
+            p.size,
+            p.error_pct,
+            p.largest_miss.as_deref().unwrap_or("")
+        );
+    }
     for e in &b.errors {
         let _ = writeln!(
             s,

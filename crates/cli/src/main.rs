@@ -675,7 +675,7 @@ fn main() -> ExitCode {
 }
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
-pub const SCHEMA_NAMES: [&str; 15] = [
+pub const SCHEMA_NAMES: [&str; 18] = [
     "run",
     "search",
     "sweep",
@@ -691,6 +691,9 @@ pub const SCHEMA_NAMES: [&str; 15] = [
     "bench-io",
     "bench-forward",
     "bench-chaining",
+    "bench-model",
+    "calibration",
+    "prediction",
 ];
 
 /// The JSON Schema of a published document, by name.
@@ -711,6 +714,15 @@ pub fn schema(name: &str) -> Option<String> {
         "bench-io" => Some(bench_schema_v::<sfclab_bench::io::IoBench>("io", 2)),
         "bench-forward" => Some(bench_schema_v::<sfclab_bench::forward::ForwardBench>("forward", 1)),
         "bench-chaining" => Some(bench_schema_v::<sfclab_bench::chaining::ChainingBench>("chaining", 1)),
+        "bench-model" => Some(bench_schema_v::<sfclab_bench::model::ModelBench>("model", 1)),
+        "calibration" => Some(render::schema_of::<sfclab_model::Calibration>(
+            "calibration-1.json",
+            "`sfclab model calibrate` (the file it writes), schema sfclab.calibration/1.",
+        )),
+        "prediction" => Some(render::schema_of::<model::PredictionDocument>(
+            "prediction-1.json",
+            "`sfclab model predict --json`, schema sfclab.prediction/1.",
+        )),
         _ => None,
     }
 }

@@ -31,8 +31,9 @@ pub struct CalibrateCli {
     /// Frame sizes to calibrate (with FCS); predictions interpolate between them.
     #[arg(long, value_delimiter = ',', default_value = "64,512,1518")]
     sizes: Vec<u16>,
-    /// Also calibrate the NFs of this chain (shorthand or chain file), with its traffic;
-    /// repeatable.
+    /// Also calibrate the NFs of this chain (shorthand, chain file, or `default`: the
+    /// embedded chain `sfclab run` runs, calibrated when no chain is named), with its
+    /// traffic; repeatable.
     #[arg(long)]
     chain: Vec<String>,
     /// Only the NFs of `--chain`, not every NF type's usual settings.
@@ -98,6 +99,48 @@ pub struct ModelBenchCli {
     plot: Option<PathBuf>,
 }
 
+pub const PREDICTION_SCHEMA: &str = "sfclab.prediction/1";
+
+/// `sfclab model predict --json`.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct PredictionDocument {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub chain: String,
+    pub nfs: Vec<PredictedNf>,
+    /// The calibration the chain was priced with.
+    pub calibration: CalibrationRef,
+    /// The least capacity of the chain's resources, millions of packets per second.
+    pub max_mpps: f64,
+    /// The offered load utilisation is shown at, packets per second (`--offered`, or
+    /// the chain's rate; `None`: neither).
+    pub offered_pps: Option<f64>,
+    pub utilisation: Option<Vec<Utilisation>>,
+    pub prediction: ChainPrediction,
+}
+
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct PredictedNf {
+    pub name: String,
+    pub kind: String,
+    /// The NF's key in the calibration.
+    pub key: String,
+}
+
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct CalibrationRef {
+    pub file: String,
+    pub date: String,
+    pub machine: sfclab_model::calibration::CalibratedMachine,
+}
+
+/// A resource's share of its capacity at the offered load (1.0: saturated).
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct Utilisation {
+    pub resource: String,
+    pub share: f64,
+}
+
 pub fn cmd_model(cmd: ModelCmd) -> ExitCode {
     match cmd {
         ModelCmd::Calibrate(a) => cmd_calibrate(a),
@@ -105,10 +148,15 @@ pub fn cmd_model(cmd: ModelCmd) -> ExitCode {
     }
 }
 
+/// How `--chain` names the embedded default chain (examples/chains/default.yaml).
+const DEFAULT_CHAIN_NAME: &str = "default";
+
 /// The NFs (with their traffic) of a chain given as shorthand or a chain file.
 fn workloads_of(chain: &str) -> Result<Vec<NfWorkload>, String> {
     let flags = crate::settings::Settings::default();
-    let spec = if Path::new(chain).is_file() {
+    let spec = if chain == DEFAULT_CHAIN_NAME {
+        crate::config::parse(crate::config::DEFAULT_CHAIN, "default", &flags)
+    } else if Path::new(chain).is_file() {
         crate::config::load(chain, &flags)
     } else {
         crate::config::from_shorthand(chain, &flags)
@@ -135,12 +183,20 @@ fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
     } else {
         sfclab_bench::calibrate::default_nfs()?
     };
-    for chain in &a.chain {
+    // Without chains named, also the embedded default chain's NFs, so that
+    // `model predict` with no chain (the chain `sfclab run` runs) is priced.
+    let defaults = [DEFAULT_CHAIN_NAME.to_string()];
+    let chains = if a.chain.is_empty() {
+        &defaults[..]
+    } else {
+        &a.chain[..]
+    };
+    for chain in chains {
         for w in workloads_of(chain)? {
-            let key = nf_key(w.nf.kind(), w.nf.settings());
+            let key = nf_key(w.nf.kind(), &w.nf.cost_settings());
             if !nfs
                 .iter()
-                .any(|n: &NfWorkload| nf_key(n.nf.kind(), n.nf.settings()) == key)
+                .any(|n: &NfWorkload| nf_key(n.nf.kind(), &n.nf.cost_settings()) == key)
             {
                 nfs.push(w);
             }
@@ -280,7 +336,7 @@ fn chain_model(spec: &ChainSpec) -> Result<ChainModel, String> {
         nfs: spec
             .nfs
             .iter()
-            .map(|(_, nf)| nf_key(nf.kind(), nf.settings()))
+            .map(|(_, nf)| nf_key(nf.kind(), &nf.cost_settings()))
             .collect(),
         frames,
         layout,
@@ -313,17 +369,35 @@ fn cmd_predict(a: PredictCli) -> ExitCode {
         Err(e) => return outcome::fail(outcome::USAGE, &format!("{}: {e}", spec.name)),
     };
     let text = if a.run.json {
-        let doc = serde_json::json!({
-            "schema": "sfclab.prediction/1",
-            "version": env!("CARGO_PKG_VERSION"),
-            "chain": spec.name,
-            "nfs": spec.nfs.iter().map(|(n, nf)| serde_json::json!({"name": n, "kind": nf.kind()})).collect::<Vec<_>>(),
-            "calibration": {"file": a.calibration.display().to_string(), "date": cal.date, "machine": cal.machine},
-            "max_mpps": prediction.max_pps / 1e6,
-            "offered_pps": offered,
-            "utilisation": offered.map(|o| prediction.utilisation(o)),
-            "prediction": prediction,
-        });
+        let doc = PredictionDocument {
+            schema: PREDICTION_SCHEMA,
+            version: env!("CARGO_PKG_VERSION"),
+            chain: spec.name.clone(),
+            nfs: spec
+                .nfs
+                .iter()
+                .map(|(n, nf)| PredictedNf {
+                    name: n.clone(),
+                    kind: nf.kind().to_string(),
+                    key: nf_key(nf.kind(), &nf.cost_settings()),
+                })
+                .collect(),
+            calibration: CalibrationRef {
+                file: a.calibration.display().to_string(),
+                date: cal.date.clone(),
+                machine: cal.machine.clone(),
+            },
+            max_mpps: prediction.max_pps / 1e6,
+            offered_pps: offered,
+            utilisation: offered.map(|o| {
+                prediction
+                    .utilisation(o)
+                    .into_iter()
+                    .map(|(resource, share)| Utilisation { resource, share })
+                    .collect()
+            }),
+            prediction,
+        };
         serde_json::to_string_pretty(&doc).expect("serialisable") + "\n"
     } else {
         prediction_table(&spec, &cal, &prediction, offered)

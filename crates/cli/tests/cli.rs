@@ -1492,3 +1492,56 @@ fn report_from_a_fixed_result_file_matches_its_snapshot() {
     assert!(stdout(&o).contains("over hops"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every document `sfclab schema` knows is published in docs/schema/ as it prints it, and
+/// every published file is one it knows: a new document cannot ship without its schema.
+#[test]
+fn every_schema_is_published_and_current() {
+    let o = sfclab(&["schema", "no-such-document"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    let names: Vec<String> = err
+        .split("[possible values: ")
+        .nth(1)
+        .and_then(|s| s.split(']').next())
+        .expect("clap lists the documents it knows")
+        .split(", ")
+        .map(str::to_string)
+        .collect();
+    assert!(names.len() >= 18, "{names:?}");
+    let mut published = Vec::new();
+    for entry in std::fs::read_dir(repo().join("docs/schema")).unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let id: Value = serde_json::from_str(&text).unwrap();
+        assert!(
+            id["$id"].as_str().unwrap_or("").ends_with(&file),
+            "docs/schema/{file} does not carry its own name as $id"
+        );
+        published.push((file, text));
+    }
+    for name in &names {
+        let o = sfclab(&["schema", name]);
+        assert!(o.status.success(), "sfclab schema {name}");
+        let text = stdout(&o);
+        let id: Value = serde_json::from_str(&text).unwrap();
+        let file = id["$id"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
+        let on_disk = published.iter().find(|(f, _)| *f == file);
+        assert!(
+            on_disk.is_some(),
+            "docs/schema/{file} is missing: `sfclab schema {name} > docs/schema/{file}`"
+        );
+        assert_eq!(
+            on_disk.unwrap().1,
+            text,
+            "docs/schema/{file} is stale: `sfclab schema {name} > docs/schema/{file}`"
+        );
+        jsonschema::validator_for(&id).expect("a valid JSON Schema");
+    }
+    assert_eq!(
+        published.len(),
+        names.len(),
+        "a file in docs/schema/ no document prints"
+    );
+}

@@ -13,6 +13,9 @@ pub struct NfType {
     pub kind: &'static str,
     /// One line about it, for `sfclab nfs`.
     pub about: &'static str,
+    /// Settings that name things (addresses, MACs, timeouts) without changing the work
+    /// per packet: a cost model prices two NFs that differ only in these as one.
+    pub cost_neutral: &'static [&'static str],
     /// The JSON Schema of its settings: keys, types, defaults and (from the config's doc
     /// comments) what each means.
     pub schema: fn() -> schemars::Schema,
@@ -90,6 +93,20 @@ impl NfSpec {
         &self.settings
     }
 
+    /// The settings that decide the NF's cost per packet: all but its type's
+    /// `cost_neutral` ones (a chain's `name` never reaches the spec).
+    pub fn cost_settings(&self) -> serde_json::Value {
+        match &self.settings {
+            serde_json::Value::Object(m) => serde_json::Value::Object(
+                m.iter()
+                    .filter(|(k, _)| !self.ty.cost_neutral.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+
     /// A fresh instance (each replica of a chain gets its own).
     pub fn build(&self) -> Box<dyn NetworkFunction> {
         (self.ty.build)(&self.settings).expect("checked when the spec was made")
@@ -152,6 +169,21 @@ mod tests {
             );
         }
         let mut names = kinds();
+        for t in TYPES {
+            let keys = (t.schema)();
+            let known = keys
+                .get("properties")
+                .and_then(|p| p.as_object())
+                .cloned()
+                .unwrap_or_default();
+            for k in t.cost_neutral {
+                assert!(
+                    known.contains_key(*k),
+                    "{}: cost-neutral `{k}` is not one of its settings",
+                    t.kind
+                );
+            }
+        }
         names.sort();
         names.dedup();
         assert_eq!(names.len(), TYPES.len(), "one name per type");
@@ -172,5 +204,13 @@ mod tests {
         assert!(e.to_string().contains("known types: forwarder"), "{e}");
         let json = serde_json::to_value(NfSpec::new("synthetic", serde_json::json!({"cycles": 5})).unwrap()).unwrap();
         assert_eq!(json, serde_json::json!({"synthetic": {"cycles": 5}}));
+    }
+
+    #[test]
+    fn cost_settings_leave_out_addresses_and_timeouts_only() {
+        let a = NfSpec::new("forwarder", serde_json::json!({"dst_mac": "02:00:00:00:00:09"})).unwrap();
+        assert_eq!(a.cost_settings(), serde_json::json!({}));
+        let nat = NfSpec::new("nat44", serde_json::json!({"udp_timeout": "5s", "max_sessions": 4096})).unwrap();
+        assert_eq!(nat.cost_settings(), serde_json::json!({"max_sessions": 4096}));
     }
 }

@@ -1,0 +1,241 @@
+//! `sfclab model calibrate | predict`, `sfclab plan` and `sfclab bench model` end to end:
+//! the files they write follow their schemas, and a prediction is the calibration's own
+//! numbers added up as the model says (checked here by hand from the file).
+
+use serde_json::Value;
+
+mod common;
+use common::{assert_follows_schema, sfclab, stderr, stdout};
+
+/// A calibration of `chains`' NFs only, at 64 and 1024 B, short runs; its path.
+fn calibrate(dir: &std::path::Path, chains: &[&str]) -> std::path::PathBuf {
+    let out = dir.join("cal.json");
+    let mut args = vec![
+        "model",
+        "calibrate",
+        "--only-chains",
+        "--sizes",
+        "64,1024",
+        "--repeat",
+        "2",
+        "--duration",
+        "60ms",
+        "--warmup",
+        "20ms",
+        "--json",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    for c in chains {
+        args.extend(["--chain", c]);
+    }
+    let o = sfclab(&args);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let printed: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(printed, written, "--json prints what it writes");
+    assert_follows_schema("calibration-1.json", &written);
+    out
+}
+
+fn temp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("sfclab-model-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The calibration's value of a curve at a calibrated size.
+fn at(curve: &Value, size: u64) -> f64 {
+    curve["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["size"] == size)
+        .unwrap_or_else(|| panic!("no point at {size}: {curve}"))["cycles"]
+        .as_f64()
+        .unwrap()
+}
+
+fn nf_curve<'a>(cal: &'a Value, key: &str) -> &'a Value {
+    let nfs = cal["nfs"].as_array().unwrap();
+    &nfs.iter()
+        .find(|n| n["key"] == key)
+        .unwrap_or_else(|| panic!("`{key}` not calibrated: {nfs:?}"))["cycles"]
+}
+
+#[test]
+fn a_prediction_adds_up_the_calibrations_terms() {
+    let dir = temp("predict");
+    let path = calibrate(
+        &dir,
+        &["forwarder(dst_mac=02:00:00:00:00:09) -> nat44(max_sessions=4096)"],
+    );
+    let cal: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(cal["schema"], "sfclab.calibration/1");
+    assert_eq!(cal["method"]["repeat"], 2);
+    assert!(cal["machine"]["tsc_hz"].as_f64().unwrap() > 1e8);
+    // The MAC names a port, it does not change the forwarder's work: one key `forwarder`.
+    let fwd = at(nf_curve(&cal, "forwarder"), 64);
+    let nat = at(nf_curve(&cal, r#"nat44 {"max_sessions":4096}"#), 64);
+    let base = at(&cal["compound_base"], 64);
+    assert!(fwd >= 0.0 && nat > fwd && base > 0.0, "{fwd} {nat} {base}");
+
+    // Compound: base + forwarder + nat44 on one core, at the TSC rate.
+    let cal_arg = path.to_str().unwrap();
+    let o = sfclab(&[
+        "model",
+        "predict",
+        "--calibration",
+        cal_arg,
+        "--chain",
+        "forwarder(dst_mac=02:00:00:00:00:07) -> nat44(max_sessions=4096,udp_timeout=5s)",
+        "--size",
+        "64",
+        "--offered",
+        "1Mpps",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_follows_schema("prediction-1.json", &p);
+    let total = base + fwd + nat;
+    let cores = p["prediction"]["cores"].as_array().unwrap();
+    assert_eq!(cores.len(), 1);
+    let cycles = cores[0]["cycles_per_packet"].as_f64().unwrap();
+    assert!((cycles - total).abs() < 1e-6 * total, "{cycles} vs {total}");
+    let hz = cal["machine"]["tsc_hz"].as_f64().unwrap();
+    let max = p["max_mpps"].as_f64().unwrap();
+    assert!((max - hz / total / 1e6).abs() < 1e-6 * max, "{max}");
+    let share = p["utilisation"][0]["share"].as_f64().unwrap();
+    assert!((share - 1e6 / (hz / total)).abs() < 1e-9, "{share}");
+    assert_eq!(p["prediction"]["overload"]["shape"], "flat");
+
+    // Between calibrated sizes the terms are interpolated linearly.
+    let o = sfclab(&[
+        "model",
+        "predict",
+        "--calibration",
+        cal_arg,
+        "--chain",
+        "forwarder -> nat44(max_sessions=4096)",
+        "--size",
+        "544",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let mid = |c: &Value| (at(c, 64) + at(c, 1024)) / 2.0;
+    let expected = mid(&cal["compound_base"])
+        + mid(nf_curve(&cal, "forwarder"))
+        + mid(nf_curve(&cal, r#"nat44 {"max_sessions":4096}"#));
+    let cycles = p["prediction"]["cores"][0]["cycles_per_packet"].as_f64().unwrap();
+    assert!((cycles - expected).abs() < 1e-6 * expected, "{cycles} vs {expected}");
+
+    // A table for people names the bottleneck.
+    let o = sfclab(&["model", "predict", "--calibration", cal_arg, "--chain", "forwarder*2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("bottleneck: core"), "{}", stdout(&o));
+
+    // What was not calibrated is refused, naming it and how to calibrate it.
+    let o = sfclab(&[
+        "model",
+        "predict",
+        "--calibration",
+        cal_arg,
+        "--chain",
+        "forwarder -> nat44",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("NF `nat44` is not in the calibration") && stderr(&o).contains("model calibrate"),
+        "{}",
+        stderr(&o)
+    );
+    let o = sfclab(&[
+        "model",
+        "predict",
+        "--calibration",
+        cal_arg,
+        "--chain",
+        "forwarder",
+        "--size",
+        "1518",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("outside the calibrated frame sizes"),
+        "{}",
+        stderr(&o)
+    );
+    let o = sfclab(&[
+        "model",
+        "predict",
+        "--calibration",
+        "/nonexistent/cal.json",
+        "--chain",
+        "forwarder",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("/nonexistent/cal.json"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bench_model_predicts_and_measures_every_cell() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("SKIPPED bench model's pipeline cells: this machine has one core");
+    }
+    let dir = temp("bench");
+    let cal = dir.join("cal.json");
+    let o = sfclab(&[
+        "model",
+        "calibrate",
+        "--sizes",
+        "64",
+        "--repeat",
+        "1",
+        "--duration",
+        "40ms",
+        "--warmup",
+        "10ms",
+        "-o",
+        cal.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = sfclab(&[
+        "bench",
+        "model",
+        "--calibration",
+        cal.to_str().unwrap(),
+        "--sizes",
+        "64",
+        "--repeat",
+        "1",
+        "--duration",
+        "40ms",
+        "--warmup",
+        "10ms",
+        "--json",
+    ]);
+    // The goal is a figure of a real run, not of this short one: exit 0 or 1 (goal missed).
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let b: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_follows_schema("bench-model-1.json", &b);
+    let points = b["points"].as_array().unwrap();
+    assert!(points.len() >= 4, "{points:?}");
+    for p in points {
+        let (pred, meas) = (
+            p["predicted_mpps"].as_f64().unwrap(),
+            p["measured_mpps"].as_f64().unwrap(),
+        );
+        assert!(pred > 0.0 && meas > 0.0, "{p}");
+        let err = p["error_pct"].as_f64().unwrap();
+        assert!((err - (pred - meas) / meas * 100.0).abs() < 1e-6, "{p}");
+        assert_eq!(
+            p["terms"].as_array().unwrap().len(),
+            p["chain"].as_str().unwrap().split(" -> ").count(),
+            "a term per NF: {p}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
