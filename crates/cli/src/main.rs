@@ -71,6 +71,10 @@ enum Cmd {
     /// The resource-constraints model: calibrate it on this machine, predict a chain.
     #[command(subcommand)]
     Model(model::ModelCmd),
+    /// Place chains with target rates on the fewest cores the model says meet them:
+    /// compound or pipeline (stage cuts and core maps), replicas, cores shared by
+    /// compound instances (oversubscription); or say which target cannot be met and why.
+    Plan(model::PlanCli),
     /// List the NF types and their settings.
     Nfs,
     /// List the built-in traffic profiles (`--profile`, or `profile:` in a chain file).
@@ -561,6 +565,7 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Nfs(a)) => cmd_nfs(a),
         Cmd::Bench(BenchCmd::Model(a)) => model::cmd_bench_model(a),
         Cmd::Model(cmd) => model::cmd_model(cmd),
+        Cmd::Plan(a) => model::cmd_plan(a),
         Cmd::Bench(BenchCmd::Io(a)) => {
             let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
                 Ok(w) => w,
@@ -675,7 +680,7 @@ fn main() -> ExitCode {
 }
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
-pub const SCHEMA_NAMES: [&str; 18] = [
+pub const SCHEMA_NAMES: [&str; 19] = [
     "run",
     "search",
     "sweep",
@@ -694,6 +699,7 @@ pub const SCHEMA_NAMES: [&str; 18] = [
     "bench-model",
     "calibration",
     "prediction",
+    "plan",
 ];
 
 /// The JSON Schema of a published document, by name.
@@ -722,6 +728,10 @@ pub fn schema(name: &str) -> Option<String> {
         "prediction" => Some(render::schema_of::<model::PredictionDocument>(
             "prediction-1.json",
             "`sfclab model predict --json`, schema sfclab.prediction/1.",
+        )),
+        "plan" => Some(render::schema_of::<model::PlanDocument>(
+            "plan-1.json",
+            "`sfclab plan --json`, schema sfclab.plan/1.",
         )),
         _ => None,
     }

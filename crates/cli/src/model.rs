@@ -72,6 +72,32 @@ pub struct PredictCli {
 }
 
 #[derive(Args)]
+pub struct PlanCli {
+    /// A chain and the rate it must carry: `CHAIN@RATE` (`'firewall -> nat44 -> router@5Mpps'`,
+    /// `chain.yaml@2Gbit/s`), or a chain file with a `rate`; repeatable.
+    #[arg(long = "demand", required = true, value_name = "CHAIN@RATE")]
+    demands: Vec<String>,
+    /// The calibration to price the chains with (`sfclab model calibrate`).
+    #[arg(long, default_value = "calibration.json")]
+    calibration: PathBuf,
+    /// Cores the chains may use (default: the cores this process may run on).
+    #[arg(long)]
+    cores: Option<usize>,
+    /// Layouts allowed: `compound`, `pipeline`, or both.
+    #[arg(long, value_delimiter = ',', default_value = "compound,pipeline")]
+    layouts: Vec<String>,
+    /// The largest share of a core to count on (0.9 keeps a tenth in reserve).
+    #[arg(long, default_value_t = 1.0)]
+    max_utilisation: f64,
+    /// Frame size of chains given as shorthand (as `sfclab run --size`).
+    #[arg(long)]
+    size: Option<String>,
+    /// Print JSON (schema `sfclab.plan/1`).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
 pub struct ModelBenchCli {
     /// The calibration to check (default: calibrate first, with --repeat and --duration).
     #[arg(long)]
@@ -100,6 +126,18 @@ pub struct ModelBenchCli {
 }
 
 pub const PREDICTION_SCHEMA: &str = "sfclab.prediction/1";
+pub const PLAN_SCHEMA: &str = "sfclab.plan/1";
+
+/// `sfclab plan --json`.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct PlanDocument {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub calibration: CalibrationRef,
+    pub max_utilisation: f64,
+    pub layouts: Vec<String>,
+    pub plan: sfclab_model::PlanResult,
+}
 
 /// `sfclab model predict --json`.
 #[derive(serde::Serialize, schemars::JsonSchema)]
@@ -287,6 +325,168 @@ fn short(key: &str) -> String {
     } else {
         key.to_string()
     }
+}
+
+/// One `--demand CHAIN@RATE` as the model sees it. The rate is what follows the last
+/// `@` when it parses as a rate (a chain file's own `rate` otherwise).
+fn demand(text: &str, size: Option<&str>) -> Result<sfclab_model::Demand, String> {
+    let (chain, rate) = match text.rsplit_once('@') {
+        Some((c, r)) if r.trim().parse::<sfclab_traffic::Rate>().is_ok() => (c.trim(), Some(r.trim())),
+        _ => (text.trim(), None),
+    };
+    let mut flags = crate::settings::Settings::default();
+    if let Some(s) = size {
+        flags.traffic.size = Some(s.parse().map_err(|e| format!("--size {s}: {e}"))?);
+    }
+    let spec = if chain == DEFAULT_CHAIN_NAME {
+        crate::config::parse(crate::config::DEFAULT_CHAIN, "default", &flags)
+    } else if Path::new(chain).is_file() {
+        crate::config::load(chain, &flags)
+    } else {
+        crate::config::from_shorthand(chain, &flags)
+    }
+    .map_err(|e| format!("--demand {text}: {e}"))?;
+    let model = chain_model(&spec).map_err(|e| format!("--demand {text}: {e}"))?;
+    let total: f64 = model.frames.iter().map(|f| f.1).sum();
+    let mean_frame = model.frames.iter().map(|(s, w)| s * w).sum::<f64>() / total;
+    let rate = match rate {
+        Some(r) => r.parse::<sfclab_traffic::Rate>()?,
+        None => spec.traffic.rate,
+    };
+    let target_pps = rate.pps(mean_frame).ok_or_else(|| {
+        format!("--demand {text}: no target rate: write `CHAIN@RATE` (`@5Mpps`) or give the chain file a `rate`")
+    })?;
+    Ok(sfclab_model::Demand {
+        name: spec.name.clone(),
+        chain: model,
+        target_pps,
+    })
+}
+
+pub fn cmd_plan(a: PlanCli) -> ExitCode {
+    let cal = match load_calibration(&a.calibration) {
+        Ok(c) => c,
+        Err(e) => return outcome::fail(outcome::USAGE, &format!("--calibration {e}")),
+    };
+    let mut demands = Vec::with_capacity(a.demands.len());
+    for d in &a.demands {
+        match demand(d, a.size.as_deref()) {
+            Ok(x) => demands.push(x),
+            Err(e) => return outcome::fail(outcome::USAGE, &e),
+        }
+    }
+    if let Some(bad) = a
+        .layouts
+        .iter()
+        .find(|l| !matches!(l.as_str(), "compound" | "pipeline"))
+    {
+        return outcome::fail(
+            outcome::USAGE,
+            &format!(
+                "--layouts {bad}: the plan places `compound` and `pipeline` chains (chains in namespaces run all hops on one DUT core: predict them with `model predict`)"
+            ),
+        );
+    }
+    let limits = sfclab_model::PlanLimits {
+        cores: a
+            .cores
+            .unwrap_or_else(|| sfclab_runtime::placement::allowed_cores().len().max(1)),
+        compound: a.layouts.iter().any(|l| l == "compound"),
+        pipeline: a.layouts.iter().any(|l| l == "pipeline"),
+        max_utilisation: a.max_utilisation,
+    };
+    let result = match sfclab_model::plan(&cal, &demands, &limits) {
+        Ok(r) => r,
+        Err(e) => return outcome::fail(outcome::USAGE, &e),
+    };
+    let feasible = result.feasible;
+    let text = if a.json {
+        let doc = PlanDocument {
+            schema: PLAN_SCHEMA,
+            version: env!("CARGO_PKG_VERSION"),
+            calibration: CalibrationRef {
+                file: a.calibration.display().to_string(),
+                date: cal.date.clone(),
+                machine: cal.machine.clone(),
+            },
+            max_utilisation: a.max_utilisation,
+            layouts: a.layouts.clone(),
+            plan: result,
+        };
+        serde_json::to_string_pretty(&doc).expect("serialisable") + "\n"
+    } else {
+        plan_table(&result, &cal, &a.demands)
+    };
+    // Exit 1 when the targets cannot be met: a script can tell.
+    outcome::emit_then(&text, if feasible { 0 } else { 1 })
+}
+
+fn plan_table(p: &sfclab_model::PlanResult, cal: &Calibration, demands: &[String]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab plan | {} chain(s) on up to {} core(s) | calibration of {} on {} | search: {}",
+        demands.len(),
+        p.cores_available,
+        cal.date,
+        cal.machine.cpu,
+        p.search
+    );
+    if !p.chains.is_empty() {
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        t.set_header(vec![
+            "chain",
+            "target Mpps",
+            "layout",
+            "replicas",
+            "cores (per replica)",
+            "capacity Mpps",
+            "bottleneck of a replica",
+        ]);
+        for c in &p.chains {
+            let cores: Vec<String> = c
+                .cores_of_replicas
+                .iter()
+                .map(|r| r.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(","))
+                .collect();
+            t.add_row(vec![
+                c.chain.clone(),
+                format!("{:.3}", c.target_pps / 1e6),
+                c.layout.clone(),
+                c.replicas.to_string(),
+                cores.join(" | "),
+                format!("{:.3}", c.capacity_pps / 1e6),
+                c.bottleneck.clone(),
+            ]);
+        }
+        let _ = writeln!(s, "{t}");
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        t.set_header(vec!["core", "runs", "loops", "utilisation at target"]);
+        for (k, c) in p.cores.iter().enumerate() {
+            t.add_row(vec![
+                k.to_string(),
+                c.runs.join("\n"),
+                c.loops.to_string(),
+                format!("{:.0} %", c.utilisation * 100.0),
+            ]);
+        }
+        let _ = writeln!(s, "{t}");
+    }
+    if p.feasible {
+        let _ = writeln!(
+            s,
+            "every target met with {} of {} core(s)",
+            p.cores_used, p.cores_available
+        );
+    } else {
+        let _ = writeln!(s, "NOT feasible:");
+        for r in &p.reasons {
+            let _ = writeln!(s, "  {r}");
+        }
+    }
+    s
 }
 
 fn load_calibration(path: &Path) -> Result<Calibration, String> {

@@ -297,14 +297,14 @@ fn check_stages(stages: &[(Range<usize>, usize)], n: usize) -> Result<(), String
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::calibration::*;
 
     /// A hand-made calibration: 64 and 1518 B; base 100 → 130; forwarder 20 → 20,
     /// nat44 60 → 90; pipeline single 140, first 160, last 120, same-core link 30
     /// (cross link 160 + 120 − 140 = 140, 70 a side); TSC 1 GHz.
-    fn cal() -> Calibration {
+    pub(crate) fn cal() -> Calibration {
         let sizes = [64, 1518];
         let two = |a: f64, b: f64| {
             Curve::new(vec![
