@@ -10,16 +10,20 @@
 //! - `noop` (the cheapest NF: the call that reaches it) = (cycles of noop×5 − noop×1) / 4;
 //! - compound base (generator, loop, sink) = noop×1 − noop;
 //! - NF X = cycles of the chain [X] alone − base (its work and its call);
-//! - pipeline, stages of `synthetic(cycles=100)` (S, priced by a compound run of its
-//!   own), so the rings run as in real chains: single stage = s_core [S] − S; first and
-//!   last stage = each core of bi:2 [S, S] − S; a ring between stages on one core = two
-//!   stages of one S each on one core − single − 2 S.
+//! - pipeline, stages R = `firewall(default: allow, stateful: false) ->
+//!   synthetic(cycles=100)` (priced by a compound run of its own): the firewall reads
+//!   the frame's headers first, as a stage's first NF does, so
+//!   what reaching a frame that waited in a queue costs (its header no longer in this
+//!   core's L1) is the stage's; the synthetic work lets the rings run as in real chains
+//!   (a consumer that keeps up). Single stage = s_core [R] − R; first and last stage =
+//!   each core of bi:2 [R | R] − R; a ring between stages on one core = (pbp:1 [R R],
+//!   four stages on one core, − s_core [R R]) / 3.
 //!
 //! Repetitions are interleaved (every run once per round) so a machine's drift hits all.
 
 use serde_json::json;
 use sfclab_model::calibration::{
-    CalibratedMachine, Calibration, Curve, CurvePoint, Method, NfCalibration, PipelineCalibration,
+    CalibratedMachine, Calibration, Curve, CurvePoint, Method, NfCalibration, PipelineCalibration, WiredCalibration,
 };
 use sfclab_model::{CALIBRATION_SCHEMA, nf_key};
 use sfclab_nf::NfSpec;
@@ -47,6 +51,9 @@ pub struct CalibrateArgs {
     pub batch: usize,
     /// The core of the compound runs (and the first of the pipeline's).
     pub core: Option<usize>,
+    /// Chainings in namespaces to calibrate (`veth`, `nic-switch`, `linux`, `ovs`;
+    /// needs root): each hop's and the chain ends' DUT-core cycles, the tester's ceiling.
+    pub wired: Vec<String>,
 }
 
 /// The NFs a calibration measures unless told otherwise: every NF type with settings
@@ -57,10 +64,12 @@ pub struct CalibrateArgs {
 pub fn default_nfs() -> Result<Vec<NfWorkload>, String> {
     let spec =
         |kind: &str, settings: serde_json::Value| NfSpec::new(kind, settings).map_err(|e| format!("{kind}: {e}"));
+    // Destinations spread over the router's table for every NF, as in the chains
+    // `bench model` checks: an NF's cost depends on its traffic too.
     let one = |nf: NfSpec| NfWorkload {
         nf,
         flows: 1024,
-        destinations: Destinations::One,
+        destinations: Destinations::Spread,
     };
     Ok(vec![
         one(spec("noop", json!({}))?),
@@ -100,11 +109,23 @@ fn noops(n: usize) -> sfclab_core::NamedNfs {
     copies_of("noop", json!({}), n)
 }
 
-/// The stages' work in the pipeline runs: 100 cycles of pure CPU per packet, so that
-/// the rings run in the regime of real chains (a consumer that keeps up, not one that
-/// polls the ring for every packet a noop stage passes on).
+/// `n` copies of the stage reference R = firewall(default allow, stateless) ->
+/// synthetic(cycles=100): the firewall reads the frame's headers first as real stages'
+/// first NFs do (a load waits for a header that left this core's cache; a store, as a
+/// forwarder's MAC rewrite, does not), the 100 cycles of
+/// pure CPU keep the rings in the regime of real chains (a consumer that keeps up, not
+/// one that polls the ring for every packet a noop stage passes on).
 fn pipeline_reference(n: usize) -> sfclab_core::NamedNfs {
-    copies_of("synthetic", json!({ "cycles": 100 }), n)
+    let reader = NfSpec::new("firewall", json!({ "default": "allow", "stateful": false })).expect("valid settings");
+    let synthetic = NfSpec::new("synthetic", json!({ "cycles": 100 })).expect("valid settings");
+    (0..n)
+        .flat_map(|i| {
+            [
+                (format!("reader{}", i + 1), reader.build()),
+                (format!("synthetic{}", i + 1), synthetic.build()),
+            ]
+        })
+        .collect()
 }
 
 fn traffic(size: u16, flows: u32, destinations: Destinations) -> GeneratorConfig {
@@ -148,7 +169,7 @@ fn compound_cycles(args: &CalibrateArgs, chain: sfclab_core::NamedNfs, t: Genera
 fn pipeline_cycles(
     args: &CalibrateArgs,
     placement: Placement,
-    nfs: usize,
+    references: usize,
     cores: &[usize],
     size: u16,
 ) -> Result<Vec<f64>, String> {
@@ -168,8 +189,8 @@ fn pipeline_cycles(
         ..Default::default()
     };
     let r = run_pipeline(
-        traffic(size, 1024, Destinations::One),
-        pipeline_reference(nfs),
+        traffic(size, 1024, Destinations::Spread),
+        pipeline_reference(references),
         &settings,
     )
     .map_err(|e| format!("pipeline {placement}: {e}"))?;
@@ -192,10 +213,48 @@ struct Round {
     base: f64,
     nfs: Vec<f64>,
     pipeline: Option<[f64; 4]>,
+    /// Per technology of `wired`: fixed, per hop, tester packets per second.
+    wired: Vec<[f64; 3]>,
+}
+
+/// The chain lengths a technology in namespaces is calibrated at: the cost per hop is
+/// the slope between them, the fixed cost what is left at one hop.
+pub const WIRED_LENGTHS: (usize, usize) = (1, 3);
+
+/// The DUT core's cycles per delivered frame (its clock over the throughput) and the
+/// tester's offered packets per second of `n` forwarders chained by `technology`
+/// (sfclab's tester on one core, the chain on the other, offered more than it forwards).
+fn wired_cycles(
+    args: &CalibrateArgs,
+    technology: &str,
+    n: usize,
+    size: u16,
+    cores: &[usize],
+) -> Result<(f64, f64), String> {
+    let [tester, dut, ..] = cores else {
+        return Err("chains in namespaces need two cores: the tester's and the chain's".into());
+    };
+    let bench = crate::chaining::ChainingBenchArgs {
+        duration: args.duration,
+        warmup: args.warmup,
+        repeat: 1,
+        size,
+        lengths: vec![n],
+        technologies: vec![technology.to_string()],
+    };
+    let r = crate::chaining::round(technology, n, &bench, (*tester, *dut))
+        .map_err(|e| format!("{technology} n={n}: {e}"))?;
+    if r.mpps <= 0.0 {
+        return Err(format!("{technology} n={n}: no frame came back: no cost per frame"));
+    }
+    // Offered more than it forwards, the DUT core is saturated: what a frame costs it is
+    // its clock over the frames it delivers. (Its /proc/stat busy time per frame counts
+    // the run's set-up and drain too, outside the measured window.)
+    Ok((sfclab_core::tsc::hz() / (r.mpps * 1e6), r.offered_mpps * 1e6))
 }
 
 fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(&str)) -> Result<Round, String> {
-    let plain = || traffic(size, 1024, Destinations::One);
+    let plain = || traffic(size, 1024, Destinations::Spread);
     step(&format!("{size} B: noop×1, noop×5"));
     let one = compound_cycles(args, noops(1), plain())?;
     let five = compound_cycles(args, noops(5), plain())?;
@@ -209,25 +268,38 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
     }
     let pipeline = match cores {
         [a, b, ..] => {
-            step(&format!("{size} B: pipeline s_core, bi:2, two stages on one core"));
+            step(&format!("{size} B: pipeline s_core, bi:2, stages on one core"));
             let reference = compound_cycles(args, pipeline_reference(1), plain())? - base;
             let single = pipeline_cycles(args, Placement::SCore, 1, &[*a], size)?[0] - reference;
             let two = pipeline_cycles(args, Placement::Bi(2), 2, &[*a, *b], size)?;
-            let shared = pipeline_cycles(args, Placement::Cores(vec![*a, *a]), 2, &[*a], size)?[0];
+            let one_stage = pipeline_cycles(args, Placement::SCore, 2, &[*a], size)?[0];
+            let four_stages = pipeline_cycles(args, Placement::Pbp(1), 2, &[*a], size)?[0];
             Some([
                 single,
                 two[0] - reference,
                 two[1] - reference,
-                shared - single - 2.0 * reference,
+                (four_stages - one_stage) / 3.0,
             ])
         }
         _ => None,
     };
+    let mut wired = Vec::with_capacity(args.wired.len());
+    for t in &args.wired {
+        let (short, long) = WIRED_LENGTHS;
+        step(&format!(
+            "{size} B: {t} chains of {short} and {long} forwarders in namespaces"
+        ));
+        let (c1, tester) = wired_cycles(args, t, short, size, cores)?;
+        let (c3, _) = wired_cycles(args, t, long, size, cores)?;
+        let per_hop = (c3 - c1) / (long - short) as f64;
+        wired.push([c1 - short as f64 * per_hop, per_hop, tester]);
+    }
     Ok(Round {
         noop,
         base,
         nfs,
         pipeline,
+        wired,
     })
 }
 
@@ -243,6 +315,15 @@ pub fn cores_from(first: Option<usize>) -> Vec<usize> {
     c
 }
 
+/// Progress steps of one repetition (every size).
+pub fn steps_per_repetition(args: &CalibrateArgs) -> usize {
+    let mut sizes = args.sizes.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let pipeline = usize::from(cores_from(args.core).len() >= 2);
+    sizes.len() * (1 + args.nfs.len() + pipeline + args.wired.len())
+}
+
 /// Measures the calibration; `progress` is told after each step (done, total, what).
 pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<Calibration, String> {
     if args.sizes.is_empty() {
@@ -252,7 +333,29 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
     sizes.sort_unstable();
     sizes.dedup();
     let cores = cores_from(args.core);
-    let steps_per_round = 1 + args.nfs.len() + usize::from(cores.len() >= 2);
+    if !args.wired.is_empty() {
+        if !sfclab_topology::running_as_root() {
+            return Err(format!(
+                "--technologies {}: chains in namespaces need root (namespaces, veth, XDP)",
+                args.wired.join(",")
+            ));
+        }
+        if let Some(bad) = args
+            .wired
+            .iter()
+            .find(|t| *t == "compound" || !crate::chaining::TECHNOLOGIES.contains(&t.as_str()))
+        {
+            return Err(format!(
+                "--technologies {bad}: not a chaining in namespaces (veth, nic-switch, linux, ovs)"
+            ));
+        }
+        if args.wired.iter().any(|t| t == "ovs")
+            && let Some(why) = crate::chaining::ovs_missing()
+        {
+            return Err(format!("--technologies ovs: {why}"));
+        }
+    }
+    let steps_per_round = steps_per_repetition(args) / sizes.len();
     let total = args.repeat * sizes.len() * steps_per_round;
     let mut done = 0;
     let mut rounds: Vec<Vec<Round>> = (0..sizes.len()).map(|_| Vec::new()).collect();
@@ -307,7 +410,7 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
     let machine = Machine::read();
     let mut notes = vec![
         "noop = (compound noop×5 − noop×1) / 4; base = noop×1 − noop; NF = compound [NF] − base".to_string(),
-        "pipeline (flow control, backpressure, stages S = synthetic(cycles=100)): single = s_core [S] − S; first, last = each core of bi:2 [S | S] − S; same_core_link = [S | S] on one core − single − 2 S".to_string(),
+        "pipeline (flow control, backpressure, R = firewall(default allow, stateless) -> synthetic(cycles=100)): single = s_core [R] − R; first, last = each core of bi:2 [R | R] − R; same_core_link = (pbp:1 [R R] − s_core [R R]) / 3".to_string(),
         format!(
             "noop (the call to an NF) measured {} cycles at {} B",
             noop.points.first().map_or(0.0, |p| p.cycles).round(),
@@ -319,6 +422,23 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
     }
     if pipeline.is_none() {
         notes.push("one core: no pipeline terms (a ring across cores needs two)".into());
+    }
+    let wired = args
+        .wired
+        .iter()
+        .enumerate()
+        .map(|(k, t)| WiredCalibration {
+            technology: t.clone(),
+            fixed: curve(&|r| r.wired[k][0]),
+            per_hop: curve(&|r| r.wired[k][1]),
+            tester_pps: curve(&|r| r.wired[k][2]),
+        })
+        .collect();
+    if !args.wired.is_empty() {
+        notes.push(format!(
+            "chains in namespaces: n = {} and {} forwarders, sfclab's AF_XDP tester on one core, offered more than the chain forwards; DUT-core cycles per delivered frame = TSC / throughput (the DUT core saturated); per_hop = slope, fixed = n {} cost − per_hop; tester_pps = what the tester offered at n = {}",
+            WIRED_LENGTHS.0, WIRED_LENGTHS.1, WIRED_LENGTHS.0, WIRED_LENGTHS.0
+        ));
     }
     let compound_base = curve(&|r| r.base);
     let cal = Calibration {
@@ -342,7 +462,7 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
         compound_base,
         nfs,
         pipeline,
-        wired: Vec::new(),
+        wired,
     };
     cal.check()?;
     Ok(cal)

@@ -145,16 +145,21 @@ fn device(technology: &str, n: usize, dut_core: usize) -> DeviceUnderTest {
     }
 }
 
-struct Round {
-    mpps: f64,
-    offered_mpps: f64,
+pub(crate) struct Round {
+    pub(crate) mpps: f64,
+    pub(crate) offered_mpps: f64,
     loss_pct: f64,
-    core_cycles: Option<f64>,
+    pub(crate) core_cycles: Option<f64>,
     device: String,
     drops: BTreeMap<String, u64>,
 }
 
-fn round(technology: &str, n: usize, args: &ChainingBenchArgs, cores: (usize, usize)) -> Result<Round, String> {
+pub(crate) fn round(
+    technology: &str,
+    n: usize,
+    args: &ChainingBenchArgs,
+    cores: (usize, usize),
+) -> Result<Round, String> {
     let traffic = GeneratorConfig {
         sizes: sfclab_traffic::FrameSizes::Fixed { size: args.size },
         flows: 256,
@@ -194,7 +199,7 @@ fn round(technology: &str, n: usize, args: &ChainingBenchArgs, cores: (usize, us
     })
 }
 
-fn ovs_missing() -> Option<String> {
+pub(crate) fn ovs_missing() -> Option<String> {
     (!sfclab_topology::ovs::installed())
         .then(|| "Open vSwitch not installed (Debian: apt-get install openvswitch-switch)".to_string())
 }

@@ -10,7 +10,7 @@
 //! median of the repetitions. Not the NDR, which vCPU stalls dominate on these VMs.
 
 use serde::Serialize;
-use sfclab_model::{Calibration, ChainModel, Layout, nf_key, predict_chain};
+use sfclab_model::{Calibration, ChainModel, ChainPrediction, Layout, nf_key, predict_chain};
 use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings, run_compound, run_pipeline};
 use sfclab_traffic::{Destinations, FrameSizes, GeneratorConfig};
 use std::time::Duration;
@@ -29,6 +29,8 @@ pub struct ModelBenchArgs {
     pub sizes: Vec<u16>,
     /// The core of the compound runs and the first of the pipelines'.
     pub core: Option<usize>,
+    /// Chainings in namespaces to check too (needs root; the calibration must have them).
+    pub technologies: Vec<String>,
 }
 
 /// One chain, placed, at one size: predicted and measured.
@@ -40,6 +42,9 @@ pub struct ModelPoint {
     pub layout: String,
     pub size: u16,
     pub predicted_mpps: f64,
+    /// The prediction of each round (one value with a given calibration; one per round
+    /// when each round calibrates).
+    pub predicted_runs: Vec<f64>,
     /// The resource the model names as the bottleneck.
     pub bottleneck: String,
     /// The bottleneck's predicted cycles per packet.
@@ -102,8 +107,14 @@ impl Interruptible for ModelBench {
 /// One chain of the matrix: its NFs (workloads of the calibration, by kind).
 struct Case {
     kinds: Vec<&'static str>,
+    /// `None`: compound, unless `hops` says it runs in namespaces.
     layout: Option<Placement>,
+    /// The chaining in namespaces, one forwarder per hop.
+    hops: Option<String>,
 }
+
+/// Chain lengths of the cells in namespaces: none the calibration ran (1 and 3).
+const HOP_LENGTHS: [usize; 2] = [2, 5];
 
 /// The matrix: chains of 2 to 6 NFs the calibration never ran (it ran each NF alone),
 /// on one core and as pipelines on two.
@@ -111,6 +122,7 @@ fn cases(two_cores: bool) -> Vec<Case> {
     let c = |kinds: &[&'static str], layout: Option<Placement>| Case {
         kinds: kinds.to_vec(),
         layout,
+        hops: None,
     };
     let mut all = vec![
         c(&["forwarder", "forwarder", "forwarder"], None),
@@ -145,57 +157,127 @@ fn on_cores(placement: &Placement, cores: &[usize]) -> Placement {
     }
 }
 
-pub fn run(
-    args: &ModelBenchArgs,
-    cal: &Calibration,
-    mut progress: impl FnMut(usize, usize, &str),
-) -> Result<ModelBench, String> {
-    let nfs = crate::calibrate::default_nfs()?;
-    let cores = crate::calibrate::cores_from(args.core);
-    let matrix = cases(cores.len() >= 2 && cal.pipeline.is_some());
-    let total = args.repeat * matrix.len() * args.sizes.len();
-    let mut done = 0;
-    // Predictions first: a chain the calibration cannot price is refused before any run.
-    let mut predictions = Vec::new();
-    for case in &matrix {
+/// What the predictions are priced with.
+pub enum CalibrationSource<'a> {
+    /// One calibration (a file) for every round.
+    Given(&'a Calibration),
+    /// A calibration of one repetition measured at the start of every round, so the
+    /// machine's drift (a noisy neighbour, a clock) hits each round's prediction and its
+    /// measurements alike; predicted and measured are each the median over the rounds.
+    EachRound(crate::calibrate::CalibrateArgs),
+}
+
+/// The matrix's model of each cell, in cell order.
+fn models(matrix: &[Case], sizes: &[u16], nfs: &[NfWorkload], cores: &[usize]) -> Result<Vec<ChainModel>, String> {
+    let mut out = Vec::new();
+    for case in matrix {
         let keys: Vec<String> = case
             .kinds
             .iter()
-            .map(|k| workload(&nfs, k).map(|w| nf_key(w.nf.kind(), &w.nf.cost_settings())))
+            .map(|k| workload(nfs, k).map(|w| nf_key(w.nf.kind(), &w.nf.cost_settings())))
             .collect::<Result<_, _>>()?;
-        for &size in &args.sizes {
-            let layout = match &case.layout {
-                None => Layout::Compound,
-                Some(p) => Layout::Pipeline {
-                    stages: on_cores(p, &cores)
-                        .stages(case.kinds.len(), &cores)?
+        for &size in sizes {
+            let layout = match (&case.layout, &case.hops) {
+                (_, Some(t)) => Layout::Hops { technology: t.clone() },
+                (None, None) => Layout::Compound,
+                (Some(p), None) => Layout::Pipeline {
+                    stages: on_cores(p, cores)
+                        .stages(case.kinds.len(), cores)?
                         .into_iter()
                         .map(|s| (s.nfs, s.core))
                         .collect(),
                 },
             };
-            let model = ChainModel {
+            out.push(ChainModel {
                 nfs: keys.clone(),
                 frames: vec![(f64::from(size), 1.0)],
                 layout,
-            };
-            predictions.push(predict_chain(cal, &model, None)?);
+            });
         }
     }
-    let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); predictions.len()];
-    let mut nf_cycles: Vec<Vec<f64>> = vec![Vec::new(); predictions.len()];
+    Ok(out)
+}
+
+pub fn run(
+    args: &ModelBenchArgs,
+    source: CalibrationSource,
+    mut progress: impl FnMut(usize, usize, &str),
+) -> Result<ModelBench, String> {
+    let nfs = crate::calibrate::default_nfs()?;
+    let cores = crate::calibrate::cores_from(args.core);
+    let has_pipeline = match &source {
+        CalibrationSource::Given(cal) => cal.pipeline.is_some(),
+        CalibrationSource::EachRound(_) => cores.len() >= 2,
+    };
+    if let CalibrationSource::EachRound(c) = &source
+        && let Some(t) = args.technologies.iter().find(|t| !c.wired.contains(t))
+    {
+        return Err(format!("--technologies {t}: not calibrated in the rounds"));
+    }
+    let mut matrix = cases(has_pipeline);
+    for t in &args.technologies {
+        for n in HOP_LENGTHS {
+            matrix.push(Case {
+                kinds: vec!["forwarder"; n],
+                layout: None,
+                hops: Some(t.clone()),
+            });
+        }
+    }
+    let cells = models(&matrix, &args.sizes, &nfs, &cores)?;
+    let calibration_steps = match &source {
+        CalibrationSource::Given(_) => 0,
+        CalibrationSource::EachRound(c) => crate::calibrate::steps_per_repetition(c),
+    };
+    let total = args.repeat * (matrix.len() * args.sizes.len() + calibration_steps)
+        + matrix.iter().filter(|c| c.hops.is_none()).count() * args.sizes.len();
+    let mut done = 0;
+    // With a given calibration every cell is priced before any run: one it cannot price
+    // is refused at once.
+    let given: Option<Vec<ChainPrediction>> = match &source {
+        CalibrationSource::Given(cal) => Some(
+            cells
+                .iter()
+                .map(|m| predict_chain(cal, m, None))
+                .collect::<Result<_, _>>()?,
+        ),
+        CalibrationSource::EachRound(_) => None,
+    };
+    let mut predicted: Vec<Vec<ChainPrediction>> = vec![Vec::new(); cells.len()];
+    let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); cells.len()];
+    let mut nf_cycles: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
     let mut interrupted = false;
-    let total = total + matrix.len() * args.sizes.len();
+    let mut calibrated_in_rounds: Option<Calibration> = None;
     for round in repetitions(args.repeat, &mut interrupted) {
+        match (&source, &given) {
+            (CalibrationSource::EachRound(c), _) => {
+                let one = crate::calibrate::CalibrateArgs { repeat: 1, ..c.clone() };
+                let base = done;
+                let cal = crate::calibrate::calibrate(&one, |d, _, what| {
+                    progress(base + d, total, &format!("round {} calibration: {what}", round + 1));
+                })?;
+                done = base + calibration_steps;
+                for (k, m) in cells.iter().enumerate() {
+                    predicted[k].push(predict_chain(&cal, m, None)?);
+                }
+                calibrated_in_rounds = Some(cal);
+            }
+            (CalibrationSource::Given(_), Some(g)) => {
+                for (k, p) in g.iter().enumerate() {
+                    predicted[k].push(p.clone());
+                }
+            }
+            (CalibrationSource::Given(_), None) => unreachable!("priced before the rounds"),
+        }
         let mut cell = 0;
         for case in &matrix {
             for &size in &args.sizes {
-                let label = format!("{} {} {size} B", case.kinds.join("->"), layout_name(&case.layout));
+                let label = format!("{} {} {size} B", case.kinds.join("->"), layout_name(case));
                 progress(done, total, &label);
                 let m = measure(args, &nfs, case, size, &cores, false).map_err(|e| format!("{label}: {e}"))?;
                 measured[cell].push((m.mpps, m.busiest_cycles));
                 done += 1;
-                if round == 0 {
+                if round == 0 && case.hops.is_none() {
                     progress(done, total, &format!("{label}, per-NF accounting"));
                     nf_cycles[cell] = measure(args, &nfs, case, size, &cores, true)
                         .map_err(|e| format!("{label}: {e}"))?
@@ -206,21 +288,37 @@ pub fn run(
             }
         }
     }
+    let rounds = measured.first().map_or(0, Vec::len);
+    if rounds == 0 {
+        return Err("interrupted before the first round finished".into());
+    }
     let mut points = Vec::new();
     let mut cell = 0;
     for case in &matrix {
         for &size in &args.sizes {
-            let p = &predictions[cell];
+            // Only rounds that measured the cell count (Ctrl-C may end one half way).
+            let priced = &predicted[cell][..measured[cell].len().min(predicted[cell].len())];
+            let predicted_runs: Vec<f64> = priced.iter().map(|p| p.max_pps / 1e6).collect();
+            let predicted_mpps = median(&predicted_runs);
+            // The round whose prediction is the median names the bottleneck and the terms.
+            let p = priced
+                .iter()
+                .min_by(|a, b| {
+                    (a.max_pps / 1e6 - predicted_mpps)
+                        .abs()
+                        .total_cmp(&(b.max_pps / 1e6 - predicted_mpps).abs())
+                })
+                .expect("a round");
             let runs: Vec<f64> = measured[cell].iter().map(|m| m.0).collect();
             let cycles: Vec<f64> = measured[cell].iter().map(|m| m.1).collect();
             let measured_mpps = median(&runs);
-            let predicted_mpps = p.max_pps / 1e6;
             let error_pct = (predicted_mpps - measured_mpps) / measured_mpps * 100.0;
-            let predicted_nf: Vec<f64> = p
-                .cores
-                .iter()
-                .flat_map(|c| c.terms.iter().filter(|t| t.what.starts_with("nf ")).map(|t| t.cycles))
-                .collect();
+            let mut predicted_nf = vec![f64::NAN; case.kinds.len()];
+            for t in p.cores.iter().flat_map(|c| &c.terms) {
+                if let Some(i) = t.nf {
+                    predicted_nf[i] = t.cycles;
+                }
+            }
             let terms: Vec<TermCheck> = case
                 .kinds
                 .iter()
@@ -251,7 +349,7 @@ pub fn run(
                 .flatten();
             points.push(ModelPoint {
                 chain: case.kinds.join(" -> "),
-                layout: layout_name(&case.layout),
+                layout: layout_name(case),
                 size,
                 predicted_mpps,
                 bottleneck: p.bottleneck.clone(),
@@ -264,6 +362,7 @@ pub fn run(
                 measured_cycles: median(&cycles),
                 error_pct,
                 measured_runs: runs,
+                predicted_runs,
                 terms,
                 largest_miss,
             });
@@ -279,9 +378,16 @@ pub fn run(
         schema: MODEL_SCHEMA,
         version: env!("CARGO_PKG_VERSION"),
         machine: Machine::read(),
-        calibration: format!("{} on {} ({})", cal.date, cal.machine.cpu, cal.version),
+        calibration: match (&source, &calibrated_in_rounds) {
+            (CalibrationSource::Given(cal), _) => format!("{} on {} ({})", cal.date, cal.machine.cpu, cal.version),
+            (_, Some(cal)) => format!(
+                "measured at the start of each of the {rounds} rounds, last {} on {} ({})",
+                cal.date, cal.machine.cpu, cal.version
+            ),
+            (_, None) => unreachable!("a round finished"),
+        },
         duration_s: args.duration.as_secs_f64(),
-        repeat: measured.first().map_or(0, Vec::len),
+        repeat: rounds,
         interrupted,
         points,
         errors,
@@ -289,10 +395,11 @@ pub fn run(
     })
 }
 
-fn layout_name(layout: &Option<Placement>) -> String {
-    match layout {
-        None => "compound".into(),
-        Some(p) => format!("pipeline {p}"),
+fn layout_name(case: &Case) -> String {
+    match (&case.layout, &case.hops) {
+        (_, Some(t)) => t.clone(),
+        (None, None) => "compound".into(),
+        (Some(p), None) => format!("pipeline {p}"),
     }
 }
 
@@ -345,6 +452,31 @@ fn measure(
     cores: &[usize],
     accounting: bool,
 ) -> Result<Measured, String> {
+    if let Some(t) = &case.hops {
+        // Throughput under overload; hops' cycles are the DUT core's per delivered frame.
+        let [tester, dut, ..] = cores else {
+            return Err("chains in namespaces need two cores".into());
+        };
+        let bench = crate::chaining::ChainingBenchArgs {
+            duration: args.duration,
+            warmup: args.warmup,
+            repeat: 1,
+            size,
+            lengths: vec![case.kinds.len()],
+            technologies: vec![t.clone()],
+        };
+        let r = crate::chaining::round(t, case.kinds.len(), &bench, (*tester, *dut))?;
+        if r.mpps <= 0.0 {
+            return Err("no frame came back".into());
+        }
+        // As the calibration prices hops: the saturated DUT core's clock over the frames
+        // it delivered.
+        return Ok(Measured {
+            mpps: r.mpps,
+            busiest_cycles: sfclab_core::tsc::hz() / (r.mpps * 1e6),
+            nf_cycles: Vec::new(),
+        });
+    }
     let chain: sfclab_core::NamedNfs = case
         .kinds
         .iter()
@@ -353,12 +485,8 @@ fn measure(
         .collect::<Result<Vec<_>, _>>()?
         .into_iter()
         .collect();
-    // The router needs destinations in its table; the others are indifferent.
-    let destinations = if case.kinds.contains(&"router") {
-        Destinations::Spread
-    } else {
-        Destinations::One
-    };
+    // As the calibration's NFs got it: destinations spread over the router's table.
+    let destinations = Destinations::Spread;
     let traffic = GeneratorConfig {
         sizes: FrameSizes::Fixed { size },
         flows: 1024,
@@ -425,6 +553,7 @@ mod tests {
             predicted_cycles: 100.0,
             measured_mpps: 1.0,
             measured_runs: vec![1.0],
+            predicted_runs: vec![1.0],
             measured_cycles: 100.0,
             error_pct,
             terms: Vec::new(),

@@ -680,7 +680,7 @@ fn main() -> ExitCode {
 }
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
-pub const SCHEMA_NAMES: [&str; 19] = [
+pub const SCHEMA_NAMES: [&str; 20] = [
     "run",
     "search",
     "sweep",
@@ -700,6 +700,7 @@ pub const SCHEMA_NAMES: [&str; 19] = [
     "calibration",
     "prediction",
     "plan",
+    "rc",
 ];
 
 /// The JSON Schema of a published document, by name.
@@ -728,6 +729,10 @@ pub fn schema(name: &str) -> Option<String> {
         "prediction" => Some(render::schema_of::<model::PredictionDocument>(
             "prediction-1.json",
             "`sfclab model predict --json`, schema sfclab.prediction/1.",
+        )),
+        "rc" => Some(render::schema_of::<model::RcDocument>(
+            "rc-1.json",
+            "`sfclab model rc --json`, schema sfclab.rc/1.",
         )),
         "plan" => Some(render::schema_of::<model::PlanDocument>(
             "plan-1.json",

@@ -24,6 +24,17 @@ pub enum ModelCmd {
     /// on every core as placed, each resource's capacity, the bottleneck, utilisation at
     /// the chain's rate, and the shape under overload. The chain as `sfclab run` takes it.
     Predict(Box<PredictCli>),
+    /// Seed 000's RC model swept over chain length and frame size on a hardware profile:
+    /// software-linked against NIC-switched, each resource's capacity and the bottleneck.
+    /// CPU costs from a calibration (in-memory I/O: a kernel-bypass driver's lower bound)
+    /// or given.
+    Rc(RcCli),
+    /// The NIC presets `predict --hardware` takes, each number with its source.
+    Hardware {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args)]
@@ -39,6 +50,10 @@ pub struct CalibrateCli {
     /// Only the NFs of `--chain`, not every NF type's usual settings.
     #[arg(long, requires = "chain")]
     only_chains: bool,
+    /// Also calibrate these chainings in namespaces (needs root): `veth`, `nic-switch`,
+    /// `linux`, `ovs`; chains of 1 and 3 forwarders, sfclab's tester on one core.
+    #[arg(long, value_delimiter = ',')]
+    technologies: Vec<String>,
     #[arg(long, default_value = "500ms")]
     duration: String,
     #[arg(long, default_value = "200ms")]
@@ -67,8 +82,53 @@ pub struct PredictCli {
     /// chain's `rate`, if it sets one).
     #[arg(long)]
     offered: Option<String>,
+    /// Add a NIC's line, switching engine and PCIe bus to the resources, and price the
+    /// cores at its clock: a preset (`x520`, `xl710`, `e810`: `sfclab model hardware`) or
+    /// a profile's JSON file.
+    #[arg(long, value_name = "PRESET|FILE")]
+    hardware: Option<String>,
     #[command(flatten)]
     run: RunArgs,
+}
+
+#[derive(Args)]
+pub struct RcCli {
+    /// A preset (`x520`: seed 000's DuT; `sfclab model hardware`) or a profile file.
+    #[arg(long, value_name = "PRESET|FILE")]
+    hardware: String,
+    /// Take the CPU costs from this calibration: receive + send = the compound base
+    /// (half each), each NF = `--nf`'s cost, each software link = a `noop`'s (a call).
+    #[arg(long)]
+    calibration: Option<PathBuf>,
+    /// The NF of the chains, as the calibration keys it.
+    #[arg(long, default_value = "forwarder")]
+    nf: String,
+    /// Cycles per packet to receive (`C_CPU,RX`); overrides the calibration's.
+    #[arg(long)]
+    rx_cycles: Option<f64>,
+    /// Cycles per packet to send (`C_CPU,TX`).
+    #[arg(long)]
+    tx_cycles: Option<f64>,
+    /// Cycles per packet of each NF (`C_SF`).
+    #[arg(long)]
+    nf_cycles: Option<f64>,
+    /// Cycles per packet of a software link between NFs (`C_SW`).
+    #[arg(long)]
+    link_cycles: Option<f64>,
+    /// The cores' clock, Hz (default: the profile's, else the calibration's TSC).
+    #[arg(long)]
+    cpu_hz: Option<f64>,
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6,7,8")]
+    lengths: Vec<usize>,
+    /// Frame sizes with FCS.
+    #[arg(long, value_delimiter = ',', default_value = "64,128,256,512,1024,1518")]
+    sizes: Vec<u16>,
+    /// Print JSON (schema `sfclab.rc/1`).
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print one CSV row per chain length, size and chaining.
+    #[arg(long)]
+    csv: bool,
 }
 
 #[derive(Args)]
@@ -99,7 +159,8 @@ pub struct PlanCli {
 
 #[derive(Args)]
 pub struct ModelBenchCli {
-    /// The calibration to check (default: calibrate first, with --repeat and --duration).
+    /// The calibration to check (default: calibrate at the start of every round, with
+    /// --duration, so drift hits predictions and measurements alike).
     #[arg(long)]
     calibration: Option<PathBuf>,
     /// Frame sizes of the matrix: one between calibrated sizes checks the interpolation.
@@ -113,6 +174,11 @@ pub struct ModelBenchCli {
     warmup: String,
     #[arg(long)]
     core: Option<usize>,
+    /// Also check chains of 2 and 5 forwarders in namespaces over these chainings
+    /// (`veth`, `nic-switch`, `linux`, `ovs`; needs root; calibrated first when no
+    /// --calibration is given).
+    #[arg(long, value_delimiter = ',')]
+    technologies: Vec<String>,
     /// Print JSON (schema `sfclab.bench.model/1`).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
@@ -127,6 +193,19 @@ pub struct ModelBenchCli {
 
 pub const PREDICTION_SCHEMA: &str = "sfclab.prediction/1";
 pub const PLAN_SCHEMA: &str = "sfclab.plan/1";
+pub const RC_SCHEMA: &str = "sfclab.rc/1";
+
+/// `sfclab model rc --json`.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct RcDocument {
+    pub schema: &'static str,
+    pub version: &'static str,
+    /// The profile the resources are priced on (its clock as used).
+    pub hardware: sfclab_model::HardwareProfile,
+    /// The calibration the CPU costs came from (`None`: given as flags).
+    pub costs_from: Option<String>,
+    pub points: Vec<sfclab_model::RcPoint>,
+}
 
 /// `sfclab plan --json`.
 #[derive(serde::Serialize, schemars::JsonSchema)]
@@ -154,6 +233,8 @@ pub struct PredictionDocument {
     /// the chain's rate; `None`: neither).
     pub offered_pps: Option<f64>,
     pub utilisation: Option<Vec<Utilisation>>,
+    /// The NIC profile the chain was priced on (`--hardware`), if any.
+    pub hardware: Option<sfclab_model::HardwareProfile>,
     pub prediction: ChainPrediction,
 }
 
@@ -183,6 +264,24 @@ pub fn cmd_model(cmd: ModelCmd) -> ExitCode {
     match cmd {
         ModelCmd::Calibrate(a) => cmd_calibrate(a),
         ModelCmd::Predict(a) => cmd_predict(*a),
+        ModelCmd::Rc(a) => cmd_rc(a),
+        ModelCmd::Hardware { json } => {
+            let presets = sfclab_model::hardware::presets();
+            let text = if json {
+                serde_json::to_string_pretty(&presets).expect("serialisable") + "\n"
+            } else {
+                let mut s = String::new();
+                for p in &presets {
+                    let _ = writeln!(s, "{}: {}", p.name, p.about);
+                    for src in &p.sources {
+                        let _ = writeln!(s, "  {src}");
+                    }
+                    let _ = writeln!(s);
+                }
+                s + "A profile file is the JSON of one preset's `profile` (`sfclab model hardware --json`).\n"
+            };
+            outcome::emit_then(&text, 0)
+        }
     }
 }
 
@@ -249,6 +348,7 @@ fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
         repeat: a.repeat,
         batch: a.batch,
         core: a.core,
+        wired: a.technologies.clone(),
     })
 }
 
@@ -311,6 +411,25 @@ pub fn calibration_table(cal: &Calibration) -> String {
         row("pipeline: last of two stages (dequeue +)".into(), &p.last_stage);
         row("pipeline: ring between stages on one core".into(), &p.same_core_link);
     }
+    for w in &cal.wired {
+        row(format!("{}: chain ends (DUT core)", w.technology), &w.fixed);
+        row(format!("{}: each hop (DUT core)", w.technology), &w.per_hop);
+        let kpps = sfclab_model::Curve::new(
+            w.tester_pps
+                .points
+                .iter()
+                .map(|p| sfclab_model::CurvePoint {
+                    size: p.size,
+                    cycles: p.cycles / 1e3,
+                    runs: p.runs.iter().map(|r| r / 1e3).collect(),
+                })
+                .collect(),
+        );
+        row(
+            format!("{}: the tester's ceiling (kpps, not cycles)", w.technology),
+            &kpps,
+        );
+    }
     let _ = writeln!(s, "{t}");
     for n in &cal.method.notes {
         let _ = writeln!(s, "  {n}");
@@ -361,6 +480,144 @@ fn demand(text: &str, size: Option<&str>) -> Result<sfclab_model::Demand, String
         chain: model,
         target_pps,
     })
+}
+
+fn cmd_rc(a: RcCli) -> ExitCode {
+    let mut hw = match sfclab_model::hardware::load(&a.hardware) {
+        Ok(h) => h,
+        Err(e) => return outcome::fail(outcome::USAGE, &format!("--hardware {e}")),
+    };
+    let cal = match a.calibration.as_deref().map(load_calibration).transpose() {
+        Ok(c) => c,
+        Err(e) => return outcome::fail(outcome::USAGE, &format!("--calibration {e}")),
+    };
+    if let Some(hz) = a.cpu_hz {
+        hw.cpu_hz = hz;
+    } else if hw.cpu_hz <= 0.0 {
+        match &cal {
+            Some(c) => hw.cpu_hz = c.machine.tsc_hz,
+            None => {
+                return outcome::fail(
+                    outcome::USAGE,
+                    "--cpu-hz: the profile names no clock and no calibration gives one",
+                );
+            }
+        }
+    }
+    if cal.is_none() {
+        let missing: Vec<&str> = [
+            ("--rx-cycles", a.rx_cycles),
+            ("--tx-cycles", a.tx_cycles),
+            ("--nf-cycles", a.nf_cycles),
+            ("--link-cycles", a.link_cycles),
+        ]
+        .iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(k, _)| *k)
+        .collect();
+        if !missing.is_empty() {
+            return outcome::fail(
+                outcome::USAGE,
+                &format!(
+                    "{}: give the costs, or a --calibration to take them from",
+                    missing.join(", ")
+                ),
+            );
+        }
+    }
+    let costs = |n: usize, size: f64| -> Result<sfclab_model::CpuCosts, String> {
+        let from = |given: Option<f64>, calibrated: &dyn Fn(&Calibration) -> Result<f64, String>| match (given, &cal) {
+            (Some(v), _) => Ok(v),
+            (None, Some(c)) => calibrated(c),
+            (None, None) => unreachable!("checked above"),
+        };
+        let nf = from(a.nf_cycles, &|c| c.nf_cycles(&a.nf, size))?;
+        Ok(sfclab_model::CpuCosts {
+            rx_cycles: from(a.rx_cycles, &|c| Ok(c.compound_base.at(size)? / 2.0))?,
+            tx_cycles: from(a.tx_cycles, &|c| Ok(c.compound_base.at(size)? / 2.0))?,
+            nf_cycles: vec![nf; n],
+            link_cycles: from(a.link_cycles, &|c| c.nf_cycles("noop", size))?,
+        })
+    };
+    let sizes: Vec<f64> = a.sizes.iter().map(|&s| f64::from(s)).collect();
+    let points = match sfclab_model::sweep(&costs, &hw, &a.lengths, &sizes) {
+        Ok(p) => p,
+        Err(e) => return outcome::fail(outcome::USAGE, &e),
+    };
+    let text = if a.json {
+        let doc = RcDocument {
+            schema: RC_SCHEMA,
+            version: env!("CARGO_PKG_VERSION"),
+            hardware: hw.clone(),
+            costs_from: a.calibration.as_ref().map(|p| p.display().to_string()),
+            points,
+        };
+        serde_json::to_string_pretty(&doc).expect("serialisable") + "\n"
+    } else {
+        rc_table(&points, &a.hardware, hw.cpu_hz, a.csv)
+    };
+    outcome::emit_then(&text, 0)
+}
+
+fn rc_table(points: &[sfclab_model::RcPoint], hardware: &str, hz: f64, csv: bool) -> String {
+    let capacity = |p: &sfclab_model::RcPoint, name: &str| {
+        p.prediction
+            .resources
+            .iter()
+            .find(|r| r.name == name)
+            .map_or("-".to_string(), |r| format!("{:.3}", r.max_pps / 1e6))
+    };
+    let rows: Vec<Vec<String>> = points
+        .iter()
+        .map(|p| {
+            vec![
+                p.nfs.to_string(),
+                format!("{}", p.frame_bytes),
+                match p.chaining {
+                    sfclab_model::Chaining::SoftwareLinked => "software-linked".into(),
+                    sfclab_model::Chaining::NicSwitched => "nic-switched".into(),
+                },
+                format!("{:.1}", p.cpu_cycles),
+                capacity(p, "cpu"),
+                capacity(p, "nic line"),
+                capacity(p, "nic engine"),
+                capacity(p, "pcie"),
+                format!("{:.3}", p.prediction.max_pps / 1e6),
+                p.prediction.bottleneck.clone(),
+            ]
+        })
+        .collect();
+    let header = [
+        "nfs",
+        "size_b",
+        "chaining",
+        "cpu_cycles",
+        "cpu_mpps",
+        "line_mpps",
+        "engine_mpps",
+        "pcie_mpps",
+        "max_mpps",
+        "bottleneck",
+    ];
+    if csv {
+        let mut s = header.join(",") + "\n";
+        for r in rows {
+            s += &(r.join(",") + "\n");
+        }
+        return s;
+    }
+    let mut s = format!(
+        "sfclab model rc | hardware {hardware}, CPU at {:.2} GHz | Mpps per resource\n",
+        hz / 1e9
+    );
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header(header.to_vec());
+    for r in rows {
+        t.add_row(r);
+    }
+    let _ = writeln!(s, "{t}");
+    s
 }
 
 pub fn cmd_plan(a: PlanCli) -> ExitCode {
@@ -564,7 +821,11 @@ fn cmd_predict(a: PredictCli) -> ExitCode {
         },
         None => spec.traffic.rate.pps(mean_frame),
     };
-    let prediction = match chain_model(&spec).and_then(|m| predict_chain(&cal, &m, None)) {
+    let hardware = match a.hardware.as_deref().map(sfclab_model::hardware::load).transpose() {
+        Ok(h) => h,
+        Err(e) => return outcome::fail(outcome::USAGE, &format!("--hardware {e}")),
+    };
+    let prediction = match chain_model(&spec).and_then(|m| predict_chain(&cal, &m, hardware.as_ref())) {
         Ok(p) => p,
         Err(e) => return outcome::fail(outcome::USAGE, &format!("{}: {e}", spec.name)),
     };
@@ -596,6 +857,7 @@ fn cmd_predict(a: PredictCli) -> ExitCode {
                     .map(|(resource, share)| Utilisation { resource, share })
                     .collect()
             }),
+            hardware,
             prediction,
         };
         serde_json::to_string_pretty(&doc).expect("serialisable") + "\n"
@@ -661,29 +923,28 @@ pub fn cmd_bench_model(a: ModelBenchCli) -> ExitCode {
         Ok(w) => w,
         Err(e) => return outcome::fail(outcome::USAGE, &e),
     };
-    let cal = match &a.calibration {
+    let given = match &a.calibration {
         Some(path) => match load_calibration(path) {
-            Ok(c) => c,
+            Ok(c) => Some(c),
             Err(e) => return outcome::fail(outcome::USAGE, &format!("--calibration {e}")),
         },
-        None => {
-            let args = match sfclab_bench::calibrate::default_nfs() {
-                Ok(nfs) => CalibrateArgs {
-                    sizes: vec![64, 512, 1518],
-                    nfs,
-                    duration,
-                    warmup,
-                    repeat: a.repeat,
-                    batch: 32,
-                    core: a.core,
-                },
-                Err(e) => return outcome::fail(outcome::FAILURE, &e),
-            };
-            match with_progress(|tick| sfclab_bench::calibrate::calibrate(&args, tick)) {
-                Ok(c) => c,
-                Err(e) => return outcome::fail(outcome::FAILURE, &format!("calibrating: {e}")),
-            }
-        }
+        None => None,
+    };
+    let source = match &given {
+        Some(c) => sfclab_bench::model::CalibrationSource::Given(c),
+        None => match sfclab_bench::calibrate::default_nfs() {
+            Ok(nfs) => sfclab_bench::model::CalibrationSource::EachRound(CalibrateArgs {
+                sizes: vec![64, 512, 1518],
+                nfs,
+                duration,
+                warmup,
+                repeat: 1,
+                batch: 32,
+                core: a.core,
+                wired: a.technologies.clone(),
+            }),
+            Err(e) => return outcome::fail(outcome::FAILURE, &e),
+        },
     };
     let args = sfclab_bench::model::ModelBenchArgs {
         duration,
@@ -692,8 +953,9 @@ pub fn cmd_bench_model(a: ModelBenchCli) -> ExitCode {
         batch: 32,
         sizes: a.sizes.clone(),
         core: a.core,
+        technologies: a.technologies.clone(),
     };
-    let result = with_progress(|tick| sfclab_bench::model::run(&args, &cal, tick));
+    let result = with_progress(|tick| sfclab_bench::model::run(&args, source, tick));
     if let Err(code) = crate::write_plot_of(&result, a.plot.as_deref(), crate::bench_view::model_plot) {
         return code;
     }

@@ -37,6 +37,8 @@ pub struct ChainModel {
 pub struct Term {
     pub what: String,
     pub cycles: f64,
+    /// The NF this term prices (0-based position in the chain), if it is one.
+    pub nf: Option<usize>,
 }
 
 /// A core and what one packet costs it.
@@ -115,13 +117,22 @@ pub fn predict_chain(
         Ok(Term {
             what,
             cycles: mean_over(frames, f)?,
+            nf: None,
         })
     };
     let nf_term = |i: usize| -> Result<Term, String> {
         let key = &chain.nfs[i];
-        term(format!("nf {} `{key}`", i + 1), &|s| cal.nf_cycles(key, s))
+        Ok(Term {
+            nf: Some(i),
+            ..term(format!("nf {} `{key}`", i + 1), &|s| cal.nf_cycles(key, s))?
+        })
     };
-    let hz = cal.machine.tsc_hz;
+    // Cycles as calibrated here, at the profile's clock where it names one (seed 000's
+    // 2.0 GHz Xeon); the calibration's TSC otherwise.
+    let hz = match hardware {
+        Some(hw) if hw.cpu_hz > 0.0 => hw.cpu_hz,
+        _ => cal.machine.tsc_hz,
+    };
     let mut cores = Vec::new();
     let mut extra: Vec<Resource> = Vec::new();
     let overload;
@@ -202,13 +213,17 @@ pub fn predict_chain(
                 term(format!("{n} hop(s)"), &|s| Ok(n * w.per_hop.at(s)?))?,
             ];
             cores.push(core("dut core".into(), terms));
-            let tester = mean_over(frames, |s| w.tester_pps.at(s))?;
-            extra.push(Resource {
-                name: "tester".into(),
-                cost_per_packet: hz / tester,
-                unit: "cycles".into(),
-                max_pps: tester,
-            });
+            // With a NIC profile the traffic comes in on its line (an external tester);
+            // here, sfclab's tester on the other core is a resource of its own.
+            if hardware.is_none() {
+                let tester = mean_over(frames, |s| w.tester_pps.at(s))?;
+                extra.push(Resource {
+                    name: "tester".into(),
+                    cost_per_packet: hz / tester,
+                    unit: "cycles".into(),
+                    max_pps: tester,
+                });
+            }
             overload = match technology.as_str() {
                 "linux" => Overload {
                     shape: "falling".into(),
@@ -232,6 +247,11 @@ pub fn predict_chain(
         .collect();
     resources.extend(extra);
     if let Some(hw) = hardware {
+        // Through the NIC's switch a frame crosses the bus at every hop and is switched
+        // n + 1 times (seed 000 Section V); software-linked chains cross it once.
+        let nic_switched = matches!(&chain.layout, Layout::Hops { technology } if technology.starts_with("nic-switch"));
+        let n = chain.nfs.len() as f64;
+        let (crossings, switchings) = if nic_switched { (n, n + 1.0) } else { (1.0, 0.0) };
         let bits = mean_over(frames, |s| Ok(s * 8.0))?;
         if let Some(lr) = hw.line_rate_bps {
             let per = bits + hw.line_overhead_bits;
@@ -243,7 +263,7 @@ pub fn predict_chain(
             });
         }
         if let Some(f_nic) = hw.nic_ops_per_s {
-            let per = hw.nic_rx_ops + hw.nic_tx_ops;
+            let per = hw.nic_rx_ops + hw.nic_tx_ops + switchings * hw.nic_switch_ops;
             resources.push(Resource {
                 name: "nic engine".into(),
                 cost_per_packet: per,
@@ -252,7 +272,7 @@ pub fn predict_chain(
             });
         }
         if let Some(bw) = hw.pcie_bps {
-            let per = bits + hw.pcie_overhead_bits;
+            let per = crossings * (bits + hw.pcie_overhead_bits);
             resources.push(Resource {
                 name: "pcie".into(),
                 cost_per_packet: per,
@@ -506,8 +526,9 @@ pub(crate) mod tests {
 
     #[test]
     fn a_nic_profile_adds_its_line_engine_and_bus() {
+        // cpu_hz 0: the cores at the calibration's clock.
         let hw = HardwareProfile {
-            cpu_hz: 1e9,
+            cpu_hz: 0.0,
             line_rate_bps: Some(10e9),
             line_overhead_bits: 160.0,
             nic_ops_per_s: Some(60e6),
@@ -546,5 +567,69 @@ pub(crate) mod tests {
                 .unwrap_err()
                 .contains("cal.json: schema `sfclab.calibration/0`")
         );
+    }
+
+    #[test]
+    fn a_nic_switched_chain_crosses_the_bus_per_hop_and_the_switch_n_plus_one_times() {
+        let hw = HardwareProfile {
+            cpu_hz: 100e9,
+            line_rate_bps: Some(10e9),
+            line_overhead_bits: 160.0,
+            nic_ops_per_s: Some(60e6),
+            nic_rx_ops: 1.0,
+            nic_tx_ops: 1.0,
+            nic_switch_ops: 1.0,
+            pcie_bps: Some(32e9),
+            pcie_overhead_bits: 512.0,
+        };
+        let mut c = cal();
+        c.wired.push(WiredCalibration {
+            technology: "nic-switch".into(),
+            ..c.wired[0].clone()
+        });
+        let nic = Layout::Hops {
+            technology: "nic-switch".into(),
+        };
+        // n = 4 at 64 B: engine 1 + 1 + 5 = 7 ops: 8.571 Mpps; bus 4 x (512 + 512) bits:
+        // 7.8125 Mpps; line 14.88; the cores at 100 GHz: 100e9 / 33000 = 3.03 Mpps...
+        // so at 100 GHz the CPU is the limit; at 1 THz the bus is.
+        let p = predict_chain(&c, &chain(&["forwarder"; 4], nic.clone(), 64.0), Some(&hw)).unwrap();
+        let engine = p.resources.iter().find(|r| r.name == "nic engine").unwrap();
+        assert!(close(engine.max_pps, 60e6 / 7.0));
+        let bus = p.resources.iter().find(|r| r.name == "pcie").unwrap();
+        assert!(close(bus.max_pps, 32e9 / 4096.0));
+        assert_eq!(p.bottleneck, "dut core");
+        assert!(close(p.max_pps, 100e9 / (1000.0 + 4.0 * 8000.0)));
+        assert!(
+            p.resources.iter().all(|r| r.name != "tester"),
+            "a NIC profile replaces sfclab's tester"
+        );
+        let fast = HardwareProfile {
+            cpu_hz: 1e12,
+            ..hw.clone()
+        };
+        let p = predict_chain(&c, &chain(&["forwarder"; 4], nic, 64.0), Some(&fast)).unwrap();
+        assert_eq!(p.bottleneck, "pcie");
+        // The same chain software-linked (veth): the bus once, no switching.
+        let p = predict_chain(
+            &c,
+            &chain(
+                &["forwarder"; 4],
+                Layout::Hops {
+                    technology: "veth".into(),
+                },
+                64.0,
+            ),
+            Some(&fast),
+        )
+        .unwrap();
+        let bus = p.resources.iter().find(|r| r.name == "pcie").unwrap();
+        assert!(close(bus.max_pps, 32e9 / 1024.0));
+        let engine = p.resources.iter().find(|r| r.name == "nic engine").unwrap();
+        assert!(close(engine.max_pps, 30e6));
+        // Its one crossing of the bus (31.25 Mpps) and of the engine (30) leave the line
+        // (14.88) the limit.
+        assert_eq!(p.bottleneck, "nic line");
+        assert!(close(p.max_pps, 10e9 / 672.0));
     }
 }

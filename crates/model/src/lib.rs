@@ -13,10 +13,13 @@
 
 pub mod calibration;
 pub mod chain;
+pub mod hardware;
 pub mod plan;
 pub mod rc;
 
 pub use calibration::{CALIBRATION_SCHEMA, Calibration, Curve, CurvePoint, nf_key};
 pub use chain::{ChainModel, ChainPrediction, Layout, predict_chain};
 pub use plan::{ChainPlan, Demand, PlanLimits, PlanResult, PlannedCore, plan};
-pub use rc::{Chaining, CpuCosts, HardwareProfile, Prediction, Resource, break_even_chain_length, predict};
+pub use rc::{
+    Chaining, CpuCosts, HardwareProfile, Prediction, RcPoint, Resource, break_even_chain_length, predict, sweep,
+};

@@ -29,9 +29,11 @@ pub struct CpuCosts {
 }
 
 /// The machine's hardware, as a profile describes it (a NIC preset or this host).
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct HardwareProfile {
-    /// `f_CPU`: cycles per second of one core.
+    /// `f_CPU`: cycles per second of one core (in a profile for `model predict`, 0 means
+    /// the calibration's clock).
     pub cpu_hz: f64,
     /// `lr_NIC`: the line rate, bit/s (`None`: no NIC between the chain and its traffic).
     pub line_rate_bps: Option<f64>,
@@ -155,6 +157,48 @@ pub fn predict(costs: &CpuCosts, hw: &HardwareProfile, chaining: Chaining, frame
         bottleneck: bottleneck.name.clone(),
         resources,
     }
+}
+
+/// One cell of an RC sweep: a chain of `n` NFs at a mean frame size, as joined.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct RcPoint {
+    pub nfs: usize,
+    pub frame_bytes: f64,
+    pub chaining: Chaining,
+    pub cpu_cycles: f64,
+    pub prediction: Prediction,
+}
+
+/// Seed 000 Fig. 3 and Section V as a table: every chain length and frame size, both
+/// chainings, with the CPU costs `costs(n, size)` gives.
+pub fn sweep(
+    costs: &dyn Fn(usize, f64) -> Result<CpuCosts, String>,
+    hw: &HardwareProfile,
+    lengths: &[usize],
+    sizes: &[f64],
+) -> Result<Vec<RcPoint>, String> {
+    if !(hw.cpu_hz.is_finite() && hw.cpu_hz > 0.0) {
+        return Err("the hardware profile has no CPU clock (cpu_hz)".into());
+    }
+    let mut out = Vec::new();
+    for &n in lengths {
+        if n == 0 {
+            return Err("a chain has at least one NF".into());
+        }
+        for &size in sizes {
+            let c = costs(n, size)?;
+            for chaining in [Chaining::SoftwareLinked, Chaining::NicSwitched] {
+                out.push(RcPoint {
+                    nfs: n,
+                    frame_bytes: size,
+                    chaining,
+                    cpu_cycles: cpu_cycles_per_packet(&c, chaining),
+                    prediction: predict(&c, hw, chaining, size),
+                });
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Seed 002's break-even chain length n0 for two cores against one: the smallest n at
