@@ -254,6 +254,22 @@ fn wired_cycles(
 }
 
 fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(&str)) -> Result<Round, String> {
+    // Chains in namespaces first, then a pause until the kernel has torn them down, so
+    // its clean-up does not share a core with the in-memory runs.
+    let mut wired = Vec::with_capacity(args.wired.len());
+    for t in &args.wired {
+        let (short, long) = WIRED_LENGTHS;
+        step(&format!(
+            "{size} B: {t} chains of {short} and {long} forwarders in namespaces"
+        ));
+        let (c1, tester) = wired_cycles(args, t, short, size, cores)?;
+        let (c3, _) = wired_cycles(args, t, long, size, cores)?;
+        let per_hop = (c3 - c1) / (long - short) as f64;
+        wired.push([c1 - short as f64 * per_hop, per_hop, tester]);
+    }
+    if !args.wired.is_empty() {
+        crate::settle(Duration::from_secs(10));
+    }
     let plain = || traffic(size, 1024, Destinations::Spread);
     step(&format!("{size} B: noop×1, noop×5"));
     let one = compound_cycles(args, noops(1), plain())?;
@@ -283,17 +299,6 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
         }
         _ => None,
     };
-    let mut wired = Vec::with_capacity(args.wired.len());
-    for t in &args.wired {
-        let (short, long) = WIRED_LENGTHS;
-        step(&format!(
-            "{size} B: {t} chains of {short} and {long} forwarders in namespaces"
-        ));
-        let (c1, tester) = wired_cycles(args, t, short, size, cores)?;
-        let (c3, _) = wired_cycles(args, t, long, size, cores)?;
-        let per_hop = (c3 - c1) / (long - short) as f64;
-        wired.push([c1 - short as f64 * per_hop, per_hop, tester]);
-    }
     Ok(Round {
         noop,
         base,

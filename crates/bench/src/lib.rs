@@ -199,6 +199,38 @@ pub fn on_core<T: Send>(core: Option<usize>, f: impl FnOnce() -> T + Send) -> T 
 }
 
 /// The median of a peer's runs, `None` when it did not run.
+/// Waits, at most `limit`, until the machine's cores are idle (under 3 % busy over
+/// 100 ms, the hypervisor's steal not counted), and says how long it waited. After a
+/// run in namespaces the kernel goes on tearing them down in a kworker (netns cleanup,
+/// RCU) on some core: a measurement started then would share that core.
+pub fn settle(limit: Duration) -> Duration {
+    fn busy_and_total() -> Option<(u64, u64)> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let v: Vec<u64> = stat
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        // user nice system idle iowait irq softirq steal
+        let idle = v.get(3)? + v.get(4).unwrap_or(&0);
+        let steal = *v.get(7).unwrap_or(&0);
+        let total: u64 = v.iter().take(8).sum::<u64>() - steal;
+        Some((total - idle, total))
+    }
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        let Some((b0, t0)) = busy_and_total() else { break };
+        std::thread::sleep(Duration::from_millis(100));
+        let Some((b1, t1)) = busy_and_total() else { break };
+        if t1 > t0 && (b1 - b0) as f64 / ((t1 - t0) as f64) < 0.03 {
+            break;
+        }
+    }
+    start.elapsed()
+}
+
 pub fn median_if_any(v: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| median(v))
 }

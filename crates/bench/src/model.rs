@@ -215,6 +215,9 @@ pub fn run(
         return Err(format!("--technologies {t}: not calibrated in the rounds"));
     }
     let mut matrix = cases(has_pipeline);
+    // Pipelines first: their cross-core terms were calibrated last (just before), and
+    // cross-core costs swing most with where the host runs the two vCPUs.
+    matrix.sort_by_key(|c| c.layout.is_none());
     for t in &args.technologies {
         for n in HOP_LENGTHS {
             matrix.push(Case {
@@ -270,6 +273,10 @@ pub fn run(
             (CalibrationSource::Given(_), None) => unreachable!("priced before the rounds"),
         }
         let mut cell = 0;
+        if !args.technologies.is_empty() {
+            // The last round's chains in namespaces may still be torn down.
+            crate::settle(Duration::from_secs(10));
+        }
         for case in &matrix {
             for &size in &args.sizes {
                 let label = format!("{} {} {size} B", case.kinds.join("->"), layout_name(case));

@@ -288,17 +288,21 @@ pub fn cmd_model(cmd: ModelCmd) -> ExitCode {
 /// How `--chain` names the embedded default chain (examples/chains/default.yaml).
 const DEFAULT_CHAIN_NAME: &str = "default";
 
+/// A chain named on the command line: `default` (the embedded chain), a chain file, or
+/// shorthand.
+fn chain_spec(chain: &str, flags: &crate::settings::Settings) -> Result<ChainSpec, crate::config::ConfigError> {
+    if chain == DEFAULT_CHAIN_NAME {
+        crate::config::parse(crate::config::DEFAULT_CHAIN, "default", flags)
+    } else if Path::new(chain).is_file() {
+        crate::config::load(chain, flags)
+    } else {
+        crate::config::from_shorthand(chain, flags)
+    }
+}
+
 /// The NFs (with their traffic) of a chain given as shorthand or a chain file.
 fn workloads_of(chain: &str) -> Result<Vec<NfWorkload>, String> {
-    let flags = crate::settings::Settings::default();
-    let spec = if chain == DEFAULT_CHAIN_NAME {
-        crate::config::parse(crate::config::DEFAULT_CHAIN, "default", &flags)
-    } else if Path::new(chain).is_file() {
-        crate::config::load(chain, &flags)
-    } else {
-        crate::config::from_shorthand(chain, &flags)
-    }
-    .map_err(|e| format!("--chain {chain}: {e}"))?;
+    let spec = chain_spec(chain, &crate::settings::Settings::default()).map_err(|e| format!("--chain {chain}: {e}"))?;
     Ok(spec
         .nfs
         .iter()
@@ -457,14 +461,7 @@ fn demand(text: &str, size: Option<&str>) -> Result<sfclab_model::Demand, String
     if let Some(s) = size {
         flags.traffic.size = Some(s.parse().map_err(|e| format!("--size {s}: {e}"))?);
     }
-    let spec = if chain == DEFAULT_CHAIN_NAME {
-        crate::config::parse(crate::config::DEFAULT_CHAIN, "default", &flags)
-    } else if Path::new(chain).is_file() {
-        crate::config::load(chain, &flags)
-    } else {
-        crate::config::from_shorthand(chain, &flags)
-    }
-    .map_err(|e| format!("--demand {text}: {e}"))?;
+    let spec = chain_spec(chain, &flags).map_err(|e| format!("--demand {text}: {e}"))?;
     let model = chain_model(&spec).map_err(|e| format!("--demand {text}: {e}"))?;
     let total: f64 = model.frames.iter().map(|f| f.1).sum();
     let mean_frame = model.frames.iter().map(|(s, w)| s * w).sum::<f64>() / total;

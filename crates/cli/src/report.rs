@@ -87,13 +87,28 @@ pub fn scatter_svg(
     x_label: &str,
     y_label: &str,
 ) -> Result<String, String> {
-    let top = groups
-        .iter()
-        .flat_map(|(_, pts)| pts.iter().flat_map(|&(x, y)| [x, y]))
-        .filter(|v| v.is_finite())
-        .fold(0.0, f64::max);
-    let top = if top > 0.0 { top * 1.1 } else { 1.0 };
-    let palette = [BLUE, RED, GREEN, MAGENTA, CYAN];
+    // Log-log: the figures span 0.1 to 100+ Mpps (chains in namespaces to compound
+    // chains), and a miss reads as the same distance from y = x at every scale.
+    let values = || {
+        groups
+            .iter()
+            .flat_map(|(_, pts)| pts.iter().flat_map(|&(x, y)| [x, y]))
+            .filter(|v| v.is_finite() && *v > 0.0)
+    };
+    let (low, top) = match (values().reduce(f64::min), values().reduce(f64::max)) {
+        (Some(lo), Some(hi)) => (lo / 1.5, hi * 1.5),
+        _ => (0.1, 1.0),
+    };
+    let palette = [
+        BLUE,
+        RED,
+        RGBColor(0, 150, 0),
+        MAGENTA,
+        RGBColor(0, 170, 170),
+        RGBColor(230, 120, 0),
+        RGBColor(120, 60, 20),
+        BLACK,
+    ];
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (560, 520)).into_drawing_area();
@@ -104,7 +119,7 @@ pub fn scatter_svg(
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(60)
-            .build_cartesian_2d(0f64..top, 0f64..top)
+            .build_cartesian_2d((low..top).log_scale(), (low..top).log_scale())
             .map_err(e)?;
         chart
             .configure_mesh()
@@ -113,14 +128,18 @@ pub fn scatter_svg(
             .draw()
             .map_err(e)?;
         chart
-            .draw_series(LineSeries::new([(0.0, 0.0), (top, top)], BLACK.mix(0.5)))
+            .draw_series(LineSeries::new([(low, low), (top, top)], BLACK.mix(0.5)))
             .map_err(e)?
             .label("y = x")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.5)));
         for (k, (label, pts)) in groups.iter().enumerate() {
             let colour = palette[k % palette.len()];
             chart
-                .draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 4, colour.filled())))
+                .draw_series(
+                    pts.iter()
+                        .filter(|&&(x, y)| x > 0.0 && y > 0.0)
+                        .map(|&(x, y)| Circle::new((x, y), 4, colour.filled())),
+                )
                 .map_err(e)?
                 .label(label.as_str())
                 .legend(move |(x, y)| Circle::new((x + 10, y), 4, colour.filled()));

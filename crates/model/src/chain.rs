@@ -253,33 +253,7 @@ pub fn predict_chain(
         let n = chain.nfs.len() as f64;
         let (crossings, switchings) = if nic_switched { (n, n + 1.0) } else { (1.0, 0.0) };
         let bits = mean_over(frames, |s| Ok(s * 8.0))?;
-        if let Some(lr) = hw.line_rate_bps {
-            let per = bits + hw.line_overhead_bits;
-            resources.push(Resource {
-                name: "nic line".into(),
-                cost_per_packet: per,
-                unit: "bits".into(),
-                max_pps: lr / per,
-            });
-        }
-        if let Some(f_nic) = hw.nic_ops_per_s {
-            let per = hw.nic_rx_ops + hw.nic_tx_ops + switchings * hw.nic_switch_ops;
-            resources.push(Resource {
-                name: "nic engine".into(),
-                cost_per_packet: per,
-                unit: "operations".into(),
-                max_pps: f_nic / per,
-            });
-        }
-        if let Some(bw) = hw.pcie_bps {
-            let per = crossings * (bits + hw.pcie_overhead_bits);
-            resources.push(Resource {
-                name: "pcie".into(),
-                cost_per_packet: per,
-                unit: "bits".into(),
-                max_pps: bw / per,
-            });
-        }
+        resources.extend(crate::rc::nic_resources(hw, bits, crossings, switchings));
     }
     if let Some(bad) = resources.iter().find(|r| !(r.max_pps.is_finite() && r.max_pps > 0.0)) {
         return Err(format!(

@@ -113,41 +113,11 @@ pub fn predict(costs: &CpuCosts, hw: &HardwareProfile, chaining: Chaining, frame
         unit: "cycles".into(),
         max_pps: hw.cpu_hz / cpu,
     });
-    if let Some(lr) = hw.line_rate_bps {
-        let per = bits + hw.line_overhead_bits;
-        resources.push(Resource {
-            name: "nic line".into(),
-            cost_per_packet: per,
-            unit: "bits".into(),
-            max_pps: lr / per,
-        });
-    }
-    if let Some(f_nic) = hw.nic_ops_per_s {
-        let switches = match chaining {
-            Chaining::SoftwareLinked => 0.0,
-            Chaining::NicSwitched => n + 1.0,
-        };
-        let per = hw.nic_rx_ops + switches * hw.nic_switch_ops + hw.nic_tx_ops;
-        resources.push(Resource {
-            name: "nic engine".into(),
-            cost_per_packet: per,
-            unit: "operations".into(),
-            max_pps: f_nic / per,
-        });
-    }
-    if let Some(bw) = hw.pcie_bps {
-        let crossings = match chaining {
-            Chaining::SoftwareLinked => 1.0,
-            Chaining::NicSwitched => n,
-        };
-        let per = crossings * (bits + hw.pcie_overhead_bits);
-        resources.push(Resource {
-            name: "pcie".into(),
-            cost_per_packet: per,
-            unit: "bits".into(),
-            max_pps: bw / per,
-        });
-    }
+    let (crossings, switchings) = match chaining {
+        Chaining::SoftwareLinked => (1.0, 0.0),
+        Chaining::NicSwitched => (n, n + 1.0),
+    };
+    resources.extend(nic_resources(hw, bits, crossings, switchings));
     let bottleneck = resources
         .iter()
         .min_by(|a, b| a.max_pps.total_cmp(&b.max_pps))
@@ -157,6 +127,41 @@ pub fn predict(costs: &CpuCosts, hw: &HardwareProfile, chaining: Chaining, frame
         bottleneck: bottleneck.name.clone(),
         resources,
     }
+}
+
+/// The NIC's line, its engine and the bus as resources for frames of `bits` (mean, with
+/// FCS) that cross the bus `crossings` times and the switch `switchings` times (seed 000
+/// Section V: software-linked 1 and 0, NIC-switched n and n + 1).
+pub fn nic_resources(hw: &HardwareProfile, bits: f64, crossings: f64, switchings: f64) -> Vec<Resource> {
+    let mut out = Vec::new();
+    if let Some(lr) = hw.line_rate_bps {
+        let per = bits + hw.line_overhead_bits;
+        out.push(Resource {
+            name: "nic line".into(),
+            cost_per_packet: per,
+            unit: "bits".into(),
+            max_pps: lr / per,
+        });
+    }
+    if let Some(f_nic) = hw.nic_ops_per_s {
+        let per = hw.nic_rx_ops + switchings * hw.nic_switch_ops + hw.nic_tx_ops;
+        out.push(Resource {
+            name: "nic engine".into(),
+            cost_per_packet: per,
+            unit: "operations".into(),
+            max_pps: f_nic / per,
+        });
+    }
+    if let Some(bw) = hw.pcie_bps {
+        let per = crossings * (bits + hw.pcie_overhead_bits);
+        out.push(Resource {
+            name: "pcie".into(),
+            cost_per_packet: per,
+            unit: "bits".into(),
+            max_pps: bw / per,
+        });
+    }
+    out
 }
 
 /// One cell of an RC sweep: a chain of `n` NFs at a mean frame size, as joined.
