@@ -450,6 +450,8 @@ impl RxPort for PcapSource {
 
     fn start_window(&mut self, count: Option<u64>) {
         self.window.start(self.stats.packets, count);
+        // The window offers its rate from its own start: a stall before it is the warm-up's.
+        self.pacer.restart();
     }
 
     fn requested_pps(&self) -> Option<f64> {

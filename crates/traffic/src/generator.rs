@@ -490,6 +490,8 @@ impl RxPort for Generator {
     fn start_window(&mut self, count: Option<u64>) {
         self.cfg.limit = count.map(|m| self.stats.port.packets + m);
         self.set_flags(FLAG_WINDOW);
+        // The window offers its rate from its own start: a stall before it is the warm-up's.
+        self.pacer.restart();
     }
 
     fn requested_pps(&self) -> Option<f64> {

@@ -115,6 +115,14 @@ impl Pacer {
         Pacer::new(units_per_sec, tsc_hz, backlog)
     }
 
+    /// Starts earning afresh at the next `due`: a stall before a measurement window (a
+    /// preemption across the warm-up's end, say) is not counted as skipped inside it.
+    /// What was skipped before stays in `skipped_units`.
+    pub fn restart(&mut self) {
+        self.start = None;
+        self.spent = 0.0;
+    }
+
     pub fn is_limited(&self) -> bool {
         self.per_tick > 0.0
     }
@@ -171,5 +179,16 @@ mod tests {
         // 1000 ticks of silence: only 50 units may burst, 950 are skipped.
         assert_eq!(p.due(1130), 50.0);
         assert_eq!(p.skipped_units, 950.0);
+    }
+
+    #[test]
+    fn restart_forgets_the_stall_before_it() {
+        let mut p = Pacer::new(Some(1000.0), 1000.0, 50.0);
+        assert_eq!(p.due(0), 0.0);
+        p.restart();
+        // 1000 ticks passed before the restart: none of them is due or skipped now.
+        assert_eq!(p.due(1000), 0.0);
+        assert_eq!(p.due(1010), 10.0);
+        assert_eq!(p.skipped_units, 0.0);
     }
 }
