@@ -51,6 +51,8 @@ pub struct CalibrateArgs {
     pub batch: usize,
     /// The core of the compound runs (and the first of the pipeline's).
     pub core: Option<usize>,
+    /// Calibrate the pipeline's stage ends and rings (where two cores are allowed).
+    pub pipeline: bool,
     /// Chainings in namespaces to calibrate (`veth`, `nic-switch`, `linux`, `ovs`;
     /// needs root): each hop's and the chain ends' DUT-core cycles, the tester's ceiling.
     pub wired: Vec<String>,
@@ -283,7 +285,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
         nfs.push(compound_cycles(args, chain, traffic(size, w.flows, w.destinations.clone()))? - base);
     }
     let pipeline = match cores {
-        [a, b, ..] => {
+        [a, b, ..] if args.pipeline => {
             step(&format!("{size} B: pipeline s_core, bi:2, stages on one core"));
             let reference = compound_cycles(args, pipeline_reference(1), plain())? - base;
             let single = pipeline_cycles(args, Placement::SCore, 1, &[*a], size)?[0] - reference;
@@ -325,7 +327,7 @@ pub fn steps_per_repetition(args: &CalibrateArgs) -> usize {
     let mut sizes = args.sizes.clone();
     sizes.sort_unstable();
     sizes.dedup();
-    let pipeline = usize::from(cores_from(args.core).len() >= 2);
+    let pipeline = usize::from(args.pipeline && cores_from(args.core).len() >= 2);
     sizes.len() * (1 + args.nfs.len() + pipeline + args.wired.len())
 }
 

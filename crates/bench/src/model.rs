@@ -42,8 +42,8 @@ pub struct ModelPoint {
     pub layout: String,
     pub size: u16,
     pub predicted_mpps: f64,
-    /// The prediction of each round (one value with a given calibration; one per round
-    /// when each round calibrates).
+    /// The prediction of each round (the same value in every round with a given
+    /// calibration; else each round's, priced by the terms measured right before it).
     pub predicted_runs: Vec<f64>,
     /// The resource the model names as the bottleneck.
     pub bottleneck: String,
@@ -161,10 +161,52 @@ fn on_cores(placement: &Placement, cores: &[usize]) -> Placement {
 pub enum CalibrationSource<'a> {
     /// One calibration (a file) for every round.
     Given(&'a Calibration),
-    /// A calibration of one repetition measured at the start of every round, so the
-    /// machine's drift (a noisy neighbour, a clock) hits each round's prediction and its
-    /// measurements alike; predicted and measured are each the median over the rounds.
-    EachRound(crate::calibrate::CalibrateArgs),
+    /// The terms each cell uses (the compound base, its NFs, the pipeline's stage ends
+    /// and rings, its chaining in namespaces), measured once right before the cell in
+    /// every round, at the calibrated sizes next to the cell's: this host's speed swings
+    /// by up to 1.6x for tens of seconds (another guest on the core), so a term measured
+    /// a minute before its cell prices another machine. `sizes` are the calibration's;
+    /// `nfs` and `wired` what the cells may need.
+    EachCell(crate::calibrate::CalibrateArgs),
+}
+
+/// The calibration of one cell: only the terms it uses, at the calibrated sizes next to
+/// its frame size (both neighbours when it lies between two, so the interpolation is
+/// checked too).
+fn cell_calibration_args(
+    all: &crate::calibrate::CalibrateArgs,
+    nfs: &[NfWorkload],
+    case: &Case,
+    size: u16,
+) -> Result<crate::calibrate::CalibrateArgs, String> {
+    let mut nfs_of_cell: Vec<NfWorkload> = Vec::new();
+    if case.hops.is_none() {
+        for k in &case.kinds {
+            if !nfs_of_cell.iter().any(|w| w.nf.kind() == *k) {
+                nfs_of_cell.push(workload(nfs, k)?.clone());
+            }
+        }
+    }
+    Ok(crate::calibrate::CalibrateArgs {
+        sizes: sizes_around(&all.sizes, size),
+        nfs: nfs_of_cell,
+        repeat: 1,
+        pipeline: case.layout.is_some(),
+        wired: case.hops.iter().cloned().collect(),
+        ..all.clone()
+    })
+}
+
+/// The calibrated sizes a prediction at `size` interpolates between: `size` itself when
+/// it is one of them (or outside them all), else its two neighbours.
+fn sizes_around(calibrated: &[u16], size: u16) -> Vec<u16> {
+    let below = calibrated.iter().copied().filter(|&s| s <= size).max();
+    let above = calibrated.iter().copied().filter(|&s| s >= size).min();
+    match (below, above) {
+        (Some(b), Some(a)) if b == a => vec![b],
+        (Some(b), Some(a)) => vec![b, a],
+        _ => vec![size],
+    }
 }
 
 /// The matrix's model of each cell, in cell order.
@@ -207,17 +249,14 @@ pub fn run(
     let cores = crate::calibrate::cores_from(args.core);
     let has_pipeline = match &source {
         CalibrationSource::Given(cal) => cal.pipeline.is_some(),
-        CalibrationSource::EachRound(_) => cores.len() >= 2,
+        CalibrationSource::EachCell(_) => cores.len() >= 2,
     };
-    if let CalibrationSource::EachRound(c) = &source
+    if let CalibrationSource::EachCell(c) = &source
         && let Some(t) = args.technologies.iter().find(|t| !c.wired.contains(t))
     {
-        return Err(format!("--technologies {t}: not calibrated in the rounds"));
+        return Err(format!("--technologies {t}: not among the chainings to calibrate"));
     }
     let mut matrix = cases(has_pipeline);
-    // Pipelines first: their cross-core terms were calibrated last (just before), and
-    // cross-core costs swing most with where the host runs the two vCPUs.
-    matrix.sort_by_key(|c| c.layout.is_none());
     for t in &args.technologies {
         for n in HOP_LENGTHS {
             matrix.push(Case {
@@ -228,11 +267,17 @@ pub fn run(
         }
     }
     let cells = models(&matrix, &args.sizes, &nfs, &cores)?;
-    let calibration_steps = match &source {
-        CalibrationSource::Given(_) => 0,
-        CalibrationSource::EachRound(c) => crate::calibrate::steps_per_repetition(c),
-    };
-    let total = args.repeat * (matrix.len() * args.sizes.len() + calibration_steps)
+    // Each cell's own calibration, in cell order (none with a given calibration).
+    let mut cell_args = Vec::new();
+    if let CalibrationSource::EachCell(all) = &source {
+        for case in &matrix {
+            for &size in &args.sizes {
+                cell_args.push(cell_calibration_args(all, &nfs, case, size)?);
+            }
+        }
+    }
+    let calibration_steps: usize = cell_args.iter().map(crate::calibrate::steps_per_repetition).sum();
+    let total = args.repeat * (cells.len() + calibration_steps)
         + matrix.iter().filter(|c| c.hops.is_none()).count() * args.sizes.len();
     let mut done = 0;
     // With a given calibration every cell is priced before any run: one it cannot price
@@ -244,42 +289,38 @@ pub fn run(
                 .map(|m| predict_chain(cal, m, None))
                 .collect::<Result<_, _>>()?,
         ),
-        CalibrationSource::EachRound(_) => None,
+        CalibrationSource::EachCell(_) => None,
     };
     let mut predicted: Vec<Vec<ChainPrediction>> = vec![Vec::new(); cells.len()];
     let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); cells.len()];
     let mut nf_cycles: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
     let mut interrupted = false;
-    let mut calibrated_in_rounds: Option<Calibration> = None;
+    let mut last_calibration: Option<Calibration> = None;
+    // Set after a chain in namespaces: the kernel may still be tearing it down.
+    let mut after_hops = false;
     for round in repetitions(args.repeat, &mut interrupted) {
-        match (&source, &given) {
-            (CalibrationSource::EachRound(c), _) => {
-                let one = crate::calibrate::CalibrateArgs { repeat: 1, ..c.clone() };
-                let base = done;
-                let cal = crate::calibrate::calibrate(&one, |d, _, what| {
-                    progress(base + d, total, &format!("round {} calibration: {what}", round + 1));
-                })?;
-                done = base + calibration_steps;
-                for (k, m) in cells.iter().enumerate() {
-                    predicted[k].push(predict_chain(&cal, m, None)?);
-                }
-                calibrated_in_rounds = Some(cal);
-            }
-            (CalibrationSource::Given(_), Some(g)) => {
-                for (k, p) in g.iter().enumerate() {
-                    predicted[k].push(p.clone());
-                }
-            }
-            (CalibrationSource::Given(_), None) => unreachable!("priced before the rounds"),
-        }
         let mut cell = 0;
-        if !args.technologies.is_empty() {
-            // The last round's chains in namespaces may still be torn down.
-            crate::settle(Duration::from_secs(10));
-        }
         for case in &matrix {
             for &size in &args.sizes {
                 let label = format!("{} {} {size} B", case.kinds.join("->"), layout_name(case));
+                if after_hops && case.hops.is_none() {
+                    crate::settle(Duration::from_secs(10));
+                }
+                after_hops = case.hops.is_some();
+                match &given {
+                    Some(g) => predicted[cell].push(g[cell].clone()),
+                    None => {
+                        let base = done;
+                        let cal = crate::calibrate::calibrate(&cell_args[cell], |d, _, what| {
+                            progress(base + d, total, &format!("{label}: its terms: {what}"));
+                        })
+                        .map_err(|e| format!("{label}: calibrating its terms: {e}"))?;
+                        done = base + crate::calibrate::steps_per_repetition(&cell_args[cell]);
+                        predicted[cell]
+                            .push(predict_chain(&cal, &cells[cell], None).map_err(|e| format!("{label}: {e}"))?);
+                        last_calibration = Some(cal);
+                    }
+                }
                 progress(done, total, &label);
                 let m = measure(args, &nfs, case, size, &cores, false).map_err(|e| format!("{label}: {e}"))?;
                 measured[cell].push((m.mpps, m.busiest_cycles));
@@ -385,10 +426,10 @@ pub fn run(
         schema: MODEL_SCHEMA,
         version: env!("CARGO_PKG_VERSION"),
         machine: Machine::read(),
-        calibration: match (&source, &calibrated_in_rounds) {
+        calibration: match (&source, &last_calibration) {
             (CalibrationSource::Given(cal), _) => format!("{} on {} ({})", cal.date, cal.machine.cpu, cal.version),
             (_, Some(cal)) => format!(
-                "measured at the start of each of the {rounds} rounds, last {} on {} ({})",
+                "each cell's terms measured right before it in each of the {rounds} rounds, last {} on {} ({})",
                 cal.date, cal.machine.cpu, cal.version
             ),
             (_, None) => unreachable!("a round finished"),
@@ -566,6 +607,57 @@ mod tests {
             terms: Vec::new(),
             largest_miss: None,
         }
+    }
+
+    #[test]
+    fn a_cell_is_calibrated_at_its_size_or_the_two_around_it() {
+        let calibrated = [64, 512, 1518];
+        assert_eq!(sizes_around(&calibrated, 64), vec![64]);
+        assert_eq!(sizes_around(&calibrated, 256), vec![64, 512]);
+        assert_eq!(sizes_around(&calibrated, 1024), vec![512, 1518]);
+        assert_eq!(sizes_around(&calibrated, 1518), vec![1518]);
+        // Outside every calibrated size: measured at its own.
+        assert_eq!(sizes_around(&calibrated, 9000), vec![9000]);
+        assert_eq!(sizes_around(&calibrated, 60), vec![60]);
+    }
+
+    #[test]
+    fn a_cell_is_calibrated_with_its_own_terms_only() {
+        let nfs = crate::calibrate::default_nfs().unwrap();
+        let all = crate::calibrate::CalibrateArgs {
+            sizes: vec![64, 512, 1518],
+            nfs: nfs.clone(),
+            duration: Duration::from_millis(100),
+            warmup: Duration::from_millis(10),
+            repeat: 3,
+            batch: 32,
+            core: None,
+            pipeline: true,
+            wired: vec!["veth".into(), "linux".into()],
+        };
+        let compound = Case {
+            kinds: vec!["firewall", "nat44", "firewall"],
+            layout: None,
+            hops: None,
+        };
+        let c = cell_calibration_args(&all, &nfs, &compound, 256).unwrap();
+        let kinds: Vec<&str> = c.nfs.iter().map(|w| w.nf.kind()).collect();
+        assert_eq!(kinds, ["firewall", "nat44"]);
+        assert_eq!((c.sizes, c.repeat, c.pipeline), (vec![64, 512], 1, false));
+        assert!(c.wired.is_empty());
+        let piped = Case {
+            layout: Some(Placement::Bi(2)),
+            ..compound
+        };
+        assert!(cell_calibration_args(&all, &nfs, &piped, 64).unwrap().pipeline);
+        let hops = Case {
+            kinds: vec!["forwarder"; 2],
+            layout: None,
+            hops: Some("linux".into()),
+        };
+        let h = cell_calibration_args(&all, &nfs, &hops, 1518).unwrap();
+        assert!(h.nfs.is_empty() && !h.pipeline);
+        assert_eq!(h.wired, ["linux"]);
     }
 
     #[test]

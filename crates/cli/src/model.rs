@@ -159,8 +159,9 @@ pub struct PlanCli {
 
 #[derive(Args)]
 pub struct ModelBenchCli {
-    /// The calibration to check (default: calibrate at the start of every round, with
-    /// --duration, so drift hits predictions and measurements alike).
+    /// The calibration to check (default: each cell's terms measured right before the
+    /// cell in every round, with --duration, so the host's drift hits predictions and
+    /// measurements alike).
     #[arg(long)]
     calibration: Option<PathBuf>,
     /// Frame sizes of the matrix: one between calibrated sizes checks the interpolation.
@@ -352,6 +353,7 @@ fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
         repeat: a.repeat,
         batch: a.batch,
         core: a.core,
+        pipeline: true,
         wired: a.technologies.clone(),
     })
 }
@@ -930,7 +932,7 @@ pub fn cmd_bench_model(a: ModelBenchCli) -> ExitCode {
     let source = match &given {
         Some(c) => sfclab_bench::model::CalibrationSource::Given(c),
         None => match sfclab_bench::calibrate::default_nfs() {
-            Ok(nfs) => sfclab_bench::model::CalibrationSource::EachRound(CalibrateArgs {
+            Ok(nfs) => sfclab_bench::model::CalibrationSource::EachCell(CalibrateArgs {
                 sizes: vec![64, 512, 1518],
                 nfs,
                 duration,
@@ -938,6 +940,7 @@ pub fn cmd_bench_model(a: ModelBenchCli) -> ExitCode {
                 repeat: 1,
                 batch: 32,
                 core: a.core,
+                pipeline: true,
                 wired: a.technologies.clone(),
             }),
             Err(e) => return outcome::fail(outcome::FAILURE, &e),

@@ -241,6 +241,44 @@ fn bench_model_predicts_and_measures_every_cell() {
 }
 
 #[test]
+fn bench_model_without_a_calibration_measures_each_cell_s_terms_before_it() {
+    let o = sfclab(&[
+        "bench",
+        "model",
+        "--sizes",
+        "256",
+        "--repeat",
+        "2",
+        "--duration",
+        "30ms",
+        "--warmup",
+        "10ms",
+        "--json",
+    ]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let b: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_follows_schema("bench-model-1.json", &b);
+    assert!(
+        b["calibration"].as_str().unwrap().starts_with("each cell's terms measured right before it"),
+        "{}",
+        b["calibration"]
+    );
+    // Between calibrated sizes, each cell's terms were measured at 64 and 512 B: the
+    // progress names both for every cell.
+    let progress = stderr(&o);
+    assert!(progress.contains("compound 256 B: its terms: 64 B"), "{progress}");
+    assert!(progress.contains("compound 256 B: its terms: 512 B"), "{progress}");
+    for p in b["points"].as_array().unwrap() {
+        let (pred, meas) = (
+            p["predicted_runs"].as_array().unwrap(),
+            p["measured_runs"].as_array().unwrap(),
+        );
+        assert_eq!((pred.len(), meas.len()), (2, 2), "a prediction and a measurement per round: {p}");
+        assert!(pred.iter().chain(meas).all(|v| v.as_f64().unwrap() > 0.0), "{p}");
+    }
+}
+
+#[test]
 fn the_rc_model_sweeps_both_chainings_on_a_nic_preset() {
     let rc = |costs: [&str; 4]| -> Vec<Value> {
         let o = sfclab(&[
