@@ -1,5 +1,5 @@
 //! `sfclab model calibrate`: measures every in-memory cost term the model uses on this
-//! machine, as a calibration (`sfclab_model::Calibration`, JSON `sfclab.calibration/1`).
+//! machine, as a calibration (`sfclab_model::Calibration`, JSON `sfclab.calibration/2`).
 //!
 //! Every run is a capacity run: the compound runtime's generator never makes more than
 //! the chain takes, and the pipeline runs with flow control and backpressure links, so
@@ -10,14 +10,18 @@
 //! - `noop` (the cheapest NF: the call that reaches it) = (cycles of noop×5 − noop×1) / 4;
 //! - compound base (generator, loop, sink) = noop×1 − noop;
 //! - NF X = cycles of the chain [X] alone − base (its work and its call);
-//! - pipeline, stages R = `firewall(default: allow, stateful: false) ->
-//!   synthetic(cycles=100)` (priced by a compound run of its own): the firewall reads
-//!   the frame's headers first, as a stage's first NF does, so
-//!   what reaching a frame that waited in a queue costs (its header no longer in this
-//!   core's L1) is the stage's; the synthetic work lets the rings run as in real chains
-//!   (a consumer that keeps up). Single stage = s_core [R] − R; first and last stage =
-//!   each core of bi:2 [R | R] − R; a ring between stages on one core = (pbp:1 [R R],
-//!   four stages on one core, − s_core [R R]) / 3.
+//! - pipeline, one stage on one core (generator, ingress queue, stage, sink): its own
+//!   cost single = s_core [noop] − stage noop, stage noop = (s_core [noop×5] − s_core
+//!   [noop]) / 4; each NF in a stage = s_core [NF] − single (behind an ingress queue
+//!   the generator keeps full, the frames in flight are a thousand buffers, not a batch,
+//!   and stateful NFs pay for sharing the caches with them). Stages R =
+//!   `firewall(default: allow, stateful: false) -> synthetic(cycles=100)`: the firewall
+//!   reads the frame's headers first, as a stage's first NF does, so what reaching a
+//!   frame that waited in a queue costs (its header no longer in this core's L1) is the
+//!   stage's; the synthetic work lets the rings run as in real chains (a consumer that
+//!   keeps up). First and last stage = each core of bi:2 [R | R] − R in a stage; a ring
+//!   between stages on one core = (pbp:1 [R R], four stages on one core, − s_core
+//!   [R R]) / 3.
 //!
 //! Repetitions are interleaved (every run once per round) so a machine's drift hits all.
 
@@ -166,14 +170,14 @@ fn compound_cycles(args: &CalibrateArgs, chain: sfclab_core::NamedNfs, t: Genera
         .ok_or_else(|| "the run forwarded nothing".to_string())
 }
 
-/// Busy cycles per packet of each core of one pipeline run (flow control, backpressure),
-/// in the order of `cores`.
+/// Busy cycles per packet of each core of one pipeline run of `chain` (flow control,
+/// backpressure), in the order of `cores`.
 fn pipeline_cycles(
     args: &CalibrateArgs,
     placement: Placement,
-    references: usize,
+    chain: sfclab_core::NamedNfs,
+    traffic: GeneratorConfig,
     cores: &[usize],
-    size: u16,
 ) -> Result<Vec<f64>, String> {
     let settings = PipelineSettings {
         run: RunSettings {
@@ -190,12 +194,7 @@ fn pipeline_cycles(
         flow_control: true,
         ..Default::default()
     };
-    let r = run_pipeline(
-        traffic(size, 1024, Destinations::Spread),
-        pipeline_reference(references),
-        &settings,
-    )
-    .map_err(|e| format!("pipeline {placement}: {e}"))?;
+    let r = run_pipeline(traffic, chain, &settings).map_err(|e| format!("pipeline {placement}: {e}"))?;
     let mut used: Vec<usize> = cores.to_vec();
     used.dedup();
     used.iter()
@@ -214,6 +213,8 @@ struct Round {
     noop: f64,
     base: f64,
     nfs: Vec<f64>,
+    /// Each NF of `nfs` in a pipeline's stage (empty without pipeline terms).
+    nfs_in_stage: Vec<f64>,
     pipeline: Option<[f64; 4]>,
     /// Per technology of `wired`: fixed, per hop, tester packets per second.
     wired: Vec<[f64; 3]>,
@@ -284,14 +285,31 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
         let chain: sfclab_core::NamedNfs = vec![(w.nf.kind().to_string(), w.nf.build())].into_iter().collect();
         nfs.push(compound_cycles(args, chain, traffic(size, w.flows, w.destinations.clone()))? - base);
     }
+    let mut nfs_in_stage = Vec::new();
     let pipeline = match cores {
         [a, b, ..] if args.pipeline => {
+            // One stage on one core (generator, ingress queue, stage, sink): its own cost
+            // from noop×1 and noop×5 as in the compound loop, each NF's from the NF alone.
+            step(&format!("{size} B: one stage: noop×1, noop×5"));
+            let s_core = |chain: sfclab_core::NamedNfs, t: GeneratorConfig| {
+                Ok::<f64, String>(pipeline_cycles(args, Placement::SCore, chain, t, &[*a])?[0])
+            };
+            let one = s_core(noops(1), plain())?;
+            let stage_noop = (s_core(noops(5), plain())? - one) / 4.0;
+            let single = one - stage_noop;
+            for w in &args.nfs {
+                step(&format!(
+                    "{size} B: {} in a stage",
+                    nf_key(w.nf.kind(), &w.nf.cost_settings())
+                ));
+                let chain: sfclab_core::NamedNfs = vec![(w.nf.kind().to_string(), w.nf.build())].into_iter().collect();
+                nfs_in_stage.push(s_core(chain, traffic(size, w.flows, w.destinations.clone()))? - single);
+            }
             step(&format!("{size} B: pipeline s_core, bi:2, stages on one core"));
-            let reference = compound_cycles(args, pipeline_reference(1), plain())? - base;
-            let single = pipeline_cycles(args, Placement::SCore, 1, &[*a], size)?[0] - reference;
-            let two = pipeline_cycles(args, Placement::Bi(2), 2, &[*a, *b], size)?;
-            let one_stage = pipeline_cycles(args, Placement::SCore, 2, &[*a], size)?[0];
-            let four_stages = pipeline_cycles(args, Placement::Pbp(1), 2, &[*a], size)?[0];
+            let reference = s_core(pipeline_reference(1), plain())? - single;
+            let two = pipeline_cycles(args, Placement::Bi(2), pipeline_reference(2), plain(), &[*a, *b])?;
+            let one_stage = s_core(pipeline_reference(2), plain())?;
+            let four_stages = pipeline_cycles(args, Placement::Pbp(1), pipeline_reference(2), plain(), &[*a])?[0];
             Some([
                 single,
                 two[0] - reference,
@@ -305,6 +323,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
         noop,
         base,
         nfs,
+        nfs_in_stage,
         pipeline,
         wired,
     })
@@ -328,7 +347,7 @@ pub fn steps_per_repetition(args: &CalibrateArgs) -> usize {
     sizes.sort_unstable();
     sizes.dedup();
     let pipeline = usize::from(args.pipeline && cores_from(args.core).len() >= 2);
-    sizes.len() * (1 + args.nfs.len() + pipeline + args.wired.len())
+    sizes.len() * (1 + args.nfs.len() + pipeline * (2 + args.nfs.len()) + args.wired.len())
 }
 
 /// Measures the calibration; `progress` is told after each step (done, total, what).
@@ -401,10 +420,12 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
         if nfs.iter().any(|n| n.key == key) {
             continue;
         }
+        let has_pipeline = rounds[0][0].pipeline.is_some();
         nfs.push(NfCalibration {
             key,
             kind: w.nf.kind().to_string(),
             cycles: curve(&|r| r.nfs[k]),
+            in_stage: has_pipeline.then(|| curve(&|r| r.nfs_in_stage[k])),
         });
     }
     let pipeline = rounds[0][0].pipeline.is_some().then(|| PipelineCalibration {
@@ -417,7 +438,7 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
     let machine = Machine::read();
     let mut notes = vec![
         "noop = (compound noop×5 − noop×1) / 4; base = noop×1 − noop; NF = compound [NF] − base".to_string(),
-        "pipeline (flow control, backpressure, R = firewall(default allow, stateless) -> synthetic(cycles=100)): single = s_core [R] − R; first, last = each core of bi:2 [R | R] − R; same_core_link = (pbp:1 [R R] − s_core [R R]) / 3".to_string(),
+        "pipeline (flow control, backpressure; one stage = s_core on one core: generator, ingress queue, stage, sink): single = s_core [noop] − stage noop, stage noop = (s_core [noop×5] − s_core [noop]) / 4; NF in_stage = s_core [NF] − single; R = firewall(default allow, stateless) -> synthetic(cycles=100), R in a stage = s_core [R] − single; first, last = each core of bi:2 [R | R] − R in a stage; same_core_link = (pbp:1 [R R] − s_core [R R]) / 3".to_string(),
         format!(
             "noop (the call to an NF) measured {} cycles at {} B",
             noop.points.first().map_or(0.0, |p| p.cycles).round(),

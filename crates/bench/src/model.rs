@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::calibrate::NfWorkload;
 use crate::{Interruptible, Machine, median, repetitions};
 
-pub const MODEL_SCHEMA: &str = "sfclab.bench.model/1";
+pub const MODEL_SCHEMA: &str = "sfclab.bench.model/2";
 
 #[derive(Clone)]
 pub struct ModelBenchArgs {
@@ -53,8 +53,12 @@ pub struct ModelPoint {
     pub measured_runs: Vec<f64>,
     /// The busiest core's measured busy cycles per packet (median).
     pub measured_cycles: f64,
-    /// (predicted − measured) / measured, percent.
+    /// (predicted − measured) / measured, percent: the median over rounds of each round's
+    /// prediction against that round's measurement (with one calibration for every round,
+    /// and an odd number of rounds, the same as from the two medians).
     pub error_pct: f64,
+    /// Each round's (predicted − measured) / measured, percent.
+    pub round_errors_pct: Vec<f64>,
     /// Each NF's predicted cycles against what it spent in this chain (a run with
     /// per-NF accounting, first repetition), so a miss is traced to its term.
     pub terms: Vec<TermCheck>,
@@ -256,6 +260,12 @@ pub fn run(
     {
         return Err(format!("--technologies {t}: not among the chainings to calibrate"));
     }
+    // Refused before any run rather than at the first cell that needs it.
+    if args.technologies.iter().any(|t| t == "ovs")
+        && let Some(why) = crate::chaining::ovs_missing()
+    {
+        return Err(format!("--technologies ovs: {why}"));
+    }
     let mut matrix = cases(has_pipeline);
     for t in &args.technologies {
         for n in HOP_LENGTHS {
@@ -360,7 +370,14 @@ pub fn run(
             let runs: Vec<f64> = measured[cell].iter().map(|m| m.0).collect();
             let cycles: Vec<f64> = measured[cell].iter().map(|m| m.1).collect();
             let measured_mpps = median(&runs);
-            let error_pct = (predicted_mpps - measured_mpps) / measured_mpps * 100.0;
+            // Each round's prediction against the measurement seconds after it: the host's
+            // speed changes between rounds, so a round's pair is what is comparable.
+            let round_errors: Vec<f64> = predicted_runs
+                .iter()
+                .zip(&runs)
+                .map(|(p, m)| (p - m) / m * 100.0)
+                .collect();
+            let error_pct = median(&round_errors);
             let mut predicted_nf = vec![f64::NAN; case.kinds.len()];
             for t in p.cores.iter().flat_map(|c| &c.terms) {
                 if let Some(i) = t.nf {
@@ -409,6 +426,7 @@ pub fn run(
                 measured_mpps,
                 measured_cycles: median(&cycles),
                 error_pct,
+                round_errors_pct: round_errors,
                 measured_runs: runs,
                 predicted_runs,
                 terms,
@@ -604,6 +622,7 @@ mod tests {
             predicted_runs: vec![1.0],
             measured_cycles: 100.0,
             error_pct,
+            round_errors_pct: vec![error_pct],
             terms: Vec::new(),
             largest_miss: None,
         }

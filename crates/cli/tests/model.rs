@@ -34,7 +34,7 @@ fn calibrate(dir: &std::path::Path, chains: &[&str]) -> std::path::PathBuf {
     let printed: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(printed, written, "--json prints what it writes");
-    assert_follows_schema("calibration-1.json", &written);
+    assert_follows_schema("calibration-2.json", &written);
     out
 }
 
@@ -71,7 +71,7 @@ fn a_prediction_adds_up_the_calibrations_terms() {
         &["forwarder(dst_mac=02:00:00:00:00:09) -> nat44(max_sessions=4096)"],
     );
     let cal: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(cal["schema"], "sfclab.calibration/1");
+    assert_eq!(cal["schema"], "sfclab.calibration/2");
     assert_eq!(cal["method"]["repeat"], 2);
     assert!(cal["machine"]["tsc_hz"].as_f64().unwrap() > 1e8);
     // The MAC names a port, it does not change the forwarder's work: one key `forwarder`.
@@ -220,7 +220,7 @@ fn bench_model_predicts_and_measures_every_cell() {
     // The goal is a figure of a real run, not of this short one: exit 0 or 1 (goal missed).
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
     let b: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_follows_schema("bench-model-1.json", &b);
+    assert_follows_schema("bench-model-2.json", &b);
     let points = b["points"].as_array().unwrap();
     assert!(points.len() >= 4, "{points:?}");
     for p in points {
@@ -257,9 +257,12 @@ fn bench_model_without_a_calibration_measures_each_cell_s_terms_before_it() {
     ]);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
     let b: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_follows_schema("bench-model-1.json", &b);
+    assert_follows_schema("bench-model-2.json", &b);
     assert!(
-        b["calibration"].as_str().unwrap().starts_with("each cell's terms measured right before it"),
+        b["calibration"]
+            .as_str()
+            .unwrap()
+            .starts_with("each cell's terms measured right before it"),
         "{}",
         b["calibration"]
     );
@@ -273,8 +276,27 @@ fn bench_model_without_a_calibration_measures_each_cell_s_terms_before_it() {
             p["predicted_runs"].as_array().unwrap(),
             p["measured_runs"].as_array().unwrap(),
         );
-        assert_eq!((pred.len(), meas.len()), (2, 2), "a prediction and a measurement per round: {p}");
+        assert_eq!(
+            (pred.len(), meas.len()),
+            (2, 2),
+            "a prediction and a measurement per round: {p}"
+        );
         assert!(pred.iter().chain(meas).all(|v| v.as_f64().unwrap() > 0.0), "{p}");
+        // The error is each round's pair, the median (of two: their mean) over rounds.
+        let round: Vec<f64> = pred
+            .iter()
+            .zip(meas)
+            .map(|(p, m)| (p.as_f64().unwrap() - m.as_f64().unwrap()) / m.as_f64().unwrap() * 100.0)
+            .collect();
+        let published: Vec<f64> = p["round_errors_pct"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert!(round.iter().zip(&published).all(|(a, b)| (a - b).abs() < 1e-9), "{p}");
+        let err = p["error_pct"].as_f64().unwrap();
+        assert!((err - (round[0] + round[1]) / 2.0).abs() < 1e-9, "{p}");
     }
 }
 
@@ -380,7 +402,7 @@ fn chains_in_namespaces_are_calibrated_and_priced_per_hop() {
     }
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     let cal: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_follows_schema("calibration-1.json", &cal);
+    assert_follows_schema("calibration-2.json", &cal);
     let veth = &cal["wired"][0];
     assert_eq!(veth["technology"], "veth");
     let per_hop = at(&veth["per_hop"], 64);

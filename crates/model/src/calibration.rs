@@ -1,12 +1,12 @@
 //! A calibration: every cost term the model uses, as measured on one machine on one
-//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/1`) and reused by
+//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/2`) and reused by
 //! `model predict`, `plan` and `bench model`. A term is a curve over frame sizes; a
 //! prediction at a size between two calibrated ones interpolates, one outside them or
 //! for an NF the calibration did not measure is refused, not guessed.
 
 use serde::{Deserialize, Serialize};
 
-pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/1";
+pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/2";
 
 /// A cost at each calibrated frame size (with FCS), TSC cycles per packet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -93,19 +93,25 @@ pub struct Method {
 }
 
 /// One NF as configured, and what it costs per packet in a compound chain (its own
-/// work and the call that reaches it).
+/// work and the call that reaches it), and in a pipeline's stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NfCalibration {
     /// `kind` and its settings, as [`nf_key`] writes them: what a chain's NF must match.
     pub key: String,
     pub kind: String,
     pub cycles: Curve,
+    /// In a pipeline's stage: behind an ingress queue the generator keeps full, the
+    /// frames in flight are the queue's (a thousand buffers, not a batch), and an NF's
+    /// tables share the caches with them; stateful NFs cost 10–20 cycles more there than
+    /// in a compound loop. `None` when the calibration has no pipeline terms.
+    pub in_stage: Option<Curve>,
 }
 
 /// The pipeline runtime's terms: stages on cores joined by rings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PipelineCalibration {
-    /// One stage doing everything (generator, ingress queue, sink), without its NFs.
+    /// One stage doing everything (generator, ingress queue, sink), without its NFs
+    /// (whose costs there are each NF's `in_stage`).
     pub single_stage: Curve,
     /// The first of two stages on two cores: generator, ingress queue, enqueue.
     pub first_stage: Curve,
@@ -195,6 +201,22 @@ impl Calibration {
         let mut curves: Vec<(String, &Curve)> = vec![("compound_base".into(), &self.compound_base)];
         for nf in &self.nfs {
             curves.push((format!("nf `{}`", nf.key), &nf.cycles));
+            match (&nf.in_stage, &self.pipeline) {
+                (Some(c), Some(_)) => curves.push((format!("nf `{}` in_stage", nf.key), c)),
+                (None, None) => {}
+                (None, Some(_)) => {
+                    return Err(format!(
+                        "nf `{}` has no in_stage cost, but the pipeline is calibrated",
+                        nf.key
+                    ));
+                }
+                (Some(_), None) => {
+                    return Err(format!(
+                        "nf `{}` has an in_stage cost, but no pipeline is calibrated",
+                        nf.key
+                    ));
+                }
+            }
         }
         if let Some(p) = &self.pipeline {
             curves.push(("pipeline.single_stage".into(), &p.single_stage));
@@ -237,6 +259,17 @@ impl Calibration {
             )
         })?;
         nf.cycles.at(size).map_err(|e| format!("NF `{key}`: {e}"))
+    }
+
+    /// The cost of NF `key` in a pipeline's stage at `size`, or why there is none.
+    pub fn nf_stage_cycles(&self, key: &str, size: f64) -> Result<f64, String> {
+        self.nf_cycles(key, size)?;
+        let nf = self.nfs.iter().find(|n| n.key == key).expect("found above");
+        nf.in_stage
+            .as_ref()
+            .ok_or("the calibration has no pipeline terms (it was measured on one core)")?
+            .at(size)
+            .map_err(|e| format!("NF `{key}` in a stage: {e}"))
     }
 
     pub fn wired(&self, technology: &str) -> Result<&WiredCalibration, String> {

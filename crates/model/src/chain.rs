@@ -127,6 +127,15 @@ pub fn predict_chain(
             ..term(format!("nf {} `{key}`", i + 1), &|s| cal.nf_cycles(key, s))?
         })
     };
+    let nf_stage_term = |i: usize| -> Result<Term, String> {
+        let key = &chain.nfs[i];
+        Ok(Term {
+            nf: Some(i),
+            ..term(format!("nf {} `{key}` in a stage", i + 1), &|s| {
+                cal.nf_stage_cycles(key, s)
+            })?
+        })
+    };
     // Cycles as calibrated here, at the profile's clock where it names one (seed 000's
     // 2.0 GHz Xeon); the calibration's TSC otherwise.
     let hz = match hardware {
@@ -187,7 +196,7 @@ pub fn predict_chain(
                     }
                 }
                 for i in nfs.clone() {
-                    terms.push(nf_term(i)?);
+                    terms.push(nf_stage_term(i)?);
                 }
                 match by_core.iter_mut().find(|(k, _)| k == c) {
                     Some((_, t)) => t.extend(terms),
@@ -295,8 +304,8 @@ pub(crate) mod tests {
     use super::*;
     use crate::calibration::*;
 
-    /// A hand-made calibration: 64 and 1518 B; base 100 → 130; forwarder 20 → 20,
-    /// nat44 60 → 90; pipeline single 140, first 160, last 120, same-core link 30
+    /// A hand-made calibration: 64 and 1518 B; base 100 → 130; forwarder 20 → 20 (in a
+    /// stage too), nat44 60 → 90 (in a stage 75 → 105); pipeline single 140, first 160, last 120, same-core link 30
     /// (cross link 160 + 120 − 140 = 140, 70 a side); TSC 1 GHz.
     pub(crate) fn cal() -> Calibration {
         let sizes = [64, 1518];
@@ -338,11 +347,13 @@ pub(crate) mod tests {
                     key: "forwarder".into(),
                     kind: "forwarder".into(),
                     cycles: Curve::flat(&sizes, 20.0),
+                    in_stage: Some(Curve::flat(&sizes, 20.0)),
                 },
                 NfCalibration {
                     key: "nat44".into(),
                     kind: "nat44".into(),
                     cycles: two(60.0, 90.0),
+                    in_stage: Some(two(75.0, 105.0)),
                 },
             ],
             pipeline: Some(PipelineCalibration {
@@ -395,33 +406,37 @@ pub(crate) mod tests {
 
     #[test]
     fn a_pipeline_prices_each_core_with_its_rings() {
+        // NFs in stages cost what they cost in a stage (nat44 75, not its compound 60).
         // bi:2 of forwarder, nat44, forwarder, forwarder on cores 0 and 1:
-        // core 0: first stage 160 (generator 90 + enqueue 70) + 20 + 60 = 240;
+        // core 0: first stage 160 (generator 90 + enqueue 70) + 20 + 75 = 255;
         // core 1: dequeue 70 + sink 50 (= 120 − 70) + 20 + 20 = 160... as 120 + 40 = 160.
         let nfs = ["forwarder", "nat44", "forwarder", "forwarder"];
         let bi2 = Layout::Pipeline {
             stages: vec![(0..2, 0), (2..4, 1)],
         };
         let p = predict_chain(&cal(), &chain(&nfs, bi2, 64.0), None).unwrap();
-        assert!(close(p.cores[0].cycles_per_packet, 240.0), "{:?}", p.cores[0]);
+        assert!(close(p.cores[0].cycles_per_packet, 255.0), "{:?}", p.cores[0]);
         assert!(close(p.cores[1].cycles_per_packet, 160.0), "{:?}", p.cores[1]);
         assert_eq!(p.bottleneck, "core 0");
-        assert!(close(p.max_pps, 1e9 / 240.0));
+        assert!(close(p.max_pps, 1e9 / 255.0));
         // pbp:2 (stages on 0,1,0,1): core 0: generator 90 + enqueue 70 + 20, then
-        // dequeue 70 + 20 + enqueue 70 = 340; core 1: 70 + 60 + 70, then 70 + 20 + sink 50 = 340.
+        // dequeue 70 + 20 + enqueue 70 = 340; core 1: 70 + 75 + 70, then 70 + 20 + sink 50 = 355.
         let pbp = Layout::Pipeline {
             stages: vec![(0..1, 0), (1..2, 1), (2..3, 0), (3..4, 1)],
         };
         let p = predict_chain(&cal(), &chain(&nfs, pbp, 64.0), None).unwrap();
         assert!(close(p.cores[0].cycles_per_packet, 340.0), "{:?}", p.cores[0]);
-        assert!(close(p.cores[1].cycles_per_packet, 340.0), "{:?}", p.cores[1]);
-        // Two stages on one core: generator 90 + 20 + same-core ring 30 + 60 + sink 50 = 250.
+        assert!(close(p.cores[1].cycles_per_packet, 355.0), "{:?}", p.cores[1]);
+        // Two stages on one core: generator 90 + 20 + same-core ring 30 + 75 + sink 50 = 265;
+        // half way to 1518 B nat44 costs 90 in a stage: 280.
         let same = Layout::Pipeline {
             stages: vec![(0..1, 0), (1..2, 0)],
         };
-        let p = predict_chain(&cal(), &chain(&["forwarder", "nat44"], same, 64.0), None).unwrap();
+        let p = predict_chain(&cal(), &chain(&["forwarder", "nat44"], same.clone(), 64.0), None).unwrap();
         assert_eq!(p.cores.len(), 1);
-        assert!(close(p.cores[0].cycles_per_packet, 250.0), "{:?}", p.cores[0]);
+        assert!(close(p.cores[0].cycles_per_packet, 265.0), "{:?}", p.cores[0]);
+        let p = predict_chain(&cal(), &chain(&["forwarder", "nat44"], same, 791.0), None).unwrap();
+        assert!(close(p.cores[0].cycles_per_packet, 280.0), "{:?}", p.cores[0]);
         // One stage: 140 + 20.
         let one = Layout::Pipeline {
             stages: vec![(0..1, 3)],
@@ -533,6 +548,15 @@ pub(crate) mod tests {
         let mut c = cal();
         c.nfs[1].key = "forwarder".into();
         assert!(c.check().unwrap_err().contains("calibrated twice"));
+        let mut c = cal();
+        c.nfs[1].in_stage = None;
+        assert!(c.check().unwrap_err().contains("nat44` has no in_stage cost"));
+        let mut c = cal();
+        c.pipeline = None;
+        assert!(c.check().unwrap_err().contains("has an in_stage cost, but no pipeline"));
+        let mut c = cal();
+        c.nfs[1].in_stage = Some(Curve::flat(&[64], 75.0));
+        assert!(c.check().unwrap_err().contains("in_stage covers sizes [64]"));
         let text = serde_json::to_string(&cal()).unwrap();
         assert_eq!(Calibration::from_json(&text, "cal.json").unwrap(), cal());
         let old = text.replace(CALIBRATION_SCHEMA, "sfclab.calibration/0");
