@@ -121,10 +121,23 @@ pub fn scatter_svg(
             .y_label_area_size(60)
             .build_cartesian_2d((low..top).log_scale(), (low..top).log_scale())
             .map_err(e)?;
+        // A label only at 1, 2 and 5 of each decade: the log axis's own key points
+        // crowd each other's labels near the top of a decade.
+        let decade_label = |v: &f64| {
+            let mantissa = v / 10f64.powf(v.log10().floor());
+            if [1.0, 2.0, 5.0].iter().any(|m| (mantissa - m).abs() < 1e-6) {
+                format!("{}", (v * 1000.0).round() / 1000.0)
+            } else {
+                String::new()
+            }
+        };
         chart
             .configure_mesh()
             .x_desc(x_label)
             .y_desc(y_label)
+            .x_label_formatter(&decade_label)
+            .y_label_formatter(&decade_label)
+            .max_light_lines(1)
             .draw()
             .map_err(e)?;
         chart
