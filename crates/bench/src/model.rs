@@ -117,6 +117,10 @@ struct Case {
     hops: Option<String>,
 }
 
+/// How often a cell's terms are measured in one round before a cell they cannot price
+/// ends the benchmark.
+const CELL_CALIBRATION_TRIES: usize = 3;
+
 /// Chain lengths of the cells in namespaces: none the calibration ran (1 and 3).
 const HOP_LENGTHS: [usize; 2] = [2, 5];
 
@@ -320,14 +324,27 @@ pub fn run(
                 match &given {
                     Some(g) => predicted[cell].push(g[cell].clone()),
                     None => {
-                        let base = done;
-                        let cal = crate::calibrate::calibrate(&cell_args[cell], |d, _, what| {
-                            progress(base + d, total, &format!("{label}: its terms: {what}"));
-                        })
-                        .map_err(|e| format!("{label}: calibrating its terms: {e}"))?;
-                        done = base + crate::calibrate::steps_per_repetition(&cell_args[cell]);
-                        predicted[cell]
-                            .push(predict_chain(&cal, &cells[cell], None).map_err(|e| format!("{label}: {e}"))?);
+                        // A term is a difference of runs; on this host a swing between them
+                        // can leave one at zero and the cell without a cost: its terms are
+                        // then measured again, at most `CELL_CALIBRATION_TRIES` times.
+                        let mut tries = 0;
+                        let (cal, prediction) = loop {
+                            tries += 1;
+                            let base = done;
+                            let cal = crate::calibrate::calibrate(&cell_args[cell], |d, _, what| {
+                                progress(base + d, total, &format!("{label}: its terms: {what}"));
+                            })
+                            .map_err(|e| format!("{label}: calibrating its terms: {e}"))?;
+                            done = base + crate::calibrate::steps_per_repetition(&cell_args[cell]);
+                            match predict_chain(&cal, &cells[cell], None) {
+                                Ok(p) => break (cal, p),
+                                Err(e) if tries < CELL_CALIBRATION_TRIES => {
+                                    progress(done, total, &format!("{label}: {e}; measuring its terms again"));
+                                }
+                                Err(e) => return Err(format!("{label}: {e} ({tries} times)")),
+                            }
+                        };
+                        predicted[cell].push(prediction);
                         last_calibration = Some(cal);
                     }
                 }
