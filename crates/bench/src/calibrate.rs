@@ -45,6 +45,20 @@ pub struct NfWorkload {
     pub destinations: Destinations,
 }
 
+impl NfWorkload {
+    /// The NF alone, as a chain of one.
+    fn alone(&self) -> sfclab_core::NamedNfs {
+        vec![(self.nf.kind().to_string(), self.nf.build())]
+            .into_iter()
+            .collect()
+    }
+
+    /// Its traffic at frames of `size` bytes.
+    fn traffic(&self, size: u16) -> GeneratorConfig {
+        traffic(size, self.flows, self.destinations.clone())
+    }
+}
+
 #[derive(Clone)]
 pub struct CalibrateArgs {
     pub sizes: Vec<u16>,
@@ -282,8 +296,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
     let mut nfs = Vec::with_capacity(args.nfs.len());
     for w in &args.nfs {
         step(&format!("{size} B: {}", nf_key(w.nf.kind(), &w.nf.cost_settings())));
-        let chain: sfclab_core::NamedNfs = vec![(w.nf.kind().to_string(), w.nf.build())].into_iter().collect();
-        nfs.push(compound_cycles(args, chain, traffic(size, w.flows, w.destinations.clone()))? - base);
+        nfs.push(compound_cycles(args, w.alone(), w.traffic(size))? - base);
     }
     let mut nfs_in_stage = Vec::new();
     let pipeline = match cores {
@@ -302,8 +315,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
                     "{size} B: {} in a stage",
                     nf_key(w.nf.kind(), &w.nf.cost_settings())
                 ));
-                let chain: sfclab_core::NamedNfs = vec![(w.nf.kind().to_string(), w.nf.build())].into_iter().collect();
-                nfs_in_stage.push(s_core(chain, traffic(size, w.flows, w.destinations.clone()))? - single);
+                nfs_in_stage.push(s_core(w.alone(), w.traffic(size))? - single);
             }
             step(&format!("{size} B: pipeline s_core, bi:2, stages on one core"));
             let reference = s_core(pipeline_reference(1), plain())? - single;
@@ -414,13 +426,13 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
                 .collect(),
         )
     };
+    let has_pipeline = rounds[0][0].pipeline.is_some();
     let mut nfs: Vec<NfCalibration> = Vec::new();
     for (k, w) in args.nfs.iter().enumerate() {
         let key = nf_key(w.nf.kind(), &w.nf.cost_settings());
         if nfs.iter().any(|n| n.key == key) {
             continue;
         }
-        let has_pipeline = rounds[0][0].pipeline.is_some();
         nfs.push(NfCalibration {
             key,
             kind: w.nf.kind().to_string(),
@@ -428,7 +440,7 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
             in_stage: has_pipeline.then(|| curve(&|r| r.nfs_in_stage[k])),
         });
     }
-    let pipeline = rounds[0][0].pipeline.is_some().then(|| PipelineCalibration {
+    let pipeline = has_pipeline.then(|| PipelineCalibration {
         single_stage: curve(&|r| r.pipeline.map_or(f64::NAN, |p| p[0])),
         first_stage: curve(&|r| r.pipeline.map_or(f64::NAN, |p| p[1])),
         last_stage: curve(&|r| r.pipeline.map_or(f64::NAN, |p| p[2])),

@@ -248,6 +248,37 @@ fn models(matrix: &[Case], sizes: &[u16], nfs: &[NfWorkload], cores: &[usize]) -
     Ok(out)
 }
 
+/// Measures one cell's terms (`args`) and prices `model` with them. A term is a
+/// difference of runs; on this host a swing between them can leave one at zero and the
+/// cell without a cost: its terms are then measured again, at most
+/// `CELL_CALIBRATION_TRIES` times. `done` counts the progress steps.
+fn price_cell(
+    args: &crate::calibrate::CalibrateArgs,
+    model: &ChainModel,
+    label: &str,
+    done: &mut usize,
+    total: usize,
+    progress: &mut impl FnMut(usize, usize, &str),
+) -> Result<(Calibration, ChainPrediction), String> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let base = *done;
+        let cal = crate::calibrate::calibrate(args, |d, _, what| {
+            progress(base + d, total, &format!("{label}: its terms: {what}"));
+        })
+        .map_err(|e| format!("{label}: calibrating its terms: {e}"))?;
+        *done = base + crate::calibrate::steps_per_repetition(args);
+        match predict_chain(&cal, model, None) {
+            Ok(p) => return Ok((cal, p)),
+            Err(e) if tries < CELL_CALIBRATION_TRIES => {
+                progress(*done, total, &format!("{label}: {e}; measuring its terms again"));
+            }
+            Err(e) => return Err(format!("{label}: {e} ({tries} times)")),
+        }
+    }
+}
+
 pub fn run(
     args: &ModelBenchArgs,
     source: CalibrationSource,
@@ -324,26 +355,8 @@ pub fn run(
                 match &given {
                     Some(g) => predicted[cell].push(g[cell].clone()),
                     None => {
-                        // A term is a difference of runs; on this host a swing between them
-                        // can leave one at zero and the cell without a cost: its terms are
-                        // then measured again, at most `CELL_CALIBRATION_TRIES` times.
-                        let mut tries = 0;
-                        let (cal, prediction) = loop {
-                            tries += 1;
-                            let base = done;
-                            let cal = crate::calibrate::calibrate(&cell_args[cell], |d, _, what| {
-                                progress(base + d, total, &format!("{label}: its terms: {what}"));
-                            })
-                            .map_err(|e| format!("{label}: calibrating its terms: {e}"))?;
-                            done = base + crate::calibrate::steps_per_repetition(&cell_args[cell]);
-                            match predict_chain(&cal, &cells[cell], None) {
-                                Ok(p) => break (cal, p),
-                                Err(e) if tries < CELL_CALIBRATION_TRIES => {
-                                    progress(done, total, &format!("{label}: {e}; measuring its terms again"));
-                                }
-                                Err(e) => return Err(format!("{label}: {e} ({tries} times)")),
-                            }
-                        };
+                        let (cal, prediction) =
+                            price_cell(&cell_args[cell], &cells[cell], &label, &mut done, total, &mut progress)?;
                         predicted[cell].push(prediction);
                         last_calibration = Some(cal);
                     }

@@ -202,9 +202,7 @@ fn bench_model_predicts_and_measures_every_cell() {
         cal.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = sfclab(&[
-        "bench",
-        "model",
+    let (b, _) = bench_model(&[
         "--calibration",
         cal.to_str().unwrap(),
         "--sizes",
@@ -213,14 +211,7 @@ fn bench_model_predicts_and_measures_every_cell() {
         "1",
         "--duration",
         "40ms",
-        "--warmup",
-        "10ms",
-        "--json",
     ]);
-    // The goal is a figure of a real run, not of this short one: exit 0 or 1 (goal missed).
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
-    let b: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_follows_schema("bench-model-2.json", &b);
     let points = b["points"].as_array().unwrap();
     assert!(points.len() >= 4, "{points:?}");
     for p in points {
@@ -240,24 +231,23 @@ fn bench_model_predicts_and_measures_every_cell() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-#[test]
-fn bench_model_without_a_calibration_measures_each_cell_s_terms_before_it() {
-    let o = sfclab(&[
-        "bench",
-        "model",
-        "--sizes",
-        "256",
-        "--repeat",
-        "2",
-        "--duration",
-        "30ms",
-        "--warmup",
-        "10ms",
-        "--json",
-    ]);
+/// `sfclab bench model ARGS --warmup 10ms --json`: its document, checked against the
+/// schema, and its progress (stderr). The goal is a figure of a real run, not of these
+/// short ones: exit 0 or 1 (goal missed).
+fn bench_model(args: &[&str]) -> (Value, String) {
+    let mut all = vec!["bench", "model"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--warmup", "10ms", "--json"]);
+    let o = sfclab(&all);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
     let b: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_follows_schema("bench-model-2.json", &b);
+    (b, stderr(&o))
+}
+
+#[test]
+fn bench_model_without_a_calibration_measures_each_cell_s_terms_before_it() {
+    let (b, progress) = bench_model(&["--sizes", "256", "--repeat", "2", "--duration", "30ms"]);
     assert!(
         b["calibration"]
             .as_str()
@@ -268,7 +258,6 @@ fn bench_model_without_a_calibration_measures_each_cell_s_terms_before_it() {
     );
     // Between calibrated sizes, each cell's terms were measured at 64 and 512 B: the
     // progress names both for every cell.
-    let progress = stderr(&o);
     assert!(progress.contains("compound 256 B: its terms: 64 B"), "{progress}");
     assert!(progress.contains("compound 256 B: its terms: 512 B"), "{progress}");
     for p in b["points"].as_array().unwrap() {

@@ -249,23 +249,26 @@ impl Calibration {
         Ok(())
     }
 
-    /// The cost of NF `key` at `size`, or why there is none.
-    pub fn nf_cycles(&self, key: &str, size: f64) -> Result<f64, String> {
-        let nf = self.nfs.iter().find(|n| n.key == key).ok_or_else(|| {
+    /// NF `key`'s calibration, or why there is none.
+    fn nf(&self, key: &str) -> Result<&NfCalibration, String> {
+        self.nfs.iter().find(|n| n.key == key).ok_or_else(|| {
             let known: Vec<&str> = self.nfs.iter().map(|n| n.key.as_str()).collect();
             format!(
                 "NF `{key}` is not in the calibration (it has {}): calibrate it with `sfclab model calibrate --chain ...` naming it",
                 if known.is_empty() { "none".to_string() } else { known.join(", ") }
             )
-        })?;
-        nf.cycles.at(size).map_err(|e| format!("NF `{key}`: {e}"))
+        })
+    }
+
+    /// The cost of NF `key` at `size`, or why there is none.
+    pub fn nf_cycles(&self, key: &str, size: f64) -> Result<f64, String> {
+        self.nf(key)?.cycles.at(size).map_err(|e| format!("NF `{key}`: {e}"))
     }
 
     /// The cost of NF `key` in a pipeline's stage at `size`, or why there is none.
     pub fn nf_stage_cycles(&self, key: &str, size: f64) -> Result<f64, String> {
-        self.nf_cycles(key, size)?;
-        let nf = self.nfs.iter().find(|n| n.key == key).expect("found above");
-        nf.in_stage
+        self.nf(key)?
+            .in_stage
             .as_ref()
             .ok_or("the calibration has no pipeline terms (it was measured on one core)")?
             .at(size)

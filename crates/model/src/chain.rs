@@ -120,19 +120,18 @@ pub fn predict_chain(
             nf: None,
         })
     };
-    let nf_term = |i: usize| -> Result<Term, String> {
+    // An NF's cost in a compound loop, or in a pipeline's stage (`in_stage`).
+    let nf_term = |i: usize, in_stage: bool| -> Result<Term, String> {
         let key = &chain.nfs[i];
+        let what = format!("nf {} `{key}`{}", i + 1, if in_stage { " in a stage" } else { "" });
         Ok(Term {
             nf: Some(i),
-            ..term(format!("nf {} `{key}`", i + 1), &|s| cal.nf_cycles(key, s))?
-        })
-    };
-    let nf_stage_term = |i: usize| -> Result<Term, String> {
-        let key = &chain.nfs[i];
-        Ok(Term {
-            nf: Some(i),
-            ..term(format!("nf {} `{key}` in a stage", i + 1), &|s| {
-                cal.nf_stage_cycles(key, s)
+            ..term(what, &|s| {
+                if in_stage {
+                    cal.nf_stage_cycles(key, s)
+                } else {
+                    cal.nf_cycles(key, s)
+                }
             })?
         })
     };
@@ -149,7 +148,7 @@ pub fn predict_chain(
         Layout::Compound => {
             let mut terms = vec![term("generator, loop and sink".into(), &|s| cal.compound_base.at(s))?];
             for i in 0..chain.nfs.len() {
-                terms.push(nf_term(i)?);
+                terms.push(nf_term(i, false)?);
             }
             cores.push(core("core".into(), terms));
             overload = Overload {
@@ -196,7 +195,7 @@ pub fn predict_chain(
                     }
                 }
                 for i in nfs.clone() {
-                    terms.push(nf_stage_term(i)?);
+                    terms.push(nf_term(i, true)?);
                 }
                 match by_core.iter_mut().find(|(k, _)| k == c) {
                     Some((_, t)) => t.extend(terms),
@@ -305,8 +304,8 @@ pub(crate) mod tests {
     use crate::calibration::*;
 
     /// A hand-made calibration: 64 and 1518 B; base 100 → 130; forwarder 20 → 20 (in a
-    /// stage too), nat44 60 → 90 (in a stage 75 → 105); pipeline single 140, first 160, last 120, same-core link 30
-    /// (cross link 160 + 120 − 140 = 140, 70 a side); TSC 1 GHz.
+    /// stage too), nat44 60 → 90 (in a stage 75 → 105); pipeline single 140, first 160,
+    /// last 120, same-core link 30 (cross link 160 + 120 − 140 = 140, 70 a side); TSC 1 GHz.
     pub(crate) fn cal() -> Calibration {
         let sizes = [64, 1518];
         let two = |a: f64, b: f64| {
