@@ -1,5 +1,5 @@
 //! `sfclab model calibrate`: measures every in-memory cost term the model uses on this
-//! machine, as a calibration (`sfclab_model::Calibration`, JSON `sfclab.calibration/2`).
+//! machine, as a calibration (`sfclab_model::Calibration`, JSON `sfclab.calibration/3`).
 //!
 //! Every run is a capacity run: the compound runtime's generator never makes more than
 //! the chain takes, and the pipeline runs with flow control and backpressure links, so
@@ -14,14 +14,16 @@
 //!   cost single = s_core [noop] − stage noop, stage noop = (s_core [noop×5] − s_core
 //!   [noop]) / 4; each NF in a stage = s_core [NF] − single (behind an ingress queue
 //!   the generator keeps full, the frames in flight are a thousand buffers, not a batch,
-//!   and stateful NFs pay for sharing the caches with them). Stages R =
-//!   `firewall(default: allow, stateful: false) -> synthetic(cycles=100)`: the firewall
-//!   reads the frame's headers first, as a stage's first NF does, so what reaching a
-//!   frame that waited in a queue costs (its header no longer in this core's L1) is the
-//!   stage's; the synthetic work lets the rings run as in real chains (a consumer that
-//!   keeps up). First and last stage = each core of bi:2 [R | R] − R in a stage; a ring
-//!   between stages on one core = (pbp:1 [R R], four stages on one core, − s_core
-//!   [R R]) / 3.
+//!   and stateful NFs pay for sharing the caches with them). Stages S = noop ->
+//!   synthetic(cycles=100): the noop touches no frame, the 100 cycles keep the rings in
+//!   the regime of real chains. First and last stage = each core of bi:2 [S | S] − S in
+//!   a stage: balanced stages, as the blocks a pipeline is cut into are (each end's cost
+//!   depends on the other's pace). Each NF X first in a stage fed from another core
+//!   (`across`) = core 1 of bi:2 [S | X, work] − that of [S | S] + stage noop: what X
+//!   costs where the frame's lines are still in the other core's cache (a firewall that
+//!   loads the header and branches on it waits for them; a forwarder that stores into
+//!   it, little). A ring between stages on one core = (pbp:1 [S S], four stages on one
+//!   core, − s_core [S S]) / 3.
 //!
 //! Repetitions are interleaved (every run once per round) so a machine's drift hits all.
 
@@ -129,21 +131,23 @@ fn noops(n: usize) -> sfclab_core::NamedNfs {
     copies_of("noop", json!({}), n)
 }
 
-/// `n` copies of the stage reference R = firewall(default allow, stateless) ->
-/// synthetic(cycles=100): the firewall reads the frame's headers first as real stages'
-/// first NFs do (a load waits for a header that left this core's cache; a store, as a
-/// forwarder's MAC rewrite, does not), the 100 cycles of
-/// pure CPU keep the rings in the regime of real chains (a consumer that keeps up, not
-/// one that polls the ring for every packet a noop stage passes on).
-fn pipeline_reference(n: usize) -> sfclab_core::NamedNfs {
-    let reader = NfSpec::new("firewall", json!({ "default": "allow", "stateful": false })).expect("valid settings");
-    let synthetic = NfSpec::new("synthetic", json!({ "cycles": 100 })).expect("valid settings");
-    (0..n)
-        .flat_map(|i| {
-            [
-                (format!("reader{}", i + 1), reader.build()),
-                (format!("synthetic{}", i + 1), synthetic.build()),
-            ]
+/// The reference stage S = noop -> synthetic(cycles=100) the pipeline's terms are
+/// measured with, `X` in `names` standing for `x`: the noop touches no frame, so what
+/// the first NF of a stage fed from another core pays for the frame's lines is measured
+/// as that NF's own; the 100 cycles of pure CPU (TSC time, the same on a slow host) keep
+/// the rings in the regime of real chains, a consumer that keeps up rather than one
+/// polling a nearly empty ring.
+fn reference_chain(names: &[&str], x: Option<&NfSpec>) -> sfclab_core::NamedNfs {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, &name)| {
+            let nf = match (name, x) {
+                ("X", Some(x)) => x.clone(),
+                ("work", _) => NfSpec::new("synthetic", json!({ "cycles": 100 })).expect("valid settings"),
+                _ => NfSpec::new(name, json!({})).expect("a registered NF"),
+            };
+            (format!("{name}{}", i + 1), nf.build())
         })
         .collect()
 }
@@ -229,6 +233,9 @@ struct Round {
     nfs: Vec<f64>,
     /// Each NF of `nfs` in a pipeline's stage (empty without pipeline terms).
     nfs_in_stage: Vec<f64>,
+    /// Each NF of `nfs` first in a stage fed from another core (empty without pipeline
+    /// terms).
+    nfs_across: Vec<f64>,
     pipeline: Option<[f64; 4]>,
     /// Per technology of `wired`: fixed, per hop, tester packets per second.
     wired: Vec<[f64; 3]>,
@@ -299,6 +306,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
         nfs.push(compound_cycles(args, w.alone(), w.traffic(size))? - base);
     }
     let mut nfs_in_stage = Vec::new();
+    let mut nfs_across = Vec::new();
     let pipeline = match cores {
         [a, b, ..] if args.pipeline => {
             // One stage on one core (generator, ingress queue, stage, sink): its own cost
@@ -306,6 +314,11 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
             step(&format!("{size} B: one stage: noop×1, noop×5"));
             let s_core = |chain: sfclab_core::NamedNfs, t: GeneratorConfig| {
                 Ok::<f64, String>(pipeline_cycles(args, Placement::SCore, chain, t, &[*a])?[0])
+            };
+            // Two stages, the first `split` NFs on core a, the rest on core b.
+            let bi2 = |split: usize, chain: sfclab_core::NamedNfs, t: GeneratorConfig| {
+                let on: Vec<usize> = (0..chain.len()).map(|i| if i < split { *a } else { *b }).collect();
+                pipeline_cycles(args, Placement::Cores(on), chain, t, &[*a, *b])
             };
             let one = s_core(noops(1), plain())?;
             let stage_noop = (s_core(noops(5), plain())? - one) / 4.0;
@@ -317,15 +330,33 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
                 ));
                 nfs_in_stage.push(s_core(w.alone(), w.traffic(size))? - single);
             }
-            step(&format!("{size} B: pipeline s_core, bi:2, stages on one core"));
-            let reference = s_core(pipeline_reference(1), plain())? - single;
-            let two = pipeline_cycles(args, Placement::Bi(2), pipeline_reference(2), plain(), &[*a, *b])?;
-            let one_stage = s_core(pipeline_reference(2), plain())?;
-            let four_stages = pipeline_cycles(args, Placement::Pbp(1), pipeline_reference(2), plain(), &[*a])?[0];
+            // Two stages S | S on two cores, balanced as the blocks a pipeline is cut
+            // into are: each end's cost per frame depends on the other's pace (a producer
+            // held by a full ring pushes a few frames per poll; a consumer much faster than
+            // its producer polls a nearly empty ring), so neither is measured lopsided.
+            // First stage = core 0 − S in a stage; last stage = core 1 − S in a stage.
+            step(&format!("{size} B: pipeline ends: bi:2 [S | S], S = noop, work"));
+            let s1 = || reference_chain(&["noop", "work"], None);
+            let s2 = || reference_chain(&["noop", "work", "noop", "work"], None);
+            let stage_s = s_core(s1(), plain())? - single;
+            let ends = bi2(2, s2(), plain())?;
+            // Each NF X first in the second stage: bi:2 [S | X, work], core 1 against S's.
+            step(&format!("{size} B: bi:2, each NF first in the second stage"));
+            for w in &args.nfs {
+                let with_x = bi2(
+                    2,
+                    reference_chain(&["noop", "work", "X", "work"], Some(&w.nf)),
+                    w.traffic(size),
+                )?[1];
+                nfs_across.push(with_x - ends[1] + stage_noop);
+            }
+            // A ring between stages on one core: (pbp:1 [S S] − s_core [S S]) / 3.
+            let one_stage = s_core(s2(), plain())?;
+            let four_stages = pipeline_cycles(args, Placement::Pbp(1), s2(), plain(), &[*a])?[0];
             Some([
                 single,
-                two[0] - reference,
-                two[1] - reference,
+                ends[0] - stage_s,
+                ends[1] - stage_s,
                 (four_stages - one_stage) / 3.0,
             ])
         }
@@ -336,6 +367,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
         base,
         nfs,
         nfs_in_stage,
+        nfs_across,
         pipeline,
         wired,
     })
@@ -359,7 +391,7 @@ pub fn steps_per_repetition(args: &CalibrateArgs) -> usize {
     sizes.sort_unstable();
     sizes.dedup();
     let pipeline = usize::from(args.pipeline && cores_from(args.core).len() >= 2);
-    sizes.len() * (1 + args.nfs.len() + pipeline * (2 + args.nfs.len()) + args.wired.len())
+    sizes.len() * (1 + args.nfs.len() + pipeline * (3 + args.nfs.len()) + args.wired.len())
 }
 
 /// Measures the calibration; `progress` is told after each step (done, total, what).
@@ -438,6 +470,7 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
             kind: w.nf.kind().to_string(),
             cycles: curve(&|r| r.nfs[k]),
             in_stage: has_pipeline.then(|| curve(&|r| r.nfs_in_stage[k])),
+            across: has_pipeline.then(|| curve(&|r| r.nfs_across[k])),
         });
     }
     let pipeline = has_pipeline.then(|| PipelineCalibration {
@@ -450,7 +483,7 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
     let machine = Machine::read();
     let mut notes = vec![
         "noop = (compound noop×5 − noop×1) / 4; base = noop×1 − noop; NF = compound [NF] − base".to_string(),
-        "pipeline (flow control, backpressure; one stage = s_core on one core: generator, ingress queue, stage, sink): single = s_core [noop] − stage noop, stage noop = (s_core [noop×5] − s_core [noop]) / 4; NF in_stage = s_core [NF] − single; R = firewall(default allow, stateless) -> synthetic(cycles=100), R in a stage = s_core [R] − single; first, last = each core of bi:2 [R | R] − R in a stage; same_core_link = (pbp:1 [R R] − s_core [R R]) / 3".to_string(),
+        "pipeline (flow control, backpressure; one stage = s_core on one core: generator, ingress queue, stage, sink): single = s_core [noop] − stage noop, stage noop = (s_core [noop×5] − s_core [noop]) / 4; NF in_stage = s_core [NF] − single; S = noop -> synthetic(cycles=100), S in a stage = s_core [S] − single; first, last = each core of bi:2 [S | S] − S in a stage; NF across (first in a stage fed from another core) = core 1 of bi:2 [S | NF, synthetic(cycles=100)] − core 1 of bi:2 [S | S] + stage noop; same_core_link = (pbp:1 [S S] − s_core [S S]) / 3".to_string(),
         format!(
             "noop (the call to an NF) measured {} cycles at {} B",
             noop.points.first().map_or(0.0, |p| p.cycles).round(),

@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::calibrate::NfWorkload;
 use crate::{Interruptible, Machine, median, repetitions};
 
-pub const MODEL_SCHEMA: &str = "sfclab.bench.model/2";
+pub const MODEL_SCHEMA: &str = "sfclab.bench.model/3";
 
 #[derive(Clone)]
 pub struct ModelBenchArgs {
@@ -65,6 +65,21 @@ pub struct ModelPoint {
     /// The term furthest from its prediction, in words, when the cell misses by more
     /// than 10 %.
     pub largest_miss: Option<String>,
+    /// Each core of the prediction (the round whose prediction is the median) with its
+    /// terms, against the core's measured busy cycles per packet (median over rounds).
+    /// Only the bottleneck's is comparable: a core that waits for its neighbour counts
+    /// the wait as busy too (backpressure).
+    pub cores: Vec<CoreCheck>,
+}
+
+/// One core: what the model prices on it, and what it measured.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct CoreCheck {
+    pub core: String,
+    pub predicted_cycles: f64,
+    pub terms: Vec<sfclab_model::Term>,
+    /// Busy cycles per packet measured on this core (none for chains in namespaces).
+    pub measured_cycles: Option<f64>,
 }
 
 /// One NF's cost: calibrated alone, and spent inside the measured chain.
@@ -337,7 +352,7 @@ pub fn run(
         CalibrationSource::EachCell(_) => None,
     };
     let mut predicted: Vec<Vec<ChainPrediction>> = vec![Vec::new(); cells.len()];
-    let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); cells.len()];
+    let mut measured: Vec<Vec<Measured>> = (0..cells.len()).map(|_| Vec::new()).collect();
     let mut nf_cycles: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
     let mut interrupted = false;
     let mut last_calibration: Option<Calibration> = None;
@@ -363,7 +378,7 @@ pub fn run(
                 }
                 progress(done, total, &label);
                 let m = measure(args, &nfs, case, size, &cores, false).map_err(|e| format!("{label}: {e}"))?;
-                measured[cell].push((m.mpps, m.busiest_cycles));
+                measured[cell].push(m);
                 done += 1;
                 if round == 0 && case.hops.is_none() {
                     progress(done, total, &format!("{label}, per-NF accounting"));
@@ -397,8 +412,24 @@ pub fn run(
                         .total_cmp(&(b.max_pps / 1e6 - predicted_mpps).abs())
                 })
                 .expect("a round");
-            let runs: Vec<f64> = measured[cell].iter().map(|m| m.0).collect();
-            let cycles: Vec<f64> = measured[cell].iter().map(|m| m.1).collect();
+            let runs: Vec<f64> = measured[cell].iter().map(|m| m.mpps).collect();
+            let cycles: Vec<f64> = measured[cell].iter().map(|m| m.busiest_cycles).collect();
+            let cores = p
+                .cores
+                .iter()
+                .map(|c| {
+                    let on_core: Vec<f64> = measured[cell]
+                        .iter()
+                        .filter_map(|m| m.core_cycles.iter().find(|(name, _)| *name == c.core).map(|x| x.1))
+                        .collect();
+                    CoreCheck {
+                        core: c.core.clone(),
+                        predicted_cycles: c.cycles_per_packet,
+                        terms: c.terms.clone(),
+                        measured_cycles: (!on_core.is_empty()).then(|| median(&on_core)),
+                    }
+                })
+                .collect();
             let measured_mpps = median(&runs);
             // Each round's prediction against the measurement seconds after it: the host's
             // speed changes between rounds, so a round's pair is what is comparable.
@@ -461,6 +492,7 @@ pub fn run(
                 predicted_runs,
                 terms,
                 largest_miss,
+                cores,
             });
             cell += 1;
         }
@@ -536,6 +568,8 @@ struct Measured {
     mpps: f64,
     /// The busiest core's busy cycles per packet.
     busiest_cycles: f64,
+    /// Each core's busy cycles per packet, named as the model names it (`core`, `core 1`).
+    core_cycles: Vec<(String, f64)>,
     /// Each NF's own cycles per packet (with accounting; empty without).
     nf_cycles: Vec<f64>,
 }
@@ -570,6 +604,7 @@ fn measure(
         return Ok(Measured {
             mpps: r.mpps,
             busiest_cycles: sfclab_core::tsc::hz() / (r.mpps * 1e6),
+            core_cycles: Vec::new(),
             nf_cycles: Vec::new(),
         });
     }
@@ -628,9 +663,22 @@ fn measure(
         .filter(|p| p.role == sfclab_runtime::Role::Nf)
         .filter_map(|p| p.cycles_per_packet)
         .collect();
+    let core_cycles = match &case.layout {
+        None => r
+            .busy_cycles_per_packet
+            .map(|c| ("core".to_string(), c))
+            .into_iter()
+            .collect(),
+        Some(_) => r
+            .cores
+            .iter()
+            .filter_map(|c| c.cycles_per_packet.map(|x| (format!("core {}", c.core), x)))
+            .collect(),
+    };
     Ok(Measured {
         mpps: r.mpps,
         busiest_cycles: busiest,
+        core_cycles,
         nf_cycles,
     })
 }
@@ -655,6 +703,7 @@ mod tests {
             round_errors_pct: vec![error_pct],
             terms: Vec::new(),
             largest_miss: None,
+            cores: Vec::new(),
         }
     }
 

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 #[derive(Subcommand)]
 pub enum ModelCmd {
     /// Measure every cost term of the model on this machine and store it (JSON,
-    /// schema `sfclab.calibration/2`, with the machine and date): the compound base,
+    /// schema `sfclab.calibration/3`, with the machine and date): the compound base,
     /// each NF (every NF type's usual settings, and those of the chains given), the
     /// pipeline's stages and rings, per frame size.
     Calibrate(CalibrateCli),
@@ -180,7 +180,7 @@ pub struct ModelBenchCli {
     /// --calibration is given).
     #[arg(long, value_delimiter = ',')]
     technologies: Vec<String>,
-    /// Print JSON (schema `sfclab.bench.model/2`).
+    /// Print JSON (schema `sfclab.bench.model/3`).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
     /// Print one CSV row per cell.

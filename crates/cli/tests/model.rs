@@ -34,7 +34,7 @@ fn calibrate(dir: &std::path::Path, chains: &[&str]) -> std::path::PathBuf {
     let printed: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(printed, written, "--json prints what it writes");
-    assert_follows_schema("calibration-2.json", &written);
+    assert_follows_schema("calibration-3.json", &written);
     out
 }
 
@@ -71,7 +71,7 @@ fn a_prediction_adds_up_the_calibrations_terms() {
         &["forwarder(dst_mac=02:00:00:00:00:09) -> nat44(max_sessions=4096)"],
     );
     let cal: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(cal["schema"], "sfclab.calibration/2");
+    assert_eq!(cal["schema"], "sfclab.calibration/3");
     assert_eq!(cal["method"]["repeat"], 2);
     assert!(cal["machine"]["tsc_hz"].as_f64().unwrap() > 1e8);
     // The MAC names a port, it does not change the forwarder's work: one key `forwarder`.
@@ -241,7 +241,7 @@ fn bench_model(args: &[&str]) -> (Value, String) {
     let o = sfclab(&all);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
     let b: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_follows_schema("bench-model-2.json", &b);
+    assert_follows_schema("bench-model-3.json", &b);
     (b, stderr(&o))
 }
 
@@ -391,7 +391,7 @@ fn chains_in_namespaces_are_calibrated_and_priced_per_hop() {
     }
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     let cal: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_follows_schema("calibration-2.json", &cal);
+    assert_follows_schema("calibration-3.json", &cal);
     let veth = &cal["wired"][0];
     assert_eq!(veth["technology"], "veth");
     let per_hop = at(&veth["per_hop"], 64);

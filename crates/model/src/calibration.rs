@@ -1,12 +1,12 @@
 //! A calibration: every cost term the model uses, as measured on one machine on one
-//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/2`) and reused by
+//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/3`) and reused by
 //! `model predict`, `plan` and `bench model`. A term is a curve over frame sizes; a
 //! prediction at a size between two calibrated ones interpolates, one outside them or
 //! for an NF the calibration did not measure is refused, not guessed.
 
 use serde::{Deserialize, Serialize};
 
-pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/2";
+pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/3";
 
 /// A cost at each calibrated frame size (with FCS), TSC cycles per packet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -105,6 +105,13 @@ pub struct NfCalibration {
     /// tables share the caches with them; stateful NFs cost 10–20 cycles more there than
     /// in a compound loop. `None` when the calibration has no pipeline terms.
     pub in_stage: Option<Curve>,
+    /// First in a stage whose frames come from another core (bi:2's second stage): its
+    /// in-stage work and the frame's cache lines it is first to need there. An NF that
+    /// loads a header and branches on it waits for the line to come from the other
+    /// core (the firewall: ~70 cycles more); one that only stores into it (the
+    /// forwarder's MAC rewrite) or overlaps its loads pays little. `None` when the
+    /// calibration has no pipeline terms.
+    pub across: Option<Curve>,
 }
 
 /// The pipeline runtime's terms: stages on cores joined by rings.
@@ -115,7 +122,8 @@ pub struct PipelineCalibration {
     pub single_stage: Curve,
     /// The first of two stages on two cores: generator, ingress queue, enqueue.
     pub first_stage: Curve,
-    /// The last of two stages on two cores: dequeue, sink.
+    /// The last of two stages on two cores: dequeue, sink (the frame's cache lines its
+    /// first NF needs are that NF's `across`).
     pub last_stage: Curve,
     /// A ring between two stages on one core (its enqueue and dequeue, and the turn).
     pub same_core_link: Curve,
@@ -201,20 +209,22 @@ impl Calibration {
         let mut curves: Vec<(String, &Curve)> = vec![("compound_base".into(), &self.compound_base)];
         for nf in &self.nfs {
             curves.push((format!("nf `{}`", nf.key), &nf.cycles));
-            match (&nf.in_stage, &self.pipeline) {
-                (Some(c), Some(_)) => curves.push((format!("nf `{}` in_stage", nf.key), c)),
-                (None, None) => {}
-                (None, Some(_)) => {
-                    return Err(format!(
-                        "nf `{}` has no in_stage cost, but the pipeline is calibrated",
-                        nf.key
-                    ));
-                }
-                (Some(_), None) => {
-                    return Err(format!(
-                        "nf `{}` has an in_stage cost, but no pipeline is calibrated",
-                        nf.key
-                    ));
+            for (name, term) in [("in_stage", &nf.in_stage), ("across", &nf.across)] {
+                match (term, &self.pipeline) {
+                    (Some(c), Some(_)) => curves.push((format!("nf `{}` {name}", nf.key), c)),
+                    (None, None) => {}
+                    (None, Some(_)) => {
+                        return Err(format!(
+                            "nf `{}` has no {name} cost, but the pipeline is calibrated",
+                            nf.key
+                        ));
+                    }
+                    (Some(_), None) => {
+                        return Err(format!(
+                            "nf `{}` has an {name} cost, but no pipeline is calibrated",
+                            nf.key
+                        ));
+                    }
                 }
             }
         }
@@ -265,14 +275,20 @@ impl Calibration {
         self.nf(key)?.cycles.at(size).map_err(|e| format!("NF `{key}`: {e}"))
     }
 
-    /// The cost of NF `key` in a pipeline's stage at `size`, or why there is none.
-    pub fn nf_stage_cycles(&self, key: &str, size: f64) -> Result<f64, String> {
-        self.nf(key)?
-            .in_stage
+    /// The cost of NF `key` in a pipeline's stage at `size` (`across`: first in a stage
+    /// fed from another core), or why there is none.
+    pub fn nf_stage_cycles(&self, key: &str, size: f64, across: bool) -> Result<f64, String> {
+        let nf = self.nf(key)?;
+        let (curve, where_) = if across {
+            (&nf.across, "first in a stage fed from another core")
+        } else {
+            (&nf.in_stage, "in a stage")
+        };
+        curve
             .as_ref()
             .ok_or("the calibration has no pipeline terms (it was measured on one core)")?
             .at(size)
-            .map_err(|e| format!("NF `{key}` in a stage: {e}"))
+            .map_err(|e| format!("NF `{key}` {where_}: {e}"))
     }
 
     pub fn wired(&self, technology: &str) -> Result<&WiredCalibration, String> {

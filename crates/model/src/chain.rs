@@ -81,6 +81,17 @@ impl ChainPrediction {
     }
 }
 
+/// Where an NF runs, for its cost.
+#[derive(Clone, Copy)]
+enum NfAt {
+    /// A compound loop (`cycles`).
+    Loop,
+    /// A pipeline's stage (`in_stage`).
+    Stage,
+    /// The first of a stage whose frames come from another core (`across`).
+    FirstAcross,
+}
+
 /// The traffic-weighted mean of `f` over the chain's frame sizes.
 fn mean_over(frames: &[(f64, f64)], f: impl Fn(f64) -> Result<f64, String>) -> Result<f64, String> {
     let total: f64 = frames.iter().map(|(_, w)| w).sum();
@@ -120,18 +131,25 @@ pub fn predict_chain(
             nf: None,
         })
     };
-    // An NF's cost in a compound loop, or in a pipeline's stage (`in_stage`).
-    let nf_term = |i: usize, in_stage: bool| -> Result<Term, String> {
+    // An NF's cost in a compound loop, or in a pipeline's stage (`in_stage`; `across`
+    // when it is the first of a stage whose frames come from another core).
+    let nf_term = |i: usize, at: NfAt| -> Result<Term, String> {
         let key = &chain.nfs[i];
-        let what = format!("nf {} `{key}`{}", i + 1, if in_stage { " in a stage" } else { "" });
+        let what = format!(
+            "nf {} `{key}`{}",
+            i + 1,
+            match at {
+                NfAt::Loop => "",
+                NfAt::Stage => " in a stage",
+                NfAt::FirstAcross => " first in a stage fed from another core",
+            }
+        );
         Ok(Term {
             nf: Some(i),
-            ..term(what, &|s| {
-                if in_stage {
-                    cal.nf_stage_cycles(key, s)
-                } else {
-                    cal.nf_cycles(key, s)
-                }
+            ..term(what, &|s| match at {
+                NfAt::Loop => cal.nf_cycles(key, s),
+                NfAt::Stage => cal.nf_stage_cycles(key, s, false),
+                NfAt::FirstAcross => cal.nf_stage_cycles(key, s, true),
             })?
         })
     };
@@ -148,7 +166,7 @@ pub fn predict_chain(
         Layout::Compound => {
             let mut terms = vec![term("generator, loop and sink".into(), &|s| cal.compound_base.at(s))?];
             for i in 0..chain.nfs.len() {
-                terms.push(nf_term(i, false)?);
+                terms.push(nf_term(i, NfAt::Loop)?);
             }
             cores.push(core("core".into(), terms));
             overload = Overload {
@@ -194,8 +212,14 @@ pub fn predict_chain(
                         terms.push(term(format!("ring out of stage {} (enqueue)", s + 1), &half_cross)?);
                     }
                 }
+                let fed_across = s > 0 && stages[s - 1].1 != *c;
                 for i in nfs.clone() {
-                    terms.push(nf_term(i, true)?);
+                    let at = if fed_across && i == nfs.start {
+                        NfAt::FirstAcross
+                    } else {
+                        NfAt::Stage
+                    };
+                    terms.push(nf_term(i, at)?);
                 }
                 match by_core.iter_mut().find(|(k, _)| k == c) {
                     Some((_, t)) => t.extend(terms),
@@ -304,7 +328,8 @@ pub(crate) mod tests {
     use crate::calibration::*;
 
     /// A hand-made calibration: 64 and 1518 B; base 100 → 130; forwarder 20 → 20 (in a
-    /// stage too), nat44 60 → 90 (in a stage 75 → 105); pipeline single 140, first 160,
+    /// stage too; first in a stage fed from another core 25), nat44 60 → 90 (in a stage
+    /// 75 → 105, fed from another core 85 → 115); pipeline single 140, first 160,
     /// last 120, same-core link 30 (cross link 160 + 120 − 140 = 140, 70 a side); TSC 1 GHz.
     pub(crate) fn cal() -> Calibration {
         let sizes = [64, 1518];
@@ -347,12 +372,14 @@ pub(crate) mod tests {
                     kind: "forwarder".into(),
                     cycles: Curve::flat(&sizes, 20.0),
                     in_stage: Some(Curve::flat(&sizes, 20.0)),
+                    across: Some(Curve::flat(&sizes, 25.0)),
                 },
                 NfCalibration {
                     key: "nat44".into(),
                     kind: "nat44".into(),
                     cycles: two(60.0, 90.0),
                     in_stage: Some(two(75.0, 105.0)),
+                    across: Some(two(85.0, 115.0)),
                 },
             ],
             pipeline: Some(PipelineCalibration {
@@ -405,28 +432,32 @@ pub(crate) mod tests {
 
     #[test]
     fn a_pipeline_prices_each_core_with_its_rings() {
-        // NFs in stages cost what they cost in a stage (nat44 75, not its compound 60).
+        // NFs in stages cost what they cost in a stage (nat44 75, not its compound 60),
+        // the first of a stage fed from another core what it costs there (forwarder 25).
         // bi:2 of forwarder, nat44, forwarder, forwarder on cores 0 and 1:
         // core 0: first stage 160 (generator 90 + enqueue 70) + 20 + 75 = 255;
-        // core 1: dequeue 70 + sink 50 (= 120 − 70) + 20 + 20 = 160... as 120 + 40 = 160.
+        // core 1: dequeue 70 + sink 50 (= 120 − 70) + 25 + 20 = 165.
         let nfs = ["forwarder", "nat44", "forwarder", "forwarder"];
         let bi2 = Layout::Pipeline {
             stages: vec![(0..2, 0), (2..4, 1)],
         };
         let p = predict_chain(&cal(), &chain(&nfs, bi2, 64.0), None).unwrap();
         assert!(close(p.cores[0].cycles_per_packet, 255.0), "{:?}", p.cores[0]);
-        assert!(close(p.cores[1].cycles_per_packet, 160.0), "{:?}", p.cores[1]);
+        assert!(close(p.cores[1].cycles_per_packet, 165.0), "{:?}", p.cores[1]);
+        assert!(p.cores[1].terms[2].what.contains("fed from another core"));
         assert_eq!(p.bottleneck, "core 0");
         assert!(close(p.max_pps, 1e9 / 255.0));
-        // pbp:2 (stages on 0,1,0,1): core 0: generator 90 + enqueue 70 + 20, then
-        // dequeue 70 + 20 + enqueue 70 = 340; core 1: 70 + 75 + 70, then 70 + 20 + sink 50 = 355.
+        // pbp:2 (stages on 0,1,0,1), every stage after the first fed from the other core:
+        // core 0: generator 90 + enqueue 70 + 20, then dequeue 70 + 25 + enqueue 70 = 345;
+        // core 1: 70 + 85 + 70, then 70 + 25 + sink 50 = 370.
         let pbp = Layout::Pipeline {
             stages: vec![(0..1, 0), (1..2, 1), (2..3, 0), (3..4, 1)],
         };
         let p = predict_chain(&cal(), &chain(&nfs, pbp, 64.0), None).unwrap();
-        assert!(close(p.cores[0].cycles_per_packet, 340.0), "{:?}", p.cores[0]);
-        assert!(close(p.cores[1].cycles_per_packet, 355.0), "{:?}", p.cores[1]);
-        // Two stages on one core: generator 90 + 20 + same-core ring 30 + 75 + sink 50 = 265;
+        assert!(close(p.cores[0].cycles_per_packet, 345.0), "{:?}", p.cores[0]);
+        assert!(close(p.cores[1].cycles_per_packet, 370.0), "{:?}", p.cores[1]);
+        // Two stages on one core (nothing crosses cores: nat44 at 75, its in-stage cost):
+        // generator 90 + 20 + same-core ring 30 + 75 + sink 50 = 265;
         // half way to 1518 B nat44 costs 90 in a stage: 280.
         let same = Layout::Pipeline {
             stages: vec![(0..1, 0), (1..2, 0)],
@@ -550,6 +581,9 @@ pub(crate) mod tests {
         let mut c = cal();
         c.nfs[1].in_stage = None;
         assert!(c.check().unwrap_err().contains("nat44` has no in_stage cost"));
+        let mut c = cal();
+        c.nfs[0].across = None;
+        assert!(c.check().unwrap_err().contains("forwarder` has no across cost"));
         let mut c = cal();
         c.pipeline = None;
         assert!(c.check().unwrap_err().contains("has an in_stage cost, but no pipeline"));
