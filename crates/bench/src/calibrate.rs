@@ -9,21 +9,25 @@
 //!
 //! - `noop` (the cheapest NF: the call that reaches it) = (cycles of noop×5 − noop×1) / 4;
 //! - compound base (generator, loop, sink) = noop×1 − noop;
-//! - NF X = cycles of the chain [X] alone − base (its work and its call);
+//! - NF X = cycles of the chain [X] alone − base (its work and its call); a stateless
+//!   NF (no table: the forwarder) = ([X×5] − [X]) / 4, what one more copy costs in a
+//!   chain (the forwarder's first copy costs ~1 cycle against the chain without it,
+//!   each further one ~3, and a difference of a few cycles between two runs is noise
+//!   on this host);
 //! - pipeline, one stage on one core (generator, ingress queue, stage, sink): its own
 //!   cost single = s_core [noop] − stage noop, stage noop = (s_core [noop×5] − s_core
 //!   [noop]) / 4; each NF in a stage = s_core [NF] − single (behind an ingress queue
 //!   the generator keeps full, the frames in flight are a thousand buffers, not a batch,
 //!   and stateful NFs pay for sharing the caches with them). Stages S = noop ->
-//!   synthetic(cycles=100): the noop touches no frame, the 100 cycles keep the rings in
-//!   the regime of real chains. First and last stage = each core of bi:2 [S | S] − S in
-//!   a stage: balanced stages, as the blocks a pipeline is cut into are (each end's cost
-//!   depends on the other's pace). Each NF X first in a stage fed from another core
-//!   (`across`) = core 1 of bi:2 [S | X, work] − that of [S | S] + stage noop: what X
-//!   costs where the frame's lines are still in the other core's cache (a firewall that
-//!   loads the header and branches on it waits for them; a forwarder that stores into
-//!   it, little). A ring between stages on one core = (pbp:1 [S S], four stages on one
-//!   core, − s_core [S S]) / 3.
+//!   synthetic(cycles=100) and L = noop -> synthetic(cycles=60): the noop touches no
+//!   frame, the pure CPU work (TSC time) keeps the rings in the regime of real chains.
+//!   Each end of two stages is measured where it is the bottleneck, the other end
+//!   somewhat lighter (a core's busy cycles per frame depend on the other's pace): first
+//!   stage = core 0 of bi:2 [S | L] − S in a stage, last stage = core 1 of bi:2 [L | S]
+//!   − S in a stage. Each NF X first in a stage fed from another core (`across`) = core
+//!   1 of bi:2 [L | X, synthetic(cycles=100)] − that of [L | S] + stage noop: what X
+//!   costs where the frame's lines are still in the other core's cache. A ring between
+//!   stages on one core = (pbp:1 [S S], four stages on one core, − s_core [S S]) / 3.
 //!
 //! Repetitions are interleaved (every run once per round) so a machine's drift hits all.
 
@@ -52,6 +56,13 @@ impl NfWorkload {
     fn alone(&self) -> sfclab_core::NamedNfs {
         vec![(self.nf.kind().to_string(), self.nf.build())]
             .into_iter()
+            .collect()
+    }
+
+    /// `n` copies of it, as a chain.
+    fn copies(&self, n: usize) -> sfclab_core::NamedNfs {
+        (0..n)
+            .map(|i| (format!("{}{}", self.nf.kind(), i + 1), self.nf.build()))
             .collect()
     }
 
@@ -145,6 +156,7 @@ fn reference_chain(names: &[&str], x: Option<&NfSpec>) -> sfclab_core::NamedNfs 
             let nf = match (name, x) {
                 ("X", Some(x)) => x.clone(),
                 ("work", _) => NfSpec::new("synthetic", json!({ "cycles": 100 })).expect("valid settings"),
+                ("light", _) => NfSpec::new("synthetic", json!({ "cycles": 60 })).expect("valid settings"),
                 _ => NfSpec::new(name, json!({})).expect("a registered NF"),
             };
             (format!("{name}{}", i + 1), nf.build())
@@ -241,6 +253,9 @@ struct Round {
     wired: Vec<[f64; 3]>,
 }
 
+/// The copies of a stateless NF whose cost is the slope from one copy to them.
+const COPIES: usize = 5;
+
 /// The chain lengths a technology in namespaces is calibrated at: the cost per hop is
 /// the slope between them, the fixed cost what is left at one hop.
 pub const WIRED_LENGTHS: (usize, usize) = (1, 3);
@@ -303,7 +318,14 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
     let mut nfs = Vec::with_capacity(args.nfs.len());
     for w in &args.nfs {
         step(&format!("{size} B: {}", nf_key(w.nf.kind(), &w.nf.cost_settings())));
-        nfs.push(compound_cycles(args, w.alone(), w.traffic(size))? - base);
+        let alone = compound_cycles(args, w.alone(), w.traffic(size))?;
+        nfs.push(if w.nf.stateless() {
+            // What one more copy costs in a chain: the forwarder's first copy costs
+            // ~1 cycle against the chain without it, each further one ~3.
+            (compound_cycles(args, w.copies(COPIES), w.traffic(size))? - alone) / (COPIES - 1) as f64
+        } else {
+            alone - base
+        });
     }
     let mut nfs_in_stage = Vec::new();
     let mut nfs_across = Vec::new();
@@ -328,37 +350,39 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
                     "{size} B: {} in a stage",
                     nf_key(w.nf.kind(), &w.nf.cost_settings())
                 ));
-                nfs_in_stage.push(s_core(w.alone(), w.traffic(size))? - single);
+                let alone = s_core(w.alone(), w.traffic(size))?;
+                nfs_in_stage.push(if w.nf.stateless() {
+                    (s_core(w.copies(COPIES), w.traffic(size))? - alone) / (COPIES - 1) as f64
+                } else {
+                    alone - single
+                });
             }
-            // Two stages S | S on two cores, balanced as the blocks a pipeline is cut
-            // into are: each end's cost per frame depends on the other's pace (a producer
-            // held by a full ring pushes a few frames per poll; a consumer much faster than
-            // its producer polls a nearly empty ring), so neither is measured lopsided.
-            // First stage = core 0 − S in a stage; last stage = core 1 − S in a stage.
-            step(&format!("{size} B: pipeline ends: bi:2 [S | S], S = noop, work"));
-            let s1 = || reference_chain(&["noop", "work"], None);
-            let s2 = || reference_chain(&["noop", "work", "noop", "work"], None);
-            let stage_s = s_core(s1(), plain())? - single;
-            let ends = bi2(2, s2(), plain())?;
-            // Each NF X first in the second stage: bi:2 [S | X, work], core 1 against S's.
+            // Each end of two stages where it is the bottleneck (what a prediction
+            // needs), the other end somewhat lighter, as in the chains a pipeline is cut
+            // into: a core's busy cycles per frame depend on the other's pace (a producer
+            // held by a full ring pushes a few frames per poll and counts each poll busy;
+            // a consumer much faster than its producer polls a nearly empty ring). S =
+            // noop, work (100 cycles); L = noop, light (60). First stage = core 0 of bi:2
+            // [S | L] − S in a stage; last stage = core 1 of bi:2 [L | S] − S in a stage.
+            step(&format!("{size} B: pipeline ends: bi:2 [S | L], [L | S]"));
+            let stage_s = s_core(reference_chain(&["noop", "work"], None), plain())? - single;
+            let first = bi2(2, reference_chain(&["noop", "work", "noop", "light"], None), plain())?[0] - stage_s;
+            let to_s = bi2(2, reference_chain(&["noop", "light", "noop", "work"], None), plain())?[1];
+            // Each NF X first in the second stage: bi:2 [L | X, work], core 1 against [L | S].
             step(&format!("{size} B: bi:2, each NF first in the second stage"));
             for w in &args.nfs {
                 let with_x = bi2(
                     2,
-                    reference_chain(&["noop", "work", "X", "work"], Some(&w.nf)),
+                    reference_chain(&["noop", "light", "X", "work"], Some(&w.nf)),
                     w.traffic(size),
                 )?[1];
-                nfs_across.push(with_x - ends[1] + stage_noop);
+                nfs_across.push(with_x - to_s + stage_noop);
             }
+            let s2 = || reference_chain(&["noop", "work", "noop", "work"], None);
             // A ring between stages on one core: (pbp:1 [S S] − s_core [S S]) / 3.
             let one_stage = s_core(s2(), plain())?;
             let four_stages = pipeline_cycles(args, Placement::Pbp(1), s2(), plain(), &[*a])?[0];
-            Some([
-                single,
-                ends[0] - stage_s,
-                ends[1] - stage_s,
-                (four_stages - one_stage) / 3.0,
-            ])
+            Some([single, first, to_s - stage_s, (four_stages - one_stage) / 3.0])
         }
         _ => None,
     };
@@ -482,8 +506,8 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
     let noop = curve(&|r| r.noop);
     let machine = Machine::read();
     let mut notes = vec![
-        "noop = (compound noop×5 − noop×1) / 4; base = noop×1 − noop; NF = compound [NF] − base".to_string(),
-        "pipeline (flow control, backpressure; one stage = s_core on one core: generator, ingress queue, stage, sink): single = s_core [noop] − stage noop, stage noop = (s_core [noop×5] − s_core [noop]) / 4; NF in_stage = s_core [NF] − single; S = noop -> synthetic(cycles=100), S in a stage = s_core [S] − single; first, last = each core of bi:2 [S | S] − S in a stage; NF across (first in a stage fed from another core) = core 1 of bi:2 [S | NF, synthetic(cycles=100)] − core 1 of bi:2 [S | S] + stage noop; same_core_link = (pbp:1 [S S] − s_core [S S]) / 3".to_string(),
+        "noop = (compound noop×5 − noop×1) / 4; base = noop×1 − noop; NF = compound [NF] − base, a stateless NF (no table) = (compound [NF×5] − [NF]) / 4".to_string(),
+        "pipeline (flow control, backpressure; one stage = s_core on one core: generator, ingress queue, stage, sink): single = s_core [noop] − stage noop, stage noop = (s_core [noop×5] − s_core [noop]) / 4; NF in_stage = s_core [NF] − single, a stateless NF = (s_core [NF×5] − s_core [NF]) / 4; S = noop -> synthetic(cycles=100), L = noop -> synthetic(cycles=60), S in a stage = s_core [S] − single; first = core 0 of bi:2 [S | L] − S in a stage; last = core 1 of bi:2 [L | S] − S in a stage; NF across (first in a stage fed from another core) = core 1 of bi:2 [L | NF, synthetic(cycles=100)] − core 1 of bi:2 [L | S] + stage noop; same_core_link = (pbp:1 [S S] − s_core [S S]) / 3".to_string(),
         format!(
             "noop (the call to an NF) measured {} cycles at {} B",
             noop.points.first().map_or(0.0, |p| p.cycles).round(),

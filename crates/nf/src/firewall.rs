@@ -332,6 +332,7 @@ impl Firewall {
 pub const TYPE: crate::NfType = crate::NfType {
     kind: "firewall",
     about: "ordered 5-tuple ACL (bit-vector classifier) with stateful connection tracking, as netfilter's",
+    stateless: false,
     cost_neutral: &["icmp_timeout", "tcp_established_timeout", "udp_timeout"],
     schema: || schemars::schema_for!(FirewallConfig),
     build: |v| Ok(Box::new(Firewall::new(&crate::typed(v)?)?)),

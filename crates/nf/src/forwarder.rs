@@ -46,6 +46,7 @@ const KEEP_AFTER_MACS: u128 = !((1u128 << 96) - 1);
 pub const TYPE: crate::NfType = crate::NfType {
     kind: "forwarder",
     about: "rewrites destination and source MAC, as testpmd's mac mode does",
+    stateless: true,
     cost_neutral: &["dst_mac", "src_mac"],
     schema: || schemars::schema_for!(ForwarderConfig),
     build: |v| Ok(Box::new(Forwarder::new(&crate::typed(v)?)?)),

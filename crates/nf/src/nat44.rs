@@ -445,6 +445,7 @@ fn rewrite(data: &mut [u8], p: &Parsed, outbound: bool, addr: u32, port: u16) {
 pub const TYPE: crate::NfType = crate::NfType {
     kind: "nat44",
     about: "NAPT (RFC 3022), endpoint-independent mapping and filtering (RFC 4787), bounded table, timeouts",
+    stateless: false,
     cost_neutral: &[
         "icmp_timeout",
         "tcp_established_timeout",

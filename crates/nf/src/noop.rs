@@ -21,6 +21,7 @@ impl NetworkFunction for Noop {
 pub const TYPE: crate::NfType = crate::NfType {
     kind: "noop",
     about: "passes every packet untouched: the cost of the chain itself",
+    stateless: true,
     cost_neutral: &[],
     schema: || schemars::schema_for!(NoopConfig),
     build: |v| {

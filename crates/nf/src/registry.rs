@@ -16,6 +16,11 @@ pub struct NfType {
     /// Settings that name things (addresses, MACs, timeouts) without changing the work
     /// per packet: a cost model prices two NFs that differ only in these as one.
     pub cost_neutral: &'static [&'static str],
+    /// Keeps no state between packets (no table, no working set): copies of it in one
+    /// chain share nothing, so its cost in a chain can be measured as the slope over
+    /// copies, which is what it costs there (and, for a cost of a few cycles, far less
+    /// noisy than one copy against the chain without it).
+    pub stateless: bool,
     /// The JSON Schema of its settings: keys, types, defaults and (from the config's doc
     /// comments) what each means.
     pub schema: fn() -> schemars::Schema,
@@ -91,6 +96,11 @@ impl NfSpec {
 
     pub fn settings(&self) -> &serde_json::Value {
         &self.settings
+    }
+
+    /// Whether its type keeps no state between packets (`NfType::stateless`).
+    pub fn stateless(&self) -> bool {
+        self.ty.stateless
     }
 
     /// The settings that decide the NF's cost per packet: all but its type's

@@ -372,6 +372,7 @@ impl TokenBucket {
 pub const TYPE: crate::NfType = crate::NfType {
     kind: "router",
     about: "IPv4/IPv6 longest-prefix-match forwarding: TTL, RFC 1624 checksum, next-hop MACs, ICMP errors",
+    stateless: false,
     cost_neutral: &["address", "address6", "neighbors", "port_macs", "icmp_rate"],
     schema: || schemars::schema_for!(RouterConfig),
     build: |v| Ok(Box::new(Router::new(&crate::typed(v)?)?)),

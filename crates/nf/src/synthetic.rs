@@ -82,6 +82,7 @@ impl NetworkFunction for Synthetic {
 pub const TYPE: crate::NfType = crate::NfType {
     kind: "synthetic",
     about: "tunable load: cycles per packet, a working set read at random offsets, injected drops",
+    stateless: false,
     cost_neutral: &["seed"],
     schema: || schemars::schema_for!(SyntheticConfig),
     build: |v| Ok(Box::new(Synthetic::new(&crate::typed(v)?)?)),
