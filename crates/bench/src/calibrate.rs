@@ -52,20 +52,6 @@ pub struct NfWorkload {
 }
 
 impl NfWorkload {
-    /// The NF alone, as a chain of one.
-    fn alone(&self) -> sfclab_core::NamedNfs {
-        vec![(self.nf.kind().to_string(), self.nf.build())]
-            .into_iter()
-            .collect()
-    }
-
-    /// `n` copies of it, as a chain.
-    fn copies(&self, n: usize) -> sfclab_core::NamedNfs {
-        (0..n)
-            .map(|i| (format!("{}{}", self.nf.kind(), i + 1), self.nf.build()))
-            .collect()
-    }
-
     /// Its traffic at frames of `size` bytes.
     fn traffic(&self, size: u16) -> GeneratorConfig {
         traffic(size, self.flows, self.destinations.clone())
@@ -133,35 +119,55 @@ pub fn default_nfs() -> Result<Vec<NfWorkload>, String> {
     ])
 }
 
-fn copies_of(kind: &str, settings: serde_json::Value, n: usize) -> sfclab_core::NamedNfs {
-    let spec = NfSpec::new(kind, settings).expect("a registered NF with valid settings");
-    (0..n).map(|i| (format!("{kind}{}", i + 1), spec.build())).collect()
-}
-
-fn noops(n: usize) -> sfclab_core::NamedNfs {
-    copies_of("noop", json!({}), n)
-}
-
-/// The reference stage S = noop -> synthetic(cycles=100) the pipeline's terms are
-/// measured with, `X` in `names` standing for `x`: the noop touches no frame, so what
-/// the first NF of a stage fed from another core pays for the frame's lines is measured
-/// as that NF's own; the 100 cycles of pure CPU (TSC time, the same on a slow host) keep
-/// the rings in the regime of real chains, a consumer that keeps up rather than one
-/// polling a nearly empty ring.
-fn reference_chain(names: &[&str], x: Option<&NfSpec>) -> sfclab_core::NamedNfs {
-    names
-        .iter()
+/// `nfs` in order, as a chain.
+fn chain_of(nfs: &[NfSpec]) -> sfclab_core::NamedNfs {
+    nfs.iter()
         .enumerate()
-        .map(|(i, &name)| {
-            let nf = match (name, x) {
-                ("X", Some(x)) => x.clone(),
-                ("work", _) => NfSpec::new("synthetic", json!({ "cycles": 100 })).expect("valid settings"),
-                ("light", _) => NfSpec::new("synthetic", json!({ "cycles": 60 })).expect("valid settings"),
-                _ => NfSpec::new(name, json!({})).expect("a registered NF"),
-            };
-            (format!("{name}{}", i + 1), nf.build())
-        })
+        .map(|(i, nf)| (format!("{}{}", nf.kind(), i + 1), nf.build()))
         .collect()
+}
+
+/// `n` copies of `nf`, as a chain.
+fn copies_of(nf: &NfSpec, n: usize) -> sfclab_core::NamedNfs {
+    chain_of(&vec![nf.clone(); n])
+}
+
+fn noop_spec() -> NfSpec {
+    NfSpec::new("noop", json!({})).expect("a registered NF")
+}
+
+/// `cycles` of pure CPU per packet (TSC time: the same on a slow host).
+fn work(cycles: u64) -> NfSpec {
+    NfSpec::new("synthetic", json!({ "cycles": cycles })).expect("valid settings")
+}
+
+/// The copies of a stateless NF whose cost is the slope from one copy to them.
+const COPIES: usize = 5;
+
+/// What `run` (cycles per packet of a chain) gives for one copy of `nf`, and what each
+/// further copy adds: (one, (COPIES copies − one) / (COPIES − 1)).
+fn one_and_per_copy(
+    nf: &NfSpec,
+    run: &mut dyn FnMut(sfclab_core::NamedNfs) -> Result<f64, String>,
+) -> Result<(f64, f64), String> {
+    let one = run(copies_of(nf, 1))?;
+    let many = run(copies_of(nf, COPIES))?;
+    Ok((one, (many - one) / (COPIES - 1) as f64))
+}
+
+/// `nf`'s cost where `run` measures chains: a stateless NF's what one more copy adds
+/// (the forwarder's first copy costs ~1 cycle against the chain without it, each
+/// further one ~3), another's its run alone − `without` (the chain without it).
+fn nf_cost(
+    nf: &NfSpec,
+    without: f64,
+    run: &mut dyn FnMut(sfclab_core::NamedNfs) -> Result<f64, String>,
+) -> Result<f64, String> {
+    if nf.stateless() {
+        Ok(one_and_per_copy(nf, run)?.1)
+    } else {
+        Ok(run(copies_of(nf, 1))? - without)
+    }
 }
 
 fn traffic(size: u16, flows: u32, destinations: Destinations) -> GeneratorConfig {
@@ -253,9 +259,6 @@ struct Round {
     wired: Vec<[f64; 3]>,
 }
 
-/// The copies of a stateless NF whose cost is the slope from one copy to them.
-const COPIES: usize = 5;
-
 /// The chain lengths a technology in namespaces is calibrated at: the cost per hop is
 /// the slope between them, the fixed cost what is left at one hop.
 pub const WIRED_LENGTHS: (usize, usize) = (1, 3);
@@ -311,21 +314,14 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
     }
     let plain = || traffic(size, 1024, Destinations::Spread);
     step(&format!("{size} B: noop×1, noop×5"));
-    let one = compound_cycles(args, noops(1), plain())?;
-    let five = compound_cycles(args, noops(5), plain())?;
-    let noop = (five - one) / 4.0;
+    let (one, noop) = one_and_per_copy(&noop_spec(), &mut |c| compound_cycles(args, c, plain()))?;
     let base = one - noop;
     let mut nfs = Vec::with_capacity(args.nfs.len());
     for w in &args.nfs {
         step(&format!("{size} B: {}", nf_key(w.nf.kind(), &w.nf.cost_settings())));
-        let alone = compound_cycles(args, w.alone(), w.traffic(size))?;
-        nfs.push(if w.nf.stateless() {
-            // What one more copy costs in a chain: the forwarder's first copy costs
-            // ~1 cycle against the chain without it, each further one ~3.
-            (compound_cycles(args, w.copies(COPIES), w.traffic(size))? - alone) / (COPIES - 1) as f64
-        } else {
-            alone - base
-        });
+        nfs.push(nf_cost(&w.nf, base, &mut |c| {
+            compound_cycles(args, c, w.traffic(size))
+        })?);
     }
     let mut nfs_in_stage = Vec::new();
     let mut nfs_across = Vec::new();
@@ -342,43 +338,39 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
                 let on: Vec<usize> = (0..chain.len()).map(|i| if i < split { *a } else { *b }).collect();
                 pipeline_cycles(args, Placement::Cores(on), chain, t, &[*a, *b])
             };
-            let one = s_core(noops(1), plain())?;
-            let stage_noop = (s_core(noops(5), plain())? - one) / 4.0;
+            let (one, stage_noop) = one_and_per_copy(&noop_spec(), &mut |c| s_core(c, plain()))?;
             let single = one - stage_noop;
             for w in &args.nfs {
                 step(&format!(
                     "{size} B: {} in a stage",
                     nf_key(w.nf.kind(), &w.nf.cost_settings())
                 ));
-                let alone = s_core(w.alone(), w.traffic(size))?;
-                nfs_in_stage.push(if w.nf.stateless() {
-                    (s_core(w.copies(COPIES), w.traffic(size))? - alone) / (COPIES - 1) as f64
-                } else {
-                    alone - single
-                });
+                nfs_in_stage.push(nf_cost(&w.nf, single, &mut |c| s_core(c, w.traffic(size)))?);
             }
             // Each end of two stages where it is the bottleneck (what a prediction
             // needs), the other end somewhat lighter, as in the chains a pipeline is cut
             // into: a core's busy cycles per frame depend on the other's pace (a producer
             // held by a full ring pushes a few frames per poll and counts each poll busy;
             // a consumer much faster than its producer polls a nearly empty ring). S =
-            // noop, work (100 cycles); L = noop, light (60). First stage = core 0 of bi:2
-            // [S | L] − S in a stage; last stage = core 1 of bi:2 [L | S] − S in a stage.
+            // noop, work(100); L = noop, work(60): the noop touches no frame, so what the
+            // first NF of a stage fed from the other core pays for the frame's lines is
+            // measured as that NF's own (`across`). First stage = core 0 of bi:2 [S | L]
+            // − S in a stage; last stage = core 1 of bi:2 [L | S] − S in a stage.
             step(&format!("{size} B: pipeline ends: bi:2 [S | L], [L | S]"));
-            let stage_s = s_core(reference_chain(&["noop", "work"], None), plain())? - single;
-            let first = bi2(2, reference_chain(&["noop", "work", "noop", "light"], None), plain())?[0] - stage_s;
-            let to_s = bi2(2, reference_chain(&["noop", "light", "noop", "work"], None), plain())?[1];
+            let stage_s = s_core(chain_of(&[noop_spec(), work(100)]), plain())? - single;
+            let first = bi2(2, chain_of(&[noop_spec(), work(100), noop_spec(), work(60)]), plain())?[0] - stage_s;
+            let to_s = bi2(2, chain_of(&[noop_spec(), work(60), noop_spec(), work(100)]), plain())?[1];
             // Each NF X first in the second stage: bi:2 [L | X, work], core 1 against [L | S].
             step(&format!("{size} B: bi:2, each NF first in the second stage"));
             for w in &args.nfs {
                 let with_x = bi2(
                     2,
-                    reference_chain(&["noop", "light", "X", "work"], Some(&w.nf)),
+                    chain_of(&[noop_spec(), work(60), w.nf.clone(), work(100)]),
                     w.traffic(size),
                 )?[1];
                 nfs_across.push(with_x - to_s + stage_noop);
             }
-            let s2 = || reference_chain(&["noop", "work", "noop", "work"], None);
+            let s2 = || chain_of(&[noop_spec(), work(100), noop_spec(), work(100)]);
             // A ring between stages on one core: (pbp:1 [S S] − s_core [S S]) / 3.
             let one_stage = s_core(s2(), plain())?;
             let four_stages = pipeline_cycles(args, Placement::Pbp(1), s2(), plain(), &[*a])?[0];
