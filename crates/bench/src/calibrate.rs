@@ -136,6 +136,11 @@ fn noop_spec() -> NfSpec {
     NfSpec::new("noop", json!({})).expect("a registered NF")
 }
 
+/// The noop as `noop_spec` makes it: its cost is the slope every round measures first.
+fn is_noop(nf: &NfSpec) -> bool {
+    nf.kind() == "noop" && nf_key(nf.kind(), &nf.cost_settings()) == "noop"
+}
+
 /// `cycles` of pure CPU per packet (TSC time: the same on a slow host).
 fn work(cycles: u64) -> NfSpec {
     NfSpec::new("synthetic", json!({ "cycles": cycles })).expect("valid settings")
@@ -263,28 +268,29 @@ struct Round {
 /// the slope between them, the fixed cost what is left at one hop.
 pub const WIRED_LENGTHS: (usize, usize) = (1, 3);
 
-/// The DUT core's cycles per delivered frame (its clock over the throughput) and the
-/// tester's offered packets per second of `n` forwarders chained by `technology`
-/// (sfclab's tester on one core, the chain on the other, offered more than it forwards).
-fn wired_cycles(
-    args: &CalibrateArgs,
+/// What a chain of `n` forwarders chained by `technology` delivers, saturated: sfclab's
+/// tester on one core offers more than the chain on the other forwards.
+pub(crate) struct Saturated {
+    pub mpps: f64,
+    /// The DUT core's cycles per delivered frame: its clock over the throughput.
+    pub cycles_per_frame: f64,
+    /// What the tester offered, packets per second.
+    pub offered_pps: f64,
+}
+
+/// Runs `n` forwarders chained by `technology` saturated, measured for `window`
+/// (duration, warmup).
+pub(crate) fn saturated_chain(
     technology: &str,
     n: usize,
     size: u16,
+    window: (Duration, Duration),
     cores: &[usize],
-) -> Result<(f64, f64), String> {
+) -> Result<Saturated, String> {
     let [tester, dut, ..] = cores else {
         return Err("chains in namespaces need two cores: the tester's and the chain's".into());
     };
-    let bench = crate::chaining::ChainingBenchArgs {
-        duration: args.duration,
-        warmup: args.warmup,
-        repeat: 1,
-        size,
-        lengths: vec![n],
-        technologies: vec![technology.to_string()],
-    };
-    let r = crate::chaining::round(technology, n, &bench, (*tester, *dut))
+    let r = crate::chaining::round(technology, n, size, window, (*tester, *dut))
         .map_err(|e| format!("{technology} n={n}: {e}"))?;
     if r.mpps <= 0.0 {
         return Err(format!("{technology} n={n}: no frame came back: no cost per frame"));
@@ -292,7 +298,11 @@ fn wired_cycles(
     // Offered more than it forwards, the DUT core is saturated: what a frame costs it is
     // its clock over the frames it delivers. (Its /proc/stat busy time per frame counts
     // the run's set-up and drain too, outside the measured window.)
-    Ok((sfclab_core::tsc::hz() / (r.mpps * 1e6), r.offered_mpps * 1e6))
+    Ok(Saturated {
+        mpps: r.mpps,
+        cycles_per_frame: sfclab_core::tsc::hz() / (r.mpps * 1e6),
+        offered_pps: r.offered_mpps * 1e6,
+    })
 }
 
 fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(&str)) -> Result<Round, String> {
@@ -304,10 +314,11 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
         step(&format!(
             "{size} B: {t} chains of {short} and {long} forwarders in namespaces"
         ));
-        let (c1, tester) = wired_cycles(args, t, short, size, cores)?;
-        let (c3, _) = wired_cycles(args, t, long, size, cores)?;
-        let per_hop = (c3 - c1) / (long - short) as f64;
-        wired.push([c1 - short as f64 * per_hop, per_hop, tester]);
+        let window = (args.duration, args.warmup);
+        let one = saturated_chain(t, short, size, window, cores)?;
+        let three = saturated_chain(t, long, size, window, cores)?;
+        let per_hop = (three.cycles_per_frame - one.cycles_per_frame) / (long - short) as f64;
+        wired.push([one.cycles_per_frame - short as f64 * per_hop, per_hop, one.offered_pps]);
     }
     if !args.wired.is_empty() {
         crate::settle(Duration::from_secs(10));
@@ -319,9 +330,12 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
     let mut nfs = Vec::with_capacity(args.nfs.len());
     for w in &args.nfs {
         step(&format!("{size} B: {}", nf_key(w.nf.kind(), &w.nf.cost_settings())));
-        nfs.push(nf_cost(&w.nf, base, &mut |c| {
-            compound_cycles(args, c, w.traffic(size))
-        })?);
+        // The noop as an NF is the slope just measured: the same runs again.
+        nfs.push(if is_noop(&w.nf) {
+            noop
+        } else {
+            nf_cost(&w.nf, base, &mut |c| compound_cycles(args, c, w.traffic(size)))?
+        });
     }
     let mut nfs_in_stage = Vec::new();
     let mut nfs_across = Vec::new();
@@ -345,7 +359,11 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
                     "{size} B: {} in a stage",
                     nf_key(w.nf.kind(), &w.nf.cost_settings())
                 ));
-                nfs_in_stage.push(nf_cost(&w.nf, single, &mut |c| s_core(c, w.traffic(size)))?);
+                nfs_in_stage.push(if is_noop(&w.nf) {
+                    stage_noop
+                } else {
+                    nf_cost(&w.nf, single, &mut |c| s_core(c, w.traffic(size)))?
+                });
             }
             // Each end of two stages where it is the bottleneck (what a prediction
             // needs), the other end somewhat lighter, as in the chains a pipeline is cut

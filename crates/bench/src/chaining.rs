@@ -154,21 +154,24 @@ pub(crate) struct Round {
     drops: BTreeMap<String, u64>,
 }
 
+/// One run of `n` hops chained by `technology` at frames of `size` bytes, measured for
+/// `window` (duration, warmup), sfclab's tester on `cores.0`, the chain on `cores.1`.
 pub(crate) fn round(
     technology: &str,
     n: usize,
-    args: &ChainingBenchArgs,
+    size: u16,
+    (duration, warmup): (Duration, Duration),
     cores: (usize, usize),
 ) -> Result<Round, String> {
     let traffic = GeneratorConfig {
-        sizes: sfclab_traffic::FrameSizes::Fixed { size: args.size },
+        sizes: sfclab_traffic::FrameSizes::Fixed { size },
         flows: 256,
         probe_pps: 0.0,
         ..GeneratorConfig::default()
     };
     let run = RunSettings {
-        duration: Some(args.duration),
-        warmup: args.warmup,
+        duration: Some(duration),
+        warmup,
         core: Some(cores.0),
         accounting: false,
         ..RunSettings::default()
@@ -249,7 +252,13 @@ pub fn run(args: &ChainingBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -
             if c.skipped.is_some() {
                 continue;
             }
-            match round(&c.technology, c.hops, args, (tester_core, dut_core)) {
+            match round(
+                &c.technology,
+                c.hops,
+                args.size,
+                (args.duration, args.warmup),
+                (tester_core, dut_core),
+            ) {
                 Ok(x) => {
                     c.runs_mpps.push(x.mpps);
                     c.runs_offered_mpps.push(x.offered_mpps);

@@ -9,6 +9,7 @@
 pub mod acl;
 pub mod calibrate;
 pub mod chaining;
+pub mod cores;
 pub mod forward;
 pub mod io;
 pub mod lpm;

@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::calibrate::NfWorkload;
 use crate::{Interruptible, Machine, median, repetitions};
 
-pub const MODEL_SCHEMA: &str = "sfclab.bench.model/3";
+pub const MODEL_SCHEMA: &str = "sfclab.bench.model/4";
 
 #[derive(Clone)]
 pub struct ModelBenchArgs {
@@ -51,6 +51,11 @@ pub struct ModelPoint {
     pub predicted_cycles: f64,
     pub measured_mpps: f64,
     pub measured_runs: Vec<f64>,
+    /// How far the measurement itself moved from round to round: the median absolute
+    /// deviation of `measured_runs` from their median, percent of it. The host's share
+    /// of memory and caches changes by the second, and no prediction can be expected to
+    /// land closer than the measurement repeats.
+    pub measured_spread_pct: f64,
     /// The busiest core's measured busy cycles per packet (median).
     pub measured_cycles: f64,
     /// (predicted − measured) / measured, percent: the median over rounds of each round's
@@ -59,6 +64,12 @@ pub struct ModelPoint {
     pub error_pct: f64,
     /// Each round's (predicted − measured) / measured, percent.
     pub round_errors_pct: Vec<f64>,
+    /// Pipelines: the round trip of a cache line between the first two cores, TSC
+    /// cycles, sampled right before the cell's terms and right after its measurement in
+    /// each round, in that order (empty on one core). A hypervisor moves vCPUs: where
+    /// these differ the cores were another distance apart for the terms than for the
+    /// measurement, and every ring between them cost something else.
+    pub core_round_trip_cycles: Vec<f64>,
     /// Each NF's predicted cycles against what it spent in this chain (a run with
     /// per-NF accounting, first repetition), so a miss is traced to its term.
     pub terms: Vec<TermCheck>,
@@ -99,6 +110,9 @@ pub struct ModelError {
     pub worst_abs_error_pct: f64,
     /// Where the worst miss is, and in which direction.
     pub worst: String,
+    /// The median over cells of `measured_spread_pct`: how well the measurement repeats,
+    /// beside how well the model predicts it.
+    pub median_measured_spread_pct: f64,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -354,6 +368,15 @@ pub fn run(
     let mut predicted: Vec<Vec<ChainPrediction>> = vec![Vec::new(); cells.len()];
     let mut measured: Vec<Vec<Measured>> = (0..cells.len()).map(|_| Vec::new()).collect();
     let mut nf_cycles: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
+    let mut round_trips: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
+    // Sampled around pipeline cells only: a compound chain has no ring between cores.
+    let sample_round_trip = |case: &Case, into: &mut Vec<f64>| {
+        if let (Some(_), [near, far, ..]) = (&case.layout, cores.as_slice())
+            && let Some(c) = crate::cores::round_trip_cycles(*near, *far)
+        {
+            into.push(c);
+        }
+    };
     let mut interrupted = false;
     let mut last_calibration: Option<Calibration> = None;
     // Set after a chain in namespaces: the kernel may still be tearing it down.
@@ -367,6 +390,7 @@ pub fn run(
                     crate::settle(Duration::from_secs(10));
                 }
                 after_hops = case.hops.is_some();
+                sample_round_trip(case, &mut round_trips[cell]);
                 match &given {
                     Some(g) => predicted[cell].push(g[cell].clone()),
                     None => {
@@ -379,6 +403,7 @@ pub fn run(
                 progress(done, total, &label);
                 let m = measure(args, &nfs, case, size, &cores, false).map_err(|e| format!("{label}: {e}"))?;
                 measured[cell].push(m);
+                sample_round_trip(case, &mut round_trips[cell]);
                 done += 1;
                 if round == 0 && case.hops.is_none() {
                     progress(done, total, &format!("{label}, per-NF accounting"));
@@ -485,9 +510,11 @@ pub fn run(
                     .find(|r| r.name == p.bottleneck)
                     .map_or(f64::NAN, |r| r.cost_per_packet),
                 measured_mpps,
+                measured_spread_pct: spread_pct(&runs),
                 measured_cycles: median(&cycles),
                 error_pct,
                 round_errors_pct: round_errors,
+                core_round_trip_cycles: round_trips[cell].clone(),
                 measured_runs: runs,
                 predicted_runs,
                 terms,
@@ -531,6 +558,13 @@ fn layout_name(case: &Case) -> String {
     }
 }
 
+/// The median absolute deviation of `runs` from their median, percent of the median.
+fn spread_pct(runs: &[f64]) -> f64 {
+    let middle = median(runs);
+    let deviations: Vec<f64> = runs.iter().map(|r| (r - middle).abs()).collect();
+    median(&deviations) / middle * 100.0
+}
+
 /// The median and worst absolute error per layout kind (`compound`, `pipeline`).
 pub fn errors_of(points: &[ModelPoint]) -> Vec<ModelError> {
     let mut kinds: Vec<&str> = points
@@ -554,6 +588,7 @@ pub fn errors_of(points: &[ModelPoint]) -> Vec<ModelError> {
                 cells: cells.len(),
                 median_abs_error_pct: median(&abs),
                 worst_abs_error_pct: worst.error_pct.abs(),
+                median_measured_spread_pct: median(&cells.iter().map(|p| p.measured_spread_pct).collect::<Vec<_>>()),
                 worst: format!(
                     "{} ({}, {} B): predicted {:.3} Mpps, measured {:.3} ({:+.1} %)",
                     worst.chain, worst.layout, worst.size, worst.predicted_mpps, worst.measured_mpps, worst.error_pct
@@ -583,27 +618,12 @@ fn measure(
     accounting: bool,
 ) -> Result<Measured, String> {
     if let Some(t) = &case.hops {
-        // Throughput under overload; hops' cycles are the DUT core's per delivered frame.
-        let [tester, dut, ..] = cores else {
-            return Err("chains in namespaces need two cores".into());
-        };
-        let bench = crate::chaining::ChainingBenchArgs {
-            duration: args.duration,
-            warmup: args.warmup,
-            repeat: 1,
-            size,
-            lengths: vec![case.kinds.len()],
-            technologies: vec![t.clone()],
-        };
-        let r = crate::chaining::round(t, case.kinds.len(), &bench, (*tester, *dut))?;
-        if r.mpps <= 0.0 {
-            return Err("no frame came back".into());
-        }
-        // As the calibration prices hops: the saturated DUT core's clock over the frames
-        // it delivered.
+        // Throughput under overload; hops' cycles, as the calibration prices them: the
+        // saturated DUT core's clock over the frames it delivered.
+        let r = crate::calibrate::saturated_chain(t, case.kinds.len(), size, (args.duration, args.warmup), cores)?;
         return Ok(Measured {
             mpps: r.mpps,
-            busiest_cycles: sfclab_core::tsc::hz() / (r.mpps * 1e6),
+            busiest_cycles: r.cycles_per_frame,
             core_cycles: Vec::new(),
             nf_cycles: Vec::new(),
         });
@@ -697,10 +717,12 @@ mod tests {
             predicted_cycles: 100.0,
             measured_mpps: 1.0,
             measured_runs: vec![1.0],
+            measured_spread_pct: error_pct.abs() / 2.0,
             predicted_runs: vec![1.0],
             measured_cycles: 100.0,
             error_pct,
             round_errors_pct: vec![error_pct],
+            core_round_trip_cycles: Vec::new(),
             terms: Vec::new(),
             largest_miss: None,
             cores: Vec::new(),
@@ -776,5 +798,17 @@ mod tests {
         assert_eq!((e[1].layout.as_str(), e[1].cells), ("pipeline", 2));
         assert_eq!(e[1].median_abs_error_pct, 20.0);
         assert_eq!(e[1].worst_abs_error_pct, 30.0);
+        // Each cell's spread is half its error here: the medians follow.
+        assert_eq!(e[0].median_measured_spread_pct, 2.0);
+        assert_eq!(e[1].median_measured_spread_pct, 10.0);
+    }
+
+    #[test]
+    fn the_spread_is_the_median_absolute_deviation_in_percent() {
+        assert_eq!(spread_pct(&[10.0]), 0.0);
+        // Median 10; deviations 2, 0, 5: their median 2, 20 % of 10.
+        assert_eq!(spread_pct(&[8.0, 10.0, 15.0]), 20.0);
+        // One wild round moves it little: deviations 0, 0.5, 0.5, 0, 40 -> 0.5.
+        assert!((spread_pct(&[10.0, 9.5, 10.5, 10.0, 50.0]) - 5.0).abs() < 1e-9);
     }
 }

@@ -1052,11 +1052,25 @@ pub fn model_table(b: &sfclab_bench::model::ModelBench) -> String {
             p.largest_miss.as_deref().unwrap_or("")
         );
     }
+    for p in &b.points {
+        let trips = &p.core_round_trip_cycles;
+        let (low, high) = trips
+            .iter()
+            .fold((f64::INFINITY, 0.0_f64), |(l, h), &c| (l.min(c), h.max(c)));
+        // The host moved a vCPU during the cell: its rings cost something else meanwhile.
+        if !trips.is_empty() && high > 1.5 * low {
+            let _ = writeln!(
+                s,
+                "  {} ({}, {} B): the two cores' round trip moved between {:.0} and {:.0} cycles during the cell",
+                p.chain, p.layout, p.size, low, high
+            );
+        }
+    }
     for e in &b.errors {
         let _ = writeln!(
             s,
-            "{}: {} cells, median |error| {:.1} %, worst {:.1} %: {}",
-            e.layout, e.cells, e.median_abs_error_pct, e.worst_abs_error_pct, e.worst
+            "{}: {} cells, median |error| {:.1} %, worst {:.1} %: {}; the measurement's own spread between rounds: median {:.1} %",
+            e.layout, e.cells, e.median_abs_error_pct, e.worst_abs_error_pct, e.worst, e.median_measured_spread_pct
         );
     }
     let _ = writeln!(
@@ -1075,12 +1089,12 @@ pub fn model_table(b: &sfclab_bench::model::ModelBench) -> String {
 /// `bench model --csv`: a row per cell.
 pub fn model_csv(b: &sfclab_bench::model::ModelBench) -> String {
     let mut s = String::from(
-        "chain,layout,size,predicted_mpps,bottleneck,predicted_cycles,measured_mpps,measured_cycles,error_pct\n",
+        "chain,layout,size,predicted_mpps,bottleneck,predicted_cycles,measured_mpps,measured_spread_pct,measured_cycles,error_pct\n",
     );
     for p in &b.points {
         let _ = writeln!(
             s,
-            "{},{},{},{:.4},{},{:.1},{:.4},{:.1},{:.2}",
+            "{},{},{},{:.4},{},{:.1},{:.4},{:.1},{:.1},{:.2}",
             p.chain,
             p.layout,
             p.size,
@@ -1088,6 +1102,7 @@ pub fn model_csv(b: &sfclab_bench::model::ModelBench) -> String {
             p.bottleneck,
             p.predicted_cycles,
             p.measured_mpps,
+            p.measured_spread_pct,
             p.measured_cycles,
             p.error_pct
         );

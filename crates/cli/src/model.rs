@@ -180,7 +180,7 @@ pub struct ModelBenchCli {
     /// --calibration is given).
     #[arg(long, value_delimiter = ',')]
     technologies: Vec<String>,
-    /// Print JSON (schema `sfclab.bench.model/3`).
+    /// Print JSON (schema `sfclab.bench.model/4`).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
     /// Print one CSV row per cell.

@@ -241,7 +241,7 @@ fn bench_model(args: &[&str]) -> (Value, String) {
     let o = sfclab(&all);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
     let b: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_follows_schema("bench-model-3.json", &b);
+    assert_follows_schema("bench-model-4.json", &b);
     (b, stderr(&o))
 }
 
@@ -286,6 +286,20 @@ fn bench_model_without_a_calibration_measures_each_cell_s_terms_before_it() {
         assert!(round.iter().zip(&published).all(|(a, b)| (a - b).abs() < 1e-9), "{p}");
         let err = p["error_pct"].as_f64().unwrap();
         assert!((err - (round[0] + round[1]) / 2.0).abs() < 1e-9, "{p}");
+        // Pipelines on two cores: the cores' round trip before the terms and after the
+        // measurement in each round; nothing for a chain on one core.
+        let trips = p["core_round_trip_cycles"].as_array().unwrap();
+        let piped = p["layout"].as_str().unwrap().starts_with("pipeline");
+        assert_eq!(trips.len(), if piped { 4 } else { 0 }, "{p}");
+        assert!(trips.iter().all(|c| c.as_f64().unwrap() > 10.0), "{p}");
+        // The measurement's spread: the median absolute deviation, of two rounds half
+        // their difference.
+        let (a, b) = (meas[0].as_f64().unwrap(), meas[1].as_f64().unwrap());
+        let spread = (a - b).abs() / 2.0 / ((a + b) / 2.0) * 100.0;
+        assert!(
+            (p["measured_spread_pct"].as_f64().unwrap() - spread).abs() < 1e-9,
+            "{p}"
+        );
     }
 }
 
