@@ -73,6 +73,8 @@ pub struct CalibrateArgs {
     /// Chainings in namespaces to calibrate (`veth`, `nic-switch`, `linux`, `ovs`;
     /// needs root): each hop's and the chain ends' DUT-core cycles, the tester's ceiling.
     pub wired: Vec<String>,
+    /// Runs on two cores taken only while the cores are near (`None`: as they come).
+    pub near_cores: Option<std::sync::Arc<crate::cores::NearCores>>,
 }
 
 /// The NFs a calibration measures unless told otherwise: every NF type with settings
@@ -348,9 +350,18 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
                 Ok::<f64, String>(pipeline_cycles(args, Placement::SCore, chain, t, &[*a])?[0])
             };
             // Two stages, the first `split` NFs on core a, the rest on core b.
-            let bi2 = |split: usize, chain: sfclab_core::NamedNfs, t: GeneratorConfig| {
-                let on: Vec<usize> = (0..chain.len()).map(|i| if i < split { *a } else { *b }).collect();
-                pipeline_cycles(args, Placement::Cores(on), chain, t, &[*a, *b])
+            // Its chain is built per try: a run repeated while the cores were far starts
+            // from fresh NFs, as the first try did.
+            let bi2 = |split: usize, chain: &dyn Fn() -> sfclab_core::NamedNfs, t: GeneratorConfig| {
+                let once = || {
+                    let chain = chain();
+                    let on: Vec<usize> = (0..chain.len()).map(|i| if i < split { *a } else { *b }).collect();
+                    pipeline_cycles(args, Placement::Cores(on), chain, t.clone(), &[*a, *b])
+                };
+                match &args.near_cores {
+                    Some(guard) => guard.run(*a, *b, once),
+                    None => once(),
+                }
             };
             let (one, stage_noop) = one_and_per_copy(&noop_spec(), &mut |c| s_core(c, plain()))?;
             let single = one - stage_noop;
@@ -376,14 +387,23 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
             // − S in a stage; last stage = core 1 of bi:2 [L | S] − S in a stage.
             step(&format!("{size} B: pipeline ends: bi:2 [S | L], [L | S]"));
             let stage_s = s_core(chain_of(&[noop_spec(), work(100)]), plain())? - single;
-            let first = bi2(2, chain_of(&[noop_spec(), work(100), noop_spec(), work(60)]), plain())?[0] - stage_s;
-            let to_s = bi2(2, chain_of(&[noop_spec(), work(60), noop_spec(), work(100)]), plain())?[1];
+            let first = bi2(
+                2,
+                &|| chain_of(&[noop_spec(), work(100), noop_spec(), work(60)]),
+                plain(),
+            )?[0]
+                - stage_s;
+            let to_s = bi2(
+                2,
+                &|| chain_of(&[noop_spec(), work(60), noop_spec(), work(100)]),
+                plain(),
+            )?[1];
             // Each NF X first in the second stage: bi:2 [L | X, work], core 1 against [L | S].
             step(&format!("{size} B: bi:2, each NF first in the second stage"));
             for w in &args.nfs {
                 let with_x = bi2(
                     2,
-                    chain_of(&[noop_spec(), work(60), w.nf.clone(), work(100)]),
+                    &|| chain_of(&[noop_spec(), work(60), w.nf.clone(), work(100)]),
                     w.traffic(size),
                 )?[1];
                 nfs_across.push(with_x - to_s + stage_noop);
@@ -529,6 +549,13 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
     }
     if pipeline.is_none() {
         notes.push("one core: no pipeline terms (a ring across cores needs two)".into());
+    } else if let Some(guard) = &args.near_cores {
+        notes.push(format!(
+            "runs on two cores taken while the round trip of a cache line between them was at most {:.0} TSC cycles right before and right after each (a hypervisor moves vCPUs: rings between far cores cost several times more); {} repeated, {} kept far after 10 tries",
+            guard.limit_cycles().unwrap_or(f64::INFINITY),
+            guard.repeated(),
+            guard.kept_far()
+        ));
     }
     let wired = args
         .wired

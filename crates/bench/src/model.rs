@@ -31,6 +31,9 @@ pub struct ModelBenchArgs {
     pub core: Option<usize>,
     /// Chainings in namespaces to check too (needs root; the calibration must have them).
     pub technologies: Vec<String>,
+    /// Pipelines on two cores measured only while the cores are near (`None`: as they
+    /// come); the same guard as the terms' calibration, so its counts are the run's.
+    pub near_cores: Option<std::sync::Arc<crate::cores::NearCores>>,
 }
 
 /// One chain, placed, at one size: predicted and measured.
@@ -129,6 +132,14 @@ pub struct ModelBench {
     pub errors: Vec<ModelError>,
     /// Goal: median absolute error ≤ 10 %, worst ≤ 25 %, per layout.
     pub goal_met: bool,
+    /// Runs on two cores were taken while the round trip between the cores, right
+    /// before and right after each, was at most this many TSC cycles (`None`: taken as
+    /// they came; automatic: the limit at the end, twice the median round trip sampled).
+    pub near_cores_limit_cycles: Option<f64>,
+    /// Runs on two cores taken again because the cores were far before or after them.
+    pub two_core_runs_repeated: usize,
+    /// Runs on two cores kept with the cores far, after 10 tries.
+    pub two_core_runs_kept_far: usize,
 }
 
 impl Interruptible for ModelBench {
@@ -547,6 +558,9 @@ pub fn run(
         points,
         errors,
         goal_met,
+        near_cores_limit_cycles: args.near_cores.as_ref().and_then(|g| g.limit_cycles()),
+        two_core_runs_repeated: args.near_cores.as_ref().map_or(0, |g| g.repeated()),
+        two_core_runs_kept_far: args.near_cores.as_ref().map_or(0, |g| g.kept_far()),
     })
 }
 
@@ -628,20 +642,19 @@ fn measure(
             nf_cycles: Vec::new(),
         });
     }
-    let chain: sfclab_core::NamedNfs = case
-        .kinds
-        .iter()
-        .enumerate()
-        .map(|(i, k)| workload(nfs, k).map(|w| (format!("{k}{}", i + 1), w.nf.build())))
-        .collect::<Result<Vec<_>, _>>()?
-        .into_iter()
-        .collect();
+    // Built per run: a run repeated while the cores were far starts from fresh NFs.
+    let chain = || -> Result<sfclab_core::NamedNfs, String> {
+        case.kinds
+            .iter()
+            .enumerate()
+            .map(|(i, k)| workload(nfs, k).map(|w| (format!("{k}{}", i + 1), w.nf.build())))
+            .collect()
+    };
     // As the calibration's NFs got it: destinations spread over the router's table.
-    let destinations = Destinations::Spread;
     let traffic = GeneratorConfig {
         sizes: FrameSizes::Fixed { size },
         flows: 1024,
-        destinations,
+        destinations: Destinations::Spread,
         probe_pps: 0.0,
         ..Default::default()
     };
@@ -654,20 +667,30 @@ fn measure(
         ..Default::default()
     };
     let r = match &case.layout {
-        None => run_compound(traffic, chain, &run).map_err(|e| e.to_string())?,
-        Some(p) => run_pipeline(
-            traffic,
-            chain,
-            &PipelineSettings {
+        None => run_compound(traffic, chain()?, &run).map_err(|e| e.to_string())?,
+        Some(p) => {
+            let placement = on_cores(p, cores);
+            let settings = PipelineSettings {
                 run: RunSettings { pool_size: 0, ..run },
-                placement: on_cores(p, cores),
+                placement: placement.clone(),
                 cores: cores.to_vec(),
                 links: LinkMode::Backpressure,
                 flow_control: true,
                 ..Default::default()
-            },
-        )
-        .map_err(|e| e.to_string())?,
+            };
+            let once = || run_pipeline(traffic.clone(), chain()?, &settings).map_err(|e| e.to_string());
+            let mut used: Vec<usize> = placement
+                .stages(case.kinds.len(), cores)?
+                .iter()
+                .map(|s| s.core)
+                .collect();
+            used.sort_unstable();
+            used.dedup();
+            match (&args.near_cores, used.as_slice()) {
+                (Some(guard), [near, far, ..]) => guard.run(*near, *far, once)?,
+                _ => once()?,
+            }
+        }
     };
     if r.dropped > 0 {
         return Err(format!("{} packets dropped: not a capacity run", r.dropped));
@@ -754,6 +777,7 @@ mod tests {
             core: None,
             pipeline: true,
             wired: vec!["veth".into(), "linux".into()],
+            near_cores: None,
         };
         let compound = Case {
             kinds: vec!["firewall", "nat44", "firewall"],

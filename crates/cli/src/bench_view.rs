@@ -1073,6 +1073,13 @@ pub fn model_table(b: &sfclab_bench::model::ModelBench) -> String {
             e.layout, e.cells, e.median_abs_error_pct, e.worst_abs_error_pct, e.worst, e.median_measured_spread_pct
         );
     }
+    if let Some(limit) = b.near_cores_limit_cycles {
+        let _ = writeln!(
+            s,
+            "runs on two cores taken while the cores' round trip was <= {limit:.0} cycles before and after: {} repeated, {} kept far after 10 tries",
+            b.two_core_runs_repeated, b.two_core_runs_kept_far
+        );
+    }
     let _ = writeln!(
         s,
         "goal (median |error| <= 10 %, worst <= 25 %, per layout): {}",

@@ -65,6 +65,13 @@ pub struct CalibrateCli {
     /// Core of the compound runs and first core of the pipeline's (default: the chain's usual core).
     #[arg(long)]
     core: Option<usize>,
+    /// Take runs on two cores only while the two are near: a run is repeated (up to 10
+    /// times) when the round trip of a cache line between them, right before or right
+    /// after it, exceeds this many TSC cycles (a hypervisor moves vCPUs; on a VM a ring
+    /// between far cores costs several times more). `auto`: twice the median round
+    /// trip sampled; 0: take runs as they come.
+    #[arg(long, default_value = "auto", value_name = "CYCLES")]
+    max_core_round_trip: String,
     /// Where to write the calibration.
     #[arg(long, short, default_value = "calibration.json")]
     output: PathBuf,
@@ -175,6 +182,12 @@ pub struct ModelBenchCli {
     warmup: String,
     #[arg(long)]
     core: Option<usize>,
+    /// Take runs on two cores (the pipelines' terms and measurements) only while the two
+    /// are near: a run is repeated (up to 10 times) when the round trip of a cache line
+    /// between them, right before or right after it, exceeds this many TSC cycles.
+    /// `auto`: twice the median round trip sampled; 0: take runs as they come.
+    #[arg(long, default_value = "auto", value_name = "CYCLES")]
+    max_core_round_trip: String,
     /// Also check chains of 2 and 5 forwarders in namespaces over these chainings
     /// (`veth`, `nic-switch`, `linux`, `ovs`; needs root; calibrated first when no
     /// --calibration is given).
@@ -355,7 +368,26 @@ fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
         core: a.core,
         pipeline: true,
         wired: a.technologies.clone(),
+        near_cores: near_cores(&a.max_core_round_trip)?,
     })
+}
+
+/// `--max-core-round-trip`: `auto`, TSC cycles, or 0 (two-core runs taken as they come).
+fn near_cores(limit: &str) -> Result<Option<std::sync::Arc<sfclab_bench::cores::NearCores>>, String> {
+    use sfclab_bench::cores::{Limit, NearCores};
+    let limit = match limit {
+        "auto" => Limit::Auto,
+        cycles => match cycles.parse::<f64>() {
+            Ok(0.0) => return Ok(None),
+            Ok(c) if c > 0.0 && c.is_finite() => Limit::Cycles(c),
+            _ => {
+                return Err(format!(
+                    "--max-core-round-trip {cycles}: not `auto`, 0 or a number of TSC cycles"
+                ));
+            }
+        },
+    };
+    Ok(Some(std::sync::Arc::new(NearCores::new(limit))))
 }
 
 fn cmd_calibrate(a: CalibrateCli) -> ExitCode {
@@ -929,6 +961,11 @@ pub fn cmd_bench_model(a: ModelBenchCli) -> ExitCode {
         },
         None => None,
     };
+    // One guard for the terms' runs and the cells' measurements: its counts are the run's.
+    let near = match near_cores(&a.max_core_round_trip) {
+        Ok(n) => n,
+        Err(e) => return outcome::fail(outcome::USAGE, &e),
+    };
     let source = match &given {
         Some(c) => sfclab_bench::model::CalibrationSource::Given(c),
         None => match sfclab_bench::calibrate::default_nfs() {
@@ -942,6 +979,7 @@ pub fn cmd_bench_model(a: ModelBenchCli) -> ExitCode {
                 core: a.core,
                 pipeline: true,
                 wired: a.technologies.clone(),
+                near_cores: near.clone(),
             }),
             Err(e) => return outcome::fail(outcome::FAILURE, &e),
         },
@@ -954,6 +992,7 @@ pub fn cmd_bench_model(a: ModelBenchCli) -> ExitCode {
         sizes: a.sizes.clone(),
         core: a.core,
         technologies: a.technologies.clone(),
+        near_cores: near,
     };
     let result = with_progress(|tick| sfclab_bench::model::run(&args, source, tick));
     if let Err(code) = crate::write_plot_of(&result, a.plot.as_deref(), crate::bench_view::model_plot) {

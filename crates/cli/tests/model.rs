@@ -177,6 +177,21 @@ fn a_prediction_adds_up_the_calibrations_terms() {
     ]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("/nonexistent/cal.json"), "{}", stderr(&o));
+    // A limit on the cores' round trip that is not one is refused, naming the flag.
+    for cmd in [&["model", "calibrate"][..], &["bench", "model"][..]] {
+        let mut args = cmd.to_vec();
+        args.extend_from_slice(&["--max-core-round-trip", "near", "-o", "/nonexistent/x.json"]);
+        if cmd[0] == "bench" {
+            args.truncate(4);
+        }
+        let o = sfclab(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("--max-core-round-trip near: not `auto`, 0 or a number"),
+            "{}",
+            stderr(&o)
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -248,6 +263,15 @@ fn bench_model(args: &[&str]) -> (Value, String) {
 #[test]
 fn bench_model_without_a_calibration_measures_each_cell_s_terms_before_it() {
     let (b, progress) = bench_model(&["--sizes", "256", "--repeat", "2", "--duration", "30ms"]);
+    // Two-core runs were guarded by the automatic limit: twice the median round trip.
+    let limit = b["near_cores_limit_cycles"].as_f64().expect("a limit in force");
+    assert!(limit > 10.0, "{limit}");
+    let (repeated, kept_far) = (
+        b["two_core_runs_repeated"].as_u64().unwrap(),
+        b["two_core_runs_kept_far"].as_u64().unwrap(),
+    );
+    // Each of the pipeline cells' two-core runs ends after at most 10 tries.
+    assert!(kept_far * 9 <= repeated, "{repeated} repeated, {kept_far} kept far");
     assert!(
         b["calibration"]
             .as_str()
