@@ -27,7 +27,7 @@ use sfclab_io::IoKind;
 use sfclab_runtime::{DeviceUnderTest, HopLinks, RunSettings, WiredSettings, run_across_veth};
 use sfclab_topology::MacvlanMode;
 use sfclab_topology::ovs::OvsPort;
-use sfclab_traffic::GeneratorConfig;
+use sfclab_traffic::{GeneratorConfig, Rate};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -154,18 +154,21 @@ pub(crate) struct Round {
     drops: BTreeMap<String, u64>,
 }
 
-/// One run of `n` hops chained by `technology` at frames of `size` bytes, measured for
-/// `window` (duration, warmup), sfclab's tester on `cores.0`, the chain on `cores.1`.
+/// One run of `n` hops chained by `technology` at frames of `size` bytes offered at
+/// `rate`, measured for `window` (duration, warmup), sfclab's tester on `cores.0`, the
+/// chain on `cores.1`.
 pub(crate) fn round(
     technology: &str,
     n: usize,
     size: u16,
+    rate: Rate,
     (duration, warmup): (Duration, Duration),
     cores: (usize, usize),
 ) -> Result<Round, String> {
     let traffic = GeneratorConfig {
         sizes: sfclab_traffic::FrameSizes::Fixed { size },
         flows: 256,
+        rate,
         probe_pps: 0.0,
         ..GeneratorConfig::default()
     };
@@ -256,6 +259,7 @@ pub fn run(args: &ChainingBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -
                 &c.technology,
                 c.hops,
                 args.size,
+                Rate::Max,
                 (args.duration, args.warmup),
                 (tester_core, dut_core),
             ) {

@@ -1013,7 +1013,7 @@ pub fn model_table(b: &sfclab_bench::model::ModelBench) -> String {
     );
     let _ = writeln!(
         s,
-        "calibration: {} | measured: capacity runs (flow control, backpressure), {} x {:.1} s, medians\n",
+        "calibration: {} | measured: capacity runs (flow control, backpressure; in namespaces, the offered rate that delivers most), {} x {:.1} s, medians\n",
         b.calibration, b.repeat, b.duration_s
     );
     let mut t = comfy_table::Table::new();
@@ -1066,6 +1066,21 @@ pub fn model_table(b: &sfclab_bench::model::ModelBench) -> String {
             );
         }
     }
+    // Where throughput falls past the maximum, the rate the maximum was found at.
+    for p in b
+        .points
+        .iter()
+        .filter(|p| !p.measured_offered_mpps.is_empty() && sfclab_model::hops_overload(&p.layout).falls())
+    {
+        let _ = writeln!(
+            s,
+            "  {} ({}, {} B): delivered most at {} Mpps offered (past it, the kernel drops inside the chain)",
+            p.chain,
+            p.layout,
+            p.size,
+            with_range(&p.measured_offered_mpps, 3)
+        );
+    }
     for e in &b.errors {
         let _ = writeln!(
             s,
@@ -1096,12 +1111,12 @@ pub fn model_table(b: &sfclab_bench::model::ModelBench) -> String {
 /// `bench model --csv`: a row per cell.
 pub fn model_csv(b: &sfclab_bench::model::ModelBench) -> String {
     let mut s = String::from(
-        "chain,layout,size,predicted_mpps,bottleneck,predicted_cycles,measured_mpps,measured_spread_pct,measured_cycles,error_pct\n",
+        "chain,layout,size,predicted_mpps,bottleneck,predicted_cycles,measured_mpps,measured_spread_pct,measured_cycles,error_pct,measured_offered_mpps\n",
     );
     for p in &b.points {
         let _ = writeln!(
             s,
-            "{},{},{},{:.4},{},{:.1},{:.4},{:.1},{:.1},{:.2}",
+            "{},{},{},{:.4},{},{:.1},{:.4},{:.1},{:.1},{:.2},{}",
             p.chain,
             p.layout,
             p.size,
@@ -1111,7 +1126,11 @@ pub fn model_csv(b: &sfclab_bench::model::ModelBench) -> String {
             p.measured_mpps,
             p.measured_spread_pct,
             p.measured_cycles,
-            p.error_pct
+            p.error_pct,
+            // Empty in memory: no tester offers a rate there.
+            sfclab_bench::median_if_any(&p.measured_offered_mpps)
+                .map(|m| format!("{m:.4}"))
+                .unwrap_or_default()
         );
     }
     s

@@ -193,7 +193,7 @@ pub struct ModelBenchCli {
     /// --calibration is given).
     #[arg(long, value_delimiter = ',')]
     technologies: Vec<String>,
-    /// Print JSON (schema `sfclab.bench.model/4`).
+    /// Print JSON (schema `sfclab.bench.model/5`).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
     /// Print one CSV row per cell.

@@ -71,6 +71,29 @@ pub struct Overload {
     pub why: String,
 }
 
+/// What a chain of hops in namespaces chained by `technology` does with more than it
+/// forwards. Where it falls, what it delivers saturated is less than its maximum: the
+/// maximum is measured at the offered rate that delivers most.
+pub fn hops_overload(technology: &str) -> Overload {
+    match technology {
+        "linux" => Overload {
+            shape: "falling".into(),
+            why: "the kernel drops at a hop's backlog inside the chain, after the hops before it forwarded the frame (seed 002 Section IV)".into(),
+        },
+        _ => Overload {
+            shape: "flat".into(),
+            why: "the hops' rings fill at the first hop: the excess is dropped at the chain's entry".into(),
+        },
+    }
+}
+
+impl Overload {
+    /// Past the maximum, throughput falls (work is spent on frames dropped later).
+    pub fn falls(&self) -> bool {
+        self.shape == "falling"
+    }
+}
+
 impl ChainPrediction {
     /// Each resource's utilisation at `offered_pps` (1.0: saturated; above: overloaded).
     pub fn utilisation(&self, offered_pps: f64) -> Vec<(String, f64)> {
@@ -256,16 +279,7 @@ pub fn predict_chain(
                     max_pps: tester,
                 });
             }
-            overload = match technology.as_str() {
-                "linux" => Overload {
-                    shape: "falling".into(),
-                    why: "the kernel drops at a hop's backlog inside the chain, after the hops before it forwarded the frame (seed 002 Section IV)".into(),
-                },
-                _ => Overload {
-                    shape: "flat".into(),
-                    why: "the hops' rings fill at the first hop: the excess is dropped at the chain's entry".into(),
-                },
-            };
+            overload = hops_overload(technology);
         }
     }
     let mut resources: Vec<Resource> = cores

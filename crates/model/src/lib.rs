@@ -18,7 +18,7 @@ pub mod plan;
 pub mod rc;
 
 pub use calibration::{CALIBRATION_SCHEMA, Calibration, Curve, CurvePoint, nf_key};
-pub use chain::{ChainModel, ChainPrediction, Layout, Term, predict_chain};
+pub use chain::{ChainModel, ChainPrediction, Layout, Overload, Term, hops_overload, predict_chain};
 pub use plan::{ChainPlan, Demand, PlanLimits, PlanResult, PlannedCore, plan};
 pub use rc::{
     Chaining, CpuCosts, HardwareProfile, Prediction, RcPoint, Resource, break_even_chain_length, predict, sweep,
