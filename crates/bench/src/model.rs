@@ -642,7 +642,14 @@ fn measure(
     if let Some(t) = &case.hops {
         // Its maximum throughput, as the calibration measures its terms; hops' cycles:
         // the saturated DUT core's clock over the frames it delivered.
-        let r = crate::calibrate::chain_capacity(t, case.kinds.len(), size, (args.duration, args.warmup), cores)?;
+        let r = crate::calibrate::chain_capacity(
+            t,
+            case.kinds.len(),
+            size,
+            (args.duration, args.warmup),
+            cores,
+            args.near_cores.as_deref(),
+        )?;
         return Ok(Measured {
             mpps: r.mpps,
             busiest_cycles: r.cycles_per_frame,

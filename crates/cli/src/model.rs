@@ -65,8 +65,8 @@ pub struct CalibrateCli {
     /// Core of the compound runs and first core of the pipeline's (default: the chain's usual core).
     #[arg(long)]
     core: Option<usize>,
-    /// Take runs on two cores only while the two are near: a run is repeated (up to 10
-    /// times) when the round trip of a cache line between them, right before or right
+    /// Take runs on two cores (pipelines, chains in namespaces) only while the two are
+    /// near: a run is repeated (up to 10 times) when the round trip of a cache line between them, right before or right
     /// after it, exceeds this many TSC cycles (a hypervisor moves vCPUs; on a VM a ring
     /// between far cores costs several times more). `auto`: twice the median round
     /// trip sampled; 0: take runs as they come.
@@ -182,8 +182,8 @@ pub struct ModelBenchCli {
     warmup: String,
     #[arg(long)]
     core: Option<usize>,
-    /// Take runs on two cores (the pipelines' terms and measurements) only while the two
-    /// are near: a run is repeated (up to 10 times) when the round trip of a cache line
+    /// Take runs on two cores (the pipelines' and the chains in namespaces' terms and
+    /// measurements) only while the two are near: a run is repeated (up to 10 times) when the round trip of a cache line
     /// between them, right before or right after it, exceeds this many TSC cycles.
     /// `auto`: twice the median round trip sampled; 0: take runs as they come.
     #[arg(long, default_value = "auto", value_name = "CYCLES")]
