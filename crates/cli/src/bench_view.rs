@@ -1070,7 +1070,7 @@ pub fn model_table(b: &sfclab_bench::model::ModelBench) -> String {
     for p in b
         .points
         .iter()
-        .filter(|p| !p.measured_offered_mpps.is_empty() && sfclab_model::hops_overload(&p.layout).falls())
+        .filter(|p| sfclab_model::hops_overload(&p.layout).falls())
     {
         let _ = writeln!(
             s,

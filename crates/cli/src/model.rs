@@ -66,10 +66,10 @@ pub struct CalibrateCli {
     #[arg(long)]
     core: Option<usize>,
     /// Take runs on two cores (pipelines, chains in namespaces) only while the two are
-    /// near: a run is repeated (up to 10 times) when the round trip of a cache line between them, right before or right
-    /// after it, exceeds this many TSC cycles (a hypervisor moves vCPUs; on a VM a ring
-    /// between far cores costs several times more). `auto`: twice the median round
-    /// trip sampled; 0: take runs as they come.
+    /// near: a run is repeated (up to 10 times) when the round trip of a cache line
+    /// between them, right before or right after it, exceeds this many TSC cycles (a
+    /// hypervisor moves vCPUs; on a VM a ring between far cores costs several times
+    /// more). `auto`: twice the median round trip sampled; 0: take runs as they come.
     #[arg(long, default_value = "auto", value_name = "CYCLES")]
     max_core_round_trip: String,
     /// Where to write the calibration.
@@ -183,8 +183,9 @@ pub struct ModelBenchCli {
     #[arg(long)]
     core: Option<usize>,
     /// Take runs on two cores (the pipelines' and the chains in namespaces' terms and
-    /// measurements) only while the two are near: a run is repeated (up to 10 times) when the round trip of a cache line
-    /// between them, right before or right after it, exceeds this many TSC cycles.
+    /// measurements) only while the two are near: a run is repeated (up to 10 times)
+    /// when the round trip of a cache line between them, right before or right after
+    /// it, exceeds this many TSC cycles.
     /// `auto`: twice the median round trip sampled; 0: take runs as they come.
     #[arg(long, default_value = "auto", value_name = "CYCLES")]
     max_core_round_trip: String,
