@@ -41,7 +41,7 @@ use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings, run_com
 use sfclab_traffic::{Destinations, FrameSizes, GeneratorConfig, Rate};
 use std::time::Duration;
 
-use crate::cores::NearCores;
+use crate::cores::CoreDistance;
 use crate::{Machine, median, repetitions};
 
 /// One NF to calibrate and the traffic it gets (a router needs destinations in its table).
@@ -74,8 +74,8 @@ pub struct CalibrateArgs {
     /// Chainings in namespaces to calibrate (`veth`, `nic-switch`, `linux`, `ovs`;
     /// needs root): each hop's and the chain ends' DUT-core cycles, the tester's ceiling.
     pub wired: Vec<String>,
-    /// Runs on two cores taken only while the cores are near (`None`: as they come).
-    pub near_cores: Option<std::sync::Arc<crate::cores::NearCores>>,
+    /// Runs on two cores taken at one distance between the cores (`None`: as they come).
+    pub core_distance: Option<std::sync::Arc<CoreDistance>>,
 }
 
 /// The NFs a calibration measures unless told otherwise: every NF type with settings
@@ -306,7 +306,7 @@ const SOURCE_REACHED: f64 = 0.95;
 /// noise; the calibration's lengths and the checked ones lean alike.
 ///
 /// Every frame crosses between the tester's core and the chain's twice, so each run is
-/// taken while the two are near when `near_cores` is given: on the machine of these
+/// taken at one distance between the two when `core_distance` is given: on the machine of these
 /// figures one Linux hop forwards 0.89–0.97 Mpps while a cache line's round trip
 /// between them is ~300 cycles and 0.75–0.77 while it is ~1,400, three hops 0.38–0.41
 /// and 0.30–0.32; one length priced in one state and the other in the other made 5 hops
@@ -317,7 +317,7 @@ pub(crate) fn chain_capacity(
     size: u16,
     window: (Duration, Duration),
     cores: &[usize],
-    near_cores: Option<&NearCores>,
+    core_distance: Option<&CoreDistance>,
 ) -> Result<ChainCapacity, String> {
     let [tester, dut, ..] = cores else {
         return Err("chains in namespaces need two cores: the tester's and the chain's".into());
@@ -327,7 +327,7 @@ pub(crate) fn chain_capacity(
             crate::chaining::round(technology, n, size, rate, window, (*tester, *dut))
                 .map_err(|e| format!("{technology} n={n}: {e}"))
         };
-        match near_cores {
+        match core_distance {
             Some(guard) => guard.run(*tester, *dut, once),
             None => once(),
         }
@@ -404,7 +404,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
             "{size} B: {t} chains of {short} and {long} forwarders in namespaces"
         ));
         let window = (args.duration, args.warmup);
-        let guard = args.near_cores.as_deref();
+        let guard = args.core_distance.as_deref();
         let one = chain_capacity(t, short, size, window, cores, guard)?;
         let three = chain_capacity(t, long, size, window, cores, guard)?;
         let per_hop = (three.cycles_per_frame - one.cycles_per_frame) / (long - short) as f64;
@@ -446,7 +446,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
                     let on: Vec<usize> = (0..chain.len()).map(|i| if i < split { *a } else { *b }).collect();
                     pipeline_cycles(args, Placement::Cores(on), chain, t.clone(), &[*a, *b])
                 };
-                match &args.near_cores {
+                match &args.core_distance {
                     Some(guard) => guard.run(*a, *b, once),
                     None => once(),
                 }
@@ -537,6 +537,34 @@ pub fn steps_per_repetition(args: &CalibrateArgs) -> usize {
 }
 
 /// Measures the calibration; `progress` is told after each step (done, total, what).
+/// What a calibration's runs on two cores were taken at, in words.
+fn core_distance_note(guard: &CoreDistance) -> String {
+    use crate::cores::Keep;
+    let boundaries: Vec<String> = guard.boundaries().iter().map(|b| format!("{b:.0}")).collect();
+    let taken = match guard.keep() {
+        Keep::Near(limit) => format!(
+            "while the round trip of a cache line between them was at most {limit:.0} TSC cycles right before and right after each"
+        ),
+        Keep::OneState => format!(
+            "in one state of the round trip of a cache line between them (sampled right before and right after each; states apart at {} TSC cycles), {}",
+            if boundaries.is_empty() {
+                "none: one state seen".to_string()
+            } else {
+                boundaries.join(", ")
+            },
+            match guard.episode().round_trip_cycles {
+                Some(c) => format!("{c:.0} cycles (median)"),
+                None => "none sampled".to_string(),
+            }
+        ),
+    };
+    format!(
+        "runs on two cores (pipelines, chains in namespaces) taken {taken} (a hypervisor moves vCPUs: rings between far cores cost several times more); {} repeated, {} kept in another state after 10 tries",
+        guard.repeated(),
+        guard.kept_apart()
+    )
+}
+
 pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<Calibration, String> {
     if args.sizes.is_empty() {
         return Err("no frame size to calibrate".into());
@@ -638,15 +666,10 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
     if pipeline.is_none() {
         notes.push("one core: no pipeline terms (a ring across cores needs two)".into());
     }
-    if let Some(guard) = &args.near_cores
+    if let Some(guard) = &args.core_distance
         && (pipeline.is_some() || !args.wired.is_empty())
     {
-        notes.push(format!(
-            "runs on two cores (pipelines, chains in namespaces) taken while the round trip of a cache line between them was at most {:.0} TSC cycles right before and right after each (a hypervisor moves vCPUs: rings between far cores cost several times more); {} repeated, {} kept far after 10 tries",
-            guard.limit_cycles().unwrap_or(f64::INFINITY),
-            guard.repeated(),
-            guard.kept_far()
-        ));
+        notes.push(core_distance_note(guard));
     }
     let wired = args
         .wired

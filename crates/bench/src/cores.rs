@@ -2,10 +2,10 @@
 //!
 //! On a virtual machine the hypervisor places the vCPUs on physical cores and moves
 //! them: on the machine these figures come from, the round trip between vCPU 0 and 1
-//! switches every one to three seconds between ~150, ~340 and ~1,500 TSC cycles, and
+//! switches every few seconds between ~300 TSC cycles (sometimes ~150) and ~1,300, and
 //! what a ring between the two cores costs a pipeline moves with it. `bench model`
 //! samples it around every pipeline cell so a miss can be told from a host that moved,
-//! and every run on two cores can be taken while the cores are near ([`NearCores`]).
+//! and every run on two cores can be taken at one distance ([`CoreDistance`]).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -71,104 +71,187 @@ pub fn round_trip_cycles(near: usize, far: usize) -> Option<f64> {
     })
 }
 
-/// Runs on two cores are taken while the two cores are near: a run is repeated when the
-/// round trip between them, sampled right before and right after it, exceeds the limit
-/// either time. On the machine of these figures a pipeline of four forwarders on two
-/// cores forwards ~50 Mpps while the round trip is ~350 cycles and ~15 Mpps while it is
-/// ~1,500: two machines, and a calibration priced on one predicts nothing of the other.
-/// Shared by clones (the counts are of every run it guarded).
+/// Runs on two cores taken at one distance between the cores. A hypervisor moves vCPUs,
+/// and the round trip of a cache line between them moves with it, in states: on the
+/// machine of these figures ~300 TSC cycles (near) or ~1,300 (far), switching every few
+/// seconds, sometimes staying far for minutes. A pipeline of four forwarders on two
+/// cores forwards ~50 Mpps near and ~15 far: two machines, and a cost measured on one
+/// predicts nothing of the other. The round trip is sampled right before and right
+/// after every run it guards, and a run whose samples do not both lie in the state
+/// wanted is taken again, up to `TRIES` times (the last try is kept, and counted).
+/// Which state is wanted is [`Keep`]'s. Shared by clones (the counts are of every run
+/// it guarded).
 #[derive(Debug)]
-pub struct NearCores {
-    limit: Limit,
-    /// Every round trip sampled, TSC cycles (an automatic limit is taken from them).
+pub struct CoreDistance {
+    keep: Keep,
+    /// Every round trip sampled, TSC cycles (the states are told apart from them).
     samples: Mutex<Vec<f64>>,
-    /// Runs taken again because the cores were far before or after them.
+    episode: Mutex<Episode>,
+    /// Runs taken again because the cores were not in the state wanted.
     repeated: AtomicUsize,
-    /// Runs kept with the cores far after `TRIES` tries (the host kept them apart).
-    kept_far: AtomicUsize,
+    /// Runs kept in another state after `TRIES` tries (the host kept the cores there).
+    kept_apart: AtomicUsize,
 }
 
-/// The largest round trip of cores taken as near.
+/// Which distance between the cores a run is taken at.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Limit {
-    Cycles(f64),
-    /// `AUTO_FACTOR` times the median of the round trips sampled so far (at least
-    /// `AUTO_SAMPLES`, taken before the first run): where the cores are usually near
-    /// and sometimes far, the far ones; where they are always one distance, none.
-    Auto,
+pub enum Keep {
+    /// While the round trip is at most this many TSC cycles.
+    Near(f64),
+    /// In one state for every run of an episode (see [`CoreDistance::begin_episode`]):
+    /// the state its first run was taken in, whichever that is, so a cell's terms and
+    /// its measurement share one machine on a host that keeps the cores near, far, or
+    /// either by turns. When the host holds them in another state through `TRIES`
+    /// tries, the run is kept and the episode follows the host (and says it is mixed).
+    OneState,
+}
+
+/// The runs of one episode (one cell of `bench model`, one calibration).
+#[derive(Debug, Default)]
+struct Episode {
+    /// A round trip of the state its runs are taken in (its first run's).
+    state: Option<f64>,
+    /// The round trips sampled around the runs it kept.
+    samples: Vec<f64>,
+    /// A run was kept in another state than the episode's first, or across two.
+    mixed: bool,
+}
+
+/// What the runs of an episode were taken at.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EpisodeDistance {
+    /// The median round trip sampled around the runs kept, TSC cycles (`None`: no run).
+    pub round_trip_cycles: Option<f64>,
+    /// Every run kept was taken in the episode's state.
+    pub one_state: bool,
 }
 
 /// How often a run is tried before it is kept whatever the cores' distance.
 const TRIES: usize = 10;
-const AUTO_FACTOR: f64 = 2.0;
-const AUTO_SAMPLES: usize = 8;
+/// Round trips this many times apart, with none between them, are two states: near
+/// (~300 cycles here) and far (~1,300) are 3.3x apart at their closest, while the
+/// round trips within a state spread by less than 2x (150–340 near, 1,140–1,460 far).
+const STATE_GAP: f64 = 2.5;
 
-impl NearCores {
-    pub fn new(limit: Limit) -> NearCores {
-        NearCores {
-            limit,
+/// The round trips between states: the geometric middle of every gap of at least
+/// [`STATE_GAP`] between neighbouring samples. Empty while every sample lies in one
+/// state. A sample alone in its state (the echo's thread was descheduled) is a state.
+pub fn state_boundaries(samples: &[f64]) -> Vec<f64> {
+    let mut sorted: Vec<f64> = samples.iter().copied().filter(|c| c.is_finite() && *c > 0.0).collect();
+    sorted.sort_unstable_by(f64::total_cmp);
+    sorted
+        .windows(2)
+        .filter(|w| w[1] >= STATE_GAP * w[0])
+        .map(|w| (w[0] * w[1]).sqrt())
+        .collect()
+}
+
+/// The state a round trip lies in: how many boundaries lie below it.
+fn state_of(boundaries: &[f64], cycles: f64) -> usize {
+    boundaries.iter().filter(|&&b| b < cycles).count()
+}
+
+impl CoreDistance {
+    pub fn new(keep: Keep) -> CoreDistance {
+        CoreDistance {
+            keep,
             samples: Mutex::new(Vec::new()),
+            episode: Mutex::new(Episode::default()),
             repeated: AtomicUsize::new(0),
-            kept_far: AtomicUsize::new(0),
+            kept_apart: AtomicUsize::new(0),
         }
     }
 
-    /// The limit in force: as given, or the automatic one from the samples so far
-    /// (`None` before any).
-    pub fn limit_cycles(&self) -> Option<f64> {
-        match self.limit {
-            Limit::Cycles(c) => Some(c),
-            Limit::Auto => {
-                let samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
-                (!samples.is_empty()).then(|| AUTO_FACTOR * crate::median(&samples))
-            }
-        }
+    pub fn keep(&self) -> Keep {
+        self.keep
     }
 
-    /// Runs taken again because the cores were far.
+    /// The round trips that separate the states seen so far, TSC cycles.
+    pub fn boundaries(&self) -> Vec<f64> {
+        state_boundaries(&lock(&self.samples))
+    }
+
+    /// Runs taken again because the cores were not in the state wanted.
     pub fn repeated(&self) -> usize {
         self.repeated.load(Ordering::Relaxed)
     }
 
-    /// Runs kept although the cores were far (after `TRIES` tries).
-    pub fn kept_far(&self) -> usize {
-        self.kept_far.load(Ordering::Relaxed)
+    /// Runs kept in another state than wanted (after `TRIES` tries).
+    pub fn kept_apart(&self) -> usize {
+        self.kept_apart.load(Ordering::Relaxed)
+    }
+
+    /// Starts an episode: the runs from here on are taken in the state of the first.
+    pub fn begin_episode(&self) {
+        *lock(&self.episode) = Episode::default();
+    }
+
+    /// The distance the runs of the episode so far were taken at.
+    pub fn episode(&self) -> EpisodeDistance {
+        let e = lock(&self.episode);
+        EpisodeDistance {
+            round_trip_cycles: (!e.samples.is_empty()).then(|| crate::median(&e.samples)),
+            one_state: !e.mixed,
+        }
     }
 
     fn sample(&self, near: usize, far: usize) -> Option<f64> {
         let c = round_trip_cycles(near, far)?;
-        self.samples.lock().unwrap_or_else(|e| e.into_inner()).push(c);
+        lock(&self.samples).push(c);
         Some(c)
     }
 
-    /// `run` (on cores `near` and `far`) while the two are near: tried again, up to
-    /// `TRIES` times, while the round trip before or after it exceeds the limit; the
-    /// last try is kept whatever the distance, and counted.
-    pub fn run<T>(&self, near: usize, far: usize, mut run: impl FnMut() -> Result<T, String>) -> Result<T, String> {
-        if self.limit == Limit::Auto {
-            let have = self.samples.lock().unwrap_or_else(|e| e.into_inner()).len();
-            for _ in have..AUTO_SAMPLES {
-                self.sample(near, far);
-                std::thread::sleep(std::time::Duration::from_millis(20));
+    /// Whether a run between round trips `before` and `after` was taken in the state
+    /// wanted.
+    fn wanted(&self, before: Option<f64>, after: Option<f64>) -> bool {
+        let (Some(before), Some(after)) = (before, after) else {
+            return false;
+        };
+        match self.keep {
+            Keep::Near(limit) => before <= limit && after <= limit,
+            Keep::OneState => {
+                let boundaries = self.boundaries();
+                let state = state_of(&boundaries, before);
+                state == state_of(&boundaries, after)
+                    && lock(&self.episode)
+                        .state
+                        .is_none_or(|s| state_of(&boundaries, s) == state)
             }
         }
+    }
+
+    /// `run` (on cores `near` and `far`) at the distance wanted: tried again, up to
+    /// `TRIES` times, while the round trip before or after it lies elsewhere; the last
+    /// try is kept whatever the distance, and counted.
+    pub fn run<T>(&self, near: usize, far: usize, mut run: impl FnMut() -> Result<T, String>) -> Result<T, String> {
         let mut tries = 0;
         loop {
             tries += 1;
             let before = self.sample(near, far);
             let value = run()?;
             let after = self.sample(near, far);
-            let limit = self.limit_cycles().unwrap_or(f64::INFINITY);
-            let stayed_near = [before, after].iter().all(|c| c.is_some_and(|c| c <= limit));
-            if stayed_near || tries == TRIES {
-                if !stayed_near {
-                    self.kept_far.fetch_add(1, Ordering::Relaxed);
+            let wanted = self.wanted(before, after);
+            if wanted || tries == TRIES {
+                let mut episode = lock(&self.episode);
+                if !wanted {
+                    self.kept_apart.fetch_add(1, Ordering::Relaxed);
+                    // The host holds the cores elsewhere: the episode's next runs follow it.
+                    episode.mixed = true;
+                    episode.state = after;
                 }
+                if episode.state.is_none() {
+                    episode.state = before;
+                }
+                episode.samples.extend(before.into_iter().chain(after));
                 return Ok(value);
             }
             self.repeated.fetch_add(1, Ordering::Relaxed);
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
@@ -192,14 +275,70 @@ mod tests {
     }
 
     #[test]
-    fn runs_are_repeated_while_the_cores_are_far_and_kept_after_the_last_try() {
+    fn states_are_told_apart_by_gaps_between_round_trips() {
+        // One state: no boundary, however the samples spread within it.
+        assert!(state_boundaries(&[300.0, 160.0, 340.0, 251.0]).is_empty());
+        assert!(state_boundaries(&[]).is_empty());
+        // Near and far as this host has them: one boundary between 340 and 1,140.
+        let b = state_boundaries(&[296.0, 1369.0, 162.0, 1140.0, 340.0, 1460.0, 285.0]);
+        assert_eq!(b.len(), 1);
+        assert!((b[0] - (340.0f64 * 1140.0).sqrt()).abs() < 1e-9);
+        assert_eq!((state_of(&b, 162.0), state_of(&b, 340.0)), (0, 0));
+        assert_eq!((state_of(&b, 1140.0), state_of(&b, 3083.0)), (1, 1));
+        // A descheduled echo (100,000 cycles) is a state of its own; 3,083 is not.
+        let b = state_boundaries(&[300.0, 1300.0, 3083.0, 100_000.0]);
+        assert_eq!(b.len(), 2);
+        assert_eq!(state_of(&b, 100_000.0), 2);
+        // Nothing that is not a round trip makes a state.
+        assert!(state_boundaries(&[300.0, f64::NAN, 0.0, f64::INFINITY]).is_empty());
+    }
+
+    /// A guard whose samples are given, for the decisions that do not need two cores.
+    fn with_samples(keep: Keep, samples: &[f64]) -> CoreDistance {
+        let guard = CoreDistance::new(keep);
+        lock(&guard.samples).extend_from_slice(samples);
+        guard
+    }
+
+    #[test]
+    fn one_state_wants_the_episodes_first_state_whichever_it_is() {
+        let seen = [300.0, 310.0, 1300.0, 1350.0];
+        let guard = with_samples(Keep::OneState, &seen);
+        // No state yet: any run whose two samples agree is wanted; one across is not.
+        assert!(guard.wanted(Some(1300.0), Some(1350.0)));
+        assert!(guard.wanted(Some(300.0), Some(310.0)));
+        assert!(!guard.wanted(Some(300.0), Some(1300.0)));
+        assert!(!guard.wanted(None, Some(300.0)));
+        // An episode begun far wants far, and near no more.
+        lock(&guard.episode).state = Some(1300.0);
+        assert!(guard.wanted(Some(1350.0), Some(1300.0)));
+        assert!(!guard.wanted(Some(300.0), Some(310.0)));
+        // A new episode forgets it.
+        guard.begin_episode();
+        assert!(guard.wanted(Some(300.0), Some(310.0)));
+        assert_eq!(
+            guard.episode(),
+            EpisodeDistance {
+                round_trip_cycles: None,
+                one_state: true
+            }
+        );
+        // A limit wants near whatever the episode.
+        let near = with_samples(Keep::Near(600.0), &seen);
+        lock(&near.episode).state = Some(1300.0);
+        assert!(near.wanted(Some(300.0), Some(310.0)));
+        assert!(!near.wanted(Some(300.0), Some(1300.0)));
+    }
+
+    #[test]
+    fn runs_are_repeated_out_of_the_state_wanted_and_kept_after_the_last_try() {
         let cores = sfclab_runtime::placement::allowed_cores();
         if cores.len() < 2 {
             eprintln!("skipped: one core, no round trip between two");
             return;
         }
         // No round trip is that short: every run is far, tried TRIES times, the last kept.
-        let never = NearCores::new(Limit::Cycles(0.0));
+        let never = CoreDistance::new(Keep::Near(0.0));
         let mut runs = 0;
         assert_eq!(
             never.run(cores[0], cores[1], || Ok::<_, String>({
@@ -208,11 +347,14 @@ mod tests {
             })),
             Ok(TRIES)
         );
-        assert_eq!((never.repeated(), never.kept_far()), (TRIES - 1, 1));
+        assert_eq!((never.repeated(), never.kept_apart()), (TRIES - 1, 1));
+        assert!(!never.episode().one_state);
         // Every round trip is that short: the first run is kept.
-        let always = NearCores::new(Limit::Cycles(f64::INFINITY));
+        let always = CoreDistance::new(Keep::Near(f64::INFINITY));
         assert_eq!(always.run(cores[0], cores[1], || Ok::<_, String>(7)), Ok(7));
-        assert_eq!((always.repeated(), always.kept_far()), (0, 0));
+        assert_eq!((always.repeated(), always.kept_apart()), (0, 0));
+        let e = always.episode();
+        assert!(e.one_state && e.round_trip_cycles.is_some_and(|c| c > 0.0), "{e:?}");
         // A failing run is not repeated: its error is the answer.
         let mut tries = 0;
         let failed = never.run(cores[0], cores[1], || -> Result<(), String> {
@@ -220,13 +362,22 @@ mod tests {
             Err("broken".into())
         });
         assert_eq!((failed, tries), (Err("broken".to_string()), 1));
-        // Automatic: the limit is twice the median of the round trips sampled, at least
-        // AUTO_SAMPLES of them before the first run and two per run.
-        let auto = NearCores::new(Limit::Auto);
-        assert_eq!(auto.limit_cycles(), None);
-        auto.run(cores[0], cores[1], || Ok::<_, String>(())).unwrap();
-        let samples = auto.samples.lock().unwrap().clone();
-        assert!(samples.len() >= AUTO_SAMPLES + 2, "{samples:?}");
-        assert_eq!(auto.limit_cycles(), Some(2.0 * crate::median(&samples)));
+        // One state: an episode whose state the host never shows again (a round trip of
+        // one cycle, far below any real one) repeats each run, keeps the last and
+        // follows the host from there: the next run is kept at once.
+        let one = CoreDistance::new(Keep::OneState);
+        lock(&one.samples).extend_from_slice(&[1.0, 1.0]);
+        lock(&one.episode).state = Some(1.0);
+        one.run(cores[0], cores[1], || Ok::<_, String>(())).unwrap();
+        assert_eq!((one.repeated(), one.kept_apart()), (TRIES - 1, 1));
+        assert!(!one.episode().one_state);
+        // (Unless this run's two samples straddle a real change of state.)
+        let repeated = one.repeated();
+        one.run(cores[0], cores[1], || Ok::<_, String>(())).unwrap();
+        assert!(
+            one.repeated() - repeated < TRIES - 1,
+            "{} repeated",
+            one.repeated() - repeated
+        );
     }
 }

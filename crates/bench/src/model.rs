@@ -16,9 +16,10 @@ use sfclab_traffic::{Destinations, FrameSizes, GeneratorConfig};
 use std::time::Duration;
 
 use crate::calibrate::NfWorkload;
+use crate::cores::{CoreDistance, Keep};
 use crate::{Interruptible, Machine, median, repetitions};
 
-pub const MODEL_SCHEMA: &str = "sfclab.bench.model/5";
+pub const MODEL_SCHEMA: &str = "sfclab.bench.model/6";
 
 #[derive(Clone)]
 pub struct ModelBenchArgs {
@@ -31,9 +32,11 @@ pub struct ModelBenchArgs {
     pub core: Option<usize>,
     /// Chainings in namespaces to check too (needs root; the calibration must have them).
     pub technologies: Vec<String>,
-    /// Pipelines on two cores measured only while the cores are near (`None`: as they
-    /// come); the same guard as the terms' calibration, so its counts are the run's.
-    pub near_cores: Option<std::sync::Arc<crate::cores::NearCores>>,
+    /// Runs on two cores (pipelines, chains in namespaces) taken at one distance between
+    /// the cores (`None`: as they come); the same guard as the terms' calibration, so
+    /// its counts are the run's. With [`Keep::OneState`] each cell's terms and its
+    /// measurement are one episode, taken again when they ended in two states.
+    pub core_distance: Option<std::sync::Arc<CoreDistance>>,
 }
 
 /// One chain, placed, at one size: predicted and measured.
@@ -78,6 +81,15 @@ pub struct ModelPoint {
     /// these differ the cores were another distance apart for the terms than for the
     /// measurement, and every ring between them cost something else.
     pub core_round_trip_cycles: Vec<f64>,
+    /// Cells on two cores (pipelines, chains in namespaces) with the core-distance
+    /// guard: per round that ran on two cores, the median round trip sampled around the
+    /// runs of its terms and measurement (what they were taken at), TSC cycles.
+    pub core_state_cycles: Vec<f64>,
+    /// Rounds whose terms and measurement were taken again because they ended in two
+    /// states of the cores' distance (one-state guard, at most 2 more times a round).
+    pub rounds_taken_again: usize,
+    /// Rounds kept with their runs in two states after the last try.
+    pub rounds_in_two_states: usize,
     /// Each NF's predicted cycles against what it spent in this chain (a run with
     /// per-NF accounting, first repetition), so a miss is traced to its term.
     pub terms: Vec<TermCheck>,
@@ -137,14 +149,19 @@ pub struct ModelBench {
     pub errors: Vec<ModelError>,
     /// Goal: median absolute error ≤ 10 %, worst ≤ 25 %, per layout.
     pub goal_met: bool,
-    /// Runs on two cores were taken while the round trip between the cores, right
-    /// before and right after each, was at most this many TSC cycles (`None`: taken as
-    /// they came; automatic: the limit at the end, twice the median round trip sampled).
-    pub near_cores_limit_cycles: Option<f64>,
-    /// Runs on two cores taken again because the cores were far before or after them.
+    /// How runs on two cores were taken: `one state` (each cell's terms and measurement
+    /// in one state of the round trip of a cache line between the cores, whichever),
+    /// `near` (while that round trip was at most `near_limit_cycles`), or `as they came`.
+    pub core_distance: String,
+    /// `near`: the largest round trip taken as near, TSC cycles.
+    pub near_limit_cycles: Option<f64>,
+    /// The round trips that separate the states seen, TSC cycles (empty: one state).
+    pub core_state_boundaries_cycles: Vec<f64>,
+    /// Runs on two cores taken again because the cores were not at the distance wanted
+    /// right before or right after them.
     pub two_core_runs_repeated: usize,
-    /// Runs on two cores kept with the cores far, after 10 tries.
-    pub two_core_runs_kept_far: usize,
+    /// Runs on two cores kept at another distance after 10 tries.
+    pub two_core_runs_kept_apart: usize,
 }
 
 impl Interruptible for ModelBench {
@@ -165,6 +182,10 @@ struct Case {
 /// How often a cell's terms are measured in one round before a cell they cannot price
 /// ends the benchmark.
 const CELL_CALIBRATION_TRIES: usize = 3;
+
+/// How often a cell on two cores is taken in one round (its terms and its measurement)
+/// before it is kept with its runs in two states of the cores' distance.
+const CELL_STATE_TRIES: usize = 3;
 
 /// Chain lengths of the cells in namespaces: none the calibration ran (1 and 3).
 const HOP_LENGTHS: [usize; 2] = [2, 5];
@@ -367,7 +388,7 @@ pub fn run(
         }
     }
     let calibration_steps: usize = cell_args.iter().map(crate::calibrate::steps_per_repetition).sum();
-    let total = args.repeat * (cells.len() + calibration_steps)
+    let mut total = args.repeat * (cells.len() + calibration_steps)
         + matrix.iter().filter(|c| c.hops.is_none()).count() * args.sizes.len();
     let mut done = 0;
     // With a given calibration every cell is priced before any run: one it cannot price
@@ -385,6 +406,9 @@ pub fn run(
     let mut measured: Vec<Vec<Measured>> = (0..cells.len()).map(|_| Vec::new()).collect();
     let mut nf_cycles: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
     let mut round_trips: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
+    let mut states: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
+    let mut taken_again = vec![0; cells.len()];
+    let mut in_two_states = vec![0; cells.len()];
     // Sampled around pipeline cells only: a compound chain has no ring between cores.
     let sample_round_trip = |case: &Case, into: &mut Vec<f64>| {
         if let (Some(_), [near, far, ..]) = (&case.layout, cores.as_slice())
@@ -407,17 +431,49 @@ pub fn run(
                 }
                 after_hops = case.hops.is_some();
                 sample_round_trip(case, &mut round_trips[cell]);
-                match &given {
-                    Some(g) => predicted[cell].push(g[cell].clone()),
-                    None => {
-                        let (cal, prediction) =
-                            price_cell(&cell_args[cell], &cells[cell], &label, &mut done, total, &mut progress)?;
-                        predicted[cell].push(prediction);
-                        last_calibration = Some(cal);
+                // A cell on two cores is one episode of the guard: with the one-state
+                // guard its terms and measurement are taken again when they ended in two
+                // states (with a given calibration, only the measurement is its own).
+                let guard = args
+                    .core_distance
+                    .as_deref()
+                    .filter(|_| case.hops.is_some() || case.layout.is_some());
+                let mut tries = 0;
+                let (prediction, m) = loop {
+                    tries += 1;
+                    if let Some(g) = guard {
+                        g.begin_episode();
                     }
-                }
-                progress(done, total, &label);
-                let m = measure(args, &nfs, case, size, &cores, false).map_err(|e| format!("{label}: {e}"))?;
+                    let prediction = match &given {
+                        Some(g) => g[cell].clone(),
+                        None => {
+                            let (cal, prediction) =
+                                price_cell(&cell_args[cell], &cells[cell], &label, &mut done, total, &mut progress)?;
+                            last_calibration = Some(cal);
+                            prediction
+                        }
+                    };
+                    progress(done, total, &label);
+                    let m = measure(args, &nfs, case, size, &cores, false).map_err(|e| format!("{label}: {e}"))?;
+                    let Some(g) = guard else { break (prediction, m) };
+                    let taken = g.episode();
+                    let again = given.is_none() && g.keep() == Keep::OneState && !taken.one_state;
+                    if !again || tries == CELL_STATE_TRIES {
+                        states[cell].extend(taken.round_trip_cycles);
+                        if !taken.one_state {
+                            in_two_states[cell] += 1;
+                        }
+                        break (prediction, m);
+                    }
+                    taken_again[cell] += 1;
+                    total += crate::calibrate::steps_per_repetition(&cell_args[cell]);
+                    progress(
+                        done,
+                        total,
+                        &format!("{label}: its runs ended in two states of the cores' distance; taken again"),
+                    );
+                };
+                predicted[cell].push(prediction);
                 measured[cell].push(m);
                 sample_round_trip(case, &mut round_trips[cell]);
                 done += 1;
@@ -531,6 +587,9 @@ pub fn run(
                 error_pct,
                 round_errors_pct: round_errors,
                 core_round_trip_cycles: round_trips[cell].clone(),
+                core_state_cycles: states[cell].clone(),
+                rounds_taken_again: taken_again[cell],
+                rounds_in_two_states: in_two_states[cell],
                 measured_offered_mpps: measured[cell].iter().filter_map(|m| m.offered_mpps).collect(),
                 measured_runs: runs,
                 predicted_runs,
@@ -564,9 +623,19 @@ pub fn run(
         points,
         errors,
         goal_met,
-        near_cores_limit_cycles: args.near_cores.as_ref().and_then(|g| g.limit_cycles()),
-        two_core_runs_repeated: args.near_cores.as_ref().map_or(0, |g| g.repeated()),
-        two_core_runs_kept_far: args.near_cores.as_ref().map_or(0, |g| g.kept_far()),
+        core_distance: match args.core_distance.as_ref().map(|g| g.keep()) {
+            Some(Keep::OneState) => "one state",
+            Some(Keep::Near(_)) => "near",
+            None => "as they came",
+        }
+        .into(),
+        near_limit_cycles: match args.core_distance.as_ref().map(|g| g.keep()) {
+            Some(Keep::Near(limit)) => Some(limit),
+            _ => None,
+        },
+        core_state_boundaries_cycles: args.core_distance.as_ref().map_or_else(Vec::new, |g| g.boundaries()),
+        two_core_runs_repeated: args.core_distance.as_ref().map_or(0, |g| g.repeated()),
+        two_core_runs_kept_apart: args.core_distance.as_ref().map_or(0, |g| g.kept_apart()),
     })
 }
 
@@ -648,7 +717,7 @@ fn measure(
             size,
             (args.duration, args.warmup),
             cores,
-            args.near_cores.as_deref(),
+            args.core_distance.as_deref(),
         )?;
         return Ok(Measured {
             mpps: r.mpps,
@@ -702,7 +771,7 @@ fn measure(
                 .collect();
             used.sort_unstable();
             used.dedup();
-            match (&args.near_cores, used.as_slice()) {
+            match (&args.core_distance, used.as_slice()) {
                 (Some(guard), [near, far, ..]) => guard.run(*near, *far, once)?,
                 _ => once()?,
             }
@@ -764,6 +833,9 @@ mod tests {
             error_pct,
             round_errors_pct: vec![error_pct],
             core_round_trip_cycles: Vec::new(),
+            core_state_cycles: Vec::new(),
+            rounds_taken_again: 0,
+            rounds_in_two_states: 0,
             terms: Vec::new(),
             largest_miss: None,
             cores: Vec::new(),
@@ -795,7 +867,7 @@ mod tests {
             core: None,
             pipeline: true,
             wired: vec!["veth".into(), "linux".into()],
-            near_cores: None,
+            core_distance: None,
         };
         let compound = Case {
             kinds: vec!["firewall", "nat44", "firewall"],

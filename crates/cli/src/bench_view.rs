@@ -1088,11 +1088,29 @@ pub fn model_table(b: &sfclab_bench::model::ModelBench) -> String {
             e.layout, e.cells, e.median_abs_error_pct, e.worst_abs_error_pct, e.worst, e.median_measured_spread_pct
         );
     }
-    if let Some(limit) = b.near_cores_limit_cycles {
+    let states = match b.core_state_boundaries_cycles.as_slice() {
+        [] => "one state seen".to_string(),
+        apart => format!(
+            "states apart at {} cycles",
+            apart.iter().map(|c| format!("{c:.0}")).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let taken = match (b.core_distance.as_str(), b.near_limit_cycles) {
+        ("one state", _) => Some(format!(
+            "each cell's terms and measurement in one state of the cores' round trip ({states}); {} cell rounds taken again, {} kept in two states",
+            b.points.iter().map(|p| p.rounds_taken_again).sum::<usize>(),
+            b.points.iter().map(|p| p.rounds_in_two_states).sum::<usize>()
+        )),
+        (_, Some(limit)) => Some(format!(
+            "while the cores' round trip was <= {limit:.0} cycles before and after ({states})"
+        )),
+        _ => None,
+    };
+    if let Some(taken) = taken {
         let _ = writeln!(
             s,
-            "runs on two cores taken while the cores' round trip was <= {limit:.0} cycles before and after: {} repeated, {} kept far after 10 tries",
-            b.two_core_runs_repeated, b.two_core_runs_kept_far
+            "runs on two cores taken {taken}: {} runs repeated, {} kept at another distance after 10 tries",
+            b.two_core_runs_repeated, b.two_core_runs_kept_apart
         );
     }
     let _ = writeln!(

@@ -721,7 +721,7 @@ pub fn schema(name: &str) -> Option<String> {
         "bench-io" => Some(bench_schema_v::<sfclab_bench::io::IoBench>("io", 2)),
         "bench-forward" => Some(bench_schema_v::<sfclab_bench::forward::ForwardBench>("forward", 1)),
         "bench-chaining" => Some(bench_schema_v::<sfclab_bench::chaining::ChainingBench>("chaining", 1)),
-        "bench-model" => Some(bench_schema_v::<sfclab_bench::model::ModelBench>("model", 5)),
+        "bench-model" => Some(bench_schema_v::<sfclab_bench::model::ModelBench>("model", 6)),
         "calibration" => Some(render::schema_of::<sfclab_model::Calibration>(
             "calibration-3.json",
             "`sfclab model calibrate` (the file it writes), schema sfclab.calibration/3.",

@@ -65,11 +65,13 @@ pub struct CalibrateCli {
     /// Core of the compound runs and first core of the pipeline's (default: the chain's usual core).
     #[arg(long)]
     core: Option<usize>,
-    /// Take runs on two cores (pipelines, chains in namespaces) only while the two are
-    /// near: a run is repeated (up to 10 times) when the round trip of a cache line
-    /// between them, right before or right after it, exceeds this many TSC cycles (a
-    /// hypervisor moves vCPUs; on a VM a ring between far cores costs several times
-    /// more). `auto`: twice the median round trip sampled; 0: take runs as they come.
+    /// Take runs on two cores (pipelines, chains in namespaces) at one distance between
+    /// the cores: a hypervisor moves vCPUs, and on a VM a ring between far cores costs
+    /// several times more. The round trip of a cache line between them is sampled right
+    /// before and after each run, and a run is repeated (up to 10 times) while either
+    /// sample exceeds this many TSC cycles. `auto`: every run in one state of that round
+    /// trip (states: its values with a gap of 2.5x between them), the state of the first
+    /// run, which a run kept after 10 tries moves to; 0: take runs as they come.
     #[arg(long, default_value = "auto", value_name = "CYCLES")]
     max_core_round_trip: String,
     /// Where to write the calibration.
@@ -183,10 +185,12 @@ pub struct ModelBenchCli {
     #[arg(long)]
     core: Option<usize>,
     /// Take runs on two cores (the pipelines' and the chains in namespaces' terms and
-    /// measurements) only while the two are near: a run is repeated (up to 10 times)
-    /// when the round trip of a cache line between them, right before or right after
-    /// it, exceeds this many TSC cycles.
-    /// `auto`: twice the median round trip sampled; 0: take runs as they come.
+    /// measurements) at one distance between the cores: a run is repeated (up to 10
+    /// times) while the round trip of a cache line between them, right before or right
+    /// after it, exceeds this many TSC cycles. `auto`: each cell's terms and measurement
+    /// in one state of that round trip, whichever (states: its values with a gap of
+    /// 2.5x between them); the cell is taken again (up to 3 times a round) when its runs
+    /// ended in two. 0: take runs as they come.
     #[arg(long, default_value = "auto", value_name = "CYCLES")]
     max_core_round_trip: String,
     /// Also check chains of 2 and 5 forwarders in namespaces over these chainings
@@ -194,7 +198,7 @@ pub struct ModelBenchCli {
     /// --calibration is given).
     #[arg(long, value_delimiter = ',')]
     technologies: Vec<String>,
-    /// Print JSON (schema `sfclab.bench.model/5`).
+    /// Print JSON (schema `sfclab.bench.model/6`).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
     /// Print one CSV row per cell.
@@ -369,18 +373,18 @@ fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
         core: a.core,
         pipeline: true,
         wired: a.technologies.clone(),
-        near_cores: near_cores(&a.max_core_round_trip)?,
+        core_distance: core_distance(&a.max_core_round_trip)?,
     })
 }
 
 /// `--max-core-round-trip`: `auto`, TSC cycles, or 0 (two-core runs taken as they come).
-fn near_cores(limit: &str) -> Result<Option<std::sync::Arc<sfclab_bench::cores::NearCores>>, String> {
-    use sfclab_bench::cores::{Limit, NearCores};
-    let limit = match limit {
-        "auto" => Limit::Auto,
+fn core_distance(limit: &str) -> Result<Option<std::sync::Arc<sfclab_bench::cores::CoreDistance>>, String> {
+    use sfclab_bench::cores::{CoreDistance, Keep};
+    let keep = match limit {
+        "auto" => Keep::OneState,
         cycles => match cycles.parse::<f64>() {
             Ok(0.0) => return Ok(None),
-            Ok(c) if c > 0.0 && c.is_finite() => Limit::Cycles(c),
+            Ok(c) if c > 0.0 && c.is_finite() => Keep::Near(c),
             _ => {
                 return Err(format!(
                     "--max-core-round-trip {cycles}: not `auto`, 0 or a number of TSC cycles"
@@ -388,7 +392,7 @@ fn near_cores(limit: &str) -> Result<Option<std::sync::Arc<sfclab_bench::cores::
             }
         },
     };
-    Ok(Some(std::sync::Arc::new(NearCores::new(limit))))
+    Ok(Some(std::sync::Arc::new(CoreDistance::new(keep))))
 }
 
 fn cmd_calibrate(a: CalibrateCli) -> ExitCode {
@@ -963,7 +967,7 @@ pub fn cmd_bench_model(a: ModelBenchCli) -> ExitCode {
         None => None,
     };
     // One guard for the terms' runs and the cells' measurements: its counts are the run's.
-    let near = match near_cores(&a.max_core_round_trip) {
+    let near = match core_distance(&a.max_core_round_trip) {
         Ok(n) => n,
         Err(e) => return outcome::fail(outcome::USAGE, &e),
     };
@@ -980,7 +984,7 @@ pub fn cmd_bench_model(a: ModelBenchCli) -> ExitCode {
                 core: a.core,
                 pipeline: true,
                 wired: a.technologies.clone(),
-                near_cores: near.clone(),
+                core_distance: near.clone(),
             }),
             Err(e) => return outcome::fail(outcome::FAILURE, &e),
         },
@@ -993,7 +997,7 @@ pub fn cmd_bench_model(a: ModelBenchCli) -> ExitCode {
         sizes: a.sizes.clone(),
         core: a.core,
         technologies: a.technologies.clone(),
-        near_cores: near,
+        core_distance: near,
     };
     let result = with_progress(|tick| sfclab_bench::model::run(&args, source, tick));
     if let Err(code) = crate::write_plot_of(&result, a.plot.as_deref(), crate::bench_view::model_plot) {

@@ -256,22 +256,42 @@ fn bench_model(args: &[&str]) -> (Value, String) {
     let o = sfclab(&all);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
     let b: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_follows_schema("bench-model-5.json", &b);
+    assert_follows_schema("bench-model-6.json", &b);
     (b, stderr(&o))
 }
 
 #[test]
 fn bench_model_without_a_calibration_measures_each_cell_s_terms_before_it() {
     let (b, progress) = bench_model(&["--sizes", "256", "--repeat", "2", "--duration", "30ms"]);
-    // Two-core runs were guarded by the automatic limit: twice the median round trip.
-    let limit = b["near_cores_limit_cycles"].as_f64().expect("a limit in force");
-    assert!(limit > 10.0, "{limit}");
-    let (repeated, kept_far) = (
+    // Two-core runs were guarded in one state per cell (the automatic guard).
+    assert_eq!(b["core_distance"], "one state");
+    assert!(b["near_limit_cycles"].is_null());
+    let (repeated, kept_apart) = (
         b["two_core_runs_repeated"].as_u64().unwrap(),
-        b["two_core_runs_kept_far"].as_u64().unwrap(),
+        b["two_core_runs_kept_apart"].as_u64().unwrap(),
     );
     // Each of the pipeline cells' two-core runs ends after at most 10 tries.
-    assert!(kept_far * 9 <= repeated, "{repeated} repeated, {kept_far} kept far");
+    assert!(
+        kept_apart * 9 <= repeated,
+        "{repeated} repeated, {kept_apart} kept apart"
+    );
+    for p in b["points"].as_array().unwrap() {
+        let states = p["core_state_cycles"].as_array().unwrap();
+        let (again, mixed) = (
+            p["rounds_taken_again"].as_u64().unwrap(),
+            p["rounds_in_two_states"].as_u64().unwrap(),
+        );
+        if p["layout"].as_str().unwrap().starts_with("pipeline") {
+            // Every round says what its runs were taken at; a round is kept in two states
+            // only after its last try (3 a round).
+            assert_eq!(states.len(), 2, "{p}");
+            assert!(states.iter().all(|c| c.as_f64().is_some_and(|c| c > 10.0)), "{p}");
+            assert!(mixed <= 2 && again >= 2 * mixed, "{p}");
+        } else {
+            // One core, no distance between two.
+            assert!(states.is_empty() && again == 0 && mixed == 0, "{p}");
+        }
+    }
     assert!(
         b["calibration"]
             .as_str()
