@@ -33,7 +33,8 @@
 
 use serde_json::json;
 use sfclab_model::calibration::{
-    CalibratedMachine, Calibration, Curve, CurvePoint, Method, NfCalibration, PipelineCalibration, WiredCalibration,
+    CalibratedMachine, Calibration, Curve, CurvePoint, Method, NfCalibration, PipelineCalibration, SoftwareDrops,
+    WiredCalibration,
 };
 use sfclab_model::{CALIBRATION_SCHEMA, nf_key};
 use sfclab_nf::NfSpec;
@@ -263,8 +264,9 @@ struct Round {
     /// terms).
     nfs_across: Vec<f64>,
     pipeline: Option<[f64; 4]>,
-    /// Per technology of `wired`: fixed, per hop, tester packets per second.
-    wired: Vec<[f64; 3]>,
+    /// Per technology of `wired`: fixed, per hop, tester packets per second, and where
+    /// it drops inside the chain, `C_SWdrops` at the two lengths.
+    wired: Vec<([f64; 3], Option<[f64; 2]>)>,
 }
 
 /// The chain lengths a technology in namespaces is calibrated at: the cost per hop is
@@ -282,6 +284,18 @@ pub(crate) struct ChainCapacity {
     pub tester_pps: f64,
     /// The offered rate it delivered most at, packets per second.
     pub offered_pps: f64,
+    /// What it delivered offered all the tester sends, Mpps (`mpps` where overload is
+    /// flat: the same run).
+    pub saturated_mpps: f64,
+}
+
+impl ChainCapacity {
+    /// Seed 002's `C_SWdrops`: the DUT core's cycles per frame delivered, offered all
+    /// the tester sends, beyond those at its maximum (spent on frames dropped inside
+    /// the chain); zero where the saturated run delivered as much or more (noise).
+    pub fn software_drops_cycles(&self) -> f64 {
+        (sfclab_core::tsc::hz() / (self.saturated_mpps * 1e6) - self.cycles_per_frame).max(0.0)
+    }
 }
 
 /// Where the throughput falls past the maximum, the climb's step, as a share of what
@@ -351,6 +365,7 @@ pub(crate) fn chain_capacity(
         cycles_per_frame: sfclab_core::tsc::hz() / (mpps * 1e6),
         tester_pps: tester_mpps * 1e6,
         offered_pps: offered_mpps * 1e6,
+        saturated_mpps: saturated.mpps,
     })
 }
 
@@ -408,7 +423,13 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
         let one = chain_capacity(t, short, size, window, cores, guard)?;
         let three = chain_capacity(t, long, size, window, cores, guard)?;
         let per_hop = (three.cycles_per_frame - one.cycles_per_frame) / (long - short) as f64;
-        wired.push([one.cycles_per_frame - short as f64 * per_hop, per_hop, one.tester_pps]);
+        let drops = sfclab_model::hops_overload(t)
+            .falls()
+            .then(|| [one.software_drops_cycles(), three.software_drops_cycles()]);
+        wired.push((
+            [one.cycles_per_frame - short as f64 * per_hop, per_hop, one.tester_pps],
+            drops,
+        ));
     }
     if !args.wired.is_empty() {
         crate::settle(Duration::from_secs(10));
@@ -536,22 +557,15 @@ pub fn steps_per_repetition(args: &CalibrateArgs) -> usize {
     sizes.len() * (1 + args.nfs.len() + pipeline * (3 + args.nfs.len()) + args.wired.len())
 }
 
-/// Measures the calibration; `progress` is told after each step (done, total, what).
 /// What a calibration's runs on two cores were taken at, in words.
 fn core_distance_note(guard: &CoreDistance) -> String {
     use crate::cores::Keep;
-    let boundaries: Vec<String> = guard.boundaries().iter().map(|b| format!("{b:.0}")).collect();
     let taken = match guard.keep() {
         Keep::Near(limit) => format!(
             "while the round trip of a cache line between them was at most {limit:.0} TSC cycles right before and right after each"
         ),
         Keep::OneState => format!(
-            "in one state of the round trip of a cache line between them (sampled right before and right after each; states apart at {} TSC cycles), {}",
-            if boundaries.is_empty() {
-                "none: one state seen".to_string()
-            } else {
-                boundaries.join(", ")
-            },
+            "in one state of the round trip of a cache line between them (sampled right before and right after each; one state: within 2.5x of the first run's), {}",
             match guard.episode().round_trip_cycles {
                 Some(c) => format!("{c:.0} cycles (median)"),
                 None => "none sampled".to_string(),
@@ -565,6 +579,7 @@ fn core_distance_note(guard: &CoreDistance) -> String {
     )
 }
 
+/// Measures the calibration; `progress` is told after each step (done, total, what).
 pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<Calibration, String> {
     if args.sizes.is_empty() {
         return Err("no frame size to calibrate".into());
@@ -677,15 +692,20 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
         .enumerate()
         .map(|(k, t)| WiredCalibration {
             technology: t.clone(),
-            fixed: curve(&|r| r.wired[k][0]),
-            per_hop: curve(&|r| r.wired[k][1]),
-            tester_pps: curve(&|r| r.wired[k][2]),
+            fixed: curve(&|r| r.wired[k].0[0]),
+            per_hop: curve(&|r| r.wired[k].0[1]),
+            tester_pps: curve(&|r| r.wired[k].0[2]),
+            software_drops: sfclab_model::hops_overload(t).falls().then(|| SoftwareDrops {
+                lengths: [WIRED_LENGTHS.0, WIRED_LENGTHS.1],
+                short: curve(&|r| r.wired[k].1.map_or(f64::NAN, |d| d[0])),
+                long: curve(&|r| r.wired[k].1.map_or(f64::NAN, |d| d[1])),
+            }),
         })
         .collect();
     if !args.wired.is_empty() {
         notes.push(format!(
-            "chains in namespaces: n = {} and {} forwarders, sfclab's AF_XDP tester on one core, offered more than the chain forwards; DUT-core cycles per delivered frame = TSC / throughput (the DUT core saturated); per_hop = slope, fixed = n {} cost − per_hop; tester_pps = what the tester offered at n = {}",
-            WIRED_LENGTHS.0, WIRED_LENGTHS.1, WIRED_LENGTHS.0, WIRED_LENGTHS.0
+            "chains in namespaces: n = {} and {} forwarders, sfclab's AF_XDP tester on one core, offered more than the chain forwards; DUT-core cycles per delivered frame = TSC / throughput (the DUT core saturated); per_hop = slope, fixed = n {} cost − per_hop; tester_pps = what the tester offered at n = {}; where the chaining drops inside the chain (linux) its maximum is climbed to, and software_drops (C_SWdrops) at n = {} and {} = TSC / what it delivered offered all the tester sends − the cycles per frame at its maximum (at least 0)",
+            WIRED_LENGTHS.0, WIRED_LENGTHS.1, WIRED_LENGTHS.0, WIRED_LENGTHS.0, WIRED_LENGTHS.0, WIRED_LENGTHS.1
         ));
     }
     let compound_base = curve(&|r| r.base);

@@ -62,6 +62,13 @@ pub struct ModelPoint {
     /// the throughput falls past the maximum (Linux drops inside the chain, after hops
     /// worked on the frame) it is found by climbing the offered rate. Empty in memory.
     pub measured_offered_mpps: Vec<f64>,
+    /// Chains whose throughput falls past the maximum (Linux): each round's prediction
+    /// of what the chain delivers offered all the tester sends (seed 002's `C_SWdrops`
+    /// priced) and what it delivered then, Mpps. Empty elsewhere.
+    pub predicted_saturated_runs: Vec<f64>,
+    pub measured_saturated_runs: Vec<f64>,
+    /// Their error, (predicted − measured) / measured, percent: the median over rounds.
+    pub saturated_error_pct: Option<f64>,
     /// How far the measurement itself moved from round to round: the median absolute
     /// deviation of `measured_runs` from their median, percent of it. The host's share
     /// of memory and caches changes by the second, and no prediction can be expected to
@@ -155,8 +162,6 @@ pub struct ModelBench {
     pub core_distance: String,
     /// `near`: the largest round trip taken as near, TSC cycles.
     pub near_limit_cycles: Option<f64>,
-    /// The round trips that separate the states seen, TSC cycles (empty: one state).
-    pub core_state_boundaries_cycles: Vec<f64>,
     /// Runs on two cores taken again because the cores were not at the distance wanted
     /// right before or right after them.
     pub two_core_runs_repeated: usize,
@@ -536,6 +541,16 @@ pub fn run(
                 .map(|(p, m)| (p - m) / m * 100.0)
                 .collect();
             let error_pct = median(&round_errors);
+            let (predicted_saturated_runs, measured_saturated_runs): (Vec<f64>, Vec<f64>) = priced
+                .iter()
+                .zip(&measured[cell])
+                .filter_map(|(p, m)| Some((p.overload.saturated_pps? / 1e6, m.saturated_mpps?)))
+                .unzip();
+            let saturated_errors: Vec<f64> = predicted_saturated_runs
+                .iter()
+                .zip(&measured_saturated_runs)
+                .map(|(p, m)| (p - m) / m * 100.0)
+                .collect();
             let mut predicted_nf = vec![f64::NAN; case.kinds.len()];
             for t in p.cores.iter().flat_map(|c| &c.terms) {
                 if let Some(i) = t.nf {
@@ -593,6 +608,9 @@ pub fn run(
                 measured_offered_mpps: measured[cell].iter().filter_map(|m| m.offered_mpps).collect(),
                 measured_runs: runs,
                 predicted_runs,
+                saturated_error_pct: (!saturated_errors.is_empty()).then(|| median(&saturated_errors)),
+                predicted_saturated_runs,
+                measured_saturated_runs,
                 terms,
                 largest_miss,
                 cores,
@@ -633,7 +651,6 @@ pub fn run(
             Some(Keep::Near(limit)) => Some(limit),
             _ => None,
         },
-        core_state_boundaries_cycles: args.core_distance.as_ref().map_or_else(Vec::new, |g| g.boundaries()),
         two_core_runs_repeated: args.core_distance.as_ref().map_or(0, |g| g.repeated()),
         two_core_runs_kept_apart: args.core_distance.as_ref().map_or(0, |g| g.kept_apart()),
     })
@@ -654,37 +671,71 @@ fn spread_pct(runs: &[f64]) -> f64 {
     median(&deviations) / middle * 100.0
 }
 
-/// The median and worst absolute error per layout kind (`compound`, `pipeline`).
+/// The median and worst absolute error per layout kind (`compound`, `pipeline`, each
+/// chaining in namespaces), then, where a chaining's throughput falls past its maximum,
+/// of what it delivers offered all the tester sends (`linux offered all`).
 pub fn errors_of(points: &[ModelPoint]) -> Vec<ModelError> {
     let mut kinds: Vec<&str> = points
         .iter()
         .map(|p| p.layout.split(' ').next().unwrap_or(""))
         .collect();
-    kinds.dedup();
     kinds.sort_unstable();
     kinds.dedup();
-    kinds
-        .into_iter()
-        .map(|kind| {
-            let cells: Vec<&ModelPoint> = points.iter().filter(|p| p.layout.starts_with(kind)).collect();
-            let abs: Vec<f64> = cells.iter().map(|p| p.error_pct.abs()).collect();
-            let worst = cells
+    let maximum = |p: &ModelPoint| {
+        Some(Figure {
+            error: p.error_pct,
+            predicted: p.predicted_mpps,
+            measured: p.measured_mpps,
+            spread: p.measured_spread_pct,
+        })
+    };
+    let saturated = |p: &ModelPoint| {
+        let (predicted, measured) = (&p.predicted_saturated_runs, &p.measured_saturated_runs);
+        Some(Figure {
+            error: p.saturated_error_pct?,
+            predicted: median(predicted),
+            measured: median(measured),
+            spread: spread_pct(measured),
+        })
+    };
+    let mut rows = Vec::new();
+    for (figure, suffix) in [
+        (&maximum as &dyn Fn(&ModelPoint) -> Option<Figure>, ""),
+        (&saturated, " offered all"),
+    ] {
+        for kind in &kinds {
+            let cells: Vec<(&ModelPoint, Figure)> = points
                 .iter()
-                .max_by(|a, b| a.error_pct.abs().total_cmp(&b.error_pct.abs()))
-                .expect("a cell per kind");
-            ModelError {
-                layout: kind.to_string(),
+                .filter(|p| p.layout.starts_with(kind))
+                .filter_map(|p| Some((p, figure(p)?)))
+                .collect();
+            let Some((worst, w)) = cells.iter().max_by(|a, b| a.1.error.abs().total_cmp(&b.1.error.abs())) else {
+                continue;
+            };
+            rows.push(ModelError {
+                layout: format!("{kind}{suffix}"),
                 cells: cells.len(),
-                median_abs_error_pct: median(&abs),
-                worst_abs_error_pct: worst.error_pct.abs(),
-                median_measured_spread_pct: median(&cells.iter().map(|p| p.measured_spread_pct).collect::<Vec<_>>()),
+                median_abs_error_pct: median(&cells.iter().map(|c| c.1.error.abs()).collect::<Vec<_>>()),
+                worst_abs_error_pct: w.error.abs(),
+                median_measured_spread_pct: median(&cells.iter().map(|c| c.1.spread).collect::<Vec<_>>()),
                 worst: format!(
                     "{} ({}, {} B): predicted {:.3} Mpps, measured {:.3} ({:+.1} %)",
-                    worst.chain, worst.layout, worst.size, worst.predicted_mpps, worst.measured_mpps, worst.error_pct
+                    worst.chain, worst.layout, worst.size, w.predicted, w.measured, w.error
                 ),
-            }
-        })
-        .collect()
+            });
+        }
+    }
+    rows
+}
+
+/// One cell's figure the model predicts, against its measurement.
+struct Figure {
+    /// (predicted − measured) / measured, percent.
+    error: f64,
+    predicted: f64,
+    measured: f64,
+    /// The measurement's spread over rounds, percent.
+    spread: f64,
 }
 
 /// What one capacity run measured.
@@ -698,6 +749,8 @@ struct Measured {
     nf_cycles: Vec<f64>,
     /// Chains in namespaces: the offered rate it delivered `mpps` at, Mpps.
     offered_mpps: Option<f64>,
+    /// Chains whose throughput falls: what it delivered offered all the tester sends.
+    saturated_mpps: Option<f64>,
 }
 
 fn measure(
@@ -725,6 +778,7 @@ fn measure(
             core_cycles: Vec::new(),
             nf_cycles: Vec::new(),
             offered_mpps: Some(r.offered_pps / 1e6),
+            saturated_mpps: sfclab_model::hops_overload(t).falls().then_some(r.saturated_mpps),
         });
     }
     // Built per run: a run repeated while the cores were far starts from fresh NFs.
@@ -809,6 +863,7 @@ fn measure(
         core_cycles,
         nf_cycles,
         offered_mpps: None,
+        saturated_mpps: None,
     })
 }
 
@@ -827,6 +882,9 @@ mod tests {
             measured_mpps: 1.0,
             measured_runs: vec![1.0],
             measured_offered_mpps: Vec::new(),
+            predicted_saturated_runs: Vec::new(),
+            measured_saturated_runs: Vec::new(),
+            saturated_error_pct: None,
             measured_spread_pct: error_pct.abs() / 2.0,
             predicted_runs: vec![1.0],
             measured_cycles: 100.0,
@@ -915,6 +973,28 @@ mod tests {
         // Each cell's spread is half its error here: the medians follow.
         assert_eq!(e[0].median_measured_spread_pct, 2.0);
         assert_eq!(e[1].median_measured_spread_pct, 10.0);
+        // Linux: its maximum, and what it delivers offered all the tester sends, each
+        // a row of its own, after every maximum; flat chainings have no second row.
+        let linux = |error_pct: f64, saturated: [f64; 2]| ModelPoint {
+            predicted_saturated_runs: vec![saturated[0]],
+            measured_saturated_runs: vec![saturated[1]],
+            saturated_error_pct: Some((saturated[0] - saturated[1]) / saturated[1] * 100.0),
+            ..point("linux", error_pct)
+        };
+        let mut pts = pts.to_vec();
+        pts.extend([linux(1.0, [0.22, 0.2]), linux(-3.0, [0.5, 0.5]), point("veth", 0.5)]);
+        let e = errors_of(&pts);
+        let layouts: Vec<&str> = e.iter().map(|e| e.layout.as_str()).collect();
+        assert_eq!(layouts, ["compound", "linux", "pipeline", "veth", "linux offered all"]);
+        assert_eq!((e[1].cells, e[1].worst_abs_error_pct), (2, 3.0));
+        assert_eq!(e[4].cells, 2);
+        assert!((e[4].worst_abs_error_pct - 10.0).abs() < 1e-9);
+        assert!((e[4].median_abs_error_pct - 5.0).abs() < 1e-9);
+        assert!(
+            e[4].worst.contains("predicted 0.220 Mpps, measured 0.200 (+10.0 %)"),
+            "{}",
+            e[4].worst
+        );
     }
 
     #[test]

@@ -1080,6 +1080,14 @@ pub fn model_table(b: &sfclab_bench::model::ModelBench) -> String {
             p.size,
             with_range(&p.measured_offered_mpps, 3)
         );
+        if let Some(error) = p.saturated_error_pct {
+            let _ = writeln!(
+                s,
+                "    offered all the tester sends: predicted {} Mpps (its software drops priced), measured {} ({error:+.1} %)",
+                with_range(&p.predicted_saturated_runs, 3),
+                with_range(&p.measured_saturated_runs, 3)
+            );
+        }
     }
     for e in &b.errors {
         let _ = writeln!(
@@ -1088,21 +1096,14 @@ pub fn model_table(b: &sfclab_bench::model::ModelBench) -> String {
             e.layout, e.cells, e.median_abs_error_pct, e.worst_abs_error_pct, e.worst, e.median_measured_spread_pct
         );
     }
-    let states = match b.core_state_boundaries_cycles.as_slice() {
-        [] => "one state seen".to_string(),
-        apart => format!(
-            "states apart at {} cycles",
-            apart.iter().map(|c| format!("{c:.0}")).collect::<Vec<_>>().join(", ")
-        ),
-    };
     let taken = match (b.core_distance.as_str(), b.near_limit_cycles) {
         ("one state", _) => Some(format!(
-            "each cell's terms and measurement in one state of the cores' round trip ({states}); {} cell rounds taken again, {} kept in two states",
+            "each cell's terms and measurement in one state of the cores' round trip (within 2.5x of its first run's); {} cell rounds taken again, {} kept in two states",
             b.points.iter().map(|p| p.rounds_taken_again).sum::<usize>(),
             b.points.iter().map(|p| p.rounds_in_two_states).sum::<usize>()
         )),
         (_, Some(limit)) => Some(format!(
-            "while the cores' round trip was <= {limit:.0} cycles before and after ({states})"
+            "while the cores' round trip was <= {limit:.0} cycles before and after"
         )),
         _ => None,
     };
@@ -1129,12 +1130,12 @@ pub fn model_table(b: &sfclab_bench::model::ModelBench) -> String {
 /// `bench model --csv`: a row per cell.
 pub fn model_csv(b: &sfclab_bench::model::ModelBench) -> String {
     let mut s = String::from(
-        "chain,layout,size,predicted_mpps,bottleneck,predicted_cycles,measured_mpps,measured_spread_pct,measured_cycles,error_pct,measured_offered_mpps\n",
+        "chain,layout,size,predicted_mpps,bottleneck,predicted_cycles,measured_mpps,measured_spread_pct,measured_cycles,error_pct,measured_offered_mpps,predicted_saturated_mpps,measured_saturated_mpps,saturated_error_pct\n",
     );
     for p in &b.points {
         let _ = writeln!(
             s,
-            "{},{},{},{:.4},{},{:.1},{:.4},{:.1},{:.1},{:.2},{}",
+            "{},{},{},{:.4},{},{:.1},{:.4},{:.1},{:.1},{:.2},{},{},{},{}",
             p.chain,
             p.layout,
             p.size,
@@ -1148,7 +1149,15 @@ pub fn model_csv(b: &sfclab_bench::model::ModelBench) -> String {
             // Empty in memory: no tester offers a rate there.
             sfclab_bench::median_if_any(&p.measured_offered_mpps)
                 .map(|m| format!("{m:.4}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            // Empty where the throughput does not fall past the maximum.
+            sfclab_bench::median_if_any(&p.predicted_saturated_runs)
+                .map(|m| format!("{m:.4}"))
+                .unwrap_or_default(),
+            sfclab_bench::median_if_any(&p.measured_saturated_runs)
+                .map(|m| format!("{m:.4}"))
+                .unwrap_or_default(),
+            p.saturated_error_pct.map(|e| format!("{e:.2}")).unwrap_or_default()
         );
     }
     s

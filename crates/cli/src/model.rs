@@ -70,8 +70,8 @@ pub struct CalibrateCli {
     /// several times more. The round trip of a cache line between them is sampled right
     /// before and after each run, and a run is repeated (up to 10 times) while either
     /// sample exceeds this many TSC cycles. `auto`: every run in one state of that round
-    /// trip (states: its values with a gap of 2.5x between them), the state of the first
-    /// run, which a run kept after 10 tries moves to; 0: take runs as they come.
+    /// trip (within 2.5x of the first run's; a run kept after 10 tries moves the state
+    /// to its own); 0: take runs as they come.
     #[arg(long, default_value = "auto", value_name = "CYCLES")]
     max_core_round_trip: String,
     /// Where to write the calibration.
@@ -188,9 +188,9 @@ pub struct ModelBenchCli {
     /// measurements) at one distance between the cores: a run is repeated (up to 10
     /// times) while the round trip of a cache line between them, right before or right
     /// after it, exceeds this many TSC cycles. `auto`: each cell's terms and measurement
-    /// in one state of that round trip, whichever (states: its values with a gap of
-    /// 2.5x between them); the cell is taken again (up to 3 times a round) when its runs
-    /// ended in two. 0: take runs as they come.
+    /// in one state of that round trip, whichever (within 2.5x of the cell's first
+    /// run's); the cell is taken again (up to 3 times a round) when its runs ended in
+    /// two. 0: take runs as they come.
     #[arg(long, default_value = "auto", value_name = "CYCLES")]
     max_core_round_trip: String,
     /// Also check chains of 2 and 5 forwarders in namespaces over these chainings
@@ -457,6 +457,23 @@ pub fn calibration_table(cal: &Calibration) -> String {
     for w in &cal.wired {
         row(format!("{}: chain ends (DUT core)", w.technology), &w.fixed);
         row(format!("{}: each hop (DUT core)", w.technology), &w.per_hop);
+        if let Some(d) = &w.software_drops {
+            let [short, long] = d.lengths;
+            row(
+                format!(
+                    "{}: software drops at {short} hop(s), offered all (DUT core)",
+                    w.technology
+                ),
+                &d.short,
+            );
+            row(
+                format!(
+                    "{}: software drops at {long} hops, offered all (DUT core)",
+                    w.technology
+                ),
+                &d.long,
+            );
+        }
         let kpps = sfclab_model::Curve::new(
             w.tester_pps
                 .points
@@ -951,6 +968,13 @@ fn prediction_table(spec: &ChainSpec, cal: &Calibration, p: &ChainPrediction, of
         p.overload.shape,
         p.overload.why
     );
+    if let (Some(pps), Some(drops)) = (p.overload.saturated_pps, p.overload.software_drops_cycles) {
+        let _ = writeln!(
+            s,
+            "offered all the tester sends: {:.3} Mpps (software drops: {drops:.0} cycles per frame delivered)",
+            pps / 1e6
+        );
+    }
     s
 }
 

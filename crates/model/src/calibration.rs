@@ -149,6 +149,41 @@ pub struct WiredCalibration {
     pub per_hop: Curve,
     /// The tester's own ceiling, packets per second it sends and receives at most.
     pub tester_pps: Curve,
+    /// Where the chaining drops inside the chain (Linux; see `hops_overload`): seed 002's
+    /// `C_SWdrops`. `None` where the excess is dropped at the chain's entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub software_drops: Option<SoftwareDrops>,
+}
+
+/// Seed 002's `C_SWdrops,n`: the DUT core's cycles, per frame delivered, spent on
+/// frames dropped inside the chain after hops worked on them, offered all the tester
+/// sends: TSC over what the chain delivered then, less its cycles per frame at its
+/// maximum. Measured at two chain lengths, linear in n between and beyond them (drops
+/// further down a longer chain waste more), never below zero.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SoftwareDrops {
+    /// The two chain lengths, fewer hops first.
+    pub lengths: [usize; 2],
+    /// At `lengths[0]` hops.
+    pub short: Curve,
+    /// At `lengths[1]` hops.
+    pub long: Curve,
+}
+
+impl SoftwareDrops {
+    /// `C_SWdrops,n` at `n` hops and `size`, cycles per frame delivered.
+    pub fn at(&self, n: f64, size: f64) -> Result<f64, String> {
+        let [short_n, long_n] = self.lengths;
+        if long_n <= short_n {
+            return Err(format!(
+                "software drops measured at lengths {:?}: not two",
+                self.lengths
+            ));
+        }
+        let (short, long) = (self.short.at(size)?, self.long.at(size)?);
+        let (a, b) = (short_n as f64, long_n as f64);
+        Ok((short + (long - short) * (n - a) / (b - a)).max(0.0))
+    }
 }
 
 /// Every term, as measured.
@@ -238,6 +273,10 @@ impl Calibration {
             curves.push((format!("wired `{}` fixed", w.technology), &w.fixed));
             curves.push((format!("wired `{}` per_hop", w.technology), &w.per_hop));
             curves.push((format!("wired `{}` tester_pps", w.technology), &w.tester_pps));
+            if let Some(d) = &w.software_drops {
+                curves.push((format!("wired `{}` software_drops.short", w.technology), &d.short));
+                curves.push((format!("wired `{}` software_drops.long", w.technology), &d.long));
+            }
         }
         for (name, curve) in curves {
             let sizes: Vec<u16> = curve.points.iter().map(|p| p.size).collect();

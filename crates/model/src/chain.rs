@@ -69,6 +69,14 @@ pub struct Overload {
     /// `falling` (some is dropped inside the chain, after cycles were spent on it).
     pub shape: String,
     pub why: String,
+    /// Where it falls and the calibration has the software drops' cost: what the chain
+    /// delivers offered all sfclab's tester sends, `f_CPU / (C_total,n + C_SWdrops,n)`
+    /// (seed 002, equation 2), packets per second; at most the tester's rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated_pps: Option<f64>,
+    /// `C_SWdrops,n` there: cycles per frame delivered spent on frames dropped inside.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub software_drops_cycles: Option<f64>,
 }
 
 /// What a chain of hops in namespaces chained by `technology` does with more than it
@@ -76,18 +84,27 @@ pub struct Overload {
 /// maximum is measured at the offered rate that delivers most.
 pub fn hops_overload(technology: &str) -> Overload {
     match technology {
-        "linux" => Overload {
-            shape: "falling".into(),
-            why: "the kernel drops at a hop's backlog inside the chain, after the hops before it forwarded the frame (seed 002 Section IV)".into(),
-        },
-        _ => Overload {
-            shape: "flat".into(),
-            why: "the hops' rings fill at the first hop: the excess is dropped at the chain's entry".into(),
-        },
+        "linux" => Overload::new(
+            "falling",
+            "the kernel drops at a hop's backlog inside the chain, after the hops before it forwarded the frame (seed 002 Section IV)",
+        ),
+        _ => Overload::new(
+            "flat",
+            "the hops' rings fill at the first hop: the excess is dropped at the chain's entry",
+        ),
     }
 }
 
 impl Overload {
+    fn new(shape: &str, why: &str) -> Overload {
+        Overload {
+            shape: shape.into(),
+            why: why.into(),
+            saturated_pps: None,
+            software_drops_cycles: None,
+        }
+    }
+
     /// Past the maximum, throughput falls (work is spent on frames dropped later).
     pub fn falls(&self) -> bool {
         self.shape == "falling"
@@ -192,10 +209,10 @@ pub fn predict_chain(
                 terms.push(nf_term(i, NfAt::Loop)?);
             }
             cores.push(core("core".into(), terms));
-            overload = Overload {
-                shape: "flat".into(),
-                why: "one loop: what the core cannot take stays in the generator (in-memory) or is dropped at the port's ring, before any NF".into(),
-            };
+            overload = Overload::new(
+                "flat",
+                "one loop: what the core cannot take stays in the generator (in-memory) or is dropped at the port's ring, before any NF",
+            );
         }
         Layout::Pipeline { stages } => {
             let p = cal
@@ -250,10 +267,10 @@ pub fn predict_chain(
                 }
             }
             cores = by_core.into_iter().map(|(c, t)| core(format!("core {c}"), t)).collect();
-            overload = Overload {
-                shape: "flat".into(),
-                why: "with flow control or backpressure the excess waits before the chain; with dropping links it is dropped at a full ring, after the stages before it worked on it (seed 002: falling)".into(),
-            };
+            overload = Overload::new(
+                "flat",
+                "with flow control or backpressure the excess waits before the chain; with dropping links it is dropped at a full ring, after the stages before it worked on it (seed 002: falling)",
+            );
         }
         Layout::Hops { technology } => {
             let w = cal.wired(technology)?;
@@ -267,9 +284,12 @@ pub fn predict_chain(
                 term("chain ends (tester side I/O)".into(), &|s| w.fixed.at(s))?,
                 term(format!("{n} hop(s)"), &|s| Ok(n * w.per_hop.at(s)?))?,
             ];
-            cores.push(core("dut core".into(), terms));
+            let dut = core("dut core".into(), terms);
+            let mut shape = hops_overload(technology);
             // With a NIC profile the traffic comes in on its line (an external tester);
-            // here, sfclab's tester on the other core is a resource of its own.
+            // here, sfclab's tester on the other core is a resource of its own, and
+            // what falling chains deliver offered all of it is priced with the drops
+            // measured at its rate.
             if hardware.is_none() {
                 let tester = mean_over(frames, |s| w.tester_pps.at(s))?;
                 extra.push(Resource {
@@ -278,8 +298,14 @@ pub fn predict_chain(
                     unit: "cycles".into(),
                     max_pps: tester,
                 });
+                if let Some(drops) = w.software_drops.as_ref().filter(|_| shape.falls()) {
+                    let wasted = mean_over(frames, |s| drops.at(n, s))?;
+                    shape.saturated_pps = Some((hz / (dut.cycles_per_packet + wasted)).min(tester));
+                    shape.software_drops_cycles = Some(wasted);
+                }
             }
-            overload = hops_overload(technology);
+            cores.push(dut);
+            overload = shape;
         }
     }
     let mut resources: Vec<Resource> = cores
@@ -407,6 +433,7 @@ pub(crate) mod tests {
                 fixed: Curve::flat(&sizes, 1000.0),
                 per_hop: Curve::flat(&sizes, 8000.0),
                 tester_pps: Curve::flat(&sizes, 500_000.0),
+                software_drops: None,
             }],
         }
     }
@@ -525,6 +552,70 @@ pub(crate) mod tests {
                 .unwrap_err()
                 .contains("one forwarder")
         );
+    }
+
+    #[test]
+    fn where_linux_drops_inside_the_chain_offered_all_the_tester_sends_is_priced_with_its_software_drops() {
+        let mut c = cal();
+        let sizes = c.sizes.clone();
+        c.wired.push(WiredCalibration {
+            technology: "linux".into(),
+            // C_SWdrops: 0 at one hop, 4,000 cycles per frame delivered at three.
+            software_drops: Some(SoftwareDrops {
+                lengths: [1, 3],
+                short: Curve::flat(&sizes, 0.0),
+                long: Curve::flat(&sizes, 4000.0),
+            }),
+            ..c.wired[0].clone()
+        });
+        let linux = |n| {
+            chain(
+                &vec!["forwarder"; n],
+                Layout::Hops {
+                    technology: "linux".into(),
+                },
+                64.0,
+            )
+        };
+        // n = 5: the DUT core 1000 + 5 x 8000 = 41,000 cycles at its maximum (24.39 kpps
+        // at 1 GHz); the drops 0 + 4000 x (5 - 1) / 2 = 8,000 more offered all the
+        // tester sends: 1e9 / 49,000 = 20.41 kpps.
+        let p = predict_chain(&c, &linux(5), None).unwrap();
+        assert!(close(p.max_pps, 1e9 / 41_000.0));
+        assert_eq!(p.overload.shape, "falling");
+        assert!(close(p.overload.software_drops_cycles.unwrap(), 8000.0));
+        assert!(close(p.overload.saturated_pps.unwrap(), 1e9 / 49_000.0));
+        // n = 2: 2,000 cycles of drops; one hop: none, and never below zero (a line
+        // through 0 and 4,000 would give -2,000 at n = 0).
+        let p = predict_chain(&c, &linux(2), None).unwrap();
+        assert!(close(p.overload.saturated_pps.unwrap(), 1e9 / (17_000.0 + 2000.0)));
+        let d = c.wired[1].software_drops.as_ref().unwrap();
+        assert_eq!(d.at(0.0, 64.0), Ok(0.0));
+        let p = predict_chain(&c, &linux(1), None).unwrap();
+        assert!(close(p.overload.saturated_pps.unwrap(), p.max_pps));
+        // Where the tester is slower than the saturated chain, it is the tester's rate.
+        c.machine.tsc_hz = 100e9;
+        let p = predict_chain(&c, &linux(5), None).unwrap();
+        assert!(close(p.overload.saturated_pps.unwrap(), 500_000.0));
+        // Flat chainings, and falling ones calibrated without the drops, say nothing.
+        let p = predict_chain(
+            &c,
+            &chain(
+                &["forwarder"],
+                Layout::Hops {
+                    technology: "veth".into(),
+                },
+                64.0,
+            ),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            (p.overload.saturated_pps, p.overload.software_drops_cycles),
+            (None, None)
+        );
+        c.wired[1].software_drops = None;
+        assert_eq!(predict_chain(&c, &linux(5), None).unwrap().overload.saturated_pps, None);
     }
 
     #[test]
