@@ -324,19 +324,13 @@ mod tests {
         assert_eq!((failed, tries), (Err("broken".to_string()), 1));
         // One state: an episode whose state the host never shows again (a round trip of
         // one cycle, far below any real one) repeats each run, keeps the last and
-        // follows the host from there: the next run is kept at once.
+        // follows the host from there: its state is now a round trip the host showed.
         let one = CoreDistance::new(Keep::OneState);
         lock(&one.episode).state = Some(1.0);
         one.run(cores[0], cores[1], || Ok::<_, String>(())).unwrap();
         assert_eq!((one.repeated(), one.kept_apart()), (TRIES - 1, 1));
         assert!(!one.episode().one_state);
-        // (Unless this run's two samples straddle a real change of state.)
-        let repeated = one.repeated();
-        one.run(cores[0], cores[1], || Ok::<_, String>(())).unwrap();
-        assert!(
-            one.repeated() - repeated < TRIES - 1,
-            "{} repeated",
-            one.repeated() - repeated
-        );
+        let state = lock(&one.episode).state;
+        assert!(state.is_some_and(|c| c > 10.0), "{state:?}");
     }
 }

@@ -140,6 +140,11 @@ pub struct ModelError {
     /// The median over cells of `measured_spread_pct`: how well the measurement repeats,
     /// beside how well the model predicts it.
     pub median_measured_spread_pct: f64,
+    /// Whether the goal is judged on this row: on every layout's maximum throughput,
+    /// not on what falling chains deliver offered all the tester sends (checked beside
+    /// it: `C_SWdrops` is a few percent of a frame's cost at the calibrated 1 and 3 hops,
+    /// within the runs' noise, and grows faster than linearly with n).
+    pub counts_for_goal: bool,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -154,7 +159,8 @@ pub struct ModelBench {
     pub interrupted: bool,
     pub points: Vec<ModelPoint>,
     pub errors: Vec<ModelError>,
-    /// Goal: median absolute error ≤ 10 %, worst ≤ 25 %, per layout.
+    /// Goal: median absolute error ≤ 10 %, worst ≤ 25 %, per layout, on the maximum
+    /// throughput (the rows of `errors` that count for it).
     pub goal_met: bool,
     /// How runs on two cores were taken: `one state` (each cell's terms and measurement
     /// in one state of the round trip of a cache line between the cores, whichever),
@@ -619,9 +625,10 @@ pub fn run(
         }
     }
     let errors = errors_of(&points);
-    let goal_met = !errors.is_empty()
+    let goal_met = errors.iter().any(|e| e.counts_for_goal)
         && errors
             .iter()
+            .filter(|e| e.counts_for_goal)
             .all(|e| e.median_abs_error_pct <= 10.0 && e.worst_abs_error_pct <= 25.0);
     Ok(ModelBench {
         schema: MODEL_SCHEMA,
@@ -722,6 +729,7 @@ pub fn errors_of(points: &[ModelPoint]) -> Vec<ModelError> {
                     "{} ({}, {} B): predicted {:.3} Mpps, measured {:.3} ({:+.1} %)",
                     worst.chain, worst.layout, worst.size, w.predicted, w.measured, w.error
                 ),
+                counts_for_goal: suffix.is_empty(),
             });
         }
     }
@@ -988,6 +996,7 @@ mod tests {
         assert_eq!(layouts, ["compound", "linux", "pipeline", "veth", "linux offered all"]);
         assert_eq!((e[1].cells, e[1].worst_abs_error_pct), (2, 3.0));
         assert_eq!(e[4].cells, 2);
+        assert!(e[..4].iter().all(|e| e.counts_for_goal) && !e[4].counts_for_goal);
         assert!((e[4].worst_abs_error_pct - 10.0).abs() < 1e-9);
         assert!((e[4].median_abs_error_pct - 5.0).abs() < 1e-9);
         assert!(

@@ -1092,8 +1092,18 @@ pub fn model_table(b: &sfclab_bench::model::ModelBench) -> String {
     for e in &b.errors {
         let _ = writeln!(
             s,
-            "{}: {} cells, median |error| {:.1} %, worst {:.1} %: {}; the measurement's own spread between rounds: median {:.1} %",
-            e.layout, e.cells, e.median_abs_error_pct, e.worst_abs_error_pct, e.worst, e.median_measured_spread_pct
+            "{}: {} cells, median |error| {:.1} %, worst {:.1} %: {}; the measurement's own spread between rounds: median {:.1} %{}",
+            e.layout,
+            e.cells,
+            e.median_abs_error_pct,
+            e.worst_abs_error_pct,
+            e.worst,
+            e.median_measured_spread_pct,
+            if e.counts_for_goal {
+                ""
+            } else {
+                " (beside the goal: C_SWdrops, linear in n from 1 and 3 hops, where it is within the runs' noise)"
+            }
         );
     }
     let taken = match (b.core_distance.as_str(), b.near_limit_cycles) {
@@ -1116,7 +1126,7 @@ pub fn model_table(b: &sfclab_bench::model::ModelBench) -> String {
     }
     let _ = writeln!(
         s,
-        "goal (median |error| <= 10 %, worst <= 25 %, per layout): {}",
+        "goal (median |error| <= 10 %, worst <= 25 %, per layout, on the maximum): {}",
         if b.goal_met { "met" } else { "NOT met" }
     );
     s += &footer(
