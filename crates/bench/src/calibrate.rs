@@ -264,9 +264,9 @@ struct Round {
     /// terms).
     nfs_across: Vec<f64>,
     pipeline: Option<[f64; 4]>,
-    /// Per technology of `wired`: fixed, per hop, tester packets per second, and where
-    /// it drops inside the chain, `C_SWdrops` at the two lengths.
-    wired: Vec<([f64; 3], Option<[f64; 2]>)>,
+    /// Per technology of `wired`: fixed, per hop, tester packets per second, and
+    /// `C_SWdrops` at the two lengths (0 where the excess is dropped at the entry).
+    wired: Vec<([f64; 3], [f64; 2])>,
 }
 
 /// The chain lengths a technology in namespaces is calibrated at: the cost per hop is
@@ -341,10 +341,7 @@ pub(crate) fn chain_capacity(
             crate::chaining::round(technology, n, size, rate, window, (*tester, *dut))
                 .map_err(|e| format!("{technology} n={n}: {e}"))
         };
-        match core_distance {
-            Some(guard) => guard.run(*tester, *dut, once),
-            None => once(),
-        }
+        crate::cores::run_guarded(core_distance, *tester, *dut, once)
     };
     let saturated = run(Rate::Max)?;
     if saturated.mpps <= 0.0 {
@@ -423,12 +420,9 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
         let one = chain_capacity(t, short, size, window, cores, guard)?;
         let three = chain_capacity(t, long, size, window, cores, guard)?;
         let per_hop = (three.cycles_per_frame - one.cycles_per_frame) / (long - short) as f64;
-        let drops = sfclab_model::hops_overload(t)
-            .falls()
-            .then(|| [one.software_drops_cycles(), three.software_drops_cycles()]);
         wired.push((
             [one.cycles_per_frame - short as f64 * per_hop, per_hop, one.tester_pps],
-            drops,
+            [one.software_drops_cycles(), three.software_drops_cycles()],
         ));
     }
     if !args.wired.is_empty() {
@@ -467,10 +461,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
                     let on: Vec<usize> = (0..chain.len()).map(|i| if i < split { *a } else { *b }).collect();
                     pipeline_cycles(args, Placement::Cores(on), chain, t.clone(), &[*a, *b])
                 };
-                match &args.core_distance {
-                    Some(guard) => guard.run(*a, *b, once),
-                    None => once(),
-                }
+                crate::cores::run_guarded(args.core_distance.as_deref(), *a, *b, once)
             };
             let (one, stage_noop) = one_and_per_copy(&noop_spec(), &mut |c| s_core(c, plain()))?;
             let single = one - stage_noop;
@@ -697,8 +688,8 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
             tester_pps: curve(&|r| r.wired[k].0[2]),
             software_drops: sfclab_model::hops_overload(t).falls().then(|| SoftwareDrops {
                 lengths: [WIRED_LENGTHS.0, WIRED_LENGTHS.1],
-                short: curve(&|r| r.wired[k].1.map_or(f64::NAN, |d| d[0])),
-                long: curve(&|r| r.wired[k].1.map_or(f64::NAN, |d| d[1])),
+                short: curve(&|r| r.wired[k].1[0]),
+                long: curve(&|r| r.wired[k].1[1]),
             }),
         })
         .collect();

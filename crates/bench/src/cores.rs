@@ -225,6 +225,19 @@ impl CoreDistance {
     }
 }
 
+/// `run` on cores `near` and `far`: under `guard` when there is one, else as it comes.
+pub fn run_guarded<T>(
+    guard: Option<&CoreDistance>,
+    near: usize,
+    far: usize,
+    mut run: impl FnMut() -> Result<T, String>,
+) -> Result<T, String> {
+    match guard {
+        Some(g) => g.run(near, far, run),
+        None => run(),
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -541,22 +541,14 @@ pub fn run(
             let measured_mpps = median(&runs);
             // Each round's prediction against the measurement seconds after it: the host's
             // speed changes between rounds, so a round's pair is what is comparable.
-            let round_errors: Vec<f64> = predicted_runs
-                .iter()
-                .zip(&runs)
-                .map(|(p, m)| (p - m) / m * 100.0)
-                .collect();
+            let round_errors = errors_pct(&predicted_runs, &runs);
             let error_pct = median(&round_errors);
             let (predicted_saturated_runs, measured_saturated_runs): (Vec<f64>, Vec<f64>) = priced
                 .iter()
                 .zip(&measured[cell])
                 .filter_map(|(p, m)| Some((p.overload.saturated_pps? / 1e6, m.saturated_mpps?)))
                 .unzip();
-            let saturated_errors: Vec<f64> = predicted_saturated_runs
-                .iter()
-                .zip(&measured_saturated_runs)
-                .map(|(p, m)| (p - m) / m * 100.0)
-                .collect();
+            let saturated_errors = errors_pct(&predicted_saturated_runs, &measured_saturated_runs);
             let mut predicted_nf = vec![f64::NAN; case.kinds.len()];
             for t in p.cores.iter().flat_map(|c| &c.terms) {
                 if let Some(i) = t.nf {
@@ -625,6 +617,7 @@ pub fn run(
         }
     }
     let errors = errors_of(&points);
+    let keep = args.core_distance.as_ref().map(|g| g.keep());
     let goal_met = errors.iter().any(|e| e.counts_for_goal)
         && errors
             .iter()
@@ -648,13 +641,13 @@ pub fn run(
         points,
         errors,
         goal_met,
-        core_distance: match args.core_distance.as_ref().map(|g| g.keep()) {
+        core_distance: match keep {
             Some(Keep::OneState) => "one state",
             Some(Keep::Near(_)) => "near",
             None => "as they came",
         }
         .into(),
-        near_limit_cycles: match args.core_distance.as_ref().map(|g| g.keep()) {
+        near_limit_cycles: match keep {
             Some(Keep::Near(limit)) => Some(limit),
             _ => None,
         },
@@ -669,6 +662,15 @@ fn layout_name(case: &Case) -> String {
         (None, None) => "compound".into(),
         (Some(p), None) => format!("pipeline {p}"),
     }
+}
+
+/// Each round's (predicted − measured) / measured, percent.
+fn errors_pct(predicted: &[f64], measured: &[f64]) -> Vec<f64> {
+    predicted
+        .iter()
+        .zip(measured)
+        .map(|(p, m)| (p - m) / m * 100.0)
+        .collect()
 }
 
 /// The median absolute deviation of `runs` from their median, percent of the median.
@@ -757,7 +759,7 @@ struct Measured {
     nf_cycles: Vec<f64>,
     /// Chains in namespaces: the offered rate it delivered `mpps` at, Mpps.
     offered_mpps: Option<f64>,
-    /// Chains whose throughput falls: what it delivered offered all the tester sends.
+    /// Chains in namespaces: what it delivered offered all the tester sends, Mpps.
     saturated_mpps: Option<f64>,
 }
 
@@ -786,7 +788,7 @@ fn measure(
             core_cycles: Vec::new(),
             nf_cycles: Vec::new(),
             offered_mpps: Some(r.offered_pps / 1e6),
-            saturated_mpps: sfclab_model::hops_overload(t).falls().then_some(r.saturated_mpps),
+            saturated_mpps: Some(r.saturated_mpps),
         });
     }
     // Built per run: a run repeated while the cores were far starts from fresh NFs.
@@ -833,8 +835,8 @@ fn measure(
                 .collect();
             used.sort_unstable();
             used.dedup();
-            match (&args.core_distance, used.as_slice()) {
-                (Some(guard), [near, far, ..]) => guard.run(*near, *far, once)?,
+            match used.as_slice() {
+                [near, far, ..] => crate::cores::run_guarded(args.core_distance.as_deref(), *near, *far, once)?,
                 _ => once()?,
             }
         }

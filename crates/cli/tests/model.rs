@@ -484,19 +484,7 @@ fn chains_in_namespaces_are_calibrated_and_priced_per_hop() {
     let (short, long) = (at(&drops["short"], 64), at(&drops["long"], 64));
     assert!(short >= 0.0 && long >= 0.0, "{linux}");
     assert!(veth.get("software_drops").is_none(), "{veth}");
-    let o = sfclab(&[
-        "model",
-        "predict",
-        "--calibration",
-        out.to_str().unwrap(),
-        "--chaining",
-        "linux",
-        "--chain",
-        "forwarder*5",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let p: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let p = predict_hops(&out, "linux", "forwarder*5");
     let overload = &p["prediction"]["overload"];
     assert_eq!(overload["shape"], "falling");
     // Seed 002's equation 2 at n = 5: the DUT core's cycles at the maximum plus the
@@ -515,19 +503,7 @@ fn chains_in_namespaces_are_calibrated_and_priced_per_hop() {
         "{saturated} vs {expected}"
     );
     assert!(saturated <= p["max_mpps"].as_f64().unwrap() * 1e6 * (1.0 + 1e-9), "{p}");
-    let o = sfclab(&[
-        "model",
-        "predict",
-        "--calibration",
-        out.to_str().unwrap(),
-        "--chaining",
-        "veth",
-        "--chain",
-        "forwarder*4",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let p: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let p = predict_hops(&out, "veth", "forwarder*4");
     let dut = hz / (fixed + 4.0 * per_hop);
     let expected = dut.min(tester);
     let max = p["max_mpps"].as_f64().unwrap() * 1e6;
@@ -546,6 +522,23 @@ fn chains_in_namespaces_are_calibrated_and_priced_per_hop() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--technologies ovs"), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `model predict --json` of `chain` chained by `chaining`, priced with calibration `cal`.
+fn predict_hops(cal: &std::path::Path, chaining: &str, chain: &str) -> Value {
+    let o = sfclab(&[
+        "model",
+        "predict",
+        "--calibration",
+        cal.to_str().unwrap(),
+        "--chaining",
+        chaining,
+        "--chain",
+        chain,
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
 }
 
 fn nix_is_root() -> bool {
