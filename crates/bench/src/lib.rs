@@ -22,6 +22,8 @@ pub mod placement;
 pub mod ring;
 
 use serde::Serialize;
+pub use sfclab_experiment::Machine;
+pub use sfclab_measure::median;
 use sfclab_nf::NfSpec;
 use sfclab_runtime::{RunSettings, run_compound};
 use sfclab_traffic::{FrameSizes, GeneratorConfig};
@@ -42,35 +44,6 @@ pub struct HopBenchArgs {
     /// Measure accounting on as well as off.
     pub accounting_too: bool,
     pub peer: bool,
-}
-
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct Machine {
-    pub cpu: String,
-    pub cores: usize,
-    pub tsc_hz: f64,
-    pub kernel: String,
-}
-
-impl Machine {
-    pub fn read() -> Machine {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu = cpuinfo
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("model name")
-                    .and_then(|r| r.split_once(':'))
-                    .map(|(_, v)| v.trim().to_string())
-            })
-            .unwrap_or_else(|| "unknown".into());
-        Machine {
-            cpu,
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            tsc_hz: sfclab_core::tsc::hz(),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .map_or_else(|_| "unknown".into(), |s| s.trim().to_string()),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -258,16 +231,6 @@ pub fn row_ratios(pairs: &[(&str, &str)], median_of: impl Fn(&str) -> Option<f64
             _ => None,
         })
         .collect()
-}
-
-pub fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => s[n / 2],
-        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
-    }
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]

@@ -2,21 +2,16 @@
 //! and `render`; all the work is in the library crates.
 
 mod bench_view;
-mod config;
-mod execute;
-mod hop_processes;
-mod located;
 mod model;
 mod outcome;
 mod progress;
 mod render;
 mod report;
 mod search;
-mod settings;
 mod sweep;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use config::ChainSpec;
+use sfclab_experiment::{ChainFileError, ChainSource, Experiment, settings};
 use sfclab_runtime::RunError;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -753,21 +748,22 @@ fn bench_schema_v<T: schemars::JsonSchema>(name: &str, version: u32) -> String {
     )
 }
 
-/// The chain the run arguments describe: a file, the shorthand, or the embedded default.
-pub fn load_spec(a: &RunArgs) -> Result<ChainSpec, config::ConfigError> {
+/// Where the run arguments take the chain from: a file, the shorthand, or the embedded default.
+pub fn source_of(a: &RunArgs) -> ChainSource {
     match (&a.file, &a.chain) {
-        (Some(f), _) => config::load(f, &a.settings),
-        (None, Some(c)) => config::from_shorthand(c, &a.settings),
-        (None, None) => config::parse(
-            config::DEFAULT_CHAIN,
-            "examples/chains/default.yaml (embedded)",
-            &a.settings,
-        ),
+        (Some(f), _) => ChainSource::File(f.into()),
+        (None, Some(c)) => ChainSource::Shorthand(c.clone()),
+        (None, None) => ChainSource::Default,
     }
 }
 
+/// The experiment the run arguments describe.
+pub fn load_spec(a: &RunArgs) -> Result<Experiment, ChainFileError> {
+    Experiment::load(&source_of(a), &a.settings)
+}
+
 fn cmd_run(a: RunArgs) -> ExitCode {
-    let spec: ChainSpec = match load_spec(&a) {
+    let spec: Experiment = match load_spec(&a) {
         Ok(mut s) => {
             s.stop_on(&stop_flag());
             s
@@ -797,7 +793,7 @@ fn cmd_run(a: RunArgs) -> ExitCode {
             render::table(&spec.name, r)
         }
     };
-    match execute::run(&spec) {
+    match spec.run() {
         Ok(r) => {
             let status = match r.verify_failed {
                 Some(n) if n > 0 => {
@@ -821,8 +817,8 @@ fn cmd_run(a: RunArgs) -> ExitCode {
 
 /// `sfclab run --ports veth|linux`: the tester's report across the device under test,
 /// the device's own (an sfclab chain), and the testbed's interfaces.
-fn cmd_run_wired(a: &RunArgs, spec: &ChainSpec) -> ExitCode {
-    match execute::run_wired(spec) {
+fn cmd_run_wired(a: &RunArgs, spec: &Experiment) -> ExitCode {
+    match spec.run_wired() {
         Ok(w) => {
             let text = if a.json {
                 render::json_wired(&spec.name, &spec.nfs, &w) + "\n"
@@ -1005,7 +1001,8 @@ fn cmd_pipeline(a: PipelineArgs) -> ExitCode {
 
 /// The one chain element `--nf` names, in shorthand (`synthetic(cycles=100)`).
 fn one_nf(text: &str) -> Result<sfclab_nf::NfSpec, String> {
-    let spec = config::from_shorthand(text, &settings::Settings::default()).map_err(|e| format!("--nf: {e}"))?;
+    let spec = Experiment::load(&ChainSource::Shorthand(text.into()), &settings::Settings::default())
+        .map_err(|e| format!("--nf: {e}"))?;
     match <[_; 1]>::try_from(spec.nfs) {
         Ok([(_, cfg)]) => Ok(cfg),
         Err(_) => Err(format!("--nf `{text}`: give one NF (the benchmark repeats it)")),
@@ -1109,7 +1106,7 @@ fn cmd_hop(a: HopArgs) -> ExitCode {
         batch: a.batch,
         size: a.size,
         flows: a.flows,
-        core: a.core.or_else(config::default_core),
+        core: a.core.or_else(sfclab_runtime::placement::default_chain_core),
         accounting_too: !a.no_accounting_compare,
         peer: a.peer == PeerArg::Testpmd,
     };

@@ -2,11 +2,11 @@
 //! rendering only; the measuring is `sfclab_bench::calibrate` and `::model`, the
 //! arithmetic `sfclab_model`.
 
-use crate::config::ChainSpec;
 use crate::settings::Chaining;
 use crate::{RunArgs, outcome, with_progress};
 use clap::{Args, Subcommand};
 use sfclab_bench::calibrate::{CalibrateArgs, NfWorkload};
+use sfclab_experiment::{ChainFileError, ChainSource, Experiment, Settings};
 use sfclab_model::{Calibration, ChainModel, ChainPrediction, Layout, nf_key, predict_chain};
 use sfclab_traffic::FrameSizes;
 use std::fmt::Write as _;
@@ -309,19 +309,20 @@ const DEFAULT_CHAIN_NAME: &str = "default";
 
 /// A chain named on the command line: `default` (the embedded chain), a chain file, or
 /// shorthand.
-fn chain_spec(chain: &str, flags: &crate::settings::Settings) -> Result<ChainSpec, crate::config::ConfigError> {
-    if chain == DEFAULT_CHAIN_NAME {
-        crate::config::parse(crate::config::DEFAULT_CHAIN, "default", flags)
+fn chain_spec(chain: &str, flags: &Settings) -> Result<Experiment, ChainFileError> {
+    let source = if chain == DEFAULT_CHAIN_NAME {
+        ChainSource::Default
     } else if Path::new(chain).is_file() {
-        crate::config::load(chain, flags)
+        ChainSource::File(chain.into())
     } else {
-        crate::config::from_shorthand(chain, flags)
-    }
+        ChainSource::Shorthand(chain.into())
+    };
+    Experiment::load(&source, flags)
 }
 
 /// The NFs (with their traffic) of a chain given as shorthand or a chain file.
 fn workloads_of(chain: &str) -> Result<Vec<NfWorkload>, String> {
-    let spec = chain_spec(chain, &crate::settings::Settings::default()).map_err(|e| format!("--chain {chain}: {e}"))?;
+    let spec = chain_spec(chain, &Settings::default()).map_err(|e| format!("--chain {chain}: {e}"))?;
     Ok(spec
         .nfs
         .iter()
@@ -513,7 +514,7 @@ fn demand(text: &str, size: Option<&str>) -> Result<sfclab_model::Demand, String
         Some((c, r)) if r.trim().parse::<sfclab_traffic::Rate>().is_ok() => (c.trim(), Some(r.trim())),
         _ => (text.trim(), None),
     };
-    let mut flags = crate::settings::Settings::default();
+    let mut flags = Settings::default();
     if let Some(s) = size {
         flags.traffic.size = Some(s.parse().map_err(|e| format!("--size {s}: {e}"))?);
     }
@@ -807,7 +808,7 @@ fn load_calibration(path: &Path) -> Result<Calibration, String> {
 }
 
 /// The chain as the model sees it: its NFs' keys, frame sizes and layout.
-fn chain_model(spec: &ChainSpec) -> Result<ChainModel, String> {
+fn chain_model(spec: &Experiment) -> Result<ChainModel, String> {
     if spec.replicas > 1 {
         return Err("replicas are not priced yet: predict one replica (its cores are its own)".into());
     }
@@ -920,7 +921,7 @@ fn cmd_predict(a: PredictCli) -> ExitCode {
     outcome::emit_then(&text, 0)
 }
 
-fn prediction_table(spec: &ChainSpec, cal: &Calibration, p: &ChainPrediction, offered: Option<f64>) -> String {
+fn prediction_table(spec: &Experiment, cal: &Calibration, p: &ChainPrediction, offered: Option<f64>) -> String {
     let mut s = String::new();
     let names: Vec<&str> = spec.nfs.iter().map(|(n, _)| n.as_str()).collect();
     let _ = writeln!(

@@ -507,13 +507,6 @@ pub fn csv(name: &str, r: &RunReport) -> String {
     String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("CSV is UTF-8")
 }
 
-/// One NF of the chain, owned: its name and settings.
-#[derive(serde::Serialize, schemars::JsonSchema)]
-pub struct NfOwned {
-    pub name: String,
-    pub config: sfclab_nf::NfSpec,
-}
-
 /// The terminal view of a sweep result set.
 pub fn sweep_table(set: &serde_json::Value) -> String {
     let mut s = String::new();

@@ -2,8 +2,10 @@
 //! on another as the tester, and an NDR/PDR search over trials of the chain.
 
 use clap::Args;
-use sfclab_measure::{Goal, Method, RepeatedSearch, SearchConfig, latency_plan, repeated_search};
-use sfclab_runtime::{PipelineSettings, Placement};
+use sfclab_experiment::search::{
+    LatencyMeasured, SearchDocument, SearchError, SearchPlan, SearchStep, parse_goal, parse_rate_pps, search,
+};
+use sfclab_measure::{Method, SearchConfig};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -11,11 +13,11 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, Table};
 use std::fmt::Write as _;
 
-use crate::config::ChainSpec;
 use crate::outcome::{self, USAGE};
 use crate::progress::Progress;
-use crate::render::{NfOwned, ns, num, right};
-use crate::{RunArgs, execute, load_spec, render, stop_flag};
+use crate::render::{ns, num, right};
+use crate::{RunArgs, load_spec, stop_flag};
+use sfclab_experiment::Experiment;
 
 #[derive(Args)]
 pub struct SearchArgs {
@@ -75,112 +77,8 @@ pub struct SearchArgs {
     pub shared_core: bool,
 }
 
-/// Where the tester and the device under test run.
-#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
-pub struct DutPlacement {
-    /// The generator has a core of its own, as a tester is a separate machine.
-    pub isolated: bool,
-    pub generator_core: usize,
-    pub chain_cores: Vec<usize>,
-    /// `throughput`, or `mrr` when the generator shares the chain's core.
-    pub measures: &'static str,
-}
-
-/// Places the generator on a core no stage uses. A compound chain becomes a one-stage
-/// pipeline (its rx-queue stands for the NIC ring), so that a rate above the chain's
-/// capacity overloads the chain and not the generator. Refused when no core is free,
-/// unless `shared_core`.
-pub fn isolate_dut(spec: &mut ChainSpec, shared_core: bool) -> Result<DutPlacement, String> {
-    use sfclab_runtime::placement::{allowed_cores, default_chain_core};
-    let allowed = allowed_cores();
-    if spec.pipeline.is_none() {
-        let chain_core = spec
-            .settings
-            .core
-            .or_else(default_chain_core)
-            .ok_or("this process may use no core")?;
-        let mut run = spec.settings.clone();
-        run.core = None;
-        run.pool_size = 0;
-        spec.pipeline = Some(PipelineSettings {
-            run,
-            placement: Placement::SCore,
-            cores: vec![chain_core],
-            ..Default::default()
-        });
-    }
-    let p = spec.pipeline.as_mut().expect("a pipeline now");
-    let chain_cores: Vec<usize> = p
-        .placement
-        .stages(spec.nfs.len().max(1), &p.cores)
-        .map_err(|e| format!("placement: {e}"))?
-        .iter()
-        .map(|s| s.core)
-        .collect();
-    let free = allowed.iter().copied().find(|c| !chain_cores.contains(c));
-    let generator_core = match (p.generator_core, free) {
-        (Some(g), _) => g,
-        (None, Some(g)) => g,
-        (None, None) if shared_core => chain_cores[0],
-        (None, None) => {
-            return Err(format!(
-                "the chain uses every core this process may use ({}): a search needs the generator on \
-                 a core of its own, as a tester is a separate machine (RFC 2544). Allow another core \
-                 (taskset, cpuset), place the chain on fewer cores, or pass --shared-core to measure \
-                 the generator and the chain together (reported as MRR, not throughput)",
-                list(&allowed)
-            ));
-        }
-    };
-    p.generator_core = Some(generator_core);
-    let isolated = !chain_cores.contains(&generator_core);
-    Ok(DutPlacement {
-        isolated,
-        generator_core,
-        chain_cores,
-        measures: if isolated { "throughput" } else { "mrr" },
-    })
-}
-
-fn list(cores: &[usize]) -> String {
-    cores.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ")
-}
-
-/// A loss goal from the command line: `ndr`, `pdr`, or a percentage.
-pub fn parse_goal(s: &str) -> Result<Goal, String> {
-    let t = s.trim().to_ascii_lowercase();
-    match t.as_str() {
-        "ndr" => Ok(Goal::ndr()),
-        "pdr" => Ok(Goal::pdr(0.005)),
-        _ => {
-            let pct = t
-                .strip_suffix('%')
-                .ok_or_else(|| format!("`{s}` is not a loss goal: write ndr, pdr or a percentage like 0.1%"))?;
-            let v: f64 = pct.trim().parse().map_err(|_| format!("`{s}` is not a percentage"))?;
-            if !(0.0..100.0).contains(&v) {
-                return Err(format!("`{s}`: a loss goal is 0% to below 100%"));
-            }
-            let name = if v == 0.0 {
-                "NDR".to_string()
-            } else {
-                format!("PDR {v}%")
-            };
-            Ok(Goal {
-                name,
-                ..Goal::pdr(v / 100.0)
-            })
-        }
-    }
-}
-
-pub fn parse_rate_pps(s: &str, frame: f64) -> Result<f64, String> {
-    s.parse::<sfclab_traffic::Rate>()?
-        .pps(frame)
-        .ok_or_else(|| format!("`{s}`: give a number here, not max"))
-}
-
 /// The search's settings from the flags; errors name the flag.
-fn search_config(a: &SearchArgs, spec: &ChainSpec) -> Result<SearchConfig, String> {
+fn search_config(a: &SearchArgs, spec: &Experiment) -> Result<SearchConfig, String> {
     let method: Method = a.method.parse().map_err(|e| format!("--method: {e}"))?;
     if method == Method::Binary && (a.exceed_ratio.is_some() || a.duration_sum.is_some()) {
         return Err(
@@ -254,52 +152,23 @@ pub fn cmd_search(a: SearchArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return outcome::fail(USAGE, &e.to_string()),
     };
-    if spec.io.replay.as_ref().is_some_and(|r| r.at_file_timestamps) {
-        return outcome::fail(
-            USAGE,
-            "--replay-timestamps: a search offers each trial at its own rate; drop it to replay the capture at those rates",
-        );
-    }
-    let (mut cfg, percents) = match (search_config(&a, &spec), latency_percents(&a)) {
-        (Ok(c), Ok(p)) => (c, p),
+    spec.stop_on(&stop_flag());
+    let plan = match (search_config(&a, &spec), latency_percents(&a)) {
+        (Ok(config), Ok(latency_at_percent)) => SearchPlan {
+            config,
+            repeat: a.repeat,
+            latency_at_percent,
+            shared_core: a.shared_core,
+        },
         (Err(e), _) | (_, Err(e)) => return outcome::fail(USAGE, &e),
     };
-    let dut = match isolate_dut(&mut spec, a.shared_core) {
-        Ok(d) => d,
-        Err(e) => return outcome::fail(USAGE, &e),
-    };
-    let stop = stop_flag();
-    let mut trial = execute::ChainTrial {
-        spec: spec.clone(),
-        reports: Vec::new(),
-        stop: stop.clone(),
-    };
-    if cfg.max_pps.is_infinite() {
-        // Every valid trial is bounded by what the generator reaches against the chain.
-        let probe = spec.as_trial(
-            sfclab_traffic::Rate::Max,
-            0.0,
-            cfg.initial_duration.max(Duration::from_millis(200)),
-        );
-        match execute::run(&probe) {
-            // Pacing costs the generator a little: its paced ceiling is below this. What a
-            // tester's transmit refused was never offered.
-            Ok(r) => {
-                let offered = r.window_loss.sent - r.not_offered;
-                cfg.max_pps = offered as f64 / r.duration_s.max(1e-9) * 0.95;
-            }
-            Err(e) => return outcome::fail(outcome::FAILURE, &e.to_string()),
-        }
-    }
-    if let Err((k, r)) = cfg.validate() {
-        return outcome::fail(USAGE, &format!("{k}: {r}"));
-    }
-    let mut progress = Progress::new("trials", cfg.expected_trials() * a.repeat);
+    let mut progress = Progress::new("trials", 0);
     let repeat = a.repeat;
-    let searched = repeated_search(&mut trial, &cfg, repeat, &mut |k, t| {
-        progress.step(&format!(
+    let searched = search(spec, plan, stop_flag(), &mut |step| match step {
+        SearchStep::Planned { trials } => progress.at(0, trials, "searching"),
+        SearchStep::Trial { search, trial: t } => progress.step(&format!(
             "search {}/{repeat}: {:.3} Mpps for {:.2} s: loss {:.5}%{}",
-            k + 1,
+            search + 1,
             t.offered_pps / 1e6,
             t.duration_s,
             t.loss_ratio * 100.0,
@@ -308,120 +177,21 @@ pub fn cmd_search(a: SearchArgs) -> ExitCode {
             } else {
                 " (invalid: the generator fell short)"
             }
-        ));
+        )),
+        SearchStep::LatencyFailed { level, error } => eprintln!("latency at {level}: {error}"),
     });
     progress.finish();
-    let RepeatedSearch { result, per_search } = match searched {
-        Ok(r) => r,
-        Err(e) => return outcome::fail(outcome::FAILURE, &e),
-    };
-
-    // Latency at fractions of the last goal's rate, unless stopped.
-    let mut latency = Vec::new();
-    let base = result.goals.last().and_then(|g| g.lower_pps);
-    let probe_pps = if spec.traffic.probe_pps > 0.0 {
-        spec.traffic.probe_pps
-    } else {
-        10_000.0
-    };
-    if let (Some(base), false) = (base, result.interrupted) {
-        for level in latency_plan(base, cfg.min_pps, probe_pps, &percents) {
-            if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                break;
-            }
-            match trial.latency_run(level.rate_pps, cfg.final_duration, probe_pps, level.empty_chain) {
-                Ok(rep) => latency.push(LatencyMeasured {
-                    level,
-                    latency: rep.latency,
-                }),
-                Err(e) => {
-                    eprintln!("latency at {}: {e}", level.label);
-                    break;
-                }
-            }
-        }
-    }
-    let interrupted = result.interrupted || stop.load(std::sync::atomic::Ordering::Relaxed);
-    // The places of the trial that established each goal's rate (NFVbench's chain analysis).
-    let chain_analysis = (0..result.goals.len())
-        .map(|g| GoalAnalysis {
-            goal: result.goals[g].goal.name.clone(),
-            rate_pps: result.goals[g].lower_pps,
-            places: sfclab_measure::establishing_trial(&result, g)
-                .and_then(|i| trial.reports.get(i))
-                .map(|rep| rep.places.clone()),
-        })
-        .collect();
-    let doc = SearchDocument {
-        schema: SEARCH_SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
-        machine: sfclab_bench::Machine::read(),
-        name: spec.name.clone(),
-        traffic: spec.traffic.clone(),
-        chain_config: spec
-            .nfs
-            .iter()
-            .map(|(n, c)| render::NfOwned {
-                name: n.clone(),
-                config: c.clone(),
-            })
-            .collect(),
-        frame_size_mean: spec.traffic.sizes.mean(),
-        dut,
-        interrupted,
-        search: result,
-        repetitions: per_search,
-        chain_analysis,
-        latency,
+    let doc = match searched {
+        Ok(d) => d,
+        Err(SearchError::Invalid(e)) => return outcome::fail(USAGE, &e),
+        Err(SearchError::Failed(e)) => return outcome::fail(outcome::FAILURE, &e),
     };
     let text = if a.run.json {
         serde_json::to_string_pretty(&doc).expect("serialisable") + "\n"
     } else {
         search_text(&doc)
     };
-    outcome::emit_then(&text, outcome::done(interrupted))
-}
-
-/// Schema tag of `search --json`.
-pub const SEARCH_SCHEMA: &str = "sfclab.search/3";
-
-/// The places of the trial that established a goal's rate.
-#[derive(serde::Serialize, schemars::JsonSchema)]
-pub struct GoalAnalysis {
-    pub goal: String,
-    pub rate_pps: Option<f64>,
-    pub places: Option<Vec<sfclab_runtime::PlaceReport>>,
-}
-
-/// Latency measured at one level of the plan.
-#[derive(serde::Serialize, schemars::JsonSchema)]
-pub struct LatencyMeasured {
-    #[serde(flatten)]
-    pub level: sfclab_measure::LatencyLevel,
-    pub latency: Option<sfclab_core::LatencySummary>,
-}
-
-/// The JSON document of a search (`sfclab search --json`, schema `sfclab.search/3`).
-#[derive(serde::Serialize, schemars::JsonSchema)]
-pub struct SearchDocument {
-    /// Always `sfclab.search/3` for this layout.
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub machine: sfclab_bench::Machine,
-    pub name: String,
-    pub traffic: sfclab_traffic::GeneratorConfig,
-    pub chain_config: Vec<NfOwned>,
-    pub frame_size_mean: f64,
-    /// Where the generator (the tester) and the chain (the DUT) ran.
-    pub dut: DutPlacement,
-    /// Stopped by Ctrl-C: what finished is here, the rest is missing.
-    pub interrupted: bool,
-    /// The result: per goal the median search's, with every trial of every search.
-    pub search: sfclab_measure::SearchResult,
-    /// Each search's rate per goal (packets/s), in goal order.
-    pub repetitions: Vec<Vec<Option<f64>>>,
-    pub chain_analysis: Vec<GoalAnalysis>,
-    pub latency: Vec<LatencyMeasured>,
+    outcome::emit_then(&text, outcome::done(doc.interrupted))
 }
 
 /// The terminal view of a search.

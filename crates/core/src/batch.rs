@@ -1,8 +1,8 @@
 //! A batch: up to `MAX_BATCH` packets that move through NFs and links together.
 //! Work per batch (a call, a clock read, a ring publish) is shared by all its packets.
 
+use crate::handle::PacketRef;
 use crate::packet::Packet;
-use crate::pool::PacketRef;
 use std::ptr::NonNull;
 
 /// The largest batch size sfclab supports; the default is 32, as in DPDK and VPP.

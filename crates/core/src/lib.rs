@@ -13,6 +13,7 @@
 //! Nothing in the hot path here allocates, locks or makes a system call.
 
 pub mod batch;
+pub mod handle;
 pub mod latency;
 pub mod nf;
 pub mod packet;
@@ -23,13 +24,14 @@ pub mod ring;
 pub mod tsc;
 
 pub use batch::{Batch, BatchView, MAX_BATCH};
+pub use handle::PacketRef;
 pub use latency::{LatencyRecord, LatencySummary};
 pub use nf::{
     Buffers, Context, CounterKind, DropReason, Emitted, NamedNfs, NetworkFunction, NfCounter, NfStats, Verdict,
     Verdicts,
 };
 pub use packet::{Packet, PacketMeta};
-pub use pool::{PacketPool, PacketRef};
+pub use pool::PacketPool;
 pub use port::{PortInfo, PortStats, RxPort, Shortfall, TxPort};
 pub use recycle::{Recycle, ReturnLink};
 pub use ring::{RingConsumer, RingProducer, ring};

@@ -14,8 +14,9 @@
 //! list to edit for a new NF.
 
 use crate::batch::{Batch, BatchView, MAX_BATCH};
+use crate::handle::PacketRef;
 use crate::packet::{FLAG_CREATED, FLAG_WINDOW, PacketMeta};
-use crate::pool::{PacketPool, PacketRef};
+use crate::pool::PacketPool;
 use crate::recycle::Recycle;
 
 /// Why a packet was dropped: a code from 1 to 127. Every drop in sfclab has one, counted

@@ -7,52 +7,11 @@
 //! state and origin, because a bug there would corrupt every later measurement.
 
 use crate::batch::Batch;
+use crate::handle::PacketRef;
 #[cfg(debug_assertions)]
 use crate::packet::STATE_IN_USE;
 use crate::packet::{BUF_SIZE, Packet, STATE_FREE};
-use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
-
-/// Owning handle to one packet buffer of a [`PacketPool`].
-///
-/// Dropping a handle without giving it back to its pool leaks the buffer; the pool
-/// notices (see [`PacketPool::in_use`]) and, if it is dropped first, keeps its memory
-/// mapped so that no handle ever dangles.
-pub struct PacketRef(NonNull<Packet>);
-
-// SAFETY: a PacketRef is the unique owner of its buffer, like a Box.
-unsafe impl Send for PacketRef {}
-
-impl PacketRef {
-    #[inline(always)]
-    pub(crate) fn into_raw(self) -> NonNull<Packet> {
-        self.0
-    }
-
-    /// # Safety
-    /// `ptr` must come from `into_raw` of a handle not used since.
-    #[inline(always)]
-    pub(crate) unsafe fn from_raw(ptr: NonNull<Packet>) -> PacketRef {
-        PacketRef(ptr)
-    }
-}
-
-impl Deref for PacketRef {
-    type Target = Packet;
-    #[inline(always)]
-    fn deref(&self) -> &Packet {
-        // SAFETY: the handle owns a live buffer of a pool that outlives it (see type docs).
-        unsafe { self.0.as_ref() }
-    }
-}
-
-impl DerefMut for PacketRef {
-    #[inline(always)]
-    fn deref_mut(&mut self) -> &mut Packet {
-        // SAFETY: as above, and the handle is unique.
-        unsafe { self.0.as_mut() }
-    }
-}
 
 /// Counters of a pool.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]

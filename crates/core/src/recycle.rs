@@ -3,7 +3,8 @@
 //! buffers back on its free list (as a NIC's TX completions return mbufs).
 
 use crate::batch::Batch;
-use crate::pool::{PacketPool, PacketRef};
+use crate::handle::PacketRef;
+use crate::pool::PacketPool;
 use crate::ring::RingProducer;
 
 pub trait Recycle {

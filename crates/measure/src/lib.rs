@@ -14,8 +14,10 @@
 pub mod campaign;
 pub mod search;
 pub mod simulated;
+pub mod stats;
 pub mod trial;
 
 pub use campaign::{LatencyLevel, RepeatedSearch, establishing_trial, latency_plan, repeated_search};
 pub use search::{Goal, GoalResult, INVALID_RETRIES, Method, SearchConfig, SearchResult, check_goal_order, search};
+pub use stats::median;
 pub use trial::{Trial, TrialResult};

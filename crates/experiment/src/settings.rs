@@ -718,7 +718,7 @@ fn typed<T: serde::de::DeserializeOwned>(section: &'static str, map: Map<String,
     serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| BadKey {
         section,
         key: e.path().iter().next().map(|s| s.to_string()).unwrap_or_default(),
-        reason: crate::config::plain(&e.into_inner().to_string()),
+        reason: crate::settings::plain(&e.into_inner().to_string()),
     })
 }
 
@@ -731,6 +731,34 @@ impl Span {
     pub fn duration(self) -> Duration {
         self.0
     }
+}
+
+/// Serde's words for what it expected, in a chain file's terms (no Rust type names).
+pub(crate) fn plain(message: &str) -> String {
+    let mut m = message.to_string();
+    for (rust, words) in [
+        ("expected usize", "expected a whole number"),
+        ("expected u64", "expected a whole number"),
+        ("expected u32", "expected a whole number"),
+        ("expected u16", "expected a whole number"),
+        ("expected u8", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected a sequence", "expected a list"),
+        ("expected a map", "expected a mapping (key: value)"),
+        (
+            "expected struct ChainFile",
+            "expected a mapping with `chain:` (and optionally `traffic:` and `run:`)",
+        ),
+        (
+            "expected struct TrafficSection",
+            "expected a mapping of traffic settings",
+        ),
+        ("expected struct RunSection", "expected a mapping of run settings"),
+        ("expected a boolean", "expected true or false"),
+    ] {
+        m = m.replace(rust, words);
+    }
+    m
 }
 
 #[cfg(test)]

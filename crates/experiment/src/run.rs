@@ -1,22 +1,35 @@
 //! Runs a resolved chain on the runtime it names, and as a trial for the searches.
 
 use sfclab_io::{AfXdpSettings, InterfacePort, PcapSink, PcapSource, ReplayPace, Wire};
-use sfclab_measure::{Trial, TrialResult};
 use sfclab_runtime::{
     ChainGraph, DeviceUnderTest, HopLinks, RunError, RunReport, RunSettings, WiredReport, WiredSettings,
     run_across_veth, run_compound_on, run_parallel, run_pipeline,
 };
-use sfclab_traffic::{Generator, Rate, Sink};
-use std::time::Duration;
+use sfclab_traffic::{Generator, Sink};
 
-use crate::config::ChainSpec;
+use crate::chain_file::Experiment;
+
+impl Experiment {
+    /// Runs the experiment on the runtime and ports it names and returns its report. A
+    /// wired run (`ports: veth`, `linux`, a chaining in namespaces) reports what its
+    /// tester measured across the device under test.
+    pub fn run(&self) -> Result<RunReport, RunError> {
+        run(self)
+    }
+
+    /// A wired run (`ports: veth`, `linux`, a chaining in namespaces): the tester's
+    /// report, the device's own and the testbed's interfaces.
+    pub fn run_wired(&self) -> Result<WiredReport, RunError> {
+        run_wired(self)
+    }
+}
 use crate::settings::{Chaining, Isolation, Ports};
 use sfclab_topology::MacvlanMode;
 use sfclab_topology::ovs::OvsPort;
 
 /// Builds the chain's NFs (once per replica) and runs it. A wired run (`ports: veth`,
 /// `linux`) reports what its tester measured across the device under test.
-pub fn run(spec: &ChainSpec) -> Result<RunReport, RunError> {
+pub(crate) fn run(spec: &Experiment) -> Result<RunReport, RunError> {
     match &spec.ports {
         Ports::Veth | Ports::Linux => return run_wired(spec).map(|w| w.tester),
         Ports::Dut { input, output } => return run_between_interfaces(spec, input, output),
@@ -38,7 +51,7 @@ pub fn run(spec: &ChainSpec) -> Result<RunReport, RunError> {
 /// Builds the testbed (tester and device-under-test namespaces joined by veth pairs),
 /// runs the tester's traffic across the device, and removes the testbed. The device
 /// under test runs on the run's core, the tester on another one.
-pub fn run_wired(spec: &ChainSpec) -> Result<WiredReport, RunError> {
+pub(crate) fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
     let dut = match (spec.chaining, &spec.ports) {
         (Chaining::Linux, _) => DeviceUnderTest::Linux { hops: spec.nfs.len() },
         (Chaining::Ovs, _) => DeviceUnderTest::Ovs {
@@ -97,7 +110,7 @@ type NamedNf = (String, Box<dyn sfclab_core::NetworkFunction>);
 /// Each NF of the spec as the graph of its own hop (`hop(i, nf)` makes it), on the hop's
 /// core.
 fn one_nf_per_hop(
-    spec: &ChainSpec,
+    spec: &Experiment,
     hop: impl Fn(usize, NamedNf) -> Vec<NamedNf>,
 ) -> Result<Vec<(ChainGraph, Option<usize>)>, RunError> {
     Ok(spec
@@ -109,7 +122,7 @@ fn one_nf_per_hop(
 }
 
 /// The AF_XDP settings of the spec's interface ports.
-fn interface_settings(spec: &ChainSpec) -> AfXdpSettings {
+fn interface_settings(spec: &Experiment) -> AfXdpSettings {
     AfXdpSettings {
         xdp_mode: spec.xdp_mode,
         busy_poll: spec.busy_poll,
@@ -118,14 +131,14 @@ fn interface_settings(spec: &ChainSpec) -> AfXdpSettings {
 }
 
 /// Opens `interface` of this namespace as a port of the spec's I/O kind.
-fn open_interface(spec: &ChainSpec, interface: &str, receive: bool) -> Result<InterfacePort, RunError> {
+fn open_interface(spec: &Experiment, interface: &str, receive: bool) -> Result<InterfacePort, RunError> {
     InterfacePort::open(spec.io_kind, interface, &interface_settings(spec), receive)
         .map_err(|reason| RunError::Setting { key: "ports", reason })
 }
 
 /// sfclab as the device under test: the chain forwards what arrives on `input` out of
 /// `output` for the window (or until Ctrl-C).
-fn run_between_interfaces(spec: &ChainSpec, input: &str, output: &str) -> Result<RunReport, RunError> {
+fn run_between_interfaces(spec: &Experiment, input: &str, output: &str) -> Result<RunReport, RunError> {
     let rx = open_interface(spec, input, true)?;
     let tx = open_interface(spec, output, false)?;
     if let Some(ready) = &spec.ready_file {
@@ -139,7 +152,7 @@ fn run_between_interfaces(spec: &ChainSpec, input: &str, output: &str) -> Result
 
 /// sfclab as the tester: the generator's frames leave on `output`, come back on `input`
 /// through whatever joins them, and are measured as in memory (loss, latency, order).
-fn test_across_interfaces(spec: &ChainSpec, output: &str, input: &str) -> Result<RunReport, RunError> {
+fn test_across_interfaces(spec: &Experiment, output: &str, input: &str) -> Result<RunReport, RunError> {
     let tx = open_interface(spec, output, false)?;
     let rx = open_interface(spec, input, true)?;
     let generator =
@@ -158,10 +171,10 @@ fn test_across_interfaces(spec: &ChainSpec, output: &str, input: &str) -> Result
 
 /// A compound chain between its ports: a pcap file at an end that names one (`replay`,
 /// `capture`), the generator and the in-memory sink otherwise.
-fn run_compound_between_ports(spec: &ChainSpec) -> Result<RunReport, RunError> {
+fn run_compound_between_ports(spec: &Experiment) -> Result<RunReport, RunError> {
     let setting = |key: &'static str, reason: String| RunError::Setting { key, reason };
     let settings = &spec.settings;
-    let source = |replay: &crate::config::Replay| {
+    let source = |replay: &crate::chain_file::Replay| {
         let pace = if replay.at_file_timestamps {
             ReplayPace::FileTimestamps
         } else {
@@ -180,65 +193,5 @@ fn run_compound_between_ports(spec: &ChainSpec) -> Result<RunReport, RunError> {
         (Some(r), None) => run_compound_on(source(r)?, Sink::new(settings.verify), graph, settings),
         (None, Some(c)) => run_compound_on(generator()?, sink(c)?, graph, settings),
         (None, None) => run_compound_on(generator()?, Sink::new(settings.verify), graph, settings),
-    }
-}
-
-/// A trial on a real chain: the spec at a paced rate for a duration, latency probes and
-/// per-NF accounting off (they would cost the chain cycles), counts from the report.
-pub struct ChainTrial {
-    pub spec: ChainSpec,
-    /// Every report, for the record.
-    pub reports: Vec<RunReport>,
-    /// Ctrl-C: no further trial starts, the current one ends early and is not counted.
-    pub stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl ChainTrial {
-    /// One run at `offered_pps` with latency probes at `probe_pps`, for latency at a load.
-    /// `empty_chain` runs the same traffic through no NF: the generator's and sink's own
-    /// latency, to calibrate against.
-    pub fn latency_run(
-        &self,
-        offered_pps: f64,
-        duration: Duration,
-        probe_pps: f64,
-        empty_chain: bool,
-    ) -> Result<RunReport, String> {
-        let mut spec = self.spec.as_trial(Rate::Pps(offered_pps), probe_pps, duration);
-        if empty_chain {
-            spec.nfs.clear();
-            spec.wiring = None;
-            if let Some(p) = spec.pipeline.as_mut() {
-                p.placement = sfclab_runtime::Placement::SCore;
-            }
-        }
-        spec.stop_on(&self.stop);
-        run(&spec).map_err(|e| e.to_string())
-    }
-}
-
-impl Trial for ChainTrial {
-    fn interrupted(&self) -> bool {
-        self.stop.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    fn run(&mut self, offered_pps: f64, duration: Duration) -> Result<TrialResult, String> {
-        if self.interrupted() {
-            return Err(format!("interrupted by Ctrl-C after {} trials", self.reports.len()));
-        }
-        let mut spec = self.spec.as_trial(Rate::Pps(offered_pps), 0.0, duration);
-        spec.stop_on(&self.stop);
-        let r = run(&spec).map_err(|e| e.to_string())?;
-        if self.interrupted() {
-            return Err(format!("interrupted by Ctrl-C after {} trials", self.reports.len()));
-        }
-        // The window's own traffic, counted after the drain: exact in every runtime, and
-        // free of warm-up traffic (validity and loss over the same packets and time).
-        let w = r.window_loss;
-        // What a tester's transmit refused never reached the device: not its loss, and
-        // the trial did not offer its rate (the offered count falls short, so invalid).
-        let t = TrialResult::new(offered_pps, r.duration_s, w.sent - r.not_offered, w.received);
-        self.reports.push(r);
-        Ok(t)
     }
 }

@@ -10,11 +10,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::config::ChainSpec;
+use crate::chain_file::Experiment;
 
 /// The hops of `spec` as processes: a device under test for the wired runner.
-pub fn device(spec: &ChainSpec) -> Result<DeviceUnderTest, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("finding this program to start the hops: {e}"))?;
+pub fn device(spec: &Experiment) -> Result<DeviceUnderTest, String> {
+    let exe = hop_program()?;
     let hops = spec.nfs.len();
     let mut args: Vec<String> = vec!["--io".into(), spec.io_kind.to_string()];
     if let Some(m) = spec.xdp_mode {
@@ -52,6 +52,14 @@ pub fn device(spec: &ChainSpec) -> Result<DeviceUnderTest, String> {
         hops,
         start: Box::new(move |bed: &Testbed| start(bed, &exe, &args, &chains, &cores)),
     })
+}
+
+/// The sfclab program each hop runs: this one when it is sfclab, otherwise `sfclab` as
+/// the shell finds it (a program of your own that calls the library starts sfclab's).
+fn hop_program() -> Result<PathBuf, String> {
+    let this = std::env::current_exe().map_err(|e| format!("finding this program to start the hops: {e}"))?;
+    let is_sfclab = this.file_name().is_some_and(|n| n == "sfclab");
+    Ok(if is_sfclab { this } else { PathBuf::from("sfclab") })
 }
 
 /// One started hop: its process and where it writes.

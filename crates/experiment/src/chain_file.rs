@@ -17,7 +17,7 @@
 //! the flag. Unknown keys are errors, never ignored.
 
 use crate::located::{Located, Step, steps_of_text};
-use crate::settings::{Chaining, Isolation, Layers, Ports, Runtime, Settings, flag_of};
+use crate::settings::{Chaining, Isolation, Layers, Ports, Runtime, Settings, flag_of, plain};
 use serde_json::{Map, Value};
 use sfclab_nf::{NfSpec, SpecError};
 use sfclab_runtime::{ChainGraph, LinkMode, Next, PipelineSettings, Placement, RunSettings};
@@ -29,7 +29,7 @@ pub const DEFAULT_CHAIN: &str = include_str!("../../../examples/chains/default.y
 
 /// What a bad config is: where and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
+pub struct ChainFileError {
     pub file: String,
     /// The line of the file the place and key are on, when it can be found.
     pub line: Option<usize>,
@@ -39,7 +39,7 @@ pub struct ConfigError {
     pub reason: String,
 }
 
-impl std::fmt::Display for ConfigError {
+impl std::fmt::Display for ChainFileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.file)?;
         if let Some(line) = self.line {
@@ -55,39 +55,11 @@ impl std::fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {}
-
-/// Serde's words for what it expected, in a chain file's terms (no Rust type names).
-pub(crate) fn plain(message: &str) -> String {
-    let mut m = message.to_string();
-    for (rust, words) in [
-        ("expected usize", "expected a whole number"),
-        ("expected u64", "expected a whole number"),
-        ("expected u32", "expected a whole number"),
-        ("expected u16", "expected a whole number"),
-        ("expected u8", "expected a whole number"),
-        ("expected f64", "expected a number"),
-        ("expected a sequence", "expected a list"),
-        ("expected a map", "expected a mapping (key: value)"),
-        (
-            "expected struct ChainFile",
-            "expected a mapping with `chain:` (and optionally `traffic:` and `run:`)",
-        ),
-        (
-            "expected struct TrafficSection",
-            "expected a mapping of traffic settings",
-        ),
-        ("expected struct RunSection", "expected a mapping of run settings"),
-        ("expected a boolean", "expected true or false"),
-    ] {
-        m = m.replace(rust, words);
-    }
-    m
-}
+impl std::error::Error for ChainFileError {}
 
 /// A chain ready to run.
 #[derive(Debug, Clone)]
-pub struct ChainSpec {
+pub struct Experiment {
     pub name: String,
     pub traffic: GeneratorConfig,
     pub nfs: Vec<(String, NfSpec)>,
@@ -121,6 +93,29 @@ pub struct ChainSpec {
     pub busy_poll: Option<u32>,
 }
 
+/// Where an experiment's chain comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChainSource {
+    /// A chain file (YAML).
+    File(std::path::PathBuf),
+    /// The `--chain` shorthand: `forwarder*4`, `forwarder -> synthetic(cycles=100)`.
+    Shorthand(String),
+    /// The embedded default chain (examples/chains/default.yaml).
+    Default,
+}
+
+impl Experiment {
+    /// Resolves the chain `source` with `overrides` (a command line's flags: each wins
+    /// over the file's key of the same name) into an experiment, checked as a whole.
+    pub fn load(source: &ChainSource, overrides: &Settings) -> Result<Experiment, ChainFileError> {
+        match source {
+            ChainSource::File(path) => load(&path.display().to_string(), overrides),
+            ChainSource::Shorthand(chain) => from_shorthand(chain, overrides),
+            ChainSource::Default => parse(DEFAULT_CHAIN, "examples/chains/default.yaml (embedded)", overrides),
+        }
+    }
+}
+
 /// Files a chain reads its traffic from or writes what leaves it to.
 #[derive(Debug, Clone, Default)]
 pub struct FileIo {
@@ -142,7 +137,7 @@ pub struct Replay {
     pub at_file_timestamps: bool,
 }
 
-impl ChainSpec {
+impl Experiment {
     /// The chain's NFs, built (each config was validated when the chain was read), the
     /// tapped ones wrapped in their tap (whose file is created here).
     pub fn build_nfs(&self) -> Result<sfclab_core::NamedNfs, sfclab_runtime::RunError> {
@@ -182,7 +177,7 @@ impl ChainSpec {
 
     /// The spec as one measurement: `rate` for a window of `duration` (no count), latency
     /// probes at `probe_pps`, per-NF accounting off (it would cost the chain cycles).
-    pub fn as_trial(&self, rate: Rate, probe_pps: f64, duration: Duration) -> ChainSpec {
+    pub fn as_trial(&self, rate: Rate, probe_pps: f64, duration: Duration) -> Experiment {
         let mut spec = self.clone();
         spec.traffic.rate = rate;
         spec.traffic.probe_pps = probe_pps;
@@ -219,8 +214,8 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn at(&self, path: &[Step], place: &str, key: &str, reason: impl Into<String>) -> ConfigError {
-        ConfigError {
+    fn at(&self, path: &[Step], place: &str, key: &str, reason: impl Into<String>) -> ChainFileError {
+        ChainFileError {
             file: self.file.to_string(),
             line: self.tree.map(|t| t.line_at(path)),
             place: place.to_string(),
@@ -230,8 +225,8 @@ impl Ctx<'_> {
     }
 
     /// An error in the whole file (not valid YAML, not a mapping).
-    fn whole(&self, reason: impl Into<String>) -> ConfigError {
-        ConfigError {
+    fn whole(&self, reason: impl Into<String>) -> ChainFileError {
+        ChainFileError {
             line: None,
             ..self.at(&[], "", "", reason)
         }
@@ -239,7 +234,7 @@ impl Ctx<'_> {
 
     /// An error in a setting (`section` is `traffic` or `run`): the flag's, when the
     /// command line gave it.
-    fn setting(&self, section: &str, key: &str, reason: impl Into<String>) -> ConfigError {
+    fn setting(&self, section: &str, key: &str, reason: impl Into<String>) -> ChainFileError {
         if self.layers.is_some_and(|l| l.given_by_flag(key)) {
             return flag_error(key, reason);
         }
@@ -247,7 +242,7 @@ impl Ctx<'_> {
     }
 
     /// An error in the NF at `chain[index]`, at `path` inside its settings.
-    fn nf(&self, index: usize, kind: &str, path: &[Step], reason: impl Into<String>) -> ConfigError {
+    fn nf(&self, index: usize, kind: &str, path: &[Step], reason: impl Into<String>) -> ChainFileError {
         let mut at = vec![Step::key("chain"), Step::Index(index)];
         at.extend_from_slice(path);
         let key = path
@@ -270,8 +265,8 @@ impl Ctx<'_> {
 }
 
 /// Reads and resolves a chain file.
-pub fn load(path: &str, flags: &Settings) -> Result<ChainSpec, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+pub fn load(path: &str, flags: &Settings) -> Result<Experiment, ChainFileError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ChainFileError {
         file: path.to_string(),
         line: None,
         place: String::new(),
@@ -282,7 +277,7 @@ pub fn load(path: &str, flags: &Settings) -> Result<ChainSpec, ConfigError> {
 }
 
 /// Parses and resolves chain-file text; `origin` names it in errors.
-pub fn parse(text: &str, origin: &str, flags: &Settings) -> Result<ChainSpec, ConfigError> {
+pub fn parse(text: &str, origin: &str, flags: &Settings) -> Result<Experiment, ChainFileError> {
     let syntax = Ctx {
         file: origin,
         tree: None,
@@ -292,7 +287,7 @@ pub fn parse(text: &str, origin: &str, flags: &Settings) -> Result<ChainSpec, Co
         let message = e.without_snippet().to_string();
         // The line goes where every error has it, after the file name.
         let message = message.split(" at line ").next().unwrap_or(&message).to_string();
-        ConfigError {
+        ChainFileError {
             line: e.location().map(|l| l.line() as usize),
             ..syntax.whole(format!("not valid YAML: {message}"))
         }
@@ -306,7 +301,7 @@ pub fn parse(text: &str, origin: &str, flags: &Settings) -> Result<ChainSpec, Co
 }
 
 /// The file's sections, each of the kind it must be.
-fn read_sections(tree: &Located, ctx: &Ctx) -> Result<ChainFile, ConfigError> {
+fn read_sections(tree: &Located, ctx: &Ctx) -> Result<ChainFile, ChainFileError> {
     let what = "a chain file is a mapping with `chain:` (and optionally `traffic:` and `run:`)";
     let mut keys = tree.keys().ok_or_else(|| ctx.whole(what))?;
     if let Some(key) = keys.find(|k| !FILE_KEYS.contains(k)) {
@@ -317,7 +312,7 @@ fn read_sections(tree: &Located, ctx: &Ctx) -> Result<ChainFile, ConfigError> {
             format!("unknown section; a chain file has {}", FILE_KEYS.join(", ")),
         ));
     }
-    let section = |name: &str| -> Result<Map<String, Value>, ConfigError> {
+    let section = |name: &str| -> Result<Map<String, Value>, ChainFileError> {
         match tree.get(name) {
             None => Ok(Map::new()),
             Some(s) => s
@@ -361,7 +356,7 @@ fn read_sections(tree: &Located, ctx: &Ctx) -> Result<ChainFile, ConfigError> {
 
 /// Builds a spec from `--chain` shorthand: `forwarder*4`, or
 /// `forwarder -> synthetic(cycles=100, working_set=64KiB) -> noop`.
-pub fn from_shorthand(spec: &str, flags: &Settings) -> Result<ChainSpec, ConfigError> {
+pub fn from_shorthand(spec: &str, flags: &Settings) -> Result<Experiment, ChainFileError> {
     let ctx = Ctx {
         file: "--chain",
         tree: None,
@@ -379,7 +374,7 @@ pub fn from_shorthand(spec: &str, flags: &Settings) -> Result<ChainSpec, ConfigE
     resolve(file, &ctx, flags)
 }
 
-fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, ConfigError> {
+fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, ChainFileError> {
     let layers =
         Layers::merge(&file.traffic, &file.run, &file.profiles, flags).map_err(|e| match flags.gives(&e.key) {
             // The merge failed before it could say which keys were flags: ask the flags.
@@ -686,7 +681,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<ChainSpec, Co
             ));
         }
     }
-    Ok(ChainSpec {
+    Ok(Experiment {
         name: file.name.unwrap_or_else(|| ctx.file.to_string()),
         traffic,
         nfs,
@@ -719,7 +714,7 @@ fn resolve_hops(
     replicas: usize,
     core: Option<usize>,
     ctx: &Ctx,
-) -> Result<Vec<Option<usize>>, ConfigError> {
+) -> Result<Vec<Option<usize>>, ChainFileError> {
     let r = &layers.run;
     let refuse = |key: &str, why: &str| Err(ctx.setting("run", key, format!("`chaining: {chaining}` {why}")));
     if let Some(p) = &r.ports
@@ -808,7 +803,7 @@ fn resolve_pipeline(
     n: usize,
     replicas: usize,
     ctx: &Ctx,
-) -> Result<Option<PipelineSettings>, ConfigError> {
+) -> Result<Option<PipelineSettings>, ChainFileError> {
     let p = &layers.pipeline;
     let runtime = match runtime {
         Some(r) => r,
@@ -905,7 +900,7 @@ pub fn default_core() -> Option<usize> {
     sfclab_runtime::placement::default_chain_core()
 }
 
-fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfSpec)>, ConfigError> {
+fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfSpec)>, ChainFileError> {
     let mut out: Vec<(String, NfSpec)> = Vec::new();
     for (i, raw) in chain.iter().enumerate() {
         // `- noop` and `- noop:` mean the NF with default settings.
@@ -978,8 +973,8 @@ fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfSpec)>, Co
 /// The chain's wiring from `wiring:` lines (`router.port1 -> fw`, `fw.deny -> egress`):
 /// the linear chain with each line's edge replaced. `None` when there are no lines.
 /// An error in the value the flag for `key` gave.
-fn flag_error(key: &str, reason: impl Into<String>) -> ConfigError {
-    ConfigError {
+fn flag_error(key: &str, reason: impl Into<String>) -> ChainFileError {
+    ChainFileError {
         file: flag_of(key),
         line: None,
         place: String::new(),
@@ -1040,7 +1035,11 @@ fn taps(values: &[String], nfs: &[(String, NfSpec)]) -> Result<Vec<(String, std:
     Ok(taps)
 }
 
-fn resolve_wiring(lines: &[Value], nfs: &[(String, NfSpec)], ctx: &Ctx) -> Result<Option<Vec<Vec<Next>>>, ConfigError> {
+fn resolve_wiring(
+    lines: &[Value],
+    nfs: &[(String, NfSpec)],
+    ctx: &Ctx,
+) -> Result<Option<Vec<Vec<Next>>>, ChainFileError> {
     if lines.is_empty() {
         return Ok(None);
     }
@@ -1189,7 +1188,7 @@ mod tests {
             .fold(Settings::default(), |s, (k, v)| s.with(k, v).unwrap())
     }
 
-    fn parse_err(text: &str) -> ConfigError {
+    fn parse_err(text: &str) -> ChainFileError {
         parse(text, "bad.yaml", &Settings::default()).unwrap_err()
     }
 
@@ -1436,7 +1435,7 @@ chain: [noop]
             spec.wiring,
             Some(vec![vec![Next::Nf(2)], vec![Next::Nf(2)], vec![Next::Egress(0)]])
         );
-        let report = crate::execute::run(&ChainSpec {
+        let report = crate::run::run(&Experiment {
             settings: RunSettings {
                 count: Some(1000),
                 duration: None,

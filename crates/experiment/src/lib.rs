@@ -1,0 +1,27 @@
+//! sfclab as a library: a chain file (or the `--chain` shorthand, or the embedded
+//! default) plus overrides is resolved into an [`Experiment`], checked as a whole before
+//! anything runs, which then runs on the runtime and ports it names and returns its typed
+//! report. The `sfclab` command, the benchmarks and programs of your own all call this.
+//!
+//! ```no_run
+//! use sfclab_experiment::{ChainSource, Experiment, Settings};
+//!
+//! let experiment = Experiment::load(&ChainSource::Shorthand("forwarder*4".into()), &Settings::default())?;
+//! let report = experiment.run()?;
+//! println!("{:.2} Mpps, conservation holds: {}", report.mpps, report.conservation.holds);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod chain_file;
+mod document;
+mod hop_processes;
+mod located;
+pub mod run;
+pub mod search;
+pub mod settings;
+pub mod sweep;
+
+pub use chain_file::{ChainFileError, ChainSource, Experiment, FileIo, Replay};
+pub use document::{Machine, NfOwned};
+pub use settings::Settings;
