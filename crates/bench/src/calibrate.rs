@@ -197,6 +197,7 @@ fn compound_cycles(args: &CalibrateArgs, chain: sfclab_core::NamedNfs, t: Genera
         warmup: args.warmup,
         core: args.core,
         accounting: false,
+        stop: crate::stop_flag(),
         ..Default::default()
     };
     let r = run_compound(t, chain, &settings).map_err(|e| e.to_string())?;
@@ -231,6 +232,7 @@ fn pipeline_cycles(
             warmup: args.warmup,
             accounting: false,
             pool_size: 0,
+            stop: crate::stop_flag(),
             ..Default::default()
         },
         placement: placement.clone(),

@@ -134,21 +134,93 @@ pub fn stop_on(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
     let _ = STOP.set(flag);
 }
 
-/// Ctrl-C: the repetition under way finishes, later ones do not start.
+/// Ctrl-C came: the measurement under way ends its window early and is not counted;
+/// no further one starts.
 pub fn stop_requested() -> bool {
     STOP.get().is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
 }
 
-/// The repetitions to run: all of them, or up to Ctrl-C (the first always runs: no
-/// result without one). `interrupted` says whether Ctrl-C cut them short.
-pub fn repetitions(repeat: usize, interrupted: &mut bool) -> impl Iterator<Item = usize> + '_ {
-    (0..repeat).take_while(move |&i| {
-        if i > 0 && stop_requested() {
-            *interrupted = true;
-            false
-        } else {
-            true
+/// The flag a run watches (`RunSettings::stop`): at Ctrl-C its window ends at once.
+pub fn stop_flag() -> Option<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    STOP.get().cloned()
+}
+
+/// A benchmark's interleaved rounds (every configuration once per round) under Ctrl-C:
+/// [`Rounds::next`] starts a round, [`Rounds::go_on`] is asked before each measurement.
+/// Once Ctrl-C comes both say no; the rounds that completed are counted, what the cut
+/// round measured before it is kept, and the result is marked interrupted.
+#[derive(Debug)]
+pub struct Rounds {
+    stop: fn() -> bool,
+    repeat: usize,
+    started: usize,
+    finished: usize,
+    interrupted: bool,
+}
+
+impl Rounds {
+    pub fn new(repeat: usize) -> Rounds {
+        Rounds::stopped_by(repeat, stop_requested)
+    }
+
+    /// Rounds that `stop` ends instead of Ctrl-C.
+    fn stopped_by(repeat: usize, stop: fn() -> bool) -> Rounds {
+        Rounds {
+            stop,
+            repeat,
+            started: 0,
+            finished: 0,
+            interrupted: false,
         }
+    }
+
+    /// Starts the next round: false once every round ran or Ctrl-C came.
+    pub fn start_next(&mut self) -> bool {
+        if self.interrupted {
+            return false;
+        }
+        self.finished = self.started;
+        if !self.go_on() || self.started == self.repeat {
+            return false;
+        }
+        self.started += 1;
+        true
+    }
+
+    /// Before a measurement: false once Ctrl-C came.
+    pub fn go_on(&mut self) -> bool {
+        self.interrupted |= (self.stop)();
+        !self.interrupted
+    }
+
+    /// A measurement of the round under way was cut short (its window ended at Ctrl-C):
+    /// the round is not complete, and none follows.
+    pub fn cut(&mut self) {
+        self.interrupted = true;
+    }
+
+    /// Keeps in `runs` (one entry per round) the rounds that ran to their end: every
+    /// configuration then has as many runs as the result says were done.
+    pub fn keep_completed<T>(&self, runs: &mut Vec<T>) {
+        runs.truncate(self.finished);
+    }
+
+    /// Rounds that ran to their end.
+    pub fn completed(&self) -> usize {
+        self.finished
+    }
+
+    pub fn interrupted(&self) -> bool {
+        self.interrupted
+    }
+}
+
+/// The repetitions to run: all of them, or up to Ctrl-C. `interrupted` says whether
+/// Ctrl-C came before the last one ended (checked once more after it).
+pub fn repetitions(repeat: usize, interrupted: &mut bool) -> impl Iterator<Item = usize> + '_ {
+    (0..=repeat).take_while(move |&i| {
+        *interrupted |= stop_requested();
+        i < repeat && !*interrupted
     })
 }
 
@@ -340,12 +412,13 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
     }
     // Repetitions are interleaved (every configuration once per round), so slow drifts
     // of a noisy machine hit all configurations alike.
-    let mut interrupted = false;
-    let mut repeat_done = 0;
-    for _ in repetitions(args.repeat, &mut interrupted) {
-        repeat_done += 1;
+    let mut rounds = Rounds::new(args.repeat);
+    'rounds: while rounds.start_next() {
         for (m, &accounting) in modes.iter().enumerate() {
             for (h, &n) in args.hops.iter().enumerate() {
+                if !rounds.go_on() {
+                    break 'rounds;
+                }
                 let traffic = GeneratorConfig {
                     sizes: FrameSizes::Fixed { size: args.size },
                     flows: args.flows,
@@ -358,9 +431,15 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
                     warmup: args.warmup,
                     core: args.core,
                     accounting,
+                    stop: stop_flag(),
                     ..Default::default()
                 };
                 let r = run_compound(traffic, forwarders(n), &settings).map_err(|e| e.to_string())?;
+                if r.interrupted {
+                    // Its window was cut short: not a measurement of the point.
+                    rounds.cut();
+                    break 'rounds;
+                }
                 runs[m * args.hops.len() + h].push((r.mpps, r.busy_cycles_per_packet.unwrap_or(f64::NAN)));
                 done += 1;
                 progress(
@@ -370,11 +449,14 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
                 );
             }
         }
+        if !rounds.go_on() {
+            break;
+        }
         bare_runs.push(bare_loop_cycles_per_hop(
             args.core,
             args.duration.min(Duration::from_millis(500)),
         ));
-        if let (true, Some(bin)) = (args.peer && peer_skipped.is_none(), &testpmd) {
+        if let (true, Some(bin), true) = (args.peer && peer_skipped.is_none(), &testpmd, rounds.go_on()) {
             match run_testpmd(bin, args.core, args.duration.max(Duration::from_secs(3))) {
                 Ok((mpps, cmd)) => {
                     peer_runs.push(mpps);
@@ -386,10 +468,18 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
             progress(done, total, "dpdk-testpmd");
         }
     }
+    for r in &mut runs {
+        rounds.keep_completed(r);
+    }
+    rounds.keep_completed(&mut bare_runs);
+    rounds.keep_completed(&mut peer_runs);
     let mut points = Vec::new();
     for (m, &accounting) in modes.iter().enumerate() {
         for (h, &n) in args.hops.iter().enumerate() {
             let r = &runs[m * args.hops.len() + h];
+            if r.is_empty() {
+                continue; // Ctrl-C came before a round ended
+            }
             let mpps_runs: Vec<f64> = r.iter().map(|x| x.0).collect();
             let cycles_runs: Vec<f64> = r.iter().map(|x| x.1).collect();
             points.push(HopPoint {
@@ -429,8 +519,8 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
         frame_size: args.size,
         flows: args.flows,
         duration_s: args.duration.as_secs_f64(),
-        repeat: repeat_done,
-        interrupted,
+        repeat: rounds.completed(),
+        interrupted: rounds.interrupted(),
         ratio_n1_vs_peer: match (&peer, n1) {
             (Some(p), Some(m)) if p.mpps > 0.0 => Some(m / p.mpps),
             _ => None,
@@ -471,17 +561,21 @@ fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration) -> Result<(f6
     // forwarding to start, then for two settling periods and the window's own.
     let mut procs = [proc];
     let periods = 2 + duration.as_secs_f64().ceil().max(1.0) as usize;
+    // Ctrl-C ends the wait (and the peer's run, not counted).
     let waited = sfclab_peers::testpmd::wait_until(&mut procs, Duration::from_secs(60), "forwarding start", |p| {
-        p[0].is_some()
+        stop_requested() || p[0].is_some()
     })
     .and_then(|()| {
         sfclab_peers::testpmd::wait_until(&mut procs, duration + Duration::from_secs(30), "statistics", |p| {
-            p[0].is_some_and(|n| n > periods)
+            stop_requested() || p[0].is_some_and(|n| n > periods)
         })
     });
     let [proc] = procs;
     let samples = proc.stop();
     waited?;
+    if stop_requested() {
+        return Err("stopped by Ctrl-C before its run ended".into());
+    }
     let settled: Vec<f64> = samples.iter().skip(2).map(|ports| ports.iter().sum()).collect();
     if settled.is_empty() {
         return Err("dpdk-testpmd printed no statistics (does it run here? try the command by hand)".into());
@@ -512,5 +606,47 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
         assert!(median(&[]).is_nan());
+    }
+
+    static STOPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    fn stopped() -> bool {
+        STOPPED.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[test]
+    fn rounds_stop_at_ctrl_c_and_count_only_whole_rounds() {
+        let mut all = Rounds::stopped_by(3, || false);
+        let mut started = 0;
+        while all.start_next() {
+            started += 1;
+        }
+        assert_eq!((started, all.completed(), all.interrupted()), (3, 3, false));
+
+        // Ctrl-C in the middle of round 2: round 1 counts, round 2 does not, none follows.
+        let mut cut = Rounds::stopped_by(5, stopped);
+        let mut runs: Vec<Vec<f64>> = vec![Vec::new(); 4];
+        let mut measured = 0;
+        'rounds: while cut.start_next() {
+            for config in &mut runs {
+                if measured == 6 {
+                    STOPPED.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+                if !cut.go_on() {
+                    break 'rounds;
+                }
+                config.push(1.0);
+                measured += 1;
+            }
+        }
+        assert!(cut.interrupted());
+        assert_eq!(cut.completed(), 1);
+        for config in &mut runs {
+            cut.keep_completed(config);
+        }
+        assert!(
+            runs.iter().all(|r| r.len() == 1),
+            "every configuration has the one whole round"
+        );
+        STOPPED.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }

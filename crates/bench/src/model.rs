@@ -813,6 +813,7 @@ fn measure(
         warmup: args.warmup,
         core: cores.first().copied(),
         accounting,
+        stop: crate::stop_flag(),
         ..Default::default()
     };
     let r = match &case.layout {

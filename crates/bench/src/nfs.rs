@@ -19,7 +19,7 @@ use sfclab_runtime::{Role, RunReport, RunSettings, run_compound};
 use sfclab_traffic::{Destinations, FrameSizes, GeneratorConfig};
 use std::time::Duration;
 
-use crate::{Machine, median, repetitions};
+use crate::{Machine, median};
 
 pub const NFS_SCHEMA: &str = "sfclab.bench.nfs/1";
 
@@ -277,6 +277,7 @@ fn run_once(w: &Workload, sizes: &FrameSizes, args: &NfsArgs, accounting: bool) 
         warmup: args.warmup,
         core: args.core,
         accounting,
+        stop: crate::stop_flag(),
         ..Default::default()
     };
     let chain: sfclab_core::NamedNfs = w.chain.iter().map(|(n, s)| (n.clone(), s.build())).collect();
@@ -309,17 +310,28 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
         })
         .collect();
     let mut step = 0;
-    let mut interrupted = false;
-    for _ in repetitions(args.repeat, &mut interrupted) {
+    let mut rounds = crate::Rounds::new(args.repeat);
+    'rounds: while rounds.start_next() {
         for (c, &(i, s)) in cases.iter().enumerate() {
+            if !rounds.go_on() {
+                break 'rounds;
+            }
             let (w, (label, sizes)) = (&work[i], &work[i].sizes[s]);
             progress(step, total, &format!("{} {label} B, accounting off", w.name));
             let off = run_once(w, sizes, args, false)?;
+            if off.interrupted {
+                rounds.cut();
+                break 'rounds;
+            }
             runs[c].mpps.push(off.mpps);
             runs[c].cycles.push(off.busy_cycles_per_packet.unwrap_or(f64::NAN));
             step += 1;
             progress(step, total, &format!("{} {label} B, accounting on", w.name));
             let on = run_once(w, sizes, args, true)?;
+            if on.interrupted {
+                rounds.cut();
+                break 'rounds;
+            }
             let nf_places = on.places.iter().filter(|p| p.role == Role::Nf);
             for (k, p) in nf_places.enumerate().take(w.chain.len()) {
                 runs[c].nf_cycles[k].push(p.cycles_per_packet.unwrap_or(f64::NAN));
@@ -328,10 +340,20 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
             step += 1;
         }
     }
+    for r in &mut runs {
+        rounds.keep_completed(&mut r.mpps);
+        rounds.keep_completed(&mut r.cycles);
+        for nf in &mut r.nf_cycles {
+            rounds.keep_completed(nf);
+        }
+    }
+    let interrupted = rounds.interrupted();
     let tsc_hz = sfclab_core::tsc::hz();
     let mut points: Vec<NfsPoint> = cases
         .iter()
         .zip(&runs)
+        // Ctrl-C came before a round ended: no point.
+        .filter(|(_, r)| !r.mpps.is_empty())
         .map(|(&(i, s), r)| {
             let w = &work[i];
             let nfs: Vec<NfCost> = w

@@ -78,6 +78,7 @@ fn trial(
             warmup: args.warmup,
             accounting: true,
             pool_size: 0,
+            stop: crate::stop_flag(),
             ..Default::default()
         },
         placement: Placement::Pbp(1),
@@ -121,7 +122,13 @@ pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) ->
         }
         let mut caps = Vec::new();
         for _ in 0..args.repeat {
-            caps.push(trial(args, n, Rate::Max, LinkMode::Backpressure, true, pair)?.mpps);
+            let r = trial(args, n, Rate::Max, LinkMode::Backpressure, true, pair)?;
+            if crate::stop_requested() {
+                // Its window was cut short: this length is not measured.
+                interrupted = true;
+                break 'lengths;
+            }
+            caps.push(r.mpps);
             done += 1;
             progress(done, total, &format!("n={n} capacity"));
         }
@@ -135,7 +142,13 @@ pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) ->
             for links in [LinkMode::Drop, LinkMode::Backpressure] {
                 let mut rs = Vec::new();
                 for _ in 0..args.repeat {
-                    rs.push(trial(args, n, Rate::Pps(cap * load * 1e6), links, false, pair)?);
+                    let r = trial(args, n, Rate::Pps(cap * load * 1e6), links, false, pair)?;
+                    if crate::stop_requested() {
+                        // Its window was cut short: this load is not measured.
+                        interrupted = true;
+                        break 'lengths;
+                    }
+                    rs.push(r);
                     done += 1;
                     progress(
                         done,

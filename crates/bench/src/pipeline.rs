@@ -289,6 +289,7 @@ pub fn forwarder_pipeline(
             warmup,
             accounting: false,
             pool_size: 0,
+            stop: crate::stop_flag(),
             ..Default::default()
         },
         placement: placement.clone(),

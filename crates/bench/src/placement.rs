@@ -70,11 +70,13 @@ pub fn run(args: &PlacementArgs, mut progress: impl FnMut(usize, usize, &str)) -
     let total = args.repeat * args.lengths.len() * args.placements.len();
     let mut done = 0;
     let mut runs: Vec<Vec<(f64, f64, usize)>> = vec![Vec::new(); args.lengths.len() * args.placements.len()];
-    let (mut interrupted, mut repeat_done) = (false, 0);
-    for _ in crate::repetitions(args.repeat, &mut interrupted) {
-        repeat_done += 1;
+    let mut rounds = crate::Rounds::new(args.repeat);
+    'rounds: while rounds.start_next() {
         for (li, &n) in args.lengths.iter().enumerate() {
             for (pi, placement) in args.placements.iter().enumerate() {
+                if !rounds.go_on() {
+                    break 'rounds;
+                }
                 let nfs = crate::copies(&args.nf_config, n);
                 let settings = PipelineSettings {
                     run: RunSettings {
@@ -83,6 +85,7 @@ pub fn run(args: &PlacementArgs, mut progress: impl FnMut(usize, usize, &str)) -
                         warmup: args.warmup,
                         accounting: false,
                         pool_size: 0,
+                        stop: crate::stop_flag(),
                         ..Default::default()
                     },
                     placement: placement.clone(),
@@ -97,6 +100,10 @@ pub fn run(args: &PlacementArgs, mut progress: impl FnMut(usize, usize, &str)) -
                     ..Default::default()
                 };
                 let r = run_pipeline(traffic, nfs, &settings).map_err(|e| format!("{placement} n={n}: {e}"))?;
+                if r.interrupted {
+                    rounds.cut();
+                    break 'rounds;
+                }
                 let bottleneck = r
                     .cores
                     .iter()
@@ -117,9 +124,15 @@ pub fn run(args: &PlacementArgs, mut progress: impl FnMut(usize, usize, &str)) -
         }
     }
     let mut points = Vec::new();
+    for r in &mut runs {
+        rounds.keep_completed(r);
+    }
     for (li, &n) in args.lengths.iter().enumerate() {
         for (pi, placement) in args.placements.iter().enumerate() {
             let r = &runs[li * args.placements.len() + pi];
+            if r.is_empty() {
+                continue; // Ctrl-C came before a round ended
+            }
             let mpps_runs: Vec<f64> = r.iter().map(|x| x.0).collect();
             let cycles: Vec<f64> = r.iter().map(|x| x.1).collect();
             points.push(PlacementPoint {
@@ -149,8 +162,8 @@ pub fn run(args: &PlacementArgs, mut progress: impl FnMut(usize, usize, &str)) -
         frame_size: args.size,
         batch: args.batch,
         duration_s: args.duration.as_secs_f64(),
-        repeat: repeat_done,
-        interrupted,
+        repeat: rounds.completed(),
+        interrupted: rounds.interrupted(),
         points,
         break_even,
     })

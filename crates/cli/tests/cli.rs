@@ -169,6 +169,7 @@ fn count_runs_generate_exactly_the_count() {
 
 #[test]
 fn paced_rate_is_reported_as_offered() {
+    let _cores = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let v = run_json(&["--chain", "forwarder", "--rate", "2Mpps"]);
     assert_eq!(v["requested_mpps"].as_f64(), Some(2.0));
     let offered = v["generated_mpps"].as_f64().unwrap();
@@ -1057,6 +1058,7 @@ fn search_on_one_core_refuses_or_labels_the_result_mrr() {
 
 #[test]
 fn search_finds_ndr_and_pdr_and_reports_them() {
+    let _cores = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let o = sfclab(&[
         "search",
         "--repeat",
@@ -1137,8 +1139,12 @@ fn search_finds_ndr_and_pdr_and_reports_them() {
     }
 }
 
-/// Runs sfclab with `args`, sends it Ctrl-C (SIGINT) after `ms`, and waits for it.
-fn interrupted_after(args: &[&str], ms: u64) -> std::process::Output {
+/// Tests that measure, one at a time: in a parallel run they would share the cores.
+static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs sfclab with `args`, sends it Ctrl-C (SIGINT) after `ms`, and waits for it: its
+/// output and how long it took to exit after the signal.
+fn interrupted_after(args: &[&str], ms: u64) -> (std::process::Output, std::time::Duration) {
     let child = Command::new(env!("CARGO_BIN_EXE_sfclab"))
         .args(args)
         .stdout(std::process::Stdio::piped())
@@ -1148,11 +1154,14 @@ fn interrupted_after(args: &[&str], ms: u64) -> std::process::Output {
     std::thread::sleep(std::time::Duration::from_millis(ms));
     // SAFETY: kill(2) on our own child, which has not been waited for yet.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    child.wait_with_output().unwrap()
+    let sent = std::time::Instant::now();
+    let output = child.wait_with_output().unwrap();
+    (output, sent.elapsed())
 }
 
 #[test]
 fn ctrl_c_ends_the_window_and_keeps_the_results() {
+    let _cores = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     for extra in [vec![], vec!["--placement", "s_core"]] {
         let mut args = vec![
             "run",
@@ -1165,7 +1174,7 @@ fn ctrl_c_ends_the_window_and_keeps_the_results() {
             "--json",
         ];
         args.extend(extra);
-        let o = interrupted_after(&args, 700);
+        let (o, _) = interrupted_after(&args, 700);
         assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
         let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
         assert!(v["duration_s"].as_f64().unwrap() < 60.0, "the window ended early");
@@ -1204,47 +1213,76 @@ fn version_names_the_commit_and_shells_and_man_are_served() {
     }
 }
 
-/// Ctrl-C in a benchmark finishes the repetition under way and reports those done.
+/// Ctrl-C stops every measuring command within a second at its next safe point: the
+/// run under way ends its window (and is not counted), what finished is written marked
+/// interrupted, exit 130. In benchmarks every point has exactly the rounds done.
 #[test]
-fn ctrl_c_in_a_benchmark_keeps_the_repetitions_done() {
-    let o = interrupted_after(
-        &[
+fn ctrl_c_stops_every_command_within_a_second() {
+    let _cores = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let out = std::env::temp_dir().join(format!("sfclab-ctrl-c-sweep-{}", std::process::id()));
+    let out = out.to_str().unwrap();
+    let window = ["--duration", "300ms", "--warmup", "10ms", "--json"];
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["run", "--chain", "forwarder*2", "--duration", "60s", "--json"],
+        vec![
+            "sweep",
+            "--chain",
+            "forwarder*{}",
+            "--param",
+            "hops",
+            "--values",
+            "1,2,3,4,5,6,7,8",
+        ],
+        vec!["bench", "hop", "--hops", "0,1", "--repeat", "100", "--peer", "none"],
+        vec!["bench", "placement", "--lengths", "4,8", "--repeat", "100"],
+        vec!["bench", "overload", "--hops", "1,3", "--repeat", "100"],
+        vec!["bench", "ring", "--repeat", "100"],
+        vec!["bench", "pipeline", "--repeat", "100", "--peer", "none"],
+        vec![
             "bench",
-            "hop",
-            "--hops",
-            "0,1",
-            "--duration",
-            "100ms",
-            "--warmup",
-            "10ms",
+            "nfs",
             "--repeat",
             "100",
-            "--peer",
-            "none",
-            "--no-accounting-compare",
-            "--json",
+            "--nat-sessions",
+            "1000",
+            "--flows",
+            "1000",
         ],
-        1500,
-    );
-    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["interrupted"], true);
-    let done = v["repeat"].as_u64().unwrap();
-    assert!((1..100).contains(&done), "{done} repetitions");
-    assert!(
-        v["points"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|p| p["mpps_runs"].as_array().unwrap().len() as u64 == done),
-        "every point has exactly the repetitions done"
-    );
+    ];
+    for mut args in cases {
+        if args[0] == "sweep" {
+            args.extend(["--out", out, "--force", "--repeat", "100"]);
+        }
+        match args[..2] {
+            ["run", _] => {}
+            ["bench", "ring"] => args.extend(["--duration", "300ms", "--json"]),
+            _ => args.extend(window),
+        }
+        let (o, took) = interrupted_after(&args, 1500);
+        let what = args[..2].join(" ");
+        assert_eq!(o.status.code(), Some(130), "{what}: {}", stderr(&o));
+        assert!(took < std::time::Duration::from_secs(1), "{what} took {took:?} to stop");
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(v["interrupted"], true, "{what}");
+        if args[0] == "bench" && args[1] != "overload" {
+            let done = v["repeat"].as_u64().unwrap();
+            assert!(done < 100, "{what}: {done} rounds");
+        }
+        if args[1] == "hop" || args[1] == "placement" {
+            let done = v["repeat"].as_u64().unwrap();
+            for p in v["points"].as_array().unwrap() {
+                assert_eq!(p["mpps_runs"].as_array().unwrap().len() as u64, done, "{what}: {p}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(out);
 }
 
 /// Ctrl-C in a search keeps the trials made so far, marked interrupted, exit 130.
 #[test]
 fn ctrl_c_in_a_search_keeps_the_trials_so_far() {
-    let o = interrupted_after(
+    let _cores = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let (o, _) = interrupted_after(
         &[
             "search",
             "--chain",
