@@ -103,7 +103,8 @@ pub struct RunArgs {
     /// Settings; each overrides the chain file's.
     #[command(flatten)]
     settings: settings::Settings,
-    /// Print the report as JSON (schema `sfclab.run/4`).
+    /// Print the result as JSON (`run`: schema `sfclab.run/4`; `search`: `sfclab.search/3`;
+    /// `sweep`: `sfclab.sweep/3`; `model predict`: `sfclab.prediction/1`).
     #[arg(long, conflicts_with = "csv", help_heading = "Output")]
     json: bool,
     /// Print the report as one CSV row with a header.

@@ -13,12 +13,13 @@ use common::{sfclab, stderr, stdout};
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 #[test]
+#[ignore = "needs dpdk-testpmd (Debian package `dpdk`; CI installs it)"]
 fn bench_hop_measures_testpmd_when_installed() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if Command::new("dpdk-testpmd").arg("--version").output().is_err() {
-        eprintln!("skipped: dpdk-testpmd is not installed (Debian package `dpdk`)");
-        return;
-    }
+    assert!(
+        Command::new("dpdk-testpmd").arg("--version").output().is_ok(),
+        "this test needs dpdk-testpmd (Debian package `dpdk`; CI installs it)"
+    );
     let o = sfclab(&[
         "bench",
         "hop",
@@ -50,13 +51,13 @@ fn bench_hop_measures_testpmd_when_installed() {
 /// Seed 002's point about stages sharing a core, against the real peer: three
 /// busy-polling testpmd processes on two cores collapse, sfclab's stages take turns.
 #[test]
-#[cfg_attr(one_core, ignore = "needs two cores; this machine has one")]
+#[ignore = "needs dpdk-testpmd (Debian package `dpdk`; CI installs it) and two cores"]
 fn shared_core_stages_do_not_collapse_where_testpmd_does() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if Command::new("dpdk-testpmd").arg("--version").output().is_err() {
-        eprintln!("skipped: needs dpdk-testpmd (Debian package `dpdk`)");
-        return;
-    }
+    assert!(
+        Command::new("dpdk-testpmd").arg("--version").output().is_ok(),
+        "this test needs dpdk-testpmd (Debian package `dpdk`; CI installs it)"
+    );
     let o = sfclab(&["bench", "pipeline", "--repeat", "1", "--duration", "3s", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
@@ -158,12 +159,13 @@ fn bench_acl_agrees_with_rte_acl_when_installed() {
 
 /// rte_lpm6 in the same run: the table takes the peer's shape, the ratio is there.
 #[test]
+#[ignore = "needs dpdk-test (Debian package `dpdk-dev`; CI installs it)"]
 fn bench_lpm6_measures_rte_lpm6_when_installed() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if Command::new("dpdk-test").arg("--help").output().is_err() {
-        eprintln!("skipped: dpdk-test is not installed (Debian package `dpdk-dev`)");
-        return;
-    }
+    assert!(
+        Command::new("dpdk-test").arg("--help").output().is_ok(),
+        "this test needs dpdk-test (Debian package `dpdk-dev`; CI installs it)"
+    );
     let o = sfclab(&["bench", "lpm6", "--repeat", "1", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();

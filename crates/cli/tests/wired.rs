@@ -60,11 +60,10 @@ fn namespaces_of(pid: u32) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn the_tester_measures_a_linux_forwarding_namespace() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let v = wired_json(&["--ports", "linux"]);
     assert_eq!(v["conservation"]["holds"], true);
     assert_eq!(v["window_loss"]["sent"], 5000);
@@ -87,11 +86,10 @@ fn the_tester_measures_a_linux_forwarding_namespace() {
 }
 
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn a_chain_runs_between_two_veth_namespaces() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let v = wired_json(&["--ports", "veth", "--chain", "forwarder -> noop"]);
     assert_eq!(v["window_loss"]["lost"], 0, "{}", v["places"][0]);
     assert_eq!(v["verify_failed"], 0);
@@ -131,11 +129,10 @@ fn a_chain_runs_between_two_veth_namespaces() {
 }
 
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn the_wired_table_shows_both_sides_and_the_kernel_counters() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let o = sfclab(&[
         "run", "--ports", "veth", "--chain", "noop", "--count", "2000", "--rate", "20kpps", "--warmup", "50ms",
     ]);
@@ -214,11 +211,10 @@ fn wired_settings_that_cannot_work_are_refused_by_name() {
 }
 
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn cleanup_removes_what_a_killed_run_left() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let (mut child, pid) = start_until_built(
         &[
             "run",
@@ -265,11 +261,10 @@ fn ovs_installed() -> bool {
 /// After SIGKILL of a run whose chain is Open vSwitch, `sfclab cleanup` leaves no
 /// namespace, no OVS process and no OVS file of the run behind.
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn cleanup_removes_the_ovs_daemons_of_a_killed_run() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     if !ovs_installed() {
         eprintln!("SKIPPED: Open vSwitch not installed (apt-get install openvswitch-switch)");
         return;
@@ -308,32 +303,21 @@ fn cleanup_removes_the_ovs_daemons_of_a_killed_run() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(namespaces_of(pid).is_empty());
     assert!(!state.exists(), "{} left behind", state.display());
-    // SIGKILL is delivered asynchronously: give the daemons a moment to be gone.
-    let running = || {
-        let ps = Command::new("ps").args(["-eo", "stat,args"]).output().unwrap();
-        String::from_utf8_lossy(&ps.stdout)
-            .lines()
-            .filter(|l| l.contains(&switch_ns) && !l.starts_with('Z'))
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    };
-    let started = Instant::now();
-    while !running().is_empty() && started.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(
-        running().is_empty(),
-        "an OVS daemon of the run still runs: {:?}",
-        running()
-    );
+    // Cleanup returns once the daemons it killed are gone, not while they exit.
+    let ps = Command::new("ps").args(["-eo", "stat,args"]).output().unwrap();
+    let running: Vec<_> = String::from_utf8_lossy(&ps.stdout)
+        .lines()
+        .filter(|l| l.contains(&switch_ns) && !l.starts_with('Z'))
+        .map(str::to_string)
+        .collect();
+    assert!(running.is_empty(), "an OVS daemon of the run still runs: {running:?}");
 }
 
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn sigterm_ends_a_wired_run_and_removes_its_namespaces() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let (child, pid) = start_until_built(
         &["run", "--ports", "linux", "--duration", "60s", "--rate", "10kpps"],
         Stdio::piped,
@@ -347,11 +331,10 @@ fn sigterm_ends_a_wired_run_and_removes_its_namespaces() {
 }
 
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn bench_io_measures_af_xdp_and_af_packet_over_a_veth_pair() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let o = sfclab(&[
         "bench",
         "io",
@@ -442,11 +425,10 @@ fn bench_io_measures_af_xdp_and_af_packet_over_a_veth_pair() {
 /// forwarded every frame the tester sent, and on Ctrl-C the DUT keeps its result, marked
 /// interrupted, with its per-NF cycles.
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn sfclab_forwards_and_tests_on_interfaces_it_did_not_build() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let bed = sfclab_topology::Testbed::build().unwrap();
     let dut_ports = format!("dut:{},{}", bed.hops[0].input.name(), bed.hops[0].output.name());
     let tester_ports = format!("tester:{},{}", bed.tester_out.name(), bed.tester_in.name());
@@ -532,11 +514,10 @@ fn sfclab_forwards_and_tests_on_interfaces_it_did_not_build() {
 /// and Linux forwarding, each row measured and labelled with what it was; its document
 /// follows the published schema.
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn bench_forward_measures_each_device_with_the_same_tester() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let o = sfclab(&[
         "bench",
         "forward",
@@ -584,11 +565,10 @@ fn bench_forward_measures_each_device_with_the_same_tester() {
 
 /// Busy polling on every AF_XDP port of a wired run: nothing lost, and the ports say so.
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn a_wired_run_busy_polls_when_asked() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let v = wired_json(&["--ports", "veth", "--chain", "forwarder", "--busy-poll", "50"]);
     assert_eq!(v["window_loss"]["lost"], 0, "{}", v["places"][0]);
     assert_eq!(v["conservation"]["holds"], true);
@@ -600,11 +580,10 @@ fn a_wired_run_busy_polls_when_asked() {
 /// spreading flows over the queues by hash; over AF_XDP (a socket per queue) and
 /// AF_PACKET (a fanout group), every frame reaches exactly one replica and comes back.
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn replicas_forward_one_queue_each() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     for io in ["af_xdp", "af_packet"] {
         let v = wired_json(&[
             "--ports",
@@ -647,11 +626,10 @@ fn replicas_forward_one_queue_each() {
 /// `--chaining veth`: each NF in a namespace of its own; a hop that drops is where the
 /// tester's loss is explained, exactly. `--chaining linux`: kernel hops. Both torn down.
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn chains_in_namespaces_run_end_to_end_and_explain_their_loss() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let v = wired_json(&[
         "--chaining",
         "veth",
@@ -815,11 +793,10 @@ fn chaining_in_namespaces_refuses_what_does_not_apply() {
 /// it, named by `SFCLAB_SRIOV` (`pf=IF,tester-out=IF,tester-in=IF[,pf-out=IF]`); what
 /// runs everywhere is the refusal of a NIC that is not there, with nothing left behind.
 #[test]
+#[ignore = "needs root for SR-IOV VFs and namespaces (CI runs it)"]
 fn a_real_sriov_nic_chains_the_hops_and_is_put_back() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("SR-IOV VFs and namespaces") {
-        return;
-    }
+    sfclab_topology::require_root("SR-IOV VFs and namespaces");
     let restore_files = || {
         std::fs::read_dir(std::env::temp_dir())
             .unwrap()
@@ -875,11 +852,10 @@ fn a_real_sriov_nic_chains_the_hops_and_is_put_back() {
 
 /// `bench chaining`: every technology at two lengths, the same tester, its schema.
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn bench_chaining_measures_every_technology_with_the_same_tester() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let plot = std::env::temp_dir().join(format!("sfclab-chaining-{}.svg", std::process::id()));
     let plot_arg = plot.display().to_string();
     let o = sfclab(&[

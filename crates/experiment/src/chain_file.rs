@@ -419,7 +419,12 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         batch: r.batch.unwrap_or(defaults.batch),
         duration,
         count: r.count,
-        warmup: r.warmup.map_or(Duration::from_millis(500), |w| w.duration()),
+        // A finite replay is measured whole: a default warm-up would consume it unseen.
+        warmup: match (r.warmup, t.replay_loops) {
+            (Some(w), _) => w.duration(),
+            (None, Some(_)) => Duration::ZERO,
+            (None, None) => Duration::from_millis(500),
+        },
         core: r.core.or_else(default_core),
         accounting: r.accounting.unwrap_or(true),
         verify: r.verify.unwrap_or(false),
@@ -1239,6 +1244,17 @@ mod tests {
         assert_eq!(spec.settings.count, Some(1000));
         assert_eq!(spec.settings.duration, None);
         assert_eq!(spec.settings.batch, 64);
+    }
+
+    #[test]
+    fn a_finite_replay_has_no_warm_up_unless_asked() {
+        let finite = flags(&[("replay", "in.pcap"), ("replay_loops", "1")]);
+        let spec = parse("chain: [noop]\n", "f.yaml", &finite).unwrap();
+        assert_eq!(spec.settings.warmup, Duration::ZERO);
+        let asked = parse("run: { warmup: 100ms }\nchain: [noop]\n", "f.yaml", &finite).unwrap();
+        assert_eq!(asked.settings.warmup, Duration::from_millis(100));
+        let looping = parse("chain: [noop]\n", "f.yaml", &flags(&[("replay", "in.pcap")])).unwrap();
+        assert_eq!(looping.settings.warmup, Duration::from_millis(500));
     }
 
     #[test]

@@ -96,7 +96,8 @@ pub struct RunSection {
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub duration: Option<Span>,
-    /// Warm-up before the window (counted for conservation, not reported).
+    /// Warm-up before the window (counted for conservation, not reported); default 500ms,
+    /// none for a finite replay (`replay_loops`), which is measured whole.
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub warmup: Option<Span>,

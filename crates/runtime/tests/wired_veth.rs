@@ -31,11 +31,10 @@ fn low_rate(count: u64) -> (GeneratorConfig, RunSettings) {
 }
 
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn the_tester_measures_a_linux_forwarding_namespace_without_loss_at_a_low_rate() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let (traffic, run) = low_rate(10_000);
     let r = run_across_veth(
         traffic,
@@ -71,11 +70,10 @@ fn the_tester_measures_a_linux_forwarding_namespace_without_loss_at_a_low_rate()
 }
 
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn an_sfclab_chain_forwards_between_veth_namespaces_with_exact_conservation() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let (traffic, run) = low_rate(10_000);
     let nfs = vec![
         ("fw".to_string(), NfSpec::default_of("forwarder").unwrap().build()),
@@ -116,11 +114,10 @@ fn an_sfclab_chain_forwards_between_veth_namespaces_with_exact_conservation() {
 }
 
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn an_sfclab_chain_forwards_over_af_packet_too() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let (traffic, run) = low_rate(5_000);
     let nfs = vec![("fw".to_string(), NfSpec::default_of("forwarder").unwrap().build())];
     let wired = WiredSettings {
@@ -151,11 +148,10 @@ fn an_sfclab_chain_forwards_over_af_packet_too() {
 /// `chaining: veth`: three hops, each an NF in a namespace of its own, joined by veth
 /// pairs; every frame crosses every hop, and every count agrees with the kernel's.
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn a_chain_of_hops_in_namespaces_passes_every_frame_through_every_hop() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     for io in [sfclab_io::IoKind::AfXdp, sfclab_io::IoKind::AfPacket] {
         let (traffic, run) = low_rate(5_000);
         let hops = (0..3)
@@ -210,11 +206,10 @@ fn a_chain_of_hops_in_namespaces_passes_every_frame_through_every_hop() {
 
 /// `chaining: linux`: the kernel forwards through three namespaces in a row.
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn the_tester_measures_a_chain_of_linux_forwarding_namespaces() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if sfclab_topology::skip_unless_root("namespaces, BPF and AF_XDP") {
-        return;
-    }
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let (traffic, run) = low_rate(5_000);
     let r = run_across_veth(
         traffic,

@@ -319,7 +319,25 @@ fn stop_processes_in(name: &str) -> Vec<u32> {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }
     }
+    // A killed process lingers until the kernel has torn it down (an OVS daemon for ~2 s
+    // after its run was killed): return once every one is gone, or only a zombie left
+    // for its parent to reap, so that nothing of the run is still running after cleanup.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pids.iter().any(|&p| still_running(p)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     pids
+}
+
+/// Whether process `pid` exists and is not a zombie (its state in /proc/PID/stat).
+fn still_running(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state != "Z" && state != "X")
 }
 
 fn remove_namespace(name: &str) -> Result<(), TopologyError> {
@@ -354,14 +372,13 @@ pub fn running_as_root() -> bool {
     nix::unistd::Uid::effective().is_root()
 }
 
-/// For tests that need root: true (after saying SKIPPED and why, out loud) when this
-/// process is not root and the test should return.
-pub fn skip_unless_root(needs: &str) -> bool {
-    if running_as_root() {
-        return false;
-    }
-    eprintln!("SKIPPED: needs root for {needs}");
-    true
+/// For tests that need root (marked `#[ignore = "needs root ..."]`, which CI runs as
+/// root): fails at once, saying why, when asked to run without it.
+pub fn require_root(needs: &str) {
+    assert!(
+        running_as_root(),
+        "this test needs root for {needs}: run it as root (CI does), or leave it ignored"
+    );
 }
 
 /// What [`cleanup`] found and did.

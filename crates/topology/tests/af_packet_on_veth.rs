@@ -8,7 +8,7 @@ mod common;
 use common::{ONE_AT_A_TIME, open, send_and_receive};
 use sfclab_core::{RxPort, TxPort};
 use sfclab_io::{AfPacketPort, AfPacketSettings};
-use sfclab_topology::{Topology, skip_unless_root};
+use sfclab_topology::Topology;
 
 const NEEDS: &str = "namespaces and AF_PACKET";
 
@@ -17,11 +17,10 @@ fn open_packet(end: &sfclab_topology::Interface, settings: AfPacketSettings) -> 
 }
 
 #[test]
+#[ignore = "needs root for namespaces and AF_PACKET (CI runs it)"]
 fn frames_cross_a_veth_pair_between_af_packet_rings_exactly() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if skip_unless_root(NEEDS) {
-        return;
-    }
+    sfclab_topology::require_root(NEEDS);
     let mut topo = Topology::new().unwrap();
     let a = topo.namespace("pkt-a").unwrap();
     let b = topo.namespace("pkt-b").unwrap();
@@ -60,6 +59,7 @@ fn frames_cross_a_veth_pair_between_af_packet_rings_exactly() {
 }
 
 #[test]
+#[ignore = "needs root for namespaces and AF_PACKET (CI runs it)"]
 fn bad_ring_settings_and_missing_interfaces_are_refused() {
     let e = AfPacketPort::open(
         "lo",
@@ -72,9 +72,7 @@ fn bad_ring_settings_and_missing_interfaces_are_refused() {
     .unwrap();
     assert!(e.contains("power of two"), "{e}");
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if skip_unless_root(NEEDS) {
-        return;
-    }
+    sfclab_topology::require_root(NEEDS);
     let e = AfPacketPort::open("nosuch0", &AfPacketSettings::default())
         .err()
         .unwrap();
@@ -85,13 +83,12 @@ fn bad_ring_settings_and_missing_interfaces_are_refused() {
 /// of 64 flows sent across the pair are each received exactly once, by one member, every
 /// frame of a flow by the same member, and both members get some.
 #[test]
+#[ignore = "needs root for namespaces and AF_PACKET (CI runs it)"]
 fn a_fanout_group_spreads_flows_over_its_members_each_frame_once() {
     use sfclab_core::{Batch, PacketMeta, PacketPool};
     use std::collections::BTreeMap;
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if skip_unless_root(NEEDS) {
-        return;
-    }
+    sfclab_topology::require_root(NEEDS);
     let mut topo = Topology::new().unwrap();
     let a = topo.namespace("fan-a").unwrap();
     let b = topo.namespace("fan-b").unwrap();

@@ -7,7 +7,7 @@ mod common;
 use common::{ONE_AT_A_TIME, open, send_and_receive};
 use sfclab_core::{RxPort, TxPort};
 use sfclab_io::{AfXdpPort, AfXdpSettings, Bind, XdpMode};
-use sfclab_topology::{Topology, skip_unless_root};
+use sfclab_topology::Topology;
 
 const NEEDS: &str = "namespaces, BPF and AF_XDP";
 
@@ -16,11 +16,10 @@ fn open_xdp(end: &sfclab_topology::Interface, settings: AfXdpSettings) -> AfXdpP
 }
 
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn frames_cross_a_veth_pair_between_af_xdp_sockets_exactly() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if skip_unless_root(NEEDS) {
-        return;
-    }
+    sfclab_topology::require_root(NEEDS);
     let mut topo = Topology::new().unwrap();
     let tester = topo.namespace("tester").unwrap();
     let dut = topo.namespace("dut").unwrap();
@@ -82,11 +81,10 @@ fn frames_cross_a_veth_pair_between_af_xdp_sockets_exactly() {
 }
 
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn a_mode_the_interface_lacks_is_an_error_that_says_so() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if skip_unless_root(NEEDS) {
-        return;
-    }
+    sfclab_topology::require_root(NEEDS);
     let mut topo = Topology::new().unwrap();
     let a = topo.namespace("a").unwrap();
     let b = topo.namespace("b").unwrap();
@@ -127,11 +125,10 @@ fn a_mode_the_interface_lacks_is_an_error_that_says_so() {
 /// enters the kernel to poll (counted), the summary says so, and the stream still arrives
 /// exactly.
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn busy_polling_ports_receive_every_frame() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if skip_unless_root(NEEDS) {
-        return;
-    }
+    sfclab_topology::require_root(NEEDS);
     let mut topo = Topology::new().unwrap();
     let a = topo.namespace("a").unwrap();
     let b = topo.namespace("b").unwrap();
@@ -166,11 +163,10 @@ fn busy_polling_ports_receive_every_frame() {
 /// per queue. What is sent on queue k arrives on queue k's socket, exactly, and nowhere else;
 /// the program goes with the last socket.
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn each_queue_has_its_own_socket_and_receives_its_own_frames() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if skip_unless_root(NEEDS) {
-        return;
-    }
+    sfclab_topology::require_root(NEEDS);
     let mut topo = Topology::new().unwrap();
     let a = topo.namespace("a").unwrap();
     let b = topo.namespace("b").unwrap();

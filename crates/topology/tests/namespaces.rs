@@ -1,7 +1,7 @@
 //! Namespaces and veth pairs built, used and always removed (needs root: CI is root;
 //! elsewhere each test says it is skipped, and why).
 
-use sfclab_topology::{Topology, cleanup, sfclab_namespaces, skip_unless_root};
+use sfclab_topology::{Topology, cleanup, sfclab_namespaces};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -11,10 +11,9 @@ fn listed(name: &str) -> bool {
 }
 
 #[test]
+#[ignore = "needs root for network namespaces (CI runs it)"]
 fn a_veth_pair_joins_two_namespaces_and_everything_goes_with_the_topology() {
-    if skip_unless_root("network namespaces") {
-        return;
-    }
+    sfclab_topology::require_root("network namespaces");
     let mut topo = Topology::new().unwrap();
     let a = topo.namespace("left").unwrap();
     let b = topo.namespace("right").unwrap();
@@ -50,10 +49,9 @@ fn a_veth_pair_joins_two_namespaces_and_everything_goes_with_the_topology() {
 }
 
 #[test]
+#[ignore = "needs root for network namespaces (CI runs it)"]
 fn a_bad_interface_name_is_refused_before_the_kernel_sees_it() {
-    if skip_unless_root("network namespaces") {
-        return;
-    }
+    sfclab_topology::require_root("network namespaces");
     let mut topo = Topology::new().unwrap();
     let a = topo.namespace("a").unwrap();
     let b = topo.namespace("b").unwrap();
@@ -79,10 +77,9 @@ fn killed_run_helper() {
 }
 
 #[test]
+#[ignore = "needs root for network namespaces (CI runs it)"]
 fn cleanup_removes_what_a_killed_run_left() {
-    if skip_unless_root("network namespaces") {
-        return;
-    }
+    sfclab_topology::require_root("network namespaces");
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "killed_run_helper", "--nocapture", "--test-threads", "1"])
         .env("SFCLAB_TOPOLOGY_HELPER", "1")
@@ -118,10 +115,9 @@ fn cleanup_removes_what_a_killed_run_left() {
 /// A process left running inside a namespace (a peer that did not stop, and what it
 /// forked) is killed when the topology goes: it would outlive its interfaces otherwise.
 #[test]
+#[ignore = "needs root for network namespaces (CI runs it)"]
 fn processes_left_in_a_namespace_are_stopped_with_it() {
-    if skip_unless_root("network namespaces") {
-        return;
-    }
+    sfclab_topology::require_root("network namespaces");
     let mut topo = Topology::new().unwrap();
     let ns = topo.namespace("peer").unwrap();
     // A shell that forks a sleeper and then sleeps itself: two processes inside.
@@ -197,10 +193,9 @@ fn address_of(interface: &str) -> Option<String> {
 /// into a run's namespace under another name comes back as it was (ifb keeps its
 /// address: a NIC's, changed, is put back by the same journal line).
 #[test]
+#[ignore = "needs root for network namespaces and moving interfaces (CI runs it)"]
 fn a_taken_interface_goes_back_under_its_name_and_address() {
-    if skip_unless_root("network namespaces and moving interfaces") {
-        return;
-    }
+    sfclab_topology::require_root("network namespaces and moving interfaces");
     let port = DummyPort(format!("sfcd{}", std::process::id() % 100_000));
     // ifb: a virtual device that, as a NIC's port does, may change namespace.
     let made = Command::new("ip")
