@@ -146,18 +146,28 @@ struct LinkCreateAttr {
     flags: u32,
 }
 
-/// Calls `bpf(cmd, attr)`; a new file descriptor, or the error.
-fn bpf_fd<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<OwnedFd> {
-    let ret = bpf(cmd, attr)?;
-    // SAFETY: these commands return a new file descriptor that nothing else owns.
+/// Calls `bpf(cmd, attr)` for a command that returns a new file descriptor.
+///
+/// # Safety
+/// As [`bpf`]; and `cmd` is one that, on success, returns a new file descriptor that
+/// nothing else owns (`BPF_MAP_CREATE`, `BPF_PROG_LOAD`, `BPF_LINK_CREATE`).
+unsafe fn bpf_fd<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<OwnedFd> {
+    // SAFETY: the caller's contract is `bpf`'s.
+    let ret = unsafe { bpf(cmd, attr) }?;
+    // SAFETY: the caller promises `cmd` returns a new file descriptor nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
 }
 
-fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
-    // SAFETY: `attr` is a live, initialised `#[repr(C)]` prefix of `union bpf_attr` of
-    // `size_of::<T>()` bytes for this command; every pointer inside it points to memory
-    // that outlives the call. The kernel reads (and for some commands writes) only that
-    // many bytes.
+/// Calls `bpf(cmd, attr)`.
+///
+/// # Safety
+/// `T` is the `#[repr(C)]` prefix of `union bpf_attr` that `cmd` reads (and may write),
+/// fully initialised, and every address inside it points to memory of the size the
+/// command reads or writes there, live for the call.
+unsafe fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
+    // SAFETY: `attr` is a live, initialised `size_of::<T>()` bytes, and what it points to
+    // is valid (the caller's contract); the kernel reads (and for some commands writes)
+    // only that many bytes.
     let ret = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>() as u32) };
     if ret < 0 {
         Err(io::Error::last_os_error())
@@ -190,7 +200,9 @@ impl XskMap {
             map_name: name16("sfclab_xsks"),
             ..Default::default()
         };
-        let fd = bpf_fd(BPF_MAP_CREATE, &mut attr).map_err(|e| explain(e, "creating an XSKMAP"))?;
+        // SAFETY: `MapCreateAttr` is BPF_MAP_CREATE's prefix of `bpf_attr`, initialised,
+        // with no address in it; the command returns a new file descriptor.
+        let fd = unsafe { bpf_fd(BPF_MAP_CREATE, &mut attr) }.map_err(|e| explain(e, "creating an XSKMAP"))?;
         Ok(XskMap { fd, entries })
     }
 
@@ -209,7 +221,9 @@ impl XskMap {
             value: &value as *const u32 as u64,
             ..Default::default()
         };
-        bpf(BPF_MAP_UPDATE_ELEM, &mut attr)
+        // SAFETY: `MapUpdateAttr` is BPF_MAP_UPDATE_ELEM's prefix, initialised; its key and
+        // value point to the two `u32`s above (the map's key and value size), live for the call.
+        unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }
             .map(drop)
             .map_err(|e| explain(e, "adding the socket to the XSKMAP"))
     }
@@ -257,7 +271,10 @@ impl XdpProgram {
             expected_attach_type: BPF_XDP,
             ..Default::default()
         };
-        match bpf_fd(BPF_PROG_LOAD, &mut attr) {
+        // SAFETY: `ProgLoadAttr` is BPF_PROG_LOAD's prefix, initialised; `insns` points to
+        // `insn_cnt` instructions of `code`, `license` to a NUL-terminated string and
+        // `log_buf` to `log_size` writable bytes, all live for the call; it returns a new fd.
+        match unsafe { bpf_fd(BPF_PROG_LOAD, &mut attr) } {
             Ok(fd) => Ok(XdpProgram { fd }),
             Err(e) => {
                 let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
@@ -277,7 +294,9 @@ impl XdpProgram {
             attach_type: BPF_XDP,
             flags: mode.flag(),
         };
-        match bpf_fd(BPF_LINK_CREATE, &mut attr) {
+        // SAFETY: `LinkCreateAttr` is BPF_LINK_CREATE's prefix, initialised, with no
+        // address in it; the command returns a new file descriptor.
+        match unsafe { bpf_fd(BPF_LINK_CREATE, &mut attr) } {
             Ok(fd) => Ok(XdpLink { _fd: fd, mode }),
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err(io::Error::new(
                 e.kind(),

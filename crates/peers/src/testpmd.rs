@@ -141,9 +141,10 @@ impl Testpmd {
     }
 
     fn interrupt(&self) {
-        if let Some(child) = &self.child {
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+        if let Some(child) = &self.child
+            && let Ok(pid) = i32::try_from(child.id())
+        {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT);
         }
     }
 

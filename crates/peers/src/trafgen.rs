@@ -87,18 +87,14 @@ impl Trafgen {
         let _ = std::fs::remove_file(&self.config);
         let exited_early = matches!(child.try_wait(), Ok(Some(_)));
         if !exited_early {
-            let group = format!("-{}", child.id());
-            let _ = Command::new("kill").args(["-INT", "--", &group]).status();
+            signal_group(&child, nix::sys::signal::Signal::SIGINT);
             let asked = Instant::now();
             while matches!(child.try_wait(), Ok(None)) && asked.elapsed() < Duration::from_secs(5) {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
         // The forked sender too, whether the parent ended by itself or not.
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", child.id())])
-            .stderr(Stdio::null())
-            .status();
+        signal_group(&child, nix::sys::signal::Signal::SIGKILL);
         let out = child.wait_with_output().map_err(|e| e.to_string())?;
         if exited_early && !out.status.success() {
             return Err(format!(
@@ -113,6 +109,13 @@ impl Trafgen {
 impl Drop for Trafgen {
     fn drop(&mut self) {
         let _ = self.end();
+    }
+}
+
+/// Sends `signal` to the process group `child` leads (trafgen and the sender it forks).
+fn signal_group(child: &std::process::Child, signal: nix::sys::signal::Signal) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), signal);
     }
 }
 
