@@ -215,12 +215,14 @@ impl Rounds {
     }
 }
 
-/// The repetitions to run: all of them, or up to Ctrl-C. `interrupted` says whether
-/// Ctrl-C came before the last one ended (checked once more after it).
+/// The repetitions to run, as [`Rounds`] has them: all of them, or up to Ctrl-C.
+/// `interrupted` says whether Ctrl-C came before the last one ended.
 pub fn repetitions(repeat: usize, interrupted: &mut bool) -> impl Iterator<Item = usize> + '_ {
-    (0..=repeat).take_while(move |&i| {
-        *interrupted |= stop_requested();
-        i < repeat && !*interrupted
+    let mut rounds = Rounds::new(repeat);
+    std::iter::from_fn(move || {
+        let next = rounds.start_next().then(|| rounds.started - 1);
+        *interrupted |= rounds.interrupted();
+        next
     })
 }
 

@@ -126,9 +126,6 @@ fn search_config(a: &SearchArgs, spec: &Experiment) -> Result<SearchConfig, Stri
         preceding_targets: 2,
         max_trials: a.max_trials,
     };
-    if a.repeat == 0 {
-        return Err("--repeat: at least 1".into());
-    }
     Ok(cfg)
 }
 
@@ -148,11 +145,10 @@ fn latency_percents(a: &SearchArgs) -> Result<Vec<f64>, String> {
 }
 
 pub fn cmd_search(a: SearchArgs) -> ExitCode {
-    let mut spec = match load_spec(&a.run) {
+    let spec = match load_spec(&a.run) {
         Ok(s) => s,
         Err(e) => return outcome::fail(USAGE, &e.to_string()),
     };
-    spec.stop_on(&stop_flag());
     let plan = match (search_config(&a, &spec), latency_percents(&a)) {
         (Ok(config), Ok(latency_at_percent)) => SearchPlan {
             config,

@@ -68,29 +68,22 @@ fn check_out(dir: &Path, force: bool) -> Result<(), String> {
 }
 
 pub fn cmd_sweep(a: SweepArgs) -> ExitCode {
-    let values = values(&a.param, &a.values);
-    if values.is_empty() || a.repeat == 0 {
-        return outcome::fail(
-            USAGE,
-            "need at least one value (--values) and one run per point (--repeat)",
-        );
-    }
-    let out = PathBuf::from(&a.out);
-    if let Err(e) = check_out(&out, a.force) {
-        return outcome::fail(USAGE, &e);
-    }
     let plan = SweepPlan {
         source: source_of(&a.run),
         overrides: a.run.settings.clone(),
         param: a.param.clone(),
-        values,
+        values: values(&a.param, &a.values),
         repeat: a.repeat,
     };
-    // Each point's chain, resolved (and so checked) before anything runs.
+    // Each point's chain, resolved (and so checked) before anything runs or is written.
     let points = match plan.resolve() {
         Ok(p) => p,
         Err(e) => return outcome::fail(USAGE, &e),
     };
+    let out = PathBuf::from(&a.out);
+    if let Err(e) = check_out(&out, a.force) {
+        return outcome::fail(USAGE, &e);
+    }
     let name = a
         .run
         .chain
