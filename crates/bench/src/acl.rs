@@ -12,7 +12,7 @@ use sfclab_nf::acl::{BitVector, Key, TupleSpace, classbench};
 use std::path::Path;
 use std::time::Instant;
 
-use crate::{Machine, median, median_if_any, on_core, repetitions};
+use crate::{Machine, Rounds, median, median_if_any, on_core};
 
 pub const ACL_SCHEMA: &str = "sfclab.bench.acl/1";
 
@@ -38,7 +38,11 @@ pub struct AclBench {
     pub schema: &'static str,
     pub version: &'static str,
     pub machine: Machine,
+    /// Complete repetitions every point has; a point measured before Ctrl-C came may
+    /// have more (its runs say how many).
     pub repeat: usize,
+    /// Stopped by Ctrl-C: the points and rounds finished are kept; a point with no
+    /// complete round is left out.
     pub interrupted: bool,
     /// How the rules and trace were made.
     pub workload: String,
@@ -78,18 +82,27 @@ pub struct AclPoint {
 }
 
 /// Cycles per header over at least `min_headers` headers, in steps of [`STEP`].
-fn cycles_per_header(trace: &[Key], min_headers: usize, mut classify: impl FnMut(&[Key], &mut [Option<usize>])) -> f64 {
+fn cycles_per_header(
+    trace: &[Key],
+    min_headers: usize,
+    mut classify: impl FnMut(&[Key], &mut [Option<usize>]),
+) -> Option<f64> {
     let mut out = vec![None; STEP];
     let mut done = 0;
     let t0 = tsc::now();
     while done < min_headers {
-        for chunk in trace.chunks(STEP) {
+        for (i, chunk) in trace.chunks(STEP).enumerate() {
+            // One load per 64 bursts, next to thousands of classifications: a pass
+            // of tuple space search over a big rule set takes seconds.
+            if i % 64 == 0 && crate::stop_requested() {
+                return None;
+            }
             classify(chunk, &mut out[..chunk.len()]);
             std::hint::black_box(&out);
         }
         done += trace.len();
     }
-    (tsc::now() - t0) as f64 / done as f64
+    Some((tsc::now() - t0) as f64 / done as f64)
 }
 
 pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<AclBench, String> {
@@ -144,7 +157,7 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
         };
         let peer_core = core.unwrap_or(0);
         if args.peer {
-            match sfclab_peers::dpdk_acl::acl_results(&rules_path, &trace_path, peer_core) {
+            match sfclab_peers::dpdk_acl::acl_results(&rules_path, &trace_path, peer_core, &crate::stop_requested) {
                 Ok(theirs) => {
                     let compared = theirs.len().min(ours.len());
                     let agreed = theirs.iter().zip(&ours).filter(|(a, b)| a == b).count();
@@ -165,40 +178,88 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
         }
         let min_headers = args.headers.max(trace.len());
         let iterations = min_headers.div_ceil(trace.len().max(1)) as u32;
-        for _ in repetitions(args.repeat, &mut interrupted) {
+        let mut rounds = Rounds::new(args.repeat);
+        'rounds: while rounds.start_next() {
             if args.peer && point.dpdk_skipped.is_none() {
-                progress(step, total, &format!("{n} rules: rte_acl (default method)"));
-                match sfclab_peers::dpdk_acl::acl_perf(&rules_path, &trace_path, peer_core, iterations, None) {
-                    Ok(p) => {
-                        point.dpdk_method = Some(p.method);
-                        point.dpdk_runs.push(p.cycles_per_packet);
+                for method in [None, Some("scalar")] {
+                    if !rounds.go_on() {
+                        break 'rounds;
                     }
-                    Err(e) => point.dpdk_skipped = Some(e),
+                    progress(
+                        step,
+                        total,
+                        &format!("{n} rules: rte_acl ({})", method.unwrap_or("default method")),
+                    );
+                    let peer = sfclab_peers::dpdk_acl::acl_perf(
+                        &rules_path,
+                        &trace_path,
+                        peer_core,
+                        iterations,
+                        method,
+                        &crate::stop_requested,
+                    );
+                    match (peer, method) {
+                        (Ok(p), None) => {
+                            point.dpdk_method = Some(p.method);
+                            point.dpdk_runs.push(p.cycles_per_packet);
+                        }
+                        (Ok(p), Some(_)) => point.dpdk_scalar_runs.push(p.cycles_per_packet),
+                        (Err(_), _) if crate::stop_requested() => rounds.cut(),
+                        (Err(e), None) => point.dpdk_skipped = Some(e),
+                        // Not every build has the scalar method; its figure is left out.
+                        (Err(_), Some(_)) => {}
+                    }
+                    step += 1;
                 }
-                step += 1;
-                progress(step, total, &format!("{n} rules: rte_acl (scalar)"));
-                if let Ok(p) =
-                    sfclab_peers::dpdk_acl::acl_perf(&rules_path, &trace_path, peer_core, iterations, Some("scalar"))
-                {
-                    point.dpdk_scalar_runs.push(p.cycles_per_packet);
-                }
-                step += 1;
+            }
+            if !rounds.go_on() {
+                break;
             }
             progress(step, total, &format!("{n} rules: sfclab bit vectors"));
-            point.bitvector_runs.push(on_core(core, || {
+            match on_core(core, || {
                 cycles_per_header(&trace, min_headers, |k, o| bv.classify_bulk(k, o))
-            }));
+            }) {
+                Some(c) => point.bitvector_runs.push(c),
+                None => {
+                    rounds.cut();
+                    break;
+                }
+            }
             step += 1;
+            if !rounds.go_on() {
+                break;
+            }
             progress(step, total, &format!("{n} rules: sfclab tuple space search"));
             // Tuple space search is slow on big rule sets: fewer headers, same trace.
-            point.tuple_space_runs.push(on_core(core, || {
+            let tuple_space = on_core(core, || {
                 cycles_per_header(&trace, trace.len(), |keys, out| {
                     for (k, o) in keys.iter().zip(out) {
                         *o = ts.classify(k);
                     }
                 })
-            }));
+            });
+            match tuple_space {
+                Some(c) => point.tuple_space_runs.push(c),
+                None => {
+                    rounds.cut();
+                    break;
+                }
+            }
             step += 1;
+        }
+        for runs in [
+            &mut point.bitvector_runs,
+            &mut point.tuple_space_runs,
+            &mut point.dpdk_runs,
+            &mut point.dpdk_scalar_runs,
+        ] {
+            rounds.keep_completed(runs);
+        }
+        if rounds.interrupted() {
+            interrupted = true;
+            if rounds.completed() == 0 {
+                break;
+            }
         }
         point.bitvector_cycles = median(&point.bitvector_runs);
         point.tuple_space_cycles = median(&point.tuple_space_runs);
@@ -215,7 +276,7 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
         schema: ACL_SCHEMA,
         version: env!("CARGO_PKG_VERSION"),
         machine: Machine::read(),
-        repeat: points.first().map_or(0, |p| p.bitvector_runs.len()),
+        repeat: points.iter().map(|p| p.bitvector_runs.len()).min().unwrap_or(0),
         interrupted,
         workload: format!(
             "ClassBench-style rules (acl1-like traits, sfclab's generator, seed {}) and a trace of headers drawn inside uniformly picked rules; both classifiers read the same files",

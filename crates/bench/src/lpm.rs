@@ -9,7 +9,7 @@ use sfclab_core::tsc;
 use sfclab_nf::lpm::{BGP4_SHAPE, Lpm4, SplitMix, counts_of, random_table4};
 use std::time::Instant;
 
-use crate::{Machine, median, median_if_any, on_core, repetitions};
+use crate::{Machine, Rounds, median, median_if_any, on_core};
 
 pub const LPM_SCHEMA: &str = "sfclab.bench.lpm/1";
 
@@ -62,12 +62,15 @@ pub struct LpmBench {
 }
 
 /// Cycles per lookup (single, bulk) and the share of misses, over fresh random addresses.
-fn measure(table: &Lpm4, seed: u64) -> (f64, f64, f64) {
+fn measure(table: &Lpm4, seed: u64) -> Option<(f64, f64, f64)> {
     let mut rng = SplitMix(seed);
     let mut addrs = vec![0u32; ADDRESSES];
     let mut hops = vec![None; ADDRESSES];
     let (mut single, mut bulk, mut misses) = (0u64, 0u64, 0usize);
     for _ in 0..ROUNDS {
+        if crate::stop_requested() {
+            return None;
+        }
         addrs.iter_mut().for_each(|a| *a = rng.next() as u32);
         let t0 = tsc::now();
         let mut found = 0u64;
@@ -85,7 +88,7 @@ fn measure(table: &Lpm4, seed: u64) -> (f64, f64, f64) {
         std::hint::black_box(&hops);
     }
     let n = (ROUNDS * ADDRESSES) as f64;
-    (single as f64 / n, bulk as f64 / n, misses as f64 / n * 100.0)
+    Some((single as f64 / n, bulk as f64 / n, misses as f64 / n * 100.0))
 }
 
 pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<LpmBench, String> {
@@ -97,8 +100,9 @@ pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
     let mut skipped = None;
     if args.peer {
         progress(step, total, "dpdk-test lpm_perf_autotest");
-        match sfclab_peers::dpdk_test::lpm_perf(core.unwrap_or(0)) {
+        match sfclab_peers::dpdk_test::lpm_perf(core.unwrap_or(0), &crate::stop_requested) {
             Ok(p) => peer_runs.push(p),
+            Err(_) if crate::stop_requested() => {}
             Err(e) => skipped = Some(e),
         }
         step += 1;
@@ -113,23 +117,36 @@ pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
     let build_s = started.elapsed().as_secs_f64();
     step += 1;
     let (mut single_runs, mut bulk_runs, mut fails) = (Vec::new(), Vec::new(), 0.0);
-    let mut interrupted = false;
-    for r in repetitions(args.repeat, &mut interrupted) {
-        if args.peer && skipped.is_none() && r > 0 {
+    let mut rounds = Rounds::new(args.repeat);
+    while rounds.start_next() {
+        let r = rounds.completed();
+        if args.peer && skipped.is_none() && r > 0 && rounds.go_on() {
             progress(step, total, "dpdk-test lpm_perf_autotest");
-            match sfclab_peers::dpdk_test::lpm_perf(core.unwrap_or(0)) {
+            match sfclab_peers::dpdk_test::lpm_perf(core.unwrap_or(0), &crate::stop_requested) {
                 Ok(p) => peer_runs.push(p),
+                Err(_) if crate::stop_requested() => rounds.cut(),
                 Err(e) => skipped = Some(e),
             }
             step += 1;
         }
+        if !rounds.go_on() {
+            break;
+        }
         progress(step, total, "sfclab lookups");
-        let (s, b, f) = on_core(core, || measure(&table, r as u64 + 1));
+        let Some((s, b, f)) = on_core(core, || measure(&table, r as u64 + 1)) else {
+            rounds.cut();
+            break;
+        };
         single_runs.push(s);
         bulk_runs.push(b);
         fails = f;
         step += 1;
     }
+    for runs in [&mut single_runs, &mut bulk_runs] {
+        rounds.keep_completed(runs);
+    }
+    rounds.keep_completed(&mut peer_runs);
+    let interrupted = rounds.interrupted();
     let dpdk_single_runs: Vec<f64> = peer_runs.iter().map(|p| p.single_cycles).collect();
     let dpdk_bulk_runs: Vec<f64> = peer_runs.iter().map(|p| p.bulk_cycles).collect();
     let (dpdk_single, dpdk_bulk) = (median_if_any(&dpdk_single_runs), median_if_any(&dpdk_bulk_runs));
@@ -181,8 +198,8 @@ mod tests {
             hop: 1,
         }])
         .unwrap();
-        assert_eq!(measure(&all, 1).2, 0.0);
+        assert_eq!(measure(&all, 1).unwrap().2, 0.0);
         let none = Lpm4::new(&[]).unwrap();
-        assert_eq!(measure(&none, 1).2, 100.0);
+        assert_eq!(measure(&none, 1).unwrap().2, 100.0);
     }
 }

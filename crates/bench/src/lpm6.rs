@@ -9,7 +9,7 @@ use serde::Serialize;
 use sfclab_core::tsc;
 use sfclab_nf::lpm::{Lpm6, Route, SplitMix, random_table6};
 
-use crate::{Machine, median, median_if_any, on_core, repetitions};
+use crate::{Machine, Rounds, median, median_if_any, on_core};
 
 pub const LPM6_SCHEMA: &str = "sfclab.bench.lpm6/1";
 
@@ -73,10 +73,13 @@ fn addresses(routes: &[Route<u128>], seed: u64) -> Vec<u128> {
 }
 
 /// Cycles per lookup (single, bulk) and the share of misses.
-fn measure(table: &Lpm6, addrs: &[u128]) -> (f64, f64, f64) {
+fn measure(table: &Lpm6, addrs: &[u128]) -> Option<(f64, f64, f64)> {
     let mut hops = vec![None; addrs.len()];
     let (mut single, mut bulk, mut misses) = (0u64, 0u64, 0usize);
     for _ in 0..ROUNDS {
+        if crate::stop_requested() {
+            return None;
+        }
         let t0 = tsc::now();
         let mut found = 0u64;
         for &a in addrs {
@@ -91,7 +94,7 @@ fn measure(table: &Lpm6, addrs: &[u128]) -> (f64, f64, f64) {
         std::hint::black_box(&hops);
     }
     let n = (ROUNDS * addrs.len()) as f64;
-    (single as f64 / n, bulk as f64 / n, misses as f64 / n * 100.0)
+    Some((single as f64 / n, bulk as f64 / n, misses as f64 / n * 100.0))
 }
 
 /// lpm6_perf_autotest's table when the peer is not there: 1,000 routes over lengths 1..=128.
@@ -108,8 +111,10 @@ pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str)) -> Re
     let mut skipped = None;
     let run_peer = |peer_runs: &mut Vec<_>, skipped: &mut Option<String>| match sfclab_peers::dpdk_test::lpm6_perf(
         core.unwrap_or(0),
+        &crate::stop_requested,
     ) {
         Ok(p) => peer_runs.push(p),
+        Err(_) if crate::stop_requested() => {}
         Err(e) => *skipped = Some(e),
     };
     // The peer first: its table's shape is the one sfclab builds.
@@ -132,20 +137,31 @@ pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str)) -> Re
     let table = Lpm6::new(&routes)?;
     let addrs = addresses(&routes, 7);
     let (mut single_runs, mut bulk_runs, mut fails) = (Vec::new(), Vec::new(), 0.0);
-    let mut interrupted = false;
-    for r in repetitions(args.repeat, &mut interrupted) {
-        if args.peer && skipped.is_none() && r > 0 {
+    let mut rounds = Rounds::new(args.repeat);
+    while rounds.start_next() {
+        if args.peer && skipped.is_none() && rounds.completed() > 0 && rounds.go_on() {
             progress(step, total, "dpdk-test lpm6_perf_autotest");
             run_peer(&mut peer_runs, &mut skipped);
             step += 1;
         }
+        if !rounds.go_on() {
+            break;
+        }
         progress(step, total, "sfclab lookups");
-        let (s, b, f) = on_core(core, || measure(&table, &addrs));
+        let Some((s, b, f)) = on_core(core, || measure(&table, &addrs)) else {
+            rounds.cut();
+            break;
+        };
         single_runs.push(s);
         bulk_runs.push(b);
         fails = f;
         step += 1;
     }
+    for runs in [&mut single_runs, &mut bulk_runs] {
+        rounds.keep_completed(runs);
+    }
+    rounds.keep_completed(&mut peer_runs);
+    let interrupted = rounds.interrupted();
     let dpdk_single_runs: Vec<f64> = peer_runs.iter().map(|p| p.single_cycles).collect();
     let dpdk_bulk_runs: Vec<f64> = peer_runs.iter().map(|p| p.bulk_cycles).collect();
     let (dpdk_single, dpdk_bulk) = (median_if_any(&dpdk_single_runs), median_if_any(&dpdk_bulk_runs));

@@ -153,7 +153,7 @@ fn side<F: FnMut() -> usize>(core: usize, work: &mut F, deadline: Option<Instant
         for _ in 0..1024 {
             moved += work() as u64;
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if deadline.is_some_and(|d| Instant::now() >= d || crate::stop_requested()) {
             stop.store(true, Ordering::Relaxed);
         }
         if stop.load(Ordering::Relaxed) {
@@ -294,33 +294,66 @@ pub fn run(
     let (mut ring_runs, mut s_runs, mut b_runs) = (Vec::new(), Vec::new(), Vec::new());
     let (mut hop_runs, mut bare_runs, mut dpdk_runs) = (Vec::new(), Vec::new(), Vec::new());
     let mut dpdk_skipped = None;
-    let (mut interrupted, mut repeat_done) = (false, 0);
-    for _ in crate::repetitions(repeat, &mut interrupted) {
-        repeat_done += 1;
-        ring_runs.push(ring_loop(cores[0], cores[1], burst, duration));
-        done += 1;
-        progress(done, total, "ring");
-        hop_runs.push(full_hop_loop(cores[0], cores[1], burst, duration));
-        done += 1;
-        progress(done, total, "full hop");
-        bare_runs.push(bare_hop_loop(cores[0], cores[1], burst, duration));
-        done += 1;
-        progress(done, total, "bare hop");
-        s_runs.push(pipeline_cycles(Placement::SCore, duration, &cores)?);
-        done += 1;
-        progress(done, total, "s_core");
-        b_runs.push(pipeline_cycles(Placement::Bi(2), duration, &cores)?);
-        done += 1;
-        progress(done, total, "bi:2");
-        if dpdk_skipped.is_none() {
-            match sfclab_peers::dpdk_test::ring_perf(burst, (cores[0], cores[1])) {
-                Ok(c) => dpdk_runs.push(c),
-                Err(why) => dpdk_skipped = Some(why),
+    let mut rounds = crate::Rounds::new(repeat);
+    // One measurement of the round: skipped once Ctrl-C came; cut (not counted) when
+    // Ctrl-C ended its window.
+    let mut step = |rounds: &mut crate::Rounds, what: &str, measure: &mut dyn FnMut()| {
+        if rounds.go_on() {
+            measure();
+            if crate::stop_requested() {
+                rounds.cut();
             }
         }
         done += 1;
-        progress(done, total, "dpdk-test");
+        progress(done, total, what);
+    };
+    while rounds.start_next() {
+        step(&mut rounds, "ring", &mut || {
+            ring_runs.push(ring_loop(cores[0], cores[1], burst, duration))
+        });
+        step(&mut rounds, "full hop", &mut || {
+            hop_runs.push(full_hop_loop(cores[0], cores[1], burst, duration))
+        });
+        step(&mut rounds, "bare hop", &mut || {
+            bare_runs.push(bare_hop_loop(cores[0], cores[1], burst, duration))
+        });
+        let mut failed = None;
+        step(
+            &mut rounds,
+            "s_core",
+            &mut || match pipeline_cycles(Placement::SCore, duration, &cores) {
+                Ok(r) => s_runs.push(r),
+                Err(e) => failed = Some(e),
+            },
+        );
+        step(
+            &mut rounds,
+            "bi:2",
+            &mut || match pipeline_cycles(Placement::Bi(2), duration, &cores) {
+                Ok(r) => b_runs.push(r),
+                Err(e) => failed = failed.take().or(Some(e)),
+            },
+        );
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        step(&mut rounds, "dpdk-test", &mut || {
+            if dpdk_skipped.is_none() {
+                match sfclab_peers::dpdk_test::ring_perf(burst, (cores[0], cores[1]), &crate::stop_requested) {
+                    Ok(c) => dpdk_runs.push(c),
+                    Err(_) if crate::stop_requested() => {}
+                    Err(why) => dpdk_skipped = Some(why),
+                }
+            }
+        });
     }
+    for runs in [&mut ring_runs, &mut hop_runs, &mut bare_runs] {
+        rounds.keep_completed(runs);
+    }
+    rounds.keep_completed(&mut s_runs);
+    rounds.keep_completed(&mut b_runs);
+    rounds.keep_completed(&mut dpdk_runs);
+    let (repeat_done, interrupted) = (rounds.completed(), rounds.interrupted());
     let s_cycles = median(&s_runs.iter().map(|x| x.0).collect::<Vec<_>>());
     let b_cycles = median(&b_runs.iter().map(|x| x.0).collect::<Vec<_>>());
     Ok(RingBench {

@@ -1237,6 +1237,9 @@ fn ctrl_c_stops_every_command_within_a_second() {
         vec!["bench", "placement", "--lengths", "4,8", "--repeat", "100"],
         vec!["bench", "overload", "--hops", "1,3", "--repeat", "100"],
         vec!["bench", "ring", "--repeat", "100"],
+        vec!["bench", "lpm", "--repeat", "100"],
+        vec!["bench", "lpm6", "--repeat", "100"],
+        vec!["bench", "acl", "--repeat", "100"],
         vec!["bench", "pipeline", "--repeat", "100", "--peer", "none"],
         vec![
             "bench",
@@ -1256,6 +1259,7 @@ fn ctrl_c_stops_every_command_within_a_second() {
         match args[..2] {
             ["run", _] => {}
             ["bench", "ring"] => args.extend(["--duration", "300ms", "--json"]),
+            ["bench", "lpm" | "lpm6" | "acl"] => args.push("--json"),
             _ => args.extend(window),
         }
         let (o, took) = interrupted_after(&args, 1500);

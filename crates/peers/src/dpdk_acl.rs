@@ -31,13 +31,13 @@ const METHODS: [&str; 9] = [
     "rvv",
 ];
 
-fn run(rules: &Path, trace: &Path, core: usize, extra: &[String]) -> Result<String, String> {
+fn run(rules: &Path, trace: &Path, core: usize, extra: &[String], stop: &dyn Fn() -> bool) -> Result<String, String> {
     let mut args = vec![
         format!("--rulesf={}", rules.display()),
         format!("--tracef={}", trace.display()),
     ];
     args.extend_from_slice(extra);
-    let out = run_dpdk_app("dpdk-test-acl", "dpdk-dev", &core.to_string(), 1024, &[], &args)?;
+    let out = run_dpdk_app("dpdk-test-acl", "dpdk-dev", &core.to_string(), 1024, &[], &args, stop)?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
@@ -59,18 +59,24 @@ pub fn acl_perf(
     core: usize,
     iterations: u32,
     method: Option<&str>,
+    stop: &dyn Fn() -> bool,
 ) -> Result<AclPerf, String> {
     let mut extra = vec![format!("--iter={iterations}"), "--verbose=0".to_string()];
     if let Some(m) = method {
         extra.push(format!("--alg={m}"));
     }
-    let text = run(rules, trace, core, &extra)?;
+    let text = run(rules, trace, core, &extra, stop)?;
     parse_acl_perf(&text).ok_or_else(|| "dpdk-test-acl printed no cycles/pkt figure".to_string())
 }
 
 /// The first matching rule (0-based, None: no match) rte_acl gives each trace header.
-pub fn acl_results(rules: &Path, trace: &Path, core: usize) -> Result<Vec<Option<usize>>, String> {
-    let text = run(rules, trace, core, &["--iter=1".into(), "--verbose=2".into()])?;
+pub fn acl_results(
+    rules: &Path,
+    trace: &Path,
+    core: usize,
+    stop: &dyn Fn() -> bool,
+) -> Result<Vec<Option<usize>>, String> {
+    let text = run(rules, trace, core, &["--iter=1".into(), "--verbose=2".into()], stop)?;
     Ok(parse_acl_results(&text))
 }
 

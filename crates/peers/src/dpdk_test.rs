@@ -5,7 +5,7 @@
 use crate::run_dpdk_app;
 
 /// Runs DPDK's ring_perf_autotest; returns SP/SC bulk enq+deq cycles per element on two cores.
-pub fn ring_perf(burst: usize, cores: (usize, usize)) -> Result<f64, String> {
+pub fn ring_perf(burst: usize, cores: (usize, usize), stop: &dyn Fn() -> bool) -> Result<f64, String> {
     let lcores = format!("{},{}", cores.0, cores.1);
     let out = run_dpdk_app(
         "dpdk-test",
@@ -14,6 +14,7 @@ pub fn ring_perf(burst: usize, cores: (usize, usize)) -> Result<f64, String> {
         512,
         &[("DPDK_TEST", "ring_perf_autotest")],
         &[],
+        stop,
     )?;
     let text = String::from_utf8_lossy(&out.stdout);
     parse_ring_perf(&text, burst).ok_or_else(|| "ring_perf_autotest printed no SP/SC two-core figures".to_string())
@@ -33,17 +34,17 @@ pub struct LpmPerf {
 }
 
 /// Runs DPDK's lpm_perf_autotest (IPv4, rte_lpm) on `core`.
-pub fn lpm_perf(core: usize) -> Result<LpmPerf, String> {
-    lpm_perf_test("lpm_perf_autotest", core)
+pub fn lpm_perf(core: usize, stop: &dyn Fn() -> bool) -> Result<LpmPerf, String> {
+    lpm_perf_test("lpm_perf_autotest", core, stop)
 }
 
 /// Runs DPDK's lpm6_perf_autotest (IPv6, rte_lpm6) on `core`: 1,000 routes, 100,000
 /// addresses each inside a route.
-pub fn lpm6_perf(core: usize) -> Result<LpmPerf, String> {
-    lpm_perf_test("lpm6_perf_autotest", core)
+pub fn lpm6_perf(core: usize, stop: &dyn Fn() -> bool) -> Result<LpmPerf, String> {
+    lpm_perf_test("lpm6_perf_autotest", core, stop)
 }
 
-fn lpm_perf_test(test: &str, core: usize) -> Result<LpmPerf, String> {
+fn lpm_perf_test(test: &str, core: usize, stop: &dyn Fn() -> bool) -> Result<LpmPerf, String> {
     let out = run_dpdk_app(
         "dpdk-test",
         "dpdk-dev",
@@ -51,6 +52,7 @@ fn lpm_perf_test(test: &str, core: usize) -> Result<LpmPerf, String> {
         1024,
         &[("DPDK_TEST", test)],
         &[],
+        stop,
     )?;
     parse_lpm_perf(&String::from_utf8_lossy(&out.stdout)).ok_or_else(|| format!("{test} printed no lookup figures"))
 }
