@@ -27,8 +27,8 @@ pub use batch::{Batch, BatchView, MAX_BATCH};
 pub use handle::PacketRef;
 pub use latency::{LatencyRecord, LatencySummary};
 pub use nf::{
-    Buffers, Context, CounterKind, DropReason, Emitted, NamedNfs, NetworkFunction, NfCounter, NfStats, Verdict,
-    Verdicts,
+    Buffers, ChainContext, Context, CounterKind, DropReason, Emitted, NamedNfs, NetworkFunction, NfCounter, NfStats,
+    Verdict, Verdicts,
 };
 pub use packet::{Packet, PacketMeta};
 pub use pool::PacketPool;

@@ -79,8 +79,26 @@ impl DropReason {
     /// How many reasons of its own an NF may declare.
     pub const MAX_OWN: usize = 128 - Self::FIRST_OWN as usize;
 
+    /// The NF's own reason `name`, found in `reasons` (the list its `drop_reasons()`
+    /// returns): the code is the name's place there, so the two cannot drift apart.
+    /// Used in consts, a name missing from the list fails the build.
+    pub const fn named(reasons: &[&str], name: &str) -> DropReason {
+        assert!(
+            reasons.len() <= Self::MAX_OWN,
+            "an NF declares at most MAX_OWN drop reasons"
+        );
+        let mut k = 0;
+        while k < reasons.len() {
+            if same_str(reasons[k], name) {
+                return DropReason::own(k);
+            }
+            k += 1;
+        }
+        panic!("a drop reason not in the NF's list")
+    }
+
     /// The NF's own reason number `k` (an index into its `drop_reasons()`).
-    pub const fn own(k: usize) -> DropReason {
+    const fn own(k: usize) -> DropReason {
         assert!(k < Self::MAX_OWN, "an NF declares at most MAX_OWN drop reasons");
         DropReason(Self::FIRST_OWN + k as u8)
     }
@@ -107,6 +125,22 @@ impl DropReason {
         debug_assert!((1..128).contains(&code));
         DropReason(code)
     }
+}
+
+/// `a == b` where a const fn needs it.
+const fn same_str(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// What happens to one packet after an NF.
@@ -312,43 +346,27 @@ impl Emitted {
 }
 
 /// What an NF sees besides the batch: the time, where it runs, and the means to create
-/// and emit packets. One per call of `process`.
+/// and emit packets. Read-only but for `alloc` and `emit`: what the runtime counts
+/// (created, lost) and the buffers it frees into stay behind [`ChainContext`], which
+/// NFs never get.
 pub struct Context<'a> {
     /// TSC when the batch was taken (read once per batch).
-    pub now: u64,
+    now: u64,
     /// TSC when the run began, and nanoseconds per tick: for `now_ns`.
     start: u64,
     ns_per_tick: f64,
-    /// Core the NF runs on, if pinned.
-    pub core: Option<usize>,
-    /// Which copy of the chain this is (parallel chains), from 0.
-    pub replica: usize,
-    /// The port the batch entered the chain on.
-    pub in_port: u16,
+    core: Option<usize>,
+    replica: usize,
+    in_port: u16,
     buffers: &'a mut dyn Buffers,
     emitted: &'a mut Emitted,
 }
 
 impl<'a> Context<'a> {
-    /// A context at TSC `now` of a run that began at TSC `start`, with the clock at
-    /// `ns_per_tick` nanoseconds per tick.
-    pub fn new(
-        now: u64,
-        start: u64,
-        ns_per_tick: f64,
-        buffers: &'a mut dyn Buffers,
-        emitted: &'a mut Emitted,
-    ) -> Context<'a> {
-        Context {
-            now,
-            start,
-            ns_per_tick,
-            core: None,
-            replica: 0,
-            in_port: 0,
-            buffers,
-            emitted,
-        }
+    /// TSC when the batch was taken: one reading for every NF of the pass.
+    #[inline(always)]
+    pub fn now(&self) -> u64 {
+        self.now
     }
 
     /// `now` in nanoseconds since the run began: for timeouts and token buckets in
@@ -356,6 +374,21 @@ impl<'a> Context<'a> {
     #[inline]
     pub fn now_ns(&self) -> u64 {
         (self.now.saturating_sub(self.start) as f64 * self.ns_per_tick) as u64
+    }
+
+    /// The core the NF runs on, if pinned.
+    pub fn core(&self) -> Option<usize> {
+        self.core
+    }
+
+    /// Which copy of the chain this is (parallel chains), from 0.
+    pub fn replica(&self) -> usize {
+        self.replica
+    }
+
+    /// The port the batch entered the chain on.
+    pub fn in_port(&self) -> u16 {
+        self.in_port
     }
 
     /// A fresh buffer for a packet the NF creates (an ICMP error, a reply), or `None`
@@ -367,20 +400,6 @@ impl<'a> Context<'a> {
         self.emitted.created += 1;
         self.emitted.events += 1;
         Some(p)
-    }
-
-    /// For runtimes: whether the NF emitted, created or lost anything since the last
-    /// `parts` (one test per NF call).
-    #[inline(always)]
-    pub fn is_quiet(&self) -> bool {
-        self.emitted.is_quiet()
-    }
-
-    /// For runtimes, between NF calls: the buffers behind this context (to free what
-    /// NFs dropped) and what they emitted. NFs drop through verdicts, which are counted;
-    /// a packet freed here would be a conservation failure.
-    pub fn parts(&mut self) -> (&mut dyn Buffers, &mut Emitted) {
-        (&mut *self.buffers, &mut *self.emitted)
     }
 
     /// The packets emitted during this call so far, each with its output: for wrappers
@@ -404,6 +423,64 @@ impl<'a> Context<'a> {
                 self.buffers.recycle(p);
             }
         }
+    }
+}
+
+/// A runtime's side of the context it lends its NFs for one pass of a chain: it sets
+/// the time and place, and between NF calls reaches the buffers (to free what NFs
+/// dropped) and what they emitted. An NF only ever gets the [`Context`] inside.
+pub struct ChainContext<'a> {
+    ctx: Context<'a>,
+}
+
+impl<'a> ChainContext<'a> {
+    /// A pass at TSC `now` of a run that began at TSC `start`, with the clock at
+    /// `ns_per_tick` nanoseconds per tick; not pinned, replica 0, port 0.
+    pub fn new(
+        now: u64,
+        start: u64,
+        ns_per_tick: f64,
+        buffers: &'a mut dyn Buffers,
+        emitted: &'a mut Emitted,
+    ) -> ChainContext<'a> {
+        ChainContext {
+            ctx: Context {
+                now,
+                start,
+                ns_per_tick,
+                core: None,
+                replica: 0,
+                in_port: 0,
+                buffers,
+                emitted,
+            },
+        }
+    }
+
+    /// Where the pass runs: the core (if pinned), the chain's copy and the port its
+    /// batch entered on.
+    pub fn at(mut self, core: Option<usize>, replica: usize, in_port: u16) -> ChainContext<'a> {
+        (self.ctx.core, self.ctx.replica, self.ctx.in_port) = (core, replica, in_port);
+        self
+    }
+
+    /// The context to hand an NF's `process`.
+    #[inline(always)]
+    pub fn nf(&mut self) -> &mut Context<'a> {
+        &mut self.ctx
+    }
+
+    /// Whether the NF emitted, created or lost anything since the last `parts` (one
+    /// test per NF call).
+    #[inline(always)]
+    pub fn is_quiet(&self) -> bool {
+        self.ctx.emitted.is_quiet()
+    }
+
+    /// Between NF calls: the buffers behind this context (to free what NFs dropped)
+    /// and what they emitted.
+    pub fn parts(&mut self) -> (&mut dyn Buffers, &mut Emitted) {
+        (&mut *self.ctx.buffers, &mut *self.ctx.emitted)
     }
 }
 
@@ -482,7 +559,8 @@ pub trait NetworkFunction: Send {
         false
     }
 
-    /// Names of the NF's own drop reasons: `DropReason::own(k)` is the k-th.
+    /// Names of the NF's own drop reasons: a const list, from which each reason is
+    /// taken by name with `DropReason::named`.
     fn drop_reasons(&self) -> &'static [&'static str] {
         &[]
     }
@@ -658,6 +736,10 @@ mod tests {
         assert_eq!(names.len(), DropReason::common().count(), "common names are unique");
         let own = ["nat-table-full", "ct-invalid"];
         assert_eq!(DropReason::own(1).name(&own), "ct-invalid");
+        // Taken by name, a reason's code is its place in the list it is named by.
+        for name in own {
+            assert_eq!(DropReason::named(&own, name).name(&own), name);
+        }
         assert_eq!(DropReason::own(2).name(&own), "unnamed");
         assert!(DropReason::common().all(|r| r.code() < DropReason::FIRST_OWN));
     }
@@ -666,10 +748,10 @@ mod tests {
     fn emitted_packets_keep_their_outputs_and_overflow_is_freed() {
         let mut pool = PacketPool::new(MAX_BATCH + 2);
         let mut emitted = Emitted::default();
-        let mut ctx = Context::new(0, 0, 1.0, &mut pool, &mut emitted);
+        let mut ctx = ChainContext::new(0, 0, 1.0, &mut pool, &mut emitted);
         for k in 0..MAX_BATCH + 2 {
-            let p = ctx.alloc().unwrap();
-            ctx.emit(p, (k % 3) as u8);
+            let p = ctx.nf().alloc().unwrap();
+            ctx.nf().emit(p, (k % 3) as u8);
         }
         assert!(!emitted.is_quiet());
         assert_eq!(emitted.take_counts(), ((MAX_BATCH + 2) as u64, 2));

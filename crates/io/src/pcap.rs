@@ -679,7 +679,7 @@ impl NetworkFunction for PcapTap {
 
     fn process(&mut self, ctx: &mut Context<'_>, mut batch: BatchView<'_>, verdicts: &mut Verdicts) {
         self.inner.process(ctx, batch.reborrow(), verdicts);
-        let at = self.clock.at(ctx.now);
+        let at = self.clock.at(ctx.now());
         for i in 0..batch.len() {
             if matches!(verdicts.get(i), Verdict::Continue | Verdict::Out(_)) {
                 self.write(at, batch.get(i).data());

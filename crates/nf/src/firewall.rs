@@ -27,9 +27,11 @@ use crate::ConfigError;
 use crate::acl::{BitVector, Key, Match};
 use crate::frame;
 
-const ACL_DENY: DropReason = DropReason::own(0);
-const CT_INVALID: DropReason = DropReason::own(1);
-const CT_TABLE_FULL: DropReason = DropReason::own(2);
+/// This NF's own drop reasons, in code order (`drop_reasons()`).
+const DROP_REASONS: &[&str] = &["acl-deny", "ct-invalid", "ct-table-full"];
+const ACL_DENY: DropReason = DropReason::named(DROP_REASONS, "acl-deny");
+const CT_INVALID: DropReason = DropReason::named(DROP_REASONS, "ct-invalid");
+const CT_TABLE_FULL: DropReason = DropReason::named(DROP_REASONS, "ct-table-full");
 
 const TCP: u8 = 6;
 const UDP: u8 = 17;
@@ -127,11 +129,11 @@ struct Counts {
 
 impl NetworkFunction for Firewall {
     fn kind(&self) -> &'static str {
-        "firewall"
+        TYPE.kind
     }
 
     fn drop_reasons(&self) -> &'static [&'static str] {
-        &["acl-deny", "ct-invalid", "ct-table-full"]
+        DROP_REASONS
     }
 
     fn process(&mut self, ctx: &mut Context<'_>, mut batch: BatchView<'_>, verdicts: &mut Verdicts) {

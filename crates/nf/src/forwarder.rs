@@ -17,7 +17,7 @@ pub struct Forwarder {
 
 impl NetworkFunction for Forwarder {
     fn kind(&self) -> &'static str {
-        "forwarder"
+        TYPE.kind
     }
 
     #[inline]

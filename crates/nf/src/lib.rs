@@ -26,9 +26,15 @@ pub use synthetic::Synthetic;
 #[cfg(test)]
 mod tshark_checks;
 
+/// docs/DESIGN.md's Rust blocks as doc tests: its "write your own NF" example compiles
+/// and runs against today's API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/DESIGN.md")]
+pub struct DesignDoc;
+
 #[cfg(test)]
 pub(crate) mod testutil {
-    use sfclab_core::{Batch, BatchView, Context, Emitted, NetworkFunction, PacketPool, Verdicts};
+    use sfclab_core::{Batch, BatchView, ChainContext, Emitted, NetworkFunction, PacketPool, Verdicts};
 
     /// Runs `nf` over one batch of `frames` at time zero; see [`run_at`].
     pub fn run_one_batch(
@@ -64,8 +70,8 @@ pub(crate) mod testutil {
         }
         let mut verdicts = Verdicts::for_batch(batch.len());
         let mut emitted = Emitted::default();
-        let mut ctx = Context::new(now_ns, 0, 1.0, &mut pool, &mut emitted);
-        nf.process(&mut ctx, BatchView::new(&mut batch), &mut verdicts);
+        let mut ctx = ChainContext::new(now_ns, 0, 1.0, &mut pool, &mut emitted);
+        nf.process(ctx.nf(), BatchView::new(&mut batch), &mut verdicts);
         batch.iter().for_each(inspect);
         let out = batch.iter().map(|p| p.data().to_vec()).collect();
         let v = (0..frames.len()).map(|i| verdicts.get(i)).collect();

@@ -33,10 +33,12 @@ use sfclab_wire::checksum::{update16, update32};
 use crate::ConfigError;
 use crate::frame;
 
-const TABLE_FULL: DropReason = DropReason::own(0);
-const PORTS_EXHAUSTED: DropReason = DropReason::own(1);
-const NO_MAPPING: DropReason = DropReason::own(2);
-const FRAGMENT: DropReason = DropReason::own(3);
+/// This NF's own drop reasons, in code order (`drop_reasons()`).
+const DROP_REASONS: &[&str] = &["nat-table-full", "ports-exhausted", "no-mapping", "fragment"];
+const TABLE_FULL: DropReason = DropReason::named(DROP_REASONS, "nat-table-full");
+const PORTS_EXHAUSTED: DropReason = DropReason::named(DROP_REASONS, "ports-exhausted");
+const NO_MAPPING: DropReason = DropReason::named(DROP_REASONS, "no-mapping");
+const FRAGMENT: DropReason = DropReason::named(DROP_REASONS, "fragment");
 
 const TCP: u8 = 6;
 const UDP: u8 = 17;
@@ -140,11 +142,11 @@ struct Parsed {
 
 impl NetworkFunction for Nat44 {
     fn kind(&self) -> &'static str {
-        "nat44"
+        TYPE.kind
     }
 
     fn drop_reasons(&self) -> &'static [&'static str] {
-        &["nat-table-full", "ports-exhausted", "no-mapping", "fragment"]
+        DROP_REASONS
     }
 
     fn process(&mut self, ctx: &mut Context<'_>, mut batch: BatchView<'_>, verdicts: &mut Verdicts) {

@@ -10,7 +10,7 @@ pub struct Noop;
 
 impl NetworkFunction for Noop {
     fn kind(&self) -> &'static str {
-        "noop"
+        TYPE.kind
     }
 
     #[inline]

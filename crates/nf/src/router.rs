@@ -38,7 +38,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::ConfigError;
 use crate::lpm::{BGP4_SHAPE, Lpm4, Lpm6, Route, counts_of, random_table4, random_table6};
 
-const BAD_CHECKSUM: DropReason = DropReason::own(0);
+/// This NF's own drop reasons, in code order (`drop_reasons()`).
+const DROP_REASONS: &[&str] = &["bad-checksum"];
+const BAD_CHECKSUM: DropReason = DropReason::named(DROP_REASONS, "bad-checksum");
 
 /// Where a route leads.
 #[derive(Debug, Clone, Copy)]
@@ -84,7 +86,7 @@ enum Fate {
 
 impl NetworkFunction for Router {
     fn kind(&self) -> &'static str {
-        "router"
+        TYPE.kind
     }
 
     fn outputs(&self) -> Vec<String> {
@@ -92,7 +94,7 @@ impl NetworkFunction for Router {
     }
 
     fn drop_reasons(&self) -> &'static [&'static str] {
-        &["bad-checksum"]
+        DROP_REASONS
     }
 
     fn creates_packets(&self) -> bool {
@@ -842,8 +844,8 @@ mod tests {
         }
         let mut verdicts = Verdicts::for_batch(8);
         let mut emitted = Emitted::default();
-        let mut ctx = Context::new(0, 0, 1.0, &mut pool, &mut emitted);
-        r.process(&mut ctx, BatchView::new(&mut batch), &mut verdicts);
+        let mut ctx = sfclab_core::ChainContext::new(0, 0, 1.0, &mut pool, &mut emitted);
+        r.process(ctx.nf(), BatchView::new(&mut batch), &mut verdicts);
         assert!((0..8).all(|i| verdicts.get(i) == Verdict::Drop(DropReason::TTL_EXPIRED)));
         // Burst of a tenth of a second's worth: 2 of 20/s.
         assert_eq!((r.counts.icmp_sent, r.counts.icmp_rate_limited), (2, 6));

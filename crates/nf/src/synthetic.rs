@@ -37,7 +37,7 @@ pub struct Synthetic {
 
 impl NetworkFunction for Synthetic {
     fn kind(&self) -> &'static str {
-        "synthetic"
+        TYPE.kind
     }
 
     #[inline]

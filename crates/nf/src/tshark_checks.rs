@@ -3,7 +3,7 @@
 //! no expert error, and as many frames as were written. Wireshark is an independent
 //! implementation of every protocol these NFs rewrite or create.
 
-use sfclab_core::{Batch, BatchView, Context, Emitted, NetworkFunction, PacketPool, Verdicts};
+use sfclab_core::{Batch, BatchView, ChainContext, Emitted, NetworkFunction, PacketPool, Verdicts};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -71,8 +71,8 @@ fn output(nf: &mut dyn NetworkFunction, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
     }
     let mut verdicts = Verdicts::for_batch(frames.len());
     let mut emitted = Emitted::default();
-    let mut ctx = Context::new(0, 0, 1.0, &mut pool, &mut emitted);
-    nf.process(&mut ctx, BatchView::new(&mut batch), &mut verdicts);
+    let mut ctx = ChainContext::new(0, 0, 1.0, &mut pool, &mut emitted);
+    nf.process(ctx.nf(), BatchView::new(&mut batch), &mut verdicts);
     let mut out: Vec<Vec<u8>> = batch
         .iter()
         .enumerate()

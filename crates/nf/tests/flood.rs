@@ -4,7 +4,7 @@
 //! dropped with the NF's named reason, exactly.
 
 use sfclab_core::nf::Verdict;
-use sfclab_core::{Batch, BatchView, Context, Emitted, NetworkFunction, PacketPool, Verdicts};
+use sfclab_core::{Batch, BatchView, ChainContext, Emitted, NetworkFunction, PacketPool, Verdicts};
 use sfclab_nf::NfSpec;
 use sfclab_wire::checksum;
 
@@ -62,8 +62,8 @@ fn flood(nf: &mut dyn NetworkFunction) -> (u64, Vec<(&'static str, u64)>) {
         }
         verdicts.begin(n);
         // The clock stands still: nothing may expire and make room.
-        let mut ctx = Context::new(1, 0, 1.0, &mut pool, &mut emitted);
-        nf.process(&mut ctx, BatchView::new(&mut batch), &mut verdicts);
+        let mut ctx = ChainContext::new(1, 0, 1.0, &mut pool, &mut emitted);
+        nf.process(ctx.nf(), BatchView::new(&mut batch), &mut verdicts);
         for k in 0..n {
             match verdicts.get(k) {
                 Verdict::Drop(r) => {

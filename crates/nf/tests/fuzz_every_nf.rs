@@ -4,7 +4,7 @@
 //! held`), checked against the pool exactly.
 
 use proptest::prelude::*;
-use sfclab_core::{Batch, BatchView, Context, Emitted, PacketPool, Verdict, Verdicts};
+use sfclab_core::{Batch, BatchView, ChainContext, Emitted, PacketPool, Verdict, Verdicts};
 use sfclab_nf::NfSpec;
 use sfclab_nf::registry::TYPES;
 use sfclab_wire::{EthernetRepr, FrameRepr, IpRepr, MacAddr, TransportRepr};
@@ -94,8 +94,8 @@ proptest! {
             let mut emitted = Emitted::default();
             // Twice: the second pass meets the state the first left.
             for round in 0..2u64 {
-                let mut ctx = Context::new(round * 1_000_000, 0, 1.0, &mut pool, &mut emitted);
-                nf.process(&mut ctx, BatchView::new(&mut batch), &mut verdicts);
+                let mut ctx = ChainContext::new(round * 1_000_000, 0, 1.0, &mut pool, &mut emitted);
+                nf.process(ctx.nf(), BatchView::new(&mut batch), &mut verdicts);
                 let held = (0..batch.len()).filter(|&i| verdicts.get(i) == Verdict::Hold).count();
                 prop_assert_eq!(held, 0, "{}: default NFs hold nothing", ty.kind);
                 verdicts.clear();

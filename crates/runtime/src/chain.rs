@@ -10,8 +10,8 @@
 
 use sfclab_core::nf::Verdict;
 use sfclab_core::{
-    Batch, BatchView, Buffers, Context, DropReason, Emitted, MAX_BATCH, NetworkFunction, NfStats, PacketRef, Recycle,
-    Verdicts, tsc,
+    Batch, BatchView, Buffers, ChainContext, DropReason, Emitted, MAX_BATCH, NetworkFunction, NfStats, PacketRef,
+    Recycle, Verdicts, tsc,
 };
 
 /// Where an output of an NF leads.
@@ -48,11 +48,12 @@ impl ChainGraph {
 
 /// One NF in a chain, with where its outputs lead and the counters the runtime keeps.
 pub struct NfSlot {
-    pub name: String,
-    pub nf: Box<dyn NetworkFunction>,
-    pub stats: NfStats,
-    /// Per output of the NF (`outputs()`), where it leads.
-    pub next: Vec<Next>,
+    pub(crate) name: String,
+    pub(crate) nf: Box<dyn NetworkFunction>,
+    pub(crate) stats: NfStats,
+    /// Per output of the NF (`outputs()`), where it leads: checked by `Chain::wired`
+    /// (every target exists and lies later), so private to the runtime.
+    pub(crate) next: Vec<Next>,
 }
 
 impl NfSlot {
@@ -76,7 +77,9 @@ impl std::fmt::Display for WiringError {
 /// that left the main path, and the batches that left the chain on egress ports
 /// (flushed by the runtime after each pass).
 pub struct Chain {
-    pub slots: Vec<NfSlot>,
+    /// The NFs in order with their wiring: private, as the walk relies on the wiring
+    /// `wired` checked (a target rewired later would strand buffers or panic).
+    pub(crate) slots: Vec<NfSlot>,
     verdicts: Verdicts,
     /// `pending[j]`: packets waiting for NF j that did not come with the main batch.
     pending: Vec<Batch>,
@@ -97,8 +100,8 @@ pub struct Chain {
     start: u64,
     ns_per_tick: f64,
     /// Where the chain runs, for `Context`.
-    pub core: Option<usize>,
-    pub replica: usize,
+    pub(crate) core: Option<usize>,
+    pub(crate) replica: usize,
     /// With a responder at the far end: what answers and the reply direction's counters.
     reply: Option<ReplyPath>,
 }
@@ -120,9 +123,9 @@ pub struct ReplyPath {
 }
 
 /// Why the responder answers nothing: own drop reasons of the `responder` place.
-pub const NO_REPLY: DropReason = DropReason::own(0);
-pub const RST_ABSORBED: DropReason = DropReason::own(1);
 pub const RESPONDER_REASONS: &[&str] = &["no-reply", "rst-absorbed"];
+pub const NO_REPLY: DropReason = DropReason::named(RESPONDER_REASONS, "no-reply");
+pub const RST_ABSORBED: DropReason = DropReason::named(RESPONDER_REASONS, "rst-absorbed");
 
 impl Chain {
     /// A linear chain: each NF's first output to the next NF, the last one's to egress 0;
@@ -289,9 +292,7 @@ impl Chain {
             reply: _,
         } = self;
         // One context for the whole pass: the NFs of a chain share time and place.
-        let mut ctx = Context::new(now, *start, *ns_per_tick, buffers, emitted);
-        ctx.core = *core;
-        ctx.replica = *replica;
+        let mut ctx = ChainContext::new(now, *start, *ns_per_tick, buffers, emitted).at(*core, *replica, 0);
         let mut t0 = if ACCOUNT { tsc::now() } else { 0 };
         let mut parts = Parts {
             verdicts,
@@ -312,7 +313,7 @@ impl Chain {
             slot.stats.packets_in += len as u64;
             slot.stats.batches += 1;
             parts.verdicts.begin(len);
-            slot.nf.process(&mut ctx, BatchView::new(batch), parts.verdicts);
+            slot.nf.process(ctx.nf(), BatchView::new(batch), parts.verdicts);
             let quiet = parts.verdicts.exceptions() == 0 && ctx.is_quiet();
             if quiet {
                 slot.stats.packets_out += len as u64;
@@ -372,10 +373,7 @@ impl Chain {
             ..
         } = self;
         let reply = reply.as_mut().expect("answering");
-        let mut ctx = Context::new(now, *start, *ns_per_tick, buffers, emitted);
-        ctx.core = *core;
-        ctx.replica = *replica;
-        ctx.in_port = 1;
+        let mut ctx = ChainContext::new(now, *start, *ns_per_tick, buffers, emitted).at(*core, *replica, 1);
         let mut t0 = if ACCOUNT { tsc::now() } else { 0 };
         // The responder: each request becomes its reply, or is counted as not answered.
         let len = batch.len();
@@ -430,7 +428,7 @@ impl Chain {
             slot.stats.packets_in += len as u64;
             slot.stats.batches += 1;
             parts.verdicts.begin(len);
-            slot.nf.process(&mut ctx, BatchView::new(batch), parts.verdicts);
+            slot.nf.process(ctx.nf(), BatchView::new(batch), parts.verdicts);
             if parts.verdicts.exceptions() == 0 && ctx.is_quiet() {
                 slot.stats.packets_out += len as u64;
             } else {
@@ -509,7 +507,7 @@ struct Parts<'a> {
 #[inline(never)]
 fn graph<const ACCOUNT: bool>(
     slots: &mut [NfSlot],
-    ctx: &mut Context<'_>,
+    ctx: &mut ChainContext<'_>,
     batch: &mut Batch,
     parts: &mut Parts<'_>,
     side: &mut Batch,
@@ -526,7 +524,7 @@ fn graph<const ACCOUNT: bool>(
             slot.stats.packets_in += len as u64;
             slot.stats.batches += 1;
             parts.verdicts.begin(len);
-            slot.nf.process(ctx, BatchView::new(batch), parts.verdicts);
+            slot.nf.process(ctx.nf(), BatchView::new(batch), parts.verdicts);
             after_call(slot, ctx, batch, parts, len);
             at = main_next[j];
             if at > n {
@@ -560,7 +558,7 @@ fn graph<const ACCOUNT: bool>(
 /// emitted packets routed, packets out counted. On return `batch` holds what continues
 /// along the first output.
 #[cold]
-fn after_call(slot: &mut NfSlot, ctx: &mut Context<'_>, batch: &mut Batch, parts: &mut Parts<'_>, len: usize) {
+fn after_call(slot: &mut NfSlot, ctx: &mut ChainContext<'_>, batch: &mut Batch, parts: &mut Parts<'_>, len: usize) {
     let gone = if parts.verdicts.exceptions() != 0 {
         let (gone, queued) = settle(batch, parts.verdicts, slot, parts.pending, parts.outs, ctx.parts().0);
         *parts.queued += queued;
@@ -578,13 +576,13 @@ fn after_call(slot: &mut NfSlot, ctx: &mut Context<'_>, batch: &mut Batch, parts
 
 /// NF `j` over the packets queued for it off the main path.
 #[cold]
-fn run_side(j: usize, slot: &mut NfSlot, ctx: &mut Context<'_>, side: &mut Batch, parts: &mut Parts<'_>) {
+fn run_side(j: usize, slot: &mut NfSlot, ctx: &mut ChainContext<'_>, side: &mut Batch, parts: &mut Parts<'_>) {
     std::mem::swap(side, &mut parts.pending[j]);
     *parts.queued -= side.len();
     let len = side.len();
     slot.stats.packets_in += len as u64;
     parts.verdicts.begin(len);
-    slot.nf.process(ctx, BatchView::new(side), parts.verdicts);
+    slot.nf.process(ctx.nf(), BatchView::new(side), parts.verdicts);
     after_call(slot, ctx, side, parts, len);
     // What continues goes where the NF's first output leads, as a side batch.
     let next = slot.next[0];
@@ -723,7 +721,7 @@ fn settle<R: Recycle + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sfclab_core::{PacketPool, Verdicts};
+    use sfclab_core::{Context, PacketPool, Verdicts};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -745,7 +743,7 @@ mod tests {
                 match p.meta.seq % 4 {
                     1 => verdicts.out(i, 1),
                     2 => verdicts.out(i, 3),
-                    3 => verdicts.drop(i, DropReason::own(0)),
+                    3 => verdicts.drop(i, DropReason::named(self.drop_reasons(), "steered-away")),
                     _ => {}
                 }
             }

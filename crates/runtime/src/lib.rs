@@ -22,7 +22,7 @@ pub mod placement;
 pub mod report;
 pub mod wired;
 
-pub use chain::{Chain, ChainGraph, Next, NfSlot, WiringError};
+pub use chain::{Chain, ChainGraph, Next, WiringError};
 pub use compound::{RunError, RunSettings, run_compound, run_compound_on, run_hops_on};
 pub use pipeline::{LinkMode, PipelineSettings, run_parallel, run_parallel_on, run_pipeline};
 pub use placement::{Placement, StagePlan};

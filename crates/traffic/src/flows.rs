@@ -293,15 +293,14 @@ pub type Patch = [[u8; 2]; 4];
 
 /// Templates for `flows` flows at a set of frame lengths.
 pub struct FlowSet {
-    pub ip: IpVersion,
-    pub l4: L4,
+    pub(crate) ip: IpVersion,
+    pub(crate) l4: L4,
     /// First 64 bytes of each flow's frame, patched for the first length.
-    pub heads: Box<[[u8; 64]]>,
-    pub hashes: Box<[u32]>,
-    /// `patches[flow * lens.len() + class]`.
-    pub patches: Box<[Patch]>,
-    /// Frame lengths in the buffer (FCS excluded), one per size class.
-    pub lens: Vec<u16>,
+    pub(crate) heads: Box<[[u8; 64]]>,
+    /// Each flow's hash; as many as `heads`.
+    pub(crate) hashes: Box<[u32]>,
+    /// `patches[flow * classes + class]`, one per flow and size class.
+    pub(crate) patches: Box<[Patch]>,
 }
 
 impl FlowSet {
@@ -383,7 +382,6 @@ impl FlowSet {
             heads: heads.into_boxed_slice(),
             hashes: hashes.into_boxed_slice(),
             patches: patches.into_boxed_slice(),
-            lens: frame_lens.to_vec(),
         }
     }
 
@@ -405,14 +403,14 @@ mod tests {
 
     /// Builds the full frame of (flow, class) the way the generator does and checks it
     /// with etherparse, which computes its own checksums.
-    fn frame(set: &FlowSet, flow: usize, class: usize) -> Vec<u8> {
-        let len = usize::from(set.lens[class]);
+    fn frame(set: &FlowSet, lens: &[u16], flow: usize, class: usize) -> Vec<u8> {
+        let len = usize::from(lens[class]);
         let mut f: Vec<u8> = (0..len.max(64)).map(pattern_byte).collect();
         f[..64].copy_from_slice(&set.heads[flow]);
         apply_patch(
             &mut f,
             set.ip.patch_offsets(set.l4),
-            &set.patches[flow * set.lens.len() + class],
+            &set.patches[flow * lens.len() + class],
         );
         f.truncate(len);
         f
@@ -425,7 +423,7 @@ mod tests {
             let set = FlowSet::new(ip, L4::Udp, 70_000, &lens, &Destinations::Spread);
             for flow in [0usize, 1, 255, 65_535, 65_536, 69_999] {
                 for class in 0..lens.len() {
-                    let f = frame(&set, flow, class);
+                    let f = frame(&set, &lens, flow, class);
                     let sliced = etherparse::SlicedPacket::from_ethernet(&f).unwrap();
                     let Some(etherparse::TransportSlice::Udp(udp)) = sliced.transport else {
                         panic!("not UDP")

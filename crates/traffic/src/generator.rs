@@ -442,11 +442,10 @@ impl RxPort for Generator {
             // A copy in registers: through the reference it would be reloaded per packet
             // (the compiler cannot rule out that a packet write aliases it).
             let (len, fresh) = (self.lens[0], fresh[0]);
+            // Both tables cut to one length: one bounds check per packet covers both.
+            let (heads, hashes) = (&heads[..nflows], &hashes[..nflows]);
             for p in batch.iter_mut_from(first) {
-                debug_assert!(flow < nflows && hashes.len() == nflows);
-                // SAFETY: `flow` wraps at `nflows`, the length of both tables (FlowSet::new).
-                let (hash, head) = unsafe { (*hashes.get_unchecked(flow), heads.get_unchecked(flow)) };
-                p.stamp(&fresh, hash, seq, head);
+                p.stamp(&fresh, hashes[flow], seq, &heads[flow]);
                 flow = if flow + 1 == nflows { 0 } else { flow + 1 };
                 seq = seq.wrapping_add(1);
             }

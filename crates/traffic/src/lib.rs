@@ -8,6 +8,8 @@
 //! - [`sink`]: counts, optionally verifies checksums, records probe latency (HDR histogram).
 //! - [`responder`]: the far end's reply to a request, made in place (echo, TCP as a server).
 
+#![forbid(unsafe_code)]
+
 pub mod flows;
 pub mod generator;
 pub mod profiles;
