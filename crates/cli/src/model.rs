@@ -809,6 +809,12 @@ fn load_calibration(path: &Path) -> Result<Calibration, String> {
 
 /// The chain as the model sees it: its NFs' keys, frame sizes and layout.
 fn chain_model(spec: &Experiment) -> Result<ChainModel, String> {
+    // A chain that forwards nothing has no price: say which NF and the key to set.
+    if let Some((name, (reason, fix))) = spec.nfs.iter().find_map(|(n, nf)| Some((n, nf.drops_all()?))) {
+        return Err(format!(
+            "`{name}` with its default settings drops every packet ({reason}): {fix}; price the chain as it runs, e.g. `sfclab model predict examples/chains/edge.yaml`"
+        ));
+    }
     if spec.replicas > 1 {
         return Err("replicas are not priced yet: predict one replica (its cores are its own)".into());
     }

@@ -43,14 +43,23 @@ pub fn table(name: &str, r: &RunReport) -> String {
         (None, Some(c)) => format!("core {c}"),
         (None, None) => "unpinned".to_string(),
     };
-    let _ = writeln!(
-        s,
-        "sfclab {} | chain `{name}`: {} NF(s), {} runtime, {core}, batch {}",
-        r.version,
-        r.chain.len(),
-        r.runtime,
-        r.batch
-    );
+    let _ = if r.chain.is_empty() {
+        // A tester's run: the chain is the device it measures across, not in this run.
+        writeln!(
+            s,
+            "sfclab {} | the tester's run across `{name}`: {} runtime, {core}, batch {}",
+            r.version, r.runtime, r.batch
+        )
+    } else {
+        writeln!(
+            s,
+            "sfclab {} | chain `{name}`: {} NF(s), {} runtime, {core}, batch {}",
+            r.version,
+            r.chain.len(),
+            r.runtime,
+            r.batch
+        )
+    };
     let _ = writeln!(
         s,
         "{}: {} -> {}: {} | window {:.2} s after {:.2} s warm-up | TSC {:.3} GHz",
@@ -199,6 +208,9 @@ pub fn table(name: &str, r: &RunReport) -> String {
         }
         let _ = writeln!(s, "drops by place and reason\n{drops}");
     }
+    if let Some(why) = sfclab_experiment::diagnosis::nearly_all_dropped(r) {
+        let _ = writeln!(s, "why         {why}");
+    }
     let _ = writeln!(
         s,
         "conservation {} (whole run: warm-up, window and drain; the tables count the window)",
@@ -242,6 +254,14 @@ pub struct RunDocument<'a> {
     /// A wired run: where the frames the tester did not get back went, whole run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wire_loss: Option<&'a sfclab_runtime::wired::WireLoss>,
+    /// A wired run through namespaces: the path from the tester through each hop and
+    /// back, whole run: in, out, dropped and why at each step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<sfclab_runtime::wired::PathStep>,
+    /// When an NF dropped nearly every packet it was given: which, why, and the key that
+    /// changes it (a firewall's default deny, a router with no routes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nearly_all_dropped: Option<String>,
 }
 
 /// One NF of the chain: its name and settings.
@@ -263,6 +283,8 @@ pub fn json(name: &str, nfs: &[(String, sfclab_nf::NfSpec)], r: &RunReport) -> S
         dut_processes: &[],
         testbed: None,
         wire_loss: None,
+        path: Vec::new(),
+        nearly_all_dropped: sfclab_experiment::diagnosis::nearly_all_dropped(r),
     };
     serde_json::to_string_pretty(&doc).expect("report serialises")
 }
@@ -280,6 +302,8 @@ pub fn json_wired(name: &str, nfs: &[(String, sfclab_nf::NfSpec)], w: &WiredRepo
         dut_processes: &w.dut_processes,
         testbed: Some(&w.testbed),
         wire_loss: Some(&w.lost),
+        path: w.path(),
+        nearly_all_dropped: dut_nearly_all_dropped(w),
     };
     serde_json::to_string_pretty(&doc).expect("report serialises")
 }
@@ -293,7 +317,8 @@ pub fn table_wired(name: &str, w: &WiredReport) -> String {
         [tester, first, .., last] => format!("{tester} and {first} .. {last}"),
         all => all.join(", "),
     };
-    let mut s = format!(
+    let mut s = path_table(name, w);
+    s += &format!(
         "TESTER across {} (namespaces {namespaces}, veth)\n",
         bed.device_under_test
     );
@@ -401,6 +426,58 @@ pub fn table_wired(name: &str, w: &WiredReport) -> String {
         }
     );
     s
+}
+
+/// The first NF of a wired run's device under test that dropped nearly everything.
+fn dut_nearly_all_dropped(w: &WiredReport) -> Option<String> {
+    let hops = w.testbed.hops;
+    w.dut.iter().enumerate().find_map(|(k, d)| {
+        let line = sfclab_experiment::diagnosis::nearly_all_dropped(d)?;
+        Some(if hops > 1 {
+            format!("hop {}: {line}", k + 1)
+        } else {
+            line
+        })
+    })
+}
+
+/// A wired run's summary, first: the path from the tester through each hop and back
+/// (whole run), each step's in, out, dropped and why; then the one-line reason when an
+/// NF dropped nearly everything.
+fn path_table(name: &str, w: &WiredReport) -> String {
+    let path = w.path();
+    if path.is_empty() {
+        return String::new();
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header([
+        "step",
+        "packets in",
+        "packets out",
+        "dropped",
+        "why (counted)",
+        "unaccounted",
+    ]);
+    for step in &path {
+        let why: Vec<String> = step.why.iter().map(|(k, v)| format!("{k} {}", num(*v))).collect();
+        t.add_row(vec![
+            Cell::new(&step.place),
+            right(num(step.packets_in)),
+            right(num(step.packets_out)),
+            right(num(step.dropped)),
+            Cell::new(why.join(", ")),
+            right(num(step.unaccounted)),
+        ]);
+    }
+    let mut s = format!(
+        "PATH of `{name}` through {} (whole run: warm-up, window and drain)\n{t}\n",
+        w.testbed.device_under_test
+    );
+    if let Some(why) = dut_nearly_all_dropped(w) {
+        s += &format!("why         {why}\n");
+    }
+    s + "\n"
 }
 
 /// The JSON Schema of the run document.

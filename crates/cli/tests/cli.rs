@@ -1587,3 +1587,33 @@ fn every_schema_is_published_and_current() {
         "a file in docs/schema/ no document prints"
     );
 }
+
+/// Every in-memory `sfclab run` example in the README forwards traffic: secure defaults
+/// (a firewall's deny, a router without routes) are kept, and the examples set what
+/// they need (the root ones run in `wired.rs`).
+#[test]
+fn readme_run_examples_forward_traffic() {
+    let _cores = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let examples: Vec<Vec<String>> = common::readme_run_examples()
+        .into_iter()
+        .filter(|(sudo, _)| !sudo)
+        .map(|(_, words)| words)
+        .collect();
+    assert!(examples.len() >= 12, "{examples:?}");
+    for words in &examples {
+        let v = common::run_readme_example(dir.path(), words);
+        let what = words.join(" ");
+        assert_eq!(v["conservation"]["holds"], true, "{what}");
+        assert!(
+            v["received"].as_u64().unwrap() > 0,
+            "{what} forwarded nothing: {}",
+            v["nearly_all_dropped"]
+        );
+        assert!(
+            v.get("nearly_all_dropped").is_none(),
+            "{what}: {}",
+            v["nearly_all_dropped"]
+        );
+    }
+}

@@ -92,6 +92,23 @@ fn a_prediction_adds_up_the_calibrations_terms() {
 
     // Compound: base + forwarder + nat44 on one core, at the TSC rate.
     let cal_arg = path.to_str().unwrap();
+    // A chain that forwards nothing has no price: the NF and the key to set are named.
+    let o = sfclab(&[
+        "model",
+        "predict",
+        "--calibration",
+        cal_arg,
+        "--chain",
+        "forwarder -> router",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("`router` with its default settings drops every packet (no-route)")
+            && stderr(&o).contains("routes:")
+            && stderr(&o).contains("examples/chains/edge.yaml"),
+        "{}",
+        stderr(&o)
+    );
     let o = sfclab(&[
         "model",
         "predict",

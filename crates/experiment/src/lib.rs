@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod chain_file;
+pub mod diagnosis;
 mod document;
 mod hop_processes;
 mod located;

@@ -131,7 +131,8 @@ pub struct PipelineCalibration {
 
 impl PipelineCalibration {
     /// A ring across cores, both sides: first + last − single (the generator and sink
-    /// cancel out). Each side is taken as half of it where one is needed alone.
+    /// cancel out). Where one side is needed alone each is taken as half, but the
+    /// receiving side never as more than the whole last stage measured.
     pub fn cross_core_link(&self, size: f64) -> Result<f64, String> {
         Ok(self.first_stage.at(size)? + self.last_stage.at(size)? - self.single_stage.at(size)?)
     }

@@ -164,12 +164,16 @@ pub fn predict_chain(
         return Err("the chain has no NF".into());
     }
     let frames = &chain.frames;
+    // A term below zero is a calibration that failed (e.g. two stages measured cheaper
+    // than one: a link that costs less than nothing), not a price: refused.
     let term = |what: String, f: &dyn Fn(f64) -> Result<f64, String>| -> Result<Term, String> {
-        Ok(Term {
-            what,
-            cycles: mean_over(frames, f)?,
-            nf: None,
-        })
+        let cycles = mean_over(frames, f)?;
+        if cycles < 0.0 {
+            return Err(format!(
+                "the term `{what}` comes to {cycles:.0} cycles/packet from this calibration: a term below zero is a failed measurement, not a price; calibrate again (`sfclab model calibrate`)"
+            ));
+        }
+        Ok(Term { what, cycles, nf: None })
     };
     // An NF's cost in a compound loop, or in a pipeline's stage (`in_stage`; `across`
     // when it is the first of a stage whose frames come from another core).
@@ -231,25 +235,30 @@ pub fn predict_chain(
                 } else {
                     // The ends of this stage's rings: a ring between stages on one core
                     // costs that core both ends (`same_core_link`, counted on the
-                    // receiving stage); across cores each side pays half of the cross link.
-                    let half_cross = |x: f64| Ok(p.cross_core_link(x)? / 2.0);
+                    // receiving stage). Across cores the link's cost is split between its
+                    // ends: half each, but never more on the receiving side than the last
+                    // stage (dequeue and sink) measured in all: here the enqueue side pays
+                    // most of it (the buffers' lines go back to the generator's core), and
+                    // an even split would price the sink below zero.
+                    let dequeue = |x: f64| Ok((p.cross_core_link(x)? / 2.0).min(p.last_stage.at(x)?).max(0.0));
+                    let enqueue = |x: f64| Ok(p.cross_core_link(x)? - dequeue(x)?);
                     if s == 0 {
                         terms.push(term("stage 1: generator, ingress queue".into(), &|x| {
-                            Ok(p.first_stage.at(x)? - half_cross(x)?)
+                            Ok(p.first_stage.at(x)? - enqueue(x)?)
                         })?);
                     } else if stages[s - 1].1 == *c {
                         terms.push(term(format!("ring into stage {} (same core)", s + 1), &|x| {
                             p.same_core_link.at(x)
                         })?);
                     } else {
-                        terms.push(term(format!("ring into stage {} (dequeue)", s + 1), &half_cross)?);
+                        terms.push(term(format!("ring into stage {} (dequeue)", s + 1), &dequeue)?);
                     }
                     if s == last {
                         terms.push(term(format!("stage {}: sink", s + 1), &|x| {
-                            Ok(p.last_stage.at(x)? - half_cross(x)?)
+                            Ok(p.last_stage.at(x)? - dequeue(x)?)
                         })?);
                     } else if stages[s + 1].1 != *c {
-                        terms.push(term(format!("ring out of stage {} (enqueue)", s + 1), &half_cross)?);
+                        terms.push(term(format!("ring out of stage {} (enqueue)", s + 1), &enqueue)?);
                     }
                 }
                 let fed_across = s > 0 && stages[s - 1].1 != *c;
@@ -488,6 +497,29 @@ pub(crate) mod tests {
         assert!(p.cores[1].terms[2].what.contains("fed from another core"));
         assert_eq!(p.bottleneck, "core 0");
         assert!(close(p.max_pps, 1e9 / 255.0));
+        // A last stage cheaper than half the link: the receiving side takes what the last
+        // stage measured (120 of the link's 400 + 120 − 140 = 380), the sink 0, and the
+        // core totals stay what was measured (core 1: 120 + 25 + 20).
+        let mut lopsided = cal();
+        lopsided.pipeline.as_mut().unwrap().first_stage = Curve::flat(&[64, 1518], 400.0);
+        let bi2 = Layout::Pipeline {
+            stages: vec![(0..2, 0), (2..4, 1)],
+        };
+        let p = predict_chain(&lopsided, &chain(&nfs, bi2, 64.0), None).unwrap();
+        assert!(close(p.cores[1].cycles_per_packet, 165.0), "{:?}", p.cores[1]);
+        assert!(p.cores[1].terms.iter().all(|t| t.cycles >= 0.0), "{:?}", p.cores[1]);
+        // A link measured cheaper than nothing (first + last < single) is a failed
+        // calibration: its term is refused, not priced.
+        let mut broken = cal();
+        broken.pipeline.as_mut().unwrap().single_stage = Curve::flat(&[64, 1518], 400.0);
+        let bi2 = Layout::Pipeline {
+            stages: vec![(0..2, 0), (2..4, 1)],
+        };
+        let e = predict_chain(&broken, &chain(&nfs, bi2, 64.0), None).unwrap_err();
+        assert!(
+            e.contains("`ring out of stage 1 (enqueue)` comes to -120 cycles/packet") && e.contains("calibrate again"),
+            "{e}"
+        );
         // pbp:2 (stages on 0,1,0,1), every stage after the first fed from the other core:
         // core 0: generator 90 + enqueue 70 + 20, then dequeue 70 + 25 + enqueue 70 = 345;
         // core 1: 70 + 85 + 70, then 70 + 25 + sink 50 = 370.

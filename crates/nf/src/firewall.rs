@@ -337,6 +337,11 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: false,
     cost_neutral: &["icmp_timeout", "tcp_established_timeout", "udp_timeout"],
     schema: || schemars::schema_for!(FirewallConfig),
+    drops_all_by_default: Some("acl-deny"),
+    fixes: &[(
+        "acl-deny",
+        "its default is deny: allow the traffic with `rules:` (e.g. `- { action: allow, proto: udp }`), as examples/chains/firewall.yaml does",
+    )],
     build: |v| Ok(Box::new(Firewall::new(&crate::typed(v)?)?)),
 };
 

@@ -49,6 +49,8 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: true,
     cost_neutral: &["dst_mac", "src_mac"],
     schema: || schemars::schema_for!(ForwarderConfig),
+    drops_all_by_default: None,
+    fixes: &[],
     build: |v| Ok(Box::new(Forwarder::new(&crate::typed(v)?)?)),
 };
 

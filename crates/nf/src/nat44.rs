@@ -455,6 +455,11 @@ pub const TYPE: crate::NfType = crate::NfType {
         "udp_timeout",
     ],
     schema: || schemars::schema_for!(Nat44Config),
+    drops_all_by_default: None,
+    fixes: &[(
+        "no-mapping",
+        "only inside-to-outside flows open mappings: send from the inside (`inside:` prefixes), as examples/chains/nat44.yaml does",
+    )],
     build: |v| Ok(Box::new(Nat44::new(&crate::typed(v)?)?)),
 };
 

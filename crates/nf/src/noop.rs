@@ -24,6 +24,8 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: true,
     cost_neutral: &[],
     schema: || schemars::schema_for!(NoopConfig),
+    drops_all_by_default: None,
+    fixes: &[],
     build: |v| {
         crate::typed::<NoopConfig>(v)?;
         Ok(Box::new(Noop))

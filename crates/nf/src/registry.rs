@@ -24,6 +24,13 @@ pub struct NfType {
     /// The JSON Schema of its settings: keys, types, defaults and (from the config's doc
     /// comments) what each means.
     pub schema: fn() -> schemars::Schema,
+    /// What to change when this NF drops (nearly) every packet for one of its reasons:
+    /// `(reason, the fix in a sentence: which key, which example file)`. A run that
+    /// forwards nothing says it in one line instead of leaving the user to guess.
+    pub fixes: &'static [(&'static str, &'static str)],
+    /// The reason this NF drops every packet for with its default settings (a secure
+    /// default: a firewall's deny, a router with no routes), if it does.
+    pub drops_all_by_default: Option<&'static str>,
     /// Checks the settings and builds the NF.
     pub build: fn(&serde_json::Value) -> Result<Box<dyn NetworkFunction>, ConfigError>,
 }
@@ -37,6 +44,13 @@ pub const TYPES: &[NfType] = &[
     crate::nat44::TYPE,
     crate::firewall::TYPE,
 ];
+
+impl NfType {
+    /// The fix for this NF dropping (nearly) everything for `reason`, if it has one.
+    pub fn fix_for(&self, reason: &str) -> Option<&'static str> {
+        self.fixes.iter().find(|(r, _)| *r == reason).map(|(_, fix)| *fix)
+    }
+}
 
 /// The NF type chain files call `kind`.
 pub fn find(kind: &str) -> Option<&'static NfType> {
@@ -96,6 +110,18 @@ impl NfSpec {
 
     pub fn settings(&self) -> &serde_json::Value {
         &self.settings
+    }
+
+    /// With its default settings (none given), an NF whose type drops everything so
+    /// (`NfType::drops_all_by_default`): that reason and its fix.
+    pub fn drops_all(&self) -> Option<(&'static str, &'static str)> {
+        let default = match &self.settings {
+            serde_json::Value::Null => true,
+            serde_json::Value::Object(m) => m.is_empty(),
+            _ => false,
+        };
+        let reason = self.ty.drops_all_by_default.filter(|_| default)?;
+        Some((reason, self.ty.fix_for(reason).unwrap_or("")))
     }
 
     /// Whether its type keeps no state between packets (`NfType::stateless`).

@@ -377,6 +377,11 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: false,
     cost_neutral: &["address", "address6", "neighbors", "port_macs", "icmp_rate"],
     schema: || schemars::schema_for!(RouterConfig),
+    drops_all_by_default: Some("no-route"),
+    fixes: &[(
+        "no-route",
+        "it has no routes unless given some: add `routes:` (a default route `0.0.0.0/0 192.0.2.1 0`), as examples/chains/router.yaml does",
+    )],
     build: |v| Ok(Box::new(Router::new(&crate::typed(v)?)?)),
 };
 

@@ -85,6 +85,8 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: false,
     cost_neutral: &["seed"],
     schema: || schemars::schema_for!(SyntheticConfig),
+    drops_all_by_default: None,
+    fixes: &[],
     build: |v| Ok(Box::new(Synthetic::new(&crate::typed(v)?)?)),
 };
 

@@ -562,6 +562,143 @@ pub struct WireLoss {
     pub counted_beyond: u64,
 }
 
+/// One step of the traffic's path through a testbed, over the whole run: what reached
+/// it, what it passed on, and where the difference went. The first thing a wired run
+/// reports (as NFVbench's chain analysis does), before each part's own details.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct PathStep {
+    /// `tester sends`, `hop 2: nat44`, `tester receives`.
+    pub place: String,
+    pub packets_in: u64,
+    pub packets_out: u64,
+    /// `packets_in - packets_out` where the step lost packets (0 where it added some,
+    /// such as an NF's replies).
+    pub dropped: u64,
+    /// The drops a counter names: an sfclab hop's by place and reason, the kernel's
+    /// interface counters (`d-in rx_dropped`), the tester's refused sends, a veth link.
+    pub why: BTreeMap<String, u64>,
+    /// Of `dropped`, what no counter names.
+    pub unaccounted: u64,
+}
+
+impl PathStep {
+    fn new(place: String, packets_in: u64, packets_out: u64, why: BTreeMap<String, u64>) -> PathStep {
+        let dropped = packets_in.saturating_sub(packets_out);
+        let named: u64 = why.values().sum();
+        PathStep {
+            place,
+            packets_in,
+            packets_out,
+            dropped,
+            why: why.into_iter().filter(|e| e.1 > 0).collect(),
+            unaccounted: dropped.saturating_sub(named),
+        }
+    }
+}
+
+impl WiredReport {
+    /// The path from the tester through each hop's namespace (its `d-in` to its `d-out`)
+    /// back to the tester, whole run. Empty where the testbed has no such interfaces.
+    pub fn path(&self) -> Vec<PathStep> {
+        let bed = &self.testbed;
+        let interface = |ns: &str, name: &str| bed.interfaces.iter().find(|i| i.namespace == ns && i.interface == name);
+        let (Some(tester_ns), hops) = (bed.namespaces.first(), bed.namespaces.get(1..).unwrap_or(&[])) else {
+            return Vec::new();
+        };
+        let (Some(t_out), Some(t_in)) = (interface(tester_ns, "t-out"), interface(tester_ns, "t-in")) else {
+            return Vec::new();
+        };
+        let c = &self.tester.conservation;
+        let refused: BTreeMap<String, u64> = self
+            .lost
+            .tester
+            .iter()
+            .filter(|(k, _)| k.as_str() != "unaccounted")
+            .map(|(k, v)| (format!("tester {k}"), *v))
+            .collect();
+        let mut steps = vec![PathStep::new(
+            "tester sends".into(),
+            c.generated,
+            t_out.tx_packets,
+            refused,
+        )];
+        let mut arriving = t_out.tx_packets;
+        for (k, ns) in hops.iter().enumerate() {
+            let (Some(d_in), Some(d_out)) = (interface(ns, "d-in"), interface(ns, "d-out")) else {
+                return Vec::new();
+            };
+            let mut why = BTreeMap::new();
+            why.insert("veth link".to_string(), arriving.saturating_sub(d_in.rx_packets));
+            for (what, n) in [
+                ("d-in rx_dropped", d_in.rx_dropped),
+                ("d-in rx_errors", d_in.rx_errors),
+                ("d-out tx_dropped", d_out.tx_dropped),
+                ("d-out tx_errors", d_out.tx_errors),
+            ] {
+                why.insert(what.to_string(), n);
+            }
+            let mut name = format!("hop {}", k + 1);
+            for (place, reason, n) in self.hop_drops(k, hops.len()) {
+                *why.entry(format!("{place} {reason}")).or_default() += n;
+            }
+            if let Some(chain) = self.hop_chain(k, hops.len()) {
+                name += &format!(": {chain}");
+            }
+            steps.push(PathStep::new(name, arriving, d_out.tx_packets, why));
+            arriving = d_out.tx_packets;
+        }
+        let mut why = BTreeMap::new();
+        why.insert("veth link".to_string(), arriving.saturating_sub(t_in.rx_packets));
+        why.insert("t-in rx_dropped".to_string(), t_in.rx_dropped);
+        steps.push(PathStep::new("tester receives".into(), arriving, c.received, why));
+        steps
+    }
+
+    /// The NFs of hop `k` of `hops` (all of the DUT's when it is one hop).
+    fn hop_chain(&self, k: usize, hops: usize) -> Option<String> {
+        let of_report = |r: &RunReport| r.chain.join(" -> ");
+        match (self.dut.as_slice(), self.dut_processes.as_slice()) {
+            (dut, _) if dut.len() == hops => dut.get(k).map(of_report),
+            ([first, ..], _) if hops == 1 => Some(of_report(first)),
+            (_, docs) if docs.len() == hops => docs[k]["chain"]
+                .as_array()
+                .map(|c| c.iter().filter_map(|n| n.as_str()).collect::<Vec<_>>().join(" -> ")),
+            _ => None,
+        }
+    }
+
+    /// What the sfclab chain of hop `k` of `hops` dropped, by place and reason (every
+    /// replica's when the DUT is one hop).
+    fn hop_drops(&self, k: usize, hops: usize) -> Vec<(String, String, u64)> {
+        let of_report = |r: &RunReport| -> Vec<(String, String, u64)> {
+            r.drops
+                .iter()
+                .map(|d| (d.place.clone(), d.reason.clone(), d.packets))
+                .collect()
+        };
+        if self.dut.len() == hops {
+            return self.dut.get(k).map(of_report).unwrap_or_default();
+        }
+        if hops == 1 && !self.dut.is_empty() {
+            return self.dut.iter().flat_map(of_report).collect();
+        }
+        if self.dut_processes.len() == hops {
+            let drops = self.dut_processes[k]["drops"].as_array().cloned().unwrap_or_default();
+            return drops
+                .iter()
+                .filter_map(|d| {
+                    Some((
+                        d["place"].as_str()?.to_string(),
+                        d["reason"].as_str()?.to_string(),
+                        d["packets"].as_u64()?,
+                    ))
+                })
+                .collect();
+        }
+        Vec::new()
+    }
+}
+
 impl WireLoss {
     fn account(
         tester: &[(&'static str, u64)],

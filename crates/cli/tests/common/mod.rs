@@ -50,3 +50,76 @@ pub fn assert_follows_schema(file: &str, doc: &serde_json::Value) {
         .collect();
     assert!(errors.is_empty(), "{file}: {errors:#?}");
 }
+
+/// The `sfclab run` examples of README's "Using it" block, each as its arguments after
+/// `run` (single quotes grouped, the comment cut), with `sudo` or not.
+#[allow(dead_code)]
+pub fn readme_run_examples() -> Vec<(bool, Vec<String>)> {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let block = readme
+        .split("## Using it")
+        .nth(1)
+        .and_then(|s| s.split("```sh").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("README has a \"Using it\" block of commands");
+    let mut examples = Vec::new();
+    for line in block.lines() {
+        let (sudo, rest) = match line.strip_prefix("sudo ") {
+            Some(r) => (true, r),
+            None => (false, line),
+        };
+        let Some(args) = rest.strip_prefix("sfclab run") else {
+            continue;
+        };
+        let mut words = Vec::new();
+        let mut quoted = false;
+        let mut word = String::new();
+        for c in args.chars() {
+            match c {
+                '\'' => quoted = !quoted,
+                ' ' if !quoted => {
+                    if !word.is_empty() {
+                        words.push(std::mem::take(&mut word));
+                    }
+                }
+                '#' if !quoted && word.is_empty() => break,
+                c => word.push(c),
+            }
+        }
+        if !word.is_empty() {
+            words.push(word);
+        }
+        examples.push((sudo, words));
+    }
+    examples
+}
+
+/// Runs one README example in `dir` (files it names there, chain files from the repo)
+/// with a short window and `--json`; returns the document.
+#[allow(dead_code)]
+pub fn run_readme_example(dir: &std::path::Path, words: &[String]) -> serde_json::Value {
+    let mut args = vec!["run".to_string()];
+    let mut it = words.iter();
+    while let Some(w) = it.next() {
+        match w.as_str() {
+            // Our own window replaces the example's.
+            "--duration" => {
+                it.next();
+            }
+            "--csv" | "--json" => {}
+            w if w.starts_with("examples/") => args.push(repo().join(w).to_string_lossy().into_owned()),
+            w => args.push(w.to_string()),
+        }
+    }
+    if !words.iter().any(|w| w == "--count") {
+        args.extend(["--duration".into(), "300ms".into(), "--warmup".into(), "50ms".into()]);
+    }
+    args.push("--json".into());
+    let o = Command::new(env!("CARGO_BIN_EXE_sfclab"))
+        .args(&args)
+        .current_dir(dir)
+        .output()
+        .expect("sfclab runs");
+    assert!(o.status.success(), "sfclab {}: {}", args.join(" "), stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("sfclab {}: {e}", args.join(" ")))
+}
