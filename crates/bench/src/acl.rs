@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 use sfclab_core::tsc;
-use sfclab_nf::acl::{BitVector, Key, TupleSpace, classbench};
+use sfclab_nf::tables::acl::{BitVector, Key, TupleSpace, classbench};
 use std::path::Path;
 use std::time::Instant;
 

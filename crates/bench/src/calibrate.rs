@@ -428,7 +428,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
         ));
     }
     if !args.wired.is_empty() {
-        crate::settle(Duration::from_secs(10));
+        crate::wait_for_idle_cores(Duration::from_secs(10));
     }
     let plain = || traffic(size, 1024, Destinations::Spread);
     step(&format!("{size} B: noop×1, noop×5"));

@@ -92,14 +92,10 @@ pub struct ForwardBenchArgs {
     pub busy_poll: Option<u32>,
 }
 
-/// Busy and total jiffies of `core` so far (`/proc/stat`: busy is all but idle and iowait).
+/// Non-idle and total jiffies of `core` so far (time stolen by the hypervisor counts as
+/// non-idle: the core was not free for the DUT).
 fn core_jiffies(core: usize) -> Option<(u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = stat.lines().find(|l| l.starts_with(&format!("cpu{core} ")))?;
-    let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
-    let total: u64 = v.iter().take(8).sum();
-    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-    Some((total - idle, total))
+    crate::cpu_time::CpuTime::read(Some(core)).map(|t| (t.busy + t.steal, t.total()))
 }
 
 /// What a core did over a span of wall time, from `/proc/stat`.

@@ -4,7 +4,7 @@
 //!
 //! - **sfclab af_xdp / af_packet**: the generator sends on `io-tx` (namespace `a`), frames
 //!   cross the pair, and the same kind of port on `io-rx` (namespace `b`) hands them to
-//!   the sink. One thread on one core does both ends (a [`Wire`]); the kernel's work for a
+//!   the sink. One thread on one core does both ends (a [`TesterLink`]); the kernel's work for a
 //!   frame (veth transmit, the XDP program or packet socket on `io-rx`, the copy into the
 //!   receiving ring) runs inside that thread's send, so its busy cycles per packet are
 //!   the whole path's.
@@ -20,7 +20,7 @@
 
 use serde::Serialize;
 use sfclab_core::NamedNfs;
-use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, Wire};
+use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, TesterLink};
 use sfclab_runtime::{RunSettings, open_in_namespace, run_compound_on};
 use sfclab_topology::{Interface, Topology};
 use sfclab_traffic::{GeneratorConfig, Sink};
@@ -173,7 +173,7 @@ fn sfclab_round(kind: IoKind, args: &IoBenchArgs, core: usize) -> Result<SfclabR
     };
     let generator =
         sfclab_traffic::Generator::new(traffic(args.size), run.batch).map_err(|(k, r)| format!("{k}: {r}"))?;
-    let wire = Wire::new(generator, out, back, run.batch, Duration::from_millis(300));
+    let wire = TesterLink::new(generator, out, back, run.batch, Duration::from_millis(300));
     let r = run_compound_on(wire, Sink::new(false), NamedNfs::new(), &run).map_err(|e| e.to_string())?;
     Ok(SfclabRound {
         mpps: r.mpps,

@@ -10,6 +10,7 @@ pub mod acl;
 pub mod calibrate;
 pub mod chaining;
 pub mod cores;
+mod cpu_time;
 pub mod forward;
 pub mod io;
 pub mod lpm;
@@ -251,22 +252,9 @@ pub fn on_core<T: Send>(core: Option<usize>, f: impl FnOnce() -> T + Send) -> T 
 /// 100 ms, the hypervisor's steal not counted), and says how long it waited. After a
 /// run in namespaces the kernel goes on tearing them down in a kworker (netns cleanup,
 /// RCU) on some core: a measurement started then would share that core.
-pub fn settle(limit: Duration) -> Duration {
-    fn busy_and_total() -> Option<(u64, u64)> {
-        let stat = std::fs::read_to_string("/proc/stat").ok()?;
-        let v: Vec<u64> = stat
-            .lines()
-            .next()?
-            .split_whitespace()
-            .skip(1)
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        // user nice system idle iowait irq softirq steal
-        let idle = v.get(3)? + v.get(4).unwrap_or(&0);
-        let steal = *v.get(7).unwrap_or(&0);
-        let total: u64 = v.iter().take(8).sum::<u64>() - steal;
-        Some((total - idle, total))
-    }
+pub fn wait_for_idle_cores(limit: Duration) -> Duration {
+    // Busy and total, the hypervisor's steal left out of both.
+    let busy_and_total = || cpu_time::CpuTime::read(None).map(|t| (t.busy, t.busy + t.idle));
     let start = std::time::Instant::now();
     while start.elapsed() < limit {
         let Some((b0, t0)) = busy_and_total() else { break };

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 use sfclab_core::tsc;
-use sfclab_nf::lpm::{BGP4_SHAPE, Lpm4, SplitMix, counts_of, random_table4};
+use sfclab_nf::tables::lpm::{BGP4_SHAPE, Lpm4, SplitMix, counts_of, random_table4};
 use std::time::Instant;
 
 use crate::{Machine, Rounds, median, median_if_any, on_core};
@@ -192,7 +192,7 @@ mod tests {
     /// lookup hits; on an empty one, every lookup misses.
     #[test]
     fn misses_are_counted() {
-        let all = Lpm4::new(&[sfclab_nf::lpm::Route {
+        let all = Lpm4::new(&[sfclab_nf::tables::lpm::Route {
             prefix: 0,
             len: 0,
             hop: 1,

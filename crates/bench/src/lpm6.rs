@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 use sfclab_core::tsc;
-use sfclab_nf::lpm::{Lpm6, Route, SplitMix, random_table6};
+use sfclab_nf::tables::lpm::{Lpm6, Route, SplitMix, random_table6};
 
 use crate::{Machine, Rounds, median, median_if_any, on_core};
 

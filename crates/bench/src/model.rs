@@ -438,7 +438,7 @@ pub fn run(
             for &size in &args.sizes {
                 let label = format!("{} {} {size} B", case.kinds.join("->"), layout_name(case));
                 if after_hops && case.hops.is_none() {
-                    crate::settle(Duration::from_secs(10));
+                    crate::wait_for_idle_cores(Duration::from_secs(10));
                 }
                 after_hops = case.hops.is_some();
                 sample_round_trip(case, &mut round_trips[cell]);

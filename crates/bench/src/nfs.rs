@@ -14,7 +14,7 @@
 use serde::Serialize;
 use serde_json::json;
 use sfclab_nf::NfSpec;
-use sfclab_nf::acl::{Match, classbench};
+use sfclab_nf::tables::acl::{Match, classbench};
 use sfclab_runtime::{Role, RunReport, RunSettings, run_compound};
 use sfclab_traffic::{Destinations, FrameSizes, GeneratorConfig};
 use std::time::Duration;

@@ -17,7 +17,7 @@
 //! the flag. Unknown keys are errors, never ignored.
 
 use crate::located::{Located, Step, steps_of_text};
-use crate::settings::{Chaining, Isolation, Layers, Ports, Runtime, Settings, flag_of, plain};
+use crate::settings::{Chaining, Isolation, MergedSettings, Ports, Runtime, Settings, flag_of, plain};
 use serde_json::{Map, Value};
 use sfclab_nf::{NfSpec, SpecError};
 use sfclab_runtime::{ChainGraph, LinkMode, Next, PipelineSettings, Placement, RunSettings};
@@ -210,7 +210,7 @@ struct Ctx<'a> {
     file: &'a str,
     tree: Option<&'a Located>,
     /// Which settings the command line gave (empty until the merge).
-    layers: Option<&'a Layers>,
+    layers: Option<&'a MergedSettings>,
 }
 
 impl Ctx<'_> {
@@ -375,8 +375,8 @@ pub fn from_shorthand(spec: &str, flags: &Settings) -> Result<Experiment, ChainF
 }
 
 fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, ChainFileError> {
-    let layers =
-        Layers::merge(&file.traffic, &file.run, &file.profiles, flags).map_err(|e| match flags.gives(&e.key) {
+    let layers = MergedSettings::merge(&file.traffic, &file.run, &file.profiles, flags).map_err(|e| {
+        match flags.gives(&e.key) {
             // The merge failed before it could say which keys were flags: ask the flags.
             true => flag_error(&e.key, e.reason),
             false => match own_profile_with(&file, &e.key) {
@@ -389,7 +389,8 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
                 ),
                 None => ctx.setting(e.section, &e.key, e.reason),
             },
-        })?;
+        }
+    })?;
     let ctx = &Ctx {
         layers: Some(&layers),
         ..*ctx
@@ -675,7 +676,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
             (sfclab_traffic::IpVersion::V6, sfclab_traffic::L4::Udp) => 62,
             (sfclab_traffic::IpVersion::V6, sfclab_traffic::L4::Tcp) => 74,
         };
-        let need = headers + sfclab_io::wire::SIGNATURE_LEN + 4;
+        let need = headers + sfclab_io::tester_link::SIGNATURE_LEN + 4;
         if !matches!(ports, Ports::Dut { .. })
             && let Some(small) = traffic.sizes.sizes().into_iter().find(|&s| usize::from(s) < need)
         {
@@ -712,7 +713,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
 /// turns on its thread); without one every hop runs on the chain's core. Keys that do
 /// not apply are refused.
 fn resolve_hops(
-    layers: &Layers,
+    layers: &MergedSettings,
     chaining: Chaining,
     nfs: &[(String, NfSpec)],
     wired: bool,
@@ -802,7 +803,7 @@ fn resolve_hops(
 /// The pipeline settings when the chain runs as a pipeline (asked for, or implied by a
 /// placement or replicas), checked against this machine's cores.
 fn resolve_pipeline(
-    layers: &Layers,
+    layers: &MergedSettings,
     runtime: Option<Runtime>,
     run: &RunSettings,
     n: usize,

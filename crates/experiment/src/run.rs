@@ -1,6 +1,6 @@
 //! Runs a resolved chain on the runtime it names, and as a trial for the searches.
 
-use sfclab_io::{AfXdpSettings, InterfacePort, PcapSink, PcapSource, ReplayPace, Wire};
+use sfclab_io::{AfXdpSettings, InterfacePort, PcapSink, PcapSource, ReplayPace, TesterLink};
 use sfclab_runtime::{
     ChainGraph, DeviceUnderTest, HopLinks, RunError, RunReport, RunSettings, WiredReport, WiredSettings,
     run_across_veth, run_compound_on, run_parallel, run_pipeline,
@@ -160,7 +160,7 @@ fn test_across_interfaces(spec: &Experiment, output: &str, input: &str) -> Resul
             key,
             reason: reason.to_string(),
         })?;
-    let mut wire = Wire::new(generator, tx, rx, spec.settings.batch, WiredSettings::default().quiet);
+    let mut wire = TesterLink::new(generator, tx, rx, spec.settings.batch, WiredSettings::default().quiet);
     run_compound_on(
         &mut wire,
         Sink::new(spec.settings.verify),

@@ -2,7 +2,7 @@
 //!
 //! The same three structs are the command line's flags (clap) and a chain file's keys
 //! (serde): `traffic:` is [`TrafficSection`], `run:` is [`RunSection`] and
-//! [`PipelineSection`] together. [`Layers::merge`] is the one place where the file and the
+//! [`PipelineSection`] together. [`MergedSettings::merge`] is the one place where the file and the
 //! flags meet (flags win), and it remembers which keys the flags gave, so that an error
 //! names the flag or the file the value came from. `sweep --param` sets one of these keys
 //! through the same clap parser a flag goes through.
@@ -550,7 +550,7 @@ pub fn keys_of<T: Args>() -> Vec<String> {
 
 /// The settings a run ends with, and which of them the command line gave.
 #[derive(Debug, Clone, Default)]
-pub struct Layers {
+pub struct MergedSettings {
     pub traffic: TrafficSection,
     pub run: RunSection,
     pub pipeline: PipelineSection,
@@ -567,7 +567,7 @@ pub struct BadKey {
     pub reason: String,
 }
 
-impl Layers {
+impl MergedSettings {
     /// The file's sections (`traffic:` and `run:` maps, as read) with the flags on top. A
     /// count on the command line replaces the file's duration, and the other way round.
     /// `profiles`: the chain file's own traffic profiles, by name (each a map of traffic
@@ -577,7 +577,7 @@ impl Layers {
         run: &Map<String, Value>,
         profiles: &Map<String, Value>,
         flags: &Settings,
-    ) -> Result<Layers, BadKey> {
+    ) -> Result<MergedSettings, BadKey> {
         let given_traffic = section_map(&flags.traffic);
         let mut given_run = section_map(&flags.run);
         given_run.extend(section_map(&flags.pipeline));
@@ -612,7 +612,7 @@ impl Layers {
         if given.contains("count") {
             given.insert("duration".into());
         }
-        Ok(Layers {
+        Ok(MergedSettings {
             traffic: typed("traffic", traffic)?,
             run: typed("run", part(&run_keys))?,
             pipeline: typed("run", part(&pipeline_keys))?,
@@ -776,7 +776,7 @@ mod tests {
     #[test]
     fn flags_win_and_are_remembered() {
         let flags = Settings::default().with("batch", "64").unwrap();
-        let l = Layers::merge(
+        let l = MergedSettings::merge(
             &map(r#"{"size": 128}"#),
             &map(r#"{"batch": 8, "ring_size": 512}"#),
             &Map::new(),
@@ -791,11 +791,11 @@ mod tests {
     #[test]
     fn a_count_flag_replaces_the_file_duration_and_the_other_way_round() {
         let flags = Settings::default().with("count", "1000").unwrap();
-        let l = Layers::merge(&Map::new(), &map(r#"{"duration": "9s"}"#), &Map::new(), &flags).unwrap();
+        let l = MergedSettings::merge(&Map::new(), &map(r#"{"duration": "9s"}"#), &Map::new(), &flags).unwrap();
         assert_eq!((l.run.count, l.run.duration), (Some(1000), None));
         assert!(l.given_by_flag("duration"), "an error about the duration is the flag's");
         let flags = Settings::default().with("duration", "2s").unwrap();
-        let l = Layers::merge(&Map::new(), &map(r#"{"count": 5}"#), &Map::new(), &flags).unwrap();
+        let l = MergedSettings::merge(&Map::new(), &map(r#"{"count": 5}"#), &Map::new(), &flags).unwrap();
         assert_eq!(
             (l.run.count, l.run.duration),
             (None, Some(Span(Duration::from_secs(2))))
@@ -804,7 +804,7 @@ mod tests {
 
     #[test]
     fn file_values_are_typed_with_the_key_and_reason() {
-        let e = Layers::merge(
+        let e = MergedSettings::merge(
             &Map::new(),
             &map(r#"{"links": "sometimes"}"#),
             &Map::new(),
@@ -813,7 +813,8 @@ mod tests {
         .unwrap_err();
         assert_eq!((e.section, e.key.as_str()), ("run", "links"));
         assert!(e.reason.contains("not a link mode"), "{e:?}");
-        let e = Layers::merge(&map(r#"{"sizes": 64}"#), &Map::new(), &Map::new(), &Settings::default()).unwrap_err();
+        let e = MergedSettings::merge(&map(r#"{"sizes": 64}"#), &Map::new(), &Map::new(), &Settings::default())
+            .unwrap_err();
         assert_eq!((e.section, e.key.as_str()), ("traffic", "sizes"));
         assert!(e.reason.contains("takes size, flows"), "{e:?}");
     }
@@ -840,7 +841,7 @@ mod tests {
             .and_then(|s| s.with("runtime", "pipeline"))
             .and_then(|s| s.with("links", "backpressure"))
             .unwrap();
-        let l = Layers::merge(&Map::new(), &Map::new(), &Map::new(), &flags).unwrap();
+        let l = MergedSettings::merge(&Map::new(), &Map::new(), &Map::new(), &flags).unwrap();
         assert_eq!(
             (l.traffic, l.run, l.pipeline),
             (flags.traffic, flags.run, flags.pipeline)
@@ -859,7 +860,7 @@ mod tests {
     /// file's own profiles come before the built-ins; an unknown name lists the known.
     #[test]
     fn profiles_fill_what_nobody_set() {
-        let l = Layers::merge(
+        let l = MergedSettings::merge(
             &map(r#"{"profile": "web", "flows": 8}"#),
             &Map::new(),
             &Map::new(),
@@ -876,7 +877,7 @@ mod tests {
             .unwrap()
             .with("size", "128")
             .unwrap();
-        let l = Layers::merge(&Map::new(), &Map::new(), &Map::new(), &flags).unwrap();
+        let l = MergedSettings::merge(&Map::new(), &Map::new(), &Map::new(), &flags).unwrap();
         assert_eq!(
             l.traffic.size,
             Some(FrameSizes::Fixed { size: 128 }),
@@ -884,13 +885,14 @@ mod tests {
         );
         assert_eq!(l.traffic.session_packets, Some(2));
         let own = map(r#"{"web": {"flows": 3}}"#);
-        let l = Layers::merge(&map(r#"{"profile": "web"}"#), &Map::new(), &own, &Settings::default()).unwrap();
+        let l = MergedSettings::merge(&map(r#"{"profile": "web"}"#), &Map::new(), &own, &Settings::default()).unwrap();
         assert_eq!(
             (l.traffic.flows, l.traffic.proto),
             (Some(3), None),
             "the file's own profile, not the built-in"
         );
-        let e = Layers::merge(&map(r#"{"profile": "webb"}"#), &Map::new(), &own, &Settings::default()).unwrap_err();
+        let e =
+            MergedSettings::merge(&map(r#"{"profile": "webb"}"#), &Map::new(), &own, &Settings::default()).unwrap_err();
         assert_eq!((e.section, e.key.as_str()), ("traffic", "profile"));
         assert!(
             e.reason
@@ -899,7 +901,8 @@ mod tests {
             e.reason
         );
         let bad = map(r#"{"mine": {"sizes": 64}}"#);
-        let e = Layers::merge(&map(r#"{"profile": "mine"}"#), &Map::new(), &bad, &Settings::default()).unwrap_err();
+        let e =
+            MergedSettings::merge(&map(r#"{"profile": "mine"}"#), &Map::new(), &bad, &Settings::default()).unwrap_err();
         assert_eq!(e.key, "sizes", "a profile's unknown key is named");
     }
 
@@ -908,7 +911,7 @@ mod tests {
     fn built_in_profiles_are_valid_traffic_settings() {
         for p in &sfclab_traffic::profiles::PROFILES {
             let m = map(p.settings);
-            let l = Layers::merge(
+            let l = MergedSettings::merge(
                 &map(&format!(r#"{{"profile": "{}"}}"#, p.name)),
                 &Map::new(),
                 &Map::new(),

@@ -1,7 +1,7 @@
 //! Real packet I/O behind the runtime's port traits ([`sfclab_core::RxPort`],
 //! [`sfclab_core::TxPort`]): pcap files (replayed into a chain, captured from one),
 //! AF_XDP sockets on any Linux interface with the BPF they load, AF_PACKET rings (the
-//! fallback that always works), and the tester's wire
+//! fallback that always works), and the tester's link
 //! (a source's packets out through one port, across a device under test, back through
 //! another). All the FFI and socket
 //! `unsafe` of sfclab outside the packet core lives here.
@@ -12,8 +12,8 @@ pub mod any;
 pub mod bpf;
 pub mod pcap;
 pub mod queues;
+pub mod tester_link;
 mod window;
-pub mod wire;
 
 pub use af_packet::{AfPacketPort, AfPacketSettings};
 pub use af_xdp::{AfXdpPort, AfXdpSettings, Bind};
@@ -21,4 +21,4 @@ pub use any::{InterfacePort, IoKind};
 pub use bpf::XdpMode;
 pub use pcap::{PcapSink, PcapSource, PcapTap, ReplayPace};
 pub use queues::QueueSet;
-pub use wire::Wire;
+pub use tester_link::TesterLink;

@@ -1,5 +1,5 @@
 //! `firewall`: ordered ACL rules over the IPv4 5-tuple (first match wins, a default
-//! action), classified by bit vectors ([`crate::acl::BitVector`]), and stateful connection
+//! action), classified by bit vectors ([`crate::tables::acl::BitVector`]), and stateful connection
 //! tracking as netfilter's conntrack does it: a connection the rules allowed is tracked
 //! both ways, so its return traffic passes whatever the rules say of that direction;
 //! TCP follows its state machine (SYN, SYN-ACK, ACK, FIN, RST) with netfilter's
@@ -24,8 +24,8 @@ use sfclab_core::packet::Note;
 use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Packet, Verdicts};
 
 use crate::ConfigError;
-use crate::acl::{BitVector, Key, Match};
 use crate::frame;
+use crate::tables::acl::{BitVector, Key, Match};
 
 /// This NF's own drop reasons, in code order (`drop_reasons()`).
 const DROP_REASONS: &[&str] = &["acl-deny", "ct-invalid", "ct-table-full"];

@@ -5,26 +5,22 @@
 
 #![forbid(unsafe_code)]
 
-pub mod acl;
 pub mod config;
 pub mod firewall;
 pub mod forwarder;
 pub mod frame;
-pub mod lpm;
 pub mod nat44;
 pub mod noop;
 pub mod registry;
 pub mod router;
 pub mod synthetic;
+pub mod tables;
 
 pub use config::{ByteSize, ConfigError, typed};
 pub use forwarder::Forwarder;
 pub use noop::Noop;
 pub use registry::{NfSpec, NfType, SpecError};
 pub use synthetic::Synthetic;
-
-#[cfg(test)]
-mod tshark_checks;
 
 /// docs/DESIGN.md's Rust blocks as doc tests: its "write your own NF" example compiles
 /// and runs against today's API.

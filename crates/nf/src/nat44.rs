@@ -52,7 +52,7 @@ struct Endpoint {
     port: u16,
 }
 
-/// Hashed as one integer, not field by field (see [`crate::acl::Key`]'s `Hash`).
+/// Hashed as one integer, not field by field (see [`crate::tables::acl::Key`]'s `Hash`).
 impl std::hash::Hash for Endpoint {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         state.write_u64(u64::from(self.addr) << 24 | u64::from(self.port) << 8 | u64::from(self.proto));

@@ -2,7 +2,7 @@
 //!
 //! For each packet: check the IP header (version, length, IPv4 header checksum), decrement
 //! TTL / hop limit (IPv4 checksum updated incrementally, RFC 1624), look the destination
-//! up by longest-prefix match ([`crate::lpm`]: DIR-24-8 for IPv4, 24-8-8-... for IPv6),
+//! up by longest-prefix match ([`crate::tables::lpm`]: DIR-24-8 for IPv4, 24-8-8-... for IPv6),
 //! rewrite the MACs (the next hop's as destination, the output port's as source) and send
 //! the packet out of the route's port (outputs `port0`, `port1`, ...; `port0` is the
 //! chain's next NF). A packet whose TTL runs out, or whose destination has no route,
@@ -36,7 +36,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::ConfigError;
-use crate::lpm::{BGP4_SHAPE, Lpm4, Lpm6, Route, counts_of, random_table4, random_table6};
+use crate::tables::lpm::{BGP4_SHAPE, Lpm4, Lpm6, Route, counts_of, random_table4, random_table6};
 
 /// This NF's own drop reasons, in code order (`drop_reasons()`).
 const DROP_REASONS: &[&str] = &["bad-checksum"];
@@ -710,7 +710,7 @@ fn parse_route(line: &str, devices: &mut Vec<String>) -> Result<RouteLine, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lpm::SplitMix;
+    use crate::tables::lpm::SplitMix;
     use crate::testutil::run_one_batch;
     use sfclab_core::{Batch, Emitted, PacketPool, Verdict};
 

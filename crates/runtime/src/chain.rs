@@ -560,7 +560,7 @@ fn graph<const ACCOUNT: bool>(
 #[cold]
 fn after_call(slot: &mut NfSlot, ctx: &mut ChainContext<'_>, batch: &mut Batch, parts: &mut Parts<'_>, len: usize) {
     let gone = if parts.verdicts.exceptions() != 0 {
-        let (gone, queued) = settle(batch, parts.verdicts, slot, parts.pending, parts.outs, ctx.parts().0);
+        let (gone, queued) = settle_verdicts(batch, parts.verdicts, slot, parts.pending, parts.outs, ctx.parts().0);
         *parts.queued += queued;
         gone
     } else {
@@ -673,7 +673,7 @@ fn emitted<R: Recycle + ?Sized>(
 /// those lead; continues stay in order. Returns how many did not leave along an output
 /// (dropped or held), and how many were queued for NFs.
 #[cold]
-fn settle<R: Recycle + ?Sized>(
+fn settle_verdicts<R: Recycle + ?Sized>(
     batch: &mut Batch,
     verdicts: &mut Verdicts,
     slot: &mut NfSlot,

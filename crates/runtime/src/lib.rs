@@ -9,6 +9,7 @@
 //! as the sink (`run_compound_on`, `run_parallel_on`); `run_compound` and `run_pipeline`
 //! use the in-memory generator and sink.
 //! - [`pipeline`]: NF blocks on several cores joined by rings, placed by [`placement`].
+//! - [`settings`]: what every runtime is told about a run, and how a run fails.
 //! - [`report`]: the figures of a run and the exact conservation check.
 //! - [`wired`]: runs across real interfaces: sfclab as the tester of a device under
 //!   test (an sfclab chain, the Linux kernel) in a namespace, over veth and AF_XDP.
@@ -20,13 +21,15 @@ pub mod compound;
 pub mod pipeline;
 pub mod placement;
 pub mod report;
+pub mod settings;
 pub mod wired;
 
 pub use chain::{Chain, ChainGraph, Next, WiringError};
-pub use compound::{RunError, RunSettings, run_compound, run_compound_on, run_hops_on};
+pub use compound::{run_compound, run_compound_on, run_hops_on};
 pub use pipeline::{LinkMode, PipelineSettings, run_parallel, run_parallel_on, run_pipeline};
 pub use placement::{Placement, StagePlan};
 pub use report::{Conservation, CoreReport, DropRecord, PlaceReport, Role, RunReport, TxCounts, WindowLoss};
+pub use settings::{RunError, RunSettings};
 pub use wired::{
     DeviceUnderTest, ExternalOutcome, HopLinks, KERNEL_RECEIVE_DROPS, RunningDut, WiredReport, WiredSettings,
     open_in_namespace, open_queues_in_namespace, run_across_veth,

@@ -35,9 +35,9 @@ use sfclab_core::{
 use sfclab_traffic::{Generator, GeneratorConfig, Sink};
 
 use crate::chain::{Chain, ChainGraph, is_linear};
-use crate::compound::{RunError, RunSettings};
 use crate::placement::{Placement, StagePlan, allowed_cores};
 use crate::report::{Conservation, CoreReport, PlaceReport, RunReport, TxCounts, WindowLoss};
+use crate::settings::{RunError, RunSettings};
 
 /// What a full link does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]

@@ -2,7 +2,7 @@
 //! in namespaces of its own, joined to the tester by veth pairs sfclab builds (and
 //! always removes).
 //!
-//! The tester is a compound run whose source is a [`Wire`]: the generator's frames go
+//! The tester is a compound run whose source is a [`TesterLink`]: the generator's frames go
 //! out on `t-out`, cross the device under test, and come back on `t-in` into the sink
 //! (every port AF_XDP, or AF_PACKET with `io`), which measures throughput, loss and
 //! latency across the device as it does in memory. The device under test is
@@ -20,11 +20,12 @@
 //! where it went when anything can.
 
 use crate::chain::ChainGraph;
-use crate::compound::{RunError, RunSettings, run_compound_on, run_hops_on};
+use crate::compound::{run_compound_on, run_hops_on};
 use crate::report::RunReport;
+use crate::settings::{RunError, RunSettings};
 use serde::Serialize;
 use sfclab_core::{NamedNfs, RxPort};
-use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, QueueSet, Wire};
+use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, QueueSet, TesterLink};
 use sfclab_topology::ovs::{OvsPort, OvsSwitch};
 use sfclab_topology::{Interface, LinkCounters, MacvlanMode, SriovNic, Testbed};
 use sfclab_traffic::{Generator, GeneratorConfig, Sink};
@@ -334,7 +335,7 @@ pub fn run_across_veth(
     let t_out = QueueSet::new(open(tester_io, &bed.tester_out, &wired.tester_ports, false)?, run.batch);
     let t_in = QueueSet::new(open(tester_io, &bed.tester_in, &wired.tester_ports, true)?, run.batch);
     let generator = Generator::new(traffic, run.batch).map_err(|(k, r)| setting(k, r))?;
-    let mut wire = Wire::new(generator, t_out, t_in, run.batch, wired.quiet);
+    let mut wire = TesterLink::new(generator, t_out, t_in, run.batch, wired.quiet);
 
     let (tester, dut_reports) = std::thread::scope(|s| {
         // The DUT first, so it is forwarding before the first frame leaves the tester.

@@ -4,8 +4,8 @@
 
 use sfclab_core::port::{PortInfo, PortStats};
 use sfclab_core::{Batch, PacketPool, PacketRef, Recycle, RxPort, TxPort};
-use sfclab_io::Wire;
-use sfclab_io::wire::{Signature, read_signature, sign};
+use sfclab_io::TesterLink;
+use sfclab_io::tester_link::{Signature, read_signature, sign};
 use sfclab_runtime::{RunSettings, run_compound_on};
 use sfclab_traffic::{FrameSizes, Generator, GeneratorConfig, IpVersion, L4, Sink};
 use sfclab_wire::build::FrameRepr;
@@ -114,7 +114,7 @@ fn loop_wire(
     refuse_every: u64,
     delay: usize,
     probe_pps: f64,
-) -> (Wire<Generator, LoopOut, LoopBack>, Arc<Mutex<u64>>) {
+) -> (TesterLink<Generator, LoopOut, LoopBack>, Arc<Mutex<u64>>) {
     let queue = Arc::new(Mutex::new(VecDeque::new()));
     let lost = Arc::new(Mutex::new(0));
     let out = LoopOut {
@@ -130,7 +130,7 @@ fn loop_wire(
         delay,
         stats: PortStats::default(),
     };
-    let wire = Wire::new(
+    let wire = TesterLink::new(
         generator(IpVersion::V4, L4::Udp, 64, probe_pps),
         out,
         back,

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::firewall::{Firewall, FirewallConfig};
-use crate::nat44::{Nat44, Nat44Config};
-use crate::router::{Router, RouterConfig};
+use sfclab_nf::firewall::{Firewall, FirewallConfig};
+use sfclab_nf::nat44::{Nat44, Nat44Config};
+use sfclab_nf::router::{Router, RouterConfig};
 
 fn eth() -> etherparse::PacketBuilderStep<etherparse::Ethernet2Header> {
     etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0xaa], [2, 0, 0, 0, 0, 0xbb])

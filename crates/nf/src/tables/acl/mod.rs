@@ -114,7 +114,7 @@ impl Linear {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lpm::SplitMix;
+    use crate::tables::lpm::SplitMix;
     use proptest::prelude::*;
 
     #[test]

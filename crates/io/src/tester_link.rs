@@ -9,7 +9,7 @@
 //! back the signature restores the metadata, so the sink measures latency and counts
 //! the window's traffic exactly as in memory.
 //!
-//! [`Wire`] is an [`RxPort`]: it produces what comes back. Its `stats()` count what its
+//! [`TesterLink`] is an [`RxPort`]: it produces what comes back. Its `stats()` count what its
 //! source generated; what did not come back is dropped there, by cause: refused by the
 //! sending port, too short to carry a signature, or `unaccounted` (sent and never seen
 //! again: dropped by the device under test or the kernel where sfclab cannot see; the
@@ -133,7 +133,7 @@ pub fn read_signature(p: &mut Packet) -> Option<Signature> {
 }
 
 /// A source's packets sent out through `out` and received back through `back`.
-pub struct Wire<G, O, I> {
+pub struct TesterLink<G, O, I> {
     source: G,
     out: O,
     back: I,
@@ -159,12 +159,12 @@ pub struct Wire<G, O, I> {
     late: u64,
 }
 
-impl<G: RxPort, O: TxPort, I: RxPort> Wire<G, O, I> {
+impl<G: RxPort, O: TxPort, I: RxPort> TesterLink<G, O, I> {
     /// `quiet`: how long the end of a phase waits for frames still in flight after the
     /// last one arrived (many round trips: a loaded machine can deschedule a device
     /// under test for tens of milliseconds; wired runs wait 300 ms).
-    pub fn new(source: G, out: O, back: I, batch: usize, quiet: Duration) -> Wire<G, O, I> {
-        Wire {
+    pub fn new(source: G, out: O, back: I, batch: usize, quiet: Duration) -> TesterLink<G, O, I> {
+        TesterLink {
             source,
             out,
             back,
@@ -277,7 +277,7 @@ impl<G: RxPort, O: TxPort, I: RxPort> Wire<G, O, I> {
     }
 }
 
-impl<G: RxPort, O: TxPort, I: RxPort> RxPort for Wire<G, O, I> {
+impl<G: RxPort, O: TxPort, I: RxPort> RxPort for TesterLink<G, O, I> {
     fn rx(&mut self, now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
         if !self.sending_done() {
             self.send(now, pool);

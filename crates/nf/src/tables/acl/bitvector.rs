@@ -395,8 +395,8 @@ impl BitVector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::acl::classbench;
-    use crate::acl::{Linear, TupleSpace};
+    use crate::tables::acl::classbench;
+    use crate::tables::acl::{Linear, TupleSpace};
     use proptest::prelude::*;
 
     proptest! {
@@ -409,7 +409,7 @@ mod tests {
             let rules = classbench::generate_rules(n, seed);
             let mut trace = classbench::generate_trace(&rules, 600, seed ^ 5);
             // Keys no rule was drawn from too.
-            let mut rng = crate::lpm::SplitMix(seed);
+            let mut rng = crate::tables::lpm::SplitMix(seed);
             trace.extend((0..100).map(|_| Key {
                 src: rng.next() as u32,
                 dst: rng.next() as u32,

@@ -17,7 +17,7 @@ use std::fmt::Write;
 use std::net::Ipv4Addr;
 
 use super::{Key, Match, mask32};
-use crate::lpm::SplitMix;
+use crate::tables::lpm::SplitMix;
 
 /// Parses a ClassBench rule file; an error names the line.
 pub fn parse_rules(text: &str) -> Result<Vec<Match>, String> {
@@ -271,7 +271,7 @@ mod tests {
     fn trace_headers_lie_inside_their_rules_and_generation_is_deterministic() {
         let rules = generate_rules(200, 11);
         assert_eq!(rules, generate_rules(200, 11));
-        let lin = crate::acl::Linear::new(&rules);
+        let lin = crate::tables::acl::Linear::new(&rules);
         let trace = generate_trace(&rules, 2000, 12);
         // Every header matches some rule (the one it was drawn from, or an earlier one).
         assert!(trace.iter().all(|k| lin.classify(k).is_some()));

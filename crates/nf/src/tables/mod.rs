@@ -1,0 +1,10 @@
+//! The lookup structures the NFs are built on, each measured against DPDK's own in a
+//! benchmark of its own:
+//!
+//! - [`lpm`]: longest-prefix match, IPv4 DIR-24-8 and IPv6 (the router's; `bench lpm`,
+//!   `bench lpm6` against rte_lpm and rte_lpm6).
+//! - [`acl`]: 5-tuple classification, first match wins (the firewall's bit vectors,
+//!   tuple space search, ClassBench-style rule sets; `bench acl` against rte_acl).
+
+pub mod acl;
+pub mod lpm;
