@@ -12,7 +12,8 @@ use sfclab_nf::tables::acl::{BitVector, Key, TupleSpace, classbench};
 use std::path::Path;
 use std::time::Instant;
 
-use crate::{Machine, Rounds, median, median_if_any, on_core};
+use crate::{Rounds, median, median_if_any, on_core};
+use std::fmt::Write as _;
 
 pub const ACL_SCHEMA: &str = "sfclab.bench.acl/1";
 
@@ -35,15 +36,8 @@ pub struct AclArgs {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct AclBench {
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub machine: Machine,
-    /// Complete repetitions every point has; a point measured before Ctrl-C came may
-    /// have more (its runs say how many).
-    pub repeat: usize,
-    /// Stopped by Ctrl-C: the points and rounds finished are kept; a point with no
-    /// complete round is left out.
-    pub interrupted: bool,
+    #[serde(flatten)]
+    pub header: crate::BenchHeader,
     /// How the rules and trace were made.
     pub workload: String,
     pub trace_headers: usize,
@@ -273,11 +267,11 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
         }
     }
     Ok(AclBench {
-        schema: ACL_SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
-        machine: Machine::read(),
-        repeat: points.iter().map(|p| p.bitvector_runs.len()).min().unwrap_or(0),
-        interrupted,
+        header: crate::BenchHeader::new(
+            ACL_SCHEMA,
+            points.iter().map(|p| p.bitvector_runs.len()).min().unwrap_or(0),
+            interrupted,
+        ),
         workload: format!(
             "ClassBench-style rules (acl1-like traits, sfclab's generator, seed {}) and a trace of headers drawn inside uniformly picked rules; both classifiers read the same files",
             args.seed
@@ -287,10 +281,72 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
     })
 }
 
-impl crate::Interruptible for AclBench {
-    fn interrupted(&self) -> bool {
-        self.interrupted
+impl crate::Benchmark for AclBench {
+    fn header(&self) -> &crate::BenchHeader {
+        &self.header
     }
+
+    fn table(&self) -> String {
+        render_table(self)
+    }
+}
+
+fn render_table(b: &AclBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}, {} repetitions (medians [min–max])",
+        b.header.title("acl"),
+        b.header.repeat
+    );
+    let _ = writeln!(s, "workload: {}; {} headers\n", b.workload, b.trace_headers);
+    let _ = writeln!(
+        s,
+        "{:>6}  {:>22}  {:>22}  {:>22}  {:>10}  {:>7}  {:>7}  {:>9}  checked",
+        "rules", "bit vectors cyc/hdr", "rte_acl cyc/hdr", "rte_acl scalar", "tuple sp.", "ratio", "scalar", "memory",
+    );
+    let mut wide = 0;
+    for p in &b.points {
+        wide += [&p.bitvector_runs, &p.dpdk_runs, &p.dpdk_scalar_runs]
+            .iter()
+            .filter(|v| crate::is_wide(v))
+            .count();
+        let opt = |v: &[f64]| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                crate::with_range(v, 1)
+            }
+        };
+        let ratio = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.2}x"));
+        let checked = match (p.agreed, p.compared) {
+            (Some(a), Some(c)) => format!("{a}/{c} agree"),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            s,
+            "{:>6}  {:>22}  {:>22}  {:>22}  {:>10.0}  {:>7}  {:>7}  {:>6} KiB  {checked}",
+            p.rules,
+            crate::with_range(&p.bitvector_runs, 1),
+            opt(&p.dpdk_runs),
+            opt(&p.dpdk_scalar_runs),
+            p.tuple_space_cycles,
+            ratio(p.ratio),
+            ratio(p.scalar_ratio),
+            p.memory_bytes >> 10,
+        );
+    }
+    if let Some(m) = b.points.iter().find_map(|p| p.dpdk_method.as_ref()) {
+        let _ = writeln!(
+            s,
+            "\nrte_acl's default method here: {m}. ratio = sfclab bit vectors / rte_acl (below 1: sfclab is cheaper); tuple sp. = tuple space search, cycles/header."
+        );
+    }
+    if let Some(why) = b.points.iter().find_map(|p| p.dpdk_skipped.as_ref()) {
+        let _ = writeln!(s, "peer skipped: {why}");
+    }
+    s.push_str(&crate::footer(wide, b.header.interrupted, b.header.repeat));
+    s
 }
 
 #[cfg(test)]

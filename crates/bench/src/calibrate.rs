@@ -43,7 +43,7 @@ use sfclab_traffic::{Destinations, FrameSizes, GeneratorConfig, Rate};
 use std::time::Duration;
 
 use crate::cores::CoreDistance;
-use crate::{Machine, median, repetitions};
+use crate::{median, repetitions};
 
 /// One NF to calibrate and the traffic it gets (a router needs destinations in its table).
 #[derive(Clone)]
@@ -658,7 +658,7 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
         same_core_link: curve(&|r| r.pipeline.map_or(f64::NAN, |p| p[3])),
     });
     let noop = curve(&|r| r.noop);
-    let machine = Machine::read();
+    let machine = crate::Machine::read();
     let mut notes = vec![
         "noop = (compound noop×5 − noop×1) / 4; base = noop×1 − noop; NF = compound [NF] − base, a stateless NF (no table) = (compound [NF×5] − [NF]) / 4".to_string(),
         "pipeline (flow control, backpressure; one stage = s_core on one core: generator, ingress queue, stage, sink): single = s_core [noop] − stage noop, stage noop = (s_core [noop×5] − s_core [noop]) / 4; NF in_stage = s_core [NF] − single, a stateless NF = (s_core [NF×5] − s_core [NF]) / 4; S = noop -> synthetic(cycles=100), L = noop -> synthetic(cycles=60), S in a stage = s_core [S] − single; first = core 0 of bi:2 [S | L] − S in a stage; last = core 1 of bi:2 [L | S] − S in a stage; NF across (first in a stage fed from another core) = core 1 of bi:2 [L | NF, synthetic(cycles=100)] − core 1 of bi:2 [L | S] + stage noop; same_core_link = (pbp:1 [S S] − s_core [S S]) / 3".to_string(),

@@ -31,7 +31,8 @@ use sfclab_traffic::{GeneratorConfig, Rate};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::{Interruptible, Machine, median_if_any, stop_requested};
+use crate::{median_if_any, stop_requested};
+use std::fmt::Write as _;
 
 pub const CHAINING_SCHEMA: &str = "sfclab.bench.chaining/1";
 
@@ -77,13 +78,10 @@ pub struct ChainingRatio {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ChainingBench {
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub machine: Machine,
+    #[serde(flatten)]
+    pub header: crate::BenchHeader,
     pub frame_size: u16,
     pub duration_s: f64,
-    pub repeat: usize,
-    pub interrupted: bool,
     pub tester_core: usize,
     pub dut_core: usize,
     /// What the tester is, the same for every cell.
@@ -93,12 +91,6 @@ pub struct ChainingBench {
     /// veth over linux and over ovs, nic-switch over veth, compound over veth, at each
     /// length.
     pub ratios: Vec<ChainingRatio>,
-}
-
-impl Interruptible for ChainingBench {
-    fn interrupted(&self) -> bool {
-        self.interrupted
-    }
 }
 
 pub struct ChainingBenchArgs {
@@ -315,13 +307,9 @@ pub fn run(args: &ChainingBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -
         }
     }
     Ok(ChainingBench {
-        schema: CHAINING_SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
-        machine: Machine::read(),
+        header: crate::BenchHeader::new(CHAINING_SCHEMA, repeat.max(1), interrupted),
         frame_size: args.size,
         duration_s: args.duration.as_secs_f64(),
-        repeat: repeat.max(1),
-        interrupted,
         tester_core,
         dut_core,
         tester: format!(
@@ -332,4 +320,111 @@ pub fn run(args: &ChainingBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -
         cells,
         ratios,
     })
+}
+
+impl crate::Benchmark for ChainingBench {
+    fn header(&self) -> &crate::BenchHeader {
+        &self.header
+    }
+
+    fn table(&self) -> String {
+        render_table(self)
+    }
+
+    fn csv(&self) -> Option<String> {
+        Some(render_csv(self))
+    }
+}
+
+fn render_table(b: &ChainingBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}, chains of n forwarders, {}-byte frames, {} rounds of {:.1} s, cells interleaved (medians [min–max])\ntester: {}; the chain on core {}\n",
+        b.header.title("chaining"),
+        b.frame_size,
+        b.header.repeat,
+        b.duration_s,
+        b.tester,
+        b.dut_core,
+    );
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    table.set_header([
+        "n",
+        "technology",
+        "Mpps through",
+        "Mpps offered",
+        "loss %",
+        "DUT core cycles/frame",
+        "where the lost frames went (last round)",
+    ]);
+    for c in &b.cells {
+        let through = match &c.skipped {
+            Some(why) if c.runs_mpps.is_empty() => format!("skipped: {why}"),
+            _ => crate::or_dash(&c.runs_mpps, 3),
+        };
+        let drops: Vec<String> = c.drops.iter().map(|(k, v)| format!("{k} {}", crate::num(*v))).collect();
+        table.add_row([
+            c.hops.to_string(),
+            c.technology.clone(),
+            through,
+            crate::or_dash(&c.runs_offered_mpps, 3),
+            crate::or_dash(&c.runs_loss_pct, 1),
+            crate::or_dash(&c.runs_dut_core_cycles, 0),
+            if drops.is_empty() { "-".into() } else { drops.join(", ") },
+        ]);
+    }
+    let _ = writeln!(s, "{table}");
+    for c in b
+        .cells
+        .iter()
+        .filter(|c| c.hops == b.lengths[0] && !c.device.is_empty())
+    {
+        let _ = writeln!(s, "{}: {}", c.technology, c.device);
+    }
+    let _ = writeln!(
+        s,
+        "DUT core cycles/frame: all the DUT core's non-idle time (/proc/stat) per frame the tester got back, whole run; busy-polling hops count their empty polls too."
+    );
+    for r in &b.ratios {
+        let _ = writeln!(
+            s,
+            "ratio  n={}: {} / {} = {:.2}x",
+            r.hops, r.technology, r.over, r.ratio
+        );
+    }
+    s
+}
+
+/// One CSV row per technology and chain length.
+fn render_csv(b: &ChainingBench) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "technology",
+        "hops",
+        "mpps",
+        "offered_mpps",
+        "loss_pct",
+        "dut_core_cycles_per_frame",
+        "runs",
+        "skipped",
+    ])
+    .expect("in-memory CSV");
+    let median = |v: &[f64]| crate::median_if_any(v).map_or(String::new(), |m| format!("{m:.4}"));
+    for c in &b.cells {
+        let runs: Vec<String> = c.runs_mpps.iter().map(|m| format!("{m:.4}")).collect();
+        w.write_record([
+            c.technology.clone(),
+            c.hops.to_string(),
+            c.mpps.map_or(String::new(), |m| format!("{m:.4}")),
+            median(&c.runs_offered_mpps),
+            median(&c.runs_loss_pct),
+            c.dut_core_cycles.map_or(String::new(), |m| format!("{m:.0}")),
+            runs.join(" "),
+            c.skipped.clone().unwrap_or_default(),
+        ])
+        .expect("in-memory CSV");
+    }
+    String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("UTF-8")
 }

@@ -23,7 +23,8 @@ use sfclab_topology::Testbed;
 use sfclab_traffic::GeneratorConfig;
 use std::time::Duration;
 
-use crate::{Interruptible, Machine, RowRatio, median_if_any, row_ratios, stop_requested};
+use crate::{RowRatio, median_if_any, row_ratios, stop_requested};
+use std::fmt::Write as _;
 
 pub const FORWARD_SCHEMA: &str = "sfclab.bench.forward/1";
 
@@ -56,13 +57,10 @@ pub struct ForwardRow {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ForwardBench {
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub machine: Machine,
+    #[serde(flatten)]
+    pub header: crate::BenchHeader,
     pub frame_size: u16,
     pub duration_s: f64,
-    pub repeat: usize,
-    pub interrupted: bool,
     /// The tester's core and the DUT's.
     pub tester_core: usize,
     pub dut_core: usize,
@@ -73,12 +71,6 @@ pub struct ForwardBench {
     pub rows: Vec<ForwardRow>,
     /// sfclab af_xdp's forwarding rate over Linux's and over testpmd's, where measured.
     pub ratios: Vec<RowRatio>,
-}
-
-impl Interruptible for ForwardBench {
-    fn interrupted(&self) -> bool {
-        self.interrupted
-    }
 }
 
 pub struct ForwardBenchArgs {
@@ -352,13 +344,9 @@ pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) ->
         |name| rows.iter().find(|r| r.name == name).and_then(|r| r.mpps),
     );
     Ok(ForwardBench {
-        schema: FORWARD_SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
-        machine: Machine::read(),
+        header: crate::BenchHeader::new(FORWARD_SCHEMA, repeat.max(1), interrupted),
         frame_size: args.size,
         duration_s: args.duration.as_secs_f64(),
-        repeat: repeat.max(1),
-        interrupted,
         tester_core,
         dut_core,
         tester: format!(
@@ -369,4 +357,74 @@ pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) ->
         rows,
         ratios,
     })
+}
+
+impl crate::Benchmark for ForwardBench {
+    fn header(&self) -> &crate::BenchHeader {
+        &self.header
+    }
+
+    fn table(&self) -> String {
+        render_table(self)
+    }
+}
+
+fn render_table(b: &ForwardBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}, one forwarder between two veth pairs, {}-byte frames, {} rounds of {:.1} s, rows interleaved (medians [min–max])\ntester: {}; device under test on core {}{}\n",
+        b.header.title("forward"),
+        b.frame_size,
+        b.header.repeat,
+        b.duration_s,
+        b.tester,
+        b.dut_core,
+        b.busy_poll_us
+            .map_or(String::new(), |us| format!(", sfclab DUT busy-polling ({us} us)"))
+    );
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    table.set_header([
+        "row",
+        "Mpps forwarded",
+        "Mpps offered",
+        "loss %",
+        "DUT core cycles/frame",
+        "DUT busy cycles/packet",
+        "device under test",
+    ]);
+    for r in &b.rows {
+        let forwarded = match &r.skipped {
+            Some(why) if r.runs_mpps.is_empty() => format!("skipped: {why}"),
+            _ => crate::or_dash(&r.runs_mpps, 3),
+        };
+        let device = match &r.mode {
+            Some(m) => format!("{}: {m}", r.device),
+            None => r.device.clone(),
+        };
+        table.add_row([
+            r.name.clone(),
+            forwarded,
+            crate::or_dash(&r.runs_offered_mpps, 3),
+            crate::or_dash(&r.runs_loss_pct, 2),
+            crate::or_dash(&r.runs_dut_core_cycles, 0),
+            crate::or_dash(&r.runs_dut_busy_cycles, 0),
+            device,
+        ]);
+    }
+    let _ = writeln!(s, "{table}");
+    let _ = writeln!(
+        s,
+        "DUT core cycles/frame: all the DUT core's non-idle time (/proc/stat) per frame d-out sent, whole run; a busy-polling DUT counts its empty polls too. DUT busy cycles/packet: sfclab's own, empty polls excluded."
+    );
+    crate::ratios_and_commands(
+        &mut s,
+        &b.ratios,
+        "forwarded Mpps, same run, same tester",
+        b.rows.iter().map(|r| (r.name.as_str(), r.commands.as_slice())),
+    );
+    let wide = b.rows.iter().filter(|r| crate::is_wide(&r.runs_mpps)).count();
+    s += &crate::footer(wide, b.header.interrupted, b.header.repeat);
+    s
 }

@@ -26,7 +26,8 @@ use sfclab_topology::{Interface, Topology};
 use sfclab_traffic::{GeneratorConfig, Sink};
 use std::time::{Duration, Instant};
 
-use crate::{Interruptible, Machine, RowRatio, median, median_if_any, row_ratios, stop_requested};
+use crate::{RowRatio, median, median_if_any, row_ratios, stop_requested};
+use std::fmt::Write as _;
 
 pub const IO_SCHEMA: &str = "sfclab.bench.io/2";
 
@@ -63,13 +64,10 @@ pub struct IoRow {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct IoBench {
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub machine: Machine,
+    #[serde(flatten)]
+    pub header: crate::BenchHeader,
     pub frame_size: u16,
     pub duration_s: f64,
-    pub repeat: usize,
-    pub interrupted: bool,
     /// The core sfclab's thread (and trafgen, and testpmd's txonly) ran on; testpmd's
     /// rxonly ran on the next.
     pub cores: Vec<usize>,
@@ -79,12 +77,6 @@ pub struct IoBench {
     /// sfclab af_xdp over testpmd af_xdp, sfclab af_packet over testpmd af_packet, and
     /// sfclab af_xdp over trafgen, where both were measured.
     pub ratios: Vec<RowRatio>,
-}
-
-impl Interruptible for IoBench {
-    fn interrupted(&self) -> bool {
-        self.interrupted
-    }
 }
 
 pub struct IoBenchArgs {
@@ -379,16 +371,81 @@ pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Resu
         |name| rows.iter().find(|r| r.name == name).and_then(|r| r.mpps),
     );
     Ok(IoBench {
-        schema: IO_SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
-        machine: Machine::read(),
+        header: crate::BenchHeader::new(IO_SCHEMA, repeat.max(1), interrupted),
         frame_size: args.size,
         duration_s: args.duration.as_secs_f64(),
-        repeat: repeat.max(1),
-        interrupted,
         cores: vec![c0, c1],
         busy_poll_us: args.busy_poll,
         rows,
         ratios,
     })
+}
+
+impl crate::Benchmark for IoBench {
+    fn header(&self) -> &crate::BenchHeader {
+        &self.header
+    }
+
+    fn table(&self) -> String {
+        render_table(self)
+    }
+}
+
+fn render_table(b: &IoBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}, one veth pair between two namespaces, {}-byte frames, {} rounds of {:.1} s, rows interleaved (medians [min–max])\n",
+        b.header.title("io"),
+        b.frame_size,
+        b.header.repeat,
+        b.duration_s
+    );
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    table.set_header([
+        "row",
+        "Mpps received",
+        "cores",
+        "TSC cycles/packet",
+        "lost",
+        "mode",
+        "what it does",
+    ]);
+    for r in &b.rows {
+        let mpps = match (&r.mpps, &r.skipped) {
+            (Some(_), _) => crate::with_range(&r.runs_mpps, 3),
+            (None, Some(why)) => format!("skipped: {why}"),
+            (None, None) => "-".into(),
+        };
+        let cycles = if r.runs_cycles_per_packet.is_empty() {
+            "-".to_string()
+        } else {
+            crate::with_range(&r.runs_cycles_per_packet, 0)
+        };
+        table.add_row([
+            r.name.clone(),
+            mpps,
+            r.cores.to_string(),
+            cycles,
+            r.lost.map_or("-".into(), |l| l.to_string()),
+            r.mode.clone().unwrap_or_else(|| "-".into()),
+            r.does.clone(),
+        ]);
+    }
+    let _ = writeln!(s, "{table}");
+    crate::ratios_and_commands(
+        &mut s,
+        &b.ratios,
+        "received Mpps, same run, same pair",
+        b.rows.iter().map(|r| (r.name.as_str(), r.commands.as_slice())),
+    );
+    let _ = writeln!(
+        s,
+        "sfclab and trafgen on core {}; testpmd's txonly on core {}, rxonly on core {}",
+        b.cores[0], b.cores[0], b.cores[1]
+    );
+    let wide = b.rows.iter().filter(|r| crate::is_wide(&r.runs_mpps)).count();
+    s += &crate::footer(wide, b.header.interrupted, b.header.repeat);
+    s
 }

@@ -12,6 +12,7 @@ pub mod chaining;
 pub mod cores;
 mod cpu_time;
 pub mod forward;
+pub mod hop;
 pub mod io;
 pub mod lpm;
 pub mod lpm6;
@@ -26,36 +27,8 @@ use serde::Serialize;
 pub use sfclab_experiment::Machine;
 pub use sfclab_measure::median;
 use sfclab_nf::NfSpec;
-use sfclab_runtime::{RunSettings, run_compound};
-use sfclab_traffic::{FrameSizes, GeneratorConfig};
+use std::fmt::Write as _;
 use std::time::Duration;
-
-pub const HOP_SCHEMA: &str = "sfclab.bench.hop/2";
-
-#[derive(Debug, Clone)]
-pub struct HopBenchArgs {
-    pub hops: Vec<usize>,
-    pub duration: Duration,
-    pub warmup: Duration,
-    pub repeat: usize,
-    pub batch: usize,
-    pub size: u16,
-    pub flows: u32,
-    pub core: Option<usize>,
-    /// Measure accounting on as well as off.
-    pub accounting_too: bool,
-    pub peer: bool,
-}
-
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct HopPoint {
-    pub hops: usize,
-    pub accounting: bool,
-    pub mpps: f64,
-    pub cycles_per_packet: f64,
-    pub mpps_runs: Vec<f64>,
-    pub cycles_runs: Vec<f64>,
-}
 
 /// A least-squares line `cycles = intercept + slope * hops`.
 #[derive(Debug, Clone, Copy, Serialize, schemars::JsonSchema)]
@@ -227,9 +200,61 @@ pub fn repetitions(repeat: usize, interrupted: &mut bool) -> impl Iterator<Item 
     })
 }
 
-/// A benchmark result that may have been cut short by Ctrl-C.
-pub trait Interruptible {
-    fn interrupted(&self) -> bool;
+/// What every benchmark's document starts with (flattened into it): which document,
+/// which sfclab, on what machine, and how many rounds it completed.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct BenchHeader {
+    /// This document's schema, e.g. `sfclab.bench.ring/2` (`sfclab schema bench-ring`).
+    pub schema: &'static str,
+    /// The sfclab that measured.
+    pub version: &'static str,
+    pub machine: Machine,
+    /// Complete rounds (repetitions) behind the figures: fewer than asked when
+    /// interrupted.
+    pub repeat: usize,
+    /// Stopped by Ctrl-C: the figures are those of the rounds that finished.
+    pub interrupted: bool,
+}
+
+impl BenchHeader {
+    /// The header of a document of `schema` after `rounds`, on this machine.
+    pub fn after(schema: &'static str, rounds: &Rounds) -> BenchHeader {
+        BenchHeader::new(schema, rounds.completed(), rounds.interrupted())
+    }
+
+    pub fn new(schema: &'static str, repeat: usize, interrupted: bool) -> BenchHeader {
+        BenchHeader {
+            schema,
+            version: env!("CARGO_PKG_VERSION"),
+            machine: Machine::read(),
+            repeat,
+            interrupted,
+        }
+    }
+
+    /// How a table begins: `sfclab bench NAME | cpu (N cores, TSC x GHz, kernel K)`.
+    pub fn title(&self, name: &str) -> String {
+        format!(
+            "sfclab bench {name} | {} ({} cores, TSC {:.3} GHz, kernel {})",
+            self.machine.cpu,
+            self.machine.cores,
+            self.machine.tsc_hz / 1e9,
+            self.machine.kernel
+        )
+    }
+}
+
+/// A benchmark's result: its header, and how a terminal shows it (and CSV, where the
+/// benchmark has points). A new benchmark is its own file: its arguments, its run, its
+/// document and this.
+pub trait Benchmark: Serialize {
+    fn header(&self) -> &BenchHeader;
+    /// The table a terminal prints: the title, the figures, the footer.
+    fn table(&self) -> String;
+    /// One row per point, with a header line, where the benchmark has points.
+    fn csv(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Runs `f` on a thread pinned to `core` (if given) and returns its result: a
@@ -295,78 +320,6 @@ pub fn row_ratios(pairs: &[(&str, &str)], median_of: impl Fn(&str) -> Option<f64
         .collect()
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct PeerResult {
-    pub name: String,
-    pub command: String,
-    /// Forwarded packets per second over both ports, one figure per repetition (median of
-    /// its 1-second samples after the first two).
-    pub mpps_runs: Vec<f64>,
-    pub mpps: f64,
-}
-
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct HopBench {
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub machine: Machine,
-    pub core: Option<usize>,
-    pub batch: usize,
-    pub frame_size: u16,
-    pub flows: u32,
-    pub duration_s: f64,
-    /// Repetitions run (fewer than asked when interrupted).
-    pub repeat: usize,
-    /// Stopped by Ctrl-C: the figures are those of the repetitions finished.
-    pub interrupted: bool,
-    pub points: Vec<HopPoint>,
-    /// Per-hop cost with accounting off (the figure of merit) and on.
-    pub fit_accounting_off: Fit,
-    pub fit_accounting_on: Option<Fit>,
-    /// Cycles per packet per NF that the accounting itself adds.
-    pub accounting_overhead_per_hop: Option<f64>,
-    pub peer: Option<PeerResult>,
-    /// Why the peer was not measured, when it was not.
-    pub peer_skipped: Option<String>,
-    /// sfclab n = 1 Mpps (accounting off) over the peer's Mpps.
-    pub ratio_n1_vs_peer: Option<f64>,
-    /// The hardware's floor in the same run: TSC cycles per packet per hop of a bare loop
-    /// rewriting the MACs of 32 resident buffers (no framework), median of the repetitions.
-    pub bare_loop_cycles_per_hop: f64,
-    /// sfclab's per-hop slope over the bare loop's cost.
-    pub ratio_hop_vs_bare_loop: f64,
-}
-
-/// A bare loop rewriting the MACs of 32 resident buffers (pool stride, 64-byte frames)
-/// `hops` times per round, no framework: what one hop costs this machine right now.
-/// Returns TSC cycles per packet per hop.
-pub fn bare_loop_cycles_per_hop(core: Option<usize>, duration: Duration) -> f64 {
-    on_core(core, || {
-        let mut pool = sfclab_core::PacketPool::new(64);
-        let mut batch = sfclab_core::Batch::new(32);
-        pool.alloc_into(&mut batch, 32);
-        let frames: Vec<*mut u8> = batch.iter_mut().map(|p| p.reset(60).as_mut_ptr()).collect();
-        let macs = [2u8, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
-        const HOPS: u64 = 16;
-        let (mut rounds, t0) = (0u64, sfclab_core::tsc::now());
-        let end = t0 + sfclab_core::tsc::ticks(duration);
-        while sfclab_core::tsc::now() < end {
-            for _ in 0..1024 {
-                for _ in 0..HOPS {
-                    for &f in std::hint::black_box(&frames) {
-                        // SAFETY: each pointer is the start of a 60-byte frame we own.
-                        unsafe { std::ptr::copy_nonoverlapping(macs.as_ptr(), f, 12) };
-                    }
-                }
-            }
-            rounds += 1024;
-        }
-        let cycles = sfclab_core::tsc::now() - t0;
-        pool.free_batch(&mut batch);
-        cycles as f64 / (rounds * HOPS * frames.len() as u64) as f64
-    })
-}
-
 /// A chain of `n` copies of one NF (its kind numbered: `synthetic1`, `synthetic2`, ...).
 pub fn copies(nf: &NfSpec, n: usize) -> sfclab_core::NamedNfs {
     (0..n)
@@ -379,203 +332,43 @@ pub(crate) fn forwarders(n: usize) -> sfclab_core::NamedNfs {
     copies(&NfSpec::default_of("forwarder").expect("the default forwarder"), n)
 }
 
-/// Runs the benchmark; `progress` is told after each trial (done, total).
-pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<HopBench, String> {
-    let modes: Vec<bool> = if args.accounting_too {
-        vec![false, true]
+/// `v` with thousands separated by commas, as the tables print counts.
+pub fn num(v: u64) -> String {
+    let s = v.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A row's runs as `median [min–max]`, or `-` when it has none.
+pub(crate) fn or_dash(v: &[f64], digits: usize) -> String {
+    if v.is_empty() {
+        "-".to_string()
     } else {
-        vec![false]
-    };
-    let total = args.repeat * (modes.len() * args.hops.len() + usize::from(args.peer));
-    let mut done = 0;
-    let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); modes.len() * args.hops.len()];
-    let testpmd = sfclab_peers::which("dpdk-testpmd");
-    let mut peer_runs = Vec::new();
-    let mut peer_skipped = None;
-    let mut peer_command = String::new();
-    let mut bare_runs = Vec::new();
-    if args.peer && testpmd.is_none() {
-        peer_skipped = Some("dpdk-testpmd not found (Debian package `dpdk`)".to_string());
+        with_range(v, digits)
     }
-    if !args.peer {
-        peer_skipped = Some("not requested (--peer none)".to_string());
-    }
-    // Repetitions are interleaved (every configuration once per round), so slow drifts
-    // of a noisy machine hit all configurations alike.
-    let mut rounds = Rounds::new(args.repeat);
-    'rounds: while rounds.start_next() {
-        for (m, &accounting) in modes.iter().enumerate() {
-            for (h, &n) in args.hops.iter().enumerate() {
-                if !rounds.go_on() {
-                    break 'rounds;
-                }
-                let traffic = GeneratorConfig {
-                    sizes: FrameSizes::Fixed { size: args.size },
-                    flows: args.flows,
-                    probe_pps: 0.0,
-                    ..Default::default()
-                };
-                let settings = RunSettings {
-                    batch: args.batch,
-                    duration: Some(args.duration),
-                    warmup: args.warmup,
-                    core: args.core,
-                    accounting,
-                    stop: stop_flag(),
-                    ..Default::default()
-                };
-                let r = run_compound(traffic, forwarders(n), &settings).map_err(|e| e.to_string())?;
-                if r.interrupted {
-                    // Its window was cut short: not a measurement of the point.
-                    rounds.cut();
-                    break 'rounds;
-                }
-                runs[m * args.hops.len() + h].push((r.mpps, r.busy_cycles_per_packet.unwrap_or(f64::NAN)));
-                done += 1;
-                progress(
-                    done,
-                    total,
-                    &format!("n={n} accounting {}", if accounting { "on" } else { "off" }),
-                );
-            }
-        }
-        if !rounds.go_on() {
-            break;
-        }
-        bare_runs.push(bare_loop_cycles_per_hop(
-            args.core,
-            args.duration.min(Duration::from_millis(500)),
-        ));
-        if let (true, Some(bin), true) = (args.peer && peer_skipped.is_none(), &testpmd, rounds.go_on()) {
-            match run_testpmd(bin, args.core, args.duration.max(Duration::from_secs(3))) {
-                Ok((mpps, cmd)) => {
-                    peer_runs.push(mpps);
-                    peer_command = cmd;
-                }
-                Err(e) => peer_skipped = Some(e),
-            }
-            done += 1;
-            progress(done, total, "dpdk-testpmd");
-        }
-    }
-    for r in &mut runs {
-        rounds.keep_completed(r);
-    }
-    rounds.keep_completed(&mut bare_runs);
-    rounds.keep_completed(&mut peer_runs);
-    let mut points = Vec::new();
-    for (m, &accounting) in modes.iter().enumerate() {
-        for (h, &n) in args.hops.iter().enumerate() {
-            let r = &runs[m * args.hops.len() + h];
-            if r.is_empty() {
-                continue; // Ctrl-C came before a round ended
-            }
-            let mpps_runs: Vec<f64> = r.iter().map(|x| x.0).collect();
-            let cycles_runs: Vec<f64> = r.iter().map(|x| x.1).collect();
-            points.push(HopPoint {
-                hops: n,
-                accounting,
-                mpps: median(&mpps_runs),
-                cycles_per_packet: median(&cycles_runs),
-                mpps_runs,
-                cycles_runs,
-            });
-        }
-    }
-    let fit = |acc: bool| {
-        let (xs, ys): (Vec<f64>, Vec<f64>) = points
-            .iter()
-            .filter(|p| p.accounting == acc)
-            .map(|p| (p.hops as f64, p.cycles_per_packet))
-            .unzip();
-        least_squares(&xs, &ys)
-    };
-    let off = fit(false);
-    let on = args.accounting_too.then(|| fit(true));
-    let peer = (!peer_runs.is_empty()).then(|| PeerResult {
-        name: "dpdk-testpmd --forward-mode=mac on 2 net_ring ports".into(),
-        command: peer_command,
-        mpps: median(&peer_runs),
-        mpps_runs: peer_runs,
-    });
-    let n1 = points.iter().find(|p| p.hops == 1 && !p.accounting).map(|p| p.mpps);
-    let bare = median(&bare_runs);
-    Ok(HopBench {
-        schema: HOP_SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
-        machine: Machine::read(),
-        core: args.core,
-        batch: args.batch,
-        frame_size: args.size,
-        flows: args.flows,
-        duration_s: args.duration.as_secs_f64(),
-        repeat: rounds.completed(),
-        interrupted: rounds.interrupted(),
-        ratio_n1_vs_peer: match (&peer, n1) {
-            (Some(p), Some(m)) if p.mpps > 0.0 => Some(m / p.mpps),
-            _ => None,
-        },
-        accounting_overhead_per_hop: on.map(|f| f.slope - off.slope),
-        bare_loop_cycles_per_hop: bare,
-        ratio_hop_vs_bare_loop: off.slope / bare,
-        fit_accounting_off: off,
-        fit_accounting_on: on,
-        points,
-        peer_skipped: if peer.is_some() { None } else { peer_skipped },
-        peer,
-    })
 }
 
-/// Runs testpmd in mac mode between two ring ports for `duration`; returns the median
-/// forwarded Mpps (both ports' Rx-pps summed) of its 1-second samples after the first two.
-fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration) -> Result<(f64, String), String> {
-    // The forwarding lcore goes where sfclab's chain ran; the main lcore on another
-    // core this process may use.
-    let Some(forward_core) = core.or_else(sfclab_runtime::placement::default_chain_core) else {
-        return Err("no core is allowed for this process".into());
-    };
-    let Some(main_core) = sfclab_runtime::placement::default_generator_core(forward_core) else {
-        return Err("testpmd needs two cores this process may use (main and forwarding lcore)".into());
-    };
-    let spec = sfclab_peers::testpmd::TestpmdSpec {
-        netns: None,
-        forward_core,
-        main_core,
-        vdevs: vec!["net_ring0".into(), "net_ring1".into()],
-        mode: "mac",
-        tx_first: true,
-    };
-    let proc = sfclab_peers::testpmd::Testpmd::start(bin, &spec, &format!("sfclab-bench-{}", std::process::id()))?;
-    let command = proc.command.clone();
-    // EAL start-up without hugepages takes seconds, more on a loaded machine: wait for
-    // forwarding to start, then for two settling periods and the window's own.
-    let mut procs = [proc];
-    let periods = 2 + duration.as_secs_f64().ceil().max(1.0) as usize;
-    // Ctrl-C ends the wait (and the peer's run, not counted).
-    let waited = sfclab_peers::testpmd::wait_until(&mut procs, Duration::from_secs(60), "forwarding start", |p| {
-        stop_requested() || p[0].is_some()
-    })
-    .and_then(|()| {
-        sfclab_peers::testpmd::wait_until(&mut procs, duration + Duration::from_secs(30), "statistics", |p| {
-            stop_requested() || p[0].is_some_and(|n| n > periods)
-        })
-    });
-    let [proc] = procs;
-    let samples = proc.stop();
-    waited?;
-    if stop_requested() {
-        return Err("stopped by Ctrl-C before its run ended".into());
+/// A benchmark's ratios (what they compare in `of`), then each row's peer command lines.
+pub(crate) fn ratios_and_commands<'a>(
+    s: &mut String,
+    ratios: &[crate::RowRatio],
+    of: &str,
+    rows: impl Iterator<Item = (&'a str, &'a [String])>,
+) {
+    for q in ratios {
+        let _ = writeln!(s, "ratio  {} / {} = {:.2}x ({of})", q.row, q.over, q.ratio);
     }
-    let settled: Vec<f64> = samples.iter().skip(2).map(|ports| ports.iter().sum()).collect();
-    if settled.is_empty() {
-        return Err("dpdk-testpmd printed no statistics (does it run here? try the command by hand)".into());
-    }
-    Ok((median(&settled) / 1e6, command))
-}
-
-impl Interruptible for HopBench {
-    fn interrupted(&self) -> bool {
-        self.interrupted
+    for (name, commands) in rows.filter(|(_, c)| !c.is_empty()) {
+        let _ = writeln!(s, "{name}:");
+        for c in commands {
+            let _ = writeln!(s, "    {c}");
+        }
     }
 }
 

@@ -9,7 +9,8 @@ use sfclab_core::tsc;
 use sfclab_nf::tables::lpm::{BGP4_SHAPE, Lpm4, SplitMix, counts_of, random_table4};
 use std::time::Instant;
 
-use crate::{Machine, Rounds, median, median_if_any, on_core};
+use crate::{Rounds, median, median_if_any, on_core};
+use std::fmt::Write as _;
 
 pub const LPM_SCHEMA: &str = "sfclab.bench.lpm/1";
 
@@ -29,11 +30,8 @@ pub struct LpmArgs {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct LpmBench {
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub machine: Machine,
-    pub repeat: usize,
-    pub interrupted: bool,
+    #[serde(flatten)]
+    pub header: crate::BenchHeader,
     /// Routes in the table, and per prefix length.
     pub routes: usize,
     pub shape: Vec<(u8, usize)>,
@@ -152,11 +150,7 @@ pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
     let (dpdk_single, dpdk_bulk) = (median_if_any(&dpdk_single_runs), median_if_any(&dpdk_bulk_runs));
     let (single, bulk) = (median(&single_runs), median(&bulk_runs));
     Ok(LpmBench {
-        schema: LPM_SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
-        machine: Machine::read(),
-        repeat: single_runs.len(),
-        interrupted,
+        header: crate::BenchHeader::new(LPM_SCHEMA, single_runs.len(), interrupted),
         routes: shape.iter().map(|(_, n)| n).sum(),
         shape,
         shape_source,
@@ -178,10 +172,75 @@ pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
     })
 }
 
-impl crate::Interruptible for LpmBench {
-    fn interrupted(&self) -> bool {
-        self.interrupted
+impl crate::Benchmark for LpmBench {
+    fn header(&self) -> &crate::BenchHeader {
+        &self.header
     }
+
+    fn table(&self) -> String {
+        render_table(self)
+    }
+}
+
+fn render_table(b: &LpmBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}, {} repetitions (medians [min–max])",
+        b.header.title("lpm"),
+        b.header.repeat
+    );
+    let _ = writeln!(
+        s,
+        "table             {} IPv4 routes shaped as {}; built in {:.2} s, {} MiB; {:.1}% of random addresses have no route\n",
+        b.routes,
+        b.shape_source,
+        b.build_s,
+        b.table_bytes >> 20,
+        b.fails_percent
+    );
+    let _ = writeln!(
+        s,
+        "sfclab single     {} TSC cycles/lookup (one address at a time)",
+        crate::with_range(&b.single_runs, 1)
+    );
+    let _ = writeln!(
+        s,
+        "sfclab bulk       {} TSC cycles/lookup (bursts of 32)",
+        crate::with_range(&b.bulk_runs, 1)
+    );
+    match (b.dpdk_single_cycles, b.dpdk_bulk_cycles, &b.dpdk_skipped) {
+        (Some(ds), Some(db), _) => {
+            let _ = writeln!(
+                s,
+                "rte_lpm single    {} TSC cycles/lookup (rte_lpm_lookup)",
+                crate::with_range(&b.dpdk_single_runs, 1)
+            );
+            let _ = writeln!(
+                s,
+                "rte_lpm bulk      {} TSC cycles/lookup (rte_lpm_lookup_bulk, 32)",
+                crate::with_range(&b.dpdk_bulk_runs, 1)
+            );
+            let _ = writeln!(
+                s,
+                "ratio             sfclab/rte_lpm = {:.2}x single, {:.2}x bulk (below 1: sfclab is cheaper)",
+                b.single_cycles / ds,
+                b.bulk_cycles / db
+            );
+        }
+        (_, _, Some(why)) => {
+            let _ = writeln!(s, "peer              skipped: {why}");
+        }
+        _ => {
+            let _ = writeln!(s, "peer              not measured (--peer none)");
+        }
+    }
+    let wide = [&b.single_runs, &b.bulk_runs, &b.dpdk_single_runs, &b.dpdk_bulk_runs]
+        .iter()
+        .filter(|v| crate::is_wide(v))
+        .count();
+    s.push_str(&crate::footer(wide, b.header.interrupted, b.header.repeat));
+    s
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@ use serde::Serialize;
 use sfclab_core::tsc;
 use sfclab_nf::tables::lpm::{Lpm6, Route, SplitMix, random_table6};
 
-use crate::{Machine, Rounds, median, median_if_any, on_core};
+use crate::{Rounds, median, median_if_any, on_core};
+use std::fmt::Write as _;
 
 pub const LPM6_SCHEMA: &str = "sfclab.bench.lpm6/1";
 
@@ -26,11 +27,8 @@ pub struct Lpm6Args {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Lpm6Bench {
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub machine: Machine,
-    pub repeat: usize,
-    pub interrupted: bool,
+    #[serde(flatten)]
+    pub header: crate::BenchHeader,
     pub routes: usize,
     /// Routes per prefix length.
     pub shape: Vec<(u8, usize)>,
@@ -167,11 +165,7 @@ pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str)) -> Re
     let (dpdk_single, dpdk_bulk) = (median_if_any(&dpdk_single_runs), median_if_any(&dpdk_bulk_runs));
     let (single, bulk) = (median(&single_runs), median(&bulk_runs));
     Ok(Lpm6Bench {
-        schema: LPM6_SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
-        machine: Machine::read(),
-        repeat: single_runs.len(),
-        interrupted,
+        header: crate::BenchHeader::new(LPM6_SCHEMA, single_runs.len(), interrupted),
         routes: routes.len(),
         shape,
         shape_source,
@@ -192,10 +186,75 @@ pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str)) -> Re
     })
 }
 
-impl crate::Interruptible for Lpm6Bench {
-    fn interrupted(&self) -> bool {
-        self.interrupted
+impl crate::Benchmark for Lpm6Bench {
+    fn header(&self) -> &crate::BenchHeader {
+        &self.header
     }
+
+    fn table(&self) -> String {
+        render_table(self)
+    }
+}
+
+fn render_table(b: &Lpm6Bench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}, {} repetitions (medians [min–max])",
+        b.header.title("lpm6"),
+        b.header.repeat
+    );
+    let _ = writeln!(
+        s,
+        "table             {} IPv6 routes shaped as {}; {} KiB; {} addresses inside the routes, {:.1}% missed\n",
+        b.routes,
+        b.shape_source,
+        b.table_bytes >> 10,
+        b.addresses,
+        b.fails_percent
+    );
+    let _ = writeln!(
+        s,
+        "sfclab single     {} TSC cycles/lookup",
+        crate::with_range(&b.single_runs, 1)
+    );
+    let _ = writeln!(
+        s,
+        "sfclab bulk       {} TSC cycles/lookup",
+        crate::with_range(&b.bulk_runs, 1)
+    );
+    match (b.dpdk_single_cycles, b.dpdk_bulk_cycles, &b.dpdk_skipped) {
+        (Some(_), Some(_), _) => {
+            let _ = writeln!(
+                s,
+                "rte_lpm6 single   {} TSC cycles/lookup (rte_lpm6_lookup)",
+                crate::with_range(&b.dpdk_single_runs, 1)
+            );
+            let _ = writeln!(
+                s,
+                "rte_lpm6 bulk     {} TSC cycles/lookup (rte_lpm6_lookup_bulk_func)",
+                crate::with_range(&b.dpdk_bulk_runs, 1)
+            );
+            let _ = writeln!(
+                s,
+                "ratio             sfclab/rte_lpm6 = {:.2}x single, {:.2}x bulk (below 1: sfclab is cheaper)",
+                b.single_ratio.unwrap_or(f64::NAN),
+                b.bulk_ratio.unwrap_or(f64::NAN)
+            );
+        }
+        (_, _, Some(why)) => {
+            let _ = writeln!(s, "peer              skipped: {why}");
+        }
+        _ => {
+            let _ = writeln!(s, "peer              not measured (--peer none)");
+        }
+    }
+    let wide = [&b.single_runs, &b.bulk_runs, &b.dpdk_single_runs, &b.dpdk_bulk_runs]
+        .iter()
+        .filter(|v| crate::is_wide(v))
+        .count();
+    s.push_str(&crate::footer(wide, b.header.interrupted, b.header.repeat));
+    s
 }
 
 #[cfg(test)]

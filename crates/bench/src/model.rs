@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use crate::calibrate::NfWorkload;
 use crate::cores::{CoreDistance, Keep};
-use crate::{Interruptible, Machine, median, repetitions};
+use crate::{median, repetitions};
+use std::fmt::Write as _;
 
 pub const MODEL_SCHEMA: &str = "sfclab.bench.model/6";
 
@@ -149,14 +150,11 @@ pub struct ModelError {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ModelBench {
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub machine: Machine,
+    #[serde(flatten)]
+    pub header: crate::BenchHeader,
     /// The calibration's date and machine, as it says.
     pub calibration: String,
     pub duration_s: f64,
-    pub repeat: usize,
-    pub interrupted: bool,
     pub points: Vec<ModelPoint>,
     pub errors: Vec<ModelError>,
     /// Goal: median absolute error ≤ 10 %, worst ≤ 25 %, per layout, on the maximum
@@ -173,12 +171,6 @@ pub struct ModelBench {
     pub two_core_runs_repeated: usize,
     /// Runs on two cores kept at another distance after 10 tries.
     pub two_core_runs_kept_apart: usize,
-}
-
-impl Interruptible for ModelBench {
-    fn interrupted(&self) -> bool {
-        self.interrupted
-    }
 }
 
 /// One chain of the matrix: its NFs (workloads of the calibration, by kind).
@@ -624,9 +616,7 @@ pub fn run(
             .filter(|e| e.counts_for_goal)
             .all(|e| e.median_abs_error_pct <= 10.0 && e.worst_abs_error_pct <= 25.0);
     Ok(ModelBench {
-        schema: MODEL_SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
-        machine: Machine::read(),
+        header: crate::BenchHeader::new(MODEL_SCHEMA, rounds, interrupted),
         calibration: match (&source, &last_calibration) {
             (CalibrationSource::Given(cal), _) => format!("{} on {} ({})", cal.date, cal.machine.cpu, cal.version),
             (_, Some(cal)) => format!(
@@ -636,8 +626,6 @@ pub fn run(
             (_, None) => unreachable!("a round finished"),
         },
         duration_s: args.duration.as_secs_f64(),
-        repeat: rounds,
-        interrupted,
         points,
         errors,
         goal_met,
@@ -876,6 +864,187 @@ fn measure(
         offered_mpps: None,
         saturated_mpps: None,
     })
+}
+
+impl crate::Benchmark for ModelBench {
+    fn header(&self) -> &crate::BenchHeader {
+        &self.header
+    }
+
+    fn table(&self) -> String {
+        render_table(self)
+    }
+
+    fn csv(&self) -> Option<String> {
+        Some(render_csv(self))
+    }
+}
+
+/// The terminal view of `bench model`: predicted against measured per cell, and the
+/// error per layout against the goal.
+fn render_table(b: &ModelBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{}", b.header.title("model"));
+    let _ = writeln!(
+        s,
+        "calibration: {} | measured: capacity runs (flow control, backpressure; in namespaces, the offered rate that delivers most), {} x {:.1} s, medians\n",
+        b.calibration, b.header.repeat, b.duration_s
+    );
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header([
+        "chain",
+        "layout",
+        "size B",
+        "predicted Mpps",
+        "bottleneck (cycles/pkt)",
+        "measured Mpps [min–max]",
+        "busiest core cycles/pkt",
+        "error",
+    ]);
+    for p in &b.points {
+        t.add_row([
+            p.chain.clone(),
+            p.layout.clone(),
+            p.size.to_string(),
+            format!("{:.3}", p.predicted_mpps),
+            format!("{} ({:.0})", p.bottleneck, p.predicted_cycles),
+            crate::with_range(&p.measured_runs, 3),
+            format!("{:.0}", p.measured_cycles),
+            format!("{:+.1} %", p.error_pct),
+        ]);
+    }
+    let _ = writeln!(s, "{t}");
+    for p in b.points.iter().filter(|p| p.largest_miss.is_some()) {
+        let _ = writeln!(
+            s,
+            "  {} ({}, {} B) {:+.1} %: {}",
+            p.chain,
+            p.layout,
+            p.size,
+            p.error_pct,
+            p.largest_miss.as_deref().unwrap_or("")
+        );
+    }
+    for p in &b.points {
+        let trips = &p.core_round_trip_cycles;
+        let (low, high) = trips
+            .iter()
+            .fold((f64::INFINITY, 0.0_f64), |(l, h), &c| (l.min(c), h.max(c)));
+        // The host moved a vCPU during the cell: its rings cost something else meanwhile.
+        if !trips.is_empty() && high > 1.5 * low {
+            let _ = writeln!(
+                s,
+                "  {} ({}, {} B): the two cores' round trip moved between {:.0} and {:.0} cycles during the cell",
+                p.chain, p.layout, p.size, low, high
+            );
+        }
+    }
+    // Where throughput falls past the maximum, the rate the maximum was found at.
+    for p in b
+        .points
+        .iter()
+        .filter(|p| sfclab_model::hops_overload(&p.layout).falls())
+    {
+        let _ = writeln!(
+            s,
+            "  {} ({}, {} B): delivered most at {} Mpps offered (past it, the kernel drops inside the chain)",
+            p.chain,
+            p.layout,
+            p.size,
+            crate::with_range(&p.measured_offered_mpps, 3)
+        );
+        if let Some(error) = p.saturated_error_pct {
+            let _ = writeln!(
+                s,
+                "    offered all the tester sends: predicted {} Mpps (its software drops priced), measured {} ({error:+.1} %)",
+                crate::with_range(&p.predicted_saturated_runs, 3),
+                crate::with_range(&p.measured_saturated_runs, 3)
+            );
+        }
+    }
+    for e in &b.errors {
+        let _ = writeln!(
+            s,
+            "{}: {} cells, median |error| {:.1} %, worst {:.1} %: {}; the measurement's own spread between rounds: median {:.1} %{}",
+            e.layout,
+            e.cells,
+            e.median_abs_error_pct,
+            e.worst_abs_error_pct,
+            e.worst,
+            e.median_measured_spread_pct,
+            if e.counts_for_goal {
+                ""
+            } else {
+                " (beside the goal: C_SWdrops, linear in n from 1 and 3 hops, where it is within the runs' noise)"
+            }
+        );
+    }
+    let taken = match (b.core_distance.as_str(), b.near_limit_cycles) {
+        ("one state", _) => Some(format!(
+            "each cell's terms and measurement in one state of the cores' round trip (within 2.5x of its first run's); {} cell rounds taken again, {} kept in two states",
+            b.points.iter().map(|p| p.rounds_taken_again).sum::<usize>(),
+            b.points.iter().map(|p| p.rounds_in_two_states).sum::<usize>()
+        )),
+        (_, Some(limit)) => Some(format!(
+            "while the cores' round trip was <= {limit:.0} cycles before and after"
+        )),
+        _ => None,
+    };
+    if let Some(taken) = taken {
+        let _ = writeln!(
+            s,
+            "runs on two cores taken {taken}: {} runs repeated, {} kept at another distance after 10 tries",
+            b.two_core_runs_repeated, b.two_core_runs_kept_apart
+        );
+    }
+    let _ = writeln!(
+        s,
+        "goal (median |error| <= 10 %, worst <= 25 %, per layout, on the maximum): {}",
+        if b.goal_met { "met" } else { "NOT met" }
+    );
+    s += &crate::footer(
+        b.points.iter().filter(|p| crate::is_wide(&p.measured_runs)).count(),
+        b.header.interrupted,
+        b.header.repeat,
+    );
+    s
+}
+
+/// `bench model --csv`: a row per cell.
+fn render_csv(b: &ModelBench) -> String {
+    let mut s = String::from(
+        "chain,layout,size,predicted_mpps,bottleneck,predicted_cycles,measured_mpps,measured_spread_pct,measured_cycles,error_pct,measured_offered_mpps,predicted_saturated_mpps,measured_saturated_mpps,saturated_error_pct\n",
+    );
+    for p in &b.points {
+        let _ = writeln!(
+            s,
+            "{},{},{},{:.4},{},{:.1},{:.4},{:.1},{:.1},{:.2},{},{},{},{}",
+            p.chain,
+            p.layout,
+            p.size,
+            p.predicted_mpps,
+            p.bottleneck,
+            p.predicted_cycles,
+            p.measured_mpps,
+            p.measured_spread_pct,
+            p.measured_cycles,
+            p.error_pct,
+            // Empty in memory: no tester offers a rate there.
+            crate::median_if_any(&p.measured_offered_mpps)
+                .map(|m| format!("{m:.4}"))
+                .unwrap_or_default(),
+            // Empty where the throughput does not fall past the maximum.
+            crate::median_if_any(&p.predicted_saturated_runs)
+                .map(|m| format!("{m:.4}"))
+                .unwrap_or_default(),
+            crate::median_if_any(&p.measured_saturated_runs)
+                .map(|m| format!("{m:.4}"))
+                .unwrap_or_default(),
+            p.saturated_error_pct.map(|e| format!("{e:.2}")).unwrap_or_default()
+        );
+    }
+    s
 }
 
 #[cfg(test)]

@@ -19,7 +19,8 @@ use sfclab_runtime::{Role, RunReport, RunSettings, run_compound};
 use sfclab_traffic::{Destinations, FrameSizes, GeneratorConfig};
 use std::time::Duration;
 
-use crate::{Machine, median};
+use crate::median;
+use std::fmt::Write as _;
 
 pub const NFS_SCHEMA: &str = "sfclab.bench.nfs/1";
 
@@ -42,14 +43,11 @@ pub struct NfsArgs {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct NfsBench {
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub machine: Machine,
+    #[serde(flatten)]
+    pub header: crate::BenchHeader,
     pub core: Option<usize>,
     pub batch: usize,
     pub duration_s: f64,
-    pub repeat: usize,
-    pub interrupted: bool,
     pub points: Vec<NfsPoint>,
 }
 
@@ -419,22 +417,118 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
             .map(|(_, fwd)| p.chain_cycles / fwd);
     }
     Ok(NfsBench {
-        schema: NFS_SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
-        machine: Machine::read(),
+        header: crate::BenchHeader::new(NFS_SCHEMA, runs.first().map_or(0, |r| r.mpps.len()), interrupted),
         core: args.core,
         batch: args.batch,
         duration_s: args.duration.as_secs_f64(),
-        repeat: runs.first().map_or(0, |r| r.mpps.len()),
-        interrupted,
         points,
     })
 }
 
-impl crate::Interruptible for NfsBench {
-    fn interrupted(&self) -> bool {
-        self.interrupted
+impl crate::Benchmark for NfsBench {
+    fn header(&self) -> &crate::BenchHeader {
+        &self.header
     }
+
+    fn table(&self) -> String {
+        render_table(self)
+    }
+
+    fn csv(&self) -> Option<String> {
+        Some(render_csv(self))
+    }
+}
+
+fn render_table(b: &NfsBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}, one core, batch {}, {} s windows, {} repetitions (medians [min–max])\n",
+        b.header.title("nfs"),
+        b.batch,
+        b.duration_s,
+        b.header.repeat
+    );
+    let _ = writeln!(
+        s,
+        "{:<15} {:>5} {:>8}  {:>22}  {:>22}  {:>9}  {:>8}  {:>7}  per NF (cycles/packet)",
+        "workload", "B", "flows", "core Mpps", "core cycles/pkt", "NF cyc/pkt", "NF Mpps", "x fwd"
+    );
+    let mut wide = 0;
+    for p in &b.points {
+        wide += [&p.core_mpps_runs, &p.core_cycles_runs]
+            .iter()
+            .filter(|v| crate::is_wide(v))
+            .count();
+        let per_nf: Vec<String> = p.nfs.iter().map(|n| format!("{} {:.1}", n.name, n.cycles)).collect();
+        let _ = writeln!(
+            s,
+            "{:<15} {:>5} {:>8}  {:>22}  {:>22}  {:>9.1}  {:>8.2}  {:>7}  {}",
+            p.workload,
+            p.frames,
+            p.flows,
+            crate::with_range(&p.core_mpps_runs, 2),
+            crate::with_range(&p.core_cycles_runs, 1),
+            p.chain_cycles,
+            p.chain_mpps,
+            p.vs_forwarder.map_or("-".into(), |r| format!("{r:.1}x")),
+            per_nf.join(", "),
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\ncore: accounting off, the one core's generator + chain + sink (what a deployment gets).\n\
+         NF cyc/pkt: accounting on, the chain's NFs alone; NF Mpps = TSC Hz / that; x fwd: over the forwarder, same frames."
+    );
+    for p in &b.points {
+        if let (Some(n), Some(bytes)) = (p.table_entries, p.table_bytes_per_entry) {
+            let _ = writeln!(
+                s,
+                "{:<15} {:>5}  table: {n} entries in use, {bytes:.0} bytes per entry of capacity",
+                p.workload, p.frames
+            );
+        }
+        if p.dropped > 0 {
+            let reasons: Vec<String> = p.drop_reasons.iter().map(|(r, n)| format!("{r} {n}")).collect();
+            let _ = writeln!(
+                s,
+                "{:<15} {:>5}  DROPPED {}: {}",
+                p.workload,
+                p.frames,
+                p.dropped,
+                reasons.join(", ")
+            );
+        }
+    }
+    s.push_str(&crate::footer(wide, b.header.interrupted, b.header.repeat));
+    s
+}
+
+fn render_csv(b: &NfsBench) -> String {
+    let mut s = String::from(
+        "workload,frames,flows,core_mpps,core_cycles_per_packet,chain_cycles_per_packet,chain_mpps,vs_forwarder,nf_cycles,dropped,table_entries,table_bytes_per_entry\n",
+    );
+    for p in &b.points {
+        let per_nf: Vec<String> = p.nfs.iter().map(|n| format!("{}={:.2}", n.name, n.cycles)).collect();
+        let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.3}"));
+        let _ = writeln!(
+            s,
+            "{},{},{},{:.3},{:.2},{:.2},{:.3},{},\"{}\",{},{},{}",
+            p.workload,
+            p.frames,
+            p.flows,
+            p.core_mpps,
+            p.core_cycles,
+            p.chain_cycles,
+            p.chain_mpps,
+            opt(p.vs_forwarder),
+            per_nf.join(";"),
+            p.dropped,
+            p.table_entries.map_or(String::new(), |n| n.to_string()),
+            opt(p.table_bytes_per_entry),
+        );
+    }
+    s
 }
 
 #[cfg(test)]

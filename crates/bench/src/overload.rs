@@ -12,7 +12,8 @@ use sfclab_runtime::{
 use sfclab_traffic::{FrameSizes, GeneratorConfig, Rate};
 use std::time::Duration;
 
-use crate::{Machine, median};
+use crate::median;
+use std::fmt::Write as _;
 
 pub const OVERLOAD_SCHEMA: &str = "sfclab.bench.overload/2";
 
@@ -46,18 +47,14 @@ pub struct OverloadPoint {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct OverloadBench {
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub machine: Machine,
+    #[serde(flatten)]
+    pub header: crate::BenchHeader,
     pub nf: String,
     pub generator_core: usize,
     pub chain_core: usize,
     pub stage_budget: usize,
     pub ring_size: usize,
     pub duration_s: f64,
-    pub repeat: usize,
-    /// Stopped by Ctrl-C: the chain lengths and loads finished are here.
-    pub interrupted: bool,
     /// Capacity of each chain (flow control, backpressure), Mpps.
     pub capacity: Vec<(usize, f64)>,
     pub points: Vec<OverloadPoint>,
@@ -184,25 +181,115 @@ pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) ->
         }
     }
     Ok(OverloadBench {
-        schema: OVERLOAD_SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
-        machine: Machine::read(),
+        header: crate::BenchHeader::new(OVERLOAD_SCHEMA, args.repeat, interrupted),
         nf: args.nf.clone(),
         generator_core: pair.0,
         chain_core: pair.1,
         stage_budget: args.stage_budget,
         ring_size: args.ring_size,
         duration_s: args.duration.as_secs_f64(),
-        repeat: args.repeat,
-        interrupted,
         capacity,
         points,
     })
 }
 
-/// One CSV row per (chain length, load, link mode).
-impl crate::Interruptible for OverloadBench {
-    fn interrupted(&self) -> bool {
-        self.interrupted
+impl crate::Benchmark for OverloadBench {
+    fn header(&self) -> &crate::BenchHeader {
+        &self.header
     }
+
+    fn table(&self) -> String {
+        render_table(self)
+    }
+
+    fn csv(&self) -> Option<String> {
+        Some(render_csv(self))
+    }
+}
+
+fn render_table(b: &OverloadBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{}", b.header.title("overload"));
+    let _ = writeln!(
+        s,
+        "chains of `{}`, one stage per NF sharing core {}, generator on core {}, stage budget {} batches, links of {} packets, {} x {:.1} s (medians)\n",
+        b.nf, b.chain_core, b.generator_core, b.stage_budget, b.ring_size, b.header.repeat, b.duration_s
+    );
+    let mut wide = 0;
+    for &(n, cap) in &b.capacity {
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        t.set_header([
+            "offered",
+            "Mpps offered",
+            "drop: Mpps [min–max]",
+            "software drops",
+            "wasted TSC cycles/pkt",
+            "backpressure: Mpps [min–max]",
+            "ingress drops",
+        ]);
+        for load in b
+            .points
+            .iter()
+            .filter(|p| p.hops == n && p.links == "drop")
+            .map(|p| p.load)
+        {
+            let d = b
+                .points
+                .iter()
+                .find(|p| p.hops == n && p.load == load && p.links == "drop")
+                .expect("drop point");
+            let bp = b
+                .points
+                .iter()
+                .find(|p| p.hops == n && p.load == load && p.links == "backpressure")
+                .expect("backpressure point");
+            wide += usize::from(crate::is_wide(&d.mpps_runs)) + usize::from(crate::is_wide(&bp.mpps_runs));
+            t.add_row(vec![
+                format!("{:.0}%", load * 100.0),
+                format!("{:.1}", d.offered_mpps),
+                crate::with_range(&d.mpps_runs, 1),
+                d.software_drops.to_string(),
+                d.wasted_cycles_per_received.map_or("-".into(), |w| format!("{w:.1}")),
+                crate::with_range(&bp.mpps_runs, 1),
+                bp.ingress_drops.to_string(),
+            ]);
+        }
+        let _ = writeln!(s, "n = {n}: capacity {cap:.1} Mpps\n{t}");
+    }
+    s.push_str(&crate::footer(wide, b.header.interrupted, b.header.repeat));
+    s
+}
+
+/// One CSV row per (chain length, load, link mode).
+fn render_csv(b: &OverloadBench) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "nf",
+        "hops",
+        "links",
+        "load",
+        "offered_mpps",
+        "mpps",
+        "ingress_drops",
+        "software_drops",
+        "wasted_cycles_per_received",
+    ])
+    .expect("in-memory CSV");
+    for p in &b.points {
+        w.write_record([
+            b.nf.clone(),
+            p.hops.to_string(),
+            p.links.to_string(),
+            format!("{}", p.load),
+            format!("{:.3}", p.offered_mpps),
+            format!("{:.3}", p.mpps),
+            p.ingress_drops.to_string(),
+            p.software_drops.to_string(),
+            p.wasted_cycles_per_received
+                .map_or(String::new(), |w| format!("{w:.2}")),
+        ])
+        .expect("in-memory CSV");
+    }
+    String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("UTF-8")
 }

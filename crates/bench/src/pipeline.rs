@@ -18,9 +18,10 @@ use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunReport, RunSettin
 use sfclab_traffic::GeneratorConfig;
 use std::time::Duration;
 
-use crate::{Machine, median};
+use crate::median;
 use sfclab_peers::testpmd::{Testpmd, TestpmdSpec, stop_all, wait_until};
 use sfclab_peers::which;
+use std::fmt::Write as _;
 
 pub const PIPELINE_SCHEMA: &str = "sfclab.bench.pipeline/2";
 
@@ -48,14 +49,9 @@ pub struct Row {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PipelineBench {
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub machine: Machine,
+    #[serde(flatten)]
+    pub header: crate::BenchHeader,
     pub duration_s: f64,
-    /// Repetitions run (fewer than asked when interrupted).
-    pub repeat: usize,
-    /// Stopped by Ctrl-C: the figures are those of the repetitions finished.
-    pub interrupted: bool,
     pub rows: Vec<Row>,
     pub peer_skipped: Option<String>,
     /// sfclab `forwarder*2` bi:2 over two testpmd in mac mode: the median of the
@@ -236,12 +232,8 @@ pub fn run(args: &PipelineBenchArgs, mut progress: impl FnMut(usize, usize, &str
         find(3).expect("sfclab three stages"),
     );
     Ok(PipelineBench {
-        schema: PIPELINE_SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
-        machine: Machine::read(),
+        header: crate::BenchHeader::new(PIPELINE_SCHEMA, repeat_done, interrupted),
         duration_s: args.duration.as_secs_f64(),
-        repeat: repeat_done,
-        interrupted,
         two_stages_vs_testpmd_mac: paired(0, 1),
         two_stages_vs_testpmd_mac_of_medians: find(1).map(|peer| two / peer),
         three_stages_vs_testpmd_mac: paired(3, 5),
@@ -393,8 +385,83 @@ fn testpmd_line(
     Ok((median(&settled) / 1e6, command))
 }
 
-impl crate::Interruptible for PipelineBench {
-    fn interrupted(&self) -> bool {
-        self.interrupted
+impl crate::Benchmark for PipelineBench {
+    fn header(&self) -> &crate::BenchHeader {
+        &self.header
     }
+
+    fn table(&self) -> String {
+        render_table(self)
+    }
+
+    fn csv(&self) -> Option<String> {
+        Some(render_csv(self))
+    }
+}
+
+fn render_table(b: &PipelineBench) -> String {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+        .set_header(vec!["case", "system", "setup", "Mpps median [min–max]", "runs"]);
+    let mut wide = 0;
+    for r in &b.rows {
+        wide += usize::from(crate::is_wide(&r.mpps_runs));
+        t.add_row(vec![
+            r.case.to_string(),
+            r.system.to_string(),
+            r.setup.clone(),
+            crate::with_range(&r.mpps_runs, 3),
+            r.mpps_runs
+                .iter()
+                .map(|x| format!("{x:.3}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ]);
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}, {} repetitions of {:.1} s\n\n{t}",
+        b.header.title("pipeline"),
+        b.header.repeat,
+        b.duration_s
+    );
+    if let (Some(r), Some(m)) = (b.two_stages_vs_testpmd_mac, b.two_stages_vs_testpmd_mac_of_medians) {
+        let _ = writeln!(
+            s,
+            "two stages on two cores: sfclab / testpmd+memif (mac) = {r:.2}x (median of the repetitions' ratios; ratio of medians {m:.2}x)"
+        );
+    }
+    if let Some(r) = b.three_stages_vs_testpmd_mac {
+        let _ = writeln!(
+            s,
+            "three stages on two cores: sfclab / three testpmd (mac) = {r:.0}x (median of the repetitions' ratios)"
+        );
+    }
+    let _ = writeln!(
+        s,
+        "sfclab three stages / two stages on two cores = {:.2}",
+        b.three_over_two_stages
+    );
+    if let Some(why) = &b.peer_skipped {
+        let _ = writeln!(s, "peer skipped: {why}");
+    }
+    s.push_str(&crate::footer(wide, b.header.interrupted, b.header.repeat));
+    s
+}
+
+/// One CSV row per configuration.
+fn render_csv(b: &PipelineBench) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record(["case", "system", "setup", "mpps", "mpps_runs", "command"]);
+    for r in &b.rows {
+        let runs = r
+            .mpps_runs
+            .iter()
+            .map(|x| format!("{x:.4}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let _ = w.write_record([r.case, r.system, &r.setup, &format!("{:.4}", r.mpps), &runs, &r.command]);
+    }
+    String::from_utf8(w.into_inner().expect("in-memory writer")).expect("utf-8")
 }

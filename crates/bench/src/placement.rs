@@ -11,7 +11,8 @@ use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings, run_pip
 use sfclab_traffic::{FrameSizes, GeneratorConfig};
 use std::time::Duration;
 
-use crate::{Machine, median};
+use crate::median;
+use std::fmt::Write as _;
 
 pub const PLACEMENT_SCHEMA: &str = "sfclab.bench.placement/2";
 
@@ -51,17 +52,12 @@ pub struct BreakEven {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PlacementBench {
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub machine: Machine,
+    #[serde(flatten)]
+    pub header: crate::BenchHeader,
     pub nf: String,
     pub frame_size: u16,
     pub batch: usize,
     pub duration_s: f64,
-    /// Repetitions run (fewer than asked when interrupted).
-    pub repeat: usize,
-    /// Stopped by Ctrl-C: the figures are those of the repetitions finished.
-    pub interrupted: bool,
     pub points: Vec<PlacementPoint>,
     pub break_even: Vec<BreakEven>,
 }
@@ -155,15 +151,11 @@ pub fn run(args: &PlacementArgs, mut progress: impl FnMut(usize, usize, &str)) -
         })
         .collect();
     Ok(PlacementBench {
-        schema: PLACEMENT_SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
-        machine: Machine::read(),
+        header: crate::BenchHeader::after(PLACEMENT_SCHEMA, &rounds),
         nf: args.nf.clone(),
         frame_size: args.size,
         batch: args.batch,
         duration_s: args.duration.as_secs_f64(),
-        repeat: rounds.completed(),
-        interrupted: rounds.interrupted(),
         points,
         break_even,
     })
@@ -186,10 +178,113 @@ pub fn break_even(points: &[PlacementPoint], placement: &str) -> Option<usize> {
     }
 }
 
-impl crate::Interruptible for PlacementBench {
-    fn interrupted(&self) -> bool {
-        self.interrupted
+impl crate::Benchmark for PlacementBench {
+    fn header(&self) -> &crate::BenchHeader {
+        &self.header
     }
+
+    fn table(&self) -> String {
+        render_table(self)
+    }
+
+    fn csv(&self) -> Option<String> {
+        Some(render_csv(self))
+    }
+}
+
+fn render_table(b: &PlacementBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{}", b.header.title("placement"));
+    let _ = writeln!(
+        s,
+        "chains of `{}`, {} B frames, batch {}, backpressure + flow control (capacity), {} x {:.1} s per point (medians)\n",
+        b.nf, b.frame_size, b.batch, b.header.repeat, b.duration_s
+    );
+    let mut placements: Vec<&str> = Vec::new();
+    for p in &b.points {
+        if !placements.contains(&p.placement.as_str()) {
+            placements.push(&p.placement);
+        }
+    }
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    let mut header = vec!["hops".to_string()];
+    header.extend(
+        placements
+            .iter()
+            .map(|p| format!("{p} Mpps [min–max] (bottleneck busy TSC cycles/pkt)")),
+    );
+    let mut wide = 0;
+    t.set_header(header);
+    let mut lengths: Vec<usize> = b.points.iter().map(|p| p.hops).collect();
+    lengths.dedup();
+    for n in lengths {
+        let mut row = vec![n.to_string()];
+        for p in &placements {
+            let pt = b
+                .points
+                .iter()
+                .find(|x| x.hops == n && x.placement == *p)
+                .expect("measured");
+            wide += usize::from(crate::is_wide(&pt.mpps_runs));
+            row.push(format!(
+                "{} ({:.1})",
+                crate::with_range(&pt.mpps_runs, 1),
+                pt.bottleneck_cycles_per_packet
+            ));
+        }
+        t.add_row(row);
+    }
+    let _ = writeln!(s, "{t}");
+    for be in &b.break_even {
+        match be.n0 {
+            Some(n0) => {
+                let _ = writeln!(
+                    s,
+                    "break-even        {} beats s_core from n0 = {n0} on (of the lengths measured)",
+                    be.placement
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "break-even        {} never beats s_core at the lengths measured",
+                    be.placement
+                );
+            }
+        }
+    }
+    s.push_str(&crate::footer(wide, b.header.interrupted, b.header.repeat));
+    s
+}
+
+/// One CSV row per point.
+fn render_csv(b: &PlacementBench) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "nf",
+        "hops",
+        "placement",
+        "mpps",
+        "bottleneck_core",
+        "bottleneck_cycles_per_packet",
+        "runs",
+    ])
+    .expect("in-memory CSV");
+    for p in &b.points {
+        let runs: Vec<String> = p.mpps_runs.iter().map(|m| format!("{m:.3}")).collect();
+        w.write_record([
+            b.nf.clone(),
+            p.hops.to_string(),
+            p.placement.clone(),
+            format!("{:.3}", p.mpps),
+            p.bottleneck_core.to_string(),
+            format!("{:.2}", p.bottleneck_cycles_per_packet),
+            runs.join(";"),
+        ])
+        .expect("in-memory CSV");
+    }
+    String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("UTF-8")
 }
 
 #[cfg(test)]

@@ -22,21 +22,17 @@ use sfclab_runtime::{LinkMode, Placement, placement::allowed_cores};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::median;
 use crate::pipeline::forwarder_pipeline;
-use crate::{Machine, median};
+use std::fmt::Write as _;
 
 pub const RING_SCHEMA: &str = "sfclab.bench.ring/2";
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RingBench {
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub machine: Machine,
+    #[serde(flatten)]
+    pub header: crate::BenchHeader,
     pub burst: usize,
-    /// Repetitions run (fewer than asked when interrupted).
-    pub repeat: usize,
-    /// Stopped by Ctrl-C: the figures are those of the repetitions finished.
-    pub interrupted: bool,
     /// Cycles per element for one push plus one pop, per side, median of the repetitions.
     pub ring_cycles_per_element: f64,
     pub ring_runs: Vec<f64>,
@@ -357,12 +353,8 @@ pub fn run(
     let s_cycles = median(&s_runs.iter().map(|x| x.0).collect::<Vec<_>>());
     let b_cycles = median(&b_runs.iter().map(|x| x.0).collect::<Vec<_>>());
     Ok(RingBench {
-        schema: RING_SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
-        machine: Machine::read(),
+        header: crate::BenchHeader::new(RING_SCHEMA, repeat_done, interrupted),
         burst,
-        repeat: repeat_done,
-        interrupted,
         ring_cycles_per_element: median(&ring_runs),
         ring_runs,
         dpdk_ring_cycles_per_element: crate::median_if_any(&dpdk_runs),
@@ -382,8 +374,79 @@ pub fn run(
     })
 }
 
-impl crate::Interruptible for RingBench {
-    fn interrupted(&self) -> bool {
-        self.interrupted
+impl crate::Benchmark for RingBench {
+    fn header(&self) -> &crate::BenchHeader {
+        &self.header
     }
+
+    fn table(&self) -> String {
+        render_table(self)
+    }
+}
+
+fn render_table(b: &RingBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}, bursts of {}, {} repetitions (medians)\n",
+        b.header.title("ring"),
+        b.burst,
+        b.header.repeat
+    );
+
+    let firsts = |v: &[(f64, f64)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
+    let seconds = |v: &[(f64, f64)]| v.iter().map(|x| x.1).collect::<Vec<_>>();
+    let wide = [
+        &b.ring_runs,
+        &b.dpdk_ring_runs,
+        &b.full_hop_runs,
+        &b.bare_hop_runs,
+        &firsts(&b.s_core_runs),
+        &firsts(&b.bi2_runs),
+    ]
+    .iter()
+    .filter(|v| crate::is_wide(v))
+    .count();
+    let _ = writeln!(
+        s,
+        "ring alone        {} TSC cycles/element (one push + one pop, per side, two cores; median [min–max])",
+        crate::with_range(&b.ring_runs, 2)
+    );
+    match (b.dpdk_ring_cycles_per_element, &b.dpdk_skipped) {
+        (Some(d), _) => {
+            let _ = writeln!(
+                s,
+                "peer              DPDK ring_perf_autotest SP/SC bulk {} on two cores: {} cycles/element (enqueue + dequeue): sfclab/DPDK = {:.2}x",
+                b.burst,
+                crate::with_range(&b.dpdk_ring_runs, 2),
+                b.ring_cycles_per_element / d
+            );
+        }
+        (None, Some(why)) => {
+            let _ = writeln!(s, "peer              skipped: {why}");
+        }
+        _ => {}
+    }
+    let _ = writeln!(
+        s,
+        "full hop          {} cycles/packet per side (ring + forwarder on the far core through the chain runner); bare loop (indices through rtrb, MAC stores) {}: {:.2}x",
+        crate::with_range(&b.full_hop_runs, 2),
+        crate::with_range(&b.bare_hop_runs, 2),
+        b.full_hop_cycles_per_packet / b.bare_hop_cycles_per_packet
+    );
+    let _ = writeln!(
+        s,
+        "forwarder*2       s_core {} busy cycles/packet ({} Mpps), bi:2 {} over both cores ({} Mpps)",
+        crate::with_range(&firsts(&b.s_core_runs), 2),
+        crate::with_range(&seconds(&b.s_core_runs), 1),
+        crate::with_range(&firsts(&b.bi2_runs), 2),
+        crate::with_range(&seconds(&b.bi2_runs), 1),
+    );
+    let _ = writeln!(
+        s,
+        "full hop          {:.2} cycles/packet added by crossing a core (both cores together)",
+        b.hop_cycles_per_packet
+    );
+    s.push_str(&crate::footer(wide, b.header.interrupted, b.header.repeat));
+    s
 }

@@ -1,7 +1,7 @@
 //! The `sfclab` command line: thin on purpose. Parsing and rendering live in `config`
 //! and `render`; all the work is in the library crates.
 
-mod bench_view;
+mod bench_plots;
 mod model;
 mod outcome;
 mod progress;
@@ -537,7 +537,7 @@ fn main() -> ExitCode {
                 peer: a.peer == DpdkPeer::Dpdk,
             };
             let result = with_progress(|tick| sfclab_bench::lpm::lpm(&args, tick));
-            print_result(result, a.json, None, bench_view::lpm_table)
+            print_result(result, a.json, false)
         }
         Cmd::Bench(BenchCmd::Acl(a)) => {
             if a.repeat == 0 || a.rules.is_empty() || a.trace == 0 {
@@ -556,7 +556,7 @@ fn main() -> ExitCode {
                 headers: a.headers,
             };
             let result = with_progress(|tick| sfclab_bench::acl::acl(&args, tick));
-            print_result(result, a.json, None, bench_view::acl_table)
+            print_result(result, a.json, false)
         }
         Cmd::Bench(BenchCmd::Nfs(a)) => cmd_nfs(a),
         Cmd::Bench(BenchCmd::Model(a)) => model::cmd_bench_model(a),
@@ -577,7 +577,7 @@ fn main() -> ExitCode {
                 busy_poll: a.busy_poll,
             };
             let result = with_progress(|tick| sfclab_bench::io::run(&args, tick));
-            print_result(result, a.json, None, bench_view::io_table)
+            print_result(result, a.json, false)
         }
         Cmd::Bench(BenchCmd::Forward(a)) => {
             let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
@@ -593,7 +593,7 @@ fn main() -> ExitCode {
                 busy_poll: a.busy_poll,
             };
             let result = with_progress(|tick| sfclab_bench::forward::run(&args, tick));
-            print_result(result, a.json, None, bench_view::forward_table)
+            print_result(result, a.json, false)
         }
         Cmd::Bench(BenchCmd::Chaining(a)) => {
             let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
@@ -609,15 +609,10 @@ fn main() -> ExitCode {
                 technologies: a.technologies.clone(),
             };
             let result = with_progress(|tick| sfclab_bench::chaining::run(&args, tick));
-            if let Err(failed) = write_plot_of(&result, a.plot.as_deref(), bench_view::chaining_plot) {
+            if let Err(failed) = write_plot_of(&result, a.plot.as_deref(), bench_plots::chaining_plot) {
                 return failed;
             }
-            print_result(
-                result,
-                a.json,
-                Some((a.csv, bench_view::chaining_csv)),
-                bench_view::chaining_table,
-            )
+            print_result(result, a.json, a.csv)
         }
         Cmd::Bench(BenchCmd::Lpm6(a)) => {
             if a.repeat == 0 {
@@ -629,7 +624,7 @@ fn main() -> ExitCode {
                 peer: a.peer == DpdkPeer::Dpdk,
             };
             let result = with_progress(|tick| sfclab_bench::lpm6::lpm6(&args, tick));
-            print_result(result, a.json, None, bench_view::lpm6_table)
+            print_result(result, a.json, false)
         }
         Cmd::Schema { document } => match schema(&document) {
             Some(s) => outcome::emit_then(&s, 0),
@@ -705,7 +700,7 @@ pub fn schema(name: &str) -> Option<String> {
         "run" => Some(render::run_schema()),
         "search" => Some(search::schema()),
         "sweep" => Some(sweep::schema()),
-        "bench-hop" => Some(bench_schema::<sfclab_bench::HopBench>("hop")),
+        "bench-hop" => Some(bench_schema::<sfclab_bench::hop::HopBench>("hop")),
         "bench-placement" => Some(bench_schema::<sfclab_bench::placement::PlacementBench>("placement")),
         "bench-overload" => Some(bench_schema::<sfclab_bench::overload::OverloadBench>("overload")),
         "bench-ring" => Some(bench_schema::<sfclab_bench::ring::RingBench>("ring")),
@@ -872,11 +867,6 @@ pub(crate) fn with_progress<T>(
     result
 }
 
-/// Renders a result as text (a table, CSV).
-type Render<T> = fn(&T) -> String;
-
-/// Prints a benchmark's result as JSON, CSV (when asked and it has a CSV form) or a
-/// table; exit 130 when Ctrl-C cut it short.
 /// Writes `--plot FILE` of a benchmark's result when asked and the bench succeeded; the
 /// failure to write it is the command's.
 pub(crate) fn write_plot_of<T>(
@@ -895,22 +885,27 @@ pub(crate) fn write_plot_of<T>(
     Ok(())
 }
 
-pub(crate) fn print_result<T: serde::Serialize + sfclab_bench::Interruptible>(
-    result: Result<T, String>,
-    json: bool,
-    csv: Option<(bool, Render<T>)>,
-    table: Render<T>,
-) -> ExitCode {
+/// Prints a benchmark's result as JSON, CSV (when asked; a benchmark without points has
+/// none, and says so) or its table; exit 130 when Ctrl-C cut it short.
+pub(crate) fn print_result<T: sfclab_bench::Benchmark>(result: Result<T, String>, json: bool, csv: bool) -> ExitCode {
     let b = match result {
         Ok(b) => b,
         Err(e) => return outcome::fail(outcome::FAILURE, &e),
     };
-    let text = match csv {
-        _ if json => serde_json::to_string_pretty(&b).expect("serialisable") + "\n",
-        Some((true, to_csv)) => to_csv(&b),
-        _ => table(&b),
+    let text = match (json, csv) {
+        (true, _) => serde_json::to_string_pretty(&b).expect("serialisable") + "\n",
+        (false, true) => match b.csv() {
+            Some(text) => text,
+            None => {
+                return outcome::fail(
+                    outcome::USAGE,
+                    &format!("--csv: {} has no CSV form; use --json", b.header().schema),
+                );
+            }
+        },
+        (false, false) => b.table(),
     };
-    outcome::emit_then(&text, outcome::done(b.interrupted()))
+    outcome::emit_then(&text, outcome::done(b.header().interrupted))
 }
 
 fn cmd_nfs(a: NfsArgs) -> ExitCode {
@@ -955,15 +950,10 @@ fn cmd_nfs(a: NfsArgs) -> ExitCode {
         return outcome::fail(outcome::USAGE, &format!("--only: {e}"));
     }
     let result = with_progress(|tick| sfclab_bench::nfs::nfs(&args, tick));
-    if let Err(failed) = write_plot_of(&result, a.plot.as_deref(), bench_view::nfs_plot) {
+    if let Err(failed) = write_plot_of(&result, a.plot.as_deref(), bench_plots::nfs_plot) {
         return failed;
     }
-    print_result(
-        result,
-        a.json,
-        Some((a.csv, bench_view::nfs_csv)),
-        bench_view::nfs_table,
-    )
+    print_result(result, a.json, a.csv)
 }
 
 fn cmd_ring(a: RingArgs) -> ExitCode {
@@ -977,7 +967,7 @@ fn cmd_ring(a: RingArgs) -> ExitCode {
         }
     };
     let result = with_progress(|tick| sfclab_bench::ring::run(a.repeat, duration, a.burst, tick));
-    print_result(result, a.json, None, bench_view::ring_table)
+    print_result(result, a.json, false)
 }
 
 fn cmd_pipeline(a: PipelineArgs) -> ExitCode {
@@ -992,12 +982,7 @@ fn cmd_pipeline(a: PipelineArgs) -> ExitCode {
         peer: a.peer == PeerArg::Testpmd,
     };
     let result = with_progress(|tick| sfclab_bench::pipeline::run(&args, tick));
-    print_result(
-        result,
-        a.json,
-        Some((a.csv, bench_view::pipeline_csv)),
-        bench_view::pipeline_table,
-    )
+    print_result(result, a.json, a.csv)
 }
 
 /// The one chain element `--nf` names, in shorthand (`synthetic(cycles=100)`).
@@ -1040,12 +1025,7 @@ fn cmd_overload(a: OverloadArgs) -> ExitCode {
         ring_size: a.ring_size,
     };
     let result = with_progress(|tick| sfclab_bench::overload::run(&args, tick));
-    print_result(
-        result,
-        a.json,
-        Some((a.csv, bench_view::overload_csv)),
-        bench_view::overload_table,
-    )
+    print_result(result, a.json, a.csv)
 }
 
 fn cmd_placement(a: PlacementArgs) -> ExitCode {
@@ -1078,12 +1058,7 @@ fn cmd_placement(a: PlacementArgs) -> ExitCode {
         size: a.size,
     };
     let result = with_progress(|tick| sfclab_bench::placement::run(&args, tick));
-    print_result(
-        result,
-        a.json,
-        Some((a.csv, bench_view::placement_csv)),
-        bench_view::placement_table,
-    )
+    print_result(result, a.json, a.csv)
 }
 
 fn cmd_hop(a: HopArgs) -> ExitCode {
@@ -1099,7 +1074,7 @@ fn cmd_hop(a: HopArgs) -> ExitCode {
             "need at least one hop count, one repetition and a non-zero duration",
         );
     }
-    let args = sfclab_bench::HopBenchArgs {
+    let args = sfclab_bench::hop::HopBenchArgs {
         hops: a.hops,
         duration,
         warmup,
@@ -1111,6 +1086,6 @@ fn cmd_hop(a: HopArgs) -> ExitCode {
         accounting_too: !a.no_accounting_compare,
         peer: a.peer == PeerArg::Testpmd,
     };
-    let result = with_progress(|tick| sfclab_bench::hop(&args, tick));
-    print_result(result, a.json, None, bench_view::hop_table)
+    let result = with_progress(|tick| sfclab_bench::hop::hop(&args, tick));
+    print_result(result, a.json, false)
 }

@@ -1031,13 +1031,8 @@ pub fn cmd_bench_model(a: ModelBenchCli) -> ExitCode {
         core_distance: near,
     };
     let result = with_progress(|tick| sfclab_bench::model::run(&args, source, tick));
-    if let Err(code) = crate::write_plot_of(&result, a.plot.as_deref(), crate::bench_view::model_plot) {
+    if let Err(code) = crate::write_plot_of(&result, a.plot.as_deref(), crate::bench_plots::model_plot) {
         return code;
     }
-    crate::print_result(
-        result,
-        a.json,
-        Some((a.csv, crate::bench_view::model_csv)),
-        crate::bench_view::model_table,
-    )
+    crate::print_result(result, a.json, a.csv)
 }

@@ -9,17 +9,7 @@ use std::fmt::Write as _;
 /// Version of the JSON document layout; bumped on any incompatible change.
 pub const RUN_SCHEMA: &str = "sfclab.run/4";
 
-pub fn num(v: u64) -> String {
-    let s = v.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use sfclab_bench::num;
 
 pub fn ns(v: f64) -> String {
     if v >= 1e6 {
