@@ -200,6 +200,10 @@ pub fn repetitions(repeat: usize, interrupted: &mut bool) -> impl Iterator<Item 
     })
 }
 
+/// The error of a benchmark stopped by Ctrl-C before any round ended: nothing to write.
+pub const INTERRUPTED_BEFORE_A_ROUND: &str =
+    "stopped by Ctrl-C before the first round ended: nothing measured to write";
+
 /// What every benchmark's document starts with (flattened into it): which document,
 /// which sfclab, on what machine, and how many rounds it completed.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]

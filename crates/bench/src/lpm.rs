@@ -109,6 +109,10 @@ pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
         Some(p) => (p.shape.clone(), "dpdk lpm_perf_autotest's table (same run)".to_string()),
         None => (counts_of(&BGP4_SHAPE, 1_076_806), "built-in BGP shape".to_string()),
     };
+    // Ctrl-C during the peer: no table is built for rounds that will not run.
+    if crate::stop_requested() {
+        return Err(crate::INTERRUPTED_BEFORE_A_ROUND.into());
+    }
     progress(step, total, "building the table");
     let started = Instant::now();
     let table = Lpm4::new(&random_table4(&shape, 1 << 16, 42))?;

@@ -131,6 +131,10 @@ pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str)) -> Re
             "1,000 routes over lengths 1-128 (lpm6_perf_autotest's size)".to_string(),
         ),
     };
+    // Ctrl-C during the peer: no table is built for rounds that will not run.
+    if crate::stop_requested() {
+        return Err(crate::INTERRUPTED_BEFORE_A_ROUND.into());
+    }
     let routes = random_table6(&shape, 1 << 16, 42);
     let table = Lpm6::new(&routes)?;
     let addrs = addresses(&routes, 7);

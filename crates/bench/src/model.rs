@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::calibrate::NfWorkload;
 use crate::cores::{CoreDistance, Keep};
-use crate::{median, repetitions};
+use crate::{Rounds, median, stop_requested};
 use std::fmt::Write as _;
 
 pub const MODEL_SCHEMA: &str = "sfclab.bench.model/6";
@@ -420,14 +420,28 @@ pub fn run(
             into.push(c);
         }
     };
-    let mut interrupted = false;
     let mut last_calibration: Option<Calibration> = None;
     // Set after a chain in namespaces: the kernel may still be tearing it down.
     let mut after_hops = false;
-    for round in repetitions(args.repeat, &mut interrupted) {
+    // A failure that Ctrl-C caused ends the rounds (the one under way is not counted);
+    // any other ends the benchmark.
+    let mut rounds = Rounds::new(args.repeat);
+    let stopped = |rounds: &mut Rounds, e: String| -> Result<(), String> {
+        if stop_requested() {
+            rounds.cut();
+            Ok(())
+        } else {
+            Err(e)
+        }
+    };
+    'rounds: while rounds.start_next() {
+        let round = rounds.completed();
         let mut cell = 0;
         for case in &matrix {
             for &size in &args.sizes {
+                if !rounds.go_on() {
+                    break 'rounds;
+                }
                 let label = format!("{} {} {size} B", case.kinds.join("->"), layout_name(case));
                 if after_hops && case.hops.is_none() {
                     crate::wait_for_idle_cores(Duration::from_secs(10));
@@ -450,14 +464,30 @@ pub fn run(
                     let prediction = match &given {
                         Some(g) => g[cell].clone(),
                         None => {
-                            let (cal, prediction) =
-                                price_cell(&cell_args[cell], &cells[cell], &label, &mut done, total, &mut progress)?;
-                            last_calibration = Some(cal);
-                            prediction
+                            match price_cell(&cell_args[cell], &cells[cell], &label, &mut done, total, &mut progress) {
+                                Ok((cal, prediction)) => {
+                                    last_calibration = Some(cal);
+                                    prediction
+                                }
+                                Err(e) => {
+                                    stopped(&mut rounds, e)?;
+                                    break 'rounds;
+                                }
+                            }
                         }
                     };
                     progress(done, total, &label);
-                    let m = measure(args, &nfs, case, size, &cores, false).map_err(|e| format!("{label}: {e}"))?;
+                    let m = match measure(args, &nfs, case, size, &cores, false) {
+                        Ok(m) if !stop_requested() => m,
+                        Ok(_) => {
+                            rounds.cut();
+                            break 'rounds;
+                        }
+                        Err(e) => {
+                            stopped(&mut rounds, format!("{label}: {e}"))?;
+                            break 'rounds;
+                        }
+                    };
                     let Some(g) = guard else { break (prediction, m) };
                     let taken = g.episode();
                     let again = given.is_none() && g.keep() == Keep::OneState && !taken.one_state;
@@ -482,18 +512,30 @@ pub fn run(
                 done += 1;
                 if round == 0 && case.hops.is_none() {
                     progress(done, total, &format!("{label}, per-NF accounting"));
-                    nf_cycles[cell] = measure(args, &nfs, case, size, &cores, true)
-                        .map_err(|e| format!("{label}: {e}"))?
-                        .nf_cycles;
+                    match measure(args, &nfs, case, size, &cores, true) {
+                        Ok(m) => nf_cycles[cell] = m.nf_cycles,
+                        Err(e) => {
+                            stopped(&mut rounds, format!("{label}: {e}"))?;
+                            break 'rounds;
+                        }
+                    }
                     done += 1;
                 }
                 cell += 1;
             }
         }
     }
-    let rounds = measured.first().map_or(0, Vec::len);
+    // Every cell keeps the rounds that ran to their end.
+    for runs in measured.iter_mut() {
+        rounds.keep_completed(runs);
+    }
+    for runs in predicted.iter_mut() {
+        rounds.keep_completed(runs);
+    }
+    let interrupted = rounds.interrupted();
+    let rounds = rounds.completed();
     if rounds == 0 {
-        return Err("interrupted before the first round finished".into());
+        return Err(crate::INTERRUPTED_BEFORE_A_ROUND.into());
     }
     let mut points = Vec::new();
     let mut cell = 0;

@@ -890,6 +890,8 @@ pub(crate) fn write_plot_of<T>(
 pub(crate) fn print_result<T: sfclab_bench::Benchmark>(result: Result<T, String>, json: bool, csv: bool) -> ExitCode {
     let b = match result {
         Ok(b) => b,
+        // Ctrl-C before anything finished: nothing to write, and the status says why.
+        Err(e) if sfclab_bench::stop_requested() => return outcome::fail(outcome::INTERRUPTED, &e),
         Err(e) => return outcome::fail(outcome::FAILURE, &e),
     };
     let text = match (json, csv) {

@@ -261,14 +261,14 @@ fn ovs_installed() -> bool {
 /// After SIGKILL of a run whose chain is Open vSwitch, `sfclab cleanup` leaves no
 /// namespace, no OVS process and no OVS file of the run behind.
 #[test]
-#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
+#[ignore = "needs root for namespaces, BPF and AF_XDP, and Open vSwitch (CI runs it)"]
 fn cleanup_removes_the_ovs_daemons_of_a_killed_run() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     sfclab_topology::require_root("namespaces, BPF and AF_XDP");
-    if !ovs_installed() {
-        eprintln!("SKIPPED: Open vSwitch not installed (apt-get install openvswitch-switch)");
-        return;
-    }
+    assert!(
+        ovs_installed(),
+        "needs Open vSwitch (apt-get install openvswitch-switch)"
+    );
     let (mut child, pid) = start_until_built(
         &[
             "run",
@@ -331,7 +331,7 @@ fn sigterm_ends_a_wired_run_and_removes_its_namespaces() {
 }
 
 #[test]
-#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
+#[ignore = "needs root for namespaces, BPF and AF_XDP, and trafgen (netsniff-ng) (CI runs it)"]
 fn bench_io_measures_af_xdp_and_af_packet_over_a_veth_pair() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     sfclab_topology::require_root("namespaces, BPF and AF_XDP");
@@ -367,9 +367,11 @@ fn bench_io_measures_af_xdp_and_af_packet_over_a_veth_pair() {
     }
     assert!(v["ratios"].as_array().unwrap().is_empty());
     // trafgen as a peer, where installed: it sends, the pair delivers, and the row says how.
-    if sfclab_peers::which("trafgen").is_none() {
-        eprintln!("SKIPPED the trafgen row: trafgen is not installed (apt-get install netsniff-ng)");
-    } else {
+    assert!(
+        sfclab_peers::which("trafgen").is_some(),
+        "needs trafgen (apt-get install netsniff-ng)"
+    );
+    {
         let dir = tempfile::tempdir().unwrap();
         let bin_dir = dir.path().join("bin");
         std::fs::create_dir(&bin_dir).unwrap();
@@ -626,7 +628,7 @@ fn replicas_forward_one_queue_each() {
 /// `--chaining veth`: each NF in a namespace of its own; a hop that drops is where the
 /// tester's loss is explained, exactly. `--chaining linux`: kernel hops. Both torn down.
 #[test]
-#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
+#[ignore = "needs root for namespaces, BPF and AF_XDP, and Open vSwitch (CI runs it)"]
 fn chains_in_namespaces_run_end_to_end_and_explain_their_loss() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     sfclab_topology::require_root("namespaces, BPF and AF_XDP");
@@ -700,7 +702,7 @@ fn chains_in_namespaces_run_end_to_end_and_explain_their_loss() {
         assert_eq!(lookups, 3 * generated, "{switch}");
         assert_eq!(v["wire_loss"]["unaccounted"], 0);
     } else {
-        eprintln!("SKIPPED: chaining ovs (Open vSwitch not installed: apt-get install openvswitch-switch)");
+        panic!("needs Open vSwitch for chaining ovs (apt-get install openvswitch-switch)");
     }
 
     // An emulated NIC's switch between the hops, VEB and VEPA: each hop addresses the
