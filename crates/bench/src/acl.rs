@@ -281,15 +281,7 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
     })
 }
 
-impl crate::Benchmark for AclBench {
-    fn header(&self) -> &crate::BenchHeader {
-        &self.header
-    }
-
-    fn table(&self) -> String {
-        render_table(self)
-    }
-}
+benchmark!(AclBench, render_table);
 
 fn render_table(b: &AclBench) -> String {
     let mut s = String::new();

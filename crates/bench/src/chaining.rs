@@ -322,19 +322,7 @@ pub fn run(args: &ChainingBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -
     })
 }
 
-impl crate::Benchmark for ChainingBench {
-    fn header(&self) -> &crate::BenchHeader {
-        &self.header
-    }
-
-    fn table(&self) -> String {
-        render_table(self)
-    }
-
-    fn csv(&self) -> Option<String> {
-        Some(render_csv(self))
-    }
-}
+benchmark!(ChainingBench, render_table, render_csv);
 
 fn render_table(b: &ChainingBench) -> String {
     let mut s = String::new();

@@ -359,15 +359,7 @@ pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) ->
     })
 }
 
-impl crate::Benchmark for ForwardBench {
-    fn header(&self) -> &crate::BenchHeader {
-        &self.header
-    }
-
-    fn table(&self) -> String {
-        render_table(self)
-    }
-}
+benchmark!(ForwardBench, render_table);
 
 fn render_table(b: &ForwardBench) -> String {
     let mut s = String::new();

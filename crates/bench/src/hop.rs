@@ -294,15 +294,7 @@ fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration) -> Result<(f6
     Ok((median(&settled) / 1e6, command))
 }
 
-impl crate::Benchmark for HopBench {
-    fn header(&self) -> &crate::BenchHeader {
-        &self.header
-    }
-
-    fn table(&self) -> String {
-        render_table(self)
-    }
-}
+benchmark!(HopBench, render_table);
 
 /// The terminal view of a hop benchmark.
 fn render_table(b: &HopBench) -> String {

@@ -381,15 +381,7 @@ pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Resu
     })
 }
 
-impl crate::Benchmark for IoBench {
-    fn header(&self) -> &crate::BenchHeader {
-        &self.header
-    }
-
-    fn table(&self) -> String {
-        render_table(self)
-    }
-}
+benchmark!(IoBench, render_table);
 
 fn render_table(b: &IoBench) -> String {
     let mut s = String::new();

@@ -6,6 +6,37 @@
 //! forwarding mode on two `net_ring` ports is measured as the peer, and the n = 1
 //! throughput is reported against it as a ratio.
 
+/// `Benchmark` for a document whose header is its `header` field, its table drawn by
+/// `$table` (and its CSV by `$csv`): each benchmark's file says it in one line.
+macro_rules! benchmark {
+    ($doc:ty, $table:path) => {
+        impl $crate::Benchmark for $doc {
+            fn header(&self) -> &$crate::BenchHeader {
+                &self.header
+            }
+
+            fn table(&self) -> String {
+                $table(self)
+            }
+        }
+    };
+    ($doc:ty, $table:path, $csv:path) => {
+        impl $crate::Benchmark for $doc {
+            fn header(&self) -> &$crate::BenchHeader {
+                &self.header
+            }
+
+            fn table(&self) -> String {
+                $table(self)
+            }
+
+            fn csv(&self) -> Option<String> {
+                Some($csv(self))
+            }
+        }
+    };
+}
+
 pub mod acl;
 pub mod calibrate;
 pub mod chaining;

@@ -176,15 +176,7 @@ pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
     })
 }
 
-impl crate::Benchmark for LpmBench {
-    fn header(&self) -> &crate::BenchHeader {
-        &self.header
-    }
-
-    fn table(&self) -> String {
-        render_table(self)
-    }
-}
+benchmark!(LpmBench, render_table);
 
 fn render_table(b: &LpmBench) -> String {
     let mut s = String::new();
@@ -203,48 +195,80 @@ fn render_table(b: &LpmBench) -> String {
         b.table_bytes >> 20,
         b.fails_percent
     );
+    write_lookups(
+        &mut s,
+        &LookupFigures {
+            header: &b.header,
+            sfclab_notes: [" (one address at a time)", " (bursts of 32)"],
+            peer: ["rte_lpm", "rte_lpm_lookup", "rte_lpm_lookup_bulk, 32"],
+            runs: [&b.single_runs, &b.bulk_runs, &b.dpdk_single_runs, &b.dpdk_bulk_runs],
+            ratios: (b.single_ratio, b.bulk_ratio),
+            skipped: b.dpdk_skipped.as_deref(),
+        },
+    );
+    s
+}
+
+/// What the LPM benchmarks (IPv4 and IPv6) print after their table's line.
+pub(crate) struct LookupFigures<'a> {
+    pub header: &'a crate::BenchHeader,
+    /// After sfclab's single and bulk figures.
+    pub sfclab_notes: [&'a str; 2],
+    /// The peer, and its single and bulk calls.
+    pub peer: [&'a str; 3],
+    /// sfclab's single and bulk runs, the peer's single and bulk runs.
+    pub runs: [&'a [f64]; 4],
+    /// sfclab / peer, single and bulk.
+    pub ratios: (Option<f64>, Option<f64>),
+    /// Why the peer was not measured.
+    pub skipped: Option<&'a str>,
+}
+
+/// sfclab's lookups, the peer's (or why it was not measured), the ratio, the footer.
+pub(crate) fn write_lookups(s: &mut String, f: &LookupFigures) {
+    let [single, bulk, peer_single, peer_bulk] = f.runs;
+    let [peer, single_call, bulk_call] = f.peer;
+    let cycles = |runs: &[f64]| crate::with_range(runs, 1);
     let _ = writeln!(
         s,
-        "sfclab single     {} TSC cycles/lookup (one address at a time)",
-        crate::with_range(&b.single_runs, 1)
+        "sfclab single     {} TSC cycles/lookup{}",
+        cycles(single),
+        f.sfclab_notes[0]
     );
     let _ = writeln!(
         s,
-        "sfclab bulk       {} TSC cycles/lookup (bursts of 32)",
-        crate::with_range(&b.bulk_runs, 1)
+        "sfclab bulk       {} TSC cycles/lookup{}",
+        cycles(bulk),
+        f.sfclab_notes[1]
     );
-    match (b.dpdk_single_cycles, b.dpdk_bulk_cycles, &b.dpdk_skipped) {
-        (Some(ds), Some(db), _) => {
+    match (f.ratios, f.skipped) {
+        ((Some(rs), Some(rb)), _) => {
             let _ = writeln!(
                 s,
-                "rte_lpm single    {} TSC cycles/lookup (rte_lpm_lookup)",
-                crate::with_range(&b.dpdk_single_runs, 1)
+                "{:<18}{} TSC cycles/lookup ({single_call})",
+                format!("{peer} single"),
+                cycles(peer_single)
             );
             let _ = writeln!(
                 s,
-                "rte_lpm bulk      {} TSC cycles/lookup (rte_lpm_lookup_bulk, 32)",
-                crate::with_range(&b.dpdk_bulk_runs, 1)
+                "{:<18}{} TSC cycles/lookup ({bulk_call})",
+                format!("{peer} bulk"),
+                cycles(peer_bulk)
             );
             let _ = writeln!(
                 s,
-                "ratio             sfclab/rte_lpm = {:.2}x single, {:.2}x bulk (below 1: sfclab is cheaper)",
-                b.single_cycles / ds,
-                b.bulk_cycles / db
+                "ratio             sfclab/{peer} = {rs:.2}x single, {rb:.2}x bulk (below 1: sfclab is cheaper)"
             );
         }
-        (_, _, Some(why)) => {
+        (_, Some(why)) => {
             let _ = writeln!(s, "peer              skipped: {why}");
         }
         _ => {
             let _ = writeln!(s, "peer              not measured (--peer none)");
         }
     }
-    let wide = [&b.single_runs, &b.bulk_runs, &b.dpdk_single_runs, &b.dpdk_bulk_runs]
-        .iter()
-        .filter(|v| crate::is_wide(v))
-        .count();
-    s.push_str(&crate::footer(wide, b.header.interrupted, b.header.repeat));
-    s
+    let wide = f.runs.iter().filter(|v| crate::is_wide(v)).count();
+    s.push_str(&crate::footer(wide, f.header.interrupted, f.header.repeat));
 }
 
 #[cfg(test)]

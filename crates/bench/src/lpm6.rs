@@ -190,15 +190,7 @@ pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str)) -> Re
     })
 }
 
-impl crate::Benchmark for Lpm6Bench {
-    fn header(&self) -> &crate::BenchHeader {
-        &self.header
-    }
-
-    fn table(&self) -> String {
-        render_table(self)
-    }
-}
+benchmark!(Lpm6Bench, render_table);
 
 fn render_table(b: &Lpm6Bench) -> String {
     let mut s = String::new();
@@ -217,47 +209,17 @@ fn render_table(b: &Lpm6Bench) -> String {
         b.addresses,
         b.fails_percent
     );
-    let _ = writeln!(
-        s,
-        "sfclab single     {} TSC cycles/lookup",
-        crate::with_range(&b.single_runs, 1)
+    crate::lpm::write_lookups(
+        &mut s,
+        &crate::lpm::LookupFigures {
+            header: &b.header,
+            sfclab_notes: ["", ""],
+            peer: ["rte_lpm6", "rte_lpm6_lookup", "rte_lpm6_lookup_bulk_func"],
+            runs: [&b.single_runs, &b.bulk_runs, &b.dpdk_single_runs, &b.dpdk_bulk_runs],
+            ratios: (b.single_ratio, b.bulk_ratio),
+            skipped: b.dpdk_skipped.as_deref(),
+        },
     );
-    let _ = writeln!(
-        s,
-        "sfclab bulk       {} TSC cycles/lookup",
-        crate::with_range(&b.bulk_runs, 1)
-    );
-    match (b.dpdk_single_cycles, b.dpdk_bulk_cycles, &b.dpdk_skipped) {
-        (Some(_), Some(_), _) => {
-            let _ = writeln!(
-                s,
-                "rte_lpm6 single   {} TSC cycles/lookup (rte_lpm6_lookup)",
-                crate::with_range(&b.dpdk_single_runs, 1)
-            );
-            let _ = writeln!(
-                s,
-                "rte_lpm6 bulk     {} TSC cycles/lookup (rte_lpm6_lookup_bulk_func)",
-                crate::with_range(&b.dpdk_bulk_runs, 1)
-            );
-            let _ = writeln!(
-                s,
-                "ratio             sfclab/rte_lpm6 = {:.2}x single, {:.2}x bulk (below 1: sfclab is cheaper)",
-                b.single_ratio.unwrap_or(f64::NAN),
-                b.bulk_ratio.unwrap_or(f64::NAN)
-            );
-        }
-        (_, _, Some(why)) => {
-            let _ = writeln!(s, "peer              skipped: {why}");
-        }
-        _ => {
-            let _ = writeln!(s, "peer              not measured (--peer none)");
-        }
-    }
-    let wide = [&b.single_runs, &b.bulk_runs, &b.dpdk_single_runs, &b.dpdk_bulk_runs]
-        .iter()
-        .filter(|v| crate::is_wide(v))
-        .count();
-    s.push_str(&crate::footer(wide, b.header.interrupted, b.header.repeat));
     s
 }
 

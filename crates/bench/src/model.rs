@@ -908,19 +908,7 @@ fn measure(
     })
 }
 
-impl crate::Benchmark for ModelBench {
-    fn header(&self) -> &crate::BenchHeader {
-        &self.header
-    }
-
-    fn table(&self) -> String {
-        render_table(self)
-    }
-
-    fn csv(&self) -> Option<String> {
-        Some(render_csv(self))
-    }
-}
+benchmark!(ModelBench, render_table, render_csv);
 
 /// The terminal view of `bench model`: predicted against measured per cell, and the
 /// error per layout against the goal.

@@ -425,19 +425,7 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
     })
 }
 
-impl crate::Benchmark for NfsBench {
-    fn header(&self) -> &crate::BenchHeader {
-        &self.header
-    }
-
-    fn table(&self) -> String {
-        render_table(self)
-    }
-
-    fn csv(&self) -> Option<String> {
-        Some(render_csv(self))
-    }
-}
+benchmark!(NfsBench, render_table, render_csv);
 
 fn render_table(b: &NfsBench) -> String {
     let mut s = String::new();

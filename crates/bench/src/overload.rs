@@ -193,19 +193,7 @@ pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) ->
     })
 }
 
-impl crate::Benchmark for OverloadBench {
-    fn header(&self) -> &crate::BenchHeader {
-        &self.header
-    }
-
-    fn table(&self) -> String {
-        render_table(self)
-    }
-
-    fn csv(&self) -> Option<String> {
-        Some(render_csv(self))
-    }
-}
+benchmark!(OverloadBench, render_table, render_csv);
 
 fn render_table(b: &OverloadBench) -> String {
     let mut s = String::new();

@@ -385,19 +385,7 @@ fn testpmd_line(
     Ok((median(&settled) / 1e6, command))
 }
 
-impl crate::Benchmark for PipelineBench {
-    fn header(&self) -> &crate::BenchHeader {
-        &self.header
-    }
-
-    fn table(&self) -> String {
-        render_table(self)
-    }
-
-    fn csv(&self) -> Option<String> {
-        Some(render_csv(self))
-    }
-}
+benchmark!(PipelineBench, render_table, render_csv);
 
 fn render_table(b: &PipelineBench) -> String {
     let mut t = comfy_table::Table::new();

@@ -178,19 +178,7 @@ pub fn break_even(points: &[PlacementPoint], placement: &str) -> Option<usize> {
     }
 }
 
-impl crate::Benchmark for PlacementBench {
-    fn header(&self) -> &crate::BenchHeader {
-        &self.header
-    }
-
-    fn table(&self) -> String {
-        render_table(self)
-    }
-
-    fn csv(&self) -> Option<String> {
-        Some(render_csv(self))
-    }
-}
+benchmark!(PlacementBench, render_table, render_csv);
 
 fn render_table(b: &PlacementBench) -> String {
     let mut s = String::new();

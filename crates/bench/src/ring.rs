@@ -374,15 +374,7 @@ pub fn run(
     })
 }
 
-impl crate::Benchmark for RingBench {
-    fn header(&self) -> &crate::BenchHeader {
-        &self.header
-    }
-
-    fn table(&self) -> String {
-        render_table(self)
-    }
-}
+benchmark!(RingBench, render_table);
 
 fn render_table(b: &RingBench) -> String {
     let mut s = String::new();
