@@ -95,7 +95,8 @@ pub fn readme_run_examples() -> Vec<(bool, Vec<String>)> {
 }
 
 /// Runs one README example in `dir` (files it names there, chain files from the repo)
-/// with a short window and `--json`; returns the document.
+/// with a short window and `--json`, and checks that it forwards: packets conserved,
+/// some received, no NF dropping nearly everything. Returns the document.
 #[allow(dead_code)]
 pub fn run_readme_example(dir: &std::path::Path, words: &[String]) -> serde_json::Value {
     let mut args = vec!["run".to_string()];
@@ -121,5 +122,12 @@ pub fn run_readme_example(dir: &std::path::Path, words: &[String]) -> serde_json
         .output()
         .expect("sfclab runs");
     assert!(o.status.success(), "sfclab {}: {}", args.join(" "), stderr(&o));
-    serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("sfclab {}: {e}", args.join(" ")))
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("sfclab {}: {e}", args.join(" ")));
+    let what = words.join(" ");
+    assert_eq!(v["conservation"]["holds"], true, "{what}");
+    let why = &v["nearly_all_dropped"];
+    assert!(v["received"].as_u64().unwrap() > 0, "{what} forwarded nothing: {why}");
+    assert!(why.is_null(), "{what}: {why}");
+    v
 }
