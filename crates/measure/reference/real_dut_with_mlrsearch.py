@@ -11,6 +11,7 @@ Searches alternate, reference first, `--rounds` times; the medians of their PDRs
 agree within `--tolerance` (NDR sits at the noise floor on a VM: reported, not checked).
 
 Usage: real_dut_with_mlrsearch.py SFCLAB_BINARY [--rounds N] [--tolerance 0.10]
+(Not in CI yet: sfclab's PDR still comes out below the reference's here; see PERFORMANCE.md.)
 Prints one line per search and a closing verdict; exits 1 when the PDRs disagree.
 """
 
