@@ -292,56 +292,50 @@ pub fn run(
     let mut dpdk_skipped = None;
     let mut rounds = crate::Rounds::new(repeat);
     // One measurement of the round: skipped once Ctrl-C came; cut (not counted) when
-    // Ctrl-C ended its window.
-    let mut step = |rounds: &mut crate::Rounds, what: &str, measure: &mut dyn FnMut()| {
+    // Ctrl-C ended its window. A failed one ends the benchmark.
+    let mut step = |rounds: &mut crate::Rounds, what: &str, measure: &mut dyn FnMut() -> Result<(), String>| {
         if rounds.go_on() {
-            measure();
+            measure()?;
             if crate::stop_requested() {
                 rounds.cut();
             }
         }
         done += 1;
         progress(done, total, what);
+        Ok::<(), String>(())
     };
     while rounds.start_next() {
+        let (a, b) = (cores[0], cores[1]);
         step(&mut rounds, "ring", &mut || {
-            ring_runs.push(ring_loop(cores[0], cores[1], burst, duration))
-        });
+            ring_runs.push(ring_loop(a, b, burst, duration));
+            Ok(())
+        })?;
         step(&mut rounds, "full hop", &mut || {
-            hop_runs.push(full_hop_loop(cores[0], cores[1], burst, duration))
-        });
+            hop_runs.push(full_hop_loop(a, b, burst, duration));
+            Ok(())
+        })?;
         step(&mut rounds, "bare hop", &mut || {
-            bare_runs.push(bare_hop_loop(cores[0], cores[1], burst, duration))
-        });
-        let mut failed = None;
-        step(
-            &mut rounds,
-            "s_core",
-            &mut || match pipeline_cycles(Placement::SCore, duration, &cores) {
-                Ok(r) => s_runs.push(r),
-                Err(e) => failed = Some(e),
-            },
-        );
-        step(
-            &mut rounds,
-            "bi:2",
-            &mut || match pipeline_cycles(Placement::Bi(2), duration, &cores) {
-                Ok(r) => b_runs.push(r),
-                Err(e) => failed = failed.take().or(Some(e)),
-            },
-        );
-        if let Some(e) = failed {
-            return Err(e);
-        }
+            bare_runs.push(bare_hop_loop(a, b, burst, duration));
+            Ok(())
+        })?;
+        step(&mut rounds, "s_core", &mut || {
+            s_runs.push(pipeline_cycles(Placement::SCore, duration, &cores)?);
+            Ok(())
+        })?;
+        step(&mut rounds, "bi:2", &mut || {
+            b_runs.push(pipeline_cycles(Placement::Bi(2), duration, &cores)?);
+            Ok(())
+        })?;
         step(&mut rounds, "dpdk-test", &mut || {
             if dpdk_skipped.is_none() {
-                match sfclab_peers::dpdk_test::ring_perf(burst, (cores[0], cores[1]), &crate::stop_requested) {
+                match sfclab_peers::dpdk_test::ring_perf(burst, (a, b), &crate::stop_requested) {
                     Ok(c) => dpdk_runs.push(c),
                     Err(_) if crate::stop_requested() => {}
                     Err(why) => dpdk_skipped = Some(why),
                 }
             }
-        });
+            Ok(())
+        })?;
     }
     for runs in [&mut ring_runs, &mut hop_runs, &mut bare_runs] {
         rounds.keep_completed(runs);

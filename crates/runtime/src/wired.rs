@@ -655,38 +655,43 @@ impl WiredReport {
         steps
     }
 
-    /// The NFs of hop `k` of `hops` (all of the DUT's when it is one hop).
-    fn hop_chain(&self, k: usize, hops: usize) -> Option<String> {
-        let of_report = |r: &RunReport| r.chain.join(" -> ");
-        match (self.dut.as_slice(), self.dut_processes.as_slice()) {
-            (dut, _) if dut.len() == hops => dut.get(k).map(of_report),
-            ([first, ..], _) if hops == 1 => Some(of_report(first)),
-            (_, docs) if docs.len() == hops => docs[k]["chain"]
-                .as_array()
-                .map(|c| c.iter().filter_map(|n| n.as_str()).collect::<Vec<_>>().join(" -> ")),
-            _ => None,
+    /// Hop `k` of `hops` as the device under test reported it: sfclab runs (every
+    /// replica's when the DUT is one hop), or a hop process's own document.
+    fn hop_side(&self, k: usize, hops: usize) -> HopSide<'_> {
+        if self.dut.len() == hops {
+            HopSide::Runs(&self.dut[k..=k])
+        } else if hops == 1 && !self.dut.is_empty() {
+            HopSide::Runs(&self.dut)
+        } else if self.dut_processes.len() == hops {
+            HopSide::Document(&self.dut_processes[k])
+        } else {
+            HopSide::Unknown
         }
     }
 
-    /// What the sfclab chain of hop `k` of `hops` dropped, by place and reason (every
-    /// replica's when the DUT is one hop).
+    /// The NFs of hop `k` of `hops`.
+    fn hop_chain(&self, k: usize, hops: usize) -> Option<String> {
+        match self.hop_side(k, hops) {
+            HopSide::Runs(runs) => Some(runs[0].chain.join(" -> ")),
+            HopSide::Document(doc) => doc["chain"]
+                .as_array()
+                .map(|c| c.iter().filter_map(|n| n.as_str()).collect::<Vec<_>>().join(" -> ")),
+            HopSide::Unknown => None,
+        }
+    }
+
+    /// What the sfclab chain of hop `k` of `hops` dropped, by place and reason.
     fn hop_drops(&self, k: usize, hops: usize) -> Vec<(String, String, u64)> {
-        let of_report = |r: &RunReport| -> Vec<(String, String, u64)> {
-            r.drops
+        match self.hop_side(k, hops) {
+            HopSide::Runs(runs) => runs
                 .iter()
+                .flat_map(|r| &r.drops)
                 .map(|d| (d.place.clone(), d.reason.clone(), d.packets))
-                .collect()
-        };
-        if self.dut.len() == hops {
-            return self.dut.get(k).map(of_report).unwrap_or_default();
-        }
-        if hops == 1 && !self.dut.is_empty() {
-            return self.dut.iter().flat_map(of_report).collect();
-        }
-        if self.dut_processes.len() == hops {
-            let drops = self.dut_processes[k]["drops"].as_array().cloned().unwrap_or_default();
-            return drops
-                .iter()
+                .collect(),
+            HopSide::Document(doc) => doc["drops"]
+                .as_array()
+                .into_iter()
+                .flatten()
                 .filter_map(|d| {
                     Some((
                         d["place"].as_str()?.to_string(),
@@ -694,10 +699,17 @@ impl WiredReport {
                         d["packets"].as_u64()?,
                     ))
                 })
-                .collect();
+                .collect(),
+            HopSide::Unknown => Vec::new(),
         }
-        Vec::new()
     }
+}
+
+/// Where a hop's own figures come from (`WiredReport::hop_side`).
+enum HopSide<'a> {
+    Runs(&'a [RunReport]),
+    Document(&'a serde_json::Value),
+    Unknown,
 }
 
 impl WireLoss {
