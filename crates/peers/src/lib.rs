@@ -76,18 +76,8 @@ pub const STOPPED: &str = "stopped by Ctrl-C before it ended";
 /// Collects `child`'s output as it comes (threads drain the pipes, so a chatty child
 /// never blocks on a full one) until it exits or `stop` says so; then it is killed.
 fn wait_or_stop(mut child: std::process::Child, stop: &dyn Fn() -> bool) -> Result<std::process::Output, String> {
-    use std::io::Read;
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut bytes);
-            }
-            bytes
-        })
-    };
-    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Ok(status),
@@ -105,5 +95,16 @@ fn wait_or_stop(mut child: std::process::Child, stop: &dyn Fn() -> bool) -> Resu
         status: status?,
         stdout,
         stderr,
+    })
+}
+
+/// Reads `pipe` to its end on a thread of its own; the thread returns the bytes.
+fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut p) = pipe {
+            let _ = p.read_to_end(&mut bytes);
+        }
+        bytes
     })
 }
