@@ -1625,3 +1625,43 @@ fn readme_run_examples_forward_traffic() {
         common::run_readme_example(dir.path(), words);
     }
 }
+
+#[test]
+fn a_run_that_takes_turns_waits_for_the_turn_and_names_a_bad_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let turns = dir.path().join("turns");
+    let holder = std::fs::File::create(&turns).unwrap();
+    holder.lock().unwrap();
+    let turns_arg = turns.display().to_string();
+    let mut run = std::process::Command::new(sfclab_bin())
+        .args([
+            "run",
+            "--duration",
+            "50ms",
+            "--warmup",
+            "0s",
+            "--json",
+            "--take-turns",
+            &turns_arg,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Unlocked, this run ends in well under a second.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(run.try_wait().unwrap().is_none(), "the run did not wait for its turn");
+    holder.unlock().unwrap();
+    let o = run.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["received"].as_u64().unwrap() > 0);
+
+    let o = sfclab(&["run", "--duration", "50ms", "--take-turns", "/nonexistent-dir/turns"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--take-turns: /nonexistent-dir/turns: "),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -85,6 +85,8 @@ pub struct Experiment {
     pub sriov: Option<sfclab_topology::SriovNic>,
     /// `ports: dut:`: created once the ports are open.
     pub ready_file: Option<std::path::PathBuf>,
+    /// Runs naming this file take turns with each other ([`crate::turns`]).
+    pub take_turns: Option<std::path::PathBuf>,
     /// XDP mode of the AF_XDP ports of a wired run (`None`: native where available).
     pub xdp_mode: Option<sfclab_io::XdpMode>,
     /// The wired run's ports: AF_XDP or AF_PACKET.
@@ -507,6 +509,9 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
     if r.ready_file.is_some() && !matches!(ports, Ports::Dut { .. }) {
         return Err(ctx.setting("run", "ready_file", "is for `ports: dut:` runs (a hop process)"));
     }
+    if let Some(turns) = &r.take_turns {
+        crate::turns::open(std::path::Path::new(turns)).map_err(|e| ctx.setting("run", "take_turns", e))?;
+    }
     // Between a testbed's interfaces, replicas are compound runs, one per queue.
     let queued_replicas = ports == Ports::Veth && !chaining.in_namespaces();
     if replicas > 1 && ports != Ports::Memory && !queued_replicas {
@@ -702,6 +707,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         isolation,
         sriov: r.sriov.clone(),
         ready_file: r.ready_file.as_ref().map(std::path::PathBuf::from),
+        take_turns: r.take_turns.as_ref().map(std::path::PathBuf::from),
         xdp_mode: r.xdp_mode,
         io_kind: r.io.unwrap_or_default(),
         busy_poll: r.busy_poll,

@@ -22,6 +22,7 @@ pub mod run;
 pub mod search;
 pub mod settings;
 pub mod sweep;
+pub mod turns;
 
 pub use chain_file::{ChainFileError, ChainSource, Experiment, FileIo, Replay};
 pub use document::{Machine, NfOwned};

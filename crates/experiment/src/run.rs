@@ -14,13 +14,27 @@ impl Experiment {
     /// wired run (`ports: veth`, `linux`, a chaining in namespaces) reports what its
     /// tester measured across the device under test.
     pub fn run(&self) -> Result<RunReport, RunError> {
+        let _turn = self.take_turn()?;
         run(self)
     }
 
     /// A wired run (`ports: veth`, `linux`, a chaining in namespaces): the tester's
     /// report, the device's own and the testbed's interfaces.
     pub fn run_wired(&self) -> Result<WiredReport, RunError> {
+        let _turn = self.take_turn()?;
         run_wired(self)
+    }
+
+    /// Waits for this run's turn when it takes turns (`take_turns`), else runs at once.
+    fn take_turn(&self) -> Result<Option<crate::turns::Turn>, RunError> {
+        self.take_turns
+            .as_deref()
+            .map(crate::turns::Turn::take)
+            .transpose()
+            .map_err(|reason| RunError::Setting {
+                key: "take_turns",
+                reason,
+            })
     }
 }
 use crate::settings::{Chaining, Isolation, Ports};

@@ -197,6 +197,13 @@ pub struct RunSection {
     #[arg(long, hide = true)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_file: Option<String>,
+    /// Runs and trials that name the same file take turns: one at a time, alternating
+    /// (an exclusive flock on it, which other programs can take too). Two searches on
+    /// one machine then measure in the same state of it, trial by trial, instead of
+    /// measuring each other or minutes apart.
+    #[arg(long, value_name = "FILE")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub take_turns: Option<String>,
     /// `compound` (one core, the default) or `pipeline` (stages on cores joined by rings).
     #[arg(long, help_heading = "Pipeline")]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
