@@ -10,7 +10,10 @@
 //!   maximum receive rate, the first guess; each goal is searched through a chain of
 //!   targets, coarse and short first (`preceding_targets`, widths doubling, duration
 //!   sums shrinking geometrically to the initial trial duration), the final one at the
-//!   goal's resolution, trial duration and duration sum. A load is classified from the
+//!   goal's resolution, trial duration and duration sum. Goals advance together: each
+//!   nominates a load for its current target, and the lowest wins the next trial (the
+//!   reference's `Candidate` order); a load that cannot make or move a relevant bound
+//!   is never nominated (its `not_worth`). A load is classified from the
 //!   durations of all its trials: long ones (at least the target's trial duration) count
 //!   in full, short ones only by their excess of bad time (the reference's
 //!   `TargetStat.estimates`). A load is a lower bound when even bad results for the rest
@@ -656,6 +659,9 @@ fn class_of(log: &TrialLog, load: f64, target: &Target) -> Class {
 }
 
 /// MLRsearch: the targets of every goal, coarse to fine; trials shared by all goals.
+/// Each goal's selector nominates a load for its current target; the lowest load wins
+/// (at equal loads the longer trial), as the reference's `Candidate` ordering does:
+/// low loads first is conservative, and a trial nominated for one goal serves all.
 fn mlr(log: &mut TrialLog, cfg: &SearchConfig) -> Result<Vec<GoalResult>, String> {
     let chains: Vec<Vec<Target>> = cfg.goals.iter().map(|g| targets(g, cfg)).collect();
 
@@ -669,12 +675,27 @@ fn mlr(log: &mut TrialLog, cfg: &SearchConfig) -> Result<Vec<GoalResult>, String
         .last()
         .map_or(cfg.min_pps, |t| t.received_pps().clamp(cfg.min_pps, cfg.max_pps));
 
-    for (goal, chain) in cfg.goals.iter().zip(&chains) {
-        let mut previous: (Option<f64>, Option<f64>) = (None, None);
-        for target in chain {
-            search_target(log, cfg, goal, target, previous, mrr)?;
-            previous = relevant_bounds(log, target);
+    let mut selectors: Vec<Selector> = cfg
+        .goals
+        .iter()
+        .zip(&chains)
+        .map(|(goal, chain)| Selector::new(goal, chain))
+        .collect();
+    while !log.exhausted() && log.ceiling >= cfg.min_pps {
+        let mut winner: Option<(usize, f64, f64)> = None;
+        for (i, s) in selectors.iter_mut().enumerate() {
+            let Some(load) = s.nominate(log, cfg, mrr) else {
+                continue;
+            };
+            let duration = s.target().trial_duration;
+            let better = winner.is_none_or(|(_, l, d)| load < l || (load == l && duration > d));
+            if better {
+                winner = Some((i, load, duration));
+            }
         }
+        let Some((i, load, duration)) = winner else { break };
+        log.run(load, Duration::from_secs_f64(duration))?;
+        selectors[i].won(load);
     }
 
     // The results from every trial, classified by each goal's final target: a goal's
@@ -693,69 +714,132 @@ fn mlr(log: &mut TrialLog, cfg: &SearchConfig) -> Result<Vec<GoalResult>, String
         .collect())
 }
 
-/// Trials until `target` is met: its relevant bounds at most its width apart, or at
-/// the ends of the range.
-fn search_target(
-    log: &mut TrialLog,
-    cfg: &SearchConfig,
-    goal: &Goal,
-    target: &Target,
+/// How a selector chose its nomination: what it learns if the nomination wins.
+#[derive(Debug, Clone, Copy)]
+enum Nomination {
+    /// More trials at a load still undecided, or between the bounds.
+    Refine,
+    /// Above the lower bound by the step; `widened` doubled it.
+    Up { widened: bool },
+    /// Below the upper bound by the step; `widened` doubled it.
+    Down { widened: bool },
+    /// The maximum receive rate, the first guess.
+    Mrr,
+}
+
+/// One goal's search through its targets (the reference's `Selector`): its current
+/// target until met, with the step of its external search and its last trial.
+struct Selector<'c> {
+    goal: &'c Goal,
+    chain: &'c [Target],
+    current: usize,
+    /// The relevant bounds of the preceding target, refined first.
     previous: (Option<f64>, Option<f64>),
-    mrr: f64,
-) -> Result<(), String> {
-    let duration = Duration::from_secs_f64(target.trial_duration);
-    // External search widens its step geometrically (the reference's expander), and
-    // only once the last step's load was classified the way it was aimed.
-    let (mut step_up, mut step_down) = (target.width, target.width);
-    let mut tried_mrr = false;
-    let mut last: Option<f64> = None;
-    while !log.exhausted() && log.ceiling >= cfg.min_pps {
+    /// External search widens its step geometrically (the reference's expander), and
+    /// only once the last step's load was classified the way it was aimed.
+    step_up: f64,
+    step_down: f64,
+    tried_mrr: bool,
+    /// The load of this selector's last winning nomination.
+    last: Option<f64>,
+    nominated: Option<Nomination>,
+}
+
+impl<'c> Selector<'c> {
+    fn new(goal: &'c Goal, chain: &'c [Target]) -> Selector<'c> {
+        Selector {
+            goal,
+            chain,
+            current: 0,
+            previous: (None, None),
+            step_up: chain[0].width,
+            step_down: chain[0].width,
+            tried_mrr: false,
+            last: None,
+            nominated: None,
+        }
+    }
+
+    fn target(&self) -> &'c Target {
+        &self.chain[self.current]
+    }
+
+    /// The load this goal wants measured next, moving on to its next target when the
+    /// current one is met; `None` once the final one is.
+    fn nominate(&mut self, log: &TrialLog, cfg: &SearchConfig, mrr: f64) -> Option<f64> {
+        loop {
+            if let Some((load, how)) = self.next_load(log, cfg, mrr) {
+                self.nominated = Some(how);
+                return Some(load);
+            }
+            if self.current + 1 == self.chain.len() {
+                self.nominated = None;
+                return None;
+            }
+            self.previous = relevant_bounds(log, self.target());
+            self.current += 1;
+            self.step_up = self.target().width;
+            self.step_down = self.target().width;
+            self.tried_mrr = false;
+            self.last = None;
+        }
+    }
+
+    /// The nomination won: its trial ran.
+    fn won(&mut self, load: f64) {
+        match self.nominated.take() {
+            Some(Nomination::Up { widened: true }) => self.step_up *= 2.0,
+            Some(Nomination::Down { widened: true }) => self.step_down *= 2.0,
+            Some(Nomination::Mrr) => self.tried_mrr = true,
+            _ => {}
+        }
+        self.last = Some(load);
+    }
+
+    /// The current target's next load, or `None` when its relevant bounds are at most
+    /// its width apart or at the ends of the range.
+    fn next_load(&self, log: &TrialLog, cfg: &SearchConfig, mrr: f64) -> Option<(f64, Nomination)> {
+        let target = self.target();
         let (lower, upper) = relevant_bounds(log, target);
+        // A load is worth a trial only if it can make or move a relevant bound (the
+        // reference's `not_worth`): never at or below the lower bound, where more
+        // trials could only turn it into a loss inversion, nor at or above the upper.
+        let met = matches!((lower, upper), (Some(l), Some(u)) if width(l, u) <= target.width);
+        let worth = |load: f64| !met && lower.is_none_or(|l| load > l) && upper.is_none_or(|u| load < u);
         // A load still undecided gets more trials first: the one tried last, then the
         // previous target's bounds (the reference's refine strategies).
-        let pending = [last, previous.0, previous.1]
+        let pending = [self.last, self.previous.0, self.previous.1]
             .into_iter()
             .flatten()
-            .find(|&l| l <= log.ceiling && class_of(log, l, target) == Class::Undecided);
-        let next = if let Some(l) = pending {
-            Some(l)
-        } else {
-            match (lower, upper) {
-                (Some(l), Some(u)) if width(l, u) <= target.width => None,
-                (Some(l), Some(u)) => Some((l + u) / 2.0),
-                (Some(l), None) if l >= log.ceiling => None,
-                (Some(l), None) => {
-                    if last == Some(l) {
-                        step_up *= 2.0;
-                    }
-                    Some((l * (1.0 + step_up)).min(log.ceiling))
-                }
-                (None, Some(u)) if u <= cfg.min_pps => None,
-                (None, Some(u)) => {
-                    let guess = (!tried_mrr && mrr < u).then(|| {
-                        tried_mrr = true;
-                        mrr * (1.0 - goal.loss_ratio)
-                    });
-                    let next = guess.unwrap_or_else(|| {
-                        if last == Some(u) {
-                            step_down *= 2.0;
-                        }
-                        u * (1.0 - step_down.min(0.5))
-                    });
-                    Some(next.max(cfg.min_pps))
-                }
-                (None, None) if !tried_mrr && mrr < log.ceiling => {
-                    tried_mrr = true;
-                    Some(mrr)
-                }
-                (None, None) => Some(log.ceiling),
+            .find(|&l| l <= log.ceiling && worth(l) && class_of(log, l, target) == Class::Undecided);
+        if let Some(l) = pending {
+            return Some((l, Nomination::Refine));
+        }
+        match (lower, upper) {
+            (Some(l), Some(u)) if width(l, u) <= target.width => None,
+            (Some(l), Some(u)) => Some(((l + u) / 2.0, Nomination::Refine)),
+            (Some(l), None) if l >= log.ceiling => None,
+            (Some(l), None) => {
+                let widened = self.last == Some(l);
+                let step = if widened { self.step_up * 2.0 } else { self.step_up };
+                Some(((l * (1.0 + step)).min(log.ceiling), Nomination::Up { widened }))
             }
-        };
-        let Some(load) = next else { break };
-        log.run(load, duration)?;
-        last = Some(load);
+            (None, Some(u)) if u <= cfg.min_pps => None,
+            (None, Some(u)) if !self.tried_mrr && mrr < u => {
+                Some(((mrr * (1.0 - self.goal.loss_ratio)).max(cfg.min_pps), Nomination::Mrr))
+            }
+            (None, Some(u)) => {
+                let widened = self.last == Some(u);
+                let step = if widened { self.step_down * 2.0 } else { self.step_down };
+                Some((
+                    (u * (1.0 - step.min(0.5))).max(cfg.min_pps),
+                    Nomination::Down { widened },
+                ))
+            }
+            (None, None) if !self.tried_mrr && mrr < log.ceiling => Some((mrr, Nomination::Mrr)),
+            (None, None) => Some((log.ceiling, Nomination::Refine)),
+        }
     }
-    Ok(())
 }
 
 #[cfg(test)]
