@@ -197,10 +197,22 @@ pub fn search_text(d: &SearchDocument) -> String {
     let traffic = &d.traffic;
     let frame = traffic.sizes.mean();
     let mrr = !d.dut.isolated;
+    let accepted = r.trials.iter().filter(|t| t.shortfall_accepted.is_some()).count();
     let _ = writeln!(
         s,
-        "sfclab search | chain `{}`, {} B frames, {} flow(s), {:?} search: {} trials, {:.1} s of traffic ({} invalid)",
-        d.name, traffic.sizes, traffic.flows, r.method, r.trial_count, r.total_trial_s, r.invalid_trials
+        "sfclab search | chain `{}`, {} B frames, {} flow(s), {:?} search: {} trials, {:.1} s of traffic ({} invalid{})",
+        d.name,
+        traffic.sizes,
+        traffic.flows,
+        r.method,
+        r.trial_count,
+        r.total_trial_s,
+        r.invalid_trials,
+        if accepted > 0 {
+            format!("; {accepted} counted though the generator fell up to 5% short at a load it had paced: its stalls")
+        } else {
+            String::new()
+        }
     );
     let _ = writeln!(
         s,

@@ -20,6 +20,11 @@ pub struct TrialResult {
     pub valid: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub invalid_reason: Option<String>,
+    /// Set when a search counted this trial although the generator fell short (what
+    /// would have made it invalid): the source had already paced this load or a higher
+    /// one, so the shortfall was its stalls; the fullest of the retries counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shortfall_accepted: Option<String>,
 }
 
 /// Share of the offered packets the generator must really send for a valid trial.
@@ -51,6 +56,7 @@ impl TrialResult {
             loss_ratio,
             valid,
             invalid_reason,
+            shortfall_accepted: None,
         }
     }
 
