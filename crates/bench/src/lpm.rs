@@ -42,21 +42,11 @@ pub struct LpmBench {
     pub table_bytes: usize,
     /// Random addresses without a route, percent.
     pub fails_percent: f64,
-    /// TSC cycles per lookup, one address at a time: median and every repetition.
-    pub single_cycles: f64,
-    pub single_runs: Vec<f64>,
-    /// TSC cycles per address in bursts of 32.
-    pub bulk_cycles: f64,
-    pub bulk_runs: Vec<f64>,
-    pub dpdk_single_cycles: Option<f64>,
-    pub dpdk_single_runs: Vec<f64>,
-    pub dpdk_bulk_cycles: Option<f64>,
-    pub dpdk_bulk_runs: Vec<f64>,
+    /// The lookups, sfclab's and rte_lpm's (bursts of 32).
+    #[serde(flatten)]
+    pub lookups: Lookups,
+    /// Random addresses without a route in rte_lpm's own run, percent.
     pub dpdk_fails_percent: Option<f64>,
-    pub dpdk_skipped: Option<String>,
-    /// sfclab / rte_lpm cycles (below 1: sfclab is cheaper).
-    pub single_ratio: Option<f64>,
-    pub bulk_ratio: Option<f64>,
 }
 
 /// Cycles per lookup (single, bulk) and the share of misses, over fresh random addresses.
@@ -118,61 +108,30 @@ pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
     let table = Lpm4::new(&random_table4(&shape, 1 << 16, 42))?;
     let build_s = started.elapsed().as_secs_f64();
     step += 1;
-    let (mut single_runs, mut bulk_runs, mut fails) = (Vec::new(), Vec::new(), 0.0);
-    let mut rounds = Rounds::new(args.repeat);
-    while rounds.start_next() {
-        let r = rounds.completed();
-        if args.peer && skipped.is_none() && r > 0 && rounds.go_on() {
-            progress(step, total, "dpdk-test lpm_perf_autotest");
-            match sfclab_peers::dpdk_test::lpm_perf(core.unwrap_or(0), &crate::stop_requested) {
-                Ok(p) => peer_runs.push(p),
-                Err(_) if crate::stop_requested() => rounds.cut(),
-                Err(e) => skipped = Some(e),
-            }
-            step += 1;
-        }
-        if !rounds.go_on() {
-            break;
-        }
-        progress(step, total, "sfclab lookups");
-        let Some((s, b, f)) = on_core(core, || measure(&table, r as u64 + 1)) else {
-            rounds.cut();
-            break;
-        };
-        single_runs.push(s);
-        bulk_runs.push(b);
-        fails = f;
+    let mut peer = || sfclab_peers::dpdk_test::lpm_perf(core.unwrap_or(0), &crate::stop_requested);
+    let mut next = |label: &str| {
+        progress(step, total, label);
         step += 1;
-    }
-    for runs in [&mut single_runs, &mut bulk_runs] {
-        rounds.keep_completed(runs);
-    }
-    rounds.keep_completed(&mut peer_runs);
-    let interrupted = rounds.interrupted();
-    let dpdk_single_runs: Vec<f64> = peer_runs.iter().map(|p| p.single_cycles).collect();
-    let dpdk_bulk_runs: Vec<f64> = peer_runs.iter().map(|p| p.bulk_cycles).collect();
-    let (dpdk_single, dpdk_bulk) = (median_if_any(&dpdk_single_runs), median_if_any(&dpdk_bulk_runs));
-    let (single, bulk) = (median(&single_runs), median(&bulk_runs));
+    };
+    let done = lookup_rounds(
+        args.repeat,
+        args.peer.then_some(("dpdk-test lpm_perf_autotest", &mut peer as _)),
+        peer_runs,
+        skipped,
+        |p| (p.single_cycles, p.bulk_cycles),
+        |round| on_core(core, || measure(&table, round as u64 + 1)),
+        &mut next,
+    );
     Ok(LpmBench {
-        header: crate::BenchHeader::new(LPM_SCHEMA, single_runs.len(), interrupted),
+        header: crate::BenchHeader::new(LPM_SCHEMA, done.repeat, done.interrupted),
         routes: shape.iter().map(|(_, n)| n).sum(),
         shape,
         shape_source,
         build_s,
         table_bytes: table.bytes(),
-        fails_percent: fails,
-        single_cycles: single,
-        single_runs,
-        bulk_cycles: bulk,
-        bulk_runs,
-        dpdk_single_cycles: dpdk_single,
-        dpdk_single_runs,
-        dpdk_bulk_cycles: dpdk_bulk,
-        dpdk_bulk_runs,
-        dpdk_fails_percent: peer_runs.first().map(|p| p.fails_percent),
-        dpdk_skipped: skipped,
-        single_ratio: dpdk_single.map(|d| single / d),
-        bulk_ratio: dpdk_bulk.map(|d| bulk / d),
+        fails_percent: done.fails_percent,
+        dpdk_fails_percent: done.peer_runs.first().map(|p| p.fails_percent),
+        lookups: done.lookups,
     })
 }
 
@@ -201,9 +160,7 @@ fn render_table(b: &LpmBench) -> String {
             header: &b.header,
             sfclab_notes: [" (one address at a time)", " (bursts of 32)"],
             peer: ["rte_lpm", "rte_lpm_lookup", "rte_lpm_lookup_bulk, 32"],
-            runs: [&b.single_runs, &b.bulk_runs, &b.dpdk_single_runs, &b.dpdk_bulk_runs],
-            ratios: (b.single_ratio, b.bulk_ratio),
-            skipped: b.dpdk_skipped.as_deref(),
+            lookups: &b.lookups,
         },
     );
     s
@@ -216,17 +173,13 @@ pub(crate) struct LookupFigures<'a> {
     pub sfclab_notes: [&'a str; 2],
     /// The peer, and its single and bulk calls.
     pub peer: [&'a str; 3],
-    /// sfclab's single and bulk runs, the peer's single and bulk runs.
-    pub runs: [&'a [f64]; 4],
-    /// sfclab / peer, single and bulk.
-    pub ratios: (Option<f64>, Option<f64>),
-    /// Why the peer was not measured.
-    pub skipped: Option<&'a str>,
+    pub lookups: &'a Lookups,
 }
 
 /// sfclab's lookups, the peer's (or why it was not measured), the ratio, the footer.
 pub(crate) fn write_lookups(s: &mut String, f: &LookupFigures) {
-    let [single, bulk, peer_single, peer_bulk] = f.runs;
+    let l = f.lookups;
+    let (single, bulk, peer_single, peer_bulk) = (&l.single_runs, &l.bulk_runs, &l.dpdk_single_runs, &l.dpdk_bulk_runs);
     let [peer, single_call, bulk_call] = f.peer;
     let cycles = |runs: &[f64]| crate::with_range(runs, 1);
     let _ = writeln!(
@@ -241,7 +194,7 @@ pub(crate) fn write_lookups(s: &mut String, f: &LookupFigures) {
         cycles(bulk),
         f.sfclab_notes[1]
     );
-    match (f.ratios, f.skipped) {
+    match ((l.single_ratio, l.bulk_ratio), l.dpdk_skipped.as_deref()) {
         ((Some(rs), Some(rb)), _) => {
             let _ = writeln!(
                 s,
@@ -267,8 +220,117 @@ pub(crate) fn write_lookups(s: &mut String, f: &LookupFigures) {
             let _ = writeln!(s, "peer              not measured (--peer none)");
         }
     }
-    let wide = f.runs.iter().filter(|v| crate::is_wide(v)).count();
+    let wide = [single, bulk, peer_single, peer_bulk]
+        .iter()
+        .filter(|v| crate::is_wide(v))
+        .count();
     s.push_str(&crate::footer(wide, f.header.interrupted, f.header.repeat));
+}
+
+/// sfclab's lookups against the peer's, every repetition: what `lpm` and `lpm6` report
+/// alike.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Lookups {
+    /// TSC cycles per lookup, one address at a time: median and every repetition.
+    pub single_cycles: f64,
+    pub single_runs: Vec<f64>,
+    /// TSC cycles per address in bursts.
+    pub bulk_cycles: f64,
+    pub bulk_runs: Vec<f64>,
+    pub dpdk_single_cycles: Option<f64>,
+    pub dpdk_single_runs: Vec<f64>,
+    pub dpdk_bulk_cycles: Option<f64>,
+    pub dpdk_bulk_runs: Vec<f64>,
+    pub dpdk_skipped: Option<String>,
+    /// sfclab / peer cycles (below 1: sfclab is cheaper).
+    pub single_ratio: Option<f64>,
+    pub bulk_ratio: Option<f64>,
+}
+
+/// One run of a peer's lookup benchmark (dpdk-test's `lpm*_perf_autotest`).
+pub(crate) type PeerRun<'a, P> = dyn FnMut() -> Result<P, String> + 'a;
+
+/// What [`lookup_rounds`] measured.
+pub(crate) struct LookupRounds<P> {
+    pub lookups: Lookups,
+    /// Every whole round's peer run, the one before the table first.
+    pub peer_runs: Vec<P>,
+    /// sfclab's misses in its last round, percent.
+    pub fails_percent: f64,
+    /// Whole rounds.
+    pub repeat: usize,
+    pub interrupted: bool,
+}
+
+/// An LPM benchmark's rounds once its table is built: each round the peer (from the
+/// second on: the first ran before the table, for its shape) then sfclab's lookups
+/// (`sfclab(round)`: single and bulk cycles, misses percent; `None` when stopped).
+/// Whole rounds only; `next(label)` tells each step.
+pub(crate) fn lookup_rounds<P>(
+    repeat: usize,
+    peer: Option<(&str, &mut PeerRun<P>)>,
+    mut peer_runs: Vec<P>,
+    mut skipped: Option<String>,
+    cycles_of: fn(&P) -> (f64, f64),
+    mut sfclab: impl FnMut(usize) -> Option<(f64, f64, f64)>,
+    next: &mut dyn FnMut(&str),
+) -> LookupRounds<P> {
+    let (mut single_runs, mut bulk_runs, mut fails) = (Vec::new(), Vec::new(), 0.0);
+    let mut rounds = Rounds::new(repeat);
+    let mut peer = peer;
+    while rounds.start_next() {
+        let r = rounds.completed();
+        if let Some((label, run)) = peer.as_mut()
+            && skipped.is_none()
+            && r > 0
+            && rounds.go_on()
+        {
+            next(label);
+            match run() {
+                Ok(p) => peer_runs.push(p),
+                Err(_) if crate::stop_requested() => rounds.cut(),
+                Err(e) => skipped = Some(e),
+            }
+        }
+        if !rounds.go_on() {
+            break;
+        }
+        next("sfclab lookups");
+        let Some((s, b, f)) = sfclab(r) else {
+            rounds.cut();
+            break;
+        };
+        single_runs.push(s);
+        bulk_runs.push(b);
+        fails = f;
+    }
+    for runs in [&mut single_runs, &mut bulk_runs] {
+        rounds.keep_completed(runs);
+    }
+    rounds.keep_completed(&mut peer_runs);
+    let dpdk_single_runs: Vec<f64> = peer_runs.iter().map(|p| cycles_of(p).0).collect();
+    let dpdk_bulk_runs: Vec<f64> = peer_runs.iter().map(|p| cycles_of(p).1).collect();
+    let (dpdk_single, dpdk_bulk) = (median_if_any(&dpdk_single_runs), median_if_any(&dpdk_bulk_runs));
+    let (single, bulk) = (median(&single_runs), median(&bulk_runs));
+    LookupRounds {
+        repeat: single_runs.len(),
+        interrupted: rounds.interrupted(),
+        fails_percent: fails,
+        lookups: Lookups {
+            single_cycles: single,
+            single_runs,
+            bulk_cycles: bulk,
+            bulk_runs,
+            dpdk_single_cycles: dpdk_single,
+            dpdk_single_runs,
+            dpdk_bulk_cycles: dpdk_bulk,
+            dpdk_bulk_runs,
+            dpdk_skipped: skipped,
+            single_ratio: dpdk_single.map(|d| single / d),
+            bulk_ratio: dpdk_bulk.map(|d| bulk / d),
+        },
+        peer_runs,
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use serde::Serialize;
 use sfclab_core::tsc;
 use sfclab_nf::tables::lpm::{Lpm6, Route, SplitMix, random_table6};
 
-use crate::{Rounds, median, median_if_any, on_core};
+use crate::on_core;
 use std::fmt::Write as _;
 
 pub const LPM6_SCHEMA: &str = "sfclab.bench.lpm6/1";
@@ -38,18 +38,9 @@ pub struct Lpm6Bench {
     pub addresses: usize,
     /// Lookups that found no route, percent (0: every address lies inside a route).
     pub fails_percent: f64,
-    pub single_cycles: f64,
-    pub single_runs: Vec<f64>,
-    pub bulk_cycles: f64,
-    pub bulk_runs: Vec<f64>,
-    pub dpdk_single_cycles: Option<f64>,
-    pub dpdk_single_runs: Vec<f64>,
-    pub dpdk_bulk_cycles: Option<f64>,
-    pub dpdk_bulk_runs: Vec<f64>,
-    pub dpdk_skipped: Option<String>,
-    /// sfclab / rte_lpm6 cycles (below 1: sfclab is cheaper).
-    pub single_ratio: Option<f64>,
-    pub bulk_ratio: Option<f64>,
+    /// The lookups, sfclab's and rte_lpm6's.
+    #[serde(flatten)]
+    pub lookups: crate::lpm::Lookups,
 }
 
 /// 100 addresses inside each route, in route order (as DPDK's generator lays them out).
@@ -138,55 +129,29 @@ pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str)) -> Re
     let routes = random_table6(&shape, 1 << 16, 42);
     let table = Lpm6::new(&routes)?;
     let addrs = addresses(&routes, 7);
-    let (mut single_runs, mut bulk_runs, mut fails) = (Vec::new(), Vec::new(), 0.0);
-    let mut rounds = Rounds::new(args.repeat);
-    while rounds.start_next() {
-        if args.peer && skipped.is_none() && rounds.completed() > 0 && rounds.go_on() {
-            progress(step, total, "dpdk-test lpm6_perf_autotest");
-            run_peer(&mut peer_runs, &mut skipped);
-            step += 1;
-        }
-        if !rounds.go_on() {
-            break;
-        }
-        progress(step, total, "sfclab lookups");
-        let Some((s, b, f)) = on_core(core, || measure(&table, &addrs)) else {
-            rounds.cut();
-            break;
-        };
-        single_runs.push(s);
-        bulk_runs.push(b);
-        fails = f;
+    let mut peer = || sfclab_peers::dpdk_test::lpm6_perf(core.unwrap_or(0), &crate::stop_requested);
+    let mut next = |label: &str| {
+        progress(step, total, label);
         step += 1;
-    }
-    for runs in [&mut single_runs, &mut bulk_runs] {
-        rounds.keep_completed(runs);
-    }
-    rounds.keep_completed(&mut peer_runs);
-    let interrupted = rounds.interrupted();
-    let dpdk_single_runs: Vec<f64> = peer_runs.iter().map(|p| p.single_cycles).collect();
-    let dpdk_bulk_runs: Vec<f64> = peer_runs.iter().map(|p| p.bulk_cycles).collect();
-    let (dpdk_single, dpdk_bulk) = (median_if_any(&dpdk_single_runs), median_if_any(&dpdk_bulk_runs));
-    let (single, bulk) = (median(&single_runs), median(&bulk_runs));
+    };
+    let done = crate::lpm::lookup_rounds(
+        args.repeat,
+        args.peer.then_some(("dpdk-test lpm6_perf_autotest", &mut peer as _)),
+        peer_runs,
+        skipped,
+        |p| (p.single_cycles, p.bulk_cycles),
+        |_| on_core(core, || measure(&table, &addrs)),
+        &mut next,
+    );
     Ok(Lpm6Bench {
-        header: crate::BenchHeader::new(LPM6_SCHEMA, single_runs.len(), interrupted),
+        header: crate::BenchHeader::new(LPM6_SCHEMA, done.repeat, done.interrupted),
         routes: routes.len(),
         shape,
         shape_source,
         table_bytes: table.bytes(),
         addresses: addrs.len(),
-        fails_percent: fails,
-        single_cycles: single,
-        single_runs,
-        bulk_cycles: bulk,
-        bulk_runs,
-        dpdk_single_cycles: dpdk_single,
-        dpdk_single_runs,
-        dpdk_bulk_cycles: dpdk_bulk,
-        dpdk_bulk_runs,
-        dpdk_skipped: skipped,
-        single_ratio: dpdk_single.map(|d| single / d),
-        bulk_ratio: dpdk_bulk.map(|d| bulk / d),
+        fails_percent: done.fails_percent,
+        lookups: done.lookups,
     })
 }
 
@@ -215,9 +180,7 @@ fn render_table(b: &Lpm6Bench) -> String {
             header: &b.header,
             sfclab_notes: ["", ""],
             peer: ["rte_lpm6", "rte_lpm6_lookup", "rte_lpm6_lookup_bulk_func"],
-            runs: [&b.single_runs, &b.bulk_runs, &b.dpdk_single_runs, &b.dpdk_bulk_runs],
-            ratios: (b.single_ratio, b.bulk_ratio),
-            skipped: b.dpdk_skipped.as_deref(),
+            lookups: &b.lookups,
         },
     );
     s
