@@ -23,7 +23,7 @@ use sfclab_topology::Testbed;
 use sfclab_traffic::GeneratorConfig;
 use std::time::Duration;
 
-use crate::{RowRatio, median_if_any, row_ratios, stop_requested};
+use crate::{RowRatio, median_if_any, row_ratios};
 use std::fmt::Write as _;
 
 pub const FORWARD_SCHEMA: &str = "sfclab.bench.forward/1";
@@ -276,64 +276,48 @@ pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) ->
         _ => None,
     };
     let commands = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let total = args.repeat * rows.iter().filter(|r| r.skipped.is_none()).count();
-    let (mut done, mut interrupted, mut repeat) = (0, false, 0);
-    'rounds: for k in 0..args.repeat {
-        for r in rows.iter_mut() {
-            if stop_requested() {
-                interrupted = true;
-                break 'rounds;
-            }
-            if r.skipped.is_some() {
-                continue;
-            }
-            let forwarder = || {
-                let nfs: sfclab_core::NamedNfs = vec![(
-                    "forwarder".to_string(),
-                    sfclab_nf::NfSpec::default_of("forwarder")
-                        .expect("a registered NF")
-                        .build(),
-                )];
-                DeviceUnderTest::Chain(vec![nfs.into()])
-            };
-            let (dut, io) = match r.name.as_str() {
-                "sfclab af_xdp" => (forwarder(), IoKind::AfXdp),
-                "sfclab af_packet" => (forwarder(), IoKind::AfPacket),
-                "linux" => (DeviceUnderTest::Linux { hops: 1 }, IoKind::AfXdp),
-                _ => (
-                    testpmd_dut(
-                        testpmd.clone().expect("found"),
-                        (tester_core, dut_core),
-                        commands.clone(),
-                    ),
-                    IoKind::AfXdp,
+    let rounds = crate::row_rounds(args.repeat, &mut rows, tick, |r| {
+        let forwarder = || {
+            let nfs: sfclab_core::NamedNfs = vec![(
+                "forwarder".to_string(),
+                sfclab_nf::NfSpec::default_of("forwarder")
+                    .expect("a registered NF")
+                    .build(),
+            )];
+            DeviceUnderTest::Chain(vec![nfs.into()])
+        };
+        let (dut, io) = match r.name.as_str() {
+            "sfclab af_xdp" => (forwarder(), IoKind::AfXdp),
+            "sfclab af_packet" => (forwarder(), IoKind::AfPacket),
+            "linux" => (DeviceUnderTest::Linux { hops: 1 }, IoKind::AfXdp),
+            _ => (
+                testpmd_dut(
+                    testpmd.clone().expect("found"),
+                    (tester_core, dut_core),
+                    commands.clone(),
                 ),
-            };
-            match round(dut, io, args, (tester_core, dut_core)) {
-                Ok(x) => {
-                    r.runs_mpps.push(x.mpps);
-                    r.runs_offered_mpps.push(x.offered_mpps);
-                    r.runs_loss_pct.push(x.loss_pct);
-                    r.runs_dut_core_cycles.extend(x.core_cycles);
-                    r.runs_dut_busy_cycles.extend(x.busy_cycles);
-                    r.device = x.device;
-                    r.mode = x.mode;
-                    if r.name.starts_with("testpmd") {
-                        r.commands = commands.lock().expect("commands").clone();
-                    }
+                IoKind::AfXdp,
+            ),
+        };
+        match round(dut, io, args, (tester_core, dut_core)) {
+            Ok(x) => {
+                r.runs_mpps.push(x.mpps);
+                r.runs_offered_mpps.push(x.offered_mpps);
+                r.runs_loss_pct.push(x.loss_pct);
+                r.runs_dut_core_cycles.extend(x.core_cycles);
+                r.runs_dut_busy_cycles.extend(x.busy_cycles);
+                r.device = x.device;
+                r.mode = x.mode;
+                if r.name.starts_with("testpmd") {
+                    r.commands = commands.lock().expect("commands").clone();
                 }
-                // The peer's failure is its row's; sfclab's own is the bench's.
-                Err(e) if r.name.starts_with("testpmd") => r.skipped = Some(e),
-                Err(e) => return Err(format!("{}: {e}", r.name)),
             }
-            done += 1;
-            tick(done, total, &format!("round {}: {}", k + 1, r.name));
+            // The peer's failure is its row's; sfclab's own is the bench's.
+            Err(e) if r.name.starts_with("testpmd") => r.skipped = Some(e),
+            Err(e) => return Err(format!("{}: {e}", r.name)),
         }
-        repeat = k + 1;
-    }
-    if rows[0].runs_mpps.is_empty() {
-        return Err("interrupted before the first round finished".into());
-    }
+        Ok(())
+    })?;
     for r in rows.iter_mut() {
         r.mpps = median_if_any(&r.runs_mpps);
         r.dut_core_cycles = median_if_any(&r.runs_dut_core_cycles);
@@ -344,7 +328,7 @@ pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) ->
         |name| rows.iter().find(|r| r.name == name).and_then(|r| r.mpps),
     );
     Ok(ForwardBench {
-        header: crate::BenchHeader::new(FORWARD_SCHEMA, repeat.max(1), interrupted),
+        header: crate::BenchHeader::new(FORWARD_SCHEMA, rounds.completed(), rounds.interrupted()),
         frame_size: args.size,
         duration_s: args.duration.as_secs_f64(),
         tester_core,
@@ -357,6 +341,28 @@ pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) ->
         rows,
         ratios,
     })
+}
+
+impl crate::RoundRow for ForwardRow {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn skipped(&self) -> bool {
+        self.skipped.is_some()
+    }
+
+    fn keep_completed(&mut self, rounds: &crate::Rounds) {
+        for runs in [
+            &mut self.runs_mpps,
+            &mut self.runs_offered_mpps,
+            &mut self.runs_loss_pct,
+            &mut self.runs_dut_core_cycles,
+            &mut self.runs_dut_busy_cycles,
+        ] {
+            rounds.keep_completed(runs);
+        }
+    }
 }
 
 benchmark!(ForwardBench, render_table);

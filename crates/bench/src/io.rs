@@ -26,7 +26,7 @@ use sfclab_topology::{Interface, Topology};
 use sfclab_traffic::{GeneratorConfig, Sink};
 use std::time::{Duration, Instant};
 
-use crate::{RowRatio, median, median_if_any, row_ratios, stop_requested};
+use crate::{RowRatio, median, median_if_any, row_ratios};
 use std::fmt::Write as _;
 
 pub const IO_SCHEMA: &str = "sfclab.bench.io/2";
@@ -56,6 +56,9 @@ pub struct IoRow {
     pub cycles_per_packet: Option<f64>,
     /// sfclab rows: frames sent in the window and never received, all rounds.
     pub lost: Option<u64>,
+    /// sfclab rows: `lost` per round, until the rounds are trimmed to whole ones.
+    #[serde(skip)]
+    runs_lost: Vec<u64>,
     /// The peer's command lines (last round).
     pub commands: Vec<String>,
     /// Why the row was not (fully) measured.
@@ -271,6 +274,7 @@ fn row(name: &str, tool: &str, io: IoKind, does: &str, cores: usize) -> IoRow {
         runs_cycles_per_packet: Vec::new(),
         cycles_per_packet: None,
         lost: None,
+        runs_lost: Vec::new(),
         commands: Vec::new(),
         skipped: None,
     }
@@ -315,50 +319,37 @@ pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Resu
     };
     rows.push(t);
 
-    let total = args.repeat * rows.iter().filter(|r| r.skipped.is_none()).count();
-    let (mut done, mut interrupted, mut repeat) = (0, false, 0);
-    'rounds: for round in 0..args.repeat {
-        for r in rows.iter_mut() {
-            if stop_requested() {
-                interrupted = true;
-                break 'rounds;
+    let rounds = crate::row_rounds(args.repeat, &mut rows, tick, |r| {
+        let io: IoKind = r.io.parse().expect("a row's io is a kind");
+        match r.tool.as_str() {
+            "sfclab" => {
+                let s = sfclab_round(io, args, c0)?;
+                r.runs_mpps.push(s.mpps);
+                r.runs_cycles_per_packet.extend(s.cycles_per_packet);
+                r.runs_lost.push(s.lost);
+                r.mode = Some(s.mode);
             }
-            if r.skipped.is_some() {
-                continue;
-            }
-            let io: IoKind = r.io.parse().expect("a row's io is a kind");
-            match r.tool.as_str() {
-                "sfclab" => {
-                    let s = sfclab_round(io, args, c0)?;
-                    r.runs_mpps.push(s.mpps);
-                    r.runs_cycles_per_packet.extend(s.cycles_per_packet);
-                    *r.lost.get_or_insert(0) += s.lost;
-                    r.mode = Some(s.mode);
+            "dpdk-testpmd" => match testpmd_round(testpmd.as_deref().expect("found"), io, args, (c0, c1)) {
+                Ok((mpps, commands)) => {
+                    r.runs_mpps.push(mpps);
+                    r.commands = commands;
                 }
-                "dpdk-testpmd" => match testpmd_round(testpmd.as_deref().expect("found"), io, args, (c0, c1)) {
-                    Ok((mpps, commands)) => {
-                        r.runs_mpps.push(mpps);
-                        r.commands = commands;
-                    }
-                    Err(e) => r.skipped = Some(e),
-                },
-                _ => match trafgen_round(trafgen.as_deref().expect("found"), args, c0) {
-                    Ok((mpps, commands)) => {
-                        r.runs_mpps.push(mpps);
-                        r.commands = commands;
-                    }
-                    Err(e) => r.skipped = Some(e),
-                },
-            }
-            done += 1;
-            tick(done, total, &format!("round {}: {}", round + 1, r.name));
+                Err(e) => r.skipped = Some(e),
+            },
+            _ => match trafgen_round(trafgen.as_deref().expect("found"), args, c0) {
+                Ok((mpps, commands)) => {
+                    r.runs_mpps.push(mpps);
+                    r.commands = commands;
+                }
+                Err(e) => r.skipped = Some(e),
+            },
         }
-        repeat = round + 1;
-    }
-    if rows[0].runs_mpps.is_empty() {
-        return Err("interrupted before the first round finished".into());
-    }
+        Ok(())
+    })?;
     for r in rows.iter_mut() {
+        if !r.runs_lost.is_empty() {
+            r.lost = Some(r.runs_lost.iter().sum());
+        }
         r.mpps = median_if_any(&r.runs_mpps);
         r.cycles_per_packet = median_if_any(&r.runs_cycles_per_packet);
     }
@@ -371,7 +362,7 @@ pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Resu
         |name| rows.iter().find(|r| r.name == name).and_then(|r| r.mpps),
     );
     Ok(IoBench {
-        header: crate::BenchHeader::new(IO_SCHEMA, repeat.max(1), interrupted),
+        header: crate::BenchHeader::new(IO_SCHEMA, rounds.completed(), rounds.interrupted()),
         frame_size: args.size,
         duration_s: args.duration.as_secs_f64(),
         cores: vec![c0, c1],
@@ -379,6 +370,22 @@ pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Resu
         rows,
         ratios,
     })
+}
+
+impl crate::RoundRow for IoRow {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn skipped(&self) -> bool {
+        self.skipped.is_some()
+    }
+
+    fn keep_completed(&mut self, rounds: &crate::Rounds) {
+        rounds.keep_completed(&mut self.runs_mpps);
+        rounds.keep_completed(&mut self.runs_cycles_per_packet);
+        rounds.keep_completed(&mut self.runs_lost);
+    }
 }
 
 benchmark!(IoBench, render_table);

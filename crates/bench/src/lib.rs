@@ -151,9 +151,10 @@ pub fn stop_flag() -> Option<std::sync::Arc<std::sync::atomic::AtomicBool>> {
 }
 
 /// A benchmark's interleaved rounds (every configuration once per round) under Ctrl-C:
-/// [`Rounds::next`] starts a round, [`Rounds::go_on`] is asked before each measurement.
-/// Once Ctrl-C comes both say no; the rounds that completed are counted, what the cut
-/// round measured before it is kept, and the result is marked interrupted.
+/// [`Rounds::start_next`] starts a round, [`Rounds::go_on`] is asked before each
+/// measurement. Once Ctrl-C comes both say no; the rounds that completed are counted,
+/// [`Rounds::keep_completed`] drops what the round that did not end measured, and the
+/// result is marked interrupted.
 #[derive(Debug)]
 pub struct Rounds {
     stop: fn() -> bool,
@@ -218,6 +219,56 @@ impl Rounds {
     pub fn interrupted(&self) -> bool {
         self.interrupted
     }
+}
+
+/// A row of a benchmark whose rounds measure every row once, in order ([`row_rounds`]).
+pub(crate) trait RoundRow {
+    fn name(&self) -> &str;
+    /// Not measured (its peer is missing, or failed): passed over.
+    fn skipped(&self) -> bool;
+    /// Drops what a round that did not end measured (see [`Rounds::keep_completed`]).
+    fn keep_completed(&mut self, rounds: &Rounds);
+}
+
+/// Interleaved rounds over `rows`: each round measures every row not skipped, in order,
+/// with `measure` (an error fails the benchmark); `tick(done, total, label)` tells each
+/// step. Whole rounds only: a measurement Ctrl-C cut short ends the rounds, and what the
+/// round that did not end measured is dropped from every row. The rounds, or
+/// [`INTERRUPTED_BEFORE_A_ROUND`] when none ended.
+pub(crate) fn row_rounds<R: RoundRow>(
+    repeat: usize,
+    rows: &mut [R],
+    tick: &mut dyn FnMut(usize, usize, &str),
+    mut measure: impl FnMut(&mut R) -> Result<(), String>,
+) -> Result<Rounds, String> {
+    let total = repeat * rows.iter().filter(|r| !r.skipped()).count();
+    let mut done = 0;
+    let mut rounds = Rounds::new(repeat);
+    while rounds.start_next() {
+        let round = rounds.completed() + 1;
+        for r in rows.iter_mut() {
+            if !rounds.go_on() {
+                break;
+            }
+            if r.skipped() {
+                continue;
+            }
+            measure(r)?;
+            if stop_requested() {
+                rounds.cut();
+                break;
+            }
+            done += 1;
+            tick(done, total, &format!("round {round}: {}", r.name()));
+        }
+    }
+    for r in rows.iter_mut() {
+        r.keep_completed(&rounds);
+    }
+    if rounds.completed() == 0 {
+        return Err(INTERRUPTED_BEFORE_A_ROUND.into());
+    }
+    Ok(rounds)
 }
 
 /// The repetitions to run, as [`Rounds`] has them: all of them, or up to Ctrl-C.
