@@ -173,9 +173,13 @@ fn testpmd_dut(
             let p = Testpmd::start(&bin, &spec, &prefix)?;
             *commands.lock().expect("commands") = vec![p.command.clone()];
             let mut procs = vec![p];
-            wait_until(&mut procs, Duration::from_secs(90), "io forwarding start", |p| {
-                p[0].is_some()
-            })?;
+            wait_until(
+                &mut procs,
+                Duration::from_secs(90),
+                "io forwarding start",
+                &crate::stop_requested,
+                |p| p[0].is_some(),
+            )?;
             Ok(Box::new(Running(procs.pop())) as Box<dyn sfclab_runtime::RunningDut>)
         }),
     }
@@ -312,6 +316,8 @@ pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) ->
                     r.commands = commands.lock().expect("commands").clone();
                 }
             }
+            // Ctrl-C: the round is cut, the row stays.
+            Err(_) if crate::stop_requested() => {}
             // The peer's failure is its row's; sfclab's own is the bench's.
             Err(e) if r.name.starts_with("testpmd") => r.skipped = Some(e),
             Err(e) => return Err(format!("{}: {e}", r.name)),

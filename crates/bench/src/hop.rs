@@ -177,6 +177,8 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
                     peer_runs.push(mpps);
                     peer_command = cmd;
                 }
+                // Ctrl-C while testpmd started: the round is cut.
+                Err(_) if crate::stop_requested() => rounds.cut(),
                 Err(e) => peer_skipped = Some(e),
             }
             done += 1;
@@ -273,13 +275,21 @@ fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration) -> Result<(f6
     let mut procs = [proc];
     let periods = 2 + duration.as_secs_f64().ceil().max(1.0) as usize;
     // Ctrl-C ends the wait (and the peer's run, not counted).
-    let waited = sfclab_peers::testpmd::wait_until(&mut procs, Duration::from_secs(60), "forwarding start", |p| {
-        stop_requested() || p[0].is_some()
-    })
+    let waited = sfclab_peers::testpmd::wait_until(
+        &mut procs,
+        Duration::from_secs(60),
+        "forwarding start",
+        &crate::stop_requested,
+        |p| stop_requested() || p[0].is_some(),
+    )
     .and_then(|()| {
-        sfclab_peers::testpmd::wait_until(&mut procs, duration + Duration::from_secs(30), "statistics", |p| {
-            stop_requested() || p[0].is_some_and(|n| n > periods)
-        })
+        sfclab_peers::testpmd::wait_until(
+            &mut procs,
+            duration + Duration::from_secs(30),
+            "statistics",
+            &crate::stop_requested,
+            |p| stop_requested() || p[0].is_some_and(|n| n > periods),
+        )
     });
     let [proc] = procs;
     let samples = proc.stop();

@@ -205,24 +205,36 @@ fn testpmd_round(
     // on its own core, each main lcore on the other (it sleeps between statistics).
     let receiver = Testpmd::start(bin, &spec(&rx, "rxonly", cores.1, cores.0), &format!("{prefix}-rx"))?;
     let mut procs = vec![receiver];
-    wait_until(&mut procs, Duration::from_secs(90), "rxonly forwarding start", |p| {
-        p[0].is_some()
-    })?;
+    wait_until(
+        &mut procs,
+        Duration::from_secs(90),
+        "rxonly forwarding start",
+        &crate::stop_requested,
+        |p| p[0].is_some(),
+    )?;
     procs.push(Testpmd::start(
         bin,
         &spec(&tx, "txonly", cores.0, cores.1),
         &format!("{prefix}-tx"),
     )?);
     let periods = 2 + args.duration.as_secs_f64().ceil().max(1.0) as usize;
-    let waited = wait_until(&mut procs, Duration::from_secs(90), "txonly forwarding start", |p| {
-        p[1].is_some()
-    })
+    let waited = wait_until(
+        &mut procs,
+        Duration::from_secs(90),
+        "txonly forwarding start",
+        &crate::stop_requested,
+        |p| p[1].is_some(),
+    )
     .and_then(|()| {
         // Count the receiver's periods from the sender's start.
         let start = procs[0].periods_forwarding().unwrap_or(0);
-        wait_until(&mut procs, args.duration + Duration::from_secs(30), "statistics", |p| {
-            p[0].is_some_and(|n| n > start + periods) && p[1].is_some_and(|n| n > periods)
-        })
+        wait_until(
+            &mut procs,
+            args.duration + Duration::from_secs(30),
+            "statistics",
+            &crate::stop_requested,
+            |p| p[0].is_some_and(|n| n > start + periods) && p[1].is_some_and(|n| n > periods),
+        )
     });
     let commands: Vec<String> = procs.iter().map(|p| p.command.clone()).collect();
     let samples = stop_all(procs);
@@ -334,6 +346,8 @@ pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Resu
                     r.runs_mpps.push(mpps);
                     r.commands = commands;
                 }
+                // Ctrl-C: the round is cut, the row stays.
+                Err(_) if crate::stop_requested() => {}
                 Err(e) => r.skipped = Some(e),
             },
             _ => match trafgen_round(trafgen.as_deref().expect("found"), args, c0) {
@@ -341,6 +355,8 @@ pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Resu
                     r.runs_mpps.push(mpps);
                     r.commands = commands;
                 }
+                // Ctrl-C: the round is cut, the row stays.
+                Err(_) if crate::stop_requested() => {}
                 Err(e) => r.skipped = Some(e),
             },
         }

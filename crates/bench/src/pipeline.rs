@@ -189,6 +189,8 @@ pub fn run(args: &PipelineBenchArgs, mut progress: impl FnMut(usize, usize, &str
                             runs[i].push(mpps);
                             commands[i] = command;
                         }
+                        // Ctrl-C while testpmd started: not the peer's failure.
+                        Err(_) if crate::stop_requested() => {}
                         Err(e) => peer_skipped = Some(e),
                     }
                 }
@@ -348,6 +350,7 @@ fn testpmd_line(
         &mut servers,
         Duration::from_secs(60),
         "the memif servers did not start forwarding",
+        &crate::stop_requested,
         |p| p.iter().all(Option::is_some),
     )?;
     let clients = (1..processes).step_by(2).map(start).collect::<Result<Vec<_>, _>>()?;
@@ -371,6 +374,7 @@ fn testpmd_line(
         &mut procs,
         Duration::from_secs(90) + duration * 3,
         &format!("not {seconds} s of forwarding reported"),
+        &crate::stop_requested,
         |p| p.iter().all(|p| p.is_some_and(|n| n > SETTLE + seconds)),
     )?;
     let samples = stop_all(procs);

@@ -205,15 +205,19 @@ pub fn stop_all(procs: Vec<Testpmd>) -> Vec<Vec<Vec<f64>>> {
 }
 
 /// Polls `procs` until `ready` holds for their [`Testpmd::periods_forwarding`]; an error
-/// naming `what` when a process exits or `limit` passes first.
+/// naming `what` when a process exits, `limit` passes or `stop` holds (Ctrl-C) first.
 pub fn wait_until(
     procs: &mut [Testpmd],
     limit: Duration,
     what: &str,
+    stop: &dyn Fn() -> bool,
     ready: impl Fn(&[Option<usize>]) -> bool,
 ) -> Result<(), String> {
     let deadline = Instant::now() + limit;
     loop {
+        if stop() {
+            return Err(format!("dpdk-testpmd: stopped by Ctrl-C while waiting for {what}"));
+        }
         let periods: Vec<Option<usize>> = procs.iter().map(Testpmd::periods_forwarding).collect();
         if ready(&periods) {
             return Ok(());
