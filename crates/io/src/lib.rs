@@ -1,7 +1,8 @@
 //! Real packet I/O behind the runtime's port traits ([`sfclab_core::RxPort`],
 //! [`sfclab_core::TxPort`]): pcap files (replayed into a chain, captured from one),
 //! AF_XDP sockets on any Linux interface with the BPF they load, AF_PACKET rings (the
-//! fallback that always works), and the tester's link
+//! fallback that always works), memif (the shared-memory interface of VPP and DPDK;
+//! being built), and the tester's link
 //! (a source's packets out through one port, across a device under test, back through
 //! another). All the FFI and socket
 //! `unsafe` of sfclab outside the packet core lives here.
@@ -10,6 +11,7 @@ pub mod af_packet;
 pub mod af_xdp;
 pub mod any;
 pub mod bpf;
+pub mod memif;
 pub mod pcap;
 pub mod queues;
 pub mod tester_link;

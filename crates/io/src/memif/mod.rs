@@ -1,0 +1,9 @@
+//! memif, the shared-memory packet interface of FD.io VPP and DPDK's `net_memif`
+//! (protocol version 2.0): a control channel on a `SOCK_SEQPACKET` Unix socket, then
+//! regions of shared memory holding descriptor rings and packet buffers.
+//!
+//! This module is being built in steps (issue 27); so far it has the control channel's
+//! messages ([`msg`]) and the ring layout both sides agree on ([`layout`]).
+
+pub mod layout;
+pub mod msg;
