@@ -3,7 +3,9 @@
 //! regions of shared memory holding descriptor rings and packet buffers.
 //!
 //! This module is being built in steps (issue 27); so far it has the control channel's
-//! messages ([`msg`]) and the ring layout both sides agree on ([`layout`]).
+//! messages ([`msg`]), the channel that carries them with their descriptors
+//! ([`control`]), and the ring layout both sides agree on ([`layout`]).
 
+pub mod control;
 pub mod layout;
 pub mod msg;
