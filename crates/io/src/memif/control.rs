@@ -152,15 +152,7 @@ mod tests {
     #[test]
     fn messages_and_a_descriptor_cross_the_channel() {
         let (server, client) = Channel::pair().unwrap();
-        let hello = Msg::Hello {
-            name: "sfclab".into(),
-            min_version: 0x0200,
-            max_version: 0x0200,
-            max_region: 255,
-            max_s2c_rings: 255,
-            max_c2s_rings: 255,
-            max_log2_ring_size: 14,
-        };
+        let hello = crate::memif::msg::tests::every_kind()[1].clone();
         server.send(&hello, None).unwrap();
         let (got, fd) = client.recv().unwrap();
         assert_eq!(got, hello);

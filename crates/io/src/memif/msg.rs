@@ -340,11 +340,12 @@ impl Reader<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn every_kind() -> Vec<Msg> {
+    /// One message of every type, as a peer might send it.
+    pub(crate) fn every_kind() -> Vec<Msg> {
         vec![
             Msg::Ack,
             Msg::Hello {
