@@ -51,7 +51,7 @@ fn dpdk_net_memif_as_client_completes_the_handshake_with_sfclab_as_server_when_i
             &prefix,
         ])
         .arg(format!(
-            "--vdev=net_memif0,role=client,id=0,socket={},socket-abstract=no",
+            "--vdev=net_memif0,role=client,id=7,socket={},socket-abstract=no",
             socket.display()
         ))
         .args(["--log-level", "error", "--", "--forward-mode=io", "--stats-period=1"])
@@ -81,7 +81,7 @@ fn dpdk_net_memif_as_client_completes_the_handshake_with_sfclab_as_server_when_i
     let Msg::Init { version, id, mode, .. } = init else {
         panic!("INIT after HELLO, got {init:?}")
     };
-    assert_eq!((version, id, mode), (VERSION, 0, Mode::Ethernet));
+    assert_eq!((version, id, mode), (VERSION, 7, Mode::Ethernet));
     channel.send(&Msg::Ack, None).unwrap();
 
     let mut regions = Vec::new();
@@ -145,4 +145,131 @@ fn dpdk_net_memif_as_client_completes_the_handshake_with_sfclab_as_server_when_i
             None,
         )
         .unwrap();
+}
+
+#[test]
+#[ignore = "needs dpdk-testpmd (Debian: apt-get install dpdk) and two cores; CI runs it"]
+fn dpdk_net_memif_as_server_accepts_sfclab_as_client_when_installed() {
+    use sfclab_io::memif::region::Region;
+    use std::os::fd::AsFd;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("memif.sock");
+    let prefix = format!("sfclab-memif-test-server-{}", std::process::id());
+    let child = Command::new("dpdk-testpmd")
+        .args([
+            "-l",
+            "0,1",
+            "--no-huge",
+            "-m",
+            "1024",
+            "--no-pci",
+            "--file-prefix",
+            &prefix,
+        ])
+        .arg(format!(
+            "--vdev=net_memif0,role=server,id=0,socket={},socket-abstract=no",
+            socket.display()
+        ))
+        .args(["--log-level", "error", "--", "--forward-mode=io", "--stats-period=1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("dpdk-testpmd starts");
+    let _testpmd = Testpmd { child, prefix };
+    // The socket exists before testpmd has started its port: until then its server
+    // answers INIT with "ID not found", and the client tries again, as libmemif does.
+    let started = std::time::Instant::now();
+    let channel = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "dpdk-testpmd's memif server did not take the interface within 60 s"
+        );
+        let Ok(channel) = Channel::connect(&socket) else {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        };
+        let (hello, _) = channel.recv().unwrap();
+        let Msg::Hello {
+            min_version,
+            max_version,
+            max_log2_ring_size,
+            ..
+        } = hello
+        else {
+            panic!("HELLO first, got {hello:?}")
+        };
+        assert!((min_version..=max_version).contains(&VERSION));
+        assert!(max_log2_ring_size >= 10);
+        channel
+            .send(
+                &Msg::Init {
+                    version: VERSION,
+                    id: 0,
+                    mode: Mode::Ethernet,
+                    secret: String::new(),
+                    name: "sfclab".into(),
+                },
+                None,
+            )
+            .unwrap();
+        match channel.recv().unwrap().0 {
+            Msg::Ack => break channel,
+            Msg::Disconnect { .. } => std::thread::sleep(Duration::from_millis(100)),
+            other => panic!("ACK or DISCONNECT after INIT, got {other:?}"),
+        }
+    };
+    let expect_ack = |what: &str| {
+        let (m, _) = channel.recv().unwrap();
+        assert_eq!(m, Msg::Ack, "ACK for {what}");
+    };
+    // Two rings of 1024 descriptors (one each way) at the region's start; DPDK's server
+    // checks their cookies when it connects.
+    let log2 = 10u8;
+    let region = Region::with_rings(
+        "sfclab-memif-test",
+        2 * ring_bytes(log2),
+        &[(0, log2), (ring_bytes(log2), log2)],
+    )
+    .unwrap();
+    channel
+        .send(
+            &Msg::AddRegion {
+                index: 0,
+                size: region.len() as u64,
+            },
+            Some(region.as_fd()),
+        )
+        .unwrap();
+    expect_ack("ADD_REGION");
+    for (c2s, offset) in [(true, 0), (false, ring_bytes(log2))] {
+        let interrupt = nix::sys::eventfd::EventFd::new().unwrap();
+        channel
+            .send(
+                &Msg::AddRing {
+                    c2s,
+                    index: 0,
+                    region: 0,
+                    offset: offset as u32,
+                    log2_ring_size: log2,
+                    private_hdr_size: 0,
+                },
+                Some(interrupt.as_fd()),
+            )
+            .unwrap();
+        expect_ack("ADD_RING");
+    }
+    channel
+        .send(
+            &Msg::Connect {
+                if_name: "sfclab".into(),
+            },
+            None,
+        )
+        .unwrap();
+    let (connected, _) = channel.recv().unwrap();
+    assert!(
+        matches!(connected, Msg::Connected { .. }),
+        "DPDK's server mapped the rings and connected: {connected:?}"
+    );
 }
