@@ -14,6 +14,40 @@ struct Testpmd {
     prefix: String,
 }
 
+impl Testpmd {
+    /// testpmd with one memif port (`memif`: its role and id) on the socket file
+    /// `socket`, io forwarding on the second core.
+    fn start(memif: &str, socket: &std::path::Path) -> Testpmd {
+        let prefix = format!(
+            "sfclab-memif-test-{}-{}",
+            std::process::id(),
+            memif.replace([',', '='], "-")
+        );
+        let child = Command::new("dpdk-testpmd")
+            .args([
+                "-l",
+                "0,1",
+                "--no-huge",
+                "-m",
+                "1024",
+                "--no-pci",
+                "--file-prefix",
+                &prefix,
+            ])
+            .arg(format!(
+                "--vdev=net_memif0,{memif},socket={},socket-abstract=no",
+                socket.display()
+            ))
+            .args(["--log-level", "error", "--", "--forward-mode=io", "--stats-period=1"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dpdk-testpmd starts");
+        Testpmd { child, prefix }
+    }
+}
+
 impl Drop for Testpmd {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -38,29 +72,7 @@ fn dpdk_net_memif_as_client_completes_the_handshake_with_sfclab_as_server_when_i
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("memif.sock");
     let listener = Listener::bind(&socket).unwrap();
-    let prefix = format!("sfclab-memif-test-{}", std::process::id());
-    let child = Command::new("dpdk-testpmd")
-        .args([
-            "-l",
-            "0,1",
-            "--no-huge",
-            "-m",
-            "1024",
-            "--no-pci",
-            "--file-prefix",
-            &prefix,
-        ])
-        .arg(format!(
-            "--vdev=net_memif0,role=client,id=7,socket={},socket-abstract=no",
-            socket.display()
-        ))
-        .args(["--log-level", "error", "--", "--forward-mode=io", "--stats-period=1"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("dpdk-testpmd starts");
-    let _testpmd = Testpmd { child, prefix };
+    let _testpmd = Testpmd::start("role=client,id=7", &socket);
     let channel = accept_within(listener, Duration::from_secs(60));
 
     channel
@@ -154,29 +166,7 @@ fn dpdk_net_memif_as_server_accepts_sfclab_as_client_when_installed() {
     use std::os::fd::AsFd;
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("memif.sock");
-    let prefix = format!("sfclab-memif-test-server-{}", std::process::id());
-    let child = Command::new("dpdk-testpmd")
-        .args([
-            "-l",
-            "0,1",
-            "--no-huge",
-            "-m",
-            "1024",
-            "--no-pci",
-            "--file-prefix",
-            &prefix,
-        ])
-        .arg(format!(
-            "--vdev=net_memif0,role=server,id=0,socket={},socket-abstract=no",
-            socket.display()
-        ))
-        .args(["--log-level", "error", "--", "--forward-mode=io", "--stats-period=1"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("dpdk-testpmd starts");
-    let _testpmd = Testpmd { child, prefix };
+    let _testpmd = Testpmd::start("role=server,id=0", &socket);
     // The socket exists before testpmd has started its port: until then its server
     // answers INIT with "ID not found", and the client tries again, as libmemif does.
     let started = std::time::Instant::now();
