@@ -268,7 +268,7 @@ pub(crate) struct LookupRounds<P> {
 /// Whole rounds only; `next(label)` tells each step.
 pub(crate) fn lookup_rounds<P>(
     repeat: usize,
-    peer: Option<(&str, &mut PeerRun<P>)>,
+    mut peer: Option<(&str, &mut PeerRun<P>)>,
     mut peer_runs: Vec<P>,
     mut skipped: Option<String>,
     cycles_of: fn(&P) -> (f64, f64),
@@ -277,7 +277,6 @@ pub(crate) fn lookup_rounds<P>(
 ) -> LookupRounds<P> {
     let (mut single_runs, mut bulk_runs, mut fails) = (Vec::new(), Vec::new(), 0.0);
     let mut rounds = Rounds::new(repeat);
-    let mut peer = peer;
     while rounds.start_next() {
         let r = rounds.completed();
         if let Some((label, run)) = peer.as_mut()

@@ -702,11 +702,11 @@ fn mlr(log: &mut TrialLog, cfg: &SearchConfig) -> Result<Vec<GoalResult>, String
     for (goal, chain) in cfg.goals.iter().zip(&chains) {
         let mut selector = Selector::new(goal, chain);
         while !log.exhausted() && log.ceiling >= cfg.min_pps {
-            let Some(load) = selector.nominate(log, cfg, mrr) else {
+            let Some((load, how)) = selector.nominate(log, cfg, mrr) else {
                 break;
             };
             log.run(load, Duration::from_secs_f64(selector.target().trial_duration))?;
-            selector.won(load);
+            selector.measured(load, how);
         }
     }
 
@@ -726,7 +726,7 @@ fn mlr(log: &mut TrialLog, cfg: &SearchConfig) -> Result<Vec<GoalResult>, String
         .collect())
 }
 
-/// How a selector chose its nomination: what it learns if the nomination wins.
+/// How a selector chose its nomination: what it learns once the load is measured.
 #[derive(Debug, Clone, Copy)]
 enum Nomination {
     /// More trials at a load still undecided, or between the bounds.
@@ -740,8 +740,7 @@ enum Nomination {
 }
 
 /// One goal's search through its targets (the reference's `Selector`): its current
-/// target until met, with the step of its external search and its last trial. A
-/// nomination's effect on the step applies once it is measured (`won`).
+/// target until met, with the step of its external search and its last trial.
 struct Selector<'c> {
     goal: &'c Goal,
     chain: &'c [Target],
@@ -755,7 +754,6 @@ struct Selector<'c> {
     tried_mrr: bool,
     /// The load of this selector's last winning nomination.
     last: Option<f64>,
-    nominated: Option<Nomination>,
 }
 
 impl<'c> Selector<'c> {
@@ -769,7 +767,6 @@ impl<'c> Selector<'c> {
             step_down: chain[0].width,
             tried_mrr: false,
             last: None,
-            nominated: None,
         }
     }
 
@@ -779,14 +776,12 @@ impl<'c> Selector<'c> {
 
     /// The load this goal wants measured next, moving on to its next target when the
     /// current one is met; `None` once the final one is.
-    fn nominate(&mut self, log: &TrialLog, cfg: &SearchConfig, mrr: f64) -> Option<f64> {
+    fn nominate(&mut self, log: &TrialLog, cfg: &SearchConfig, mrr: f64) -> Option<(f64, Nomination)> {
         loop {
-            if let Some((load, how)) = self.next_load(log, cfg, mrr) {
-                self.nominated = Some(how);
-                return Some(load);
+            if let Some(next) = self.next_load(log, cfg, mrr) {
+                return Some(next);
             }
             if self.current + 1 == self.chain.len() {
-                self.nominated = None;
                 return None;
             }
             self.previous = relevant_bounds(log, self.target());
@@ -798,12 +793,12 @@ impl<'c> Selector<'c> {
         }
     }
 
-    /// The nomination won: its trial ran.
-    fn won(&mut self, load: f64) {
-        match self.nominated.take() {
-            Some(Nomination::Up { widened: true }) => self.step_up *= 2.0,
-            Some(Nomination::Down { widened: true }) => self.step_down *= 2.0,
-            Some(Nomination::Mrr) => self.tried_mrr = true,
+    /// The nominated load was measured: what the nomination teaches the next one.
+    fn measured(&mut self, load: f64, how: Nomination) {
+        match how {
+            Nomination::Up { widened: true } => self.step_up *= 2.0,
+            Nomination::Down { widened: true } => self.step_down *= 2.0,
+            Nomination::Mrr => self.tried_mrr = true,
             _ => {}
         }
         self.last = Some(load);
@@ -1029,17 +1024,16 @@ mod tests {
                 if t.intended_duration_s < c.final_duration.as_secs_f64() {
                     continue;
                 }
-                let mut log = TrialLog {
+                let log = TrialLog {
                     trial: &mut replay,
                     trials: r.trials[..i].to_vec(),
                     on_trial: &mut |_| {},
                     limit: usize::MAX,
-                    ceiling: f64::INFINITY,
+                    ceiling: r.source_ceiling_pps.unwrap_or(f64::INFINITY),
                     interrupted: false,
                     source_best: 0.0,
                     paced_best: 0.0,
                 };
-                log.ceiling = r.source_ceiling_pps.unwrap_or(f64::INFINITY);
                 let (lower, upper) = relevant_bounds(&log, &fin);
                 let load = t.offered_pps;
                 assert!(

@@ -8,7 +8,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use memmap2::MmapMut;
 use nix::sys::memfd::{MFdFlags, memfd_create};
 
-use super::layout::{COOKIE, RING_COOKIE_AT, RING_FLAGS_AT, RING_HEAD_AT, RING_HEADER, RING_TAIL_AT, ring_bytes};
+use super::layout::{COOKIE, RING_COOKIE_AT, RING_HEADER, ring_bytes};
 
 /// One region of shared memory, owned by this (the client) side.
 pub struct Region {
@@ -42,13 +42,9 @@ impl Region {
         // is returned the descriptor may be passed to the server, and this type hands
         // out no reference into the memory.
         let mut map = unsafe { MmapMut::map_mut(&file) }?;
+        // A new memfd reads as zeros: flags, head and tail are already 0.
         for &(offset, _) in rings {
-            let ring = &mut map[offset..offset + RING_HEADER];
-            ring.fill(0);
-            ring[RING_COOKIE_AT..RING_COOKIE_AT + 4].copy_from_slice(&COOKIE.to_le_bytes());
-            ring[RING_FLAGS_AT..RING_FLAGS_AT + 2].copy_from_slice(&0u16.to_le_bytes());
-            ring[RING_HEAD_AT..RING_HEAD_AT + 2].copy_from_slice(&0u16.to_le_bytes());
-            ring[RING_TAIL_AT..RING_TAIL_AT + 2].copy_from_slice(&0u16.to_le_bytes());
+            map[offset + RING_COOKIE_AT..offset + RING_COOKIE_AT + 4].copy_from_slice(&COOKIE.to_le_bytes());
         }
         Ok(Region { file, map })
     }
