@@ -66,6 +66,20 @@ impl Channel {
         Ok((Channel { fd: a }, Channel { fd: b }))
     }
 
+    /// Gives up a `recv` after `limit` (`None`: waits for ever): a handshake must not
+    /// hang on a peer that stopped answering.
+    pub fn set_timeout(&self, limit: Option<std::time::Duration>) -> io::Result<()> {
+        use nix::sys::time::TimeVal;
+        // A zero timeval means "for ever": a limit is at least one microsecond.
+        let tv = limit.map_or(TimeVal::new(0, 0), |d| {
+            TimeVal::new(
+                d.as_secs() as libc::time_t,
+                libc::suseconds_t::from(d.subsec_micros().max(1)),
+            )
+        });
+        nix::sys::socket::setsockopt(&self.fd, nix::sys::socket::sockopt::ReceiveTimeout, &tv).map_err(io::Error::from)
+    }
+
     /// Sends `msg`, with `fd` passed alongside when given.
     pub fn send(&self, msg: &Msg, fd: Option<BorrowedFd<'_>>) -> io::Result<()> {
         let bytes = msg

@@ -2,13 +2,22 @@
 //! (protocol version 2.0): a control channel on a `SOCK_SEQPACKET` Unix socket, then
 //! regions of shared memory holding descriptor rings and packet buffers.
 //!
-//! This module is being built in steps (issue 27); so far it has the control channel's
-//! messages ([`msg`]), the channel that carries them with their descriptors
-//! ([`control`]), the ring layout both sides agree on ([`layout`]) and the client's
-//! shared memory with its rings ([`region`]). Both handshakes, as server and as client,
-//! complete against DPDK's own `net_memif` (`tests/memif_with_dpdk.rs`).
+//! The layers, bottom up: the control channel's messages ([`msg`]) and the socket that
+//! carries them with their descriptors ([`control`]); the layout both sides agree on
+//! ([`layout`]); shared memory ([`region`]) and the rings in it ([`ring`]); the
+//! handshake in both roles ([`connection`]); an interface that keeps itself connected
+//! across a peer's restarts ([`interface`]); and the port that moves frames ([`port`]).
+//! Both roles interoperate with DPDK's own `net_memif` (`tests/memif_with_dpdk.rs`).
 
+pub mod connection;
 pub mod control;
+pub mod interface;
 pub mod layout;
 pub mod msg;
+pub mod port;
 pub mod region;
+pub mod ring;
+
+pub use connection::{Config, Role};
+pub use interface::{Interface, MemifSettings, Wait};
+pub use port::MemifPort;

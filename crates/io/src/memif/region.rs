@@ -1,51 +1,57 @@
-//! The client's shared memory: a memfd (passed to the server with `AddRegion`), mapped
-//! here, with rings laid out as [`super::layout`] says. The server checks each ring's
-//! cookie when it connects.
+//! A region of memif shared memory: a memfd mapped here, either made by this side (the
+//! client owns the memory and passes the memfd with `AddRegion`) or received from the
+//! peer (the server maps what the client sent).
+//!
+//! The memory is shared with another process that writes it while we read, so it lies
+//! outside what Rust's references may point at: this type hands out no reference into
+//! it, only bounds-checked copies in and out ([`Region::read`], [`Region::write`]) and
+//! raw addresses for [`super::ring::Ring`]. A peer writing the memory at the wrong time
+//! can garble frames, never this process's own memory.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use memmap2::MmapMut;
+use memmap2::{MmapOptions, MmapRaw};
+use nix::fcntl::{FcntlArg, SealFlag, fcntl};
 use nix::sys::memfd::{MFdFlags, memfd_create};
 
-use super::layout::{COOKIE, RING_COOKIE_AT, RING_HEADER, ring_bytes};
-
-/// One region of shared memory, owned by this (the client) side.
+/// One mapped region.
 pub struct Region {
     file: std::fs::File,
-    map: MmapMut,
+    map: MmapRaw,
 }
 
+// SAFETY: a `Region` is a mapping and its file; every access to the memory goes through
+// raw pointers with bounds checks (no references), and concurrent access from other
+// threads is the same as from the peer process, which the protocol's atomics order.
+unsafe impl Send for Region {}
+// SAFETY: as for `Send`: `&Region` offers only raw, bounds-checked copies.
+unsafe impl Sync for Region {}
+
 impl Region {
-    /// A zeroed region of `size` bytes named `name` (shown in /proc/PID/fd), with an
-    /// empty ring of `2^log2` descriptors at each `(offset, log2)` of `rings`: cookie, no
-    /// flags, head and tail at 0. A ring that does not fit, or does not start on a
-    /// 128-byte boundary, is refused. The rings are written before the descriptor can
-    /// leave this process.
-    pub fn with_rings(name: &str, size: usize, rings: &[(usize, u8)]) -> io::Result<Region> {
-        for &(offset, log2) in rings {
-            let end = offset.checked_add(ring_bytes(log2));
-            if !offset.is_multiple_of(RING_HEADER) || end.is_none_or(|e| e > size) {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "a ring of 2^{log2} descriptors at offset {offset} does not fit a {size}-byte region on a 128-byte boundary"
-                    ),
-                ));
-            }
-        }
-        let fd = memfd_create(name, MFdFlags::MFD_CLOEXEC).map_err(io::Error::from)?;
+    /// A new zeroed region of `size` bytes named `name` (shown in /proc/PID/fd), sealed
+    /// against shrinking (a peer that mapped it can then never find its pages gone).
+    pub fn create(name: &str, size: usize) -> io::Result<Region> {
+        let fd = memfd_create(name, MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING).map_err(io::Error::from)?;
         let file = std::fs::File::from(fd);
         file.set_len(size as u64)?;
-        // SAFETY: the memfd is this process's own, just made and sized, and no other
-        // process has it yet: writing the ring headers below is exclusive. Once `Region`
-        // is returned the descriptor may be passed to the server, and this type hands
-        // out no reference into the memory.
-        let mut map = unsafe { MmapMut::map_mut(&file) }?;
-        // A new memfd reads as zeros: flags, head and tail are already 0.
-        for &(offset, _) in rings {
-            map[offset + RING_COOKIE_AT..offset + RING_COOKIE_AT + 4].copy_from_slice(&COOKIE.to_le_bytes());
+        fcntl(&file, FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_SHRINK)).map_err(io::Error::from)?;
+        let map = MmapOptions::new().len(size).map_raw(&file)?;
+        Ok(Region { file, map })
+    }
+
+    /// Maps the `size` bytes of a region the peer sent. A memfd shorter than it says is
+    /// refused: touching the missing pages would kill this process (SIGBUS).
+    pub fn map_received(fd: OwnedFd, size: u64) -> io::Result<Region> {
+        let file = std::fs::File::from(fd);
+        let actual = file.metadata()?.len();
+        if actual < size || size == 0 || size > isize::MAX as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the peer's region is {actual} bytes but was announced as {size}"),
+            ));
         }
+        let map = MmapOptions::new().len(size as usize).map_raw(&file)?;
         Ok(Region { file, map })
     }
 
@@ -54,7 +60,47 @@ impl Region {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.len() == 0
+    }
+
+    /// Whether `[offset, offset + len)` lies inside the region.
+    #[inline(always)]
+    pub fn contains(&self, offset: usize, len: usize) -> bool {
+        offset.checked_add(len).is_some_and(|end| end <= self.map.len())
+    }
+
+    /// The address of byte `offset`, which must be inside the region (checked by the
+    /// caller with [`Region::contains`]: the pointer is only formed, never read, here).
+    #[inline(always)]
+    pub(super) fn at(&self, offset: usize) -> *mut u8 {
+        debug_assert!(offset <= self.map.len());
+        self.map.as_mut_ptr().wrapping_add(offset)
+    }
+
+    /// Copies `into.len()` bytes from `offset`; false (nothing copied) when they are not
+    /// all inside the region.
+    #[inline(always)]
+    pub fn read(&self, offset: usize, into: &mut [u8]) -> bool {
+        if !self.contains(offset, into.len()) {
+            return false;
+        }
+        // SAFETY: the source range lies inside the mapping (checked above), which lives
+        // as long as `self`; the destination is our own slice, which cannot overlap a
+        // mapping no reference points into.
+        unsafe { std::ptr::copy_nonoverlapping(self.at(offset), into.as_mut_ptr(), into.len()) };
+        true
+    }
+
+    /// Copies `from` to `offset`; false (nothing copied) when it does not fit.
+    #[inline(always)]
+    pub fn write(&self, offset: usize, from: &[u8]) -> bool {
+        if !self.contains(offset, from.len()) {
+            return false;
+        }
+        // SAFETY: the destination range lies inside the mapping (checked above), which
+        // is writable and lives as long as `self`; no reference points into it.
+        unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), self.at(offset), from.len()) };
+        true
     }
 }
 
@@ -69,15 +115,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rings_are_laid_out_where_the_protocol_reads_them_and_must_fit() {
-        let r = Region::with_rings("sfclab-test", 1 << 16, &[(128, 10)]).unwrap();
-        assert_eq!(&r.map[128..132], &COOKIE.to_le_bytes());
-        assert_eq!(&r.map[128 + 4..128 + 8], &[0; 4], "flags and head");
-        assert!(
-            Region::with_rings("sfclab-test", 1 << 16, &[(100, 4)]).is_err(),
-            "not on a 128-byte boundary"
-        );
-        let e = Region::with_rings("sfclab-test", 1 << 16, &[(0, 14)]).err().unwrap();
-        assert!(e.to_string().contains("does not fit a 65536-byte region"), "{e}");
+    fn copies_stay_inside_the_region_and_both_mappings_see_them() {
+        let r = Region::create("sfclab-test", 4096).unwrap();
+        assert!(r.write(4090, b"sfclab"));
+        assert!(!r.write(4091, b"sfclab"), "one byte past the end");
+        assert!(!r.write(usize::MAX, b"x"), "an offset that overflows");
+        // The peer's view of the same memory.
+        let fd = r.as_fd().try_clone_to_owned().unwrap();
+        let peer = Region::map_received(fd, 4096).unwrap();
+        let mut got = [0u8; 6];
+        assert!(peer.read(4090, &mut got));
+        assert_eq!(&got, b"sfclab");
+        assert!(!peer.read(4095, &mut got));
+    }
+
+    #[test]
+    fn a_region_shorter_than_announced_is_refused_and_ours_cannot_shrink() {
+        let r = Region::create("sfclab-test", 4096).unwrap();
+        let fd = r.as_fd().try_clone_to_owned().unwrap();
+        let e = Region::map_received(fd, 8192).err().unwrap();
+        assert!(e.to_string().contains("4096 bytes but was announced as 8192"), "{e}");
+        let file = std::fs::File::from(r.as_fd().try_clone_to_owned().unwrap());
+        assert!(file.set_len(100).is_err(), "sealed against shrinking");
     }
 }

@@ -1,0 +1,549 @@
+//! A memif port: one queue's rings of an [`super::interface::Interface`], as the
+//! runtime's [`RxPort`] and [`TxPort`]. One copy per frame each way (from a buffer of
+//! the shared region into a pool buffer, and back), a descriptor per buffer, head and
+//! tail published once per batch; no lock, allocation or system call per frame. A
+//! system call happens per batch only to wake a peer that sleeps (interrupt mode).
+//!
+//! Drops are counted where they happen and why: frames a receiver cannot use (a
+//! descriptor outside the shared memory, a frame larger than a packet buffer), frames a
+//! sender cannot place (the ring full, no peer connected, a frame larger than the ring),
+//! and frames that were on the ring when the peer left (`tx_in_flight_at_disconnect`:
+//! placed but never released by the receiver).
+
+use std::collections::BTreeMap;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
+use std::time::Instant;
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use sfclab_core::packet::DATA_ROOM;
+use sfclab_core::port::{PortInfo, PortStats};
+use sfclab_core::{Batch, NfCounter, PacketMeta, PacketPool, Recycle, RxPort, TxPort};
+
+use super::connection::{Connection, Queue, Role};
+use super::interface::{Control, Wait};
+use super::layout::{DESC_FLAG_NEXT, Desc, RING_FLAG_MASK_INT};
+use crate::window::Window;
+
+/// Why a received frame is dropped.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// A descriptor outside the shared memory (or longer than its buffer).
+    BadDescriptor,
+    /// Larger than a packet buffer's room.
+    Oversize,
+}
+
+/// How long a receiver in interrupt mode sleeps at most before it looks again (a lost
+/// wake-up, a stop request, a peer that left).
+const SLEEP_LIMIT_MS: u16 = 10;
+
+/// One queue of a memif interface.
+pub struct MemifPort {
+    control: Arc<Control>,
+    queue: u16,
+    receive: bool,
+    send: bool,
+    /// The connection the rings belong to, and the epoch it was taken at.
+    conn: Option<Arc<Connection>>,
+    epoch: u64,
+    /// Receive: the next slot to read (the server's `last_head`, the client's
+    /// `last_tail`).
+    rx_next: u16,
+    idle_since: Option<Instant>,
+    window: Window,
+    rx_stats: PortStats,
+    tx_stats: PortStats,
+    tx_window: u64,
+    rx_bad_desc: u64,
+    rx_oversize: u64,
+    rx_pool_empty: u64,
+    tx_ring_full: u64,
+    tx_no_peer: u64,
+    tx_bad_desc: u64,
+    tx_in_flight_at_disconnect: u64,
+    interrupts_sent: u64,
+    sleeps: u64,
+    wakeups: u64,
+}
+
+impl MemifPort {
+    pub(super) fn new(control: Arc<Control>, queue: u16, receive: bool, send: bool) -> MemifPort {
+        MemifPort {
+            control,
+            queue,
+            receive,
+            send,
+            conn: None,
+            epoch: u64::MAX,
+            rx_next: 0,
+            idle_since: None,
+            window: Window::default(),
+            rx_stats: PortStats::default(),
+            tx_stats: PortStats::default(),
+            tx_window: 0,
+            rx_bad_desc: 0,
+            rx_oversize: 0,
+            rx_pool_empty: 0,
+            tx_ring_full: 0,
+            tx_no_peer: 0,
+            tx_bad_desc: 0,
+            tx_in_flight_at_disconnect: 0,
+            interrupts_sent: 0,
+            sleeps: 0,
+            wakeups: 0,
+        }
+    }
+
+    /// Whether the port has a peer now (as of its last call).
+    pub fn connected(&self) -> bool {
+        self.conn.is_some()
+    }
+
+    /// Times a peer connected to the interface so far (reconnections after the first).
+    pub fn connects(&self) -> u64 {
+        self.control.shared.connects()
+    }
+
+    /// Takes the interface's current connection when it changed. What this side had put
+    /// on its send ring and the peer had not released is counted as lost in flight.
+    #[inline(always)]
+    fn follow(&mut self) {
+        if self.control.shared.epoch() == self.epoch {
+            return;
+        }
+        self.switch();
+    }
+
+    #[cold]
+    fn switch(&mut self) {
+        if let Some(old) = self.conn.take()
+            && self.send
+            && let Some(q) = old.tx.get(usize::from(self.queue))
+        {
+            let (head, tail) = (
+                q.ring.head().load(Ordering::Acquire),
+                q.ring.tail().load(Ordering::Acquire),
+            );
+            // Unreleased frames: the client's `head - tail`; on a server's ring the
+            // client releases by moving `head` a ring ahead of what it consumed.
+            let unreleased = match old.role {
+                Role::Client => head.wrapping_sub(tail),
+                Role::Server => tail.wrapping_sub(head.wrapping_sub(q.ring.size())),
+            };
+            self.tx_in_flight_at_disconnect += u64::from(unreleased.min(q.ring.size()));
+        }
+        let (epoch, conn) = self.control.shared.current();
+        self.epoch = epoch;
+        self.rx_next = 0;
+        self.idle_since = None;
+        if let Some(c) = &conn
+            && self.receive
+            && let Some(q) = c.rx.get(usize::from(self.queue))
+        {
+            // Polling until the ring stays empty: the sender need not signal.
+            q.ring.flags().fetch_or(RING_FLAG_MASK_INT, Ordering::Relaxed);
+            if c.role == Role::Client {
+                self.refill(q);
+            }
+        }
+        self.conn = conn;
+    }
+
+    /// The client hands the server every buffer of its receive ring that it has read
+    /// (their descriptors rewritten whole: the server may have changed them).
+    #[inline(always)]
+    fn refill(&self, q: &Queue) {
+        let Some((first, size)) = q.buffers else { return };
+        let ring = &q.ring;
+        let mut head = ring.head().load(Ordering::Relaxed);
+        let end = self.rx_next.wrapping_add(ring.size());
+        while head != end {
+            let i = usize::from(head & ring.mask());
+            ring.set_desc(
+                head,
+                Desc {
+                    flags: 0,
+                    region: 0,
+                    length: size,
+                    offset: (first + i * size as usize) as u32,
+                    metadata: 0,
+                },
+            );
+            head = head.wrapping_add(1);
+        }
+        ring.head().store(head, Ordering::Release);
+    }
+
+    /// Where the frame part in `d` (slot `slot` of `q`) lies: the client knows its own
+    /// buffers (and trusts no offset the peer wrote), the server reads the descriptor.
+    #[inline(always)]
+    fn buffer_of(conn: &Connection, q: &Queue, slot: u16, d: &Desc) -> Option<(usize, usize, usize)> {
+        match q.buffers {
+            Some((first, size)) => {
+                let at = first + usize::from(slot & q.ring.mask()) * size as usize;
+                (d.length <= size).then_some((0, at, d.length as usize))
+            }
+            None => {
+                let r = usize::from(d.region);
+                let region = conn.regions.get(r)?;
+                region.contains(d.offset as usize, d.length as usize).then_some((
+                    r,
+                    d.offset as usize,
+                    d.length as usize,
+                ))
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn receive_from(&mut self, conn: &Connection, pool: &mut PacketPool, batch: &mut Batch) -> usize {
+        let Some(q) = conn.rx.get(usize::from(self.queue)) else {
+            return 0;
+        };
+        let ring = &q.ring;
+        let end = match conn.role {
+            Role::Server => ring.head().load(Ordering::Acquire),
+            Role::Client => ring.tail().load(Ordering::Acquire),
+        };
+        let available = end.wrapping_sub(self.rx_next);
+        let mut want = self.window.room(batch.room(), self.rx_stats.packets);
+        want = want.min(usize::from(available));
+        if want == 0 {
+            return 0;
+        }
+        let first = batch.len();
+        let got = pool.alloc_into(batch, want);
+        if got < want {
+            self.rx_pool_empty += 1;
+        }
+        let (mut slot, mut taken, mut frames, mut bytes) = (self.rx_next, 0usize, 0usize, 0u64);
+        let available = available.min(ring.size());
+        let flags = self.window.flags();
+        while frames < got && slot != end {
+            // One frame: its first descriptor and those its NEXT flags chain on.
+            let start = slot;
+            let (mut len, mut fault, mut complete) = (0usize, None, false);
+            let room = batch.get_mut(first + taken).reset(DATA_ROOM);
+            while slot != end {
+                let d = ring.desc(slot);
+                match Self::buffer_of(conn, q, slot, &d) {
+                    Some((r, at, n)) if fault.is_none() && len + n <= DATA_ROOM => {
+                        conn.regions[r].read(at, &mut room[len..len + n]);
+                        len += n;
+                    }
+                    Some(_) => fault = fault.or(Some(Fault::Oversize)),
+                    None => fault = fault.or(Some(Fault::BadDescriptor)),
+                }
+                slot = slot.wrapping_add(1);
+                if d.flags & DESC_FLAG_NEXT == 0 {
+                    complete = true;
+                    break;
+                }
+            }
+            if !complete {
+                if available < ring.size() {
+                    // The sender publishes whole frames: the rest of this one is on
+                    // its way. Read it whole next time.
+                    slot = start;
+                    break;
+                }
+                // A chain as long as the ring never ends: a broken sender.
+                fault = Some(Fault::BadDescriptor);
+            }
+            frames += 1;
+            match fault {
+                Some(Fault::Oversize) => self.rx_oversize += 1,
+                Some(Fault::BadDescriptor) => self.rx_bad_desc += 1,
+                None => {
+                    let p = batch.get_mut(first + taken);
+                    p.meta = PacketMeta::fresh(0, 0, flags);
+                    p.meta.seq = self.rx_stats.packets.wrapping_add(frames as u64 - 1) as u32;
+                    p.reset(len);
+                    bytes += len as u64;
+                    taken += 1;
+                }
+            }
+        }
+        self.rx_next = slot;
+        match conn.role {
+            Role::Server => ring.tail().store(slot, Ordering::Release),
+            Role::Client => self.refill(q),
+        }
+        for _ in taken..got {
+            if let Some(p) = batch.pop() {
+                pool.free(p);
+            }
+        }
+        let dropped = (frames - taken) as u64;
+        self.rx_stats.packets += frames as u64;
+        self.rx_stats.bytes += bytes;
+        self.rx_stats.dropped += dropped;
+        taken
+    }
+
+    /// Nothing arrived: in interrupt mode, after `spin` of nothing, unmask the ring's
+    /// interrupt, look once more (a frame published before the unmask was seen would
+    /// otherwise sleep with us), and sleep on the eventfd.
+    #[cold]
+    fn idle(&mut self) {
+        let Wait::Interrupt { spin } = self.control.settings.wait else {
+            return;
+        };
+        let now = Instant::now();
+        let since = *self.idle_since.get_or_insert(now);
+        if now.duration_since(since) < spin {
+            return;
+        }
+        let Some(conn) = self.conn.clone() else {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            return;
+        };
+        let Some(q) = conn.rx.get(usize::from(self.queue)) else {
+            return;
+        };
+        let ring = &q.ring;
+        ring.flags().fetch_and(!RING_FLAG_MASK_INT, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let end = match conn.role {
+            Role::Server => ring.head().load(Ordering::Acquire),
+            Role::Client => ring.tail().load(Ordering::Acquire),
+        };
+        if end == self.rx_next {
+            self.sleeps += 1;
+            let mut fds = [PollFd::new(q.interrupt.as_fd(), PollFlags::POLLIN)];
+            if matches!(poll(&mut fds, PollTimeout::from(SLEEP_LIMIT_MS)), Ok(n) if n > 0) {
+                self.wakeups += 1;
+                // The next frames are likely close: poll again before sleeping.
+                self.idle_since = None;
+            }
+        } else {
+            self.idle_since = None;
+        }
+        // Clear what the sender signalled (non-blocking: the client made it so).
+        let mut b = [0u8; 8];
+        let _ = nix::unistd::read(&q.interrupt, &mut b);
+        ring.flags().fetch_or(RING_FLAG_MASK_INT, Ordering::Relaxed);
+    }
+
+    /// Places as many frames of `batch` as the ring has room for; returns how many.
+    #[inline(always)]
+    fn send_to(&mut self, conn: &Connection, batch: &Batch) -> usize {
+        let Some(q) = conn.tx.get(usize::from(self.queue)) else {
+            return 0;
+        };
+        let ring = &q.ring;
+        let (mut slot, limit) = match conn.role {
+            Role::Client => {
+                let head = ring.head().load(Ordering::Relaxed);
+                let tail = ring.tail().load(Ordering::Acquire);
+                (head, tail.wrapping_add(ring.size()))
+            }
+            Role::Server => (ring.tail().load(Ordering::Relaxed), ring.head().load(Ordering::Acquire)),
+        };
+        let (mut sent, mut bytes, mut window) = (0usize, 0u64, 0u64);
+        'frames: for p in batch.iter() {
+            let data = p.data();
+            let start = slot;
+            let mut done = 0usize;
+            loop {
+                if slot == limit || limit.wrapping_sub(slot) > ring.size() {
+                    slot = start;
+                    self.tx_ring_full += (batch.len() - sent) as u64;
+                    break 'frames;
+                }
+                let d = ring.desc(slot);
+                let Some((r, at, room)) = (match q.buffers {
+                    Some((first, size)) => Some((
+                        0,
+                        first + usize::from(slot & ring.mask()) * size as usize,
+                        size as usize,
+                    )),
+                    None => Self::buffer_of(conn, q, slot, &d),
+                }) else {
+                    slot = start;
+                    self.tx_bad_desc += (batch.len() - sent) as u64;
+                    break 'frames;
+                };
+                if room == 0 {
+                    slot = start;
+                    self.tx_bad_desc += (batch.len() - sent) as u64;
+                    break 'frames;
+                }
+                let n = room.min(data.len() - done);
+                conn.regions[r].write(at, &data[done..done + n]);
+                done += n;
+                let more = done < data.len();
+                ring.set_desc(
+                    slot,
+                    Desc {
+                        flags: if more { DESC_FLAG_NEXT } else { 0 },
+                        region: r as u16,
+                        length: n as u32,
+                        offset: at as u32,
+                        metadata: 0,
+                    },
+                );
+                slot = slot.wrapping_add(1);
+                if !more {
+                    break;
+                }
+            }
+            sent += 1;
+            bytes += data.len() as u64;
+            window += u64::from(p.in_window());
+        }
+        match conn.role {
+            Role::Client => ring.head().store(slot, Ordering::Release),
+            Role::Server => ring.tail().store(slot, Ordering::Release),
+        }
+        if sent > 0 {
+            // Pairs with the receiver's fence between unmasking and looking again.
+            fence(Ordering::SeqCst);
+            if ring.flags().load(Ordering::Relaxed) & RING_FLAG_MASK_INT == 0 {
+                let _ = nix::unistd::write(&q.interrupt, &1u64.to_ne_bytes());
+                self.interrupts_sent += 1;
+            }
+        }
+        self.tx_stats.bytes += bytes;
+        self.tx_window += window;
+        sent
+    }
+
+    fn summary_role(&self) -> &'static str {
+        match (self.receive, self.send) {
+            (true, true) => "receive and send",
+            (true, false) => "receive",
+            (false, true) => "send",
+            (false, false) => "unused",
+        }
+    }
+}
+
+impl RxPort for MemifPort {
+    fn rx(&mut self, _now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
+        if !self.receive {
+            return 0;
+        }
+        self.follow();
+        let got = match self.conn.clone() {
+            Some(c) => self.receive_from(&c, pool, batch),
+            None => 0,
+        };
+        if got == 0 {
+            self.idle();
+        } else {
+            self.idle_since = None;
+        }
+        got
+    }
+
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        vec![("bad-descriptor", self.rx_bad_desc), ("oversize", self.rx_oversize)]
+    }
+
+    fn exhausted(&self) -> bool {
+        self.window.reached(self.rx_stats.packets)
+    }
+
+    fn needs_fresh_clock(&self) -> bool {
+        false
+    }
+
+    fn stats(&self) -> PortStats {
+        self.rx_stats
+    }
+
+    fn start_window(&mut self, count: Option<u64>) {
+        self.window.start(self.rx_stats.packets, count);
+    }
+
+    fn counters(&self) -> Vec<NfCounter> {
+        vec![
+            NfCounter::total("rx_bad_descriptor", self.rx_bad_desc),
+            NfCounter::total("rx_oversize", self.rx_oversize),
+            NfCounter::total("rx_pool_empty", self.rx_pool_empty),
+            NfCounter::total("sleeps", self.sleeps),
+            NfCounter::total("wakeups", self.wakeups),
+            NfCounter::total("connects", self.connects()),
+        ]
+    }
+
+    fn info(&self) -> PortInfo {
+        port_info(self)
+    }
+}
+
+impl TxPort for MemifPort {
+    fn tx<R: Recycle>(&mut self, _now: u64, batch: &mut Batch, recycle: &mut R) {
+        let n = batch.len();
+        let sent = if self.send {
+            self.follow();
+            match self.conn.clone() {
+                Some(c) => self.send_to(&c, batch),
+                None => {
+                    self.tx_no_peer += n as u64;
+                    0
+                }
+            }
+        } else {
+            self.tx_no_peer += n as u64;
+            0
+        };
+        self.tx_stats.packets += sent as u64;
+        self.tx_stats.dropped += (n - sent) as u64;
+        recycle.recycle_batch(batch);
+    }
+
+    fn stats(&self) -> PortStats {
+        self.tx_stats
+    }
+
+    fn window_packets(&self) -> u64 {
+        self.tx_window
+    }
+
+    fn counters(&self) -> Vec<NfCounter> {
+        vec![
+            NfCounter::total("tx_ring_full", self.tx_ring_full),
+            NfCounter::total("tx_no_peer", self.tx_no_peer),
+            NfCounter::total("tx_bad_descriptor", self.tx_bad_desc),
+            NfCounter::total("tx_in_flight_at_disconnect", self.tx_in_flight_at_disconnect),
+            NfCounter::total("interrupts_sent", self.interrupts_sent),
+            NfCounter::total("connects", self.connects()),
+        ]
+    }
+
+    fn info(&self) -> PortInfo {
+        port_info(self)
+    }
+}
+
+fn port_info(port: &MemifPort) -> PortInfo {
+    let s = &port.control.settings;
+    let peer = port.conn.as_ref().map_or("none".to_string(), |c| c.peer.clone());
+    PortInfo {
+        kind: "memif".into(),
+        summary: format!(
+            "{} ({}, id {}, queue {}, {}), peer {peer}, ring 2^{}, {}",
+            s.socket.display(),
+            s.role,
+            s.config.id,
+            port.queue,
+            port.summary_role(),
+            s.config.log2_ring_size,
+            s.wait
+        ),
+        settings: BTreeMap::from([
+            ("socket".to_string(), s.socket.display().to_string()),
+            ("role".to_string(), s.role.to_string()),
+            ("id".to_string(), s.config.id.to_string()),
+            ("queue".to_string(), port.queue.to_string()),
+            ("log2_ring_size".to_string(), s.config.log2_ring_size.to_string()),
+            ("buffer_size".to_string(), s.config.buffer_size.to_string()),
+            ("wait".to_string(), s.wait.to_string()),
+            ("peer".to_string(), peer),
+        ]),
+    }
+}

@@ -1,0 +1,250 @@
+//! memif ports against each other in one process: an sfclab server and an sfclab
+//! client on one socket file, frames both ways, conservation, full rings, a peer that
+//! leaves and comes back, interrupt mode, and a peer that writes nonsense.
+
+use sfclab_core::{Batch, PacketPool, RxPort, TxPort};
+use sfclab_io::memif::{Config, Interface, MemifPort, MemifSettings, Role, Wait};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn settings(socket: &Path, role: Role, buffer_size: u32, log2: u8) -> MemifSettings {
+    MemifSettings {
+        config: Config {
+            buffer_size,
+            log2_ring_size: log2,
+            ..Config::default()
+        },
+        ..MemifSettings::new(socket, role)
+    }
+}
+
+/// A server and a client, connected, with one port each doing both directions.
+fn pair(dir: &Path, buffer_size: u32, log2: u8) -> (Interface, MemifPort, Interface, MemifPort) {
+    let socket = dir.join("memif.sock");
+    let mut server = Interface::open(&settings(&socket, Role::Server, buffer_size, log2)).unwrap();
+    let mut client = Interface::open(&settings(&socket, Role::Client, buffer_size, log2)).unwrap();
+    client.wait_connected(Duration::from_secs(10)).unwrap();
+    server.wait_connected(Duration::from_secs(10)).unwrap();
+    let s = server.port(0, true, true).unwrap();
+    let c = client.port(0, true, true).unwrap();
+    (server, s, client, c)
+}
+
+/// Frame `i`: its length varies (60 to 1514 B) and every byte says which frame it is.
+fn frame(i: usize) -> Vec<u8> {
+    let len = 60 + (i * 97) % 1455;
+    (0..len).map(|k| (i * 31 + k) as u8).collect()
+}
+
+fn send(port: &mut MemifPort, pool: &mut PacketPool, frames: &[Vec<u8>]) -> u64 {
+    let before = TxPort::stats(port).packets;
+    let mut batch = Batch::new(frames.len());
+    assert_eq!(pool.alloc_into(&mut batch, frames.len()), frames.len());
+    for (k, f) in frames.iter().enumerate() {
+        batch.get_mut(k).reset(f.len()).copy_from_slice(f);
+    }
+    port.tx(0, &mut batch, pool);
+    TxPort::stats(port).packets - before
+}
+
+/// Receives until `want` frames came or nothing comes for a while.
+fn receive(port: &mut MemifPort, pool: &mut PacketPool, want: usize) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut batch = Batch::new(64);
+    let mut last = Instant::now();
+    while got.len() < want && last.elapsed() < Duration::from_secs(2) {
+        if port.rx(0, pool, &mut batch) > 0 {
+            last = Instant::now();
+        }
+        got.extend(batch.iter().map(|p| p.data().to_vec()));
+        pool.free_batch(&mut batch);
+    }
+    got
+}
+
+fn counter(port: &MemifPort, rx: bool, name: &str) -> u64 {
+    let all = if rx {
+        RxPort::counters(port)
+    } else {
+        TxPort::counters(port)
+    };
+    all.iter()
+        .find(|c| c.name == name)
+        .map_or_else(|| panic!("no counter {name}"), |c| c.value)
+}
+
+#[test]
+fn frames_cross_both_ways_whole_and_in_order_even_across_chained_buffers() {
+    let dir = tempfile::tempdir().unwrap();
+    // 512-byte buffers: a 1514-byte frame takes three descriptors (the NEXT flag).
+    let (_si, mut server, _ci, mut client) = pair(dir.path(), 512, 8);
+    let mut pool = PacketPool::new(512);
+    let frames: Vec<Vec<u8>> = (0..300).map(frame).collect();
+    let mut sent = 0;
+    let mut got = Vec::new();
+    for chunk in frames.chunks(20) {
+        sent += send(&mut client, &mut pool, chunk);
+        got.extend(receive(&mut server, &mut pool, chunk.len()));
+    }
+    assert_eq!(sent, 300);
+    assert_eq!(got, frames, "client to server: every byte, in order");
+    assert_eq!(RxPort::stats(&server).packets, 300);
+
+    let mut back = Vec::new();
+    for chunk in frames.chunks(20) {
+        assert_eq!(send(&mut server, &mut pool, chunk), chunk.len() as u64);
+        back.extend(receive(&mut client, &mut pool, chunk.len()));
+    }
+    assert_eq!(back, frames, "server to client: every byte, in order");
+    assert_eq!(RxPort::stats(&client).dropped + RxPort::stats(&server).dropped, 0);
+    assert!(pool.available() == 512, "every buffer back in the pool");
+}
+
+#[test]
+fn a_full_ring_refuses_what_it_cannot_hold_and_counts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // 16 slots of 2048 B: 16 small frames fit, then the ring is full.
+    let (_si, mut server, _ci, mut client) = pair(dir.path(), 2048, 4);
+    let mut pool = PacketPool::new(128);
+    let frames: Vec<Vec<u8>> = (0..40)
+        .map(|i| frame(i * 15))
+        .filter(|f| f.len() <= 2048)
+        .take(24)
+        .collect();
+    assert_eq!(send(&mut client, &mut pool, &frames), 16);
+    let s = TxPort::stats(&client);
+    assert_eq!((s.packets, s.dropped), (16, 8), "sent and dropped make up the batch");
+    assert_eq!(counter(&client, false, "tx_ring_full"), 8);
+    assert_eq!(receive(&mut server, &mut pool, 16), frames[..16].to_vec());
+    // Room again once the server released the slots.
+    assert_eq!(send(&mut client, &mut pool, &frames[16..]), 8);
+    assert_eq!(receive(&mut server, &mut pool, 8), frames[16..].to_vec());
+}
+
+#[test]
+fn a_client_that_leaves_and_comes_back_is_served_again_and_the_loss_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("memif.sock");
+    let mut server = Interface::open(&settings(&socket, Role::Server, 2048, 6)).unwrap();
+    let mut s = server.port(0, true, true).unwrap();
+    let mut pool = PacketPool::new(256);
+    let frames: Vec<Vec<u8>> = (0..10).map(frame).collect();
+    for round in 0..2u64 {
+        let mut client = Interface::open(&settings(&socket, Role::Client, 2048, 6)).unwrap();
+        client.wait_connected(Duration::from_secs(10)).unwrap();
+        let mut c = client.port(0, true, true).unwrap();
+        assert_eq!(send(&mut c, &mut pool, &frames), 10);
+        assert_eq!(receive(&mut s, &mut pool, 10), frames, "round {round}");
+        // The server sends 10 the client never reads: they are in flight when it goes.
+        assert_eq!(send(&mut s, &mut pool, &frames), 10);
+        drop(c);
+        drop(client);
+        let started = Instant::now();
+        while server.connected() {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "the server saw the client go"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // While no one is connected, what the server sends is dropped as such.
+        assert_eq!(send(&mut s, &mut pool, &frames[..3]), 0);
+        assert_eq!(counter(&s, false, "tx_no_peer"), 3 * (round + 1));
+        assert_eq!(counter(&s, false, "tx_in_flight_at_disconnect"), 10 * (round + 1));
+    }
+    assert_eq!(counter(&s, true, "connects"), 2);
+    let t = TxPort::stats(&s);
+    assert_eq!((t.packets, t.dropped), (20, 6));
+}
+
+#[test]
+fn a_sleeping_receiver_is_woken_by_the_sender_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("memif.sock");
+    let mut server = Interface::open(&MemifSettings {
+        wait: Wait::Interrupt {
+            spin: Duration::from_micros(50),
+        },
+        ..settings(&socket, Role::Server, 2048, 8)
+    })
+    .unwrap();
+    let mut client = Interface::open(&settings(&socket, Role::Client, 2048, 8)).unwrap();
+    client.wait_connected(Duration::from_secs(10)).unwrap();
+    server.wait_connected(Duration::from_secs(10)).unwrap();
+    let mut s = server.port(0, true, false).unwrap();
+    let mut c = client.port(0, false, true).unwrap();
+    let receiver = std::thread::spawn(move || {
+        let mut pool = PacketPool::new(256);
+        let got = receive_long(&mut s, &mut pool, 50);
+        (got, counter(&s, true, "sleeps"), counter(&s, true, "wakeups"))
+    });
+    let mut pool = PacketPool::new(256);
+    let frames: Vec<Vec<u8>> = (0..50).map(frame).collect();
+    for f in frames.chunks(5) {
+        // Long enough for the receiver to fall asleep between bursts.
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(send(&mut c, &mut pool, f), 5);
+    }
+    let (got, sleeps, wakeups) = receiver.join().unwrap();
+    assert_eq!(got, frames);
+    assert!(sleeps >= 5 && wakeups >= 5, "slept {sleeps}, woken {wakeups}");
+    assert!(counter(&c, false, "interrupts_sent") >= 5);
+}
+
+/// As `receive`, with patience for a sender that pauses.
+fn receive_long(port: &mut MemifPort, pool: &mut PacketPool, want: usize) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut batch = Batch::new(64);
+    let started = Instant::now();
+    while got.len() < want && started.elapsed() < Duration::from_secs(10) {
+        port.rx(0, pool, &mut batch);
+        got.extend(batch.iter().map(|p| p.data().to_vec()));
+        pool.free_batch(&mut batch);
+    }
+    got
+}
+
+#[test]
+fn a_peer_writing_descriptors_outside_its_memory_costs_frames_not_safety() {
+    use sfclab_io::memif::connection::join;
+    use sfclab_io::memif::control::Channel;
+    use sfclab_io::memif::layout::{DESC_FLAG_NEXT, Desc};
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("memif.sock");
+    let mut server = Interface::open(&settings(&socket, Role::Server, 2048, 4)).unwrap();
+    let mut s = server.port(0, true, true).unwrap();
+    // A hand-driven client: it writes descriptors as it likes.
+    let channel = Channel::connect(&socket).unwrap();
+    let conn = join(&channel, &Config::default()).unwrap();
+    server.wait_connected(Duration::from_secs(10)).unwrap();
+    let ring = &conn.tx[0].ring;
+    let region = conn.regions[0].len() as u32;
+    let good = ring.desc(3);
+    let descs = [
+        Desc {
+            offset: region - 10,
+            length: 60,
+            ..good
+        }, // runs past the region's end
+        Desc { region: 9, ..good },  // a region never added
+        Desc { length: 60, ..good }, // fine
+        Desc {
+            flags: DESC_FLAG_NEXT,
+            length: 1500,
+            ..good
+        },
+        Desc { length: 1500, ..good }, // 3000 B: larger than a packet
+    ];
+    for (k, d) in descs.iter().enumerate() {
+        ring.set_desc(k as u16, *d);
+    }
+    ring.head().store(descs.len() as u16, Ordering::Release);
+    let mut pool = PacketPool::new(64);
+    let got = receive(&mut s, &mut pool, 1);
+    assert_eq!(got.len(), 1, "the one good frame");
+    let st = RxPort::stats(&s);
+    assert_eq!((st.packets, st.dropped), (4, 3), "taken in: 4 frames, 3 dropped");
+    assert_eq!(s.drops(), vec![("bad-descriptor", 2), ("oversize", 1)]);
+    assert_eq!(ring.tail().load(Ordering::Acquire), 5, "every slot released");
+}
