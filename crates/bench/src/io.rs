@@ -113,6 +113,7 @@ fn mode_of(port: &InterfacePort) -> String {
             p.bind().name()
         ),
         InterfacePort::AfPacket(_) => "TPACKET_V3 receive ring, TPACKET_V2 send ring, qdisc bypassed".into(),
+        InterfacePort::Memif(p) => sfclab_core::RxPort::info(p).summary,
     }
 }
 

@@ -204,7 +204,7 @@ fn wired_settings_that_cannot_work_are_refused_by_name() {
     );
     let o = sfclab(&["run", "--ports", "wifi"]);
     assert!(
-        stderr(&o).contains("memory, veth, linux, dut:IN,OUT or tester:OUT,IN"),
+        stderr(&o).contains("memory, veth, linux, dut:IN,OUT, tester:OUT,IN or memif:PATH"),
         "{}",
         stderr(&o)
     );

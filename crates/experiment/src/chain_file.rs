@@ -656,6 +656,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         let io_kind = r.io.unwrap_or_default();
         if let Ports::Dut { input, output } | Ports::Tester { output, input } = &ports
             && input == output
+            && !sfclab_io::is_memif(input)
             && io_kind == sfclab_io::IoKind::AfXdp
         {
             return Err(ctx.setting(

@@ -145,16 +145,26 @@ fn interface_settings(spec: &Experiment) -> AfXdpSettings {
 }
 
 /// Opens `interface` of this namespace as a port of the spec's I/O kind.
-fn open_interface(spec: &Experiment, interface: &str, receive: bool) -> Result<InterfacePort, RunError> {
-    InterfacePort::open(spec.io_kind, interface, &interface_settings(spec), receive)
+/// How long a tester waits for the memif peers it is to test.
+const MEMIF_PEER_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The receiving and sending ports of a run on interfaces or memif endpoints; `role`
+/// for memif endpoints that name none.
+fn open_pair(
+    spec: &Experiment,
+    input: &str,
+    output: &str,
+    role: sfclab_io::memif::Role,
+    wait: Option<std::time::Duration>,
+) -> Result<(InterfacePort, InterfacePort), RunError> {
+    InterfacePort::open_pair(spec.io_kind, input, output, &interface_settings(spec), role, wait)
         .map_err(|reason| RunError::Setting { key: "ports", reason })
 }
 
 /// sfclab as the device under test: the chain forwards what arrives on `input` out of
 /// `output` for the window (or until Ctrl-C).
 fn run_between_interfaces(spec: &Experiment, input: &str, output: &str) -> Result<RunReport, RunError> {
-    let rx = open_interface(spec, input, true)?;
-    let tx = open_interface(spec, output, false)?;
+    let (rx, tx) = open_pair(spec, input, output, sfclab_io::memif::Role::Server, None)?;
     if let Some(ready) = &spec.ready_file {
         std::fs::write(ready, b"").map_err(|e| RunError::Setting {
             key: "ready_file",
@@ -167,8 +177,14 @@ fn run_between_interfaces(spec: &Experiment, input: &str, output: &str) -> Resul
 /// sfclab as the tester: the generator's frames leave on `output`, come back on `input`
 /// through whatever joins them, and are measured as in memory (loss, latency, order).
 fn test_across_interfaces(spec: &Experiment, output: &str, input: &str) -> Result<RunReport, RunError> {
-    let tx = open_interface(spec, output, false)?;
-    let rx = open_interface(spec, input, true)?;
+    // A tester starts its traffic once the device under test is there to take it.
+    let (rx, tx) = open_pair(
+        spec,
+        input,
+        output,
+        sfclab_io::memif::Role::Client,
+        Some(MEMIF_PEER_LIMIT),
+    )?;
     let generator =
         Generator::new(spec.traffic.clone(), spec.settings.batch).map_err(|(key, reason)| RunError::Setting {
             key,

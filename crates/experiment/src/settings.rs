@@ -144,6 +144,11 @@ pub struct RunSection {
     /// interfaces that exist: `dut:IN,OUT` (the chain forwards from IN to OUT until the
     /// window ends or Ctrl-C) and `tester:OUT,IN` (no chain: the generator sends on OUT
     /// and measures what comes back on IN, across whatever joins them). Needs root.
+    /// IN and OUT may also be memif endpoints, `memif:PATH[,role=server|client][,id=N]
+    /// [,secret=S][,ring=N][,buffer=N][,wait=polling|interrupt][,spin=US]` (shared memory
+    /// with DPDK, VPP or another sfclab; no root needed): a device under test serves
+    /// them by default (`--ports memif:A,memif:B`, or `memif:A` in and out of one), a
+    /// tester connects to them.
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub ports: Option<Ports>,
@@ -435,7 +440,21 @@ impl FromStr for Ports {
     fn from_str(s: &str) -> Result<Self, String> {
         let t = s.trim();
         let interfaces = |list: &str| -> Result<(String, String), String> {
-            let names: Vec<&str> = list.split(',').map(str::trim).collect();
+            // A memif endpoint's `key=value` settings belong to the endpoint before them.
+            let mut endpoints: Vec<String> = Vec::new();
+            for item in list.split(',').map(str::trim) {
+                match endpoints.last_mut() {
+                    Some(last) if item.contains('=') && sfclab_io::is_memif(last) => {
+                        last.push(',');
+                        last.push_str(item);
+                    }
+                    _ => endpoints.push(item.to_string()),
+                }
+            }
+            for e in endpoints.iter().filter(|e| sfclab_io::is_memif(e)) {
+                sfclab_io::memif::MemifSettings::from_spec(e, sfclab_io::memif::Role::Server)?;
+            }
+            let names: Vec<&str> = endpoints.iter().map(String::as_str).collect();
             match names[..] {
                 [one] if !one.is_empty() => Ok((one.to_string(), one.to_string())),
                 [a, b] if !a.is_empty() && !b.is_empty() => Ok((a.to_string(), b.to_string())),
@@ -450,12 +469,18 @@ impl FromStr for Ports {
             let (output, input) = interfaces(list)?;
             return Ok(Ports::Tester { output, input });
         }
+        if sfclab_io::is_memif(t) {
+            // sfclab as the device under test on memif: `memif:A` in and out of one
+            // interface, `memif:A,memif:B` in on A and out on B.
+            let (input, output) = interfaces(t)?;
+            return Ok(Ports::Dut { input, output });
+        }
         match t.to_ascii_lowercase().as_str() {
             "memory" => Ok(Ports::Memory),
             "veth" => Ok(Ports::Veth),
             "linux" => Ok(Ports::Linux),
             _ => Err(format!(
-                "`{s}` is not a kind of ports: write memory, veth, linux, dut:IN,OUT or tester:OUT,IN"
+                "`{s}` is not a kind of ports: write memory, veth, linux, dut:IN,OUT, tester:OUT,IN or memif:PATH"
             )),
         }
     }
@@ -772,6 +797,37 @@ pub(crate) fn plain(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memif_endpoints_keep_their_settings_and_name_a_bad_one() {
+        let p: Ports = "memif:/run/a.sock,role=client,id=3,memif:/run/b.sock".parse().unwrap();
+        assert_eq!(
+            p,
+            Ports::Dut {
+                input: "memif:/run/a.sock,role=client,id=3".into(),
+                output: "memif:/run/b.sock".into()
+            }
+        );
+        assert_eq!(p.to_string().parse::<Ports>().unwrap(), p, "written as read");
+        let one: Ports = "memif:/run/a.sock,wait=interrupt".parse().unwrap();
+        assert_eq!(
+            one,
+            Ports::Dut {
+                input: "memif:/run/a.sock,wait=interrupt".into(),
+                output: "memif:/run/a.sock,wait=interrupt".into()
+            }
+        );
+        let t: Ports = "tester:memif:/a.sock,eth0".parse().unwrap();
+        assert_eq!(
+            t,
+            Ports::Tester {
+                output: "memif:/a.sock".into(),
+                input: "eth0".into()
+            }
+        );
+        let e = "memif:/a.sock,wait=sometimes".parse::<Ports>().unwrap_err();
+        assert!(e.contains("wait `sometimes`"), "{e}");
+    }
 
     fn map(text: &str) -> Map<String, Value> {
         match serde_json::from_str(text).unwrap() {

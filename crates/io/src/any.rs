@@ -3,6 +3,7 @@
 
 use crate::af_packet::{AfPacketPort, AfPacketSettings};
 use crate::af_xdp::{AfXdpPort, AfXdpSettings};
+use crate::memif::{self, MemifPort, MemifSettings};
 use sfclab_core::port::{PortInfo, PortStats, Shortfall};
 use sfclab_core::{Batch, NfCounter, PacketPool, Recycle, RxPort, TxPort};
 
@@ -44,6 +45,12 @@ impl std::fmt::Display for IoKind {
 pub enum InterfacePort {
     AfXdp(AfXdpPort),
     AfPacket(AfPacketPort),
+    Memif(MemifPort),
+}
+
+/// Whether an endpoint names a memif interface rather than a kernel one.
+pub fn is_memif(endpoint: &str) -> bool {
+    endpoint.starts_with(memif::interface::SPEC_PREFIX)
 }
 
 impl InterfacePort {
@@ -63,6 +70,46 @@ impl InterfacePort {
             )
             .map(InterfacePort::AfPacket),
         }
+    }
+
+    /// The receiving port on `input` and the sending one on `output`, each a kernel
+    /// interface (a port of `kind`) or a memif endpoint (`memif:PATH[,key=value...]`,
+    /// `role` when it names none). One memif endpoint named twice is one interface whose
+    /// queue receives and sends. With `wait`, memif interfaces must have a peer within
+    /// it (a tester waits; a device under test is ready as soon as it listens).
+    pub fn open_pair(
+        kind: IoKind,
+        input: &str,
+        output: &str,
+        xdp: &AfXdpSettings,
+        role: memif::Role,
+        wait: Option<std::time::Duration>,
+    ) -> Result<(InterfacePort, InterfacePort), String> {
+        let memif_interface = |spec: &str| -> Result<memif::Interface, String> {
+            let settings = MemifSettings::from_spec(spec, role)?;
+            memif::Interface::open(&settings)
+        };
+        let ready = |i: &memif::Interface| wait.map_or(Ok(()), |limit| i.wait_connected(limit));
+        if is_memif(input) && input == output {
+            let mut i = memif_interface(input)?;
+            ready(&i)?;
+            let rx = i.port(0, true, false)?;
+            let tx = i.port(0, false, true)?;
+            return Ok((InterfacePort::Memif(rx), InterfacePort::Memif(tx)));
+        }
+        let open = |name: &str, receive: bool| -> Result<InterfacePort, String> {
+            if is_memif(name) {
+                let mut i = memif_interface(name)?;
+                ready(&i)?;
+                i.port(0, receive, !receive).map(InterfacePort::Memif)
+            } else {
+                Self::open(kind, name, xdp, receive)
+            }
+        };
+        // The sending side first, as testers have always opened them.
+        let tx = open(output, false)?;
+        let rx = open(input, true)?;
+        Ok((rx, tx))
     }
 
     /// Opens `queues` ports on `interface`, port k for replica k. AF_XDP: port k is
@@ -115,6 +162,7 @@ macro_rules! each {
         match $self {
             InterfacePort::AfXdp($p) => $e,
             InterfacePort::AfPacket($p) => $e,
+            InterfacePort::Memif($p) => $e,
         }
     };
 }

@@ -62,6 +62,85 @@ impl MemifSettings {
     }
 }
 
+/// Where an endpoint named on the command line is a memif interface:
+/// `memif:PATH[,role=server|client][,id=N][,secret=S][,ring=N][,buffer=N][,wait=polling|interrupt][,spin=N]`
+/// (`ring`: descriptors per ring, a power of two; `buffer`: bytes; `spin`: microseconds
+/// an interrupt-mode receiver polls before it sleeps).
+pub const SPEC_PREFIX: &str = "memif:";
+
+impl MemifSettings {
+    /// Reads an endpoint written as [`SPEC_PREFIX`] says; `role` when it names none.
+    /// Errors name the key and why.
+    pub fn from_spec(spec: &str, role: Role) -> Result<MemifSettings, String> {
+        let rest = spec
+            .strip_prefix(SPEC_PREFIX)
+            .ok_or_else(|| format!("`{spec}` is not a memif endpoint: write memif:PATH[,key=value...]"))?;
+        let mut parts = rest.split(',');
+        let path = parts.next().unwrap_or("").trim();
+        if path.is_empty() {
+            return Err(format!("`{spec}`: memif needs the socket file's path after `memif:`"));
+        }
+        let mut s = MemifSettings::new(path, role);
+        let mut spin = Duration::from_micros(50);
+        let mut interrupt = false;
+        for kv in parts {
+            let (key, value) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("`{spec}`: `{kv}` is not key=value"))?;
+            let (key, value) = (key.trim(), value.trim());
+            let bad = |why: &str| format!("`{spec}`: {key} `{value}` {why}");
+            let number = || value.parse::<u64>().map_err(|_| bad("is not a number"));
+            match key {
+                "role" => {
+                    s.role = match value {
+                        "server" | "master" => Role::Server,
+                        "client" | "slave" => Role::Client,
+                        _ => return Err(bad("is not a role: write server or client")),
+                    }
+                }
+                "id" => s.config.id = u32::try_from(number()?).map_err(|_| bad("is beyond 32 bits"))?,
+                "secret" => {
+                    if value.len() >= super::msg::SECRET_SIZE {
+                        return Err(bad("is longer than memif's 23 bytes"));
+                    }
+                    s.config.secret = value.to_string();
+                }
+                "ring" => {
+                    let n = number()?;
+                    if !n.is_power_of_two() || !(8..=1 << super::layout::MAX_LOG2_RING_SIZE).contains(&n) {
+                        return Err(bad("is not a power of two from 8 to 16384"));
+                    }
+                    s.config.log2_ring_size = n.trailing_zeros() as u8;
+                }
+                "buffer" => {
+                    let n = number()?;
+                    if !(64..=65535).contains(&n) {
+                        return Err(bad("is not from 64 to 65535 bytes"));
+                    }
+                    s.config.buffer_size = n as u32;
+                }
+                "wait" => {
+                    interrupt = match value {
+                        "polling" | "poll" => false,
+                        "interrupt" => true,
+                        _ => return Err(bad("is not a way to wait: write polling or interrupt")),
+                    }
+                }
+                "spin" => spin = Duration::from_micros(number()?),
+                _ => {
+                    return Err(format!(
+                        "`{spec}`: unknown key `{key}`: memif takes role, id, secret, ring, buffer, wait and spin"
+                    ));
+                }
+            }
+        }
+        if interrupt {
+            s.wait = Wait::Interrupt { spin };
+        }
+        Ok(s)
+    }
+}
+
 /// What the control thread and the ports share.
 pub(super) struct Shared {
     /// Moves on every connect and every disconnect.

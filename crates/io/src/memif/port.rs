@@ -522,7 +522,10 @@ impl TxPort for MemifPort {
 
 fn port_info(port: &MemifPort) -> PortInfo {
     let s = &port.control.settings;
-    let peer = port.conn.as_ref().map_or("none".to_string(), |c| c.peer.clone());
+    let peer = port
+        .conn
+        .as_ref()
+        .map_or("not connected yet".to_string(), |c| c.peer.clone());
     PortInfo {
         kind: "memif".into(),
         summary: format!(
