@@ -308,8 +308,10 @@ pub fn table_wired(name: &str, w: &WiredReport) -> String {
         all => all.join(", "),
     };
     let mut s = path_table(name, w);
+    // Namespaces with kernel interfaces are joined by veth; without, by shared memory.
+    let links = if bed.interfaces.is_empty() { "memif" } else { "veth" };
     s += &format!(
-        "TESTER across {} (namespaces {namespaces}, veth)\n",
+        "TESTER across {} (namespaces {namespaces}, {links})\n",
         bed.device_under_test
     );
     s += &table(name, &w.tester);
@@ -370,7 +372,9 @@ pub fn table_wired(name: &str, w: &WiredReport) -> String {
             i.tx_errors.to_string(),
         ]);
     }
-    s += &format!("\nkernel interface counters over the whole run (warm-up included)\n{t}\n");
+    if !bed.interfaces.is_empty() {
+        s += &format!("\nkernel interface counters over the whole run (warm-up included)\n{t}\n");
+    }
     if !bed.processes.is_empty() || !bed.switch.is_empty() {
         let counters: Vec<String> = bed
             .switch

@@ -87,6 +87,8 @@ pub struct Experiment {
     pub ready_file: Option<std::path::PathBuf>,
     /// Runs naming this file take turns with each other ([`crate::turns`]).
     pub take_turns: Option<std::path::PathBuf>,
+    /// `chaining: memif`: how the hops' (and the tester's) receivers wait.
+    pub memif_wait: Option<sfclab_io::memif::Wait>,
     /// XDP mode of the AF_XDP ports of a wired run (`None`: native where available).
     pub xdp_mode: Option<sfclab_io::XdpMode>,
     /// The wired run's ports: AF_XDP or AF_PACKET.
@@ -486,13 +488,31 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
                 _ => {}
             }
         }
-        Chaining::Veth | Chaining::Linux | Chaining::Ovs | Chaining::NicSwitch { .. } => {
+        Chaining::Veth | Chaining::Linux | Chaining::Ovs | Chaining::NicSwitch { .. } | Chaining::Memif => {
             hop_cores = resolve_hops(&layers, chaining, &nfs, wiring.is_some(), replicas, settings.core, ctx)?;
             ports = Ports::Veth;
         }
     }
-    let isolation = r.isolation.unwrap_or_default();
-    if r.isolation.is_some() && chaining != Chaining::Veth {
+    let isolation = match (chaining, r.isolation) {
+        // memif joins processes: each hop is one.
+        (Chaining::Memif, None | Some(Isolation::Process)) => Isolation::Process,
+        (Chaining::Memif, Some(other)) => {
+            return Err(ctx.setting(
+                "run",
+                "isolation",
+                format!("`chaining: memif` joins hop processes; `{other}` does not apply (hops in threads of one process: `chaining: compound` or `pipeline`)"),
+            ));
+        }
+        (_, i) => i.unwrap_or_default(),
+    };
+    if r.memif_wait.is_some() && chaining != Chaining::Memif {
+        return Err(ctx.setting(
+            "run",
+            "memif_wait",
+            format!("chooses how the hops of `chaining: memif` wait; this chain's chaining is `{chaining}`"),
+        ));
+    }
+    if r.isolation.is_some() && !matches!(chaining, Chaining::Veth | Chaining::Memif) {
         return Err(ctx.setting(
             "run",
             "isolation",
@@ -709,6 +729,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         sriov: r.sriov.clone(),
         ready_file: r.ready_file.as_ref().map(std::path::PathBuf::from),
         take_turns: r.take_turns.as_ref().map(std::path::PathBuf::from),
+        memif_wait: r.memif_wait.map(|w| w.0),
         xdp_mode: r.xdp_mode,
         io_kind: r.io.unwrap_or_default(),
         busy_poll: r.busy_poll,
@@ -755,7 +776,7 @@ fn resolve_hops(
             &[Step::key("wiring")],
             "wiring",
             "",
-            format!("`chaining: {chaining}` joins each NF to the next by one veth pair: linear chains only"),
+            format!("`chaining: {chaining}` joins each NF to the next by one link: linear chains only"),
         ));
     }
     if !chaining.runs_sfclab_hops()

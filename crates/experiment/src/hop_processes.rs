@@ -5,7 +5,7 @@
 //! document becomes part of the wired run's report; its drops explain the tester's loss.
 
 use sfclab_runtime::{DeviceUnderTest, ExternalOutcome, RunningDut};
-use sfclab_topology::Testbed;
+use sfclab_topology::{Namespace, Testbed};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,44 +14,82 @@ use crate::chain_file::Experiment;
 
 /// The hops of `spec` as processes: a device under test for the wired runner.
 pub fn device(spec: &Experiment) -> Result<DeviceUnderTest, String> {
-    let exe = hop_program()?;
     let hops = spec.nfs.len();
-    let mut args: Vec<String> = vec!["--io".into(), spec.io_kind.to_string()];
-    if let Some(m) = spec.xdp_mode {
-        args.extend(["--xdp-mode".into(), m.to_string()]);
-    }
-    if let Some(us) = spec.busy_poll {
-        args.extend(["--busy-poll".into(), us.to_string()]);
-    }
-    args.extend(["--batch".into(), spec.settings.batch.to_string()]);
-    if !spec.settings.accounting {
-        args.push("--no-accounting".into());
-    }
-    let chains: Vec<(String, serde_json::Value)> = spec
-        .nfs
-        .iter()
-        .map(|(name, nf)| {
-            let mut entry = serde_json::to_value(nf).map_err(|e| e.to_string())?;
-            if let Some(settings) = entry.as_object_mut().and_then(|m| m.values_mut().next()) {
-                if settings.is_null() {
-                    *settings = serde_json::json!({});
-                }
-                if let Some(s) = settings.as_object_mut() {
-                    s.insert("name".into(), serde_json::Value::String(name.clone()));
-                }
-            }
-            Ok((name.clone(), serde_json::json!({ "name": name, "chain": [entry] })))
-        })
-        .collect::<Result<_, String>>()?;
-    let cores = spec.hop_cores.clone();
+    let plan = Plan::of(spec)?;
     Ok(DeviceUnderTest::External {
         label: format!(
             "sfclab chain of {hops} hops, each an sfclab process in its own namespace joined by veth ({})",
             spec.io_kind
         ),
         hops,
-        start: Box::new(move |bed: &Testbed| start(bed, &exe, &args, &chains, &cores)),
+        start: Box::new(move |bed: &Testbed| {
+            let ends: Vec<(Namespace, String)> = bed
+                .hops
+                .iter()
+                .map(|h| {
+                    (
+                        h.namespace.clone(),
+                        format!("dut:{},{}", h.input.name(), h.output.name()),
+                    )
+                })
+                .collect();
+            plan.start(&ends).map(|p| Box::new(p) as Box<dyn RunningDut>)
+        }),
     })
+}
+
+/// What every hop process of a run is started with: the program, the flags they share,
+/// each hop's chain file and core.
+pub(crate) struct Plan {
+    exe: PathBuf,
+    args: Vec<String>,
+    chains: Vec<(String, serde_json::Value)>,
+    cores: Vec<Option<usize>>,
+}
+
+impl Plan {
+    pub(crate) fn of(spec: &Experiment) -> Result<Plan, String> {
+        let exe = hop_program()?;
+        let mut args: Vec<String> = vec!["--io".into(), spec.io_kind.to_string()];
+        if let Some(m) = spec.xdp_mode {
+            args.extend(["--xdp-mode".into(), m.to_string()]);
+        }
+        if let Some(us) = spec.busy_poll {
+            args.extend(["--busy-poll".into(), us.to_string()]);
+        }
+        args.extend(["--batch".into(), spec.settings.batch.to_string()]);
+        if !spec.settings.accounting {
+            args.push("--no-accounting".into());
+        }
+        let chains: Vec<(String, serde_json::Value)> = spec
+            .nfs
+            .iter()
+            .map(|(name, nf)| {
+                let mut entry = serde_json::to_value(nf).map_err(|e| e.to_string())?;
+                if let Some(settings) = entry.as_object_mut().and_then(|m| m.values_mut().next()) {
+                    if settings.is_null() {
+                        *settings = serde_json::json!({});
+                    }
+                    if let Some(s) = settings.as_object_mut() {
+                        s.insert("name".into(), serde_json::Value::String(name.clone()));
+                    }
+                }
+                Ok((name.clone(), serde_json::json!({ "name": name, "chain": [entry] })))
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(Plan {
+            exe,
+            args,
+            chains,
+            cores: spec.hop_cores.clone(),
+        })
+    }
+
+    /// Starts hop i in namespace `ends[i].0` on the ports `ends[i].1` (`--ports`), each
+    /// in turn, and waits until every one has opened its ports.
+    pub(crate) fn start(&self, ends: &[(Namespace, String)]) -> Result<HopProcesses, String> {
+        start(ends, &self.exe, &self.args, &self.chains, &self.cores)
+    }
 }
 
 /// The sfclab program each hop runs: this one when it is sfclab, otherwise `sfclab` as
@@ -69,29 +107,29 @@ struct HopProcess {
 }
 
 /// Every hop process of a run; stopped (SIGINT, then SIGKILL) when the run is over.
-struct HopProcesses(Vec<HopProcess>);
+pub(crate) struct HopProcesses(Vec<HopProcess>);
 
 fn start(
-    bed: &Testbed,
+    ends: &[(Namespace, String)],
     exe: &std::path::Path,
     args: &[String],
     chains: &[(String, serde_json::Value)],
     cores: &[Option<usize>],
-) -> Result<Box<dyn RunningDut>, String> {
+) -> Result<HopProcesses, String> {
     let mut started = HopProcesses(Vec::new());
     let mut ready_files = Vec::new();
-    for (i, (hop, (name, chain))) in bed.hops.iter().zip(chains).enumerate() {
-        let dir = hop.namespace.state_dir().map_err(|e| e.to_string())?;
+    for (i, ((namespace, ports), (name, chain))) in ends.iter().zip(chains).enumerate() {
+        let dir = namespace.state_dir().map_err(|e| e.to_string())?;
         let file = dir.join("hop.json");
         std::fs::write(&file, chain.to_string()).map_err(|e| format!("{}: {e}", file.display()))?;
         let ready = dir.join("ready");
         let stderr = dir.join("stderr");
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", hop.namespace.name()])
+        cmd.args(["netns", "exec", namespace.name()])
             .arg(exe)
             .args(["run", &file.display().to_string()])
             .arg("--ports")
-            .arg(format!("dut:{},{}", hop.input.name(), hop.output.name()))
+            .arg(ports)
             .args(["--duration", "1d", "--warmup", "0s", "--json", "--ready-file"])
             .arg(&ready)
             .args(args);
@@ -123,11 +161,18 @@ fn start(
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    Ok(Box::new(started))
+    Ok(started)
 }
 
 impl RunningDut for HopProcesses {
     fn stop(mut self: Box<Self>) -> ExternalOutcome {
+        self.stop_all()
+    }
+}
+
+impl HopProcesses {
+    /// Stops every hop (SIGINT: each keeps its result) and collects their documents.
+    pub(crate) fn stop_all(&mut self) -> ExternalOutcome {
         let mut out = ExternalOutcome::default();
         for (i, hop) in self.0.iter_mut().enumerate() {
             if let Ok(pid) = i32::try_from(hop.child.id()) {

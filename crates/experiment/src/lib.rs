@@ -18,6 +18,7 @@ pub mod diagnosis;
 mod document;
 mod hop_processes;
 mod located;
+mod memif_chain;
 pub mod run;
 pub mod search;
 pub mod settings;

@@ -66,6 +66,15 @@ pub(crate) fn run(spec: &Experiment) -> Result<RunReport, RunError> {
 /// runs the tester's traffic across the device, and removes the testbed. The device
 /// under test runs on the run's core, the tester on another one.
 pub(crate) fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
+    if spec.chaining == Chaining::Memif {
+        return crate::memif_chain::run(
+            spec,
+            &RunSettings {
+                core: tester_core(spec.settings.core),
+                ..spec.settings.clone()
+            },
+        );
+    }
     let dut = match (spec.chaining, &spec.ports) {
         (Chaining::Linux, _) => DeviceUnderTest::Linux { hops: spec.nfs.len() },
         (Chaining::Ovs, _) => DeviceUnderTest::Ovs {
@@ -99,12 +108,7 @@ pub(crate) fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
     };
     let ports = interface_settings(spec);
     let dut_core = spec.settings.core;
-    let tester_core = core_affinity::get_core_ids()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|c| c.id)
-        .find(|&c| Some(c) != dut_core)
-        .or(dut_core);
+    let tester_core = tester_core(dut_core);
     let wired = WiredSettings {
         io: spec.io_kind,
         dut_ports: ports.clone(),
@@ -117,6 +121,16 @@ pub(crate) fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
         ..spec.settings.clone()
     };
     run_across_veth(spec.traffic.clone(), dut, &run, &wired)
+}
+
+/// The tester's core: the first allowed one that is not the device's.
+fn tester_core(dut_core: Option<usize>) -> Option<usize> {
+    core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .find(|&c| Some(c) != dut_core)
+        .or(dut_core)
 }
 
 type NamedNf = (String, Box<dyn sfclab_core::NetworkFunction>);
@@ -164,8 +178,16 @@ fn open_pair(
 /// sfclab as the device under test: the chain forwards what arrives on `input` out of
 /// `output` for the window (or until Ctrl-C).
 fn run_between_interfaces(spec: &Experiment, input: &str, output: &str) -> Result<RunReport, RunError> {
-    let (rx, tx) = open_pair(spec, input, output, sfclab_io::memif::Role::Server, None)?;
+    let (rx, mut tx) = open_pair(spec, input, output, sfclab_io::memif::Role::Server, None)?;
     if let Some(ready) = &spec.ready_file {
+        // A hop says it forwards once its output reaches the next hop: frames it sent
+        // before would be dropped for want of a peer.
+        if let InterfacePort::Memif(port) = &mut tx
+            && port.role() == sfclab_io::memif::Role::Client
+        {
+            port.wait_connected(MEMIF_PEER_LIMIT)
+                .map_err(|reason| RunError::Setting { key: "ports", reason })?;
+        }
         std::fs::write(ready, b"").map_err(|e| RunError::Setting {
             key: "ready_file",
             reason: format!("{}: {e}", ready.display()),

@@ -189,6 +189,13 @@ pub struct RunSection {
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub isolation: Option<Isolation>,
+    /// With `chaining: memif`: how each receiving end waits for frames: `polling` (the
+    /// default: a core per hop at full speed) or `interrupt[:SPIN]` (polls for SPIN,
+    /// 50us by default, then sleeps on the ring's eventfd until the sender signals: hops
+    /// can share a core).
+    #[arg(long, value_name = "polling|interrupt[:SPIN]")]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub memif_wait: Option<MemifWait>,
     /// With `chaining: nic-switch`: a real SR-IOV NIC instead of the emulated one,
     /// `pf=IF,tester-out=IF,tester-in=IF[,pf-out=IF]`: the hops get virtual functions of
     /// `pf` (the last hop sends on one of `pf-out`, default `pf`), the tester sends on
@@ -327,6 +334,9 @@ pub enum Chaining {
     /// of one parent: `bridge` mode is VEB, `vepa` sends every frame to the adjacent
     /// switch and back).
     NicSwitch { vepa: bool },
+    /// Every hop an sfclab process in its own namespace, neighbours (and the tester)
+    /// joined by memif: shared memory, no kernel on the path.
+    Memif,
 }
 
 impl Chaining {
@@ -334,13 +344,13 @@ impl Chaining {
     pub fn in_namespaces(self) -> bool {
         matches!(
             self,
-            Chaining::Veth | Chaining::Linux | Chaining::Ovs | Chaining::NicSwitch { .. }
+            Chaining::Veth | Chaining::Linux | Chaining::Ovs | Chaining::NicSwitch { .. } | Chaining::Memif
         )
     }
 
     /// Whether sfclab NFs run in the hops (not the kernel's or OVS's forwarding).
     pub fn runs_sfclab_hops(self) -> bool {
-        matches!(self, Chaining::Veth | Chaining::NicSwitch { .. })
+        matches!(self, Chaining::Veth | Chaining::NicSwitch { .. } | Chaining::Memif)
     }
 }
 
@@ -355,8 +365,9 @@ impl FromStr for Chaining {
             "ovs" => Ok(Chaining::Ovs),
             "nic-switch" | "nic_switch" | "nic-switch:veb" => Ok(Chaining::NicSwitch { vepa: false }),
             "nic-switch:vepa" => Ok(Chaining::NicSwitch { vepa: true }),
+            "memif" => Ok(Chaining::Memif),
             _ => Err(format!(
-                "`{s}` is not a chaining: write compound, pipeline, veth, linux, ovs, nic-switch (VEB) or nic-switch:vepa"
+                "`{s}` is not a chaining: write compound, pipeline, veth, linux, ovs, nic-switch (VEB), nic-switch:vepa or memif"
             )),
         }
     }
@@ -372,7 +383,42 @@ impl Display for Chaining {
             Chaining::Ovs => "ovs",
             Chaining::NicSwitch { vepa: false } => "nic-switch",
             Chaining::NicSwitch { vepa: true } => "nic-switch:vepa",
+            Chaining::Memif => "memif",
         })
+    }
+}
+
+/// How memif receivers wait (`memif_wait`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemifWait(pub sfclab_io::memif::Wait);
+
+impl FromStr for MemifWait {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        use sfclab_io::memif::Wait;
+        let t = s.trim().to_ascii_lowercase();
+        match t.split_once(':') {
+            None if t == "polling" || t == "poll" => Ok(MemifWait(Wait::Poll)),
+            None if t == "interrupt" => Ok(MemifWait(Wait::Interrupt {
+                spin: Duration::from_micros(50),
+            })),
+            Some(("interrupt", spin)) => {
+                let spin: Span = spin.parse()?;
+                Ok(MemifWait(Wait::Interrupt { spin: spin.0 }))
+            }
+            _ => Err(format!(
+                "`{s}` is not a way to wait: write polling, interrupt or interrupt:SPIN (e.g. interrupt:50us)"
+            )),
+        }
+    }
+}
+
+impl Display for MemifWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            sfclab_io::memif::Wait::Poll => f.write_str("polling"),
+            sfclab_io::memif::Wait::Interrupt { spin } => write!(f, "interrupt:{}us", spin.as_micros()),
+        }
     }
 }
 

@@ -31,6 +31,6 @@ pub use placement::{Placement, StagePlan};
 pub use report::{Conservation, CoreReport, DropRecord, PlaceReport, Role, RunReport, TxCounts, WindowLoss};
 pub use settings::{RunError, RunSettings};
 pub use wired::{
-    DeviceUnderTest, ExternalOutcome, HopLinks, KERNEL_RECEIVE_DROPS, RunningDut, WiredReport, WiredSettings,
-    open_in_namespace, open_queues_in_namespace, run_across_veth,
+    DeviceUnderTest, ExternalOutcome, HopLinks, KERNEL_RECEIVE_DROPS, RunningDut, TestbedReport, WireLoss, WiredReport,
+    WiredSettings, open_in_namespace, open_queues_in_namespace, run_across_veth,
 };

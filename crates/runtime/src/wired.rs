@@ -602,6 +602,9 @@ impl WiredReport {
     /// back to the tester, whole run. Empty where the testbed has no such interfaces.
     pub fn path(&self) -> Vec<PathStep> {
         let bed = &self.testbed;
+        if bed.interfaces.is_empty() && bed.hops > 0 && self.dut_processes.len() == bed.hops {
+            return self.path_through_documents();
+        }
         let interface = |ns: &str, name: &str| bed.interfaces.iter().find(|i| i.namespace == ns && i.interface == name);
         let (Some(tester_ns), hops) = (bed.namespaces.first(), bed.namespaces.get(1..).unwrap_or(&[])) else {
             return Vec::new();
@@ -651,6 +654,46 @@ impl WiredReport {
         let mut why = BTreeMap::new();
         why.insert("veth link".to_string(), arriving.saturating_sub(t_in.rx_packets));
         why.insert("t-in rx_dropped".to_string(), t_in.rx_dropped);
+        steps.push(PathStep::new("tester receives".into(), arriving, c.received, why));
+        steps
+    }
+
+    /// The path through hops joined by shared memory (`chaining: memif`): no kernel
+    /// interface on it, so each step's figures are the hops' own (what their receiving
+    /// port took in, what their sending port placed on the next ring), and what a link
+    /// lost is what one side placed and the other never took (frames on a ring when its
+    /// peer stopped).
+    fn path_through_documents(&self) -> Vec<PathStep> {
+        let c = &self.tester.conservation;
+        let refused: BTreeMap<String, u64> = self
+            .lost
+            .tester
+            .iter()
+            .filter(|(k, _)| k.as_str() != "unaccounted")
+            .map(|(k, v)| (format!("tester {k}"), *v))
+            .collect();
+        let placed = c.generated.saturating_sub(refused.values().sum());
+        let mut steps = vec![PathStep::new("tester sends".into(), c.generated, placed, refused)];
+        let mut arriving = placed;
+        let hops = self.dut_processes.len();
+        for (k, doc) in self.dut_processes.iter().enumerate() {
+            let places = doc["places"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+            let took = places.first().and_then(|p| p["packets_in"].as_u64()).unwrap_or(0);
+            let passed = places.last().and_then(|p| p["packets_out"].as_u64()).unwrap_or(0);
+            let mut why = BTreeMap::new();
+            why.insert("memif link".to_string(), arriving.saturating_sub(took));
+            for (place, reason, n) in self.hop_drops(k, hops) {
+                *why.entry(format!("{place} {reason}")).or_default() += n;
+            }
+            let mut name = format!("hop {}", k + 1);
+            if let Some(chain) = self.hop_chain(k, hops) {
+                name += &format!(": {chain}");
+            }
+            steps.push(PathStep::new(name, arriving, passed, why));
+            arriving = passed;
+        }
+        let mut why = BTreeMap::new();
+        why.insert("memif link".to_string(), arriving.saturating_sub(c.received));
         steps.push(PathStep::new("tester receives".into(), arriving, c.received, why));
         steps
     }

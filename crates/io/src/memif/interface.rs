@@ -232,10 +232,19 @@ impl Interface {
         let listener = match s.role {
             Role::Server => {
                 if s.socket.exists() {
-                    return Err(format!(
-                        "{}: the socket file exists already (another interface's, or left by a killed run: `sfclab cleanup` removes those)",
-                        name()
-                    ));
+                    // A socket file no one listens on is left over (a killed NF being
+                    // restarted): it goes. One someone listens on is theirs.
+                    match Channel::connect(&s.socket) {
+                        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                            let _ = std::fs::remove_file(&s.socket);
+                        }
+                        _ => {
+                            return Err(format!(
+                                "{}: the socket file exists and is not a stale socket (another interface's, or some other file)",
+                                name()
+                            ));
+                        }
+                    }
                 }
                 Some(Listener::bind(&s.socket).map_err(|e| format!("{}: {e}", name()))?)
             }

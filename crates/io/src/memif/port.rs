@@ -101,6 +101,32 @@ impl MemifPort {
         self.conn.is_some()
     }
 
+    /// Waits until the interface has a peer, at most `limit`.
+    pub fn wait_connected(&mut self, limit: std::time::Duration) -> Result<(), String> {
+        let started = Instant::now();
+        loop {
+            self.follow();
+            if self.conn.is_some() {
+                return Ok(());
+            }
+            if started.elapsed() >= limit {
+                let s = &self.control.settings;
+                return Err(format!(
+                    "memif {} ({}): no peer connected within {} s",
+                    s.socket.display(),
+                    s.role,
+                    limit.as_secs()
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// This side's role on the interface.
+    pub fn role(&self) -> Role {
+        self.control.settings.role
+    }
+
     /// Times a peer connected to the interface so far (reconnections after the first).
     pub fn connects(&self) -> u64 {
         self.control.shared.connects()
