@@ -16,7 +16,11 @@
 //! - **linux**: every hop a namespace whose kernel forwards IPv4 (RPS on the DUT core),
 //!   no user-space process: seed 002's baseline;
 //! - **ovs**: every hop an Open vSwitch bridge on the userspace datapath with afxdp
-//!   ports, OVS's PMD thread on the DUT core: seed 002's other baseline.
+//!   ports, OVS's PMD thread on the DUT core: seed 002's other baseline;
+//! - **memif**: every forwarder an sfclab process of its own in a namespace of its own
+//!   (`chaining: memif`), all pinned to the DUT core and waiting in interrupt mode (so
+//!   they share it), joined to each other by memif. The tester is the same program on
+//!   the same core, but its link is memif too: shared memory reaches it, veth does not.
 //!
 //! Per cell: frames the tester got back per second, the offered rate, the loss, the DUT
 //! core's cycles per delivered frame (`/proc/stat`: all its non-idle time), and the
@@ -34,16 +38,18 @@ use std::time::Duration;
 use crate::{median_if_any, stop_requested};
 use std::fmt::Write as _;
 
-pub const CHAINING_SCHEMA: &str = "sfclab.bench.chaining/1";
+pub const CHAINING_SCHEMA: &str = "sfclab.bench.chaining/2";
 
 /// The technologies, in the order rows are shown and measured.
-pub const TECHNOLOGIES: [&str; 5] = ["compound", "veth", "nic-switch", "linux", "ovs"];
+pub const TECHNOLOGIES: [&str; 6] = ["compound", "veth", "nic-switch", "linux", "ovs", "memif"];
 
 /// One technology at one chain length.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ChainingCell {
-    /// `compound`, `veth`, `nic-switch`, `linux` or `ovs`.
+    /// `compound`, `veth`, `nic-switch`, `linux`, `ovs` or `memif`.
     pub technology: String,
+    /// How the tester reaches the chain: `veth (AF_XDP)`, or `memif` for memif chains.
+    pub tester_link: String,
     /// Forwarders (hops) in the chain.
     pub hops: usize,
     /// What was built, as the testbed report says it.
@@ -88,8 +94,8 @@ pub struct ChainingBench {
     pub tester: String,
     pub lengths: Vec<usize>,
     pub cells: Vec<ChainingCell>,
-    /// veth over linux and over ovs, nic-switch over veth, compound over veth, at each
-    /// length.
+    /// memif over linux and over veth, veth over linux and over ovs, nic-switch over
+    /// veth, compound over veth, at each length.
     pub ratios: Vec<ChainingRatio>,
 }
 
@@ -177,10 +183,20 @@ pub(crate) fn round(
         ..WiredSettings::default()
     };
     let load = crate::forward::CoreLoad::start(cores.1);
-    let w = run_across_veth(traffic, device(technology, n, cores.1), &run, &wired).map_err(|e| e.to_string())?;
+    let w = if technology == "memif" {
+        memif_chain(n, size, rate, (duration, warmup), cores.1)?
+    } else {
+        run_across_veth(traffic, device(technology, n, cores.1), &run, &wired).map_err(|e| e.to_string())?
+    };
     let load = load.stop();
     let t = &w.tester;
-    let delivered = w.testbed.interfaces.last().map_or(0, |i| i.rx_packets);
+    // Frames back at the tester over the whole run: its receiving interface's count, or
+    // (memif, no kernel interface) its own.
+    let delivered = w
+        .testbed
+        .interfaces
+        .last()
+        .map_or(t.conservation.received, |i| i.rx_packets);
     let core_cycles = load.cycles_per(delivered);
     let offered = t.window_loss.sent.saturating_sub(t.not_offered);
     let mut drops = w.lost.explained.clone();
@@ -195,6 +211,34 @@ pub(crate) fn round(
         device: w.testbed.device_under_test.clone(),
         drops,
     })
+}
+
+/// `n` forwarders chained by memif (each a process in its own namespace, interrupt
+/// mode, all on `core`), through the library API as a user would run them.
+fn memif_chain(
+    n: usize,
+    size: u16,
+    rate: Rate,
+    (duration, warmup): (Duration, Duration),
+    core: usize,
+) -> Result<sfclab_runtime::WiredReport, String> {
+    use sfclab_experiment::chain_file::{ChainSource, Experiment};
+    use sfclab_experiment::settings::{Chaining, MemifWait, Settings, Span};
+    let mut s = Settings::default();
+    s.run.chaining = Some(Chaining::Memif);
+    s.run.memif_wait = Some(MemifWait(sfclab_io::memif::Wait::Interrupt {
+        spin: Duration::from_micros(50),
+    }));
+    s.run.core = Some(core);
+    s.run.duration = Some(Span(duration));
+    s.run.warmup = Some(Span(warmup));
+    s.run.accounting = Some(false);
+    s.traffic.size = Some(sfclab_traffic::FrameSizes::Fixed { size });
+    s.traffic.flows = Some(256);
+    s.traffic.rate = Some(rate);
+    s.traffic.latency_probe_pps = Some(0.0);
+    let exp = Experiment::load(&ChainSource::Shorthand(format!("forwarder*{n}")), &s).map_err(|e| e.to_string())?;
+    exp.run_wired().map_err(|e| e.to_string())
 }
 
 pub(crate) fn ovs_missing() -> Option<String> {
@@ -223,6 +267,7 @@ pub fn run(args: &ChainingBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -
         {
             cells.push(ChainingCell {
                 technology: t.to_string(),
+                tester_link: if *t == "memif" { "memif" } else { "veth (AF_XDP)" }.to_string(),
                 hops: n,
                 device: String::new(),
                 runs_mpps: Vec::new(),
@@ -289,6 +334,8 @@ pub fn run(args: &ChainingBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -
     let mut ratios = Vec::new();
     for &n in &args.lengths {
         for (t, over) in [
+            ("memif", "linux"),
+            ("memif", "veth"),
             ("veth", "linux"),
             ("veth", "ovs"),
             ("nic-switch", "veth"),
@@ -313,7 +360,7 @@ pub fn run(args: &ChainingBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -
         tester_core,
         dut_core,
         tester: format!(
-            "sfclab generator and sink on core {tester_core}, AF_XDP on t-out/t-in, {}-byte UDP frames in 256 flows, as fast as it sends",
+            "sfclab generator and sink on core {tester_core}, AF_XDP on t-out/t-in (memif for memif chains), {}-byte UDP frames in 256 flows, as fast as it sends",
             args.size
         ),
         lengths: args.lengths.clone(),

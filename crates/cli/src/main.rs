@@ -362,10 +362,15 @@ struct ChainingArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,2,3,5,10")]
     lengths: Vec<usize>,
     /// Technologies: compound (the whole chain in one namespace), veth, nic-switch,
-    /// linux, ovs (default: all; ovs says skipped where Open vSwitch is not installed).
-    #[arg(long, value_delimiter = ',', default_value = "compound,veth,nic-switch,linux,ovs")]
+    /// linux, ovs, memif (hop processes joined by shared memory) (default: all; ovs says
+    /// skipped where Open vSwitch is not installed).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "compound,veth,nic-switch,linux,ovs,memif"
+    )]
     technologies: Vec<String>,
-    /// Print JSON (schema `sfclab.bench.chaining/1`).
+    /// Print JSON (schema `sfclab.bench.chaining/2`).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
     /// Print one CSV row per technology and chain length.
@@ -711,7 +716,7 @@ pub fn schema(name: &str) -> Option<String> {
         "bench-lpm6" => Some(bench_schema_v::<sfclab_bench::lpm6::Lpm6Bench>("lpm6", 1)),
         "bench-io" => Some(bench_schema_v::<sfclab_bench::io::IoBench>("io", 2)),
         "bench-forward" => Some(bench_schema_v::<sfclab_bench::forward::ForwardBench>("forward", 1)),
-        "bench-chaining" => Some(bench_schema_v::<sfclab_bench::chaining::ChainingBench>("chaining", 1)),
+        "bench-chaining" => Some(bench_schema_v::<sfclab_bench::chaining::ChainingBench>("chaining", 2)),
         "bench-model" => Some(bench_schema_v::<sfclab_bench::model::ModelBench>("model", 6)),
         "calibration" => Some(render::schema_of::<sfclab_model::Calibration>(
             "calibration-3.json",

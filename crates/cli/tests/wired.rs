@@ -877,9 +877,9 @@ fn bench_chaining_measures_every_technology_with_the_same_tester() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_follows_schema("bench-chaining-1.json", &v);
+    assert_follows_schema("bench-chaining-2.json", &v);
     let cells = v["cells"].as_array().unwrap();
-    assert_eq!(cells.len(), 10, "five technologies at two lengths");
+    assert_eq!(cells.len(), 12, "six technologies at two lengths");
     for c in cells {
         if c["technology"] == "ovs" && !ovs_installed() {
             assert!(c["skipped"].as_str().unwrap().contains("not installed"));
@@ -903,6 +903,13 @@ fn bench_chaining_measures_every_technology_with_the_same_tester() {
             .iter()
             .any(|r| r["technology"] == "veth" && r["over"] == "linux" && r["hops"] == 2)
     );
+    assert!(
+        ratios
+            .iter()
+            .any(|r| r["technology"] == "memif" && r["over"] == "veth" && r["hops"] == 2)
+    );
+    let memif = cells.iter().find(|c| c["technology"] == "memif").unwrap();
+    assert_eq!(memif["tester_link"], "memif", "{memif}");
     let svg = std::fs::read_to_string(&plot).expect("the plot was written");
     assert!(svg.contains("<svg") && svg.contains("veth") && svg.contains("linux"));
     let _ = std::fs::remove_file(&plot);
@@ -931,11 +938,11 @@ fn bench_chaining_measures_every_technology_with_the_same_tester() {
         "{csv}"
     );
     let o = sfclab(&["schema", "bench-chaining"]);
-    let published = std::fs::read_to_string(common::repo().join("docs/schema/bench-chaining-1.json")).unwrap();
+    let published = std::fs::read_to_string(common::repo().join("docs/schema/bench-chaining-2.json")).unwrap();
     assert_eq!(
         stdout(&o),
         published,
-        "docs/schema/bench-chaining-1.json is stale: `sfclab schema bench-chaining`"
+        "docs/schema/bench-chaining-2.json is stale: `sfclab schema bench-chaining`"
     );
 }
 

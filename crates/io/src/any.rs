@@ -106,9 +106,8 @@ impl InterfacePort {
                 Self::open(kind, name, xdp, receive)
             }
         };
-        // The sending side first, as testers have always opened them.
-        let tx = open(output, false)?;
         let rx = open(input, true)?;
+        let tx = open(output, false)?;
         Ok((rx, tx))
     }
 

@@ -676,24 +676,57 @@ impl WiredReport {
         let mut steps = vec![PathStep::new("tester sends".into(), c.generated, placed, refused)];
         let mut arriving = placed;
         let hops = self.dut_processes.len();
-        for (k, doc) in self.dut_processes.iter().enumerate() {
-            let places = doc["places"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-            let took = places.first().and_then(|p| p["packets_in"].as_u64()).unwrap_or(0);
-            let passed = places.last().and_then(|p| p["packets_out"].as_u64()).unwrap_or(0);
+        // What each hop took in and passed on, by its own document; None for a hop that
+        // left none (killed): its step then ends where the next one's begins, and what
+        // it lost is unaccounted, not put on a link.
+        let counts: Vec<Option<(u64, u64)>> = self
+            .dut_processes
+            .iter()
+            .map(|doc| {
+                let places = doc["places"].as_array()?;
+                Some((
+                    places.first()?["packets_in"].as_u64()?,
+                    places.last()?["packets_out"].as_u64()?,
+                ))
+            })
+            .collect();
+        let mut link_to_next = true;
+        for (k, count) in counts.iter().enumerate() {
             let mut why = BTreeMap::new();
-            why.insert("memif link".to_string(), arriving.saturating_sub(took));
-            for (place, reason, n) in self.hop_drops(k, hops) {
-                *why.entry(format!("{place} {reason}")).or_default() += n;
-            }
             let mut name = format!("hop {}", k + 1);
             if let Some(chain) = self.hop_chain(k, hops) {
                 name += &format!(": {chain}");
             }
+            let passed = match count {
+                Some((took, passed)) => {
+                    if link_to_next {
+                        why.insert("memif link".to_string(), arriving.saturating_sub(*took));
+                    }
+                    for (place, reason, n) in self.hop_drops(k, hops) {
+                        *why.entry(format!("{place} {reason}")).or_default() += n;
+                    }
+                    link_to_next = true;
+                    *passed
+                }
+                None => {
+                    name += " (left no report)";
+                    link_to_next = false;
+                    counts[k + 1..]
+                        .iter()
+                        .find_map(|c| c.map(|(took, _)| took))
+                        .unwrap_or(c.received)
+                }
+            };
             steps.push(PathStep::new(name, arriving, passed, why));
             arriving = passed;
         }
         let mut why = BTreeMap::new();
-        why.insert("memif link".to_string(), arriving.saturating_sub(c.received));
+        let link = if link_to_next {
+            arriving.saturating_sub(c.received)
+        } else {
+            0
+        };
+        why.insert("memif link".to_string(), link);
         steps.push(PathStep::new("tester receives".into(), arriving, c.received, why));
         steps
     }

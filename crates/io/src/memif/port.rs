@@ -59,6 +59,7 @@ pub struct MemifPort {
     rx_bad_desc: u64,
     rx_oversize: u64,
     rx_pool_empty: u64,
+    rx_left_at_disconnect: u64,
     tx_ring_full: u64,
     tx_no_peer: u64,
     tx_bad_desc: u64,
@@ -86,6 +87,7 @@ impl MemifPort {
             rx_bad_desc: 0,
             rx_oversize: 0,
             rx_pool_empty: 0,
+            rx_left_at_disconnect: 0,
             tx_ring_full: 0,
             tx_no_peer: 0,
             tx_bad_desc: 0,
@@ -144,6 +146,18 @@ impl MemifPort {
 
     #[cold]
     fn switch(&mut self) {
+        if let Some(old) = &self.conn
+            && self.receive
+            && let Some(q) = old.rx.get(usize::from(self.queue))
+        {
+            // Frames the peer placed that this port will now never read (a port that
+            // also sends switches on its send path without draining first).
+            let end = match old.role {
+                Role::Server => q.ring.head().load(Ordering::Acquire),
+                Role::Client => q.ring.tail().load(Ordering::Acquire),
+            };
+            self.rx_left_at_disconnect += u64::from(end.wrapping_sub(self.rx_next).min(q.ring.size()));
+        }
         if let Some(old) = self.conn.take()
             && self.send
             && let Some(q) = old.tx.get(usize::from(self.queue))
@@ -452,7 +466,17 @@ impl RxPort for MemifPort {
         if !self.receive {
             return 0;
         }
-        self.follow();
+        if self.control.shared.epoch() != self.epoch {
+            // The peer left (or another came): what it had placed on the ring before
+            // is whole and still mapped; take it before letting the ring go.
+            if let Some(old) = self.conn.clone() {
+                let got = self.receive_from(&old, pool, batch);
+                if got > 0 {
+                    return got;
+                }
+            }
+            self.switch();
+        }
         let got = match self.conn.clone() {
             Some(c) => self.receive_from(&c, pool, batch),
             None => 0,
@@ -490,6 +514,7 @@ impl RxPort for MemifPort {
             NfCounter::total("rx_bad_descriptor", self.rx_bad_desc),
             NfCounter::total("rx_oversize", self.rx_oversize),
             NfCounter::total("rx_pool_empty", self.rx_pool_empty),
+            NfCounter::total("rx_left_at_disconnect", self.rx_left_at_disconnect),
             NfCounter::total("sleeps", self.sleeps),
             NfCounter::total("wakeups", self.wakeups),
             NfCounter::total("connects", self.connects()),
