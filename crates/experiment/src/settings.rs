@@ -191,7 +191,7 @@ pub struct RunSection {
     pub isolation: Option<Isolation>,
     /// With `chaining: memif`: how each receiving end waits for frames: `polling` (the
     /// default: a core per hop at full speed) or `interrupt[:SPIN]` (polls for SPIN,
-    /// 50us by default, then sleeps on the ring's eventfd until the sender signals: hops
+    /// 5us by default, then sleeps on the ring's eventfd until the sender signals: hops
     /// can share a core).
     #[arg(long, value_name = "polling|interrupt[:SPIN]")]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
@@ -400,14 +400,14 @@ impl FromStr for MemifWait {
         match t.split_once(':') {
             None if t == "polling" || t == "poll" => Ok(MemifWait(Wait::Poll)),
             None if t == "interrupt" => Ok(MemifWait(Wait::Interrupt {
-                spin: Duration::from_micros(50),
+                spin: sfclab_io::memif::interface::DEFAULT_SPIN,
             })),
             Some(("interrupt", spin)) => {
                 let spin: Span = spin.parse()?;
                 Ok(MemifWait(Wait::Interrupt { spin: spin.0 }))
             }
             _ => Err(format!(
-                "`{s}` is not a way to wait: write polling, interrupt or interrupt:SPIN (e.g. interrupt:50us)"
+                "`{s}` is not a way to wait: write polling, interrupt or interrupt:SPIN (e.g. interrupt:5us)"
             )),
         }
     }
