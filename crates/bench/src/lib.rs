@@ -47,6 +47,7 @@ pub mod hop;
 pub mod io;
 pub mod lpm;
 pub mod lpm6;
+pub mod memif;
 pub mod model;
 pub mod nfs;
 pub mod overload;

@@ -127,6 +127,10 @@ enum BenchCmd {
     /// veth, nic-switch, Linux forwarding, Open vSwitch), the same sfclab tester for all,
     /// interleaved rounds (needs root).
     Chaining(ChainingArgs),
+    /// memif links: one forwarder (sfclab's, and DPDK testpmd's) between two memif
+    /// ports, and chains of 1-8 hop processes sharing one core, polling against
+    /// interrupt mode (needs root for the chains' namespaces).
+    Memif(MemifArgs),
     /// Per-hop cost of forwarders in a compound chain, and DPDK testpmd as the peer.
     Hop(HopArgs),
     /// Maximum throughput against chain length for s_core, bi:K and pbp:K placements,
@@ -342,6 +346,29 @@ struct ForwardArgs {
     #[arg(long)]
     busy_poll: Option<u32>,
     /// Print JSON (schema `sfclab.bench.forward/1`).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct MemifArgs {
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Window of each run.
+    #[arg(long, default_value = "2s")]
+    duration: String,
+    #[arg(long, default_value = "500ms")]
+    warmup: String,
+    /// Frame size with FCS (at least 64: the tester signs each frame).
+    #[arg(long, default_value_t = 64)]
+    size: u16,
+    /// Hops per core of the polling and interrupt rows.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    hops: Vec<usize>,
+    /// `testpmd` (the default) or `none`.
+    #[arg(long, value_enum, default_value = "testpmd")]
+    peer: PeerArg,
+    /// Print JSON (schema `sfclab.bench.memif/1`).
     #[arg(long)]
     json: bool,
 }
@@ -600,6 +627,22 @@ fn main() -> ExitCode {
             let result = with_progress(|tick| sfclab_bench::forward::run(&args, tick));
             print_result(result, a.json, false)
         }
+        Cmd::Bench(BenchCmd::Memif(a)) => {
+            let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
+                Ok(w) => w,
+                Err(e) => return outcome::fail(outcome::USAGE, &e),
+            };
+            let args = sfclab_bench::memif::MemifBenchArgs {
+                duration,
+                warmup,
+                repeat: a.repeat,
+                size: a.size,
+                hops: a.hops.clone(),
+                peer: a.peer == PeerArg::Testpmd,
+            };
+            let result = with_progress(|tick| sfclab_bench::memif::run_bench(&args, tick));
+            print_result(result, a.json, false)
+        }
         Cmd::Bench(BenchCmd::Chaining(a)) => {
             let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
                 Ok(w) => w,
@@ -676,7 +719,7 @@ fn main() -> ExitCode {
 }
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
-pub const SCHEMA_NAMES: [&str; 20] = [
+pub const SCHEMA_NAMES: [&str; 21] = [
     "run",
     "search",
     "sweep",
@@ -692,6 +735,7 @@ pub const SCHEMA_NAMES: [&str; 20] = [
     "bench-io",
     "bench-forward",
     "bench-chaining",
+    "bench-memif",
     "bench-model",
     "calibration",
     "prediction",
@@ -717,6 +761,7 @@ pub fn schema(name: &str) -> Option<String> {
         "bench-io" => Some(bench_schema_v::<sfclab_bench::io::IoBench>("io", 2)),
         "bench-forward" => Some(bench_schema_v::<sfclab_bench::forward::ForwardBench>("forward", 1)),
         "bench-chaining" => Some(bench_schema_v::<sfclab_bench::chaining::ChainingBench>("chaining", 2)),
+        "bench-memif" => Some(bench_schema_v::<sfclab_bench::memif::MemifBench>("memif", 1)),
         "bench-model" => Some(bench_schema_v::<sfclab_bench::model::ModelBench>("model", 6)),
         "calibration" => Some(render::schema_of::<sfclab_model::Calibration>(
             "calibration-3.json",

@@ -253,3 +253,68 @@ fn a_hop_killed_and_restarted_mid_run_is_reconnected_and_the_loss_counted() {
     let unaccounted: u64 = path.iter().map(|s| s["unaccounted"].as_u64().unwrap_or(0)).sum();
     assert!(unaccounted <= 3 * 1024 + 4096, "{}", d["path"]);
 }
+
+/// `bench memif`: the devices row by row and each mode at each hops-per-core, measured
+/// by the same tester; its document follows the published schema.
+#[test]
+#[ignore = "needs root for the chains' namespaces (CI runs it)"]
+fn bench_memif_measures_devices_and_both_modes_at_each_hops_per_core() {
+    sfclab_topology::require_root("network namespaces");
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let o = sfclab(&[
+        "bench",
+        "memif",
+        "--repeat",
+        "1",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "100ms",
+        "--hops",
+        "1,2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_follows_schema("bench-memif-1.json", &v);
+    let rows = v["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "sfclab forwarder",
+            "testpmd io",
+            "polling, 1 hops/core",
+            "interrupt, 1 hops/core",
+            "polling, 2 hops/core",
+            "interrupt, 2 hops/core"
+        ]
+    );
+    let sfclab_row = &rows[0];
+    assert!(sfclab_row["mpps"].as_f64().unwrap() > 0.0, "{sfclab_row}");
+    assert!(sfclab_row["device_cycles"].as_f64().unwrap() > 0.0, "{sfclab_row}");
+    let testpmd = &rows[1];
+    assert!(
+        testpmd["mpps"].as_f64().is_some_and(|m| m > 0.0)
+            || testpmd["skipped"].as_str().is_some_and(|s| s.contains("not found")),
+        "{testpmd}"
+    );
+    for r in &rows[2..] {
+        assert!(r["mpps"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["runs_light_p50_us"].as_array().unwrap().len(), 1, "{r}");
+    }
+    // Interrupt-mode hops sharing a core lose nothing at a light load.
+    for r in rows
+        .iter()
+        .filter(|r| r["wait"].as_str().is_some_and(|w| w.starts_with("interrupt")))
+    {
+        assert_eq!(r["runs_light_loss_pct"][0].as_f64().unwrap(), 0.0, "{r}");
+    }
+    assert!(
+        v["ratios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|q| q["row"] == "interrupt, 2 hops/core")
+    );
+}

@@ -1,0 +1,425 @@
+//! `sfclab bench memif`: what memif links give, in interleaved rounds.
+//!
+//! - **Devices**: the same tester (sfclab's generator and sink on core 0, a memif client
+//!   on each of two socket files, 64-byte frames in 256 flows, as fast as it sends)
+//!   across one forwarding device on core 1, a memif server on each socket:
+//!   - `sfclab forwarder`: `sfclab run --ports memif:A,memif:B --chain forwarder`, an
+//!     sfclab process of its own, polling;
+//!   - `testpmd io`: `dpdk-testpmd` with two `net_memif` servers, io forwarding on
+//!     core 1 (the same copies as sfclab: into an mbuf on receive, out on send).
+//!
+//!   Per row the frames back per second, the tester's busy cycles per frame and, for
+//!   sfclab, the device's busy cycles per frame (testpmd's memif counters restart when
+//!   its peer leaves, before it can print its own).
+//! - **Hops per core**: `chaining: memif` chains of 1, 2, 4 and 8 forwarders, every hop
+//!   an sfclab process in its own namespace, all pinned to core 1, polling or in
+//!   interrupt mode: the throughput as fast as the tester sends, and the latency at a
+//!   light load (100 kpps with probes), the table that says which mode to use when NFs
+//!   share cores.
+
+use serde::Serialize;
+use sfclab_experiment::chain_file::{ChainSource, Experiment};
+use sfclab_experiment::settings::{Chaining, MemifWait, Ports, Settings, Span};
+use sfclab_io::memif::Wait;
+use sfclab_runtime::RunReport;
+use sfclab_traffic::Rate;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::{RowRatio, median_if_any, row_ratios};
+use std::fmt::Write as _;
+
+pub const MEMIF_SCHEMA: &str = "sfclab.bench.memif/1";
+
+/// The rate of the latency runs, packets per second: light enough that every
+/// configuration that does not collapse forwards it all.
+const LIGHT_PPS: f64 = 100_000.0;
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct MemifRow {
+    /// `sfclab forwarder`, `testpmd io`, `polling, 4 hops/core`, ...
+    pub name: String,
+    /// Forwarders sharing core 1 (hops-per-core rows).
+    pub hops_per_core: Option<usize>,
+    /// `polling` or `interrupt after 5 us` (hops-per-core rows).
+    pub wait: Option<String>,
+    /// What forwarded, as the run reports it.
+    pub device: String,
+    /// Frames the tester got back per second, millions, per round.
+    pub runs_mpps: Vec<f64>,
+    pub mpps: Option<f64>,
+    /// Frames the tester placed on its memif ring per second, millions, per round.
+    pub runs_offered_mpps: Vec<f64>,
+    /// Frames lost across the device in the window, percent of those placed, per round.
+    pub runs_loss_pct: Vec<f64>,
+    /// The tester's busy TSC cycles per frame (generator, memif send and receive, sink).
+    pub runs_tester_cycles: Vec<f64>,
+    /// The sfclab device's busy TSC cycles per frame it forwarded (polls that found
+    /// nothing not counted); none for testpmd and for chains (see the hops' own reports).
+    pub runs_device_cycles: Vec<f64>,
+    pub device_cycles: Option<f64>,
+    /// At 100 kpps with probes: median and 99th-percentile latency, microseconds, and
+    /// the loss, percent, per round (hops-per-core rows).
+    pub runs_light_p50_us: Vec<f64>,
+    pub runs_light_p99_us: Vec<f64>,
+    pub runs_light_loss_pct: Vec<f64>,
+    pub commands: Vec<String>,
+    pub skipped: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct MemifBench {
+    #[serde(flatten)]
+    pub header: crate::BenchHeader,
+    pub frame_size: u16,
+    pub duration_s: f64,
+    pub tester_core: usize,
+    pub device_core: usize,
+    pub rows: Vec<MemifRow>,
+    /// sfclab forwarder over testpmd io; interrupt over polling at each hops-per-core.
+    pub ratios: Vec<RowRatio>,
+}
+
+pub struct MemifBenchArgs {
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub repeat: usize,
+    pub size: u16,
+    /// Hops per core of the oversubscription rows.
+    pub hops: Vec<usize>,
+    /// Measure testpmd too.
+    pub peer: bool,
+}
+
+fn row(name: String, hops_per_core: Option<usize>, wait: Option<Wait>) -> MemifRow {
+    MemifRow {
+        name,
+        hops_per_core,
+        wait: wait.map(|w| w.to_string()),
+        device: String::new(),
+        runs_mpps: Vec::new(),
+        mpps: None,
+        runs_offered_mpps: Vec::new(),
+        runs_loss_pct: Vec::new(),
+        runs_tester_cycles: Vec::new(),
+        runs_device_cycles: Vec::new(),
+        device_cycles: None,
+        runs_light_p50_us: Vec::new(),
+        runs_light_p99_us: Vec::new(),
+        runs_light_loss_pct: Vec::new(),
+        commands: Vec::new(),
+        skipped: None,
+    }
+}
+
+/// Settings of one run: the window, 64-byte frames in 256 flows at `rate`, `probes`
+/// latency probes per second.
+fn settings(args: &MemifBenchArgs, rate: Rate, probes: f64) -> Settings {
+    let mut s = Settings::default();
+    s.run.duration = Some(Span(args.duration));
+    s.run.warmup = Some(Span(args.warmup));
+    s.run.accounting = Some(false);
+    s.traffic.size = Some(sfclab_traffic::FrameSizes::Fixed { size: args.size });
+    s.traffic.flows = Some(256);
+    s.traffic.rate = Some(rate);
+    s.traffic.latency_probe_pps = Some(probes);
+    s
+}
+
+fn run(s: &Settings, chain: &str) -> Result<RunReport, String> {
+    let exp = Experiment::load(&ChainSource::Shorthand(chain.to_string()), s).map_err(|e| e.to_string())?;
+    exp.run().map_err(|e| e.to_string())
+}
+
+/// What one tester run measured, into `r`.
+fn record(r: &mut MemifRow, t: &RunReport) {
+    let placed = t.window_loss.sent.saturating_sub(t.not_offered);
+    r.runs_mpps.push(t.mpps);
+    r.runs_offered_mpps
+        .push(placed as f64 / t.duration_s.max(f64::MIN_POSITIVE) / 1e6);
+    r.runs_loss_pct
+        .push(t.window_loss.lost.saturating_sub(t.not_offered) as f64 * 100.0 / placed.max(1) as f64);
+    r.runs_tester_cycles.extend(t.busy_cycles_per_packet);
+}
+
+/// The tester across the device listening on `dir`'s `a.sock` and `b.sock`.
+fn test_device(args: &MemifBenchArgs, dir: &Path, tester_core: usize) -> Result<RunReport, String> {
+    let mut s = settings(args, Rate::Max, 0.0);
+    s.run.core = Some(tester_core);
+    s.run.ports = Some(Ports::Tester {
+        output: format!("memif:{}", dir.join("a.sock").display()),
+        input: format!("memif:{}", dir.join("b.sock").display()),
+    });
+    run(&s, "forwarder")
+}
+
+/// Waits until `path` exists (a server listens), at most 60 s.
+fn wait_for(path: &Path, what: &str) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    while !path.exists() {
+        if started.elapsed() > Duration::from_secs(60) || crate::stop_requested() {
+            return Err(format!("{what} did not listen on {}", path.display()));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// An sfclab forwarder process on memif, and the tester across it.
+fn sfclab_device(args: &MemifBenchArgs, r: &mut MemifRow, cores: (usize, usize)) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let ports = format!(
+        "memif:{},memif:{}",
+        dir.path().join("a.sock").display(),
+        dir.path().join("b.sock").display()
+    );
+    let mut cmd = std::process::Command::new(&exe);
+    cmd.args(["run", "--chain", "forwarder", "--ports", &ports])
+        .args(["--core", &cores.1.to_string(), "--duration", "1d", "--warmup", "0s"])
+        .arg("--json");
+    r.commands = vec![format!(
+        "sfclab run --chain forwarder --ports {ports} --core {} ...",
+        cores.1
+    )];
+    // A group of its own: a terminal's Ctrl-C reaches the bench, which stops it.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("starting the sfclab device: {e}"))?;
+    let tested =
+        wait_for(&dir.path().join("b.sock"), "the sfclab device").and_then(|()| test_device(args, dir.path(), cores.0));
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT);
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let t = tested?;
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    r.runs_device_cycles.extend(doc["busy_cycles_per_packet"].as_f64());
+    r.device = format!("sfclab forwarder process on core {}, memif servers, polling", cores.1);
+    record(r, &t);
+    Ok(())
+}
+
+/// testpmd io forwarding between two memif servers, and the tester across it.
+fn testpmd_device(args: &MemifBenchArgs, bin: &str, r: &mut MemifRow, cores: (usize, usize)) -> Result<(), String> {
+    use sfclab_peers::testpmd::{Testpmd, TestpmdSpec};
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let vdev = |k: usize, name: &str| {
+        format!(
+            "net_memif{k},role=server,id=0,socket={},socket-abstract=no",
+            dir.path().join(name).display()
+        )
+    };
+    let spec = TestpmdSpec {
+        forward_core: cores.1,
+        main_core: cores.0,
+        vdevs: vec![vdev(0, "a.sock"), vdev(1, "b.sock")],
+        mode: "io",
+        tx_first: false,
+        netns: None,
+    };
+    let p = Testpmd::start(bin, &spec, &format!("sfclab-memif-{}", std::process::id()))?;
+    r.commands = vec![p.command.clone()];
+    let tested = wait_for(&dir.path().join("b.sock"), "dpdk-testpmd").and_then(|()| {
+        // Its forwarding starts a moment after its ports listen.
+        std::thread::sleep(Duration::from_millis(500));
+        test_device(args, dir.path(), cores.0)
+    });
+    p.stop();
+    let t = tested?;
+    r.device = format!("dpdk-testpmd io forwarding on core {}, net_memif servers", cores.1);
+    record(r, &t);
+    Ok(())
+}
+
+/// `n` forwarders chained by memif on the device core, waiting as `wait`: throughput
+/// as fast as the tester sends, latency at a light load.
+fn chain_on_one_core(
+    args: &MemifBenchArgs,
+    n: usize,
+    wait: Wait,
+    r: &mut MemifRow,
+    device_core: usize,
+) -> Result<(), String> {
+    let chain = format!("forwarder*{n}");
+    let at = |rate: Rate, probes: f64| {
+        let mut s = settings(args, rate, probes);
+        s.run.chaining = Some(Chaining::Memif);
+        s.run.memif_wait = Some(MemifWait(wait));
+        s.run.core = Some(device_core);
+        s
+    };
+    let full = run(&at(Rate::Max, 0.0), &chain)?;
+    r.device = format!("{n} sfclab forwarder process(es) on core {device_core}, joined by memif, {wait}");
+    record(r, &full);
+    let light = run(&at(Rate::Pps(LIGHT_PPS), 10_000.0), &chain)?;
+    if let Some(l) = &light.latency {
+        r.runs_light_p50_us.push(l.p50_ns / 1e3);
+        r.runs_light_p99_us.push(l.p99_ns / 1e3);
+    }
+    let sent = light.window_loss.sent.max(1);
+    r.runs_light_loss_pct
+        .push(light.window_loss.lost as f64 * 100.0 / sent as f64);
+    Ok(())
+}
+
+pub fn run_bench(args: &MemifBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Result<MemifBench, String> {
+    let cores = sfclab_runtime::placement::allowed_cores();
+    let (tester_core, device_core) = match cores.as_slice() {
+        [a, b, ..] => (*a, *b),
+        _ => return Err("bench memif needs two cores this process may use".into()),
+    };
+    if args.hops.contains(&0) {
+        return Err("hops per core: each at least 1".into());
+    }
+    let testpmd = sfclab_peers::which("dpdk-testpmd");
+    let mut rows = vec![
+        row("sfclab forwarder".into(), None, None),
+        row("testpmd io".into(), None, None),
+    ];
+    rows[1].skipped = match (&testpmd, args.peer) {
+        (_, false) => Some("--peer none".into()),
+        (None, true) => Some("dpdk-testpmd not found (Debian: apt-get install dpdk)".into()),
+        _ => None,
+    };
+    let interrupt = Wait::Interrupt {
+        spin: sfclab_io::memif::interface::DEFAULT_SPIN,
+    };
+    for &n in &args.hops {
+        for wait in [Wait::Poll, interrupt] {
+            let mode = if wait == Wait::Poll { "polling" } else { "interrupt" };
+            rows.push(row(format!("{mode}, {n} hops/core"), Some(n), Some(wait)));
+        }
+    }
+    let rounds = crate::row_rounds(args.repeat, &mut rows, tick, |r| {
+        let result = match (r.name.as_str(), r.hops_per_core) {
+            ("sfclab forwarder", _) => sfclab_device(args, r, (tester_core, device_core)),
+            ("testpmd io", _) => {
+                testpmd_device(args, testpmd.as_deref().expect("found"), r, (tester_core, device_core))
+            }
+            (_, Some(n)) => {
+                let wait = if r.name.starts_with("polling") {
+                    Wait::Poll
+                } else {
+                    interrupt
+                };
+                chain_on_one_core(args, n, wait, r, device_core)
+            }
+            _ => Ok(()),
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(_) if crate::stop_requested() => Ok(()),
+            Err(e) if r.name.starts_with("testpmd") => {
+                r.skipped = Some(e);
+                Ok(())
+            }
+            Err(e) => Err(format!("{}: {e}", r.name)),
+        }
+    })?;
+    for r in rows.iter_mut() {
+        r.mpps = median_if_any(&r.runs_mpps);
+        r.device_cycles = median_if_any(&r.runs_device_cycles);
+    }
+    let mut pairs: Vec<(String, String)> = vec![("sfclab forwarder".into(), "testpmd io".into())];
+    for &n in &args.hops {
+        pairs.push((format!("interrupt, {n} hops/core"), format!("polling, {n} hops/core")));
+    }
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let ratios = row_ratios(&pairs, |name| rows.iter().find(|r| r.name == name).and_then(|r| r.mpps));
+    Ok(MemifBench {
+        header: crate::BenchHeader::new(MEMIF_SCHEMA, rounds.completed(), rounds.interrupted()),
+        frame_size: args.size,
+        duration_s: args.duration.as_secs_f64(),
+        tester_core,
+        device_core,
+        rows,
+        ratios,
+    })
+}
+
+impl crate::RoundRow for MemifRow {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn skipped(&self) -> bool {
+        self.skipped.is_some()
+    }
+
+    fn keep_completed(&mut self, rounds: &crate::Rounds) {
+        for runs in [
+            &mut self.runs_mpps,
+            &mut self.runs_offered_mpps,
+            &mut self.runs_loss_pct,
+            &mut self.runs_tester_cycles,
+            &mut self.runs_device_cycles,
+            &mut self.runs_light_p50_us,
+            &mut self.runs_light_p99_us,
+            &mut self.runs_light_loss_pct,
+        ] {
+            rounds.keep_completed(runs);
+        }
+    }
+}
+
+benchmark!(MemifBench, render_table);
+
+fn render_table(b: &MemifBench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}, memif links, {}-byte frames, {} rounds of {:.1} s, rows interleaved (medians [min–max])\ntester: sfclab generator and sink on core {}, memif clients; devices on core {}\n",
+        b.header.title("memif"),
+        b.frame_size,
+        b.header.repeat,
+        b.duration_s,
+        b.tester_core,
+        b.device_core,
+    );
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header([
+        "row",
+        "Mpps back",
+        "Mpps placed",
+        "loss %",
+        "tester cycles/frame",
+        "device cycles/frame",
+        "p50 us @100kpps",
+        "p99 us @100kpps",
+        "loss % @100kpps",
+    ]);
+    for r in &b.rows {
+        let through = match &r.skipped {
+            Some(why) if r.runs_mpps.is_empty() => format!("skipped: {why}"),
+            _ => crate::or_dash(&r.runs_mpps, 3),
+        };
+        t.add_row([
+            r.name.clone(),
+            through,
+            crate::or_dash(&r.runs_offered_mpps, 3),
+            crate::or_dash(&r.runs_loss_pct, 2),
+            crate::or_dash(&r.runs_tester_cycles, 0),
+            crate::or_dash(&r.runs_device_cycles, 0),
+            crate::or_dash(&r.runs_light_p50_us, 1),
+            crate::or_dash(&r.runs_light_p99_us, 1),
+            crate::or_dash(&r.runs_light_loss_pct, 2),
+        ]);
+    }
+    let _ = writeln!(s, "{t}");
+    for r in b.rows.iter().filter(|r| !r.device.is_empty()) {
+        let _ = writeln!(s, "{}: {}", r.name, r.device);
+    }
+    let _ = writeln!(
+        s,
+        "Busy cycles count work on frames, not polls that found nothing. Loss: frames the tester placed on its ring and did not get back."
+    );
+    for r in &b.ratios {
+        let _ = writeln!(s, "ratio  {} / {} = {:.2}x", r.row, r.over, r.ratio);
+    }
+    s
+}
