@@ -318,3 +318,141 @@ fn bench_memif_measures_devices_and_both_modes_at_each_hops_per_core() {
             .any(|q| q["row"] == "interrupt, 2 hops/core")
     );
 }
+
+/// The run's namespaces (`sfclab-<pid>-...`).
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|n| n.starts_with(&format!("sfclab-{pid}-")))
+        .collect()
+}
+
+/// A memif chain killed with SIGKILL leaves its namespaces, hop processes and socket
+/// files; `sfclab cleanup` removes them all.
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn cleanup_removes_what_a_killed_memif_chain_left() {
+    sfclab_topology::require_root("network namespaces");
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut run = Command::new(sfclab_bin())
+        .args([
+            "run",
+            "--chain",
+            "forwarder*3",
+            "--chaining",
+            "memif",
+            "--memif-wait",
+            "interrupt",
+        ])
+        .args(["--duration", "60s", "--rate", "10kpps"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = run.id();
+    let started = Instant::now();
+    let hop_pids = |ns: &str| -> Vec<String> {
+        let out = Command::new("ip").args(["netns", "pids", ns]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    // Until all four namespaces exist and every hop runs.
+    loop {
+        assert!(started.elapsed() < Duration::from_secs(30), "the chain never started");
+        let names = namespaces_of(pid);
+        if names.len() == 4
+            && names
+                .iter()
+                .filter(|n| n.contains("-hop"))
+                .all(|n| !hop_pids(n).is_empty())
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let names = namespaces_of(pid);
+    let sockets: Vec<std::path::PathBuf> = names
+        .iter()
+        .map(|n| std::path::Path::new(&format!("/tmp/{n}.d")).join("in.sock"))
+        .collect();
+    let hops: Vec<String> = names.iter().flat_map(|n| hop_pids(n)).collect();
+    assert_eq!(hops.len(), 3, "{names:?}");
+    run.kill().unwrap();
+    run.wait().unwrap();
+    assert_eq!(namespaces_of(pid).len(), 4, "SIGKILL leaves them behind");
+    let o = sfclab(&["cleanup"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(namespaces_of(pid).is_empty(), "{}", stdout(&o));
+    for hop in &hops {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{hop}")).exists()
+                || std::fs::read_to_string(format!("/proc/{hop}/stat")).is_ok_and(|s| s.contains(") Z")),
+            "hop process {hop} still runs"
+        );
+    }
+    for s in &sockets {
+        assert!(!s.exists(), "{} left", s.display());
+    }
+}
+
+/// A memif chain of three sfclab hops and one dpdk-testpmd hop (mac forwarding) in
+/// its own namespace: at a low rate nothing is lost, and the testpmd hop's step is
+/// counted by its neighbours.
+#[test]
+#[ignore = "needs root for namespaces and dpdk-testpmd (CI runs it)"]
+fn a_memif_chain_with_a_dpdk_testpmd_hop_conserves_exactly_when_installed() {
+    sfclab_topology::require_root("network namespaces");
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let o = sfclab(&[
+        "run",
+        "--chain",
+        "forwarder*4",
+        "--chaining",
+        "memif",
+        "--memif-wait",
+        "interrupt",
+        "--dpdk-hops",
+        "3",
+        "--count",
+        "20000",
+        "--rate",
+        "100kpps",
+        "--warmup",
+        "100ms",
+        "--verify",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let d: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(d["window_loss"]["lost"], 0, "{}", d["path"]);
+    assert_eq!(d["verify_failed"], 0);
+    let path = d["path"].as_array().unwrap();
+    assert_eq!(path.len(), 6, "{}", d["path"]);
+    assert!(
+        path[3]["place"].as_str().unwrap().contains("dpdk-testpmd"),
+        "{}",
+        path[3]
+    );
+    let generated = d["conservation"]["generated"].as_u64().unwrap();
+    for step in path {
+        assert_eq!(step["packets_out"], generated, "{step}");
+        assert_eq!(step["unaccounted"], 0, "{step}");
+    }
+    assert_eq!(d["dut_processes"][2]["peer"], "dpdk-testpmd");
+    let bad = sfclab(&[
+        "run",
+        "--chain",
+        "forwarder -> nat44",
+        "--chaining",
+        "memif",
+        "--dpdk-hops",
+        "2",
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("write a forwarder there"), "{}", stderr(&bad));
+}

@@ -89,6 +89,8 @@ pub struct Experiment {
     pub take_turns: Option<std::path::PathBuf>,
     /// `chaining: memif`: how the hops' (and the tester's) receivers wait.
     pub memif_wait: Option<sfclab_io::memif::Wait>,
+    /// `chaining: memif`: the hops (0-based) that run as dpdk-testpmd.
+    pub dpdk_hops: Vec<usize>,
     /// XDP mode of the AF_XDP ports of a wired run (`None`: native where available).
     pub xdp_mode: Option<sfclab_io::XdpMode>,
     /// The wired run's ports: AF_XDP or AF_PACKET.
@@ -505,6 +507,50 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         }
         (_, i) => i.unwrap_or_default(),
     };
+    let dpdk_hops = match &r.dpdk_hops {
+        None => Vec::new(),
+        Some(_) if chaining != Chaining::Memif => {
+            return Err(ctx.setting(
+                "run",
+                "dpdk_hops",
+                format!("names hops of `chaining: memif` that DPDK runs; this chain's chaining is `{chaining}`"),
+            ));
+        }
+        Some(list) => {
+            let mut hops = Vec::new();
+            for item in list.split(',').map(str::trim) {
+                let k: usize = item
+                    .parse()
+                    .ok()
+                    .filter(|k| (1..=nfs.len()).contains(k))
+                    .ok_or_else(|| {
+                        ctx.setting(
+                            "run",
+                            "dpdk_hops",
+                            format!(
+                                "`{item}` is not a hop of this chain: write numbers from 1 to {}",
+                                nfs.len()
+                            ),
+                        )
+                    })?;
+                let (name, spec) = &nfs[k - 1];
+                if spec.kind() != "forwarder" {
+                    return Err(ctx.setting(
+                        "run",
+                        "dpdk_hops",
+                        format!(
+                            "hop {k} is `{name}` ({}); dpdk-testpmd forwards (mac mode): write a forwarder there",
+                            spec.kind()
+                        ),
+                    ));
+                }
+                hops.push(k - 1);
+            }
+            hops.sort_unstable();
+            hops.dedup();
+            hops
+        }
+    };
     if r.memif_wait.is_some() && chaining != Chaining::Memif {
         return Err(ctx.setting(
             "run",
@@ -730,6 +776,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         ready_file: r.ready_file.as_ref().map(std::path::PathBuf::from),
         take_turns: r.take_turns.as_ref().map(std::path::PathBuf::from),
         memif_wait: r.memif_wait.map(|w| w.0),
+        dpdk_hops,
         xdp_mode: r.xdp_mode,
         io_kind: r.io.unwrap_or_default(),
         busy_poll: r.busy_poll,

@@ -88,37 +88,21 @@ impl Plan {
     /// Starts hop i in namespace `ends[i].0` on the ports `ends[i].1` (`--ports`), each
     /// in turn, and waits until every one has opened its ports.
     pub(crate) fn start(&self, ends: &[(Namespace, String)]) -> Result<HopProcesses, String> {
-        start(ends, &self.exe, &self.args, &self.chains, &self.cores)
+        let mut started = HopProcesses(Vec::new());
+        for (i, (namespace, ports)) in ends.iter().enumerate() {
+            started.0.push(self.spawn(i, namespace, ports)?);
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for hop in &mut started.0 {
+            hop.wait_ready(deadline)?;
+        }
+        Ok(started)
     }
-}
 
-/// The sfclab program each hop runs: this one when it is sfclab, otherwise `sfclab` as
-/// the shell finds it (a program of your own that calls the library starts sfclab's).
-fn hop_program() -> Result<PathBuf, String> {
-    let this = std::env::current_exe().map_err(|e| format!("finding this program to start the hops: {e}"))?;
-    let is_sfclab = this.file_name().is_some_and(|n| n == "sfclab");
-    Ok(if is_sfclab { this } else { PathBuf::from("sfclab") })
-}
-
-/// One started hop: its process and where it writes.
-struct HopProcess {
-    child: Child,
-    stderr: PathBuf,
-}
-
-/// Every hop process of a run; stopped (SIGINT, then SIGKILL) when the run is over.
-pub(crate) struct HopProcesses(Vec<HopProcess>);
-
-fn start(
-    ends: &[(Namespace, String)],
-    exe: &std::path::Path,
-    args: &[String],
-    chains: &[(String, serde_json::Value)],
-    cores: &[Option<usize>],
-) -> Result<HopProcesses, String> {
-    let mut started = HopProcesses(Vec::new());
-    let mut ready_files = Vec::new();
-    for (i, ((namespace, ports), (name, chain))) in ends.iter().zip(chains).enumerate() {
+    /// Starts hop `i` (its chain file, core and the shared flags) in `namespace` on
+    /// `ports`; it says it forwards by creating its ready file.
+    pub(crate) fn spawn(&self, i: usize, namespace: &Namespace, ports: &str) -> Result<HopProcess, String> {
+        let (name, chain) = &self.chains[i];
         let dir = namespace.state_dir().map_err(|e| e.to_string())?;
         let file = dir.join("hop.json");
         std::fs::write(&file, chain.to_string()).map_err(|e| format!("{}: {e}", file.display()))?;
@@ -126,14 +110,14 @@ fn start(
         let stderr = dir.join("stderr");
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", namespace.name()])
-            .arg(exe)
+            .arg(&self.exe)
             .args(["run", &file.display().to_string()])
             .arg("--ports")
             .arg(ports)
             .args(["--duration", "1d", "--warmup", "0s", "--json", "--ready-file"])
             .arg(&ready)
-            .args(args);
-        if let Some(core) = cores.get(i).copied().flatten() {
+            .args(&self.args);
+        if let Some(core) = self.cores.get(i).copied().flatten() {
             cmd.args(["--core", &core.to_string()]);
         }
         let err = std::fs::File::create(&stderr).map_err(|e| format!("{}: {e}", stderr.display()))?;
@@ -146,22 +130,59 @@ fn start(
             .stderr(err)
             .spawn()
             .map_err(|e| format!("starting hop {} ({name}): {e}", i + 1))?;
-        started.0.push(HopProcess { child, stderr });
-        ready_files.push(ready);
+        Ok(HopProcess {
+            index: i,
+            child,
+            stderr,
+            ready,
+        })
     }
-    // Every hop forwards before the tester sends: each says so by creating its file.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for (i, ready) in ready_files.iter().enumerate() {
-        while !ready.exists() {
-            let hop = &mut started.0[i];
-            if Instant::now() > deadline || matches!(hop.child.try_wait(), Ok(Some(_))) {
-                let why = std::fs::read_to_string(&hop.stderr).unwrap_or_default();
-                return Err(format!("hop {} did not start: {}", i + 1, why.trim()));
+}
+
+/// The sfclab program each hop runs: this one when it is sfclab, otherwise `sfclab` as
+/// the shell finds it (a program of your own that calls the library starts sfclab's).
+fn hop_program() -> Result<PathBuf, String> {
+    let this = std::env::current_exe().map_err(|e| format!("finding this program to start the hops: {e}"))?;
+    let is_sfclab = this.file_name().is_some_and(|n| n == "sfclab");
+    Ok(if is_sfclab { this } else { PathBuf::from("sfclab") })
+}
+
+/// One started hop: its place in the chain, its process and where it writes.
+pub(crate) struct HopProcess {
+    index: usize,
+    child: Child,
+    stderr: PathBuf,
+    ready: PathBuf,
+}
+
+impl HopProcess {
+    /// Waits until the hop says it forwards, or fails saying why it did not.
+    fn wait_ready(&mut self, deadline: Instant) -> Result<(), String> {
+        while !self.ready.exists() {
+            if Instant::now() > deadline || matches!(self.child.try_wait(), Ok(Some(_))) {
+                let why = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+                return Err(format!("hop {} did not start: {}", self.index + 1, why.trim()));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        Ok(())
     }
-    Ok(started)
+}
+
+/// Every hop process of a run; stopped (SIGINT, then SIGKILL) when the run is over.
+pub(crate) struct HopProcesses(Vec<HopProcess>);
+
+impl HopProcesses {
+    pub(crate) fn new() -> HopProcesses {
+        HopProcesses(Vec::new())
+    }
+
+    /// Keeps `hop` with the others once it says it forwards (within 20 s).
+    pub(crate) fn add_when_ready(&mut self, mut hop: HopProcess) -> Result<(), String> {
+        let ready = hop.wait_ready(Instant::now() + Duration::from_secs(20));
+        self.0.push(hop);
+        ready
+    }
 }
 
 impl RunningDut for HopProcesses {
@@ -174,7 +195,9 @@ impl HopProcesses {
     /// Stops every hop (SIGINT: each keeps its result) and collects their documents.
     pub(crate) fn stop_all(&mut self) -> ExternalOutcome {
         let mut out = ExternalOutcome::default();
-        for (i, hop) in self.0.iter_mut().enumerate() {
+        self.0.sort_by_key(|h| h.index);
+        for hop in self.0.iter_mut() {
+            let i = hop.index;
             if let Ok(pid) = i32::try_from(hop.child.id()) {
                 let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT);
             }

@@ -20,7 +20,7 @@ use sfclab_topology::{Namespace, Topology};
 use sfclab_traffic::{Generator, Sink};
 
 use crate::chain_file::Experiment;
-use crate::hop_processes::Plan;
+use crate::hop_processes::{HopProcesses, Plan};
 
 /// How long the tester waits for the chain to connect.
 const CONNECT_LIMIT: Duration = Duration::from_secs(30);
@@ -64,17 +64,26 @@ pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, R
         &MemifSettings::from_spec(&endpoint(n, "server"), Role::Server).map_err(|e| setting("ports", e))?,
     )
     .map_err(|e| setting("ports", e))?;
-    let ends: Vec<(Namespace, String)> = hops
-        .iter()
-        .enumerate()
-        .map(|(i, ns)| {
-            (
-                ns.clone(),
-                format!("{},{}", endpoint(i, "server"), endpoint(i + 1, "client")),
+    // Hops start last to first: each one's output connects to a server that listens.
+    let mut processes = HopProcesses::new();
+    let mut peers: Vec<Option<DpdkHop>> = (0..n).map(|_| None).collect();
+    for i in (0..n).rev() {
+        if spec.dpdk_hops.contains(&i) {
+            let hop = DpdkHop::start(
+                &hops[i],
+                (&sockets[i], &sockets[i + 1]),
+                spec.hop_cores.get(i).copied().flatten(),
+                run.core,
+                i,
             )
-        })
-        .collect();
-    let mut processes = plan.start(&ends).map_err(|e| setting("chaining", e))?;
+            .map_err(|e| setting("dpdk_hops", e))?;
+            peers[i] = Some(hop);
+        } else {
+            let ports = format!("{},{}", endpoint(i, "server"), endpoint(i + 1, "client"));
+            let hop = plan.spawn(i, &hops[i], &ports).map_err(|e| setting("chaining", e))?;
+            processes.add_when_ready(hop).map_err(|e| setting("chaining", e))?;
+        }
+    }
     let tester_out = Interface::open(
         &MemifSettings::from_spec(&endpoint(0, "client"), Role::Client).map_err(|e| setting("ports", e))?,
     )
@@ -92,14 +101,27 @@ pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, R
     let generator = Generator::new(spec.traffic.clone(), run.batch).map_err(|(k, r)| setting(k, r))?;
     let mut wire = TesterLink::new(generator, t_out, t_in, run.batch, Duration::from_millis(300));
     let tester = run_compound_on(&mut wire, Sink::new(run.verify), sfclab_core::NamedNfs::new(), run);
-    let external = processes.stop_all();
+    let mut external = processes.stop_all();
+    // The hops' documents in chain order: sfclab's own, and for a DPDK hop what it is
+    // (its frames are counted by its neighbours).
+    let mut sfclab_docs = std::mem::take(&mut external.documents).into_iter();
+    for (i, peer) in peers.iter_mut().enumerate() {
+        external.documents.push(match peer.take() {
+            Some(p) => p.stop(i),
+            None => sfclab_docs.next().unwrap_or_default(),
+        });
+    }
     let tester = tester?;
     let testbed = TestbedReport {
         run_name: topo.run_name().to_string(),
-        device_under_test: format!(
-            "sfclab chain of {n} hops, each an sfclab process in its own namespace, joined by memif ({})",
-            wait_mode
-        ),
+        device_under_test: match spec.dpdk_hops.len() {
+            0 => format!(
+                "sfclab chain of {n} hops, each an sfclab process in its own namespace, joined by memif ({wait_mode})"
+            ),
+            k => format!(
+                "chain of {n} hops, each a process in its own namespace ({k} dpdk-testpmd, the rest sfclab), joined by memif ({wait_mode})"
+            ),
+        },
         hops: n,
         namespaces: std::iter::once(&tester_ns)
             .chain(&hops)
@@ -133,4 +155,76 @@ pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, R
             counted_beyond: seen.saturating_sub(unseen),
         },
     })
+}
+
+/// A hop run by DPDK's testpmd (mac forwarding) in its namespace: a memif server on
+/// its input's socket, a client on its output's.
+struct DpdkHop {
+    process: sfclab_peers::testpmd::Testpmd,
+    command: String,
+}
+
+impl DpdkHop {
+    fn start(
+        namespace: &Namespace,
+        (input, output): (&std::path::Path, &std::path::Path),
+        core: Option<usize>,
+        main_core: Option<usize>,
+        i: usize,
+    ) -> Result<DpdkHop, String> {
+        use sfclab_peers::testpmd::{Testpmd, TestpmdSpec, wait_until};
+        let bin = sfclab_peers::which("dpdk-testpmd").ok_or("dpdk-testpmd not found (Debian: apt-get install dpdk)")?;
+        let forward_core = core.unwrap_or(1);
+        let spec = TestpmdSpec {
+            forward_core,
+            main_core: main_core.filter(|&c| c != forward_core).unwrap_or(0),
+            vdevs: vec![
+                format!(
+                    "net_memif0,role=server,id=0,socket={},socket-abstract=no",
+                    input.display()
+                ),
+                format!(
+                    "net_memif1,role=client,id=0,socket={},socket-abstract=no",
+                    output.display()
+                ),
+            ],
+            mode: "mac",
+            tx_first: false,
+            netns: Some(namespace.name().to_string()),
+        };
+        let prefix = format!("{}-dpdk{}", namespace.name(), i + 1);
+        let p = Testpmd::start(&bin, &spec, &prefix)?;
+        let command = p.command.clone();
+        let mut procs = vec![p];
+        // Forwarding has started once it prints its first statistics.
+        wait_until(
+            &mut procs,
+            Duration::from_secs(60),
+            "dpdk-testpmd forwarding",
+            &|| false,
+            |p| p[0].is_some(),
+        )?;
+        let started = std::time::Instant::now();
+        while !input.exists() {
+            if started.elapsed() > CONNECT_LIMIT {
+                return Err(format!("dpdk-testpmd did not listen on {}", input.display()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(DpdkHop {
+            process: procs.pop().expect("one"),
+            command,
+        })
+    }
+
+    /// Stops it; its document says what it was.
+    fn stop(self, i: usize) -> serde_json::Value {
+        self.process.stop();
+        serde_json::json!({
+            "hop": i + 1,
+            "peer": "dpdk-testpmd",
+            "chain": ["dpdk-testpmd (mac)"],
+            "command": self.command,
+        })
+    }
 }

@@ -196,6 +196,13 @@ pub struct RunSection {
     #[arg(long, value_name = "polling|interrupt[:SPIN]")]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub memif_wait: Option<MemifWait>,
+    /// With `chaining: memif`: hops (1-based, comma-separated) that run as DPDK's
+    /// `dpdk-testpmd` (mac forwarding, its forwarding lcore on the hop's core) in their
+    /// namespace instead of an sfclab process: a chain mixing sfclab NFs and a DPDK
+    /// application. The NF written at each such hop must be a forwarder.
+    #[arg(long, value_name = "HOP,...")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpdk_hops: Option<String>,
     /// With `chaining: nic-switch`: a real SR-IOV NIC instead of the emulated one,
     /// `pf=IF,tester-out=IF,tester-in=IF[,pf-out=IF]`: the hops get virtual functions of
     /// `pf` (the last hop sends on one of `pf-out`, default `pf`), the tester sends on

@@ -709,7 +709,11 @@ impl WiredReport {
                     *passed
                 }
                 None => {
-                    name += " (left no report)";
+                    name += match self.dut_processes[k]["peer"].as_str() {
+                        // A peer's own counters are not read: its neighbours count for it.
+                        Some(_) => " (counted by its neighbours)",
+                        None => " (left no report)",
+                    };
                     link_to_next = false;
                     counts[k + 1..]
                         .iter()
