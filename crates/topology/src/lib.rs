@@ -419,6 +419,18 @@ pub fn cleanup(all: bool) -> Result<Cleanup, TopologyError> {
             Err(e) => report.failed.push((name, e.to_string())),
         }
     }
+    // DPDK's runtime directories of the peers a run started in its namespaces
+    // (`--file-prefix sfclab-<pid>-...`): removed once those processes
+    // went with the namespaces.
+    if let Ok(dirs) = std::fs::read_dir("/var/run/dpdk") {
+        for d in dirs.flatten() {
+            let name = d.file_name().to_string_lossy().into_owned();
+            let dead = owner_pid(&name).is_some_and(|pid| all || !alive(pid));
+            if dead && std::fs::remove_dir_all(d.path()).is_ok() {
+                report.removed.push(format!("/var/run/dpdk/{name}"));
+            }
+        }
+    }
     Ok(report)
 }
 
