@@ -248,3 +248,36 @@ fn a_peer_writing_descriptors_outside_its_memory_costs_frames_not_safety() {
     assert_eq!(s.drops(), vec![("bad-descriptor", 2), ("oversize", 1)]);
     assert_eq!(ring.tail().load(Ordering::Acquire), 5, "every slot released");
 }
+
+#[test]
+fn each_queue_pair_carries_its_own_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("memif.sock");
+    let two = |role| MemifSettings {
+        config: Config {
+            queue_pairs: 2,
+            log2_ring_size: 6,
+            ..Config::default()
+        },
+        ..MemifSettings::new(&socket, role)
+    };
+    let mut server = Interface::open(&two(Role::Server)).unwrap();
+    let mut client = Interface::open(&two(Role::Client)).unwrap();
+    client.wait_connected(Duration::from_secs(10)).unwrap();
+    server.wait_connected(Duration::from_secs(10)).unwrap();
+    let mut pool = PacketPool::new(256);
+    let mut sent = Vec::new();
+    let mut got = Vec::new();
+    for q in 0..2u16 {
+        let mut tx = client.port(q, false, true).unwrap();
+        let mut rx = server.port(q, true, false).unwrap();
+        let frames: Vec<Vec<u8>> = (0..10).map(|i| frame(i + 100 * usize::from(q))).collect();
+        assert_eq!(send(&mut tx, &mut pool, &frames), 10);
+        sent.push(frames);
+        got.push(receive(&mut rx, &mut pool, 20));
+    }
+    assert_eq!(got, sent, "queue 0's frames on queue 0, queue 1's on queue 1");
+    let e = client.port(0, false, true).err().unwrap();
+    assert!(e.contains("taken by another port"), "{e}");
+    assert!(client.port(2, true, false).err().unwrap().contains("queue 2 of 2"));
+}

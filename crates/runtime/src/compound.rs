@@ -88,6 +88,13 @@ fn run_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
             Step::Worked => {}
             Step::Idle => {
                 idle_since.get_or_insert(now);
+                // A source that waits for frames may have slept in `rx` (a memif port in
+                // interrupt mode, up to milliseconds): the end of the window and a stop
+                // request are looked at now, not a thousand sleeps later. Off the busy
+                // path, so it costs nothing there.
+                if stop.is_some_and(|s| s.load(Ordering::Relaxed)) || tsc::now() >= until {
+                    break;
+                }
             }
             Step::Exhausted => break,
         }
