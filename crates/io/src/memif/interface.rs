@@ -23,9 +23,10 @@ use super::msg::Msg;
 use super::port::MemifPort;
 
 /// How long an interrupt-mode receiver polls an empty ring before it sleeps, unless
-/// told: short, because on a shared core every microsecond it spins is one its
-/// producer cannot run (measured, three hops on one core: 8.4 Mpps at 2 us, 7.7 at 5,
-/// 6.4 at 10, 3.6 at 50; docs/PERFORMANCE.md).
+/// told. Short: on a shared core a hop that spins holds the core its producer needs.
+/// Under full load it hardly matters (three hops on one core, with senders that yield on
+/// a full ring: 15.3–16.2 Mpps at 0, 2 and 5 us alike; docs/PERFORMANCE.md); at light
+/// load it trades a few microseconds of latency for wake-ups.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(5);
 
 /// How a receiving port waits for frames.

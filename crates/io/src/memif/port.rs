@@ -2,7 +2,9 @@
 //! runtime's [`RxPort`] and [`TxPort`]. One copy per frame each way (from a buffer of
 //! the shared region into a pool buffer, and back), a descriptor per buffer, head and
 //! tail published once per batch; no lock, allocation or system call per frame. A
-//! system call happens per batch only to wake a peer that sleeps (interrupt mode).
+//! system call happens per batch only to wake a peer that sleeps (interrupt mode), or to
+//! yield the core while the next ring is full (backpressure: a receiver that shares the
+//! core runs and frees slots, instead of this side dropping what it cannot place).
 //!
 //! Drops are counted where they happen and why: frames a receiver cannot use (a
 //! descriptor outside the shared memory, a frame larger than a packet buffer), frames a
@@ -25,6 +27,9 @@ use super::connection::{Connection, Queue, Role};
 use super::interface::{Control, Wait};
 use super::layout::{DESC_FLAG_NEXT, Desc, RING_FLAG_MASK_INT};
 use crate::window::Window;
+
+/// How long a sender waits for a full ring to free slots before it drops the rest.
+const FULL_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Why a received frame is dropped.
 #[derive(Clone, Copy)]
@@ -61,6 +66,10 @@ pub struct MemifPort {
     rx_pool_empty: u64,
     rx_left_at_disconnect: u64,
     tx_ring_full: u64,
+    /// Yields while the send ring was full (backpressure).
+    tx_full_waits: u64,
+    /// The last send stopped at a descriptor the peer broke (no use waiting).
+    tx_refused_bad: bool,
     tx_no_peer: u64,
     tx_bad_desc: u64,
     tx_in_flight_at_disconnect: u64,
@@ -89,6 +98,8 @@ impl MemifPort {
             rx_pool_empty: 0,
             rx_left_at_disconnect: 0,
             tx_ring_full: 0,
+            tx_full_waits: 0,
+            tx_refused_bad: false,
             tx_no_peer: 0,
             tx_bad_desc: 0,
             tx_in_flight_at_disconnect: 0,
@@ -369,7 +380,7 @@ impl MemifPort {
 
     /// Places as many frames of `batch` as the ring has room for; returns how many.
     #[inline(always)]
-    fn send_to(&mut self, conn: &Connection, batch: &Batch) -> usize {
+    fn send_to(&mut self, conn: &Connection, batch: &Batch, from: usize) -> usize {
         let Some(q) = conn.tx.get(usize::from(self.queue)) else {
             return 0;
         };
@@ -383,14 +394,14 @@ impl MemifPort {
             Role::Server => (ring.tail().load(Ordering::Relaxed), ring.head().load(Ordering::Acquire)),
         };
         let (mut sent, mut bytes, mut window) = (0usize, 0u64, 0u64);
-        'frames: for p in batch.iter() {
+        'frames: for p in batch.iter().skip(from) {
             let data = p.data();
             let start = slot;
             let mut done = 0usize;
             loop {
                 if slot == limit || limit.wrapping_sub(slot) > ring.size() {
+                    // Full: the caller waits for room or counts the rest.
                     slot = start;
-                    self.tx_ring_full += (batch.len() - sent) as u64;
                     break 'frames;
                 }
                 let d = ring.desc(slot);
@@ -403,12 +414,14 @@ impl MemifPort {
                     None => Self::buffer_of(conn, q, slot, &d),
                 }) else {
                     slot = start;
-                    self.tx_bad_desc += (batch.len() - sent) as u64;
+                    self.tx_bad_desc += (batch.len() - from - sent) as u64;
+                    self.tx_refused_bad = true;
                     break 'frames;
                 };
                 if room == 0 {
                     slot = start;
-                    self.tx_bad_desc += (batch.len() - sent) as u64;
+                    self.tx_bad_desc += (batch.len() - from - sent) as u64;
+                    self.tx_refused_bad = true;
                     break 'frames;
                 }
                 let n = room.min(data.len() - done);
@@ -532,7 +545,27 @@ impl TxPort for MemifPort {
         let sent = if self.send {
             self.follow();
             match self.conn.clone() {
-                Some(c) => self.send_to(&c, batch),
+                Some(c) => {
+                    self.tx_refused_bad = false;
+                    let mut sent = self.send_to(&c, batch, 0);
+                    if sent < n && !self.tx_refused_bad {
+                        // The ring is full: the receiver is behind. Give it the core (it
+                        // may share this one) and place the rest as it frees slots, for
+                        // up to FULL_WAIT: backpressure instead of drops, so that an
+                        // overloaded hop does not spend its core on frames the next one
+                        // cannot take. A receiver stalled for longer costs drops.
+                        let deadline = Instant::now() + FULL_WAIT;
+                        while sent < n && !self.tx_refused_bad && Instant::now() < deadline {
+                            let _ = nix::sched::sched_yield();
+                            self.tx_full_waits += 1;
+                            sent += self.send_to(&c, batch, sent);
+                        }
+                        if !self.tx_refused_bad {
+                            self.tx_ring_full += (n - sent) as u64;
+                        }
+                    }
+                    sent
+                }
                 None => {
                     self.tx_no_peer += n as u64;
                     0
@@ -558,6 +591,7 @@ impl TxPort for MemifPort {
     fn counters(&self) -> Vec<NfCounter> {
         vec![
             NfCounter::total("tx_ring_full", self.tx_ring_full),
+            NfCounter::total("tx_full_waits", self.tx_full_waits),
             NfCounter::total("tx_no_peer", self.tx_no_peer),
             NfCounter::total("tx_bad_descriptor", self.tx_bad_desc),
             NfCounter::total("tx_in_flight_at_disconnect", self.tx_in_flight_at_disconnect),
