@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{assert_follows_schema, sfclab, sfclab_bin, stderr, stdout};
+use common::{assert_follows_schema, namespaces_of, sfclab, sfclab_bin, stderr, stdout};
 
 /// The runs here pin busy-polling processes to cores 0 and 1: one at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -321,16 +321,6 @@ fn bench_memif_measures_devices_and_both_modes_at_each_hops_per_core() {
             .iter()
             .any(|q| q["row"] == "interrupt, 2 hops/core")
     );
-}
-
-/// The run's namespaces (`sfclab-<pid>-...`).
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-        .filter(|n| n.starts_with(&format!("sfclab-{pid}-")))
-        .collect()
 }
 
 /// A memif chain killed with SIGKILL leaves its namespaces, hop processes and socket

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{assert_follows_schema, sfclab, sfclab_bin, stderr, stdout};
+use common::{assert_follows_schema, namespaces_of, sfclab, sfclab_bin, stderr, stdout};
 
 /// Each test busy-polls both cores (tester and device under test): run them one at a
 /// time, or they starve each other and frames wait past the wire's patience.
@@ -48,15 +48,6 @@ fn start_until_built(args: &[&str], output: fn() -> Stdio) -> (std::process::Chi
         std::thread::sleep(Duration::from_millis(50));
     }
     (child, pid)
-}
-
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-        .filter(|n| n.starts_with(&format!("sfclab-{pid}-")))
-        .collect()
 }
 
 #[test]

@@ -613,13 +613,7 @@ impl WiredReport {
             return Vec::new();
         };
         let c = &self.tester.conservation;
-        let refused: BTreeMap<String, u64> = self
-            .lost
-            .tester
-            .iter()
-            .filter(|(k, _)| k.as_str() != "unaccounted")
-            .map(|(k, v)| (format!("tester {k}"), *v))
-            .collect();
+        let refused = self.tester_refusals();
         let mut steps = vec![PathStep::new(
             "tester sends".into(),
             c.generated,
@@ -658,6 +652,17 @@ impl WiredReport {
         steps
     }
 
+    /// What the tester's own sending refused, by cause (`tester tx-refused`): frames it
+    /// made that never went on the path.
+    fn tester_refusals(&self) -> BTreeMap<String, u64> {
+        self.lost
+            .tester
+            .iter()
+            .filter(|(k, _)| k.as_str() != "unaccounted")
+            .map(|(k, v)| (format!("tester {k}"), *v))
+            .collect()
+    }
+
     /// The path through hops joined by shared memory (`chaining: memif`): no kernel
     /// interface on it, so each step's figures are the hops' own (what their receiving
     /// port took in, what their sending port placed on the next ring), and what a link
@@ -665,13 +670,7 @@ impl WiredReport {
     /// peer stopped).
     fn path_through_documents(&self) -> Vec<PathStep> {
         let c = &self.tester.conservation;
-        let refused: BTreeMap<String, u64> = self
-            .lost
-            .tester
-            .iter()
-            .filter(|(k, _)| k.as_str() != "unaccounted")
-            .map(|(k, v)| (format!("tester {k}"), *v))
-            .collect();
+        let refused = self.tester_refusals();
         let placed = c.generated.saturating_sub(refused.values().sum());
         let mut steps = vec![PathStep::new("tester sends".into(), c.generated, placed, refused)];
         let mut arriving = placed;

@@ -131,3 +131,14 @@ pub fn run_readme_example(dir: &std::path::Path, words: &[String]) -> serde_json
     assert!(why.is_null(), "{what}: {why}");
     v
 }
+
+/// The namespaces of the sfclab run with process id `pid` (`sfclab-<pid>-...`).
+#[allow(dead_code)]
+pub fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|n| n.starts_with(&format!("sfclab-{pid}-")))
+        .collect()
+}
