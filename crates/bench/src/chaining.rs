@@ -227,7 +227,7 @@ fn memif_chain(
     let mut s = Settings::default();
     s.run.chaining = Some(Chaining::Memif);
     s.run.memif_wait = Some(MemifWait(sfclab_io::memif::Wait::Interrupt {
-        spin: sfclab_io::memif::interface::DEFAULT_SPIN,
+        spin: sfclab_io::memif::DEFAULT_SPIN,
     }));
     s.run.core = Some(core);
     s.run.duration = Some(Span(duration));

@@ -286,7 +286,7 @@ pub fn run_bench(args: &MemifBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)
         _ => None,
     };
     let interrupt = Wait::Interrupt {
-        spin: sfclab_io::memif::interface::DEFAULT_SPIN,
+        spin: sfclab_io::memif::DEFAULT_SPIN,
     };
     for &n in &args.hops {
         for wait in [Wait::Poll, interrupt] {

@@ -407,7 +407,7 @@ impl FromStr for MemifWait {
         match t.split_once(':') {
             None if t == "polling" || t == "poll" => Ok(MemifWait(Wait::Poll)),
             None if t == "interrupt" => Ok(MemifWait(Wait::Interrupt {
-                spin: sfclab_io::memif::interface::DEFAULT_SPIN,
+                spin: sfclab_io::memif::DEFAULT_SPIN,
             })),
             Some(("interrupt", spin)) => {
                 let spin: Span = spin.parse()?;

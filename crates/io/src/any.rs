@@ -50,7 +50,7 @@ pub enum InterfacePort {
 
 /// Whether an endpoint names a memif interface rather than a kernel one.
 pub fn is_memif(endpoint: &str) -> bool {
-    endpoint.starts_with(memif::interface::SPEC_PREFIX)
+    endpoint.starts_with(memif::SPEC_PREFIX)
 }
 
 impl InterfacePort {

@@ -9,205 +9,19 @@
 //! connection: a server accepts it, a client connects again.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
-use super::connection::{Config, Connection, HandshakeError, Role, join, serve};
+use super::connection::{Config, HandshakeError, Role, join, serve};
 use super::control::{Channel, Listener};
 use super::msg::Msg;
 use super::port::MemifPort;
-
-/// How long an interrupt-mode receiver polls an empty ring before it sleeps, unless
-/// told. Short: on a shared core a hop that spins holds the core its producer needs.
-/// Under full load it hardly matters (three hops on one core, with senders that yield on
-/// a full ring: 15.3–16.2 Mpps at 0, 2 and 5 us alike; docs/PERFORMANCE.md); at light
-/// load it trades a few microseconds of latency for wake-ups.
-pub const DEFAULT_SPIN: Duration = Duration::from_micros(5);
-
-/// How a receiving port waits for frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
-    /// Polls its ring without rest (a core per port, the lowest latency).
-    Poll,
-    /// Polls for `spin`, then sleeps on the ring's eventfd until the sender signals: NF
-    /// processes can share a core.
-    Interrupt { spin: Duration },
-}
-
-impl std::fmt::Display for Wait {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Wait::Poll => f.write_str("polling"),
-            Wait::Interrupt { spin } => write!(f, "interrupt after {} us", spin.as_micros()),
-        }
-    }
-}
-
-/// Settings of one interface.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemifSettings {
-    /// The socket file (a server creates it, a client connects to it).
-    pub socket: PathBuf,
-    pub role: Role,
-    pub config: Config,
-    pub wait: Wait,
-}
-
-impl MemifSettings {
-    pub fn new(socket: impl Into<PathBuf>, role: Role) -> MemifSettings {
-        MemifSettings {
-            socket: socket.into(),
-            role,
-            config: Config::default(),
-            wait: Wait::Poll,
-        }
-    }
-}
-
-/// Where an endpoint named on the command line is a memif interface:
-/// `memif:PATH[,role=server|client][,id=N][,secret=S][,ring=N][,buffer=N][,wait=polling|interrupt][,spin=N]`
-/// (`ring`: descriptors per ring, a power of two; `buffer`: bytes; `spin`: microseconds
-/// an interrupt-mode receiver polls before it sleeps).
-pub const SPEC_PREFIX: &str = "memif:";
-
-impl MemifSettings {
-    /// Reads an endpoint written as [`SPEC_PREFIX`] says; `role` when it names none.
-    /// Errors name the key and why.
-    pub fn from_spec(spec: &str, role: Role) -> Result<MemifSettings, String> {
-        let rest = spec
-            .strip_prefix(SPEC_PREFIX)
-            .ok_or_else(|| format!("`{spec}` is not a memif endpoint: write memif:PATH[,key=value...]"))?;
-        let mut parts = rest.split(',');
-        let path = parts.next().unwrap_or("").trim();
-        if path.is_empty() {
-            return Err(format!("`{spec}`: memif needs the socket file's path after `memif:`"));
-        }
-        let mut s = MemifSettings::new(path, role);
-        let mut spin = DEFAULT_SPIN;
-        let mut interrupt = false;
-        for kv in parts {
-            let (key, value) = kv
-                .split_once('=')
-                .ok_or_else(|| format!("`{spec}`: `{kv}` is not key=value"))?;
-            let (key, value) = (key.trim(), value.trim());
-            let bad = |why: &str| format!("`{spec}`: {key} `{value}` {why}");
-            let number = || value.parse::<u64>().map_err(|_| bad("is not a number"));
-            match key {
-                "role" => {
-                    s.role = match value {
-                        "server" | "master" => Role::Server,
-                        "client" | "slave" => Role::Client,
-                        _ => return Err(bad("is not a role: write server or client")),
-                    }
-                }
-                "id" => s.config.id = u32::try_from(number()?).map_err(|_| bad("is beyond 32 bits"))?,
-                "secret" => {
-                    if value.len() >= super::msg::SECRET_SIZE {
-                        return Err(bad("is longer than memif's 23 bytes"));
-                    }
-                    s.config.secret = value.to_string();
-                }
-                "ring" => {
-                    let n = number()?;
-                    if !n.is_power_of_two() || !(8..=1 << super::layout::MAX_LOG2_RING_SIZE).contains(&n) {
-                        return Err(bad("is not a power of two from 8 to 16384"));
-                    }
-                    s.config.log2_ring_size = n.trailing_zeros() as u8;
-                }
-                "buffer" => {
-                    let n = number()?;
-                    if !(64..=65535).contains(&n) {
-                        return Err(bad("is not from 64 to 65535 bytes"));
-                    }
-                    s.config.buffer_size = n as u32;
-                }
-                "wait" => {
-                    interrupt = match value {
-                        "polling" | "poll" => false,
-                        "interrupt" => true,
-                        _ => return Err(bad("is not a way to wait: write polling or interrupt")),
-                    }
-                }
-                "spin" => spin = Duration::from_micros(number()?),
-                _ => {
-                    return Err(format!(
-                        "`{spec}`: unknown key `{key}`: memif takes role, id, secret, ring, buffer, wait and spin"
-                    ));
-                }
-            }
-        }
-        if interrupt {
-            s.wait = Wait::Interrupt { spin };
-        }
-        Ok(s)
-    }
-}
-
-/// What the control thread and the ports share.
-pub(super) struct Shared {
-    /// Moves on every connect and every disconnect.
-    epoch: AtomicU64,
-    current: Mutex<Option<Arc<Connection>>>,
-    /// Why the last attempt to connect failed, for a user waiting in vain.
-    last_error: Mutex<Option<String>>,
-    connects: AtomicU64,
-}
-
-impl Shared {
-    #[inline(always)]
-    pub(super) fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::Acquire)
-    }
-
-    /// The connection now (None between peers) and the epoch it belongs to.
-    pub(super) fn current(&self) -> (u64, Option<Arc<Connection>>) {
-        let guard = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        (self.epoch.load(Ordering::Acquire), guard.clone())
-    }
-
-    fn publish(&self, c: Option<Connection>) {
-        let mut guard = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        if c.is_some() {
-            self.connects.fetch_add(1, Ordering::Relaxed);
-        }
-        *guard = c.map(Arc::new);
-        self.epoch.fetch_add(1, Ordering::Release);
-    }
-
-    pub(super) fn connects(&self) -> u64 {
-        self.connects.load(Ordering::Relaxed)
-    }
-
-    fn failed(&self, why: String) {
-        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
-    }
-}
-
-/// The control thread; stopped, and a server's socket file removed, when the interface
-/// and its last port are gone.
-pub(super) struct Control {
-    pub(super) shared: Arc<Shared>,
-    pub(super) settings: MemifSettings,
-    stop: OwnedFd,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Control {
-    fn drop(&mut self) {
-        let _ = nix::unistd::write(&self.stop, &1u64.to_ne_bytes());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        if self.settings.role == Role::Server {
-            let _ = std::fs::remove_file(&self.settings.socket);
-        }
-    }
-}
+use super::settings::MemifSettings;
+use super::shared::{Control, Shared};
 
 /// An open interface: hands out each queue's receiving and sending port once.
 pub struct Interface {
@@ -230,12 +44,7 @@ impl Interface {
             .map(OwnedFd::from)
             .map_err(|e| format!("{}: {e}", name()))?;
         let stop_here = stop.try_clone().map_err(|e| format!("{}: {e}", name()))?;
-        let shared = Arc::new(Shared {
-            epoch: AtomicU64::new(0),
-            current: Mutex::new(None),
-            last_error: Mutex::new(None),
-            connects: AtomicU64::new(0),
-        });
+        let shared = Arc::new(Shared::new());
         let listener = match s.role {
             Role::Server => {
                 if s.socket.exists() {
@@ -267,12 +76,7 @@ impl Interface {
             .map_err(|e| format!("{}: {e}", name()))?;
         let pairs = usize::from(s.config.queue_pairs);
         Ok(Interface {
-            control: Arc::new(Control {
-                shared,
-                settings: s,
-                stop: stop_here,
-                thread: Some(thread),
-            }),
+            control: Arc::new(Control::new(shared, s, stop_here, thread)),
             rx_taken: vec![false; pairs],
             tx_taken: vec![false; pairs],
         })
@@ -293,13 +97,7 @@ impl Interface {
         let started = Instant::now();
         while !self.connected() {
             if started.elapsed() >= limit {
-                let why = self
-                    .control
-                    .shared
-                    .last_error
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone();
+                let why = self.control.shared.last_error();
                 let s = &self.control.settings;
                 return Err(format!(
                     "memif {} ({}): no peer connected within {} s{}",

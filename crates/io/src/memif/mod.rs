@@ -5,8 +5,10 @@
 //! The layers, bottom up: the control channel's messages ([`msg`]) and the socket that
 //! carries them with their descriptors ([`control`]); the layout both sides agree on
 //! ([`layout`]); shared memory ([`region`]) and the rings in it ([`ring`]); the
-//! handshake in both roles ([`connection`]); an interface that keeps itself connected
-//! across a peer's restarts ([`interface`]); and the port that moves frames ([`port`]).
+//! handshake in both roles ([`connection`]); what an interface is asked to be
+//! ([`settings`]); what its control thread and ports share (`shared`); an interface
+//! that keeps itself connected across a peer's restarts ([`interface`]); and the port
+//! that moves frames ([`port`]).
 //! Both roles interoperate with DPDK's own `net_memif` (`tests/memif_with_dpdk.rs`).
 
 pub mod connection;
@@ -17,7 +19,10 @@ pub mod msg;
 pub mod port;
 pub mod region;
 pub mod ring;
+pub mod settings;
+mod shared;
 
 pub use connection::{Config, Role};
-pub use interface::{Interface, MemifSettings, Wait};
+pub use interface::Interface;
 pub use port::MemifPort;
+pub use settings::{DEFAULT_SPIN, MemifSettings, SPEC_PREFIX, Wait};

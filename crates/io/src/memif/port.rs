@@ -24,8 +24,9 @@ use sfclab_core::port::{PortInfo, PortStats};
 use sfclab_core::{Batch, NfCounter, PacketMeta, PacketPool, Recycle, RxPort, TxPort};
 
 use super::connection::{Connection, Queue, Role};
-use super::interface::{Control, Wait};
 use super::layout::{DESC_FLAG_NEXT, Desc, RING_FLAG_MASK_INT};
+use super::settings::Wait;
+use super::shared::Control;
 use crate::window::Window;
 
 /// How long a sender waits for a full ring to free slots before it drops the rest.

@@ -1,0 +1,101 @@
+//! What an interface's control thread and its ports share: the connection of the
+//! moment behind an epoch that moves on every connect and disconnect, and the thread
+//! itself, stopped when the last of them goes.
+
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::connection::{Connection, Role};
+use super::settings::MemifSettings;
+
+/// What the control thread and the ports share.
+pub(super) struct Shared {
+    /// Moves on every connect and every disconnect.
+    epoch: AtomicU64,
+    current: Mutex<Option<Arc<Connection>>>,
+    /// Why the last attempt to connect failed, for a user waiting in vain.
+    last_error: Mutex<Option<String>>,
+    connects: AtomicU64,
+}
+
+impl Shared {
+    pub(super) fn new() -> Shared {
+        Shared {
+            epoch: AtomicU64::new(0),
+            current: Mutex::new(None),
+            last_error: Mutex::new(None),
+            connects: AtomicU64::new(0),
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The connection now (None between peers) and the epoch it belongs to.
+    pub(super) fn current(&self) -> (u64, Option<Arc<Connection>>) {
+        let guard = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        (self.epoch.load(Ordering::Acquire), guard.clone())
+    }
+
+    pub(super) fn publish(&self, c: Option<Connection>) {
+        let mut guard = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if c.is_some() {
+            self.connects.fetch_add(1, Ordering::Relaxed);
+        }
+        *guard = c.map(Arc::new);
+        self.epoch.fetch_add(1, Ordering::Release);
+    }
+
+    pub(super) fn connects(&self) -> u64 {
+        self.connects.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn failed(&self, why: String) {
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+    }
+
+    /// Why the last attempt to connect failed, if one did.
+    pub(super) fn last_error(&self) -> Option<String> {
+        self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// The control thread; stopped, and a server's socket file removed, when the interface
+/// and its last port are gone.
+pub(super) struct Control {
+    pub(super) shared: Arc<Shared>,
+    pub(super) settings: MemifSettings,
+    stop: OwnedFd,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Control {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        settings: MemifSettings,
+        stop: OwnedFd,
+        thread: std::thread::JoinHandle<()>,
+    ) -> Control {
+        Control {
+            shared,
+            settings,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        let _ = nix::unistd::write(&self.stop, &1u64.to_ne_bytes());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if self.settings.role == Role::Server {
+            let _ = std::fs::remove_file(&self.settings.socket);
+        }
+    }
+}
