@@ -167,6 +167,13 @@ pub trait TxPort {
         Vec::new()
     }
 
+    /// Packets it refused (counted in `stats().dropped`), by cause, totals so far, where
+    /// the port tells them apart (a memif ring full, no peer connected); what they do not
+    /// cover is reported as `tx-full`.
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
     fn info(&self) -> PortInfo;
 }
 

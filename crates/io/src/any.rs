@@ -212,6 +212,9 @@ impl TxPort for InterfacePort {
     fn counters(&self) -> Vec<NfCounter> {
         each!(self, p => TxPort::counters(p))
     }
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        each!(self, p => TxPort::drops(p))
+    }
     fn info(&self) -> PortInfo {
         each!(self, p => TxPort::info(p))
     }

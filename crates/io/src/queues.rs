@@ -62,6 +62,18 @@ fn summed(each: impl Iterator<Item = Vec<NfCounter>>) -> Vec<NfCounter> {
     out
 }
 
+/// Sums drops of the same cause, in the order of their first appearance.
+fn summed_drops(each: impl Iterator<Item = Vec<(&'static str, u64)>>) -> Vec<(&'static str, u64)> {
+    let mut out: Vec<(&'static str, u64)> = Vec::new();
+    for (cause, n) in each.flatten() {
+        match out.iter_mut().find(|o| o.0 == cause) {
+            Some(o) => o.1 += n,
+            None => out.push((cause, n)),
+        }
+    }
+    out
+}
+
 fn summed_stats(each: impl Iterator<Item = PortStats>) -> PortStats {
     each.fold(PortStats::default(), |mut s, q| {
         s.add(&q);
@@ -110,14 +122,7 @@ impl<P: RxPort> RxPort for QueueSet<P> {
         summed(self.queues.iter().map(RxPort::counters))
     }
     fn drops(&self) -> Vec<(&'static str, u64)> {
-        let mut out: Vec<(&'static str, u64)> = Vec::new();
-        for (cause, n) in self.queues.iter().flat_map(|q| q.drops()) {
-            match out.iter_mut().find(|o| o.0 == cause) {
-                Some(o) => o.1 += n,
-                None => out.push((cause, n)),
-            }
-        }
-        out
+        summed_drops(self.queues.iter().map(RxPort::drops))
     }
     fn finish(&mut self) -> bool {
         // Every queue hears it, even after one says frames are in flight.
@@ -160,6 +165,9 @@ impl<P: TxPort> TxPort for QueueSet<P> {
     }
     fn counters(&self) -> Vec<NfCounter> {
         summed(self.queues.iter().map(TxPort::counters))
+    }
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        summed_drops(self.queues.iter().map(TxPort::drops))
     }
     fn info(&self) -> PortInfo {
         self.info_of(TxPort::info)

@@ -155,6 +155,11 @@ fn a_client_that_leaves_and_comes_back_is_served_again_and_the_loss_counted() {
     assert_eq!(counter(&s, true, "connects"), 2);
     let t = TxPort::stats(&s);
     assert_eq!((t.packets, t.dropped), (20, 6));
+    assert_eq!(
+        TxPort::drops(&s),
+        vec![("ring-full", 0), ("no-peer", 6), ("bad-descriptor", 0)],
+        "the refused frames by cause add up to the port's drops"
+    );
 }
 
 #[test]
@@ -245,7 +250,7 @@ fn a_peer_writing_descriptors_outside_its_memory_costs_frames_not_safety() {
     assert_eq!(got.len(), 1, "the one good frame");
     let st = RxPort::stats(&s);
     assert_eq!((st.packets, st.dropped), (4, 3), "taken in: 4 frames, 3 dropped");
-    assert_eq!(s.drops(), vec![("bad-descriptor", 2), ("oversize", 1)]);
+    assert_eq!(RxPort::drops(&s), vec![("bad-descriptor", 2), ("oversize", 1)]);
     assert_eq!(ring.tail().load(Ordering::Acquire), 5, "every slot released");
 }
 

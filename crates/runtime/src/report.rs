@@ -72,8 +72,9 @@ impl PlaceReport {
         }
     }
 
-    /// Where packets leave: `packets_out` went out, what the port refused is a
-    /// `tx-full` drop (an in-memory sink takes everything; a real TX queue may not).
+    /// Where packets leave: `packets_out` went out, what the port refused is dropped by
+    /// the causes the port tells apart, the rest `tx-full` (an in-memory sink takes
+    /// everything; a real TX queue may not).
     pub fn sink(name: String, kind: &str, counts: &TxCounts, cycles_per_packet: Option<f64>) -> PlaceReport {
         let (n, refused) = (counts.port.packets, counts.port.dropped);
         let mut counters: BTreeMap<String, u64> =
@@ -88,10 +89,19 @@ impl PlaceReport {
             packets_in: n + refused,
             packets_out: n,
             dropped: refused,
-            drops: if refused > 0 {
-                [(DropReason::TX_FULL.name(&[]).to_string(), refused)].into()
-            } else {
-                Default::default()
+            drops: {
+                // The port's own causes where it tells them apart; the rest `tx-full`.
+                let mut by_cause: BTreeMap<String, u64> = counts
+                    .drops
+                    .iter()
+                    .filter(|&&(_, n)| n > 0)
+                    .map(|&(cause, n)| (cause.to_string(), n))
+                    .collect();
+                let told: u64 = by_cause.values().sum();
+                if refused > told {
+                    *by_cause.entry(DropReason::TX_FULL.name(&[]).to_string()).or_default() += refused - told;
+                }
+                by_cause
             },
             cycles_per_packet,
             counters,
@@ -396,6 +406,8 @@ pub struct TxCounts {
     /// Frames that failed verification; `None` when the port does not verify.
     pub verify_failed: Option<u64>,
     pub counters: Vec<NfCounter>,
+    /// Refused packets by cause, where the port tells them apart.
+    pub drops: Vec<(&'static str, u64)>,
 }
 
 impl TxCounts {
@@ -405,6 +417,7 @@ impl TxCounts {
             window_packets: port.window_packets(),
             verify_failed: port.verify_failed(),
             counters: port.counters(),
+            drops: port.drops(),
         }
     }
 
@@ -423,6 +436,14 @@ impl TxCounts {
                     kind: c.kind,
                 })
                 .collect(),
+            drops: self
+                .drops
+                .iter()
+                .map(|&(cause, n)| {
+                    let before = start.drops.iter().find(|d| d.0 == cause).map_or(0, |d| d.1);
+                    (cause, n - before.min(n))
+                })
+                .collect(),
         }
     }
 
@@ -438,6 +459,12 @@ impl TxCounts {
             match self.counters.iter_mut().find(|m| m.name == c.name) {
                 Some(m) => m.value += c.value,
                 None => self.counters.push(*c),
+            }
+        }
+        for &(cause, n) in &o.drops {
+            match self.drops.iter_mut().find(|d| d.0 == cause) {
+                Some(d) => d.1 += n,
+                None => self.drops.push((cause, n)),
             }
         }
     }

@@ -589,6 +589,14 @@ impl TxPort for MemifPort {
         self.tx_window
     }
 
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("ring-full", self.tx_ring_full),
+            ("no-peer", self.tx_no_peer),
+            ("bad-descriptor", self.tx_bad_desc),
+        ]
+    }
+
     fn counters(&self) -> Vec<NfCounter> {
         vec![
             NfCounter::total("tx_ring_full", self.tx_ring_full),
