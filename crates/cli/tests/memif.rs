@@ -199,7 +199,12 @@ fn a_hop_killed_and_restarted_mid_run_is_reconnected_and_the_loss_counted() {
             .map(str::to_string);
         if let Some(ns) = found {
             let pids = stdout(&Command::new("ip").args(["netns", "pids", &ns]).output().unwrap());
-            if let Some(pid) = pids.split_whitespace().next() {
+            // The hop itself, not a setup command that ran in its namespace a moment.
+            let hop = pids.split_whitespace().find(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("memif:"))
+            });
+            if let Some(pid) = hop {
                 break (ns, pid.to_string());
             }
         }
