@@ -198,15 +198,15 @@ pub(crate) fn round(
         .last()
         .map_or(t.conservation.received, |i| i.rx_packets);
     let core_cycles = load.cycles_per(delivered);
-    let offered = t.window_loss.sent.saturating_sub(t.not_offered);
+    let (offered_mpps, loss_pct) = placed_and_lost(t);
     let mut drops = w.lost.explained.clone();
     if w.lost.unaccounted > 0 {
         drops.insert("unaccounted".into(), w.lost.unaccounted);
     }
     Ok(Round {
         mpps: t.mpps,
-        offered_mpps: offered as f64 / t.duration_s.max(f64::MIN_POSITIVE) / 1e6,
-        loss_pct: t.window_loss.lost.saturating_sub(t.not_offered) as f64 * 100.0 / offered.max(1) as f64,
+        offered_mpps,
+        loss_pct,
         core_cycles,
         device: w.testbed.device_under_test.clone(),
         drops,
@@ -239,6 +239,17 @@ fn memif_chain(
     s.traffic.latency_probe_pps = Some(0.0);
     let exp = Experiment::load(&ChainSource::Shorthand(format!("forwarder*{n}")), &s).map_err(|e| e.to_string())?;
     exp.run_wired().map_err(|e| e.to_string())
+}
+
+/// What a tester's window put before the device (frames it generated less those its
+/// own transmit refused), per second, millions, and the percent of those it did not get
+/// back: its refusals are not the device's loss.
+pub(crate) fn placed_and_lost(t: &sfclab_runtime::RunReport) -> (f64, f64) {
+    let placed = t.window_loss.sent.saturating_sub(t.not_offered);
+    (
+        placed as f64 / t.duration_s.max(f64::MIN_POSITIVE) / 1e6,
+        t.window_loss.lost.saturating_sub(t.not_offered) as f64 * 100.0 / placed.max(1) as f64,
+    )
 }
 
 pub(crate) fn ovs_missing() -> Option<String> {

@@ -133,12 +133,10 @@ fn run(s: &Settings, chain: &str) -> Result<RunReport, String> {
 
 /// What one tester run measured, into `r`.
 fn record(r: &mut MemifRow, t: &RunReport) {
-    let placed = t.window_loss.sent.saturating_sub(t.not_offered);
+    let (placed_mpps, loss_pct) = crate::chaining::placed_and_lost(t);
     r.runs_mpps.push(t.mpps);
-    r.runs_offered_mpps
-        .push(placed as f64 / t.duration_s.max(f64::MIN_POSITIVE) / 1e6);
-    r.runs_loss_pct
-        .push(t.window_loss.lost.saturating_sub(t.not_offered) as f64 * 100.0 / placed.max(1) as f64);
+    r.runs_offered_mpps.push(placed_mpps);
+    r.runs_loss_pct.push(loss_pct);
     r.runs_tester_cycles.extend(t.busy_cycles_per_packet);
 }
 

@@ -60,13 +60,14 @@ pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, R
     let endpoint = |k: usize, role: &str| format!("memif:{},role={role}{wait}", sockets[k].display());
     // The tester polls whatever the hops do: it has its own core, and a generator that
     // slept in its receive would fall behind its rate.
-    let tester_end = |k: usize, role: &str| format!("memif:{},role={role}", sockets[k].display());
+    let tester_end = |k: usize, role: Role| -> Result<Interface, RunError> {
+        let spec = format!("memif:{},role={role}", sockets[k].display());
+        let settings = MemifSettings::from_spec(&spec, role).map_err(|e| setting("ports", e))?;
+        Interface::open(&settings).map_err(|e| setting("ports", e))
+    };
 
     // The tester's receiving end listens first: the last hop connects to it.
-    let tester_in = Interface::open(
-        &MemifSettings::from_spec(&tester_end(n, "server"), Role::Server).map_err(|e| setting("ports", e))?,
-    )
-    .map_err(|e| setting("ports", e))?;
+    let mut tester_in = tester_end(n, Role::Server)?;
     // Hops start last to first: each one's output connects to a server that listens.
     let mut processes = HopProcesses::new();
     let mut peers: Vec<Option<DpdkHop>> = (0..n).map(|_| None).collect();
@@ -87,12 +88,7 @@ pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, R
             processes.add_when_ready(hop).map_err(|e| setting("chaining", e))?;
         }
     }
-    let tester_out = Interface::open(
-        &MemifSettings::from_spec(&tester_end(0, "client"), Role::Client).map_err(|e| setting("ports", e))?,
-    )
-    .map_err(|e| setting("ports", e))?;
-    let mut tester_in = tester_in;
-    let mut tester_out = tester_out;
+    let mut tester_out = tester_end(0, Role::Client)?;
     tester_out
         .wait_connected(CONNECT_LIMIT)
         .map_err(|e| setting("ports", e))?;
@@ -108,9 +104,9 @@ pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, R
     // The hops' documents in chain order: sfclab's own, and for a DPDK hop what it is
     // (its frames are counted by its neighbours).
     let mut sfclab_docs = std::mem::take(&mut external.documents).into_iter();
-    for (i, peer) in peers.iter_mut().enumerate() {
+    for peer in peers.iter_mut() {
         external.documents.push(match peer.take() {
-            Some(p) => p.stop(i),
+            Some(p) => p.stop(),
             None => sfclab_docs.next().unwrap_or_default(),
         });
     }
@@ -163,6 +159,8 @@ pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, R
 /// A hop run by DPDK's testpmd (mac forwarding) in its namespace: a memif server on
 /// its input's socket, a client on its output's.
 struct DpdkHop {
+    /// Its place in the chain, from 0.
+    index: usize,
     process: sfclab_peers::testpmd::Testpmd,
     command: String,
 }
@@ -215,16 +213,17 @@ impl DpdkHop {
             std::thread::sleep(Duration::from_millis(10));
         }
         Ok(DpdkHop {
+            index: i,
             process: procs.pop().expect("one"),
             command,
         })
     }
 
     /// Stops it; its document says what it was.
-    fn stop(self, i: usize) -> serde_json::Value {
+    fn stop(self) -> serde_json::Value {
         self.process.stop();
         serde_json::json!({
-            "hop": i + 1,
+            "hop": self.index + 1,
             "peer": "dpdk-testpmd",
             "chain": ["dpdk-testpmd (mac)"],
             "command": self.command,

@@ -76,6 +76,17 @@ pub struct Queue {
     pub buffers: Option<(usize, u32)>,
 }
 
+impl Queue {
+    /// Where slot `slot`'s own buffer lies and its size, on the client (which laid the
+    /// buffers out, one per descriptor, and trusts no offset the peer writes); `None`
+    /// on the server, which reads each descriptor instead.
+    #[inline(always)]
+    pub fn own_buffer(&self, slot: u16) -> Option<(usize, u32)> {
+        self.buffers
+            .map(|(first, size)| (first + usize::from(slot & self.ring.mask()) * size as usize, size))
+    }
+}
+
 /// An established connection.
 pub struct Connection {
     pub role: Role,

@@ -11,7 +11,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::eventfd::{EfdFlags, EventFd};
@@ -94,22 +94,7 @@ impl Interface {
     /// Waits until a peer is connected, at most `limit`; the error says what the last
     /// attempt met.
     pub fn wait_connected(&self, limit: Duration) -> Result<(), String> {
-        let started = Instant::now();
-        while !self.connected() {
-            if started.elapsed() >= limit {
-                let why = self.control.shared.last_error();
-                let s = &self.control.settings;
-                return Err(format!(
-                    "memif {} ({}): no peer connected within {} s{}",
-                    s.socket.display(),
-                    s.role,
-                    limit.as_secs(),
-                    why.map_or(String::new(), |w| format!("; last attempt: {w}"))
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Ok(())
+        self.control.wait_connected(limit)
     }
 
     /// Queue `queue`'s port: it receives on the queue's ring if `receive`, sends on the

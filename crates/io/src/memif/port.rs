@@ -69,8 +69,6 @@ pub struct MemifPort {
     tx_ring_full: u64,
     /// Yields while the send ring was full (backpressure).
     tx_full_waits: u64,
-    /// The last send stopped at a descriptor the peer broke (no use waiting).
-    tx_refused_bad: bool,
     tx_no_peer: u64,
     tx_bad_desc: u64,
     tx_in_flight_at_disconnect: u64,
@@ -100,7 +98,6 @@ impl MemifPort {
             rx_left_at_disconnect: 0,
             tx_ring_full: 0,
             tx_full_waits: 0,
-            tx_refused_bad: false,
             tx_no_peer: 0,
             tx_bad_desc: 0,
             tx_in_flight_at_disconnect: 0,
@@ -117,23 +114,9 @@ impl MemifPort {
 
     /// Waits until the interface has a peer, at most `limit`.
     pub fn wait_connected(&mut self, limit: std::time::Duration) -> Result<(), String> {
-        let started = Instant::now();
-        loop {
-            self.follow();
-            if self.conn.is_some() {
-                return Ok(());
-            }
-            if started.elapsed() >= limit {
-                let s = &self.control.settings;
-                return Err(format!(
-                    "memif {} ({}): no peer connected within {} s",
-                    s.socket.display(),
-                    s.role,
-                    limit.as_secs()
-                ));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        self.control.wait_connected(limit)?;
+        self.follow();
+        Ok(())
     }
 
     /// This side's role on the interface.
@@ -164,10 +147,7 @@ impl MemifPort {
         {
             // Frames the peer placed that this port will now never read (a port that
             // also sends switches on its send path without draining first).
-            let end = match old.role {
-                Role::Server => q.ring.head().load(Ordering::Acquire),
-                Role::Client => q.ring.tail().load(Ordering::Acquire),
-            };
+            let end = Self::produced(old, q);
             self.rx_left_at_disconnect += u64::from(end.wrapping_sub(self.rx_next).min(q.ring.size()));
         }
         if let Some(old) = self.conn.take()
@@ -207,19 +187,18 @@ impl MemifPort {
     /// (their descriptors rewritten whole: the server may have changed them).
     #[inline(always)]
     fn refill(&self, q: &Queue) {
-        let Some((first, size)) = q.buffers else { return };
         let ring = &q.ring;
         let mut head = ring.head().load(Ordering::Relaxed);
         let end = self.rx_next.wrapping_add(ring.size());
         while head != end {
-            let i = usize::from(head & ring.mask());
+            let Some((at, size)) = q.own_buffer(head) else { return };
             ring.set_desc(
                 head,
                 Desc {
                     flags: 0,
                     region: 0,
                     length: size,
-                    offset: (first + i * size as usize) as u32,
+                    offset: at as u32,
                     metadata: 0,
                 },
             );
@@ -232,11 +211,8 @@ impl MemifPort {
     /// buffers (and trusts no offset the peer wrote), the server reads the descriptor.
     #[inline(always)]
     fn buffer_of(conn: &Connection, q: &Queue, slot: u16, d: &Desc) -> Option<(usize, usize, usize)> {
-        match q.buffers {
-            Some((first, size)) => {
-                let at = first + usize::from(slot & q.ring.mask()) * size as usize;
-                (d.length <= size).then_some((0, at, d.length as usize))
-            }
+        match q.own_buffer(slot) {
+            Some((at, size)) => (d.length <= size).then_some((0, at, d.length as usize)),
             None => {
                 let r = usize::from(d.region);
                 let region = conn.regions.get(r)?;
@@ -249,16 +225,23 @@ impl MemifPort {
         }
     }
 
+    /// How far the peer has filled receive ring `q`: the head it moves as producer
+    /// (client to server), or the tail it moves as it fills the client's buffers.
+    #[inline(always)]
+    fn produced(conn: &Connection, q: &Queue) -> u16 {
+        match conn.role {
+            Role::Server => q.ring.head().load(Ordering::Acquire),
+            Role::Client => q.ring.tail().load(Ordering::Acquire),
+        }
+    }
+
     #[inline(always)]
     fn receive_from(&mut self, conn: &Connection, pool: &mut PacketPool, batch: &mut Batch) -> usize {
         let Some(q) = conn.rx.get(usize::from(self.queue)) else {
             return 0;
         };
         let ring = &q.ring;
-        let end = match conn.role {
-            Role::Server => ring.head().load(Ordering::Acquire),
-            Role::Client => ring.tail().load(Ordering::Acquire),
-        };
+        let end = Self::produced(conn, q);
         let available = end.wrapping_sub(self.rx_next);
         let mut want = self.window.room(batch.room(), self.rx_stats.packets);
         want = want.min(usize::from(available));
@@ -358,10 +341,7 @@ impl MemifPort {
         let ring = &q.ring;
         ring.flags().fetch_and(!RING_FLAG_MASK_INT, Ordering::Relaxed);
         fence(Ordering::SeqCst);
-        let end = match conn.role {
-            Role::Server => ring.head().load(Ordering::Acquire),
-            Role::Client => ring.tail().load(Ordering::Acquire),
-        };
+        let end = Self::produced(&conn, q);
         if end == self.rx_next {
             self.sleeps += 1;
             let mut fds = [PollFd::new(q.interrupt.as_fd(), PollFlags::POLLIN)];
@@ -379,11 +359,13 @@ impl MemifPort {
         ring.flags().fetch_or(RING_FLAG_MASK_INT, Ordering::Relaxed);
     }
 
-    /// Places as many frames of `batch` as the ring has room for; returns how many.
+    /// Places the frames of `batch` from `from` on while the ring has room; returns how
+    /// many, and whether it stopped at a descriptor the peer broke (no use waiting: the
+    /// rest is counted as `tx_bad_descriptor`).
     #[inline(always)]
-    fn send_to(&mut self, conn: &Connection, batch: &Batch, from: usize) -> usize {
+    fn send_to(&mut self, conn: &Connection, batch: &Batch, from: usize) -> (usize, bool) {
         let Some(q) = conn.tx.get(usize::from(self.queue)) else {
-            return 0;
+            return (0, false);
         };
         let ring = &q.ring;
         let (mut slot, limit) = match conn.role {
@@ -394,7 +376,7 @@ impl MemifPort {
             }
             Role::Server => (ring.tail().load(Ordering::Relaxed), ring.head().load(Ordering::Acquire)),
         };
-        let (mut sent, mut bytes, mut window) = (0usize, 0u64, 0u64);
+        let (mut sent, mut bytes, mut window, mut broken) = (0usize, 0u64, 0u64, false);
         'frames: for p in batch.iter().skip(from) {
             let data = p.data();
             let start = slot;
@@ -405,26 +387,16 @@ impl MemifPort {
                     slot = start;
                     break 'frames;
                 }
-                let d = ring.desc(slot);
-                let Some((r, at, room)) = (match q.buffers {
-                    Some((first, size)) => Some((
-                        0,
-                        first + usize::from(slot & ring.mask()) * size as usize,
-                        size as usize,
-                    )),
-                    None => Self::buffer_of(conn, q, slot, &d),
-                }) else {
+                let buffer = match q.own_buffer(slot) {
+                    Some((at, size)) => Some((0, at, size as usize)),
+                    None => Self::buffer_of(conn, q, slot, &ring.desc(slot)),
+                };
+                let Some((r, at, room)) = buffer.filter(|b| b.2 > 0) else {
                     slot = start;
                     self.tx_bad_desc += (batch.len() - from - sent) as u64;
-                    self.tx_refused_bad = true;
+                    broken = true;
                     break 'frames;
                 };
-                if room == 0 {
-                    slot = start;
-                    self.tx_bad_desc += (batch.len() - from - sent) as u64;
-                    self.tx_refused_bad = true;
-                    break 'frames;
-                }
                 let n = room.min(data.len() - done);
                 conn.regions[r].write(at, &data[done..done + n]);
                 done += n;
@@ -462,7 +434,7 @@ impl MemifPort {
         }
         self.tx_stats.bytes += bytes;
         self.tx_window += window;
-        sent
+        (sent, broken)
     }
 
     fn summary_role(&self) -> &'static str {
@@ -491,10 +463,10 @@ impl RxPort for MemifPort {
             }
             self.switch();
         }
-        let got = match self.conn.clone() {
-            Some(c) => self.receive_from(&c, pool, batch),
-            None => 0,
-        };
+        // Taken out for the call and put back: no reference count moved per batch.
+        let conn = self.conn.take();
+        let got = conn.as_ref().map_or(0, |c| self.receive_from(c, pool, batch));
+        self.conn = conn;
         if got == 0 {
             self.idle();
         } else {
@@ -545,23 +517,26 @@ impl TxPort for MemifPort {
         let n = batch.len();
         let sent = if self.send {
             self.follow();
-            match self.conn.clone() {
+            // Taken out for the call and put back: no reference count moved per batch.
+            let conn = self.conn.take();
+            let sent = match &conn {
                 Some(c) => {
-                    self.tx_refused_bad = false;
-                    let mut sent = self.send_to(&c, batch, 0);
-                    if sent < n && !self.tx_refused_bad {
+                    let (mut sent, mut broken) = self.send_to(c, batch, 0);
+                    if sent < n && !broken {
                         // The ring is full: the receiver is behind. Give it the core (it
                         // may share this one) and place the rest as it frees slots, for
                         // up to FULL_WAIT: backpressure instead of drops, so that an
                         // overloaded hop does not spend its core on frames the next one
                         // cannot take. A receiver stalled for longer costs drops.
                         let deadline = Instant::now() + FULL_WAIT;
-                        while sent < n && !self.tx_refused_bad && Instant::now() < deadline {
+                        while sent < n && !broken && Instant::now() < deadline {
                             let _ = nix::sched::sched_yield();
                             self.tx_full_waits += 1;
-                            sent += self.send_to(&c, batch, sent);
+                            let (more, stopped) = self.send_to(c, batch, sent);
+                            sent += more;
+                            broken = stopped;
                         }
-                        if !self.tx_refused_bad {
+                        if !broken {
                             self.tx_ring_full += (n - sent) as u64;
                         }
                     }
@@ -571,7 +546,9 @@ impl TxPort for MemifPort {
                     self.tx_no_peer += n as u64;
                     0
                 }
-            }
+            };
+            self.conn = conn;
+            sent
         } else {
             self.tx_no_peer += n as u64;
             0

@@ -5,6 +5,7 @@
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use super::connection::{Connection, Role};
 use super::settings::MemifSettings;
@@ -85,6 +86,30 @@ impl Control {
             stop,
             thread: Some(thread),
         }
+    }
+}
+
+impl Control {
+    /// Waits until a peer is connected, at most `limit`; the error says what the last
+    /// attempt met.
+    pub(super) fn wait_connected(&self, limit: Duration) -> Result<(), String> {
+        let started = Instant::now();
+        while self.shared.current().1.is_none() {
+            if started.elapsed() >= limit {
+                let s = &self.settings;
+                return Err(format!(
+                    "memif {} ({}): no peer connected within {} s{}",
+                    s.socket.display(),
+                    s.role,
+                    limit.as_secs(),
+                    self.shared
+                        .last_error()
+                        .map_or(String::new(), |w| format!("; last attempt: {w}"))
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
     }
 }
 
