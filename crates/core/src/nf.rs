@@ -306,7 +306,11 @@ pub struct Emitted {
     created: u64,
     /// Emitted packets that did not fit (freed) since the last `take_counts`.
     overflow: u64,
-    /// Allocations and emits since the last `take_counts`: zero on the hot path.
+    /// Held packets the NF dropped (`Context::drop`) since the last `take_counts`, by
+    /// reason code, and which codes are in use (bit k: code k).
+    drops: [u64; 128],
+    drop_codes: u128,
+    /// Allocations, emits and drops since the last `take_counts`: zero on the hot path.
     events: u64,
 }
 
@@ -317,6 +321,8 @@ impl Default for Emitted {
             outputs: [0; MAX_BATCH],
             created: 0,
             overflow: 0,
+            drops: [0; 128],
+            drop_codes: 0,
             events: 0,
         }
     }
@@ -330,12 +336,23 @@ impl Emitted {
     }
 
     /// Packets created and emitted packets lost since the last call, and resets both.
+    /// Held packets the NF dropped are taken apart ([`Emitted::take_drops`]), before
+    /// this resets the quiet test.
     pub fn take_counts(&mut self) -> (u64, u64) {
         let counts = (self.created, self.overflow);
         self.created = 0;
         self.overflow = 0;
         self.events = 0;
         counts
+    }
+
+    /// Held packets the NF dropped since the last call, each reason with its count.
+    pub fn take_drops(&mut self, mut count: impl FnMut(DropReason, u64)) {
+        while self.drop_codes != 0 {
+            let code = self.drop_codes.trailing_zeros() as usize;
+            self.drop_codes &= self.drop_codes - 1;
+            count(DropReason::from_code(code as u8), std::mem::take(&mut self.drops[code]));
+        }
     }
 
     /// Takes every emitted packet, in order, with its output.
@@ -406,6 +423,17 @@ impl<'a> Context<'a> {
     /// that observe what leaves an NF (a capture tap).
     pub fn emitted_packets(&self) -> impl Iterator<Item = (&crate::packet::Packet, u8)> + '_ {
         self.emitted.packets.iter().zip(self.emitted.outputs.iter().copied())
+    }
+
+    /// Drops a packet the NF held (a queue that overflowed at its head, a packet that
+    /// waited too long), counted at this NF under `reason`: the way a held packet ends
+    /// other than `emit`.
+    pub fn drop(&mut self, packet: PacketRef, reason: DropReason) {
+        let code = usize::from(reason.code());
+        self.emitted.drops[code] += 1;
+        self.emitted.drop_codes |= 1 << code;
+        self.emitted.events += 1;
+        self.buffers.recycle(packet);
     }
 
     /// Sends `packet` (created here, or held before) along the NF's `output`. More than
@@ -566,7 +594,11 @@ pub trait NetworkFunction: Send {
     }
 
     /// Takes packet `packet` the NF asked to hold (`Verdicts::hold`). An NF that keeps
-    /// none gives it back, and the runtime counts a `cannot-hold` drop.
+    /// none gives it back, and the runtime counts a `cannot-hold` drop. Called after
+    /// `process` returns, once per held packet, in batch order. A held packet leaves
+    /// by `Context::emit` or `Context::drop` in a later call: runtimes call `process`
+    /// with an empty batch when no packets come while an NF holds some (`held() > 0`),
+    /// so a shaper's queue drains on time.
     fn hold(&mut self, packet: PacketRef) -> Result<(), PacketRef> {
         Err(packet)
     }
@@ -765,5 +797,25 @@ mod tests {
         assert_eq!(outputs.len(), MAX_BATCH);
         assert_eq!(&outputs[..4], &[0, 1, 2, 0]);
         assert_eq!(pool.in_use(), 0, "every created buffer is back");
+    }
+
+    #[test]
+    fn held_packets_dropped_by_the_nf_are_freed_and_counted_by_reason() {
+        let mut pool = PacketPool::new(4);
+        let held: Vec<_> = (0..3).map(|_| pool.alloc().unwrap()).collect();
+        let mut emitted = Emitted::default();
+        let mut ctx = ChainContext::new(0, 0, 1.0, &mut pool, &mut emitted);
+        let own = DropReason::named(&["queue-overflow"], "queue-overflow");
+        for (k, p) in held.into_iter().enumerate() {
+            ctx.nf().drop(p, if k == 0 { DropReason::HELD_AT_END } else { own });
+        }
+        assert!(!emitted.is_quiet());
+        let mut counted = Vec::new();
+        emitted.take_drops(|r, n| counted.push((r, n)));
+        assert_eq!(counted, vec![(DropReason::HELD_AT_END, 1), (own, 2)]);
+        emitted.take_drops(|r, n| panic!("taken twice: {r:?} {n}"));
+        assert_eq!(emitted.take_counts(), (0, 0));
+        assert!(emitted.is_quiet());
+        assert_eq!(pool.in_use(), 0);
     }
 }

@@ -413,6 +413,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         destinations: t.destinations.clone().unwrap_or_default(),
         l4: t.proto.unwrap_or_default(),
         session_packets: t.session_packets,
+        dscp: t.dscp.clone().unwrap_or_default(),
     };
 
     let r = &layers.run;

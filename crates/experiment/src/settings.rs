@@ -11,7 +11,7 @@ use clap::{Args, FromArgMatches};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sfclab_runtime::{LinkMode, Placement};
-use sfclab_traffic::{Destinations, FrameSizes, IpVersion, L4, Rate};
+use sfclab_traffic::{Destinations, DscpMix, FrameSizes, IpVersion, L4, Rate};
 use std::collections::BTreeSet;
 use std::fmt::Display;
 use std::str::FromStr;
@@ -58,6 +58,11 @@ pub struct TrafficSection {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_packets: Option<u32>,
+    /// DSCPs of the flows, in turn (`ef,af11,be`: a third of the flows each; names or
+    /// 0..=63): traffic for QoS classes. Default: best effort (0).
+    #[arg(long)]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub dscp: Option<DscpMix>,
     /// A responder at the chain's far end answers every packet (an echo server; TCP as a
     /// server does) and the replies run back through the chain: NAT and firewall return
     /// paths. Linear chains, compound runtime.

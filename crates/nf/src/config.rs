@@ -87,3 +87,22 @@ impl std::str::FromStr for ByteSize {
             .map_err(|e| format!("`{s}` is not a byte size ({e}); write e.g. 4096, 32KiB or 8MiB"))
     }
 }
+
+/// `name` as a `&'static str`, for counters named by a config (`voice_green`): each
+/// distinct name is stored once for the life of the process, so building the same NF
+/// for every trial and replica keeps no more than its first build did.
+pub fn intern(name: &str) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(&known) = names.get(name) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.insert(leaked);
+    leaked
+}

@@ -392,37 +392,6 @@ fn action(s: &str) -> Result<bool, String> {
     }
 }
 
-fn prefix(s: &Option<String>) -> Result<(u32, u8), String> {
-    let Some(s) = s.as_deref().filter(|s| *s != "any") else {
-        return Ok((0, 0));
-    };
-    let (a, l) = s.split_once('/').unwrap_or((s, "32"));
-    let addr: std::net::Ipv4Addr = a.parse().map_err(|_| format!("`{a}` is not an IPv4 address"))?;
-    let len: u8 = l
-        .parse()
-        .ok()
-        .filter(|l| *l <= 32)
-        .ok_or_else(|| format!("`/{l}` is not a prefix length 0..=32"))?;
-    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-    Ok((u32::from(addr) & mask, len))
-}
-
-fn ports(s: &Option<String>) -> Result<(u16, u16), String> {
-    let Some(s) = s.as_deref().filter(|s| *s != "any") else {
-        return Ok((0, 65535));
-    };
-    let why = || format!("`{s}` is not a port or range like 1024-65535");
-    let (lo, hi) = s.split_once('-').unwrap_or((s, s));
-    let (lo, hi): (u16, u16) = (
-        lo.trim().parse().map_err(|_| why())?,
-        hi.trim().parse().map_err(|_| why())?,
-    );
-    if lo > hi {
-        return Err(why());
-    }
-    Ok((lo, hi))
-}
-
 impl Firewall {
     pub fn new(cfg: &FirewallConfig) -> Result<Firewall, ConfigError> {
         let mut matches = Vec::new();
@@ -430,25 +399,16 @@ impl Firewall {
         for (k, r) in cfg.rules.iter().enumerate() {
             let at = |field: &str| format!("rules[{k}].{field}");
             allow.push(action(&r.action).map_err(|e| ConfigError::new(at("action"), e))?);
-            let proto = match r.proto.as_deref().unwrap_or("any") {
-                "any" => None,
-                "tcp" => Some(TCP),
-                "udp" => Some(UDP),
-                "icmp" => Some(ICMP),
-                n => Some(n.parse::<u8>().map_err(|_| {
-                    ConfigError::new(
-                        at("proto"),
-                        format!("`{n}` is not tcp, udp, icmp, any or a protocol number"),
-                    )
-                })?),
-            };
-            matches.push(Match {
-                src: prefix(&r.src).map_err(|e| ConfigError::new(at("src"), e))?,
-                dst: prefix(&r.dst).map_err(|e| ConfigError::new(at("dst"), e))?,
-                proto,
-                sport: ports(&r.sport).map_err(|e| ConfigError::new(at("sport"), e))?,
-                dport: ports(&r.dport).map_err(|e| ConfigError::new(at("dport"), e))?,
-            });
+            matches.push(
+                Match::from_fields(
+                    r.proto.as_deref(),
+                    r.src.as_deref(),
+                    r.dst.as_deref(),
+                    r.sport.as_deref(),
+                    r.dport.as_deref(),
+                )
+                .map_err(|(field, why)| ConfigError::new(at(field), why))?,
+            );
         }
         let default_allow =
             action(cfg.default.as_deref().unwrap_or("deny")).map_err(|e| ConfigError::new("default", e))?;

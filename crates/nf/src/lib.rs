@@ -5,14 +5,18 @@
 
 #![forbid(unsafe_code)]
 
+pub mod classes;
 pub mod config;
 pub mod firewall;
 pub mod forwarder;
 pub mod frame;
 pub mod nat44;
 pub mod noop;
+pub mod qos;
 pub mod registry;
 pub mod router;
+pub mod shaper;
+
 pub mod synthetic;
 pub mod tables;
 
@@ -73,6 +77,100 @@ pub(crate) mod testutil {
         let v = (0..frames.len()).map(|i| verdicts.get(i)).collect();
         pool.free_batch(&mut batch);
         (out, v)
+    }
+
+    /// An NF that holds packets, driven as a runtime drives it: each packet numbered
+    /// in the order offered, held ones handed to `hold` after the call, emitted and
+    /// dropped ones counted, and every buffer checked back at the end.
+    pub struct Held {
+        pool: PacketPool,
+        emitted: Emitted,
+        offered: u32,
+        /// Numbers of the packets that left, in the order they left.
+        order: Vec<u32>,
+    }
+
+    /// What one call did: the numbers of packets that left, and how many were dropped
+    /// (by verdict or from what the NF held).
+    pub struct Outcome {
+        pub sent: Vec<u32>,
+        pub dropped: u32,
+    }
+
+    impl Held {
+        pub fn new(capacity: usize) -> Held {
+            Held {
+                pool: PacketPool::new(capacity),
+                emitted: Emitted::default(),
+                offered: 0,
+                order: Vec::new(),
+            }
+        }
+
+        /// Offers `frames` at `now_ns` in one batch.
+        pub fn offer(&mut self, nf: &mut dyn NetworkFunction, frames: &[Vec<u8>], now_ns: u64) -> Outcome {
+            let mut batch = Batch::new(frames.len());
+            assert!(frames.len() <= sfclab_core::MAX_BATCH);
+            self.pool.alloc_into(&mut batch, frames.len());
+            assert_eq!(batch.len(), frames.len(), "the pool is too small");
+            for (p, f) in batch.iter_mut().zip(frames) {
+                p.meta = sfclab_core::PacketMeta::fresh(0, 0, 0);
+                p.meta.seq = self.offered;
+                self.offered += 1;
+                p.reset(f.len()).copy_from_slice(f);
+            }
+            self.call(nf, &mut batch, now_ns)
+        }
+
+        /// Calls the NF with no packets at `now_ns`, as a runtime does while it holds some.
+        pub fn poll(&mut self, nf: &mut dyn NetworkFunction, now_ns: u64) -> Outcome {
+            self.call(nf, &mut Batch::new(1), now_ns)
+        }
+
+        fn call(&mut self, nf: &mut dyn NetworkFunction, batch: &mut Batch, now_ns: u64) -> Outcome {
+            let mut verdicts = Verdicts::for_batch(batch.len());
+            let mut ctx = ChainContext::new(now_ns, 0, 1.0, &mut self.pool, &mut self.emitted);
+            nf.process(ctx.nf(), BatchView::new(batch), &mut verdicts);
+            let mut out = Outcome {
+                sent: Vec::new(),
+                dropped: 0,
+            };
+            self.emitted.take_drops(|_, n| out.dropped += n as u32);
+            let (created, overflow) = self.emitted.take_counts();
+            assert_eq!((created, overflow), (0, 0));
+            // Emitted during the call: these left before the batch's own packets.
+            for (p, _) in self.emitted.drain() {
+                out.sent.push(p.meta.seq);
+                self.pool.free(p);
+            }
+            for (i, p) in batch.drain().enumerate() {
+                match verdicts.get(i) {
+                    sfclab_core::Verdict::Hold => nf.hold(p).unwrap_or_else(|_| panic!("refused a hold")),
+                    sfclab_core::Verdict::Drop(_) => {
+                        out.dropped += 1;
+                        self.pool.free(p);
+                    }
+                    _ => {
+                        out.sent.push(p.meta.seq);
+                        self.pool.free(p);
+                    }
+                }
+            }
+            self.order.extend(&out.sent);
+            out
+        }
+
+        /// Numbers of every packet that left so far, in order.
+        pub fn order(&self) -> Vec<u32> {
+            self.order.clone()
+        }
+
+        /// Takes back what the NF still holds and checks every buffer is back.
+        pub fn finish(mut self, nf: &mut dyn NetworkFunction) {
+            nf.release_held(&mut |p| self.pool.free(p));
+            assert_eq!(nf.held(), 0);
+            assert_eq!(self.pool.in_use(), 0, "every buffer back");
+        }
     }
 
     /// A 60-byte Ethernet/IPv4/UDP frame.

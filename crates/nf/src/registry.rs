@@ -43,6 +43,8 @@ pub const TYPES: &[NfType] = &[
     crate::router::TYPE,
     crate::nat44::TYPE,
     crate::firewall::TYPE,
+    crate::qos::TYPE,
+    crate::shaper::TYPE,
 ];
 
 impl NfType {

@@ -301,7 +301,7 @@ impl Chain {
             queued,
         };
         if !*linear {
-            graph::<ACCOUNT>(slots, &mut ctx, batch, &mut parts, side, main_next, 0, 0, t0);
+            graph::<ACCOUNT>(slots, &mut ctx, batch, &mut parts, side, main_next, 0, 0, t0, false);
             return;
         }
         // The linear chain while nothing waits off the main path: a plain loop, as cheap
@@ -327,13 +327,71 @@ impl Chain {
             }
             if !quiet && *parts.queued != 0 {
                 let at = if batch.is_empty() { n } else { j + 1 };
-                graph::<ACCOUNT>(slots, &mut ctx, batch, &mut parts, side, main_next, j + 1, at, t0);
+                graph::<ACCOUNT>(
+                    slots,
+                    &mut ctx,
+                    batch,
+                    &mut parts,
+                    side,
+                    main_next,
+                    j + 1,
+                    at,
+                    t0,
+                    false,
+                );
                 return;
             }
             if batch.is_empty() {
                 return;
             }
         }
+    }
+
+    /// No batch came, but NFs hold packets: each is called with an empty batch to
+    /// release what is due (a shaper's queue), and what it emits runs on through the
+    /// chain, as `process` runs a batch: `batch` (given empty) then holds what reached
+    /// the chain's end (with a responder, the replies back at the near end), `outs()`
+    /// what left on each egress another way. False, at the cost of a look at each NF,
+    /// when none holds any.
+    #[cold]
+    pub fn poll<const ACCOUNT: bool, B: Buffers>(&mut self, batch: &mut Batch, buffers: &mut B, now: u64) -> bool {
+        debug_assert!(batch.is_empty(), "poll is for when no batch came");
+        if !self.slots.iter().any(|s| s.nf.held() > 0) {
+            return false;
+        }
+        self.release_due::<ACCOUNT, B>(batch, buffers, now);
+        if self.reply.is_some() && (!batch.is_empty() || !self.outs[0].is_empty()) {
+            self.answer::<ACCOUNT, B>(batch, buffers, now);
+        }
+        true
+    }
+
+    fn release_due<const ACCOUNT: bool, B: Buffers>(&mut self, batch: &mut Batch, buffers: &mut B, now: u64) {
+        let Chain {
+            slots,
+            verdicts,
+            pending,
+            side,
+            emitted,
+            outs,
+            queued,
+            main_next,
+            core,
+            replica,
+            start,
+            ns_per_tick,
+            ..
+        } = self;
+        let mut ctx = ChainContext::new(now, *start, *ns_per_tick, buffers, emitted).at(*core, *replica, 0);
+        let mut parts = Parts {
+            verdicts,
+            pending,
+            outs,
+            queued,
+        };
+        let t0 = if ACCOUNT { tsc::now() } else { 0 };
+        let n = slots.len();
+        graph::<ACCOUNT>(slots, &mut ctx, batch, &mut parts, side, main_next, 0, n, t0, true);
     }
 
     /// The far end answers what reached it (the main batch, then what left on egress 0
@@ -515,10 +573,29 @@ fn graph<const ACCOUNT: bool>(
     from: usize,
     mut at: usize,
     mut t0: u64,
+    poll: bool,
 ) {
     let n = slots.len();
     for j in from..n {
         let slot = &mut slots[j];
+        if poll && at != j && slot.nf.held() > 0 {
+            // No batch for it, but it holds packets: a call with none lets it release
+            // what is due.
+            debug_assert!(side.is_empty());
+            parts.verdicts.begin(0);
+            slot.nf.process(ctx.nf(), BatchView::new(side), parts.verdicts);
+            let quiet = ctx.is_quiet();
+            after_call(slot, ctx, side, parts, 0);
+            if ACCOUNT {
+                // A call that released nothing was waiting, not working: its cycles
+                // are idle time, not the cost of any packet.
+                let t1 = tsc::now();
+                if !quiet {
+                    slot.stats.cycles += t1 - t0;
+                }
+                t0 = t1;
+            }
+        }
         if at == j {
             let len = batch.len();
             slot.stats.packets_in += len as u64;
@@ -548,7 +625,7 @@ fn graph<const ACCOUNT: bool>(
                 t0 = t1;
             }
         }
-        if at == n && *parts.queued == 0 {
+        if at == n && *parts.queued == 0 && !poll {
             break;
         }
     }
@@ -650,6 +727,7 @@ fn emitted<R: Recycle + ?Sized>(
     outs: &mut [Batch],
     recycle: &mut R,
 ) -> usize {
+    emitted.take_drops(|reason, n| slot.stats.count_drops(reason, n));
     let (created, overflow) = emitted.take_counts();
     slot.stats.created += created;
     slot.stats.count_drops(DropReason::QUEUE_FULL, overflow);
@@ -934,6 +1012,92 @@ mod tests {
             seen.load(Ordering::Relaxed),
             received,
             "emitted packets go on to the next NF"
+        );
+        assert_eq!(pool.in_use(), 0);
+    }
+
+    /// Holds every packet; each call releases at most 3 and drops the oldest while it
+    /// holds more than 10.
+    #[derive(Default)]
+    struct Trickle {
+        held: std::collections::VecDeque<PacketRef>,
+    }
+
+    impl NetworkFunction for Trickle {
+        fn kind(&self) -> &'static str {
+            "trickle"
+        }
+        fn drop_reasons(&self) -> &'static [&'static str] {
+            &["overflow"]
+        }
+        fn process(&mut self, ctx: &mut Context<'_>, batch: BatchView<'_>, verdicts: &mut Verdicts) {
+            while self.held.len() > 10 {
+                let p = self.held.pop_front().unwrap();
+                ctx.drop(p, DropReason::named(self.drop_reasons(), "overflow"));
+            }
+            for _ in 0..3 {
+                if let Some(p) = self.held.pop_front() {
+                    ctx.emit(p, 0);
+                }
+            }
+            (0..batch.len()).for_each(|i| verdicts.hold(i));
+        }
+        fn hold(&mut self, p: PacketRef) -> Result<(), PacketRef> {
+            self.held.push_back(p);
+            Ok(())
+        }
+        fn held(&self) -> usize {
+            self.held.len()
+        }
+        fn release_held(&mut self, give_back: &mut dyn FnMut(PacketRef)) {
+            self.held.drain(..).for_each(give_back);
+        }
+    }
+
+    /// Without batches, a chain whose NF holds packets is polled: the NF releases and
+    /// drops what it holds, what it releases runs through the rest of the chain, and
+    /// every packet is counted where it went.
+    #[test]
+    fn polling_drains_what_nfs_hold_through_the_rest_of_the_chain() {
+        let (before, after) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let mut chain = Chain::new(
+            vec![
+                ("before".into(), Box::new(Tally(before.clone()))),
+                ("trickle".into(), Box::new(Trickle::default())),
+                ("after".into(), Box::new(Tally(after.clone()))),
+            ],
+            16,
+            1,
+        );
+        let mut pool = PacketPool::new(64);
+        let mut batch = numbered(&mut pool, 16);
+        chain.process::<false, _>(&mut batch, &mut pool, tsc::now());
+        assert!(batch.is_empty() && chain.outs()[0].is_empty(), "all held");
+        assert_eq!(chain.held(), 16);
+        let mut received = Vec::new();
+        let mut polls = 0;
+        while chain.poll::<true, _>(&mut batch, &mut pool, tsc::now()) {
+            polls += 1;
+            received.extend(seqs(&batch));
+            received.extend(seqs(&chain.outs()[0]));
+            pool.free_batch(&mut batch);
+            pool.free_batch(&mut chain.outs()[0]);
+        }
+        assert_eq!(polls, 4, "3 released per poll, 6 dropped on the first");
+        // The first poll dropped the six oldest (down to 10 held); the rest left in order.
+        assert_eq!(received, (6..16).collect::<Vec<_>>());
+        assert_eq!(before.load(Ordering::Relaxed), 16);
+        assert_eq!(after.load(Ordering::Relaxed), 10);
+        let s = &chain.slots[1].stats;
+        assert_eq!((s.packets_in, s.packets_out), (16, 10));
+        assert_eq!(
+            s.drops_by_reason().map(|(r, n)| (r.code(), n)).collect::<Vec<_>>(),
+            vec![(DropReason::FIRST_OWN, 6)]
+        );
+        assert_eq!(chain.held(), 0);
+        assert!(
+            !chain.poll::<false, _>(&mut batch, &mut pool, tsc::now()),
+            "nothing held: nothing to do"
         );
         assert_eq!(pool.in_use(), 0);
     }

@@ -225,15 +225,25 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
             pool,
             batch,
         } = self;
+        let t_chain;
         if source.rx(now, pool, batch) == 0 {
-            return if source.exhausted() {
-                Step::Exhausted
-            } else {
-                Step::Idle
-            };
+            // Nothing came: NFs that hold packets (a shaper) release what is due, and a
+            // source that ran dry waits for them to empty.
+            t_chain = if ACCOUNT { tsc::now() } else { 0 };
+            if !chain.poll::<ACCOUNT, _>(batch, pool, now) {
+                return if source.exhausted() {
+                    Step::Exhausted
+                } else {
+                    Step::Idle
+                };
+            }
+            if batch.is_empty() && chain.outs().iter().all(Batch::is_empty) {
+                return Step::Idle;
+            }
+        } else {
+            t_chain = if ACCOUNT { tsc::now() } else { 0 };
+            chain.process::<ACCOUNT, _>(batch, pool, now);
         }
-        let t_chain = if ACCOUNT { tsc::now() } else { 0 };
-        chain.process::<ACCOUNT, _>(batch, pool, now);
         let t_sink = if ACCOUNT { tsc::now() } else { 0 };
         sinks[0].tx(now, batch, pool);
         for (out, sink) in chain.outs().iter_mut().zip(sinks.iter_mut()) {
@@ -382,10 +392,37 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
 
     /// The measured window opens: sinks and source start counting it; the counters now.
     fn open_window(&mut self, count: Option<u64>) -> Snapshot {
+        self.settle();
         self.sinks.iter_mut().for_each(TxPort::start_window);
         let start = self.snapshot();
         self.source.start_window(count);
         start
+    }
+
+    /// What NFs still hold from the phase before (a shaper's queue) leaves at the pace
+    /// they release it, for at most `DRAIN_LIMIT`, before the window opens: the window
+    /// then counts its own packets only. No new packet is taken meanwhile.
+    fn settle(&mut self) {
+        let until = tsc::now() + tsc::ticks(DRAIN_LIMIT);
+        let Rig {
+            chain,
+            sinks,
+            pool,
+            batch,
+            ..
+        } = self;
+        loop {
+            let now = tsc::now();
+            if now >= until || !chain.poll::<false, _>(batch, pool, now) {
+                break;
+            }
+            sinks[0].tx(now, batch, pool);
+            for (out, sink) in chain.outs().iter_mut().zip(sinks.iter_mut()) {
+                if !out.is_empty() {
+                    sink.tx(now, out, pool);
+                }
+            }
+        }
     }
 
     /// The window is over: its frames still crossing a wire are counted where they end

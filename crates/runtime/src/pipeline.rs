@@ -380,23 +380,32 @@ impl<T: TxPort> StageTask<T> {
             self.chain.tick(now);
         }
         if self.input.pop_into(&mut self.batch) == 0 {
-            // Upstream's flag first (acquire), then the ring: nothing can follow both.
-            if self.upstream_done.load(Ordering::Acquire) && self.input.is_empty() {
+            // NFs that hold packets (a shaper) release what is due; a stage whose input
+            // ended finishes once they hold none.
+            if self.chain.poll::<ACCOUNT, _>(&mut self.batch, &mut self.recycle, now) {
+                if self.batch.is_empty() && self.chain.outs()[0].is_empty() {
+                    self.recycle.flush();
+                    return false;
+                }
+            } else if self.upstream_done.load(Ordering::Acquire) && self.input.is_empty() {
+                // Upstream's flag first (acquire), then the ring: nothing can follow both.
                 // What NFs hold is flushed and counted; unused supply goes back.
                 self.chain.release_held(&mut self.recycle);
                 self.recycle.give_back_supply();
                 self.finished = true;
                 self.done.store(true, Ordering::Release);
+                return false;
             } else {
                 // Idle: give staged buffers back now rather than hold them.
                 self.recycle.flush();
+                return false;
             }
-            return false;
+        } else {
+            self.packets += self.batch.len() as u64;
+            self.batch.prefetch();
+            self.chain
+                .process::<ACCOUNT, _>(&mut self.batch, &mut self.recycle, now);
         }
-        self.packets += self.batch.len() as u64;
-        self.batch.prefetch();
-        self.chain
-            .process::<ACCOUNT, _>(&mut self.batch, &mut self.recycle, now);
         let early = &mut self.chain.outs()[0];
         if !early.is_empty() {
             self.sink.tx(now, early, &mut self.recycle);

@@ -142,6 +142,45 @@ pub fn pattern_byte(k: usize) -> u8 {
     (k as u8) ^ 0x5a
 }
 
+/// The DSCPs flows carry: flow k takes the k-th mod their number (`ef,af11,0`: a third
+/// of the flows each). Empty: every flow 0 (best effort).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
+#[serde(transparent)]
+pub struct DscpMix(pub Vec<u8>);
+
+impl DscpMix {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Flow `k`'s DSCP.
+    pub fn of(&self, k: u32) -> u8 {
+        if self.0.is_empty() {
+            0
+        } else {
+            self.0[k as usize % self.0.len()]
+        }
+    }
+}
+
+impl std::str::FromStr for DscpMix {
+    type Err = String;
+    /// Comma-separated DSCPs by number or name (`ef`, `af41`, `cs1`, `be`).
+    fn from_str(s: &str) -> Result<DscpMix, String> {
+        s.split(',')
+            .map(sfclab_wire::dscp::parse)
+            .collect::<Result<_, _>>()
+            .map(DscpMix)
+    }
+}
+
+impl std::fmt::Display for DscpMix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list: Vec<String> = self.0.iter().map(u8::to_string).collect();
+        f.write_str(&list.join(","))
+    }
+}
+
 /// Where flows are sent.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -307,7 +346,14 @@ impl FlowSet {
     /// `frame_lens`: buffer lengths (FCS excluded), each at least `ip.header_len(l4)`.
     /// TCP templates are data segments (PSH+ACK, sequence 0, acknowledgment 1): the
     /// generator rewrites flags, sequence and port per packet, checksum incrementally.
-    pub fn new(ip: IpVersion, l4: L4, flows: u32, frame_lens: &[u16], destinations: &Destinations) -> FlowSet {
+    pub fn new(
+        ip: IpVersion,
+        l4: L4,
+        flows: u32,
+        frame_lens: &[u16],
+        destinations: &Destinations,
+        dscp: &DscpMix,
+    ) -> FlowSet {
         assert!((1..=MAX_FLOWS).contains(&flows));
         assert!(ip == IpVersion::V4 || l4 == L4::Udp, "TCP templates are IPv4 only");
         let hlen = ip.header_len(l4);
@@ -345,7 +391,8 @@ impl FlowSet {
                 ip: match ip {
                     IpVersion::V4 => IpRepr::v4(src[..4].try_into().unwrap(), dst[..4].try_into().unwrap()),
                     IpVersion::V6 => IpRepr::v6(src[..].try_into().unwrap(), dst[..].try_into().unwrap()),
-                },
+                }
+                .with_dscp(dscp.of(i)),
                 transport: match l4 {
                     L4::Udp => TransportRepr::Udp {
                         src_port: sport,
@@ -420,7 +467,7 @@ mod tests {
     fn every_flow_and_size_has_valid_checksums() {
         for ip in [IpVersion::V4, IpVersion::V6] {
             let lens = [ip.min_frame(L4::Udp) - 4, 590, 1514];
-            let set = FlowSet::new(ip, L4::Udp, 70_000, &lens, &Destinations::Spread);
+            let set = FlowSet::new(ip, L4::Udp, 70_000, &lens, &Destinations::Spread, &DscpMix::default());
             for flow in [0usize, 1, 255, 65_535, 65_536, 69_999] {
                 for class in 0..lens.len() {
                     let f = frame(&set, &lens, flow, class);
@@ -462,7 +509,7 @@ mod tests {
         let d: Destinations = "10.0.0.0/8, 192.0.2.0/24,203.0.113.7".parse().unwrap();
         assert_eq!(d.to_string(), "10.0.0.0/8,192.0.2.0/24,203.0.113.7");
         assert_eq!(d.to_string().parse::<Destinations>().unwrap(), d);
-        let set = FlowSet::new(IpVersion::V4, L4::Udp, 300, &[60], &d);
+        let set = FlowSet::new(IpVersion::V4, L4::Udp, 300, &[60], &d, &DscpMix::default());
         let mut hosts = std::collections::HashSet::new();
         for (i, head) in set.heads.iter().enumerate() {
             let dst = [head[30], head[31], head[32], head[33]];
@@ -481,7 +528,14 @@ mod tests {
 
     #[test]
     fn flows_differ_in_their_five_tuple_and_hash() {
-        let set = FlowSet::new(IpVersion::V4, L4::Udp, 1000, &[60], &Destinations::One);
+        let set = FlowSet::new(
+            IpVersion::V4,
+            L4::Udp,
+            1000,
+            &[60],
+            &Destinations::One,
+            &DscpMix::default(),
+        );
         let mut hashes = set.hashes.to_vec();
         hashes.sort();
         hashes.dedup();

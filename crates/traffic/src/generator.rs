@@ -17,7 +17,9 @@ use sfclab_wire::flow;
 
 use sfclab_wire::checksum;
 
-use crate::flows::{Destinations, FlowSet, IpVersion, L4, MAX_FLOWS, TEMPLATE_FLAGS, apply_patch, pattern_byte};
+use crate::flows::{
+    Destinations, DscpMix, FlowSet, IpVersion, L4, MAX_FLOWS, TEMPLATE_FLAGS, apply_patch, pattern_byte,
+};
 use crate::rate::{Pacer, Rate};
 use crate::sizes::FrameSizes;
 use crate::{FCS_LEN, L1_OVERHEAD};
@@ -46,6 +48,9 @@ pub struct GeneratorConfig {
     /// with a FIN; `None`: one endless session per flow (TCP: 10 packets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_packets: Option<u32>,
+    /// The DSCP of each flow in turn (written only when set).
+    #[serde(default, skip_serializing_if = "DscpMix::is_empty")]
+    pub dscp: DscpMix,
 }
 
 impl Default for GeneratorConfig {
@@ -61,6 +66,7 @@ impl Default for GeneratorConfig {
             destinations: Destinations::One,
             l4: L4::Udp,
             session_packets: None,
+            dscp: DscpMix::default(),
         }
     }
 }
@@ -291,7 +297,7 @@ impl Generator {
             .iter()
             .map(|&s| ((u64::from(s) + L1_OVERHEAD) * 8) as f64)
             .collect();
-        let flows = FlowSet::new(cfg.ip, cfg.l4, cfg.flows, &lens, &cfg.destinations);
+        let flows = FlowSet::new(cfg.ip, cfg.l4, cfg.flows, &lens, &cfg.destinations, &cfg.dscp);
         let sessions = Sessions::new(&cfg, &flows);
         let hz = tsc::hz();
         let (rate, pace_bits) = match cfg.rate {

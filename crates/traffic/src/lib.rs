@@ -18,7 +18,7 @@ pub mod responder;
 pub mod sink;
 pub mod sizes;
 
-pub use flows::{Destinations, IpVersion, L4};
+pub use flows::{Destinations, DscpMix, IpVersion, L4};
 pub use generator::{Generator, GeneratorConfig, GeneratorStats};
 pub use rate::Rate;
 pub use sink::{Sink, SinkStats};

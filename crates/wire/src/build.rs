@@ -63,6 +63,15 @@ impl IpRepr {
         }
     }
 
+    /// With DSCP `dscp` (ECN not-ECT).
+    pub fn with_dscp(mut self, dscp: u8) -> IpRepr {
+        match &mut self {
+            IpRepr::V4 { dscp_ecn, .. } => *dscp_ecn = dscp << 2,
+            IpRepr::V6 { traffic_class, .. } => *traffic_class = dscp << 2,
+        }
+        self
+    }
+
     pub fn header_len(&self) -> usize {
         match self {
             IpRepr::V4 { .. } => Ipv4Header::LEN,

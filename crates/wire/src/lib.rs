@@ -10,6 +10,7 @@
 pub mod arp;
 pub mod build;
 pub mod checksum;
+pub mod dscp;
 pub mod ethernet;
 pub mod flow;
 pub mod icmp;

@@ -66,6 +66,37 @@ pub(crate) fn mask16(len: u8) -> u16 {
 }
 
 impl Match {
+    /// A rule from the fields chain files write (`proto`: tcp, udp, icmp, any or a
+    /// number; `src`/`dst`: `a.b.c.d[/len]` or any; `sport`/`dport`: `n`, `lo-hi` or any;
+    /// each absent field matches anything). An error names the field and says why.
+    pub fn from_fields(
+        proto: Option<&str>,
+        src: Option<&str>,
+        dst: Option<&str>,
+        sport: Option<&str>,
+        dport: Option<&str>,
+    ) -> Result<Match, (&'static str, String)> {
+        let proto = match proto.unwrap_or("any") {
+            "any" => None,
+            "tcp" => Some(6),
+            "udp" => Some(17),
+            "icmp" => Some(1),
+            n => Some(n.parse::<u8>().map_err(|_| {
+                (
+                    "proto",
+                    format!("`{n}` is not tcp, udp, icmp, any or a protocol number"),
+                )
+            })?),
+        };
+        Ok(Match {
+            src: prefix(src).map_err(|e| ("src", e))?,
+            dst: prefix(dst).map_err(|e| ("dst", e))?,
+            proto,
+            sport: ports(sport).map_err(|e| ("sport", e))?,
+            dport: ports(dport).map_err(|e| ("dport", e))?,
+        })
+    }
+
     pub fn matches(&self, k: &Key) -> bool {
         (k.src ^ self.src.0) & mask32(self.src.1) == 0
             && (k.dst ^ self.dst.0) & mask32(self.dst.1) == 0
@@ -73,6 +104,36 @@ impl Match {
             && (self.sport.0..=self.sport.1).contains(&k.sport)
             && (self.dport.0..=self.dport.1).contains(&k.dport)
     }
+}
+
+fn prefix(s: Option<&str>) -> Result<(u32, u8), String> {
+    let Some(s) = s.filter(|s| *s != "any") else {
+        return Ok((0, 0));
+    };
+    let (a, l) = s.split_once('/').unwrap_or((s, "32"));
+    let addr: std::net::Ipv4Addr = a.parse().map_err(|_| format!("`{a}` is not an IPv4 address"))?;
+    let len: u8 = l
+        .parse()
+        .ok()
+        .filter(|l| *l <= 32)
+        .ok_or_else(|| format!("`/{l}` is not a prefix length 0..=32"))?;
+    Ok((u32::from(addr) & mask32(len), len))
+}
+
+fn ports(s: Option<&str>) -> Result<(u16, u16), String> {
+    let Some(s) = s.filter(|s| *s != "any") else {
+        return Ok((0, 65535));
+    };
+    let why = || format!("`{s}` is not a port or range like 1024-65535");
+    let (lo, hi) = s.split_once('-').unwrap_or((s, s));
+    let (lo, hi): (u16, u16) = (
+        lo.trim().parse().map_err(|_| why())?,
+        hi.trim().parse().map_err(|_| why())?,
+    );
+    if lo > hi {
+        return Err(why());
+    }
+    Ok((lo, hi))
 }
 
 /// The prefixes (value, length) that cover `lo..=hi` exactly.
