@@ -9,6 +9,12 @@
 //! same run. NAT44 also runs at 1k, 100k and 1M active sessions, with the session
 //! table's memory per session.
 //!
+//! Part 2's NFs run the same way: qos (three classes by DSCP, srTCM and trTCM), a shaper
+//! whose rate never binds (its queueing alone), dpi (30 signatures, scanned payload
+//! bytes per second beside the matcher alone on the same payloads: the limit) and seed
+//! 001's multi-feature chain `nat44 -> firewall -> qos -> dpi`. The peers are measured
+//! in the same run: DPDK's rte_meter checks against the qos NF's meters alone.
+//!
 //! Repetitions are interleaved (every workload once per round).
 
 use serde::Serialize;
@@ -16,13 +22,13 @@ use serde_json::json;
 use sfclab_nf::NfSpec;
 use sfclab_nf::tables::acl::{Match, classbench};
 use sfclab_runtime::{Role, RunReport, RunSettings, run_compound};
-use sfclab_traffic::{Destinations, FrameSizes, GeneratorConfig};
+use sfclab_traffic::{Destinations, DscpMix, FrameSizes, GeneratorConfig};
 use std::time::Duration;
 
 use crate::median;
 use std::fmt::Write as _;
 
-pub const NFS_SCHEMA: &str = "sfclab.bench.nfs/1";
+pub const NFS_SCHEMA: &str = "sfclab.bench.nfs/2";
 
 #[derive(Debug, Clone)]
 pub struct NfsArgs {
@@ -49,6 +55,48 @@ pub struct NfsBench {
     pub batch: usize,
     pub duration_s: f64,
     pub points: Vec<NfsPoint>,
+    /// The qos NF's meters alone beside DPDK's rte_meter, same parameters and clock
+    /// steps (empty when `--only` leaves out qos).
+    pub meters: Vec<MeterRow>,
+    /// The dpi NF's signatures: the matcher alone on the workload's payloads.
+    pub matcher: Vec<MatcherRow>,
+}
+
+/// One meter check: sfclab's meter and rte_meter's, each alone, TSC cycles per packet.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct MeterRow {
+    /// `srtcm-blind`, `srtcm-aware`, `trtcm-blind`, `trtcm-aware`.
+    pub check: String,
+    /// Packets each side metered per run.
+    pub packets: u64,
+    pub sfclab_cycles: f64,
+    pub sfclab_cycles_runs: Vec<f64>,
+    /// Packets sfclab's meter coloured green, yellow, red (last run).
+    pub sfclab_colours: [u64; 3],
+    pub rte_meter_cycles: Option<f64>,
+    pub rte_meter_cycles_runs: Vec<f64>,
+    pub rte_meter_colours: Option<[u64; 3]>,
+    /// sfclab's cycles over rte_meter's.
+    pub ratio: Option<f64>,
+    /// Why rte_meter has no figure (not installed, no compiler).
+    pub peer_error: Option<String>,
+}
+
+/// The DPI matcher alone on the payloads the dpi workload carries, against the NF.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct MatcherRow {
+    /// `64` or `imix`.
+    pub frames: String,
+    /// Mean payload bytes scanned per packet.
+    pub payload_bytes: f64,
+    /// The matcher alone: GB/s one core scans (lowering, leftmost and overlapping search).
+    pub matcher_gbps: f64,
+    pub matcher_gbps_runs: Vec<f64>,
+    /// The dpi NF in its workload: payload bytes it scanned per second of its own
+    /// cycles (parsing, flows and rules included).
+    pub nf_gbps: Option<f64>,
+    /// `nf_gbps` over `matcher_gbps`: how close the NF comes to its matcher.
+    pub share: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -79,6 +127,8 @@ pub struct NfsPoint {
     /// A single stateful NF: entries in use and its table's memory per entry of capacity.
     pub table_entries: Option<u64>,
     pub table_bytes_per_entry: Option<f64>,
+    /// A dpi NF in the chain: payload bytes it scanned per second of its own cycles.
+    pub dpi_gbps: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -97,6 +147,8 @@ struct Workload {
     flows: u32,
     destinations: Destinations,
     sizes: Vec<(&'static str, FrameSizes)>,
+    /// The flows' DSCPs (empty: best effort).
+    dscp: DscpMix,
 }
 
 fn spec(kind: &str, settings: serde_json::Value) -> Result<NfSpec, String> {
@@ -140,6 +192,29 @@ fn nat44(sessions: u32) -> Result<NfSpec, String> {
     )
 }
 
+fn qos() -> Result<NfSpec, String> {
+    spec(
+        "qos",
+        json!({ "classes": [
+            { "name": "voice", "match": { "dscp": ["ef"] }, "srtcm": { "cir": "20Gbit", "cbs": "256KiB", "ebs": "256KiB" }, "yellow": "remark af41" },
+            { "name": "video", "match": { "dscp": ["af41"] }, "trtcm": { "cir": "30Gbit", "cbs": "256KiB", "pir": "60Gbit", "pbs": "512KiB" }, "yellow": "remark af42" },
+            { "name": "rest", "srtcm": { "cir": "60Gbit", "cbs": "512KiB", "ebs": "512KiB" }, "green": "remark af11" }
+        ]}),
+    )
+}
+
+/// The signatures of examples/signatures/web.rules, inline: the bench must not depend
+/// on where it runs from.
+pub const WEB_RULES: &str = include_str!("../../../examples/signatures/web.rules");
+
+fn dpi() -> Result<NfSpec, String> {
+    let rules: Vec<&str> = WEB_RULES
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .collect();
+    spec("dpi", json!({ "rules": rules }))
+}
+
 fn router() -> Result<NfSpec, String> {
     spec(
         "router",
@@ -156,6 +231,10 @@ pub fn workload_names(nat_sessions: &[u32]) -> Vec<String> {
         "firewall-acl",
         "firewall",
         "fw-nat-router",
+        "qos",
+        "shaper",
+        "dpi",
+        "multi-feature",
     ];
     let mut names: Vec<String> = fixed.iter().map(|s| s.to_string()).collect();
     names.extend(nat_sessions.iter().map(|n| format!("nat44@{n}")));
@@ -186,6 +265,7 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             flows: f,
             destinations: Destinations::One,
             sizes: both(),
+            dscp: DscpMix::default(),
         },
         Workload {
             name: "router".into(),
@@ -194,6 +274,7 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             flows: f,
             destinations: Destinations::Spread,
             sizes: both(),
+            dscp: DscpMix::default(),
         },
         Workload {
             name: "nat44".into(),
@@ -202,6 +283,7 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             flows: f,
             destinations: Destinations::One,
             sizes: both(),
+            dscp: DscpMix::default(),
         },
         Workload {
             name: "firewall-acl".into(),
@@ -213,6 +295,7 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             flows: f,
             destinations: Destinations::One,
             sizes: both(),
+            dscp: DscpMix::default(),
         },
         Workload {
             name: "firewall".into(),
@@ -221,6 +304,7 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             flows: f,
             destinations: Destinations::One,
             sizes: both(),
+            dscp: DscpMix::default(),
         },
         Workload {
             name: "fw-nat-router".into(),
@@ -233,6 +317,55 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             flows: f,
             destinations: Destinations::Spread,
             sizes: both(),
+            dscp: DscpMix::default(),
+        },
+        Workload {
+            name: "qos".into(),
+            description: "3 classes by DSCP (EF, AF41, rest): srTCM, trTCM, srTCM at rates the core does not reach; remark per colour".into(),
+            chain: vec![("qos".into(), qos()?)],
+            flows: f,
+            destinations: Destinations::One,
+            sizes: both(),
+            dscp: "ef,af41,be".parse().map_err(|e: String| e)?,
+        },
+        Workload {
+            name: "shaper".into(),
+            description: "every packet held and sent by a DRR shaper whose rate (1 Tbit/s) never binds".into(),
+            chain: vec![("shaper".into(), spec("shaper", json!({ "rate": "1Tbit" }))?)],
+            flows: f,
+            destinations: Destinations::One,
+            sizes: both(),
+            dscp: DscpMix::default(),
+        },
+        Workload {
+            name: "dpi".into(),
+            description: "30 Snort-style signatures (examples/signatures/web.rules) over UDP payloads".into(),
+            chain: vec![("dpi".into(), dpi()?)],
+            flows: f,
+            destinations: Destinations::One,
+            sizes: both(),
+            dscp: DscpMix::default(),
+        },
+        Workload {
+            name: "multi-feature".into(),
+            description: "seed 001's multi-feature VNF: nat44 -> firewall -> qos -> dpi, one core".into(),
+            chain: vec![
+                ("nat44".into(), nat44(f)?),
+                (
+                    "firewall".into(),
+                    spec(
+                        "firewall",
+                        json!({ "rules": [{ "action": "allow", "proto": "udp", "src": "203.0.113.0/26" }],
+                                "max_connections": (f as usize + f as usize / 4).max(1024) }),
+                    )?,
+                ),
+                ("qos".into(), qos()?),
+                ("dpi".into(), dpi()?),
+            ],
+            flows: f,
+            destinations: Destinations::One,
+            sizes: both(),
+            dscp: "ef,af41,be".parse().map_err(|e: String| e)?,
         },
     ];
     for &n in &args.nat_sessions {
@@ -243,6 +376,7 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             flows: n,
             destinations: Destinations::One,
             sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
+            dscp: DscpMix::default(),
         });
     }
     debug_assert_eq!(
@@ -267,6 +401,7 @@ fn run_once(w: &Workload, sizes: &FrameSizes, args: &NfsArgs, accounting: bool) 
         sizes: sizes.clone(),
         flows: w.flows,
         destinations: w.destinations.clone(),
+        dscp: w.dscp.clone(),
         ..Default::default()
     };
     let settings = RunSettings {
@@ -385,6 +520,16 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
                 .flat_map(|p| p.drops.iter().map(|(k, v)| (format!("{}: {k}", p.name), *v)))
                 .collect();
             drop_reasons.sort();
+            // The dpi NF's scan rate: its payload bytes per second of its own cycles.
+            let dpi_gbps = nf_places
+                .iter()
+                .zip(&nfs)
+                .find(|(_, n)| n.kind == "dpi")
+                .and_then(|(p, n)| {
+                    let bytes = *p.counters.get("inspected_bytes")? as f64;
+                    (p.packets_in > 0 && n.cycles > 0.0)
+                        .then(|| bytes / (n.cycles * p.packets_in as f64) * tsc_hz / 1e9)
+                });
             NfsPoint {
                 workload: w.name.clone(),
                 description: w.description.clone(),
@@ -402,6 +547,7 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
                 drop_reasons,
                 table_entries: entries,
                 table_bytes_per_entry: bytes_per_entry,
+                dpi_gbps,
             }
         })
         .collect();
@@ -416,13 +562,143 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
             .find(|(f, _)| *f == p.frames)
             .map(|(_, fwd)| p.chain_cycles / fwd);
     }
+    let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
+    let repeat = runs.first().map_or(0, |r| r.mpps.len());
+    let meters = if wanted("qos") && !interrupted {
+        progress(total, total, "the meters alone: sfclab's and DPDK's rte_meter");
+        meter_rows(args, repeat.max(1))
+    } else {
+        Vec::new()
+    };
+    let matcher = if wanted("dpi") && !interrupted {
+        matcher_rows(args, &points, repeat.max(1))?
+    } else {
+        Vec::new()
+    };
     Ok(NfsBench {
-        header: crate::BenchHeader::new(NFS_SCHEMA, runs.first().map_or(0, |r| r.mpps.len()), interrupted),
+        header: crate::BenchHeader::new(NFS_SCHEMA, repeat, interrupted),
         core: args.core,
         batch: args.batch,
         duration_s: args.duration.as_secs_f64(),
         points,
+        meters,
+        matcher,
     })
+}
+
+/// Packets per meter check and run: 20 million (about a quarter of a second) for 1 s
+/// windows, in proportion for shorter ones.
+fn meter_packets(args: &NfsArgs) -> u64 {
+    ((args.duration.as_secs_f64() * 2e7) as u64).clamp(200_000, 20_000_000)
+}
+
+/// sfclab's meter and rte_meter's, interleaved run by run on the bench's core.
+fn meter_rows(args: &NfsArgs, repeat: usize) -> Vec<MeterRow> {
+    let checks = ["srtcm-blind", "srtcm-aware", "trtcm-blind", "trtcm-aware"];
+    // rte_meter's clock steps 40 TSC cycles per packet; ours the same in nanoseconds.
+    let step_ns = 40.0 * 1e9 / sfclab_core::tsc::hz();
+    let core = args.core.unwrap_or(0);
+    let packets = meter_packets(args);
+    let mut ours: Vec<Vec<f64>> = vec![Vec::new(); 4];
+    let mut our_colours = [[0u64; 3]; 4];
+    let mut theirs: Vec<Vec<f64>> = vec![Vec::new(); 4];
+    let mut their_colours: [Option<[u64; 3]>; 4] = [None; 4];
+    let mut peer_error = None;
+    for _ in 0..repeat {
+        for (k, check) in checks.iter().enumerate() {
+            let (cycles, colours) = crate::on_core(args.core, || {
+                sfclab_nf::qos::meter_alone(check.starts_with("trtcm"), check.ends_with("aware"), packets, step_ns)
+            });
+            ours[k].push(cycles);
+            our_colours[k] = colours;
+        }
+        if peer_error.is_none() {
+            match sfclab_peers::dpdk_meter::meter_perf(core, packets, &crate::stop_requested) {
+                Ok(perf) => {
+                    for (k, check) in checks.iter().enumerate() {
+                        if let Some(p) = perf.iter().find(|p| p.check == *check) {
+                            theirs[k].push(p.cycles_per_packet);
+                            their_colours[k] = Some(p.colours);
+                        }
+                    }
+                }
+                Err(e) => peer_error = Some(e),
+            }
+        }
+    }
+    checks
+        .iter()
+        .enumerate()
+        .map(|(k, check)| {
+            let sfclab_cycles = median(&ours[k]);
+            let rte = (!theirs[k].is_empty()).then(|| median(&theirs[k]));
+            MeterRow {
+                check: check.to_string(),
+                packets,
+                sfclab_cycles,
+                sfclab_cycles_runs: ours[k].clone(),
+                sfclab_colours: our_colours[k],
+                rte_meter_cycles: rte,
+                rte_meter_cycles_runs: theirs[k].clone(),
+                rte_meter_colours: their_colours[k],
+                ratio: rte.map(|r| sfclab_cycles / r),
+                peer_error: peer_error.clone(),
+            }
+        })
+        .collect()
+}
+
+/// The dpi workload's payloads (the generator's frames at each size), scanned by the
+/// matcher alone, against what the NF did on them.
+fn matcher_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize) -> Result<Vec<MatcherRow>, String> {
+    let mut out = Vec::new();
+    for (label, sizes) in [("64", FrameSizes::Fixed { size: 64 }), ("imix", FrameSizes::imix())] {
+        let payloads = generated_payloads(&sizes, args.flows)?;
+        let mut nf = sfclab_nf::dpi::Dpi::new(&sfclab_nf::typed(dpi()?.settings()).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        // About as long as a window: 2000 passes over the payloads for 1 s windows.
+        let passes = ((args.duration.as_secs_f64() * 2000.0) as usize).clamp(5, 2000);
+        let runs: Vec<f64> = (0..repeat)
+            .map(|_| crate::on_core(args.core, || nf.matcher_alone(&payloads, passes)) * sfclab_core::tsc::hz() / 1e9)
+            .collect();
+        let matcher_gbps = median(&runs);
+        let nf_gbps = points
+            .iter()
+            .find(|p| p.workload == "dpi" && p.frames == label)
+            .and_then(|p| p.dpi_gbps);
+        out.push(MatcherRow {
+            frames: label.into(),
+            payload_bytes: payloads.iter().map(Vec::len).sum::<usize>() as f64 / payloads.len().max(1) as f64,
+            matcher_gbps,
+            matcher_gbps_runs: runs,
+            nf_gbps,
+            share: nf_gbps.map(|n| n / matcher_gbps),
+        });
+    }
+    Ok(out)
+}
+
+/// The UDP payloads of the generator's first 4096 frames of `sizes` over `flows`.
+fn generated_payloads(sizes: &FrameSizes, flows: u32) -> Result<Vec<Vec<u8>>, String> {
+    use sfclab_core::RxPort;
+    let traffic = GeneratorConfig {
+        sizes: sizes.clone(),
+        flows,
+        ..Default::default()
+    };
+    let mut generator = sfclab_traffic::Generator::new(traffic, 256).map_err(|(k, r)| format!("{k}: {r}"))?;
+    let mut pool = sfclab_core::PacketPool::new(512);
+    let mut batch = sfclab_core::Batch::new(256);
+    let mut out = Vec::new();
+    while out.len() < 4096 {
+        generator.rx(sfclab_core::tsc::now(), &mut pool, &mut batch);
+        for p in batch.drain() {
+            // Ethernet, IPv4, UDP: the payload from byte 42.
+            out.push(p.data().get(42..).unwrap_or_default().to_vec());
+            pool.free(p);
+        }
+    }
+    Ok(out)
 }
 
 benchmark!(NfsBench, render_table, render_csv);
@@ -485,6 +761,58 @@ fn render_table(b: &NfsBench) -> String {
                 p.frames,
                 p.dropped,
                 reasons.join(", ")
+            );
+        }
+    }
+    for p in &b.points {
+        if let Some(g) = p.dpi_gbps {
+            let _ = writeln!(
+                s,
+                "{:<15} {:>5}  dpi scanned {g:.2} GB/s of payload per core (its own cycles)",
+                p.workload, p.frames
+            );
+        }
+    }
+    if !b.meters.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nmeters alone, TSC cycles per 64-byte packet (clock +40 cycles a packet; colours G/Y/R):"
+        );
+        for m in &b.meters {
+            wide += [&m.sfclab_cycles_runs, &m.rte_meter_cycles_runs]
+                .iter()
+                .filter(|v| crate::is_wide(v))
+                .count();
+            let peer = match (m.rte_meter_cycles, &m.peer_error) {
+                (Some(_), _) => format!(
+                    "rte_meter {:>14} {:?}  sfclab/rte_meter {:.2}x",
+                    crate::with_range(&m.rte_meter_cycles_runs, 2),
+                    m.rte_meter_colours.unwrap_or_default(),
+                    m.ratio.unwrap_or(f64::NAN)
+                ),
+                (None, Some(e)) => format!("rte_meter SKIPPED: {e}"),
+                (None, None) => "rte_meter -".into(),
+            };
+            let _ = writeln!(
+                s,
+                "  {:<12} sfclab {:>14} {:?}  {peer}",
+                m.check,
+                crate::with_range(&m.sfclab_cycles_runs, 2),
+                m.sfclab_colours,
+            );
+        }
+    }
+    if !b.matcher.is_empty() {
+        let _ = writeln!(s, "\ndpi matcher alone on the workload's payloads (the limit):");
+        for m in &b.matcher {
+            let _ = writeln!(
+                s,
+                "  {:>5} B frames, {:.0} B payload: matcher {} GB/s, dpi NF {} GB/s ({} of the matcher)",
+                m.frames,
+                m.payload_bytes,
+                crate::with_range(&m.matcher_gbps_runs, 2),
+                m.nf_gbps.map_or("-".into(), |g| format!("{g:.2}")),
+                m.share.map_or("-".into(), |r| format!("{:.0}%", r * 100.0)),
             );
         }
     }

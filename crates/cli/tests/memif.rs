@@ -155,6 +155,61 @@ fn a_memif_chain_of_three_hop_processes_conserves_exactly() {
     );
 }
 
+/// Seed 001's multi-feature VNF as one hop: NAT, firewall, QoS and DPI run in one
+/// process in one namespace, the router in another; the hop's document reports each of
+/// its NFs, and every frame is counted.
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn a_multi_feature_hop_runs_its_nfs_in_one_process() {
+    sfclab_topology::require_root("network namespaces");
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let chain = common::repo().join("examples/chains/multi-feature.yaml");
+    let o = sfclab(&[
+        "run",
+        chain.to_str().unwrap(),
+        "--chaining",
+        "memif",
+        "--memif-wait",
+        "interrupt",
+        "--count",
+        "20000",
+        "--rate",
+        "50kpps",
+        "--warmup",
+        "100ms",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let d: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(d["window_loss"]["lost"], 0, "{}", d["path"]);
+    let hops = d["dut_processes"].as_array().unwrap();
+    assert_eq!(hops.len(), 2, "two hops");
+    let names = |doc: &Value| -> Vec<String> {
+        doc["places"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["role"] == "nf")
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(&hops[0]), ["nat44", "firewall", "qos", "dpi"]);
+    assert_eq!(names(&hops[1]), ["router"]);
+    for p in hops[0]["places"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["role"] == "nf")
+    {
+        assert!(
+            p["cycles_per_packet"].as_f64().unwrap() > 0.0,
+            "per-NF cycles inside the hop: {p}"
+        );
+    }
+    let path = d["path"].as_array().unwrap();
+    assert_eq!(path[1]["place"], "hop 1: nat44 -> firewall -> qos -> dpi", "{path:?}");
+}
+
 /// A hop of a memif chain killed mid-run (`kill -9`, as a crashed NF) and started again
 /// with the same command: its neighbours reconnect and traffic flows again; what its
 /// upstream could not hand over is counted there, by cause.

@@ -177,3 +177,57 @@ fn bench_lpm6_measures_rte_lpm6_when_installed() {
     assert!(v["shape_source"].as_str().unwrap().contains("lpm6_perf_autotest"));
     assert!(v["single_ratio"].as_f64().unwrap() > 0.0);
 }
+
+/// `bench nfs` prices part 2's NFs with their peers in the same run: the qos NF's meters
+/// alone beside DPDK's rte_meter (or why rte_meter could not run), and the dpi NF beside
+/// its matcher alone on the same payloads.
+#[test]
+fn bench_nfs_prices_qos_and_dpi_beside_rte_meter_and_the_matcher() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let o = sfclab(&[
+        "bench",
+        "nfs",
+        "--only",
+        "qos,dpi",
+        "--flows",
+        "256",
+        "--repeat",
+        "1",
+        "--duration",
+        "50ms",
+        "--warmup",
+        "20ms",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    common::assert_follows_schema("bench-nfs-2.json", &v);
+    let meters = v["meters"].as_array().unwrap();
+    assert_eq!(meters.len(), 4, "srTCM and trTCM, blind and aware");
+    for m in meters {
+        let ours: u64 = m["sfclab_colours"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap())
+            .sum();
+        assert_eq!(ours, m["packets"].as_u64().unwrap(), "{m}");
+        assert_eq!(ours, 1_000_000, "50 ms windows: a million packets a check");
+        match m["rte_meter_cycles"].as_f64() {
+            Some(c) => {
+                assert!(c > 0.0 && m["ratio"].as_f64().unwrap() > 0.0, "{m}");
+                // The same meter, parameters and clock: the colours agree to a fraction.
+                let green = |k: &str| m[k][0].as_f64().unwrap();
+                let (a, b) = (green("sfclab_colours"), green("rte_meter_colours"));
+                assert!((a - b).abs() / b < 0.01, "green {a} against rte_meter's {b}: {m}");
+            }
+            None => assert!(m["peer_error"].is_string(), "no figure and no reason: {m}"),
+        }
+    }
+    let matcher = v["matcher"].as_array().unwrap();
+    assert_eq!(matcher.len(), 2, "64 B and IMIX");
+    for m in matcher {
+        assert!(m["matcher_gbps"].as_f64().unwrap() > 0.0, "{m}");
+        assert!(m["nf_gbps"].as_f64().unwrap() > 0.0, "{m}");
+    }
+}

@@ -59,9 +59,10 @@ pub struct PacketMeta {
 /// |---|---|---|
 /// | [`Note::NEXT_HOP`] | router | the next hop it chose: distinct (next hop, port) pairs numbered from 0 in routing-table order |
 /// | [`Note::CONNTRACK`] | firewall (stateful) | 1: the packet opened a connection; 2: it belongs to a tracked one |
-/// | [`Note::COLOUR`] | policers (part 2) | 0 green, 1 yellow, 2 red |
+/// | [`Note::COLOUR`] | qos (its meters) | 1 green, 2 yellow, 3 red |
 /// | [`Note::SECURITY_ASSOCIATION`] | IPsec (part 2) | SA index |
 /// | [`Note::SERVICE_PATH`] | NSH (part 2) | service path id << 8 \| service index |
+/// | [`Note::SIGNATURE`] | dpi | the sid of the first `alert` signature the packet fired |
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct Notes {
@@ -79,8 +80,9 @@ impl Note {
     pub const COLOUR: Note = Note(2);
     pub const SECURITY_ASSOCIATION: Note = Note(3);
     pub const SERVICE_PATH: Note = Note(4);
+    pub const SIGNATURE: Note = Note(5);
     /// Slots in a packet's notes.
-    pub const SLOTS: usize = 5;
+    pub const SLOTS: usize = 6;
 }
 
 impl Notes {

@@ -63,6 +63,11 @@ pub struct Experiment {
     pub name: String,
     pub traffic: GeneratorConfig,
     pub nfs: Vec<(String, NfSpec)>,
+    /// How many of `nfs`, in order, each hop holds (a chain file's entry that lists NFs
+    /// is one hop of several): where the chaining puts hops in namespaces or processes
+    /// of their own; one NF a hop unless grouped. Runtimes in one process run them all
+    /// as one chain.
+    pub hops: Vec<usize>,
     /// Where each NF's outputs lead, when the chain file wires them (`wiring:`); `None`
     /// is the linear chain.
     pub wiring: Option<Vec<Vec<Next>>>,
@@ -144,6 +149,18 @@ pub struct Replay {
 }
 
 impl Experiment {
+    /// Each hop's NFs, in order.
+    pub fn hop_nfs(&self) -> Vec<&[(String, NfSpec)]> {
+        let mut at = 0;
+        self.hops
+            .iter()
+            .map(|&n| {
+                at += n;
+                &self.nfs[at - n..at]
+            })
+            .collect()
+    }
+
     /// The chain's NFs, built (each config was validated when the chain was read), the
     /// tapped ones wrapped in their tap (whose file is created here).
     pub fn build_nfs(&self) -> Result<sfclab_core::NamedNfs, sfclab_runtime::RunError> {
@@ -217,6 +234,33 @@ struct Ctx<'a> {
     tree: Option<&'a Located>,
     /// Which settings the command line gave (empty until the merge).
     layers: Option<&'a MergedSettings>,
+    /// Where each NF of the resolved chain is written (empty until it is resolved).
+    places: Option<&'a [Place]>,
+}
+
+/// Where an NF is written in `chain:`: `chain[2]`, or `chain[1][0]` inside a hop's list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Place {
+    entry: usize,
+    inner: Option<usize>,
+}
+
+impl Place {
+    fn steps(self) -> Vec<Step> {
+        let mut at = vec![Step::key("chain"), Step::Index(self.entry)];
+        at.extend(self.inner.map(Step::Index));
+        at
+    }
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "chain[{}]", self.entry)?;
+        match self.inner {
+            Some(k) => write!(f, "[{k}]"),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Ctx<'_> {
@@ -228,6 +272,14 @@ impl Ctx<'_> {
             key: key.to_string(),
             reason: reason.into(),
         }
+    }
+
+    /// The directory of the chain file, when the chain came from one (not `--chain`
+    /// or the embedded default).
+    fn directory(&self) -> Option<&std::path::Path> {
+        self.tree?;
+        let path = std::path::Path::new(self.file);
+        path.exists().then(|| path.parent())?
     }
 
     /// An error in the whole file (not valid YAML, not a mapping).
@@ -247,9 +299,18 @@ impl Ctx<'_> {
         self.at(&[Step::key(section), Step::key(key)], section, key, reason)
     }
 
-    /// An error in the NF at `chain[index]`, at `path` inside its settings.
+    /// An error in the chain's NF `index` (in chain order), at `path` inside its settings.
     fn nf(&self, index: usize, kind: &str, path: &[Step], reason: impl Into<String>) -> ChainFileError {
-        let mut at = vec![Step::key("chain"), Step::Index(index)];
+        let place = self.places.and_then(|p| p.get(index).copied()).unwrap_or(Place {
+            entry: index,
+            inner: None,
+        });
+        self.nf_at(place, kind, path, reason)
+    }
+
+    /// An error in the NF written at `place`, at `path` inside its settings.
+    fn nf_at(&self, place: Place, kind: &str, path: &[Step], reason: impl Into<String>) -> ChainFileError {
+        let mut at = place.steps();
         at.extend_from_slice(path);
         let key = path
             .iter()
@@ -262,9 +323,9 @@ impl Ctx<'_> {
             .join(".")
             .replace(".[", "[");
         let place = if kind.is_empty() {
-            format!("chain[{index}]")
+            place.to_string()
         } else {
-            format!("chain[{index}] ({kind})")
+            format!("{place} ({kind})")
         };
         self.at(&at, &place, &key, reason)
     }
@@ -288,6 +349,7 @@ pub fn parse(text: &str, origin: &str, flags: &Settings) -> Result<Experiment, C
         file: origin,
         tree: None,
         layers: None,
+        places: None,
     };
     let tree: Located = serde_saphyr::from_str(text).map_err(|e| {
         let message = e.without_snippet().to_string();
@@ -367,6 +429,7 @@ pub fn from_shorthand(spec: &str, flags: &Settings) -> Result<Experiment, ChainF
         file: "--chain",
         tree: None,
         layers: None,
+        places: None,
     };
     let chain = parse_shorthand(spec).map_err(|e| ctx.whole(e))?;
     let file = ChainFile {
@@ -453,7 +516,11 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
             "the chain has no NF: list at least one (e.g. `- noop`)",
         ));
     }
-    let nfs = resolve_chain(&file.chain, ctx)?;
+    let ResolvedChain { nfs, places, hops } = resolve_chain(&file.chain, ctx)?;
+    let ctx = &Ctx {
+        places: Some(&places),
+        ..*ctx
+    };
     if traffic.destinations == Destinations::Router
         && let Some((name, router)) = nfs.iter().find(|(_, spec)| spec.kind() == "router")
     {
@@ -492,7 +559,16 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
             }
         }
         Chaining::Veth | Chaining::Linux | Chaining::Ovs | Chaining::NicSwitch { .. } | Chaining::Memif => {
-            hop_cores = resolve_hops(&layers, chaining, &nfs, wiring.is_some(), replicas, settings.core, ctx)?;
+            hop_cores = resolve_hops(
+                &layers,
+                chaining,
+                &nfs,
+                &hops,
+                wiring.is_some(),
+                replicas,
+                settings.core,
+                ctx,
+            )?;
             ports = Ports::Veth;
         }
     }
@@ -523,19 +599,20 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
                 let k: usize = item
                     .parse()
                     .ok()
-                    .filter(|k| (1..=nfs.len()).contains(k))
+                    .filter(|k| (1..=hops.len()).contains(k))
                     .ok_or_else(|| {
                         ctx.setting(
                             "run",
                             "dpdk_hops",
                             format!(
                                 "`{item}` is not a hop of this chain: write numbers from 1 to {}",
-                                nfs.len()
+                                hops.len()
                             ),
                         )
                     })?;
-                let (name, spec) = &nfs[k - 1];
-                if spec.kind() != "forwarder" {
+                let first: usize = hops[..k - 1].iter().sum();
+                let (name, spec) = &nfs[first];
+                if hops[k - 1] != 1 || spec.kind() != "forwarder" {
                     return Err(ctx.setting(
                         "run",
                         "dpdk_hops",
@@ -764,6 +841,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         name: file.name.unwrap_or_else(|| ctx.file.to_string()),
         traffic,
         nfs,
+        hops,
         wiring,
         settings,
         pipeline,
@@ -788,10 +866,12 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
 /// a placement puts hops on cores as it puts a pipeline's NFs (hops on one core take
 /// turns on its thread); without one every hop runs on the chain's core. Keys that do
 /// not apply are refused.
+#[allow(clippy::too_many_arguments)]
 fn resolve_hops(
     layers: &MergedSettings,
     chaining: Chaining,
     nfs: &[(String, NfSpec)],
+    hops: &[usize],
     wired: bool,
     replicas: usize,
     core: Option<usize>,
@@ -828,6 +908,16 @@ fn resolve_hops(
         ));
     }
     if !chaining.runs_sfclab_hops()
+        && let Some(k) = hops.iter().position(|&n| n > 1)
+    {
+        return Err(ctx.nf(
+            hops[..k].iter().sum(),
+            "",
+            &[],
+            format!("`chaining: {chaining}` forwards in the kernel or a switch at every hop: a hop holds no list of NFs there"),
+        ));
+    }
+    if !chaining.runs_sfclab_hops()
         && let Some((i, (name, _))) = nfs.iter().enumerate().find(|(_, (_, spec))| spec.kind() != "forwarder")
     {
         let who = if chaining == Chaining::Linux {
@@ -859,13 +949,13 @@ fn resolve_hops(
         );
     }
     match &p.placement {
-        None => Ok(vec![core; nfs.len()]),
+        None => Ok(vec![core; hops.len()]),
         Some(placement) => {
             let cores = p.cores.clone().unwrap_or_else(sfclab_runtime::placement::allowed_cores);
             let stages = placement
-                .stages(nfs.len(), &cores)
+                .stages(hops.len(), &cores)
                 .map_err(|e| ctx.setting("run", "placement", e))?;
-            let mut per_hop = vec![core; nfs.len()];
+            let mut per_hop = vec![core; hops.len()];
             for st in stages {
                 for i in st.nfs {
                     per_hop[i] = Some(st.core);
@@ -982,49 +1072,45 @@ pub fn default_core() -> Option<usize> {
     sfclab_runtime::placement::default_chain_core()
 }
 
-fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfSpec)>, ChainFileError> {
+/// The chain's NFs in order, where each is written, and the NFs of each hop: an entry
+/// of `chain:` is one NF, or a list of NFs that run together as one hop (one process,
+/// one namespace) where the chaining puts hops apart.
+fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<ResolvedChain, ChainFileError> {
     let mut out: Vec<(String, NfSpec)> = Vec::new();
+    let mut places = Vec::new();
+    let mut hops = Vec::new();
     for (i, raw) in chain.iter().enumerate() {
-        // `- noop` and `- noop:` mean the NF with default settings.
-        let (kind, settings) = match raw {
-            Value::String(s) => (s.clone(), Value::Null),
-            Value::Object(m) if m.len() == 1 => {
-                let (k, v) = m.iter().next().expect("one entry");
-                (k.clone(), v.clone())
+        let entries: Vec<(Place, &Value)> = match raw {
+            Value::Array(group) => {
+                if group.is_empty() {
+                    return Err(ctx.nf_at(
+                        Place { entry: i, inner: None },
+                        "",
+                        &[],
+                        "a hop's list of NFs is empty: list at least one",
+                    ));
+                }
+                group
+                    .iter()
+                    .enumerate()
+                    .map(|(k, v)| {
+                        (
+                            Place {
+                                entry: i,
+                                inner: Some(k),
+                            },
+                            v,
+                        )
+                    })
+                    .collect()
             }
-            _ => {
-                return Err(ctx.nf(
-                    i,
-                    "",
-                    &[],
-                    "an NF is written as `- type: { key: value, ... }` with exactly one type",
-                ));
-            }
+            one => vec![(Place { entry: i, inner: None }, one)],
         };
-        let at = |path: Vec<Step>| [vec![Step::key(&kind)], path].concat();
-        let mut settings = match settings {
-            Value::Null => Map::new(),
-            Value::Object(m) => m,
-            _ => return Err(ctx.nf(i, &kind, &at(vec![]), "expected a mapping of settings")),
-        };
-        // `name` is the chain's, not the NF's: every NF has one.
-        let name = match settings.remove("name") {
-            None => String::new(),
-            Some(Value::String(n)) if !n.is_empty() && !n.contains(['.', ' ']) => n,
-            Some(other) => {
-                return Err(ctx.nf(
-                    i,
-                    &kind,
-                    &at(vec![Step::key("name")]),
-                    format!("`{other}` is not a name: write a word without dots or spaces"),
-                ));
-            }
-        };
-        let spec = NfSpec::new(&kind, Value::Object(settings)).map_err(|e| match e {
-            SpecError::UnknownKind(_) => ctx.nf(i, &kind, &at(vec![]), e.to_string()),
-            SpecError::Config(c) => ctx.nf(i, &kind, &at(steps_of_text(&c.key)), plain(&c.reason)),
-        })?;
-        out.push((name, spec));
+        hops.push(entries.len());
+        for (place, raw) in entries {
+            out.push(resolve_nf(place, raw, ctx)?);
+            places.push(place);
+        }
     }
     // Unnamed NFs are named by type, numbered when a type appears more than once.
     for i in 0..out.len() {
@@ -1041,15 +1127,77 @@ fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<Vec<(String, NfSpec)>, Ch
     for i in 0..out.len() {
         if let Some(j) = (0..i).find(|&j| out[j].0 == out[i].0) {
             let kind = out[i].1.kind();
-            return Err(ctx.nf(
-                i,
+            return Err(ctx.nf_at(
+                places[i],
                 kind,
                 &[Step::key(kind), Step::key("name")],
-                format!("`{}` is already the name of chain[{j}]", out[i].0),
+                format!("`{}` is already the name of {}", out[i].0, places[j]),
             ));
         }
     }
-    Ok(out)
+    Ok(ResolvedChain { nfs: out, places, hops })
+}
+
+/// A chain as written: its NFs, where each is, and how many each hop holds.
+struct ResolvedChain {
+    nfs: Vec<(String, NfSpec)>,
+    places: Vec<Place>,
+    hops: Vec<usize>,
+}
+
+/// One NF entry (`- type: { settings }`, `- type`), checked and built once.
+fn resolve_nf(place: Place, raw: &Value, ctx: &Ctx) -> Result<(String, NfSpec), ChainFileError> {
+    // `- noop` and `- noop:` mean the NF with default settings.
+    let (kind, settings) = match raw {
+        Value::String(s) => (s.clone(), Value::Null),
+        Value::Object(m) if m.len() == 1 => {
+            let (k, v) = m.iter().next().expect("one entry");
+            (k.clone(), v.clone())
+        }
+        _ => {
+            return Err(ctx.nf_at(
+                place,
+                "",
+                &[],
+                "an NF is written as `- type: { key: value, ... }` with exactly one type, or a hop as a list of them",
+            ));
+        }
+    };
+    let at = |path: Vec<Step>| [vec![Step::key(&kind)], path].concat();
+    let mut settings = match settings {
+        Value::Null => Map::new(),
+        Value::Object(m) => m,
+        _ => return Err(ctx.nf_at(place, &kind, &at(vec![]), "expected a mapping of settings")),
+    };
+    // `name` is the chain's, not the NF's: every NF has one.
+    let name = match settings.remove("name") {
+        None => String::new(),
+        Some(Value::String(n)) if !n.is_empty() && !n.contains(['.', ' ']) => n,
+        Some(other) => {
+            return Err(ctx.nf_at(
+                place,
+                &kind,
+                &at(vec![Step::key("name")]),
+                format!("`{other}` is not a name: write a word without dots or spaces"),
+            ));
+        }
+    };
+    // A relative file in a chain file is the chain file's neighbour, wherever the
+    // command runs from.
+    if let Some(dir) = ctx.directory() {
+        for key in NfSpec::file_settings(&kind) {
+            if let Some(Value::String(path)) = settings.get_mut(*key)
+                && std::path::Path::new(path.as_str()).is_relative()
+            {
+                *path = dir.join(&*path).display().to_string();
+            }
+        }
+    }
+    let spec = NfSpec::new(&kind, Value::Object(settings)).map_err(|e| match e {
+        SpecError::UnknownKind(_) => ctx.nf_at(place, &kind, &at(vec![]), e.to_string()),
+        SpecError::Config(c) => ctx.nf_at(place, &kind, &at(steps_of_text(&c.key)), plain(&c.reason)),
+    })?;
+    Ok((name, spec))
 }
 
 /// The chain's wiring from `wiring:` lines (`router.port1 -> fw`, `fw.deny -> egress`):
@@ -1200,8 +1348,53 @@ fn resolve_wiring(
 /// Parses `a -> b(k=v, k2=v2)*3 -> c` into chain elements.
 pub fn parse_shorthand(spec: &str) -> Result<Vec<Value>, String> {
     let mut out = Vec::new();
+    // NFs between `[` and `]` are one hop: `[nat44 -> firewall] -> router`.
+    let mut group: Option<Vec<Value>> = None;
     for part in spec.split("->") {
-        let part = part.trim();
+        let mut part = part.trim();
+        if let Some(rest) = part.strip_prefix('[') {
+            if group.is_some() {
+                return Err(format!("`[` inside a hop's `[...]` in `{spec}`: hops do not nest"));
+            }
+            group = Some(Vec::new());
+            part = rest.trim();
+        }
+        let mut close = None;
+        if let Some(at) = part.rfind(']') {
+            let repeat = part[at + 1..].trim();
+            let n: usize = match repeat.strip_prefix('*') {
+                None if repeat.is_empty() => 1,
+                Some(n) => n
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=4096).contains(n))
+                    .ok_or_else(|| format!("`{repeat}` after `]` in `{spec}` is not a repeat count 1..=4096"))?,
+                None => return Err(format!("`{repeat}` after `]` in `{spec}`: write `]` or `]*N`")),
+            };
+            close = Some(n);
+            part = part[..at].trim();
+        }
+        let into = match group.as_mut() {
+            Some(g) => g,
+            None if close.is_some() => return Err(format!("`]` without `[` in `{spec}`")),
+            None => &mut out,
+        };
+        parse_shorthand_nf(part, spec, into)?;
+        if let Some(n) = close {
+            let hop = group.take().expect("open");
+            out.extend(std::iter::repeat_n(Value::Array(hop), n));
+        }
+    }
+    if group.is_some() {
+        return Err(format!("a `[` without its `]` in `{spec}`"));
+    }
+    Ok(out)
+}
+
+/// One `type(key=value, ...)*N` element of the shorthand, pushed onto `out`.
+fn parse_shorthand_nf(part: &str, spec: &str, out: &mut Vec<Value>) -> Result<(), String> {
+    {
         if part.is_empty() {
             return Err(format!("empty element in `{spec}`"));
         }
@@ -1241,7 +1434,7 @@ pub fn parse_shorthand(spec: &str) -> Result<Vec<Value>, String> {
             out.push(serde_json::json!({ kind: Value::Object(settings.clone()) }));
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// A shorthand value as YAML would read it: number, bool or string.
@@ -1278,6 +1471,73 @@ mod tests {
     fn default_chain_parses() {
         let spec = parse(DEFAULT_CHAIN, "default", &Settings::default()).unwrap();
         assert!(!spec.nfs.is_empty());
+    }
+
+    /// `rules_file: sigs.rules` in a chain file is the chain file's neighbour, wherever
+    /// the command runs.
+    #[test]
+    fn relative_files_in_a_chain_file_are_read_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("sigs.rules"),
+            "alert udp any any -> any any (content:\"x\"; sid:7;)\n",
+        )
+        .unwrap();
+        let chain = dir.path().join("c.yaml");
+        std::fs::write(&chain, "chain:\n  - dpi: { rules_file: sigs.rules }\n").unwrap();
+        let spec = load(chain.to_str().unwrap(), &Settings::default()).unwrap();
+        assert_eq!(
+            spec.nfs[0].1.settings()["rules_file"],
+            dir.path().join("sigs.rules").display().to_string()
+        );
+        // Text that is not a file (the embedded default, a test's string) keeps them as written.
+        let e = parse(
+            "chain:\n  - dpi: { rules_file: sigs.rules }\n",
+            "text",
+            &Settings::default(),
+        )
+        .unwrap_err();
+        assert!(e.reason.contains("cannot read sigs.rules"), "{e}");
+    }
+
+    /// A chain-file entry that lists NFs is one hop; elsewhere the chain runs them all.
+    #[test]
+    fn a_listed_entry_is_one_hop_of_several_nfs() {
+        let text = "chain:\n  - [nat44, firewall: { default: allow }, qos]\n  - router: { routes: ['0.0.0.0/0 192.0.2.1 0'] }\n";
+        let spec = parse(text, "h.yaml", &Settings::default()).unwrap();
+        assert_eq!(spec.hops, vec![3, 1]);
+        let hops: Vec<Vec<&str>> = spec
+            .hop_nfs()
+            .iter()
+            .map(|h| h.iter().map(|(n, _)| n.as_str()).collect())
+            .collect();
+        assert_eq!(hops, vec![vec!["nat44", "firewall", "qos"], vec!["router"]]);
+        let short = from_shorthand("[nat44 -> firewall(default=allow)]*2 -> router", &Settings::default()).unwrap();
+        assert_eq!(short.hops, vec![2, 2, 1]);
+        assert_eq!(
+            from_shorthand("forwarder*3", &Settings::default()).unwrap().hops,
+            vec![1, 1, 1]
+        );
+        for (bad, says) in [
+            ("[forwarder -> [noop]]", "do not nest"),
+            ("forwarder] -> noop", "without `[`"),
+            ("[forwarder -> noop", "without its `]`"),
+            ("[forwarder]x", "write `]` or `]*N`"),
+        ] {
+            let e = from_shorthand(bad, &Settings::default()).unwrap_err();
+            assert!(e.reason.contains(says), "{bad}: {e}");
+        }
+        // Errors inside a hop's list point at the NF in it.
+        let e = parse_err("chain:\n  - [noop, firewall: { default: maybe }]\n");
+        assert_eq!(
+            (e.place.as_str(), e.key.as_str(), e.line),
+            ("chain[0][1] (firewall)", "default", Some(2))
+        );
+        let e = parse_err("chain:\n  - []\n");
+        assert!(e.reason.contains("empty"), "{e}");
+        // The kernel or a switch forwards at every hop: no lists of NFs there.
+        let e = parse_err("run: { chaining: linux }\nchain:\n  - [forwarder, forwarder]\n");
+        assert!(e.reason.contains("holds no list"), "{e}");
     }
 
     #[test]

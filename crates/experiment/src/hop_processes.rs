@@ -1,6 +1,7 @@
 //! `chaining: veth` with `isolation: process`: every hop an sfclab process of its own,
 //! started inside its namespace as `sfclab run --ports dut:d-in,d-out` with a chain file
-//! of its one NF, as an NF in a container would run. Each is stopped with SIGINT (it
+//! of its NF (or the NFs a chain file grouped into the hop, seed 001's multi-feature
+//! VNF), as an NF in a container would run. Each is stopped with SIGINT (it
 //! keeps its result, marked interrupted) once the tester has finished, and its JSON
 //! document becomes part of the wired run's report; its drops explain the tester's loss.
 
@@ -11,10 +12,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::chain_file::Experiment;
+use sfclab_nf::NfSpec;
 
 /// The hops of `spec` as processes: a device under test for the wired runner.
 pub fn device(spec: &Experiment) -> Result<DeviceUnderTest, String> {
-    let hops = spec.nfs.len();
+    let hops = spec.hops.len();
     let plan = Plan::of(spec)?;
     Ok(DeviceUnderTest::External {
         label: format!(
@@ -61,20 +63,25 @@ impl Plan {
         if !spec.settings.accounting {
             args.push("--no-accounting".into());
         }
-        let chains: Vec<(String, serde_json::Value)> = spec
-            .nfs
-            .iter()
-            .map(|(name, nf)| {
-                let mut entry = serde_json::to_value(nf).map_err(|e| e.to_string())?;
-                if let Some(settings) = entry.as_object_mut().and_then(|m| m.values_mut().next()) {
-                    if settings.is_null() {
-                        *settings = serde_json::json!({});
-                    }
-                    if let Some(s) = settings.as_object_mut() {
-                        s.insert("name".into(), serde_json::Value::String(name.clone()));
-                    }
+        let entry = |(name, nf): &(String, NfSpec)| -> Result<serde_json::Value, String> {
+            let mut entry = serde_json::to_value(nf).map_err(|e| e.to_string())?;
+            if let Some(settings) = entry.as_object_mut().and_then(|m| m.values_mut().next()) {
+                if settings.is_null() {
+                    *settings = serde_json::json!({});
                 }
-                Ok((name.clone(), serde_json::json!({ "name": name, "chain": [entry] })))
+                if let Some(s) = settings.as_object_mut() {
+                    s.insert("name".into(), serde_json::Value::String(name.clone()));
+                }
+            }
+            Ok(entry)
+        };
+        let chains: Vec<(String, serde_json::Value)> = spec
+            .hop_nfs()
+            .into_iter()
+            .map(|nfs| {
+                let name = nfs.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join("+");
+                let chain = nfs.iter().map(entry).collect::<Result<Vec<_>, String>>()?;
+                Ok((name.clone(), serde_json::json!({ "name": name, "chain": chain })))
             })
             .collect::<Result<_, String>>()?;
         Ok(Plan {

@@ -35,7 +35,7 @@ fn setting(key: &'static str, reason: impl std::fmt::Display) -> RunError {
 /// Builds the namespaces, starts the hops, runs the tester across them and takes
 /// everything down again (also on error: the topology's drop kills what runs inside).
 pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, RunError> {
-    let n = spec.nfs.len();
+    let n = spec.hops.len();
     if n == 0 {
         return Err(setting("chain", "a chain of hops needs at least one"));
     }

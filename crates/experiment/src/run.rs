@@ -76,9 +76,9 @@ pub(crate) fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
         );
     }
     let dut = match (spec.chaining, &spec.ports) {
-        (Chaining::Linux, _) => DeviceUnderTest::Linux { hops: spec.nfs.len() },
+        (Chaining::Linux, _) => DeviceUnderTest::Linux { hops: spec.hops.len() },
         (Chaining::Ovs, _) => DeviceUnderTest::Ovs {
-            hops: spec.nfs.len(),
+            hops: spec.hops.len(),
             ports: match spec.io_kind {
                 sfclab_io::IoKind::AfXdp => OvsPort::AfXdp,
                 sfclab_io::IoKind::AfPacket => OvsPort::System,
@@ -93,11 +93,11 @@ pub(crate) fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
             })?
         }
         (Chaining::Veth, _) => DeviceUnderTest::Hops {
-            hops: one_nf_per_hop(spec, |_, nf| vec![nf])?,
+            hops: hop_chains(spec)?,
             links: HopLinks::Veth,
         },
         (Chaining::NicSwitch { vepa }, _) => DeviceUnderTest::Hops {
-            hops: one_nf_per_hop(spec, |_, nf| vec![nf])?,
+            hops: hop_chains(spec)?,
             links: match &spec.sriov {
                 Some(nic) => HopLinks::Sriov(nic.clone()),
                 None => HopLinks::NicSwitch(if vepa { MacvlanMode::Vepa } else { MacvlanMode::Bridge }),
@@ -135,17 +135,18 @@ fn tester_core(dut_core: Option<usize>) -> Option<usize> {
 
 type NamedNf = (String, Box<dyn sfclab_core::NetworkFunction>);
 
-/// Each NF of the spec as the graph of its own hop (`hop(i, nf)` makes it), on the hop's
-/// core.
-fn one_nf_per_hop(
-    spec: &Experiment,
-    hop: impl Fn(usize, NamedNf) -> Vec<NamedNf>,
-) -> Result<Vec<(ChainGraph, Option<usize>)>, RunError> {
+/// Each hop's NFs (one, or the list a chain file grouped into it) as the chain it runs,
+/// on the hop's core.
+fn hop_chains(spec: &Experiment) -> Result<Vec<(ChainGraph, Option<usize>)>, RunError> {
+    let mut nfs = spec.build_nfs()?.into_iter();
     Ok(spec
-        .build_nfs()?
-        .into_iter()
+        .hops
+        .iter()
         .enumerate()
-        .map(|(i, nf)| (ChainGraph::from(hop(i, nf)), spec.hop_cores.get(i).copied().flatten()))
+        .map(|(i, &n)| {
+            let chain: Vec<NamedNf> = nfs.by_ref().take(n).collect();
+            (ChainGraph::from(chain), spec.hop_cores.get(i).copied().flatten())
+        })
         .collect())
 }
 

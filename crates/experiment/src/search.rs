@@ -138,6 +138,7 @@ impl ChainTrial {
         let mut spec = self.spec.as_trial(Rate::Pps(offered_pps), probe_pps, duration);
         if empty_chain {
             spec.nfs.clear();
+            spec.hops.clear();
             spec.wiring = None;
             if let Some(p) = spec.pipeline.as_mut() {
                 p.placement = sfclab_runtime::Placement::SCore;

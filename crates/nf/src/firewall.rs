@@ -336,6 +336,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     about: "ordered 5-tuple ACL (bit-vector classifier) with stateful connection tracking, as netfilter's",
     stateless: false,
     cost_neutral: &["icmp_timeout", "tcp_established_timeout", "udp_timeout"],
+    files: &[],
     schema: || schemars::schema_for!(FirewallConfig),
     drops_all_by_default: Some("acl-deny"),
     fixes: &[(

@@ -48,6 +48,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     about: "rewrites destination and source MAC, as testpmd's mac mode does",
     stateless: true,
     cost_neutral: &["dst_mac", "src_mac"],
+    files: &[],
     schema: || schemars::schema_for!(ForwarderConfig),
     drops_all_by_default: None,
     fixes: &[],

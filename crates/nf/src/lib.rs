@@ -7,6 +7,7 @@
 
 pub mod classes;
 pub mod config;
+pub mod dpi;
 pub mod firewall;
 pub mod forwarder;
 pub mod frame;

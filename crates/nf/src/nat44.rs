@@ -454,6 +454,7 @@ pub const TYPE: crate::NfType = crate::NfType {
         "tcp_transitory_timeout",
         "udp_timeout",
     ],
+    files: &[],
     schema: || schemars::schema_for!(Nat44Config),
     drops_all_by_default: None,
     fixes: &[(

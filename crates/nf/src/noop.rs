@@ -23,6 +23,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     about: "passes every packet untouched: the cost of the chain itself",
     stateless: true,
     cost_neutral: &[],
+    files: &[],
     schema: || schemars::schema_for!(NoopConfig),
     drops_all_by_default: None,
     fixes: &[],

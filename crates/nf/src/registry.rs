@@ -16,6 +16,9 @@ pub struct NfType {
     /// Settings that name things (addresses, MACs, timeouts) without changing the work
     /// per packet: a cost model prices two NFs that differ only in these as one.
     pub cost_neutral: &'static [&'static str],
+    /// Settings that name files: a chain file's relative paths in them are read from
+    /// the chain file's directory.
+    pub files: &'static [&'static str],
     /// Keeps no state between packets (no table, no working set): copies of it in one
     /// chain share nothing, so its cost in a chain can be measured as the slope over
     /// copies, which is what it costs there (and, for a cost of a few cycles, far less
@@ -45,6 +48,7 @@ pub const TYPES: &[NfType] = &[
     crate::firewall::TYPE,
     crate::qos::TYPE,
     crate::shaper::TYPE,
+    crate::dpi::TYPE,
 ];
 
 impl NfType {
@@ -108,6 +112,11 @@ impl NfSpec {
 
     pub fn kind(&self) -> &'static str {
         self.ty.kind
+    }
+
+    /// The settings of NF type `kind` that name files (`NfType::files`).
+    pub fn file_settings(kind: &str) -> &'static [&'static str] {
+        find(kind).map_or(&[], |t| t.files)
     }
 
     pub fn settings(&self) -> &serde_json::Value {

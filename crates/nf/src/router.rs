@@ -14,7 +14,8 @@
 //! - `routes`: lines `prefix next-hop port` (`10.0.0.0/8 192.0.2.1 1`; next hop `-`: the
 //!   destination is on the link) or `ip route` / `ip -6 route` lines
 //!   (`10.0.0.0/8 via 192.0.2.1 dev eth1`; devices become ports in order of appearance).
-//! - `routes_file`: a file of such lines (`#` comments).
+//! - `routes_file`: a file of such lines (`#` comments; in a chain file, a relative path
+//!   is read beside it).
 //! - `generate`: `{ ipv4: N, ipv6: M, seed: S }` random routes shaped like BGP tables.
 //! - `ports` (default: enough for the routes), `port_macs`, `neighbors` (next-hop IP to
 //!   MAC; default `02:00` + the IPv4 address, or + the IPv6 address's last 4 bytes),
@@ -376,6 +377,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     about: "IPv4/IPv6 longest-prefix-match forwarding: TTL, RFC 1624 checksum, next-hop MACs, ICMP errors",
     stateless: false,
     cost_neutral: &["address", "address6", "neighbors", "port_macs", "icmp_rate"],
+    files: &["routes_file"],
     schema: || schemars::schema_for!(RouterConfig),
     drops_all_by_default: Some("no-route"),
     fixes: &[(
@@ -391,7 +393,7 @@ pub struct RouterConfig {
     /// Routes: `prefix next-hop port` (next hop `-`: on the link), or `ip route` lines.
     #[serde(default)]
     pub routes: Vec<String>,
-    /// A file of route lines (`#` starts a comment).
+    /// A file of route lines (`#` starts a comment); in a chain file, relative to it.
     pub routes_file: Option<String>,
     /// Random routes shaped like BGP tables: `{ ipv4: N, ipv6: M, seed: S }`.
     pub generate: Option<GenerateRoutes>,

@@ -268,6 +268,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     about: "holds packets in per-class queues and sends them at a rate: token bucket, DRR or strict priority, tail or head drop",
     stateless: false,
     cost_neutral: &[],
+    files: &[],
     schema: || schemars::schema_for!(ShaperConfig),
     drops_all_by_default: None,
     fixes: &[(

@@ -84,6 +84,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     about: "tunable load: cycles per packet, a working set read at random offsets, injected drops",
     stateless: false,
     cost_neutral: &["seed"],
+    files: &[],
     schema: || schemars::schema_for!(SyntheticConfig),
     drops_all_by_default: None,
     fixes: &[],

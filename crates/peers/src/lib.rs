@@ -5,9 +5,11 @@
 //! - [`testpmd`]: DPDK's testpmd processes on virtual devices (`net_ring`, `net_memif`).
 //! - [`dpdk_test`]: DPDK's unit-test binary (`ring_perf_autotest`, `lpm_perf_autotest`).
 //! - [`dpdk_acl`]: DPDK's ACL test application (`dpdk-test-acl`, rte_acl).
+//! - [`dpdk_meter`]: DPDK's rte_meter, timed by a small program compiled against it.
 //! - [`trafgen`]: netsniff-ng's packet generator on AF_PACKET TX rings.
 
 pub mod dpdk_acl;
+pub mod dpdk_meter;
 pub mod dpdk_test;
 pub mod testpmd;
 pub mod trafgen;
@@ -36,8 +38,15 @@ pub(crate) fn run_dpdk_app(
     stop: &dyn Fn() -> bool,
 ) -> Result<std::process::Output, String> {
     use std::process::Stdio;
-    let path = which(bin).ok_or_else(|| format!("{bin} not found (Debian package `{package}`)"))?;
-    let prefix = format!("sfclab-{bin}-{}", std::process::id());
+    // A path runs as it is (a program built for the run); a name is looked up.
+    let path = match bin.contains('/') {
+        true => bin.to_string(),
+        false => which(bin).ok_or_else(|| format!("{bin} not found (Debian package `{package}`)"))?,
+    };
+    let name = std::path::Path::new(bin)
+        .file_name()
+        .map_or(bin.into(), |n| n.to_string_lossy());
+    let prefix = format!("sfclab-{name}-{}", std::process::id());
     let mut args: Vec<String> = [
         "--no-huge",
         "-m",
