@@ -22,7 +22,7 @@ use serde_json::json;
 use sfclab_nf::NfSpec;
 use sfclab_nf::tables::acl::{Match, classbench};
 use sfclab_runtime::{Role, RunReport, RunSettings, run_compound};
-use sfclab_traffic::{Destinations, DscpMix, FrameSizes, GeneratorConfig};
+use sfclab_traffic::{Destinations, DscpMix, FrameSizes, GeneratorConfig, L4};
 use std::time::Duration;
 
 use crate::median;
@@ -149,6 +149,12 @@ struct Workload {
     sizes: Vec<(&'static str, FrameSizes)>,
     /// The flows' DSCPs (empty: best effort).
     dscp: DscpMix,
+    /// TCP sessions of this many packets, each a new 5-tuple (flow churn); None: UDP
+    /// flows that last.
+    churn: Option<u32>,
+    /// A responder answers every packet through the chain (NAT and conntrack entries
+    /// become assured).
+    responder: bool,
 }
 
 fn spec(kind: &str, settings: serde_json::Value) -> Result<NfSpec, String> {
@@ -235,6 +241,12 @@ pub fn workload_names(nat_sessions: &[u32]) -> Vec<String> {
         "shaper",
         "dpi",
         "multi-feature",
+        "nat44-churn",
+        "firewall-churn",
+        "nat44-answered",
+        "nat44-full",
+        "firewall-answered",
+        "firewall-full",
     ];
     let mut names: Vec<String> = fixed.iter().map(|s| s.to_string()).collect();
     names.extend(nat_sessions.iter().map(|n| format!("nat44@{n}")));
@@ -266,6 +278,8 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             destinations: Destinations::One,
             sizes: both(),
             dscp: DscpMix::default(),
+            churn: None,
+            responder: false,
         },
         Workload {
             name: "router".into(),
@@ -275,6 +289,8 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             destinations: Destinations::Spread,
             sizes: both(),
             dscp: DscpMix::default(),
+            churn: None,
+            responder: false,
         },
         Workload {
             name: "nat44".into(),
@@ -284,6 +300,8 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             destinations: Destinations::One,
             sizes: both(),
             dscp: DscpMix::default(),
+            churn: None,
+            responder: false,
         },
         Workload {
             name: "firewall-acl".into(),
@@ -296,6 +314,8 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             destinations: Destinations::One,
             sizes: both(),
             dscp: DscpMix::default(),
+            churn: None,
+            responder: false,
         },
         Workload {
             name: "firewall".into(),
@@ -305,6 +325,8 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             destinations: Destinations::One,
             sizes: both(),
             dscp: DscpMix::default(),
+            churn: None,
+            responder: false,
         },
         Workload {
             name: "fw-nat-router".into(),
@@ -318,6 +340,8 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             destinations: Destinations::Spread,
             sizes: both(),
             dscp: DscpMix::default(),
+            churn: None,
+            responder: false,
         },
         Workload {
             name: "qos".into(),
@@ -327,6 +351,8 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             destinations: Destinations::One,
             sizes: both(),
             dscp: "ef,af41,be".parse().map_err(|e: String| e)?,
+            churn: None,
+            responder: false,
         },
         Workload {
             name: "shaper".into(),
@@ -336,6 +362,8 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             destinations: Destinations::One,
             sizes: both(),
             dscp: DscpMix::default(),
+            churn: None,
+            responder: false,
         },
         Workload {
             name: "dpi".into(),
@@ -345,6 +373,8 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             destinations: Destinations::One,
             sizes: both(),
             dscp: DscpMix::default(),
+            churn: None,
+            responder: false,
         },
         Workload {
             name: "multi-feature".into(),
@@ -366,6 +396,80 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             destinations: Destinations::One,
             sizes: both(),
             dscp: "ef,af41,be".parse().map_err(|e: String| e)?,
+            churn: None,
+            responder: false,
+        },
+        Workload {
+            name: "nat44-churn".into(),
+            description: "a new TCP mapping every 2 packets, 1M flows through the default table (1M, pool 1,032,192 pairs): each new flow takes an unassured one's place".into(),
+            chain: vec![("nat44".into(), spec("nat44", json!({}))?)],
+            flows: 1_000_000,
+            destinations: Destinations::One,
+            sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
+            dscp: DscpMix::default(),
+            churn: Some(2),
+            responder: false,
+        },
+        Workload {
+            name: "firewall-churn".into(),
+            description: "a new TCP connection every 2 packets, 1M flows through the default table (1M): each takes an unassured one's place".into(),
+            chain: vec![("firewall".into(), spec("firewall", json!({ "default": "allow" }))?)],
+            flows: 1_000_000,
+            destinations: Destinations::One,
+            sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
+            dscp: DscpMix::default(),
+            churn: Some(2),
+            responder: false,
+        },
+        Workload {
+            name: "nat44-answered".into(),
+            description: "65,536 answered flows, a table of 65,536: every mapping assured, every packet forwarded (nat44-full's baseline)".into(),
+            chain: vec![("nat44".into(), spec("nat44", json!({ "max_sessions": 65536 }))?)],
+            flows: 65_536,
+            destinations: Destinations::One,
+            sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
+            dscp: DscpMix::default(),
+            churn: None,
+            responder: true,
+        },
+        Workload {
+            name: "nat44-full".into(),
+            description: "131,072 answered flows, a table of 65,536: half the packets find it full of assured mappings and are dropped".into(),
+            chain: vec![("nat44".into(), spec("nat44", json!({ "max_sessions": 65536 }))?)],
+            flows: 131_072,
+            destinations: Destinations::One,
+            sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
+            dscp: DscpMix::default(),
+            churn: None,
+            responder: true,
+        },
+        Workload {
+            name: "firewall-answered".into(),
+            description: "65,536 answered flows, a table of 65,536: every connection assured, every packet forwarded (firewall-full's baseline)".into(),
+            chain: vec![(
+                "firewall".into(),
+                spec("firewall", json!({ "default": "allow", "max_connections": 65536 }))?,
+            )],
+            flows: 65_536,
+            destinations: Destinations::One,
+            sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
+            dscp: DscpMix::default(),
+            churn: None,
+            responder: true,
+        },
+        Workload {
+            name: "firewall-full".into(),
+            description: "131,072 answered flows, a table of 65,536: half the packets find it full of assured connections and are dropped".into(),
+            chain: vec![(
+                "firewall".into(),
+                spec("firewall", json!({ "default": "allow", "max_connections": 65536 }))?,
+            )],
+            flows: 131_072,
+            destinations: Destinations::One,
+            sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
+            dscp: DscpMix::default(),
+            churn: None,
+            responder: true,
         },
     ];
     for &n in &args.nat_sessions {
@@ -377,6 +481,8 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             destinations: Destinations::One,
             sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
             dscp: DscpMix::default(),
+            churn: None,
+            responder: false,
         });
     }
     debug_assert_eq!(
@@ -402,6 +508,8 @@ fn run_once(w: &Workload, sizes: &FrameSizes, args: &NfsArgs, accounting: bool) 
         flows: w.flows,
         destinations: w.destinations.clone(),
         dscp: w.dscp.clone(),
+        l4: if w.churn.is_some() { L4::Tcp } else { L4::Udp },
+        session_packets: w.churn,
         ..Default::default()
     };
     let settings = RunSettings {
@@ -411,6 +519,7 @@ fn run_once(w: &Workload, sizes: &FrameSizes, args: &NfsArgs, accounting: bool) 
         core: args.core,
         accounting,
         stop: crate::stop_flag(),
+        reply: w.responder,
         ..Default::default()
     };
     let chain: sfclab_core::NamedNfs = w.chain.iter().map(|(n, s)| (n.clone(), s.build())).collect();

@@ -4,8 +4,13 @@
 //! both ways, so its return traffic passes whatever the rules say of that direction;
 //! TCP follows its state machine (SYN, SYN-ACK, ACK, FIN, RST) with netfilter's
 //! timeouts, UDP and ICMP have pseudo-states; a TCP packet that opens nothing (no SYN)
-//! or breaks the handshake is `ct-invalid`. The table is bounded and preallocated: a new
-//! connection when it is full is dropped as `ct-table-full`.
+//! or breaks the handshake is `ct-invalid`. The table is bounded and preallocated. When it
+//! is full, a new connection takes the place of an unassured one (TCP not established,
+//! UDP or ICMP never answered) or an expired one, the oldest first, as netfilter's
+//! `early_drop` does (`early_drops`); assured connections are never taken, so the
+//! connections that work keep working under a flood of new ones, and a new connection
+//! that finds no place is dropped as `ct-table-full` at once: the line of connections
+//! that could give way is empty.
 //!
 //! Keys: `rules` (list of `{ action: allow|deny, proto: tcp|udp|icmp|any, src, dst,
 //! sport, dport }`, prefixes and port ranges `lo-hi`, all optional), `default` (`deny`),
@@ -13,7 +18,7 @@
 //! netfilter's 5 days), `udp_timeout` (30s unreplied, 120s once replied), `icmp_timeout`
 //! (30s).
 //!
-//! Counters: `connections` (gauge), `new`, `expired`, `allowed`, `denied`, `acl_bytes`
+//! Counters: `connections` (gauge), `new`, `expired`, `early_drops`, `allowed`, `denied`, `acl_bytes`
 //! (gauge: the classifier's memory), `capacity` and `table_bytes` (gauges: the connection
 //! table's bound and its memory, preallocated). Drops: `malformed`, `unsupported` (not IPv4), and its own
 //! `acl-deny`, `ct-invalid`, `ct-table-full`.
@@ -78,6 +83,19 @@ struct Conn {
     last_ns: u64,
 }
 
+impl Conn {
+    /// netfilter's ASSURED: TCP established (or closing after it), UDP and ICMP answered.
+    /// Only an unassured connection gives way to a new one.
+    fn assured(&self) -> bool {
+        matches!(self.state, State::Established | State::FinWait | State::TimeWait)
+    }
+}
+
+/// How far along the line of connections a new one looks for one to take the place of.
+/// Each entry it passes (assured, or freed since) leaves the line for good, so the looks
+/// cost a constant per connection made; the bound caps what one packet can meet.
+const EVICTION_LOOKS: usize = 1024;
+
 #[derive(Debug, Clone, Copy)]
 struct Timeouts {
     tcp_established: u64,
@@ -114,6 +132,13 @@ pub struct Firewall {
     free: Vec<u32>,
     /// Both directions' keys of every tracked connection.
     table: HashMap<Key, u32>,
+    /// Connections in the order they were made, with their slot's generation then (a
+    /// slot reused since is a stale entry): where eviction looks first.
+    age: std::collections::VecDeque<(u32, u32)>,
+    /// Per slot, how many connections it has held, and (one bit each) whether its
+    /// connection is assured.
+    generation: Vec<u32>,
+    assured: Vec<u64>,
     sweep: usize,
     now_ns: u64,
     counts: Counts,
@@ -123,6 +148,7 @@ pub struct Firewall {
 struct Counts {
     new: u64,
     expired: u64,
+    early_drops: u64,
     allowed: u64,
     denied: u64,
 }
@@ -176,6 +202,7 @@ impl NetworkFunction for Firewall {
             NfCounter::gauge("connections", (self.table.len() / 2) as u64),
             NfCounter::total("new", self.counts.new),
             NfCounter::total("expired", self.counts.expired),
+            NfCounter::total("early_drops", self.counts.early_drops),
             NfCounter::total("allowed", self.counts.allowed),
             NfCounter::total("denied", self.counts.denied),
             NfCounter::gauge("acl_bytes", self.rules.memory_bytes() as u64),
@@ -240,6 +267,9 @@ impl Firewall {
         self.slots.capacity() * std::mem::size_of::<Option<Conn>>()
             + self.free.capacity() * std::mem::size_of::<u32>()
             + self.table.allocation_size()
+            + self.age.capacity() * 8
+            + self.generation.capacity() * 4
+            + self.assured.capacity() * 8
     }
 
     #[inline]
@@ -249,7 +279,9 @@ impl Firewall {
         {
             let c = self.slots[slot as usize].expect("indexed slots are live");
             if now.saturating_sub(c.last_ns) <= self.timeouts.of(&c) {
-                return self.advance(slot, key, flags, now).map(|()| Some(Tracked::Known));
+                let result = self.advance(slot, key, flags, now);
+                self.note_assurance(slot);
+                return result.map(|()| Some(Tracked::Known));
             }
             self.remove(slot);
         }
@@ -269,7 +301,12 @@ impl Firewall {
             TCP => return Err(CT_INVALID),
             _ => State::Unreplied,
         };
-        let slot = self.free.pop().ok_or(CT_TABLE_FULL)?;
+        while self.free.is_empty() {
+            if !self.evict(now) {
+                return Err(CT_TABLE_FULL);
+            }
+        }
+        let slot = self.free.pop().expect("checked");
         self.slots[slot as usize] = Some(Conn {
             orig: key,
             state,
@@ -278,8 +315,70 @@ impl Firewall {
         });
         self.table.insert(key, slot);
         self.table.insert(reverse(&key), slot);
+        self.generation[slot as usize] = self.generation[slot as usize].wrapping_add(1);
+        self.line_up(slot);
         self.counts.new += 1;
         Ok(Some(Tracked::New))
+    }
+
+    /// Keeps the slot's assured bit as its connection is; one that stopped being assured
+    /// (a reset) goes back into the line, where it can give way.
+    #[inline]
+    fn note_assurance(&mut self, slot: u32) {
+        let (word, bit) = (slot as usize / 64, 1u64 << (slot % 64));
+        let now = self.slots[slot as usize].is_some_and(|c| c.assured());
+        let was = self.assured[word] & bit != 0;
+        if now && !was {
+            self.assured[word] |= bit;
+        } else if was && !now {
+            self.assured[word] &= !bit;
+            self.line_up(slot);
+        }
+    }
+
+    /// Puts the slot's connection at the back of the line eviction looks along. The line
+    /// holds at most twice the table: when it is full, half or more of it is stale
+    /// (freed slots, connections assured since) and is dropped, a constant cost per entry,
+    /// so it never grows past what was allocated.
+    fn line_up(&mut self, slot: u32) {
+        if self.age.len() == self.age.capacity() {
+            let (slots, generation) = (&self.slots, &self.generation);
+            let assured = &self.assured;
+            self.age.retain(|&(s, g)| {
+                let s = s as usize;
+                slots[s].is_some() && generation[s] == g && assured[s / 64] & 1 << (s % 64) == 0
+            });
+        }
+        self.age.push_back((slot, self.generation[slot as usize]));
+    }
+
+    /// Makes room for a new connection: one of the oldest that is expired or unassured
+    /// is taken; an assured one leaves the line, untouched. True when one was freed.
+    #[cold]
+    fn evict(&mut self, now: u64) -> bool {
+        for _ in 0..EVICTION_LOOKS {
+            let Some((slot, generation)) = self.age.pop_front() else {
+                return false;
+            };
+            let s = slot as usize;
+            if self.generation[s] != generation {
+                continue;
+            }
+            if self.assured[s / 64] & 1 << (s % 64) != 0 {
+                // Assured connections never give way: out of the line for good (one
+                // that is reset comes back into it).
+                continue;
+            }
+            let Some(c) = self.slots[s] else { continue };
+            if now.saturating_sub(c.last_ns) > self.timeouts.of(&c) {
+                self.remove(slot);
+            } else {
+                self.take(slot);
+                self.counts.early_drops += 1;
+            }
+            return true;
+        }
+        false
     }
 
     /// A packet of a tracked connection: its state moves on, or it is invalid.
@@ -321,12 +420,21 @@ impl Firewall {
     }
 
     fn remove(&mut self, slot: u32) {
-        if let Some(c) = self.slots[slot as usize].take() {
-            self.table.remove(&c.orig);
-            self.table.remove(&reverse(&c.orig));
-            self.free.push(slot);
+        if self.take(slot) {
             self.counts.expired += 1;
         }
+    }
+
+    /// Frees the slot's connection; false when the slot was free.
+    fn take(&mut self, slot: u32) -> bool {
+        let Some(c) = self.slots[slot as usize].take() else {
+            return false;
+        };
+        self.table.remove(&c.orig);
+        self.table.remove(&reverse(&c.orig));
+        self.assured[slot as usize / 64] &= !(1 << (slot % 64));
+        self.free.push(slot);
+        true
     }
 }
 
@@ -437,7 +545,13 @@ impl Firewall {
             },
             slots: vec![None; max],
             free: (0..max as u32).rev().collect(),
-            table: HashMap::with_capacity(2 * max),
+            // Both directions' keys, twice over: with connections coming and going,
+            // hashbrown rehashes in place (no allocation) only while at most half its
+            // capacity is in use.
+            table: HashMap::with_capacity(4 * max),
+            age: std::collections::VecDeque::with_capacity(2 * max),
+            generation: vec![0; max],
+            assured: vec![0; max.div_ceil(64)],
             sweep: 0,
             now_ns: 0,
             counts: Counts::default(),
@@ -622,32 +736,57 @@ mod tests {
     }
 
     #[test]
-    fn a_full_table_drops_new_connections() {
+    fn a_full_table_of_assured_connections_drops_new_ones() {
         let mut fw = Firewall::new(&FirewallConfig {
             default: Some("allow".into()),
             max_connections: Some(2),
             ..Default::default()
         })
         .unwrap();
+        // Two connections, each answered: assured.
         let v = run(
             &mut fw,
-            &[udp(C, 1, S, 53), udp(C, 2, S, 53), udp(C, 3, S, 53), udp(S, 53, C, 1)],
+            &[udp(C, 1, S, 53), udp(C, 2, S, 53), udp(S, 53, C, 1), udp(S, 53, C, 2)],
             0,
         );
-        assert_eq!(
-            v,
-            vec![
-                Verdict::Continue,
-                Verdict::Continue,
-                Verdict::Drop(CT_TABLE_FULL),
-                Verdict::Continue
-            ]
-        );
-        let cap = fw.table.capacity();
-        for k in 0..1000u16 {
-            run(&mut fw, &[udp(C, 1000 + k, S, 53)], 1);
+        assert_eq!(v, [Verdict::Continue; 4]);
+        let v = run(&mut fw, &[udp(C, 3, S, 53), udp(C, 1, S, 53)], 1);
+        assert_eq!(v, vec![Verdict::Drop(CT_TABLE_FULL), Verdict::Continue]);
+        assert_eq!(fw.counts.early_drops, 0);
+    }
+
+    /// A flood of new connections that are never answered: each takes the place of the
+    /// oldest unassured one (netfilter's early drop), the assured ones keep working, and
+    /// nothing grows.
+    #[test]
+    fn under_a_flood_unassured_connections_give_way_and_assured_ones_stay() {
+        let mut fw = Firewall::new(&FirewallConfig {
+            default: Some("allow".into()),
+            max_connections: Some(64),
+            ..Default::default()
+        })
+        .unwrap();
+        let assured: Vec<_> = (0..16u16).map(|k| udp(C, 1 + k, S, 53)).collect();
+        let answers: Vec<_> = (0..16u16).map(|k| udp(S, 53, C, 1 + k)).collect();
+        run(&mut fw, &assured, 0);
+        run(&mut fw, &answers, 0);
+        let bytes = fw.table_bytes();
+        let table = fw.table.allocation_size();
+        for k in 0..5000u16 {
+            let v = run(&mut fw, &[udp(C, 1000 + k, S, 53)], 1);
+            assert_eq!(v, vec![Verdict::Continue], "a new connection finds a place");
         }
-        assert_eq!((fw.table.len(), fw.table.capacity()), (4, cap), "bounded under a flood");
+        assert_eq!(fw.counts.early_drops, 5000 - 48);
+        // Every assured connection is still tracked: its return traffic is known.
+        let mut known = 0;
+        crate::testutil::run_inspecting(&mut fw, &answers, 2, |p| {
+            known += usize::from(p.notes.get(sfclab_core::packet::Note::CONNTRACK) == Some(Tracked::Known as u32));
+        });
+        assert_eq!(known, 16);
+        assert_eq!(
+            (fw.table.len(), fw.table_bytes(), fw.table.allocation_size()),
+            (128, bytes, table)
+        );
     }
 
     #[test]

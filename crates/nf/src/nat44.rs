@@ -9,9 +9,16 @@
 //! incrementally (RFC 1624; a UDP checksum of 0 stays 0). Anything else passes untouched
 //! (`passed`). Mappings expire after their timeout (UDP 2 min, RFC 4787 REQ-5; TCP
 //! established 2 h 4 min and transitory 4 min, RFC 5382 REQ-5; ICMP 60 s, RFC 5508),
-//! lazily on use and by a sweep in the slow path, and the table is bounded: a new flow
-//! when it is full is dropped (`nat-table-full`), so a flood of new flows cannot grow
-//! memory.
+//! lazily on use and by a sweep in the slow path, and the table is bounded: a flood of
+//! new flows cannot grow memory. Public pairs come from a free list per protocol (the
+//! pool's pairs spread over its addresses; a released pair goes to the back), so taking
+//! one costs the same with the pool empty or full. When the table or the pool is full, a
+//! new flow takes the place of an unassured mapping (a TCP one not established, a UDP or
+//! ICMP one that never had a packet back) or an expired one, the oldest first, as
+//! netfilter's `early_drop` does; assured mappings are never taken, so the
+//! flows that work keep working under a flood, and a new flow that finds no such
+//! mapping is dropped (`nat-table-full`, `ports-exhausted`) at once: the line of
+//! mappings that could give way is empty.
 //!
 //! Keys: `inside` (prefixes, default 198.18.0.0/16: the generator's sources; its
 //! destinations, 198.19.0.0/16, are outside), `public`
@@ -19,8 +26,9 @@
 //! `1024-65535`), `max_sessions` (default 1,048,576), `udp_timeout` (120s),
 //! `tcp_established_timeout` (7440s), `tcp_transitory_timeout` (240s), `icmp_timeout` (60s).
 //!
-//! Counters: `sessions` (gauge), `created`, `expired`, `out`, `in`, `passed`, `capacity`
-//! and `table_bytes` (gauges: the session table's bound and its memory, preallocated). Drops:
+//! Counters: `sessions` (gauge), `created`, `expired`, `evicted` (unassured mappings that
+//! gave way to new flows), `out`, `in`, `passed`, `capacity` and `table_bytes` (gauges: the
+//! session table's bound and its memory with the free lists, preallocated). Drops:
 //! `malformed`, `unsupported` (not IPv4), and its own `nat-table-full`,
 //! `ports-exhausted`, `no-mapping`, `fragment` (non-first fragments carry no ports;
 //! reassembly is not done here).
@@ -77,21 +85,83 @@ struct Mapping {
     /// SYNs seen from inside and from outside.
     syn_out: bool,
     syn_in: bool,
+    /// A packet came back through it (inbound).
+    answered: bool,
 }
+
+impl Mapping {
+    /// Carries a flow that works: TCP established, or anything answered. Only an
+    /// unassured mapping gives way to a new flow.
+    fn assured(&self) -> bool {
+        match self.inside.proto {
+            TCP => self.tcp == TcpState::Established,
+            _ => self.answered,
+        }
+    }
+}
+
+/// Free public pairs of one protocol, oldest freed first, by ordinal
+/// (`Pool::ordinal`).
+type FreePairs = std::collections::VecDeque<u32>;
+
+/// No mapping holds this public pair.
+const NO_SLOT: u32 = u32::MAX;
+
+/// The public pairs NAT hands out, numbered port by port across the addresses (a flood
+/// spreads over all of them): ordinal `(port - lo) * addresses + address index`, up to
+/// `pairs` (the table's worth and a margin: more is never needed).
+#[derive(Debug, Clone)]
+struct Pool {
+    /// Sorted.
+    addresses: Vec<u32>,
+    lo: u16,
+    pairs: u32,
+}
+
+impl Pool {
+    /// The ordinal of a public pair, if it is one of the pool's.
+    #[inline]
+    fn ordinal(&self, addr: u32, port: u16) -> Option<u32> {
+        let a = self.addresses.binary_search(&addr).ok()?;
+        let k = u64::from(port.checked_sub(self.lo)?) * self.addresses.len() as u64 + a as u64;
+        (k < u64::from(self.pairs)).then_some(k as u32)
+    }
+
+    #[inline]
+    fn pair(&self, ordinal: u32) -> (u32, u16) {
+        let n = self.addresses.len() as u32;
+        (self.addresses[(ordinal % n) as usize], self.lo + (ordinal / n) as u16)
+    }
+}
+
+/// How far along the line of mappings a new flow looks for one to take the place of.
+/// Each entry it passes (assured, or freed since) leaves the line for good, so the looks
+/// cost a constant per mapping made; the bound caps what one packet can meet.
+const EVICTION_LOOKS: usize = 1024;
 
 pub struct Nat44 {
     inside: Vec<(u32, u32)>,
     public: Vec<u32>,
-    ports: (u16, u16),
     max_sessions: usize,
     timeouts_ns: Timeouts,
     /// Mappings by slot; `None` slots are free (listed in `free`).
     slots: Vec<Option<Mapping>>,
     free: Vec<u32>,
     by_inside: HashMap<Endpoint, u32>,
-    by_public: HashMap<Endpoint, u32>,
-    /// Where the next public pair is looked for (address index * ports + port offset).
-    cursor: u64,
+    pool: Pool,
+    /// Per protocol (TCP, UDP, ICMP), the slot of the mapping holding each public pair
+    /// by ordinal (`NO_SLOT`: free): one indexed read where a hash table would probe.
+    by_public: [Vec<u32>; 3],
+    /// Per slot, one bit: its mapping is assured (read by eviction without touching the
+    /// mapping: a full table of assured mappings costs a new flow a few cached reads).
+    assured: Vec<u64>,
+    /// Free public pairs for TCP, UDP and ICMP.
+    free_pairs: [FreePairs; 3],
+    /// Mappings in the order they were made, with the generation of their slot when they
+    /// were (a slot reused since is a stale entry): where eviction looks first.
+    age: std::collections::VecDeque<(u32, u32)>,
+    /// Per slot, how many mappings it has held.
+    generation: Vec<u32>,
     /// Where the slow-path sweep continues.
     sweep: usize,
     now_ns: u64,
@@ -102,6 +172,7 @@ pub struct Nat44 {
 struct Counts {
     created: u64,
     expired: u64,
+    evicted: u64,
     out: u64,
     inbound: u64,
     passed: u64,
@@ -168,7 +239,7 @@ impl NetworkFunction for Nat44 {
             let data = packet.data_mut();
             let result = if self.is_inside(p.src) {
                 self.outbound(data, &p, now)
-            } else if self.public.contains(&p.dst) {
+            } else if self.public.binary_search(&p.dst).is_ok() {
                 self.inbound(data, &p, now)
             } else {
                 self.counts.passed += 1;
@@ -200,6 +271,7 @@ impl NetworkFunction for Nat44 {
             NfCounter::gauge("sessions", self.by_inside.len() as u64),
             NfCounter::total("created", c.created),
             NfCounter::total("expired", c.expired),
+            NfCounter::total("evicted", c.evicted),
             NfCounter::total("out", c.out),
             NfCounter::total("in", c.inbound),
             NfCounter::total("passed", c.passed),
@@ -264,7 +336,11 @@ impl Nat44 {
         self.slots.capacity() * std::mem::size_of::<Option<Mapping>>()
             + self.free.capacity() * std::mem::size_of::<u32>()
             + self.by_inside.allocation_size()
-            + self.by_public.allocation_size()
+            + self.by_public.iter().map(|b| b.capacity() * 4).sum::<usize>()
+            + self.assured.capacity() * 8
+            + self.free_pairs.iter().map(|f| f.capacity() * 4).sum::<usize>()
+            + self.age.capacity() * 8
+            + self.generation.capacity() * 4
     }
 
     fn is_inside(&self, addr: u32) -> bool {
@@ -284,10 +360,14 @@ impl Nat44 {
         };
         let m = self.slots[slot as usize].as_mut().expect("a live slot");
         m.last_ns = now;
-        if p.proto == TCP {
+        let tcp = p.proto == TCP;
+        if tcp {
             track_tcp(m, p.tcp_flags, true);
         }
         let public = m.public;
+        if tcp {
+            self.note_assurance(slot);
+        }
         rewrite(data, p, true, public.addr, public.port);
         self.counts.out += 1;
         Ok(())
@@ -300,13 +380,20 @@ impl Nat44 {
             addr: p.dst,
             port: p.dport,
         };
-        let slot = self.live(self.by_public.get(&key).copied(), now).ok_or(NO_MAPPING)?;
+        let held = self
+            .pool
+            .ordinal(key.addr, key.port)
+            .map(|k| self.by_public[proto_index(key.proto)][k as usize])
+            .filter(|&s| s != NO_SLOT);
+        let slot = self.live(held, now).ok_or(NO_MAPPING)?;
         let m = self.slots[slot as usize].as_mut().expect("a live slot");
         m.last_ns = now;
+        m.answered = true;
         if p.proto == TCP {
             track_tcp(m, p.tcp_flags, false);
         }
         let inside = m.inside;
+        self.note_assurance(slot);
         rewrite(data, p, false, inside.addr, inside.port);
         self.counts.inbound += 1;
         Ok(())
@@ -325,48 +412,114 @@ impl Nat44 {
     }
 
     fn remove(&mut self, slot: u32) {
-        if let Some(m) = self.slots[slot as usize].take() {
-            self.by_inside.remove(&m.inside);
-            self.by_public.remove(&m.public);
-            self.free.push(slot);
+        if self.release(slot) {
             self.counts.expired += 1;
         }
     }
 
-    /// A new mapping for `inside`: a free slot and the next free public pair.
-    #[cold]
-    fn create(&mut self, inside: Endpoint, now: u64) -> Result<u32, DropReason> {
-        if self.by_inside.len() >= self.max_sessions {
-            return Err(TABLE_FULL);
+    /// Frees the slot's mapping and its public pair; false when the slot was free.
+    fn release(&mut self, slot: u32) -> bool {
+        let Some(m) = self.slots[slot as usize].take() else {
+            return false;
+        };
+        self.by_inside.remove(&m.inside);
+        let ordinal = self
+            .pool
+            .ordinal(m.public.addr, m.public.port)
+            .expect("handed out by the pool");
+        let proto = proto_index(m.public.proto);
+        self.by_public[proto][ordinal as usize] = NO_SLOT;
+        self.free_pairs[proto].push_back(ordinal);
+        self.assured[slot as usize / 64] &= !(1 << (slot % 64));
+        self.free.push(slot);
+        true
+    }
+
+    /// Keeps the slot's assured bit as its mapping is; one that stopped being assured
+    /// (a TCP connection closing) goes back into the line, where it can give way.
+    #[inline]
+    fn note_assurance(&mut self, slot: u32) {
+        let (word, bit) = (slot as usize / 64, 1u64 << (slot % 64));
+        let now = self.slots[slot as usize].is_some_and(|m| m.assured());
+        let was = self.assured[word] & bit != 0;
+        if now && !was {
+            self.assured[word] |= bit;
+        } else if was && !now {
+            self.assured[word] &= !bit;
+            self.line_up(slot);
         }
-        let (lo, hi) = self.ports;
-        let span = u64::from(hi - lo) + 1;
-        let space = span * self.public.len() as u64;
-        // A bounded search: a pool this full is exhausted for practical purposes.
-        let mut public = None;
-        for _ in 0..space.min(256) {
-            let at = self.cursor % space;
-            self.cursor = self.cursor.wrapping_add(1);
-            let candidate = Endpoint {
-                proto: inside.proto,
-                addr: self.public[(at / span) as usize],
-                port: lo + (at % span) as u16,
+    }
+
+    /// Puts the slot's mapping at the back of the line eviction looks along. The line
+    /// holds at most twice the table: when it is full, half or more of it is stale
+    /// (freed slots, mappings assured since) and is dropped, a constant cost per entry,
+    /// so it never grows past what was allocated.
+    fn line_up(&mut self, slot: u32) {
+        if self.age.len() == self.age.capacity() {
+            let (slots, generation) = (&self.slots, &self.generation);
+            let assured = &self.assured;
+            self.age.retain(|&(s, g)| {
+                let s = s as usize;
+                slots[s].is_some() && generation[s] == g && assured[s / 64] & 1 << (s % 64) == 0
+            });
+        }
+        self.age.push_back((slot, self.generation[slot as usize]));
+    }
+
+    /// Makes room for a new flow: one of the oldest mappings that is expired or
+    /// unassured is taken; an assured one leaves the line. True when one was freed.
+    #[cold]
+    fn evict(&mut self, now: u64) -> bool {
+        for _ in 0..EVICTION_LOOKS {
+            let Some((slot, generation)) = self.age.pop_front() else {
+                return false;
             };
-            match self.by_public.get(&candidate).copied() {
-                None => {
-                    public = Some(candidate);
-                    break;
-                }
-                // A pair held by an expired mapping is free again.
-                Some(s) if self.live(Some(s), now).is_none() => {
-                    public = Some(candidate);
-                    break;
-                }
-                Some(_) => {}
+            if self.generation[slot as usize] == generation && self.assured[slot as usize / 64] & 1 << (slot % 64) != 0
+            {
+                // Assured mappings never give way: out of the line for good, untouched
+                // (the sweep expires them; one that starts closing comes back).
+                continue;
+            }
+            let Some(m) = self.slots[slot as usize].filter(|_| self.generation[slot as usize] == generation) else {
+                // Freed since (expired, swept): a stale entry.
+                continue;
+            };
+            if now.saturating_sub(m.last_ns) > self.timeouts_ns.of(&m) {
+                self.remove(slot);
+                return true;
+            }
+            if !m.assured() {
+                self.release(slot);
+                self.counts.evicted += 1;
+                return true;
             }
         }
-        let public = public.ok_or(PORTS_EXHAUSTED)?;
-        let slot = self.free.pop().ok_or(TABLE_FULL)?;
+        false
+    }
+
+    /// A new mapping for `inside`: a free slot and the oldest free public pair; when
+    /// there is none, an unassured or expired mapping gives way (`evict`).
+    #[cold]
+    fn create(&mut self, inside: Endpoint, now: u64) -> Result<u32, DropReason> {
+        let pairs = proto_index(inside.proto);
+        while self.free.is_empty() || self.free_pairs[pairs].is_empty() {
+            let reason = if self.free.is_empty() {
+                TABLE_FULL
+            } else {
+                PORTS_EXHAUSTED
+            };
+            if !self.evict(now) {
+                return Err(reason);
+            }
+        }
+        let ordinal = self.free_pairs[pairs].pop_front().expect("checked");
+        let (addr, port) = self.pool.pair(ordinal);
+        let public = Endpoint {
+            proto: inside.proto,
+            addr,
+            port,
+        };
+        let slot = self.free.pop().expect("checked");
         self.slots[slot as usize] = Some(Mapping {
             inside,
             public,
@@ -374,12 +527,29 @@ impl Nat44 {
             tcp: TcpState::Opening,
             syn_out: false,
             syn_in: false,
+            answered: false,
         });
+        self.generation[slot as usize] = self.generation[slot as usize].wrapping_add(1);
+        self.line_up(slot);
         self.by_inside.insert(inside, slot);
-        self.by_public.insert(public, slot);
+        self.by_public[pairs][ordinal as usize] = slot;
         self.counts.created += 1;
         Ok(slot)
     }
+}
+
+/// The free-pair list of a protocol NAT translates.
+fn proto_index(proto: u8) -> usize {
+    match proto {
+        TCP => 0,
+        UDP => 1,
+        _ => 2,
+    }
+}
+
+/// Every ordinal of the pool as a free list, in order.
+fn pool_pairs(pool: &Pool) -> FreePairs {
+    (0..pool.pairs).collect()
 }
 
 /// TCP state for timeouts (RFC 5382): established once SYNs went both ways and an ACK
@@ -512,6 +682,8 @@ impl Nat44 {
             }
             public.extend((0..size).map(|k| net + k as u32));
         }
+        public.sort_unstable();
+        public.dedup();
         if let Some(a) = public.iter().find(|&&a| inside.iter().any(|&(n, m)| a & m == n)) {
             return Err(ConfigError::new(
                 "public",
@@ -547,18 +719,34 @@ impl Nat44 {
             tcp_transitory: timeout("tcp_transitory_timeout", &cfg.tcp_transitory_timeout, 240)?,
             icmp: timeout("icmp_timeout", &cfg.icmp_timeout, 60)?,
         };
+        // The table's worth of pairs and 65,536 more: a freed pair waits behind those
+        // before it is handed out again (stray packets of its old flow die out).
+        let space = public.len() as u64 * (u64::from(ports.1 - ports.0) + 1);
+        let pool = Pool {
+            addresses: public.clone(),
+            lo: ports.0,
+            pairs: space.min(max_sessions as u64 + 65_536) as u32,
+        };
+        let free_pairs = [0; 3].map(|_| pool_pairs(&pool));
+        let by_public = [0; 3].map(|_| vec![NO_SLOT; pool.pairs as usize]);
         Ok(Nat44 {
             inside,
             public,
-            ports,
             max_sessions,
             timeouts_ns,
             // Every structure sized up front: a flood of new flows cannot grow memory.
             slots: vec![None; max_sessions],
             free: (0..max_sessions as u32).rev().collect(),
-            by_inside: HashMap::with_capacity(max_sessions),
-            by_public: HashMap::with_capacity(max_sessions),
-            cursor: 0,
+            // Twice the table: with mappings coming and going, hashbrown rehashes in
+            // place (no allocation) only while at most half its capacity is in use.
+            by_inside: HashMap::with_capacity(2 * max_sessions),
+            pool,
+            by_public,
+            assured: vec![0; max_sessions.div_ceil(64)],
+            free_pairs,
+            // Live mappings and stale entries: compacted when twice the table.
+            age: std::collections::VecDeque::with_capacity(2 * max_sessions),
+            generation: vec![0; max_sessions],
             sweep: 0,
             now_ns: 0,
             counts: Counts::default(),
@@ -735,17 +923,27 @@ mod tests {
     }
 
     #[test]
-    fn a_full_table_drops_new_flows_and_keeps_old_ones() {
+    fn a_full_table_of_assured_mappings_drops_new_flows_and_keeps_old_ones() {
         let mut nat = Nat44::new(&Nat44Config {
             max_sessions: Some(4),
             ..Default::default()
         })
         .unwrap();
         let flows: Vec<Vec<u8>> = (0..6).map(|k| udp([198, 18, 0, k], 1000, [8, 8, 8, 8], 53)).collect();
-        let (_, v) = run(&mut nat, &flows, 0);
-        assert_eq!(&v[..4], &[Verdict::Continue; 4]);
-        assert_eq!(&v[4..], &[Verdict::Drop(TABLE_FULL); 2]);
-        let (_, v) = run(&mut nat, &flows[..1], 1);
+        let (out, v) = run(&mut nat, &flows[..4], 0);
+        assert_eq!(v, [Verdict::Continue; 4]);
+        // Each is answered: assured, none gives way.
+        let replies: Vec<Vec<u8>> = out
+            .iter()
+            .map(|f| {
+                let (addr, port) = src_of(f);
+                udp([8, 8, 8, 8], 53, addr, port)
+            })
+            .collect();
+        assert_eq!(run(&mut nat, &replies, 1).1, [Verdict::Continue; 4]);
+        let (_, v) = run(&mut nat, &flows[4..], 2);
+        assert_eq!(v, [Verdict::Drop(TABLE_FULL); 2]);
+        let (_, v) = run(&mut nat, &flows[..1], 3);
         assert_eq!(v, vec![Verdict::Continue], "existing mappings keep working");
         // After the timeout the sweep frees the table for new flows.
         nat.now_ns = 200_000_000_000;
@@ -755,8 +953,64 @@ mod tests {
         assert_eq!(v, vec![Verdict::Continue]);
     }
 
-    /// A flood of new flows: the table never grows past its bound, the excess is
-    /// dropped with its reason, and no structure allocates beyond what `new` sized.
+    /// A full table of unassured mappings: a new flow takes the oldest one's place
+    /// (netfilter's early drop), counted as evicted; its public pair is reused last.
+    #[test]
+    fn a_new_flow_takes_the_place_of_the_oldest_unassured_mapping() {
+        let mut nat = Nat44::new(&Nat44Config {
+            max_sessions: Some(4),
+            ..Default::default()
+        })
+        .unwrap();
+        let flows: Vec<Vec<u8>> = (0..6).map(|k| udp([198, 18, 0, k], 1000, [8, 8, 8, 8], 53)).collect();
+        let (first, _) = run(&mut nat, &flows[..1], 0);
+        let (out, v) = run(&mut nat, &flows[1..], 1);
+        assert_eq!(v, [Verdict::Continue; 5]);
+        assert_eq!(nat.counts.evicted, 2, "the two oldest gave way");
+        assert!(!nat.by_inside.contains_key(&Endpoint {
+            proto: UDP,
+            addr: u32::from_be_bytes([198, 18, 0, 0]),
+            port: 1000
+        }));
+        // The pool hands out every other pair before the evicted one's.
+        assert!(out.iter().all(|f| src_of(f) != src_of(&first[0])));
+    }
+
+    /// The pool exhausted by assured mappings: a new flow is dropped as ports-exhausted;
+    /// one unassured mapping frees a pair for it.
+    #[test]
+    fn an_exhausted_pool_drops_unless_an_unassured_mapping_gives_way() {
+        let mut nat = Nat44::new(&Nat44Config {
+            public: vec!["203.0.113.1".into()],
+            ports: Some("2000-2002".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        let flows: Vec<Vec<u8>> = (0..5).map(|k| udp([198, 18, 0, k], 1000, [8, 8, 8, 8], 53)).collect();
+        let (out, _) = run(&mut nat, &flows[..3], 0);
+        let replies: Vec<Vec<u8>> = out[..2]
+            .iter()
+            .map(|f| {
+                let (addr, port) = src_of(f);
+                udp([8, 8, 8, 8], 53, addr, port)
+            })
+            .collect();
+        run(&mut nat, &replies, 1);
+        // Two assured, one not: the fourth flow takes the third's pair.
+        let (out, v) = run(&mut nat, &flows[3..4], 2);
+        assert_eq!(v, [Verdict::Continue]);
+        assert_eq!(src_of(&out[0]).1, 2002);
+        assert_eq!((nat.counts.evicted, nat.by_inside.len()), (1, 3));
+        // Answered, it is assured too: the fifth flow finds no pair and no place.
+        let (addr, port) = src_of(&out[0]);
+        run(&mut nat, &[udp([8, 8, 8, 8], 53, addr, port)], 3);
+        let (_, v) = run(&mut nat, &flows[4..], 4);
+        assert_eq!(v, [Verdict::Drop(PORTS_EXHAUSTED)]);
+        assert_eq!(nat.counts.evicted, 1);
+    }
+
+    /// A flood of new flows: the table never grows past its bound, each new flow takes
+    /// an unassured one's place, and no structure allocates beyond what `new` sized.
     #[test]
     fn a_flood_of_new_flows_stays_bounded() {
         let mut nat = Nat44::new(&Nat44Config {
@@ -764,21 +1018,28 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        let capacity = (nat.by_inside.capacity(), nat.by_public.capacity(), nat.slots.len());
+        let capacity = |n: &Nat44| {
+            (
+                n.by_inside.allocation_size(),
+                n.by_public.iter().map(Vec::capacity).sum::<usize>(),
+                n.slots.len(),
+                n.age.capacity(),
+                n.free_pairs.iter().map(|f| f.capacity()).sum::<usize>(),
+            )
+        };
+        let before = capacity(&nat);
         let mut dropped = 0;
         for round in 0..50u16 {
             let flows: Vec<Vec<u8>> = (0..256u16)
                 .map(|k| udp([198, 18, (round >> 8) as u8, round as u8], 1000 + k, [8, 8, 8, 8], 53))
                 .collect();
             let (_, v) = run(&mut nat, &flows, u64::from(round));
-            dropped += v.iter().filter(|v| **v == Verdict::Drop(TABLE_FULL)).count();
+            dropped += v.iter().filter(|v| **v != Verdict::Continue).count();
         }
         assert_eq!(nat.by_inside.len(), 1000);
-        assert_eq!(dropped, 50 * 256 - 1000);
-        assert_eq!(
-            (nat.by_inside.capacity(), nat.by_public.capacity(), nat.slots.len()),
-            capacity
-        );
+        assert_eq!((dropped, nat.counts.evicted), (0, 50 * 256 - 1000));
+        assert_eq!(capacity(&nat), before);
+        assert!(nat.table_bytes() > 0);
     }
 
     #[test]
