@@ -594,7 +594,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
             ));
         }
         Some(list) => {
-            let mut hops = Vec::new();
+            let mut chosen = Vec::new();
             for item in list.split(',').map(str::trim) {
                 let k: usize = item
                     .parse()
@@ -622,11 +622,11 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
                         ),
                     ));
                 }
-                hops.push(k - 1);
+                chosen.push(k - 1);
             }
-            hops.sort_unstable();
-            hops.dedup();
-            hops
+            chosen.sort_unstable();
+            chosen.dedup();
+            chosen
         }
     };
     if r.memif_wait.is_some() && chaining != Chaining::Memif {
@@ -1538,6 +1538,22 @@ mod tests {
         // The kernel or a switch forwards at every hop: no lists of NFs there.
         let e = parse_err("run: { chaining: linux }\nchain:\n  - [forwarder, forwarder]\n");
         assert!(e.reason.contains("holds no list"), "{e}");
+    }
+
+    /// `dpdk_hops` counts hops, not NFs: a hop of several NFs is no place for testpmd.
+    #[test]
+    fn dpdk_hops_name_hops_of_one_forwarder() {
+        let memif =
+            |chain: &str, hops: &str| from_shorthand(chain, &flags(&[("chaining", "memif"), ("dpdk_hops", hops)]));
+        assert_eq!(memif("forwarder*4", "3").unwrap().dpdk_hops, vec![2]);
+        assert_eq!(
+            memif("[forwarder -> noop] -> forwarder", "2").unwrap().dpdk_hops,
+            vec![1]
+        );
+        let e = memif("[forwarder -> noop] -> forwarder", "1").unwrap_err();
+        assert!(e.reason.contains("write a forwarder there"), "{e}");
+        let e = memif("[forwarder -> noop] -> forwarder", "3").unwrap_err();
+        assert!(e.reason.contains("from 1 to 2"), "{e}");
     }
 
     #[test]

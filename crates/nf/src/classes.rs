@@ -68,6 +68,17 @@ impl std::str::FromStr for Dscp {
     }
 }
 
+/// A name counters can carry: non-empty letters, digits, `-` and `_`.
+pub fn check_name(key: &str, name: &str) -> Result<(), ConfigError> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(ConfigError::new(
+            key,
+            format!("`{name}` is not a class name: use letters, digits, `-` and `_`"),
+        ));
+    }
+    Ok(())
+}
+
 /// One class's match, compiled: a set of DSCPs (one bit each) and an optional rule.
 #[derive(Debug, Clone, Copy)]
 struct ClassMatch {

@@ -31,6 +31,7 @@ use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Pa
 use crate::ConfigError;
 use crate::frame;
 use crate::tables::acl::{BitVector, Key, Match};
+use crate::tables::eviction::EvictionLine;
 
 /// This NF's own drop reasons, in code order (`drop_reasons()`).
 const DROP_REASONS: &[&str] = &["acl-deny", "ct-invalid", "ct-table-full"];
@@ -91,11 +92,6 @@ impl Conn {
     }
 }
 
-/// How far along the line of connections a new one looks for one to take the place of.
-/// Each entry it passes (assured, or freed since) leaves the line for good, so the looks
-/// cost a constant per connection made; the bound caps what one packet can meet.
-const EVICTION_LOOKS: usize = 1024;
-
 #[derive(Debug, Clone, Copy)]
 struct Timeouts {
     tcp_established: u64,
@@ -132,13 +128,8 @@ pub struct Firewall {
     free: Vec<u32>,
     /// Both directions' keys of every tracked connection.
     table: HashMap<Key, u32>,
-    /// Connections in the order they were made, with their slot's generation then (a
-    /// slot reused since is a stale entry): where eviction looks first.
-    age: std::collections::VecDeque<(u32, u32)>,
-    /// Per slot, how many connections it has held, and (one bit each) whether its
-    /// connection is assured.
-    generation: Vec<u32>,
-    assured: Vec<u64>,
+    /// Where a new connection looks for one to take the place of when the table is full.
+    line: EvictionLine,
     sweep: usize,
     now_ns: u64,
     counts: Counts,
@@ -267,9 +258,7 @@ impl Firewall {
         self.slots.capacity() * std::mem::size_of::<Option<Conn>>()
             + self.free.capacity() * std::mem::size_of::<u32>()
             + self.table.allocation_size()
-            + self.age.capacity() * 8
-            + self.generation.capacity() * 4
-            + self.assured.capacity() * 8
+            + self.line.bytes()
     }
 
     #[inline]
@@ -315,70 +304,40 @@ impl Firewall {
         });
         self.table.insert(key, slot);
         self.table.insert(reverse(&key), slot);
-        self.generation[slot as usize] = self.generation[slot as usize].wrapping_add(1);
-        self.line_up(slot);
+        let slots = &self.slots;
+        self.line.made(slot, |s| slots[s as usize].is_some());
         self.counts.new += 1;
         Ok(Some(Tracked::New))
     }
 
-    /// Keeps the slot's assured bit as its connection is; one that stopped being assured
-    /// (a reset) goes back into the line, where it can give way.
+    /// Keeps the line's assured bit as the slot's connection is.
     #[inline]
     fn note_assurance(&mut self, slot: u32) {
-        let (word, bit) = (slot as usize / 64, 1u64 << (slot % 64));
-        let now = self.slots[slot as usize].is_some_and(|c| c.assured());
-        let was = self.assured[word] & bit != 0;
-        if now && !was {
-            self.assured[word] |= bit;
-        } else if was && !now {
-            self.assured[word] &= !bit;
-            self.line_up(slot);
-        }
+        let slots = &self.slots;
+        let assured = slots[slot as usize].is_some_and(|c| c.assured());
+        self.line.assure(slot, assured, |s| slots[s as usize].is_some());
     }
 
-    /// Puts the slot's connection at the back of the line eviction looks along. The line
-    /// holds at most twice the table: when it is full, half or more of it is stale
-    /// (freed slots, connections assured since) and is dropped, a constant cost per entry,
-    /// so it never grows past what was allocated.
-    fn line_up(&mut self, slot: u32) {
-        if self.age.len() == self.age.capacity() {
-            let (slots, generation) = (&self.slots, &self.generation);
-            let assured = &self.assured;
-            self.age.retain(|&(s, g)| {
-                let s = s as usize;
-                slots[s].is_some() && generation[s] == g && assured[s / 64] & 1 << (s % 64) == 0
-            });
-        }
-        self.age.push_back((slot, self.generation[slot as usize]));
-    }
-
-    /// Makes room for a new connection: one of the oldest that is expired or unassured
-    /// is taken; an assured one leaves the line, untouched. True when one was freed.
+    /// Makes room for a new connection: the oldest that is expired or unassured is
+    /// taken. True when one was freed.
     #[cold]
     fn evict(&mut self, now: u64) -> bool {
-        for _ in 0..EVICTION_LOOKS {
-            let Some((slot, generation)) = self.age.pop_front() else {
+        loop {
+            let slots = &self.slots;
+            let Some(slot) = self.line.candidate(|s| slots[s as usize].is_some()) else {
                 return false;
             };
-            let s = slot as usize;
-            if self.generation[s] != generation {
-                continue;
-            }
-            if self.assured[s / 64] & 1 << (s % 64) != 0 {
-                // Assured connections never give way: out of the line for good (one
-                // that is reset comes back into it).
-                continue;
-            }
-            let Some(c) = self.slots[s] else { continue };
+            let c = self.slots[slot as usize].expect("a live candidate");
             if now.saturating_sub(c.last_ns) > self.timeouts.of(&c) {
                 self.remove(slot);
-            } else {
+                return true;
+            }
+            if !c.assured() {
                 self.take(slot);
                 self.counts.early_drops += 1;
+                return true;
             }
-            return true;
         }
-        false
     }
 
     /// A packet of a tracked connection: its state moves on, or it is invalid.
@@ -432,7 +391,7 @@ impl Firewall {
         };
         self.table.remove(&c.orig);
         self.table.remove(&reverse(&c.orig));
-        self.assured[slot as usize / 64] &= !(1 << (slot % 64));
+        self.line.freed(slot);
         self.free.push(slot);
         true
     }
@@ -549,9 +508,7 @@ impl Firewall {
             // hashbrown rehashes in place (no allocation) only while at most half its
             // capacity is in use.
             table: HashMap::with_capacity(4 * max),
-            age: std::collections::VecDeque::with_capacity(2 * max),
-            generation: vec![0; max],
-            assured: vec![0; max.div_ceil(64)],
+            line: EvictionLine::new(max),
             sweep: 0,
             now_ns: 0,
             counts: Counts::default(),

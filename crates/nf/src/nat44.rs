@@ -40,6 +40,7 @@ use sfclab_wire::checksum::{update16, update32};
 
 use crate::ConfigError;
 use crate::frame;
+use crate::tables::eviction::EvictionLine;
 
 /// This NF's own drop reasons, in code order (`drop_reasons()`).
 const DROP_REASONS: &[&str] = &["nat-table-full", "ports-exhausted", "no-mapping", "fragment"];
@@ -134,11 +135,6 @@ impl Pool {
     }
 }
 
-/// How far along the line of mappings a new flow looks for one to take the place of.
-/// Each entry it passes (assured, or freed since) leaves the line for good, so the looks
-/// cost a constant per mapping made; the bound caps what one packet can meet.
-const EVICTION_LOOKS: usize = 1024;
-
 pub struct Nat44 {
     inside: Vec<(u32, u32)>,
     public: Vec<u32>,
@@ -152,16 +148,11 @@ pub struct Nat44 {
     /// Per protocol (TCP, UDP, ICMP), the slot of the mapping holding each public pair
     /// by ordinal (`NO_SLOT`: free): one indexed read where a hash table would probe.
     by_public: [Vec<u32>; 3],
-    /// Per slot, one bit: its mapping is assured (read by eviction without touching the
-    /// mapping: a full table of assured mappings costs a new flow a few cached reads).
-    assured: Vec<u64>,
     /// Free public pairs for TCP, UDP and ICMP.
     free_pairs: [FreePairs; 3],
-    /// Mappings in the order they were made, with the generation of their slot when they
-    /// were (a slot reused since is a stale entry): where eviction looks first.
-    age: std::collections::VecDeque<(u32, u32)>,
-    /// Per slot, how many mappings it has held.
-    generation: Vec<u32>,
+    /// Where a new flow looks for a mapping to take the place of when the table or the
+    /// pool is full.
+    line: EvictionLine,
     /// Where the slow-path sweep continues.
     sweep: usize,
     now_ns: u64,
@@ -337,10 +328,8 @@ impl Nat44 {
             + self.free.capacity() * std::mem::size_of::<u32>()
             + self.by_inside.allocation_size()
             + self.by_public.iter().map(|b| b.capacity() * 4).sum::<usize>()
-            + self.assured.capacity() * 8
             + self.free_pairs.iter().map(|f| f.capacity() * 4).sum::<usize>()
-            + self.age.capacity() * 8
-            + self.generation.capacity() * 4
+            + self.line.bytes()
     }
 
     fn is_inside(&self, addr: u32) -> bool {
@@ -430,60 +419,29 @@ impl Nat44 {
         let proto = proto_index(m.public.proto);
         self.by_public[proto][ordinal as usize] = NO_SLOT;
         self.free_pairs[proto].push_back(ordinal);
-        self.assured[slot as usize / 64] &= !(1 << (slot % 64));
+        self.line.freed(slot);
         self.free.push(slot);
         true
     }
 
-    /// Keeps the slot's assured bit as its mapping is; one that stopped being assured
-    /// (a TCP connection closing) goes back into the line, where it can give way.
+    /// Keeps the line's assured bit as the slot's mapping is.
     #[inline]
     fn note_assurance(&mut self, slot: u32) {
-        let (word, bit) = (slot as usize / 64, 1u64 << (slot % 64));
-        let now = self.slots[slot as usize].is_some_and(|m| m.assured());
-        let was = self.assured[word] & bit != 0;
-        if now && !was {
-            self.assured[word] |= bit;
-        } else if was && !now {
-            self.assured[word] &= !bit;
-            self.line_up(slot);
-        }
+        let slots = &self.slots;
+        let assured = slots[slot as usize].is_some_and(|m| m.assured());
+        self.line.assure(slot, assured, |s| slots[s as usize].is_some());
     }
 
-    /// Puts the slot's mapping at the back of the line eviction looks along. The line
-    /// holds at most twice the table: when it is full, half or more of it is stale
-    /// (freed slots, mappings assured since) and is dropped, a constant cost per entry,
-    /// so it never grows past what was allocated.
-    fn line_up(&mut self, slot: u32) {
-        if self.age.len() == self.age.capacity() {
-            let (slots, generation) = (&self.slots, &self.generation);
-            let assured = &self.assured;
-            self.age.retain(|&(s, g)| {
-                let s = s as usize;
-                slots[s].is_some() && generation[s] == g && assured[s / 64] & 1 << (s % 64) == 0
-            });
-        }
-        self.age.push_back((slot, self.generation[slot as usize]));
-    }
-
-    /// Makes room for a new flow: one of the oldest mappings that is expired or
-    /// unassured is taken; an assured one leaves the line. True when one was freed.
+    /// Makes room for a new flow: the oldest mapping that is expired or unassured is
+    /// taken. True when one was freed.
     #[cold]
     fn evict(&mut self, now: u64) -> bool {
-        for _ in 0..EVICTION_LOOKS {
-            let Some((slot, generation)) = self.age.pop_front() else {
+        loop {
+            let slots = &self.slots;
+            let Some(slot) = self.line.candidate(|s| slots[s as usize].is_some()) else {
                 return false;
             };
-            if self.generation[slot as usize] == generation && self.assured[slot as usize / 64] & 1 << (slot % 64) != 0
-            {
-                // Assured mappings never give way: out of the line for good, untouched
-                // (the sweep expires them; one that starts closing comes back).
-                continue;
-            }
-            let Some(m) = self.slots[slot as usize].filter(|_| self.generation[slot as usize] == generation) else {
-                // Freed since (expired, swept): a stale entry.
-                continue;
-            };
+            let m = self.slots[slot as usize].expect("a live candidate");
             if now.saturating_sub(m.last_ns) > self.timeouts_ns.of(&m) {
                 self.remove(slot);
                 return true;
@@ -494,7 +452,6 @@ impl Nat44 {
                 return true;
             }
         }
-        false
     }
 
     /// A new mapping for `inside`: a free slot and the oldest free public pair; when
@@ -529,8 +486,8 @@ impl Nat44 {
             syn_in: false,
             answered: false,
         });
-        self.generation[slot as usize] = self.generation[slot as usize].wrapping_add(1);
-        self.line_up(slot);
+        let slots = &self.slots;
+        self.line.made(slot, |s| slots[s as usize].is_some());
         self.by_inside.insert(inside, slot);
         self.by_public[pairs][ordinal as usize] = slot;
         self.counts.created += 1;
@@ -742,11 +699,9 @@ impl Nat44 {
             by_inside: HashMap::with_capacity(2 * max_sessions),
             pool,
             by_public,
-            assured: vec![0; max_sessions.div_ceil(64)],
+
             free_pairs,
-            // Live mappings and stale entries: compacted when twice the table.
-            age: std::collections::VecDeque::with_capacity(2 * max_sessions),
-            generation: vec![0; max_sessions],
+            line: EvictionLine::new(max_sessions),
             sweep: 0,
             now_ns: 0,
             counts: Counts::default(),
@@ -1023,7 +978,7 @@ mod tests {
                 n.by_inside.allocation_size(),
                 n.by_public.iter().map(Vec::capacity).sum::<usize>(),
                 n.slots.len(),
-                n.age.capacity(),
+                n.line.bytes(),
                 n.free_pairs.iter().map(|f| f.capacity()).sum::<usize>(),
             )
         };

@@ -393,17 +393,6 @@ fn action(s: &str) -> Result<Action, String> {
     }
 }
 
-/// A name counters can carry: non-empty letters, digits, `-` and `_`.
-pub(crate) fn check_name(key: &str, name: &str) -> Result<(), ConfigError> {
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-        return Err(ConfigError::new(
-            key,
-            format!("`{name}` is not a class name: use letters, digits, `-` and `_`"),
-        ));
-    }
-    Ok(())
-}
-
 impl Qos {
     pub fn new(cfg: &QosConfig) -> Result<Qos, ConfigError> {
         let precolour = match cfg.precolour.as_deref().unwrap_or("note") {
@@ -419,7 +408,7 @@ impl Qos {
         let mut classes = Vec::with_capacity(cfg.classes.len());
         for (k, c) in cfg.classes.iter().enumerate() {
             let at = |field: &str| format!("classes[{k}].{field}");
-            check_name(&at("name"), &c.name)?;
+            classes::check_name(&at("name"), &c.name)?;
             if cfg.classes[..k].iter().any(|o| o.name == c.name) {
                 return Err(ConfigError::new(at("name"), format!("`{}` names two classes", c.name)));
             }

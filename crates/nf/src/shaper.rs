@@ -380,7 +380,7 @@ impl Shaper {
             let at = |field: &str| format!("classes[{k}].{field}");
             let configured = k < cfg.classes.len();
             if configured {
-                crate::qos::check_name(&at("name"), &c.name)?;
+                classes::check_name(&at("name"), &c.name)?;
                 if c.name == DEFAULT_CLASS {
                     return Err(ConfigError::new(
                         at("name"),

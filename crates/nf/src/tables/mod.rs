@@ -5,6 +5,9 @@
 //!   `bench lpm6` against rte_lpm and rte_lpm6).
 //! - [`acl`]: 5-tuple classification, first match wins (the firewall's bit vectors,
 //!   tuple space search, ClassBench-style rule sets; `bench acl` against rte_acl).
+//! - [`eviction`]: the line a full table's new entry walks to find one that may give way
+//!   (nat44's and the firewall's, as netfilter's early drop).
 
 pub mod acl;
+pub mod eviction;
 pub mod lpm;
