@@ -11,6 +11,7 @@ pub mod dpi;
 pub mod firewall;
 pub mod forwarder;
 pub mod frame;
+pub mod ipsec;
 pub mod nat44;
 pub mod noop;
 pub mod qos;
