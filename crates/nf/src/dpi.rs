@@ -29,11 +29,9 @@
 //! `stream_depth` (1MiB), `max_flows` (65536).
 //!
 //! Counters: `inspected` (packets scanned), `inspected_bytes`, `alerts`, `drops`,
-//! `flows` (gauge), `flows_evicted`, `stream_gaps`, `past_depth` (packets of flows past
+//! `flows` (gauge), `table_bytes` (gauge: the flow table, preallocated), `flows_evicted`, `stream_gaps`, `past_depth` (packets of flows past
 //! `stream_depth`, not scanned), `matcher_bytes` (gauge: the automata's memory), and
 //! `sid_<n>` per rule that fired. Drops: `malformed`, and its own `dpi-drop`.
-
-use std::collections::VecDeque;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use hashbrown::HashMap;
@@ -93,6 +91,7 @@ pub struct Rule {
 /// Per TCP flow (one direction): where its stream is and its last bytes.
 #[derive(Clone, Copy)]
 struct Flow {
+    key: Key,
     /// Stream bytes seen (the next segment's first byte's offset).
     offset: u32,
     /// The sequence number the next segment should start at.
@@ -113,9 +112,12 @@ pub struct Dpi {
     tail_keep: usize,
     stream_depth: u32,
     max_flows: usize,
-    flows: HashMap<Key, Flow>,
-    /// The flows in the order they came: the first goes when the table is full.
-    order: VecDeque<Key>,
+    /// Each flow's place in `slab`.
+    flows: HashMap<Key, u32>,
+    /// The flows' states, up to `max_flows`, in the order their places were first
+    /// taken; when full, place `next` (the flow that came first) is given to a new one.
+    slab: Vec<Flow>,
+    next: usize,
     /// Per rule: times fired; the counter names of rules that fired.
     fired: Vec<u64>,
     names: Vec<&'static str>,
@@ -170,6 +172,10 @@ impl NetworkFunction for Dpi {
             NfCounter::total("alerts", c.alerts),
             NfCounter::total("drops", c.drops),
             NfCounter::gauge("flows", self.flows.len() as u64),
+            NfCounter::gauge(
+                "table_bytes",
+                (self.flows.allocation_size() + self.slab.capacity() * std::mem::size_of::<Flow>()) as u64,
+            ),
             NfCounter::total("flows_evicted", c.evicted),
             NfCounter::total("stream_gaps", c.gaps),
             NfCounter::total("past_depth", c.past_depth),
@@ -254,7 +260,8 @@ impl Dpi {
         let payload_len = end - start;
         let Dpi {
             flows,
-            order,
+            slab,
+            next,
             max_flows,
             counts,
             window,
@@ -265,8 +272,10 @@ impl Dpi {
         // The flow's stream state (TCP): where this segment lies, what came before.
         let mut base = 0u32;
         let mut room = payload_len;
+        let mut place = 0;
         if let Some(seq) = parsed.seq {
-            let flow = flow_entry(flows, order, *max_flows, counts, parsed.key, seq);
+            place = flow_entry(flows, slab, next, *max_flows, counts, parsed.key, seq);
+            let flow = &mut slab[place];
             if flow.dropped {
                 counts.drops += 1;
                 return Ok(true);
@@ -301,7 +310,7 @@ impl Dpi {
         if let Some(seq) = parsed.seq {
             let keep = self.tail_keep.min(self.window.len());
             let from = self.window.len() - keep;
-            let flow = self.flows.get_mut(&parsed.key).expect("made above");
+            let flow = &mut self.slab[place];
             flow.tail[..keep].copy_from_slice(&self.window[from..]);
             flow.tail_len = keep as u8;
             flow.offset = flow.offset.saturating_add(payload_len as u32);
@@ -437,32 +446,43 @@ impl Dpi {
     }
 }
 
-/// The flow's state, made when new; a full table lets the flow that came first go
-/// (FIFO: constant time, where finding the least recent would scan the table).
-fn flow_entry<'a>(
-    flows: &'a mut HashMap<Key, Flow>,
-    order: &mut VecDeque<Key>,
+/// The flow's place in the slab, made when new; a full table gives the place of the
+/// flow that came first to the new one (FIFO: constant time, where finding the least
+/// recent would scan the table).
+fn flow_entry(
+    flows: &mut HashMap<Key, u32>,
+    slab: &mut Vec<Flow>,
+    next: &mut usize,
     max_flows: usize,
     counts: &mut Counts,
     key: Key,
     seq: u32,
-) -> &'a mut Flow {
-    if !flows.contains_key(&key) {
-        if flows.len() >= max_flows
-            && let Some(oldest) = order.pop_front()
-        {
-            flows.remove(&oldest);
-            counts.evicted += 1;
-        }
-        order.push_back(key);
+) -> usize {
+    if let Some(&at) = flows.get(&key) {
+        return at as usize;
     }
-    flows.entry(key).or_insert(Flow {
+    let fresh = Flow {
+        key,
         offset: 0,
         next_seq: seq,
         tail_len: 0,
         tail: [0; MAX_CONTENT - 1],
         dropped: false,
-    })
+    };
+    let at = if slab.len() < max_flows {
+        // Within the capacity reserved at build: no allocation.
+        slab.push(fresh);
+        slab.len() - 1
+    } else {
+        let at = *next;
+        *next = (at + 1) % max_flows;
+        flows.remove(&slab[at].key);
+        counts.evicted += 1;
+        slab[at] = fresh;
+        at
+    };
+    flows.insert(key, at as u32);
+    at
 }
 
 impl Rule {
@@ -587,9 +607,12 @@ impl Dpi {
             tail_keep: longest - 1,
             stream_depth: stream_depth as u32,
             max_flows,
-            // Preallocated (about 300 bytes a flow): no table growth on the data path.
-            flows: HashMap::with_capacity(if n == 0 { 0 } else { max_flows }),
-            order: VecDeque::with_capacity(if n == 0 { 0 } else { max_flows }),
+            // Reserved at build (about 300 bytes a flow, touched as flows come): no
+            // growth on the data path. The index at twice the flows, so that flows
+            // coming and going rehash it in place.
+            flows: HashMap::with_capacity(if n == 0 { 0 } else { 2 * max_flows }),
+            slab: Vec::with_capacity(if n == 0 { 0 } else { max_flows }),
+            next: 0,
             fired: vec![0; n],
             names,
             window: Vec::with_capacity(MAX_CONTENT + sfclab_core::packet::MAX_FRAME),
@@ -1057,8 +1080,30 @@ mod tests {
         })
         .unwrap();
         let frames: Vec<_> = (0..10).map(|k| tcp(100 + k, 80, 0, b"abc")).collect();
+        let bytes = nf.counters().iter().find(|c| c.name == "table_bytes").unwrap().value;
         run(&mut nf, &frames);
-        assert_eq!(nf.flows.len(), 4);
+        assert_eq!((nf.flows.len(), nf.slab.len()), (4, 4));
         assert_eq!(nf.counts.evicted, 6);
+        // The last four flows are the ones kept, each in its place.
+        for k in 6..10u16 {
+            let key = Key {
+                src: u32::from_be_bytes([10, 0, 0, 1]),
+                dst: u32::from_be_bytes([10, 0, 0, 2]),
+                proto: TCP,
+                sport: 100 + k,
+                dport: 80,
+            };
+            let at = nf.flows[&key] as usize;
+            assert_eq!(nf.slab[at].key, key);
+        }
+        // A long churn allocates nothing.
+        for round in 0..200u16 {
+            let frames: Vec<_> = (0..10).map(|k| tcp(1000 + round * 10 + k, 80, 0, b"abc")).collect();
+            run(&mut nf, &frames);
+        }
+        assert_eq!(
+            nf.counters().iter().find(|c| c.name == "table_bytes").unwrap().value,
+            bytes
+        );
     }
 }
