@@ -139,7 +139,8 @@ pub struct NfCost {
     pub cycles_runs: Vec<f64>,
 }
 
-/// One chain and the traffic it gets.
+/// One chain and the traffic it gets: by default UDP flows that last, to one
+/// destination, best effort, at 64 B and IMIX.
 struct Workload {
     name: String,
     description: String,
@@ -155,6 +156,22 @@ struct Workload {
     /// A responder answers every packet through the chain (NAT and conntrack entries
     /// become assured).
     responder: bool,
+}
+
+impl Default for Workload {
+    fn default() -> Workload {
+        Workload {
+            name: String::new(),
+            description: String::new(),
+            chain: Vec::new(),
+            flows: 0,
+            destinations: Destinations::One,
+            sizes: vec![("64", FrameSizes::Fixed { size: 64 }), ("imix", FrameSizes::imix())],
+            dscp: DscpMix::default(),
+            churn: None,
+            responder: false,
+        }
+    }
 }
 
 fn spec(kind: &str, settings: serde_json::Value) -> Result<NfSpec, String> {
@@ -264,7 +281,6 @@ pub fn check_only(args: &NfsArgs) -> Result<(), String> {
 
 fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
     check_only(args)?;
-    let both = || vec![("64", FrameSizes::Fixed { size: 64 }), ("imix", FrameSizes::imix())];
     let f = args.flows;
     let mut w = vec![
         Workload {
@@ -275,11 +291,7 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
                 NfSpec::default_of("forwarder").map_err(|e| e.to_string())?,
             )],
             flows: f,
-            destinations: Destinations::One,
-            sizes: both(),
-            dscp: DscpMix::default(),
-            churn: None,
-            responder: false,
+            ..Workload::default()
         },
         Workload {
             name: "router".into(),
@@ -287,21 +299,14 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             chain: vec![("router".into(), router()?)],
             flows: f,
             destinations: Destinations::Spread,
-            sizes: both(),
-            dscp: DscpMix::default(),
-            churn: None,
-            responder: false,
+            ..Workload::default()
         },
         Workload {
             name: "nat44".into(),
             description: format!("NAPT, {f} sessions"),
             chain: vec![("nat44".into(), nat44(f)?)],
             flows: f,
-            destinations: Destinations::One,
-            sizes: both(),
-            dscp: DscpMix::default(),
-            churn: None,
-            responder: false,
+            ..Workload::default()
         },
         Workload {
             name: "firewall-acl".into(),
@@ -311,22 +316,14 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             ),
             chain: vec![("firewall".into(), firewall(args.rules, f, false)?)],
             flows: f,
-            destinations: Destinations::One,
-            sizes: both(),
-            dscp: DscpMix::default(),
-            churn: None,
-            responder: false,
+            ..Workload::default()
         },
         Workload {
             name: "firewall".into(),
             description: format!("{} ACL rules + connection tracking, {f} connections", args.rules),
             chain: vec![("firewall".into(), firewall(args.rules, f, true)?)],
             flows: f,
-            destinations: Destinations::One,
-            sizes: both(),
-            dscp: DscpMix::default(),
-            churn: None,
-            responder: false,
+            ..Workload::default()
         },
         Workload {
             name: "fw-nat-router".into(),
@@ -338,43 +335,29 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             ],
             flows: f,
             destinations: Destinations::Spread,
-            sizes: both(),
-            dscp: DscpMix::default(),
-            churn: None,
-            responder: false,
+            ..Workload::default()
         },
         Workload {
             name: "qos".into(),
             description: "3 classes by DSCP (EF, AF41, rest): srTCM, trTCM, srTCM at rates the core does not reach; remark per colour".into(),
             chain: vec![("qos".into(), qos()?)],
             flows: f,
-            destinations: Destinations::One,
-            sizes: both(),
             dscp: "ef,af41,be".parse().map_err(|e: String| e)?,
-            churn: None,
-            responder: false,
+            ..Workload::default()
         },
         Workload {
             name: "shaper".into(),
             description: "every packet held and sent by a DRR shaper whose rate (1 Tbit/s) never binds".into(),
             chain: vec![("shaper".into(), spec("shaper", json!({ "rate": "1Tbit" }))?)],
             flows: f,
-            destinations: Destinations::One,
-            sizes: both(),
-            dscp: DscpMix::default(),
-            churn: None,
-            responder: false,
+            ..Workload::default()
         },
         Workload {
             name: "dpi".into(),
             description: "30 Snort-style signatures (examples/signatures/web.rules) over UDP payloads".into(),
             chain: vec![("dpi".into(), dpi()?)],
             flows: f,
-            destinations: Destinations::One,
-            sizes: both(),
-            dscp: DscpMix::default(),
-            churn: None,
-            responder: false,
+            ..Workload::default()
         },
         Workload {
             name: "multi-feature".into(),
@@ -393,55 +376,44 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
                 ("dpi".into(), dpi()?),
             ],
             flows: f,
-            destinations: Destinations::One,
-            sizes: both(),
             dscp: "ef,af41,be".parse().map_err(|e: String| e)?,
-            churn: None,
-            responder: false,
+            ..Workload::default()
         },
         Workload {
             name: "nat44-churn".into(),
             description: "a new TCP mapping every 2 packets, 1M flows through the default table (1M, pool 1,032,192 pairs): each new flow takes an unassured one's place".into(),
             chain: vec![("nat44".into(), spec("nat44", json!({}))?)],
             flows: 1_000_000,
-            destinations: Destinations::One,
             sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
-            dscp: DscpMix::default(),
             churn: Some(2),
-            responder: false,
+            ..Workload::default()
         },
         Workload {
             name: "firewall-churn".into(),
             description: "a new TCP connection every 2 packets, 1M flows through the default table (1M): each takes an unassured one's place".into(),
             chain: vec![("firewall".into(), spec("firewall", json!({ "default": "allow" }))?)],
             flows: 1_000_000,
-            destinations: Destinations::One,
             sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
-            dscp: DscpMix::default(),
             churn: Some(2),
-            responder: false,
+            ..Workload::default()
         },
         Workload {
             name: "nat44-answered".into(),
             description: "65,536 answered flows, a table of 65,536: every mapping assured, every packet forwarded (nat44-full's baseline)".into(),
             chain: vec![("nat44".into(), spec("nat44", json!({ "max_sessions": 65536 }))?)],
             flows: 65_536,
-            destinations: Destinations::One,
             sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
-            dscp: DscpMix::default(),
-            churn: None,
             responder: true,
+            ..Workload::default()
         },
         Workload {
             name: "nat44-full".into(),
             description: "131,072 answered flows, a table of 65,536: half the packets find it full of assured mappings and are dropped".into(),
             chain: vec![("nat44".into(), spec("nat44", json!({ "max_sessions": 65536 }))?)],
             flows: 131_072,
-            destinations: Destinations::One,
             sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
-            dscp: DscpMix::default(),
-            churn: None,
             responder: true,
+            ..Workload::default()
         },
         Workload {
             name: "firewall-answered".into(),
@@ -451,11 +423,9 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
                 spec("firewall", json!({ "default": "allow", "max_connections": 65536 }))?,
             )],
             flows: 65_536,
-            destinations: Destinations::One,
             sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
-            dscp: DscpMix::default(),
-            churn: None,
             responder: true,
+            ..Workload::default()
         },
         Workload {
             name: "firewall-full".into(),
@@ -465,11 +435,9 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
                 spec("firewall", json!({ "default": "allow", "max_connections": 65536 }))?,
             )],
             flows: 131_072,
-            destinations: Destinations::One,
             sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
-            dscp: DscpMix::default(),
-            churn: None,
             responder: true,
+            ..Workload::default()
         },
     ];
     for &n in &args.nat_sessions {
@@ -478,11 +446,8 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             description: format!("NAPT at {n} active sessions (one flow each, round robin)"),
             chain: vec![("nat44".into(), nat44(n)?)],
             flows: n,
-            destinations: Destinations::One,
             sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
-            dscp: DscpMix::default(),
-            churn: None,
-            responder: false,
+            ..Workload::default()
         });
     }
     debug_assert_eq!(

@@ -1079,6 +1079,9 @@ fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<ResolvedChain, ChainFileE
     let mut out: Vec<(String, NfSpec)> = Vec::new();
     let mut places = Vec::new();
     let mut hops = Vec::new();
+    // A relative file in a chain file is the chain file's neighbour, wherever the
+    // command runs from.
+    let dir = ctx.directory();
     for (i, raw) in chain.iter().enumerate() {
         let entries: Vec<(Place, &Value)> = match raw {
             Value::Array(group) => {
@@ -1108,7 +1111,7 @@ fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<ResolvedChain, ChainFileE
         };
         hops.push(entries.len());
         for (place, raw) in entries {
-            out.push(resolve_nf(place, raw, ctx)?);
+            out.push(resolve_nf(place, raw, dir, ctx)?);
             places.push(place);
         }
     }
@@ -1146,7 +1149,13 @@ struct ResolvedChain {
 }
 
 /// One NF entry (`- type: { settings }`, `- type`), checked and built once.
-fn resolve_nf(place: Place, raw: &Value, ctx: &Ctx) -> Result<(String, NfSpec), ChainFileError> {
+/// `dir`: where relative files in its settings are read from.
+fn resolve_nf(
+    place: Place,
+    raw: &Value,
+    dir: Option<&std::path::Path>,
+    ctx: &Ctx,
+) -> Result<(String, NfSpec), ChainFileError> {
     // `- noop` and `- noop:` mean the NF with default settings.
     let (kind, settings) = match raw {
         Value::String(s) => (s.clone(), Value::Null),
@@ -1182,9 +1191,7 @@ fn resolve_nf(place: Place, raw: &Value, ctx: &Ctx) -> Result<(String, NfSpec), 
             ));
         }
     };
-    // A relative file in a chain file is the chain file's neighbour, wherever the
-    // command runs from.
-    if let Some(dir) = ctx.directory() {
+    if let Some(dir) = dir {
         for key in NfSpec::file_settings(&kind) {
             if let Some(Value::String(path)) = settings.get_mut(*key)
                 && std::path::Path::new(path.as_str()).is_relative()

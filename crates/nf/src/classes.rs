@@ -136,14 +136,6 @@ impl Classifier {
             .iter()
             .position(|c| c.dscp & (1 << ip.dscp) != 0 && c.rule.is_none_or(|r| ip.key.is_some_and(|k| r.matches(&k))))
     }
-
-    pub fn len(&self) -> usize {
-        self.classes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.classes.is_empty()
-    }
 }
 
 /// What the QoS NFs read of an IP packet.
@@ -381,11 +373,6 @@ impl Bucket {
     /// Tokens now, in bytes (rounded down).
     pub fn bytes(&self) -> u64 {
         self.tokens / NANO
-    }
-
-    /// Nanoseconds that fill the bucket from empty.
-    pub fn fill_ns(&self) -> u64 {
-        self.fill_ns
     }
 }
 

@@ -120,10 +120,15 @@ struct Pool {
 }
 
 impl Pool {
-    /// The ordinal of a public pair, if it is one of the pool's.
+    /// The index of a pool address, if it is one.
     #[inline]
-    fn ordinal(&self, addr: u32, port: u16) -> Option<u32> {
-        let a = self.addresses.binary_search(&addr).ok()?;
+    fn address(&self, addr: u32) -> Option<usize> {
+        self.addresses.binary_search(&addr).ok()
+    }
+
+    /// The ordinal of the pair (the address at index `a`, `port`), if the pool hands it out.
+    #[inline]
+    fn ordinal(&self, a: usize, port: u16) -> Option<u32> {
         let k = u64::from(port.checked_sub(self.lo)?) * self.addresses.len() as u64 + a as u64;
         (k < u64::from(self.pairs)).then_some(k as u32)
     }
@@ -137,7 +142,6 @@ impl Pool {
 
 pub struct Nat44 {
     inside: Vec<(u32, u32)>,
-    public: Vec<u32>,
     max_sessions: usize,
     timeouts_ns: Timeouts,
     /// Mappings by slot; `None` slots are free (listed in `free`).
@@ -230,8 +234,8 @@ impl NetworkFunction for Nat44 {
             let data = packet.data_mut();
             let result = if self.is_inside(p.src) {
                 self.outbound(data, &p, now)
-            } else if self.public.binary_search(&p.dst).is_ok() {
-                self.inbound(data, &p, now)
+            } else if let Some(a) = self.pool.address(p.dst) {
+                self.inbound(data, &p, a, now)
             } else {
                 self.counts.passed += 1;
                 Ok(())
@@ -363,16 +367,12 @@ impl Nat44 {
     }
 
     #[inline]
-    fn inbound(&mut self, data: &mut [u8], p: &Parsed, now: u64) -> Result<(), DropReason> {
-        let key = Endpoint {
-            proto: p.proto,
-            addr: p.dst,
-            port: p.dport,
-        };
+    /// A packet to the pool address at index `a`.
+    fn inbound(&mut self, data: &mut [u8], p: &Parsed, a: usize, now: u64) -> Result<(), DropReason> {
         let held = self
             .pool
-            .ordinal(key.addr, key.port)
-            .map(|k| self.by_public[proto_index(key.proto)][k as usize])
+            .ordinal(a, p.dport)
+            .map(|k| self.by_public[proto_index(p.proto)][k as usize])
             .filter(|&s| s != NO_SLOT);
         let slot = self.live(held, now).ok_or(NO_MAPPING)?;
         let m = self.slots[slot as usize].as_mut().expect("a live slot");
@@ -414,7 +414,8 @@ impl Nat44 {
         self.by_inside.remove(&m.inside);
         let ordinal = self
             .pool
-            .ordinal(m.public.addr, m.public.port)
+            .address(m.public.addr)
+            .and_then(|a| self.pool.ordinal(a, m.public.port))
             .expect("handed out by the pool");
         let proto = proto_index(m.public.proto);
         self.by_public[proto][ordinal as usize] = NO_SLOT;
@@ -680,7 +681,7 @@ impl Nat44 {
         // before it is handed out again (stray packets of its old flow die out).
         let space = public.len() as u64 * (u64::from(ports.1 - ports.0) + 1);
         let pool = Pool {
-            addresses: public.clone(),
+            addresses: public,
             lo: ports.0,
             pairs: space.min(max_sessions as u64 + 65_536) as u32,
         };
@@ -688,7 +689,6 @@ impl Nat44 {
         let by_public = [0; 3].map(|_| vec![NO_SLOT; pool.pairs as usize]);
         Ok(Nat44 {
             inside,
-            public,
             max_sessions,
             timeouts_ns,
             // Every structure sized up front: a flood of new flows cannot grow memory.
@@ -699,7 +699,6 @@ impl Nat44 {
             by_inside: HashMap::with_capacity(2 * max_sessions),
             pool,
             by_public,
-
             free_pairs,
             line: EvictionLine::new(max_sessions),
             sweep: 0,

@@ -267,14 +267,21 @@ impl Chain {
     /// are measured per call.
     #[inline]
     pub fn process<const ACCOUNT: bool, B: Buffers>(&mut self, batch: &mut Batch, buffers: &mut B, now: u64) {
-        self.forward::<ACCOUNT, B>(batch, buffers, now);
+        self.forward::<ACCOUNT, false, B>(batch, buffers, now);
         if self.reply.is_some() {
             self.answer::<ACCOUNT, B>(batch, buffers, now);
         }
     }
 
+    /// The forward pass; with `POLL` no batch came (`batch` is empty) and every NF that
+    /// holds packets is called to release what is due (`poll`).
     #[inline]
-    fn forward<const ACCOUNT: bool, B: Buffers>(&mut self, batch: &mut Batch, buffers: &mut B, now: u64) {
+    fn forward<const ACCOUNT: bool, const POLL: bool, B: Buffers>(
+        &mut self,
+        batch: &mut Batch,
+        buffers: &mut B,
+        now: u64,
+    ) {
         let Chain {
             slots,
             verdicts,
@@ -300,6 +307,11 @@ impl Chain {
             outs,
             queued,
         };
+        if POLL {
+            let n = slots.len();
+            graph::<ACCOUNT>(slots, &mut ctx, batch, &mut parts, side, main_next, 0, n, t0, true);
+            return;
+        }
         if !*linear {
             graph::<ACCOUNT>(slots, &mut ctx, batch, &mut parts, side, main_next, 0, 0, t0, false);
             return;
@@ -359,39 +371,11 @@ impl Chain {
         if !self.slots.iter().any(|s| s.nf.held() > 0) {
             return false;
         }
-        self.release_due::<ACCOUNT, B>(batch, buffers, now);
+        self.forward::<ACCOUNT, true, B>(batch, buffers, now);
         if self.reply.is_some() && (!batch.is_empty() || !self.outs[0].is_empty()) {
             self.answer::<ACCOUNT, B>(batch, buffers, now);
         }
         true
-    }
-
-    fn release_due<const ACCOUNT: bool, B: Buffers>(&mut self, batch: &mut Batch, buffers: &mut B, now: u64) {
-        let Chain {
-            slots,
-            verdicts,
-            pending,
-            side,
-            emitted,
-            outs,
-            queued,
-            main_next,
-            core,
-            replica,
-            start,
-            ns_per_tick,
-            ..
-        } = self;
-        let mut ctx = ChainContext::new(now, *start, *ns_per_tick, buffers, emitted).at(*core, *replica, 0);
-        let mut parts = Parts {
-            verdicts,
-            pending,
-            outs,
-            queued,
-        };
-        let t0 = if ACCOUNT { tsc::now() } else { 0 };
-        let n = slots.len();
-        graph::<ACCOUNT>(slots, &mut ctx, batch, &mut parts, side, main_next, 0, n, t0, true);
     }
 
     /// The far end answers what reached it (the main batch, then what left on egress 0

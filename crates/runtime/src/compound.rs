@@ -225,11 +225,11 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
             pool,
             batch,
         } = self;
-        let t_chain;
-        if source.rx(now, pool, batch) == 0 {
+        let got = source.rx(now, pool, batch);
+        let t_chain = if ACCOUNT { tsc::now() } else { 0 };
+        if got == 0 {
             // Nothing came: NFs that hold packets (a shaper) release what is due, and a
             // source that ran dry waits for them to empty.
-            t_chain = if ACCOUNT { tsc::now() } else { 0 };
             if !chain.poll::<ACCOUNT, _>(batch, pool, now) {
                 return if source.exhausted() {
                     Step::Exhausted
@@ -241,21 +241,27 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
                 return Step::Idle;
             }
         } else {
-            t_chain = if ACCOUNT { tsc::now() } else { 0 };
             chain.process::<ACCOUNT, _>(batch, pool, now);
         }
         let t_sink = if ACCOUNT { tsc::now() } else { 0 };
-        sinks[0].tx(now, batch, pool);
-        for (out, sink) in chain.outs().iter_mut().zip(sinks.iter_mut()) {
-            if !out.is_empty() {
-                sink.tx(now, out, pool);
-            }
-        }
+        send_out(chain, sinks, batch, pool, now);
         if ACCOUNT {
             phase.source_cycles += t_chain - now;
             phase.sink_cycles += tsc::now() - t_sink;
         }
         Step::Worked
+    }
+}
+
+/// What a pass of the chain left: the main batch to the first sink, what left on each
+/// egress another way to its sink.
+#[inline(always)]
+fn send_out<T: TxPort>(chain: &mut Chain, sinks: &mut [T], batch: &mut Batch, pool: &mut PacketPool, now: u64) {
+    sinks[0].tx(now, batch, pool);
+    for (out, sink) in chain.outs().iter_mut().zip(sinks.iter_mut()) {
+        if !out.is_empty() {
+            sink.tx(now, out, pool);
+        }
     }
 }
 
@@ -416,12 +422,7 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
             if now >= until || !chain.poll::<false, _>(batch, pool, now) {
                 break;
             }
-            sinks[0].tx(now, batch, pool);
-            for (out, sink) in chain.outs().iter_mut().zip(sinks.iter_mut()) {
-                if !out.is_empty() {
-                    sink.tx(now, out, pool);
-                }
-            }
+            send_out(chain, sinks, batch, pool, now);
         }
     }
 
