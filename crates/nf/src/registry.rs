@@ -49,6 +49,8 @@ pub const TYPES: &[NfType] = &[
     crate::qos::TYPE,
     crate::shaper::TYPE,
     crate::dpi::TYPE,
+    crate::ipsec::encrypt::TYPE,
+    crate::ipsec::decrypt::TYPE,
 ];
 
 impl NfType {

@@ -1,0 +1,311 @@
+//! A security association as both ESP NFs configure it (RFC 4301 §4.4.2): its SPI, its
+//! AES-GCM key and salt (RFC 4106), tunnel endpoints, extended sequence numbers, the
+//! selectors of the traffic it carries and its lifetime; and the per-packet pieces of
+//! RFC 4106 both directions share (nonce, additional authenticated data).
+
+use std::net::Ipv4Addr;
+
+use aws_lc_rs::aead::{AES_128_GCM, AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
+use serde::{Deserialize, Serialize};
+
+use crate::ConfigError;
+use crate::classes::MatchConfig;
+
+/// ESP header: SPI and the sequence number's low 32 bits.
+pub const ESP_HEADER: usize = 8;
+/// The explicit IV of RFC 4106: 8 bytes, here the SA's 64-bit sequence number (unique
+/// per key, as §3.1 requires; Linux's `seqiv` does the same).
+pub const IV: usize = 8;
+/// Integrity check value: the full 16-byte GCM tag (RFC 4106 also allows 8 or 12; the
+/// crypto crates verify full tags only).
+pub const ICV: usize = 16;
+/// ESP's trailer after the padding: pad length and next header.
+pub const TRAILER: usize = 2;
+/// IP protocol number of ESP.
+pub const PROTO_ESP: u8 = 50;
+/// Next header values of the inner datagram (tunnel mode) and of a dummy packet
+/// (RFC 4303 §2.6: traffic flow confidentiality padding, discarded by the receiver).
+pub const NEXT_IPV4: u8 = 4;
+pub const NEXT_IPV6: u8 = 41;
+pub const NEXT_DUMMY: u8 = 59;
+
+/// One SA, as written in an ESP NF's `sas` list.
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SaConfig {
+    /// Security parameter index: a number or `0x` hex (256 and above; below is reserved).
+    pub spi: Spi,
+    /// The AES key then the 4-byte salt, in hex (`0x` optional): 20 bytes for
+    /// AES-128-GCM, 36 for AES-256-GCM, exactly as `ip xfrm state ... aead
+    /// 'rfc4106(gcm(aes))' KEY 128` takes it.
+    pub key: String,
+    /// Outer IPv4 source and destination. esp-encrypt writes them; esp-decrypt, where
+    /// given, takes only packets sent to `dst` from `src` under this SPI.
+    pub tunnel: Option<Tunnel>,
+    /// 64-bit extended sequence numbers (RFC 4303 §2.2.1): the high half is never sent
+    /// and is covered by the ICV (default false).
+    #[serde(default)]
+    pub esn: bool,
+    /// Which inner packets the SA carries (RFC 4301 selectors): esp-encrypt protects
+    /// with the first SA whose match takes the packet; esp-decrypt drops a decrypted
+    /// packet its SA's match does not take (`policy-mismatch`). None: every IPv4 packet.
+    #[serde(rename = "match")]
+    pub selectors: Option<MatchConfig>,
+    /// The hard lifetime: after this many packets or inner bytes the SA carries no more
+    /// (`sa-expired`; there is no key exchange here to make a new one).
+    pub lifetime: Option<Lifetime>,
+    /// esp-decrypt: the anti-replay window in packets (RFC 4303 §3.4.3; rounded up to a
+    /// multiple of 64; default 64; 0 turns the check off).
+    pub replay_window: Option<u32>,
+}
+
+/// Outer addresses of a tunnel.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Tunnel {
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+}
+
+/// An SA's hard lifetime; either bound or both.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Lifetime {
+    pub packets: Option<u64>,
+    /// Bytes of inner datagrams (as Linux's XFRM counts them).
+    pub bytes: Option<u64>,
+}
+
+/// A security parameter index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(try_from = "SpiRepr", into = "u32")]
+pub struct Spi(pub u32);
+
+impl From<Spi> for u32 {
+    fn from(s: Spi) -> u32 {
+        s.0
+    }
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+enum SpiRepr {
+    Number(u64),
+    Text(String),
+}
+
+impl TryFrom<SpiRepr> for Spi {
+    type Error = String;
+    fn try_from(r: SpiRepr) -> Result<Spi, String> {
+        let n = match r {
+            SpiRepr::Number(n) => n,
+            SpiRepr::Text(s) => {
+                let t = s.trim();
+                let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+                    Some(hex) => u64::from_str_radix(hex, 16),
+                    None => t.parse(),
+                };
+                parsed.map_err(|_| format!("`{s}` is not an SPI: write a number or 0x hex"))?
+            }
+        };
+        match u32::try_from(n) {
+            Ok(spi) if spi >= 256 => Ok(Spi(spi)),
+            Ok(spi) => Err(format!("SPI {spi} is reserved (RFC 4303 §2.1: 1 to 255 are for IANA, 0 is local)")),
+            Err(_) => Err(format!("SPI {n} does not fit 32 bits")),
+        }
+    }
+}
+
+/// An SA's cipher: AES-GCM keyed once, with the salt that begins every nonce.
+pub struct Cipher {
+    key: LessSafeKey,
+    salt: [u8; 4],
+}
+
+impl Cipher {
+    /// Reads `hex` (`key` of `sas[k]`, named by `at`) as key then salt.
+    pub fn new(hex: &str, at: &str) -> Result<Cipher, ConfigError> {
+        let bytes = parse_hex(hex).map_err(|why| ConfigError::new(at, why))?;
+        let algorithm = match bytes.len() {
+            20 => &AES_128_GCM,
+            36 => &AES_256_GCM,
+            n => {
+                return Err(ConfigError::new(
+                    at,
+                    format!(
+                        "{n} bytes: write 20 (an AES-128 key and a 4-byte salt) or 36 (AES-256 and the salt), as ip xfrm's rfc4106 keys"
+                    ),
+                ));
+            }
+        };
+        let (key, salt) = bytes.split_at(bytes.len() - 4);
+        let key = UnboundKey::new(algorithm, key).map_err(|_| ConfigError::new(at, "the crypto library refused the key"))?;
+        Ok(Cipher {
+            key: LessSafeKey::new(key),
+            salt: salt.try_into().expect("4 bytes"),
+        })
+    }
+
+    /// The RFC 4106 nonce: salt then the explicit IV.
+    #[inline(always)]
+    fn nonce(&self, iv: [u8; IV]) -> Nonce {
+        let mut n = [0u8; 12];
+        n[..4].copy_from_slice(&self.salt);
+        n[4..].copy_from_slice(&iv);
+        Nonce::assume_unique_for_key(n)
+    }
+
+    /// Encrypts `plain` in place; returns the ICV.
+    #[inline(always)]
+    pub fn seal(&self, iv: [u8; IV], aad: &AadBytes, plain: &mut [u8]) -> [u8; ICV] {
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(self.nonce(iv), Aad::from(aad.bytes()), plain)
+            .expect("AES-GCM seals any length a frame can have");
+        tag.as_ref().try_into().expect("a 16-byte GCM tag")
+    }
+
+    /// Checks and decrypts `cipher_and_icv` in place; the plaintext is all but its last
+    /// `ICV` bytes. `false`: the ICV does not match (nothing may be trusted).
+    #[inline(always)]
+    pub fn open(&self, iv: [u8; IV], aad: &AadBytes, cipher_and_icv: &mut [u8]) -> bool {
+        self.key
+            .open_in_place(self.nonce(iv), Aad::from(aad.bytes()), cipher_and_icv)
+            .is_ok()
+    }
+}
+
+/// The additional authenticated data of RFC 4106 §5: SPI and the 32-bit sequence
+/// number, or with ESN, SPI, the high half and the low half.
+pub struct AadBytes {
+    bytes: [u8; 12],
+    len: usize,
+}
+
+impl AadBytes {
+    #[inline(always)]
+    pub fn new(spi: u32, seq: u64, esn: bool) -> AadBytes {
+        let mut bytes = [0u8; 12];
+        bytes[..4].copy_from_slice(&spi.to_be_bytes());
+        if esn {
+            bytes[4..].copy_from_slice(&seq.to_be_bytes());
+            AadBytes { bytes, len: 12 }
+        } else {
+            bytes[4..8].copy_from_slice(&(seq as u32).to_be_bytes());
+            AadBytes { bytes, len: 8 }
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+/// What an SA has carried against its lifetime.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Usage {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+impl Usage {
+    /// Whether one more datagram of `len` bytes stays within `limit`.
+    #[inline(always)]
+    pub fn allows(&self, limit: &Lifetime, len: usize) -> bool {
+        limit.packets.is_none_or(|max| self.packets < max) && limit.bytes.is_none_or(|max| self.bytes + len as u64 <= max)
+    }
+
+    #[inline(always)]
+    pub fn add(&mut self, len: usize) {
+        self.packets += 1;
+        self.bytes += len as u64;
+    }
+}
+
+/// Hex with an optional `0x`; spaces and `:` between bytes are allowed.
+pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
+    let t = s.trim();
+    let t = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")).unwrap_or(t);
+    let digits: Vec<u8> = t.bytes().filter(|b| !matches!(b, b' ' | b':')).collect();
+    if digits.len() % 2 != 0 {
+        return Err("an odd number of hex digits".into());
+    }
+    digits
+        .chunks(2)
+        .map(|pair| {
+            let text = std::str::from_utf8(pair).unwrap_or("?");
+            u8::from_str_radix(text, 16).map_err(|_| format!("`{text}` is not hex"))
+        })
+        .collect()
+}
+
+/// Refuses two SAs with one SPI (and, for esp-decrypt, one destination).
+pub fn check_unique(sas: &[SaConfig], key: &str) -> Result<(), ConfigError> {
+    for (k, sa) in sas.iter().enumerate() {
+        let dst = |s: &SaConfig| s.tunnel.map(|t| t.dst);
+        if sas[..k].iter().any(|o| o.spi == sa.spi && dst(o) == dst(sa)) {
+            return Err(ConfigError::new(
+                format!("{key}[{k}].spi"),
+                format!("SPI {:#x} names two SAs", sa.spi.0),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_read_as_ip_xfrm_writes_them() {
+        let c = Cipher::new("0x0102030405060708090a0b0c0d0e0f10 11121314", "key").unwrap();
+        assert_eq!(c.salt, [0x11, 0x12, 0x13, 0x14]);
+        assert!(Cipher::new(&"ab".repeat(36), "key").is_ok(), "AES-256 and salt");
+        let e = Cipher::new(&"ab".repeat(16), "sas[0].key").err().unwrap();
+        assert_eq!(e.key, "sas[0].key");
+        assert!(e.reason.contains("16 bytes"), "{}", e.reason);
+        assert!(Cipher::new("0xzz", "key").err().unwrap().reason.contains("`zz`"));
+    }
+
+    #[test]
+    fn spis_are_numbers_or_hex_and_not_reserved() {
+        let spi = |v: serde_json::Value| serde_json::from_value::<Spi>(v).map_err(|e| e.to_string());
+        assert_eq!(spi(serde_json::json!("0x100")), Ok(Spi(256)));
+        assert_eq!(spi(serde_json::json!(4096)), Ok(Spi(4096)));
+        assert!(spi(serde_json::json!(255)).unwrap_err().contains("reserved"));
+        assert!(spi(serde_json::json!(1u64 << 32)).unwrap_err().contains("32 bits"));
+    }
+
+    #[test]
+    fn seal_then_open_round_trips_and_any_changed_bit_fails() {
+        let c = Cipher::new(&"42".repeat(20), "key").unwrap();
+        let aad = AadBytes::new(0x100, 7, false);
+        let mut text = b"tunnelled datagram".to_vec();
+        let icv = c.seal(7u64.to_be_bytes(), &aad, &mut text);
+        assert_ne!(&text[..], b"tunnelled datagram");
+        let mut sealed = [text.clone(), icv.to_vec()].concat();
+        assert!(c.open(7u64.to_be_bytes(), &aad, &mut sealed));
+        assert_eq!(&sealed[..18], b"tunnelled datagram");
+        // Another sequence number in the AAD, or another IV: refused.
+        let mut again = [text.clone(), icv.to_vec()].concat();
+        assert!(!c.open(7u64.to_be_bytes(), &AadBytes::new(0x100, 8, false), &mut again));
+        let mut again = [text, icv.to_vec()].concat();
+        assert!(!c.open(8u64.to_be_bytes(), &aad, &mut again));
+    }
+
+    #[test]
+    fn lifetimes_bound_packets_and_bytes() {
+        let limit = Lifetime {
+            packets: Some(2),
+            bytes: Some(250),
+        };
+        let mut u = Usage::default();
+        assert!(u.allows(&limit, 100));
+        u.add(100);
+        assert!(!u.allows(&limit, 151), "bytes");
+        assert!(u.allows(&limit, 150));
+        u.add(150);
+        assert!(!u.allows(&limit, 0), "packets");
+    }
+}
