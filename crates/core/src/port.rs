@@ -96,6 +96,13 @@ pub trait RxPort {
     /// payload pattern, so that frames stamped later carry valid checksums).
     fn prime(&self, _pool: &mut PacketPool) {}
 
+    /// A wired tester writes its signature over the last `width` bytes of every frame's
+    /// IP datagram. A source whose frames' checksums count on what its buffers held (the
+    /// generator stamps only the head) writes those bytes afresh in every frame it
+    /// produces from now on, wherever a frame of any of its sizes carried a signature;
+    /// a source that writes whole frames needs nothing.
+    fn restore_tails(&mut self, _width: usize) {}
+
     /// The measured window starts now: what the port produces from here on is the
     /// window's traffic (marked `FLAG_WINDOW`, so sinks can count it), and with `count`
     /// the port stops after that many more packets.
@@ -194,6 +201,9 @@ impl<P: RxPort + ?Sized> RxPort for &mut P {
     }
     fn prime(&self, pool: &mut PacketPool) {
         (**self).prime(pool)
+    }
+    fn restore_tails(&mut self, width: usize) {
+        (**self).restore_tails(width)
     }
     fn start_window(&mut self, count: Option<u64>) {
         (**self).start_window(count)

@@ -163,7 +163,10 @@ impl<G: RxPort, O: TxPort, I: RxPort> TesterLink<G, O, I> {
     /// `quiet`: how long the end of a phase waits for frames still in flight after the
     /// last one arrived (many round trips: a loaded machine can deschedule a device
     /// under test for tens of milliseconds; wired runs wait 300 ms).
-    pub fn new(source: G, out: O, back: I, batch: usize, quiet: Duration) -> TesterLink<G, O, I> {
+    pub fn new(mut source: G, out: O, back: I, batch: usize, quiet: Duration) -> TesterLink<G, O, I> {
+        // Signing changes the frame's bytes past the source's stamped head: the source
+        // must put them back before it stamps that buffer again.
+        source.restore_tails(SIGNATURE_LEN);
         TesterLink {
             source,
             out,

@@ -170,6 +170,52 @@ fn a_signature_keeps_every_checksum_valid_and_reads_back() {
     }
 }
 
+/// A buffer that carried a signature out (or a frame with one back in) is stamped again
+/// with its old signature still in it: the generator puts the pattern back where any
+/// of its sizes carries one, so every later frame checksums right. Without that, the
+/// second round's frames fail (the check can fail).
+#[test]
+fn buffers_that_carried_signatures_sign_right_when_reused() {
+    let imix = GeneratorConfig {
+        sizes: FrameSizes::imix(),
+        flows: 16,
+        ..GeneratorConfig::default()
+    };
+    for restore in [true, false] {
+        for cfg in [
+            imix.clone(),
+            GeneratorConfig {
+                sizes: FrameSizes::Fixed { size: 200 },
+                ..imix.clone()
+            },
+        ] {
+            let mut g = Generator::new(cfg, 32).unwrap();
+            if restore {
+                g.restore_tails(sfclab_io::tester_link::SIGNATURE_LEN);
+            }
+            let mut pool = PacketPool::new(64);
+            g.prime(&mut pool);
+            let mut bad = 0;
+            for round in 0..20u32 {
+                let mut batch = Batch::new(32);
+                g.rx(u64::from(round) * 1_000_000, &mut pool, &mut batch);
+                for (k, p) in batch.iter_mut().enumerate() {
+                    let sig = Signature {
+                        phase: 1,
+                        flags: 0,
+                        seq: round * 32 + k as u32,
+                        timestamp: 7,
+                    };
+                    assert!(sign(p, sig));
+                    bad += usize::from(FrameRepr::parse(p.data()).is_err());
+                }
+                pool.free_batch(&mut batch);
+            }
+            assert_eq!(bad == 0, restore, "restore {restore}: {bad} frames with bad checksums");
+        }
+    }
+}
+
 #[test]
 fn frames_too_short_or_not_udp_tcp_carry_no_signature() {
     // 64-byte TCP/IPv4 has 6 bytes of payload; 66-byte IPv6/UDP has none.

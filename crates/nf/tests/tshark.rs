@@ -3,106 +3,16 @@
 //! no expert error, and as many frames as were written. Wireshark is an independent
 //! implementation of every protocol these NFs rewrite or create.
 
-use sfclab_core::{Batch, BatchView, ChainContext, Emitted, NetworkFunction, PacketPool, Verdicts};
+use sfclab_core::NetworkFunction;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+
+mod common;
+use common::{frames, output, write_pcap};
 
 use sfclab_nf::firewall::{Firewall, FirewallConfig};
 use sfclab_nf::nat44::{Nat44, Nat44Config};
 use sfclab_nf::router::{Router, RouterConfig};
-
-fn eth() -> etherparse::PacketBuilderStep<etherparse::Ethernet2Header> {
-    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0xaa], [2, 0, 0, 0, 0, 0xbb])
-}
-
-fn frames() -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut push = |write: &dyn Fn(&mut Vec<u8>)| {
-        let mut f = Vec::new();
-        write(&mut f);
-        out.push(f);
-    };
-    push(&|f| {
-        eth()
-            .ipv4([198, 18, 0, 1], [10, 1, 2, 3], 64)
-            .udp(1024, 5001)
-            .write(f, &[7; 22])
-            .unwrap()
-    });
-    push(&|f| {
-        eth()
-            .ipv4([198, 18, 0, 2], [10, 1, 2, 3], 64)
-            .tcp(40000, 80, 7, 65535)
-            .syn()
-            .write(f, &[])
-            .unwrap()
-    });
-    push(&|f| {
-        eth()
-            .ipv4([198, 18, 0, 3], [10, 9, 9, 9], 64)
-            .icmpv4_echo_request(9, 1)
-            .write(f, &[1; 24])
-            .unwrap()
-    });
-    // TTL 1: the router answers with ICMP time exceeded.
-    push(&|f| {
-        eth()
-            .ipv4([198, 18, 0, 4], [10, 1, 2, 3], 1)
-            .udp(1024, 5001)
-            .write(f, &[7; 22])
-            .unwrap()
-    });
-    push(&|f| {
-        let src = "2001:2::1".parse::<std::net::Ipv6Addr>().unwrap().octets();
-        let dst = "2001:db8::9".parse::<std::net::Ipv6Addr>().unwrap().octets();
-        eth().ipv6(src, dst, 1).udp(1024, 5001).write(f, &[3; 30]).unwrap()
-    });
-    out
-}
-
-/// Runs `nf` over `frames` (time `now_ns`); returns what left it, created packets too.
-fn output(nf: &mut dyn NetworkFunction, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let mut pool = PacketPool::new(64);
-    let mut batch = Batch::new(frames.len());
-    pool.alloc_into(&mut batch, frames.len());
-    for (p, f) in batch.iter_mut().zip(frames) {
-        p.reset(f.len()).copy_from_slice(f);
-    }
-    let mut verdicts = Verdicts::for_batch(frames.len());
-    let mut emitted = Emitted::default();
-    let mut ctx = ChainContext::new(0, 0, 1.0, &mut pool, &mut emitted);
-    nf.process(ctx.nf(), BatchView::new(&mut batch), &mut verdicts);
-    let mut out: Vec<Vec<u8>> = batch
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !matches!(verdicts.get(*i), sfclab_core::Verdict::Drop(_)))
-        .map(|(_, p)| p.data().to_vec())
-        .collect();
-    for (p, _) in emitted.drain() {
-        out.push(p.data().to_vec());
-        pool.free(p);
-    }
-    pool.free_batch(&mut batch);
-    out
-}
-
-fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
-    let header = pcap_file::pcap::PcapHeader {
-        ts_resolution: pcap_file::TsResolution::NanoSecond,
-        ..Default::default()
-    };
-    let file = std::fs::File::create(path).unwrap();
-    let mut w = pcap_file::pcap::PcapWriter::with_header(file, header).unwrap();
-    for (k, f) in frames.iter().enumerate() {
-        let p = pcap_file::pcap::PcapPacket::new(
-            Duration::from_nanos(1_700_000_000_000_000_000 + k as u64),
-            f.len() as u32,
-            f,
-        );
-        w.write_packet(&p).unwrap();
-    }
-}
 
 /// tshark's verdict on a capture: frames read, and every expert error or warning.
 fn tshark(path: &Path) -> Option<(usize, Vec<String>)> {
@@ -234,9 +144,34 @@ fn esp_encrypt_output_decrypts_in_tshark() {
         let run = Command::new("tshark")
             .args(["-n", "-r"])
             .arg(&path)
-            .args(["-o", "esp.enable_encryption_decode:TRUE", "-o", &format!("uat:esp_sa:{sa}")])
-            .args(["-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE"])
-            .args(["-T", "fields", "-E", "separator=|", "-e", "ip.src", "-e", "ipv6.src", "-e", "udp.dstport", "-e", "tcp.dstport"])
+            .args([
+                "-o",
+                "esp.enable_encryption_decode:TRUE",
+                "-o",
+                &format!("uat:esp_sa:{sa}"),
+            ])
+            .args([
+                "-o",
+                "ip.check_checksum:TRUE",
+                "-o",
+                "udp.check_checksum:TRUE",
+                "-o",
+                "tcp.check_checksum:TRUE",
+            ])
+            .args([
+                "-T",
+                "fields",
+                "-E",
+                "separator=|",
+                "-e",
+                "ip.src",
+                "-e",
+                "ipv6.src",
+                "-e",
+                "udp.dstport",
+                "-e",
+                "tcp.dstport",
+            ])
             .args(["-e", "_ws.malformed", "-e", "_ws.expert.message"])
             .output()
             .expect("tshark is not installed (Debian package `tshark`)");

@@ -164,7 +164,16 @@ pub struct Generator {
     stats: GeneratorStats,
     /// Per-flow session state, when flows have sessions (TCP, or churn).
     sessions: Option<Sessions>,
+    /// Payload windows past the stamped head that a wired tester's signatures overwrite
+    /// (`restore_tails`): frame offset and the pattern bytes that belong there.
+    tails: Vec<(usize, [u8; TAIL])>,
 }
+
+/// Widest signature window `restore_tails` keeps.
+const TAIL: usize = 16;
+/// Bytes of each frame `stamp` writes from the flow's head: a window inside them is
+/// restored by the stamp itself.
+const STAMPED: usize = 64;
 
 /// Where each flow is in its session, and what the packet it sends next looks like.
 struct Sessions {
@@ -328,6 +337,7 @@ impl Generator {
             fresh: Vec::new(),
             stats: GeneratorStats::default(),
             sessions,
+            tails: Vec::new(),
             cfg,
         };
         g.set_flags(0);
@@ -457,6 +467,16 @@ impl RxPort for Generator {
             }
             bytes = u64::from(len) * got as u64;
         }
+        if !self.tails.is_empty() {
+            for p in batch.iter_mut_from(first) {
+                let frame = p.data_mut();
+                for (at, bytes) in &self.tails {
+                    if let Some(window) = frame.get_mut(*at..*at + TAIL) {
+                        window.copy_from_slice(bytes);
+                    }
+                }
+            }
+        }
         self.next_flow = flow;
         self.seq = seq;
         if self.probe_every != 0 && got > 0 && now >= self.next_probe {
@@ -490,6 +510,26 @@ impl RxPort for Generator {
 
     fn prime(&self, pool: &mut PacketPool) {
         Generator::prime_pool(pool);
+    }
+
+    /// A signature lands at the end of each frame's datagram (no Ethernet padding past
+    /// 60 bytes): for every size, those bytes past the stamped head get the pattern
+    /// back in every frame long enough to hold them, so a buffer that carried a
+    /// signature out (or back in) checksums right when stamped again.
+    fn restore_tails(&mut self, width: usize) {
+        assert!(width <= TAIL, "signatures wider than {TAIL} bytes");
+        let mut places: Vec<usize> = self
+            .lens
+            .iter()
+            .map(|&len| usize::from(len).saturating_sub(TAIL))
+            .filter(|&at| at >= STAMPED)
+            .collect();
+        places.sort_unstable();
+        places.dedup();
+        self.tails = places
+            .into_iter()
+            .map(|at| (at, std::array::from_fn(|k| crate::flows::pattern_byte(at + k))))
+            .collect();
     }
 
     fn start_window(&mut self, count: Option<u64>) {

@@ -159,11 +159,17 @@ impl EspDecrypt {
         let Some(inner) = plain.len().checked_sub(pad + TRAILER) else {
             return Err(DropReason::MALFORMED);
         };
-        if plain[inner..inner + pad].iter().enumerate().any(|(j, &b)| usize::from(b) != j + 1) {
+        if plain[inner..inner + pad]
+            .iter()
+            .enumerate()
+            .any(|(j, &b)| usize::from(b) != j + 1)
+        {
             return Err(DropReason::MALFORMED);
         }
         let (v6, inner_len) = match next {
-            sa::NEXT_IPV4 if inner >= 20 && plain[0] >> 4 == 4 => (false, usize::from(u16::from_be_bytes([plain[2], plain[3]]))),
+            sa::NEXT_IPV4 if inner >= 20 && plain[0] >> 4 == 4 => {
+                (false, usize::from(u16::from_be_bytes([plain[2], plain[3]])))
+            }
             sa::NEXT_IPV6 if inner >= 40 && plain[0] >> 4 == 6 => {
                 (true, 40 + usize::from(u16::from_be_bytes([plain[4], plain[5]])))
             }
@@ -381,7 +387,11 @@ mod tests {
     fn ipv6_frame() -> Vec<u8> {
         let mut out = Vec::new();
         etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0xaa], [2, 0, 0, 0, 0, 0xbb])
-            .ipv6([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2], 64)
+            .ipv6(
+                [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+                [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+                64,
+            )
             .udp(1024, 1024)
             .write(&mut out, &[7u8; 33])
             .unwrap();
@@ -407,7 +417,10 @@ mod tests {
         assert_eq!((nf.decrypted, nf.top_seq(SPI)), (4, Some(4)));
         let c = nf.counters();
         let bytes = 46 + 46 + (40 + 8 + 33) + 46; // inner datagrams, no link header or padding
-        assert!(c.iter().any(|c| c.name == "sa1000_bytes" && c.value == bytes as u64), "{c:?}");
+        assert!(
+            c.iter().any(|c| c.name == "sa1000_bytes" && c.value == bytes as u64),
+            "{c:?}"
+        );
     }
 
     #[test]
@@ -417,13 +430,27 @@ mod tests {
         let mut nf = decryptor_of(serde_json::json!({"replay_window": 64}));
         // 1..=100 in order, then 100 again and 40 (too old); 150 skipped and sent after
         // 200 (late, inside the window: taken), then once more (a repeat).
-        let order: Vec<usize> = (0..100).chain([99, 39]).chain(100..149).chain(150..200).chain([149, 149]).collect();
+        let order: Vec<usize> = (0..100)
+            .chain([99, 39])
+            .chain(100..149)
+            .chain(150..200)
+            .chain([149, 149])
+            .collect();
         let frames: Vec<Vec<u8>> = order.iter().map(|&k| sealed[k].clone()).collect();
         let (_, v) = run_one_batch(&mut nf, &frames);
-        let drops: Vec<(usize, Verdict)> = v.iter().copied().enumerate().filter(|(_, v)| *v != Verdict::Continue).collect();
+        let drops: Vec<(usize, Verdict)> = v
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(_, v)| *v != Verdict::Continue)
+            .collect();
         assert_eq!(
             drops,
-            vec![(100, Verdict::Drop(REPLAY)), (101, Verdict::Drop(REPLAY)), (202, Verdict::Drop(REPLAY))]
+            vec![
+                (100, Verdict::Drop(REPLAY)),
+                (101, Verdict::Drop(REPLAY)),
+                (202, Verdict::Drop(REPLAY))
+            ]
         );
         assert_eq!(nf.decrypted, 200);
         // Off: repeats pass.
@@ -443,7 +470,12 @@ mod tests {
         let (_, v) = run_one_batch(&mut nf, &[forged, seq_changed, sealed[1].clone(), sealed[0].clone()]);
         assert_eq!(
             v,
-            vec![Verdict::Drop(AUTH_FAILED), Verdict::Drop(AUTH_FAILED), Verdict::Continue, Verdict::Continue]
+            vec![
+                Verdict::Drop(AUTH_FAILED),
+                Verdict::Drop(AUTH_FAILED),
+                Verdict::Continue,
+                Verdict::Continue
+            ]
         );
         let wrong_key = "0x4c80cdefbb5d10da906ac73c3613a634 2e443b69"; // salt differs
         let mut nf = decryptor_of(serde_json::json!({"key": wrong_key}));
@@ -466,7 +498,10 @@ mod tests {
         // A receiver without ESN authenticates another AAD: nothing verifies.
         let mut plain = decryptor_of(serde_json::json!({}));
         plain.sas[0].window.accept(u64::from(u32::MAX) - 2);
-        assert_eq!(run_one_batch(&mut plain, &sealed[..1]).1, vec![Verdict::Drop(AUTH_FAILED)]);
+        assert_eq!(
+            run_one_batch(&mut plain, &sealed[..1]).1,
+            vec![Verdict::Drop(AUTH_FAILED)]
+        );
     }
 
     #[test]
@@ -479,10 +514,23 @@ mod tests {
         assert_eq!(run_one_batch(&mut nf, &sealed).1, vec![Verdict::Drop(UNKNOWN_SPI)]);
         let mut nf = decryptor_of(serde_json::json!({}));
         let (_, v) = run_one_batch(&mut nf, &[other_src, udp_frame(), vec![0xff; 60]]);
-        assert_eq!(v, vec![Verdict::Drop(UNKNOWN_SPI), Verdict::Drop(NOT_ESP), Verdict::Drop(NOT_ESP)]);
-        let mut nf = decryptor(serde_json::json!({"sas": [sa(serde_json::json!({"tunnel": null}))], "bypass": [{"proto": "udp"}]}));
+        assert_eq!(
+            v,
+            vec![
+                Verdict::Drop(UNKNOWN_SPI),
+                Verdict::Drop(NOT_ESP),
+                Verdict::Drop(NOT_ESP)
+            ]
+        );
+        let mut nf = decryptor(
+            serde_json::json!({"sas": [sa(serde_json::json!({"tunnel": null}))], "bypass": [{"proto": "udp"}]}),
+        );
         let (_, v) = run_one_batch(&mut nf, &[sealed[0].clone(), udp_frame()]);
-        assert_eq!(v, vec![Verdict::Continue; 2], "no tunnel: any outer address; UDP in clear bypasses");
+        assert_eq!(
+            v,
+            vec![Verdict::Continue; 2],
+            "no tunnel: any outer address; UDP in clear bypasses"
+        );
         assert_eq!(nf.bypassed, 1);
     }
 
@@ -508,7 +556,7 @@ mod tests {
             handmade(4, with(&[], 59)),
             handmade(5, with(&[], 17)),
             handmade(6, [&inner[..20], &[0, 4]].concat()), // IPv4 says 46 bytes, 20 inside
-            handmade(7, vec![3, 4]),                         // pad length past the payload
+            handmade(7, vec![3, 4]),                       // pad length past the payload
             handmade(8, [&inner[..], &[0xee; 6], &[0, 4]].concat()), // TFC padding: fine
         ];
         let (out, v) = run_one_batch(&mut nf, &frames);
@@ -535,7 +583,14 @@ mod tests {
         short[14 + 3] = 40;
         Ipv4Header::fill_checksum(&mut short[14..34]);
         let (_, v) = run_one_batch(&mut nf, &[frag, short, frames[0][..40].to_vec()]);
-        assert_eq!(v, vec![Verdict::Drop(OUTER_FRAGMENT), Verdict::Drop(R::MALFORMED), Verdict::Drop(R::MALFORMED)]);
+        assert_eq!(
+            v,
+            vec![
+                Verdict::Drop(OUTER_FRAGMENT),
+                Verdict::Drop(R::MALFORMED),
+                Verdict::Drop(R::MALFORMED)
+            ]
+        );
     }
 
     #[test]

@@ -315,7 +315,10 @@ mod tests {
         assert_eq!(&f[42..50], &1u64.to_be_bytes(), "IV: the sequence number");
         assert_eq!(&out[1][38..42], &2u32.to_be_bytes());
         assert_ne!(&out[1][14 + 4..14 + 6], &f[14 + 4..14 + 6], "IP IDs differ");
-        assert!(!f.windows(inner.len()).any(|w| w == &inner[..]), "the datagram is not in clear");
+        assert!(
+            !f.windows(inner.len()).any(|w| w == &inner[..]),
+            "the datagram is not in clear"
+        );
         assert_eq!(nf.last_seq(0x1000), Some(2));
     }
 
@@ -336,7 +339,12 @@ mod tests {
             Ipv4Header::fill_checksum(&mut f[14..34]);
             f
         };
-        let frames = [with_dport(53, 17), with_dport(1024, 17), with_dport(22, 17), with_dport(80, 6)];
+        let frames = [
+            with_dport(53, 17),
+            with_dport(1024, 17),
+            with_dport(22, 17),
+            with_dport(80, 6),
+        ];
         let (out, v) = run_one_batch(&mut nf, &frames);
         assert_eq!(&out[0][34..38], &0x2000u32.to_be_bytes());
         assert_eq!(&out[1][34..38], &0x3000u32.to_be_bytes());
@@ -357,7 +365,11 @@ mod tests {
         let mut nf = encryptor(serde_json::json!({}));
         nf.sas[0].seq = u64::from(u32::MAX) - 1;
         let (_, v) = run_one_batch(&mut nf, &[udp_frame(), udp_frame()]);
-        assert_eq!(v, vec![Verdict::Continue, Verdict::Drop(SEQ_OVERFLOW)], "no ESN: 2^32 - 1 packets at most");
+        assert_eq!(
+            v,
+            vec![Verdict::Continue, Verdict::Drop(SEQ_OVERFLOW)],
+            "no ESN: 2^32 - 1 packets at most"
+        );
         let mut nf = encryptor(serde_json::json!({}));
         nf.sas[0].esn = true;
         nf.sas[0].seq = u64::from(u32::MAX);
@@ -375,13 +387,17 @@ mod tests {
         let err = |cfg: serde_json::Value| EspEncrypt::new(&crate::typed(&cfg).unwrap()).err().unwrap();
         let e = err(serde_json::json!({"sas": [{"spi": 300, "key": KEY}]}));
         assert_eq!(e.key, "sas[0].tunnel");
-        let e = err(serde_json::json!({"sas": [{"spi": 300, "key": "0x11", "tunnel": {"src": "1.1.1.1", "dst": "2.2.2.2"}}]}));
+        let e = err(
+            serde_json::json!({"sas": [{"spi": 300, "key": "0x11", "tunnel": {"src": "1.1.1.1", "dst": "2.2.2.2"}}]}),
+        );
         assert_eq!(e.key, "sas[0].key");
         let e = err(serde_json::json!({"sas": [
             {"spi": 300, "key": KEY, "tunnel": {"src": "1.1.1.1", "dst": "2.2.2.2"}},
             {"spi": 300, "key": KEY, "tunnel": {"src": "1.1.1.1", "dst": "2.2.2.2"}}]}));
         assert_eq!(e.key, "sas[1].spi");
-        let e = err(serde_json::json!({"sas": [{"spi": 300, "key": KEY, "tunnel": {"src": "1.1.1.1", "dst": "2.2.2.2"}, "replay_window": 64}]}));
+        let e = err(
+            serde_json::json!({"sas": [{"spi": 300, "key": KEY, "tunnel": {"src": "1.1.1.1", "dst": "2.2.2.2"}, "replay_window": 64}]}),
+        );
         assert_eq!(e.key, "sas[0].replay_window");
     }
 }

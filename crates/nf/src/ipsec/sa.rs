@@ -110,7 +110,9 @@ impl TryFrom<SpiRepr> for Spi {
         };
         match u32::try_from(n) {
             Ok(spi) if spi >= 256 => Ok(Spi(spi)),
-            Ok(spi) => Err(format!("SPI {spi} is reserved (RFC 4303 §2.1: 1 to 255 are for IANA, 0 is local)")),
+            Ok(spi) => Err(format!(
+                "SPI {spi} is reserved (RFC 4303 §2.1: 1 to 255 are for IANA, 0 is local)"
+            )),
             Err(_) => Err(format!("SPI {n} does not fit 32 bits")),
         }
     }
@@ -139,7 +141,8 @@ impl Cipher {
             }
         };
         let (key, salt) = bytes.split_at(bytes.len() - 4);
-        let key = UnboundKey::new(algorithm, key).map_err(|_| ConfigError::new(at, "the crypto library refused the key"))?;
+        let key =
+            UnboundKey::new(algorithm, key).map_err(|_| ConfigError::new(at, "the crypto library refused the key"))?;
         Ok(Cipher {
             key: LessSafeKey::new(key),
             salt: salt.try_into().expect("4 bytes"),
@@ -212,7 +215,8 @@ impl Usage {
     /// Whether one more datagram of `len` bytes stays within `limit`.
     #[inline(always)]
     pub fn allows(&self, limit: &Lifetime, len: usize) -> bool {
-        limit.packets.is_none_or(|max| self.packets < max) && limit.bytes.is_none_or(|max| self.bytes + len as u64 <= max)
+        limit.packets.is_none_or(|max| self.packets < max)
+            && limit.bytes.is_none_or(|max| self.bytes + len as u64 <= max)
     }
 
     #[inline(always)]
@@ -227,7 +231,7 @@ pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
     let t = s.trim();
     let t = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")).unwrap_or(t);
     let digits: Vec<u8> = t.bytes().filter(|b| !matches!(b, b' ' | b':')).collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err("an odd number of hex digits".into());
     }
     digits
