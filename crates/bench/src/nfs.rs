@@ -12,8 +12,11 @@
 //! Part 2's NFs run the same way: qos (three classes by DSCP, srTCM and trTCM), a shaper
 //! whose rate never binds (its queueing alone), dpi (30 signatures, scanned payload
 //! bytes per second beside the matcher alone on the same payloads: the limit) and seed
-//! 001's multi-feature chain `nat44 -> firewall -> qos -> dpi`. The peers are measured
-//! in the same run: DPDK's rte_meter checks against the qos NF's meters alone.
+//! 001's multi-feature chain `nat44 -> firewall -> qos -> dpi`, and IPsec:
+//! `esp-encrypt -> esp-decrypt` over datagrams of 64, 512 and 1420 bytes. The peers are
+//! measured in the same run: DPDK's rte_meter checks against the qos NF's meters alone,
+//! DPDK's AES-GCM crypto PMD (`dpdk-test-crypto-perf`) against the ESP NFs and their
+//! cipher alone (aws-lc-rs) on buffers of the same sizes.
 //!
 //! Repetitions are interleaved (every workload once per round).
 
@@ -28,7 +31,7 @@ use std::time::Duration;
 use crate::median;
 use std::fmt::Write as _;
 
-pub const NFS_SCHEMA: &str = "sfclab.bench.nfs/2";
+pub const NFS_SCHEMA: &str = "sfclab.bench.nfs/3";
 
 #[derive(Debug, Clone)]
 pub struct NfsArgs {
@@ -60,6 +63,39 @@ pub struct NfsBench {
     pub meters: Vec<MeterRow>,
     /// The dpi NF's signatures: the matcher alone on the workload's payloads.
     pub matcher: Vec<MatcherRow>,
+    /// The ESP NFs beside their cipher alone and DPDK's crypto PMD, by bytes encrypted
+    /// (empty when `--only` leaves out ipsec).
+    pub crypto: Vec<CryptoRow>,
+}
+
+/// ESP at one datagram size: the NFs in the ipsec workload, AES-GCM alone as they call
+/// it, and DPDK's AES-GCM PMD on buffers of the same size; TSC cycles per packet or
+/// operation.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct CryptoRow {
+    /// Bytes of the inner datagram (sfclab's NFs, which encrypt it with 2 to 5 bytes of
+    /// trailer) and of the PMD's buffer.
+    pub bytes: usize,
+    /// The ipsec workload's frame size for it (with FCS, as `--size`).
+    pub frames: String,
+    /// esp-encrypt and esp-decrypt, each its own cycles per packet (accounting on).
+    pub esp_encrypt_cycles: Option<f64>,
+    pub esp_decrypt_cycles: Option<f64>,
+    /// aws-lc-rs AES-128-GCM seal alone on a buffer of `bytes`.
+    pub aead_cycles: f64,
+    pub aead_cycles_runs: Vec<f64>,
+    /// DPDK's PMD encrypting a buffer of `bytes` (8-byte AAD, 16-byte tag).
+    pub pmd_cycles: Option<f64>,
+    pub pmd_cycles_runs: Vec<f64>,
+    pub pmd: Option<String>,
+    /// esp-encrypt over the PMD (the goal at 1420 B: at most 1.2), the cipher
+    /// alone over the PMD (the crate's share of that), esp-encrypt over its cipher alone
+    /// (what ESP's framing adds).
+    pub encrypt_vs_pmd: Option<f64>,
+    pub aead_vs_pmd: Option<f64>,
+    pub encrypt_vs_aead: Option<f64>,
+    /// Why the PMD has no figure.
+    pub peer_error: Option<String>,
 }
 
 /// One meter check: sfclab's meter and rte_meter's, each alone, TSC cycles per packet.
@@ -174,6 +210,15 @@ impl Default for Workload {
     }
 }
 
+/// The ipsec workload's frames: label, size with FCS, and the datagram's bytes.
+const ESP_SIZES: [(&str, u16, usize); 3] = [("82", 82, 64), ("530", 530, 512), ("1438", 1438, 1420)];
+
+/// One SA both ESP NFs hold (examples/chains/ipsec.yaml's).
+fn esp_sa() -> serde_json::Value {
+    json!({ "sas": [{ "spi": 4096, "key": "0x4c80cdefbb5d10da906ac73c3613a6342e443b68",
+                      "tunnel": { "src": "192.0.2.1", "dst": "192.0.2.2" } }] })
+}
+
 fn spec(kind: &str, settings: serde_json::Value) -> Result<NfSpec, String> {
     NfSpec::new(kind, settings).map_err(|e| format!("{kind}: {e}"))
 }
@@ -258,6 +303,7 @@ pub fn workload_names(nat_sessions: &[u32]) -> Vec<String> {
         "shaper",
         "dpi",
         "multi-feature",
+        "ipsec",
         "nat44-churn",
         "firewall-churn",
         "nat44-answered",
@@ -377,6 +423,21 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             ],
             flows: f,
             dscp: "ef,af41,be".parse().map_err(|e: String| e)?,
+            ..Workload::default()
+        },
+        Workload {
+            name: "ipsec".into(),
+            description: "esp-encrypt -> esp-decrypt, one SA: ESP tunnel mode, AES-128-GCM; datagrams of 64, 512, 1420 B and IMIX".into(),
+            chain: vec![
+                ("esp-encrypt".into(), spec("esp-encrypt", esp_sa())?),
+                ("esp-decrypt".into(), spec("esp-decrypt", esp_sa())?),
+            ],
+            flows: f,
+            sizes: ESP_SIZES
+                .iter()
+                .map(|&(label, size, _)| (label, FrameSizes::Fixed { size }))
+                .chain([("imix", FrameSizes::imix())])
+                .collect(),
             ..Workload::default()
         },
         Workload {
@@ -649,6 +710,12 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
     } else {
         Vec::new()
     };
+    let crypto = if wanted("ipsec") && !interrupted {
+        progress(total, total, "AES-GCM alone: aws-lc-rs and DPDK's crypto PMD");
+        crypto_rows(args, &points, repeat.max(1))
+    } else {
+        Vec::new()
+    };
     Ok(NfsBench {
         header: crate::BenchHeader::new(NFS_SCHEMA, repeat, interrupted),
         core: args.core,
@@ -657,7 +724,68 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
         points,
         meters,
         matcher,
+        crypto,
     })
+}
+
+/// Operations per size and run for the cipher checks: about a window's worth.
+fn crypto_ops(args: &NfsArgs) -> u64 {
+    ((args.duration.as_secs_f64() * 2e6) as u64).clamp(100_000, 2_000_000)
+}
+
+/// AES-GCM alone (ours and DPDK's), interleaved run by run on the bench's core, beside
+/// the ESP NFs' figures of the ipsec workload.
+fn crypto_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize) -> Vec<CryptoRow> {
+    let core = args.core.unwrap_or(0);
+    let main_core = if core == 0 { 1 } else { 0 };
+    let ops = crypto_ops(args);
+    let bytes: Vec<usize> = ESP_SIZES.iter().map(|&(_, _, b)| b).collect();
+    let mut ours: Vec<Vec<f64>> = vec![Vec::new(); bytes.len()];
+    let mut theirs: Vec<Vec<f64>> = vec![Vec::new(); bytes.len()];
+    let (mut pmd, mut peer_error) = (None, None);
+    for _ in 0..repeat {
+        for (k, &b) in bytes.iter().enumerate() {
+            ours[k].push(crate::on_core(args.core, || sfclab_nf::ipsec::sa::seal_alone(b, ops)));
+        }
+        if peer_error.is_none() {
+            match sfclab_peers::dpdk_crypto::aes_gcm_encrypt(main_core, core, &bytes, ops, &crate::stop_requested) {
+                Ok(rows) => {
+                    for row in rows {
+                        if let Some(k) = bytes.iter().position(|&b| b == row.bytes) {
+                            theirs[k].push(row.cycles_per_op);
+                        }
+                        pmd = Some(row.pmd);
+                    }
+                }
+                Err(e) => peer_error = Some(e),
+            }
+        }
+    }
+    ESP_SIZES
+        .iter()
+        .enumerate()
+        .map(|(k, &(label, _, b))| {
+            let point = points.iter().find(|p| p.workload == "ipsec" && p.frames == label);
+            let nf = |kind: &str| point.and_then(|p| p.nfs.iter().find(|n| n.kind == kind)).map(|n| n.cycles);
+            let (encrypt, aead) = (nf("esp-encrypt"), median(&ours[k]));
+            let pmd_cycles = (!theirs[k].is_empty()).then(|| median(&theirs[k]));
+            CryptoRow {
+                bytes: b,
+                frames: label.into(),
+                esp_encrypt_cycles: encrypt,
+                esp_decrypt_cycles: nf("esp-decrypt"),
+                aead_cycles: aead,
+                aead_cycles_runs: ours[k].clone(),
+                pmd_cycles,
+                pmd_cycles_runs: theirs[k].clone(),
+                pmd: pmd.clone(),
+                encrypt_vs_pmd: encrypt.zip(pmd_cycles).map(|(e, p)| e / p),
+                aead_vs_pmd: pmd_cycles.map(|p| aead / p),
+                encrypt_vs_aead: encrypt.map(|e| e / aead),
+                peer_error: peer_error.clone(),
+            }
+        })
+        .collect()
 }
 
 /// Packets per meter check and run: 20 million (about a quarter of a second) for 1 s
@@ -887,6 +1015,39 @@ fn render_table(b: &NfsBench) -> String {
                 crate::with_range(&m.matcher_gbps_runs, 2),
                 m.nf_gbps.map_or("-".into(), |g| format!("{g:.2}")),
                 m.share.map_or("-".into(), |r| format!("{:.0}%", r * 100.0)),
+            );
+        }
+    }
+    if !b.crypto.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nESP against AES-GCM alone, TSC cycles per packet or operation (per byte in brackets):"
+        );
+        for c in &b.crypto {
+            wide += [&c.aead_cycles_runs, &c.pmd_cycles_runs]
+                .iter()
+                .filter(|v| crate::is_wide(v))
+                .count();
+            let per_byte = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1} [{:.3}]", v / c.bytes as f64));
+            let peer = match (&c.pmd_cycles, &c.peer_error) {
+                (Some(_), _) => format!(
+                    "{} {}  esp-encrypt/PMD {:.2}x, aead/PMD {:.2}x",
+                    c.pmd.as_deref().unwrap_or("PMD"),
+                    per_byte(c.pmd_cycles),
+                    c.encrypt_vs_pmd.unwrap_or(f64::NAN),
+                    c.aead_vs_pmd.unwrap_or(f64::NAN)
+                ),
+                (None, Some(e)) => format!("PMD SKIPPED: {e}"),
+                (None, None) => "PMD -".into(),
+            };
+            let _ = writeln!(
+                s,
+                "  {:>5} B: esp-encrypt {}, esp-decrypt {}, aws-lc-rs alone {} (framing {})  {peer}",
+                c.bytes,
+                per_byte(c.esp_encrypt_cycles),
+                per_byte(c.esp_decrypt_cycles),
+                per_byte(Some(c.aead_cycles)),
+                c.encrypt_vs_aead.map_or("-".into(), |r| format!("{r:.2}x")),
             );
         }
     }

@@ -179,16 +179,17 @@ fn bench_lpm6_measures_rte_lpm6_when_installed() {
 }
 
 /// `bench nfs` prices part 2's NFs with their peers in the same run: the qos NF's meters
-/// alone beside DPDK's rte_meter (or why rte_meter could not run), and the dpi NF beside
-/// its matcher alone on the same payloads.
+/// alone beside DPDK's rte_meter (or why rte_meter could not run), the dpi NF beside
+/// its matcher alone on the same payloads, and the ESP NFs beside AES-GCM alone and
+/// DPDK's crypto PMD.
 #[test]
-fn bench_nfs_prices_qos_and_dpi_beside_rte_meter_and_the_matcher() {
+fn bench_nfs_prices_qos_dpi_and_esp_beside_their_peers() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let o = sfclab(&[
         "bench",
         "nfs",
         "--only",
-        "qos,dpi",
+        "qos,dpi,ipsec",
         "--flows",
         "256",
         "--repeat",
@@ -201,7 +202,7 @@ fn bench_nfs_prices_qos_and_dpi_beside_rte_meter_and_the_matcher() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    common::assert_follows_schema("bench-nfs-2.json", &v);
+    common::assert_follows_schema("bench-nfs-3.json", &v);
     let meters = v["meters"].as_array().unwrap();
     assert_eq!(meters.len(), 4, "srTCM and trTCM, blind and aware");
     for m in meters {
@@ -229,5 +230,21 @@ fn bench_nfs_prices_qos_and_dpi_beside_rte_meter_and_the_matcher() {
     for m in matcher {
         assert!(m["matcher_gbps"].as_f64().unwrap() > 0.0, "{m}");
         assert!(m["nf_gbps"].as_f64().unwrap() > 0.0, "{m}");
+    }
+    let crypto = v["crypto"].as_array().unwrap();
+    let bytes: Vec<u64> = crypto.iter().map(|c| c["bytes"].as_u64().unwrap()).collect();
+    assert_eq!(bytes, [64, 512, 1420]);
+    for c in crypto {
+        let (encrypt, aead) = (c["esp_encrypt_cycles"].as_f64().unwrap(), c["aead_cycles"].as_f64().unwrap());
+        assert!(aead > 0.0 && encrypt > aead, "the NF does the cipher's work and more: {c}");
+        assert!(c["esp_decrypt_cycles"].as_f64().unwrap() > 0.0, "{c}");
+        match c["pmd_cycles"].as_f64() {
+            Some(p) => assert!(p > 0.0 && c["encrypt_vs_pmd"].as_f64().unwrap() > 0.0, "{c}"),
+            None => assert!(c["peer_error"].is_string(), "no figure and no reason: {c}"),
+        }
+    }
+    let ipsec = v["points"].as_array().unwrap().iter().filter(|p| p["workload"] == "ipsec");
+    for p in ipsec {
+        assert_eq!(p["dropped"], 0, "every packet encrypted and decrypted: {p}");
     }
 }

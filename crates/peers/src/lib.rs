@@ -6,9 +6,11 @@
 //! - [`dpdk_test`]: DPDK's unit-test binary (`ring_perf_autotest`, `lpm_perf_autotest`).
 //! - [`dpdk_acl`]: DPDK's ACL test application (`dpdk-test-acl`, rte_acl).
 //! - [`dpdk_meter`]: DPDK's rte_meter, timed by a small program compiled against it.
+//! - [`dpdk_crypto`]: DPDK's AES-GCM crypto PMDs (`dpdk-test-crypto-perf`).
 //! - [`trafgen`]: netsniff-ng's packet generator on AF_PACKET TX rings.
 
 pub mod dpdk_acl;
+pub mod dpdk_crypto;
 pub mod dpdk_meter;
 pub mod dpdk_test;
 pub mod testpmd;
@@ -37,6 +39,21 @@ pub(crate) fn run_dpdk_app(
     app_args: &[String],
     stop: &dyn Fn() -> bool,
 ) -> Result<std::process::Output, String> {
+    run_dpdk_app_with(bin, package, lcores, &[], memory_mb, env, app_args, stop)
+}
+
+/// [`run_dpdk_app`] with more EAL arguments (`--vdev`, `--main-lcore`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_dpdk_app_with(
+    bin: &str,
+    package: &str,
+    lcores: &str,
+    eal: &[&str],
+    memory_mb: u32,
+    env: &[(&str, &str)],
+    app_args: &[String],
+    stop: &dyn Fn() -> bool,
+) -> Result<std::process::Output, String> {
     use std::process::Stdio;
     // A path runs as it is (a program built for the run); a name is looked up.
     let path = match bin.contains('/') {
@@ -58,6 +75,7 @@ pub(crate) fn run_dpdk_app(
         &prefix,
     ]
     .iter()
+    .chain(eal)
     .map(|s| s.to_string())
     .collect();
     if !app_args.is_empty() {
