@@ -766,7 +766,11 @@ fn crypto_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize) -> Vec<Crypto
         .enumerate()
         .map(|(k, &(label, _, b))| {
             let point = points.iter().find(|p| p.workload == "ipsec" && p.frames == label);
-            let nf = |kind: &str| point.and_then(|p| p.nfs.iter().find(|n| n.kind == kind)).map(|n| n.cycles);
+            let nf = |kind: &str| {
+                point
+                    .and_then(|p| p.nfs.iter().find(|n| n.kind == kind))
+                    .map(|n| n.cycles)
+            };
             let (encrypt, aead) = (nf("esp-encrypt"), median(&ours[k]));
             let pmd_cycles = (!theirs[k].is_empty()).then(|| median(&theirs[k]));
             CryptoRow {

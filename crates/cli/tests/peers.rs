@@ -235,15 +235,25 @@ fn bench_nfs_prices_qos_dpi_and_esp_beside_their_peers() {
     let bytes: Vec<u64> = crypto.iter().map(|c| c["bytes"].as_u64().unwrap()).collect();
     assert_eq!(bytes, [64, 512, 1420]);
     for c in crypto {
-        let (encrypt, aead) = (c["esp_encrypt_cycles"].as_f64().unwrap(), c["aead_cycles"].as_f64().unwrap());
-        assert!(aead > 0.0 && encrypt > aead, "the NF does the cipher's work and more: {c}");
+        let (encrypt, aead) = (
+            c["esp_encrypt_cycles"].as_f64().unwrap(),
+            c["aead_cycles"].as_f64().unwrap(),
+        );
+        assert!(
+            aead > 0.0 && encrypt > aead,
+            "the NF does the cipher's work and more: {c}"
+        );
         assert!(c["esp_decrypt_cycles"].as_f64().unwrap() > 0.0, "{c}");
         match c["pmd_cycles"].as_f64() {
             Some(p) => assert!(p > 0.0 && c["encrypt_vs_pmd"].as_f64().unwrap() > 0.0, "{c}"),
             None => assert!(c["peer_error"].is_string(), "no figure and no reason: {c}"),
         }
     }
-    let ipsec = v["points"].as_array().unwrap().iter().filter(|p| p["workload"] == "ipsec");
+    let ipsec = v["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["workload"] == "ipsec");
     for p in ipsec {
         assert_eq!(p["dropped"], 0, "every packet encrypted and decrypted: {p}");
     }

@@ -51,9 +51,28 @@ fn run(
 ) -> Result<Vec<CryptoPerf>, String> {
     let sizes_arg = sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(",");
     let args: Vec<String> = [
-        "--ptest", "throughput", "--devtype", pmd, "--optype", "aead", "--aead-algo", "aes-gcm", "--aead-op",
-        "encrypt", "--aead-key-sz", "16", "--aead-iv-sz", "12", "--aead-aad-sz", "8", "--digest-sz", "16",
-        "--burst-sz", "32", "--silent", "--csv-friendly",
+        "--ptest",
+        "throughput",
+        "--devtype",
+        pmd,
+        "--optype",
+        "aead",
+        "--aead-algo",
+        "aes-gcm",
+        "--aead-op",
+        "encrypt",
+        "--aead-key-sz",
+        "16",
+        "--aead-iv-sz",
+        "12",
+        "--aead-aad-sz",
+        "8",
+        "--digest-sz",
+        "16",
+        "--burst-sz",
+        "32",
+        "--silent",
+        "--csv-friendly",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -76,12 +95,21 @@ fn run(
         let err = String::from_utf8_lossy(&out.stderr);
         return Err(format!(
             "dpdk-test-crypto-perf failed: {}",
-            err.lines().chain(text.lines()).rev().take(3).collect::<Vec<_>>().join(" / ")
+            err.lines()
+                .chain(text.lines())
+                .rev()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" / ")
         ));
     }
     let rows = parse(&text, pmd);
     if rows.len() != sizes.len() {
-        return Err(format!("dpdk-test-crypto-perf printed {} of {} rows: {text}", rows.len(), sizes.len()));
+        return Err(format!(
+            "dpdk-test-crypto-perf printed {} of {} rows: {text}",
+            rows.len(),
+            sizes.len()
+        ));
     }
     Ok(rows)
 }
@@ -114,6 +142,9 @@ mod tests {
         let text = "EAL: something\n# lcore, Buffer Size, Burst Size, Enqueued, Dequeued, Failed Enq, Failed Deq, Ops(Millions), Throughput(Gbps), Cycles/Buf\n\n1,64,32,2000000,2000000,0,0,28.6124,14.6496,90.87\n1,1420,32,2000000,2000000,0,0,11.0873,125.9514,234.50\n";
         let rows = parse(text, "crypto_aesni_gcm");
         assert_eq!(rows.len(), 2);
-        assert_eq!((rows[1].bytes, rows[1].cycles_per_op, rows[1].mops), (1420, 234.5, 11.0873));
+        assert_eq!(
+            (rows[1].bytes, rows[1].cycles_per_op, rows[1].mops),
+            (1420, 234.5, 11.0873)
+        );
     }
 }
