@@ -8,10 +8,10 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use sfclab_core::{Batch, BatchView, ChainContext, Emitted, PacketPool, Verdict, Verdicts};
+use sfclab_core::Verdict;
 
 mod common;
-use common::{frames, output, read_pcap, write_pcap};
+use common::{frames, output, read_pcap, run, write_pcap};
 
 const KEY_128: &str = "0x4c80cdefbb5d10da906ac73c3613a6342e443b68";
 const KEY_256: &str = "0x0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20a0a1a2a3";
@@ -111,33 +111,15 @@ fn esp_decrypt_takes_what_scapy_encrypts() {
         let mut nf = sfclab_nf::NfSpec::new("esp-decrypt", settings(key, esn))
             .unwrap()
             .build();
-        let (out, verdicts) = run(nf.as_mut(), &sealed);
+        let (out, verdicts, _) = run(nf.as_mut(), &sealed);
         assert_eq!(verdicts, vec![Verdict::Continue; frames.len()], "esn {esn}");
         assert_eq!(out, frames, "esn {esn}: every frame as it went into the peer");
         // A repeat is a replay, also for the peer's packets.
-        let (_, again) = run(nf.as_mut(), &sealed[..1]);
+        let (_, again, _) = run(nf.as_mut(), &sealed[..1]);
         assert!(matches!(again[0], Verdict::Drop(_)), "{again:?}");
     }
 }
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// `nf` over `frames`: the frames as they leave it and every verdict.
-fn run(nf: &mut dyn sfclab_core::NetworkFunction, frames: &[Vec<u8>]) -> (Vec<Vec<u8>>, Vec<Verdict>) {
-    let mut pool = PacketPool::new(frames.len());
-    let mut batch = Batch::new(frames.len());
-    pool.alloc_into(&mut batch, frames.len());
-    for (p, f) in batch.iter_mut().zip(frames) {
-        p.reset(f.len()).copy_from_slice(f);
-    }
-    let mut verdicts = Verdicts::for_batch(frames.len());
-    let mut emitted = Emitted::default();
-    let mut ctx = ChainContext::new(0, 0, 1.0, &mut pool, &mut emitted);
-    nf.process(ctx.nf(), BatchView::new(&mut batch), &mut verdicts);
-    let out = batch.iter().map(|p| p.data().to_vec()).collect();
-    let v = (0..frames.len()).map(|i| verdicts.get(i)).collect();
-    pool.free_batch(&mut batch);
-    (out, v)
 }

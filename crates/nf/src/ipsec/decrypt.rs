@@ -25,7 +25,7 @@ use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Pa
 use sfclab_wire::checksum::update16;
 
 use super::replay::ReplayWindow;
-use super::sa::{self, AadBytes, Cipher, ESP_HEADER, ICV, IV, Lifetime, SaConfig, TRAILER, Tunnel, Usage};
+use super::sa::{self, AadBytes, Cipher, ESP_HEADER, ICV, IV, SaConfig, TRAILER, Tunnel, Usage};
 use crate::ConfigError;
 use crate::classes::{self, Classifier, MatchConfig};
 use crate::frame;
@@ -65,9 +65,7 @@ struct InboundSa {
     /// False for `replay_window: 0`: the check is off, the window still tracks the top.
     check_replay: bool,
     selectors: Option<Classifier>,
-    lifetime: Lifetime,
     usage: Usage,
-    names: [&'static str; 2],
 }
 
 pub struct EspDecrypt {
@@ -101,10 +99,7 @@ impl NetworkFunction for EspDecrypt {
             NfCounter::total("decrypted", self.decrypted),
             NfCounter::total("bypassed", self.bypassed),
         ];
-        for sa in &self.sas {
-            out.push(NfCounter::total(sa.names[0], sa.usage.packets));
-            out.push(NfCounter::total(sa.names[1], sa.usage.bytes));
-        }
+        out.extend(self.sas.iter().flat_map(|sa| sa.usage.counters()));
         out
     }
 }
@@ -141,7 +136,7 @@ impl EspDecrypt {
         if sa.check_replay {
             sa.window.check(seq).map_err(|_| REPLAY)?;
         }
-        if sa.lifetime.packets.is_some_and(|max| sa.usage.packets >= max) {
+        if !sa.usage.packet_allowed() {
             return Err(SA_EXPIRED);
         }
         let iv: [u8; IV] = d[esp + ESP_HEADER..esp + ESP_HEADER + IV].try_into().expect("8 bytes");
@@ -181,7 +176,7 @@ impl EspDecrypt {
         if inner_len > inner {
             return Err(DropReason::MALFORMED);
         }
-        if !sa.usage.allows(&sa.lifetime, inner_len) {
+        if !sa.usage.allows(inner_len) {
             return Err(SA_EXPIRED);
         }
         if tos & 3 == ECN_CE {
@@ -306,12 +301,7 @@ impl EspDecrypt {
                 window: ReplayWindow::new(size, c.esn),
                 check_replay: size > 0,
                 selectors,
-                lifetime: c.lifetime.unwrap_or_default(),
-                usage: Usage::default(),
-                names: [
-                    crate::config::intern(&format!("sa{:x}_packets", c.spi.0)),
-                    crate::config::intern(&format!("sa{:x}_bytes", c.spi.0)),
-                ],
+                usage: Usage::new(c.spi.0, c.lifetime),
             });
         }
         Ok(EspDecrypt {

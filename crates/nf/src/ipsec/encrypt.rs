@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Packet, Verdicts};
 use sfclab_wire::Ipv4Header;
 
-use super::sa::{self, AadBytes, Cipher, ESP_HEADER, ICV, IV, Lifetime, SaConfig, TRAILER, Tunnel, Usage};
+use super::sa::{self, AadBytes, Cipher, ESP_HEADER, ICV, IV, SaConfig, TRAILER, Tunnel, Usage};
 use crate::ConfigError;
 use crate::classes::{self, Classifier, IpFacts, MatchConfig};
 
@@ -44,9 +44,7 @@ struct OutboundSa {
     esn: bool,
     /// The last sequence number sent (0: none yet).
     seq: u64,
-    lifetime: Lifetime,
     usage: Usage,
-    names: [&'static str; 2],
 }
 
 pub struct EspEncrypt {
@@ -101,10 +99,7 @@ impl NetworkFunction for EspEncrypt {
             NfCounter::total("protected", self.protected),
             NfCounter::total("bypassed", self.bypassed),
         ];
-        for sa in &self.sas {
-            out.push(NfCounter::total(sa.names[0], sa.usage.packets));
-            out.push(NfCounter::total(sa.names[1], sa.usage.bytes));
-        }
+        out.extend(self.sas.iter().flat_map(|sa| sa.usage.counters()));
         out
     }
 }
@@ -115,7 +110,7 @@ impl EspEncrypt {
     fn protect(&mut self, p: &mut Packet, ip: &IpFacts, k: usize) -> Result<(), DropReason> {
         let sa = &mut self.sas[k];
         let (l3, inner) = (ip.l3, ip.len as usize);
-        if !sa.usage.allows(&sa.lifetime, inner) {
+        if !sa.usage.allows(inner) {
             return Err(SA_EXPIRED);
         }
         let seq = sa.seq + 1;
@@ -234,12 +229,7 @@ impl EspEncrypt {
                 tunnel,
                 esn: c.esn,
                 seq: 0,
-                lifetime: c.lifetime.unwrap_or_default(),
-                usage: Usage::default(),
-                names: [
-                    crate::config::intern(&format!("sa{:x}_packets", c.spi.0)),
-                    crate::config::intern(&format!("sa{:x}_bytes", c.spi.0)),
-                ],
+                usage: Usage::new(c.spi.0, c.lifetime),
             });
         }
         let every = MatchConfig::default();
@@ -359,7 +349,13 @@ mod tests {
     #[test]
     fn lifetimes_and_the_sequence_space_end_an_sa() {
         let mut nf = encryptor(serde_json::json!({}));
-        nf.sas[0].lifetime.packets = Some(2);
+        nf.sas[0].usage = Usage::new(
+            0x1000,
+            Some(sa::Lifetime {
+                packets: Some(2),
+                bytes: None,
+            }),
+        );
         let (_, v) = run_one_batch(&mut nf, &[udp_frame(), udp_frame(), udp_frame()]);
         assert_eq!(v[2], Verdict::Drop(SA_EXPIRED));
         let mut nf = encryptor(serde_json::json!({}));

@@ -204,25 +204,52 @@ impl AadBytes {
     }
 }
 
-/// What an SA has carried against its lifetime.
-#[derive(Debug, Clone, Copy, Default)]
+/// What an SA has carried against its hard lifetime, and the names its counters have
+/// (`sa<spi>_packets`, `sa<spi>_bytes`).
+#[derive(Debug, Clone, Copy)]
 pub struct Usage {
     pub packets: u64,
     pub bytes: u64,
+    limit: Lifetime,
+    names: [&'static str; 2],
 }
 
 impl Usage {
-    /// Whether one more datagram of `len` bytes stays within `limit`.
+    pub fn new(spi: u32, limit: Option<Lifetime>) -> Usage {
+        Usage {
+            packets: 0,
+            bytes: 0,
+            limit: limit.unwrap_or_default(),
+            names: [
+                crate::config::intern(&format!("sa{spi:x}_packets")),
+                crate::config::intern(&format!("sa{spi:x}_bytes")),
+            ],
+        }
+    }
+
+    /// Whether one more packet stays within the packet lifetime.
     #[inline(always)]
-    pub fn allows(&self, limit: &Lifetime, len: usize) -> bool {
-        limit.packets.is_none_or(|max| self.packets < max)
-            && limit.bytes.is_none_or(|max| self.bytes + len as u64 <= max)
+    pub fn packet_allowed(&self) -> bool {
+        self.limit.packets.is_none_or(|max| self.packets < max)
+    }
+
+    /// Whether one more datagram of `len` bytes stays within the lifetime.
+    #[inline(always)]
+    pub fn allows(&self, len: usize) -> bool {
+        self.packet_allowed() && self.limit.bytes.is_none_or(|max| self.bytes + len as u64 <= max)
     }
 
     #[inline(always)]
     pub fn add(&mut self, len: usize) {
         self.packets += 1;
         self.bytes += len as u64;
+    }
+
+    pub fn counters(&self) -> [sfclab_core::NfCounter; 2] {
+        [
+            sfclab_core::NfCounter::total(self.names[0], self.packets),
+            sfclab_core::NfCounter::total(self.names[1], self.bytes),
+        ]
     }
 }
 
@@ -321,12 +348,14 @@ mod tests {
             packets: Some(2),
             bytes: Some(250),
         };
-        let mut u = Usage::default();
-        assert!(u.allows(&limit, 100));
+        let mut u = Usage::new(0x1000, Some(limit));
+        assert!(u.allows(100));
         u.add(100);
-        assert!(!u.allows(&limit, 151), "bytes");
-        assert!(u.allows(&limit, 150));
+        assert!(!u.allows(151), "bytes");
+        assert!(u.allows(150));
         u.add(150);
-        assert!(!u.allows(&limit, 0), "packets");
+        assert!(!u.allows(0) && !u.packet_allowed(), "packets");
+        let names: Vec<&str> = u.counters().iter().map(|c| c.name).collect();
+        assert_eq!(names, ["sa1000_packets", "sa1000_bytes"]);
     }
 }

@@ -4,7 +4,7 @@
 // Each test binary uses part of this.
 #![allow(dead_code)]
 
-use sfclab_core::{Batch, BatchView, ChainContext, Emitted, NetworkFunction, PacketPool, Verdicts};
+use sfclab_core::{Batch, BatchView, ChainContext, Emitted, NetworkFunction, PacketPool, Verdict, Verdicts};
 use std::path::Path;
 use std::time::Duration;
 
@@ -57,9 +57,10 @@ pub fn frames() -> Vec<Vec<u8>> {
     out
 }
 
-/// Runs `nf` over `frames` (time `now_ns`); returns what left it, created packets too.
-pub fn output(nf: &mut dyn NetworkFunction, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let mut pool = PacketPool::new(64);
+/// Runs `nf` over `frames` at time zero: every frame as it left the NF (dropped ones
+/// too), its verdict, and the packets the NF created.
+pub fn run(nf: &mut dyn NetworkFunction, frames: &[Vec<u8>]) -> (Vec<Vec<u8>>, Vec<Verdict>, Vec<Vec<u8>>) {
+    let mut pool = PacketPool::new(frames.len().max(64));
     let mut batch = Batch::new(frames.len());
     pool.alloc_into(&mut batch, frames.len());
     for (p, f) in batch.iter_mut().zip(frames) {
@@ -69,18 +70,29 @@ pub fn output(nf: &mut dyn NetworkFunction, frames: &[Vec<u8>]) -> Vec<Vec<u8>> 
     let mut emitted = Emitted::default();
     let mut ctx = ChainContext::new(0, 0, 1.0, &mut pool, &mut emitted);
     nf.process(ctx.nf(), BatchView::new(&mut batch), &mut verdicts);
-    let mut out: Vec<Vec<u8>> = batch
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !matches!(verdicts.get(*i), sfclab_core::Verdict::Drop(_)))
-        .map(|(_, p)| p.data().to_vec())
+    let out = batch.iter().map(|p| p.data().to_vec()).collect();
+    let v = (0..frames.len()).map(|i| verdicts.get(i)).collect();
+    let created = emitted
+        .drain()
+        .map(|(p, _)| {
+            let f = p.data().to_vec();
+            pool.free(p);
+            f
+        })
         .collect();
-    for (p, _) in emitted.drain() {
-        out.push(p.data().to_vec());
-        pool.free(p);
-    }
     pool.free_batch(&mut batch);
-    out
+    (out, v, created)
+}
+
+/// What left `nf` for `frames`: the frames it did not drop, then those it created.
+pub fn output(nf: &mut dyn NetworkFunction, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let (out, verdicts, created) = run(nf, frames);
+    out.into_iter()
+        .zip(verdicts)
+        .filter(|(_, v)| !matches!(v, Verdict::Drop(_)))
+        .map(|(f, _)| f)
+        .chain(created)
+        .collect()
 }
 
 pub fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
