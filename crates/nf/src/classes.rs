@@ -198,11 +198,10 @@ pub fn ip_facts(p: &mut Packet) -> Result<Option<IpFacts>, DropReason> {
             if l3 + len as usize > data.len() {
                 return Err(DropReason::MALFORMED);
             }
-            let traffic_class = (h[0] << 4) | (h[1] >> 4);
             Ok(Some(IpFacts {
                 l3,
                 v6: true,
-                dscp: traffic_class >> 2,
+                dscp: traffic_class(data, l3, true) >> 2,
                 len,
                 key: None,
             }))
@@ -216,18 +215,36 @@ pub fn ip_facts(p: &mut Packet) -> Result<Option<IpFacts>, DropReason> {
 #[inline]
 pub fn set_dscp(p: &mut Packet, ip: &IpFacts, dscp: u8) {
     let d = p.data_mut();
-    if ip.v6 {
-        // Traffic class: the low nibble of byte 0 and the high nibble of byte 1.
-        let tc = ((d[ip.l3] << 4) | (d[ip.l3 + 1] >> 4)) & 0x03 | dscp << 2;
-        d[ip.l3] = (d[ip.l3] & 0xf0) | tc >> 4;
-        d[ip.l3 + 1] = (d[ip.l3 + 1] & 0x0f) | tc << 4;
+    let tc = traffic_class(d, ip.l3, ip.v6) & 0x03 | dscp << 2;
+    set_traffic_class(d, ip.l3, ip.v6, tc);
+}
+
+/// The IP header's whole DSCP and ECN byte (IPv4's TOS, IPv6's traffic class) of the
+/// header at `l3`.
+#[inline]
+pub fn traffic_class(data: &[u8], l3: usize, v6: bool) -> u8 {
+    if v6 {
+        // The low nibble of byte 0 and the high nibble of byte 1.
+        (data[l3] << 4) | (data[l3 + 1] >> 4)
     } else {
-        let old = u16::from_be_bytes([d[ip.l3], d[ip.l3 + 1]]);
-        d[ip.l3 + 1] = (d[ip.l3 + 1] & 0x03) | dscp << 2;
-        let new = u16::from_be_bytes([d[ip.l3], d[ip.l3 + 1]]);
-        let check = u16::from_be_bytes([d[ip.l3 + 10], d[ip.l3 + 11]]);
+        data[l3 + 1]
+    }
+}
+
+/// Writes `tc` as the header's DSCP and ECN byte; IPv4's checksum is updated
+/// incrementally (RFC 1624).
+#[inline]
+pub fn set_traffic_class(data: &mut [u8], l3: usize, v6: bool, tc: u8) {
+    if v6 {
+        data[l3] = (data[l3] & 0xf0) | tc >> 4;
+        data[l3 + 1] = (data[l3 + 1] & 0x0f) | tc << 4;
+    } else {
+        let old = u16::from_be_bytes([data[l3], data[l3 + 1]]);
+        data[l3 + 1] = tc;
+        let new = u16::from_be_bytes([data[l3], data[l3 + 1]]);
+        let check = u16::from_be_bytes([data[l3 + 10], data[l3 + 11]]);
         let check = sfclab_wire::checksum::update16(check, old, new);
-        d[ip.l3 + 10..ip.l3 + 12].copy_from_slice(&check.to_be_bytes());
+        data[l3 + 10..l3 + 12].copy_from_slice(&check.to_be_bytes());
     }
 }
 

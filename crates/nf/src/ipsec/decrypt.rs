@@ -22,7 +22,6 @@
 use hashbrown::HashMap;
 use serde::{Deserialize, Serialize};
 use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Packet, Verdicts};
-use sfclab_wire::checksum::update16;
 
 use super::replay::ReplayWindow;
 use super::sa::{self, AadBytes, Cipher, ESP_HEADER, ICV, IV, SaConfig, TRAILER, Tunnel, Usage};
@@ -217,22 +216,11 @@ impl EspDecrypt {
 /// RFC 6040 §4.2 for an outer CE mark: an ECN-capable inner datagram is marked CE (the
 /// IPv4 checksum updated), a not-ECT one is dropped.
 fn decapsulate_ce(datagram: &mut [u8], v6: bool) -> Result<(), DropReason> {
-    if v6 {
-        let ecn = (datagram[1] >> 4) & 3;
-        if ecn == 0 {
-            return Err(ECN_CE_NOT_ECT);
-        }
-        datagram[1] |= ECN_CE << 4;
-    } else {
-        if datagram[1] & 3 == 0 {
-            return Err(ECN_CE_NOT_ECT);
-        }
-        let old = u16::from_be_bytes([datagram[0], datagram[1]]);
-        datagram[1] |= ECN_CE;
-        let new = u16::from_be_bytes([datagram[0], datagram[1]]);
-        let check = update16(u16::from_be_bytes([datagram[10], datagram[11]]), old, new);
-        datagram[10..12].copy_from_slice(&check.to_be_bytes());
+    let tc = classes::traffic_class(datagram, 0, v6);
+    if tc & 3 == 0 {
+        return Err(ECN_CE_NOT_ECT);
     }
+    classes::set_traffic_class(datagram, 0, v6, tc | ECN_CE);
     Ok(())
 }
 

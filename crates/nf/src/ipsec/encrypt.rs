@@ -126,11 +126,8 @@ impl EspEncrypt {
             return Err(TOO_BIG);
         }
         let d = p.data();
-        let (tos, df) = if ip.v6 {
-            ((d[l3] << 4) | (d[l3 + 1] >> 4), 0)
-        } else {
-            (d[l3 + 1], d[l3 + 6] & 0x40)
-        };
+        let tos = classes::traffic_class(d, l3, ip.v6);
+        let df = if ip.v6 { 0 } else { d[l3 + 6] & 0x40 };
         let next = if ip.v6 { sa::NEXT_IPV6 } else { sa::NEXT_IPV4 };
 
         // Ethernet padding is not part of the datagram; the link header moves to the

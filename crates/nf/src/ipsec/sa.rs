@@ -289,8 +289,8 @@ pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
 
 /// Refuses two SAs with one SPI (and, for esp-decrypt, one destination).
 pub fn check_unique(sas: &[SaConfig], key: &str) -> Result<(), ConfigError> {
+    let dst = |s: &SaConfig| s.tunnel.map(|t| t.dst);
     for (k, sa) in sas.iter().enumerate() {
-        let dst = |s: &SaConfig| s.tunnel.map(|t| t.dst);
         if sas[..k].iter().any(|o| o.spi == sa.spi && dst(o) == dst(sa)) {
             return Err(ConfigError::new(
                 format!("{key}[{k}].spi"),
