@@ -14,18 +14,23 @@ use sfclab_nf::firewall::{Firewall, FirewallConfig};
 use sfclab_nf::nat44::{Nat44, Nat44Config};
 use sfclab_nf::router::{Router, RouterConfig};
 
+/// tshark's preferences that check every IPv4, UDP and TCP checksum.
+const CHECK_CHECKSUMS: [&str; 6] = [
+    "-o",
+    "ip.check_checksum:TRUE",
+    "-o",
+    "udp.check_checksum:TRUE",
+    "-o",
+    "tcp.check_checksum:TRUE",
+];
+
 /// tshark's verdict on a capture: frames read, and every expert error or warning.
 fn tshark(path: &Path) -> Option<(usize, Vec<String>)> {
     let out = Command::new("tshark")
         .args(["-n", "-r"])
         .arg(path)
+        .args(CHECK_CHECKSUMS)
         .args([
-            "-o",
-            "ip.check_checksum:TRUE",
-            "-o",
-            "udp.check_checksum:TRUE",
-            "-o",
-            "tcp.check_checksum:TRUE",
             "-T",
             "fields",
             "-e",
@@ -150,14 +155,7 @@ fn esp_encrypt_output_decrypts_in_tshark() {
                 "-o",
                 &format!("uat:esp_sa:{sa}"),
             ])
-            .args([
-                "-o",
-                "ip.check_checksum:TRUE",
-                "-o",
-                "udp.check_checksum:TRUE",
-                "-o",
-                "tcp.check_checksum:TRUE",
-            ])
+            .args(CHECK_CHECKSUMS)
             .args([
                 "-T",
                 "fields",
