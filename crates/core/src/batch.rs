@@ -290,6 +290,72 @@ impl<'a> BatchView<'a> {
     pub fn prefetch(&self) {
         self.batch.prefetch()
     }
+
+    /// Runs `f` on the packets for which `pick(index, packet)` holds, as a view of
+    /// their own (in order: its packet `k` is the `k`-th picked), then puts every packet
+    /// back where it was, so indices here mean what they meant before. `aside` keeps the
+    /// others meanwhile: it must be empty with room for this batch (panics otherwise).
+    /// For a wrapper NF that shows its inner NF only the packets meant for it.
+    pub fn with_picked<R>(
+        &mut self,
+        aside: &mut Batch,
+        mut pick: impl FnMut(usize, &Packet) -> bool,
+        f: impl FnOnce(BatchView<'_>) -> R,
+    ) -> R {
+        assert!(
+            aside.is_empty() && aside.size() >= self.batch.len,
+            "`aside` must be empty with room for the batch"
+        );
+        /// Puts the packets back in their places, also when `f` panics.
+        struct Merge<'b> {
+            batch: &'b mut Batch,
+            aside: &'b mut Batch,
+            picked: [u64; MAX_BATCH / 64],
+            total: usize,
+        }
+        impl Drop for Merge<'_> {
+            fn drop(&mut self) {
+                // Backwards, in place: slot i is written only after every packet that
+                // was below it has been read (the picked ones sit in slots < their
+                // final ones).
+                let (mut kept, mut set_aside) = (self.batch.len, self.aside.len);
+                for i in (0..self.total).rev() {
+                    if self.picked[i / 64] & 1 << (i % 64) != 0 {
+                        kept -= 1;
+                        self.batch.pkts[i] = self.batch.pkts[kept];
+                    } else {
+                        set_aside -= 1;
+                        self.batch.pkts[i] = self.aside.pkts[set_aside];
+                    }
+                }
+                self.batch.len = self.total;
+                self.aside.len = 0;
+            }
+        }
+        let total = self.batch.len;
+        let mut picked = [0u64; MAX_BATCH / 64];
+        self.batch.partition(
+            |i, p| {
+                let keep = pick(i, p);
+                picked[i / 64] |= u64::from(keep) << (i % 64);
+                keep
+            },
+            |_, p| {
+                if aside.push(p).is_err() {
+                    unreachable!("room checked above");
+                }
+            },
+        );
+        let merge = Merge {
+            batch: self.batch,
+            aside,
+            picked,
+            total,
+        };
+        f(BatchView {
+            batch: &mut *merge.batch,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -313,6 +379,46 @@ mod tests {
         for (_, p) in rejected {
             pool.free(p);
         }
+        pool.free_batch(&mut batch);
+        assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn with_picked_shows_a_subset_and_puts_every_packet_back_in_place() {
+        use std::panic::{AssertUnwindSafe, catch_unwind};
+        let mut pool = PacketPool::new(8);
+        let mut batch = Batch::new(8);
+        let mut aside = Batch::new(MAX_BATCH);
+        pool.alloc_into(&mut batch, 7);
+        for (i, p) in batch.iter_mut().enumerate() {
+            p.reset(14)[0] = i as u8;
+        }
+        let seen = BatchView::new(&mut batch).with_picked(
+            &mut aside,
+            |i, _| i % 3 == 1,
+            |mut view| {
+                view.iter_mut().for_each(|p| p.data_mut()[1] = 0xee);
+                view.iter().map(|p| p.data()[0]).collect::<Vec<_>>()
+            },
+        );
+        assert_eq!(seen, vec![1, 4]);
+        let after: Vec<(u8, u8)> = batch.iter().map(|p| (p.data()[0], p.data()[1])).collect();
+        assert_eq!(
+            after,
+            vec![(0, 0), (1, 0xee), (2, 0), (3, 0), (4, 0xee), (5, 0), (6, 0)]
+        );
+        assert!(aside.is_empty());
+        // Nothing picked, everything picked, and a panic inside: the batch stays whole.
+        for pick in [false, true] {
+            let n = BatchView::new(&mut batch).with_picked(&mut aside, |_, _| pick, |v| v.len());
+            assert_eq!((n, batch.len()), (if pick { 7 } else { 0 }, 7));
+        }
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            BatchView::new(&mut batch).with_picked(&mut aside, |i, _| i < 2, |_| panic!("inner NF"))
+        }));
+        assert!(r.is_err());
+        let order: Vec<u8> = batch.iter().map(|p| p.data()[0]).collect();
+        assert_eq!(order, (0..7).collect::<Vec<u8>>());
         pool.free_batch(&mut batch);
         assert_eq!(pool.in_use(), 0);
     }

@@ -587,6 +587,12 @@ pub trait NetworkFunction: Send {
         false
     }
 
+    /// Whether the NF may hold packets (`Verdicts::hold`) and send them later: a
+    /// wrapper that re-frames what its inner NF passes (`nsh-proxy`) cannot take it.
+    fn holds_packets(&self) -> bool {
+        false
+    }
+
     /// Names of the NF's own drop reasons: a const list, from which each reason is
     /// taken by name with `DropReason::named`.
     fn drop_reasons(&self) -> &'static [&'static str] {

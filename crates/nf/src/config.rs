@@ -106,3 +106,20 @@ pub fn intern(name: &str) -> &'static str {
     names.insert(leaked);
     leaked
 }
+
+/// Hex with an optional `0x`; spaces and `:` between bytes are allowed.
+pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
+    let t = s.trim();
+    let t = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")).unwrap_or(t);
+    let digits: Vec<u8> = t.bytes().filter(|b| !matches!(b, b' ' | b':')).collect();
+    if !digits.len().is_multiple_of(2) {
+        return Err("an odd number of hex digits".into());
+    }
+    digits
+        .chunks(2)
+        .map(|pair| {
+            let text = std::str::from_utf8(pair).unwrap_or("?");
+            u8::from_str_radix(text, 16).map_err(|_| format!("`{text}` is not hex"))
+        })
+        .collect()
+}

@@ -14,6 +14,7 @@ pub mod frame;
 pub mod ipsec;
 pub mod nat44;
 pub mod noop;
+pub mod nsh;
 pub mod qos;
 pub mod registry;
 pub mod router;

@@ -51,6 +51,9 @@ pub const TYPES: &[NfType] = &[
     crate::dpi::TYPE,
     crate::ipsec::encrypt::TYPE,
     crate::ipsec::decrypt::TYPE,
+    crate::nsh::classifier::TYPE,
+    crate::nsh::sff::TYPE,
+    crate::nsh::proxy::TYPE,
 ];
 
 impl NfType {

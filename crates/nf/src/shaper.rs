@@ -141,6 +141,10 @@ impl NetworkFunction for Shaper {
         }
     }
 
+    fn holds_packets(&self) -> bool {
+        true
+    }
+
     fn hold(&mut self, packet: PacketRef) -> Result<(), PacketRef> {
         let Some(k) = self.arrivals.pop_front() else {
             return Err(packet);

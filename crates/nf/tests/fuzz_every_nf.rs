@@ -68,7 +68,40 @@ fn seeds() -> Vec<Vec<u8>> {
     let sealed: Vec<Vec<u8>> = batch.iter().map(|p| p.data().to_vec()).collect();
     pool.free_batch(&mut batch);
     out.extend(sealed);
+    // The plain frames in NSH (MD type 1 around the frame, MD type 2 around the
+    // datagram), so the SFF and the proxy reach past the header.
+    let plain = out[..10].to_vec();
+    for settings in nsh_classifiers() {
+        out.extend(through(NfSpec::new("nsh-classifier", settings).unwrap(), &plain));
+    }
     out
+}
+
+/// `frames` after `spec`'s NF.
+fn through(spec: NfSpec, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut nf = spec.build();
+    let mut pool = PacketPool::new(frames.len());
+    let mut batch = Batch::new(frames.len());
+    pool.alloc_into(&mut batch, frames.len());
+    for (p, f) in batch.iter_mut().zip(frames) {
+        p.reset(f.len()).copy_from_slice(f);
+    }
+    let mut verdicts = Verdicts::for_batch(batch.len());
+    let mut emitted = Emitted::default();
+    let mut ctx = ChainContext::new(0, 0, 1.0, &mut pool, &mut emitted);
+    nf.process(ctx.nf(), BatchView::new(&mut batch), &mut verdicts);
+    let out = batch.iter().map(|p| p.data().to_vec()).collect();
+    pool.free_batch(&mut batch);
+    out
+}
+
+/// Two classifiers: MD type 1 around the frame, MD type 2 around the datagram.
+fn nsh_classifiers() -> [serde_json::Value; 2] {
+    [
+        serde_json::json!({"paths": [{"spi": 42, "si": 3, "context": [1, 2, 3, 4]}]}),
+        serde_json::json!({"inner": "ip", "paths": [{"spi": 43, "si": 2, "ttl": 2,
+            "metadata": [{"class": 1, "type": 2, "value": "0x0102030405"}]}]}),
+    ]
 }
 
 /// One SA over every packet, for both ESP NFs.
@@ -112,6 +145,23 @@ fn specs() -> Vec<NfSpec> {
             s["bypass"] = serde_json::json!([{"proto": "tcp"}]);
             s
         }),
+        ("nsh-classifier", nsh_classifiers()[0].clone()),
+        ("nsh-classifier", nsh_classifiers()[1].clone()),
+        (
+            "nsh-sff",
+            serde_json::json!({"oam": "forward", "forward": [
+                {"spi": 42, "si": 3, "to": "sf"}, {"spi": 42, "si": 2, "decap": true},
+                {"spi": 43, "si": 2, "decap": true, "to": "exit"}, {"spi": 43, "si": 1, "to": "sf"}
+            ]}),
+        ),
+        (
+            "nsh-proxy",
+            serde_json::json!({"nf": {"router": {"routes": ["0.0.0.0/0 192.0.2.1 0", "::/0 2001:db8::1 0"]}}}),
+        ),
+        (
+            "nsh-proxy",
+            serde_json::json!({"oam": "forward", "nf": {"esp-encrypt": esp_settings()}}),
+        ),
     ] {
         out.push(NfSpec::new(kind, settings).unwrap_or_else(|e| panic!("{kind}: {e}")));
     }
@@ -122,14 +172,14 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
     #[test]
     fn every_nf_takes_any_frame_and_loses_no_buffer(
-        picks in proptest::collection::vec((0usize..20, proptest::collection::vec((0usize..80, any::<u8>()), 0..5), 0usize..130), 1..24),
+        picks in proptest::collection::vec((0usize..1000, proptest::collection::vec((0usize..80, any::<u8>()), 0..5), 0usize..130), 1..24),
         junk in proptest::collection::vec(any::<u8>(), 0..100),
     ) {
         let seeds = seeds();
         let mut frames: Vec<Vec<u8>> = picks
             .into_iter()
             .map(|(k, flips, cut)| {
-                let mut f = seeds[k].clone();
+                let mut f = seeds[k % seeds.len()].clone();
                 for (at, v) in flips {
                     if let Some(b) = f.get_mut(at) {
                         *b = v;

@@ -195,3 +195,116 @@ fn esp_encrypt_output_decrypts_in_tshark() {
         assert!(!lower.contains("checksum") && !lower.contains("malformed"), "{text}");
     }
 }
+
+/// What `nsh-classifier` writes, and what `nsh-sff` and `nsh-proxy` leave of it, as
+/// tshark's NSH dissector reads it: base header, path, MD type 1 context and MD type 2
+/// context headers, and the packet inside (its checksums checked).
+#[test]
+#[ignore = "needs tshark (Debian package tshark; CI installs it and runs it)"]
+fn nsh_headers_read_as_written_in_tshark() {
+    let frames = frames();
+    let nf = |kind: &str, settings: serde_json::Value| sfclab_nf::NfSpec::new(kind, settings).unwrap().build();
+    let md1 = output(
+        nf(
+            "nsh-classifier",
+            serde_json::json!({"paths": [{"spi": 4242, "ttl": 9, "context": [1, 2, 3, 0xfeedface_u32]}]}),
+        )
+        .as_mut(),
+        &frames,
+    );
+    let md2 = output(
+        nf(
+            "nsh-classifier",
+            serde_json::json!({"inner": "ip", "paths": [{"spi": 7, "si": 20,
+            "metadata": [{"class": 0x0101, "type": 3, "value": "0xaabbccdd01"}]}]}),
+        )
+        .as_mut(),
+        &frames,
+    );
+    // An SFF (TTL 9 -> 8), then a proxy around a forwarder (SI 255 -> 254).
+    let forwarded = output(
+        nf("nsh-sff", serde_json::json!({"forward": [{"spi": 4242, "si": 255}]})).as_mut(),
+        &md1,
+    );
+    let proxied = output(
+        nf("nsh-proxy", serde_json::json!({"nf": "forwarder"})).as_mut(),
+        &forwarded,
+    );
+    let fields = |frames: &[Vec<u8>], name: &str| -> Vec<String> {
+        let path = std::env::temp_dir().join(format!("sfclab-nsh-{name}-{}.pcap", std::process::id()));
+        write_pcap(&path, frames);
+        let run = Command::new("tshark")
+            .args(["-n", "-r"])
+            .arg(&path)
+            .args(CHECK_CHECKSUMS)
+            .args(["-T", "fields", "-E", "separator=|"])
+            .args(
+                [
+                    "nsh.spi",
+                    "nsh.si",
+                    "nsh.ttl",
+                    "nsh.mdtype",
+                    "nsh.nextproto",
+                    "nsh.contextheader",
+                    "nsh.metadataclass",
+                    "nsh.metadatatype",
+                    "nsh.metadatalen",
+                    "nsh.metadata",
+                    "ip.src",
+                    "ipv6.src",
+                    "udp.dstport",
+                    "tcp.dstport",
+                    "_ws.malformed",
+                    "_ws.expert.message",
+                ]
+                .iter()
+                .flat_map(|f| ["-e", f]),
+            )
+            .output()
+            .expect("tshark is not installed (Debian package `tshark`)");
+        let _ = std::fs::remove_file(&path);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        String::from_utf8_lossy(&run.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    // The last field, tshark's expert notes, is left out: the fixture's own (a SYN, a
+    // TTL of 1) are not about NSH; malformed packets show in `_ws.malformed`.
+    let without_notes = |lines: Vec<String>| -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| l.rsplit_once('|').unwrap().0.to_string())
+            .collect()
+    };
+    let inner = [
+        "198.18.0.1||5001||",
+        "198.18.0.2|||80|",
+        "198.18.0.3||||",
+        "198.18.0.4||5001||",
+        "|2001:2::1|5001||",
+    ];
+    let expect = |nsh: &dyn Fn(usize) -> String| -> Vec<String> {
+        inner
+            .iter()
+            .enumerate()
+            .map(|(k, rest)| format!("{}|{rest}", nsh(k)))
+            .collect()
+    };
+    let context = "00000001,00000002,00000003,feedface";
+    assert_eq!(
+        without_notes(fields(&md1, "md1")),
+        expect(&|_| format!("4242|255|0x0009|1|3|{context}||||")),
+        "MD type 1 around the frame: SPI, SI 255, TTL 9, next protocol Ethernet"
+    );
+    assert_eq!(
+        without_notes(fields(&md2, "md2")),
+        expect(&|k| format!("7|20|0x003f|2|{}||257|3|0x05|aabbccdd01", if k == 4 { 2 } else { 1 })),
+        "MD type 2 around the datagram: next protocol IPv4 or IPv6, one context header"
+    );
+    assert_eq!(
+        without_notes(fields(&proxied, "proxied")),
+        expect(&|_| format!("4242|254|0x0008|1|3|{context}||||")),
+        "after an SFF (TTL 9 -> 8) and a proxy (SI 255 -> 254), the context as it was"
+    );
+}

@@ -60,6 +60,8 @@ pub enum EtherType {
     Arp,
     Vlan,
     Ipv6,
+    /// RFC 8300's Network Service Header.
+    Nsh,
     Unknown(u16),
 }
 
@@ -70,6 +72,7 @@ impl From<u16> for EtherType {
             0x0806 => EtherType::Arp,
             0x8100 => EtherType::Vlan,
             0x86dd => EtherType::Ipv6,
+            crate::nsh::ETHERTYPE_NSH => EtherType::Nsh,
             n => EtherType::Unknown(n),
         }
     }
@@ -82,6 +85,7 @@ impl From<EtherType> for u16 {
             EtherType::Arp => 0x0806,
             EtherType::Vlan => 0x8100,
             EtherType::Ipv6 => 0x86dd,
+            EtherType::Nsh => crate::nsh::ETHERTYPE_NSH,
             EtherType::Unknown(n) => n,
         }
     }

@@ -17,6 +17,7 @@ pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
 pub mod layers;
+pub mod nsh;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;

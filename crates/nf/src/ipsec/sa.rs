@@ -127,7 +127,7 @@ pub struct Cipher {
 impl Cipher {
     /// Reads `hex` (`key` of `sas[k]`, named by `at`) as key then salt.
     pub fn new(hex: &str, at: &str) -> Result<Cipher, ConfigError> {
-        let bytes = parse_hex(hex).map_err(|why| ConfigError::new(at, why))?;
+        let bytes = crate::config::parse_hex(hex).map_err(|why| ConfigError::new(at, why))?;
         let algorithm = match bytes.len() {
             20 => &AES_128_GCM,
             36 => &AES_256_GCM,
@@ -268,23 +268,6 @@ pub fn seal_alone(bytes: usize, ops: u64) -> f64 {
     let cycles = sfclab_core::tsc::now() - start;
     std::hint::black_box(tags);
     cycles as f64 / ops.max(1) as f64
-}
-
-/// Hex with an optional `0x`; spaces and `:` between bytes are allowed.
-pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
-    let t = s.trim();
-    let t = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")).unwrap_or(t);
-    let digits: Vec<u8> = t.bytes().filter(|b| !matches!(b, b' ' | b':')).collect();
-    if !digits.len().is_multiple_of(2) {
-        return Err("an odd number of hex digits".into());
-    }
-    digits
-        .chunks(2)
-        .map(|pair| {
-            let text = std::str::from_utf8(pair).unwrap_or("?");
-            u8::from_str_radix(text, 16).map_err(|_| format!("`{text}` is not hex"))
-        })
-        .collect()
 }
 
 /// Refuses two SAs with one SPI (and, for esp-decrypt, one destination).
