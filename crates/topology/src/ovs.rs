@@ -225,8 +225,24 @@ impl OvsSwitch {
         kind: OvsPort,
         next_mac: &str,
     ) -> Result<(), TopologyError> {
+        self.bridge(bridge, &[input, output], kind)?;
+        // sysfs as `ip netns exec` mounts it: the namespace's own interfaces.
+        let out_mac = self
+            .namespace
+            .exec("cat", &[&format!("/sys/class/net/{output}/address")])?
+            .trim()
+            .to_string();
+        let flow = format!("in_port={input},actions=mod_dl_src:{out_mac},mod_dl_dst:{next_mac},output:{output}");
+        self.ofctl("add-flow", bridge, &[&flow]).map(drop)
+    }
+
+    /// A bridge on the userspace datapath with `ports` (interfaces of the switch's
+    /// namespace) and no flows: it drops everything (`fail_mode=secure`: no learning, no
+    /// flooding) until flows are added (`ofctl("add-flow", ...)`). Returns once every
+    /// port is up in the datapath.
+    pub fn bridge(&self, bridge: &str, ports: &[&str], kind: OvsPort) -> Result<(), TopologyError> {
         let port_type = format!("type={}", kind.type_name());
-        self.vsctl(&[
+        let mut args = vec![
             "add-br",
             bridge,
             "--",
@@ -235,41 +251,28 @@ impl OvsSwitch {
             bridge,
             "datapath_type=netdev",
             "fail_mode=secure",
-            "--",
-            "add-port",
-            bridge,
-            input,
-            "--",
-            "set",
-            "interface",
-            input,
-            &port_type,
-            "--",
-            "add-port",
-            bridge,
-            output,
-            "--",
-            "set",
-            "interface",
-            output,
-            &port_type,
-        ])?;
-        // sysfs as `ip netns exec` mounts it: the namespace's own interfaces.
-        let out_mac = self
-            .namespace
-            .exec("cat", &[&format!("/sys/class/net/{output}/address")])?
-            .trim()
-            .to_string();
+        ];
+        for port in ports {
+            args.extend([
+                "--",
+                "add-port",
+                bridge,
+                port,
+                "--",
+                "set",
+                "interface",
+                port,
+                &port_type,
+            ]);
+        }
+        self.vsctl(&args)?;
         wait_for(
             &self.dir.join(format!("{bridge}.mgmt")),
             "the bridge's OpenFlow socket",
             &self.dir.join("vswitchd.log"),
         )?;
         self.ofctl("del-flows", bridge, &[])?;
-        let flow = format!("in_port={input},actions=mod_dl_src:{out_mac},mod_dl_dst:{next_mac},output:{output}");
-        self.ofctl("add-flow", bridge, &[&flow])?;
-        // Every port must be up in the datapath before traffic starts.
-        for iface in [input, output] {
+        for iface in ports {
             let state = self.vsctl(&["get", "interface", iface, "error"])?;
             if !state.trim().is_empty() && state.trim() != "[]" {
                 return Err(TopologyError::Command {
