@@ -16,6 +16,10 @@
 //!   interrupt mode: the throughput as fast as the tester sends, and the latency at a
 //!   light load (100 kpps with probes), the table that says which mode to use when NFs
 //!   share cores.
+//! - **Seed 001's multi-feature VNF**: nat44 -> firewall -> qos -> dpi as one hop (one
+//!   process: `[nat44, firewall, qos, dpi]`) against the same four NFs as four hop
+//!   processes joined by memif, all on core 1 in interrupt mode: what putting the
+//!   features in one VNF saves (three memif crossings and three processes' scheduling).
 
 use serde::Serialize;
 use sfclab_experiment::chain_file::{ChainSource, Experiment};
@@ -235,6 +239,58 @@ fn testpmd_device(args: &MemifBenchArgs, bin: &str, r: &mut MemifRow, cores: (us
 
 /// `n` forwarders chained by memif on the device core, waiting as `wait`: throughput
 /// as fast as the tester sends, latency at a light load.
+/// Row names of the multi-feature comparison: the four NFs in one hop, and in four.
+const MULTI_FEATURE_ONE_HOP: &str = "multi-feature VNF, 1 hop";
+const MULTI_FEATURE_FOUR_HOPS: &str = "multi-feature NFs, 4 hops";
+
+/// Seed 001's multi-feature VNF on `device_core` over memif in interrupt mode, its NFs
+/// in one hop process (`grouped`) or one each.
+fn multi_feature_on_one_core(
+    args: &MemifBenchArgs,
+    grouped: bool,
+    r: &mut MemifRow,
+    device_core: usize,
+) -> Result<(), String> {
+    let nfs: Vec<serde_json::Value> = crate::nfs::multi_feature(256)?
+        .iter()
+        .map(|(_, spec)| serde_json::json!({ spec.kind(): spec.settings() }))
+        .collect();
+    let chain = if grouped {
+        serde_json::json!([nfs])
+    } else {
+        serde_json::json!(nfs)
+    };
+    // JSON is YAML: the chain file as the library reads any other.
+    let file = tempfile::Builder::new()
+        .prefix("sfclab-multi-feature-")
+        .suffix(".yaml")
+        .tempfile()
+        .map_err(|e| e.to_string())?;
+    std::fs::write(
+        file.path(),
+        serde_json::json!({ "name": "multi-feature", "chain": chain }).to_string(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut s = settings(args, Rate::Max, 0.0);
+    s.run.chaining = Some(Chaining::Memif);
+    s.run.memif_wait = Some(MemifWait(Wait::Interrupt {
+        spin: sfclab_io::memif::DEFAULT_SPIN,
+    }));
+    s.run.core = Some(device_core);
+    let exp = Experiment::load(&ChainSource::File(file.path().to_path_buf()), &s).map_err(|e| e.to_string())?;
+    let t = exp.run().map_err(|e| e.to_string())?;
+    r.device = format!(
+        "nat44 -> firewall -> qos -> dpi in {} on core {device_core}, joined by memif, interrupt mode",
+        if grouped {
+            "one hop process"
+        } else {
+            "four hop processes"
+        }
+    );
+    record(r, &t);
+    Ok(())
+}
+
 fn chain_on_one_core(
     args: &MemifBenchArgs,
     n: usize,
@@ -292,12 +348,17 @@ pub fn run_bench(args: &MemifBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)
             rows.push(row(format!("{mode}, {n} hops/core"), Some(n), Some(wait)));
         }
     }
+    for name in [MULTI_FEATURE_ONE_HOP, MULTI_FEATURE_FOUR_HOPS] {
+        rows.push(row(name.into(), None, None));
+    }
     let rounds = crate::row_rounds(args.repeat, &mut rows, tick, |r| {
         let result = match (r.name.as_str(), r.hops_per_core) {
             ("sfclab forwarder", _) => sfclab_device(args, r, (tester_core, device_core)),
             ("testpmd io", _) => {
                 testpmd_device(args, testpmd.as_deref().expect("found"), r, (tester_core, device_core))
             }
+            (MULTI_FEATURE_ONE_HOP, _) => multi_feature_on_one_core(args, true, r, device_core),
+            (MULTI_FEATURE_FOUR_HOPS, _) => multi_feature_on_one_core(args, false, r, device_core),
             (_, Some(n)) => {
                 let wait = if r.name.starts_with("polling") {
                     Wait::Poll
@@ -326,6 +387,7 @@ pub fn run_bench(args: &MemifBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)
     for &n in &args.hops {
         pairs.push((format!("interrupt, {n} hops/core"), format!("polling, {n} hops/core")));
     }
+    pairs.push((MULTI_FEATURE_ONE_HOP.into(), MULTI_FEATURE_FOUR_HOPS.into()));
     let pairs: Vec<(&str, &str)> = pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     let ratios = row_ratios(&pairs, |name| rows.iter().find(|r| r.name == name).and_then(|r| r.mpps));
     Ok(MemifBench {

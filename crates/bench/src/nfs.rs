@@ -219,6 +219,48 @@ fn esp_sa() -> serde_json::Value {
                       "tunnel": { "src": "192.0.2.1", "dst": "192.0.2.2" } }] })
 }
 
+/// Seed 001's multi-feature VNF: nat44 -> firewall -> qos -> dpi, sized for `flows`.
+pub(crate) fn multi_feature(flows: u32) -> Result<Vec<(String, NfSpec)>, String> {
+    Ok(vec![
+        ("nat44".into(), nat44(flows)?),
+        (
+            "firewall".into(),
+            spec(
+                "firewall",
+                json!({ "rules": [{ "action": "allow", "proto": "udp", "src": "203.0.113.0/26" }],
+                        "max_connections": (flows as usize + flows as usize / 4).max(1024) }),
+            )?,
+        ),
+        ("qos".into(), qos()?),
+        ("dpi".into(), dpi()?),
+    ])
+}
+
+/// classifier -> SFF -> `function` -> SFF at the path's end, one path (SPI 100).
+fn nsh_path(function: NfSpec) -> Result<Vec<(String, NfSpec)>, String> {
+    Ok(vec![
+        (
+            "nsh-classifier".into(),
+            spec(
+                "nsh-classifier",
+                json!({ "paths": [{ "spi": 100, "context": [1, 2, 3, 4] }] }),
+            )?,
+        ),
+        (
+            "sff".into(),
+            spec("nsh-sff", json!({ "forward": [{ "spi": 100, "si": 255 }] }))?,
+        ),
+        ("nsh-proxy".into(), function),
+        (
+            "sff-end".into(),
+            spec(
+                "nsh-sff",
+                json!({ "forward": [{ "spi": 100, "si": 254, "decap": true }] }),
+            )?,
+        ),
+    ])
+}
+
 fn spec(kind: &str, settings: serde_json::Value) -> Result<NfSpec, String> {
     NfSpec::new(kind, settings).map_err(|e| format!("{kind}: {e}"))
 }
@@ -304,6 +346,8 @@ pub fn workload_names(nat_sessions: &[u32]) -> Vec<String> {
         "dpi",
         "multi-feature",
         "ipsec",
+        "nsh",
+        "nsh-firewall",
         "nat44-churn",
         "firewall-churn",
         "nat44-answered",
@@ -408,19 +452,7 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
         Workload {
             name: "multi-feature".into(),
             description: "seed 001's multi-feature VNF: nat44 -> firewall -> qos -> dpi, one core".into(),
-            chain: vec![
-                ("nat44".into(), nat44(f)?),
-                (
-                    "firewall".into(),
-                    spec(
-                        "firewall",
-                        json!({ "rules": [{ "action": "allow", "proto": "udp", "src": "203.0.113.0/26" }],
-                                "max_connections": (f as usize + f as usize / 4).max(1024) }),
-                    )?,
-                ),
-                ("qos".into(), qos()?),
-                ("dpi".into(), dpi()?),
-            ],
+            chain: multi_feature(f)?,
             flows: f,
             dscp: "ef,af41,be".parse().map_err(|e: String| e)?,
             ..Workload::default()
@@ -438,6 +470,26 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
                 .map(|&(label, size, _)| (label, FrameSizes::Fixed { size }))
                 .chain([("imix", FrameSizes::imix())])
                 .collect(),
+            ..Workload::default()
+        },
+        Workload {
+            name: "nsh".into(),
+            description: "an NSH path through one NSH-aware function: nsh-classifier (MD type 1) -> nsh-sff -> nsh-proxy (noop: lowers SI) -> nsh-sff (takes the header off)".into(),
+            chain: nsh_path(spec("nsh-proxy", json!({}))?)?,
+            flows: f,
+            ..Workload::default()
+        },
+        Workload {
+            name: "nsh-firewall".into(),
+            description: format!(
+                "the firewall workload's firewall ({} rules, conntrack) behind nsh-proxy on an NSH path: the proxy's price is its row less the firewall workload's",
+                args.rules
+            ),
+            chain: nsh_path(spec(
+                "nsh-proxy",
+                json!({ "nf": { "firewall": firewall(args.rules, f, true)?.settings().clone() } }),
+            )?)?,
+            flows: f,
             ..Workload::default()
         },
         Workload {

@@ -181,7 +181,7 @@ fn bench_lpm6_measures_rte_lpm6_when_installed() {
 /// `bench nfs` prices part 2's NFs with their peers in the same run: the qos NF's meters
 /// alone beside DPDK's rte_meter (or why rte_meter could not run), the dpi NF beside
 /// its matcher alone on the same payloads, and the ESP NFs beside AES-GCM alone and
-/// DPDK's crypto PMD.
+/// DPDK's crypto PMD; the NSH paths run whole.
 #[test]
 fn bench_nfs_prices_qos_dpi_and_esp_beside_their_peers() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -189,7 +189,7 @@ fn bench_nfs_prices_qos_dpi_and_esp_beside_their_peers() {
         "bench",
         "nfs",
         "--only",
-        "qos,dpi,ipsec",
+        "qos,dpi,ipsec,nsh,nsh-firewall",
         "--flows",
         "256",
         "--repeat",
@@ -256,5 +256,18 @@ fn bench_nfs_prices_qos_dpi_and_esp_beside_their_peers() {
         .filter(|p| p["workload"] == "ipsec");
     for p in ipsec {
         assert_eq!(p["dropped"], 0, "every packet encrypted and decrypted: {p}");
+    }
+    // NSH paths: classified, forwarded, proxied (through a noop or the firewall) and
+    // taken off again, nothing dropped, each NF priced.
+    let nsh: Vec<&Value> = v["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["workload"].as_str().unwrap().starts_with("nsh"))
+        .collect();
+    assert_eq!(nsh.len(), 4, "two workloads at 64 B and IMIX");
+    for p in nsh {
+        assert_eq!(p["dropped"], 0, "{p}");
+        assert_eq!(p["nfs"].as_array().unwrap().len(), 4, "{p}");
     }
 }
