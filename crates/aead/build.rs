@@ -1,0 +1,34 @@
+//! Builds the ipsec-mb shim where the library is installed (its header in the usual
+//! place, or `IPSEC_MB_INCLUDE`), and says so with `cfg(ipsec_mb)`; without it the
+//! crate is aws-lc-rs alone. `SFCLAB_NO_IPSEC_MB=1` builds without it on purpose.
+
+use std::path::PathBuf;
+
+fn main() {
+    println!("cargo::rustc-check-cfg=cfg(ipsec_mb)");
+    println!("cargo::rerun-if-changed=shim/gcm.c");
+    println!("cargo::rerun-if-env-changed=IPSEC_MB_INCLUDE");
+    println!("cargo::rerun-if-env-changed=SFCLAB_NO_IPSEC_MB");
+    if std::env::var_os("SFCLAB_NO_IPSEC_MB").is_some_and(|v| v != "0") {
+        return;
+    }
+    let include = std::env::var_os("IPSEC_MB_INCLUDE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/include"));
+    let header = include.join("intel-ipsec-mb.h");
+    println!("cargo::rerun-if-changed={}", header.display());
+    if !header.exists() {
+        println!(
+            "cargo::warning=intel-ipsec-mb.h not found in {}: ESP uses aws-lc-rs's AES-GCM (apt-get install libipsec-mb-dev for Intel's)",
+            include.display()
+        );
+        return;
+    }
+    cc::Build::new()
+        .file("shim/gcm.c")
+        .include(&include)
+        .flag_if_supported("-fstack-protector-strong")
+        .compile("sfclab_gcm");
+    println!("cargo::rustc-link-lib=IPSec_MB");
+    println!("cargo::rustc-cfg=ipsec_mb");
+}
