@@ -24,11 +24,32 @@ fn main() {
         );
         return;
     }
-    cc::Build::new()
+    if let Err(e) = cc::Build::new()
         .file("shim/gcm.c")
         .include(&include)
         .flag_if_supported("-fstack-protector-strong")
-        .compile("sfclab_gcm");
-    println!("cargo::rustc-link-lib=IPSec_MB");
+        .try_compile("sfclab_gcm")
+    {
+        println!("cargo::warning=the ipsec-mb shim did not build ({e}): ESP uses aws-lc-rs's AES-GCM");
+        return;
+    }
+    // Linked statically where the archive is there, so the binary runs where the
+    // library is not installed; dynamically otherwise.
+    println!("cargo::rerun-if-env-changed=IPSEC_MB_LIB");
+    let dirs: Vec<PathBuf> = std::env::var_os("IPSEC_MB_LIB")
+        .map(|d| vec![PathBuf::from(d)])
+        .unwrap_or_else(|| {
+            ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"]
+                .iter()
+                .map(PathBuf::from)
+                .collect()
+        });
+    match dirs.iter().find(|d| d.join("libIPSec_MB.a").exists()) {
+        Some(dir) => {
+            println!("cargo::rustc-link-search=native={}", dir.display());
+            println!("cargo::rustc-link-lib=static=IPSec_MB");
+        }
+        None => println!("cargo::rustc-link-lib=IPSec_MB"),
+    }
     println!("cargo::rustc-cfg=ipsec_mb");
 }

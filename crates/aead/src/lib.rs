@@ -55,6 +55,15 @@ pub struct AesGcm {
     imp: Imp,
 }
 
+/// Shows the implementation, never the key.
+impl std::fmt::Debug for AesGcm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AesGcm")
+            .field("backend", &self.backend())
+            .finish_non_exhaustive()
+    }
+}
+
 enum Imp {
     #[cfg(ipsec_mb)]
     IpsecMb(ipsec_mb::Key),

@@ -16,7 +16,8 @@
 //! `esp-encrypt -> esp-decrypt` over datagrams of 64, 512 and 1420 bytes. The peers are
 //! measured in the same run: DPDK's rte_meter checks against the qos NF's meters alone,
 //! DPDK's AES-GCM crypto PMD (`dpdk-test-crypto-perf`) against the ESP NFs and their
-//! cipher alone (aws-lc-rs) on buffers of the same sizes.
+//! cipher alone (Intel's ipsec-mb where the build has it, as the PMD; and aws-lc-rs) on
+//! buffers of the same sizes.
 //!
 //! Repetitions are interleaved (every workload once per round).
 
@@ -31,7 +32,7 @@ use std::time::Duration;
 use crate::median;
 use std::fmt::Write as _;
 
-pub const NFS_SCHEMA: &str = "sfclab.bench.nfs/3";
+pub const NFS_SCHEMA: &str = "sfclab.bench.nfs/4";
 
 #[derive(Debug, Clone)]
 pub struct NfsArgs {
@@ -81,9 +82,15 @@ pub struct CryptoRow {
     /// esp-encrypt and esp-decrypt, each its own cycles per packet (accounting on).
     pub esp_encrypt_cycles: Option<f64>,
     pub esp_decrypt_cycles: Option<f64>,
-    /// aws-lc-rs AES-128-GCM seal alone on a buffer of `bytes`.
+    /// The NFs' AES-GCM implementation (`ipsec-mb (avx512)`, `aws-lc-rs`): the build's
+    /// preferred, which the ESP NFs use unless told otherwise.
+    pub aead: String,
+    /// That implementation's AES-128-GCM seal alone on a buffer of `bytes`.
     pub aead_cycles: f64,
     pub aead_cycles_runs: Vec<f64>,
+    /// aws-lc-rs's seal alone, the same way, when the NFs use another implementation.
+    pub aws_lc_cycles: Option<f64>,
+    pub aws_lc_cycles_runs: Vec<f64>,
     /// DPDK's PMD encrypting a buffer of `bytes` (8-byte AAD, 16-byte tag).
     pub pmd_cycles: Option<f64>,
     pub pmd_cycles_runs: Vec<f64>,
@@ -763,7 +770,11 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
         Vec::new()
     };
     let crypto = if wanted("ipsec") && !interrupted {
-        progress(total, total, "AES-GCM alone: aws-lc-rs and DPDK's crypto PMD");
+        progress(
+            total,
+            total,
+            "AES-GCM alone: the NFs' cipher, aws-lc-rs and DPDK's crypto PMD",
+        );
         crypto_rows(args, &points, repeat.max(1))
     } else {
         Vec::new()
@@ -793,11 +804,25 @@ fn crypto_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize) -> Vec<Crypto
     let ops = crypto_ops(args);
     let bytes: Vec<usize> = ESP_SIZES.iter().map(|&(_, _, b)| b).collect();
     let mut ours: Vec<Vec<f64>> = vec![Vec::new(); bytes.len()];
+    let mut aws_lc: Vec<Vec<f64>> = vec![Vec::new(); bytes.len()];
     let mut theirs: Vec<Vec<f64>> = vec![Vec::new(); bytes.len()];
+    let backend = sfclab_aead::Backend::available()[0];
+    let other = (backend != sfclab_aead::Backend::AwsLc).then_some(sfclab_aead::Backend::AwsLc);
+    let aead_name = match sfclab_aead::AesGcm::new(&[0; 16]) {
+        Ok(k) if k.backend() == sfclab_aead::Backend::IpsecMb => format!("{} ({})", k.backend(), k.arch()),
+        _ => backend.to_string(),
+    };
     let (mut pmd, mut peer_error) = (None, None);
     for _ in 0..repeat {
         for (k, &b) in bytes.iter().enumerate() {
-            ours[k].push(crate::on_core(args.core, || sfclab_nf::ipsec::sa::seal_alone(b, ops)));
+            ours[k].push(crate::on_core(args.core, || {
+                sfclab_nf::ipsec::sa::seal_alone(backend, b, ops)
+            }));
+            if let Some(o) = other {
+                aws_lc[k].push(crate::on_core(args.core, || {
+                    sfclab_nf::ipsec::sa::seal_alone(o, b, ops)
+                }));
+            }
         }
         if peer_error.is_none() {
             match sfclab_peers::dpdk_crypto::aes_gcm_encrypt(main_core, core, &bytes, ops, &crate::stop_requested) {
@@ -830,8 +855,11 @@ fn crypto_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize) -> Vec<Crypto
                 frames: label.into(),
                 esp_encrypt_cycles: encrypt,
                 esp_decrypt_cycles: nf("esp-decrypt"),
+                aead: aead_name.clone(),
                 aead_cycles: aead,
                 aead_cycles_runs: ours[k].clone(),
+                aws_lc_cycles: (!aws_lc[k].is_empty()).then(|| median(&aws_lc[k])),
+                aws_lc_cycles_runs: aws_lc[k].clone(),
                 pmd_cycles,
                 pmd_cycles_runs: theirs[k].clone(),
                 pmd: pmd.clone(),
@@ -1080,7 +1108,7 @@ fn render_table(b: &NfsBench) -> String {
             "\nESP against AES-GCM alone, TSC cycles per packet or operation (per byte in brackets):"
         );
         for c in &b.crypto {
-            wide += [&c.aead_cycles_runs, &c.pmd_cycles_runs]
+            wide += [&c.aead_cycles_runs, &c.aws_lc_cycles_runs, &c.pmd_cycles_runs]
                 .iter()
                 .filter(|v| crate::is_wide(v))
                 .count();
@@ -1096,12 +1124,16 @@ fn render_table(b: &NfsBench) -> String {
                 (None, Some(e)) => format!("PMD SKIPPED: {e}"),
                 (None, None) => "PMD -".into(),
             };
+            let aws_lc = c
+                .aws_lc_cycles
+                .map_or(String::new(), |v| format!(", aws-lc-rs alone {}", per_byte(Some(v))));
             let _ = writeln!(
                 s,
-                "  {:>5} B: esp-encrypt {}, esp-decrypt {}, aws-lc-rs alone {} (framing {})  {peer}",
+                "  {:>5} B: esp-encrypt {}, esp-decrypt {}, {} alone {} (framing {}){aws_lc}  {peer}",
                 c.bytes,
                 per_byte(c.esp_encrypt_cycles),
                 per_byte(c.esp_decrypt_cycles),
+                c.aead,
                 per_byte(Some(c.aead_cycles)),
                 c.encrypt_vs_aead.map_or("-".into(), |r| format!("{r:.2}x")),
             );

@@ -17,11 +17,10 @@
 //! ESP on any machine.
 
 use serde_json::Value;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::{assert_follows_schema, sfclab_bin, stderr, stdout};
+use common::{place, sfclab_in, spawn_dut, stderr, stdout, stop_dut};
 
 const KEY_OUT: &str = "0x4c80cdefbb5d10da906ac73c3613a6342e443b68";
 const KEY_BACK: &str = "0x0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20a0a1a2a3";
@@ -140,27 +139,11 @@ fn sfclab_and_linux_xfrm_encrypt_and_decrypt_each_others_esp() {
     )
     .unwrap();
 
-    let in_namespace = |ns: &sfclab_topology::Namespace| {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns.name()]).arg(sfclab_bin());
-        c
-    };
-    let dut = |hop: &sfclab_topology::Hop, chain: &std::path::Path| {
-        in_namespace(&hop.namespace)
-            .arg("run")
-            .arg(chain)
-            .args(["--ports", &format!("dut:{},{}", hop.input.name(), hop.output.name())])
-            .args(["--io", "af_packet", "--duration", "60s", "--warmup", "0s", "--json"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let encryptor = dut(enc, &encrypt);
-    let middle = (!kernel_esp).then(|| dut(linux, &gateway));
-    let decryptor = dut(dec, &decrypt);
+    let encryptor = spawn_dut(enc, &encrypt, &[]);
+    let middle = (!kernel_esp).then(|| spawn_dut(linux, &gateway, &[]));
+    let decryptor = spawn_dut(dec, &decrypt, &[]);
     std::thread::sleep(Duration::from_secs(1));
-    let tester = in_namespace(&bed.tester)
+    let tester = sfclab_in(&bed.tester)
         .args(["run", "--ports"])
         .arg(format!("tester:{},{}", bed.tester_out.name(), bed.tester_in.name()))
         .args([
@@ -176,30 +159,12 @@ fn sfclab_and_linux_xfrm_encrypt_and_decrypt_each_others_esp() {
         .args(["--size", "200", "--flows", "16", "--verify", "--json"])
         .output()
         .unwrap();
-    let stop = |child: std::process::Child| {
-        // SAFETY: kill(2) on our own child's pid, which has not been waited for yet.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-        let out = child.wait_with_output().unwrap();
-        assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-        let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
-        assert_follows_schema("run-4.json", &doc);
-        doc
-    };
-    let (e, d) = (stop(encryptor), stop(decryptor));
-    let middle = middle.map(stop);
+    let (e, d) = (stop_dut(encryptor), stop_dut(decryptor));
+    let middle = middle.map(stop_dut);
     let states = linux.input.ip(&["-s", "xfrm", "state"]).unwrap();
     assert!(tester.status.success(), "{}", stderr(&tester));
     let t: Value = serde_json::from_str(&stdout(&tester)).unwrap();
 
-    let place = |doc: &Value, name: &str| -> Value {
-        doc["places"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == name)
-            .unwrap_or_else(|| panic!("no {name} in {}", doc["places"]))
-            .clone()
-    };
     let sent = t["conservation"]["generated"].as_u64().unwrap();
     assert!(sent >= 3000, "{}", t["conservation"]);
     assert_eq!(

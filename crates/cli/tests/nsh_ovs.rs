@@ -17,11 +17,10 @@
 //! MD type 2 context included), and the tester checks every datagram came back whole.
 
 use serde_json::Value;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::{assert_follows_schema, sfclab_bin, stderr, stdout};
+use common::{place, sfclab_in, spawn_dut, stderr, stdout, stop_dut};
 
 /// `n_packets` of the flow in `dump` (ovs-ofctl dump-flows) that contains `needle`.
 fn flow_packets(dump: &str, needle: &str) -> u64 {
@@ -79,29 +78,12 @@ fn open_vswitch_reads_the_nsh_sfclab_writes_and_sfclab_reads_what_it_writes() {
         .ofctl("add-flow", "nsh0", &[&of13[..], &["priority=1,actions=drop"]].concat())
         .unwrap();
 
-    let in_namespace = |ns: &sfclab_topology::Namespace| {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns.name()]).arg(sfclab_bin());
-        c
-    };
-    let dut = |hop: &sfclab_topology::Hop, chain: &std::path::Path, extra: &[String]| {
-        in_namespace(&hop.namespace)
-            .arg("run")
-            .arg(chain)
-            .args(extra)
-            .args(["--ports", &format!("dut:{},{}", hop.input.name(), hop.output.name())])
-            .args(["--io", "af_packet", "--duration", "60s", "--warmup", "0s", "--json"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
     // What the first SFF of hop 3 passes on: Open vSwitch's header, TTL lowered.
     let tap = dir.path().join("after-first.pcap");
-    let classifier = dut(first, &classify, &[]);
-    let ending = dut(last, &end, &["--tap".into(), format!("first={}", tap.display())]);
+    let classifier = spawn_dut(first, &classify, &[]);
+    let ending = spawn_dut(last, &end, &["--tap".into(), format!("first={}", tap.display())]);
     std::thread::sleep(Duration::from_secs(1));
-    let tester = in_namespace(&bed.tester)
+    let tester = sfclab_in(&bed.tester)
         .args(["run", "--ports"])
         .arg(format!("tester:{},{}", bed.tester_out.name(), bed.tester_in.name()))
         .args([
@@ -117,29 +99,11 @@ fn open_vswitch_reads_the_nsh_sfclab_writes_and_sfclab_reads_what_it_writes() {
         .args(["--size", "200", "--flows", "16", "--verify", "--json"])
         .output()
         .unwrap();
-    let stop = |child: std::process::Child| {
-        // SAFETY: kill(2) on our own child's pid, which has not been waited for yet.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-        let out = child.wait_with_output().unwrap();
-        assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-        let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
-        assert_follows_schema("run-4.json", &doc);
-        doc
-    };
-    let (c, e) = (stop(classifier), stop(ending));
+    let (c, e) = (stop_dut(classifier), stop_dut(ending));
     let flows = switch.ofctl("dump-flows", "nsh0", &of13).unwrap();
     assert!(tester.status.success(), "{}", stderr(&tester));
     let t: Value = serde_json::from_str(&stdout(&tester)).unwrap();
 
-    let place = |doc: &Value, name: &str| -> Value {
-        doc["places"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == name)
-            .unwrap_or_else(|| panic!("no {name} in {}", doc["places"]))
-            .clone()
-    };
     let sent = t["conservation"]["generated"].as_u64().unwrap();
     assert!(sent >= 3000, "{}", t["conservation"]);
     assert_eq!(

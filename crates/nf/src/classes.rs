@@ -130,8 +130,12 @@ impl Classifier {
     }
 
     /// The first class that takes the packet, if any.
-    #[inline]
+    #[inline(always)]
     pub fn classify(&self, ip: &IpFacts) -> Option<usize> {
+        // None for an empty list without a call (a `bypass` nobody wrote).
+        if self.classes.is_empty() {
+            return None;
+        }
         self.classes
             .iter()
             .position(|c| c.dscp & (1 << ip.dscp) != 0 && c.rule.is_none_or(|r| ip.key.is_some_and(|k| r.matches(&k))))
@@ -154,7 +158,9 @@ pub struct IpFacts {
 
 /// The packet's IP facts; `Ok(None)` for a frame that is not IP (ARP, LLDP: no class of
 /// traffic to police), `Err(malformed)` for one whose IP headers contradict the frame.
-#[inline]
+/// Inlined into every caller: returned through memory, its fields would be read back
+/// before the stores that wrote them could forward (a stall of its own per packet).
+#[inline(always)]
 pub fn ip_facts(p: &mut Packet) -> Result<Option<IpFacts>, DropReason> {
     let layers = p.layers().map_err(|_| DropReason::MALFORMED)?;
     let l3 = layers.l3_offset();

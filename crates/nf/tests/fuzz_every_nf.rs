@@ -5,6 +5,8 @@
 //! checked against the pool exactly.
 
 use proptest::prelude::*;
+
+mod common;
 use sfclab_core::{Batch, BatchView, ChainContext, Emitted, PacketPool, Verdict, Verdicts};
 use sfclab_nf::NfSpec;
 use sfclab_nf::registry::TYPES;
@@ -55,43 +57,15 @@ fn seeds() -> Vec<Vec<u8>> {
     }
     // The same frames in ESP, so esp-decrypt's parsing past the SPI is reached.
     let mut encrypt = NfSpec::new("esp-encrypt", esp_settings()).unwrap().build();
-    let mut pool = PacketPool::new(out.len());
-    let mut batch = Batch::new(out.len());
-    pool.alloc_into(&mut batch, out.len());
-    for (p, f) in batch.iter_mut().zip(&out) {
-        p.reset(f.len()).copy_from_slice(f);
-    }
-    let mut verdicts = Verdicts::for_batch(batch.len());
-    let mut emitted = Emitted::default();
-    let mut ctx = ChainContext::new(0, 0, 1.0, &mut pool, &mut emitted);
-    encrypt.process(ctx.nf(), BatchView::new(&mut batch), &mut verdicts);
-    let sealed: Vec<Vec<u8>> = batch.iter().map(|p| p.data().to_vec()).collect();
-    pool.free_batch(&mut batch);
+    let sealed = common::run(encrypt.as_mut(), &out).0;
     out.extend(sealed);
     // The plain frames in NSH (MD type 1 around the frame, MD type 2 around the
     // datagram), so the SFF and the proxy reach past the header.
     let plain = out[..10].to_vec();
     for settings in nsh_classifiers() {
-        out.extend(through(NfSpec::new("nsh-classifier", settings).unwrap(), &plain));
+        let mut classifier = NfSpec::new("nsh-classifier", settings).unwrap().build();
+        out.extend(common::run(classifier.as_mut(), &plain).0);
     }
-    out
-}
-
-/// `frames` after `spec`'s NF.
-fn through(spec: NfSpec, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let mut nf = spec.build();
-    let mut pool = PacketPool::new(frames.len());
-    let mut batch = Batch::new(frames.len());
-    pool.alloc_into(&mut batch, frames.len());
-    for (p, f) in batch.iter_mut().zip(frames) {
-        p.reset(f.len()).copy_from_slice(f);
-    }
-    let mut verdicts = Verdicts::for_batch(batch.len());
-    let mut emitted = Emitted::default();
-    let mut ctx = ChainContext::new(0, 0, 1.0, &mut pool, &mut emitted);
-    nf.process(ctx.nf(), BatchView::new(&mut batch), &mut verdicts);
-    let out = batch.iter().map(|p| p.data().to_vec()).collect();
-    pool.free_batch(&mut batch);
     out
 }
 

@@ -142,3 +142,52 @@ pub fn namespaces_of(pid: u32) -> Vec<String> {
         .filter(|n| n.starts_with(&format!("sfclab-{pid}-")))
         .collect()
 }
+
+/// `sfclab` inside network namespace `ns` (`ip netns exec`), to be given its arguments.
+#[allow(dead_code)]
+pub fn sfclab_in(ns: &sfclab_topology::Namespace) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns.name()]).arg(sfclab_bin());
+    c
+}
+
+/// `chain` as the DUT of `hop` (AF_PACKET on its two ends) until `stop_dut`, its JSON
+/// report on stdout; `extra` flags after the chain.
+#[allow(dead_code)]
+pub fn spawn_dut(hop: &sfclab_topology::Hop, chain: &std::path::Path, extra: &[String]) -> std::process::Child {
+    sfclab_in(&hop.namespace)
+        .arg("run")
+        .arg(chain)
+        .args(extra)
+        .args(["--ports", &format!("dut:{},{}", hop.input.name(), hop.output.name())])
+        .args(["--io", "af_packet", "--duration", "60s", "--warmup", "0s", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Stops a DUT `spawn_dut` started (Ctrl-C) and returns its report, which must follow
+/// the published run schema.
+#[allow(dead_code)]
+pub fn stop_dut(child: std::process::Child) -> serde_json::Value {
+    // SAFETY: kill(2) on our own child's pid, which has not been waited for yet.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_follows_schema("run-4.json", &doc);
+    doc
+}
+
+/// The place called `name` in run report `doc`.
+#[allow(dead_code)]
+pub fn place(doc: &serde_json::Value, name: &str) -> serde_json::Value {
+    doc["places"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {}", doc["places"]))
+        .clone()
+}

@@ -259,11 +259,15 @@ pub struct EspDecryptConfig {
     /// Traffic that may arrive in clear (not ESP).
     #[serde(default)]
     pub bypass: Vec<MatchConfig>,
+    /// The AES-GCM implementation: `ipsec-mb` (Intel's, the default where the build has
+    /// it) or `aws-lc-rs`.
+    pub aead: Option<String>,
 }
 
 impl EspDecrypt {
     pub fn new(cfg: &EspDecryptConfig) -> Result<EspDecrypt, ConfigError> {
         sa::check_unique(&cfg.sas, "sas")?;
+        let backend = sa::backend(cfg.aead.as_deref())?;
         let mut sas = Vec::with_capacity(cfg.sas.len());
         let mut by_spi = HashMap::with_capacity(cfg.sas.len());
         for (k, c) in cfg.sas.iter().enumerate() {
@@ -283,7 +287,7 @@ impl EspDecrypt {
             by_spi.insert((c.spi.0, c.tunnel.map_or(0, |t| u32::from(t.dst))), k);
             sas.push(InboundSa {
                 spi: c.spi.0,
-                cipher: Cipher::new(&c.key, &at("key"))?,
+                cipher: Cipher::new(&c.key, &at("key"), backend)?,
                 tunnel: c.tunnel,
                 esn: c.esn,
                 window: ReplayWindow::new(size, c.esn),
@@ -349,7 +353,7 @@ mod tests {
     /// An ESP frame under SA `SPI` built here from parts, for what esp-encrypt never
     /// sends (bad padding, dummy packets).
     fn handmade(seq: u32, mut plain: Vec<u8>) -> Vec<u8> {
-        let cipher = Cipher::new(KEY, "key").unwrap();
+        let cipher = Cipher::new(KEY, "key", None).unwrap();
         let iv = u64::from(seq).to_be_bytes();
         let icv = cipher.seal(iv, &AadBytes::new(SPI, u64::from(seq), false), &mut plain);
         let mut esp = [&SPI.to_be_bytes()[..], &seq.to_be_bytes(), &iv, &plain, &icv].concat();

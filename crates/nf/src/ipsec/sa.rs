@@ -5,8 +5,8 @@
 
 use std::net::Ipv4Addr;
 
-use aws_lc_rs::aead::{AES_128_GCM, AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 use serde::{Deserialize, Serialize};
+use sfclab_aead::AesGcm;
 
 use crate::ConfigError;
 use crate::classes::MatchConfig;
@@ -118,63 +118,85 @@ impl TryFrom<SpiRepr> for Spi {
     }
 }
 
-/// An SA's cipher: AES-GCM keyed once, with the salt that begins every nonce.
+/// An SA's cipher: AES-GCM keyed once (Intel's ipsec-mb where the build has it,
+/// aws-lc-rs otherwise: `sfclab_aead`), with the salt that begins every nonce.
 pub struct Cipher {
-    key: LessSafeKey,
+    key: AesGcm,
     salt: [u8; 4],
 }
 
 impl Cipher {
-    /// Reads `hex` (`key` of `sas[k]`, named by `at`) as key then salt.
-    pub fn new(hex: &str, at: &str) -> Result<Cipher, ConfigError> {
+    /// Reads `hex` (`key` of `sas[k]`, named by `at`) as key then salt, for `backend`
+    /// (`None`: the build's preferred).
+    pub fn new(hex: &str, at: &str, backend: Option<sfclab_aead::Backend>) -> Result<Cipher, ConfigError> {
         let bytes = crate::config::parse_hex(hex).map_err(|why| ConfigError::new(at, why))?;
-        let algorithm = match bytes.len() {
-            20 => &AES_128_GCM,
-            36 => &AES_256_GCM,
-            n => {
-                return Err(ConfigError::new(
-                    at,
-                    format!(
-                        "{n} bytes: write 20 (an AES-128 key and a 4-byte salt) or 36 (AES-256 and the salt), as ip xfrm's rfc4106 keys"
-                    ),
-                ));
-            }
-        };
+        if bytes.len() != 20 && bytes.len() != 36 {
+            return Err(ConfigError::new(
+                at,
+                format!(
+                    "{} bytes: write 20 (an AES-128 key and a 4-byte salt) or 36 (AES-256 and the salt), as ip xfrm's rfc4106 keys",
+                    bytes.len()
+                ),
+            ));
+        }
         let (key, salt) = bytes.split_at(bytes.len() - 4);
-        let key =
-            UnboundKey::new(algorithm, key).map_err(|_| ConfigError::new(at, "the crypto library refused the key"))?;
+        let key = match backend {
+            Some(b) => AesGcm::with(b, key),
+            None => AesGcm::new(key),
+        }
+        .map_err(|why| ConfigError::new(at, why))?;
         Ok(Cipher {
-            key: LessSafeKey::new(key),
+            key,
             salt: salt.try_into().expect("4 bytes"),
         })
     }
 
     /// The RFC 4106 nonce: salt then the explicit IV.
     #[inline(always)]
-    fn nonce(&self, iv: [u8; IV]) -> Nonce {
-        let mut n = [0u8; 12];
+    fn nonce(&self, iv: [u8; IV]) -> [u8; sfclab_aead::NONCE] {
+        let mut n = [0u8; sfclab_aead::NONCE];
         n[..4].copy_from_slice(&self.salt);
         n[4..].copy_from_slice(&iv);
-        Nonce::assume_unique_for_key(n)
+        n
     }
 
     /// Encrypts `plain` in place; returns the ICV.
     #[inline(always)]
     pub fn seal(&self, iv: [u8; IV], aad: &AadBytes, plain: &mut [u8]) -> [u8; ICV] {
-        let tag = self
-            .key
-            .seal_in_place_separate_tag(self.nonce(iv), Aad::from(aad.bytes()), plain)
-            .expect("AES-GCM seals any length a frame can have");
-        tag.as_ref().try_into().expect("a 16-byte GCM tag")
+        self.key.seal(&self.nonce(iv), aad.bytes(), plain)
     }
 
     /// Checks and decrypts `cipher_and_icv` in place; the plaintext is all but its last
     /// `ICV` bytes. `false`: the ICV does not match (nothing may be trusted).
     #[inline(always)]
     pub fn open(&self, iv: [u8; IV], aad: &AadBytes, cipher_and_icv: &mut [u8]) -> bool {
-        self.key
-            .open_in_place(self.nonce(iv), Aad::from(aad.bytes()), cipher_and_icv)
-            .is_ok()
+        self.key.open(&self.nonce(iv), aad.bytes(), cipher_and_icv)
+    }
+
+    /// Which AES-GCM does the work.
+    pub fn backend(&self) -> sfclab_aead::Backend {
+        self.key.backend()
+    }
+}
+
+/// `aead` as an ESP NF's config writes it: `ipsec-mb` or `aws-lc-rs` (none: the build's
+/// preferred, ipsec-mb where it is built in).
+pub fn backend(name: Option<&str>) -> Result<Option<sfclab_aead::Backend>, ConfigError> {
+    let Some(name) = name else { return Ok(None) };
+    let all = sfclab_aead::Backend::available();
+    match [sfclab_aead::Backend::IpsecMb, sfclab_aead::Backend::AwsLc]
+        .into_iter()
+        .find(|b| b.name() == name)
+    {
+        Some(b) if all.contains(&b) => Ok(Some(b)),
+        Some(b) => Err(ConfigError::new(
+            "aead",
+            format!("this build has no {b} (apt-get install libipsec-mb-dev, then rebuild sfclab)"),
+        )),
+        None => Err(ConfigError::new(
+            "aead",
+            format!("`{name}` is not an AES-GCM implementation: write ipsec-mb or aws-lc-rs"),
+        )),
     }
 }
 
@@ -254,10 +276,11 @@ impl Usage {
 }
 
 /// AES-128-GCM sealing alone, as the ESP NFs call it (a 12-byte nonce from the salt and
-/// a counter, an 8-byte AAD, the tag apart): TSC cycles per operation over `bytes`-byte
-/// buffers, `ops` operations on one buffer (in cache). The limit of esp-encrypt's cipher.
-pub fn seal_alone(bytes: usize, ops: u64) -> f64 {
-    let cipher = Cipher::new(&"5a".repeat(20), "key").expect("a 20-byte key");
+/// a counter, an 8-byte AAD, the tag apart) with `backend`: TSC cycles per operation
+/// over `bytes`-byte buffers, `ops` operations on one buffer (in cache). The limit of
+/// esp-encrypt's cipher.
+pub fn seal_alone(backend: sfclab_aead::Backend, bytes: usize, ops: u64) -> f64 {
+    let cipher = Cipher::new(&"5a".repeat(20), "key", Some(backend)).expect("a 20-byte key");
     let mut buffer = vec![0x5au8; bytes];
     let mut tags = 0u8;
     let start = sfclab_core::tsc::now();
@@ -290,13 +313,13 @@ mod tests {
 
     #[test]
     fn keys_are_read_as_ip_xfrm_writes_them() {
-        let c = Cipher::new("0x0102030405060708090a0b0c0d0e0f10 11121314", "key").unwrap();
+        let c = Cipher::new("0x0102030405060708090a0b0c0d0e0f10 11121314", "key", None).unwrap();
         assert_eq!(c.salt, [0x11, 0x12, 0x13, 0x14]);
-        assert!(Cipher::new(&"ab".repeat(36), "key").is_ok(), "AES-256 and salt");
-        let e = Cipher::new(&"ab".repeat(16), "sas[0].key").err().unwrap();
+        assert!(Cipher::new(&"ab".repeat(36), "key", None).is_ok(), "AES-256 and salt");
+        let e = Cipher::new(&"ab".repeat(16), "sas[0].key", None).err().unwrap();
         assert_eq!(e.key, "sas[0].key");
         assert!(e.reason.contains("16 bytes"), "{}", e.reason);
-        assert!(Cipher::new("0xzz", "key").err().unwrap().reason.contains("`zz`"));
+        assert!(Cipher::new("0xzz", "key", None).err().unwrap().reason.contains("`zz`"));
     }
 
     #[test]
@@ -310,7 +333,38 @@ mod tests {
 
     #[test]
     fn seal_then_open_round_trips_and_any_changed_bit_fails() {
-        let c = Cipher::new(&"42".repeat(20), "key").unwrap();
+        for &backend in sfclab_aead::Backend::available() {
+            seal_then_open_with(backend);
+        }
+    }
+
+    #[test]
+    fn what_one_aes_gcm_seals_the_other_opens_and_the_choice_is_checked() {
+        let all = sfclab_aead::Backend::available();
+        for &a in all {
+            for &b in all {
+                let (sealer, opener) = (
+                    Cipher::new(&"17".repeat(36), "key", Some(a)).unwrap(),
+                    Cipher::new(&"17".repeat(36), "key", Some(b)).unwrap(),
+                );
+                let aad = AadBytes::new(0x200, 1 << 32 | 5, true);
+                let mut text = vec![0xabu8; 1420];
+                let icv = sealer.seal(9u64.to_be_bytes(), &aad, &mut text);
+                let mut sealed = [text, icv.to_vec()].concat();
+                assert!(opener.open(9u64.to_be_bytes(), &aad, &mut sealed), "{a} -> {b}");
+                assert!(sealed[..1420].iter().all(|&x| x == 0xab));
+            }
+        }
+        assert_eq!(backend(None).unwrap(), None);
+        assert_eq!(backend(Some("aws-lc-rs")).unwrap(), Some(sfclab_aead::Backend::AwsLc));
+        let e = backend(Some("openssl")).unwrap_err();
+        assert_eq!(e.key, "aead");
+        assert!(e.reason.contains("ipsec-mb or aws-lc-rs"), "{}", e.reason);
+    }
+
+    fn seal_then_open_with(backend: sfclab_aead::Backend) {
+        let c = Cipher::new(&"42".repeat(20), "key", Some(backend)).unwrap();
+        assert_eq!(c.backend(), backend);
         let aad = AadBytes::new(0x100, 7, false);
         let mut text = b"tunnelled datagram".to_vec();
         let icv = c.seal(7u64.to_be_bytes(), &aad, &mut text);
