@@ -18,7 +18,10 @@
 //! netfilter's `early_drop` does; assured mappings are never taken, so the
 //! flows that work keep working under a flood, and a new flow that finds no such
 //! mapping is dropped (`nat-table-full`, `ports-exhausted`) at once: the line of
-//! mappings that could give way is empty.
+//! mappings that could give way is empty. A batch is worked in steps so that the trips
+//! to memory of a large table overlap: every flow's bucket of the inside map
+//! (`tables::flow_map`) is asked for, then looked up and its mapping asked for (or, for
+//! a new flow, the public pair and the mapping it will take), then translated.
 //!
 //! Keys: `inside` (prefixes, default 198.18.0.0/16: the generator's sources; its
 //! destinations, 198.19.0.0/16, are outside), `public`
@@ -33,7 +36,6 @@
 //! `ports-exhausted`, `no-mapping`, `fragment` (non-first fragments carry no ports;
 //! reassembly is not done here).
 
-use hashbrown::HashMap;
 use serde::Deserialize;
 use sfclab_core::{BatchView, Context, DropReason, NetworkFunction, NfCounter, Packet, Verdicts};
 use sfclab_wire::checksum::{update16, update32};
@@ -41,6 +43,7 @@ use sfclab_wire::checksum::{update16, update32};
 use crate::ConfigError;
 use crate::frame;
 use crate::tables::eviction::EvictionLine;
+use crate::tables::flow_map::FlowMap;
 
 /// This NF's own drop reasons, in code order (`drop_reasons()`).
 const DROP_REASONS: &[&str] = &["nat-table-full", "ports-exhausted", "no-mapping", "fragment"];
@@ -61,10 +64,20 @@ struct Endpoint {
     port: u16,
 }
 
-/// Hashed as one integer, not field by field (see [`crate::tables::acl::Key`]'s `Hash`).
-impl std::hash::Hash for Endpoint {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        state.write_u64(u64::from(self.addr) << 24 | u64::from(self.port) << 8 | u64::from(self.proto));
+impl Endpoint {
+    /// As one nonzero number (the protocol is never 0 here): its key in the inside map.
+    #[inline(always)]
+    fn key(&self) -> u64 {
+        u64::from(self.proto) << 48 | u64::from(self.port) << 32 | u64::from(self.addr)
+    }
+
+    /// The sender of `p`.
+    fn source(p: &Parsed) -> Endpoint {
+        Endpoint {
+            proto: p.proto,
+            addr: p.src,
+            port: p.sport,
+        }
     }
 }
 
@@ -147,7 +160,7 @@ pub struct Nat44 {
     /// Mappings by slot; `None` slots are free (listed in `free`).
     slots: Vec<Option<Mapping>>,
     free: Vec<u32>,
-    by_inside: HashMap<Endpoint, u32>,
+    by_inside: FlowMap,
     pool: Pool,
     /// Per protocol (TCP, UDP, ICMP), the slot of the mapping holding each public pair
     /// by ordinal (`NO_SLOT`: free): one indexed read where a hash table would probe.
@@ -159,6 +172,8 @@ pub struct Nat44 {
     line: EvictionLine,
     /// Where the slow-path sweep continues.
     sweep: usize,
+    /// Per packet of the batch: what the first step parsed and the slot the second found.
+    ahead: Vec<Ahead>,
     now_ns: u64,
     counts: Counts,
 }
@@ -192,7 +207,12 @@ impl Timeouts {
     }
 }
 
+/// A packet of the batch between the steps of `process`: parsed, and its mapping's slot
+/// if it had one when looked up.
+type Ahead = (Result<Option<Parsed>, DropReason>, Option<u32>);
+
 /// The parts of a frame NAT rewrites.
+#[derive(Clone, Copy)]
 struct Parsed {
     /// Offset of the IPv4 header and of the L4 header.
     l3: usize,
@@ -218,22 +238,69 @@ impl NetworkFunction for Nat44 {
     fn process(&mut self, ctx: &mut Context<'_>, mut batch: BatchView<'_>, verdicts: &mut Verdicts) {
         let now = ctx.now_ns();
         self.now_ns = now;
-        for i in 0..batch.len() {
-            let packet = batch.get_mut(i);
-            let parsed = match parse(packet) {
-                Ok(p) => p,
+        // With a million flows every entry a packet needs is a trip to memory; the
+        // trips of a batch overlap when each is asked for (prefetched) a step before it
+        // is read. Step 1: parse, ask for each inside flow's bucket.
+        let n = batch.len();
+        for i in 0..n {
+            let parsed = parse(batch.get_mut(i));
+            if let Ok(Some(p)) = &parsed
+                && self.is_inside(p.src)
+            {
+                self.by_inside.prefetch(Endpoint::source(p).key());
+            }
+            self.ahead[i] = (parsed, None);
+        }
+        // Step 2: look the flows up, ask for their mappings; a flow with none will take
+        // the next free public pair of its protocol and, with the table or the pool
+        // full, the place of the next mapping on the eviction line: ask for those.
+        let mut new_flows = [0usize; 3];
+        let mut evictions = 0;
+        for i in 0..n {
+            let Ok(Some(p)) = self.ahead[i].0 else { continue };
+            if !self.is_inside(p.src) {
+                continue;
+            }
+            let found = self.by_inside.get(Endpoint::source(&p).key());
+            self.ahead[i].1 = found;
+            match found {
+                Some(s) => sfclab_core::prefetch(&self.slots[s as usize]),
+                None => self.prefetch_new(p.proto, &mut new_flows, &mut evictions),
+            }
+        }
+        // Step 3: what freeing each mapping that gives way touches: its public pair's
+        // entry and its bucket in the inside map.
+        for k in 0..evictions {
+            let Some(m) = self.line.upcoming(k).and_then(|s| self.slots[s as usize]) else {
+                continue;
+            };
+            if let Some(ordinal) = self
+                .pool
+                .address(m.public.addr)
+                .and_then(|a| self.pool.ordinal(a, m.public.port))
+            {
+                sfclab_core::prefetch(&self.by_public[proto_index(m.public.proto)][ordinal as usize]);
+            }
+            self.by_inside.prefetch(m.inside.key());
+        }
+        // Step 4: translate, in order (a packet may find its flow made or gone by one
+        // before it: `outbound` checks what step 2 found).
+        for i in 0..n {
+            let (parsed, found) = std::mem::replace(&mut self.ahead[i], (Ok(None), None));
+            let p = match parsed {
+                Ok(Some(p)) => p,
+                Ok(None) => {
+                    self.counts.passed += 1;
+                    continue;
+                }
                 Err(reason) => {
                     verdicts.drop(i, reason);
                     continue;
                 }
             };
-            let Some(p) = parsed else {
-                self.counts.passed += 1;
-                continue;
-            };
-            let data = packet.data_mut();
+            let data = batch.get_mut(i).data_mut();
             let result = if self.is_inside(p.src) {
-                self.outbound(data, &p, now)
+                self.outbound(data, &p, found, now)
             } else if let Some(a) = self.pool.address(p.dst) {
                 self.inbound(data, &p, a, now)
             } else {
@@ -341,13 +408,13 @@ impl Nat44 {
     }
 
     #[inline]
-    fn outbound(&mut self, data: &mut [u8], p: &Parsed, now: u64) -> Result<(), DropReason> {
-        let key = Endpoint {
-            proto: p.proto,
-            addr: p.src,
-            port: p.sport,
-        };
-        let slot = match self.live(self.by_inside.get(&key).copied(), now) {
+    /// A packet from inside; `found`: its mapping's slot as the batch's first pass saw
+    /// it (a packet before this one may have removed or made a mapping since).
+    fn outbound(&mut self, data: &mut [u8], p: &Parsed, found: Option<u32>, now: u64) -> Result<(), DropReason> {
+        let key = Endpoint::source(p);
+        let still = found.filter(|&s| self.slots[s as usize].is_some_and(|m| m.inside == key));
+        let slot = still.or_else(|| self.by_inside.get(key.key()));
+        let slot = match self.live(slot, now) {
             Some(s) => s,
             None => self.create(key, now)?,
         };
@@ -388,6 +455,24 @@ impl Nat44 {
         Ok(())
     }
 
+    /// Asks for the lines a new flow of `proto` will touch: the public pair it will take
+    /// (the `new_flows[proto]`-th free one) and, when the table or the pool is full, the
+    /// mapping it will most likely take the place of (the `evictions`-th on the line).
+    #[inline]
+    fn prefetch_new(&self, proto: u8, new_flows: &mut [usize; 3], evictions: &mut usize) {
+        let k = proto_index(proto);
+        if let Some(&ordinal) = self.free_pairs[k].get(new_flows[k]) {
+            sfclab_core::prefetch(&self.by_public[k][ordinal as usize]);
+        }
+        new_flows[k] += 1;
+        if self.free.len() < *evictions + 1 || self.free_pairs[k].len() < new_flows[k] {
+            if let Some(slot) = self.line.upcoming(*evictions) {
+                sfclab_core::prefetch(&self.slots[slot as usize]);
+            }
+            *evictions += 1;
+        }
+    }
+
     /// The slot if its mapping has not timed out (an expired one is removed).
     #[inline]
     fn live(&mut self, slot: Option<u32>, now: u64) -> Option<u32> {
@@ -411,7 +496,7 @@ impl Nat44 {
         let Some(m) = self.slots[slot as usize].take() else {
             return false;
         };
-        self.by_inside.remove(&m.inside);
+        self.by_inside.remove(m.inside.key());
         let ordinal = self
             .pool
             .address(m.public.addr)
@@ -489,7 +574,7 @@ impl Nat44 {
         });
         let slots = &self.slots;
         self.line.made(slot, |s| slots[s as usize].is_some());
-        self.by_inside.insert(inside, slot);
+        self.by_inside.insert(inside.key(), slot);
         self.by_public[pairs][ordinal as usize] = slot;
         self.counts.created += 1;
         Ok(slot)
@@ -694,14 +779,13 @@ impl Nat44 {
             // Every structure sized up front: a flood of new flows cannot grow memory.
             slots: vec![None; max_sessions],
             free: (0..max_sessions as u32).rev().collect(),
-            // Twice the table: with mappings coming and going, hashbrown rehashes in
-            // place (no allocation) only while at most half its capacity is in use.
-            by_inside: HashMap::with_capacity(2 * max_sessions),
+            by_inside: FlowMap::with_capacity(max_sessions),
             pool,
             by_public,
             free_pairs,
             line: EvictionLine::new(max_sessions),
             sweep: 0,
+            ahead: vec![(Ok(None), None); sfclab_core::MAX_BATCH],
             now_ns: 0,
             counts: Counts::default(),
         })
@@ -921,11 +1005,16 @@ mod tests {
         let (out, v) = run(&mut nat, &flows[1..], 1);
         assert_eq!(v, [Verdict::Continue; 5]);
         assert_eq!(nat.counts.evicted, 2, "the two oldest gave way");
-        assert!(!nat.by_inside.contains_key(&Endpoint {
-            proto: UDP,
-            addr: u32::from_be_bytes([198, 18, 0, 0]),
-            port: 1000
-        }));
+        assert!(
+            !nat.by_inside.contains_key(
+                Endpoint {
+                    proto: UDP,
+                    addr: u32::from_be_bytes([198, 18, 0, 0]),
+                    port: 1000
+                }
+                .key()
+            )
+        );
         // The pool hands out every other pair before the evicted one's.
         assert!(out.iter().all(|f| src_of(f) != src_of(&first[0])));
     }

@@ -72,6 +72,13 @@ impl EvictionLine {
         None
     }
 
+    /// The slot of the `k`-th entry on the line from the front (stale or assured ones
+    /// included): where the next walks will most likely look, for a prefetch.
+    #[inline]
+    pub fn upcoming(&self, k: usize) -> Option<u32> {
+        self.age.get(k).map(|&(slot, _)| slot)
+    }
+
     fn line_up(&mut self, slot: u32, live: impl Fn(u32) -> bool) {
         if self.age.len() == self.age.capacity() {
             let (generation, assured) = (&self.generation, &self.assured);
