@@ -160,7 +160,7 @@ pub struct Nat44 {
     /// Mappings by slot; `None` slots are free (listed in `free`).
     slots: Vec<Option<Mapping>>,
     free: Vec<u32>,
-    by_inside: FlowMap,
+    by_inside: FlowMap<u64, 4>,
     pool: Pool,
     /// Per protocol (TCP, UDP, ICMP), the slot of the mapping holding each public pair
     /// by ordinal (`NO_SLOT`: free): one indexed read where a hash table would probe.
@@ -174,6 +174,8 @@ pub struct Nat44 {
     sweep: usize,
     /// Per packet of the batch: what the first step parsed and the slot the second found.
     ahead: Vec<Ahead>,
+    /// The inside map's version when step 2 ended.
+    looked_up_at: u64,
     now_ns: u64,
     counts: Counts,
 }
@@ -247,7 +249,7 @@ impl NetworkFunction for Nat44 {
             if let Ok(Some(p)) = &parsed
                 && self.is_inside(p.src)
             {
-                self.by_inside.prefetch(Endpoint::source(p).key());
+                self.by_inside.prefetch(&Endpoint::source(p).key());
             }
             self.ahead[i] = (parsed, None);
         }
@@ -261,13 +263,14 @@ impl NetworkFunction for Nat44 {
             if !self.is_inside(p.src) {
                 continue;
             }
-            let found = self.by_inside.get(Endpoint::source(&p).key());
+            let found = self.by_inside.get(&Endpoint::source(&p).key());
             self.ahead[i].1 = found;
             match found {
                 Some(s) => sfclab_core::prefetch(&self.slots[s as usize]),
                 None => self.prefetch_new(p.proto, &mut new_flows, &mut evictions),
             }
         }
+        self.looked_up_at = self.by_inside.version();
         // Step 3: what freeing each mapping that gives way touches: its public pair's
         // entry and its bucket in the inside map.
         for k in 0..evictions {
@@ -281,7 +284,7 @@ impl NetworkFunction for Nat44 {
             {
                 sfclab_core::prefetch(&self.by_public[proto_index(m.public.proto)][ordinal as usize]);
             }
-            self.by_inside.prefetch(m.inside.key());
+            self.by_inside.prefetch(&m.inside.key());
         }
         // Step 4: translate, in order (a packet may find its flow made or gone by one
         // before it: `outbound` checks what step 2 found).
@@ -412,8 +415,13 @@ impl Nat44 {
     /// it (a packet before this one may have removed or made a mapping since).
     fn outbound(&mut self, data: &mut [u8], p: &Parsed, found: Option<u32>, now: u64) -> Result<(), DropReason> {
         let key = Endpoint::source(p);
-        let still = found.filter(|&s| self.slots[s as usize].is_some_and(|m| m.inside == key));
-        let slot = still.or_else(|| self.by_inside.get(key.key()));
+        // What step 2 found holds if the slot still maps this flow, and its absence if
+        // the map has not changed since.
+        let slot = match found {
+            Some(s) if self.slots[s as usize].is_some_and(|m| m.inside == key) => Some(s),
+            None if self.by_inside.version() == self.looked_up_at => None,
+            _ => self.by_inside.get(&key.key()),
+        };
         let slot = match self.live(slot, now) {
             Some(s) => s,
             None => self.create(key, now)?,
@@ -496,7 +504,7 @@ impl Nat44 {
         let Some(m) = self.slots[slot as usize].take() else {
             return false;
         };
-        self.by_inside.remove(m.inside.key());
+        self.by_inside.remove(&m.inside.key());
         let ordinal = self
             .pool
             .address(m.public.addr)
@@ -786,6 +794,7 @@ impl Nat44 {
             line: EvictionLine::new(max_sessions),
             sweep: 0,
             ahead: vec![(Ok(None), None); sfclab_core::MAX_BATCH],
+            looked_up_at: 0,
             now_ns: 0,
             counts: Counts::default(),
         })
@@ -1007,7 +1016,7 @@ mod tests {
         assert_eq!(nat.counts.evicted, 2, "the two oldest gave way");
         assert!(
             !nat.by_inside.contains_key(
-                Endpoint {
+                &Endpoint {
                     proto: UDP,
                     addr: u32::from_be_bytes([198, 18, 0, 0]),
                     port: 1000

@@ -33,7 +33,7 @@ pub struct Match {
 }
 
 /// What a packet is classified by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Key {
     pub src: u32,
     pub dst: u32,
