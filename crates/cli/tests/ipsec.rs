@@ -20,7 +20,7 @@ use serde_json::Value;
 use std::time::Duration;
 
 mod common;
-use common::{place, sfclab_in, spawn_dut, stderr, stdout, stop_dut};
+use common::{place, run_tester, spawn_dut, stderr, stdout, stop_dut};
 
 const KEY_OUT: &str = "0x4c80cdefbb5d10da906ac73c3613a6342e443b68";
 const KEY_BACK: &str = "0x0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20a0a1a2a3";
@@ -143,22 +143,7 @@ fn sfclab_and_linux_xfrm_encrypt_and_decrypt_each_others_esp() {
     let middle = (!kernel_esp).then(|| spawn_dut(linux, &gateway, &[]));
     let decryptor = spawn_dut(dec, &decrypt, &[]);
     std::thread::sleep(Duration::from_secs(1));
-    let tester = sfclab_in(&bed.tester)
-        .args(["run", "--ports"])
-        .arg(format!("tester:{},{}", bed.tester_out.name(), bed.tester_in.name()))
-        .args([
-            "--io",
-            "af_packet",
-            "--count",
-            "3000",
-            "--rate",
-            "5kpps",
-            "--warmup",
-            "100ms",
-        ])
-        .args(["--size", "200", "--flows", "16", "--verify", "--json"])
-        .output()
-        .unwrap();
+    let tester = run_tester(&bed);
     let (e, d) = (stop_dut(encryptor), stop_dut(decryptor));
     let middle = middle.map(stop_dut);
     let states = linux.input.ip(&["-s", "xfrm", "state"]).unwrap();

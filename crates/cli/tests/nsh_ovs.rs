@@ -20,7 +20,7 @@ use serde_json::Value;
 use std::time::Duration;
 
 mod common;
-use common::{place, sfclab_in, spawn_dut, stderr, stdout, stop_dut};
+use common::{place, run_tester, spawn_dut, stderr, stdout, stop_dut};
 
 /// `n_packets` of the flow in `dump` (ovs-ofctl dump-flows) that contains `needle`.
 fn flow_packets(dump: &str, needle: &str) -> u64 {
@@ -83,22 +83,7 @@ fn open_vswitch_reads_the_nsh_sfclab_writes_and_sfclab_reads_what_it_writes() {
     let classifier = spawn_dut(first, &classify, &[]);
     let ending = spawn_dut(last, &end, &["--tap".into(), format!("first={}", tap.display())]);
     std::thread::sleep(Duration::from_secs(1));
-    let tester = sfclab_in(&bed.tester)
-        .args(["run", "--ports"])
-        .arg(format!("tester:{},{}", bed.tester_out.name(), bed.tester_in.name()))
-        .args([
-            "--io",
-            "af_packet",
-            "--count",
-            "3000",
-            "--rate",
-            "5kpps",
-            "--warmup",
-            "100ms",
-        ])
-        .args(["--size", "200", "--flows", "16", "--verify", "--json"])
-        .output()
-        .unwrap();
+    let tester = run_tester(&bed);
     let (c, e) = (stop_dut(classifier), stop_dut(ending));
     let flows = switch.ofctl("dump-flows", "nsh0", &of13).unwrap();
     assert!(tester.status.success(), "{}", stderr(&tester));

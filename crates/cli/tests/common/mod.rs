@@ -191,3 +191,25 @@ pub fn place(doc: &serde_json::Value, name: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no {name} in {}", doc["places"]))
         .clone()
 }
+
+/// The testbed's tester sending 3,000 verified 200-byte frames in 16 flows at 5 kpps
+/// over AF_PACKET through whatever the hops run, its JSON report on stdout.
+#[allow(dead_code)]
+pub fn run_tester(bed: &sfclab_topology::Testbed) -> Output {
+    sfclab_in(&bed.tester)
+        .args(["run", "--ports"])
+        .arg(format!("tester:{},{}", bed.tester_out.name(), bed.tester_in.name()))
+        .args([
+            "--io",
+            "af_packet",
+            "--count",
+            "3000",
+            "--rate",
+            "5kpps",
+            "--warmup",
+            "100ms",
+        ])
+        .args(["--size", "200", "--flows", "16", "--verify", "--json"])
+        .output()
+        .unwrap()
+}
