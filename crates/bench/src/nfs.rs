@@ -806,11 +806,13 @@ fn crypto_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize) -> Vec<Crypto
     let mut ours: Vec<Vec<f64>> = vec![Vec::new(); bytes.len()];
     let mut aws_lc: Vec<Vec<f64>> = vec![Vec::new(); bytes.len()];
     let mut theirs: Vec<Vec<f64>> = vec![Vec::new(); bytes.len()];
-    let backend = sfclab_aead::Backend::available()[0];
+    // The implementation the NFs get (ipsec-mb where built in and this CPU runs it).
+    let preferred = sfclab_aead::AesGcm::new(&[0; 16]).expect("aws-lc-rs takes any 16-byte key");
+    let backend = preferred.backend();
     let other = (backend != sfclab_aead::Backend::AwsLc).then_some(sfclab_aead::Backend::AwsLc);
-    let aead_name = match sfclab_aead::AesGcm::new(&[0; 16]) {
-        Ok(k) if k.backend() == sfclab_aead::Backend::IpsecMb => format!("{} ({})", k.backend(), k.arch()),
-        _ => backend.to_string(),
+    let aead_name = match backend {
+        sfclab_aead::Backend::IpsecMb => format!("{backend} ({})", preferred.arch()),
+        sfclab_aead::Backend::AwsLc => backend.to_string(),
     };
     let (mut pmd, mut peer_error) = (None, None);
     for _ in 0..repeat {

@@ -333,16 +333,16 @@ mod tests {
 
     #[test]
     fn seal_then_open_round_trips_and_any_changed_bit_fails() {
-        for &backend in sfclab_aead::Backend::available() {
+        for backend in sfclab_aead::Backend::usable() {
             seal_then_open_with(backend);
         }
     }
 
     #[test]
     fn what_one_aes_gcm_seals_the_other_opens_and_the_choice_is_checked() {
-        let all = sfclab_aead::Backend::available();
-        for &a in all {
-            for &b in all {
+        let all = sfclab_aead::Backend::usable();
+        for &a in &all {
+            for &b in &all {
                 let (sealer, opener) = (
                     Cipher::new(&"17".repeat(36), "key", Some(a)).unwrap(),
                     Cipher::new(&"17".repeat(36), "key", Some(b)).unwrap(),
