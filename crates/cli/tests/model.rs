@@ -283,7 +283,8 @@ fn bench_model(args: &[&str]) -> (Value, String) {
     all.extend_from_slice(&["--warmup", "10ms", "--json"]);
     let o = sfclab(&all);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
-    let b: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let b: Value = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("no document ({e}), exit {:?}: {}", o.status.code(), stderr(&o)));
     assert_follows_schema("bench-model-6.json", &b);
     (b, stderr(&o))
 }
