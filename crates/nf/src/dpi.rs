@@ -507,6 +507,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: false,
     cost_neutral: &[],
     files: &["rules_file"],
+    wraps: None,
     schema: || schemars::schema_for!(DpiConfig),
     drops_all_by_default: None,
     fixes: &[(

@@ -479,6 +479,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: false,
     cost_neutral: &["icmp_timeout", "tcp_established_timeout", "udp_timeout"],
     files: &[],
+    wraps: None,
     schema: || schemars::schema_for!(FirewallConfig),
     drops_all_by_default: Some("acl-deny"),
     fixes: &[(

@@ -49,6 +49,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: true,
     cost_neutral: &["dst_mac", "src_mac"],
     files: &[],
+    wraps: None,
     schema: || schemars::schema_for!(ForwarderConfig),
     drops_all_by_default: None,
     fixes: &[],

@@ -676,6 +676,7 @@ pub const TYPE: crate::NfType = crate::NfType {
         "udp_timeout",
     ],
     files: &[],
+    wraps: None,
     schema: || schemars::schema_for!(Nat44Config),
     drops_all_by_default: None,
     fixes: &[(

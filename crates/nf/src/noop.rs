@@ -24,6 +24,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: true,
     cost_neutral: &[],
     files: &[],
+    wraps: None,
     schema: || schemars::schema_for!(NoopConfig),
     drops_all_by_default: None,
     fixes: &[],

@@ -306,6 +306,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: false,
     cost_neutral: &[],
     files: &[],
+    wraps: None,
     schema: || schemars::schema_for!(QosConfig),
     drops_all_by_default: None,
     fixes: &[(

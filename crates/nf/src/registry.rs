@@ -19,6 +19,9 @@ pub struct NfType {
     /// Settings that name files: a chain file's relative paths in them are read from
     /// the chain file's directory.
     pub files: &'static [&'static str],
+    /// The setting that holds an inner NF (`nsh-proxy`'s `nf`: a type, or `{type:
+    /// settings}`), whose own file settings are read from the chain file's directory too.
+    pub wraps: Option<&'static str>,
     /// Keeps no state between packets (no table, no working set): copies of it in one
     /// chain share nothing, so its cost in a chain can be measured as the slope over
     /// copies, which is what it costs there (and, for a cost of a few cycles, far less
@@ -122,6 +125,11 @@ impl NfSpec {
     /// The settings of NF type `kind` that name files (`NfType::files`).
     pub fn file_settings(kind: &str) -> &'static [&'static str] {
         find(kind).map_or(&[], |t| t.files)
+    }
+
+    /// The setting of NF type `kind` that holds an inner NF (`NfType::wraps`).
+    pub fn wrapped_setting(kind: &str) -> Option<&'static str> {
+        find(kind).and_then(|t| t.wraps)
     }
 
     pub fn settings(&self) -> &serde_json::Value {

@@ -378,6 +378,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: false,
     cost_neutral: &["address", "address6", "neighbors", "port_macs", "icmp_rate"],
     files: &["routes_file"],
+    wraps: None,
     schema: || schemars::schema_for!(RouterConfig),
     drops_all_by_default: Some("no-route"),
     fixes: &[(

@@ -273,6 +273,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: false,
     cost_neutral: &[],
     files: &[],
+    wraps: None,
     schema: || schemars::schema_for!(ShaperConfig),
     drops_all_by_default: None,
     fixes: &[(

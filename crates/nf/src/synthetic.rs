@@ -85,6 +85,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: false,
     cost_neutral: &["seed"],
     files: &[],
+    wraps: None,
     schema: || schemars::schema_for!(SyntheticConfig),
     drops_all_by_default: None,
     fixes: &[],

@@ -231,6 +231,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: false,
     cost_neutral: &[],
     files: &[],
+    wraps: None,
     schema: || schemars::schema_for!(EspDecryptConfig),
     drops_all_by_default: Some("not-esp"),
     fixes: &[

@@ -189,6 +189,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: false,
     cost_neutral: &[],
     files: &[],
+    wraps: None,
     schema: || schemars::schema_for!(EspEncryptConfig),
     drops_all_by_default: Some("no-policy"),
     fixes: &[(

@@ -131,6 +131,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: false,
     cost_neutral: &["outer_dst", "outer_src"],
     files: &[],
+    wraps: None,
     schema: || schemars::schema_for!(NshClassifierConfig),
     drops_all_by_default: None,
     fixes: &[(

@@ -237,6 +237,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: false,
     cost_neutral: &[],
     files: &[],
+    wraps: Some("nf"),
     schema: || schemars::schema_for!(NshProxyConfig),
     drops_all_by_default: None,
     fixes: &[
@@ -256,8 +257,8 @@ pub const TYPE: crate::NfType = crate::NfType {
 #[serde(deny_unknown_fields)]
 pub struct NshProxyConfig {
     /// The NSH-unaware NF: its type (`firewall`), or its type and settings
-    /// (`{nat44: {pool: ...}}`). Default `noop`. Files its settings name are read from
-    /// the working directory.
+    /// (`{nat44: {pool: ...}}`). Default `noop`. In a chain file, files its settings name
+    /// are read beside the chain file, as the NF's own would be.
     pub nf: Option<serde_json::Value>,
     /// OAM packets (the O bit): `drop` (default, RFC 8300 §2.2) or `forward`.
     #[serde(default)]

@@ -109,6 +109,7 @@ pub const TYPE: crate::NfType = crate::NfType {
     stateless: true,
     cost_neutral: &[],
     files: &[],
+    wraps: None,
     schema: || schemars::schema_for!(NshSffConfig),
     drops_all_by_default: Some("unknown-path"),
     fixes: &[
