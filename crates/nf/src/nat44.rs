@@ -209,9 +209,23 @@ impl Timeouts {
     }
 }
 
-/// A packet of the batch between the steps of `process`: parsed, and its mapping's slot
-/// if it had one when looked up.
-type Ahead = (Result<Option<Parsed>, DropReason>, Option<u32>);
+/// A packet of the batch between the steps of `process`.
+#[derive(Clone, Copy)]
+struct Ahead {
+    parsed: Result<Option<Parsed>, DropReason>,
+    /// From an inside address (outbound).
+    inside: bool,
+    /// Its mapping's slot, if it had one when looked up.
+    found: Option<u32>,
+}
+
+impl Ahead {
+    const NONE: Ahead = Ahead {
+        parsed: Ok(None),
+        inside: false,
+        found: None,
+    };
+}
 
 /// The parts of a frame NAT rewrites.
 #[derive(Clone, Copy)]
@@ -246,12 +260,15 @@ impl NetworkFunction for Nat44 {
         let n = batch.len();
         for i in 0..n {
             let parsed = parse(batch.get_mut(i));
-            if let Ok(Some(p)) = &parsed
-                && self.is_inside(p.src)
-            {
+            let inside = matches!(&parsed, Ok(Some(p)) if self.is_inside(p.src));
+            if let (true, Ok(Some(p))) = (inside, &parsed) {
                 self.by_inside.prefetch(&Endpoint::source(p).key());
             }
-            self.ahead[i] = (parsed, None);
+            self.ahead[i] = Ahead {
+                parsed,
+                inside,
+                found: None,
+            };
         }
         // Step 2: look the flows up, ask for their mappings; a flow with none will take
         // the next free public pair of its protocol and, with the table or the pool
@@ -259,12 +276,11 @@ impl NetworkFunction for Nat44 {
         let mut new_flows = [0usize; 3];
         let mut evictions = 0;
         for i in 0..n {
-            let Ok(Some(p)) = self.ahead[i].0 else { continue };
-            if !self.is_inside(p.src) {
+            let (Ok(Some(p)), true) = (self.ahead[i].parsed, self.ahead[i].inside) else {
                 continue;
-            }
+            };
             let found = self.by_inside.get(&Endpoint::source(&p).key());
-            self.ahead[i].1 = found;
+            self.ahead[i].found = found;
             match found {
                 Some(s) => sfclab_core::prefetch(&self.slots[s as usize]),
                 None => self.prefetch_new(p.proto, &mut new_flows, &mut evictions),
@@ -289,7 +305,7 @@ impl NetworkFunction for Nat44 {
         // Step 4: translate, in order (a packet may find its flow made or gone by one
         // before it: `outbound` checks what step 2 found).
         for i in 0..n {
-            let (parsed, found) = std::mem::replace(&mut self.ahead[i], (Ok(None), None));
+            let Ahead { parsed, inside, found } = std::mem::replace(&mut self.ahead[i], Ahead::NONE);
             let p = match parsed {
                 Ok(Some(p)) => p,
                 Ok(None) => {
@@ -302,7 +318,7 @@ impl NetworkFunction for Nat44 {
                 }
             };
             let data = batch.get_mut(i).data_mut();
-            let result = if self.is_inside(p.src) {
+            let result = if inside {
                 self.outbound(data, &p, found, now)
             } else if let Some(a) = self.pool.address(p.dst) {
                 self.inbound(data, &p, a, now)
@@ -794,7 +810,7 @@ impl Nat44 {
             free_pairs,
             line: EvictionLine::new(max_sessions),
             sweep: 0,
-            ahead: vec![(Ok(None), None); sfclab_core::MAX_BATCH],
+            ahead: vec![Ahead::NONE; sfclab_core::MAX_BATCH],
             looked_up_at: 0,
             now_ns: 0,
             counts: Counts::default(),

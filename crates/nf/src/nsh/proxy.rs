@@ -21,9 +21,7 @@
 //! `si-exhausted`, `too-big` (no headroom to put the header back).
 
 use serde::{Deserialize, Serialize};
-use sfclab_core::{
-    Batch, BatchView, Context, DropReason, MAX_BATCH, NetworkFunction, NfCounter, PacketRef, Verdict, Verdicts,
-};
+use sfclab_core::{Batch, BatchView, Context, DropReason, MAX_BATCH, NetworkFunction, NfCounter, Verdict, Verdicts};
 use sfclab_wire::nsh::{self, NextProtocol};
 
 use super::{CHECKS, Found, Oam, encapsulate, next_for};
@@ -162,37 +160,32 @@ impl NetworkFunction for NshProxy {
             };
             let front = &self.fronts[usize::from(t.slot)];
             let (at, len) = (usize::from(t.at), usize::from(t.len));
-            let placed = if t.ethernet {
-                encapsulate(p, &front[at..at + len], Some(&front[..at]))
+            // Where the header goes back: behind the saved link header, or (an inner
+            // datagram) behind the one the NF left, whose EtherType names the next
+            // protocol (the NF may have rewritten either).
+            let (l, next) = if t.ethernet {
+                (at, None)
             } else {
-                // The NF saw the datagram behind the link header and may have rewritten
-                // either; the next protocol follows what it left.
-                match super::link_len(p.data()).and_then(|l| {
-                    let d = p.data();
-                    next_for(u16::from_be_bytes([d[l - 2], d[l - 1]])).map(|n| (l, n))
-                }) {
-                    Some((l, next)) => {
-                        encapsulate(p, &front[at..at + len], None) && {
-                            p.data_mut()[l + 3] = next.into();
-                            true
-                        }
-                    }
+                let d = p.data();
+                match super::link_len(d)
+                    .and_then(|l| next_for(u16::from_be_bytes([d[l - 2], d[l - 1]])).map(|n| (l, n)))
+                {
+                    Some((l, next)) => (l, Some(next)),
                     None => {
                         verdicts.drop(i, DropReason::UNSUPPORTED);
                         continue;
                     }
                 }
             };
-            if !placed {
+            let link = t.ethernet.then(|| &front[..at]);
+            if !encapsulate(p, &front[at..at + len], link) {
                 verdicts.drop(i, TOO_BIG);
                 continue;
             }
-            let l = if t.ethernet {
-                at
-            } else {
-                super::link_len(p.data()).expect("placed")
-            };
             let d = p.data_mut();
+            if let Some(next) = next {
+                d[l + 3] = next.into();
+            }
             d[l + 7] -= 1; // the SI, 1..=255 when taken off
             self.proxied += 1;
             if output != 0 {
@@ -213,10 +206,6 @@ impl NetworkFunction for NshProxy {
         ];
         out.extend(self.inner.counters());
         out
-    }
-
-    fn hold(&mut self, packet: PacketRef) -> Result<(), PacketRef> {
-        Err(packet)
     }
 }
 
