@@ -7,6 +7,7 @@ mod outcome;
 mod progress;
 mod render;
 mod report;
+mod scenario;
 mod search;
 mod sweep;
 
@@ -58,6 +59,13 @@ enum Cmd {
     /// is), or any name when `--chain` holds `{}` where each value goes
     /// (`--chain 'forwarder*{}' --param hops --values 1,2,4,8`).
     Sweep(Box<sweep::SweepArgs>),
+    /// Many chains side by side (PVP or PVVP, a preset VNF or a chain file), every VNF
+    /// an sfclab process in its own namespace joined by memif, sharing cores the OS
+    /// schedules; each chain measured on its own and all together, repeated with
+    /// statistics. Needs root (namespaces).
+    ///
+    /// Exit status as `run`: 3 when a chain does not conserve its packets.
+    Scenario(Box<scenario::ScenarioArgs>),
     /// Re-render the plots and HTML report of a sweep result set (sweep.json).
     Report(sweep::ReportArgs),
     /// Benchmarks.
@@ -554,6 +562,7 @@ fn main() -> ExitCode {
         Cmd::Search(args) => search::cmd_search(*args),
         Cmd::Sweep(args) => sweep::cmd_sweep(*args),
         Cmd::Report(args) => sweep::cmd_report(args),
+        Cmd::Scenario(args) => scenario::cmd_scenario(*args),
         Cmd::Bench(BenchCmd::Hop(args)) => cmd_hop(args),
         Cmd::Bench(BenchCmd::Placement(args)) => cmd_placement(args),
         Cmd::Bench(BenchCmd::Overload(args)) => cmd_overload(args),
@@ -719,10 +728,11 @@ fn main() -> ExitCode {
 }
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
-pub const SCHEMA_NAMES: [&str; 21] = [
+pub const SCHEMA_NAMES: [&str; 22] = [
     "run",
     "search",
     "sweep",
+    "scenario",
     "bench-hop",
     "bench-placement",
     "bench-overload",
@@ -749,6 +759,7 @@ pub fn schema(name: &str) -> Option<String> {
         "run" => Some(render::run_schema()),
         "search" => Some(search::schema()),
         "sweep" => Some(sweep::schema()),
+        "scenario" => Some(scenario::schema()),
         "bench-hop" => Some(bench_schema::<sfclab_bench::hop::HopBench>("hop")),
         "bench-placement" => Some(bench_schema::<sfclab_bench::placement::PlacementBench>("placement")),
         "bench-overload" => Some(bench_schema::<sfclab_bench::overload::OverloadBench>("overload")),

@@ -47,6 +47,8 @@ pub(crate) struct Plan {
     args: Vec<String>,
     chains: Vec<(String, serde_json::Value)>,
     cores: Vec<Option<usize>>,
+    /// Cores every hop may run on, the OS choosing (a scenario's shared cores).
+    shared_cores: Option<String>,
 }
 
 impl Plan {
@@ -89,7 +91,18 @@ impl Plan {
             args,
             chains,
             cores: spec.hop_cores.clone(),
+            shared_cores: None,
         })
+    }
+
+    /// Every hop on `cores`, scheduled by the OS among them (not pinned one per core).
+    pub(crate) fn on_cores(self, cores: &[usize]) -> Plan {
+        let list = cores.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+        Plan {
+            cores: Vec::new(),
+            shared_cores: Some(list),
+            ..self
+        }
     }
 
     /// Starts hop i in namespace `ends[i].0` on the ports `ends[i].1` (`--ports`), each
@@ -116,8 +129,12 @@ impl Plan {
         let ready = dir.join("ready");
         let stderr = dir.join("stderr");
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", namespace.name()])
-            .arg(&self.exe)
+        cmd.args(["netns", "exec", namespace.name()]);
+        if let Some(list) = &self.shared_cores {
+            // taskset execs the hop: its process id stays the hop's.
+            cmd.args(["taskset", "--cpu-list", list]);
+        }
+        cmd.arg(&self.exe)
             .args(["run", &file.display().to_string()])
             .arg("--ports")
             .arg(ports)
@@ -142,6 +159,7 @@ impl Plan {
             child,
             stderr,
             ready,
+            interrupted: false,
         })
     }
 }
@@ -160,6 +178,20 @@ pub(crate) struct HopProcess {
     child: Child,
     stderr: PathBuf,
     ready: PathBuf,
+    /// SIGINT was sent (a second would make it quit without its report).
+    interrupted: bool,
+}
+
+impl HopProcess {
+    /// Asks the hop to stop (SIGINT: it keeps its result and prints its report), once.
+    fn interrupt(&mut self) {
+        if std::mem::replace(&mut self.interrupted, true) {
+            return;
+        }
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT);
+        }
+    }
 }
 
 impl HopProcess {
@@ -184,11 +216,24 @@ impl HopProcesses {
         HopProcesses(Vec::new())
     }
 
-    /// Keeps `hop` with the others once it says it forwards (within 20 s).
-    pub(crate) fn add_when_ready(&mut self, mut hop: HopProcess) -> Result<(), String> {
-        let ready = hop.wait_ready(Instant::now() + Duration::from_secs(20));
+    /// Keeps `hop` with the others; it need not be ready yet.
+    pub(crate) fn add(&mut self, hop: HopProcess) {
         self.0.push(hop);
-        ready
+    }
+
+    /// Waits until every hop says it forwards, or fails naming the first that did not.
+    pub(crate) fn wait_ready(&mut self, deadline: Instant) -> Result<(), String> {
+        self.0.iter_mut().try_for_each(|hop| hop.wait_ready(deadline))
+    }
+
+    /// Asks every hop to stop, without waiting ([`HopProcesses::stop_all`] collects them).
+    pub(crate) fn interrupt_all(&mut self) {
+        self.0.iter_mut().for_each(HopProcess::interrupt);
+    }
+
+    /// Each hop's place in its chain (from 0) and process id.
+    pub(crate) fn pids(&self) -> Vec<(usize, u32)> {
+        self.0.iter().map(|h| (h.index, h.child.id())).collect()
     }
 }
 
@@ -205,9 +250,7 @@ impl HopProcesses {
         self.0.sort_by_key(|h| h.index);
         for hop in self.0.iter_mut() {
             let i = hop.index;
-            if let Ok(pid) = i32::try_from(hop.child.id()) {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT);
-            }
+            hop.interrupt();
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline && matches!(hop.child.try_wait(), Ok(None)) {
                 std::thread::sleep(Duration::from_millis(20));

@@ -20,6 +20,7 @@ mod hop_processes;
 mod located;
 mod memif_chain;
 pub mod run;
+pub mod scenario;
 pub mod search;
 pub mod settings;
 pub mod sweep;

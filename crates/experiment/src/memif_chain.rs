@@ -11,11 +11,11 @@
 //! neighbours reconnect.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sfclab_io::memif::{Interface, MemifSettings, Role, Wait};
 use sfclab_io::{InterfacePort, TesterLink};
-use sfclab_runtime::{RunError, RunSettings, TestbedReport, WireLoss, WiredReport, run_compound_on};
+use sfclab_runtime::{ExternalOutcome, RunError, RunSettings, TestbedReport, WireLoss, WiredReport, run_compound_on};
 use sfclab_topology::{Namespace, Topology};
 use sfclab_traffic::{Generator, Sink};
 
@@ -35,82 +35,23 @@ fn setting(key: &'static str, reason: impl std::fmt::Display) -> RunError {
 /// Builds the namespaces, starts the hops, runs the tester across them and takes
 /// everything down again (also on error: the topology's drop kills what runs inside).
 pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, RunError> {
-    let n = spec.hops.len();
-    if n == 0 {
-        return Err(setting("chain", "a chain of hops needs at least one"));
-    }
     let plan = Plan::of(spec).map_err(|e| setting("chaining", e))?;
     let mut topo = Topology::new().map_err(|e| setting("chaining", e))?;
     let tester_ns = topo.namespace("tester").map_err(|e| setting("chaining", e))?;
-    let hops: Vec<Namespace> = (1..=n)
-        .map(|i| topo.namespace(&format!("hop{i}")))
-        .collect::<Result<_, _>>()
-        .map_err(|e| setting("chaining", e))?;
-    let dir = |ns: &Namespace| ns.state_dir().map_err(|e| setting("chaining", e));
-    // Link k's socket: served by its receiver, hop k+1 (k < n) or the tester (k == n).
-    let mut sockets = Vec::with_capacity(n + 1);
-    for ns in hops.iter().chain([&tester_ns]) {
-        sockets.push(dir(ns)?.join("in.sock"));
-    }
-    let wait_mode = spec.memif_wait.unwrap_or(Wait::Poll);
-    let wait = match wait_mode {
-        Wait::Interrupt { spin } => format!(",wait=interrupt,spin={}", spin.as_micros()),
-        Wait::Poll => String::new(),
-    };
-    let endpoint = |k: usize, role: &str| format!("memif:{},role={role}{wait}", sockets[k].display());
-    // The tester polls whatever the hops do: it has its own core, and a generator that
-    // slept in its receive would fall behind its rate.
-    let tester_end = |k: usize, role: Role| -> Result<Interface, RunError> {
-        let spec = format!("memif:{},role={role}", sockets[k].display());
-        let settings = MemifSettings::from_spec(&spec, role).map_err(|e| setting("ports", e))?;
-        Interface::open(&settings).map_err(|e| setting("ports", e))
-    };
-
-    // The tester's receiving end listens first: the last hop connects to it.
-    let mut tester_in = tester_end(n, Role::Server)?;
-    // Hops start last to first: each one's output connects to a server that listens.
-    let mut processes = HopProcesses::new();
-    let mut peers: Vec<Option<DpdkHop>> = (0..n).map(|_| None).collect();
-    for i in (0..n).rev() {
-        if spec.dpdk_hops.contains(&i) {
-            let hop = DpdkHop::start(
-                &hops[i],
-                (&sockets[i], &sockets[i + 1]),
-                spec.hop_cores.get(i).copied().flatten(),
-                run.core,
-                i,
-            )
-            .map_err(|e| setting("dpdk_hops", e))?;
-            peers[i] = Some(hop);
-        } else {
-            let ports = format!("{},{}", endpoint(i, "server"), endpoint(i + 1, "client"));
-            let hop = plan.spawn(i, &hops[i], &ports).map_err(|e| setting("chaining", e))?;
-            processes.add_when_ready(hop).map_err(|e| setting("chaining", e))?;
-        }
-    }
-    let mut tester_out = tester_end(0, Role::Client)?;
-    tester_out
-        .wait_connected(CONNECT_LIMIT)
-        .map_err(|e| setting("ports", e))?;
-    tester_in
-        .wait_connected(CONNECT_LIMIT)
-        .map_err(|e| setting("ports", e))?;
-    let t_out = InterfacePort::Memif(tester_out.port(0, false, true).map_err(|e| setting("ports", e))?);
-    let t_in = InterfacePort::Memif(tester_in.port(0, true, false).map_err(|e| setting("ports", e))?);
+    let tester_dir = tester_ns.state_dir().map_err(|e| setting("chaining", e))?;
+    let mut chain = MemifChain::start(spec, &plan, &mut topo, &tester_dir, "", run.core)?;
+    chain.wait_ready()?;
+    let (t_out, t_in) = chain.tester_ports()?;
     let generator = Generator::new(spec.traffic.clone(), run.batch).map_err(|(k, r)| setting(k, r))?;
-    let mut wire = TesterLink::new(generator, t_out, t_in, run.batch, Duration::from_millis(300));
+    let mut wire = TesterLink::new(generator, t_out, t_in, run.batch, TESTER_QUIET);
     let tester = run_compound_on(&mut wire, Sink::new(run.verify), sfclab_core::NamedNfs::new(), run);
-    let mut external = processes.stop_all();
-    // The hops' documents in chain order: sfclab's own, and for a DPDK hop what it is
-    // (its frames are counted by its neighbours).
-    let mut sfclab_docs = std::mem::take(&mut external.documents).into_iter();
-    for peer in peers.iter_mut() {
-        external.documents.push(match peer.take() {
-            Some(p) => p.stop(),
-            None => sfclab_docs.next().unwrap_or_default(),
-        });
-    }
+    let n = spec.hops.len();
+    let namespaces = std::iter::once(tester_ns.name().to_string())
+        .chain(chain.namespaces.iter().map(|ns| ns.name().to_string()))
+        .collect();
+    let external = chain.stop();
     let tester = tester?;
+    let wait_mode = spec.memif_wait.unwrap_or(Wait::Poll);
     let testbed = TestbedReport {
         run_name: topo.run_name().to_string(),
         device_under_test: match spec.dpdk_hops.len() {
@@ -122,39 +63,179 @@ pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, R
             ),
         },
         hops: n,
-        namespaces: std::iter::once(&tester_ns)
-            .chain(&hops)
-            .map(|ns| ns.name().to_string())
-            .collect(),
+        namespaces,
         queues: 1,
         interfaces: Vec::new(),
         processes: Vec::new(),
         switch: BTreeMap::new(),
     };
     drop(topo);
-    let lost_tester: BTreeMap<String, u64> = sfclab_core::RxPort::drops(&wire)
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    let mut explained = BTreeMap::new();
-    if external.dropped > 0 {
-        explained.insert("dut".to_string(), external.dropped);
-    }
-    let unseen = lost_tester.get("unaccounted").copied().unwrap_or(0);
-    let seen: u64 = explained.values().sum();
+    let lost = wire_loss(&wire, &external);
     Ok(WiredReport {
         tester,
         dut: Vec::new(),
         dut_processes: external.documents,
         testbed,
-        lost: WireLoss {
-            tester: lost_tester,
-            explained,
-            unaccounted: unseen.saturating_sub(seen),
-            counted_beyond: seen.saturating_sub(unseen),
-        },
+        lost,
     })
 }
+
+/// How long the end of a tester's phase waits for frames in flight after the last one.
+pub(crate) const TESTER_QUIET: Duration = Duration::from_millis(300);
+
+/// Where what the tester's `link` lost went: the hops' own drops explain it (memif
+/// loses nothing on its own: a full ring is a drop its sender counts), and frames that
+/// came back after the tester had given up on them.
+pub(crate) fn wire_loss<L: sfclab_core::RxPort>(link: &L, hops: &ExternalOutcome) -> WireLoss {
+    let tester: BTreeMap<String, u64> = link.drops().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let mut explained = BTreeMap::new();
+    if hops.dropped > 0 {
+        explained.insert("dut".to_string(), hops.dropped);
+    }
+    // Frames the tester wrote off (nothing for `quiet`) that came back after all.
+    let late = link.counters().iter().find(|c| c.name == "late").map_or(0, |c| c.value);
+    if late > 0 {
+        explained.insert("late (back after the tester gave up on them)".to_string(), late);
+    }
+    let unseen = tester.get("unaccounted").copied().unwrap_or(0);
+    let seen: u64 = explained.values().sum();
+    WireLoss {
+        tester,
+        explained,
+        unaccounted: unseen.saturating_sub(seen),
+        counted_beyond: seen.saturating_sub(unseen),
+    }
+}
+
+/// One chain's hops, each a process in a namespace of its own joined by memif, and the
+/// tester's two ends of it: it sends into the first hop and receives from the last.
+pub(crate) struct MemifChain {
+    pub(crate) namespaces: Vec<Namespace>,
+    tester_out: Interface,
+    tester_in: Interface,
+    processes: HopProcesses,
+    peers: Vec<Option<DpdkHop>>,
+}
+
+impl MemifChain {
+    /// Builds a namespace per hop (`<label>hop<i>`), listens for the last hop at
+    /// `<tester_dir>/<label>in.sock` and starts every hop, last to first; returns
+    /// before they are ready ([`MemifChain::wait_ready`]), so that many chains start
+    /// at once.
+    pub(crate) fn start(
+        spec: &Experiment,
+        plan: &Plan,
+        topo: &mut Topology,
+        tester_dir: &std::path::Path,
+        label: &str,
+        tester_core: Option<usize>,
+    ) -> Result<MemifChain, RunError> {
+        let n = spec.hops.len();
+        if n == 0 {
+            return Err(setting("chain", "a chain of hops needs at least one"));
+        }
+        let namespaces: Vec<Namespace> = (1..=n)
+            .map(|i| topo.namespace(&format!("{label}hop{i}")))
+            .collect::<Result<_, _>>()
+            .map_err(|e| setting("chaining", e))?;
+        // Link k's socket: served by its receiver, hop k+1 (k < n) or the tester (k == n).
+        let mut sockets = Vec::with_capacity(n + 1);
+        for ns in &namespaces {
+            sockets.push(ns.state_dir().map_err(|e| setting("chaining", e))?.join("in.sock"));
+        }
+        sockets.push(tester_dir.join(format!("{label}in.sock")));
+        let wait = match spec.memif_wait.unwrap_or(Wait::Poll) {
+            Wait::Interrupt { spin } => format!(",wait=interrupt,spin={}", spin.as_micros()),
+            Wait::Poll => String::new(),
+        };
+        let endpoint = |k: usize, role: &str| format!("memif:{},role={role}{wait}", sockets[k].display());
+        // The tester polls whatever the hops do: it has its own core, and a generator
+        // that slept in its receive would fall behind its rate.
+        let tester_end = |k: usize, role: Role| -> Result<Interface, RunError> {
+            let spec = format!("memif:{},role={role}", sockets[k].display());
+            let settings = MemifSettings::from_spec(&spec, role).map_err(|e| setting("ports", e))?;
+            Interface::open(&settings).map_err(|e| setting("ports", e))
+        };
+        // The tester's receiving end listens first: the last hop connects to it.
+        let tester_in = tester_end(n, Role::Server)?;
+        let mut processes = HopProcesses::new();
+        let mut peers: Vec<Option<DpdkHop>> = (0..n).map(|_| None).collect();
+        for i in (0..n).rev() {
+            if spec.dpdk_hops.contains(&i) {
+                let hop = DpdkHop::start(
+                    &namespaces[i],
+                    (&sockets[i], &sockets[i + 1]),
+                    spec.hop_cores.get(i).copied().flatten(),
+                    tester_core,
+                    i,
+                )
+                .map_err(|e| setting("dpdk_hops", e))?;
+                peers[i] = Some(hop);
+            } else {
+                let ports = format!("{},{}", endpoint(i, "server"), endpoint(i + 1, "client"));
+                let hop = plan
+                    .spawn(i, &namespaces[i], &ports)
+                    .map_err(|e| setting("chaining", e))?;
+                processes.add(hop);
+            }
+        }
+        let tester_out = tester_end(0, Role::Client)?;
+        Ok(MemifChain {
+            namespaces,
+            tester_out,
+            tester_in,
+            processes,
+            peers,
+        })
+    }
+
+    /// Waits until every hop forwards and the tester's ends are connected.
+    pub(crate) fn wait_ready(&mut self) -> Result<(), RunError> {
+        self.processes
+            .wait_ready(Instant::now() + READY_LIMIT)
+            .map_err(|e| setting("chaining", e))?;
+        self.tester_out
+            .wait_connected(CONNECT_LIMIT)
+            .map_err(|e| setting("ports", e))?;
+        self.tester_in
+            .wait_connected(CONNECT_LIMIT)
+            .map_err(|e| setting("ports", e))
+    }
+
+    /// The tester's sending and receiving ports.
+    pub(crate) fn tester_ports(&mut self) -> Result<(InterfacePort, InterfacePort), RunError> {
+        let out = self.tester_out.port(0, false, true).map_err(|e| setting("ports", e))?;
+        let back = self.tester_in.port(0, true, false).map_err(|e| setting("ports", e))?;
+        Ok((InterfacePort::Memif(out), InterfacePort::Memif(back)))
+    }
+
+    /// The hops' process ids, sfclab's (a DPDK hop's are not followed).
+    pub(crate) fn pids(&self) -> Vec<(usize, u32)> {
+        self.processes.pids()
+    }
+
+    /// Asks every hop to stop, without waiting for it ([`MemifChain::stop`] does).
+    pub(crate) fn interrupt(&mut self) {
+        self.processes.interrupt_all();
+    }
+
+    /// Stops every hop; their documents in chain order: sfclab's own, and for a DPDK
+    /// hop what it is (its frames are counted by its neighbours).
+    pub(crate) fn stop(mut self) -> ExternalOutcome {
+        let mut external = self.processes.stop_all();
+        let mut sfclab_docs = std::mem::take(&mut external.documents).into_iter();
+        for peer in self.peers.iter_mut() {
+            external.documents.push(match peer.take() {
+                Some(p) => p.stop(),
+                None => sfclab_docs.next().unwrap_or_default(),
+            });
+        }
+        external
+    }
+}
+
+/// How long hops may take to start.
+const READY_LIMIT: Duration = Duration::from_secs(30);
 
 /// A hop run by DPDK's testpmd (mac forwarding) in its namespace: a memif server on
 /// its input's socket, a client on its output's.

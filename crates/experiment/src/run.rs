@@ -124,7 +124,7 @@ pub(crate) fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
 }
 
 /// The tester's core: the first allowed one that is not the device's.
-fn tester_core(dut_core: Option<usize>) -> Option<usize> {
+pub(crate) fn tester_core(dut_core: Option<usize>) -> Option<usize> {
     core_affinity::get_core_ids()
         .unwrap_or_default()
         .into_iter()

@@ -321,3 +321,94 @@ fn frames_the_tester_could_not_send_are_not_offered() {
     assert!((1999..=2001).contains(&refused), "every tenth of 20000: {refused}");
     assert_eq!(report.window_loss.lost, refused, "nothing else was lost");
 }
+
+/// The receiving half of a wire that holds every frame until its gate opens.
+struct Gated {
+    queue: Arc<Mutex<VecDeque<PacketRef>>>,
+    open: Arc<std::sync::atomic::AtomicBool>,
+    stats: PortStats,
+}
+
+impl RxPort for Gated {
+    fn rx(&mut self, _now: u64, _pool: &mut PacketPool, batch: &mut Batch) -> usize {
+        if !self.open.load(std::sync::atomic::Ordering::Relaxed) {
+            return 0;
+        }
+        let mut q = self.queue.lock().unwrap();
+        let mut n = 0;
+        while batch.room() > 0
+            && let Some(p) = q.pop_front()
+        {
+            batch.push(p).ok().unwrap();
+            n += 1;
+        }
+        self.stats.packets += n as u64;
+        n
+    }
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+    fn start_window(&mut self, _count: Option<u64>) {}
+    fn info(&self) -> PortInfo {
+        PortInfo {
+            kind: "gated".into(),
+            summary: "gated".into(),
+            settings: BTreeMap::new(),
+        }
+    }
+}
+
+/// Frames written off after `quiet` that come back later in the same phase are late:
+/// counted once (as lost), never also as returned, whatever keeps polling the wire.
+#[test]
+fn frames_back_after_they_were_written_off_are_late_not_returned_twice() {
+    let queue = Arc::new(Mutex::new(VecDeque::new()));
+    let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let out = LoopOut {
+        queue: queue.clone(),
+        lose_every: 0,
+        refuse_every: 0,
+        seen: 0,
+        lost: Arc::new(Mutex::new(0)),
+        stats: PortStats::default(),
+    };
+    let back = Gated {
+        queue,
+        open: open.clone(),
+        stats: PortStats::default(),
+    };
+    let mut wire = TesterLink::new(
+        generator(IpVersion::V4, L4::Udp, 64, 0.0),
+        out,
+        back,
+        32,
+        Duration::from_millis(5),
+    );
+    let mut pool = PacketPool::new(4096);
+    wire.prime(&mut pool);
+    let mut batch = Batch::new(32);
+    let now = || sfclab_core::tsc::now();
+    for _ in 0..10 {
+        assert_eq!(wire.rx(now(), &mut pool, &mut batch), 0, "the gate holds every frame");
+    }
+    let sent = wire.in_flight();
+    assert!(sent > 0);
+    assert!(wire.finish());
+    let began = std::time::Instant::now();
+    while !wire.exhausted() {
+        assert!(began.elapsed() < Duration::from_secs(10));
+        wire.rx(now(), &mut pool, &mut batch);
+    }
+    assert_eq!(wire.in_flight(), 0);
+    open.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut back_now = 0;
+    for _ in 0..100 {
+        back_now += wire.rx(now(), &mut pool, &mut batch);
+        batch.drain().for_each(|p| pool.free(p));
+    }
+    assert_eq!(back_now, 0, "nothing written off is passed on");
+    let counters: BTreeMap<&str, u64> = wire.counters().iter().map(|c| (c.name, c.value)).collect();
+    assert_eq!(counters["late"], sent, "{counters:?}");
+    assert_eq!(counters["returned"], 0);
+    assert_eq!(wire.drops().iter().find(|d| d.0 == "unaccounted").unwrap().1, sent);
+}

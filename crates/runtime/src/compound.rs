@@ -340,10 +340,13 @@ pub fn run_hops_on<R: RxPort + Send, T: TxPort + Send>(
             pin(settings.core);
             let stop = settings.stop.as_deref();
             let warm = phase(&mut rigs, tsc::now() + tsc::ticks(settings.warmup), stop);
+            // Frames still crossing a wire arrive before the window opens.
+            drain_all(&mut rigs, settings.accounting);
             let start: Vec<Snapshot> = rigs.iter_mut().map(|r| r.open_window(settings.count)).collect();
             let until = settings.duration.map_or(u64::MAX, |d| tsc::now() + tsc::ticks(d));
             let window = phase(&mut rigs, until, stop);
-            let end: Vec<Snapshot> = rigs.iter_mut().map(|r| r.close_window(settings.accounting)).collect();
+            drain_all(&mut rigs, settings.accounting);
+            let end: Vec<Snapshot> = rigs.iter_mut().map(Rig::close_drained_window).collect();
             (warm, window, start, end)
         })
         .join()
@@ -360,6 +363,31 @@ pub fn run_hops_on<R: RxPort + Send, T: TxPort + Send>(
                 })
         })
         .collect()
+}
+
+/// Stops every source that crosses a wire (a tester's link) and serves all rigs in
+/// turn until each of those has its frames back or gave up on them (at most
+/// `DRAIN_LIMIT`): draining one rig at a time would leave the others' frames waiting in
+/// full rings, where the devices under test would drop them.
+fn drain_all<R: RxPort, T: TxPort>(rigs: &mut [Rig<R, T>], accounting: bool) {
+    // Per rig: still draining (a wire with frames out), or done.
+    let mut draining: Vec<bool> = rigs.iter_mut().map(|r| r.source.finish()).collect();
+    let until = tsc::now() + tsc::ticks(DRAIN_LIMIT);
+    let mut phase = Phase::default();
+    while draining.contains(&true) && tsc::now() < until {
+        for (rig, pending) in rigs.iter_mut().zip(draining.iter_mut()) {
+            // A rig that drained is left alone, as a single drain stops at that point.
+            if !*pending {
+                continue;
+            }
+            let step = if accounting {
+                rig.step::<true>(tsc::now(), &mut phase)
+            } else {
+                rig.step::<false>(tsc::now(), &mut phase)
+            };
+            *pending = !matches!(step, Step::Exhausted);
+        }
+    }
 }
 
 fn pin(core: Option<usize>) {
@@ -431,6 +459,11 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
     /// hold is flushed and counted where it is held; the counters then.
     fn close_window(&mut self, accounting: bool) -> Snapshot {
         self.drain(accounting);
+        self.close_drained_window()
+    }
+
+    /// The window is over and its frames are in: what NFs still hold is released.
+    fn close_drained_window(&mut self) -> Snapshot {
         let Rig { chain, pool, .. } = self;
         chain.release_held(pool);
         self.snapshot()

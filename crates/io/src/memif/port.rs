@@ -29,7 +29,8 @@ use super::settings::Wait;
 use super::shared::Control;
 use crate::window::Window;
 
-/// How long a sender waits for a full ring to free slots before it drops the rest.
+/// How long a sender waits for a full ring to free slots before it drops the rest, by
+/// default.
 const FULL_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Why a received frame is dropped.
@@ -69,6 +70,8 @@ pub struct MemifPort {
     tx_ring_full: u64,
     /// Yields while the send ring was full (backpressure).
     tx_full_waits: u64,
+    /// How long a send waits for a full ring to free slots before it drops the rest.
+    full_wait: std::time::Duration,
     tx_no_peer: u64,
     tx_bad_desc: u64,
     tx_in_flight_at_disconnect: u64,
@@ -98,6 +101,7 @@ impl MemifPort {
             rx_left_at_disconnect: 0,
             tx_ring_full: 0,
             tx_full_waits: 0,
+            full_wait: FULL_WAIT,
             tx_no_peer: 0,
             tx_bad_desc: 0,
             tx_in_flight_at_disconnect: 0,
@@ -105,6 +109,13 @@ impl MemifPort {
             sleeps: 0,
             wakeups: 0,
         }
+    }
+
+    /// How long a send waits for a full ring to free slots (1 ms unless set) before the
+    /// rest is dropped (`tx_ring_full`). A tester that drives many chains from one
+    /// thread waits for none: a wait for one chain would stall every other's traffic.
+    pub fn set_full_wait(&mut self, wait: std::time::Duration) {
+        self.full_wait = wait;
     }
 
     /// Whether the port has a peer now (as of its last call).
@@ -528,7 +539,7 @@ impl TxPort for MemifPort {
                         // up to FULL_WAIT: backpressure instead of drops, so that an
                         // overloaded hop does not spend its core on frames the next one
                         // cannot take. A receiver stalled for longer costs drops.
-                        let deadline = Instant::now() + FULL_WAIT;
+                        let deadline = Instant::now() + self.full_wait;
                         while sent < n && !broken && Instant::now() < deadline {
                             let _ = nix::sched::sched_yield();
                             self.tx_full_waits += 1;

@@ -31,12 +31,13 @@ unsafe impl Sync for Region {}
 impl Region {
     /// A new zeroed region of `size` bytes named `name` (shown in /proc/PID/fd), sealed
     /// against shrinking (a peer that mapped it can then never find its pages gone).
+    /// Its pages are made now (populated), not faulted in and zeroed during a run.
     pub fn create(name: &str, size: usize) -> io::Result<Region> {
         let fd = memfd_create(name, MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING).map_err(io::Error::from)?;
         let file = std::fs::File::from(fd);
         file.set_len(size as u64)?;
         fcntl(&file, FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_SHRINK)).map_err(io::Error::from)?;
-        let map = MmapOptions::new().len(size).map_raw(&file)?;
+        let map = MmapOptions::new().len(size).populate().map_raw(&file)?;
         Ok(Region { file, map })
     }
 
@@ -51,7 +52,7 @@ impl Region {
                 format!("the peer's region is {actual} bytes but was announced as {size}"),
             ));
         }
-        let map = MmapOptions::new().len(size as usize).map_raw(&file)?;
+        let map = MmapOptions::new().len(size as usize).populate().map_raw(&file)?;
         Ok(Region { file, map })
     }
 

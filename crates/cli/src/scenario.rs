@@ -1,0 +1,266 @@
+//! `sfclab scenario`: many chains side by side, each measured on its own and together.
+
+use clap::Args;
+use comfy_table::Table;
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use sfclab_experiment::scenario::{Scenario, ScenarioDocument, ScenarioFlags};
+use sfclab_experiment::settings;
+use sfclab_measure::Summary;
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use crate::outcome;
+use crate::render::{num, right};
+
+#[derive(Args, Clone)]
+pub struct ScenarioArgs {
+    /// Scenario file (YAML); without one, the flags describe it (default: one PVP
+    /// chain of the router preset).
+    file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    scenario: ScenarioFlags,
+    /// Settings of every chain; each overrides the file's. `--rate` is the aggregate,
+    /// split evenly across the chains.
+    #[command(flatten)]
+    settings: settings::Settings,
+    /// Print the result as JSON (schema `sfclab.scenario/1`).
+    #[arg(long, help_heading = "Output")]
+    json: bool,
+}
+
+pub fn cmd_scenario(a: ScenarioArgs) -> ExitCode {
+    let mut scenario = match Scenario::load(a.file.as_deref(), &a.scenario, &a.settings) {
+        Ok(s) => s,
+        Err(e) => return outcome::fail(outcome::USAGE, &e.to_string()),
+    };
+    scenario.stop_on(&crate::stop_flag());
+    let mut progress = crate::progress::Progress::new("repetitions", scenario.repeat);
+    let mut starting = true;
+    let result = sfclab_experiment::scenario::run(&scenario, &mut |line: String| {
+        // Each repetition says when it starts and when it ends.
+        if starting {
+            progress.working_on(&line);
+        } else {
+            progress.step(&line);
+        }
+        starting = !starting;
+    });
+    progress.finish();
+    let doc = match result {
+        Ok(d) => d,
+        Err(e) => return outcome::fail(outcome::FAILURE, &e.to_string()),
+    };
+    let text = if a.json {
+        serde_json::to_string_pretty(&doc).expect("a document serializes") + "\n"
+    } else {
+        table(&doc)
+    };
+    let conserved = doc.runs.iter().all(|r| r.aggregate.conserved);
+    match (conserved, outcome::emit(&text)) {
+        (_, Err(e)) => outcome::fail(outcome::FAILURE, &e),
+        (false, Ok(())) => outcome::fail(
+            outcome::CONSERVATION,
+            "packet conservation violated in a chain (its row says where)",
+        ),
+        (true, Ok(())) => ExitCode::from(outcome::done(doc.interrupted)),
+    }
+}
+
+pub fn schema() -> String {
+    crate::render::schema_of::<ScenarioDocument>(
+        "scenario-1.json",
+        "One sfclab scenario (`sfclab scenario --json`), schema sfclab.scenario/1.",
+    )
+}
+
+fn us(ns: f64) -> String {
+    format!("{:.1}", ns / 1e3)
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |v| format!("{v:.digits$}"))
+}
+
+fn summary(s: &Option<Summary>, digits: usize) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) => match s.ci95_half_width {
+            None => format!("{:.digits$}", s.mean),
+            Some(h) => format!(
+                "{:.digits$} ± {h:.digits$} (95%, n = {}; median {:.digits$}, {:.digits$}–{:.digits$})",
+                s.mean, s.n, s.median, s.min, s.max
+            ),
+        },
+    }
+}
+
+/// The terminal view: the scenario, per chain (the last repetition), per process, and
+/// the repetitions together.
+pub fn table(d: &ScenarioDocument) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab {} | scenario `{}`: {} x {} of {} ({} VNF process(es) each){}",
+        d.version,
+        d.name,
+        d.chains,
+        d.shape,
+        d.vnf,
+        d.vnfs_per_chain,
+        match d.standby {
+            0 => String::new(),
+            k => format!(", {k} standby"),
+        }
+    );
+    let _ = writeln!(
+        s,
+        "offered {} in all ({} frames), memif {}; VNFs on cores {:?} ({:.2} processes per core), tester on core {} | window {:.2} s after {:.2} s warm-up{}",
+        d.offered,
+        d.frame_sizes,
+        d.memif_wait,
+        d.vnf_cores,
+        d.oversubscription,
+        d.tester_core.map_or("-".into(), |c| c.to_string()),
+        d.duration_s,
+        d.warmup_s,
+        if d.interrupted { " | INTERRUPTED" } else { "" }
+    );
+    let Some(last) = d.runs.last() else {
+        let _ = writeln!(s, "no repetition finished");
+        return s;
+    };
+    let mut chains = Table::new();
+    chains.load_preset(UTF8_FULL_CONDENSED);
+    chains.set_header([
+        "chain",
+        "offered Mpps",
+        "generated Mpps",
+        "received Mpps",
+        "Gbit/s L1",
+        "sent",
+        "lost",
+        "loss %",
+        "latency avg/p99 us",
+        "hops: in / out / dropped",
+        "conserved",
+    ]);
+    let row = |name: String, c: &sfclab_experiment::scenario::ChainResult| {
+        vec![
+            comfy_table::Cell::new(name),
+            right(opt(c.requested_mpps, 3)),
+            right(format!("{:.3}", c.generated_mpps)),
+            right(format!("{:.3}", c.throughput_mpps)),
+            right(format!("{:.2}", c.gbps_l1)),
+            right(num(c.window.sent)),
+            right(num(c.window.lost)),
+            right(format!("{:.4}", c.loss_ratio * 100.0)),
+            right(
+                c.latency
+                    .as_ref()
+                    .map_or("-".into(), |l| format!("{} / {}", us(l.mean_ns), us(l.p99_ns))),
+            ),
+            comfy_table::Cell::new(
+                c.hops
+                    .iter()
+                    .map(|h| format!("{}: {} / {} / {}", h.hop, num(h.rx), num(h.tx), num(h.dropped)))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+            comfy_table::Cell::new(if c.conserved {
+                "yes".to_string()
+            } else {
+                format!("NO ({} unaccounted)", num(c.unaccounted))
+            }),
+        ]
+    };
+    for c in &last.chains {
+        chains.add_row(row(c.chain.to_string(), c));
+    }
+    let a = &last.aggregate;
+    chains.add_row(vec![
+        comfy_table::Cell::new("all"),
+        right(opt(a.offered_mpps, 3)),
+        right(format!("{:.3}", a.generated_mpps)),
+        right(format!("{:.3}", a.throughput_mpps)),
+        right(format!("{:.2}", a.gbps_l1)),
+        right(num(a.window.sent)),
+        right(num(a.window.lost)),
+        right(format!("{:.4}", a.loss_ratio * 100.0)),
+        right(format!(
+            "{} / {} (worst)",
+            opt(a.latency_mean_us, 1),
+            opt(a.latency_worst_p99_us, 1)
+        )),
+        comfy_table::Cell::new(""),
+        comfy_table::Cell::new(if a.conserved { "yes" } else { "NO" }),
+    ]);
+    let _ = writeln!(
+        s,
+        "\nrepetition {} of {} (set up in {:.2} s, torn down in {:.2} s)\n{chains}",
+        last.repetition,
+        d.runs.len(),
+        last.setup_s,
+        last.teardown_s
+    );
+    let drops: Vec<String> = last
+        .chains
+        .iter()
+        .flat_map(|c| {
+            c.drops
+                .iter()
+                .map(move |(place, n)| format!("chain {} {place}: {}", c.chain, num(*n)))
+        })
+        .collect();
+    if !drops.is_empty() {
+        let _ = writeln!(s, "drops (whole run): {}", drops.join("; "));
+    }
+
+    let mut procs = Table::new();
+    procs.load_preset(UTF8_FULL_CONDENSED);
+    procs.set_header([
+        "chain",
+        "hop",
+        "pid",
+        "CPU s",
+        "CPU share",
+        "run-queue delay s",
+        "timeslices",
+        "switches vol / invol",
+    ]);
+    for p in &last.processes {
+        procs.add_row(vec![
+            comfy_table::Cell::new(if p.standby {
+                format!("{} (standby)", p.chain)
+            } else {
+                p.chain.to_string()
+            }),
+            right(p.hop),
+            right(p.pid),
+            right(format!("{:.3}", p.cpu_s)),
+            right(format!("{:.1}%", p.cpu_share * 100.0)),
+            right(format!("{:.3}", p.run_queue_delay_s)),
+            right(num(p.timeslices)),
+            right(format!(
+                "{} / {}",
+                num(p.voluntary_switches),
+                num(p.involuntary_switches)
+            )),
+        ]);
+    }
+    let _ = writeln!(s, "VNF processes over the tester's run\n{procs}");
+
+    let m = &d.summary;
+    let _ = writeln!(s, "over {} repetition(s):", d.runs.len());
+    let _ = writeln!(s, "  aggregate Mpps   {}", summary(&m.aggregate_mpps, 3));
+    let _ = writeln!(s, "  aggregate Gbit/s {}", summary(&m.aggregate_gbps_l1, 2));
+    let _ = writeln!(s, "  loss ratio       {}", summary(&m.loss_ratio, 6));
+    let _ = writeln!(s, "  latency mean us  {}", summary(&m.latency_mean_us, 1));
+    if let Some(ok) = m.ci95_within_5_percent {
+        let _ = writeln!(
+            s,
+            "  the aggregate's 95% interval is {} 5% of its mean",
+            if ok { "within" } else { "NOT within" }
+        );
+    }
+    s
+}

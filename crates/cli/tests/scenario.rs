@@ -1,0 +1,300 @@
+//! `sfclab scenario` end to end: many chains side by side, each conserving its packets
+//! exactly, the aggregate the sum of the chains, standby instances idle, repetitions'
+//! statistics as computed by hand, and everything torn down. The runs need root
+//! (namespaces; CI runs them); bad scenarios are refused before anything runs.
+
+use serde_json::Value;
+
+mod common;
+use common::{assert_follows_schema, namespaces_of, repo, sfclab, sfclab_bin, stderr, stdout};
+
+/// The scenarios pin their processes to the machine's cores: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn scenario(args: &[&str]) -> Value {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut all = vec!["scenario"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", "--warmup", "200ms"]);
+    let child = std::process::Command::new(sfclab_bin())
+        .args(&all)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "sfclab {all:?}: {}", stderr(&out));
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_follows_schema("scenario-1.json", &doc);
+    // Nothing the scenario built is left.
+    assert_eq!(namespaces_of(pid), Vec::<String>::new(), "left behind");
+    doc
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// Every chain: the window's traffic exact, every hop's frames in = out + dropped, the
+/// hops' drops exactly what the tester did not get back.
+fn assert_chains_conserve(run: &Value) {
+    for c in run["chains"].as_array().unwrap() {
+        assert_eq!(c["conserved"], true, "{c}");
+        assert_eq!(c["unaccounted"], 0, "{c}");
+        let w = &c["window"];
+        assert_eq!(u(&w["sent"]), u(&w["received"]) + u(&w["lost"]), "{c}");
+        for h in c["hops"].as_array().unwrap() {
+            assert_eq!(u(&h["rx"]), u(&h["tx"]) + u(&h["dropped"]), "{h}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn pvp_chains_each_conserve_and_the_aggregate_is_their_sum() {
+    let d = scenario(&[
+        "--chains",
+        "3",
+        "--shape",
+        "pvp",
+        "--vnf",
+        "router",
+        "--rate",
+        "60kpps",
+        "--duration",
+        "1s",
+    ]);
+    assert_eq!((d["chains"].as_u64(), d["vnfs_per_chain"].as_u64()), (Some(3), Some(1)));
+    let cores = d["vnf_cores"].as_array().unwrap().len() as f64;
+    assert_eq!(d["oversubscription"].as_f64().unwrap(), 3.0 / cores);
+    let run = &d["runs"][0];
+    assert_chains_conserve(run);
+    let chains = run["chains"].as_array().unwrap();
+    assert_eq!(chains.len(), 3);
+    let a = &run["aggregate"];
+    for key in ["sent", "received", "lost"] {
+        let sum: u64 = chains.iter().map(|c| u(&c["window"][key])).sum();
+        assert_eq!(u(&a["window"][key]), sum, "{key}");
+    }
+    for c in chains {
+        // The aggregate rate split evenly: 20 kpps each, for about a second.
+        assert!((c["requested_mpps"].as_f64().unwrap() - 0.02).abs() < 1e-9, "{c}");
+        let sent = u(&c["window"]["sent"]);
+        assert!((15_000..=25_000).contains(&sent), "{c}");
+        assert_eq!(c["hops"].as_array().unwrap().len(), 1);
+        assert_eq!(c["hops"][0]["nfs"][0], "router");
+        assert!(c["latency"]["samples"].as_u64().unwrap() > 0, "{c}");
+    }
+    let sum: f64 = chains.iter().map(|c| c["throughput_mpps"].as_f64().unwrap()).sum();
+    assert!((a["throughput_mpps"].as_f64().unwrap() - sum).abs() < 1e-9);
+    assert_eq!(a["conserved"], true);
+    // The OS's account of each VNF: it ran, for some share of the run.
+    let procs = run["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), 3);
+    for p in procs {
+        assert_eq!(p["standby"], false);
+        assert!(
+            p["cpu_s"].as_f64().unwrap() > 0.0 && p["timeslices"].as_u64().unwrap() > 0,
+            "{p}"
+        );
+    }
+    assert_eq!(d["summary"]["aggregate_mpps"]["n"], 1);
+}
+
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn pvvp_chains_cross_two_vnfs_and_standby_instances_stay_idle() {
+    let d = scenario(&[
+        "--chains",
+        "2",
+        "--shape",
+        "pvvp",
+        "--vnf",
+        "forwarder",
+        "--standby",
+        "1",
+        "--rate",
+        "20kpps",
+        "--duration",
+        "500ms",
+        "--vnf-cores",
+        "1",
+    ]);
+    assert_eq!(d["vnfs_per_chain"], 2);
+    assert_eq!(d["standby"], 1);
+    // Six VNF processes (two chains and a standby instance, two VNFs each) on one core.
+    assert_eq!(d["oversubscription"].as_f64().unwrap(), 6.0);
+    let run = &d["runs"][0];
+    assert_chains_conserve(run);
+    for c in run["chains"].as_array().unwrap() {
+        let hops = c["hops"].as_array().unwrap();
+        assert_eq!(hops.len(), 2);
+        // What left the first VNF is what the second took in.
+        assert_eq!(hops[0]["tx"], hops[1]["rx"], "{c}");
+        assert_eq!(u(&c["window"]["lost"]), 0, "{c}");
+    }
+    let procs = run["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), 6);
+    let standby: Vec<&Value> = procs.iter().filter(|p| p["standby"] == true).collect();
+    assert_eq!(standby.len(), 2);
+    assert!(standby.iter().all(|p| p["chain"] == 3), "{standby:?}");
+}
+
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn a_vnf_that_drops_is_named_in_its_chains_drops_and_nothing_goes_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dropping.yaml");
+    // A router with no route for the traffic: it drops every frame (no-route).
+    std::fs::write(
+        &file,
+        "name: dropping\nchains: 2\nvnf: { router: { routes: [\"10.0.0.0/8 192.0.2.1 0\"] } }\ntraffic: { rate: 20kpps }\nrun: { duration: 500ms }\n",
+    )
+    .unwrap();
+    let d = scenario(&[file.to_str().unwrap()]);
+    assert_eq!(d["name"], "dropping");
+    let run = &d["runs"][0];
+    assert_chains_conserve(run);
+    for c in run["chains"].as_array().unwrap() {
+        let w = &c["window"];
+        assert!(u(&w["sent"]) > 0);
+        assert_eq!(w["lost"], w["sent"], "{c}");
+        let hop = &c["hops"][0];
+        assert_eq!(hop["tx"], 0);
+        assert_eq!(c["drops"]["hop 1 router no-route"], hop["dropped"], "{c}");
+    }
+    assert_eq!(run["aggregate"]["loss_ratio"].as_f64(), Some(1.0));
+}
+
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn repetitions_are_summarized_as_computed_by_hand() {
+    let d = scenario(&[
+        "--chains",
+        "2",
+        "--vnf",
+        "forwarder",
+        "--rate",
+        "20kpps",
+        "--duration",
+        "300ms",
+        "--repeat",
+        "3",
+    ]);
+    let runs = d["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    runs.iter().for_each(assert_chains_conserve);
+    let v: Vec<f64> = runs
+        .iter()
+        .map(|r| r["aggregate"]["throughput_mpps"].as_f64().unwrap())
+        .collect();
+    let mean = v.iter().sum::<f64>() / 3.0;
+    let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
+    // t(0.975, 2 degrees of freedom) = 4.302653 (tables).
+    let half = 4.302653 * sd / 3f64.sqrt();
+    let s = &d["summary"]["aggregate_mpps"];
+    assert_eq!(s["n"], 3);
+    let close = |a: &Value, b: f64| (a.as_f64().unwrap() - b).abs() <= 1e-6 * b.abs().max(1e-9);
+    assert!(close(&s["mean"], mean), "{s} vs {mean}");
+    assert!(close(&s["std_dev"], sd), "{s} vs {sd}");
+    assert!(close(&s["ci95_half_width"], half), "{s} vs {half}");
+    let mut sorted = v.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert!(close(&s["median"], sorted[1]) && close(&s["min"], sorted[0]) && close(&s["max"], sorted[2]));
+    assert_eq!(
+        d["summary"]["ci95_within_5_percent"].as_bool().unwrap(),
+        half / mean <= 0.05
+    );
+    assert_eq!(d["summary"]["chain_mpps"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn forty_chains_run_on_this_machine_and_each_conserves() {
+    let d = scenario(&[
+        "--chains",
+        "40",
+        "--vnf",
+        "forwarder",
+        "--rate",
+        "200kpps",
+        "--duration",
+        "1s",
+    ]);
+    let run = &d["runs"][0];
+    assert_eq!(run["chains"].as_array().unwrap().len(), 40);
+    assert_eq!(run["processes"].as_array().unwrap().len(), 40);
+    assert_chains_conserve(run);
+    assert!(
+        run["chains"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| u(&c["window"]["sent"]) > 0)
+    );
+}
+
+#[test]
+fn a_bad_scenario_names_its_file_key_and_reason_and_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("chains: 2\nlinks: 3\n", "unknown field `links`"),
+        ("chains: 0\n", "at least one chain"),
+        ("vnf: bridge\n", "not a VNF preset"),
+        ("traffic: { rate: fast }\n", "traffic.rate"),
+        ("run: { chaining: veth }\n", "memif"),
+        ("chain: x.yaml\nshape: pvp\n", "leave `shape` and `vnf` out"),
+        ("vnf_cores: 0-\n", "not a core list"),
+        ("repeat: 0\n", "at least one repetition"),
+    ];
+    for (i, (text, says)) in cases.iter().enumerate() {
+        let file = dir.path().join(format!("bad{i}.yaml"));
+        std::fs::write(&file, text).unwrap();
+        let out = sfclab(&["scenario", file.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{text}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(file.to_str().unwrap()), "{text}: {err}");
+        assert!(err.contains(says), "{text}: {err}");
+    }
+    let out = sfclab(&["scenario", "--vnf-cores", "999"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("core 999"), "{}", stderr(&out));
+    let out = sfclab(&["scenario", repo().join("no-such.yaml").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("cannot read"), "{}", stderr(&out));
+}
+
+/// Every example scenario resolves (its chains, VNF and settings checked) without root:
+/// `--repeat 0` is refused only after the file itself was read whole.
+#[test]
+fn every_example_scenario_resolves() {
+    let dir = repo().join("examples/scenarios");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let out = sfclab(&["scenario", path.to_str().unwrap(), "--repeat", "0"]);
+        assert_eq!(out.status.code(), Some(2), "{}", path.display());
+        assert!(
+            stderr(&out).contains("at least one repetition"),
+            "{}: {}",
+            path.display(),
+            stderr(&out)
+        );
+        seen += 1;
+    }
+    assert!(seen >= 3);
+}
+
+/// Every example scenario runs, briefly, and every chain in it conserves its packets.
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn every_example_scenario_runs_and_conserves() {
+    for entry in std::fs::read_dir(repo().join("examples/scenarios")).unwrap() {
+        let path = entry.unwrap().path();
+        let d = scenario(&[path.to_str().unwrap(), "--duration", "300ms", "--repeat", "1"]);
+        let run = &d["runs"][0];
+        assert_chains_conserve(run);
+        assert!(u(&run["aggregate"]["window"]["received"]) > 0, "{}", path.display());
+    }
+}

@@ -1,0 +1,410 @@
+//! Scenarios: many chains side by side on one machine (seed 001: 1 to 40 PVP or PVVP
+//! chains, each VNF in its own VM, oversubscribed 1:1 to 4:1), each chain with its own
+//! traffic, measured per chain and as a whole, repeated with statistics.
+//!
+//! A scenario file names the chains (a count of one template: a named shape of VNFs, or
+//! a chain file), the traffic (its `rate` is the aggregate, split evenly across the
+//! chains, as NFVbench does), the cores the VNF processes share (the OS schedules them:
+//! oversubscription is processes per core), idle standby instances and repetitions.
+//! Every VNF is an sfclab process in a network namespace of its own, joined to the
+//! next by memif; one tester thread drives every chain.
+//!
+//! ```yaml
+//! name: pvp-router
+//! chains: 4
+//! shape: pvp            # pvp: tester -> VNF -> tester; pvvp: tester -> VNF -> VNF -> tester
+//! vnf: router           # a preset (forwarder, router, multi-feature) or chain-file entries
+//! traffic: { rate: 2Mpps, size: imix, flows: 256 }
+//! run: { duration: 5s, memif_wait: interrupt }
+//! vnf_cores: "1"        # the VNF processes share these cores
+//! standby: 0            # VNF processes started but given no traffic
+//! repeat: 3
+//! ```
+
+mod presets;
+mod run;
+mod sched;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+use sfclab_traffic::Rate;
+
+use crate::chain_file::{ChainFileError, Experiment};
+use crate::settings::{Chaining, Settings};
+
+pub use presets::VNF_PRESETS;
+pub use run::{Aggregate, ChainResult, HopFlow, ProcessSched, ScenarioDocument, ScenarioRun, ScenarioSummary, run};
+
+/// The shape of each chain when a scenario names its VNF: seed 001's PVP and PVVP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Shape {
+    /// tester -> VNF -> tester.
+    Pvp,
+    /// tester -> VNF -> VNF -> tester.
+    Pvvp,
+}
+
+impl Shape {
+    fn vnfs(self) -> usize {
+        match self {
+            Shape::Pvp => 1,
+            Shape::Pvvp => 2,
+        }
+    }
+}
+
+/// What the command line says about a scenario; each flag wins over the file's key.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ScenarioFlags {
+    /// Chains side by side.
+    #[arg(long, help_heading = "Scenario")]
+    pub chains: Option<usize>,
+    /// Each chain's shape: pvp (one VNF) or pvvp (two).
+    #[arg(long, value_enum, help_heading = "Scenario")]
+    pub shape: Option<Shape>,
+    /// Each VNF: a preset (forwarder, router, multi-feature).
+    #[arg(long, help_heading = "Scenario")]
+    pub vnf: Option<String>,
+    /// Each chain's chain file (its hops are the VNFs) instead of --shape and --vnf.
+    #[arg(long, help_heading = "Scenario")]
+    pub chain_file: Option<PathBuf>,
+    /// Cores the VNF processes share, scheduled by the OS (`1`, `0-1`, `0,1`).
+    /// Default: every allowed core but the tester's (all of them on one core).
+    #[arg(long, help_heading = "Scenario")]
+    pub vnf_cores: Option<String>,
+    /// VNF processes started but given no traffic (seed 001's idle VMs).
+    #[arg(long, help_heading = "Scenario")]
+    pub standby: Option<usize>,
+    /// Repetitions of the whole measurement (mean, deviation, 95% interval, median).
+    #[arg(long, help_heading = "Scenario")]
+    pub repeat: Option<usize>,
+}
+
+/// A scenario file's keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    name: Option<String>,
+    description: Option<String>,
+    chains: Option<usize>,
+    shape: Option<Shape>,
+    vnf: Option<Value>,
+    chain: Option<PathBuf>,
+    #[serde(default)]
+    traffic: BTreeMap<String, Value>,
+    #[serde(default)]
+    run: BTreeMap<String, Value>,
+    vnf_cores: Option<Value>,
+    standby: Option<usize>,
+    repeat: Option<usize>,
+}
+
+/// A scenario ready to run: every chain resolved, checked as a whole.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub description: Option<String>,
+    /// `PVP`, `PVVP` or the chain file each chain runs.
+    pub shape: String,
+    /// What each VNF runs (`router`, `nat44+firewall+qos+dpi`).
+    pub vnf: String,
+    /// The chains that get traffic, each with its share of the rate.
+    pub chains: Vec<Experiment>,
+    /// The chain standby instances run (started, given no traffic).
+    pub standby: usize,
+    /// The rate asked of all chains together.
+    pub aggregate_rate: Rate,
+    /// Cores the VNF processes share.
+    pub vnf_cores: Vec<usize>,
+    /// The tester's core.
+    pub tester_core: Option<usize>,
+    pub repeat: usize,
+}
+
+/// An error in a scenario: the file (or flag), the key and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub origin: String,
+    pub key: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.origin.is_empty() {
+            write!(f, "{}: ", self.origin)?;
+        }
+        if !self.key.is_empty() {
+            write!(f, "`{}`: ", self.key)?;
+        }
+        f.write_str(&self.reason)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+impl From<ChainFileError> for ScenarioError {
+    fn from(e: ChainFileError) -> ScenarioError {
+        // The chain file's error names its file, line and key itself.
+        ScenarioError {
+            origin: String::new(),
+            key: String::new(),
+            reason: e.to_string(),
+        }
+    }
+}
+
+impl Scenario {
+    /// Resolves the scenario `file` (none: flags only) with the command line's
+    /// `flags` and `settings` (each wins over the file's key).
+    pub fn load(file: Option<&Path>, flags: &ScenarioFlags, settings: &Settings) -> Result<Scenario, ScenarioError> {
+        let (origin, f) = match file {
+            None => ("command line".to_string(), ScenarioFile::default()),
+            Some(path) => {
+                let origin = path.display().to_string();
+                let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+                    origin: origin.clone(),
+                    key: String::new(),
+                    reason: format!("cannot read: {e}"),
+                })?;
+                (origin.clone(), parse_file(&text, &origin)?)
+            }
+        };
+        let dir = file.and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default();
+        resolve(f, &origin, &dir, flags, settings)
+    }
+}
+
+fn parse_file(text: &str, origin: &str) -> Result<ScenarioFile, ScenarioError> {
+    let err = |key: String, reason: String| ScenarioError {
+        origin: origin.to_string(),
+        key,
+        reason,
+    };
+    let value: Value = serde_saphyr::from_str(text).map_err(|e| err(String::new(), format!("not valid YAML: {e}")))?;
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let key = e.path().to_string();
+        err(if key == "." { String::new() } else { key }, e.into_inner().to_string())
+    })
+}
+
+fn resolve(
+    f: ScenarioFile,
+    origin: &str,
+    dir: &Path,
+    flags: &ScenarioFlags,
+    settings: &Settings,
+) -> Result<Scenario, ScenarioError> {
+    let err = |key: &str, reason: String| ScenarioError {
+        origin: origin.to_string(),
+        key: key.to_string(),
+        reason,
+    };
+    let flag_err = |key: &str, reason: String| ScenarioError {
+        origin: format!("--{}", key.replace('_', "-")),
+        key: key.to_string(),
+        reason,
+    };
+    let count = flags.chains.or(f.chains).unwrap_or(1);
+    if count == 0 {
+        return Err(err("chains", "at least one chain".into()));
+    }
+    let standby = flags.standby.or(f.standby).unwrap_or(0);
+
+    // The scenario's settings sit between each chain file's and the command line's.
+    let mut layered = settings.clone();
+    for (section, keys) in [("traffic", &f.traffic), ("run", &f.run)] {
+        for (key, value) in keys {
+            if settings.gives(key) {
+                continue;
+            }
+            let text = match value {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            layered = layered
+                .with(key, &text)
+                .map_err(|reason| err(&format!("{section}.{key}"), reason))?;
+        }
+    }
+    // Scenarios join their VNFs by memif (the only chaining that runs many chains yet),
+    // in interrupt mode unless told: VNFs share cores.
+    if !layered.gives("chaining") {
+        layered = layered.with("chaining", "memif").expect("a chaining");
+    }
+    if !layered.gives("memif_wait") {
+        layered = layered.with("memif_wait", "interrupt").expect("a wait mode");
+    }
+
+    let chain_file = match (&flags.chain_file, &f.chain) {
+        (Some(p), _) => Some(p.clone()),
+        (None, Some(p)) if p.is_relative() => Some(dir.join(p)),
+        (None, p) => p.clone(),
+    };
+    let shape = flags.shape.or(f.shape);
+    let vnf = match (&flags.vnf, &f.vnf) {
+        (Some(name), _) => Some(Value::String(name.clone())),
+        (None, v) => v.clone(),
+    };
+    let (template, shape_label, vnf_label) = match chain_file {
+        Some(path) => {
+            if shape.is_some() || vnf.is_some() {
+                return Err(err(
+                    "chain",
+                    "a chain file gives each chain's hops: leave `shape` and `vnf` out".into(),
+                ));
+            }
+            let exp = crate::chain_file::load(&path.display().to_string(), &layered)?;
+            let vnf = exp.nfs.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(" -> ");
+            (exp, format!("chain file {}", path.display()), vnf)
+        }
+        None => {
+            let shape = shape.unwrap_or(Shape::Pvp);
+            let vnf = vnf.unwrap_or_else(|| Value::String("router".into()));
+            let (entries, label) = presets::vnf_entries(&vnf).map_err(|reason| err("vnf", reason))?;
+            let chain: Vec<Value> = (0..shape.vnfs()).map(|_| Value::Array(entries.clone())).collect();
+            let shape_label = format!("{shape:?}").to_uppercase();
+            let text = serde_json::json!({ "name": format!("{shape_label} {label}"), "chain": chain }).to_string();
+            // Relative paths in the VNF (dpi's rules) are read beside the scenario file.
+            let exp = crate::chain_file::parse(&text, origin, &layered).map_err(|e| ScenarioError {
+                origin: origin.to_string(),
+                key: "vnf".into(),
+                reason: e.reason,
+            })?;
+            (exp, shape_label, label)
+        }
+    };
+    if template.chaining != Chaining::Memif {
+        return Err(err(
+            "run.chaining",
+            format!(
+                "scenarios join their VNFs by memif so far, not `{}`: leave `chaining` out",
+                template.chaining
+            ),
+        ));
+    }
+    if !template.dpdk_hops.is_empty() {
+        return Err(err("run.dpdk_hops", "scenarios run sfclab VNFs only".into()));
+    }
+
+    let tester_core = crate::run::tester_core(template.settings.core);
+    let vnf_cores = match flags.vnf_cores.clone().or_else(|| {
+        f.vnf_cores.as_ref().map(|v| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+    }) {
+        Some(list) => parse_cpu_list(&list).map_err(|reason| match &flags.vnf_cores {
+            Some(_) => flag_err("vnf_cores", reason),
+            None => err("vnf_cores", reason),
+        })?,
+        None => default_vnf_cores(tester_core),
+    };
+    let allowed = allowed_cores();
+    if let Some(c) = vnf_cores.iter().find(|c| !allowed.contains(c)) {
+        return Err(err(
+            "vnf_cores",
+            format!("core {c} is not one this process may use ({allowed:?})"),
+        ));
+    }
+
+    // Checked last: everything else about the scenario was found sound first.
+    let repeat = flags.repeat.or(f.repeat).unwrap_or(1);
+    if repeat == 0 {
+        return Err(err("repeat", "at least one repetition".into()));
+    }
+    let aggregate_rate = template.traffic.rate;
+    let share = |rate: Rate| match rate {
+        Rate::Max => Rate::Max,
+        Rate::Pps(p) => Rate::Pps(p / count as f64),
+        Rate::L1Bps(b) => Rate::L1Bps(b / count as f64),
+    };
+    let chains = (0..count)
+        .map(|_| {
+            let mut exp = template.clone();
+            exp.traffic.rate = share(aggregate_rate);
+            exp
+        })
+        .collect();
+    Ok(Scenario {
+        name: f.name.unwrap_or_else(|| format!("{count} x {shape_label} {vnf_label}")),
+        description: f.description,
+        shape: shape_label,
+        vnf: vnf_label,
+        chains,
+        standby,
+        aggregate_rate,
+        vnf_cores,
+        tester_core,
+        repeat,
+    })
+}
+
+/// `1`, `0-3`, `0,2-3`: the cores, ascending, each once.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
+    let mut cores = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let bad = || format!("`{text}` is not a core list (write `1`, `0-3` or `0,2-3`)");
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse::<usize>(), b.trim().parse::<usize>()),
+            None => (part.parse(), part.parse()),
+        };
+        let (lo, hi) = (lo.map_err(|_| bad())?, hi.map_err(|_| bad())?);
+        if lo > hi {
+            return Err(bad());
+        }
+        cores.extend(lo..=hi);
+    }
+    cores.sort_unstable();
+    cores.dedup();
+    Ok(cores)
+}
+
+fn allowed_cores() -> Vec<usize> {
+    core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect()
+}
+
+/// Every allowed core but the tester's; the tester's own when it is the only one.
+fn default_vnf_cores(tester: Option<usize>) -> Vec<usize> {
+    let all = allowed_cores();
+    let others: Vec<usize> = all.iter().copied().filter(|&c| Some(c) != tester).collect();
+    if others.is_empty() { all } else { others }
+}
+
+impl Scenario {
+    /// Ctrl-C (`stop` set) ends the current window early and runs no more repetitions.
+    pub fn stop_on(&mut self, stop: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.chains.iter_mut().for_each(|c| c.stop_on(stop));
+    }
+
+    /// VNF processes per core: every VNF of every chain and standby instance over the
+    /// cores they share (seed 001's oversubscription, vCPUs per physical core).
+    pub fn oversubscription(&self) -> f64 {
+        let vnfs: usize = self.chains.iter().map(|c| c.hops.len()).sum::<usize>()
+            + self.standby * self.chains.first().map_or(0, |c| c.hops.len());
+        vnfs as f64 / self.vnf_cores.len().max(1) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
+        assert_eq!(parse_cpu_list("0-3").unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(parse_cpu_list("3, 0-1,1").unwrap(), vec![0, 1, 3]);
+        for bad in ["", "a", "2-1", "1-", "-"] {
+            assert!(parse_cpu_list(bad).is_err(), "{bad}");
+        }
+    }
+}

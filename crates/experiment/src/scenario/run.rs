@@ -1,0 +1,469 @@
+//! Runs a scenario: every chain's VNFs started as processes in namespaces of their own
+//! (on the cores they share), joined by memif; one tester thread drives every chain's
+//! stream in turn; each chain measured on its own (its window's loss exact, its hops'
+//! drops explaining it), then the whole; the OS's account of each VNF process beside.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::Serialize;
+use sfclab_core::LatencySummary;
+use sfclab_io::TesterLink;
+use sfclab_measure::Summary;
+use sfclab_runtime::{ChainGraph, ExternalOutcome, RunError, RunReport, RunSettings, WindowLoss, run_hops_on};
+use sfclab_topology::Topology;
+use sfclab_traffic::{Generator, Sink};
+
+use super::Scenario;
+use super::sched::SchedCounters;
+use crate::document::Machine;
+use crate::hop_processes::Plan;
+use crate::memif_chain::{MemifChain, TESTER_QUIET, wire_loss};
+
+/// The scenario's result document (`sfclab scenario --json`, schema `sfclab.scenario/1`).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ScenarioDocument {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub machine: Machine,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `PVP`, `PVVP` or the chain file each chain runs.
+    pub shape: String,
+    /// What each VNF runs.
+    pub vnf: String,
+    /// Chains given traffic.
+    pub chains: usize,
+    /// VNF processes per chain.
+    pub vnfs_per_chain: usize,
+    /// Chains started but given no traffic.
+    pub standby: usize,
+    /// The rate asked of all chains together (`max`, `2Mpps`, `10Gbit/s` at L1), split
+    /// evenly across them.
+    pub offered: String,
+    /// Frame sizes of every chain's stream.
+    pub frame_sizes: String,
+    /// How the VNFs' memif receivers wait: `polling` or `interrupt`.
+    pub memif_wait: String,
+    /// Cores the VNF processes share (the OS schedules them).
+    pub vnf_cores: Vec<usize>,
+    pub tester_core: Option<usize>,
+    /// VNF processes (standby included) per core of `vnf_cores`.
+    pub oversubscription: f64,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    /// Stopped early (Ctrl-C): the runs kept are whole, the last one's window may be short.
+    pub interrupted: bool,
+    pub runs: Vec<ScenarioRun>,
+    /// The repetitions together.
+    pub summary: ScenarioSummary,
+}
+
+/// One repetition: every chain, the aggregate, and what the OS did with each VNF.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ScenarioRun {
+    /// From 1.
+    pub repetition: usize,
+    /// From the first namespace made to every chain connected and forwarding.
+    pub setup_s: f64,
+    /// From stopping the VNFs to the last namespace removed.
+    pub teardown_s: f64,
+    pub interrupted: bool,
+    pub aggregate: Aggregate,
+    pub chains: Vec<ChainResult>,
+    /// Every VNF process, over the tester's run (warm-up, window and drain).
+    pub processes: Vec<ProcessSched>,
+}
+
+/// All chains together, over the window.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Aggregate {
+    /// Sum of the chains' requested rates, Mpps (`None`: as fast as they can).
+    pub offered_mpps: Option<f64>,
+    /// Sum of what the chains' generators achieved, Mpps.
+    pub generated_mpps: f64,
+    /// Sum of the chains' received rates, Mpps.
+    pub throughput_mpps: f64,
+    /// Sum of the chains' received L1 bit rates.
+    pub gbps_l1: f64,
+    /// The window's traffic of every chain: sent, received, lost; exact.
+    pub window: WindowLoss,
+    /// `lost / sent` of the window.
+    pub loss_ratio: f64,
+    /// Mean latency over every chain's probes, microseconds.
+    pub latency_mean_us: Option<f64>,
+    /// The highest of the chains' 99th percentiles, microseconds.
+    pub latency_worst_p99_us: Option<f64>,
+    pub latency_max_us: Option<f64>,
+    /// Every chain's packets conserved exactly.
+    pub conserved: bool,
+}
+
+/// One chain: what its tester measured, where its losses went, and what each hop did
+/// (NFVbench's chain analysis: per hop in, out, dropped).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ChainResult {
+    /// From 1.
+    pub chain: usize,
+    pub requested_mpps: Option<f64>,
+    pub generated_mpps: f64,
+    pub throughput_mpps: f64,
+    pub gbps_l1: f64,
+    pub window: WindowLoss,
+    pub loss_ratio: f64,
+    pub latency: Option<LatencySummary>,
+    /// Whole run (warm-up, window, drain), by place and cause: the tester's own
+    /// (`tester tx-refused`, ...) and each hop's (`hop 1 router no-route`).
+    pub drops: BTreeMap<String, u64>,
+    /// The tester's loss no hop's counter explains (memif itself loses nothing).
+    pub unaccounted: u64,
+    /// Generated = received + dropped at the tester, and the hops' drops are exactly
+    /// what the tester did not get back.
+    pub conserved: bool,
+    pub hops: Vec<HopFlow>,
+}
+
+/// One hop of a chain over its whole run: frames in from its input, out to the next
+/// hop, dropped (each drop by place and reason in the chain's `drops`).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct HopFlow {
+    /// From 1.
+    pub hop: usize,
+    pub nfs: Vec<String>,
+    pub rx: u64,
+    pub tx: u64,
+    pub dropped: u64,
+    /// Its process's report was missing (it failed): what it left on stderr.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A VNF process as the OS scheduled it (`/proc/PID/task/*/schedstat`, `status`).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ProcessSched {
+    /// From 1; standby instances are numbered after the chains.
+    pub chain: usize,
+    pub hop: usize,
+    pub standby: bool,
+    pub pid: u32,
+    /// CPU time over the tester's run, seconds, and as a share of its length.
+    pub cpu_s: f64,
+    pub cpu_share: f64,
+    /// Time spent runnable but waiting for a core.
+    pub run_queue_delay_s: f64,
+    pub timeslices: u64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+}
+
+/// The repetitions together: mean, standard deviation, 95% interval (Student's t),
+/// median and range.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ScenarioSummary {
+    pub aggregate_mpps: Option<Summary>,
+    pub aggregate_gbps_l1: Option<Summary>,
+    pub loss_ratio: Option<Summary>,
+    pub latency_mean_us: Option<Summary>,
+    /// Chain by chain.
+    pub chain_mpps: Vec<Option<Summary>>,
+    /// Whether the aggregate's 95% interval lies within 5% of its mean (seed 003's
+    /// criterion); `None` for one repetition.
+    pub ci95_within_5_percent: Option<bool>,
+}
+
+/// Runs every repetition of `scenario`; `progress` hears a line per step.
+pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<ScenarioDocument, RunError> {
+    let template = scenario.chains.first().ok_or_else(|| RunError::Setting {
+        key: "chains",
+        reason: "at least one chain".into(),
+    })?;
+    let settings = &template.settings;
+    let stopped = || {
+        settings
+            .stop
+            .as_deref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+    };
+    let mut runs = Vec::new();
+    for k in 1..=scenario.repeat {
+        if stopped() {
+            break;
+        }
+        progress(format!(
+            "repetition {k}/{}: {} chain(s) of {}, {} standby, on cores {:?}",
+            scenario.repeat,
+            scenario.chains.len(),
+            scenario.shape,
+            scenario.standby,
+            scenario.vnf_cores
+        ));
+        let r = run_once(scenario, k)?;
+        progress(format!(
+            "repetition {k}: {:.3} Mpps in all, loss {:.4}%, set up in {:.1} s, torn down in {:.1} s",
+            r.aggregate.throughput_mpps,
+            r.aggregate.loss_ratio * 100.0,
+            r.setup_s,
+            r.teardown_s
+        ));
+        runs.push(r);
+    }
+    let interrupted = runs.len() < scenario.repeat || runs.iter().any(|r| r.interrupted);
+    let summary = summarize(&runs, scenario.chains.len());
+    Ok(ScenarioDocument {
+        schema: "sfclab.scenario/1",
+        version: env!("CARGO_PKG_VERSION"),
+        machine: Machine::read(),
+        name: scenario.name.clone(),
+        description: scenario.description.clone(),
+        shape: scenario.shape.clone(),
+        vnf: scenario.vnf.clone(),
+        chains: scenario.chains.len(),
+        vnfs_per_chain: template.hops.len(),
+        standby: scenario.standby,
+        offered: scenario.aggregate_rate.to_string(),
+        frame_sizes: template.traffic.sizes.to_string(),
+        memif_wait: template.memif_wait.unwrap_or(sfclab_io::memif::Wait::Poll).to_string(),
+        vnf_cores: scenario.vnf_cores.clone(),
+        tester_core: scenario.tester_core,
+        oversubscription: scenario.oversubscription(),
+        duration_s: settings.duration.map_or(0.0, |d| d.as_secs_f64()),
+        warmup_s: settings.warmup.as_secs_f64(),
+        interrupted,
+        runs,
+        summary,
+    })
+}
+
+fn setting(key: &'static str, reason: impl std::fmt::Display) -> RunError {
+    RunError::Setting {
+        key,
+        reason: reason.to_string(),
+    }
+}
+
+type Link = TesterLink<Generator, sfclab_io::InterfacePort, sfclab_io::InterfacePort>;
+
+fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunError> {
+    let n = scenario.chains.len();
+    let template = &scenario.chains[0];
+    let settings = &template.settings;
+    let began = Instant::now();
+    let mut topo = Topology::new().map_err(|e| setting("chaining", e))?;
+    let tester_ns = topo.namespace("tester").map_err(|e| setting("chaining", e))?;
+    let dir = tester_ns.state_dir().map_err(|e| setting("chaining", e))?;
+    let instances = scenario
+        .chains
+        .iter()
+        .chain(std::iter::repeat_n(template, scenario.standby));
+    let mut started = Vec::with_capacity(n + scenario.standby);
+    for (c, exp) in instances.enumerate() {
+        let plan = Plan::of(exp)
+            .map_err(|e| setting("chaining", e))?
+            .on_cores(&scenario.vnf_cores);
+        // Namespaces `c<k>hop<i>` for chains, `s<k>hop<i>` for standby instances.
+        let label = if c < n {
+            format!("c{}", c + 1)
+        } else {
+            format!("s{}", c - n + 1)
+        };
+        started.push(MemifChain::start(
+            exp,
+            &plan,
+            &mut topo,
+            &dir,
+            &label,
+            scenario.tester_core,
+        )?);
+    }
+    for chain in &mut started {
+        chain.wait_ready()?;
+    }
+    let setup_s = began.elapsed().as_secs_f64();
+
+    let mut links: Vec<Link> = Vec::with_capacity(n);
+    let mut idle = Vec::new();
+    for (c, chain) in started.iter_mut().enumerate() {
+        let (mut out, back) = chain.tester_ports()?;
+        if let sfclab_io::InterfacePort::Memif(port) = &mut out {
+            // One thread sends for every chain: a chain whose ring is full refuses what
+            // does not fit at once (its tester's `tx-refused`), never stalls the others.
+            port.set_full_wait(std::time::Duration::ZERO);
+        }
+        if c < n {
+            let generator =
+                Generator::new(scenario.chains[c].traffic.clone(), settings.batch).map_err(|(k, r)| setting(k, r))?;
+            links.push(TesterLink::new(generator, out, back, settings.batch, TESTER_QUIET));
+        } else {
+            // Connected, never used: a standby instance's links carry nothing.
+            idle.push((out, back));
+        }
+    }
+    let pids: Vec<(usize, usize, u32)> = started
+        .iter()
+        .enumerate()
+        .flat_map(|(c, chain)| chain.pids().into_iter().map(move |(hop, pid)| (c, hop, pid)))
+        .collect();
+    let before: Vec<Option<SchedCounters>> = pids.iter().map(|&(_, _, pid)| SchedCounters::of(pid)).collect();
+    let tester_began = Instant::now();
+    let run = RunSettings {
+        core: scenario.tester_core,
+        ..settings.clone()
+    };
+    let reports = run_hops_on(
+        links
+            .iter_mut()
+            .map(|l| (l, Sink::new(run.verify), ChainGraph::from(sfclab_core::NamedNfs::new())))
+            .collect(),
+        &run,
+    );
+    let tester_s = tester_began.elapsed().as_secs_f64();
+    let after: Vec<Option<SchedCounters>> = pids.iter().map(|&(_, _, pid)| SchedCounters::of(pid)).collect();
+
+    let stopping = Instant::now();
+    // Every VNF is told to stop first, then each is waited for: they wind down together.
+    started.iter_mut().for_each(MemifChain::interrupt);
+    let outcomes: Vec<ExternalOutcome> = started.into_iter().map(MemifChain::stop).collect();
+    drop(idle);
+    drop(topo);
+    let teardown_s = stopping.elapsed().as_secs_f64();
+    let reports = reports?;
+
+    let processes = pids
+        .iter()
+        .zip(before.iter().zip(&after))
+        .filter_map(|(&(c, hop, pid), (b, a))| {
+            let d = a.as_ref()?.since(b.as_ref()?);
+            Some(ProcessSched {
+                chain: c + 1,
+                hop: hop + 1,
+                standby: c >= n,
+                pid,
+                cpu_s: d.cpu_ns as f64 / 1e9,
+                cpu_share: d.cpu_ns as f64 / 1e9 / tester_s.max(f64::MIN_POSITIVE),
+                run_queue_delay_s: d.run_queue_ns as f64 / 1e9,
+                timeslices: d.timeslices,
+                voluntary_switches: d.voluntary_switches,
+                involuntary_switches: d.involuntary_switches,
+            })
+        })
+        .collect();
+    let chains: Vec<ChainResult> = reports
+        .iter()
+        .zip(&links)
+        .zip(&outcomes)
+        .enumerate()
+        .map(|(c, ((report, link), outcome))| chain_result(c, report, link, outcome))
+        .collect();
+    Ok(ScenarioRun {
+        repetition,
+        setup_s,
+        teardown_s,
+        interrupted: reports.iter().any(|r| r.interrupted),
+        aggregate: aggregate(&chains, &reports),
+        chains,
+        processes,
+    })
+}
+
+fn ratio(lost: u64, sent: u64) -> f64 {
+    if sent == 0 { 0.0 } else { lost as f64 / sent as f64 }
+}
+
+fn chain_result(c: usize, report: &RunReport, link: &Link, outcome: &ExternalOutcome) -> ChainResult {
+    let lost = wire_loss(link, outcome);
+    let mut drops: BTreeMap<String, u64> = lost
+        .tester
+        .iter()
+        .filter(|(cause, n)| cause.as_str() != "unaccounted" && **n > 0)
+        .chain(lost.explained.iter().filter(|(cause, _)| cause.as_str() != "dut"))
+        .map(|(cause, n)| (format!("tester {cause}"), *n))
+        .collect();
+    let hops = outcome
+        .documents
+        .iter()
+        .enumerate()
+        .map(|(i, doc)| {
+            for d in doc["drops"].as_array().into_iter().flatten() {
+                let (place, reason) = (d["place"].as_str().unwrap_or("?"), d["reason"].as_str().unwrap_or("?"));
+                *drops.entry(format!("hop {} {place} {reason}", i + 1)).or_default() +=
+                    d["packets"].as_u64().unwrap_or(0);
+            }
+            let count = |key: &str| doc["conservation"][key].as_u64().unwrap_or(0);
+            HopFlow {
+                hop: i + 1,
+                nfs: doc["chain"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|n| n.as_str().map(str::to_string))
+                    .collect(),
+                rx: count("generated"),
+                tx: count("received"),
+                dropped: count("dropped"),
+                error: doc["error"].as_str().map(str::to_string),
+            }
+        })
+        .collect();
+    ChainResult {
+        chain: c + 1,
+        requested_mpps: report.requested_mpps,
+        generated_mpps: report.generated_mpps,
+        throughput_mpps: report.mpps,
+        gbps_l1: report.gbps_l1,
+        window: report.window_loss,
+        loss_ratio: ratio(report.window_loss.lost, report.window_loss.sent),
+        latency: report.latency,
+        drops,
+        unaccounted: lost.unaccounted,
+        conserved: report.conservation.holds && lost.unaccounted == 0 && lost.counted_beyond == 0,
+        hops,
+    }
+}
+
+fn aggregate(chains: &[ChainResult], reports: &[RunReport]) -> Aggregate {
+    let sent = chains.iter().map(|c| c.window.sent).sum();
+    let received = chains.iter().map(|c| c.window.received).sum();
+    let window = WindowLoss::new(sent, received).unwrap_or(WindowLoss {
+        sent,
+        received,
+        lost: 0,
+    });
+    let probes: Vec<&LatencySummary> = reports.iter().filter_map(|r| r.latency.as_ref()).collect();
+    let samples: u64 = probes.iter().map(|l| l.samples).sum();
+    let us = |ns: f64| ns / 1e3;
+    Aggregate {
+        offered_mpps: chains.iter().map(|c| c.requested_mpps).sum(),
+        generated_mpps: chains.iter().map(|c| c.generated_mpps).sum(),
+        throughput_mpps: chains.iter().map(|c| c.throughput_mpps).sum(),
+        gbps_l1: chains.iter().map(|c| c.gbps_l1).sum(),
+        loss_ratio: ratio(window.lost, window.sent),
+        window,
+        latency_mean_us: (samples > 0)
+            .then(|| us(probes.iter().map(|l| l.mean_ns * l.samples as f64).sum::<f64>() / samples as f64)),
+        latency_worst_p99_us: probes.iter().map(|l| us(l.p99_ns)).reduce(f64::max),
+        latency_max_us: probes.iter().map(|l| us(l.max_ns)).reduce(f64::max),
+        conserved: chains.iter().all(|c| c.conserved),
+    }
+}
+
+fn summarize(runs: &[ScenarioRun], chains: usize) -> ScenarioSummary {
+    let of = |f: &dyn Fn(&ScenarioRun) -> Option<f64>| -> Option<Summary> {
+        let v: Option<Vec<f64>> = runs.iter().map(f).collect();
+        Summary::of(&v?)
+    };
+    let aggregate_mpps = of(&|r| Some(r.aggregate.throughput_mpps));
+    ScenarioSummary {
+        aggregate_gbps_l1: of(&|r| Some(r.aggregate.gbps_l1)),
+        loss_ratio: of(&|r| Some(r.aggregate.loss_ratio)),
+        latency_mean_us: of(&|r| r.aggregate.latency_mean_us),
+        chain_mpps: (0..chains)
+            .map(|c| of(&|r| r.chains.get(c).map(|x| x.throughput_mpps)))
+            .collect(),
+        ci95_within_5_percent: aggregate_mpps
+            .as_ref()
+            .and_then(Summary::relative_ci95)
+            .map(|r| r <= 0.05),
+        aggregate_mpps,
+    }
+}
