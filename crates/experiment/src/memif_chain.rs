@@ -97,14 +97,7 @@ pub(crate) fn wire_loss<L: sfclab_core::RxPort>(link: &L, hops: &ExternalOutcome
     if late > 0 {
         explained.insert("late (back after the tester gave up on them)".to_string(), late);
     }
-    let unseen = tester.get("unaccounted").copied().unwrap_or(0);
-    let seen: u64 = explained.values().sum();
-    WireLoss {
-        tester,
-        explained,
-        unaccounted: unseen.saturating_sub(seen),
-        counted_beyond: seen.saturating_sub(unseen),
-    }
+    WireLoss::balance(tester, explained)
 }
 
 /// One chain's hops, each a process in a namespace of its own joined by memif, and the

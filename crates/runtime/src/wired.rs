@@ -563,6 +563,21 @@ pub struct WireLoss {
     pub counted_beyond: u64,
 }
 
+impl WireLoss {
+    /// The tester's losses by cause against the counters that `explained` them: what
+    /// none explains is `unaccounted`, what they count beyond it `counted_beyond`.
+    pub fn balance(tester: BTreeMap<String, u64>, explained: BTreeMap<String, u64>) -> WireLoss {
+        let unseen = tester.get("unaccounted").copied().unwrap_or(0);
+        let seen: u64 = explained.values().sum();
+        WireLoss {
+            tester,
+            explained,
+            unaccounted: unseen.saturating_sub(seen),
+            counted_beyond: seen.saturating_sub(unseen),
+        }
+    }
+}
+
 /// One step of the traffic's path through a testbed, over the whole run: what reached
 /// it, what it passed on, and where the difference went. The first thing a wired run
 /// reports (as NFVbench's chain analysis does), before each part's own details.
@@ -850,14 +865,7 @@ impl WireLoss {
         if dut_dropped > 0 {
             explained.insert("dut".to_string(), dut_dropped);
         }
-        let unseen = tester.get("unaccounted").copied().unwrap_or(0);
-        let seen: u64 = explained.values().sum();
-        WireLoss {
-            tester,
-            explained,
-            unaccounted: unseen.saturating_sub(seen),
-            counted_beyond: seen.saturating_sub(unseen),
-        }
+        WireLoss::balance(tester, explained)
     }
 }
 
