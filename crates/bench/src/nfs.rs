@@ -320,15 +320,10 @@ fn qos() -> Result<NfSpec, String> {
     )
 }
 
-/// The signatures of examples/signatures/web.rules, inline: the bench must not depend
-/// on where it runs from.
-pub const WEB_RULES: &str = include_str!("../../../examples/signatures/web.rules");
+pub use sfclab_experiment::scenario::WEB_RULES;
 
 fn dpi() -> Result<NfSpec, String> {
-    let rules: Vec<&str> = WEB_RULES
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-        .collect();
+    let rules = sfclab_experiment::scenario::web_rules();
     spec("dpi", json!({ "rules": rules }))
 }
 

@@ -35,7 +35,7 @@ use sfclab_traffic::Rate;
 use crate::chain_file::{ChainFileError, Experiment};
 use crate::settings::{Chaining, Settings};
 
-pub use presets::VNF_PRESETS;
+pub use presets::{VNF_PRESETS, WEB_RULES, web_rules};
 pub use run::{Aggregate, ChainResult, HopFlow, ProcessSched, ScenarioDocument, ScenarioRun, ScenarioSummary, run};
 
 /// The shape of each chain when a scenario names its VNF: seed 001's PVP and PVVP.

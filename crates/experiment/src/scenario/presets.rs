@@ -39,11 +39,16 @@ pub(super) fn vnf_entries(vnf: &Value) -> Result<(Vec<Value>, String), String> {
     Ok((entries, label))
 }
 
-fn preset(name: &str) -> Option<Vec<Value>> {
-    let rules: Vec<&str> = WEB_RULES
+/// The signatures of [`WEB_RULES`], one per line, comments and blank lines left out.
+pub fn web_rules() -> Vec<&'static str> {
+    WEB_RULES
         .lines()
         .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-        .collect();
+        .collect()
+}
+
+fn preset(name: &str) -> Option<Vec<Value>> {
+    let rules = web_rules();
     Some(match name {
         "forwarder" => vec![json!("forwarder")],
         // A router with a table of some size (1,000 prefixes and a default route):
