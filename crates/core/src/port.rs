@@ -140,6 +140,12 @@ pub trait RxPort {
         false
     }
 
+    /// The run is over: frames already placed at the port that nothing will read now (a
+    /// shared ring's unread entries) are taken and counted as dropped (`unread-at-end`),
+    /// so that what a sender handed over is accounted for where it stopped. Sources
+    /// that hold nothing for a reader (a generator, a file) have none.
+    fn discard_unread(&mut self) {}
+
     fn info(&self) -> PortInfo;
 }
 
@@ -222,6 +228,9 @@ impl<P: RxPort + ?Sized> RxPort for &mut P {
     }
     fn finish(&mut self) -> bool {
         (**self).finish()
+    }
+    fn discard_unread(&mut self) {
+        (**self).discard_unread()
     }
     fn info(&self) -> PortInfo {
         (**self).info()

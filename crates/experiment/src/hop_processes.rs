@@ -226,9 +226,22 @@ impl HopProcesses {
         self.0.iter_mut().try_for_each(|hop| hop.wait_ready(deadline))
     }
 
-    /// Asks every hop to stop, without waiting ([`HopProcesses::stop_all`] collects them).
-    pub(crate) fn interrupt_all(&mut self) {
-        self.0.iter_mut().for_each(HopProcess::interrupt);
+    /// Asks hop `index` (from 0) to stop, without waiting.
+    pub(crate) fn interrupt_hop(&mut self, index: usize) {
+        self.0
+            .iter_mut()
+            .filter(|h| h.index == index)
+            .for_each(HopProcess::interrupt);
+    }
+
+    /// Waits (until `deadline` at most) for hop `index` to exit; its report is collected
+    /// by [`HopProcesses::stop_all`].
+    pub(crate) fn wait_exited(&mut self, index: usize, deadline: Instant) {
+        for hop in self.0.iter_mut().filter(|h| h.index == index) {
+            while Instant::now() < deadline && matches!(hop.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
     }
 
     /// Each hop's place in its chain (from 0) and process id.

@@ -207,9 +207,20 @@ impl MemifChain {
         self.processes.pids()
     }
 
-    /// Asks every hop to stop, without waiting for it ([`MemifChain::stop`] does).
-    pub(crate) fn interrupt(&mut self) {
-        self.processes.interrupt_all();
+    /// The chain's hops.
+    pub(crate) fn len(&self) -> usize {
+        self.namespaces.len()
+    }
+
+    /// Asks hop `index` (from 0) to stop, without waiting for it.
+    pub(crate) fn interrupt_hop(&mut self, index: usize) {
+        self.processes.interrupt_hop(index);
+    }
+
+    /// Waits until hop `index` has exited (at most until `deadline`): what it forwarded
+    /// is on the next hop's ring before that one is told to stop, and counted there.
+    pub(crate) fn wait_hop_exited(&mut self, index: usize, deadline: Instant) {
+        self.processes.wait_exited(index, deadline);
     }
 
     /// Stops every hop; their documents in chain order: sfclab's own, and for a DPDK

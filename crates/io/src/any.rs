@@ -191,6 +191,9 @@ impl RxPort for InterfacePort {
     fn drops(&self) -> Vec<(&'static str, u64)> {
         each!(self, p => RxPort::drops(p))
     }
+    fn discard_unread(&mut self) {
+        each!(self, p => RxPort::discard_unread(p))
+    }
     fn info(&self) -> PortInfo {
         each!(self, p => RxPort::info(p))
     }

@@ -128,6 +128,9 @@ impl<P: RxPort> RxPort for QueueSet<P> {
         // Every queue hears it, even after one says frames are in flight.
         self.queues.iter_mut().fold(false, |any, q| q.finish() | any)
     }
+    fn discard_unread(&mut self) {
+        self.queues.iter_mut().for_each(RxPort::discard_unread);
+    }
     fn info(&self) -> PortInfo {
         self.info_of(RxPort::info)
     }

@@ -250,7 +250,10 @@ fn a_peer_writing_descriptors_outside_its_memory_costs_frames_not_safety() {
     assert_eq!(got.len(), 1, "the one good frame");
     let st = RxPort::stats(&s);
     assert_eq!((st.packets, st.dropped), (4, 3), "taken in: 4 frames, 3 dropped");
-    assert_eq!(RxPort::drops(&s), vec![("bad-descriptor", 2), ("oversize", 1)]);
+    assert_eq!(
+        RxPort::drops(&s),
+        vec![("bad-descriptor", 2), ("oversize", 1), ("unread-at-end", 0)]
+    );
     assert_eq!(ring.tail().load(Ordering::Acquire), 5, "every slot released");
 }
 
@@ -285,4 +288,42 @@ fn each_queue_pair_carries_its_own_frames() {
     let e = client.port(0, false, true).err().unwrap();
     assert!(e.contains("taken by another port"), "{e}");
     assert!(client.port(2, true, false).err().unwrap().contains("queue 2 of 2"));
+}
+
+#[test]
+fn frames_left_unread_when_the_run_ends_are_taken_and_counted_as_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    // 512-byte buffers: the longer frames take several descriptors, still one frame each.
+    let (_si, mut server, _ci, mut client) = pair(dir.path(), 512, 8);
+    let mut pool = PacketPool::new(512);
+    // Each way: 40 frames sent, 10 read, then the run ends with 30 on the ring.
+    left_unread(&mut client, &mut server, &mut pool);
+    left_unread(&mut server, &mut client, &mut pool);
+}
+
+fn left_unread(sender: &mut MemifPort, receiver: &mut MemifPort, pool: &mut PacketPool) {
+    let frames: Vec<Vec<u8>> = (0..40).map(frame).collect();
+    assert_eq!(send(sender, pool, &frames), 40);
+    let mut batch = Batch::new(10);
+    let mut read = 0;
+    while read < 10 {
+        read += receiver.rx(0, pool, &mut batch);
+    }
+    pool.free_batch(&mut batch);
+    let before = RxPort::stats(receiver);
+    receiver.discard_unread();
+    let after = RxPort::stats(receiver);
+    assert_eq!(after.packets - before.packets, 30, "taken in");
+    assert_eq!(after.dropped - before.dropped, 30, "and dropped");
+    assert!(RxPort::drops(receiver).contains(&("unread-at-end", 30)));
+    assert_eq!(counter(receiver, true, "rx_unread_at_end"), 30);
+    // Nothing is counted twice, and the ring is the sender's again: more than a ring's
+    // worth of slots, in all, goes through.
+    receiver.discard_unread();
+    assert_eq!(RxPort::stats(receiver).dropped, after.dropped);
+    assert_eq!(receiver.rx(0, pool, &mut batch), 0);
+    let more: Vec<Vec<u8>> = (0..200).map(|i| frame(i % 3)).collect();
+    assert_eq!(send(sender, pool, &more), 200);
+    assert_eq!(receive(receiver, pool, 200), more);
+    assert_eq!(counter(receiver, true, "rx_unread_at_end"), 30);
 }

@@ -462,10 +462,14 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
         self.close_drained_window()
     }
 
-    /// The window is over and its frames are in: what NFs still hold is released.
+    /// The window is over and its frames are in: what NFs still hold is released, and
+    /// what waits unread at the source (a ring a sender filled) is counted as dropped.
     fn close_drained_window(&mut self) -> Snapshot {
-        let Rig { chain, pool, .. } = self;
+        let Rig {
+            chain, pool, source, ..
+        } = self;
         chain.release_held(pool);
+        source.discard_unread();
         self.snapshot()
     }
 

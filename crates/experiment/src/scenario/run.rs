@@ -242,6 +242,9 @@ fn setting(key: &'static str, reason: impl std::fmt::Display) -> RunError {
     }
 }
 
+/// How long the VNFs of one place in the chains may take to stop.
+const STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 type Link = TesterLink<Generator, sfclab_io::InterfacePort, sfclab_io::InterfacePort>;
 
 fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunError> {
@@ -321,8 +324,14 @@ fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunEr
     let after: Vec<Option<SchedCounters>> = pids.iter().map(|&(_, _, pid)| SchedCounters::of(pid)).collect();
 
     let stopping = Instant::now();
-    // Every VNF is told to stop first, then each is waited for: they wind down together.
-    started.iter_mut().for_each(MemifChain::interrupt);
+    // Hop by hop, every chain's at once: a hop stops (counting what is left unread on
+    // its input ring) only once the hop before it has stopped adding to that ring.
+    let deepest = started.iter().map(MemifChain::len).max().unwrap_or(0);
+    for hop in 0..deepest {
+        started.iter_mut().for_each(|c| c.interrupt_hop(hop));
+        let deadline = Instant::now() + STOP_LIMIT;
+        started.iter_mut().for_each(|c| c.wait_hop_exited(hop, deadline));
+    }
     let outcomes: Vec<ExternalOutcome> = started.into_iter().map(MemifChain::stop).collect();
     drop(idle);
     drop(topo);

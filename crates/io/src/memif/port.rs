@@ -67,6 +67,8 @@ pub struct MemifPort {
     rx_oversize: u64,
     rx_pool_empty: u64,
     rx_left_at_disconnect: u64,
+    /// Frames on the ring when the run ended, taken and dropped (`discard_unread`).
+    rx_unread_at_end: u64,
     tx_ring_full: u64,
     /// Yields while the send ring was full (backpressure).
     tx_full_waits: u64,
@@ -99,6 +101,7 @@ impl MemifPort {
             rx_oversize: 0,
             rx_pool_empty: 0,
             rx_left_at_disconnect: 0,
+            rx_unread_at_end: 0,
             tx_ring_full: 0,
             tx_full_waits: 0,
             full_wait: FULL_WAIT,
@@ -487,7 +490,48 @@ impl RxPort for MemifPort {
     }
 
     fn drops(&self) -> Vec<(&'static str, u64)> {
-        vec![("bad-descriptor", self.rx_bad_desc), ("oversize", self.rx_oversize)]
+        vec![
+            ("bad-descriptor", self.rx_bad_desc),
+            ("oversize", self.rx_oversize),
+            ("unread-at-end", self.rx_unread_at_end),
+        ]
+    }
+
+    fn discard_unread(&mut self) {
+        if !self.receive {
+            return;
+        }
+        self.follow();
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        if let Some(q) = conn.rx.get(usize::from(self.queue)) {
+            let ring = &q.ring;
+            let end = self
+                .rx_next
+                .wrapping_add(Self::produced(&conn, q).wrapping_sub(self.rx_next).min(ring.size()));
+            let (mut slot, mut frames, mut bytes, mut open) = (self.rx_next, 0u64, 0u64, false);
+            while slot != end {
+                let d = ring.desc(slot);
+                bytes += u64::from(d.length);
+                // A frame is its first descriptor and those its NEXT flags chain on; one
+                // whose last part never came is still one frame.
+                open = d.flags & DESC_FLAG_NEXT != 0;
+                frames += u64::from(!open);
+                slot = slot.wrapping_add(1);
+            }
+            frames += u64::from(open);
+            self.rx_next = end;
+            match conn.role {
+                Role::Server => ring.tail().store(end, Ordering::Release),
+                Role::Client => self.refill(q),
+            }
+            self.rx_unread_at_end += frames;
+            self.rx_stats.packets += frames;
+            self.rx_stats.bytes += bytes;
+            self.rx_stats.dropped += frames;
+        }
+        self.conn = Some(conn);
     }
 
     fn exhausted(&self) -> bool {
@@ -512,6 +556,7 @@ impl RxPort for MemifPort {
             NfCounter::total("rx_oversize", self.rx_oversize),
             NfCounter::total("rx_pool_empty", self.rx_pool_empty),
             NfCounter::total("rx_left_at_disconnect", self.rx_left_at_disconnect),
+            NfCounter::total("rx_unread_at_end", self.rx_unread_at_end),
             NfCounter::total("sleeps", self.sleeps),
             NfCounter::total("wakeups", self.wakeups),
             NfCounter::total("connects", self.connects()),
