@@ -23,7 +23,7 @@ pub struct ScenarioArgs {
     /// split evenly across the chains.
     #[command(flatten)]
     settings: settings::Settings,
-    /// Print the result as JSON (schema `sfclab.scenario/1`).
+    /// Print the result as JSON (schema `sfclab.scenario/2`).
     #[arg(long, help_heading = "Output")]
     json: bool,
 }
@@ -68,9 +68,18 @@ pub fn cmd_scenario(a: ScenarioArgs) -> ExitCode {
 
 pub fn schema() -> String {
     crate::render::schema_of::<ScenarioDocument>(
-        "scenario-1.json",
-        "One sfclab scenario (`sfclab scenario --json`), schema sfclab.scenario/1.",
+        "scenario-2.json",
+        "One sfclab scenario (`sfclab scenario --json`), schema sfclab.scenario/2.",
     )
+}
+
+/// `fwd`, `rev`: a direction in a table cell.
+fn short(direction: &str) -> &str {
+    match direction {
+        "forward" => "fwd",
+        "reverse" => "rev",
+        other => other,
+    }
 }
 
 fn us(ns: f64) -> String {
@@ -114,8 +123,9 @@ pub fn table(d: &ScenarioDocument) -> String {
     );
     let _ = writeln!(
         s,
-        "offered {} in all ({} frames), memif {}; VNFs on cores {:?} ({:.2} processes per core), tester on core {} | window {:.2} s after {:.2} s warm-up{}",
+        "offered {} in all, {} ({} frames), memif {}; VNFs on cores {:?} ({:.2} processes per core), tester on core {} | window {:.2} s after {:.2} s warm-up{}",
         d.offered,
+        if d.bidirectional { "both directions" } else { "one way" },
         d.frame_sizes,
         d.memif_wait,
         d.vnf_cores,
@@ -149,20 +159,57 @@ pub fn table(d: &ScenarioDocument) -> String {
             comfy_table::Cell::new(name),
             right(opt(c.requested_mpps, 3)),
             right(format!("{:.3}", c.generated_mpps)),
-            right(format!("{:.3}", c.throughput_mpps)),
+            right(match c.directions.as_slice() {
+                [_, _, ..] => format!(
+                    "{:.3}\n{}",
+                    c.throughput_mpps,
+                    c.directions
+                        .iter()
+                        .map(|d| format!("{} {:.3}", short(&d.direction), d.throughput_mpps))
+                        .collect::<Vec<_>>()
+                        .join(" + ")
+                ),
+                _ => format!("{:.3}", c.throughput_mpps),
+            }),
             right(format!("{:.2}", c.gbps_l1)),
             right(num(c.window.sent)),
             right(num(c.window.lost)),
             right(format!("{:.4}", c.loss_ratio * 100.0)),
             right(
-                c.latency
-                    .as_ref()
-                    .map_or("-".into(), |l| format!("{} / {}", us(l.mean_ns), us(l.p99_ns))),
+                c.directions
+                    .iter()
+                    .map(|d| {
+                        let l = d
+                            .latency
+                            .as_ref()
+                            .map_or("-".into(), |l| format!("{} / {}", us(l.mean_ns), us(l.p99_ns)));
+                        match c.directions.len() {
+                            1 => l,
+                            _ => format!("{} {l}", short(&d.direction)),
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n"),
             ),
             comfy_table::Cell::new(
                 c.hops
                     .iter()
-                    .map(|h| format!("{}: {} / {} / {}", h.hop, num(h.rx), num(h.tx), num(h.dropped)))
+                    .map(|h| {
+                        let mut line = format!("{}: {} / {} / {}", h.hop, num(h.rx), num(h.tx), num(h.dropped));
+                        if h.directions.len() > 1 {
+                            for d in &h.directions {
+                                let _ = write!(
+                                    line,
+                                    "\n   {} {} / {} / {}",
+                                    short(&d.direction),
+                                    num(d.rx),
+                                    num(d.tx),
+                                    num(d.dropped)
+                                );
+                            }
+                        }
+                        line
+                    })
                     .collect::<Vec<_>>()
                     .join("\n"),
             ),
@@ -213,6 +260,13 @@ pub fn table(d: &ScenarioDocument) -> String {
         .collect();
     if !drops.is_empty() {
         let _ = writeln!(s, "drops (whole run): {}", drops.join("; "));
+    }
+    if a.not_offered > 0 {
+        let _ = writeln!(
+            s,
+            "the tester could not offer {} of the window's frames (a chain's send ring full): lost, but not by the VNFs",
+            num(a.not_offered)
+        );
     }
 
     let mut procs = Table::new();

@@ -90,6 +90,23 @@ fn a_bad_memif_endpoint_is_named_with_its_key() {
     }
 }
 
+#[test]
+fn both_ways_needs_two_memif_interfaces_of_a_device_under_test() {
+    for ports in [None, Some("memif:/tmp/a.sock"), Some("dut:veth0,veth1")] {
+        let mut args = vec!["run", "--chain", "forwarder", "--both-ways", "--duration", "10ms"];
+        if let Some(p) = ports {
+            args.extend(["--ports", p]);
+        }
+        let o = sfclab(&args);
+        assert_eq!(o.status.code(), Some(2), "{ports:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("both-ways") && stderr(&o).contains("two memif interfaces"),
+            "{ports:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
 /// `chaining: memif`: forwarders, each an sfclab process in its own namespace, joined
 /// to each other and to the tester by memif. At a low rate nothing is lost and every
 /// step of the path passes on what it took in; the namespaces and socket files are gone

@@ -96,6 +96,8 @@ pub struct Experiment {
     pub memif_wait: Option<sfclab_io::memif::Wait>,
     /// `chaining: memif`: the hops (0-based) that run as dpdk-testpmd.
     pub dpdk_hops: Vec<usize>,
+    /// `ports: dut:` between memif interfaces: forward both ways at once.
+    pub both_ways: bool,
     /// XDP mode of the AF_XDP ports of a wired run (`None`: native where available).
     pub xdp_mode: Option<sfclab_io::XdpMode>,
     /// The wired run's ports: AF_XDP or AF_PACKET.
@@ -477,6 +479,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         l4: t.proto.unwrap_or_default(),
         session_packets: t.session_packets,
         dscp: t.dscp.clone().unwrap_or_default(),
+        reverse: false,
     };
 
     let r = &layers.run;
@@ -648,6 +651,17 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
             "run",
             "sriov",
             format!("names the SR-IOV NIC of `chaining: nic-switch` (its VEB); this chain's chaining is `{chaining}`"),
+        ));
+    }
+    let both_ways = r.both_ways.unwrap_or(false);
+    if both_ways
+        && !matches!(&ports, Ports::Dut { input, output }
+            if sfclab_io::is_memif(input) && sfclab_io::is_memif(output) && input != output)
+    {
+        return Err(ctx.setting(
+            "run",
+            "both_ways",
+            "forwards between two memif interfaces of a device under test (`--ports memif:A,memif:B`)",
         ));
     }
     if r.ready_file.is_some() && !matches!(ports, Ports::Dut { .. }) {
@@ -856,6 +870,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         take_turns: r.take_turns.as_ref().map(std::path::PathBuf::from),
         memif_wait: r.memif_wait.map(|w| w.0),
         dpdk_hops,
+        both_ways,
         xdp_mode: r.xdp_mode,
         io_kind: r.io.unwrap_or_default(),
         busy_poll: r.busy_poll,

@@ -95,6 +95,12 @@ impl Plan {
         })
     }
 
+    /// Every hop forwards both ways at once between its two ports (`--both-ways`).
+    pub(crate) fn both_ways(mut self) -> Plan {
+        self.args.push("--both-ways".into());
+        self
+    }
+
     /// Every hop on `cores`, scheduled by the OS among them (not pinned one per core).
     pub(crate) fn on_cores(self, cores: &[usize]) -> Plan {
         let list = cores.iter().map(usize::to_string).collect::<Vec<_>>().join(",");

@@ -70,7 +70,7 @@ pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, R
         switch: BTreeMap::new(),
     };
     drop(topo);
-    let lost = wire_loss(&wire, &external);
+    let lost = wire_loss(std::slice::from_ref(&wire), &external);
     Ok(WiredReport {
         tester,
         dut: Vec::new(),
@@ -83,17 +83,26 @@ pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, R
 /// How long the end of a tester's phase waits for frames in flight after the last one.
 pub(crate) const TESTER_QUIET: Duration = Duration::from_millis(300);
 
-/// Where what the tester's `link` lost went: the hops' own drops explain it (memif
-/// loses nothing on its own: a full ring is a drop its sender counts), and frames that
-/// came back after the tester had given up on them.
-pub(crate) fn wire_loss<L: sfclab_core::RxPort>(link: &L, hops: &ExternalOutcome) -> WireLoss {
-    let tester: BTreeMap<String, u64> = link.drops().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+/// Where what the tester's `links` through one chain (one per direction) lost went:
+/// the hops' own drops explain it (memif loses nothing on its own: a full ring is a
+/// drop its sender counts), and frames that came back after the tester had given up on
+/// them.
+pub(crate) fn wire_loss<L: sfclab_core::RxPort>(links: &[L], hops: &ExternalOutcome) -> WireLoss {
+    let mut tester: BTreeMap<String, u64> = BTreeMap::new();
+    for (cause, n) in links.iter().flat_map(|l| l.drops()) {
+        *tester.entry(cause.to_string()).or_default() += n;
+    }
     let mut explained = BTreeMap::new();
     if hops.dropped > 0 {
         explained.insert("dut".to_string(), hops.dropped);
     }
     // Frames the tester wrote off (nothing for `quiet`) that came back after all.
-    let late = link.counters().iter().find(|c| c.name == "late").map_or(0, |c| c.value);
+    let late: u64 = links
+        .iter()
+        .flat_map(|l| l.counters())
+        .filter(|c| c.name == "late")
+        .map(|c| c.value)
+        .sum();
     if late > 0 {
         explained.insert("late (back after the tester gave up on them)".to_string(), late);
     }
@@ -195,10 +204,22 @@ impl MemifChain {
             .map_err(|e| setting("ports", e))
     }
 
-    /// The tester's sending and receiving ports.
+    /// The tester's sending and receiving ports of the forward direction (into the
+    /// first hop, back from the last).
     pub(crate) fn tester_ports(&mut self) -> Result<(InterfacePort, InterfacePort), RunError> {
-        let out = self.tester_out.port(0, false, true).map_err(|e| setting("ports", e))?;
-        let back = self.tester_in.port(0, true, false).map_err(|e| setting("ports", e))?;
+        Self::ends(&mut self.tester_out, &mut self.tester_in)
+    }
+
+    /// The reverse direction's (into the last hop's output, back from the first hop's
+    /// input): the same two links, each carrying both ways, for hops that forward both
+    /// ways.
+    pub(crate) fn reverse_tester_ports(&mut self) -> Result<(InterfacePort, InterfacePort), RunError> {
+        Self::ends(&mut self.tester_in, &mut self.tester_out)
+    }
+
+    fn ends(out: &mut Interface, back: &mut Interface) -> Result<(InterfacePort, InterfacePort), RunError> {
+        let out = out.port(0, false, true).map_err(|e| setting("ports", e))?;
+        let back = back.port(0, true, false).map_err(|e| setting("ports", e))?;
         Ok((InterfacePort::Memif(out), InterfacePort::Memif(back)))
     }
 

@@ -179,22 +179,57 @@ fn open_pair(
 /// sfclab as the device under test: the chain forwards what arrives on `input` out of
 /// `output` for the window (or until Ctrl-C).
 fn run_between_interfaces(spec: &Experiment, input: &str, output: &str) -> Result<RunReport, RunError> {
+    if spec.both_ways {
+        return run_both_ways(spec, input, output);
+    }
     let (rx, mut tx) = open_pair(spec, input, output, sfclab_io::memif::Role::Server, None)?;
-    if let Some(ready) = &spec.ready_file {
-        // A hop says it forwards once its output reaches the next hop: frames it sent
-        // before would be dropped for want of a peer.
-        if let InterfacePort::Memif(port) = &mut tx
-            && port.role() == sfclab_io::memif::Role::Client
-        {
-            port.wait_connected(MEMIF_PEER_LIMIT)
-                .map_err(|reason| RunError::Setting { key: "ports", reason })?;
-        }
-        std::fs::write(ready, b"").map_err(|e| RunError::Setting {
-            key: "ready_file",
-            reason: format!("{}: {e}", ready.display()),
-        })?;
+    if let InterfacePort::Memif(port) = &mut tx {
+        say_ready(spec, port)?;
+    } else {
+        say_ready_now(spec)?;
     }
     run_compound_on(rx, tx, spec.graph()?, &spec.settings)
+}
+
+/// A device under test between two memif interfaces that forwards both ways at once.
+fn run_both_ways(spec: &Experiment, input: &str, output: &str) -> Result<RunReport, RunError> {
+    use sfclab_io::memif::{BothWaysIn, BothWaysOut, Interface, MemifSettings, Role};
+    let setting = |reason: String| RunError::Setting { key: "ports", reason };
+    let open = |endpoint: &str| -> Result<(sfclab_io::memif::MemifPort, sfclab_io::memif::MemifPort), RunError> {
+        let mut i = MemifSettings::from_spec(endpoint, Role::Server)
+            .and_then(|s| Interface::open(&s))
+            .map_err(setting)?;
+        Ok((
+            i.port(0, true, false).map_err(setting)?,
+            i.port(0, false, true).map_err(setting)?,
+        ))
+    };
+    let (in_rx, in_tx) = open(input)?;
+    let (out_rx, out_tx) = open(output)?;
+    let mut tx = BothWaysOut::new(in_tx, out_tx);
+    say_ready(spec, tx.output())?;
+    run_compound_on(BothWaysIn::new(in_rx, out_rx), tx, spec.graph()?, &spec.settings)
+}
+
+/// A hop says it forwards (its ready file) once its output reaches the next hop:
+/// frames it sent before would be dropped for want of a peer.
+fn say_ready(spec: &Experiment, output: &mut sfclab_io::memif::MemifPort) -> Result<(), RunError> {
+    if spec.ready_file.is_some() && output.role() == sfclab_io::memif::Role::Client {
+        output
+            .wait_connected(MEMIF_PEER_LIMIT)
+            .map_err(|reason| RunError::Setting { key: "ports", reason })?;
+    }
+    say_ready_now(spec)
+}
+
+fn say_ready_now(spec: &Experiment) -> Result<(), RunError> {
+    match &spec.ready_file {
+        Some(ready) => std::fs::write(ready, b"").map_err(|e| RunError::Setting {
+            key: "ready_file",
+            reason: format!("{}: {e}", ready.display()),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// sfclab as the tester: the generator's frames leave on `output`, come back on `input`

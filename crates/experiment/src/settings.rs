@@ -201,6 +201,13 @@ pub struct RunSection {
     #[arg(long, value_name = "polling|interrupt[:SPIN]")]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub memif_wait: Option<MemifWait>,
+    /// With `ports: dut:` between two memif interfaces (`--ports memif:A,memif:B`):
+    /// forward both ways at once, A to B and B to A, through the same NFs (one instance
+    /// of each sees both directions, as a VNF between two networks does; a packet leaves
+    /// by the side it did not come in on).
+    #[arg(long, num_args = 0, default_missing_value = "true")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub both_ways: Option<bool>,
     /// With `chaining: memif`: hops (1-based, comma-separated) that run as DPDK's
     /// `dpdk-testpmd` (mac forwarding, its forwarding lcore on the hop's core) in their
     /// namespace instead of an sfclab process: a chain mixing sfclab NFs and a DPDK

@@ -51,7 +51,7 @@ impl<P> QueueSet<P> {
 }
 
 /// Sums counters of the same name, in the order of their first appearance.
-fn summed(each: impl Iterator<Item = Vec<NfCounter>>) -> Vec<NfCounter> {
+pub(crate) fn summed(each: impl Iterator<Item = Vec<NfCounter>>) -> Vec<NfCounter> {
     let mut out: Vec<NfCounter> = Vec::new();
     for c in each.flatten() {
         match out.iter_mut().find(|o| o.name == c.name) {
@@ -63,7 +63,7 @@ fn summed(each: impl Iterator<Item = Vec<NfCounter>>) -> Vec<NfCounter> {
 }
 
 /// Sums drops of the same cause, in the order of their first appearance.
-fn summed_drops(each: impl Iterator<Item = Vec<(&'static str, u64)>>) -> Vec<(&'static str, u64)> {
+pub(crate) fn summed_drops(each: impl Iterator<Item = Vec<(&'static str, u64)>>) -> Vec<(&'static str, u64)> {
     let mut out: Vec<(&'static str, u64)> = Vec::new();
     for (cause, n) in each.flatten() {
         match out.iter_mut().find(|o| o.0 == cause) {
@@ -74,7 +74,7 @@ fn summed_drops(each: impl Iterator<Item = Vec<(&'static str, u64)>>) -> Vec<(&'
     out
 }
 
-fn summed_stats(each: impl Iterator<Item = PortStats>) -> PortStats {
+pub(crate) fn summed_stats(each: impl Iterator<Item = PortStats>) -> PortStats {
     each.fold(PortStats::default(), |mut s, q| {
         s.add(&q);
         s

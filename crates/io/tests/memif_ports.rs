@@ -327,3 +327,92 @@ fn left_unread(sender: &mut MemifPort, receiver: &mut MemifPort, pool: &mut Pack
     assert_eq!(receive(receiver, pool, 200), more);
     assert_eq!(counter(receiver, true, "rx_unread_at_end"), 30);
 }
+
+#[test]
+fn a_hop_between_two_interfaces_forwards_both_ways_and_either_side_wakes_it() {
+    use sfclab_io::memif::{BothWaysIn, BothWaysOut};
+    let dir = tempfile::tempdir().unwrap();
+    let interrupt = Wait::Interrupt {
+        spin: Duration::from_micros(50),
+    };
+    // The hop serves its input (west) and connects its output (east) to the far tester.
+    let (west, east) = (dir.path().join("west.sock"), dir.path().join("east.sock"));
+    let mut hop_in = Interface::open(&MemifSettings {
+        wait: interrupt,
+        ..settings(&west, Role::Server, 2048, 8)
+    })
+    .unwrap();
+    let mut far = Interface::open(&settings(&east, Role::Server, 2048, 8)).unwrap();
+    let mut near = Interface::open(&settings(&west, Role::Client, 2048, 8)).unwrap();
+    let mut hop_out = Interface::open(&MemifSettings {
+        wait: interrupt,
+        ..settings(&east, Role::Client, 2048, 8)
+    })
+    .unwrap();
+    for i in [&mut hop_in, &mut far, &mut near, &mut hop_out] {
+        i.wait_connected(Duration::from_secs(10)).unwrap();
+    }
+    let mut hop_rx = BothWaysIn::new(
+        hop_in.port(0, true, false).unwrap(),
+        hop_out.port(0, true, false).unwrap(),
+    );
+    let mut hop_tx = BothWaysOut::new(
+        hop_in.port(0, false, true).unwrap(),
+        hop_out.port(0, false, true).unwrap(),
+    );
+    const EACH: usize = 60;
+    let hop = std::thread::spawn(move || {
+        let mut pool = PacketPool::new(256);
+        let mut batch = Batch::new(32);
+        let (mut sides, started) = ([0u64; 2], Instant::now());
+        while (sides[0] as usize) < EACH || (sides[1] as usize) < EACH {
+            assert!(started.elapsed() < Duration::from_secs(10), "the hop got {sides:?}");
+            hop_rx.rx(0, &mut pool, &mut batch);
+            for p in batch.iter() {
+                sides[usize::from(p.meta.in_port)] += 1;
+            }
+            hop_tx.tx(0, &mut batch, &mut pool);
+        }
+        let value = |c: Vec<sfclab_core::NfCounter>, name: &str| c.iter().find(|c| c.name == name).unwrap().value;
+        let rx = RxPort::counters(&hop_rx);
+        let tx = TxPort::counters(&hop_tx);
+        (
+            sides,
+            [value(rx.clone(), "forward_in"), value(rx.clone(), "reverse_in")],
+            [value(tx.clone(), "forward_out"), value(tx, "reverse_out")],
+            value(rx, "wakeups"),
+        )
+    });
+    let mut forward_out = near.port(0, false, true).unwrap();
+    let mut forward_back = far.port(0, true, false).unwrap();
+    let mut reverse_out = far.port(0, false, true).unwrap();
+    let mut reverse_back = near.port(0, true, false).unwrap();
+    let mut pool = PacketPool::new(512);
+    // A client's receiver hands the server its buffers when it first looks.
+    assert_eq!(reverse_back.rx(0, &mut pool, &mut Batch::new(1)), 0);
+    let (there, back): (Vec<Vec<u8>>, Vec<Vec<u8>>) =
+        ((0..EACH).map(frame).collect(), (EACH..2 * EACH).map(frame).collect());
+    // Bursts from one side at a time, long enough apart for the hop to fall asleep:
+    // whichever side sends must wake it.
+    for k in 0..EACH / 5 {
+        std::thread::sleep(Duration::from_millis(20));
+        let (port, frames) = if k % 2 == 0 {
+            (&mut forward_out, &there)
+        } else {
+            (&mut reverse_out, &back)
+        };
+        let at = k / 2 * 10 % EACH;
+        assert_eq!(send(port, &mut pool, &frames[at..at + 10]), 10);
+    }
+    let (sides, ins, outs, wakeups) = hop.join().unwrap();
+    assert_eq!(sides, [EACH as u64; 2], "in_port says the side each came in on");
+    assert_eq!(ins, [EACH as u64; 2]);
+    assert_eq!(outs, [EACH as u64; 2]);
+    assert_eq!(
+        receive(&mut forward_back, &mut pool, EACH),
+        there,
+        "the forward way, whole and in order"
+    );
+    assert_eq!(receive(&mut reverse_back, &mut pool, EACH), back, "the reverse way");
+    assert!(wakeups >= 5, "woken {wakeups} times by the senders");
+}

@@ -354,6 +354,20 @@ impl FlowSet {
         destinations: &Destinations,
         dscp: &DscpMix,
     ) -> FlowSet {
+        Self::directed(ip, l4, flows, frame_lens, destinations, dscp, false)
+    }
+
+    /// As [`FlowSet::new`]; with `reverse`, every flow the other way: its addresses,
+    /// ports and MACs swapped (a bidirectional test's way back).
+    pub fn directed(
+        ip: IpVersion,
+        l4: L4,
+        flows: u32,
+        frame_lens: &[u16],
+        destinations: &Destinations,
+        dscp: &DscpMix,
+        reverse: bool,
+    ) -> FlowSet {
         assert!((1..=MAX_FLOWS).contains(&flows));
         assert!(ip == IpVersion::V4 || l4 == L4::Udp, "TCP templates are IPv4 only");
         let hlen = ip.header_len(l4);
@@ -377,15 +391,21 @@ impl FlowSet {
         let mut hashes = Vec::with_capacity(flows as usize);
         let mut patches = Vec::with_capacity(flows as usize * frame_lens.len());
         for i in 0..flows {
-            let (src, dst, sport, dport) = flow_tuple(ip, i, destinations, &prefixes);
+            let (mut src, mut dst, mut sport, mut dport) = flow_tuple(ip, i, destinations, &prefixes);
+            let (mut src_mac, mut dst_mac) = (SRC_MAC, DST_MAC);
+            if reverse {
+                std::mem::swap(&mut src, &mut dst);
+                std::mem::swap(&mut sport, &mut dport);
+                std::mem::swap(&mut src_mac, &mut dst_mac);
+            }
             let mut head = [0u8; 64];
             for (k, b) in head.iter_mut().enumerate() {
                 *b = pattern_byte(k);
             }
             let frame = FrameRepr {
                 ethernet: EthernetRepr {
-                    src: SRC_MAC,
-                    dst: DST_MAC,
+                    src: src_mac,
+                    dst: dst_mac,
                     vlan_tci: None,
                 },
                 ip: match ip {

@@ -51,6 +51,11 @@ pub struct GeneratorConfig {
     /// The DSCP of each flow in turn (written only when set).
     #[serde(default, skip_serializing_if = "DscpMix::is_empty")]
     pub dscp: DscpMix,
+    /// The way back of a bidirectional test: every flow's addresses, ports and MACs
+    /// swapped (from the destinations to the 198.18.0.0/16 sources), so that a chain's
+    /// two directions carry each other's flows (written only when set).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reverse: bool,
 }
 
 impl Default for GeneratorConfig {
@@ -67,6 +72,7 @@ impl Default for GeneratorConfig {
             l4: L4::Udp,
             session_packets: None,
             dscp: DscpMix::default(),
+            reverse: false,
         }
     }
 }
@@ -91,6 +97,12 @@ impl GeneratorConfig {
         self.destinations.prefixes().map_err(|e| ("destinations", e))?;
         if matches!(self.destinations, Destinations::Prefixes(_) | Destinations::Router) && self.ip != IpVersion::V4 {
             return Err(("destinations", "destination prefixes are IPv4 (for now)".into()));
+        }
+        if self.reverse && (self.l4 == L4::Tcp || self.session_packets.is_some()) {
+            return Err((
+                "reverse",
+                "the way back is UDP flows without session churn (a session's new source port would be its destination's)".into(),
+            ));
         }
         let min_session = if self.l4 == L4::Tcp { 2 } else { 1 };
         if self.session_packets.is_some_and(|n| n < min_session) {
@@ -306,7 +318,15 @@ impl Generator {
             .iter()
             .map(|&s| ((u64::from(s) + L1_OVERHEAD) * 8) as f64)
             .collect();
-        let flows = FlowSet::new(cfg.ip, cfg.l4, cfg.flows, &lens, &cfg.destinations, &cfg.dscp);
+        let flows = FlowSet::directed(
+            cfg.ip,
+            cfg.l4,
+            cfg.flows,
+            &lens,
+            &cfg.destinations,
+            &cfg.dscp,
+            cfg.reverse,
+        );
         let sessions = Sessions::new(&cfg, &flows);
         let hz = tsc::hz();
         let (rate, pace_bits) = match cfg.rate {
@@ -959,5 +979,52 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(Generator::new(cfg, 32).err().unwrap().0, "flows");
+    }
+
+    #[test]
+    fn the_way_back_swaps_every_flows_addresses_ports_and_macs() {
+        let cfg = GeneratorConfig {
+            flows: 8,
+            sizes: FrameSizes::imix(),
+            destinations: Destinations::Spread,
+            ..Default::default()
+        };
+        let mut pool = PacketPool::new(256);
+        Generator::prime_pool(&mut pool);
+        let there = collect(&mut Generator::new(cfg.clone(), 32).unwrap(), &mut pool, 2);
+        let back = collect(
+            &mut Generator::new(
+                GeneratorConfig {
+                    reverse: true,
+                    ..cfg.clone()
+                },
+                32,
+            )
+            .unwrap(),
+            &mut pool,
+            2,
+        );
+        assert_eq!(there.len(), back.len());
+        for (t, b) in there.iter().zip(&back) {
+            assert_eq!(t.len(), b.len(), "the same sizes in the same order");
+            assert_eq!((&t[0..6], &t[6..12]), (&b[6..12], &b[0..6]), "MACs swapped");
+            assert_eq!((&t[26..30], &t[30..34]), (&b[30..34], &b[26..30]), "addresses swapped");
+            assert_eq!((&t[34..36], &t[36..38]), (&b[36..38], &b[34..36]), "ports swapped");
+            checked(b);
+        }
+        for bad in [
+            GeneratorConfig {
+                reverse: true,
+                l4: L4::Tcp,
+                ..cfg.clone()
+            },
+            GeneratorConfig {
+                reverse: true,
+                session_packets: Some(5),
+                ..cfg
+            },
+        ] {
+            assert_eq!(Generator::new(bad, 32).err().unwrap().0, "reverse");
+        }
     }
 }

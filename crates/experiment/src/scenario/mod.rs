@@ -3,8 +3,10 @@
 //! traffic, measured per chain and as a whole, repeated with statistics.
 //!
 //! A scenario file names the chains (a count of one template: a named shape of VNFs, or
-//! a chain file), the traffic (its `rate` is the aggregate, split evenly across the
-//! chains, as NFVbench does), the cores the VNF processes share (the OS schedules them:
+//! a chain file), the traffic (IMIX unless told or a chain file says; its `rate` is the aggregate of every
+//! chain and direction, split evenly across them, as NFVbench does; both directions at
+//! once on every chain unless `bidirectional: false`, each VNF forwarding both ways
+//! through one instance of its NFs), the cores the VNF processes share (the OS schedules them:
 //! oversubscription is processes per core), idle standby instances and repetitions.
 //! Every VNF is an sfclab process in a network namespace of its own, joined to the
 //! next by memif; one tester thread drives every chain.
@@ -14,6 +16,7 @@
 //! chains: 4
 //! shape: pvp            # pvp: tester -> VNF -> tester; pvvp: tester -> VNF -> VNF -> tester
 //! vnf: router           # a preset (forwarder, router, multi-feature) or chain-file entries
+//! bidirectional: true   # both directions at once on every chain (the default)
 //! traffic: { rate: 2Mpps, size: imix, flows: 256 }
 //! run: { duration: 5s, memif_wait: interrupt }
 //! vnf_cores: "1"        # the VNF processes share these cores
@@ -82,6 +85,9 @@ pub struct ScenarioFlags {
     /// Repetitions of the whole measurement (mean, deviation, 95% interval, median).
     #[arg(long, help_heading = "Scenario")]
     pub repeat: Option<usize>,
+    /// Traffic one way only (tester -> first VNF -> ... -> tester), not both at once.
+    #[arg(long, help_heading = "Scenario")]
+    pub one_way: bool,
 }
 
 /// A scenario file's keys.
@@ -101,6 +107,7 @@ struct ScenarioFile {
     vnf_cores: Option<Value>,
     standby: Option<usize>,
     repeat: Option<usize>,
+    bidirectional: Option<bool>,
 }
 
 /// A scenario ready to run: every chain resolved, checked as a whole.
@@ -116,8 +123,11 @@ pub struct Scenario {
     pub chains: Vec<Experiment>,
     /// The chain standby instances run (started, given no traffic).
     pub standby: usize,
-    /// The rate asked of all chains together.
+    /// The rate asked of all chains and directions together.
     pub aggregate_rate: Rate,
+    /// Both directions at once on every chain (each chain's traffic the forward
+    /// direction's; the reverse's is the same with every flow swapped).
+    pub bidirectional: bool,
     /// Cores the VNF processes share.
     pub vnf_cores: Vec<usize>,
     /// The tester's core.
@@ -239,6 +249,7 @@ fn resolve(
     if !layered.gives("memif_wait") {
         layered = layered.with("memif_wait", "interrupt").expect("a wait mode");
     }
+    let bidirectional = !flags.one_way && f.bidirectional.unwrap_or(true);
 
     let chain_file = match (&flags.chain_file, &f.chain) {
         (Some(p), _) => Some(p.clone()),
@@ -269,6 +280,11 @@ fn resolve(
             let chain: Vec<Value> = (0..shape.vnfs()).map(|_| Value::Array(entries.clone())).collect();
             let shape_label = format!("{shape:?}").to_uppercase();
             let text = serde_json::json!({ "name": format!("{shape_label} {label}"), "chain": chain }).to_string();
+            // Seed 001's traffic profile, unless told (a chain file keeps its own).
+            let mut layered = layered.clone();
+            if !layered.gives("size") {
+                layered = layered.with("size", "imix").expect("a size");
+            }
             // Relative paths in the VNF (dpi's rules) are read beside the scenario file.
             let exp = crate::chain_file::parse(&text, origin, &layered).map_err(|e| ScenarioError {
                 origin: origin.to_string(),
@@ -318,10 +334,11 @@ fn resolve(
         return Err(err("repeat", "at least one repetition".into()));
     }
     let aggregate_rate = template.traffic.rate;
+    let streams = (count * if bidirectional { 2 } else { 1 }) as f64;
     let share = |rate: Rate| match rate {
         Rate::Max => Rate::Max,
-        Rate::Pps(p) => Rate::Pps(p / count as f64),
-        Rate::L1Bps(b) => Rate::L1Bps(b / count as f64),
+        Rate::Pps(p) => Rate::Pps(p / streams),
+        Rate::L1Bps(b) => Rate::L1Bps(b / streams),
     };
     let chains = (0..count)
         .map(|_| {
@@ -338,6 +355,7 @@ fn resolve(
         chains,
         standby,
         aggregate_rate,
+        bidirectional,
         vnf_cores,
         tester_core,
         repeat,

@@ -61,7 +61,12 @@ fn preset(name: &str) -> Option<Vec<Value>> {
         "multi-feature" => vec![
             json!({ "nat44": { "public": ["203.0.113.0/26"], "max_sessions": 65536 } }),
             json!({ "firewall": {
-                "rules": [{ "action": "allow", "proto": "udp", "src": "203.0.113.0/26" }],
+                // Out through NAT's pool; back from the destinations' network (a
+                // bidirectional scenario's reverse direction, which NAT passes).
+                "rules": [
+                    { "action": "allow", "proto": "udp", "src": "203.0.113.0/26" },
+                    { "action": "allow", "proto": "udp", "src": "198.19.0.0/16" },
+                ],
                 "max_connections": 65536,
             }}),
             json!({ "qos": { "classes": [

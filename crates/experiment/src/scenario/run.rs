@@ -20,7 +20,7 @@ use crate::document::Machine;
 use crate::hop_processes::Plan;
 use crate::memif_chain::{MemifChain, TESTER_QUIET, wire_loss};
 
-/// The scenario's result document (`sfclab scenario --json`, schema `sfclab.scenario/1`).
+/// The scenario's result document (`sfclab scenario --json`, schema `sfclab.scenario/2`).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ScenarioDocument {
     pub schema: &'static str,
@@ -39,9 +39,11 @@ pub struct ScenarioDocument {
     pub vnfs_per_chain: usize,
     /// Chains started but given no traffic.
     pub standby: usize,
-    /// The rate asked of all chains together (`max`, `2Mpps`, `10Gbit/s` at L1), split
-    /// evenly across them.
+    /// The rate asked of all chains and directions together (`max`, `2Mpps`,
+    /// `10Gbit/s` at L1), split evenly across them.
     pub offered: String,
+    /// Both directions at once on every chain (`forward` and `reverse`), or `forward` only.
+    pub bidirectional: bool,
     /// Frame sizes of every chain's stream.
     pub frame_sizes: String,
     /// How the VNFs' memif receivers wait: `polling` or `interrupt`.
@@ -76,7 +78,7 @@ pub struct ScenarioRun {
     pub processes: Vec<ProcessSched>,
 }
 
-/// All chains together, over the window.
+/// All chains together (both directions), over the window.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Aggregate {
     /// Sum of the chains' requested rates, Mpps (`None`: as fast as they can).
@@ -87,6 +89,9 @@ pub struct Aggregate {
     pub throughput_mpps: f64,
     /// Sum of the chains' received L1 bit rates.
     pub gbps_l1: f64,
+    /// What the tester's generators made but could not hand to a chain (its send ring
+    /// full): not offered to the VNFs, counted in `window.lost` all the same.
+    pub not_offered: u64,
     /// The window's traffic of every chain: sent, received, lost; exact.
     pub window: WindowLoss,
     /// `lost / sent` of the window.
@@ -100,19 +105,22 @@ pub struct Aggregate {
     pub conserved: bool,
 }
 
-/// One chain: what its tester measured, where its losses went, and what each hop did
-/// (NFVbench's chain analysis: per hop in, out, dropped).
+/// One chain: what its tester measured (both directions together, and each on its
+/// own), where its losses went, and what each hop did (NFVbench's chain analysis: per
+/// hop and direction in, out, dropped).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ChainResult {
     /// From 1.
     pub chain: usize,
+    /// Sums over the directions.
     pub requested_mpps: Option<f64>,
     pub generated_mpps: f64,
     pub throughput_mpps: f64,
     pub gbps_l1: f64,
     pub window: WindowLoss,
     pub loss_ratio: f64,
-    pub latency: Option<LatencySummary>,
+    /// Each direction as its tester measured it: `forward`, then `reverse`.
+    pub directions: Vec<DirectionResult>,
     /// Whole run (warm-up, window, drain), by place and cause: the tester's own
     /// (`tester tx-refused`, ...) and each hop's (`hop 1 router no-route`).
     pub drops: BTreeMap<String, u64>,
@@ -124,8 +132,23 @@ pub struct ChainResult {
     pub hops: Vec<HopFlow>,
 }
 
-/// One hop of a chain over its whole run: frames in from its input, out to the next
-/// hop, dropped (each drop by place and reason in the chain's `drops`).
+/// One direction of a chain, as its tester measured it over the window.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct DirectionResult {
+    /// `forward` (tester -> first VNF -> ... -> tester) or `reverse` (the way back).
+    pub direction: String,
+    pub requested_mpps: Option<f64>,
+    pub generated_mpps: f64,
+    pub throughput_mpps: f64,
+    pub gbps_l1: f64,
+    pub window: WindowLoss,
+    pub loss_ratio: f64,
+    pub latency: Option<LatencySummary>,
+}
+
+/// One hop of a chain over its whole run: frames in, out to the next hop (or the
+/// tester), dropped (each drop by place and reason in the chain's `drops`); both
+/// directions together, and each on its own.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct HopFlow {
     /// From 1.
@@ -134,9 +157,20 @@ pub struct HopFlow {
     pub rx: u64,
     pub tx: u64,
     pub dropped: u64,
+    /// Per direction: `forward`, then `reverse` (`dropped`: in minus out).
+    pub directions: Vec<HopDirection>,
     /// Its process's report was missing (it failed): what it left on stderr.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// One direction through one hop.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct HopDirection {
+    pub direction: String,
+    pub rx: u64,
+    pub tx: u64,
+    pub dropped: u64,
 }
 
 /// A VNF process as the OS scheduled it (`/proc/PID/task/*/schedstat`, `status`).
@@ -211,7 +245,7 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
     let interrupted = runs.len() < scenario.repeat || runs.iter().any(|r| r.interrupted);
     let summary = summarize(&runs, scenario.chains.len());
     Ok(ScenarioDocument {
-        schema: "sfclab.scenario/1",
+        schema: "sfclab.scenario/2",
         version: env!("CARGO_PKG_VERSION"),
         machine: Machine::read(),
         name: scenario.name.clone(),
@@ -222,6 +256,7 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
         vnfs_per_chain: template.hops.len(),
         standby: scenario.standby,
         offered: scenario.aggregate_rate.to_string(),
+        bidirectional: scenario.bidirectional,
         frame_sizes: template.traffic.sizes.to_string(),
         memif_wait: template.memif_wait.unwrap_or(sfclab_io::memif::Wait::Poll).to_string(),
         vnf_cores: scenario.vnf_cores.clone(),
@@ -261,9 +296,12 @@ fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunEr
         .chain(std::iter::repeat_n(template, scenario.standby));
     let mut started = Vec::with_capacity(n + scenario.standby);
     for (c, exp) in instances.enumerate() {
-        let plan = Plan::of(exp)
+        let mut plan = Plan::of(exp)
             .map_err(|e| setting("chaining", e))?
             .on_cores(&scenario.vnf_cores);
+        if scenario.bidirectional {
+            plan = plan.both_ways();
+        }
         // Namespaces `c<k>hop<i>` for chains, `s<k>hop<i>` for standby instances.
         let label = if c < n {
             format!("c{}", c + 1)
@@ -284,22 +322,34 @@ fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunEr
     }
     let setup_s = began.elapsed().as_secs_f64();
 
-    let mut links: Vec<Link> = Vec::with_capacity(n);
+    // Per chain its directions' links in turn: forward, then reverse.
+    let directions = if scenario.bidirectional { 2 } else { 1 };
+    let mut links: Vec<Link> = Vec::with_capacity(n * directions);
     let mut idle = Vec::new();
     for (c, chain) in started.iter_mut().enumerate() {
-        let (mut out, back) = chain.tester_ports()?;
-        if let sfclab_io::InterfacePort::Memif(port) = &mut out {
-            // One thread sends for every chain: a chain whose ring is full refuses what
-            // does not fit at once (its tester's `tx-refused`), never stalls the others.
-            port.set_full_wait(std::time::Duration::ZERO);
-        }
-        if c < n {
-            let generator =
-                Generator::new(scenario.chains[c].traffic.clone(), settings.batch).map_err(|(k, r)| setting(k, r))?;
-            links.push(TesterLink::new(generator, out, back, settings.batch, TESTER_QUIET));
-        } else {
-            // Connected, never used: a standby instance's links carry nothing.
-            idle.push((out, back));
+        for reverse in [false, true].into_iter().take(directions) {
+            let (mut out, back) = if reverse {
+                chain.reverse_tester_ports()?
+            } else {
+                chain.tester_ports()?
+            };
+            if let sfclab_io::InterfacePort::Memif(port) = &mut out {
+                // One thread sends for every chain: a chain whose ring is full refuses
+                // what does not fit at once (its tester's `tx-refused`), never stalls
+                // the others.
+                port.set_full_wait(std::time::Duration::ZERO);
+            }
+            if c < n {
+                let traffic = sfclab_traffic::GeneratorConfig {
+                    reverse,
+                    ..scenario.chains[c].traffic.clone()
+                };
+                let generator = Generator::new(traffic, settings.batch).map_err(|(k, r)| setting(k, r))?;
+                links.push(TesterLink::new(generator, out, back, settings.batch, TESTER_QUIET));
+            } else {
+                // Connected, never used: a standby instance's links carry nothing.
+                idle.push((out, back));
+            }
         }
     }
     let pids: Vec<(usize, usize, u32)> = started
@@ -358,11 +408,11 @@ fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunEr
         })
         .collect();
     let chains: Vec<ChainResult> = reports
-        .iter()
-        .zip(&links)
+        .chunks(directions)
+        .zip(links.chunks(directions))
         .zip(&outcomes)
         .enumerate()
-        .map(|(c, ((report, link), outcome))| chain_result(c, report, link, outcome))
+        .map(|(c, ((reports, links), outcome))| chain_result(c, reports, links, outcome))
         .collect();
     Ok(ScenarioRun {
         repetition,
@@ -379,8 +429,8 @@ fn ratio(lost: u64, sent: u64) -> f64 {
     if sent == 0 { 0.0 } else { lost as f64 / sent as f64 }
 }
 
-fn chain_result(c: usize, report: &RunReport, link: &Link, outcome: &ExternalOutcome) -> ChainResult {
-    let lost = wire_loss(link, outcome);
+fn chain_result(c: usize, reports: &[RunReport], links: &[Link], outcome: &ExternalOutcome) -> ChainResult {
+    let lost = wire_loss(links, outcome);
     let mut drops: BTreeMap<String, u64> = lost
         .tester
         .iter()
@@ -388,6 +438,7 @@ fn chain_result(c: usize, report: &RunReport, link: &Link, outcome: &ExternalOut
         .chain(lost.explained.iter().filter(|(cause, _)| cause.as_str() != "dut"))
         .map(|(cause, n)| (format!("tester {cause}"), *n))
         .collect();
+    let names: Vec<&str> = DIRECTIONS.iter().copied().take(reports.len()).collect();
     let hops = outcome
         .documents
         .iter()
@@ -399,6 +450,33 @@ fn chain_result(c: usize, report: &RunReport, link: &Link, outcome: &ExternalOut
                     d["packets"].as_u64().unwrap_or(0);
             }
             let count = |key: &str| doc["conservation"][key].as_u64().unwrap_or(0);
+            let (rx, tx) = (count("generated"), count("received"));
+            // A hop that forwards both ways counts each side's frames at its ports.
+            let counter = |name: &str| {
+                doc["places"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find_map(|p| p["counters"][name].as_u64())
+            };
+            let directions = names
+                .iter()
+                .map(|&d| {
+                    let (rx, tx) = match names.len() {
+                        1 => (rx, tx),
+                        _ => (
+                            counter(&format!("{d}_in")).unwrap_or(0),
+                            counter(&format!("{d}_out")).unwrap_or(0),
+                        ),
+                    };
+                    HopDirection {
+                        direction: d.to_string(),
+                        rx,
+                        tx,
+                        dropped: rx.saturating_sub(tx),
+                    }
+                })
+                .collect();
             HopFlow {
                 hop: i + 1,
                 nfs: doc["chain"]
@@ -407,37 +485,66 @@ fn chain_result(c: usize, report: &RunReport, link: &Link, outcome: &ExternalOut
                     .flatten()
                     .filter_map(|n| n.as_str().map(str::to_string))
                     .collect(),
-                rx: count("generated"),
-                tx: count("received"),
+                rx,
+                tx,
                 dropped: count("dropped"),
+                directions,
                 error: doc["error"].as_str().map(str::to_string),
             }
         })
         .collect();
+    let directions: Vec<DirectionResult> = reports
+        .iter()
+        .zip(&names)
+        .map(|(r, d)| DirectionResult {
+            direction: d.to_string(),
+            requested_mpps: r.requested_mpps,
+            generated_mpps: r.generated_mpps,
+            throughput_mpps: r.mpps,
+            gbps_l1: r.gbps_l1,
+            window: r.window_loss,
+            loss_ratio: ratio(r.window_loss.lost, r.window_loss.sent),
+            latency: r.latency,
+        })
+        .collect();
+    let window = summed_window(directions.iter().map(|d| d.window));
     ChainResult {
         chain: c + 1,
-        requested_mpps: report.requested_mpps,
-        generated_mpps: report.generated_mpps,
-        throughput_mpps: report.mpps,
-        gbps_l1: report.gbps_l1,
-        window: report.window_loss,
-        loss_ratio: ratio(report.window_loss.lost, report.window_loss.sent),
-        latency: report.latency,
+        requested_mpps: directions.iter().map(|d| d.requested_mpps).sum(),
+        generated_mpps: directions.iter().map(|d| d.generated_mpps).sum(),
+        throughput_mpps: directions.iter().map(|d| d.throughput_mpps).sum(),
+        gbps_l1: directions.iter().map(|d| d.gbps_l1).sum(),
+        loss_ratio: ratio(window.lost, window.sent),
+        window,
+        directions,
         drops,
         unaccounted: lost.unaccounted,
-        conserved: report.conservation.holds && lost.unaccounted == 0 && lost.counted_beyond == 0,
+        conserved: reports.iter().all(|r| r.conservation.holds) && lost.unaccounted == 0 && lost.counted_beyond == 0,
         hops,
     }
 }
 
+/// A chain's directions, in the order of its tester links.
+const DIRECTIONS: [&str; 2] = ["forward", "reverse"];
+
+/// Windows together: sent, received and lost each summed.
+fn summed_window(windows: impl Iterator<Item = WindowLoss>) -> WindowLoss {
+    windows.fold(
+        WindowLoss {
+            sent: 0,
+            received: 0,
+            lost: 0,
+        },
+        |a, w| WindowLoss {
+            sent: a.sent + w.sent,
+            received: a.received + w.received,
+            lost: a.lost + w.lost,
+        },
+    )
+}
+
 fn aggregate(chains: &[ChainResult], reports: &[RunReport]) -> Aggregate {
-    let sent = chains.iter().map(|c| c.window.sent).sum();
-    let received = chains.iter().map(|c| c.window.received).sum();
-    let window = WindowLoss::new(sent, received).unwrap_or(WindowLoss {
-        sent,
-        received,
-        lost: 0,
-    });
+    let window = summed_window(chains.iter().map(|c| c.window));
     let probes: Vec<&LatencySummary> = reports.iter().filter_map(|r| r.latency.as_ref()).collect();
     let samples: u64 = probes.iter().map(|l| l.samples).sum();
     let us = |ns: f64| ns / 1e3;
@@ -446,6 +553,7 @@ fn aggregate(chains: &[ChainResult], reports: &[RunReport]) -> Aggregate {
         generated_mpps: chains.iter().map(|c| c.generated_mpps).sum(),
         throughput_mpps: chains.iter().map(|c| c.throughput_mpps).sum(),
         gbps_l1: chains.iter().map(|c| c.gbps_l1).sum(),
+        not_offered: reports.iter().map(|r| r.not_offered).sum(),
         loss_ratio: ratio(window.lost, window.sent),
         window,
         latency_mean_us: (samples > 0)

@@ -11,6 +11,7 @@
 //! that moves frames ([`port`]).
 //! Both roles interoperate with DPDK's own `net_memif` (`tests/memif_with_dpdk.rs`).
 
+mod both_ways;
 pub mod connection;
 pub mod control;
 pub mod interface;
@@ -22,6 +23,7 @@ pub mod ring;
 pub mod settings;
 mod shared;
 
+pub use both_ways::{BothWaysIn, BothWaysOut};
 pub use connection::{Config, Role};
 pub use interface::Interface;
 pub use port::MemifPort;

@@ -44,7 +44,7 @@ enum Fault {
 
 /// How long a receiver in interrupt mode sleeps at most before it looks again (a lost
 /// wake-up, a stop request, a peer that left).
-const SLEEP_LIMIT_MS: u16 = 10;
+pub(super) const SLEEP_LIMIT_MS: u16 = 10;
 
 /// One queue of a memif interface.
 pub struct MemifPort {
@@ -59,6 +59,8 @@ pub struct MemifPort {
     /// `last_tail`).
     rx_next: u16,
     idle_since: Option<Instant>,
+    /// `rx` leaves sleeping to its owner ([`MemifPort::set_sleep_elsewhere`]).
+    sleeps_elsewhere: bool,
     window: Window,
     rx_stats: PortStats,
     tx_stats: PortStats,
@@ -93,6 +95,7 @@ impl MemifPort {
             epoch: u64::MAX,
             rx_next: 0,
             idle_since: None,
+            sleeps_elsewhere: false,
             window: Window::default(),
             rx_stats: PortStats::default(),
             tx_stats: PortStats::default(),
@@ -340,37 +343,74 @@ impl MemifPort {
         let Wait::Interrupt { spin } = self.control.settings.wait else {
             return;
         };
+        if self.sleeps_elsewhere {
+            return;
+        }
         let now = Instant::now();
         let since = *self.idle_since.get_or_insert(now);
         if now.duration_since(since) < spin {
             return;
         }
-        let Some(conn) = self.conn.clone() else {
+        if self.conn.is_none() {
             std::thread::sleep(std::time::Duration::from_millis(1));
             return;
-        };
-        let Some(q) = conn.rx.get(usize::from(self.queue)) else {
-            return;
-        };
-        let ring = &q.ring;
-        ring.flags().fetch_and(!RING_FLAG_MASK_INT, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        let end = Self::produced(&conn, q);
-        if end == self.rx_next {
+        }
+        if self.arm_interrupt() {
+            self.idle_since = None;
+        } else if let Some(fd) = self.interrupt_fd() {
+            let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+            let woke = matches!(poll(&mut fds, PollTimeout::from(SLEEP_LIMIT_MS)), Ok(n) if n > 0);
             self.sleeps += 1;
-            let mut fds = [PollFd::new(q.interrupt.as_fd(), PollFlags::POLLIN)];
-            if matches!(poll(&mut fds, PollTimeout::from(SLEEP_LIMIT_MS)), Ok(n) if n > 0) {
+            if woke {
                 self.wakeups += 1;
                 // The next frames are likely close: poll again before sleeping.
                 self.idle_since = None;
             }
-        } else {
-            self.idle_since = None;
         }
-        // Clear what the sender signalled (non-blocking: the client made it so).
+        self.disarm_interrupt();
+    }
+
+    /// How the interface's receivers wait.
+    pub fn wait_mode(&self) -> Wait {
+        self.control.settings.wait
+    }
+
+    /// `rx` never sleeps: the owner sleeps on this port's [`MemifPort::interrupt_fd`]
+    /// together with others' (a hop that receives on two interfaces).
+    pub fn set_sleep_elsewhere(&mut self) {
+        self.sleeps_elsewhere = true;
+    }
+
+    /// Before a sleep: asks the sender to signal its next frames (unmasks the ring's
+    /// interrupt) and looks once more; true when frames are there already (no sleep: a
+    /// frame published before the unmask was seen would sleep with us).
+    pub fn arm_interrupt(&mut self) -> bool {
+        let Some(conn) = &self.conn else { return false };
+        let Some(q) = conn.rx.get(usize::from(self.queue)) else {
+            return false;
+        };
+        q.ring.flags().fetch_and(!RING_FLAG_MASK_INT, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        Self::produced(conn, q) != self.rx_next
+    }
+
+    /// The eventfd the sender signals once armed; `None` without a connection.
+    pub fn interrupt_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        let q = self.conn.as_ref()?.rx.get(usize::from(self.queue))?;
+        Some(q.interrupt.as_fd())
+    }
+
+    /// After a sleep (or none): clears what the sender signalled and masks the
+    /// interrupt again (a receiver that polls needs no signals).
+    pub fn disarm_interrupt(&mut self) {
+        let Some(conn) = &self.conn else { return };
+        let Some(q) = conn.rx.get(usize::from(self.queue)) else {
+            return;
+        };
+        // Non-blocking: the client made it so.
         let mut b = [0u8; 8];
         let _ = nix::unistd::read(&q.interrupt, &mut b);
-        ring.flags().fetch_or(RING_FLAG_MASK_INT, Ordering::Relaxed);
+        q.ring.flags().fetch_or(RING_FLAG_MASK_INT, Ordering::Relaxed);
     }
 
     /// Places the frames of `batch` from `from` on while the ring has room; returns how
