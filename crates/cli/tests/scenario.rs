@@ -314,6 +314,70 @@ fn one_way_traffic_goes_forward_only_and_gets_the_whole_rate() {
     }
 }
 
+/// The forward directions' received rate, bits per second at layer 1.
+fn forward_l1(run: &Value) -> f64 {
+    run["chains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["directions"][0]["gbps_l1"].as_f64().unwrap() * 1e9)
+        .sum()
+}
+
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn a_licence_caps_each_vnf_and_the_line_caps_them_all() {
+    // 1,000-byte frames: 986 bytes of IP (what the licence counts), 1,024 at layer 1.
+    let l1_per_ip = 1024.0 / 986.0;
+    let common = [
+        "--chains",
+        "3",
+        "--vnf",
+        "forwarder",
+        "--size",
+        "1000",
+        "--rate",
+        "600kpps",
+        "--duration",
+        "1s",
+    ];
+    // A licence of 40 Mbit/s per VNF under a line of 300 Mbit/s: the licences bind.
+    let mut args = common.to_vec();
+    args.extend(["--vnf-rate-cap", "40Mbit", "--line-rate", "300Mbit/s"]);
+    let d = scenario(&args);
+    assert_eq!(d["vnf_rate_cap"], "40Mbit");
+    assert_eq!(d["line_rate_gbps"].as_f64(), Some(0.3));
+    let run = &d["runs"][0];
+    assert_chains_conserve(run);
+    for c in run["chains"].as_array().unwrap() {
+        assert_eq!(c["hops"][0]["nfs"].as_array().unwrap().last().unwrap(), "licence");
+        assert!(u(&c["drops"]["hop 1 licence policed-red"]) > 0, "{c}");
+        // Both directions together through the one licence; its 64 KiB burst spread
+        // over the warm-up and window.
+        let l1 = c["gbps_l1"].as_f64().unwrap() * 1e9;
+        assert!(l1 <= 40e6 * l1_per_ip * 1.05, "{l1} b/s: {c}");
+        assert!(l1 >= 40e6 * l1_per_ip * 0.8, "{l1} b/s: {c}");
+    }
+    // A line of 300 Mbit/s under licences of 1 Gbit/s: the line binds, every chain's
+    // forward direction shares it, and what it could not carry was not offered.
+    let mut args = common.to_vec();
+    args.extend(["--vnf-rate-cap", "1Gbit", "--line-rate", "300Mbit/s"]);
+    let d = scenario(&args);
+    let run = &d["runs"][0];
+    assert_chains_conserve(run);
+    let forward = forward_l1(run);
+    assert!((300e6 * 0.8..=300e6 * 1.02).contains(&forward), "{forward} b/s");
+    assert!(u(&run["aggregate"]["not_offered"]) > 0);
+    for c in run["chains"].as_array().unwrap() {
+        assert!(c["drops"].get("hop 1 licence policed-red").is_none(), "{c}");
+        let share = c["directions"][0]["gbps_l1"].as_f64().unwrap() * 1e9;
+        assert!(
+            share >= forward / 3.0 * 0.8,
+            "a fair share of the line: {share} of {forward}"
+        );
+    }
+}
+
 #[test]
 fn a_bad_scenario_names_its_file_key_and_reason_and_runs_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -326,6 +390,9 @@ fn a_bad_scenario_names_its_file_key_and_reason_and_runs_nothing() {
         ("chain: x.yaml\nshape: pvp\n", "leave `shape` and `vnf` out"),
         ("vnf_cores: 0-\n", "not a core list"),
         ("bidirectional: sometimes\n", "bidirectional"),
+        ("line_rate: 2Mpps\n", "`line_rate`: `2Mpps` is not a line rate"),
+        ("vnf_rate_cap: fast\n", "`vnf_rate_cap`: `fast` is not a rate"),
+        ("chain: x.yaml\nvnf_rate_cap: 1Gbit\n", "write the cap into it"),
         ("repeat: 0\n", "at least one repetition"),
     ];
     for (i, (text, says)) in cases.iter().enumerate() {

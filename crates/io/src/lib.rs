@@ -4,13 +4,14 @@
 //! fallback that always works), memif (the shared-memory interface of VPP and DPDK,
 //! both roles), and the tester's link
 //! (a source's packets out through one port, across a device under test, back through
-//! another). All the FFI and socket
+//! another), and an emulated line of a stated rate shared by several senders. All the FFI and socket
 //! `unsafe` of sfclab outside the packet core lives here.
 
 pub mod af_packet;
 pub mod af_xdp;
 pub mod any;
 pub mod bpf;
+pub mod line_rate;
 pub mod memif;
 pub mod pcap;
 pub mod queues;
@@ -21,6 +22,7 @@ pub use af_packet::{AfPacketPort, AfPacketSettings};
 pub use af_xdp::{AfXdpPort, AfXdpSettings, Bind};
 pub use any::{InterfacePort, IoKind, is_memif};
 pub use bpf::XdpMode;
+pub use line_rate::{Line, LinePort};
 pub use pcap::{PcapSink, PcapSource, PcapTap, ReplayPace};
 pub use queues::QueueSet;
 pub use tester_link::TesterLink;

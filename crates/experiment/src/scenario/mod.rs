@@ -17,6 +17,8 @@
 //! shape: pvp            # pvp: tester -> VNF -> tester; pvvp: tester -> VNF -> VNF -> tester
 //! vnf: router           # a preset (forwarder, router, multi-feature) or chain-file entries
 //! bidirectional: true   # both directions at once on every chain (the default)
+//! line_rate: 10Gbit/s   # the NIC's ports: each direction of all chains shares one line
+//! vnf_rate_cap: 2.5Gbit # each VNF's licence: both its directions policed to this
 //! traffic: { rate: 2Mpps, size: imix, flows: 256 }
 //! run: { duration: 5s, memif_wait: interrupt }
 //! vnf_cores: "1"        # the VNF processes share these cores
@@ -88,6 +90,15 @@ pub struct ScenarioFlags {
     /// Traffic one way only (tester -> first VNF -> ... -> tester), not both at once.
     #[arg(long, help_heading = "Scenario")]
     pub one_way: bool,
+    /// The NIC's line rate at layer 1 (`10Gbit/s`): each direction's traffic of every
+    /// chain shares one line of it (seed 001's two 10GbE ports); what it cannot carry is
+    /// not offered.
+    #[arg(long, help_heading = "Scenario")]
+    pub line_rate: Option<String>,
+    /// Each VNF's licence (`2.5Gbit`): a policer after its NFs drops what exceeds this
+    /// rate of IP bytes, both directions together (seed 001's CSR 1000v licence).
+    #[arg(long, help_heading = "Scenario")]
+    pub vnf_rate_cap: Option<String>,
 }
 
 /// A scenario file's keys.
@@ -108,6 +119,8 @@ struct ScenarioFile {
     standby: Option<usize>,
     repeat: Option<usize>,
     bidirectional: Option<bool>,
+    line_rate: Option<String>,
+    vnf_rate_cap: Option<String>,
 }
 
 /// A scenario ready to run: every chain resolved, checked as a whole.
@@ -128,6 +141,10 @@ pub struct Scenario {
     /// Both directions at once on every chain (each chain's traffic the forward
     /// direction's; the reverse's is the same with every flow swapped).
     pub bidirectional: bool,
+    /// The emulated NIC's line rate per direction, bits per second at layer 1.
+    pub line_rate: Option<f64>,
+    /// Each VNF's licence, as written (`2.5Gbit`).
+    pub vnf_rate_cap: Option<String>,
     /// Cores the VNF processes share.
     pub vnf_cores: Vec<usize>,
     /// The tester's core.
@@ -250,6 +267,23 @@ fn resolve(
         layered = layered.with("memif_wait", "interrupt").expect("a wait mode");
     }
     let bidirectional = !flags.one_way && f.bidirectional.unwrap_or(true);
+    let line_rate = match (&flags.line_rate, &f.line_rate) {
+        (Some(text), _) => Some(line_rate(text).map_err(|r| flag_err("line_rate", r))?),
+        (None, Some(text)) => Some(line_rate(text).map_err(|r| err("line_rate", r))?),
+        (None, None) => None,
+    };
+    let (cap_origin, vnf_rate_cap) = match (&flags.vnf_rate_cap, &f.vnf_rate_cap) {
+        (Some(c), _) => ("--vnf-rate-cap".to_string(), Some(c.clone())),
+        (None, c) => (origin.to_string(), c.clone()),
+    };
+    if let Some(cap) = &vnf_rate_cap {
+        cap.parse::<sfclab_nf::classes::Rate>()
+            .map_err(|reason| ScenarioError {
+                origin: cap_origin.clone(),
+                key: "vnf_rate_cap".into(),
+                reason,
+            })?;
+    }
 
     let chain_file = match (&flags.chain_file, &f.chain) {
         (Some(p), _) => Some(p.clone()),
@@ -263,6 +297,13 @@ fn resolve(
     };
     let (template, shape_label, vnf_label) = match chain_file {
         Some(path) => {
+            if vnf_rate_cap.is_some() {
+                return Err(ScenarioError {
+                    origin: cap_origin,
+                    key: "vnf_rate_cap".into(),
+                    reason: "caps the VNFs of `shape` and `vnf`; with a chain file, write the cap into it (a qos policer at the end of each hop)".into(),
+                });
+            }
             if shape.is_some() || vnf.is_some() {
                 return Err(err(
                     "chain",
@@ -276,7 +317,10 @@ fn resolve(
         None => {
             let shape = shape.unwrap_or(Shape::Pvp);
             let vnf = vnf.unwrap_or_else(|| Value::String("router".into()));
-            let (entries, label) = presets::vnf_entries(&vnf).map_err(|reason| err("vnf", reason))?;
+            let (mut entries, label) = presets::vnf_entries(&vnf).map_err(|reason| err("vnf", reason))?;
+            if let Some(cap) = &vnf_rate_cap {
+                entries.push(presets::licence(cap));
+            }
             let chain: Vec<Value> = (0..shape.vnfs()).map(|_| Value::Array(entries.clone())).collect();
             let shape_label = format!("{shape:?}").to_uppercase();
             let text = serde_json::json!({ "name": format!("{shape_label} {label}"), "chain": chain }).to_string();
@@ -356,10 +400,22 @@ fn resolve(
         standby,
         aggregate_rate,
         bidirectional,
+        line_rate,
+        vnf_rate_cap,
         vnf_cores,
         tester_core,
         repeat,
     })
+}
+
+/// A line rate: bits per second at layer 1 (`10Gbit/s`, `2.5Gbps`).
+fn line_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<Rate>()? {
+        Rate::L1Bps(b) if b > 0.0 => Ok(b),
+        _ => Err(format!(
+            "`{text}` is not a line rate: write bits per second, `10Gbit/s` or `2.5Gbps`"
+        )),
+    }
 }
 
 /// `1`, `0-3`, `0,2-3`: the cores, ascending, each once.

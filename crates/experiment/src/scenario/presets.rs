@@ -80,3 +80,19 @@ fn preset(name: &str) -> Option<Vec<Value>> {
         _ => return None,
     })
 }
+
+/// A VNF's licence (seed 001's CSR 1000v: 2.5 Gbit/s): a qos policer named `licence`
+/// after its NFs, one class that takes every IP packet, its single-rate meter at `cap`
+/// (IP bytes, both directions together) with no excess burst: what exceeds is red and
+/// dropped (`licence policed-red`).
+pub(super) fn licence(cap: &str) -> Value {
+    json!({ "qos": {
+        "name": "licence",
+        "classes": [{
+            "name": "licence",
+            "srtcm": { "cir": cap, "cbs": "64KiB", "ebs": "0B" },
+            "yellow": "drop",
+            "red": "drop",
+        }],
+    }})
+}

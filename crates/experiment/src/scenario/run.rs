@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 use sfclab_core::LatencySummary;
-use sfclab_io::TesterLink;
+use sfclab_io::{Line, LinePort, TesterLink};
 use sfclab_measure::Summary;
 use sfclab_runtime::{ChainGraph, ExternalOutcome, RunError, RunReport, RunSettings, WindowLoss, run_hops_on};
 use sfclab_topology::Topology;
@@ -44,6 +44,13 @@ pub struct ScenarioDocument {
     pub offered: String,
     /// Both directions at once on every chain (`forward` and `reverse`), or `forward` only.
     pub bidirectional: bool,
+    /// The emulated NIC's line rate per direction, Gbit/s at layer 1: every chain's
+    /// traffic of one direction shares it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line_rate_gbps: Option<f64>,
+    /// Each VNF's licence (a policer of IP bytes, both directions), as given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vnf_rate_cap: Option<String>,
     /// Frame sizes of every chain's stream.
     pub frame_sizes: String,
     /// How the VNFs' memif receivers wait: `polling` or `interrupt`.
@@ -257,6 +264,8 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
         standby: scenario.standby,
         offered: scenario.aggregate_rate.to_string(),
         bidirectional: scenario.bidirectional,
+        line_rate_gbps: scenario.line_rate.map(|b| b / 1e9),
+        vnf_rate_cap: scenario.vnf_rate_cap.clone(),
         frame_sizes: template.traffic.sizes.to_string(),
         memif_wait: template.memif_wait.unwrap_or(sfclab_io::memif::Wait::Poll).to_string(),
         vnf_cores: scenario.vnf_cores.clone(),
@@ -280,7 +289,7 @@ fn setting(key: &'static str, reason: impl std::fmt::Display) -> RunError {
 /// How long the VNFs of one place in the chains may take to stop.
 const STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-type Link = TesterLink<Generator, sfclab_io::InterfacePort, sfclab_io::InterfacePort>;
+type Link = TesterLink<Generator, LinePort<sfclab_io::InterfacePort>, sfclab_io::InterfacePort>;
 
 fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunError> {
     let n = scenario.chains.len();
@@ -326,6 +335,8 @@ fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunEr
     let directions = if scenario.bidirectional { 2 } else { 1 };
     let mut links: Vec<Link> = Vec::with_capacity(n * directions);
     let mut idle = Vec::new();
+    // The NIC's two ports: each direction of every chain crosses one.
+    let lines: Vec<Option<std::sync::Arc<Line>>> = (0..directions).map(|_| scenario.line_rate.map(Line::new)).collect();
     for (c, chain) in started.iter_mut().enumerate() {
         for reverse in [false, true].into_iter().take(directions) {
             let (mut out, back) = if reverse {
@@ -345,6 +356,7 @@ fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunEr
                     ..scenario.chains[c].traffic.clone()
                 };
                 let generator = Generator::new(traffic, settings.batch).map_err(|(k, r)| setting(k, r))?;
+                let out = LinePort::new(out, lines[usize::from(reverse)].clone());
                 links.push(TesterLink::new(generator, out, back, settings.batch, TESTER_QUIET));
             } else {
                 // Connected, never used: a standby instance's links carry nothing.

@@ -1,0 +1,276 @@
+//! An emulated wire of a stated line rate shared by several senders: the port of a NIC
+//! that every chain's traffic crosses (seed 001's 10GbE ports, shared by every virtual
+//! function behind them). Frames beyond what the line carries are refused at the sender,
+//! as a NIC whose transmit queue is full refuses them: a tester counts them as not
+//! offered (`tx-refused`), never as the device's loss.
+//!
+//! The line is a token bucket of bits at layer 1 (each frame with its FCS, preamble and
+//! inter-frame gap, as `10Gbit/s` counts everywhere in sfclab), as deep as 200 us of the
+//! line rate (a NIC queue's worth), refilled from the TSC. Senders share it in rounds,
+//! as a NIC's arbiter serves its queues in turn: in each round (until a sender comes
+//! back) each may take an equal share of what the bucket held when the round began, and
+//! what one leaves stays for the next round. The bucket sits behind a mutex taken once
+//! per batch.
+
+use std::sync::{Arc, Mutex};
+
+use sfclab_core::port::{PortInfo, PortStats};
+use sfclab_core::{Batch, NfCounter, Recycle, TxPort, tsc};
+
+/// Bytes a frame costs on the wire beyond its buffer: FCS, preamble and gap.
+const WIRE_OVERHEAD: u64 = 4 + 20;
+
+/// One line: its rate and the bits it may carry now.
+pub struct Line {
+    bits_per_second: f64,
+    bucket: Mutex<Bucket>,
+}
+
+struct Bucket {
+    bits: f64,
+    depth: f64,
+    /// TSC of the last refill (0: never).
+    last: u64,
+    /// Per sender, whether it took its share in this round.
+    served: Vec<bool>,
+    /// Each sender's share of this round.
+    share: f64,
+}
+
+impl Line {
+    /// A line of `bits_per_second` at layer 1.
+    pub fn new(bits_per_second: f64) -> Arc<Line> {
+        let depth = (bits_per_second * 200e-6).max(2.0 * 1538.0 * 8.0);
+        Arc::new(Line {
+            bits_per_second,
+            bucket: Mutex::new(Bucket {
+                bits: depth,
+                depth,
+                last: 0,
+                served: Vec::new(),
+                share: 0.0,
+            }),
+        })
+    }
+
+    pub fn bits_per_second(&self) -> f64 {
+        self.bits_per_second
+    }
+
+    /// A new sender's number.
+    fn join(&self) -> usize {
+        let mut b = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+        b.served.push(false);
+        b.served.len() - 1
+    }
+
+    /// How many of the frames of `lens` (bytes, in order) the line carries for `sender`
+    /// at TSC `now`.
+    fn take(&self, sender: usize, now: u64, lens: impl Iterator<Item = usize>) -> usize {
+        let mut b = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+        if b.last != 0 && now > b.last {
+            let refill = (now - b.last) as f64 / tsc::hz() * self.bits_per_second;
+            b.bits = (b.bits + refill).min(b.depth);
+        }
+        b.last = now;
+        if b.served[sender] {
+            // A sender back for more: the round is over, the next begins.
+            b.served.iter_mut().for_each(|s| *s = false);
+            b.share = 0.0;
+        }
+        if b.share == 0.0 {
+            b.share = b.bits / b.served.len() as f64;
+        }
+        b.served[sender] = true;
+        let mut allowed = b.share.min(b.bits);
+        let mut n = 0;
+        for len in lens {
+            let bits = ((len as u64 + WIRE_OVERHEAD) * 8) as f64;
+            if bits > allowed {
+                break;
+            }
+            allowed -= bits;
+            b.bits -= bits;
+            n += 1;
+        }
+        n
+    }
+}
+
+/// A sending port behind a shared [`Line`] (or none: every frame passes).
+pub struct LinePort<P> {
+    port: P,
+    /// The line and this sender's number on it.
+    line: Option<(Arc<Line>, usize)>,
+    /// Frames the line had no room for.
+    limited: u64,
+}
+
+impl<P: TxPort> LinePort<P> {
+    pub fn new(port: P, line: Option<Arc<Line>>) -> LinePort<P> {
+        let line = line.map(|l| {
+            let id = l.join();
+            (l, id)
+        });
+        LinePort { port, line, limited: 0 }
+    }
+
+    pub fn inner_mut(&mut self) -> &mut P {
+        &mut self.port
+    }
+}
+
+impl<P: TxPort> TxPort for LinePort<P> {
+    fn tx<R: Recycle>(&mut self, now: u64, batch: &mut Batch, recycle: &mut R) {
+        if let Some((line, id)) = &self.line {
+            let fits = line.take(*id, now, batch.iter().map(|p| p.data().len()));
+            while batch.len() > fits {
+                if let Some(p) = batch.pop() {
+                    recycle.recycle(p);
+                    self.limited += 1;
+                }
+            }
+        }
+        if !batch.is_empty() {
+            self.port.tx(now, batch, recycle);
+        }
+    }
+
+    fn stats(&self) -> PortStats {
+        let mut s = self.port.stats();
+        s.dropped += self.limited;
+        s
+    }
+
+    fn start_window(&mut self) {
+        self.port.start_window();
+    }
+
+    fn window_packets(&self) -> u64 {
+        self.port.window_packets()
+    }
+
+    fn counters(&self) -> Vec<NfCounter> {
+        let mut c = self.port.counters();
+        if self.line.is_some() {
+            c.push(NfCounter::total("tx_line_rate_limited", self.limited));
+        }
+        c
+    }
+
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        let mut d = self.port.drops();
+        if self.line.is_some() {
+            d.push(("line-rate", self.limited));
+        }
+        d
+    }
+
+    fn info(&self) -> PortInfo {
+        let mut i = self.port.info();
+        if let Some((line, _)) = &self.line {
+            i.settings
+                .insert("line_rate".into(), format!("{}Gbit/s", line.bits_per_second / 1e9));
+            i.summary = format!("{} behind a {} Gbit/s line", i.summary, line.bits_per_second / 1e9);
+        }
+        i
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sfclab_core::PacketPool;
+
+    /// Counts what reaches it.
+    #[derive(Default)]
+    struct Counting(u64);
+
+    impl TxPort for Counting {
+        fn tx<R: Recycle>(&mut self, _now: u64, batch: &mut Batch, recycle: &mut R) {
+            self.0 += batch.len() as u64;
+            while let Some(p) = batch.pop() {
+                recycle.recycle(p);
+            }
+        }
+        fn stats(&self) -> PortStats {
+            PortStats {
+                packets: self.0,
+                ..PortStats::default()
+            }
+        }
+        fn window_packets(&self) -> u64 {
+            0
+        }
+        fn info(&self) -> PortInfo {
+            PortInfo {
+                kind: "counting".into(),
+                summary: String::new(),
+                settings: Default::default(),
+            }
+        }
+    }
+
+    /// Offers `per_batch` frames of `len` bytes every `step` ticks for `steps` steps, on
+    /// each of `ports`; what each let through.
+    fn offer(ports: &mut [LinePort<Counting>], len: usize, per_batch: usize, step: u64, steps: u64) -> Vec<u64> {
+        let mut pool = PacketPool::new(512);
+        let start = 1_000_000;
+        for k in 0..steps {
+            for port in ports.iter_mut() {
+                let mut batch = Batch::new(per_batch);
+                assert_eq!(pool.alloc_into(&mut batch, per_batch), per_batch);
+                for p in batch.iter_mut() {
+                    p.reset(len);
+                }
+                port.tx(start + k * step, &mut batch, &mut pool);
+                assert!(batch.is_empty());
+            }
+        }
+        ports.iter().map(|p| p.port.0).collect()
+    }
+
+    #[test]
+    fn senders_sharing_a_line_get_its_rate_together_and_the_rest_is_refused() {
+        // 1 Gbit/s; 1,000-byte frames cost (1000 + 24) * 8 = 8,192 bits: 122,070 fps.
+        let line = Line::new(1e9);
+        let mut ports: Vec<LinePort<Counting>> = (0..3)
+            .map(|_| LinePort::new(Counting::default(), Some(line.clone())))
+            .collect();
+        // One second of offers, each sender 32 frames every 100 us: 320,000 fps each,
+        // far above the line.
+        let step = (tsc::hz() * 100e-6) as u64;
+        let through = offer(&mut ports, 1000, 32, step, 10_000);
+        let total: u64 = through.iter().sum();
+        let expect = 1e9 / 8192.0;
+        // The second's worth, plus the bucket's depth at the start (200 us of line).
+        assert!(
+            (total as f64 - expect).abs() < expect * 0.01,
+            "{total} through, {expect} expected"
+        );
+        // Served in rounds, the senders get equal shares (the first of each round is
+        // not favoured).
+        let third = total as f64 / 3.0;
+        assert!(
+            through.iter().all(|&t| (t as f64 - third).abs() < third * 0.05),
+            "{through:?}"
+        );
+        for p in &ports {
+            let s = p.stats();
+            assert_eq!(s.packets + s.dropped, 320_000, "each frame passed or refused");
+            assert!(p.drops().contains(&("line-rate", s.dropped)));
+        }
+    }
+
+    #[test]
+    fn below_the_line_rate_nothing_is_refused_and_no_line_means_no_limit() {
+        let line = Line::new(10e9);
+        // 32 frames of 64 B every 10 us: 3.2 Mfps x 704 bits = 2.25 Gbit/s.
+        let step = (tsc::hz() * 10e-6) as u64;
+        let mut limited = [LinePort::new(Counting::default(), Some(line))];
+        assert_eq!(offer(&mut limited, 64, 32, step, 1000), vec![32_000]);
+        let mut free = [LinePort::new(Counting::default(), None)];
+        assert_eq!(offer(&mut free, 1500, 32, 1, 1000), vec![32_000]);
+        assert!(free[0].drops().is_empty());
+    }
+}
