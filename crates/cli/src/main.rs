@@ -8,6 +8,7 @@ mod progress;
 mod render;
 mod report;
 mod scenario;
+mod scenario_report;
 mod search;
 mod sweep;
 

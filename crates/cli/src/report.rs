@@ -79,6 +79,86 @@ pub fn line_svg(set: &Value, series: &[(&str, &str)], title: &str, y_label: &str
     Ok(svg)
 }
 
+/// Lines of `(x, y)` points on linear axes, one per group (a colour, a legend entry and
+/// a marker per point): a figure's series against a count.
+pub fn xy_svg(
+    groups: &[(String, Vec<(f64, f64)>)],
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+) -> Result<String, String> {
+    let xs = || {
+        groups
+            .iter()
+            .flat_map(|(_, pts)| pts.iter().map(|p| p.0))
+            .filter(|v| v.is_finite())
+    };
+    let ys = || {
+        groups
+            .iter()
+            .flat_map(|(_, pts)| pts.iter().map(|p| p.1))
+            .filter(|v| v.is_finite())
+    };
+    let right = xs().fold(0.0, f64::max).max(1.0) * 1.05;
+    let left = xs().fold(f64::INFINITY, f64::min).min(0.0);
+    let top = ys().fold(0.0, f64::max);
+    let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+    let palette = [
+        BLUE,
+        RED,
+        RGBColor(0, 150, 0),
+        MAGENTA,
+        RGBColor(0, 170, 170),
+        RGBColor(230, 120, 0),
+        RGBColor(120, 60, 20),
+        BLACK,
+    ];
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (640, 440)).into_drawing_area();
+        let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+        root.fill(&WHITE).map_err(e)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d(left..right, 0f64..top)
+            .map_err(e)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc(y_label)
+            .max_light_lines(1)
+            .draw()
+            .map_err(e)?;
+        for (k, (label, pts)) in groups.iter().enumerate() {
+            let colour = palette[k % palette.len()];
+            let mut pts = pts.clone();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            chart
+                .draw_series(LineSeries::new(pts.clone(), colour))
+                .map_err(e)?
+                .label(label.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+            chart
+                .draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 3, colour.filled())))
+                .map_err(e)?;
+        }
+        if !groups.is_empty() {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()
+                .map_err(e)?;
+        }
+        root.present().map_err(e)?;
+    }
+    Ok(svg)
+}
+
 /// A scatter plot of `(x, y)` points in groups (a colour and legend entry each), with
 /// the y = x line: predicted against measured.
 pub fn scatter_svg(

@@ -26,6 +26,10 @@ pub struct ScenarioArgs {
     /// Print the result as JSON (schema `sfclab.scenario/2`).
     #[arg(long, help_heading = "Output")]
     json: bool,
+    /// Also write scenario.json and an HTML report (per-chain tables, figures) here;
+    /// `sfclab report` draws one over several scenarios (throughput against chains).
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
+    out: Option<std::path::PathBuf>,
 }
 
 pub fn cmd_scenario(a: ScenarioArgs) -> ExitCode {
@@ -33,6 +37,11 @@ pub fn cmd_scenario(a: ScenarioArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return outcome::fail(outcome::USAGE, &e.to_string()),
     };
+    if let Some(dir) = &a.out
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        return outcome::fail(outcome::USAGE, &format!("--out {}: {e}", dir.display()));
+    }
     scenario.stop_on(&crate::stop_flag());
     let mut progress = crate::progress::Progress::new("repetitions", scenario.repeat);
     let mut starting = true;
@@ -55,6 +64,11 @@ pub fn cmd_scenario(a: ScenarioArgs) -> ExitCode {
     } else {
         table(&doc)
     };
+    if let Some(dir) = &a.out
+        && let Err(e) = write_out(&doc, dir)
+    {
+        return outcome::fail(outcome::FAILURE, &e);
+    }
     let conserved = doc.runs.iter().all(|r| r.aggregate.conserved);
     match (conserved, outcome::emit(&text)) {
         (_, Err(e)) => outcome::fail(outcome::FAILURE, &e),
@@ -64,6 +78,19 @@ pub fn cmd_scenario(a: ScenarioArgs) -> ExitCode {
         ),
         (true, Ok(())) => ExitCode::from(outcome::done(doc.interrupted)),
     }
+}
+
+/// scenario.json and the report of this one scenario in `dir`.
+fn write_out(doc: &ScenarioDocument, dir: &std::path::Path) -> Result<(), String> {
+    let value = serde_json::to_value(doc).expect("a document serializes");
+    let path = dir.join("scenario.json");
+    let text = serde_json::to_string_pretty(&value).expect("a document serializes") + "\n";
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    for f in crate::scenario_report::write_all(std::slice::from_ref(&value), dir)? {
+        eprintln!("wrote {}", f.display());
+    }
+    Ok(())
 }
 
 pub fn schema() -> String {

@@ -36,8 +36,11 @@ pub struct SweepArgs {
 
 #[derive(Args)]
 pub struct ReportArgs {
-    /// A sweep result set: its sweep.json, or the directory holding it.
-    pub results: String,
+    /// A sweep result set (its sweep.json, or the directory holding it), or scenario
+    /// documents (`sfclab scenario --json` files, or directories of them): their
+    /// summary, throughput and delay against the number of chains, and each one's chains.
+    #[arg(required = true, num_args = 1..)]
+    pub results: Vec<String>,
     /// Directory for the plots and report.html (default: next to the results).
     #[arg(long)]
     pub out: Option<String>,
@@ -120,7 +123,17 @@ pub fn cmd_sweep(a: SweepArgs) -> ExitCode {
 }
 
 pub fn cmd_report(a: ReportArgs) -> ExitCode {
-    let mut path = PathBuf::from(&a.results);
+    let first = PathBuf::from(&a.results[0]);
+    let is_sweep = a.results.len() == 1
+        && (first.join("sweep.json").is_file()
+            || std::fs::read_to_string(&first)
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .is_some_and(|v| v["schema"].as_str().is_some_and(|s| s.starts_with("sfclab.sweep/"))));
+    if !is_sweep {
+        return scenario_report(&a);
+    }
+    let mut path = first;
     if path.is_dir() {
         path = path.join("sweep.json");
     }
@@ -152,6 +165,32 @@ pub fn cmd_report(a: ReportArgs) -> ExitCode {
                 eprintln!("wrote {}", f.display());
             }
             outcome::emit_then(&render::sweep_table(&set), 0)
+        }
+        Err(e) => outcome::fail(FAILURE, &e),
+    }
+}
+
+/// `sfclab report` of scenario documents.
+fn scenario_report(a: &ReportArgs) -> ExitCode {
+    let paths: Vec<PathBuf> = a.results.iter().map(PathBuf::from).collect();
+    let docs = match crate::scenario_report::load(&paths) {
+        Ok(d) => d,
+        Err(e) => return outcome::fail(USAGE, &e),
+    };
+    let dir = a.out.as_ref().map(PathBuf::from).unwrap_or_else(|| {
+        let p = &paths[0];
+        if p.is_dir() {
+            p.clone()
+        } else {
+            p.parent().map(Path::to_path_buf).unwrap_or_default()
+        }
+    });
+    match crate::scenario_report::write_all(&docs, &dir) {
+        Ok(files) => {
+            for f in files {
+                eprintln!("wrote {}", f.display());
+            }
+            outcome::emit_then(&crate::scenario_report::table(&docs), 0)
         }
         Err(e) => outcome::fail(FAILURE, &e),
     }

@@ -276,14 +276,18 @@ fn resolve(
         (Some(c), _) => ("--vnf-rate-cap".to_string(), Some(c.clone())),
         (None, c) => (origin.to_string(), c.clone()),
     };
-    if let Some(cap) = &vnf_rate_cap {
-        cap.parse::<sfclab_nf::classes::Rate>()
-            .map_err(|reason| ScenarioError {
-                origin: cap_origin.clone(),
-                key: "vnf_rate_cap".into(),
-                reason,
-            })?;
-    }
+    let cap_bps = match &vnf_rate_cap {
+        Some(cap) => Some(
+            cap.parse::<sfclab_nf::classes::Rate>()
+                .map_err(|reason| ScenarioError {
+                    origin: cap_origin.clone(),
+                    key: "vnf_rate_cap".into(),
+                    reason,
+                })?
+                .0,
+        ),
+        None => None,
+    };
 
     let chain_file = match (&flags.chain_file, &f.chain) {
         (Some(p), _) => Some(p.clone()),
@@ -317,11 +321,24 @@ fn resolve(
         None => {
             let shape = shape.unwrap_or(Shape::Pvp);
             let vnf = vnf.unwrap_or_else(|| Value::String("router".into()));
-            let (mut entries, label) = presets::vnf_entries(&vnf).map_err(|reason| err("vnf", reason))?;
-            if let Some(cap) = &vnf_rate_cap {
-                entries.push(presets::licence(cap));
-            }
-            let chain: Vec<Value> = (0..shape.vnfs()).map(|_| Value::Array(entries.clone())).collect();
+            let (entries, label) = presets::vnf_entries(&vnf).map_err(|reason| err("vnf", reason))?;
+            let vnfs = shape.vnfs();
+            let chain: Vec<Value> = (1..=vnfs)
+                .map(|k| {
+                    let mut hop = entries.clone();
+                    if let Some(cap) = cap_bps {
+                        // Named per VNF as the chain names repeated NFs: `licence`, or
+                        // `licence1`, `licence2`.
+                        let name = if vnfs == 1 {
+                            "licence".to_string()
+                        } else {
+                            format!("licence{k}")
+                        };
+                        hop.push(presets::licence(&name, cap));
+                    }
+                    Value::Array(hop)
+                })
+                .collect();
             let shape_label = format!("{shape:?}").to_uppercase();
             let text = serde_json::json!({ "name": format!("{shape_label} {label}"), "chain": chain }).to_string();
             // Seed 001's traffic profile, unless told (a chain file keeps its own).

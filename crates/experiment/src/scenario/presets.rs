@@ -81,16 +81,19 @@ fn preset(name: &str) -> Option<Vec<Value>> {
     })
 }
 
-/// A VNF's licence (seed 001's CSR 1000v: 2.5 Gbit/s): a qos policer named `licence`
-/// after its NFs, one class that takes every IP packet, its single-rate meter at `cap`
-/// (IP bytes, both directions together) with no excess burst: what exceeds is red and
-/// dropped (`licence policed-red`).
-pub(super) fn licence(cap: &str) -> Value {
+/// A VNF's licence (seed 001's CSR 1000v: 2.5 Gbit/s): a qos policer `name`d after its
+/// NFs, one class that takes every IP packet, its single-rate meter at `cap` bits per
+/// second (IP bytes, both directions together) with no excess burst: what exceeds is
+/// red and dropped (`licence policed-red`). Its committed burst is 10 ms of the cap, at
+/// least 256 KiB: a VNF that shares a core reads its ring in bursts after each wake-up,
+/// and a licence limits the rate, not the batching.
+pub(super) fn licence(name: &str, cap: u64) -> Value {
+    let burst = (cap / 8 / 100).max(256 * 1024);
     json!({ "qos": {
-        "name": "licence",
+        "name": name,
         "classes": [{
             "name": "licence",
-            "srtcm": { "cir": cap, "cbs": "64KiB", "ebs": "0B" },
+            "srtcm": { "cir": cap, "cbs": format!("{burst}B"), "ebs": "0B" },
             "yellow": "drop",
             "red": "drop",
         }],
