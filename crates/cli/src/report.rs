@@ -5,6 +5,18 @@
 use plotters::prelude::*;
 use serde_json::Value;
 
+/// Colours of groups in turn, distinct on white and in print.
+const PALETTE: [RGBColor; 8] = [
+    BLUE,
+    RED,
+    RGBColor(0, 150, 0),
+    MAGENTA,
+    RGBColor(0, 170, 170),
+    RGBColor(230, 120, 0),
+    RGBColor(120, 60, 20),
+    BLACK,
+];
+
 /// A line chart of one or more series (`(key, label)` of the points) against the
 /// sweep's values, on a categorical x axis; a legend when there is more than one.
 pub fn line_svg(set: &Value, series: &[(&str, &str)], title: &str, y_label: &str) -> Result<String, String> {
@@ -103,16 +115,6 @@ pub fn xy_svg(
     let left = xs().fold(f64::INFINITY, f64::min).min(0.0);
     let top = ys().fold(0.0, f64::max);
     let top = if top > 0.0 { top * 1.15 } else { 1.0 };
-    let palette = [
-        BLUE,
-        RED,
-        RGBColor(0, 150, 0),
-        MAGENTA,
-        RGBColor(0, 170, 170),
-        RGBColor(230, 120, 0),
-        RGBColor(120, 60, 20),
-        BLACK,
-    ];
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (640, 440)).into_drawing_area();
@@ -133,7 +135,7 @@ pub fn xy_svg(
             .draw()
             .map_err(e)?;
         for (k, (label, pts)) in groups.iter().enumerate() {
-            let colour = palette[k % palette.len()];
+            let colour = PALETTE[k % PALETTE.len()];
             let mut pts = pts.clone();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             chart
@@ -179,16 +181,6 @@ pub fn scatter_svg(
         (Some(lo), Some(hi)) => (lo / 1.5, hi * 1.5),
         _ => (0.1, 1.0),
     };
-    let palette = [
-        BLUE,
-        RED,
-        RGBColor(0, 150, 0),
-        MAGENTA,
-        RGBColor(0, 170, 170),
-        RGBColor(230, 120, 0),
-        RGBColor(120, 60, 20),
-        BLACK,
-    ];
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (560, 520)).into_drawing_area();
@@ -226,7 +218,7 @@ pub fn scatter_svg(
             .label("y = x")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.5)));
         for (k, (label, pts)) in groups.iter().enumerate() {
-            let colour = palette[k % palette.len()];
+            let colour = PALETTE[k % PALETTE.len()];
             chart
                 .draw_series(
                     pts.iter()

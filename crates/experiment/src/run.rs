@@ -179,8 +179,12 @@ fn open_pair(
 /// sfclab as the device under test: the chain forwards what arrives on `input` out of
 /// `output` for the window (or until Ctrl-C).
 fn run_between_interfaces(spec: &Experiment, input: &str, output: &str) -> Result<RunReport, RunError> {
+    // The NFs are built before the hop says it forwards: a router's table takes tens of
+    // milliseconds to fill, which would otherwise come out of the tester's warm-up (or
+    // window) on a shared core.
+    let graph = spec.graph()?;
     if spec.both_ways {
-        return run_both_ways(spec, input, output);
+        return run_both_ways(spec, input, output, graph);
     }
     let (rx, mut tx) = open_pair(spec, input, output, sfclab_io::memif::Role::Server, None)?;
     if let InterfacePort::Memif(port) = &mut tx {
@@ -188,11 +192,16 @@ fn run_between_interfaces(spec: &Experiment, input: &str, output: &str) -> Resul
     } else {
         say_ready_now(spec)?;
     }
-    run_compound_on(rx, tx, spec.graph()?, &spec.settings)
+    run_compound_on(rx, tx, graph, &spec.settings)
 }
 
 /// A device under test between two memif interfaces that forwards both ways at once.
-fn run_both_ways(spec: &Experiment, input: &str, output: &str) -> Result<RunReport, RunError> {
+fn run_both_ways(
+    spec: &Experiment,
+    input: &str,
+    output: &str,
+    graph: sfclab_runtime::ChainGraph,
+) -> Result<RunReport, RunError> {
     use sfclab_io::memif::{BothWaysIn, BothWaysOut, Interface, MemifSettings, Role};
     let setting = |reason: String| RunError::Setting { key: "ports", reason };
     let open = |endpoint: &str| -> Result<(sfclab_io::memif::MemifPort, sfclab_io::memif::MemifPort), RunError> {
@@ -208,7 +217,7 @@ fn run_both_ways(spec: &Experiment, input: &str, output: &str) -> Result<RunRepo
     let (out_rx, out_tx) = open(output)?;
     let mut tx = BothWaysOut::new(in_tx, out_tx);
     say_ready(spec, tx.output())?;
-    run_compound_on(BothWaysIn::new(in_rx, out_rx), tx, spec.graph()?, &spec.settings)
+    run_compound_on(BothWaysIn::new(in_rx, out_rx), tx, graph, &spec.settings)
 }
 
 /// A hop says it forwards (its ready file) once its output reaches the next hop:
