@@ -44,15 +44,16 @@ pub fn cmd_scenario(a: ScenarioArgs) -> ExitCode {
     }
     scenario.stop_on(&crate::stop_flag());
     let mut progress = crate::progress::Progress::new("repetitions", scenario.repeat);
-    let mut starting = true;
     let result = sfclab_experiment::scenario::run(&scenario, &mut |line: String| {
-        // Each repetition says when it starts and when it ends.
-        if starting {
-            progress.working_on(&line);
-        } else {
+        // A repetition's end is a step; its start and a search's trials, what it is doing.
+        let ends = line
+            .strip_prefix("repetition ")
+            .is_some_and(|rest| rest.split_once(':').is_some_and(|(k, _)| !k.contains('/')));
+        if ends {
             progress.step(&line);
+        } else {
+            progress.working_on(&line);
         }
-        starting = !starting;
     });
     progress.finish();
     let doc = match result {
@@ -288,6 +289,34 @@ pub fn table(d: &ScenarioDocument) -> String {
     if !drops.is_empty() {
         let _ = writeln!(s, "drops (whole run): {}", drops.join("; "));
     }
+    if let Some(found) = &last.search {
+        let r = &found.result;
+        let _ = writeln!(
+            s,
+            "search ({:?}, {} trials, {:.1} s of traffic{}): the chains above were measured at {:.3} Mpps in all",
+            r.method,
+            r.trial_count,
+            r.total_trial_s,
+            if r.interrupted { ", INTERRUPTED" } else { "" },
+            found.measured_at_pps / 1e6
+        );
+        for g in &r.goals {
+            let _ = writeln!(
+                s,
+                "  {} (loss <= {}%): {} Mpps, next failing {} Mpps{}{}",
+                g.goal.name,
+                g.goal.loss_ratio * 100.0,
+                g.lower_pps.map_or("none".into(), |p| format!("{:.3}", p / 1e6)),
+                g.upper_pps.map_or("none".into(), |p| format!("{:.3}", p / 1e6)),
+                if g.converged { "" } else { " (not converged)" },
+                if g.limited_by_source {
+                    " — the tester (or the emulated line) was the limit, not the VNFs"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
     if a.not_offered > 0 {
         let _ = writeln!(
             s,
@@ -336,6 +365,14 @@ pub fn table(d: &ScenarioDocument) -> String {
     let _ = writeln!(s, "  aggregate Gbit/s {}", summary(&m.aggregate_gbps_l1, 2));
     let _ = writeln!(s, "  loss ratio       {}", summary(&m.loss_ratio, 6));
     let _ = writeln!(s, "  latency mean us  {}", summary(&m.latency_mean_us, 1));
+    for g in &m.goals {
+        let _ = writeln!(
+            s,
+            "  {:<16} {}",
+            format!("{} Mpps", g.goal),
+            summary(&g.aggregate_mpps, 3)
+        );
+    }
     if let Some(ok) = m.ci95_within_5_percent {
         let _ = writeln!(
             s,

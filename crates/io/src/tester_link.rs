@@ -37,7 +37,7 @@ const PROTO_UDP: u8 = 17;
 /// What a signature carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Signature {
-    /// 0 for the warm-up, 1 for the window.
+    /// The tester's phase it was sent in: even in a warm-up, odd in a window.
     pub phase: u8,
     pub flags: u8,
     pub seq: u32,
@@ -143,8 +143,13 @@ pub struct TesterLink<G, O, I> {
     inbound: Batch,
     /// Per packet of a batch: signed (outbound) or ours (inbound).
     verdicts: Box<[bool; MAX_BATCH]>,
-    /// 0 in the warm-up, 1 in the window.
+    /// `2 * run` in a run's warm-up, `2 * run + 1` in its window (wrapping): frames of
+    /// another phase, of this run or an earlier one, are told apart.
     phase: u8,
+    /// Runs begun since the link was made ([`TesterLink::begin_run`]).
+    run: u8,
+    /// What the sources of earlier runs generated: the link's counters stay totals.
+    earlier: PortStats,
     /// `finish` was called: nothing more is sent until `start_window`.
     finishing: bool,
     /// Give up on frames in flight after this long without an arrival.
@@ -175,6 +180,8 @@ impl<G: RxPort, O: TxPort, I: RxPort> TesterLink<G, O, I> {
             inbound: Batch::new(batch),
             verdicts: Box::new([false; MAX_BATCH]),
             phase: 0,
+            run: 0,
+            earlier: PortStats::default(),
             finishing: false,
             quiet: tsc::ticks(quiet),
             last_arrival: 0,
@@ -186,6 +193,21 @@ impl<G: RxPort, O: TxPort, I: RxPort> TesterLink<G, O, I> {
             foreign: 0,
             late: 0,
         }
+    }
+
+    /// A new run over the same wire (the next trial of a search): `source` sends from
+    /// now on, starting in the warm-up phase; frames of the last run that come back
+    /// later are `late`. Returns the old source.
+    pub fn begin_run(&mut self, mut source: G) -> G {
+        source.restore_tails(SIGNATURE_LEN);
+        self.run = self.run.wrapping_add(1);
+        self.phase = self.run.wrapping_mul(2);
+        self.finishing = false;
+        let old = std::mem::replace(&mut self.source, source);
+        let s = old.stats();
+        self.earlier.packets += s.packets;
+        self.earlier.bytes += s.bytes;
+        old
     }
 
     /// Frames sent that have neither come back nor been written off.
@@ -307,8 +329,8 @@ impl<G: RxPort, O: TxPort, I: RxPort> RxPort for TesterLink<G, O, I> {
     fn stats(&self) -> PortStats {
         let s = self.source.stats();
         PortStats {
-            packets: s.packets,
-            bytes: s.bytes,
+            packets: self.earlier.packets + s.packets,
+            bytes: self.earlier.bytes + s.bytes,
             dropped: self.refused + self.unsignable + self.written_off,
         }
     }
@@ -319,7 +341,7 @@ impl<G: RxPort, O: TxPort, I: RxPort> RxPort for TesterLink<G, O, I> {
 
     fn start_window(&mut self, count: Option<u64>) {
         self.finishing = false;
-        self.phase = 1;
+        self.phase = self.run.wrapping_mul(2).wrapping_add(1);
         self.out.start_window();
         self.back.start_window(None);
         self.source.start_window(count);

@@ -157,6 +157,9 @@ fn run_rigs_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
 /// Everything one thread needs for a compound run.
 struct Rig<R, T> {
     source: R,
+    /// The source's counters when the rig was built: a source that served earlier runs
+    /// (a tester's link across a search's trials) is accounted from here.
+    source_base: PortStats,
     chain: Chain,
     sinks: Vec<T>,
     pool: PacketPool,
@@ -224,6 +227,7 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
             sinks,
             pool,
             batch,
+            ..
         } = self;
         let got = source.rx(now, pool, batch);
         let t_chain = if ACCOUNT { tsc::now() } else { 0 };
@@ -415,6 +419,7 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
         let mut pool = PacketPool::new(settings.pool_size);
         source.prime(&mut pool);
         let rig = Rig {
+            source_base: source.stats(),
             source,
             chain,
             sinks: vec![sink],
@@ -542,8 +547,9 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
         let drops = RunReport::collect_drops(&places);
         let dropped: u64 = drops.iter().map(|d| d.packets).sum();
         let leaked = self.pool.in_use() as u64;
-        let total_dropped =
-            end.source.dropped + self.chain.dropped() + end.sinks.iter().map(|s| s.port.dropped).sum::<u64>();
+        let total_dropped = (end.source.dropped - self.source_base.dropped)
+            + self.chain.dropped()
+            + end.sinks.iter().map(|s| s.port.dropped).sum::<u64>();
         let total_received: u64 = end.sinks.iter().map(|s| s.port.packets).sum();
         let window_received: u64 = end.sinks.iter().map(|s| s.window_packets).sum();
         let window_loss = WindowLoss::new(generated, window_received).map_err(|e| setting("window", e))?;
@@ -582,7 +588,7 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
             window_loss,
             verify_failed,
             conservation: Conservation::check(
-                end.source.packets,
+                end.source.packets - self.source_base.packets,
                 self.chain.created(),
                 total_received,
                 total_dropped,

@@ -29,6 +29,7 @@
 mod presets;
 mod run;
 mod sched;
+mod search;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,7 +42,11 @@ use crate::chain_file::{ChainFileError, Experiment};
 use crate::settings::{Chaining, Settings};
 
 pub use presets::{VNF_PRESETS, WEB_RULES, web_rules};
-pub use run::{Aggregate, ChainResult, HopFlow, ProcessSched, ScenarioDocument, ScenarioRun, ScenarioSummary, run};
+pub use run::{
+    Aggregate, ChainResult, DirectionResult, HopDirection, HopFlow, ProcessSched, ScenarioDocument, ScenarioRun,
+    ScenarioSummary, run,
+};
+pub use search::ScenarioSearch;
 
 /// The shape of each chain when a scenario names its VNF: seed 001's PVP and PVVP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema, clap::ValueEnum)]
@@ -99,6 +104,32 @@ pub struct ScenarioFlags {
     /// rate of IP bytes, both directions together (seed 001's CSR 1000v licence).
     #[arg(long, help_heading = "Scenario")]
     pub vnf_rate_cap: Option<String>,
+    /// Search each repetition for the highest aggregate rate (split evenly across the
+    /// chains and directions, as NFVbench does) that meets each loss goal, then measure
+    /// every chain at the first goal's rate. `--duration` is a trial's length.
+    #[arg(long, help_heading = "Scenario search")]
+    pub search: bool,
+    /// Loss goals: `ndr` (0%), `pdr` (0.5%), or percentages; seed 001's is `0.001%`.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.001%",
+        help_heading = "Scenario search"
+    )]
+    pub goals: Vec<String>,
+    /// `binary` (RFC 2544: one trial decides a load, as seed 001) or `mlr` (MLRsearch).
+    #[arg(long, default_value = "binary", help_heading = "Scenario search")]
+    pub method: String,
+    /// Relative width at which a goal's search ends.
+    #[arg(long, default_value = "1%", help_heading = "Scenario search")]
+    pub resolution: String,
+    /// Lowest aggregate rate searched.
+    #[arg(long, default_value = "10kpps", help_heading = "Scenario search")]
+    pub min_rate: String,
+    /// Highest aggregate rate searched (default: what the tester reaches through every
+    /// chain at full speed, measured first).
+    #[arg(long, help_heading = "Scenario search")]
+    pub max_rate: Option<String>,
 }
 
 /// A scenario file's keys.
@@ -145,6 +176,9 @@ pub struct Scenario {
     pub line_rate: Option<f64>,
     /// Each VNF's licence, as written (`2.5Gbit`).
     pub vnf_rate_cap: Option<String>,
+    /// Search each repetition (`--search`): goals, rates, resolution; `max_pps`
+    /// infinite means what the tester reaches, measured first.
+    pub search: Option<sfclab_measure::SearchConfig>,
     /// Cores the VNF processes share.
     pub vnf_cores: Vec<usize>,
     /// The tester's core.
@@ -389,6 +423,17 @@ fn resolve(
         ));
     }
 
+    let search = if flags.search {
+        Some(
+            search::config(flags, &template).map_err(|(flag, reason)| ScenarioError {
+                origin: format!("--{}", flag.replace('_', "-")),
+                key: flag.replace('-', "_"),
+                reason,
+            })?,
+        )
+    } else {
+        None
+    };
     // Checked last: everything else about the scenario was found sound first.
     let repeat = flags.repeat.or(f.repeat).unwrap_or(1);
     if repeat == 0 {
@@ -419,6 +464,7 @@ fn resolve(
         bidirectional,
         line_rate,
         vnf_rate_cap,
+        search,
         vnf_cores,
         tester_core,
         repeat,

@@ -12,7 +12,7 @@ use sfclab_io::{Line, LinePort, TesterLink};
 use sfclab_measure::Summary;
 use sfclab_runtime::{ChainGraph, ExternalOutcome, RunError, RunReport, RunSettings, WindowLoss, run_hops_on};
 use sfclab_topology::Topology;
-use sfclab_traffic::{Generator, Sink};
+use sfclab_traffic::{Generator, Rate, Sink};
 
 use super::Scenario;
 use super::sched::SchedCounters;
@@ -83,6 +83,10 @@ pub struct ScenarioRun {
     pub chains: Vec<ChainResult>,
     /// Every VNF process, over the tester's run (warm-up, window and drain).
     pub processes: Vec<ProcessSched>,
+    /// With `--search`: what the search found; the chains above were measured at its
+    /// first goal's rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search: Option<super::ScenarioSearch>,
 }
 
 /// All chains together (both directions), over the window.
@@ -211,6 +215,18 @@ pub struct ScenarioSummary {
     /// Whether the aggregate's 95% interval lies within 5% of its mean (seed 003's
     /// criterion); `None` for one repetition.
     pub ci95_within_5_percent: Option<bool>,
+    /// With `--search`: each goal's aggregate rate (its lower bound), Mpps, over the
+    /// repetitions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub goals: Vec<GoalSummary>,
+}
+
+/// One loss goal's found rate over the repetitions.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct GoalSummary {
+    pub goal: String,
+    /// `None` when a repetition found no rate meeting it.
+    pub aggregate_mpps: Option<Summary>,
 }
 
 /// Runs every repetition of `scenario`; `progress` hears a line per step.
@@ -239,7 +255,10 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
             scenario.standby,
             scenario.vnf_cores
         ));
-        let r = run_once(scenario, k)?;
+        let r = match &scenario.search {
+            Some(cfg) => super::search::search_once(scenario, cfg, k, progress)?,
+            None => run_once(scenario, k)?,
+        };
         progress(format!(
             "repetition {k}: {:.3} Mpps in all, loss {:.4}%, set up in {:.1} s, torn down in {:.1} s",
             r.aggregate.throughput_mpps,
@@ -292,149 +311,261 @@ const STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 type Link = TesterLink<Generator, LinePort<sfclab_io::InterfacePort>, sfclab_io::InterfacePort>;
 
 fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunError> {
-    let n = scenario.chains.len();
-    let template = &scenario.chains[0];
-    let settings = &template.settings;
-    let began = Instant::now();
-    let mut topo = Topology::new().map_err(|e| setting("chaining", e))?;
-    let tester_ns = topo.namespace("tester").map_err(|e| setting("chaining", e))?;
-    let dir = tester_ns.state_dir().map_err(|e| setting("chaining", e))?;
-    let instances = scenario
-        .chains
-        .iter()
-        .chain(std::iter::repeat_n(template, scenario.standby));
-    let mut started = Vec::with_capacity(n + scenario.standby);
-    for (c, exp) in instances.enumerate() {
-        let mut plan = Plan::of(exp)
-            .map_err(|e| setting("chaining", e))?
-            .on_cores(&scenario.vnf_cores);
-        if scenario.bidirectional {
-            plan = plan.both_ways();
-        }
-        // Namespaces `c<k>hop<i>` for chains, `s<k>hop<i>` for standby instances.
-        let label = if c < n {
-            format!("c{}", c + 1)
-        } else {
-            format!("s{}", c - n + 1)
-        };
-        started.push(MemifChain::start(
-            exp,
-            &plan,
-            &mut topo,
-            &dir,
-            &label,
-            scenario.tester_core,
-        )?);
-    }
-    for chain in &mut started {
-        chain.wait_ready()?;
-    }
-    let setup_s = began.elapsed().as_secs_f64();
+    let mut bed = Testbed::up(scenario)?;
+    let measured = bed.measure(&bed.run_settings(scenario));
+    bed.down(measured, repetition)
+}
 
-    // Per chain its directions' links in turn: forward, then reverse.
-    let directions = if scenario.bidirectional { 2 } else { 1 };
-    let mut links: Vec<Link> = Vec::with_capacity(n * directions);
-    let mut idle = Vec::new();
-    // The NIC's two ports: each direction of every chain crosses one.
-    let lines: Vec<Option<std::sync::Arc<Line>>> = (0..directions).map(|_| scenario.line_rate.map(Line::new)).collect();
-    for (c, chain) in started.iter_mut().enumerate() {
-        for reverse in [false, true].into_iter().take(directions) {
-            let (mut out, back) = if reverse {
-                chain.reverse_tester_ports()?
+/// Every chain of a scenario up: namespaces, VNF processes and the tester's links, for
+/// one measurement or a search's many trials.
+pub(super) struct Testbed {
+    topo: Topology,
+    started: Vec<MemifChain>,
+    links: Vec<Link>,
+    /// A standby instance's links: connected, never used.
+    idle: Vec<(sfclab_io::InterfacePort, sfclab_io::InterfacePort)>,
+    /// Every VNF process: (chain or standby instance, hop, pid), both from 0.
+    pids: Vec<(usize, usize, u32)>,
+    /// Chains given traffic.
+    chains: usize,
+    /// Links per chain: forward, and reverse when bidirectional.
+    directions: usize,
+    setup_s: f64,
+}
+
+/// One measurement over every chain: each link's report, and what the OS did with each
+/// VNF meanwhile.
+pub(super) struct Measured {
+    reports: Result<Vec<RunReport>, RunError>,
+    tester_s: f64,
+    before: Vec<Option<SchedCounters>>,
+    after: Vec<Option<SchedCounters>>,
+}
+
+impl Measured {
+    /// The links' reports, or why the measurement failed.
+    pub(super) fn into_reports(self) -> Result<Vec<RunReport>, RunError> {
+        self.reports
+    }
+}
+
+impl Testbed {
+    /// Streams the tester drives: chains times directions.
+    pub(super) fn streams(&self) -> usize {
+        self.chains * self.directions
+    }
+
+    /// Builds the namespaces, starts every VNF (chains and standby instances) on the
+    /// shared cores, waits until all forward and connects the tester's links.
+    pub(super) fn up(scenario: &Scenario) -> Result<Testbed, RunError> {
+        let n = scenario.chains.len();
+        let template = &scenario.chains[0];
+        let began = Instant::now();
+        let mut topo = Topology::new().map_err(|e| setting("chaining", e))?;
+        let tester_ns = topo.namespace("tester").map_err(|e| setting("chaining", e))?;
+        let dir = tester_ns.state_dir().map_err(|e| setting("chaining", e))?;
+        let instances = scenario
+            .chains
+            .iter()
+            .chain(std::iter::repeat_n(template, scenario.standby));
+        let mut started = Vec::with_capacity(n + scenario.standby);
+        for (c, exp) in instances.enumerate() {
+            let mut plan = Plan::of(exp)
+                .map_err(|e| setting("chaining", e))?
+                .on_cores(&scenario.vnf_cores);
+            if scenario.bidirectional {
+                plan = plan.both_ways();
+            }
+            // Namespaces `c<k>hop<i>` for chains, `s<k>hop<i>` for standby instances.
+            let label = if c < n {
+                format!("c{}", c + 1)
             } else {
-                chain.tester_ports()?
+                format!("s{}", c - n + 1)
             };
-            if let sfclab_io::InterfacePort::Memif(port) = &mut out {
-                // One thread sends for every chain: a chain whose ring is full refuses
-                // what does not fit at once (its tester's `tx-refused`), never stalls
-                // the others.
-                port.set_full_wait(std::time::Duration::ZERO);
-            }
-            if c < n {
-                let traffic = sfclab_traffic::GeneratorConfig {
-                    reverse,
-                    ..scenario.chains[c].traffic.clone()
+            started.push(MemifChain::start(
+                exp,
+                &plan,
+                &mut topo,
+                &dir,
+                &label,
+                scenario.tester_core,
+            )?);
+        }
+        for chain in &mut started {
+            chain.wait_ready()?;
+        }
+        let setup_s = began.elapsed().as_secs_f64();
+
+        // Per chain its directions' links in turn: forward, then reverse.
+        let directions = if scenario.bidirectional { 2 } else { 1 };
+        let mut links: Vec<Link> = Vec::with_capacity(n * directions);
+        let mut idle = Vec::new();
+        // The NIC's two ports: each direction of every chain crosses one.
+        let lines: Vec<Option<std::sync::Arc<Line>>> =
+            (0..directions).map(|_| scenario.line_rate.map(Line::new)).collect();
+        for (c, chain) in started.iter_mut().enumerate() {
+            for reverse in [false, true].into_iter().take(directions) {
+                let (mut out, back) = if reverse {
+                    chain.reverse_tester_ports()?
+                } else {
+                    chain.tester_ports()?
                 };
-                let generator = Generator::new(traffic, settings.batch).map_err(|(k, r)| setting(k, r))?;
-                let out = LinePort::new(out, lines[usize::from(reverse)].clone());
-                links.push(TesterLink::new(generator, out, back, settings.batch, TESTER_QUIET));
-            } else {
-                // Connected, never used: a standby instance's links carry nothing.
-                idle.push((out, back));
+                if let sfclab_io::InterfacePort::Memif(port) = &mut out {
+                    // One thread sends for every chain: a chain whose ring is full
+                    // refuses what does not fit at once (its tester's `tx-refused`),
+                    // never stalls the others.
+                    port.set_full_wait(std::time::Duration::ZERO);
+                }
+                if c < n {
+                    let generator = stream(scenario, c, reverse, None)?;
+                    let out = LinePort::new(out, lines[usize::from(reverse)].clone());
+                    links.push(TesterLink::new(
+                        generator,
+                        out,
+                        back,
+                        template.settings.batch,
+                        TESTER_QUIET,
+                    ));
+                } else {
+                    idle.push((out, back));
+                }
             }
         }
-    }
-    let pids: Vec<(usize, usize, u32)> = started
-        .iter()
-        .enumerate()
-        .flat_map(|(c, chain)| chain.pids().into_iter().map(move |(hop, pid)| (c, hop, pid)))
-        .collect();
-    let before: Vec<Option<SchedCounters>> = pids.iter().map(|&(_, _, pid)| SchedCounters::of(pid)).collect();
-    let tester_began = Instant::now();
-    let run = RunSettings {
-        core: scenario.tester_core,
-        ..settings.clone()
-    };
-    let reports = run_hops_on(
-        links
-            .iter_mut()
-            .map(|l| (l, Sink::new(run.verify), ChainGraph::from(sfclab_core::NamedNfs::new())))
-            .collect(),
-        &run,
-    );
-    let tester_s = tester_began.elapsed().as_secs_f64();
-    let after: Vec<Option<SchedCounters>> = pids.iter().map(|&(_, _, pid)| SchedCounters::of(pid)).collect();
-
-    let stopping = Instant::now();
-    // Hop by hop, every chain's at once: a hop stops (counting what is left unread on
-    // its input ring) only once the hop before it has stopped adding to that ring.
-    let deepest = started.iter().map(MemifChain::len).max().unwrap_or(0);
-    for hop in 0..deepest {
-        started.iter_mut().for_each(|c| c.interrupt_hop(hop));
-        let deadline = Instant::now() + STOP_LIMIT;
-        started.iter_mut().for_each(|c| c.wait_hop_exited(hop, deadline));
-    }
-    let outcomes: Vec<ExternalOutcome> = started.into_iter().map(MemifChain::stop).collect();
-    drop(idle);
-    drop(topo);
-    let teardown_s = stopping.elapsed().as_secs_f64();
-    let reports = reports?;
-
-    let processes = pids
-        .iter()
-        .zip(before.iter().zip(&after))
-        .filter_map(|(&(c, hop, pid), (b, a))| {
-            let d = a.as_ref()?.since(b.as_ref()?);
-            Some(ProcessSched {
-                chain: c + 1,
-                hop: hop + 1,
-                standby: c >= n,
-                pid,
-                cpu_s: d.cpu_ns as f64 / 1e9,
-                cpu_share: d.cpu_ns as f64 / 1e9 / tester_s.max(f64::MIN_POSITIVE),
-                run_queue_delay_s: d.run_queue_ns as f64 / 1e9,
-                timeslices: d.timeslices,
-                voluntary_switches: d.voluntary_switches,
-                involuntary_switches: d.involuntary_switches,
-            })
+        let pids = started
+            .iter()
+            .enumerate()
+            .flat_map(|(c, chain)| chain.pids().into_iter().map(move |(hop, pid)| (c, hop, pid)))
+            .collect();
+        Ok(Testbed {
+            topo,
+            started,
+            links,
+            idle,
+            pids,
+            chains: n,
+            directions,
+            setup_s,
         })
-        .collect();
-    let chains: Vec<ChainResult> = reports
-        .chunks(directions)
-        .zip(links.chunks(directions))
-        .zip(&outcomes)
-        .enumerate()
-        .map(|(c, ((reports, links), outcome))| chain_result(c, reports, links, outcome))
-        .collect();
-    Ok(ScenarioRun {
-        repetition,
-        setup_s,
-        teardown_s,
-        interrupted: reports.iter().any(|r| r.interrupted),
-        aggregate: aggregate(&chains, &reports),
-        chains,
-        processes,
-    })
+    }
+
+    /// The tester's settings for a measurement: the scenario's, on the tester's core.
+    pub(super) fn run_settings(&self, scenario: &Scenario) -> RunSettings {
+        RunSettings {
+            core: scenario.tester_core,
+            ..scenario.chains[0].settings.clone()
+        }
+    }
+
+    /// Every stream afresh at `per_stream` (the next trial's rate), or at the
+    /// scenario's own rate.
+    pub(super) fn set_rate(&mut self, scenario: &Scenario, per_stream: Option<Rate>) -> Result<(), RunError> {
+        let directions = self.directions;
+        for (k, link) in self.links.iter_mut().enumerate() {
+            let generator = stream(scenario, k / directions, k % directions == 1, per_stream)?;
+            link.begin_run(generator);
+        }
+        Ok(())
+    }
+
+    /// One measurement: the tester drives every link for `run`'s warm-up and window.
+    pub(super) fn measure(&mut self, run: &RunSettings) -> Measured {
+        let before = self.pids.iter().map(|&(_, _, pid)| SchedCounters::of(pid)).collect();
+        let began = Instant::now();
+        let reports = run_hops_on(
+            self.links
+                .iter_mut()
+                .map(|l| (l, Sink::new(run.verify), ChainGraph::from(sfclab_core::NamedNfs::new())))
+                .collect(),
+            run,
+        );
+        let tester_s = began.elapsed().as_secs_f64();
+        let after = self.pids.iter().map(|&(_, _, pid)| SchedCounters::of(pid)).collect();
+        Measured {
+            reports,
+            tester_s,
+            before,
+            after,
+        }
+    }
+
+    /// Stops every VNF and takes everything down; the run's result from the last
+    /// measurement (`m`), each chain's drops and conservation over everything the VNFs
+    /// and links did.
+    pub(super) fn down(self, m: Measured, repetition: usize) -> Result<ScenarioRun, RunError> {
+        let Testbed {
+            topo,
+            mut started,
+            links,
+            idle,
+            pids,
+            chains: n,
+            directions,
+            setup_s,
+        } = self;
+        let stopping = Instant::now();
+        // Hop by hop, every chain's at once: a hop stops (counting what is left unread
+        // on its input ring) only once the hop before it has stopped adding to that ring.
+        let deepest = started.iter().map(MemifChain::len).max().unwrap_or(0);
+        for hop in 0..deepest {
+            started.iter_mut().for_each(|c| c.interrupt_hop(hop));
+            let deadline = Instant::now() + STOP_LIMIT;
+            started.iter_mut().for_each(|c| c.wait_hop_exited(hop, deadline));
+        }
+        let outcomes: Vec<ExternalOutcome> = started.into_iter().map(MemifChain::stop).collect();
+        drop(idle);
+        drop(topo);
+        let teardown_s = stopping.elapsed().as_secs_f64();
+        let reports = m.reports?;
+
+        let processes = pids
+            .iter()
+            .zip(m.before.iter().zip(&m.after))
+            .filter_map(|(&(c, hop, pid), (b, a))| {
+                let d = a.as_ref()?.since(b.as_ref()?);
+                Some(ProcessSched {
+                    chain: c + 1,
+                    hop: hop + 1,
+                    standby: c >= n,
+                    pid,
+                    cpu_s: d.cpu_ns as f64 / 1e9,
+                    cpu_share: d.cpu_ns as f64 / 1e9 / m.tester_s.max(f64::MIN_POSITIVE),
+                    run_queue_delay_s: d.run_queue_ns as f64 / 1e9,
+                    timeslices: d.timeslices,
+                    voluntary_switches: d.voluntary_switches,
+                    involuntary_switches: d.involuntary_switches,
+                })
+            })
+            .collect();
+        let chains: Vec<ChainResult> = reports
+            .chunks(directions)
+            .zip(links.chunks(directions))
+            .zip(&outcomes)
+            .enumerate()
+            .map(|(c, ((reports, links), outcome))| chain_result(c, reports, links, outcome))
+            .collect();
+        Ok(ScenarioRun {
+            repetition,
+            setup_s,
+            teardown_s,
+            interrupted: reports.iter().any(|r| r.interrupted),
+            aggregate: aggregate(&chains, &reports),
+            chains,
+            processes,
+            search: None,
+        })
+    }
+}
+
+/// Chain `c`'s stream one way: its traffic (the way back with every flow swapped), at
+/// `rate` when given.
+fn stream(scenario: &Scenario, c: usize, reverse: bool, rate: Option<Rate>) -> Result<Generator, RunError> {
+    let exp = &scenario.chains[c];
+    let traffic = sfclab_traffic::GeneratorConfig {
+        reverse,
+        rate: rate.unwrap_or(exp.traffic.rate),
+        ..exp.traffic.clone()
+    };
+    Generator::new(traffic, exp.settings.batch).map_err(|(k, r)| setting(k, r))
 }
 
 fn ratio(lost: u64, sent: u64) -> f64 {
@@ -594,5 +725,29 @@ fn summarize(runs: &[ScenarioRun], chains: usize) -> ScenarioSummary {
             .and_then(Summary::relative_ci95)
             .map(|r| r <= 0.05),
         aggregate_mpps,
+        goals: goal_summaries(runs),
     }
+}
+
+/// Each goal's lower bound over the repetitions that searched.
+fn goal_summaries(runs: &[ScenarioRun]) -> Vec<GoalSummary> {
+    let Some(first) = runs.iter().find_map(|r| r.search.as_ref()) else {
+        return Vec::new();
+    };
+    first
+        .result
+        .goals
+        .iter()
+        .enumerate()
+        .map(|(k, g)| {
+            let found: Option<Vec<f64>> = runs
+                .iter()
+                .map(|r| r.search.as_ref()?.result.goals.get(k)?.lower_pps.map(|p| p / 1e6))
+                .collect();
+            GoalSummary {
+                goal: g.goal.name.clone(),
+                aggregate_mpps: found.and_then(|v| Summary::of(&v)),
+            }
+        })
+        .collect()
 }
