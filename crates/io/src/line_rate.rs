@@ -5,12 +5,12 @@
 //! offered (`tx-refused`), never as the device's loss.
 //!
 //! The line is a token bucket of bits at layer 1 (each frame with its FCS, preamble and
-//! inter-frame gap, as `10Gbit/s` counts everywhere in sfclab), as deep as 200 us of the
-//! line rate (a NIC queue's worth), refilled from the TSC. Senders share it in rounds,
-//! as a NIC's arbiter serves its queues in turn: in each round (until a sender comes
-//! back) each may take an equal share of what the bucket held when the round began, and
-//! what one leaves stays for the next round. The bucket sits behind a mutex taken once
-//! per batch.
+//! inter-frame gap, as `10Gbit/s` counts everywhere in sfclab), refilled from the TSC
+//! and shared fairly, as a NIC's arbiter serves its queues in turn: the bits that
+//! accrue are dealt out equally to every sender's credit (each holds at most its share
+//! of 200 us of the line, and two full-size frames), and what a sender leaves unused
+//! beyond that goes to a common spare any sender may draw on, so the line stays fully
+//! used when some send less. The bucket sits behind a mutex taken once per batch.
 
 use std::sync::{Arc, Mutex};
 
@@ -20,35 +20,40 @@ use sfclab_core::{Batch, NfCounter, Recycle, TxPort, tsc};
 /// Bytes a frame costs on the wire beyond its buffer: FCS, preamble and gap.
 const WIRE_OVERHEAD: u64 = 4 + 20;
 
-/// One line: its rate and the bits it may carry now.
+/// A full-size Ethernet frame's bits on the wire (1,518 bytes, preamble and gap).
+const MAX_FRAME_BITS: f64 = (1518.0 + 20.0) * 8.0;
+
+/// One line: its rate and the bits each sender may put on it now.
 pub struct Line {
     bits_per_second: f64,
     bucket: Mutex<Bucket>,
 }
 
 struct Bucket {
-    bits: f64,
+    /// Per sender, the bits it may send now.
+    credit: Vec<f64>,
+    /// What senders left beyond their credit's cap: anyone's.
+    spare: f64,
+    /// A sender's credit at most.
+    cap: f64,
+    /// The spare at most: 200 us of the line.
     depth: f64,
     /// TSC of the last refill (0: never).
     last: u64,
-    /// Per sender, whether it took its share in this round.
-    served: Vec<bool>,
-    /// Each sender's share of this round.
-    share: f64,
 }
 
 impl Line {
     /// A line of `bits_per_second` at layer 1.
     pub fn new(bits_per_second: f64) -> Arc<Line> {
-        let depth = (bits_per_second * 200e-6).max(2.0 * 1538.0 * 8.0);
+        let depth = (bits_per_second * 200e-6).max(2.0 * MAX_FRAME_BITS);
         Arc::new(Line {
             bits_per_second,
             bucket: Mutex::new(Bucket {
-                bits: depth,
+                credit: Vec::new(),
+                spare: 0.0,
+                cap: depth,
                 depth,
                 last: 0,
-                served: Vec::new(),
-                share: 0.0,
             }),
         })
     }
@@ -57,40 +62,48 @@ impl Line {
         self.bits_per_second
     }
 
-    /// A new sender's number.
+    /// A new sender's number; every sender's cap is its share of the depth.
     fn join(&self) -> usize {
         let mut b = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
-        b.served.push(false);
-        b.served.len() - 1
+        b.credit.push(0.0);
+        let n = b.credit.len() as f64;
+        b.cap = (b.depth / n).max(2.0 * MAX_FRAME_BITS);
+        let cap = b.cap;
+        b.credit.iter_mut().for_each(|c| *c = cap);
+        b.credit.len() - 1
     }
 
     /// How many of the frames of `lens` (bytes, in order) the line carries for `sender`
     /// at TSC `now`.
     fn take(&self, sender: usize, now: u64, lens: impl Iterator<Item = usize>) -> usize {
-        let mut b = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+        let b = &mut *guard;
         if b.last != 0 && now > b.last {
-            let refill = (now - b.last) as f64 / tsc::hz() * self.bits_per_second;
-            b.bits = (b.bits + refill).min(b.depth);
+            let each = (now - b.last) as f64 / tsc::hz() * self.bits_per_second / b.credit.len() as f64;
+            let cap = b.cap;
+            let mut over = 0.0;
+            for c in &mut b.credit {
+                *c += each;
+                if *c > cap {
+                    over += *c - cap;
+                    *c = cap;
+                }
+            }
+            b.spare = (b.spare + over).min(b.depth);
         }
         b.last = now;
-        if b.served[sender] {
-            // A sender back for more: the round is over, the next begins.
-            b.served.iter_mut().for_each(|s| *s = false);
-            b.share = 0.0;
-        }
-        if b.share == 0.0 {
-            b.share = b.bits / b.served.len() as f64;
-        }
-        b.served[sender] = true;
-        let mut allowed = b.share.min(b.bits);
         let mut n = 0;
         for len in lens {
             let bits = ((len as u64 + WIRE_OVERHEAD) * 8) as f64;
-            if bits > allowed {
+            let own = b.credit[sender];
+            if bits <= own {
+                b.credit[sender] = own - bits;
+            } else if bits <= own + b.spare {
+                b.spare -= bits - own;
+                b.credit[sender] = 0.0;
+            } else {
                 break;
             }
-            allowed -= bits;
-            b.bits -= bits;
             n += 1;
         }
         n
@@ -260,6 +273,56 @@ mod tests {
             assert_eq!(s.packets + s.dropped, 320_000, "each frame passed or refused");
             assert!(p.drops().contains(&("line-rate", s.dropped)));
         }
+    }
+
+    #[test]
+    fn forty_senders_of_full_size_frames_each_get_their_share() {
+        // 200 Mbit/s shared by 40 senders of 1,518-byte frames (12,304 bits each): a
+        // round's share of 200 us of line is far below one frame, yet every sender's
+        // frames pass, and the line's rate holds.
+        let line = Line::new(200e6);
+        let mut ports: Vec<LinePort<Counting>> = (0..40)
+            .map(|_| LinePort::new(Counting::default(), Some(line.clone())))
+            .collect();
+        let step = (tsc::hz() * 100e-6) as u64;
+        let through = offer(&mut ports, 1514, 4, step, 10_000);
+        let total: u64 = through.iter().sum();
+        let expect = 200e6 / ((1514.0 + 24.0) * 8.0);
+        assert!(
+            (total as f64 - expect).abs() < expect * 0.02,
+            "{total} through, {expect} expected"
+        );
+        let each = total as f64 / 40.0;
+        assert!(
+            through.iter().all(|&t| (t as f64 - each).abs() < each * 0.1),
+            "{through:?}"
+        );
+    }
+
+    #[test]
+    fn what_a_quiet_sender_leaves_a_busy_one_may_use() {
+        // 1 Gbit/s, 1,000-byte frames: one sender offers 1 frame per 100 us (81.9
+        // Mbit/s), the other floods; together they fill the line.
+        let line = Line::new(1e9);
+        let mut quiet = [LinePort::new(Counting::default(), Some(line.clone()))];
+        let mut busy = [LinePort::new(Counting::default(), Some(line))];
+        let step = (tsc::hz() * 100e-6) as u64;
+        let mut pool = PacketPool::new(512);
+        for k in 0..10_000u64 {
+            for (port, n) in [(&mut quiet[0], 1), (&mut busy[0], 32)] {
+                let mut batch = Batch::new(n);
+                assert_eq!(pool.alloc_into(&mut batch, n), n);
+                batch.iter_mut().for_each(|p| {
+                    p.reset(1000);
+                });
+                port.tx(1_000_000 + k * step, &mut batch, &mut pool);
+            }
+        }
+        let (q, b) = (quiet[0].port.0, busy[0].port.0);
+        assert_eq!(q, 10_000, "the quiet sender loses nothing");
+        let total = (q + b) as f64;
+        let expect = 1e9 / 8192.0;
+        assert!((total - expect).abs() < expect * 0.02, "{q} + {b}, {expect} expected");
     }
 
     #[test]
