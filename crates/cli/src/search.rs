@@ -3,7 +3,8 @@
 
 use clap::Args;
 use sfclab_experiment::search::{
-    LatencyMeasured, SearchDocument, SearchError, SearchPlan, SearchStep, parse_goal, parse_rate_pps, search,
+    LatencyMeasured, SearchDocument, SearchError, SearchPlan, SearchStep, parse_goal, parse_rate_pps, parse_resolution,
+    search,
 };
 use sfclab_measure::{Method, SearchConfig};
 use std::process::ExitCode;
@@ -102,10 +103,7 @@ fn search_config(a: &SearchArgs, spec: &Experiment) -> Result<SearchConfig, Stri
         }
         goals.push(goal);
     }
-    let resolution = match a.resolution.trim().strip_suffix('%').map(str::parse::<f64>) {
-        Some(Ok(v)) => v / 100.0,
-        _ => return Err(format!("--resolution `{}`: write a percentage like 0.5%", a.resolution)),
-    };
+    let resolution = parse_resolution(&a.resolution).map_err(|e| format!("--resolution {e}"))?;
     let initial = humantime::parse_duration(&a.initial_duration)
         .map_err(|e| format!("--initial-duration `{}`: {e}", a.initial_duration))?;
     let frame = spec.traffic.sizes.mean();

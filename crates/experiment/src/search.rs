@@ -108,6 +108,14 @@ pub fn parse_goal(s: &str) -> Result<Goal, String> {
     }
 }
 
+/// A search's resolution from a percentage (`0.5%`), as a ratio.
+pub fn parse_resolution(s: &str) -> Result<f64, String> {
+    match s.trim().strip_suffix('%').map(str::parse::<f64>) {
+        Some(Ok(v)) if v > 0.0 => Ok(v / 100.0),
+        _ => Err(format!("`{s}`: write a percentage like 0.5%")),
+    }
+}
+
 pub fn parse_rate_pps(s: &str, frame: f64) -> Result<f64, String> {
     s.parse::<sfclab_traffic::Rate>()?
         .pps(frame)

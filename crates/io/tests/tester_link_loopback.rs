@@ -358,10 +358,11 @@ impl RxPort for Gated {
     }
 }
 
-/// Frames written off after `quiet` that come back later in the same phase are late:
-/// counted once (as lost), never also as returned, whatever keeps polling the wire.
-#[test]
-fn frames_back_after_they_were_written_off_are_late_not_returned_twice() {
+/// A link whose frames loop back through a gate, closed until the flag is set.
+fn gated_link() -> (
+    TesterLink<sfclab_traffic::Generator, LoopOut, Gated>,
+    Arc<std::sync::atomic::AtomicBool>,
+) {
     let queue = Arc::new(Mutex::new(VecDeque::new()));
     let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let out = LoopOut {
@@ -377,13 +378,21 @@ fn frames_back_after_they_were_written_off_are_late_not_returned_twice() {
         open: open.clone(),
         stats: PortStats::default(),
     };
-    let mut wire = TesterLink::new(
+    let wire = TesterLink::new(
         generator(IpVersion::V4, L4::Udp, 64, 0.0),
         out,
         back,
         32,
         Duration::from_millis(5),
     );
+    (wire, open)
+}
+
+/// Frames written off after `quiet` that come back later in the same phase are late:
+/// counted once (as lost), never also as returned, whatever keeps polling the wire.
+#[test]
+fn frames_back_after_they_were_written_off_are_late_not_returned_twice() {
+    let (mut wire, open) = gated_link();
     let mut pool = PacketPool::new(4096);
     wire.prime(&mut pool);
     let mut batch = Batch::new(32);
@@ -418,28 +427,7 @@ fn frames_back_after_they_were_written_off_are_late_not_returned_twice() {
 /// taken for this run's; the link's counters stay totals over both sources.
 #[test]
 fn a_new_run_counts_the_last_runs_stragglers_as_late_and_keeps_totals() {
-    let queue = Arc::new(Mutex::new(VecDeque::new()));
-    let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let out = LoopOut {
-        queue: queue.clone(),
-        lose_every: 0,
-        refuse_every: 0,
-        seen: 0,
-        lost: Arc::new(Mutex::new(0)),
-        stats: PortStats::default(),
-    };
-    let back = Gated {
-        queue,
-        open: open.clone(),
-        stats: PortStats::default(),
-    };
-    let mut wire = TesterLink::new(
-        generator(IpVersion::V4, L4::Udp, 64, 0.0),
-        out,
-        back,
-        32,
-        Duration::from_millis(5),
-    );
+    let (mut wire, open) = gated_link();
     let mut pool = PacketPool::new(4096);
     wire.prime(&mut pool);
     let mut batch = Batch::new(32);

@@ -14,7 +14,7 @@ use sfclab_traffic::Rate;
 use super::run::Testbed;
 use super::{Scenario, ScenarioFlags, ScenarioRun};
 use crate::chain_file::Experiment;
-use crate::search::{parse_goal, parse_rate_pps};
+use crate::search::{parse_goal, parse_rate_pps, parse_resolution};
 
 /// What a repetition's search found, and the rate its chains were then measured at.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -35,15 +35,7 @@ pub(super) fn config(flags: &ScenarioFlags, template: &Experiment) -> Result<Sea
     for g in &flags.goals {
         goals.push(parse_goal(g).map_err(|e| ("goals", e))?);
     }
-    let resolution = match flags.resolution.trim().strip_suffix('%').map(str::parse::<f64>) {
-        Some(Ok(v)) if v > 0.0 => v / 100.0,
-        _ => {
-            return Err((
-                "resolution",
-                format!("`{}`: write a percentage like 1%", flags.resolution),
-            ));
-        }
-    };
+    let resolution = parse_resolution(&flags.resolution).map_err(|e| ("resolution", e))?;
     let frame = template.traffic.sizes.mean();
     let min_pps = parse_rate_pps(&flags.min_rate, frame).map_err(|e| ("min-rate", e))?;
     let max_pps = match &flags.max_rate {
