@@ -3,8 +3,8 @@
 
 use clap::Args;
 use sfclab_experiment::search::{
-    LatencyMeasured, SearchDocument, SearchError, SearchPlan, SearchStep, parse_goal, parse_rate_pps, parse_resolution,
-    search,
+    LatencyMeasured, SearchDocument, SearchError, SearchPlan, SearchStep, parse_goal, parse_rate_range,
+    parse_resolution, search,
 };
 use sfclab_measure::{Method, SearchConfig};
 use std::process::ExitCode;
@@ -106,13 +106,9 @@ fn search_config(a: &SearchArgs, spec: &Experiment) -> Result<SearchConfig, Stri
     let resolution = parse_resolution(&a.resolution).map_err(|e| format!("--resolution {e}"))?;
     let initial = humantime::parse_duration(&a.initial_duration)
         .map_err(|e| format!("--initial-duration `{}`: {e}", a.initial_duration))?;
-    let frame = spec.traffic.sizes.mean();
-    let min_pps = parse_rate_pps(&a.min_rate, frame).map_err(|e| format!("--min-rate: {e}"))?;
-    let max_pps = match &a.max_rate {
-        Some(m) => parse_rate_pps(m, frame).map_err(|e| format!("--max-rate: {e}"))?,
-        // Set from a probe run once the chain is placed.
-        None => f64::INFINITY,
-    };
+    // Without --max-rate the highest is set from a probe run once the chain is placed.
+    let (min_pps, max_pps) = parse_rate_range(&a.min_rate, a.max_rate.as_deref(), spec.traffic.sizes.mean())
+        .map_err(|(flag, e)| format!("--{flag}: {e}"))?;
     let cfg = SearchConfig {
         method,
         goals,

@@ -116,6 +116,18 @@ pub fn parse_resolution(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A search's lowest and highest rates (`--min-rate`, `--max-rate`), packets per
+/// second at the mean `frame` size; no highest is infinite (measured first). An error
+/// names the flag (`min-rate`, `max-rate`).
+pub fn parse_rate_range(min: &str, max: Option<&str>, frame: f64) -> Result<(f64, f64), (&'static str, String)> {
+    let min_pps = parse_rate_pps(min, frame).map_err(|e| ("min-rate", e))?;
+    let max_pps = match max {
+        Some(m) => parse_rate_pps(m, frame).map_err(|e| ("max-rate", e))?,
+        None => f64::INFINITY,
+    };
+    Ok((min_pps, max_pps))
+}
+
 pub fn parse_rate_pps(s: &str, frame: f64) -> Result<f64, String> {
     s.parse::<sfclab_traffic::Rate>()?
         .pps(frame)

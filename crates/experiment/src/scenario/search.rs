@@ -14,7 +14,7 @@ use sfclab_traffic::Rate;
 use super::run::Testbed;
 use super::{Scenario, ScenarioFlags, ScenarioRun};
 use crate::chain_file::Experiment;
-use crate::search::{parse_goal, parse_rate_pps, parse_resolution};
+use crate::search::{parse_goal, parse_rate_range, parse_resolution};
 
 /// What a repetition's search found, and the rate its chains were then measured at.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -36,12 +36,11 @@ pub(super) fn config(flags: &ScenarioFlags, template: &Experiment) -> Result<Sea
         goals.push(parse_goal(g).map_err(|e| ("goals", e))?);
     }
     let resolution = parse_resolution(&flags.resolution).map_err(|e| ("resolution", e))?;
-    let frame = template.traffic.sizes.mean();
-    let min_pps = parse_rate_pps(&flags.min_rate, frame).map_err(|e| ("min-rate", e))?;
-    let max_pps = match &flags.max_rate {
-        Some(m) => parse_rate_pps(m, frame).map_err(|e| ("max-rate", e))?,
-        None => f64::INFINITY,
-    };
+    let (min_pps, max_pps) = parse_rate_range(
+        &flags.min_rate,
+        flags.max_rate.as_deref(),
+        template.traffic.sizes.mean(),
+    )?;
     let cfg = SearchConfig {
         method,
         goals,
