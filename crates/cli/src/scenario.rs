@@ -163,6 +163,21 @@ pub fn table(d: &ScenarioDocument) -> String {
         d.warmup_s,
         if d.interrupted { " | INTERRUPTED" } else { "" }
     );
+    if let Some(h) = &d.hosts {
+        let _ = writeln!(
+            s,
+            "two hosts: VNFs on hosts {:?}, tester sends from host 1 and receives on host {}; cable {} Gbit/s each way{} | {} tunnel(s) per chain",
+            h.vnf_hosts,
+            h.sink_host,
+            h.link_gbps,
+            if h.charge_tunnel {
+                " (tunnel bytes charged)"
+            } else {
+                " (frames' own rate)"
+            },
+            h.crossings_per_chain
+        );
+    }
     let Some(last) = d.runs.last() else {
         let _ = writeln!(s, "no repetition finished");
         return s;
@@ -288,6 +303,22 @@ pub fn table(d: &ScenarioDocument) -> String {
         .collect();
     if !drops.is_empty() {
         let _ = writeln!(s, "drops (whole run): {}", drops.join("; "));
+    }
+    if let Some(cable) = &last.cable {
+        let ways: Vec<String> = cable
+            .directions
+            .iter()
+            .map(|w| {
+                format!(
+                    "{}: {} sent, {} dropped by the shaper, {} at the far end",
+                    w.direction,
+                    num(w.sent),
+                    num(w.shaper_dropped),
+                    num(w.cable_dropped)
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "cable (whole run): {}", ways.join("; "));
     }
     if let Some(found) = &last.search {
         let r = &found.result;

@@ -1,7 +1,9 @@
 //! The report of one or more scenarios (`sfclab scenario --out DIR`, `sfclab report
 //! A.json B.json ...`): a summary row per scenario, the aggregate throughput and the
 //! mean latency against the number of chains (one line per series: shape, VNF and VNF
-//! processes powered on, as seed 001's figures), and each scenario's chains.
+//! processes powered on, as seed 001's figures) or, when the scenarios differ by frame
+//! size instead, against the frame size beside the line rate (seed 003's figures), and
+//! each scenario's chains.
 //! Everything is drawn from the JSON documents, so a report is redrawn later as it was.
 
 use comfy_table::Table;
@@ -54,15 +56,83 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<Value>, String> {
         .collect()
 }
 
-/// A scenario's series: what stays the same along a figure's x axis (the chains).
-fn series(d: &Value) -> String {
-    let per = d["vnfs_per_chain"].as_u64().unwrap_or(1);
-    let procs = (d["chains"].as_u64().unwrap_or(0) + d["standby"].as_u64().unwrap_or(0)) * per;
-    format!(
-        "{} {}, {procs} VNF processes",
-        d["shape"].as_str().unwrap_or("?"),
-        d["vnf"].as_str().unwrap_or("?")
-    )
+/// What a report's figures put on their x axis.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Axis {
+    /// The number of chains (seed 001).
+    Chains,
+    /// The frame size, bytes (seed 003): every scenario one size, not all the same,
+    /// and the same number of chains.
+    FrameSize,
+}
+
+/// A document's single frame size, bytes (`None` for a mix such as IMIX).
+fn frame_size(d: &Value) -> Option<f64> {
+    d["frame_sizes"].as_str()?.trim().parse::<u32>().ok().map(f64::from)
+}
+
+fn axis(docs: &[Value]) -> Axis {
+    let sizes: Option<Vec<f64>> = docs.iter().map(frame_size).collect();
+    let same_chains = docs.windows(2).all(|w| w[0]["chains"] == w[1]["chains"]);
+    match sizes {
+        Some(s) if same_chains && s.iter().any(|&x| x != s[0]) => Axis::FrameSize,
+        _ => Axis::Chains,
+    }
+}
+
+/// Where a scenario's places sit: one host, or the two hosts' layout.
+fn placement(d: &Value) -> String {
+    let h = &d["hosts"];
+    if h.is_null() {
+        return "one host".into();
+    }
+    let vnfs: Vec<String> = h["vnf_hosts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| v.to_string())
+        .collect();
+    format!("two hosts (VNFs on {}, sink on {})", vnfs.join(","), h["sink_host"])
+}
+
+/// A scenario's series: what stays the same along a figure's x axis.
+fn series(d: &Value, axis: Axis) -> String {
+    match axis {
+        Axis::Chains => {
+            let per = d["vnfs_per_chain"].as_u64().unwrap_or(1);
+            let procs = (d["chains"].as_u64().unwrap_or(0) + d["standby"].as_u64().unwrap_or(0)) * per;
+            format!(
+                "{} {}, {procs} VNF processes",
+                d["shape"].as_str().unwrap_or("?"),
+                d["vnf"].as_str().unwrap_or("?")
+            )
+        }
+        Axis::FrameSize => format!(
+            "{} {}, {}, {} VNF core(s)",
+            d["shape"].as_str().unwrap_or("?"),
+            d["vnf"].as_str().unwrap_or("?"),
+            placement(d),
+            d["vnf_cores"].as_array().map_or(0, Vec::len)
+        ),
+    }
+}
+
+/// The x of a document on `axis`.
+fn x_of(d: &Value, axis: Axis) -> f64 {
+    match axis {
+        Axis::Chains => d["chains"].as_f64().unwrap_or(0.0),
+        Axis::FrameSize => frame_size(d).unwrap_or(0.0),
+    }
+}
+
+/// The narrowest line a scenario's traffic crossed, bits per second at layer 1: the
+/// tester's line or the hosts' cable.
+fn narrowest_line(d: &Value) -> Option<f64> {
+    [d["line_rate_gbps"].as_f64(), d["hosts"]["link_gbps"].as_f64()]
+        .into_iter()
+        .flatten()
+        .reduce(f64::min)
+        .map(|g| g * 1e9)
 }
 
 fn f(v: &Value, digits: usize) -> String {
@@ -84,40 +154,64 @@ fn conserved(d: &Value) -> bool {
         .is_some_and(|runs| runs.iter().all(|r| r["aggregate"]["conserved"] == true))
 }
 
-/// The documents in figure order: by series, then by chains.
-fn ordered(docs: &[Value]) -> Vec<&Value> {
+/// The documents in figure order: by series, then along the axis.
+fn ordered(docs: &[Value], axis: Axis) -> Vec<&Value> {
     let mut v: Vec<&Value> = docs.iter().collect();
-    v.sort_by_key(|d| (series(d), d["chains"].as_u64().unwrap_or(0)));
+    v.sort_by(|a, b| {
+        (series(a, axis), x_of(a, axis))
+            .partial_cmp(&(series(b, axis), x_of(b, axis)))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
     v
 }
 
-/// A line per series: `(chains, y)` from each document that has `y`.
-fn lines(docs: &[&Value], y: impl Fn(&Value) -> Option<f64>) -> Vec<(String, Vec<(f64, f64)>)> {
+/// A line per series: `(x, y)` from each document that has `y`.
+fn lines(docs: &[&Value], axis: Axis, y: impl Fn(&Value) -> Option<f64>) -> Vec<(String, Vec<(f64, f64)>)> {
     let mut by: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for d in docs {
         if let Some(v) = y(d) {
-            by.entry(series(d))
-                .or_default()
-                .push((d["chains"].as_f64().unwrap_or(0.0), v));
+            by.entry(series(d, axis)).or_default().push((x_of(d, axis), v));
         }
     }
     by.into_iter().collect()
 }
 
 /// The figures: aggregate Gbit/s (layer 1, both directions) and mean latency against the
-/// number of chains.
+/// number of chains; or, along frame sizes, Mpps beside the line rate and latency.
 pub fn plots(docs: &[Value]) -> Result<Vec<(String, String)>, String> {
-    let docs = ordered(docs);
-    let gbps = lines(&docs, |d| d["summary"]["aggregate_gbps_l1"]["mean"].as_f64());
-    let latency = lines(&docs, |d| d["summary"]["latency_mean_us"]["mean"].as_f64());
+    let axis = axis(docs);
+    let docs = ordered(docs, axis);
+    let latency = lines(&docs, axis, |d| d["summary"]["latency_mean_us"]["mean"].as_f64());
+    let throughput = match axis {
+        Axis::Chains => {
+            let gbps = lines(&docs, axis, |d| d["summary"]["aggregate_gbps_l1"]["mean"].as_f64());
+            report::xy_svg(&gbps, "System throughput", "chains", "Gbit/s (L1, all directions)")?
+        }
+        Axis::FrameSize => {
+            let mut mpps = lines(&docs, axis, |d| d["summary"]["aggregate_mpps"]["mean"].as_f64());
+            // The line rate each size allows (20 bytes of preamble and gap per frame).
+            let mut line: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+            for d in &docs {
+                if let (Some(bps), Some(size)) = (narrowest_line(d), frame_size(d)) {
+                    let pts = line.entry(format!("line rate ({} Gbit/s)", bps / 1e9)).or_default();
+                    if !pts.iter().any(|p| p.0 == size) {
+                        pts.push((size, bps / ((size + 20.0) * 8.0) / 1e6));
+                    }
+                }
+            }
+            mpps.extend(line);
+            report::xy_svg(&mpps, "Throughput by frame size", "frame size (bytes)", "Mpps")?
+        }
+    };
+    let x_label = match axis {
+        Axis::Chains => "chains",
+        Axis::FrameSize => "frame size (bytes)",
+    };
     Ok(vec![
-        (
-            "throughput.svg".into(),
-            report::xy_svg(&gbps, "System throughput", "chains", "Gbit/s (L1, all directions)")?,
-        ),
+        ("throughput.svg".into(), throughput),
         (
             "latency.svg".into(),
-            report::xy_svg(&latency, "Average delay", "chains", "mean latency (us)")?,
+            report::xy_svg(&latency, "Average delay", x_label, "mean latency (us)")?,
         ),
     ])
 }
@@ -126,8 +220,10 @@ pub fn plots(docs: &[Value]) -> Result<Vec<(String, String)>, String> {
 pub fn table(docs: &[Value]) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
+    let axis = axis(docs);
     t.set_header([
         "series",
+        "frames",
         "chains",
         "standby",
         "processes/core",
@@ -138,10 +234,11 @@ pub fn table(docs: &[Value]) -> String {
         "latency us",
         "conserved",
     ]);
-    for d in ordered(docs) {
+    for d in ordered(docs, axis) {
         let s = &d["summary"];
         t.add_row(vec![
-            comfy_table::Cell::new(series(d)),
+            comfy_table::Cell::new(series(d, axis)),
+            comfy_table::Cell::new(d["frame_sizes"].as_str().unwrap_or("?")),
             right(d["chains"].as_u64().unwrap_or(0)),
             right(d["standby"].as_u64().unwrap_or(0)),
             right(f(&d["oversubscription"], 1)),
@@ -220,12 +317,14 @@ pub fn html(docs: &[Value]) -> Result<String, String> {
         .collect();
     let mut summary_rows = String::new();
     let mut details = String::new();
-    for d in ordered(docs) {
+    let axis = axis(docs);
+    for d in ordered(docs, axis) {
         let s = &d["summary"];
         let _ = writeln!(
             summary_rows,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&series(d)),
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&series(d, axis)),
+            esc(d["frame_sizes"].as_str().unwrap_or("?")),
             d["chains"],
             d["standby"],
             f(&d["oversubscription"], 1),
@@ -237,8 +336,9 @@ pub fn html(docs: &[Value]) -> Result<String, String> {
         );
         let _ = writeln!(
             details,
-            "<details><summary>{} — {} chain(s), {} standby, {} repetition(s){}</summary>\n{}\n</details>",
-            esc(&series(d)),
+            "<details><summary>{} — {} frames, {} chain(s), {} standby, {} repetition(s){}</summary>\n{}\n</details>",
+            esc(&series(d, axis)),
+            esc(d["frame_sizes"].as_str().unwrap_or("?")),
             d["chains"],
             d["standby"],
             d["runs"].as_array().map_or(0, Vec::len),
@@ -248,7 +348,7 @@ pub fn html(docs: &[Value]) -> Result<String, String> {
     }
     let first = &docs[0];
     let machine = &first["machine"];
-    let caps = match (first["line_rate_gbps"].as_f64(), first["vnf_rate_cap"].as_str()) {
+    let mut caps = match (first["line_rate_gbps"].as_f64(), first["vnf_rate_cap"].as_str()) {
         (None, None) => "no capacity caps".to_string(),
         (line, cap) => format!(
             "line {} per direction, VNF licence {}",
@@ -256,6 +356,12 @@ pub fn html(docs: &[Value]) -> Result<String, String> {
             cap.unwrap_or("none")
         ),
     };
+    if let Some(g) = docs.iter().find_map(|d| d["hosts"]["link_gbps"].as_f64()) {
+        let _ = write!(
+            caps,
+            "; two hosts joined by a {g} Gbit/s cable (a VXLAN tunnel per crossing)"
+        );
+    }
     Ok(format!(
         r#"<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>sfclab scenarios</title>
@@ -268,10 +374,10 @@ td.drops {{ text-align: left; color: #555; }}
 figure {{ display: inline-block; margin: 0.5em; }}
 </style></head><body>
 <h1>sfclab scenarios</h1>
-<p>{n} scenario(s), {frames} frames, {directions}, {caps}; sfclab {version}.<br>
+<p>{n} scenario(s), {directions}, {caps}; sfclab {version}.<br>
 Machine: {cpu}, {cores} cores, TSC {ghz:.3} GHz, kernel {kernel}.</p>
 <table>
-<tr><th>series</th><th>chains</th><th>standby</th><th>processes/core</th><th>offered</th><th>Gbit/s L1 (mean ± 95%)</th><th>Mpps</th><th>latency us</th><th>conserved</th></tr>
+<tr><th>series</th><th>frames</th><th>chains</th><th>standby</th><th>processes/core</th><th>offered</th><th>Gbit/s L1 (mean ± 95%)</th><th>Mpps</th><th>latency us</th><th>conserved</th></tr>
 {summary_rows}</table>
 {figures}
 <h2>Chains</h2>
@@ -280,7 +386,6 @@ Machine: {cpu}, {cores} cores, TSC {ghz:.3} GHz, kernel {kernel}.</p>
 </body></html>
 "#,
         n = docs.len(),
-        frames = esc(first["frame_sizes"].as_str().unwrap_or("?")),
         directions = if first["bidirectional"] == true {
             "both directions"
         } else {

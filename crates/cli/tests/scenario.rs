@@ -452,6 +452,19 @@ fn a_bad_scenario_names_its_file_key_and_reason_and_runs_nothing() {
         ("vnf_rate_cap: fast\n", "`vnf_rate_cap`: `fast` is not a rate"),
         ("chain: x.yaml\nvnf_rate_cap: 1Gbit\n", "write the cap into it"),
         ("repeat: 0\n", "at least one repetition"),
+        ("hosts: { count: 3 }\n", "`hosts.count`: 3 hosts: 1 or 2"),
+        (
+            "hosts: { count: 2, vnfs: [1, 2] }\n",
+            "`hosts.vnfs`: 2 host(s) for 1 VNF(s)",
+        ),
+        ("hosts: { count: 2, vnfs: [3] }\n", "host 3: hosts are 1 and 2"),
+        ("hosts: { count: 2, vnfs: [1], sink: 1 }\n", "nothing crosses the cable"),
+        (
+            "hosts: { count: 2, link: 10Mpps }\n",
+            "`hosts.link`: `10Mpps` is not a line rate",
+        ),
+        ("hosts: { count: 2 }\nbidirectional: true\n", "one direction so far"),
+        ("hosts: { sink: 2 }\n", "applies to two hosts"),
     ];
     for (i, (text, says)) in cases.iter().enumerate() {
         let file = dir.path().join(format!("bad{i}.yaml"));
@@ -477,12 +490,129 @@ fn a_bad_scenario_names_its_file_key_and_reason_and_runs_nothing() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
     }
+    for (args, says) in [
+        (&["--hosts", "2", "--vnf-hosts", "1,2"][..], "--vnf-hosts"),
+        (&["--hosts", "2", "--sink-host", "0"][..], "--sink-host"),
+        (&["--hosts", "2", "--host-link", "fast"][..], "--host-link"),
+        (&["--sink-host", "2"][..], "applies to two hosts"),
+    ] {
+        let mut all = vec!["scenario"];
+        all.extend_from_slice(args);
+        let out = sfclab(&all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
     let out = sfclab(&["scenario", "--vnf-cores", "999"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("core 999"), "{}", stderr(&out));
     let out = sfclab(&["scenario", repo().join("no-such.yaml").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("cannot read"), "{}", stderr(&out));
+}
+
+/// What crossed one direction of the cable (`host 1 -> host 2` first).
+fn cable_sent(run: &Value, direction: usize) -> u64 {
+    u(&run["cable"]["directions"][direction]["sent"])
+}
+
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn chains_across_two_hosts_cross_by_tunnels_and_conserve() {
+    // PVVP with a router on each host (seed 003's chain): hop 1 on host 1, hop 2 and the
+    // tester's receiver on host 2, well below the cable's rate.
+    let d = scenario(&[
+        "--hosts",
+        "2",
+        "--chains",
+        "2",
+        "--shape",
+        "pvvp",
+        "--vnf",
+        "router",
+        "--size",
+        "256",
+        "--rate",
+        "40kpps",
+        "--duration",
+        "500ms",
+    ]);
+    assert_eq!(d["bidirectional"], false, "two hosts carry one direction");
+    assert_eq!(d["hosts"]["vnf_hosts"], serde_json::json!([1, 2]));
+    assert_eq!(d["hosts"]["sink_host"], 2);
+    assert_eq!(d["hosts"]["crossings_per_chain"], 1);
+    let run = &d["runs"][0];
+    assert_chains_conserve(run);
+    assert_eq!(run["aggregate"]["window"]["lost"], 0, "{}", run["aggregate"]);
+    let mut crossed = 0;
+    for c in run["chains"].as_array().unwrap() {
+        let t = &c["tunnels"].as_array().unwrap()[..];
+        assert_eq!(t.len(), 1, "{c}");
+        assert_eq!(t[0]["link"], "hop 1 -> hop 2");
+        // Everything hop 1 sent on went through its chain's own tunnel to hop 2.
+        assert_eq!(t[0]["tx"], c["hops"][0]["tx"], "{c}");
+        assert_eq!(t[0]["rx"], c["hops"][1]["rx"], "{c}");
+        assert_eq!(t[0]["tx_dropped"], 0, "{c}");
+        assert_eq!(t[0]["rx_dropped"], 0, "{c}");
+        crossed += u(&t[0]["tx"]);
+    }
+    // The chains' tunnels are all the cable carried, one way only.
+    assert_eq!(cable_sent(run, 0), crossed);
+    assert_eq!(cable_sent(run, 1), 0);
+}
+
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn the_cable_between_hosts_carries_its_line_rate_and_no_more() {
+    // The VNF on host 2, the tester's sender and receiver on host 1: two crossings per
+    // chain. A 20 Mbit/s cable carries 29,762 frames of 64 bytes (84 at layer 1) a
+    // second; 100 kpps are asked of it.
+    let line_pps = 20e6 / (84.0 * 8.0);
+    let d = scenario(&[
+        "--hosts",
+        "2",
+        "--chains",
+        "2",
+        "--vnf",
+        "forwarder",
+        "--vnf-hosts",
+        "2",
+        "--sink-host",
+        "1",
+        "--host-link",
+        "20Mbit/s",
+        "--size",
+        "64",
+        "--rate",
+        "100kpps",
+        "--duration",
+        "1s",
+    ]);
+    assert_eq!(d["hosts"]["crossings_per_chain"], 2);
+    let run = &d["runs"][0];
+    for c in run["chains"].as_array().unwrap() {
+        assert_eq!(c["conserved"], true, "{c}");
+        let links: Vec<&Value> = c["tunnels"].as_array().unwrap().iter().map(|t| &t["link"]).collect();
+        assert_eq!(links, ["tester -> hop 1", "hop 1 -> tester"]);
+    }
+    let got = run["aggregate"]["throughput_mpps"].as_f64().unwrap() * 1e6;
+    assert!(
+        got > 0.9 * line_pps && got < 1.03 * line_pps,
+        "{got:.0} pps through a cable of {line_pps:.0}: {}",
+        run["aggregate"]
+    );
+    // What the first crossing passed is all the second one could carry back; what the
+    // shaper dropped (when its queue, not the sender's socket, filled first) each
+    // chain's tunnel counted, and it explains the chain's loss.
+    assert!(cable_sent(run, 1) <= cable_sent(run, 0), "{}", run["cable"]);
+    assert_eq!(run["cable"]["shaper_drops_seen_at_tunnels"], true, "{}", run["cable"]);
+    let refused: u64 = run["chains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["drops"]["tunnel tester -> hop 1 (cable full)"].as_u64().unwrap_or(0))
+        .sum();
+    let shaped = u(&run["cable"]["directions"][0]["shaper_dropped"]);
+    assert_eq!(refused, shaped, "{}", run["cable"]);
 }
 
 /// Every example scenario resolves (its chains, VNF and settings checked) without root:

@@ -101,6 +101,14 @@ impl Plan {
         self
     }
 
+    /// Every hop's kernel interfaces opened as `kind` (a tunnel's end, for one).
+    pub(crate) fn with_io(mut self, kind: sfclab_io::IoKind) -> Plan {
+        if let Some(k) = self.args.iter().position(|a| a == "--io") {
+            self.args[k + 1] = kind.to_string();
+        }
+        self
+    }
+
     /// Every hop on `cores`, scheduled by the OS among them (not pinned one per core).
     pub(crate) fn on_cores(self, cores: &[usize]) -> Plan {
         let list = cores.iter().map(usize::to_string).collect::<Vec<_>>().join(",");

@@ -9,14 +9,19 @@
 //! `kill -9`), and connects its output to the next hop's; the tester serves the last
 //! link and connects to the first. A hop that restarts serves its input again and its
 //! neighbours reconnect.
+//!
+//! Memif is shared memory: it joins places on one host. A scenario's chain may cross
+//! between two emulated hosts ([`Hosts`]); each link that crosses is a tunnel of its own
+//! over the hosts' shaped cable instead, which its two ends open as kernel interfaces.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use sfclab_io::IoKind;
 use sfclab_io::memif::{Interface, MemifSettings, Role, Wait};
 use sfclab_io::{InterfacePort, TesterLink};
 use sfclab_runtime::{ExternalOutcome, RunError, RunSettings, TestbedReport, WireLoss, WiredReport, run_compound_on};
-use sfclab_topology::{Namespace, Topology};
+use sfclab_topology::{HostLink, Namespace, Topology};
 use sfclab_traffic::{Generator, Sink};
 
 use crate::chain_file::Experiment;
@@ -39,7 +44,7 @@ pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, R
     let mut topo = Topology::new().map_err(|e| setting("chaining", e))?;
     let tester_ns = topo.namespace("tester").map_err(|e| setting("chaining", e))?;
     let tester_dir = tester_ns.state_dir().map_err(|e| setting("chaining", e))?;
-    let mut chain = MemifChain::start(spec, &plan, &mut topo, &tester_dir, "", run.core)?;
+    let mut chain = MemifChain::start(spec, &plan, &mut topo, (&tester_ns, &tester_dir), "", run.core, None)?;
     chain.wait_ready()?;
     let (t_out, t_in) = chain.tester_ports()?;
     let generator = Generator::new(spec.traffic.clone(), run.batch).map_err(|(k, r)| setting(k, r))?;
@@ -109,28 +114,77 @@ pub(crate) fn wire_loss<L: sfclab_core::RxPort>(links: &[L], hops: &ExternalOutc
     WireLoss::balance(tester, explained)
 }
 
-/// One chain's hops, each a process in a namespace of its own joined by memif, and the
-/// tester's two ends of it: it sends into the first hop and receives from the last.
+/// Where a chain's places sit when it spans two hosts: the host (0 or 1) of the tester's
+/// sender, of each hop, and of the tester's receiver, and the cable between the hosts.
+pub(crate) struct Hosts<'a> {
+    pub(crate) link: &'a mut HostLink,
+    /// One per place: the tester's sender, hops 1..n, the tester's receiver.
+    pub(crate) places: Vec<usize>,
+}
+
+/// The tester's end of a link: a memif interface, or a tunnel's end in the tester's
+/// namespace (opened there, used from the tester's thread).
+enum TesterEnd {
+    Memif(Interface),
+    Tunnel { namespace: Namespace, interface: String },
+}
+
+impl TesterEnd {
+    fn wait_connected(&self) -> Result<(), RunError> {
+        match self {
+            TesterEnd::Memif(i) => i.wait_connected(CONNECT_LIMIT).map_err(|e| setting("ports", e)),
+            TesterEnd::Tunnel { .. } => Ok(()),
+        }
+    }
+
+    fn port(&mut self, receive: bool) -> Result<InterfacePort, RunError> {
+        match self {
+            TesterEnd::Memif(i) => i
+                .port(0, receive, !receive)
+                .map(InterfacePort::Memif)
+                .map_err(|e| setting("ports", e)),
+            TesterEnd::Tunnel { namespace, interface } => {
+                let name = interface.clone();
+                // A socket belongs to the namespace it was made in, wherever it is used.
+                namespace
+                    .run(move || {
+                        InterfacePort::open(IoKind::AfXdp, &name, &sfclab_io::AfXdpSettings::default(), receive)
+                    })
+                    .map_err(|e| setting("hosts", e))?
+                    .map_err(|e| setting("hosts", e))
+            }
+        }
+    }
+}
+
+/// One chain's hops, each a process in a namespace of its own joined by memif (or, from
+/// one host to the other, by a tunnel), and the tester's two ends of it: it sends into
+/// the first hop and receives from the last.
 pub(crate) struct MemifChain {
     pub(crate) namespaces: Vec<Namespace>,
-    tester_out: Interface,
-    tester_in: Interface,
+    tester_out: TesterEnd,
+    tester_in: TesterEnd,
     processes: HopProcesses,
     peers: Vec<Option<DpdkHop>>,
+    /// The tunnels' ends, when the chain crosses hosts: (link, sender's, receiver's),
+    /// link k from place k to place k+1.
+    tunnels: Vec<(usize, sfclab_topology::Interface, sfclab_topology::Interface)>,
 }
 
 impl MemifChain {
     /// Builds a namespace per hop (`<label>hop<i>`), listens for the last hop at
     /// `<tester_dir>/<label>in.sock` and starts every hop, last to first; returns
     /// before they are ready ([`MemifChain::wait_ready`]), so that many chains start
-    /// at once.
+    /// at once. With `hosts`, each link between places on different hosts is a tunnel
+    /// over their cable.
     pub(crate) fn start(
         spec: &Experiment,
         plan: &Plan,
         topo: &mut Topology,
-        tester_dir: &std::path::Path,
+        (tester_ns, tester_dir): (&Namespace, &std::path::Path),
         label: &str,
         tester_core: Option<usize>,
+        hosts: Option<Hosts<'_>>,
     ) -> Result<MemifChain, RunError> {
         let n = spec.hops.len();
         if n == 0 {
@@ -146,17 +200,56 @@ impl MemifChain {
             sockets.push(ns.state_dir().map_err(|e| setting("chaining", e))?.join("in.sock"));
         }
         sockets.push(tester_dir.join(format!("{label}in.sock")));
+        // Links that cross hosts: a tunnel each, its ends `out` at the sender and `in`
+        // at the receiver (`<label>o`, `<label>i` in the tester's namespace).
+        let mut tunnels = Vec::new();
+        if let Some(Hosts { link, places }) = hosts {
+            if places.len() != n + 2 || spec.dpdk_hops.iter().any(|&i| places[i + 1] != places[0]) {
+                return Err(setting(
+                    "hosts",
+                    "one host per place: the tester's sender, each hop, its receiver",
+                ));
+            }
+            for k in 0..=n {
+                let (a, b) = (places[k], places[k + 1]);
+                if a == b {
+                    continue;
+                }
+                let sender = if k == 0 { tester_ns } else { &namespaces[k - 1] };
+                let receiver = if k == n { tester_ns } else { &namespaces[k] };
+                let out_name = if k == 0 { format!("{label}o") } else { "out".into() };
+                let in_name = if k == n { format!("{label}i") } else { "in".into() };
+                let (o, i) = link
+                    .tunnel((a, sender, &out_name), (b, receiver, &in_name))
+                    .map_err(|e| setting("hosts", e))?;
+                tunnels.push((k, o, i));
+            }
+        }
+        let crossing = |k: usize| tunnels.iter().find(|(link, _, _)| *link == k);
         let wait = match spec.memif_wait.unwrap_or(Wait::Poll) {
             Wait::Interrupt { spin } => format!(",wait=interrupt,spin={}", spin.as_micros()),
             Wait::Poll => String::new(),
         };
-        let endpoint = |k: usize, role: &str| format!("memif:{},role={role}{wait}", sockets[k].display());
+        // Hop i's end of link k: the tunnel's interface, or the memif socket.
+        let endpoint = |k: usize, role: &str| match crossing(k) {
+            Some((_, o, i)) => if role == "server" { i } else { o }.name().to_string(),
+            None => format!("memif:{},role={role}{wait}", sockets[k].display()),
+        };
         // The tester polls whatever the hops do: it has its own core, and a generator
         // that slept in its receive would fall behind its rate.
-        let tester_end = |k: usize, role: Role| -> Result<Interface, RunError> {
+        let tester_end = |k: usize, role: Role| -> Result<TesterEnd, RunError> {
+            if let Some((_, o, i)) = crossing(k) {
+                let end = if role == Role::Server { i } else { o };
+                return Ok(TesterEnd::Tunnel {
+                    namespace: tester_ns.clone(),
+                    interface: end.name().to_string(),
+                });
+            }
             let spec = format!("memif:{},role={role}", sockets[k].display());
             let settings = MemifSettings::from_spec(&spec, role).map_err(|e| setting("ports", e))?;
-            Interface::open(&settings).map_err(|e| setting("ports", e))
+            Interface::open(&settings)
+                .map(TesterEnd::Memif)
+                .map_err(|e| setting("ports", e))
         };
         // The tester's receiving end listens first: the last hop connects to it.
         let tester_in = tester_end(n, Role::Server)?;
@@ -174,7 +267,7 @@ impl MemifChain {
                 .map_err(|e| setting("dpdk_hops", e))?;
                 peers[i] = Some(hop);
             } else {
-                let ports = format!("{},{}", endpoint(i, "server"), endpoint(i + 1, "client"));
+                let ports = format!("dut:{},{}", endpoint(i, "server"), endpoint(i + 1, "client"));
                 let hop = plan
                     .spawn(i, &namespaces[i], &ports)
                     .map_err(|e| setting("chaining", e))?;
@@ -188,6 +281,7 @@ impl MemifChain {
             tester_in,
             processes,
             peers,
+            tunnels,
         })
     }
 
@@ -196,31 +290,27 @@ impl MemifChain {
         self.processes
             .wait_ready(Instant::now() + READY_LIMIT)
             .map_err(|e| setting("chaining", e))?;
-        self.tester_out
-            .wait_connected(CONNECT_LIMIT)
-            .map_err(|e| setting("ports", e))?;
-        self.tester_in
-            .wait_connected(CONNECT_LIMIT)
-            .map_err(|e| setting("ports", e))
+        self.tester_out.wait_connected()?;
+        self.tester_in.wait_connected()
     }
 
     /// The tester's sending and receiving ports of the forward direction (into the
     /// first hop, back from the last).
     pub(crate) fn tester_ports(&mut self) -> Result<(InterfacePort, InterfacePort), RunError> {
-        Self::ends(&mut self.tester_out, &mut self.tester_in)
+        Ok((self.tester_out.port(false)?, self.tester_in.port(true)?))
     }
 
     /// The reverse direction's (into the last hop's output, back from the first hop's
     /// input): the same two links, each carrying both ways, for hops that forward both
-    /// ways.
+    /// ways (memif links only).
     pub(crate) fn reverse_tester_ports(&mut self) -> Result<(InterfacePort, InterfacePort), RunError> {
-        Self::ends(&mut self.tester_in, &mut self.tester_out)
+        Ok((self.tester_in.port(false)?, self.tester_out.port(true)?))
     }
 
-    fn ends(out: &mut Interface, back: &mut Interface) -> Result<(InterfacePort, InterfacePort), RunError> {
-        let out = out.port(0, false, true).map_err(|e| setting("ports", e))?;
-        let back = back.port(0, true, false).map_err(|e| setting("ports", e))?;
-        Ok((InterfacePort::Memif(out), InterfacePort::Memif(back)))
+    /// The tunnels the chain crosses hosts by: (link k from place k to place k+1, the
+    /// sender's end, the receiver's end).
+    pub(crate) fn tunnels(&self) -> &[(usize, sfclab_topology::Interface, sfclab_topology::Interface)] {
+        &self.tunnels
     }
 
     /// The hops' process ids, sfclab's (a DPDK hop's are not followed).

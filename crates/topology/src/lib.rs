@@ -18,6 +18,7 @@
 
 mod command;
 mod counters;
+mod host_link;
 mod namespace;
 pub mod ovs;
 mod restore;
@@ -26,6 +27,7 @@ mod testbed;
 
 pub use command::TopologyError;
 pub use counters::LinkCounters;
+pub use host_link::{HostLink, LinkEndCounters, LinkShape, VXLAN_OVERHEAD};
 pub use namespace::{Interface, Namespace};
 pub use sriov::SriovNic;
 pub use testbed::{Hop, TESTER_IN_MAC, Testbed, vf_in_mac, vf_out_mac};

@@ -25,6 +25,15 @@
 //! standby: 0            # VNF processes started but given no traffic
 //! repeat: 3
 //! ```
+//!
+//! Two hosts on one machine (seed 003's dual host): each host a namespace, joined by a
+//! cable shaped to a line rate; each VNF sits on a host, the tester sends from host 1
+//! and receives on `sink`'s; every link between places on different hosts is a VXLAN
+//! tunnel of its own over the cable (memif, shared memory, joins places on one host).
+//!
+//! ```yaml
+//! hosts: { count: 2, vnfs: [1, 2], sink: 2, link: 1Gbit/s }
+//! ```
 
 mod presets;
 mod run;
@@ -104,6 +113,24 @@ pub struct ScenarioFlags {
     /// rate of IP bytes, both directions together (seed 001's CSR 1000v licence).
     #[arg(long, help_heading = "Scenario")]
     pub vnf_rate_cap: Option<String>,
+    /// Hosts on this machine (1 or 2): with 2, each a namespace joined to the other by
+    /// a cable shaped to `--host-link`, chains crossing it by tunnels (seed 003).
+    #[arg(long, help_heading = "Two hosts")]
+    pub hosts: Option<usize>,
+    /// The host of each VNF of a chain, in order (`2`, `1,2`). Default: the first half
+    /// of the VNFs on host 1, the rest (a single VNF) on host 2.
+    #[arg(long, value_delimiter = ',', help_heading = "Two hosts")]
+    pub vnf_hosts: Option<Vec<usize>>,
+    /// The host the tester receives on (it sends from host 1). Default: the last VNF's.
+    #[arg(long, help_heading = "Two hosts")]
+    pub sink_host: Option<usize>,
+    /// The cable's line rate, each direction, at layer 1 (default `1Gbit/s`).
+    #[arg(long, help_heading = "Two hosts")]
+    pub host_link: Option<String>,
+    /// Charge the tunnel's 50 bytes per frame against the cable's rate (a real overlay),
+    /// instead of carrying the line rate of the chains' own frames (a direct cable).
+    #[arg(long, help_heading = "Two hosts")]
+    pub charge_tunnel: bool,
     /// Search each repetition for the highest aggregate rate (split evenly across the
     /// chains and directions, as NFVbench does) that meets each loss goal, then measure
     /// every chain at the first goal's rate. `--duration` is a trial's length.
@@ -152,6 +179,44 @@ struct ScenarioFile {
     bidirectional: Option<bool>,
     line_rate: Option<String>,
     vnf_rate_cap: Option<String>,
+    hosts: Option<HostsFile>,
+}
+
+/// A scenario file's `hosts:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostsFile {
+    count: Option<usize>,
+    vnfs: Option<Vec<usize>>,
+    sink: Option<usize>,
+    link: Option<String>,
+    charge_tunnel: Option<bool>,
+}
+
+/// Two emulated hosts: where each VNF and the tester's receiver sit (hosts from 1),
+/// and the cable between them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TwoHosts {
+    /// Each VNF's host, in chain order.
+    pub vnfs: Vec<usize>,
+    /// The tester's receiving host (it sends from host 1).
+    pub sink: usize,
+    pub link: sfclab_topology::LinkShape,
+}
+
+impl TwoHosts {
+    /// Each place's host from 0: the tester's sender, each VNF, the tester's receiver.
+    pub fn places(&self) -> Vec<usize> {
+        std::iter::once(0)
+            .chain(self.vnfs.iter().map(|h| h - 1))
+            .chain(std::iter::once(self.sink - 1))
+            .collect()
+    }
+
+    /// Links of a chain that cross the cable.
+    pub fn crossings(&self) -> usize {
+        self.places().windows(2).filter(|w| w[0] != w[1]).count()
+    }
 }
 
 /// A scenario ready to run: every chain resolved, checked as a whole.
@@ -179,6 +244,8 @@ pub struct Scenario {
     /// Search each repetition (`--search`): goals, rates, resolution; `max_pps`
     /// infinite means what the tester reaches, measured first.
     pub search: Option<sfclab_measure::SearchConfig>,
+    /// Two emulated hosts, when the chains span them.
+    pub hosts: Option<TwoHosts>,
     /// Cores the VNF processes share.
     pub vnf_cores: Vec<usize>,
     /// The tester's core.
@@ -300,7 +367,20 @@ fn resolve(
     if !layered.gives("memif_wait") {
         layered = layered.with("memif_wait", "interrupt").expect("a wait mode");
     }
-    let bidirectional = !flags.one_way && f.bidirectional.unwrap_or(true);
+    let host_file = f.hosts.unwrap_or_default();
+    let host_count = match (flags.hosts, host_file.count) {
+        (Some(c), _) if c == 0 || c > 2 => return Err(flag_err("hosts", format!("{c} hosts: 1 or 2"))),
+        (None, Some(c)) if c == 0 || c > 2 => return Err(err("hosts.count", format!("{c} hosts: 1 or 2"))),
+        (a, b) => a.or(b).unwrap_or(1),
+    };
+    let two_hosts = host_count == 2;
+    if two_hosts && f.bidirectional == Some(true) {
+        return Err(err(
+            "bidirectional",
+            "chains across two hosts carry one direction so far: leave `bidirectional` out".into(),
+        ));
+    }
+    let bidirectional = !flags.one_way && f.bidirectional.unwrap_or(!two_hosts);
     let line_rate = match (&flags.line_rate, &f.line_rate) {
         (Some(text), _) => Some(line_rate(text).map_err(|r| flag_err("line_rate", r))?),
         (None, Some(text)) => Some(line_rate(text).map_err(|r| err("line_rate", r))?),
@@ -402,6 +482,30 @@ fn resolve(
         return Err(err("run.dpdk_hops", "scenarios run sfclab VNFs only".into()));
     }
 
+    let hosts = if two_hosts {
+        Some(two_hosts_of(&host_file, flags, template.hops.len(), origin)?)
+    } else {
+        let given = [
+            (flags.vnf_hosts.is_some() || host_file.vnfs.is_some(), "vnf_hosts"),
+            (flags.sink_host.is_some() || host_file.sink.is_some(), "sink_host"),
+            (flags.host_link.is_some() || host_file.link.is_some(), "host_link"),
+            (
+                flags.charge_tunnel || host_file.charge_tunnel.is_some(),
+                "charge_tunnel",
+            ),
+        ];
+        if let Some((_, key)) = given.iter().find(|g| g.0) {
+            return Err(err(
+                key,
+                "applies to two hosts: add `hosts: { count: 2 }` (`--hosts 2`)".into(),
+            ));
+        }
+        None
+    };
+    if hosts.is_some() && !template.dpdk_hops.is_empty() {
+        return Err(err("hosts", "chains across two hosts run sfclab VNFs only".into()));
+    }
+
     let tester_core = crate::run::tester_core(template.settings.core);
     let vnf_cores = match flags.vnf_cores.clone().or_else(|| {
         f.vnf_cores.as_ref().map(|v| match v {
@@ -465,10 +569,70 @@ fn resolve(
         line_rate,
         vnf_rate_cap,
         search,
+        hosts,
         vnf_cores,
         tester_core,
         repeat,
     })
+}
+
+/// The two hosts' layout from the file's `hosts:` and the flags (each flag wins).
+fn two_hosts_of(file: &HostsFile, flags: &ScenarioFlags, vnfs: usize, origin: &str) -> Result<TwoHosts, ScenarioError> {
+    let at = |flag: bool, key: &str, reason: String| ScenarioError {
+        origin: if flag {
+            format!("--{}", key.replace('_', "-"))
+        } else {
+            origin.to_string()
+        },
+        key: if flag { key.to_string() } else { format!("hosts.{key}") },
+        reason,
+    };
+    let on_a_host = |h: usize| h == 1 || h == 2;
+    let from_flag = flags.vnf_hosts.is_some();
+    let placed = match flags.vnf_hosts.clone().or_else(|| file.vnfs.clone()) {
+        Some(list) => {
+            let key = if from_flag { "vnf_hosts" } else { "vnfs" };
+            if list.len() != vnfs {
+                return Err(at(
+                    from_flag,
+                    key,
+                    format!("{} host(s) for {vnfs} VNF(s) per chain: one each", list.len()),
+                ));
+            }
+            if let Some(h) = list.iter().find(|h| !on_a_host(**h)) {
+                return Err(at(from_flag, key, format!("host {h}: hosts are 1 and 2")));
+            }
+            list
+        }
+        None => (0..vnfs).map(|i| if i < vnfs / 2 { 1 } else { 2 }).collect(),
+    };
+    let sink = match (flags.sink_host, file.sink) {
+        (Some(h), _) if !on_a_host(h) => return Err(at(true, "sink_host", format!("host {h}: hosts are 1 and 2"))),
+        (None, Some(h)) if !on_a_host(h) => return Err(at(false, "sink", format!("host {h}: hosts are 1 and 2"))),
+        (a, b) => a.or(b).unwrap_or(*placed.last().expect("a VNF")),
+    };
+    let (link_flag, link_text) = match (&flags.host_link, &file.link) {
+        (Some(t), _) => (true, t.clone()),
+        (None, Some(t)) => (false, t.clone()),
+        (None, None) => (false, "1Gbit/s".to_string()),
+    };
+    let rate_bps = line_rate(&link_text).map_err(|r| at(link_flag, if link_flag { "host_link" } else { "link" }, r))?;
+    let hosts = TwoHosts {
+        vnfs: placed,
+        sink,
+        link: sfclab_topology::LinkShape {
+            rate_bps,
+            charge_tunnel: flags.charge_tunnel || file.charge_tunnel.unwrap_or(false),
+        },
+    };
+    if hosts.crossings() == 0 {
+        return Err(at(
+            from_flag,
+            if from_flag { "vnf_hosts" } else { "vnfs" },
+            "every place is on host 1: nothing crosses the cable (put a VNF or the sink on host 2)".into(),
+        ));
+    }
+    Ok(hosts)
 }
 
 /// A line rate: bits per second at layer 1 (`10Gbit/s`, `2.5Gbps`).

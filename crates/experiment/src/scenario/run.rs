@@ -11,14 +11,14 @@ use sfclab_core::LatencySummary;
 use sfclab_io::{Line, LinePort, TesterLink};
 use sfclab_measure::Summary;
 use sfclab_runtime::{ChainGraph, ExternalOutcome, RunError, RunReport, RunSettings, WindowLoss, run_hops_on};
-use sfclab_topology::Topology;
+use sfclab_topology::{HostLink, LinkEndCounters, Topology};
 use sfclab_traffic::{Generator, Rate, Sink};
 
 use super::Scenario;
 use super::sched::SchedCounters;
 use crate::document::Machine;
 use crate::hop_processes::Plan;
-use crate::memif_chain::{MemifChain, TESTER_QUIET, wire_loss};
+use crate::memif_chain::{Hosts, MemifChain, TESTER_QUIET, wire_loss};
 
 /// The scenario's result document (`sfclab scenario --json`, schema `sfclab.scenario/2`).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -51,6 +51,9 @@ pub struct ScenarioDocument {
     /// Each VNF's licence (a policer of IP bytes, both directions), as given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vnf_rate_cap: Option<String>,
+    /// Two emulated hosts, when the chains span them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<HostsReport>,
     /// Frame sizes of every chain's stream.
     pub frame_sizes: String,
     /// How the VNFs' memif receivers wait: `polling` or `interrupt`.
@@ -67,6 +70,61 @@ pub struct ScenarioDocument {
     pub runs: Vec<ScenarioRun>,
     /// The repetitions together.
     pub summary: ScenarioSummary,
+}
+
+/// Where the places of each chain sit on two emulated hosts, and their cable.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct HostsReport {
+    /// Each VNF's host (from 1), in chain order; the tester sends from host 1.
+    pub vnf_hosts: Vec<usize>,
+    /// The host the tester receives on.
+    pub sink_host: usize,
+    /// The cable's line rate, each direction, Gbit/s at layer 1.
+    pub link_gbps: f64,
+    /// Whether the tunnels' 50 bytes per frame count against it (a real overlay) or
+    /// not (the line rate of the chains' own frames, as a direct cable).
+    pub charge_tunnel: bool,
+    /// Links of each chain that cross the cable, each a VXLAN tunnel of its own.
+    pub crossings_per_chain: usize,
+}
+
+/// The cable between two hosts over one run, each direction (host 1 to 2, then 2 to 1).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct CableReport {
+    pub directions: Vec<CableDirection>,
+    /// The shapers' drops are exactly what the chains' tunnels counted as refused (a
+    /// check: then each chain's share of them is known exactly).
+    pub shaper_drops_seen_at_tunnels: bool,
+    /// The far ends' drops (shared, seen by no chain) were attributed chain by chain:
+    /// they equal the loss no other counter explained, summed over the chains.
+    pub far_end_attributed: bool,
+}
+
+/// One direction of the cable: what its token bucket passed and dropped.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct CableDirection {
+    /// `host 1 -> host 2` or `host 2 -> host 1`.
+    pub direction: String,
+    pub sent: u64,
+    /// The shaper's queue was full.
+    pub shaper_dropped: u64,
+    /// The far end could not take the frame (its receive backlog full).
+    pub cable_dropped: u64,
+}
+
+/// One tunnel of a chain: what went in at one host and came out at the other.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct TunnelFlow {
+    /// `tester -> hop 1`, `hop 1 -> hop 2`, `hop 1 -> tester`.
+    pub link: String,
+    /// Frames the tunnel put on the cable, and frames that came out at the other host.
+    pub tx: u64,
+    pub rx: u64,
+    /// Frames the tunnel could not send: the cable's shaper had no room (the kernel
+    /// counts its refusal at the tunnel).
+    pub tx_dropped: u64,
+    /// Frames the receiving host's tunnel dropped.
+    pub rx_dropped: u64,
 }
 
 /// One repetition: every chain, the aggregate, and what the OS did with each VNF.
@@ -87,6 +145,9 @@ pub struct ScenarioRun {
     /// first goal's rate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub search: Option<super::ScenarioSearch>,
+    /// With two hosts: the cable over the whole run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cable: Option<CableReport>,
 }
 
 /// All chains together (both directions), over the window.
@@ -141,6 +202,9 @@ pub struct ChainResult {
     /// what the tester did not get back.
     pub conserved: bool,
     pub hops: Vec<HopFlow>,
+    /// With two hosts: each link of the chain that crosses the cable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tunnels: Vec<TunnelFlow>,
 }
 
 /// One direction of a chain, as its tester measured it over the window.
@@ -285,6 +349,13 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
         bidirectional: scenario.bidirectional,
         line_rate_gbps: scenario.line_rate.map(|b| b / 1e9),
         vnf_rate_cap: scenario.vnf_rate_cap.clone(),
+        hosts: scenario.hosts.as_ref().map(|h| HostsReport {
+            vnf_hosts: h.vnfs.clone(),
+            sink_host: h.sink,
+            link_gbps: h.link.rate_bps / 1e9,
+            charge_tunnel: h.link.charge_tunnel,
+            crossings_per_chain: h.crossings(),
+        }),
         frame_sizes: template.traffic.sizes.to_string(),
         memif_wait: template.memif_wait.unwrap_or(sfclab_io::memif::Wait::Poll).to_string(),
         vnf_cores: scenario.vnf_cores.clone(),
@@ -320,6 +391,8 @@ fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunEr
 /// one measurement or a search's many trials.
 pub(super) struct Testbed {
     topo: Topology,
+    /// The cable between two hosts, when the chains span them.
+    cable: Option<HostLink>,
     started: Vec<MemifChain>,
     links: Vec<Link>,
     /// A standby instance's links: connected, never used.
@@ -364,6 +437,17 @@ impl Testbed {
         let mut topo = Topology::new().map_err(|e| setting("chaining", e))?;
         let tester_ns = topo.namespace("tester").map_err(|e| setting("chaining", e))?;
         let dir = tester_ns.state_dir().map_err(|e| setting("chaining", e))?;
+        let mut cable = match &scenario.hosts {
+            Some(h) => {
+                let a = topo.namespace("host1").map_err(|e| setting("hosts", e))?;
+                let b = topo.namespace("host2").map_err(|e| setting("hosts", e))?;
+                let link = topo.host_link(&a, &b, h.link).map_err(|e| setting("hosts", e))?;
+                // Each host's NIC interrupts on the VNFs' cores, not the tester's.
+                link.receive_on(&scenario.vnf_cores).map_err(|e| setting("hosts", e))?;
+                Some(link)
+            }
+            None => None,
+        };
         let instances = scenario
             .chains
             .iter()
@@ -376,6 +460,17 @@ impl Testbed {
             if scenario.bidirectional {
                 plan = plan.both_ways();
             }
+            if scenario.hosts.is_some() {
+                // A tunnel's end is a kernel interface: AF_XDP in generic (skb) mode.
+                plan = plan.with_io(sfclab_io::IoKind::AfXdp);
+            }
+            let hosts = match (&scenario.hosts, cable.as_mut()) {
+                (Some(h), Some(link)) => Some(Hosts {
+                    link,
+                    places: h.places(),
+                }),
+                _ => None,
+            };
             // Namespaces `c<k>hop<i>` for chains, `s<k>hop<i>` for standby instances.
             let label = if c < n {
                 format!("c{}", c + 1)
@@ -386,9 +481,10 @@ impl Testbed {
                 exp,
                 &plan,
                 &mut topo,
-                &dir,
+                (&tester_ns, &dir),
                 &label,
                 scenario.tester_core,
+                hosts,
             )?);
         }
         for chain in &mut started {
@@ -438,6 +534,7 @@ impl Testbed {
             .collect();
         Ok(Testbed {
             topo,
+            cable,
             started,
             links,
             idle,
@@ -494,6 +591,7 @@ impl Testbed {
     pub(super) fn down(self, m: Measured, repetition: usize) -> Result<ScenarioRun, RunError> {
         let Testbed {
             topo,
+            cable,
             mut started,
             links,
             idle,
@@ -511,11 +609,15 @@ impl Testbed {
             let deadline = Instant::now() + STOP_LIMIT;
             started.iter_mut().for_each(|c| c.wait_hop_exited(hop, deadline));
         }
+        // The tunnels' and the cable's counters, read once nothing moves on them.
+        let tunnels: Vec<Vec<TunnelFlow>> = started.iter().take(n).map(tunnel_flows).collect();
+        let cable_counters = cable.as_ref().map(HostLink::counters).transpose();
         let outcomes: Vec<ExternalOutcome> = started.into_iter().map(MemifChain::stop).collect();
         drop(idle);
         drop(topo);
         let teardown_s = stopping.elapsed().as_secs_f64();
         let reports = m.reports?;
+        let cable_counters = cable_counters.map_err(|e| setting("hosts", e))?;
 
         let processes = pids
             .iter()
@@ -536,13 +638,15 @@ impl Testbed {
                 })
             })
             .collect();
-        let chains: Vec<ChainResult> = reports
+        let mut chains: Vec<ChainResult> = reports
             .chunks(directions)
             .zip(links.chunks(directions))
             .zip(&outcomes)
+            .zip(tunnels)
             .enumerate()
-            .map(|(c, ((reports, links), outcome))| chain_result(c, reports, links, outcome))
+            .map(|(c, (((reports, links), outcome), tunnels))| chain_result(c, reports, links, outcome, tunnels))
             .collect();
+        let cable = cable_counters.map(|ends| attribute_cable_drops(&ends, &mut chains, &reports, directions));
         Ok(ScenarioRun {
             repetition,
             setup_s,
@@ -552,6 +656,7 @@ impl Testbed {
             chains,
             processes,
             search: None,
+            cable,
         })
     }
 }
@@ -572,14 +677,53 @@ fn ratio(lost: u64, sent: u64) -> f64 {
     if sent == 0 { 0.0 } else { lost as f64 / sent as f64 }
 }
 
-fn chain_result(c: usize, reports: &[RunReport], links: &[Link], outcome: &ExternalOutcome) -> ChainResult {
-    let lost = wire_loss(links, outcome);
+fn chain_result(
+    c: usize,
+    reports: &[RunReport],
+    links: &[Link],
+    outcome: &ExternalOutcome,
+    tunnels: Vec<TunnelFlow>,
+) -> ChainResult {
+    let mut lost = wire_loss(links, outcome);
+    if !tunnels.is_empty() {
+        // Across hosts the kernel carries frames too: what its sockets and the tunnels'
+        // interfaces dropped explains loss as the hops' drops do.
+        let mut explained = lost.explained.clone();
+        for &(hop, n) in outcome.socket_drops.iter().filter(|(_, n)| *n > 0) {
+            explained.insert(format!("kernel receive (hop {})", hop + 1), n);
+        }
+        let tester_kernel: u64 = links
+            .iter()
+            .flat_map(sfclab_core::RxPort::counters)
+            .filter(|c| sfclab_runtime::KERNEL_RECEIVE_DROPS.contains(&c.name))
+            .map(|c| c.value)
+            .sum();
+        if tester_kernel > 0 {
+            explained.insert("kernel receive (tester)".into(), tester_kernel);
+        }
+        for t in &tunnels {
+            for (n, what) in [(t.tx_dropped, "cable full"), (t.rx_dropped, "receive")] {
+                if n > 0 {
+                    explained.insert(format!("tunnel {} ({what})", t.link), n);
+                }
+            }
+        }
+        lost = sfclab_runtime::WireLoss::balance(lost.tester, explained);
+    }
     let mut drops: BTreeMap<String, u64> = lost
         .tester
         .iter()
         .filter(|(cause, n)| cause.as_str() != "unaccounted" && **n > 0)
         .chain(lost.explained.iter().filter(|(cause, _)| cause.as_str() != "dut"))
-        .map(|(cause, n)| (format!("tester {cause}"), *n))
+        .map(|(cause, n)| {
+            // The kernel's and the tunnels' drops name their place themselves.
+            let place = if cause.starts_with("kernel") || cause.starts_with("tunnel") {
+                ""
+            } else {
+                "tester "
+            };
+            (format!("{place}{cause}"), *n)
+        })
         .collect();
     let names: Vec<&str> = DIRECTIONS.iter().copied().take(reports.len()).collect();
     let hops = outcome
@@ -664,6 +808,73 @@ fn chain_result(c: usize, reports: &[RunReport], links: &[Link], outcome: &Exter
         unaccounted: lost.unaccounted,
         conserved: reports.iter().all(|r| r.conservation.holds) && lost.unaccounted == 0 && lost.counted_beyond == 0,
         hops,
+        tunnels,
+    }
+}
+
+/// A chain's tunnels as their interfaces counted them over the run.
+fn tunnel_flows(chain: &MemifChain) -> Vec<TunnelFlow> {
+    let n = chain.len();
+    let place = |k: usize| {
+        if k == 0 || k == n + 1 {
+            "tester".to_string()
+        } else {
+            format!("hop {k}")
+        }
+    };
+    chain
+        .tunnels()
+        .iter()
+        .map(|(k, out, into)| {
+            let (o, i) = (out.counters().unwrap_or_default(), into.counters().unwrap_or_default());
+            TunnelFlow {
+                link: format!("{} -> {}", place(*k), place(k + 1)),
+                tx: o.tx_packets,
+                rx: i.rx_packets,
+                tx_dropped: o.tx_dropped,
+                rx_dropped: i.rx_dropped,
+            }
+        })
+        .collect()
+}
+
+/// The cable's shaper refuses a frame at the chain's own tunnel, which counts it; the
+/// far end's drops (its receive backlog full) are shared by every chain crossing it:
+/// when they equal the loss no other counter explained, summed over the chains, each
+/// chain's rest is the cable's (`cable (shared by the chains)`) and the chain is
+/// conserved; otherwise they stay unaccounted.
+fn attribute_cable_drops(
+    ends: &[LinkEndCounters; 2],
+    chains: &mut [ChainResult],
+    reports: &[RunReport],
+    directions: usize,
+) -> CableReport {
+    let far_end: u64 = ends.iter().map(|e| e.cable_dropped).sum();
+    let unexplained: u64 = chains.iter().map(|c| c.unaccounted).sum();
+    let far_end_attributed = far_end > 0 && far_end == unexplained;
+    if far_end_attributed {
+        for (c, reports) in chains.iter_mut().zip(reports.chunks(directions)) {
+            if c.unaccounted > 0 {
+                c.drops.insert("cable (shared by the chains)".into(), c.unaccounted);
+                c.unaccounted = 0;
+                c.conserved = reports.iter().all(|r| r.conservation.holds);
+            }
+        }
+    }
+    let refused_at_tunnels: u64 = chains.iter().flat_map(|c| &c.tunnels).map(|t| t.tx_dropped).sum();
+    CableReport {
+        directions: ends
+            .iter()
+            .zip(["host 1 -> host 2", "host 2 -> host 1"])
+            .map(|(e, d)| CableDirection {
+                direction: d.to_string(),
+                sent: e.sent,
+                shaper_dropped: e.shaper_dropped,
+                cable_dropped: e.cable_dropped,
+            })
+            .collect(),
+        shaper_drops_seen_at_tunnels: ends.iter().map(|e| e.shaper_dropped).sum::<u64>() == refused_at_tunnels,
+        far_end_attributed,
     }
 }
 
