@@ -348,6 +348,38 @@ pub fn table(d: &ScenarioDocument) -> String {
             );
         }
     }
+    for (c, found) in last.chain_searches.iter().enumerate() {
+        let r = &found.result;
+        let goals: Vec<String> = r
+            .goals
+            .iter()
+            .map(|g| {
+                format!(
+                    "{} {} Mpps{}",
+                    g.goal.name,
+                    g.lower_pps.map_or("none".into(), |p| format!("{:.4}", p / 1e6)),
+                    if g.limited_by_source {
+                        " (the tester was the limit)"
+                    } else {
+                        ""
+                    }
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "chain {} searched on its own ({} trials, the others at their share of the scenario's rate): {}",
+            c + 1,
+            r.trial_count,
+            goals.join(", ")
+        );
+    }
+    if !last.chain_searches.is_empty() {
+        let _ = writeln!(
+            s,
+            "the chains above were then measured all at once, each at its own first goal's rate"
+        );
+    }
     if a.not_offered > 0 {
         let _ = writeln!(
             s,

@@ -510,6 +510,58 @@ fn a_bad_scenario_names_its_file_key_and_reason_and_runs_nothing() {
     assert!(stderr(&out).contains("cannot read"), "{}", stderr(&out));
 }
 
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn a_search_per_chain_finds_each_chains_licence_beside_the_others_load() {
+    // Each VNF licensed for 200 Mbit/s of IP, both directions: one chain passes
+    // 200e6 / 7,888 = 25,355 frames/s of 1,000 bytes, whatever the other carries (10
+    // kpps in all here, its share).
+    let d = scenario(&[
+        "--chains",
+        "2",
+        "--vnf",
+        "forwarder",
+        "--size",
+        "1000",
+        "--vnf-rate-cap",
+        "200Mbit",
+        "--rate",
+        "10kpps",
+        "--search-per-chain",
+        "--goals",
+        "ndr",
+        "--resolution",
+        "2%",
+        "--max-rate",
+        "60kpps",
+        "--duration",
+        "300ms",
+    ]);
+    let expect = 200e6 / (986.0 * 8.0);
+    let run = &d["runs"][0];
+    assert!(run["search"].is_null(), "no aggregate search");
+    let found = run["chain_searches"].as_array().unwrap();
+    assert_eq!(found.len(), 2);
+    for (c, s) in found.iter().enumerate() {
+        let ndr = s["result"]["goals"][0]["lower_pps"].as_f64().unwrap();
+        assert!(
+            (expect * 0.9..=expect * 1.1).contains(&ndr),
+            "chain {c}: NDR {ndr} pps, expected ~{expect}"
+        );
+        // Then measured all at once, each at its own rate, split over its directions.
+        let chain = &run["chains"][c];
+        assert!(
+            (chain["requested_mpps"].as_f64().unwrap() * 1e6 - ndr).abs() < 2.0,
+            "{chain}"
+        );
+        let summary = d["summary"]["chain_goals"][c][0]["aggregate_mpps"]["mean"]
+            .as_f64()
+            .unwrap();
+        assert!((summary - ndr / 1e6).abs() < 1e-9);
+    }
+    assert_chains_conserve(run);
+}
+
 /// What crossed one direction of the cable (`host 1 -> host 2` first).
 fn cable_sent(run: &Value, direction: usize) -> u64 {
     u(&run["cable"]["directions"][direction]["sent"])

@@ -136,6 +136,11 @@ pub struct ScenarioFlags {
     /// every chain at the first goal's rate. `--duration` is a trial's length.
     #[arg(long, help_heading = "Scenario search")]
     pub search: bool,
+    /// Search each chain on its own instead (its directions together), the others
+    /// carrying their share of `--rate` meanwhile; then measure every chain at once,
+    /// each at its own first goal's rate.
+    #[arg(long, help_heading = "Scenario search")]
+    pub search_per_chain: bool,
     /// Loss goals: `ndr` (0%), `pdr` (0.5%), or percentages; seed 001's is `0.001%`.
     #[arg(
         long,
@@ -244,6 +249,8 @@ pub struct Scenario {
     /// Search each repetition (`--search`): goals, rates, resolution; `max_pps`
     /// infinite means what the tester reaches, measured first.
     pub search: Option<sfclab_measure::SearchConfig>,
+    /// The search is per chain (`--search-per-chain`), not of the aggregate.
+    pub search_per_chain: bool,
     /// Two emulated hosts, when the chains span them.
     pub hosts: Option<TwoHosts>,
     /// Cores the VNF processes share.
@@ -527,7 +534,7 @@ fn resolve(
         ));
     }
 
-    let search = if flags.search {
+    let search = if flags.search || flags.search_per_chain {
         Some(
             search::config(flags, &template).map_err(|(flag, reason)| ScenarioError {
                 origin: format!("--{}", flag.replace('_', "-")),
@@ -569,6 +576,7 @@ fn resolve(
         line_rate,
         vnf_rate_cap,
         search,
+        search_per_chain: flags.search_per_chain,
         hosts,
         vnf_cores,
         tester_core,

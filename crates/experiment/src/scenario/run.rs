@@ -145,6 +145,11 @@ pub struct ScenarioRun {
     /// first goal's rate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub search: Option<super::ScenarioSearch>,
+    /// With `--search-per-chain`: each chain's own search, the others carrying their
+    /// share of the scenario's rate meanwhile; the chains above were then measured
+    /// all at once, each at its own first goal's rate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chain_searches: Vec<super::ScenarioSearch>,
     /// With two hosts: the cable over the whole run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cable: Option<CableReport>,
@@ -283,6 +288,10 @@ pub struct ScenarioSummary {
     /// repetitions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub goals: Vec<GoalSummary>,
+    /// With `--search-per-chain`: chain by chain, each goal's rate (Mpps, the chain's
+    /// directions together) over the repetitions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chain_goals: Vec<Vec<GoalSummary>>,
 }
 
 /// One loss goal's found rate over the repetitions.
@@ -320,6 +329,7 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
             scenario.vnf_cores
         ));
         let r = match &scenario.search {
+            Some(cfg) if scenario.search_per_chain => super::search::search_each_chain(scenario, cfg, k, progress)?,
             Some(cfg) => super::search::search_once(scenario, cfg, k, progress)?,
             None => run_once(scenario, k)?,
         };
@@ -556,12 +566,27 @@ impl Testbed {
     /// Every stream afresh at `per_stream` (the next trial's rate), or at the
     /// scenario's own rate.
     pub(super) fn set_rate(&mut self, scenario: &Scenario, per_stream: Option<Rate>) -> Result<(), RunError> {
+        self.set_rates(scenario, |_| per_stream)
+    }
+
+    /// Every stream afresh, chain c's at `rate_of(c)` (its scenario rate for `None`).
+    pub(super) fn set_rates(
+        &mut self,
+        scenario: &Scenario,
+        rate_of: impl Fn(usize) -> Option<Rate>,
+    ) -> Result<(), RunError> {
         let directions = self.directions;
         for (k, link) in self.links.iter_mut().enumerate() {
-            let generator = stream(scenario, k / directions, k % directions == 1, per_stream)?;
+            let c = k / directions;
+            let generator = stream(scenario, c, k % directions == 1, rate_of(c))?;
             link.begin_run(generator);
         }
         Ok(())
+    }
+
+    /// Links per chain (its directions).
+    pub(super) fn directions(&self) -> usize {
+        self.directions
     }
 
     /// One measurement: the tester drives every link for `run`'s warm-up and window.
@@ -656,6 +681,7 @@ impl Testbed {
             chains,
             processes,
             search: None,
+            chain_searches: Vec::new(),
             cable,
         })
     }
@@ -936,13 +962,20 @@ fn summarize(runs: &[ScenarioRun], chains: usize) -> ScenarioSummary {
             .and_then(Summary::relative_ci95)
             .map(|r| r <= 0.05),
         aggregate_mpps,
-        goals: goal_summaries(runs),
+        goals: goal_summaries(runs, |r| r.search.as_ref()),
+        chain_goals: (0..chains)
+            .map(|c| goal_summaries(runs, |r| r.chain_searches.get(c)))
+            .take_while(|g| !g.is_empty())
+            .collect(),
     }
 }
 
-/// Each goal's lower bound over the repetitions that searched.
-fn goal_summaries(runs: &[ScenarioRun]) -> Vec<GoalSummary> {
-    let Some(first) = runs.iter().find_map(|r| r.search.as_ref()) else {
+/// Each goal's lower bound over the repetitions, of the search `of` each picks.
+fn goal_summaries(
+    runs: &[ScenarioRun],
+    of: impl Fn(&ScenarioRun) -> Option<&super::ScenarioSearch>,
+) -> Vec<GoalSummary> {
+    let Some(first) = runs.iter().find_map(&of) else {
         return Vec::new();
     };
     first
@@ -953,7 +986,7 @@ fn goal_summaries(runs: &[ScenarioRun]) -> Vec<GoalSummary> {
         .map(|(k, g)| {
             let found: Option<Vec<f64>> = runs
                 .iter()
-                .map(|r| r.search.as_ref()?.result.goals.get(k)?.lower_pps.map(|p| p / 1e6))
+                .map(|r| of(r)?.result.goals.get(k)?.lower_pps.map(|p| p / 1e6))
                 .collect();
             GoalSummary {
                 goal: g.goal.name.clone(),

@@ -94,6 +94,7 @@ pub(super) fn search_once(
             scenario,
             run: run.clone(),
             streams,
+            chain: None,
         };
         sfclab_measure::search(&mut trial, &cfg, &mut |t: &TrialResult| {
             progress(format!(
@@ -116,12 +117,90 @@ pub(super) fn search_once(
     Ok(r)
 }
 
-/// A trial: every stream at its share of the aggregate rate, for the trial's window.
+/// One repetition searching chain by chain: every chain up; for each chain in turn a
+/// search over its own rate (split across its directions) while the others carry their
+/// share of the scenario's rate; then every chain measured at once, each at its own
+/// first goal's rate; everything down.
+pub(super) fn search_each_chain(
+    scenario: &Scenario,
+    cfg: &SearchConfig,
+    repetition: usize,
+    progress: &mut dyn FnMut(String),
+) -> Result<ScenarioRun, RunError> {
+    let mut bed = Testbed::up(scenario)?;
+    let run = bed.run_settings(scenario);
+    let directions = bed.directions() as f64;
+    let mut found = Vec::with_capacity(scenario.chains.len());
+    for c in 0..scenario.chains.len() {
+        let mut cfg = cfg.clone();
+        if !cfg.max_pps.is_finite() {
+            // What the tester reaches through this chain beside the others' load.
+            bed.set_rates(scenario, |k| (k == c).then_some(Rate::Max))?;
+            let trial = RunSettings {
+                duration: Some(cfg.final_duration),
+                ..run.clone()
+            };
+            let reports = bed.measure(&trial).into_reports()?;
+            let reached: f64 = chain_reports(&reports, c, directions as usize)
+                .iter()
+                .map(|r| r.generated_mpps * 1e6)
+                .sum();
+            cfg.max_pps = reached.max(cfg.min_pps * 2.0);
+        }
+        progress(format!(
+            "chain {}: searching up to {:.3} Mpps, the others at their share of the scenario's rate",
+            c + 1,
+            cfg.max_pps / 1e6
+        ));
+        let result = {
+            let mut trial = ScenarioTrial {
+                bed: &mut bed,
+                scenario,
+                run: run.clone(),
+                streams: directions,
+                chain: Some(c),
+            };
+            sfclab_measure::search(&mut trial, &cfg, &mut |t: &TrialResult| {
+                progress(format!(
+                    "chain {} trial at {:.3} Mpps: loss {:.5}%{}",
+                    c + 1,
+                    t.offered_pps / 1e6,
+                    t.loss_ratio * 100.0,
+                    if t.valid { "" } else { " (not offered: not counted)" }
+                ))
+            })
+            .map_err(|reason| RunError::Setting { key: "search", reason })?
+        };
+        let at = result.goals.first().and_then(|g| g.lower_pps).unwrap_or(cfg.min_pps);
+        found.push(ScenarioSearch {
+            result,
+            measured_at_pps: at,
+        });
+    }
+    let rates: Vec<f64> = found.iter().map(|s| s.measured_at_pps).collect();
+    bed.set_rates(scenario, |k| Some(Rate::Pps(rates[k] / directions)))?;
+    let measured = bed.measure(&run);
+    let mut r = bed.down(measured, repetition)?;
+    r.chain_searches = found;
+    Ok(r)
+}
+
+/// Chain c's reports among every link's (`directions` links per chain, in order).
+fn chain_reports(reports: &[sfclab_runtime::RunReport], c: usize, directions: usize) -> &[sfclab_runtime::RunReport] {
+    &reports[c * directions..(c + 1) * directions]
+}
+
+/// A trial: every stream at its share of the aggregate rate, for the trial's window; or,
+/// searching one chain, that chain's streams at their share of the trial's rate and the
+/// others at the scenario's.
 struct ScenarioTrial<'a> {
     bed: &'a mut Testbed,
     scenario: &'a Scenario,
     run: RunSettings,
+    /// Streams the trial's rate is split over.
     streams: f64,
+    /// The chain searched, when one is.
+    chain: Option<usize>,
 }
 
 impl Trial for ScenarioTrial<'_> {
@@ -136,14 +215,23 @@ impl Trial for ScenarioTrial<'_> {
         if self.interrupted() {
             return Err("interrupted by Ctrl-C".into());
         }
+        let share = Rate::Pps(offered_pps / self.streams);
+        let searched = self.chain;
         self.bed
-            .set_rate(self.scenario, Some(Rate::Pps(offered_pps / self.streams)))
+            .set_rates(self.scenario, |c| match searched {
+                Some(k) if k != c => None,
+                _ => Some(share),
+            })
             .map_err(|e| e.to_string())?;
         let run = RunSettings {
             duration: Some(duration),
             ..self.run.clone()
         };
-        let reports = self.bed.measure(&run).into_reports().map_err(|e| e.to_string())?;
+        let all = self.bed.measure(&run).into_reports().map_err(|e| e.to_string())?;
+        let reports = match self.chain {
+            Some(c) => chain_reports(&all, c, self.streams as usize),
+            None => &all[..],
+        };
         // Every chain's window together; what the tester (or the emulated line) could
         // not offer never reached a VNF: not their loss, and the trial did not offer
         // its rate (invalid, as a single chain's search counts it).
