@@ -223,10 +223,10 @@ fn memif_chain(
     core: usize,
 ) -> Result<sfclab_runtime::WiredReport, String> {
     use sfclab_experiment::chain_file::{ChainSource, Experiment};
-    use sfclab_experiment::settings::{Chaining, MemifWait, Settings, Span};
+    use sfclab_experiment::settings::{Chaining, ReceiveWait, Settings, Span};
     let mut s = Settings::default();
     s.run.chaining = Some(Chaining::Memif);
-    s.run.memif_wait = Some(MemifWait(sfclab_io::memif::Wait::Interrupt {
+    s.run.memif_wait = Some(ReceiveWait(sfclab_io::memif::Wait::Interrupt {
         spin: sfclab_io::memif::DEFAULT_SPIN,
     }));
     s.run.core = Some(core);

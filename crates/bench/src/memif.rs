@@ -23,7 +23,7 @@
 
 use serde::Serialize;
 use sfclab_experiment::chain_file::{ChainSource, Experiment};
-use sfclab_experiment::settings::{Chaining, MemifWait, Ports, Settings, Span};
+use sfclab_experiment::settings::{Chaining, Ports, ReceiveWait, Settings, Span};
 use sfclab_io::memif::Wait;
 use sfclab_runtime::RunReport;
 use sfclab_traffic::Rate;
@@ -273,7 +273,7 @@ fn multi_feature_on_one_core(
     .map_err(|e| e.to_string())?;
     let mut s = settings(args, Rate::Max, 0.0);
     s.run.chaining = Some(Chaining::Memif);
-    s.run.memif_wait = Some(MemifWait(Wait::Interrupt {
+    s.run.memif_wait = Some(ReceiveWait(Wait::Interrupt {
         spin: sfclab_io::memif::DEFAULT_SPIN,
     }));
     s.run.core = Some(device_core);
@@ -302,7 +302,7 @@ fn chain_on_one_core(
     let at = |rate: Rate, probes: f64| {
         let mut s = settings(args, rate, probes);
         s.run.chaining = Some(Chaining::Memif);
-        s.run.memif_wait = Some(MemifWait(wait));
+        s.run.memif_wait = Some(ReceiveWait(wait));
         s.run.core = Some(device_core);
         s
     };

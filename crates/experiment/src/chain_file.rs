@@ -104,6 +104,8 @@ pub struct Experiment {
     pub io_kind: sfclab_io::IoKind,
     /// Busy polling on the AF_XDP ports, microseconds.
     pub busy_poll: Option<u32>,
+    /// How interface ports' AF_XDP sockets wait for frames (`xdp_wait`).
+    pub xdp_wait: Option<sfclab_io::Wait>,
 }
 
 /// Where an experiment's chain comes from.
@@ -792,6 +794,13 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
                 "applies to AF_XDP ports on interfaces: give `ports: veth`, `linux`, `dut:` or `tester:`",
             ));
         }
+        if r.xdp_wait.is_some() {
+            return Err(ctx.setting(
+                "run",
+                "xdp_wait",
+                "applies to AF_XDP ports on interfaces: give `ports: veth`, `linux`, `dut:` or `tester:`",
+            ));
+        }
     } else {
         let clash = [
             (pipeline.is_some(), "runtime", "the pipeline runtime"),
@@ -825,6 +834,16 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         }
         if r.io == Some(sfclab_io::IoKind::AfPacket) && r.xdp_mode.is_some() {
             return Err(ctx.setting("run", "xdp_mode", "applies to AF_XDP ports, and `io` is af_packet"));
+        }
+        if r.io == Some(sfclab_io::IoKind::AfPacket) && r.xdp_wait.is_some() {
+            return Err(ctx.setting("run", "xdp_wait", "applies to AF_XDP ports, and `io` is af_packet"));
+        }
+        if r.busy_poll.is_some() && r.xdp_wait.is_some_and(|w| w.0 != sfclab_io::Wait::Poll) {
+            return Err(ctx.setting(
+                "run",
+                "xdp_wait",
+                "an idle port either busy-polls the kernel (`busy_poll`) or sleeps (`xdp_wait: interrupt`), not both",
+            ));
         }
         if r.io == Some(sfclab_io::IoKind::AfPacket) && r.busy_poll.is_some() {
             return Err(ctx.setting("run", "busy_poll", "applies to AF_XDP ports, and `io` is af_packet"));
@@ -874,6 +893,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         xdp_mode: r.xdp_mode,
         io_kind: r.io.unwrap_or_default(),
         busy_poll: r.busy_poll,
+        xdp_wait: r.xdp_wait.map(|w| w.0),
     })
 }
 
@@ -1773,6 +1793,15 @@ runn: {}
             (
                 "run: { placement: s_core, replicas: 4096 }\nchain: [noop]\n",
                 "replicas",
+            ),
+            ("run: { xdp_wait: interrupt }\nchain: [noop]\n", "xdp_wait"),
+            (
+                "run: { ports: veth, busy_poll: 50, xdp_wait: interrupt }\nchain: [noop]\n",
+                "xdp_wait",
+            ),
+            (
+                "run: { ports: veth, io: af_packet, xdp_wait: interrupt:2us }\nchain: [noop]\n",
+                "xdp_wait",
             ),
         ] {
             let e = parse_err(text);

@@ -61,6 +61,9 @@ impl Plan {
         if let Some(us) = spec.busy_poll {
             args.extend(["--busy-poll".into(), us.to_string()]);
         }
+        if let Some(w) = spec.xdp_wait {
+            args.extend(["--xdp-wait".into(), crate::settings::ReceiveWait(w).to_string()]);
+        }
         args.extend(["--batch".into(), spec.settings.batch.to_string()]);
         if !spec.settings.accounting {
             args.push("--no-accounting".into());
@@ -106,6 +109,17 @@ impl Plan {
         if let Some(k) = self.args.iter().position(|a| a == "--io") {
             self.args[k + 1] = kind.to_string();
         }
+        self
+    }
+
+    /// Every hop's AF_XDP sockets wait as `wait` says (sleeping when idle, to share a
+    /// core with other hops).
+    pub(crate) fn with_xdp_wait(mut self, wait: sfclab_io::Wait) -> Plan {
+        if let Some(k) = self.args.iter().position(|a| a == "--xdp-wait") {
+            self.args.drain(k..k + 2);
+        }
+        self.args
+            .extend(["--xdp-wait".into(), crate::settings::ReceiveWait(wait).to_string()]);
         self
     }
 

@@ -155,6 +155,7 @@ fn interface_settings(spec: &Experiment) -> AfXdpSettings {
     AfXdpSettings {
         xdp_mode: spec.xdp_mode,
         busy_poll: spec.busy_poll,
+        wait: spec.xdp_wait.unwrap_or(sfclab_io::Wait::Poll),
         ..AfXdpSettings::default()
     }
 }

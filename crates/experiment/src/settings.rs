@@ -173,6 +173,13 @@ pub struct RunSection {
     #[arg(long, value_name = "USECS")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy_poll: Option<u32>,
+    /// How the AF_XDP sockets of interface ports wait for frames: `polling` (the
+    /// default) or `interrupt[:SPIN]` (after SPIN, 5us by default, with nothing
+    /// received, sleep in poll(2) on the socket until a frame arrives: processes can
+    /// share a core).
+    #[arg(long, value_name = "polling|interrupt[:SPIN]")]
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub xdp_wait: Option<ReceiveWait>,
     /// How the NFs are chained: `compound` (function calls on one core, the default),
     /// `pipeline` (stages on cores joined by rings; as `runtime`), `veth` (every NF in a
     /// namespace of its own, neighbours joined by veth pairs, each NF's I/O over `io`;
@@ -200,7 +207,7 @@ pub struct RunSection {
     /// can share a core).
     #[arg(long, value_name = "polling|interrupt[:SPIN]")]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
-    pub memif_wait: Option<MemifWait>,
+    pub memif_wait: Option<ReceiveWait>,
     /// With `ports: dut:` between two memif interfaces (`--ports memif:A,memif:B`):
     /// forward both ways at once, A to B and B to A, through the same NFs (one instance
     /// of each sees both directions, as a VNF between two networks does; a packet leaves
@@ -407,23 +414,23 @@ impl Display for Chaining {
     }
 }
 
-/// How memif receivers wait (`memif_wait`).
+/// How receiving ports wait (`memif_wait`, `xdp_wait`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MemifWait(pub sfclab_io::memif::Wait);
+pub struct ReceiveWait(pub sfclab_io::memif::Wait);
 
-impl FromStr for MemifWait {
+impl FromStr for ReceiveWait {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         use sfclab_io::memif::Wait;
         let t = s.trim().to_ascii_lowercase();
         match t.split_once(':') {
-            None if t == "polling" || t == "poll" => Ok(MemifWait(Wait::Poll)),
-            None if t == "interrupt" => Ok(MemifWait(Wait::Interrupt {
+            None if t == "polling" || t == "poll" => Ok(ReceiveWait(Wait::Poll)),
+            None if t == "interrupt" => Ok(ReceiveWait(Wait::Interrupt {
                 spin: sfclab_io::memif::DEFAULT_SPIN,
             })),
             Some(("interrupt", spin)) => {
                 let spin: Span = spin.parse()?;
-                Ok(MemifWait(Wait::Interrupt { spin: spin.0 }))
+                Ok(ReceiveWait(Wait::Interrupt { spin: spin.0 }))
             }
             _ => Err(format!(
                 "`{s}` is not a way to wait: write polling, interrupt or interrupt:SPIN (e.g. interrupt:5us)"
@@ -432,7 +439,7 @@ impl FromStr for MemifWait {
     }
 }
 
-impl Display for MemifWait {
+impl Display for ReceiveWait {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.0 {
             sfclab_io::memif::Wait::Poll => f.write_str("polling"),

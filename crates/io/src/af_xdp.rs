@@ -124,6 +124,10 @@ pub struct AfXdpSettings {
     /// kernel so that the interface's NAPI runs in this thread, on this core, instead of
     /// in the softirq of whichever core scheduled it. `None`: off.
     pub busy_poll: Option<u32>,
+    /// How a receiving port waits: polling its ring without rest (the default), or,
+    /// after `spin` with nothing received, sleeping in poll(2) on the socket until a
+    /// frame arrives, so that processes sharing a core leave it to each other.
+    pub wait: crate::Wait,
 }
 
 impl Default for AfXdpSettings {
@@ -136,6 +140,7 @@ impl Default for AfXdpSettings {
             bind: None,
             receive: true,
             busy_poll: None,
+            wait: crate::Wait::Poll,
         }
     }
 }
@@ -200,6 +205,10 @@ pub struct AfXdpPort {
     wakeups: u64,
     /// Receive calls that entered the kernel to busy-poll (an empty ring, busy polling on).
     busy_polls: u64,
+    /// Sleeps in poll(2) on an idle receive ring (`wait`: interrupt).
+    sleeps: u64,
+    /// Since when the receive ring has been empty (waiting in interrupt mode).
+    idle_since: Option<std::time::Instant>,
     /// Frames the kernel sends per wake-up in copy mode.
     tx_budget: u32,
 }
@@ -352,6 +361,8 @@ impl AfXdpPort {
             tx_oversize: 0,
             wakeups: 0,
             busy_polls: 0,
+            sleeps: 0,
+            idle_since: None,
             tx_budget,
         };
         port.give_back_pending();
@@ -432,6 +443,26 @@ impl AfXdpPort {
 
     pub fn bind(&self) -> Bind {
         self.bind
+    }
+
+    /// Nothing arrived: after `spin` of nothing, sleep until the socket has a frame
+    /// (at most 1 ms, so that the run's end is seen). Only the idle path calls it.
+    #[cold]
+    fn sleep_when_idle(&mut self, spin: std::time::Duration) {
+        let now = std::time::Instant::now();
+        let since = *self.idle_since.get_or_insert(now);
+        if now.duration_since(since) < spin {
+            return;
+        }
+        let mut fd = libc::pollfd {
+            fd: self.tx.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, valid for the call, naming our own open socket; poll only
+        // reads its fd and events and writes its revents.
+        unsafe { libc::poll(&mut fd, 1, 1) };
+        self.sleeps += 1;
     }
 
     /// Gives received frames back to the kernel on the fill ring.
@@ -515,8 +546,12 @@ impl RxPort for AfXdpPort {
                 self.device.wake();
                 self.wakeups += 1;
             }
+            if let crate::Wait::Interrupt { spin } = self.settings.wait {
+                self.sleep_when_idle(spin);
+            }
             return 0;
         }
+        self.idle_since = None;
         let first = batch.len();
         let got = pool.alloc_into(batch, want);
         if got < want {
@@ -603,6 +638,7 @@ impl RxPort for AfXdpPort {
             NfCounter::total("rx_pool_empty", self.rx_pool_empty),
             NfCounter::total("wakeups", self.wakeups),
             NfCounter::total("busy_polls", self.busy_polls),
+            NfCounter::total("sleeps", self.sleeps),
         ];
         c.extend(kernel_counters(self.xdp_statistics()));
         c
@@ -711,13 +747,17 @@ fn port_info(port: &AfXdpPort, role: &str) -> PortInfo {
     PortInfo {
         kind: "af_xdp".into(),
         summary: format!(
-            "{} queue {} ({role}), XDP {mode}, {} bind, ring {}, {} frames{}",
+            "{} queue {} ({role}), XDP {mode}, {} bind, ring {}, {} frames{}{}",
             port.interface,
             s.queue,
             port.bind.name(),
             s.ring,
             s.frames,
-            s.busy_poll.map_or(String::new(), |us| format!(", busy poll {us} us"))
+            s.busy_poll.map_or(String::new(), |us| format!(", busy poll {us} us")),
+            match s.wait {
+                crate::Wait::Poll => String::new(),
+                w => format!(", waits by {w}"),
+            }
         ),
         settings: BTreeMap::from([
             ("interface".to_string(), port.interface.clone()),

@@ -23,6 +23,7 @@ pub use af_xdp::{AfXdpPort, AfXdpSettings, Bind};
 pub use any::{InterfacePort, IoKind, is_memif};
 pub use bpf::XdpMode;
 pub use line_rate::{Line, LinePort};
+pub use memif::Wait;
 pub use pcap::{PcapSink, PcapSource, PcapTap, ReplayPace};
 pub use queues::QueueSet;
 pub use tester_link::TesterLink;

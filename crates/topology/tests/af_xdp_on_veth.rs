@@ -158,6 +158,46 @@ fn busy_polling_ports_receive_every_frame() {
     assert!(polls > 0, "an empty ring busy-polls");
 }
 
+/// Sleeping when idle (`xdp_wait: interrupt`): a receiving port with nothing to read
+/// sleeps in poll(2) after its spin (counted), and a stream sent meanwhile still arrives
+/// whole and in order.
+#[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
+fn ports_that_sleep_when_idle_still_receive_every_frame() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    sfclab_topology::require_root(NEEDS);
+    let mut topo = Topology::new().unwrap();
+    let a = topo.namespace("a").unwrap();
+    let b = topo.namespace("b").unwrap();
+    let (a0, b0) = topo.veth((&a, "a0"), (&b, "b0")).unwrap();
+    let sleepy = AfXdpSettings {
+        wait: sfclab_io::Wait::Interrupt {
+            spin: std::time::Duration::ZERO,
+        },
+        ..AfXdpSettings::default()
+    };
+    let mut rx = open_xdp(&b0, sleepy.clone());
+    let mut tx = open_xdp(
+        &a0,
+        AfXdpSettings {
+            receive: false,
+            ..sleepy
+        },
+    );
+    let summary = RxPort::info(&rx).summary;
+    assert!(summary.contains("waits by interrupt after 0 us"), "{summary}");
+    let sleeps = |rx: &AfXdpPort| RxPort::counters(rx).iter().find(|c| c.name == "sleeps").unwrap().value;
+    // Nothing sent yet: a receive sleeps (at most a millisecond) and gets nothing.
+    let mut pool = sfclab_core::PacketPool::new(64);
+    let mut batch = sfclab_core::Batch::new(32);
+    let began = std::time::Instant::now();
+    assert_eq!(rx.rx(0, &mut pool, &mut batch), 0);
+    assert_eq!(sleeps(&rx), 1);
+    assert!(began.elapsed() < std::time::Duration::from_millis(500));
+    let got = send_and_receive(&mut tx, &mut rx, 3000, 64);
+    assert!(got.iter().copied().eq(0..3000), "{} of 3000 arrived", got.len());
+}
+
 /// One socket per queue: a veth pair with two queues, two receiving sockets on one end
 /// sharing one redirect program (`open_queues`), and two sending sockets on the other, one
 /// per queue. What is sent on queue k arrives on queue k's socket, exactly, and nowhere else;

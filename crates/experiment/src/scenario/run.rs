@@ -473,6 +473,8 @@ impl Testbed {
             if scenario.hosts.is_some() {
                 // A tunnel's end is a kernel interface: AF_XDP in generic (skb) mode.
                 plan = plan.with_io(sfclab_io::IoKind::AfXdp);
+                // Its socket waits as the hop's memif ends do: VNFs share cores.
+                plan = plan.with_xdp_wait(exp.memif_wait.unwrap_or(sfclab_io::Wait::Poll));
             }
             let hosts = match (&scenario.hosts, cable.as_mut()) {
                 (Some(h), Some(link)) => Some(Hosts {
