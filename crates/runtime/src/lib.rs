@@ -32,5 +32,5 @@ pub use report::{Conservation, CoreReport, DropRecord, PlaceReport, Role, RunRep
 pub use settings::{RunError, RunSettings};
 pub use wired::{
     DeviceUnderTest, ExternalOutcome, HopLinks, KERNEL_RECEIVE_DROPS, RunningDut, TestbedReport, WireLoss, WiredReport,
-    WiredSettings, open_in_namespace, open_queues_in_namespace, run_across_veth,
+    WiredSettings, open_in_namespace, open_queues_in_namespace, run_across_veth, softnet_dropped,
 };

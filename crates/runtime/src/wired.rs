@@ -888,7 +888,7 @@ fn kernel_receive_drops(r: &RunReport) -> u64 {
 /// Frames the kernel dropped because a CPU's input queue (the backlog that RPS and
 /// veth's receive path feed) was full: `/proc/net/softnet_stat`'s second column, summed
 /// over CPUs (0 when unreadable).
-fn softnet_dropped() -> u64 {
+pub fn softnet_dropped() -> u64 {
     std::fs::read_to_string("/proc/net/softnet_stat")
         .unwrap_or_default()
         .lines()

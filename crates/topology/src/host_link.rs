@@ -69,7 +69,7 @@ pub struct LinkEndCounters {
     pub sent: u64,
     /// Frames the shaper's queue had no room for.
     pub shaper_dropped: u64,
-    /// Frames the cable's far end could not take (its receive backlog full).
+    /// Frames the cable's far end could not take (its input queue full).
     pub cable_dropped: u64,
 }
 
@@ -243,7 +243,7 @@ impl HostLink {
 
     /// Each end's egress account so far: host a's (towards b), then host b's.
     pub fn counters(&self) -> Result<[LinkEndCounters; 2], TopologyError> {
-        let read = |end: &Interface| -> Result<LinkEndCounters, TopologyError> {
+        let shaper = |end: &Interface| -> Result<(u64, u64), TopologyError> {
             let json = end
                 .namespace()
                 .exec("tc", &["-s", "-j", "qdisc", "show", "dev", end.name(), "root"])?;
@@ -254,14 +254,20 @@ impl HostLink {
                 .find(|q| q["kind"] == "tbf")
                 .ok_or_else(|| TopologyError::Counters(end.name().to_string(), "no token bucket on it".into()))?;
             let num = |key: &str| tbf[key].as_u64().unwrap_or(0);
-            // veth counts a frame its peer could not take as its own transmit drop.
-            let link = end.counters()?;
-            Ok(LinkEndCounters {
-                sent: num("packets"),
-                shaper_dropped: num("drops"),
-                cable_dropped: link.tx_dropped,
-            })
+            Ok((num("packets"), num("drops")))
         };
-        Ok([read(&self.ends[0])?, read(&self.ends[1])?])
+        let links = [self.ends[0].counters()?, self.ends[1].counters()?];
+        let mut out = [LinkEndCounters::default(); 2];
+        for (k, o) in out.iter_mut().enumerate() {
+            let (sent, shaper_dropped) = shaper(&self.ends[k])?;
+            *o = LinkEndCounters {
+                sent,
+                shaper_dropped,
+                // veth counts a frame its peer could not take as its own transmit drop;
+                // the peer counts one its CPU's input queue had no room for.
+                cable_dropped: links[k].tx_dropped + links[1 - k].rx_dropped,
+            };
+        }
+        Ok(out)
     }
 }

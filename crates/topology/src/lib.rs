@@ -1,6 +1,7 @@
 //! What the kernel builds for a run: network namespaces, the veth pairs that join
-//! them and the Open vSwitch daemons that may switch between them, under run-unique
-//! names, always taken down again.
+//! them, the Open vSwitch daemons that may switch between them, and hosts joined by a
+//! shaped cable with a VXLAN tunnel per crossing, under run-unique names, always taken
+//! down again.
 //!
 //! Every namespace is named `sfclab-<pid>-<n>-<role>`, and every link is created inside
 //! one of them (never in the namespace sfclab runs in), so deleting a run's namespaces
