@@ -730,6 +730,25 @@ fn a_report_over_scenarios_draws_throughput_and_delay_against_chains() {
     assert_eq!(html.matches("<details>").count(), 3, "each scenario's chains");
     assert!(html.contains("<td>reverse</td>") && html.contains("line 0.2 Gbit/s per direction"));
 
+    // Scenarios that differ by frame size (seed 003) are drawn against it, beside the
+    // line rate each size allows, one line per placement.
+    let frames = repo().join("crates/cli/tests/fixtures/scenario-frame-sizes");
+    let by_size = dir.path().join("frames");
+    let out = sfclab(&[
+        "report",
+        frames.to_str().unwrap(),
+        "--out",
+        by_size.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let svg = std::fs::read_to_string(by_size.join("throughput.svg")).unwrap();
+    assert!(svg.contains("frame size (bytes)") && svg.contains("line rate (1 Gbit/s)"), "{svg}");
+    assert!(svg.contains("two hosts (VNFs on 2, sink on 2)") && svg.contains("two hosts (VNFs on 1,2, sink on 2)"));
+    // Two sizes for each of two series and for the line.
+    assert_eq!(svg.matches("<circle").count(), 6, "a marker per scenario and line point");
+    let html = std::fs::read_to_string(by_size.join("report.html")).unwrap();
+    assert!(html.contains("two hosts joined by a 1 Gbit/s cable"), "{html}");
+
     // Anything else is refused, naming the file.
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, r#"{"schema": "sfclab.run/4"}"#).unwrap();

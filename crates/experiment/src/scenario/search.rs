@@ -70,50 +70,12 @@ pub(super) fn search_once(
     progress: &mut dyn FnMut(String),
 ) -> Result<ScenarioRun, RunError> {
     let mut bed = Testbed::up(scenario)?;
-    let run = bed.run_settings(scenario);
-    let streams = bed.streams() as f64;
-    let mut cfg = cfg.clone();
-    if !cfg.max_pps.is_finite() {
-        // What the tester reaches through every chain at full speed: the search's top.
-        bed.set_rate(scenario, Some(Rate::Max))?;
-        let trial = RunSettings {
-            duration: Some(cfg.final_duration),
-            ..run.clone()
-        };
-        let reports = bed.measure(&trial).into_reports()?;
-        let reached: f64 = reports.iter().map(|r| r.generated_mpps * 1e6).sum();
-        cfg.max_pps = reached.max(cfg.min_pps * 2.0);
-        progress(format!(
-            "the tester reaches {:.3} Mpps through every chain: the search's top",
-            cfg.max_pps / 1e6
-        ));
-    }
-    let result = {
-        let mut trial = ScenarioTrial {
-            bed: &mut bed,
-            scenario,
-            run: run.clone(),
-            streams,
-            chain: None,
-        };
-        sfclab_measure::search(&mut trial, &cfg, &mut |t: &TrialResult| {
-            progress(format!(
-                "trial at {:.3} Mpps: loss {:.5}%{}",
-                t.offered_pps / 1e6,
-                t.loss_ratio * 100.0,
-                if t.valid { "" } else { " (not offered: not counted)" }
-            ))
-        })
-        .map_err(|reason| RunError::Setting { key: "search", reason })?
-    };
-    let at = result.goals.first().and_then(|g| g.lower_pps).unwrap_or(cfg.min_pps);
-    bed.set_rate(scenario, Some(Rate::Pps(at / streams)))?;
-    let measured = bed.measure(&run);
+    let found = search_on(&mut bed, scenario, cfg, None, progress)?;
+    let share = Rate::Pps(found.measured_at_pps / bed.streams() as f64);
+    bed.set_rate(scenario, Some(share))?;
+    let measured = bed.measure(&bed.run_settings(scenario));
     let mut r = bed.down(measured, repetition)?;
-    r.search = Some(ScenarioSearch {
-        result,
-        measured_at_pps: at,
-    });
+    r.search = Some(found);
     Ok(r)
 }
 
@@ -128,61 +90,80 @@ pub(super) fn search_each_chain(
     progress: &mut dyn FnMut(String),
 ) -> Result<ScenarioRun, RunError> {
     let mut bed = Testbed::up(scenario)?;
-    let run = bed.run_settings(scenario);
+    let found = (0..scenario.chains.len())
+        .map(|c| search_on(&mut bed, scenario, cfg, Some(c), progress))
+        .collect::<Result<Vec<_>, _>>()?;
     let directions = bed.directions() as f64;
-    let mut found = Vec::with_capacity(scenario.chains.len());
-    for c in 0..scenario.chains.len() {
-        let mut cfg = cfg.clone();
-        if !cfg.max_pps.is_finite() {
-            // What the tester reaches through this chain beside the others' load.
-            bed.set_rates(scenario, |k| (k == c).then_some(Rate::Max))?;
-            let trial = RunSettings {
-                duration: Some(cfg.final_duration),
-                ..run.clone()
-            };
-            let reports = bed.measure(&trial).into_reports()?;
-            let reached: f64 = chain_reports(&reports, c, directions as usize)
-                .iter()
-                .map(|r| r.generated_mpps * 1e6)
-                .sum();
-            cfg.max_pps = reached.max(cfg.min_pps * 2.0);
-        }
-        progress(format!(
-            "chain {}: searching up to {:.3} Mpps, the others at their share of the scenario's rate",
-            c + 1,
-            cfg.max_pps / 1e6
-        ));
-        let result = {
-            let mut trial = ScenarioTrial {
-                bed: &mut bed,
-                scenario,
-                run: run.clone(),
-                streams: directions,
-                chain: Some(c),
-            };
-            sfclab_measure::search(&mut trial, &cfg, &mut |t: &TrialResult| {
-                progress(format!(
-                    "chain {} trial at {:.3} Mpps: loss {:.5}%{}",
-                    c + 1,
-                    t.offered_pps / 1e6,
-                    t.loss_ratio * 100.0,
-                    if t.valid { "" } else { " (not offered: not counted)" }
-                ))
-            })
-            .map_err(|reason| RunError::Setting { key: "search", reason })?
-        };
-        let at = result.goals.first().and_then(|g| g.lower_pps).unwrap_or(cfg.min_pps);
-        found.push(ScenarioSearch {
-            result,
-            measured_at_pps: at,
-        });
-    }
-    let rates: Vec<f64> = found.iter().map(|s| s.measured_at_pps).collect();
-    bed.set_rates(scenario, |k| Some(Rate::Pps(rates[k] / directions)))?;
-    let measured = bed.measure(&run);
+    bed.set_rates(scenario, |c| Some(Rate::Pps(found[c].measured_at_pps / directions)))?;
+    let measured = bed.measure(&bed.run_settings(scenario));
     let mut r = bed.down(measured, repetition)?;
     r.chain_searches = found;
     Ok(r)
+}
+
+/// A search on a testbed that is up: over the aggregate rate of every chain, or over
+/// `chain`'s own rate while the others carry their share of the scenario's. Without a
+/// top rate, what the tester reaches (through every chain, or through `chain` beside the
+/// others' load) is measured first and is the top.
+fn search_on(
+    bed: &mut Testbed,
+    scenario: &Scenario,
+    cfg: &SearchConfig,
+    chain: Option<usize>,
+    progress: &mut dyn FnMut(String),
+) -> Result<ScenarioSearch, RunError> {
+    let run = bed.run_settings(scenario);
+    let directions = bed.directions();
+    let streams = match chain {
+        Some(_) => directions,
+        None => bed.streams(),
+    };
+    let name = chain.map_or(String::new(), |c| format!("chain {} ", c + 1));
+    let mut cfg = cfg.clone();
+    if !cfg.max_pps.is_finite() {
+        bed.set_rates(scenario, |c| match chain {
+            Some(k) if k != c => None,
+            _ => Some(Rate::Max),
+        })?;
+        let trial = RunSettings {
+            duration: Some(cfg.final_duration),
+            ..run.clone()
+        };
+        let reports = bed.measure(&trial).into_reports()?;
+        let reports = match chain {
+            Some(c) => chain_reports(&reports, c, directions),
+            None => &reports[..],
+        };
+        let reached: f64 = reports.iter().map(|r| r.generated_mpps * 1e6).sum();
+        cfg.max_pps = reached.max(cfg.min_pps * 2.0);
+        progress(format!(
+            "{name}the tester reaches {:.3} Mpps: the search's top",
+            cfg.max_pps / 1e6
+        ));
+    }
+    let result = {
+        let mut trial = ScenarioTrial {
+            bed,
+            scenario,
+            run,
+            streams: streams as f64,
+            chain,
+        };
+        sfclab_measure::search(&mut trial, &cfg, &mut |t: &TrialResult| {
+            progress(format!(
+                "{name}trial at {:.3} Mpps: loss {:.5}%{}",
+                t.offered_pps / 1e6,
+                t.loss_ratio * 100.0,
+                if t.valid { "" } else { " (not offered: not counted)" }
+            ))
+        })
+        .map_err(|reason| RunError::Setting { key: "search", reason })?
+    };
+    let at = result.goals.first().and_then(|g| g.lower_pps).unwrap_or(cfg.min_pps);
+    Ok(ScenarioSearch {
+        result,
+        measured_at_pps: at,
+    })
 }
 
 /// Chain c's reports among every link's (`directions` links per chain, in order).
