@@ -444,7 +444,12 @@ fn a_bad_scenario_names_its_file_key_and_reason_and_runs_nothing() {
         ("chains: 0\n", "at least one chain"),
         ("vnf: bridge\n", "not a VNF preset"),
         ("traffic: { rate: fast }\n", "traffic.rate"),
-        ("run: { chaining: veth }\n", "memif"),
+        ("vnf: forwarder\nrun: { chaining: ovs }\n", "by memif or veth so far, not `ovs`"),
+        (
+            "run: { chaining: veth }\nbidirectional: true\n",
+            "joined by veth carry one direction",
+        ),
+        ("run: { chaining: veth }\nhosts: { count: 2 }\n", "leave `chaining` out"),
         ("chain: x.yaml\nshape: pvp\n", "leave `shape` and `vnf` out"),
         ("vnf_cores: 0-\n", "not a core list"),
         ("bidirectional: sometimes\n", "bidirectional"),
@@ -562,6 +567,44 @@ fn a_search_per_chain_finds_each_chains_licence_beside_the_others_load() {
     assert_chains_conserve(run);
 }
 
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn chains_joined_by_veth_conserve_and_count_every_link() {
+    // Every link a veth pair (AF_XDP, sleeping when idle), one direction; PVVP's three
+    // links per chain, at a load every chain carries.
+    let d = scenario(&[
+        "--chains",
+        "3",
+        "--shape",
+        "pvvp",
+        "--vnf",
+        "router",
+        "--chaining",
+        "veth",
+        "--rate",
+        "60kpps",
+        "--duration",
+        "500ms",
+    ]);
+    assert_eq!(d["bidirectional"], false);
+    assert!(d["chaining"].as_str().unwrap().starts_with("veth"), "{}", d["chaining"]);
+    let run = &d["runs"][0];
+    assert_chains_conserve(run);
+    assert_eq!(run["aggregate"]["window"]["lost"], 0, "{}", run["aggregate"]);
+    for c in run["chains"].as_array().unwrap() {
+        let links = c["kernel_links"].as_array().unwrap();
+        let names: Vec<&str> = links.iter().map(|l| l["link"].as_str().unwrap()).collect();
+        assert_eq!(names, ["tester -> hop 1", "hop 1 -> hop 2", "hop 2 -> tester"], "{c}");
+        // Each pair delivered what its sender sent: the tester's, then each hop's.
+        for l in links {
+            assert_eq!(l["kind"], "veth");
+            assert_eq!(l["tx"], l["rx"], "{l}");
+        }
+        assert_eq!(links[1]["tx"], c["hops"][0]["tx"], "{c}");
+        assert_eq!(links[2]["tx"], c["hops"][1]["tx"], "{c}");
+    }
+}
+
 /// What crossed one direction of the cable (`host 1 -> host 2` first).
 fn cable_sent(run: &Value, direction: usize) -> u64 {
     u(&run["cable"]["directions"][direction]["sent"])
@@ -597,7 +640,7 @@ fn chains_across_two_hosts_cross_by_tunnels_and_conserve() {
     assert_eq!(run["aggregate"]["window"]["lost"], 0, "{}", run["aggregate"]);
     let mut crossed = 0;
     for c in run["chains"].as_array().unwrap() {
-        let t = &c["tunnels"].as_array().unwrap()[..];
+        let t = &c["kernel_links"].as_array().unwrap()[..];
         assert_eq!(t.len(), 1, "{c}");
         assert_eq!(t[0]["link"], "hop 1 -> hop 2");
         // Everything hop 1 sent on went through its chain's own tunnel to hop 2.
@@ -643,7 +686,12 @@ fn the_cable_between_hosts_carries_its_line_rate_and_no_more() {
     let run = &d["runs"][0];
     for c in run["chains"].as_array().unwrap() {
         assert_eq!(c["conserved"], true, "{c}");
-        let links: Vec<&Value> = c["tunnels"].as_array().unwrap().iter().map(|t| &t["link"]).collect();
+        let links: Vec<&Value> = c["kernel_links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| &t["link"])
+            .collect();
         assert_eq!(links, ["tester -> hop 1", "hop 1 -> tester"]);
     }
     let got = run["aggregate"]["throughput_mpps"].as_f64().unwrap() * 1e6;
@@ -734,18 +782,20 @@ fn a_report_over_scenarios_draws_throughput_and_delay_against_chains() {
     // line rate each size allows, one line per placement.
     let frames = repo().join("crates/cli/tests/fixtures/scenario-frame-sizes");
     let by_size = dir.path().join("frames");
-    let out = sfclab(&[
-        "report",
-        frames.to_str().unwrap(),
-        "--out",
-        by_size.to_str().unwrap(),
-    ]);
+    let out = sfclab(&["report", frames.to_str().unwrap(), "--out", by_size.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let svg = std::fs::read_to_string(by_size.join("throughput.svg")).unwrap();
-    assert!(svg.contains("frame size (bytes)") && svg.contains("line rate (1 Gbit/s)"), "{svg}");
+    assert!(
+        svg.contains("frame size (bytes)") && svg.contains("line rate (1 Gbit/s)"),
+        "{svg}"
+    );
     assert!(svg.contains("two hosts (VNFs on 2, sink on 2)") && svg.contains("two hosts (VNFs on 1,2, sink on 2)"));
     // Two sizes for each of two series and for the line.
-    assert_eq!(svg.matches("<circle").count(), 6, "a marker per scenario and line point");
+    assert_eq!(
+        svg.matches("<circle").count(),
+        6,
+        "a marker per scenario and line point"
+    );
     let html = std::fs::read_to_string(by_size.join("report.html")).unwrap();
     assert!(html.contains("two hosts joined by a 1 Gbit/s cable"), "{html}");
 

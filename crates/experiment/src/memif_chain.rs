@@ -44,7 +44,15 @@ pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, R
     let mut topo = Topology::new().map_err(|e| setting("chaining", e))?;
     let tester_ns = topo.namespace("tester").map_err(|e| setting("chaining", e))?;
     let tester_dir = tester_ns.state_dir().map_err(|e| setting("chaining", e))?;
-    let mut chain = MemifChain::start(spec, &plan, &mut topo, (&tester_ns, &tester_dir), "", run.core, None)?;
+    let mut chain = MemifChain::start(
+        spec,
+        &plan,
+        &mut topo,
+        (&tester_ns, &tester_dir),
+        "",
+        run.core,
+        KernelLinks::None,
+    )?;
     chain.wait_ready()?;
     let (t_out, t_in) = chain.tester_ports()?;
     let generator = Generator::new(spec.traffic.clone(), run.batch).map_err(|(k, r)| setting(k, r))?;
@@ -114,26 +122,31 @@ pub(crate) fn wire_loss<L: sfclab_core::RxPort>(links: &[L], hops: &ExternalOutc
     WireLoss::balance(tester, explained)
 }
 
-/// Where a chain's places sit when it spans two hosts: the host (0 or 1) of the tester's
-/// sender, of each hop, and of the tester's receiver, and the cable between the hosts.
-pub(crate) struct Hosts<'a> {
-    pub(crate) link: &'a mut HostLink,
-    /// One per place: the tester's sender, hops 1..n, the tester's receiver.
-    pub(crate) places: Vec<usize>,
+/// Which of a chain's links are kernel interfaces instead of memif.
+pub(crate) enum KernelLinks<'a> {
+    /// None: every place on one host, joined by shared memory.
+    None,
+    /// The chain spans two hosts: the host (0 or 1) of each place (the tester's sender,
+    /// hops 1..n, the tester's receiver) and the cable between them; a link between
+    /// places on different hosts is a tunnel over it.
+    Hosts { link: &'a mut HostLink, places: Vec<usize> },
+    /// Every link a veth pair (`chaining: veth`), as containers joined by the kernel.
+    Veth,
 }
 
-/// The tester's end of a link: a memif interface, or a tunnel's end in the tester's
-/// namespace (opened there, used from the tester's thread).
+/// The tester's end of a link: a memif interface, or a kernel interface (a tunnel's or
+/// a veth pair's end) in the tester's namespace, opened there, used from the tester's
+/// thread.
 enum TesterEnd {
     Memif(Interface),
-    Tunnel { namespace: Namespace, interface: String },
+    Kernel { namespace: Namespace, interface: String },
 }
 
 impl TesterEnd {
     fn wait_connected(&self) -> Result<(), RunError> {
         match self {
             TesterEnd::Memif(i) => i.wait_connected(CONNECT_LIMIT).map_err(|e| setting("ports", e)),
-            TesterEnd::Tunnel { .. } => Ok(()),
+            TesterEnd::Kernel { .. } => Ok(()),
         }
     }
 
@@ -143,7 +156,7 @@ impl TesterEnd {
                 .port(0, receive, !receive)
                 .map(InterfacePort::Memif)
                 .map_err(|e| setting("ports", e)),
-            TesterEnd::Tunnel { namespace, interface } => {
+            TesterEnd::Kernel { namespace, interface } => {
                 let name = interface.clone();
                 // A socket belongs to the namespace it was made in, wherever it is used.
                 namespace
@@ -184,7 +197,7 @@ impl MemifChain {
         (tester_ns, tester_dir): (&Namespace, &std::path::Path),
         label: &str,
         tester_core: Option<usize>,
-        hosts: Option<Hosts<'_>>,
+        kernel_links: KernelLinks<'_>,
     ) -> Result<MemifChain, RunError> {
         let n = spec.hops.len();
         if n == 0 {
@@ -200,29 +213,42 @@ impl MemifChain {
             sockets.push(ns.state_dir().map_err(|e| setting("chaining", e))?.join("in.sock"));
         }
         sockets.push(tester_dir.join(format!("{label}in.sock")));
-        // Links that cross hosts: a tunnel each, its ends `out` at the sender and `in`
-        // at the receiver (`<label>o`, `<label>i` in the tester's namespace).
+        // Links over kernel interfaces: their ends `out` at the sender and `in` at the
+        // receiver (`<label>o`, `<label>i` in the tester's namespace).
+        let sender = |k: usize| if k == 0 { tester_ns } else { &namespaces[k - 1] };
+        let receiver = |k: usize| if k == n { tester_ns } else { &namespaces[k] };
+        let out_name = |k: usize| if k == 0 { format!("{label}o") } else { "out".to_string() };
+        let in_name = |k: usize| if k == n { format!("{label}i") } else { "in".to_string() };
         let mut tunnels = Vec::new();
-        if let Some(Hosts { link, places }) = hosts {
-            if places.len() != n + 2 || spec.dpdk_hops.iter().any(|&i| places[i + 1] != places[0]) {
-                return Err(setting(
-                    "hosts",
-                    "one host per place: the tester's sender, each hop, its receiver",
-                ));
-            }
-            for k in 0..=n {
-                let (a, b) = (places[k], places[k + 1]);
-                if a == b {
-                    continue;
+        match kernel_links {
+            KernelLinks::None => {}
+            KernelLinks::Hosts { link, places } => {
+                if places.len() != n + 2 || spec.dpdk_hops.iter().any(|&i| places[i + 1] != places[0]) {
+                    return Err(setting(
+                        "hosts",
+                        "one host per place: the tester's sender, each hop, its receiver",
+                    ));
                 }
-                let sender = if k == 0 { tester_ns } else { &namespaces[k - 1] };
-                let receiver = if k == n { tester_ns } else { &namespaces[k] };
-                let out_name = if k == 0 { format!("{label}o") } else { "out".into() };
-                let in_name = if k == n { format!("{label}i") } else { "in".into() };
-                let (o, i) = link
-                    .tunnel((a, sender, &out_name), (b, receiver, &in_name))
-                    .map_err(|e| setting("hosts", e))?;
-                tunnels.push((k, o, i));
+                for k in (0..=n).filter(|&k| places[k] != places[k + 1]) {
+                    let (o, i) = link
+                        .tunnel(
+                            (places[k], sender(k), &out_name(k)),
+                            (places[k + 1], receiver(k), &in_name(k)),
+                        )
+                        .map_err(|e| setting("hosts", e))?;
+                    tunnels.push((k, o, i));
+                }
+            }
+            KernelLinks::Veth => {
+                if !spec.dpdk_hops.is_empty() {
+                    return Err(setting("dpdk_hops", "DPDK hops join by memif"));
+                }
+                for k in 0..=n {
+                    let (o, i) = topo
+                        .veth((sender(k), &out_name(k)), (receiver(k), &in_name(k)))
+                        .map_err(|e| setting("chaining", e))?;
+                    tunnels.push((k, o, i));
+                }
             }
         }
         let crossing = |k: usize| tunnels.iter().find(|(link, _, _)| *link == k);
@@ -240,7 +266,7 @@ impl MemifChain {
         let tester_end = |k: usize, role: Role| -> Result<TesterEnd, RunError> {
             if let Some((_, o, i)) = crossing(k) {
                 let end = if role == Role::Server { i } else { o };
-                return Ok(TesterEnd::Tunnel {
+                return Ok(TesterEnd::Kernel {
                     namespace: tester_ns.clone(),
                     interface: end.name().to_string(),
                 });
@@ -307,8 +333,8 @@ impl MemifChain {
         Ok((self.tester_in.port(false)?, self.tester_out.port(true)?))
     }
 
-    /// The tunnels the chain crosses hosts by: (link k from place k to place k+1, the
-    /// sender's end, the receiver's end).
+    /// The chain's links over kernel interfaces (tunnels between hosts, or veth pairs):
+    /// (link k from place k to place k+1, the sender's end, the receiver's end).
     pub(crate) fn tunnels(&self) -> &[(usize, sfclab_topology::Interface, sfclab_topology::Interface)] {
         &self.tunnels
     }

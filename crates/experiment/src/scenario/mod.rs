@@ -253,6 +253,8 @@ pub struct Scenario {
     pub search_per_chain: bool,
     /// Two emulated hosts, when the chains span them.
     pub hosts: Option<TwoHosts>,
+    /// Every link of every chain a veth pair (`chaining: veth`), not memif.
+    pub veth: bool,
     /// Cores the VNF processes share.
     pub vnf_cores: Vec<usize>,
     /// The tester's core.
@@ -366,12 +368,13 @@ fn resolve(
                 .map_err(|reason| err(&format!("{section}.{key}"), reason))?;
         }
     }
-    // Scenarios join their VNFs by memif (the only chaining that runs many chains yet),
-    // in interrupt mode unless told: VNFs share cores.
+    // Scenarios join their VNFs by memif unless told (`veth` is the other chaining that
+    // runs many chains), in interrupt mode unless told: VNFs share cores.
     if !layered.gives("chaining") {
         layered = layered.with("chaining", "memif").expect("a chaining");
     }
-    if !layered.gives("memif_wait") {
+    let veth = layered.run.chaining == Some(Chaining::Veth);
+    if !layered.gives("memif_wait") && layered.run.chaining == Some(Chaining::Memif) {
         layered = layered.with("memif_wait", "interrupt").expect("a wait mode");
     }
     let host_file = f.hosts.unwrap_or_default();
@@ -387,7 +390,13 @@ fn resolve(
             "chains across two hosts carry one direction so far: leave `bidirectional` out".into(),
         ));
     }
-    let bidirectional = !flags.one_way && f.bidirectional.unwrap_or(!two_hosts);
+    if veth && f.bidirectional == Some(true) {
+        return Err(err(
+            "bidirectional",
+            "chains joined by veth carry one direction so far: leave `bidirectional` out".into(),
+        ));
+    }
+    let bidirectional = !flags.one_way && f.bidirectional.unwrap_or(!two_hosts && !veth);
     let line_rate = match (&flags.line_rate, &f.line_rate) {
         (Some(text), _) => Some(line_rate(text).map_err(|r| flag_err("line_rate", r))?),
         (None, Some(text)) => Some(line_rate(text).map_err(|r| err("line_rate", r))?),
@@ -476,13 +485,19 @@ fn resolve(
             (exp, shape_label, label)
         }
     };
-    if template.chaining != Chaining::Memif {
+    if !matches!(template.chaining, Chaining::Memif | Chaining::Veth) {
         return Err(err(
             "run.chaining",
             format!(
-                "scenarios join their VNFs by memif so far, not `{}`: leave `chaining` out",
+                "scenarios join their VNFs by memif or veth so far, not `{}`",
                 template.chaining
             ),
+        ));
+    }
+    if veth && two_hosts {
+        return Err(err(
+            "run.chaining",
+            "two hosts join places on one host by memif and cross by tunnels: leave `chaining` out".into(),
         ));
     }
     if !template.dpdk_hops.is_empty() {
@@ -578,6 +593,7 @@ fn resolve(
         search,
         search_per_chain: flags.search_per_chain,
         hosts,
+        veth,
         vnf_cores,
         tester_core,
         repeat,

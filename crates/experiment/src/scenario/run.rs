@@ -18,7 +18,7 @@ use super::Scenario;
 use super::sched::SchedCounters;
 use crate::document::Machine;
 use crate::hop_processes::Plan;
-use crate::memif_chain::{Hosts, MemifChain, TESTER_QUIET, wire_loss};
+use crate::memif_chain::{KernelLinks, MemifChain, TESTER_QUIET, wire_loss};
 
 /// The scenario's result document (`sfclab scenario --json`, schema `sfclab.scenario/2`).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -56,7 +56,10 @@ pub struct ScenarioDocument {
     pub hosts: Option<HostsReport>,
     /// Frame sizes of every chain's stream.
     pub frame_sizes: String,
-    /// How the VNFs' memif receivers wait: `polling` or `interrupt`.
+    /// How places are joined: `memif`, `veth` (AF_XDP on veth pairs, sleeping when
+    /// idle), or `memif within a host, a VXLAN tunnel between hosts`.
+    pub chaining: String,
+    /// How the VNFs' memif receivers wait: `polling` or `interrupt` (`none` without memif).
     pub memif_wait: String,
     /// Cores the VNF processes share (the OS schedules them).
     pub vnf_cores: Vec<usize>,
@@ -116,19 +119,27 @@ pub struct CableDirection {
     pub cable_dropped: u64,
 }
 
-/// One tunnel of a chain: what went in at one host and came out at the other.
+/// One link of a chain over kernel interfaces (a VXLAN tunnel between hosts, or a veth
+/// pair): what its sending end sent and its receiving end received.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct TunnelFlow {
+pub struct LinkFlow {
+    /// `tunnel` or `veth`.
+    pub kind: String,
     /// `tester -> hop 1`, `hop 1 -> hop 2`, `hop 1 -> tester`.
     pub link: String,
-    /// Frames the tunnel put on the cable, and frames that came out at the other host.
+    /// Frames the sending end sent (a tunnel: onto the cable), and frames the receiving
+    /// end received.
     pub tx: u64,
     pub rx: u64,
-    /// Frames the tunnel could not send: the cable's shaper had no room (the kernel
-    /// counts its refusal at the tunnel).
+    /// Frames the sending end could not send: a tunnel's when the cable's shaper had no
+    /// room (the kernel counts its refusal there), a veth's when its peer's input queue
+    /// was full.
     pub tx_dropped: u64,
-    /// Frames the receiving host's tunnel dropped.
+    /// Frames the receiving end dropped.
     pub rx_dropped: u64,
+    /// The receiving hop (from 0), none for the tester.
+    #[serde(skip)]
+    receiver: Option<usize>,
 }
 
 /// One repetition: every chain, the aggregate, and what the OS did with each VNF.
@@ -211,9 +222,10 @@ pub struct ChainResult {
     /// what the tester did not get back.
     pub conserved: bool,
     pub hops: Vec<HopFlow>,
-    /// With two hosts: each link of the chain that crosses the cable.
+    /// Each link of the chain over kernel interfaces: with two hosts the tunnels that
+    /// cross the cable, with `chaining: veth` every link.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tunnels: Vec<TunnelFlow>,
+    pub kernel_links: Vec<LinkFlow>,
 }
 
 /// One direction of a chain, as its tester measured it over the window.
@@ -371,7 +383,17 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
             crossings_per_chain: h.crossings(),
         }),
         frame_sizes: template.traffic.sizes.to_string(),
-        memif_wait: template.memif_wait.unwrap_or(sfclab_io::memif::Wait::Poll).to_string(),
+        chaining: if scenario.veth {
+            "veth (AF_XDP, sleeping when idle)".into()
+        } else if scenario.hosts.is_some() {
+            "memif within a host, a VXLAN tunnel between hosts (AF_XDP, sleeping when idle)".into()
+        } else {
+            "memif".into()
+        },
+        memif_wait: match (scenario.veth, template.memif_wait) {
+            (true, _) => "none".into(),
+            (false, w) => w.unwrap_or(sfclab_io::memif::Wait::Poll).to_string(),
+        },
         vnf_cores: scenario.vnf_cores.clone(),
         tester_core: scenario.tester_core,
         oversubscription: scenario.oversubscription(),
@@ -390,7 +412,8 @@ fn setting(key: &'static str, reason: impl std::fmt::Display) -> RunError {
     }
 }
 
-/// How long hops on tunnels are given after they say they are ready (see `Testbed::up`).
+/// How long hops on kernel links are given after they say they are ready (see
+/// `Testbed::up`).
 const TUNNEL_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// How long the VNFs of one place in the chains may take to stop.
@@ -479,18 +502,21 @@ impl Testbed {
             if scenario.bidirectional {
                 plan = plan.both_ways();
             }
-            if scenario.hosts.is_some() {
-                // A tunnel's end is a kernel interface: AF_XDP in generic (skb) mode.
-                plan = plan.with_io(sfclab_io::IoKind::AfXdp);
-                // Its socket waits as the hop's memif ends do: VNFs share cores.
-                plan = plan.with_xdp_wait(exp.memif_wait.unwrap_or(sfclab_io::Wait::Poll));
+            if scenario.hosts.is_some() || scenario.veth {
+                // A kernel link's end: AF_XDP (generic mode on a tunnel), sleeping when
+                // idle as the hops' memif ends do: VNFs share cores.
+                let wait = exp.memif_wait.unwrap_or(sfclab_io::Wait::Interrupt {
+                    spin: sfclab_io::memif::DEFAULT_SPIN,
+                });
+                plan = plan.with_io(sfclab_io::IoKind::AfXdp).with_xdp_wait(wait);
             }
-            let hosts = match (&scenario.hosts, cable.as_mut()) {
-                (Some(h), Some(link)) => Some(Hosts {
+            let kernel_links = match (&scenario.hosts, cable.as_mut()) {
+                (Some(h), Some(link)) => KernelLinks::Hosts {
                     link,
                     places: h.places(),
-                }),
-                _ => None,
+                },
+                _ if scenario.veth => KernelLinks::Veth,
+                _ => KernelLinks::None,
             };
             // Namespaces `c<k>hop<i>` for chains, `s<k>hop<i>` for standby instances.
             let label = if c < n {
@@ -505,14 +531,14 @@ impl Testbed {
                 (&tester_ns, &dir),
                 &label,
                 scenario.tester_core,
-                hosts,
+                kernel_links,
             )?);
         }
         for chain in &mut started {
             chain.wait_ready()?;
         }
-        if scenario.hosts.is_some() {
-            // A hop on a tunnel says it is ready once its AF_XDP socket is bound, but in
+        if scenario.hosts.is_some() || scenario.veth {
+            // A hop on a kernel link says it is ready once its AF_XDP socket is bound, but in
             // the first milliseconds after, frames reaching the tunnel are lost where no
             // counter sees them (measured: 2,500 to 7,400 of the first frames of every
             // repetition after the first at 1 Mpps; none after 20 ms). Not the data
@@ -655,8 +681,12 @@ impl Testbed {
             let deadline = Instant::now() + STOP_LIMIT;
             started.iter_mut().for_each(|c| c.wait_hop_exited(hop, deadline));
         }
-        // The tunnels' and the cable's counters, read once nothing moves on them.
-        let tunnels: Vec<Vec<TunnelFlow>> = started.iter().take(n).map(tunnel_flows).collect();
+        // The kernel links' and the cable's counters, read once nothing moves on them.
+        let kernel_links: Vec<Vec<LinkFlow>> = started
+            .iter()
+            .take(n)
+            .map(|c| link_flows(c, if cable.is_some() { "tunnel" } else { "veth" }))
+            .collect();
         let cable_counters = cable.as_ref().map(HostLink::counters).transpose();
         let softnet = sfclab_runtime::softnet_dropped().saturating_sub(softnet_before);
         let outcomes: Vec<ExternalOutcome> = started.into_iter().map(MemifChain::stop).collect();
@@ -689,9 +719,9 @@ impl Testbed {
             .chunks(directions)
             .zip(links.chunks(directions))
             .zip(&outcomes)
-            .zip(tunnels)
+            .zip(kernel_links)
             .enumerate()
-            .map(|(c, (((reports, links), outcome), tunnels))| chain_result(c, reports, links, outcome, tunnels))
+            .map(|(c, (((reports, links), outcome), kernel))| chain_result(c, reports, links, outcome, kernel))
             .collect();
         let cable = cable_counters.map(|ends| attribute_cable_drops(&ends, softnet, &mut chains, &reports, directions));
         Ok(ScenarioRun {
@@ -730,13 +760,21 @@ fn chain_result(
     reports: &[RunReport],
     links: &[Link],
     outcome: &ExternalOutcome,
-    tunnels: Vec<TunnelFlow>,
+    kernel_links: Vec<LinkFlow>,
 ) -> ChainResult {
     let mut lost = wire_loss(links, outcome);
-    if !tunnels.is_empty() {
-        // Across hosts the kernel carries frames too: what its sockets and the tunnels'
+    if !kernel_links.is_empty() {
+        // Over kernel links the kernel carries frames too: what its sockets and the links'
         // interfaces dropped explains loss as the hops' drops do.
         let mut explained = lost.explained.clone();
+        let socket = |hop: usize| {
+            outcome
+                .socket_drops
+                .iter()
+                .filter(|(h, _)| *h == hop)
+                .map(|(_, n)| n)
+                .sum::<u64>()
+        };
         for &(hop, n) in outcome.socket_drops.iter().filter(|(_, n)| *n > 0) {
             explained.insert(format!("kernel receive (hop {})", hop + 1), n);
         }
@@ -749,10 +787,18 @@ fn chain_result(
         if tester_kernel > 0 {
             explained.insert("kernel receive (tester)".into(), tester_kernel);
         }
-        for t in &tunnels {
-            for (n, what) in [(t.tx_dropped, "cable full"), (t.rx_dropped, "receive")] {
+        for l in &kernel_links {
+            let full = if l.kind == "tunnel" { "cable full" } else { "peer full" };
+            // A veth's XDP hands frames to the receiver's socket: what the socket had no
+            // room for the veth counts too; only the rest is the veth's own.
+            let rx_own = match (l.kind.as_str(), l.receiver) {
+                ("veth", Some(hop)) => l.rx_dropped.saturating_sub(socket(hop)),
+                ("veth", None) => l.rx_dropped.saturating_sub(tester_kernel),
+                _ => l.rx_dropped,
+            };
+            for (n, what) in [(l.tx_dropped, full), (rx_own, "receive")] {
                 if n > 0 {
-                    explained.insert(format!("tunnel {} ({what})", t.link), n);
+                    explained.insert(format!("{} {} ({what})", l.kind, l.link), n);
                 }
             }
         }
@@ -765,7 +811,7 @@ fn chain_result(
         .chain(lost.explained.iter().filter(|(cause, _)| cause.as_str() != "dut"))
         .map(|(cause, n)| {
             // The kernel's and the tunnels' drops name their place themselves.
-            let place = if cause.starts_with("kernel") || cause.starts_with("tunnel") {
+            let place = if ["kernel", "tunnel", "veth"].iter().any(|p| cause.starts_with(p)) {
                 ""
             } else {
                 "tester "
@@ -856,12 +902,12 @@ fn chain_result(
         unaccounted: lost.unaccounted,
         conserved: reports.iter().all(|r| r.conservation.holds) && lost.unaccounted == 0 && lost.counted_beyond == 0,
         hops,
-        tunnels,
+        kernel_links,
     }
 }
 
-/// A chain's tunnels as their interfaces counted them over the run.
-fn tunnel_flows(chain: &MemifChain) -> Vec<TunnelFlow> {
+/// A chain's kernel links (of `kind`) as their interfaces counted them over the run.
+fn link_flows(chain: &MemifChain, kind: &str) -> Vec<LinkFlow> {
     let n = chain.len();
     let place = |k: usize| {
         if k == 0 || k == n + 1 {
@@ -875,7 +921,9 @@ fn tunnel_flows(chain: &MemifChain) -> Vec<TunnelFlow> {
         .iter()
         .map(|(k, out, into)| {
             let (o, i) = (out.counters().unwrap_or_default(), into.counters().unwrap_or_default());
-            TunnelFlow {
+            LinkFlow {
+                receiver: (*k < n).then_some(*k),
+                kind: kind.to_string(),
                 link: format!("{} -> {}", place(*k), place(k + 1)),
                 tx: o.tx_packets,
                 rx: i.rx_packets,
@@ -919,7 +967,7 @@ fn attribute_cable_drops(
             }
         }
     }
-    let refused_at_tunnels: u64 = chains.iter().flat_map(|c| &c.tunnels).map(|t| t.tx_dropped).sum();
+    let refused_at_tunnels: u64 = chains.iter().flat_map(|c| &c.kernel_links).map(|t| t.tx_dropped).sum();
     CableReport {
         directions: ends
             .iter()
