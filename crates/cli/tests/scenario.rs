@@ -444,7 +444,10 @@ fn a_bad_scenario_names_its_file_key_and_reason_and_runs_nothing() {
         ("chains: 0\n", "at least one chain"),
         ("vnf: bridge\n", "not a VNF preset"),
         ("traffic: { rate: fast }\n", "traffic.rate"),
-        ("vnf: forwarder\nrun: { chaining: ovs }\n", "by memif or veth so far, not `ovs`"),
+        (
+            "vnf: forwarder\nrun: { chaining: ovs }\n",
+            "by memif or veth so far, not `ovs`",
+        ),
         (
             "run: { chaining: veth }\nbidirectional: true\n",
             "joined by veth carry one direction",

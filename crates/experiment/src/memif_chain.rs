@@ -293,7 +293,13 @@ impl MemifChain {
                 .map_err(|e| setting("dpdk_hops", e))?;
                 peers[i] = Some(hop);
             } else {
-                let ports = format!("dut:{},{}", endpoint(i, "server"), endpoint(i + 1, "client"));
+                let (input, output) = (endpoint(i, "server"), endpoint(i + 1, "client"));
+                // Two memif ends name themselves; a kernel interface among them needs `dut:`.
+                let ports = if crossing(i).is_none() && crossing(i + 1).is_none() {
+                    format!("{input},{output}")
+                } else {
+                    format!("dut:{input},{output}")
+                };
                 let hop = plan
                     .spawn(i, &namespaces[i], &ports)
                     .map_err(|e| setting("chaining", e))?;
