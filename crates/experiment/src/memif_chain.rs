@@ -11,8 +11,9 @@
 //! neighbours reconnect.
 //!
 //! Memif is shared memory: it joins places on one host. A scenario's chain may cross
-//! between two emulated hosts ([`Hosts`]); each link that crosses is a tunnel of its own
-//! over the hosts' shaped cable instead, which its two ends open as kernel interfaces.
+//! between two emulated hosts, each link that crosses a tunnel of its own over the hosts'
+//! shaped cable, or have every link a veth pair ([`KernelLinks`]); the two ends of such
+//! a link open it as a kernel interface.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -163,33 +164,32 @@ impl TesterEnd {
                     .run(move || {
                         InterfacePort::open(IoKind::AfXdp, &name, &sfclab_io::AfXdpSettings::default(), receive)
                     })
-                    .map_err(|e| setting("hosts", e))?
-                    .map_err(|e| setting("hosts", e))
+                    .map_err(|e| setting("chaining", e))?
+                    .map_err(|e| setting("chaining", e))
             }
         }
     }
 }
 
-/// One chain's hops, each a process in a namespace of its own joined by memif (or, from
-/// one host to the other, by a tunnel), and the tester's two ends of it: it sends into
-/// the first hop and receives from the last.
+/// One chain's hops, each a process in a namespace of its own joined by memif (or by
+/// kernel links: tunnels between hosts, veth pairs), and the tester's two ends of it: it
+/// sends into the first hop and receives from the last.
 pub(crate) struct MemifChain {
     pub(crate) namespaces: Vec<Namespace>,
     tester_out: TesterEnd,
     tester_in: TesterEnd,
     processes: HopProcesses,
     peers: Vec<Option<DpdkHop>>,
-    /// The tunnels' ends, when the chain crosses hosts: (link, sender's, receiver's),
-    /// link k from place k to place k+1.
-    tunnels: Vec<(usize, sfclab_topology::Interface, sfclab_topology::Interface)>,
+    /// The ends of its links over kernel interfaces (tunnels or veth pairs): (link,
+    /// sender's, receiver's), link k from place k to place k+1.
+    kernel_links: Vec<(usize, sfclab_topology::Interface, sfclab_topology::Interface)>,
 }
 
 impl MemifChain {
     /// Builds a namespace per hop (`<label>hop<i>`), listens for the last hop at
     /// `<tester_dir>/<label>in.sock` and starts every hop, last to first; returns
     /// before they are ready ([`MemifChain::wait_ready`]), so that many chains start
-    /// at once. With `hosts`, each link between places on different hosts is a tunnel
-    /// over their cable.
+    /// at once. `kernel_links` says which links are kernel interfaces instead of memif.
     pub(crate) fn start(
         spec: &Experiment,
         plan: &Plan,
@@ -219,7 +219,7 @@ impl MemifChain {
         let receiver = |k: usize| if k == n { tester_ns } else { &namespaces[k] };
         let out_name = |k: usize| if k == 0 { format!("{label}o") } else { "out".to_string() };
         let in_name = |k: usize| if k == n { format!("{label}i") } else { "in".to_string() };
-        let mut tunnels = Vec::new();
+        let mut links = Vec::new();
         match kernel_links {
             KernelLinks::None => {}
             KernelLinks::Hosts { link, places } => {
@@ -236,7 +236,7 @@ impl MemifChain {
                             (places[k + 1], receiver(k), &in_name(k)),
                         )
                         .map_err(|e| setting("hosts", e))?;
-                    tunnels.push((k, o, i));
+                    links.push((k, o, i));
                 }
             }
             KernelLinks::Veth => {
@@ -247,11 +247,11 @@ impl MemifChain {
                     let (o, i) = topo
                         .veth((sender(k), &out_name(k)), (receiver(k), &in_name(k)))
                         .map_err(|e| setting("chaining", e))?;
-                    tunnels.push((k, o, i));
+                    links.push((k, o, i));
                 }
             }
         }
-        let crossing = |k: usize| tunnels.iter().find(|(link, _, _)| *link == k);
+        let crossing = |k: usize| links.iter().find(|(link, _, _)| *link == k);
         let wait = match spec.memif_wait.unwrap_or(Wait::Poll) {
             Wait::Interrupt { spin } => format!(",wait=interrupt,spin={}", spin.as_micros()),
             Wait::Poll => String::new(),
@@ -313,7 +313,7 @@ impl MemifChain {
             tester_in,
             processes,
             peers,
-            tunnels,
+            kernel_links: links,
         })
     }
 
@@ -341,8 +341,8 @@ impl MemifChain {
 
     /// The chain's links over kernel interfaces (tunnels between hosts, or veth pairs):
     /// (link k from place k to place k+1, the sender's end, the receiver's end).
-    pub(crate) fn tunnels(&self) -> &[(usize, sfclab_topology::Interface, sfclab_topology::Interface)] {
-        &self.tunnels
+    pub(crate) fn kernel_links(&self) -> &[(usize, sfclab_topology::Interface, sfclab_topology::Interface)] {
+        &self.kernel_links
     }
 
     /// The hops' process ids, sfclab's (a DPDK hop's are not followed).

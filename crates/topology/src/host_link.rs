@@ -42,10 +42,11 @@ impl LinkShape {
         LAYER1_OVERHEAD - if self.charge_tunnel { 0 } else { VXLAN_OVERHEAD }
     }
 
-    /// The bucket's depth, bytes: 1 ms at the line rate, at least 16 KiB. A shallower
-    /// bucket runs dry at every few frames of traffic offered at the line rate itself,
-    /// and each time the kernel arms a timer to refill it (costly under a hypervisor:
-    /// a deep tenth of the cable's frames went to it at 100 us).
+    /// The bucket's depth, bytes: 1 ms at the line rate, at least 16 KiB (a NIC does
+    /// not burst above its line; the bucket is refilled by timers). Each time it runs
+    /// dry the kernel arms a timer, costly under a hypervisor: a sender that bursts
+    /// after waiting for its core still runs it dry (a fifth of the VNF core went to
+    /// re-arming with 100 us and with 1 ms here).
     fn burst(&self) -> u64 {
         ((self.rate_bps / 8.0 * 1e-3) as u64).max(16 * 1024)
     }

@@ -917,7 +917,7 @@ fn link_flows(chain: &MemifChain, kind: &str) -> Vec<LinkFlow> {
         }
     };
     chain
-        .tunnels()
+        .kernel_links()
         .iter()
         .map(|(k, out, into)| {
             let (o, i) = (out.counters().unwrap_or_default(), into.counters().unwrap_or_default());
