@@ -165,9 +165,7 @@ impl HostLink {
         to: (usize, &Namespace, &str),
     ) -> Result<(Interface, Interface), TopologyError> {
         for name in [from.2, to.2] {
-            if name.is_empty() || name.len() > 15 || name.contains(['/', ' ']) {
-                return Err(TopologyError::BadName(name.to_string()));
-            }
+            crate::check_interface_name(name)?;
         }
         if from.0 > 1 || to.0 > 1 || from.0 == to.0 {
             return Err(TopologyError::Command {

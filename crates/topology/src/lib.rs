@@ -36,6 +36,14 @@ pub use testbed::{Hop, TESTER_IN_MAC, Testbed, vf_in_mac, vf_out_mac};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+/// An interface name the kernel takes: 1 to 15 bytes, no `/` or space.
+pub(crate) fn check_interface_name(name: &str) -> Result<(), TopologyError> {
+    if name.is_empty() || name.len() > 15 || name.contains(['/', ' ']) {
+        return Err(TopologyError::BadName(name.to_string()));
+    }
+    Ok(())
+}
+
 /// Every name sfclab gives a namespace starts with this.
 pub const PREFIX: &str = "sfclab-";
 
@@ -128,9 +136,7 @@ impl Topology {
         queues: u32,
     ) -> Result<(Interface, Interface), TopologyError> {
         for name in [a.1, b.1] {
-            if name.is_empty() || name.len() > 15 || name.contains(['/', ' ']) {
-                return Err(TopologyError::BadName(name.to_string()));
-            }
+            check_interface_name(name)?;
         }
         let q = queues.max(1).to_string();
         command::ip(&[
@@ -172,9 +178,7 @@ impl Topology {
         mac: [u8; 6],
         into: (&Namespace, &str),
     ) -> Result<Interface, TopologyError> {
-        if into.1.is_empty() || into.1.len() > 15 || into.1.contains(['/', ' ']) {
-            return Err(TopologyError::BadName(into.1.to_string()));
-        }
+        check_interface_name(into.1)?;
         // A temporary name unique in the parent's namespace, renamed in its own.
         let n = self.macvlans;
         self.macvlans += 1;
@@ -206,9 +210,7 @@ impl Topology {
     /// into namespace `into.0` as `into.1`, up; at teardown (or `sfclab cleanup`) it goes
     /// back under its own name and address.
     pub fn take_interface(&mut self, interface: &str, into: (&Namespace, &str)) -> Result<Interface, TopologyError> {
-        if into.1.is_empty() || into.1.len() > 15 || into.1.contains(['/', ' ']) {
-            return Err(TopologyError::BadName(into.1.to_string()));
-        }
+        check_interface_name(into.1)?;
         let mac = sriov::Sysfs::default()
             .address_of(interface)
             .ok_or_else(|| TopologyError::Command {
@@ -263,9 +265,7 @@ impl Topology {
         mac: [u8; 6],
         into: (&Namespace, &str),
     ) -> Result<Interface, TopologyError> {
-        if into.1.is_empty() || into.1.len() > 15 || into.1.contains(['/', ' ']) {
-            return Err(TopologyError::BadName(into.1.to_string()));
-        }
+        check_interface_name(into.1)?;
         let address = mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
         command::ip(&["link", "set", "dev", pf, "vf", &index.to_string(), "mac", &address])?;
         command::ip(&["link", "set", "dev", vf, "netns", into.0.name()])?;
