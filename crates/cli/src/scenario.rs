@@ -23,7 +23,7 @@ pub struct ScenarioArgs {
     /// split evenly across the chains.
     #[command(flatten)]
     settings: settings::Settings,
-    /// Print the result as JSON (schema `sfclab.scenario/2`).
+    /// Print the result as JSON (schema `sfclab.scenario/3`).
     #[arg(long, help_heading = "Output")]
     json: bool,
     /// Also write scenario.json and an HTML report (per-chain tables, figures) here;
@@ -96,8 +96,8 @@ fn write_out(doc: &ScenarioDocument, dir: &std::path::Path) -> Result<(), String
 
 pub fn schema() -> String {
     crate::render::schema_of::<ScenarioDocument>(
-        "scenario-2.json",
-        "One sfclab scenario (`sfclab scenario --json`), schema sfclab.scenario/2.",
+        "scenario-3.json",
+        "One sfclab scenario (`sfclab scenario --json`), schema sfclab.scenario/3.",
     )
 }
 
@@ -135,26 +135,41 @@ fn summary(s: &Option<Summary>, digits: usize) -> String {
 /// the repetitions together.
 pub fn table(d: &ScenarioDocument) -> String {
     let mut s = String::new();
+    let _ = writeln!(s, "sfclab {} | scenario `{}`", d.version, d.name);
+    let several = d.groups.len() > 1;
+    for g in &d.groups {
+        let _ = writeln!(
+            s,
+            "{}{} x {} of {} ({} VNF process(es) each{}){}, {} ({} frames){}",
+            if several {
+                format!("group `{}`: ", g.name)
+            } else {
+                String::new()
+            },
+            g.chains,
+            g.shape,
+            g.vnf,
+            g.vnfs_per_chain,
+            g.vnf_rate_cap
+                .as_ref()
+                .map_or(String::new(), |c| format!(", licence {c}")),
+            match g.standby {
+                0 => String::new(),
+                k => format!(", {k} standby"),
+            },
+            if g.bidirectional { "both directions" } else { "one way" },
+            g.frame_sizes,
+            if several {
+                format!(", offered {}", g.offered)
+            } else {
+                String::new()
+            },
+        );
+    }
     let _ = writeln!(
         s,
-        "sfclab {} | scenario `{}`: {} x {} of {} ({} VNF process(es) each){}",
-        d.version,
-        d.name,
-        d.chains,
-        d.shape,
-        d.vnf,
-        d.vnfs_per_chain,
-        match d.standby {
-            0 => String::new(),
-            k => format!(", {k} standby"),
-        }
-    );
-    let _ = writeln!(
-        s,
-        "offered {} in all, {} ({} frames), memif {}; VNFs on cores {:?} ({:.2} processes per core), tester on core {} | window {:.2} s after {:.2} s warm-up{}",
+        "offered {} in all, memif {}; VNFs on cores {:?} ({:.2} processes per core), tester on core {} | window {:.2} s after {:.2} s warm-up{}",
         d.offered,
-        if d.bidirectional { "both directions" } else { "one way" },
-        d.frame_sizes,
         d.memif_wait,
         d.vnf_cores,
         d.oversubscription,
@@ -163,6 +178,12 @@ pub fn table(d: &ScenarioDocument) -> String {
         d.warmup_s,
         if d.interrupted { " | INTERRUPTED" } else { "" }
     );
+    if let Some(g) = d.nic_capacity_gbps {
+        let _ = writeln!(
+            s,
+            "the NIC carries {g} Gbit/s to and from the VNFs: every VNF's sends share it"
+        );
+    }
     if let Some(h) = &d.hosts {
         let _ = writeln!(
             s,
@@ -264,26 +285,36 @@ pub fn table(d: &ScenarioDocument) -> String {
         ]
     };
     for c in &last.chains {
-        chains.add_row(row(c.chain.to_string(), c));
+        let name = if several {
+            format!("{} ({})", c.chain, c.group)
+        } else {
+            c.chain.to_string()
+        };
+        chains.add_row(row(name, c));
     }
-    let a = &last.aggregate;
-    chains.add_row(vec![
-        comfy_table::Cell::new("all"),
-        right(opt(a.offered_mpps, 3)),
-        right(format!("{:.3}", a.generated_mpps)),
-        right(format!("{:.3}", a.throughput_mpps)),
-        right(format!("{:.2}", a.gbps_l1)),
-        right(num(a.window.sent)),
-        right(num(a.window.lost)),
-        right(format!("{:.4}", a.loss_ratio * 100.0)),
-        right(format!(
-            "{} / {} (worst)",
-            opt(a.latency_mean_us, 1),
-            opt(a.latency_worst_p99_us, 1)
-        )),
-        comfy_table::Cell::new(""),
-        comfy_table::Cell::new(if a.conserved { "yes" } else { "NO" }),
-    ]);
+    let total = |name: String, a: &sfclab_experiment::scenario::Aggregate| {
+        vec![
+            comfy_table::Cell::new(name),
+            right(opt(a.offered_mpps, 3)),
+            right(format!("{:.3}", a.generated_mpps)),
+            right(format!("{:.3}", a.throughput_mpps)),
+            right(format!("{:.2}", a.gbps_l1)),
+            right(num(a.window.sent)),
+            right(num(a.window.lost)),
+            right(format!("{:.4}", a.loss_ratio * 100.0)),
+            right(format!(
+                "{} / {} (worst)",
+                opt(a.latency_mean_us, 1),
+                opt(a.latency_worst_p99_us, 1)
+            )),
+            comfy_table::Cell::new(""),
+            comfy_table::Cell::new(if a.conserved { "yes" } else { "NO" }),
+        ]
+    };
+    for g in &last.groups {
+        chains.add_row(total(format!("`{}`", g.group), &g.aggregate));
+    }
+    chains.add_row(total("all".into(), &last.aggregate));
     let _ = writeln!(
         s,
         "\nrepetition {} of {} (set up in {:.2} s, torn down in {:.2} s)\n{chains}",
@@ -380,11 +411,11 @@ pub fn table(d: &ScenarioDocument) -> String {
             "the chains above were then measured all at once, each at its own first goal's rate"
         );
     }
-    if a.not_offered > 0 {
+    if last.aggregate.not_offered > 0 {
         let _ = writeln!(
             s,
             "the tester could not offer {} of the window's frames (a chain's send ring full): lost, but not by the VNFs",
-            num(a.not_offered)
+            num(last.aggregate.not_offered)
         );
     }
 
@@ -428,6 +459,9 @@ pub fn table(d: &ScenarioDocument) -> String {
     let _ = writeln!(s, "  aggregate Gbit/s {}", summary(&m.aggregate_gbps_l1, 2));
     let _ = writeln!(s, "  loss ratio       {}", summary(&m.loss_ratio, 6));
     let _ = writeln!(s, "  latency mean us  {}", summary(&m.latency_mean_us, 1));
+    for g in &m.group_mpps {
+        let _ = writeln!(s, "  `{}` Mpps {}", g.group, summary(&g.mpps, 3));
+    }
     for g in &m.goals {
         let _ = writeln!(
             s,

@@ -17,7 +17,11 @@ use crate::render::{num, right};
 use crate::report;
 
 /// The schema a scenario document carries.
-pub const SCENARIO_SCHEMA: &str = "sfclab.scenario/2";
+pub const SCENARIO_SCHEMA: &str = "sfclab.scenario/3";
+
+/// Earlier schemas this report still reads: /2 has no `groups` (its one group's keys
+/// at the top, as /3 writes them for one group).
+const READS: [&str; 2] = ["sfclab.scenario/2", SCENARIO_SCHEMA];
 
 /// Reads scenario documents: each path a document, or a directory whose `*.json` files
 /// are (in name order); every one must be a scenario of this schema.
@@ -44,10 +48,11 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<Value>, String> {
         .map(|f| {
             let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
             let doc: Value = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", f.display()))?;
-            if doc["schema"] != SCENARIO_SCHEMA {
+            if !READS.iter().any(|s| doc["schema"] == *s) {
                 return Err(format!(
-                    "{}: not a scenario document of schema {SCENARIO_SCHEMA} (it says {})",
+                    "{}: not a scenario document of schema {} (it says {})",
                     f.display(),
+                    READS.join(" or "),
                     doc["schema"]
                 ));
             }
@@ -66,9 +71,49 @@ enum Axis {
     FrameSize,
 }
 
+/// A document's groups (none in a /2 document: its keys at the top are its one group's).
+fn groups(d: &Value) -> &[Value] {
+    d["groups"].as_array().map_or(&[], Vec::as_slice)
+}
+
+/// A document's frame sizes: every chain's, or each group's joined by ` / `.
+fn frames(d: &Value) -> String {
+    if let Some(sizes) = d["frame_sizes"].as_str() {
+        return sizes.to_string();
+    }
+    let mut all: Vec<&str> = groups(d).iter().filter_map(|g| g["frame_sizes"].as_str()).collect();
+    all.dedup();
+    all.join(" / ")
+}
+
+/// What a document's chains run, the same for any number of them: `PVP router`, or the
+/// groups' names joined by ` + `.
+fn chains_label(d: &Value) -> String {
+    match d["shape"].as_str() {
+        Some(shape) => format!("{shape} {}", d["vnf"].as_str().unwrap_or("?")),
+        None => groups(d)
+            .iter()
+            .map(|g| g["name"].as_str().unwrap_or("?"))
+            .collect::<Vec<_>>()
+            .join(" + "),
+    }
+}
+
+/// VNF processes a document started: every chain's and standby instance's.
+fn vnf_processes(d: &Value) -> u64 {
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    match d["vnfs_per_chain"].as_u64() {
+        Some(per) => (n(&d["chains"]) + n(&d["standby"])) * per,
+        None => groups(d)
+            .iter()
+            .map(|g| (n(&g["chains"]) + n(&g["standby"])) * n(&g["vnfs_per_chain"]))
+            .sum(),
+    }
+}
+
 /// A document's single frame size, bytes (`None` for a mix such as IMIX).
 fn frame_size(d: &Value) -> Option<f64> {
-    d["frame_sizes"].as_str()?.trim().parse::<u32>().ok().map(f64::from)
+    frames(d).trim().parse::<u32>().ok().map(f64::from)
 }
 
 fn axis(docs: &[Value]) -> Axis {
@@ -98,19 +143,10 @@ fn placement(d: &Value) -> String {
 /// A scenario's series: what stays the same along a figure's x axis.
 fn series(d: &Value, axis: Axis) -> String {
     match axis {
-        Axis::Chains => {
-            let per = d["vnfs_per_chain"].as_u64().unwrap_or(1);
-            let procs = (d["chains"].as_u64().unwrap_or(0) + d["standby"].as_u64().unwrap_or(0)) * per;
-            format!(
-                "{} {}, {procs} VNF processes",
-                d["shape"].as_str().unwrap_or("?"),
-                d["vnf"].as_str().unwrap_or("?")
-            )
-        }
+        Axis::Chains => format!("{}, {} VNF processes", chains_label(d), vnf_processes(d)),
         Axis::FrameSize => format!(
-            "{} {}, {}, {} VNF core(s)",
-            d["shape"].as_str().unwrap_or("?"),
-            d["vnf"].as_str().unwrap_or("?"),
+            "{}, {}, {} VNF core(s)",
+            chains_label(d),
             placement(d),
             d["vnf_cores"].as_array().map_or(0, Vec::len)
         ),
@@ -238,7 +274,7 @@ pub fn table(docs: &[Value]) -> String {
         let s = &d["summary"];
         t.add_row(vec![
             comfy_table::Cell::new(series(d, axis)),
-            comfy_table::Cell::new(d["frame_sizes"].as_str().unwrap_or("?")),
+            comfy_table::Cell::new(frames(d)),
             right(d["chains"].as_u64().unwrap_or(0)),
             right(d["standby"].as_u64().unwrap_or(0)),
             right(f(&d["oversubscription"], 1)),
@@ -271,14 +307,19 @@ fn chains_html(d: &Value) -> String {
     let Some(run) = d["runs"].as_array().and_then(|r| r.last()) else {
         return "<p>No repetition finished.</p>".into();
     };
+    let several = groups(d).len() > 1;
     let mut rows = String::new();
     for c in run["chains"].as_array().into_iter().flatten() {
+        let chain = match (several, c["group"].as_str()) {
+            (true, Some(g)) => format!("{} ({})", c["chain"], esc(g)),
+            _ => c["chain"].to_string(),
+        };
         for dir in c["directions"].as_array().into_iter().flatten() {
             let l = &dir["latency"];
             let _ = writeln!(
                 rows,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                c["chain"],
+                chain,
                 esc(dir["direction"].as_str().unwrap_or("")),
                 f(&dir["throughput_mpps"], 4),
                 f(&dir["gbps_l1"], 3),
@@ -324,7 +365,7 @@ pub fn html(docs: &[Value]) -> Result<String, String> {
             summary_rows,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&series(d, axis)),
-            esc(d["frame_sizes"].as_str().unwrap_or("?")),
+            esc(&frames(d)),
             d["chains"],
             d["standby"],
             f(&d["oversubscription"], 1),
@@ -338,7 +379,7 @@ pub fn html(docs: &[Value]) -> Result<String, String> {
             details,
             "<details><summary>{} — {} frames, {} chain(s), {} standby, {} repetition(s){}</summary>\n{}\n</details>",
             esc(&series(d, axis)),
-            esc(d["frame_sizes"].as_str().unwrap_or("?")),
+            esc(&frames(d)),
             d["chains"],
             d["standby"],
             d["runs"].as_array().map_or(0, Vec::len),
@@ -348,14 +389,28 @@ pub fn html(docs: &[Value]) -> Result<String, String> {
     }
     let first = &docs[0];
     let machine = &first["machine"];
-    let mut caps = match (first["line_rate_gbps"].as_f64(), first["vnf_rate_cap"].as_str()) {
-        (None, None) => "no capacity caps".to_string(),
-        (line, cap) => format!(
+    let licences: Vec<String> = match first["vnf_rate_cap"].as_str() {
+        Some(cap) => vec![cap.to_string()],
+        None => groups(first)
+            .iter()
+            .filter_map(|g| Some(format!("{} ({})", g["vnf_rate_cap"].as_str()?, g["name"].as_str()?)))
+            .collect(),
+    };
+    let mut caps = match (first["line_rate_gbps"].as_f64(), licences.is_empty()) {
+        (None, true) => "no capacity caps".to_string(),
+        (line, _) => format!(
             "line {} per direction, VNF licence {}",
             line.map_or("none".into(), |g| format!("{g} Gbit/s")),
-            cap.unwrap_or("none")
+            if licences.is_empty() {
+                "none".to_string()
+            } else {
+                licences.join(", ")
+            }
         ),
     };
+    if let Some(g) = first["nic_capacity_gbps"].as_f64() {
+        let _ = write!(caps, "; the NIC's capacity {g} Gbit/s shared by every VNF's sends");
+    }
     if let Some(g) = docs.iter().find_map(|d| d["hosts"]["link_gbps"].as_f64()) {
         let _ = write!(
             caps,
@@ -386,10 +441,10 @@ Machine: {cpu}, {cores} cores, TSC {ghz:.3} GHz, kernel {kernel}.</p>
 </body></html>
 "#,
         n = docs.len(),
-        directions = if first["bidirectional"] == true {
-            "both directions"
-        } else {
-            "one way"
+        directions = match first["bidirectional"].as_bool() {
+            Some(true) => "both directions",
+            Some(false) => "one way",
+            None => "directions by group",
         },
         version = esc(first["version"].as_str().unwrap_or("")),
         cpu = esc(machine["cpu"].as_str().unwrap_or("?")),

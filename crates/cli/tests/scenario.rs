@@ -27,7 +27,7 @@ fn scenario(args: &[&str]) -> Value {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "sfclab {all:?}: {}", stderr(&out));
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_follows_schema("scenario-2.json", &doc);
+    assert_follows_schema("scenario-3.json", &doc);
     // Nothing the scenario built is left.
     assert_eq!(namespaces_of(pid), Vec::<String>::new(), "left behind");
     doc
@@ -473,6 +473,16 @@ fn a_bad_scenario_names_its_file_key_and_reason_and_runs_nothing() {
         ),
         ("hosts: { count: 2 }\nbidirectional: true\n", "one direction so far"),
         ("hosts: { sink: 2 }\n", "applies to two hosts"),
+        ("groups: [{ chains: 0 }]\n", "`groups[0].chains`: at least one chain"),
+        ("nic_capacity: 2Mpps\n", "`nic_capacity`: `2Mpps` is not a line rate"),
+        (
+            "nic_capacity: 1Gbit/s\nhosts: { count: 2 }\n",
+            "emulated on one host so far",
+        ),
+        (
+            "groups: [{ vnf: router }]\nchains: 2\n",
+            "`chains`: with `groups`, each group gives its own",
+        ),
     ];
     for (i, (text, says)) in cases.iter().enumerate() {
         let file = dir.path().join(format!("bad{i}.yaml"));
@@ -716,6 +726,114 @@ fn the_cable_between_hosts_carries_its_line_rate_and_no_more() {
         .sum();
     let shaped = u(&run["cable"]["directions"][0]["shaper_dropped"]);
     assert_eq!(refused, shaped, "{}", run["cable"]);
+}
+
+/// Unlike chains in one scenario: each group's chains run their own template and
+/// traffic (shape, VNF, directions, frame size, rate), numbered group after group, each
+/// conserving; each group's aggregate is the sum of its chains, the whole the sum of
+/// the groups.
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn groups_of_unlike_chains_each_run_their_own_template_and_traffic() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("groups.yaml");
+    std::fs::write(
+        &file,
+        "groups:\n\
+         - { name: light, chains: 2, vnf: forwarder }\n\
+         - { name: heavy, chains: 1, shape: pvvp, vnf: router, bidirectional: false, traffic: { rate: 30kpps, size: 512 } }\n\
+         traffic: { rate: 40kpps, size: 128 }\n",
+    )
+    .unwrap();
+    let d = scenario(&[file.to_str().unwrap(), "--duration", "500ms"]);
+    assert_eq!(d["chains"], 3);
+    assert!(d["shape"].is_null() && d["frame_sizes"].is_null(), "{d}");
+    let groups = d["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2);
+    assert_eq!(
+        (groups[1]["shape"].as_str(), groups[1]["vnfs_per_chain"].as_u64()),
+        (Some("PVVP"), Some(2))
+    );
+    let run = &d["runs"][0];
+    assert_chains_conserve(run);
+    let chains = run["chains"].as_array().unwrap();
+    let expect = [
+        ("light", 1, 2, 128.0, 0.02),
+        ("light", 1, 2, 128.0, 0.02),
+        ("heavy", 2, 1, 512.0, 0.03),
+    ];
+    for (c, (group, hops, directions, size, mpps)) in chains.iter().zip(expect) {
+        assert_eq!(c["group"], group, "{c}");
+        assert_eq!(c["hops"].as_array().unwrap().len(), hops, "{c}");
+        assert_eq!(c["directions"].as_array().unwrap().len(), directions, "{c}");
+        let asked = c["requested_mpps"].as_f64().unwrap();
+        assert!((asked - mpps).abs() < 1e-9, "{asked} for {mpps}: {c}");
+        // Its frames' size: layer-1 bits per received frame, less preamble and gap.
+        let got = c["gbps_l1"].as_f64().unwrap() * 1e3 / c["throughput_mpps"].as_f64().unwrap() / 8.0 - 20.0;
+        assert!((got - size).abs() < 0.5, "{got} bytes for {size}: {c}");
+    }
+    let sum = |cs: &[Value], key: &str| cs.iter().map(|c| u(&c["window"][key])).sum::<u64>();
+    let by_group = run["groups"].as_array().unwrap();
+    for (g, cs) in by_group.iter().zip([&chains[..2], &chains[2..]]) {
+        for key in ["sent", "received", "lost"] {
+            assert_eq!(u(&g["window"][key]), sum(cs, key), "{key}: {g}");
+        }
+    }
+    for key in ["sent", "received", "lost"] {
+        let groups: u64 = by_group.iter().map(|g| u(&g["window"][key])).sum();
+        assert_eq!(u(&run["aggregate"]["window"][key]), groups, "{key}");
+    }
+    // A VNF process per hop: 2 light chains of 1, the heavy chain's 2.
+    assert_eq!(run["processes"].as_array().unwrap().len(), 4);
+    assert_eq!(d["summary"]["group_mpps"].as_array().unwrap().len(), 2);
+}
+
+/// The emulated NIC's capacity is shared by every VNF's sends: PVP chains together get
+/// its rate and no more, PVVP chains (each frame sent twice, by each VNF) at most half;
+/// what it refused is each sending hop's drop, and every chain conserves.
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn the_nic_capacity_is_shared_by_every_vnfs_sends_and_pvvp_pays_it_twice() {
+    // 200 Mbit/s of 64-byte frames (84 bytes on the wire): 297,619 frames/s.
+    let capacity = 200e6 / (84.0 * 8.0) / 1e6;
+    let mut got = Vec::new();
+    for shape in ["pvp", "pvvp"] {
+        let d = scenario(&[
+            "--chains",
+            "2",
+            "--shape",
+            shape,
+            "--vnf",
+            "forwarder",
+            "--nic-capacity",
+            "200Mbit/s",
+            "--size",
+            "64",
+            "--rate",
+            "500kpps",
+            "--duration",
+            "500ms",
+        ]);
+        assert_eq!(d["nic_capacity_gbps"], 0.2);
+        let run = &d["runs"][0];
+        assert_chains_conserve(run);
+        let refused: u64 = run["chains"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| c["drops"].as_object().unwrap().iter())
+            .filter(|(place, _)| place.ends_with("shared-capacity"))
+            .map(|(_, n)| u(n))
+            .sum();
+        assert!(refused > 0, "{shape}: the NIC refused nothing at 500 kpps");
+        got.push(run["aggregate"]["throughput_mpps"].as_f64().unwrap());
+    }
+    // Its rate, plus the 10 ms buffer it starts with over the half-second window.
+    assert!(
+        got[0] <= capacity * 1.03 && got[0] >= capacity * 0.85,
+        "PVP {got:?} of {capacity}"
+    );
+    assert!(got[1] <= capacity * 0.53, "PVVP {got:?} of {capacity}");
 }
 
 /// Every example scenario resolves (its chains, VNF and settings checked) without root:

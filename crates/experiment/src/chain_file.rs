@@ -90,6 +90,8 @@ pub struct Experiment {
     pub sriov: Option<sfclab_topology::SriovNic>,
     /// `ports: dut:`: created once the ports are open.
     pub ready_file: Option<std::path::PathBuf>,
+    /// `ports: dut:`: the capacity its sending port shares with other processes.
+    pub shared_capacity: Option<std::path::PathBuf>,
     /// Runs naming this file take turns with each other ([`crate::turns`]).
     pub take_turns: Option<std::path::PathBuf>,
     /// `chaining: memif`: how the hops' (and the tester's) receivers wait.
@@ -669,6 +671,9 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
     if r.ready_file.is_some() && !matches!(ports, Ports::Dut { .. }) {
         return Err(ctx.setting("run", "ready_file", "is for `ports: dut:` runs (a hop process)"));
     }
+    if r.shared_capacity.is_some() && !matches!(ports, Ports::Dut { .. }) {
+        return Err(ctx.setting("run", "shared_capacity", "is for `ports: dut:` runs (a hop process)"));
+    }
     if let Some(turns) = &r.take_turns {
         crate::turns::open(std::path::Path::new(turns)).map_err(|e| ctx.setting("run", "take_turns", e))?;
     }
@@ -886,6 +891,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         isolation,
         sriov: r.sriov.clone(),
         ready_file: r.ready_file.as_ref().map(std::path::PathBuf::from),
+        shared_capacity: r.shared_capacity.as_ref().map(std::path::PathBuf::from),
         take_turns: r.take_turns.as_ref().map(std::path::PathBuf::from),
         memif_wait: r.memif_wait.map(|w| w.0),
         dpdk_hops,

@@ -123,6 +123,13 @@ impl Plan {
         self
     }
 
+    /// Every hop's sending port behind the capacity in `file`, shared by every hop.
+    pub(crate) fn with_shared_capacity(mut self, file: &std::path::Path) -> Plan {
+        self.args
+            .extend(["--shared-capacity".into(), file.display().to_string()]);
+        self
+    }
+
     /// Every hop on `cores`, scheduled by the OS among them (not pinned one per core).
     pub(crate) fn on_cores(self, cores: &[usize]) -> Plan {
         let list = cores.iter().map(usize::to_string).collect::<Vec<_>>().join(",");

@@ -187,13 +187,34 @@ fn run_between_interfaces(spec: &Experiment, input: &str, output: &str) -> Resul
     if spec.both_ways {
         return run_both_ways(spec, input, output, graph);
     }
+    let capacity = shared_capacity(spec)?;
     let (rx, mut tx) = open_pair(spec, input, output, sfclab_io::memif::Role::Server, None)?;
     if let InterfacePort::Memif(port) = &mut tx {
         say_ready(spec, port)?;
     } else {
         say_ready_now(spec)?;
     }
-    run_compound_on(rx, tx, graph, &spec.settings)
+    run_compound_on(rx, behind(tx, capacity), graph, &spec.settings)
+}
+
+/// The capacity the spec's sending port shares with other processes, opened.
+fn shared_capacity(spec: &Experiment) -> Result<Option<sfclab_io::SharedLine>, RunError> {
+    spec.shared_capacity
+        .as_deref()
+        .map(sfclab_io::SharedLine::open)
+        .transpose()
+        .map_err(|e| RunError::Setting {
+            key: "shared_capacity",
+            reason: e.to_string(),
+        })
+}
+
+/// A sending port behind a shared capacity, when there is one.
+fn behind<P: sfclab_core::TxPort>(port: P, capacity: Option<sfclab_io::SharedLine>) -> sfclab_io::LinePort<P> {
+    match capacity {
+        Some(line) => sfclab_io::LinePort::shared(port, line),
+        None => sfclab_io::LinePort::new(port, None),
+    }
 }
 
 /// A device under test between two memif interfaces that forwards both ways at once.
@@ -214,11 +235,17 @@ fn run_both_ways(
             i.port(0, false, true).map_err(setting)?,
         ))
     };
+    let capacity = shared_capacity(spec)?;
     let (in_rx, in_tx) = open(input)?;
     let (out_rx, out_tx) = open(output)?;
     let mut tx = BothWaysOut::new(in_tx, out_tx);
     say_ready(spec, tx.output())?;
-    run_compound_on(BothWaysIn::new(in_rx, out_rx), tx, graph, &spec.settings)
+    run_compound_on(
+        BothWaysIn::new(in_rx, out_rx),
+        behind(tx, capacity),
+        graph,
+        &spec.settings,
+    )
 }
 
 /// A hop says it forwards (its ready file) once its output reaches the next hop:

@@ -235,6 +235,11 @@ pub struct RunSection {
     #[arg(long, hide = true)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_file: Option<String>,
+    /// A capacity a `ports: dut:` run's sending port shares with other processes (a
+    /// file a scenario made: its emulated NIC, which every VNF sends through).
+    #[arg(long, hide = true)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_capacity: Option<String>,
     /// Runs and trials that name the same file take turns: one at a time, alternating
     /// (an exclusive flock on it, which other programs can take too). Two searches on
     /// one machine then measure in the same state of it, trial by trial, instead of

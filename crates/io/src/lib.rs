@@ -22,7 +22,7 @@ pub use af_packet::{AfPacketPort, AfPacketSettings};
 pub use af_xdp::{AfXdpPort, AfXdpSettings, Bind};
 pub use any::{InterfacePort, IoKind, is_memif};
 pub use bpf::XdpMode;
-pub use line_rate::{Line, LinePort};
+pub use line_rate::{Line, LinePort, SharedLine};
 pub use memif::Wait;
 pub use pcap::{PcapSink, PcapSource, PcapTap, ReplayPace};
 pub use queues::QueueSet;

@@ -12,6 +12,7 @@
 //! beyond that goes to a common spare any sender may draw on, so the line stays fully
 //! used when some send less. The bucket sits behind a mutex taken once per batch.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sfclab_core::port::{PortInfo, PortStats};
@@ -110,11 +111,190 @@ impl Line {
     }
 }
 
-/// A sending port behind a shared [`Line`] (or none: every frame passes).
+/// A capacity shared by the senders of several processes (seed 001's NIC, whose
+/// virtual functions every VNF process sends through): a token bucket of layer-1 bits in
+/// a small file every process maps, drawn on with atomics once per batch. Unlike
+/// [`Line`] it deals no fair shares: a sender takes what the bucket holds when it comes,
+/// as DMA requests are served as they arrive. Its depth is stated (a NIC's packet
+/// buffer, in time at the rate: senders that share cores send in bursts after each
+/// wake-up, which a shallow bucket would refuse though the rate is met on average).
+pub struct SharedLine {
+    map: memmap2::MmapRaw,
+    /// The file, for the report.
+    path: std::path::PathBuf,
+    bits_per_second: f64,
+    /// Bits that accrue per TSC tick (the creator's TSC rate: one clock for every process).
+    bits_per_tick: f64,
+    depth: i64,
+}
+
+impl std::fmt::Debug for SharedLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedLine")
+            .field("path", &self.path)
+            .field("bits_per_second", &self.bits_per_second)
+            .field("depth", &self.depth)
+            .finish()
+    }
+}
+
+/// The shared file: what the creator writes once, then what the senders update.
+const SHARED_MAGIC: u64 = u64::from_le_bytes(*b"sfclbus1");
+const SHARED_LEN: usize = 64;
+const AT_MAGIC: usize = 0;
+const AT_BITS_PER_SECOND: usize = 8;
+const AT_BITS_PER_TICK: usize = 16;
+const AT_DEPTH: usize = 24;
+const AT_LAST: usize = 32;
+const AT_TOKENS: usize = 40;
+
+impl SharedLine {
+    /// A new shared line of `bits_per_second` at layer 1, `depth` deep, in a file at
+    /// `path` (made whole beside it, then renamed: an opener never sees it half
+    /// written), full.
+    pub fn create(
+        path: &std::path::Path,
+        bits_per_second: f64,
+        depth: std::time::Duration,
+    ) -> std::io::Result<SharedLine> {
+        if !(bits_per_second.is_finite() && bits_per_second > 0.0) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("a line rate of {bits_per_second} bits per second"),
+            ));
+        }
+        let depth = (bits_per_second * depth.as_secs_f64()).max(2.0 * MAX_FRAME_BITS) as i64;
+        let mut bytes = [0u8; SHARED_LEN];
+        let mut put = |at: usize, v: u64| bytes[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        put(AT_MAGIC, SHARED_MAGIC);
+        put(AT_BITS_PER_SECOND, bits_per_second.to_bits());
+        put(AT_BITS_PER_TICK, (bits_per_second / tsc::hz()).to_bits());
+        put(AT_DEPTH, depth as u64);
+        put(AT_TOKENS, depth as u64);
+        let part = path.with_extension("part");
+        std::fs::write(&part, bytes)?;
+        std::fs::rename(&part, path)?;
+        SharedLine::open(path)
+    }
+
+    /// The shared line in the file at `path`, made by [`SharedLine::create`].
+    pub fn open(path: &std::path::Path) -> std::io::Result<SharedLine> {
+        let bad =
+            |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {why}", path.display()));
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+        if file.metadata()?.len() < SHARED_LEN as u64 {
+            return Err(bad("too short for a shared line"));
+        }
+        let map = memmap2::MmapOptions::new().len(SHARED_LEN).map_raw(&file)?;
+        let mut line = SharedLine {
+            map,
+            path: path.to_path_buf(),
+            bits_per_second: 0.0,
+            bits_per_tick: 0.0,
+            depth: 0,
+        };
+        let word = |at| line.word(at).load(Ordering::Acquire);
+        if word(AT_MAGIC) != SHARED_MAGIC {
+            return Err(bad("not a shared line"));
+        }
+        let (bps, per_tick, depth) = (
+            f64::from_bits(word(AT_BITS_PER_SECOND)),
+            f64::from_bits(word(AT_BITS_PER_TICK)),
+            word(AT_DEPTH) as i64,
+        );
+        if !(bps > 0.0 && per_tick > 0.0 && depth > 0) {
+            return Err(bad("its rate or depth is not positive"));
+        }
+        (line.bits_per_second, line.bits_per_tick, line.depth) = (bps, per_tick, depth);
+        Ok(line)
+    }
+
+    /// The 8-byte word at `at` of the mapping, as an atomic.
+    fn word(&self, at: usize) -> &AtomicU64 {
+        assert!(at.is_multiple_of(8) && at + 8 <= SHARED_LEN, "word {at} of a shared line");
+        // SAFETY: the mapping is SHARED_LEN bytes long (the file's length was checked
+        // before mapping; sfclab never shortens it) and page-aligned, and `at` is a
+        // multiple of 8 with 8 bytes after it inside (asserted above), so this is an
+        // aligned, in-bounds u64 for as long as `self` keeps the mapping; other threads
+        // and processes touch these words only through atomics.
+        unsafe { &*self.map.as_mut_ptr().add(at).cast::<AtomicU64>() }
+    }
+
+    pub fn bits_per_second(&self) -> f64 {
+        self.bits_per_second
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// How many of `batch`'s frames, in order, the line carries at TSC `now`.
+    fn take(&self, now: u64, batch: &Batch) -> usize {
+        let (last, tokens) = (self.word(AT_LAST), self.word(AT_TOKENS));
+        // The time since the last refill accrues once: to whoever moves `last` on.
+        let then = last.load(Ordering::Acquire);
+        if now > then
+            && last
+                .compare_exchange(then, now, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            let add = if then == 0 {
+                0
+            } else {
+                ((now - then) as f64 * self.bits_per_tick) as i64
+            };
+            let _ = tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
+                Some((t as i64).saturating_add(add).min(self.depth) as u64)
+            });
+        }
+        let mut taken = 0;
+        let _ = tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
+            let have = t as i64;
+            let (mut n, mut bits) = (0, 0i64);
+            for p in batch.iter() {
+                let b = ((p.data().len() as u64 + WIRE_OVERHEAD) * 8) as i64;
+                if bits + b > have {
+                    break;
+                }
+                bits += b;
+                n += 1;
+            }
+            taken = n;
+            (n > 0).then_some((have - bits) as u64)
+        });
+        taken
+    }
+}
+
+/// What a [`LinePort`] sends through: a line of this process's senders, or one shared
+/// with other processes.
+enum Carrier {
+    /// The line and this sender's number on it.
+    Local(Arc<Line>, usize),
+    Shared(SharedLine),
+}
+
+impl Carrier {
+    fn take(&self, now: u64, batch: &Batch) -> usize {
+        match self {
+            Carrier::Local(line, id) => line.take(*id, now, batch.iter().map(|p| p.data().len())),
+            Carrier::Shared(line) => line.take(now, batch),
+        }
+    }
+
+    /// The cause of its refusals: a wire's line rate, or a capacity shared by processes.
+    fn cause(&self) -> &'static str {
+        match self {
+            Carrier::Local(..) => "line-rate",
+            Carrier::Shared(_) => "shared-capacity",
+        }
+    }
+}
+
+/// A sending port behind a [`Line`] or a [`SharedLine`] (or none: every frame passes).
 pub struct LinePort<P> {
     port: P,
-    /// The line and this sender's number on it.
-    line: Option<(Arc<Line>, usize)>,
+    line: Option<Carrier>,
     /// Frames the line had no room for.
     limited: u64,
 }
@@ -123,9 +303,18 @@ impl<P: TxPort> LinePort<P> {
     pub fn new(port: P, line: Option<Arc<Line>>) -> LinePort<P> {
         let line = line.map(|l| {
             let id = l.join();
-            (l, id)
+            Carrier::Local(l, id)
         });
         LinePort { port, line, limited: 0 }
+    }
+
+    /// A port behind a capacity it shares with other processes' senders.
+    pub fn shared(port: P, line: SharedLine) -> LinePort<P> {
+        LinePort {
+            port,
+            line: Some(Carrier::Shared(line)),
+            limited: 0,
+        }
     }
 
     pub fn inner_mut(&mut self) -> &mut P {
@@ -135,8 +324,8 @@ impl<P: TxPort> LinePort<P> {
 
 impl<P: TxPort> TxPort for LinePort<P> {
     fn tx<R: Recycle>(&mut self, now: u64, batch: &mut Batch, recycle: &mut R) {
-        if let Some((line, id)) = &self.line {
-            let fits = line.take(*id, now, batch.iter().map(|p| p.data().len()));
+        if let Some(line) = &self.line {
+            let fits = line.take(now, batch);
             while batch.len() > fits {
                 if let Some(p) = batch.pop() {
                     recycle.recycle(p);
@@ -165,26 +354,40 @@ impl<P: TxPort> TxPort for LinePort<P> {
 
     fn counters(&self) -> Vec<NfCounter> {
         let mut c = self.port.counters();
-        if self.line.is_some() {
-            c.push(NfCounter::total("tx_line_rate_limited", self.limited));
+        match &self.line {
+            Some(Carrier::Local(..)) => c.push(NfCounter::total("tx_line_rate_limited", self.limited)),
+            Some(Carrier::Shared(_)) => c.push(NfCounter::total("tx_shared_capacity_limited", self.limited)),
+            None => {}
         }
         c
     }
 
     fn drops(&self) -> Vec<(&'static str, u64)> {
         let mut d = self.port.drops();
-        if self.line.is_some() {
-            d.push(("line-rate", self.limited));
+        if let Some(line) = &self.line {
+            d.push((line.cause(), self.limited));
         }
         d
     }
 
     fn info(&self) -> PortInfo {
         let mut i = self.port.info();
-        if let Some((line, _)) = &self.line {
-            i.settings
-                .insert("line_rate".into(), format!("{}Gbit/s", line.bits_per_second / 1e9));
-            i.summary = format!("{} behind a {} Gbit/s line", i.summary, line.bits_per_second / 1e9);
+        match &self.line {
+            Some(Carrier::Local(line, _)) => {
+                i.settings
+                    .insert("line_rate".into(), format!("{}Gbit/s", line.bits_per_second / 1e9));
+                i.summary = format!("{} behind a {} Gbit/s line", i.summary, line.bits_per_second / 1e9);
+            }
+            Some(Carrier::Shared(line)) => {
+                let gbps = line.bits_per_second / 1e9;
+                i.settings.insert("shared_capacity".into(), format!("{gbps}Gbit/s"));
+                i.summary = format!(
+                    "{} behind a {gbps} Gbit/s capacity shared by processes ({})",
+                    i.summary,
+                    line.path.display()
+                );
+            }
+            None => {}
         }
         i
     }
@@ -241,6 +444,57 @@ mod tests {
             }
         }
         ports.iter().map(|p| p.port.0).collect()
+    }
+
+    /// Senders of several processes (each its own mapping of the file, here on threads
+    /// of one) get the shared rate together, and what exceeds it is refused and counted.
+    #[test]
+    fn a_shared_line_carries_its_rate_for_every_mapping_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nic");
+        SharedLine::create(&path, 1e9, std::time::Duration::from_micros(200)).unwrap();
+        let step = (tsc::hz() * 100e-6) as u64;
+        let through: Vec<(u64, u64)> = std::thread::scope(|s| {
+            let senders: Vec<_> = (0..3)
+                .map(|_| {
+                    let path = path.clone();
+                    s.spawn(move || {
+                        let mut port = LinePort::shared(Counting::default(), SharedLine::open(&path).unwrap());
+                        let through = offer(std::slice::from_mut(&mut port), 1000, 32, step, 10_000)[0];
+                        let refused = port.drops().iter().find(|d| d.0 == "shared-capacity").unwrap().1;
+                        assert_eq!(port.stats().dropped, refused);
+                        (through, refused)
+                    })
+                })
+                .collect();
+            senders.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        // The three offered 320,000 frames each; one second of 1 Gbit/s carries 122,070
+        // of 1,000 bytes (plus the bucket's 200 us at the start).
+        let total: u64 = through.iter().map(|t| t.0).sum();
+        let expect = 1e9 / 8192.0;
+        assert!(
+            (total as f64 - expect).abs() < expect * 0.01,
+            "{total} through, {expect} expected: {through:?}"
+        );
+        assert!(through.iter().all(|t| t.0 + t.1 == 320_000), "{through:?}");
+    }
+
+    #[test]
+    fn a_shared_line_refuses_a_file_that_is_not_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nic");
+        std::fs::write(&path, [0u8; 64]).unwrap();
+        assert!(
+            SharedLine::open(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("not a shared line")
+        );
+        std::fs::write(&path, [1u8; 8]).unwrap();
+        assert!(SharedLine::open(&path).unwrap_err().to_string().contains("too short"));
+        assert!(SharedLine::create(&path, 0.0, std::time::Duration::from_millis(1)).is_err());
+        assert!(SharedLine::open(&dir.path().join("none")).is_err());
     }
 
     #[test]

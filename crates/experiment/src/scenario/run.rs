@@ -20,7 +20,7 @@ use crate::document::Machine;
 use crate::hop_processes::Plan;
 use crate::memif_chain::{KernelLinks, MemifChain, TESTER_QUIET, wire_loss};
 
-/// The scenario's result document (`sfclab scenario --json`, schema `sfclab.scenario/2`).
+/// The scenario's result document (`sfclab scenario --json`, schema `sfclab.scenario/3`).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ScenarioDocument {
     pub schema: &'static str,
@@ -29,33 +29,47 @@ pub struct ScenarioDocument {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// `PVP`, `PVVP` or the chain file each chain runs.
-    pub shape: String,
-    /// What each VNF runs.
-    pub vnf: String,
+    /// The chains' groups, in order (one unless the scenario gives `groups`); chains
+    /// are numbered group after group.
+    pub groups: Vec<GroupReport>,
+    /// With one group, its shape, VNF, VNF processes per chain, directions, licence and
+    /// frame sizes (every chain's); absent with several (each group gives its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shape: Option<String>,
+    /// With one group, what each VNF runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vnf: Option<String>,
+    /// With one group, VNF processes per chain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vnfs_per_chain: Option<usize>,
+    /// With one group, both directions at once on every chain, or `forward` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bidirectional: Option<bool>,
+    /// With one group, frame sizes of every chain's stream.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frame_sizes: Option<String>,
     /// Chains given traffic.
     pub chains: usize,
-    /// VNF processes per chain.
-    pub vnfs_per_chain: usize,
-    /// Chains started but given no traffic.
+    /// Chain instances started but given no traffic.
     pub standby: usize,
-    /// The rate asked of all chains and directions together (`max`, `2Mpps`,
-    /// `10Gbit/s` at L1), split evenly across them.
+    /// The rate asked of all chains and directions together, as given: one rate
+    /// (`max`, `2Mpps`, `10Gbit/s` at L1) split evenly across them, or each group's
+    /// joined by `+`.
     pub offered: String,
-    /// Both directions at once on every chain (`forward` and `reverse`), or `forward` only.
-    pub bidirectional: bool,
     /// The emulated NIC's line rate per direction, Gbit/s at layer 1: every chain's
     /// traffic of one direction shares it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line_rate_gbps: Option<f64>,
-    /// Each VNF's licence (a policer of IP bytes, both directions), as given.
+    /// The emulated NIC's capacity every VNF's sends share, Gbit/s at layer 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic_capacity_gbps: Option<f64>,
+    /// With one group, each VNF's licence (a policer of IP bytes, both directions), as
+    /// given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vnf_rate_cap: Option<String>,
     /// Two emulated hosts, when the chains span them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hosts: Option<HostsReport>,
-    /// Frame sizes of every chain's stream.
-    pub frame_sizes: String,
     /// How places are joined: `memif`, `veth` (AF_XDP on veth pairs, sleeping when
     /// idle), or `memif within a host, a VXLAN tunnel between hosts`.
     pub chaining: String,
@@ -73,6 +87,49 @@ pub struct ScenarioDocument {
     pub runs: Vec<ScenarioRun>,
     /// The repetitions together.
     pub summary: ScenarioSummary,
+}
+
+/// One group of like chains: its template and traffic.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct GroupReport {
+    pub name: String,
+    /// `PVP`, `PVVP` or the chain file each chain runs.
+    pub shape: String,
+    /// What each VNF runs.
+    pub vnf: String,
+    /// Chains given traffic, numbered after the earlier groups'.
+    pub chains: usize,
+    /// VNF processes per chain.
+    pub vnfs_per_chain: usize,
+    /// Instances of the chain started but given no traffic.
+    pub standby: usize,
+    /// Both directions at once on each chain (`forward` and `reverse`), or `forward` only.
+    pub bidirectional: bool,
+    /// Each VNF's licence (a policer of IP bytes, both directions), as given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vnf_rate_cap: Option<String>,
+    /// The rate asked of the group's chains and directions together: its own, or its
+    /// share of the scenario's.
+    pub offered: String,
+    /// Frame sizes of each chain's stream.
+    pub frame_sizes: String,
+}
+
+impl From<&super::ChainGroup> for GroupReport {
+    fn from(g: &super::ChainGroup) -> GroupReport {
+        GroupReport {
+            name: g.name.clone(),
+            shape: g.shape.clone(),
+            vnf: g.vnf.clone(),
+            chains: g.chains,
+            vnfs_per_chain: g.vnfs_per_chain,
+            standby: g.standby,
+            bidirectional: g.bidirectional,
+            vnf_rate_cap: g.vnf_rate_cap.clone(),
+            offered: g.rate.to_string(),
+            frame_sizes: g.frame_sizes.clone(),
+        }
+    }
 }
 
 /// Where the places of each chain sit on two emulated hosts, and their cable.
@@ -153,6 +210,9 @@ pub struct ScenarioRun {
     pub teardown_s: f64,
     pub interrupted: bool,
     pub aggregate: Aggregate,
+    /// With several groups, each group's chains together.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupAggregate>,
     pub chains: Vec<ChainResult>,
     /// Every VNF process, over the tester's run (warm-up, window and drain).
     pub processes: Vec<ProcessSched>,
@@ -197,6 +257,14 @@ pub struct Aggregate {
     pub conserved: bool,
 }
 
+/// One group's chains together (its directions), over the window.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct GroupAggregate {
+    pub group: String,
+    #[serde(flatten)]
+    pub aggregate: Aggregate,
+}
+
 /// One chain: what its tester measured (both directions together, and each on its
 /// own), where its losses went, and what each hop did (NFVbench's chain analysis: per
 /// hop and direction in, out, dropped).
@@ -204,6 +272,8 @@ pub struct Aggregate {
 pub struct ChainResult {
     /// From 1.
     pub chain: usize,
+    /// Its group's name.
+    pub group: String,
     /// Sums over the directions.
     pub requested_mpps: Option<f64>,
     pub generated_mpps: f64,
@@ -297,6 +367,9 @@ pub struct ScenarioSummary {
     pub latency_mean_us: Option<Summary>,
     /// Chain by chain.
     pub chain_mpps: Vec<Option<Summary>>,
+    /// With several groups, group by group (its chains together).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub group_mpps: Vec<GroupMpps>,
     /// Whether the aggregate's 95% interval lies within 5% of its mean (seed 003's
     /// criterion); `None` for one repetition.
     pub ci95_within_5_percent: Option<bool>,
@@ -310,6 +383,13 @@ pub struct ScenarioSummary {
     pub chain_goals: Vec<Vec<GoalSummary>>,
 }
 
+/// One group's throughput over the repetitions.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct GroupMpps {
+    pub group: String,
+    pub mpps: Option<Summary>,
+}
+
 /// One loss goal's found rate over the repetitions.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct GoalSummary {
@@ -320,7 +400,7 @@ pub struct GoalSummary {
 
 /// Runs every repetition of `scenario`; `progress` hears a line per step.
 pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<ScenarioDocument, RunError> {
-    let template = scenario.chains.first().ok_or_else(|| RunError::Setting {
+    let template = scenario.chains().first().ok_or_else(|| RunError::Setting {
         key: "chains",
         reason: "at least one chain".into(),
     })?;
@@ -337,11 +417,15 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
             break;
         }
         progress(format!(
-            "repetition {k}/{}: {} chain(s) of {}, {} standby, on cores {:?}",
+            "repetition {k}/{}: {}, {} standby, on cores {:?}",
             scenario.repeat,
-            scenario.chains.len(),
-            scenario.shape,
-            scenario.standby,
+            scenario
+                .groups()
+                .iter()
+                .map(|g| format!("{} chain(s) of {}", g.chains, g.name))
+                .collect::<Vec<_>>()
+                .join(" + "),
+            scenario.standby().len(),
             scenario.vnf_cores
         ));
         let r = match &scenario.search {
@@ -359,22 +443,26 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
         runs.push(r);
     }
     let interrupted = runs.len() < scenario.repeat || runs.iter().any(|r| r.interrupted);
-    let summary = summarize(&runs, scenario.chains.len());
+    let summary = summarize(&runs, scenario.chains().len(), scenario.groups());
+    let one = scenario.single_group();
     Ok(ScenarioDocument {
-        schema: "sfclab.scenario/2",
+        schema: "sfclab.scenario/3",
         version: env!("CARGO_PKG_VERSION"),
         machine: Machine::read(),
         name: scenario.name.clone(),
         description: scenario.description.clone(),
-        shape: scenario.shape.clone(),
-        vnf: scenario.vnf.clone(),
-        chains: scenario.chains.len(),
-        vnfs_per_chain: template.hops.len(),
-        standby: scenario.standby,
-        offered: scenario.aggregate_rate.to_string(),
-        bidirectional: scenario.bidirectional,
+        groups: scenario.groups().iter().map(GroupReport::from).collect(),
+        shape: one.map(|g| g.shape.clone()),
+        vnf: one.map(|g| g.vnf.clone()),
+        vnfs_per_chain: one.map(|g| g.vnfs_per_chain),
+        bidirectional: one.map(|g| g.bidirectional),
+        frame_sizes: one.map(|g| g.frame_sizes.clone()),
+        chains: scenario.chains().len(),
+        standby: scenario.standby().len(),
+        offered: scenario.offered.clone(),
         line_rate_gbps: scenario.line_rate.map(|b| b / 1e9),
-        vnf_rate_cap: scenario.vnf_rate_cap.clone(),
+        nic_capacity_gbps: scenario.nic_capacity.map(|b| b / 1e9),
+        vnf_rate_cap: one.and_then(|g| g.vnf_rate_cap.clone()),
         hosts: scenario.hosts.as_ref().map(|h| HostsReport {
             vnf_hosts: h.vnfs.clone(),
             sink_host: h.sink,
@@ -382,7 +470,6 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
             charge_tunnel: h.link.charge_tunnel,
             crossings_per_chain: h.crossings(),
         }),
-        frame_sizes: template.traffic.sizes.to_string(),
         chaining: if scenario.veth {
             "veth (AF_XDP, sleeping when idle)".into()
         } else if scenario.hosts.is_some() {
@@ -416,6 +503,10 @@ fn setting(key: &'static str, reason: impl std::fmt::Display) -> RunError {
 /// `Testbed::up`).
 const TUNNEL_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// The emulated NIC's buffer, in time at its capacity: VNFs that share cores send in
+/// bursts after each wake-up, some milliseconds apart.
+const NIC_BUFFER: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// How long the VNFs of one place in the chains may take to stop.
 const STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -424,7 +515,7 @@ type Link = TesterLink<Generator, LinePort<sfclab_io::InterfacePort>, sfclab_io:
 fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunError> {
     let mut bed = Testbed::up(scenario)?;
     let measured = bed.measure(&bed.run_settings(scenario));
-    bed.down(measured, repetition)
+    bed.down(scenario, measured, repetition)
 }
 
 /// Every chain of a scenario up: namespaces, VNF processes and the tester's links, for
@@ -443,8 +534,8 @@ pub(super) struct Testbed {
     pids: Vec<(usize, usize, u32)>,
     /// Chains given traffic.
     chains: usize,
-    /// Links per chain: forward, and reverse when bidirectional.
-    directions: usize,
+    /// Each chain's links among `links`: forward, and reverse when both ways.
+    chain_links: Vec<std::ops::Range<usize>>,
     setup_s: f64,
 }
 
@@ -465,16 +556,20 @@ impl Measured {
 }
 
 impl Testbed {
-    /// Streams the tester drives: chains times directions.
+    /// Streams the tester drives: every chain's directions.
     pub(super) fn streams(&self) -> usize {
-        self.chains * self.directions
+        self.links.len()
+    }
+
+    /// Chain c's links (its directions) among every link's, in order.
+    pub(super) fn links_of(&self, c: usize) -> std::ops::Range<usize> {
+        self.chain_links[c].clone()
     }
 
     /// Builds the namespaces, starts every VNF (chains and standby instances) on the
     /// shared cores, waits until all forward and connects the tester's links.
     pub(super) fn up(scenario: &Scenario) -> Result<Testbed, RunError> {
-        let n = scenario.chains.len();
-        let template = &scenario.chains[0];
+        let n = scenario.chains().len();
         let began = Instant::now();
         let mut topo = Topology::new().map_err(|e| setting("chaining", e))?;
         let tester_ns = topo.namespace("tester").map_err(|e| setting("chaining", e))?;
@@ -490,17 +585,35 @@ impl Testbed {
             }
             None => None,
         };
-        let instances = scenario
-            .chains
+        // A standby instance runs as its group's chains do.
+        let standby_both_ways = scenario
+            .groups()
             .iter()
-            .chain(std::iter::repeat_n(template, scenario.standby));
-        let mut started = Vec::with_capacity(n + scenario.standby);
+            .flat_map(|g| std::iter::repeat_n(g.bidirectional, g.standby));
+        let both_ways: Vec<bool> = (0..n)
+            .map(|c| scenario.directions(c) == 2)
+            .chain(standby_both_ways)
+            .collect();
+        // The NIC's capacity: one bucket every VNF process maps.
+        let nic = match scenario.nic_capacity {
+            Some(bps) => {
+                let file = dir.join("nic-capacity");
+                sfclab_io::SharedLine::create(&file, bps, NIC_BUFFER).map_err(|e| setting("nic_capacity", e))?;
+                Some(file)
+            }
+            None => None,
+        };
+        let instances = scenario.chains().iter().chain(scenario.standby());
+        let mut started = Vec::with_capacity(both_ways.len());
         for (c, exp) in instances.enumerate() {
             let mut plan = Plan::of(exp)
                 .map_err(|e| setting("chaining", e))?
                 .on_cores(&scenario.vnf_cores);
-            if scenario.bidirectional {
+            if both_ways[c] {
                 plan = plan.both_ways();
+            }
+            if let Some(file) = &nic {
+                plan = plan.with_shared_capacity(file);
             }
             if scenario.hosts.is_some() || scenario.veth {
                 // A kernel link's end: AF_XDP (generic mode on a tunnel), sleeping when
@@ -548,14 +661,15 @@ impl Testbed {
         let setup_s = began.elapsed().as_secs_f64();
 
         // Per chain its directions' links in turn: forward, then reverse.
-        let directions = if scenario.bidirectional { 2 } else { 1 };
-        let mut links: Vec<Link> = Vec::with_capacity(n * directions);
+        let mut links: Vec<Link> = Vec::new();
+        let mut chain_links = Vec::with_capacity(n);
         let mut idle = Vec::new();
         // The NIC's two ports: each direction of every chain crosses one.
-        let lines: Vec<Option<std::sync::Arc<Line>>> =
-            (0..directions).map(|_| scenario.line_rate.map(Line::new)).collect();
+        let lines: Vec<Option<std::sync::Arc<Line>>> = (0..2).map(|_| scenario.line_rate.map(Line::new)).collect();
+        let batch = scenario.chains()[0].settings.batch;
         for (c, chain) in started.iter_mut().enumerate() {
-            for reverse in [false, true].into_iter().take(directions) {
+            let first = links.len();
+            for reverse in [false, true].into_iter().take(if both_ways[c] { 2 } else { 1 }) {
                 let (mut out, back) = if reverse {
                     chain.reverse_tester_ports()?
                 } else {
@@ -570,16 +684,13 @@ impl Testbed {
                 if c < n {
                     let generator = stream(scenario, c, reverse, None)?;
                     let out = LinePort::new(out, lines[usize::from(reverse)].clone());
-                    links.push(TesterLink::new(
-                        generator,
-                        out,
-                        back,
-                        template.settings.batch,
-                        TESTER_QUIET,
-                    ));
+                    links.push(TesterLink::new(generator, out, back, batch, TESTER_QUIET));
                 } else {
                     idle.push((out, back));
                 }
+            }
+            if c < n {
+                chain_links.push(first..links.len());
             }
         }
         let pids = started
@@ -596,7 +707,7 @@ impl Testbed {
             idle,
             pids,
             chains: n,
-            directions,
+            chain_links,
             setup_s,
         })
     }
@@ -605,7 +716,7 @@ impl Testbed {
     pub(super) fn run_settings(&self, scenario: &Scenario) -> RunSettings {
         RunSettings {
             core: scenario.tester_core,
-            ..scenario.chains[0].settings.clone()
+            ..scenario.chains()[0].settings.clone()
         }
     }
 
@@ -621,18 +732,12 @@ impl Testbed {
         scenario: &Scenario,
         rate_of: impl Fn(usize) -> Option<Rate>,
     ) -> Result<(), RunError> {
-        let directions = self.directions;
-        for (k, link) in self.links.iter_mut().enumerate() {
-            let c = k / directions;
-            let generator = stream(scenario, c, k % directions == 1, rate_of(c))?;
-            link.begin_run(generator);
+        for (c, range) in self.chain_links.iter().enumerate() {
+            for (reverse, link) in [false, true].into_iter().zip(&mut self.links[range.clone()]) {
+                link.begin_run(stream(scenario, c, reverse, rate_of(c))?);
+            }
         }
         Ok(())
-    }
-
-    /// Links per chain (its directions).
-    pub(super) fn directions(&self) -> usize {
-        self.directions
     }
 
     /// One measurement: the tester drives every link for `run`'s warm-up and window.
@@ -659,7 +764,7 @@ impl Testbed {
     /// Stops every VNF and takes everything down; the run's result from the last
     /// measurement (`m`), each chain's drops and conservation over everything the VNFs
     /// and links did.
-    pub(super) fn down(self, m: Measured, repetition: usize) -> Result<ScenarioRun, RunError> {
+    pub(super) fn down(self, scenario: &Scenario, m: Measured, repetition: usize) -> Result<ScenarioRun, RunError> {
         let Testbed {
             topo,
             cable,
@@ -669,7 +774,7 @@ impl Testbed {
             idle,
             pids,
             chains: n,
-            directions,
+            chain_links,
             setup_s,
         } = self;
         let stopping = Instant::now();
@@ -715,21 +820,46 @@ impl Testbed {
                 })
             })
             .collect();
-        let mut chains: Vec<ChainResult> = reports
-            .chunks(directions)
-            .zip(links.chunks(directions))
+        let mut chains: Vec<ChainResult> = chain_links
+            .iter()
             .zip(&outcomes)
             .zip(kernel_links)
             .enumerate()
-            .map(|(c, (((reports, links), outcome), kernel))| chain_result(c, reports, links, outcome, kernel))
+            .map(|(c, ((range, outcome), kernel))| {
+                let group = scenario.group_of(c).name.clone();
+                chain_result(
+                    c,
+                    group,
+                    &reports[range.clone()],
+                    &links[range.clone()],
+                    outcome,
+                    kernel,
+                )
+            })
             .collect();
-        let cable = cable_counters.map(|ends| attribute_cable_drops(&ends, softnet, &mut chains, &reports, directions));
+        let cable =
+            cable_counters.map(|ends| attribute_cable_drops(&ends, softnet, &mut chains, &reports, &chain_links));
+        // Each group's chains and their links, when there are several groups.
+        let mut groups = Vec::new();
+        if scenario.single_group().is_none() {
+            let mut first = 0;
+            for g in scenario.groups() {
+                let ours = first..first + g.chains;
+                let links = chain_links[ours.start].start..chain_links[ours.end - 1].end;
+                groups.push(GroupAggregate {
+                    group: g.name.clone(),
+                    aggregate: aggregate(&chains[ours.clone()], &reports[links]),
+                });
+                first = ours.end;
+            }
+        }
         Ok(ScenarioRun {
             repetition,
             setup_s,
             teardown_s,
             interrupted: reports.iter().any(|r| r.interrupted),
             aggregate: aggregate(&chains, &reports),
+            groups,
             chains,
             processes,
             search: None,
@@ -742,7 +872,7 @@ impl Testbed {
 /// Chain `c`'s stream one way: its traffic (the way back with every flow swapped), at
 /// `rate` when given.
 fn stream(scenario: &Scenario, c: usize, reverse: bool, rate: Option<Rate>) -> Result<Generator, RunError> {
-    let exp = &scenario.chains[c];
+    let exp = &scenario.chains()[c];
     let traffic = sfclab_traffic::GeneratorConfig {
         reverse,
         rate: rate.unwrap_or(exp.traffic.rate),
@@ -757,6 +887,7 @@ fn ratio(lost: u64, sent: u64) -> f64 {
 
 fn chain_result(
     c: usize,
+    group: String,
     reports: &[RunReport],
     links: &[Link],
     outcome: &ExternalOutcome,
@@ -891,6 +1022,7 @@ fn chain_result(
     let window = summed_window(directions.iter().map(|d| d.window));
     ChainResult {
         chain: c + 1,
+        group,
         requested_mpps: directions.iter().map(|d| d.requested_mpps).sum(),
         generated_mpps: directions.iter().map(|d| d.generated_mpps).sum(),
         throughput_mpps: directions.iter().map(|d| d.throughput_mpps).sum(),
@@ -945,7 +1077,7 @@ fn attribute_cable_drops(
     softnet: u64,
     chains: &mut [ChainResult],
     reports: &[RunReport],
-    directions: usize,
+    chain_links: &[std::ops::Range<usize>],
 ) -> CableReport {
     let far_end: u64 = ends.iter().map(|e| e.cable_dropped).sum();
     let unexplained: u64 = chains.iter().map(|c| c.unaccounted).sum();
@@ -959,7 +1091,8 @@ fn attribute_cable_drops(
         None
     };
     if let Some(place) = place {
-        for (c, reports) in chains.iter_mut().zip(reports.chunks(directions)) {
+        for (c, range) in chains.iter_mut().zip(chain_links) {
+            let reports = &reports[range.clone()];
             if c.unaccounted > 0 {
                 c.drops.insert(place.into(), c.unaccounted);
                 c.unaccounted = 0;
@@ -1025,7 +1158,7 @@ fn aggregate(chains: &[ChainResult], reports: &[RunReport]) -> Aggregate {
     }
 }
 
-fn summarize(runs: &[ScenarioRun], chains: usize) -> ScenarioSummary {
+fn summarize(runs: &[ScenarioRun], chains: usize, groups: &[super::ChainGroup]) -> ScenarioSummary {
     let of = |f: &dyn Fn(&ScenarioRun) -> Option<f64>| -> Option<Summary> {
         let v: Option<Vec<f64>> = runs.iter().map(f).collect();
         Summary::of(&v?)
@@ -1038,6 +1171,17 @@ fn summarize(runs: &[ScenarioRun], chains: usize) -> ScenarioSummary {
         chain_mpps: (0..chains)
             .map(|c| of(&|r| r.chains.get(c).map(|x| x.throughput_mpps)))
             .collect(),
+        group_mpps: match groups {
+            [_] => Vec::new(),
+            _ => groups
+                .iter()
+                .enumerate()
+                .map(|(k, g)| GroupMpps {
+                    group: g.name.clone(),
+                    mpps: of(&|r| r.groups.get(k).map(|x| x.aggregate.throughput_mpps)),
+                })
+                .collect(),
+        },
         ci95_within_5_percent: aggregate_mpps
             .as_ref()
             .and_then(Summary::relative_ci95)

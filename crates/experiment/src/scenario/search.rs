@@ -74,7 +74,7 @@ pub(super) fn search_once(
     let share = Rate::Pps(found.measured_at_pps / bed.streams() as f64);
     bed.set_rate(scenario, Some(share))?;
     let measured = bed.measure(&bed.run_settings(scenario));
-    let mut r = bed.down(measured, repetition)?;
+    let mut r = bed.down(scenario, measured, repetition)?;
     r.search = Some(found);
     Ok(r)
 }
@@ -90,13 +90,14 @@ pub(super) fn search_each_chain(
     progress: &mut dyn FnMut(String),
 ) -> Result<ScenarioRun, RunError> {
     let mut bed = Testbed::up(scenario)?;
-    let found = (0..scenario.chains.len())
+    let found = (0..scenario.chains().len())
         .map(|c| search_on(&mut bed, scenario, cfg, Some(c), progress))
         .collect::<Result<Vec<_>, _>>()?;
-    let directions = bed.directions() as f64;
-    bed.set_rates(scenario, |c| Some(Rate::Pps(found[c].measured_at_pps / directions)))?;
+    bed.set_rates(scenario, |c| {
+        Some(Rate::Pps(found[c].measured_at_pps / scenario.directions(c) as f64))
+    })?;
     let measured = bed.measure(&bed.run_settings(scenario));
-    let mut r = bed.down(measured, repetition)?;
+    let mut r = bed.down(scenario, measured, repetition)?;
     r.chain_searches = found;
     Ok(r)
 }
@@ -113,10 +114,10 @@ fn search_on(
     progress: &mut dyn FnMut(String),
 ) -> Result<ScenarioSearch, RunError> {
     let run = bed.run_settings(scenario);
-    let directions = bed.directions();
-    let streams = match chain {
-        Some(_) => directions,
-        None => bed.streams(),
+    // The links whose streams the searched rate is split over: one chain's, or all.
+    let searched = match chain {
+        Some(c) => bed.links_of(c),
+        None => 0..bed.streams(),
     };
     let name = chain.map_or(String::new(), |c| format!("chain {} ", c + 1));
     let mut cfg = cfg.clone();
@@ -130,10 +131,7 @@ fn search_on(
             ..run.clone()
         };
         let reports = bed.measure(&trial).into_reports()?;
-        let reports = match chain {
-            Some(c) => chain_reports(&reports, c, directions),
-            None => &reports[..],
-        };
+        let reports = &reports[searched.clone()];
         let reached: f64 = reports.iter().map(|r| r.generated_mpps * 1e6).sum();
         cfg.max_pps = reached.max(cfg.min_pps * 2.0);
         progress(format!(
@@ -146,7 +144,7 @@ fn search_on(
             bed,
             scenario,
             run,
-            streams: streams as f64,
+            searched,
             chain,
         };
         sfclab_measure::search(&mut trial, &cfg, &mut |t: &TrialResult| {
@@ -166,11 +164,6 @@ fn search_on(
     })
 }
 
-/// Chain c's reports among every link's (`directions` links per chain, in order).
-fn chain_reports(reports: &[sfclab_runtime::RunReport], c: usize, directions: usize) -> &[sfclab_runtime::RunReport] {
-    &reports[c * directions..(c + 1) * directions]
-}
-
 /// A trial: every stream at its share of the aggregate rate, for the trial's window; or,
 /// searching one chain, that chain's streams at their share of the trial's rate and the
 /// others at the scenario's.
@@ -178,8 +171,8 @@ struct ScenarioTrial<'a> {
     bed: &'a mut Testbed,
     scenario: &'a Scenario,
     run: RunSettings,
-    /// Streams the trial's rate is split over.
-    streams: f64,
+    /// The links whose streams the trial's rate is split over.
+    searched: std::ops::Range<usize>,
     /// The chain searched, when one is.
     chain: Option<usize>,
 }
@@ -196,7 +189,7 @@ impl Trial for ScenarioTrial<'_> {
         if self.interrupted() {
             return Err("interrupted by Ctrl-C".into());
         }
-        let share = Rate::Pps(offered_pps / self.streams);
+        let share = Rate::Pps(offered_pps / self.searched.len() as f64);
         let searched = self.chain;
         self.bed
             .set_rates(self.scenario, |c| match searched {
@@ -209,10 +202,7 @@ impl Trial for ScenarioTrial<'_> {
             ..self.run.clone()
         };
         let all = self.bed.measure(&run).into_reports().map_err(|e| e.to_string())?;
-        let reports = match self.chain {
-            Some(c) => chain_reports(&all, c, self.streams as usize),
-            None => &all[..],
-        };
+        let reports = &all[self.searched.clone()];
         // Every chain's window together; what the tester (or the emulated line) could
         // not offer never reached a VNF: not their loss, and the trial did not offer
         // its rate (invalid, as a single chain's search counts it).

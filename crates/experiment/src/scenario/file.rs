@@ -1,0 +1,883 @@
+//! A scenario file (and the flags for the common cases) resolved into a [`Scenario`]:
+//! every group's chains built from its template, each chain's share of the rate, the
+//! hosts and cores, everything checked before anything runs; an error names the file
+//! (or flag), the key and why.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+use sfclab_traffic::Rate;
+
+use super::{ChainGroup, Scenario, ScenarioError, ScenarioFlags, Shape, TwoHosts, presets};
+use crate::chain_file::Experiment;
+use crate::settings::{Chaining, Settings};
+
+/// A scenario file's keys. Without `groups`, the chains' own keys (`chains`, `shape`,
+/// `vnf`, `chain`, `vnf_rate_cap`, `standby`, `bidirectional`) describe one group.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ScenarioFile {
+    name: Option<String>,
+    description: Option<String>,
+    chains: Option<usize>,
+    shape: Option<Shape>,
+    vnf: Option<Value>,
+    chain: Option<PathBuf>,
+    vnf_rate_cap: Option<String>,
+    standby: Option<usize>,
+    bidirectional: Option<bool>,
+    groups: Option<Vec<GroupFile>>,
+    #[serde(default)]
+    traffic: BTreeMap<String, Value>,
+    #[serde(default)]
+    run: BTreeMap<String, Value>,
+    vnf_cores: Option<Value>,
+    repeat: Option<usize>,
+    line_rate: Option<String>,
+    nic_capacity: Option<String>,
+    hosts: Option<HostsFile>,
+}
+
+/// One entry of `groups:`: like chains, their template and their own traffic.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupFile {
+    name: Option<String>,
+    chains: Option<usize>,
+    shape: Option<Shape>,
+    vnf: Option<Value>,
+    chain: Option<PathBuf>,
+    /// Traffic keys over the scenario's; a `rate` here is the group's own (split across
+    /// its chains and directions), not a share of the scenario's.
+    #[serde(default)]
+    traffic: BTreeMap<String, Value>,
+    vnf_rate_cap: Option<String>,
+    standby: Option<usize>,
+    bidirectional: Option<bool>,
+}
+
+/// A scenario file's `hosts:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostsFile {
+    count: Option<usize>,
+    vnfs: Option<Vec<usize>>,
+    sink: Option<usize>,
+    link: Option<String>,
+    charge_tunnel: Option<bool>,
+}
+
+pub(super) fn parse_file(text: &str, origin: &str) -> Result<ScenarioFile, ScenarioError> {
+    let err = |key: String, reason: String| ScenarioError {
+        origin: origin.to_string(),
+        key,
+        reason,
+    };
+    let value: Value = serde_saphyr::from_str(text).map_err(|e| err(String::new(), format!("not valid YAML: {e}")))?;
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let key = e.path().to_string();
+        err(if key == "." { String::new() } else { key }, e.into_inner().to_string())
+    })
+}
+
+/// One group as given, whichever way: a `groups:` entry, or the scenario's own keys and
+/// the flags.
+struct GroupInput {
+    /// Prefix of the group's keys in errors: `groups[1].`, or nothing.
+    key: String,
+    /// Where the group's keys come from (a file, or `--chain-file`, `--vnf-rate-cap`).
+    origin: String,
+    name: Option<String>,
+    count: usize,
+    shape: Option<Shape>,
+    vnf: Option<Value>,
+    chain: Option<PathBuf>,
+    traffic: BTreeMap<String, Value>,
+    /// The licence and where it was given.
+    vnf_rate_cap: Option<(String, String)>,
+    standby: usize,
+    bidirectional: Option<bool>,
+}
+
+/// What the scenario as a whole says that every group's resolution needs.
+struct Context<'a> {
+    origin: &'a str,
+    /// The command line's settings: they win over every file's.
+    settings: &'a Settings,
+    /// The scenario's settings (its `traffic` and `run` over the command line's).
+    layered: &'a Settings,
+    two_hosts: bool,
+    veth: bool,
+    one_way: bool,
+}
+
+/// A group resolved: its description, its chains' template, and whether it states a
+/// rate of its own.
+struct Resolved {
+    group: ChainGroup,
+    template: Experiment,
+    own_rate: bool,
+}
+
+pub(super) fn resolve(
+    mut f: ScenarioFile,
+    origin: &str,
+    dir: &Path,
+    flags: &ScenarioFlags,
+    settings: &Settings,
+) -> Result<Scenario, ScenarioError> {
+    let err = |key: &str, reason: String| ScenarioError {
+        origin: origin.to_string(),
+        key: key.to_string(),
+        reason,
+    };
+    let flag_err = |key: &str, reason: String| ScenarioError {
+        origin: format!("--{}", key.replace('_', "-")),
+        key: key.to_string(),
+        reason,
+    };
+
+    // The scenario's settings sit between each chain file's and the command line's.
+    let mut layered = settings.clone();
+    for (section, keys) in [("traffic", &f.traffic), ("run", &f.run)] {
+        for (key, value) in keys {
+            if settings.gives(key) {
+                continue;
+            }
+            layered = layered
+                .with(key, &text_of(value))
+                .map_err(|reason| err(&format!("{section}.{key}"), reason))?;
+        }
+    }
+    // Scenarios join their VNFs by memif unless told (`veth` is the other chaining that
+    // runs many chains), in interrupt mode unless told: VNFs share cores.
+    if !layered.gives("chaining") {
+        layered = layered.with("chaining", "memif").expect("a chaining");
+    }
+    let veth = layered.run.chaining == Some(Chaining::Veth);
+    if !layered.gives("memif_wait") && layered.run.chaining == Some(Chaining::Memif) {
+        layered = layered.with("memif_wait", "interrupt").expect("a wait mode");
+    }
+    let host_file = f.hosts.take().unwrap_or_default();
+    let host_count = match (flags.hosts, host_file.count) {
+        (Some(c), _) if c == 0 || c > 2 => return Err(flag_err("hosts", format!("{c} hosts: 1 or 2"))),
+        (None, Some(c)) if c == 0 || c > 2 => return Err(err("hosts.count", format!("{c} hosts: 1 or 2"))),
+        (a, b) => a.or(b).unwrap_or(1),
+    };
+    let two_hosts = host_count == 2;
+    let line_rate = match (&flags.line_rate, &f.line_rate) {
+        (Some(text), _) => Some(line_rate(text).map_err(|r| flag_err("line_rate", r))?),
+        (None, Some(text)) => Some(line_rate(text).map_err(|r| err("line_rate", r))?),
+        (None, None) => None,
+    };
+    let nic_capacity = match (&flags.nic_capacity, &f.nic_capacity) {
+        (Some(text), _) => Some(self::line_rate(text).map_err(|r| flag_err("nic_capacity", r))?),
+        (None, Some(text)) => Some(self::line_rate(text).map_err(|r| err("nic_capacity", r))?),
+        (None, None) => None,
+    };
+    if two_hosts && nic_capacity.is_some() {
+        return Err(err(
+            "nic_capacity",
+            "is one NIC's, and two hosts have one each: emulated on one host so far".into(),
+        ));
+    }
+
+    let inputs = group_inputs(&mut f, origin, dir, flags)?;
+    let cx = Context {
+        origin,
+        settings,
+        layered: &layered,
+        two_hosts,
+        veth,
+        one_way: flags.one_way,
+    };
+    let resolved = inputs
+        .into_iter()
+        .map(|g| resolve_group(g, &cx))
+        .collect::<Result<Vec<_>, _>>()?;
+    let first = &resolved[0];
+    for (k, r) in resolved.iter().enumerate().skip(1) {
+        let key = |what: &str| format!("groups[{k}].{what}");
+        if let Some(j) = resolved[..k].iter().position(|o| o.group.name == r.group.name) {
+            return Err(err(
+                &key("name"),
+                format!(
+                    "`{}` names group {j} too: give each group a `name` of its own",
+                    r.group.name
+                ),
+            ));
+        }
+        if let Some(why) = run_differs(&first.template, &r.template) {
+            return Err(err(
+                &key("chain"),
+                format!(
+                    "its run settings differ from group 0's ({why}): a scenario has one run; give `run:` in the scenario"
+                ),
+            ));
+        }
+    }
+    if veth && two_hosts {
+        return Err(err(
+            "run.chaining",
+            "two hosts join places on one host by memif and cross by tunnels: leave `chaining` out".into(),
+        ));
+    }
+
+    let hosts = if two_hosts {
+        let vnfs = first.template.hops.len();
+        if let Some((k, r)) = resolved.iter().enumerate().find(|(_, r)| r.template.hops.len() != vnfs) {
+            return Err(err(
+                &format!("groups[{k}]"),
+                format!(
+                    "its chains have {} VNF(s), group 0's {vnfs}: two hosts place every chain's VNFs by one `hosts.vnfs`",
+                    r.template.hops.len()
+                ),
+            ));
+        }
+        Some(two_hosts_of(&host_file, flags, vnfs, origin)?)
+    } else {
+        let given = [
+            (flags.vnf_hosts.is_some() || host_file.vnfs.is_some(), "vnf_hosts"),
+            (flags.sink_host.is_some() || host_file.sink.is_some(), "sink_host"),
+            (flags.host_link.is_some() || host_file.link.is_some(), "host_link"),
+            (
+                flags.charge_tunnel || host_file.charge_tunnel.is_some(),
+                "charge_tunnel",
+            ),
+        ];
+        if let Some((_, key)) = given.iter().find(|g| g.0) {
+            return Err(err(
+                key,
+                "applies to two hosts: add `hosts: { count: 2 }` (`--hosts 2`)".into(),
+            ));
+        }
+        None
+    };
+
+    let tester_core = crate::run::tester_core(first.template.settings.core);
+    let vnf_cores = match flags.vnf_cores.clone().or_else(|| f.vnf_cores.as_ref().map(text_of)) {
+        Some(list) => parse_cpu_list(&list).map_err(|reason| match &flags.vnf_cores {
+            Some(_) => flag_err("vnf_cores", reason),
+            None => err("vnf_cores", reason),
+        })?,
+        None => default_vnf_cores(tester_core),
+    };
+    let allowed = allowed_cores();
+    if let Some(c) = vnf_cores.iter().find(|c| !allowed.contains(c)) {
+        return Err(err(
+            "vnf_cores",
+            format!("core {c} is not one this process may use ({allowed:?})"),
+        ));
+    }
+
+    let search = if flags.search || flags.search_per_chain {
+        if flags.search
+            && let Some(k) = resolved.iter().position(|r| r.own_rate)
+        {
+            return Err(err(
+                &format!("groups[{k}].traffic.rate"),
+                "a search sets every chain's rate, split evenly: leave the groups' rates out (or search per chain)"
+                    .into(),
+            ));
+        }
+        Some(
+            super::search::config(flags, &first.template).map_err(|(flag, reason)| ScenarioError {
+                origin: format!("--{}", flag.replace('_', "-")),
+                key: flag.replace('-', "_"),
+                reason,
+            })?,
+        )
+    } else {
+        None
+    };
+    // Checked last: everything else about the scenario was found sound first.
+    let repeat = flags.repeat.or(f.repeat).unwrap_or(1);
+    if repeat == 0 {
+        return Err(err("repeat", "at least one repetition".into()));
+    }
+
+    let (groups, chains, standby, offered) = share_rates(resolved, &err)?;
+    let name = f.name.unwrap_or_else(|| {
+        groups
+            .iter()
+            .map(|g| format!("{} x {}", g.chains, g.name))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    });
+    Ok(Scenario {
+        name,
+        description: f.description,
+        groups,
+        chains,
+        standby,
+        offered,
+        line_rate,
+        nic_capacity,
+        search,
+        search_per_chain: flags.search_per_chain,
+        hosts,
+        veth,
+        vnf_cores,
+        tester_core,
+        repeat,
+    })
+}
+
+/// The groups as given: `groups:`'s entries, or one from the scenario's own keys and
+/// the flags (each flag wins over its key).
+fn group_inputs(
+    f: &mut ScenarioFile,
+    origin: &str,
+    dir: &Path,
+    flags: &ScenarioFlags,
+) -> Result<Vec<GroupInput>, ScenarioError> {
+    let at_file = |p: PathBuf| if p.is_relative() { dir.join(p) } else { p };
+    let Some(list) = f.groups.take() else {
+        let chain = match (&flags.chain_file, f.chain.take()) {
+            (Some(p), _) => Some(p.clone()),
+            (None, p) => p.map(at_file),
+        };
+        let vnf_rate_cap = match (&flags.vnf_rate_cap, f.vnf_rate_cap.take()) {
+            (Some(c), _) => Some(("--vnf-rate-cap".to_string(), c.clone())),
+            (None, c) => c.map(|c| (origin.to_string(), c)),
+        };
+        return Ok(vec![GroupInput {
+            key: String::new(),
+            origin: origin.to_string(),
+            name: None,
+            count: flags.chains.or(f.chains).unwrap_or(1),
+            shape: flags.shape.or(f.shape),
+            vnf: flags.vnf.clone().map(Value::String).or_else(|| f.vnf.take()),
+            chain,
+            traffic: BTreeMap::new(),
+            vnf_rate_cap,
+            standby: flags.standby.or(f.standby).unwrap_or(0),
+            bidirectional: f.bidirectional,
+        }]);
+    };
+    let err = |key: &str, reason: String| ScenarioError {
+        origin: origin.to_string(),
+        key: key.to_string(),
+        reason,
+    };
+    if list.is_empty() {
+        return Err(err("groups", "at least one group".into()));
+    }
+    let own_keys = [
+        (f.chains.is_some(), "chains"),
+        (f.shape.is_some(), "shape"),
+        (f.vnf.is_some(), "vnf"),
+        (f.chain.is_some(), "chain"),
+        (f.vnf_rate_cap.is_some(), "vnf_rate_cap"),
+        (f.standby.is_some(), "standby"),
+        (f.bidirectional.is_some(), "bidirectional"),
+    ];
+    if let Some((_, key)) = own_keys.iter().find(|k| k.0) {
+        return Err(err(key, format!("with `groups`, each group gives its own `{key}`")));
+    }
+    let own_flags = [
+        (flags.chains.is_some(), "chains"),
+        (flags.shape.is_some(), "shape"),
+        (flags.vnf.is_some(), "vnf"),
+        (flags.chain_file.is_some(), "chain_file"),
+        (flags.vnf_rate_cap.is_some(), "vnf_rate_cap"),
+        (flags.standby.is_some(), "standby"),
+    ];
+    if let Some((_, key)) = own_flags.iter().find(|k| k.0) {
+        return Err(ScenarioError {
+            origin: format!("--{}", key.replace('_', "-")),
+            key: key.to_string(),
+            reason: format!("{origin} gives its chains by `groups`, each its own: edit the file"),
+        });
+    }
+    Ok(list
+        .into_iter()
+        .enumerate()
+        .map(|(k, g)| GroupInput {
+            key: format!("groups[{k}]."),
+            origin: origin.to_string(),
+            name: g.name,
+            count: g.chains.unwrap_or(1),
+            shape: g.shape,
+            vnf: g.vnf,
+            chain: g.chain.map(at_file),
+            traffic: g.traffic,
+            vnf_rate_cap: g.vnf_rate_cap.map(|c| (origin.to_string(), c)),
+            standby: g.standby.unwrap_or(0),
+            bidirectional: g.bidirectional,
+        })
+        .collect())
+}
+
+/// One group: its settings over the scenario's, its template from a chain file or a
+/// shape of a VNF, its directions; checked on its own.
+fn resolve_group(g: GroupInput, cx: &Context) -> Result<Resolved, ScenarioError> {
+    let key = |k: &str| format!("{}{k}", g.key);
+    let err = |k: &str, reason: String| ScenarioError {
+        origin: g.origin.clone(),
+        key: key(k),
+        reason,
+    };
+    if g.count == 0 {
+        return Err(err("chains", "at least one chain".into()));
+    }
+    if cx.two_hosts && g.bidirectional == Some(true) {
+        return Err(err(
+            "bidirectional",
+            "chains across two hosts carry one direction so far: leave `bidirectional` out".into(),
+        ));
+    }
+    if cx.veth && g.bidirectional == Some(true) {
+        return Err(err(
+            "bidirectional",
+            "chains joined by veth carry one direction so far: leave `bidirectional` out".into(),
+        ));
+    }
+    let bidirectional = !cx.one_way && g.bidirectional.unwrap_or(!cx.two_hosts && !cx.veth);
+    // The group's traffic over the scenario's; the command line still wins.
+    let mut layered = cx.layered.clone();
+    for (k, value) in &g.traffic {
+        if cx.settings.gives(k) {
+            continue;
+        }
+        layered = layered
+            .with(k, &text_of(value))
+            .map_err(|reason| err(&format!("traffic.{k}"), reason))?;
+    }
+    let own_rate = g.traffic.contains_key("rate") && !cx.settings.gives("rate");
+    let cap_bps = match &g.vnf_rate_cap {
+        Some((cap_origin, cap)) => Some(
+            cap.parse::<sfclab_nf::classes::Rate>()
+                .map_err(|reason| ScenarioError {
+                    origin: cap_origin.clone(),
+                    key: key("vnf_rate_cap"),
+                    reason,
+                })?
+                .0,
+        ),
+        None => None,
+    };
+    let (template, shape, vnf) = match &g.chain {
+        Some(path) => {
+            if let Some((cap_origin, _)) = &g.vnf_rate_cap {
+                return Err(ScenarioError {
+                    origin: cap_origin.clone(),
+                    key: key("vnf_rate_cap"),
+                    reason: "caps the VNFs of `shape` and `vnf`; with a chain file, write the cap into it (a qos policer at the end of each hop)".into(),
+                });
+            }
+            if g.shape.is_some() || g.vnf.is_some() {
+                return Err(err(
+                    "chain",
+                    "a chain file gives each chain's hops: leave `shape` and `vnf` out".into(),
+                ));
+            }
+            let exp = crate::chain_file::load(&path.display().to_string(), &layered)?;
+            let vnf = exp.nfs.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(" -> ");
+            (exp, format!("chain file {}", path.display()), vnf)
+        }
+        None => {
+            let shape = g.shape.unwrap_or(Shape::Pvp);
+            let vnf = g.vnf.clone().unwrap_or_else(|| Value::String("router".into()));
+            let (entries, label) = presets::vnf_entries(&vnf).map_err(|reason| err("vnf", reason))?;
+            let vnfs = shape.vnfs();
+            let chain: Vec<Value> = (1..=vnfs)
+                .map(|k| {
+                    let mut hop = entries.clone();
+                    if let Some(cap) = cap_bps {
+                        // Named per VNF as the chain names repeated NFs: `licence`, or
+                        // `licence1`, `licence2`.
+                        let name = if vnfs == 1 {
+                            "licence".to_string()
+                        } else {
+                            format!("licence{k}")
+                        };
+                        hop.push(presets::licence(&name, cap));
+                    }
+                    Value::Array(hop)
+                })
+                .collect();
+            let shape_label = format!("{shape:?}").to_uppercase();
+            let text = serde_json::json!({ "name": format!("{shape_label} {label}"), "chain": chain }).to_string();
+            // Seed 001's traffic profile, unless told (a chain file keeps its own).
+            if !layered.gives("size") {
+                layered = layered.with("size", "imix").expect("a size");
+            }
+            // Relative paths in the VNF (dpi's rules) are read beside the scenario file.
+            let exp = crate::chain_file::parse(&text, cx.origin, &layered).map_err(|e| err("vnf", e.reason))?;
+            (exp, shape_label, label)
+        }
+    };
+    if !matches!(template.chaining, Chaining::Memif | Chaining::Veth) {
+        return Err(ScenarioError {
+            origin: cx.origin.to_string(),
+            key: "run.chaining".into(),
+            reason: format!(
+                "scenarios join their VNFs by memif or veth so far, not `{}`",
+                template.chaining
+            ),
+        });
+    }
+    if !template.dpdk_hops.is_empty() {
+        return Err(ScenarioError {
+            origin: cx.origin.to_string(),
+            key: "run.dpdk_hops".into(),
+            reason: "scenarios run sfclab VNFs only".into(),
+        });
+    }
+    Ok(Resolved {
+        group: ChainGroup {
+            name: g.name.unwrap_or_else(|| format!("{shape} {vnf}")),
+            shape,
+            vnf,
+            chains: g.count,
+            vnfs_per_chain: template.hops.len(),
+            standby: g.standby,
+            bidirectional,
+            vnf_rate_cap: g.vnf_rate_cap.map(|(_, c)| c),
+            rate: template.traffic.rate,
+            frame_sizes: template.traffic.sizes.to_string(),
+        },
+        template,
+        own_rate,
+    })
+}
+
+/// What differs between two groups' tester settings (the scenario's run is one), if
+/// anything.
+fn run_differs(a: &Experiment, b: &Experiment) -> Option<String> {
+    let (x, y) = (&a.settings, &b.settings);
+    let pairs = [
+        ("duration", format!("{:?}", x.duration), format!("{:?}", y.duration)),
+        ("count", format!("{:?}", x.count), format!("{:?}", y.count)),
+        ("warmup", format!("{:?}", x.warmup), format!("{:?}", y.warmup)),
+        ("batch", x.batch.to_string(), y.batch.to_string()),
+        ("core", format!("{:?}", x.core), format!("{:?}", y.core)),
+        ("verify", x.verify.to_string(), y.verify.to_string()),
+        ("chaining", a.chaining.to_string(), b.chaining.to_string()),
+        (
+            "memif_wait",
+            format!("{:?}", a.memif_wait),
+            format!("{:?}", b.memif_wait),
+        ),
+    ];
+    pairs
+        .into_iter()
+        .find(|(_, p, q)| p != q)
+        .map(|(k, p, q)| format!("{k} {q} against {p}"))
+}
+
+/// Each chain's rate: a group with a rate of its own splits it across its chains and
+/// directions; the others split the scenario's rate evenly across all of theirs (as
+/// NFVbench does). Returns the groups (each with the rate asked of it in all), the
+/// chains given traffic and the standby instances (group by group), and the offered
+/// rate's label.
+#[allow(clippy::type_complexity)]
+fn share_rates(
+    resolved: Vec<Resolved>,
+    err: &dyn Fn(&str, String) -> ScenarioError,
+) -> Result<(Vec<ChainGroup>, Vec<Experiment>, Vec<Experiment>, String), ScenarioError> {
+    let streams = |g: &ChainGroup| (g.chains * if g.bidirectional { 2 } else { 1 }) as f64;
+    let pooled: Vec<&Resolved> = resolved.iter().filter(|r| !r.own_rate).collect();
+    // The scenario's rate: its own or the command line's, else the first pooled chain
+    // file's (every pooled template carries the same one then).
+    let pool_rate = pooled.first().map(|r| r.template.traffic.rate);
+    if let (Some(rate), Some(k)) = (
+        pool_rate,
+        resolved
+            .iter()
+            .position(|r| !r.own_rate && r.template.traffic.rate != pool_rate.expect("a pool")),
+    ) {
+        return Err(err(
+            &format!("groups[{k}].chain"),
+            format!(
+                "its chain file asks {} where an earlier group's asks {rate}: give the scenario a `traffic.rate` or each group its own",
+                resolved[k].template.traffic.rate
+            ),
+        ));
+    }
+    let pool_streams: f64 = pooled.iter().map(|r| streams(&r.group)).sum();
+    let scaled = |rate: Rate, by: f64| match rate {
+        Rate::Max => Rate::Max,
+        Rate::Pps(p) => Rate::Pps(p * by),
+        Rate::L1Bps(b) => Rate::L1Bps(b * by),
+    };
+    let one_pool = pooled.len() == resolved.len();
+    let mut groups = Vec::new();
+    let mut chains = Vec::new();
+    let mut standby = Vec::new();
+    for r in resolved {
+        let mut g = r.group;
+        let per_stream = if r.own_rate {
+            scaled(g.rate, 1.0 / streams(&g))
+        } else {
+            let pool = pool_rate.expect("a pooled group");
+            g.rate = scaled(pool, streams(&g) / pool_streams);
+            scaled(pool, 1.0 / pool_streams)
+        };
+        let mut exp = r.template;
+        exp.traffic.rate = per_stream;
+        chains.extend(std::iter::repeat_n(exp.clone(), g.chains));
+        standby.extend(std::iter::repeat_n(exp, g.standby));
+        groups.push(g);
+    }
+    let offered = if one_pool {
+        pool_rate.expect("a pool").to_string()
+    } else {
+        groups
+            .iter()
+            .map(|g| format!("{} ({})", g.rate, g.name))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    };
+    Ok((groups, chains, standby, offered))
+}
+
+/// A YAML value as the settings' text (`2Mpps`, `64`, `true`).
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The two hosts' layout from the file's `hosts:` and the flags (each flag wins).
+fn two_hosts_of(file: &HostsFile, flags: &ScenarioFlags, vnfs: usize, origin: &str) -> Result<TwoHosts, ScenarioError> {
+    let at = |flag: bool, key: &str, reason: String| ScenarioError {
+        origin: if flag {
+            format!("--{}", key.replace('_', "-"))
+        } else {
+            origin.to_string()
+        },
+        key: if flag { key.to_string() } else { format!("hosts.{key}") },
+        reason,
+    };
+    let on_a_host = |h: usize| h == 1 || h == 2;
+    let from_flag = flags.vnf_hosts.is_some();
+    let placed = match flags.vnf_hosts.clone().or_else(|| file.vnfs.clone()) {
+        Some(list) => {
+            let key = if from_flag { "vnf_hosts" } else { "vnfs" };
+            if list.len() != vnfs {
+                return Err(at(
+                    from_flag,
+                    key,
+                    format!("{} host(s) for {vnfs} VNF(s) per chain: one each", list.len()),
+                ));
+            }
+            if let Some(h) = list.iter().find(|h| !on_a_host(**h)) {
+                return Err(at(from_flag, key, format!("host {h}: hosts are 1 and 2")));
+            }
+            list
+        }
+        None => (0..vnfs).map(|i| if i < vnfs / 2 { 1 } else { 2 }).collect(),
+    };
+    let sink = match (flags.sink_host, file.sink) {
+        (Some(h), _) if !on_a_host(h) => return Err(at(true, "sink_host", format!("host {h}: hosts are 1 and 2"))),
+        (None, Some(h)) if !on_a_host(h) => return Err(at(false, "sink", format!("host {h}: hosts are 1 and 2"))),
+        (a, b) => a.or(b).unwrap_or(*placed.last().expect("a VNF")),
+    };
+    let (link_flag, link_text) = match (&flags.host_link, &file.link) {
+        (Some(t), _) => (true, t.clone()),
+        (None, Some(t)) => (false, t.clone()),
+        (None, None) => (false, "1Gbit/s".to_string()),
+    };
+    let rate_bps = line_rate(&link_text).map_err(|r| at(link_flag, if link_flag { "host_link" } else { "link" }, r))?;
+    let hosts = TwoHosts {
+        vnfs: placed,
+        sink,
+        link: sfclab_topology::LinkShape {
+            rate_bps,
+            charge_tunnel: flags.charge_tunnel || file.charge_tunnel.unwrap_or(false),
+        },
+    };
+    if hosts.crossings() == 0 {
+        return Err(at(
+            from_flag,
+            if from_flag { "vnf_hosts" } else { "vnfs" },
+            "every place is on host 1: nothing crosses the cable (put a VNF or the sink on host 2)".into(),
+        ));
+    }
+    Ok(hosts)
+}
+
+/// A line rate: bits per second at layer 1 (`10Gbit/s`, `2.5Gbps`).
+fn line_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<Rate>()? {
+        Rate::L1Bps(b) if b > 0.0 => Ok(b),
+        _ => Err(format!(
+            "`{text}` is not a line rate: write bits per second, `10Gbit/s` or `2.5Gbps`"
+        )),
+    }
+}
+
+/// `1`, `0-3`, `0,2-3`: the cores, ascending, each once.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
+    let mut cores = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let bad = || format!("`{text}` is not a core list (write `1`, `0-3` or `0,2-3`)");
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse::<usize>(), b.trim().parse::<usize>()),
+            None => (part.parse(), part.parse()),
+        };
+        let (lo, hi) = (lo.map_err(|_| bad())?, hi.map_err(|_| bad())?);
+        if lo > hi {
+            return Err(bad());
+        }
+        cores.extend(lo..=hi);
+    }
+    cores.sort_unstable();
+    cores.dedup();
+    Ok(cores)
+}
+
+fn allowed_cores() -> Vec<usize> {
+    core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect()
+}
+
+/// Every allowed core but the tester's; the tester's own when it is the only one.
+fn default_vnf_cores(tester: Option<usize>) -> Vec<usize> {
+    let all = allowed_cores();
+    let others: Vec<usize> = all.iter().copied().filter(|&c| Some(c) != tester).collect();
+    if others.is_empty() { all } else { others }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(text: &str, flags: &ScenarioFlags) -> Result<Scenario, ScenarioError> {
+        let f = parse_file(text, "s.yaml")?;
+        resolve(f, "s.yaml", Path::new("."), flags, &Settings::default())
+    }
+
+    fn pps(exp: &Experiment) -> f64 {
+        match exp.traffic.rate {
+            Rate::Pps(p) => p,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Groups: chains numbered group after group, each from its own template; a group's
+    /// own rate split over its own streams, the scenario's over the other groups'.
+    #[test]
+    fn groups_split_their_rates_over_their_own_streams() {
+        let s = scenario(
+            "groups:\n\
+             - { name: a, chains: 2, vnf: forwarder }\n\
+             - { name: b, chains: 1, shape: pvvp, bidirectional: false, traffic: { rate: 30kpps, size: 512 } }\n\
+             - { name: c, chains: 1, vnf: forwarder, bidirectional: false, standby: 2 }\n\
+             traffic: { rate: 50kpps }\n",
+            &ScenarioFlags::default(),
+        )
+        .unwrap();
+        assert_eq!(s.chains().len(), 4);
+        assert_eq!(s.standby().len(), 2);
+        let names: Vec<&str> = (0..4).map(|c| s.group_of(c).name.as_str()).collect();
+        assert_eq!(names, ["a", "a", "b", "c"]);
+        assert_eq!((0..4).map(|c| s.directions(c)).collect::<Vec<_>>(), [2, 2, 1, 1]);
+        // a and c share 50 kpps over 2 x 2 + 1 streams: 10 kpps each; b's 30 kpps its own.
+        let rates: Vec<f64> = s.chains().iter().map(pps).collect();
+        assert_eq!(rates, [10e3, 10e3, 30e3, 10e3]);
+        assert_eq!(s.chains()[2].hops.len(), 2);
+        assert_eq!(s.chains()[2].traffic.sizes.to_string(), "512");
+        assert_eq!(s.chains()[0].traffic.sizes.to_string(), "imix");
+        assert_eq!(s.groups()[0].rate, Rate::Pps(40e3));
+        assert_eq!(s.groups()[2].rate, Rate::Pps(10e3));
+        assert_eq!(s.offered, "0.04Mpps (a) + 0.03Mpps (b) + 0.01Mpps (c)");
+        assert_eq!(s.name, "2 x a + 1 x b + 1 x c");
+        assert!(s.single_group().is_none());
+        // 2 + 2 + 1 chain VNFs and 2 standby, over the cores.
+        assert_eq!(s.oversubscription(), 7.0 / s.vnf_cores.len() as f64);
+    }
+
+    /// A scenario without groups is one group of its own keys, as before.
+    #[test]
+    fn a_scenario_without_groups_is_one_group() {
+        let s = scenario(
+            "chains: 3\nshape: pvvp\nvnf: forwarder\ntraffic: { rate: 60kpps }\n",
+            &ScenarioFlags::default(),
+        )
+        .unwrap();
+        let g = s.single_group().expect("one group");
+        assert_eq!((g.name.as_str(), g.chains, g.vnfs_per_chain), ("PVVP forwarder", 3, 2));
+        assert_eq!(s.offered, "0.06Mpps");
+        assert!(s.chains().iter().all(|c| pps(c) == 10e3));
+    }
+
+    #[test]
+    fn groups_refuse_what_they_cannot_mean() {
+        let flags = ScenarioFlags::default();
+        let cases = [
+            ("groups: []\n", "groups", "at least one group"),
+            (
+                "groups: [{ vnf: router }]\nvnf: router\n",
+                "vnf",
+                "each group gives its own",
+            ),
+            (
+                "groups: [{ vnf: router }, { vnf: router }]\n",
+                "groups[1].name",
+                "names group 0 too",
+            ),
+            ("groups: [{ chains: 0 }]\n", "groups[0].chains", "at least one chain"),
+            ("groups: [{ vnf: bridge }]\n", "groups[0].vnf", "not a VNF preset"),
+            ("groups: [{ traffic: { rate: fast } }]\n", "groups[0].traffic.rate", ""),
+            ("groups: [{ links: 2 }]\n", "groups[0]", "unknown field `links`"),
+            (
+                "hosts: { count: 2 }\ngroups: [{ name: a }, { name: b, shape: pvvp }]\n",
+                "groups[1]",
+                "two hosts place every chain's VNFs",
+            ),
+            (
+                "run: { chaining: veth }\ngroups: [{ bidirectional: true }]\n",
+                "groups[0].bidirectional",
+                "one direction so far",
+            ),
+        ];
+        for (text, key, says) in cases {
+            let e = scenario(text, &flags).expect_err(text);
+            assert!(e.key.starts_with(key), "{text}: {e}");
+            assert!(e.reason.contains(says), "{text}: {e}");
+            assert_eq!(e.origin, "s.yaml", "{text}");
+        }
+        let two = "groups: [{ name: a }, { name: b, traffic: { rate: 1kpps } }]\n";
+        let chains = ScenarioFlags {
+            chains: Some(2),
+            ..ScenarioFlags::default()
+        };
+        let e = scenario(two, &chains).unwrap_err();
+        assert_eq!(e.origin, "--chains", "{e}");
+        let search = ScenarioFlags {
+            search: true,
+            goals: vec!["ndr".into()],
+            method: "binary".into(),
+            resolution: "1%".into(),
+            min_rate: "10kpps".into(),
+            ..ScenarioFlags::default()
+        };
+        let e = scenario(two, &search).unwrap_err();
+        assert_eq!(e.key, "groups[1].traffic.rate", "{e}");
+        let per_chain = ScenarioFlags {
+            search: false,
+            search_per_chain: true,
+            ..search
+        };
+        assert!(scenario(two, &per_chain).is_ok());
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
+        assert_eq!(parse_cpu_list("0-3").unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(parse_cpu_list("3, 0-1,1").unwrap(), vec![0, 1, 3]);
+        for bad in ["", "a", "2-1", "1-", "-"] {
+            assert!(parse_cpu_list(bad).is_err(), "{bad}");
+        }
+    }
+}
