@@ -160,7 +160,7 @@ pub fn table(d: &ScenarioDocument) -> String {
             if g.bidirectional { "both directions" } else { "one way" },
             g.frame_sizes,
             if several {
-                format!(", offered {}", g.offered)
+                format!(", offered {}", g.rate)
             } else {
                 String::new()
             },

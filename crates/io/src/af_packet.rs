@@ -471,7 +471,9 @@ impl RxPort for AfPacketPort {
             NfCounter::total("rx_bad_block", self.rx_bad_block),
             NfCounter::total("rx_pool_empty", self.rx_pool_empty),
             NfCounter::total("kernel_rx_packets", self.kernel_rx_packets.get()),
-            NfCounter::total("kernel_rx_dropped", self.kernel_rx_dropped.get()),
+            // As it stands since the socket opened, as AF_XDP's: it explains a run's
+            // whole loss, drops before the window opened included.
+            NfCounter::gauge("kernel_rx_dropped", self.kernel_rx_dropped.get()),
         ]
     }
 

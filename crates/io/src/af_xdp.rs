@@ -728,12 +728,16 @@ impl TxPort for AfXdpPort {
     }
 }
 
-/// The kernel's own counters of the socket (`XDP_STATISTICS`).
+/// The kernel's own counters of the socket (`XDP_STATISTICS`). Its receive drops are
+/// reported as they stand (since the socket opened), not as a window's growth: they
+/// explain a run's whole loss, and frames a device under test's socket dropped before
+/// its window opened (the tester already sending while the device was starting) are
+/// part of it.
 fn kernel_counters(s: Option<xdpilone::xdp::XdpStatisticsV2>) -> Vec<NfCounter> {
     let Some(s) = s else { return Vec::new() };
     vec![
-        NfCounter::total("kernel_rx_dropped", s.rx_dropped),
-        NfCounter::total("kernel_rx_ring_full", s.rx_ring_full),
+        NfCounter::gauge("kernel_rx_dropped", s.rx_dropped),
+        NfCounter::gauge("kernel_rx_ring_full", s.rx_ring_full),
         NfCounter::total("kernel_rx_fill_ring_empty", s.rx_fill_ring_empty_descs),
         NfCounter::total("kernel_rx_invalid_descriptors", s.rx_invalid_descs),
         NfCounter::total("kernel_tx_invalid_descriptors", s.tx_invalid_descs),

@@ -211,7 +211,10 @@ impl SharedLine {
 
     /// The 8-byte word at `at` of the mapping, as an atomic.
     fn word(&self, at: usize) -> &AtomicU64 {
-        assert!(at.is_multiple_of(8) && at + 8 <= SHARED_LEN, "word {at} of a shared line");
+        assert!(
+            at.is_multiple_of(8) && at + 8 <= SHARED_LEN,
+            "word {at} of a shared line"
+        );
         // SAFETY: the mapping is SHARED_LEN bytes long (the file's length was checked
         // before mapping; sfclab never shortens it) and page-aligned, and `at` is a
         // multiple of 8 with 8 bytes after it inside (asserted above), so this is an

@@ -211,8 +211,9 @@ impl TwoHosts {
 }
 
 /// Like chains of a scenario: a count of one template (a shape of a VNF, or a chain
-/// file) with its traffic; a scenario without `groups:` is one group.
-#[derive(Debug, Clone)]
+/// file) with its traffic; a scenario without `groups:` is one group. As reported, the
+/// document's `groups`.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct ChainGroup {
     /// `PVP router` unless named.
     pub name: String,
@@ -220,21 +221,30 @@ pub struct ChainGroup {
     pub shape: String,
     /// What each VNF runs (`router`, `nat44+firewall+qos+dpi`).
     pub vnf: String,
-    /// Chains given traffic.
+    /// Chains given traffic, numbered after the earlier groups'.
     pub chains: usize,
+    /// VNF processes per chain.
     pub vnfs_per_chain: usize,
     /// Instances of the chain started but given no traffic.
     pub standby: usize,
     /// Both directions at once on each chain (its traffic the forward direction's; the
     /// reverse's is the same with every flow swapped).
     pub bidirectional: bool,
-    /// Each VNF's licence, as written (`2.5Gbit`).
+    /// Each VNF's licence (a policer of IP bytes, both directions), as written (`2.5Gbit`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub vnf_rate_cap: Option<String>,
     /// The rate asked of the group's chains and directions together: its own, or its
-    /// share of the scenario's.
+    /// share of the scenario's (`offered`, as `2Mpps`, `10Gbit/s` at L1 or `max`).
+    #[serde(rename = "offered", serialize_with = "as_text")]
+    #[schemars(rename = "offered", with = "String")]
     pub rate: Rate,
     /// Frame sizes of each chain's stream.
     pub frame_sizes: String,
+}
+
+/// A rate as its text (`0.5Mpps`).
+fn as_text<S: serde::Serializer>(rate: &Rate, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(rate)
 }
 
 /// A scenario ready to run: every chain resolved, checked as a whole.

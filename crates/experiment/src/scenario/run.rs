@@ -31,7 +31,7 @@ pub struct ScenarioDocument {
     pub description: Option<String>,
     /// The chains' groups, in order (one unless the scenario gives `groups`); chains
     /// are numbered group after group.
-    pub groups: Vec<GroupReport>,
+    pub groups: Vec<super::ChainGroup>,
     /// With one group, its shape, VNF, VNF processes per chain, directions, licence and
     /// frame sizes (every chain's); absent with several (each group gives its own).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -87,49 +87,6 @@ pub struct ScenarioDocument {
     pub runs: Vec<ScenarioRun>,
     /// The repetitions together.
     pub summary: ScenarioSummary,
-}
-
-/// One group of like chains: its template and traffic.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct GroupReport {
-    pub name: String,
-    /// `PVP`, `PVVP` or the chain file each chain runs.
-    pub shape: String,
-    /// What each VNF runs.
-    pub vnf: String,
-    /// Chains given traffic, numbered after the earlier groups'.
-    pub chains: usize,
-    /// VNF processes per chain.
-    pub vnfs_per_chain: usize,
-    /// Instances of the chain started but given no traffic.
-    pub standby: usize,
-    /// Both directions at once on each chain (`forward` and `reverse`), or `forward` only.
-    pub bidirectional: bool,
-    /// Each VNF's licence (a policer of IP bytes, both directions), as given.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub vnf_rate_cap: Option<String>,
-    /// The rate asked of the group's chains and directions together: its own, or its
-    /// share of the scenario's.
-    pub offered: String,
-    /// Frame sizes of each chain's stream.
-    pub frame_sizes: String,
-}
-
-impl From<&super::ChainGroup> for GroupReport {
-    fn from(g: &super::ChainGroup) -> GroupReport {
-        GroupReport {
-            name: g.name.clone(),
-            shape: g.shape.clone(),
-            vnf: g.vnf.clone(),
-            chains: g.chains,
-            vnfs_per_chain: g.vnfs_per_chain,
-            standby: g.standby,
-            bidirectional: g.bidirectional,
-            vnf_rate_cap: g.vnf_rate_cap.clone(),
-            offered: g.rate.to_string(),
-            frame_sizes: g.frame_sizes.clone(),
-        }
-    }
 }
 
 /// Where the places of each chain sit on two emulated hosts, and their cable.
@@ -451,7 +408,7 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
         machine: Machine::read(),
         name: scenario.name.clone(),
         description: scenario.description.clone(),
-        groups: scenario.groups().iter().map(GroupReport::from).collect(),
+        groups: scenario.groups().to_vec(),
         shape: one.map(|g| g.shape.clone()),
         vnf: one.map(|g| g.vnf.clone()),
         vnfs_per_chain: one.map(|g| g.vnfs_per_chain),
