@@ -298,7 +298,12 @@ pub(super) fn resolve(
         return Err(err("repeat", "at least one repetition".into()));
     }
 
-    let (groups, chains, standby, offered) = share_rates(resolved, &err)?;
+    let Shared {
+        groups,
+        chains,
+        standby,
+        offered,
+    } = share_rates(resolved, &err)?;
     let name = f.name.unwrap_or_else(|| {
         groups
             .iter()
@@ -571,14 +576,8 @@ fn run_differs(a: &Experiment, b: &Experiment) -> Option<String> {
 
 /// Each chain's rate: a group with a rate of its own splits it across its chains and
 /// directions; the others split the scenario's rate evenly across all of theirs (as
-/// NFVbench does). Returns the groups (each with the rate asked of it in all), the
-/// chains given traffic and the standby instances (group by group), and the offered
-/// rate's label.
-#[allow(clippy::type_complexity)]
-fn share_rates(
-    resolved: Vec<Resolved>,
-    err: &dyn Fn(&str, String) -> ScenarioError,
-) -> Result<(Vec<ChainGroup>, Vec<Experiment>, Vec<Experiment>, String), ScenarioError> {
+/// NFVbench does).
+fn share_rates(resolved: Vec<Resolved>, err: &dyn Fn(&str, String) -> ScenarioError) -> Result<Shared, ScenarioError> {
     let streams = |g: &ChainGroup| (g.chains * if g.bidirectional { 2 } else { 1 }) as f64;
     let pooled: Vec<&Resolved> = resolved.iter().filter(|r| !r.own_rate).collect();
     // The scenario's rate: its own or the command line's, else the first pooled chain
@@ -632,7 +631,22 @@ fn share_rates(
             .collect::<Vec<_>>()
             .join(" + ")
     };
-    Ok((groups, chains, standby, offered))
+    Ok(Shared {
+        groups,
+        chains,
+        standby,
+        offered,
+    })
+}
+
+/// The scenario's rate shared out: the groups (each with the rate asked of it in all),
+/// the chains given traffic and the standby instances (group by group), and the offered
+/// rate's label.
+struct Shared {
+    groups: Vec<ChainGroup>,
+    chains: Vec<Experiment>,
+    standby: Vec<Experiment>,
+    offered: String,
 }
 
 /// A YAML value as the settings' text (`2Mpps`, `64`, `true`).
