@@ -100,20 +100,33 @@ mod tests {
     }
 
     #[test]
-    fn this_process_runs_and_counts_grow() {
-        let pid = std::process::id();
-        let before = SchedCounters::of(pid).expect("this process's counters");
-        // Spin until 5 ms more CPU time shows (however loaded the machine), then sleep:
-        // a voluntary switch.
+    fn a_process_that_runs_then_sleeps_counts_cpu_time_and_switches() {
+        // A child of its own, single-threaded: this test process's other threads (tests
+        // running beside) come and go, and a thread that ends takes its counters out of
+        // the sum.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; sleep 30"])
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let before = SchedCounters::of(pid).expect("the child's counters");
+        // It spins (5 ms of CPU time or more, however loaded the machine) and has waited
+        // at least once (a voluntary switch: starting, or its sleep after the spin).
         let t = std::time::Instant::now();
-        while SchedCounters::of(pid).unwrap().since(&before).cpu_ns < 5_000_000 {
-            assert!(t.elapsed() < std::time::Duration::from_secs(30), "no CPU time counted");
-            std::hint::spin_loop();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-        let after = SchedCounters::of(pid).unwrap().since(&before);
-        assert!(after.cpu_ns >= 5_000_000 && after.timeslices >= 1, "{after:?}");
-        assert!(after.voluntary_switches >= 1, "{after:?}");
+        let grown = loop {
+            let c = SchedCounters::of(pid).expect("the child's counters").since(&before);
+            if c.cpu_ns >= 5_000_000 && c.timeslices >= 1 && c.voluntary_switches >= 1 {
+                break Some(c);
+            }
+            if t.elapsed() > std::time::Duration::from_secs(30) {
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(grown.is_some(), "no CPU time or switch counted");
+        assert!(SchedCounters::of(pid).is_none(), "a reaped process has no counters");
         assert!(SchedCounters::of(u32::MAX).is_none());
     }
 }
