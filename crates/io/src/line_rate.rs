@@ -21,6 +21,11 @@ use sfclab_core::{Batch, NfCounter, Recycle, TxPort, tsc};
 /// Bytes a frame costs on the wire beyond its buffer: FCS, preamble and gap.
 const WIRE_OVERHEAD: u64 = 4 + 20;
 
+/// A frame's bits on the wire, from its buffer's length in bytes.
+fn wire_bits(len: usize) -> u64 {
+    (len as u64 + WIRE_OVERHEAD) * 8
+}
+
 /// A full-size Ethernet frame's bits on the wire (1,518 bytes, preamble and gap).
 const MAX_FRAME_BITS: f64 = (1518.0 + 20.0) * 8.0;
 
@@ -95,7 +100,7 @@ impl Line {
         b.last = now;
         let mut n = 0;
         for len in lens {
-            let bits = ((len as u64 + WIRE_OVERHEAD) * 8) as f64;
+            let bits = wire_bits(len) as f64;
             let own = b.credit[sender];
             if bits <= own {
                 b.credit[sender] = own - bits;
@@ -223,14 +228,6 @@ impl SharedLine {
         unsafe { &*self.map.as_mut_ptr().add(at).cast::<AtomicU64>() }
     }
 
-    pub fn bits_per_second(&self) -> f64 {
-        self.bits_per_second
-    }
-
-    pub fn path(&self) -> &std::path::Path {
-        &self.path
-    }
-
     /// How many of `batch`'s frames, in order, the line carries at TSC `now`.
     fn take(&self, now: u64, batch: &Batch) -> usize {
         let (last, tokens) = (self.word(AT_LAST), self.word(AT_TOKENS));
@@ -255,7 +252,7 @@ impl SharedLine {
             let have = t as i64;
             let (mut n, mut bits) = (0, 0i64);
             for p in batch.iter() {
-                let b = ((p.data().len() as u64 + WIRE_OVERHEAD) * 8) as i64;
+                let b = wire_bits(p.data().len()) as i64;
                 if bits + b > have {
                     break;
                 }

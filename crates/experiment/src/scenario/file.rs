@@ -87,8 +87,6 @@ pub(super) fn parse_file(text: &str, origin: &str) -> Result<ScenarioFile, Scena
 struct GroupInput {
     /// Prefix of the group's keys in errors: `groups[1].`, or nothing.
     key: String,
-    /// Where the group's keys come from (a file, or `--chain-file`, `--vnf-rate-cap`).
-    origin: String,
     name: Option<String>,
     count: usize,
     shape: Option<Shape>,
@@ -142,14 +140,7 @@ pub(super) fn resolve(
     // The scenario's settings sit between each chain file's and the command line's.
     let mut layered = settings.clone();
     for (section, keys) in [("traffic", &f.traffic), ("run", &f.run)] {
-        for (key, value) in keys {
-            if settings.gives(key) {
-                continue;
-            }
-            layered = layered
-                .with(key, &text_of(value))
-                .map_err(|reason| err(&format!("{section}.{key}"), reason))?;
-        }
+        layered = layer(layered, keys, settings).map_err(|(key, reason)| err(&format!("{section}.{key}"), reason))?;
     }
     // Scenarios join their VNFs by memif unless told (`veth` is the other chaining that
     // runs many chains), in interrupt mode unless told: VNFs share cores.
@@ -167,16 +158,14 @@ pub(super) fn resolve(
         (a, b) => a.or(b).unwrap_or(1),
     };
     let two_hosts = host_count == 2;
-    let line_rate = match (&flags.line_rate, &f.line_rate) {
-        (Some(text), _) => Some(line_rate(text).map_err(|r| flag_err("line_rate", r))?),
-        (None, Some(text)) => Some(line_rate(text).map_err(|r| err("line_rate", r))?),
-        (None, None) => None,
+    // A line rate by its flag, else by the file's key.
+    let rate_of = |key: &str, flag: &Option<String>, file: &Option<String>| match (flag, file) {
+        (Some(text), _) => line_rate(text).map(Some).map_err(|r| flag_err(key, r)),
+        (None, Some(text)) => line_rate(text).map(Some).map_err(|r| err(key, r)),
+        (None, None) => Ok(None),
     };
-    let nic_capacity = match (&flags.nic_capacity, &f.nic_capacity) {
-        (Some(text), _) => Some(self::line_rate(text).map_err(|r| flag_err("nic_capacity", r))?),
-        (None, Some(text)) => Some(self::line_rate(text).map_err(|r| err("nic_capacity", r))?),
-        (None, None) => None,
-    };
+    let line_rate = rate_of("line_rate", &flags.line_rate, &f.line_rate)?;
+    let nic_capacity = rate_of("nic_capacity", &flags.nic_capacity, &f.nic_capacity)?;
     if two_hosts && nic_capacity.is_some() {
         return Err(err(
             "nic_capacity",
@@ -350,7 +339,6 @@ fn group_inputs(
         };
         return Ok(vec![GroupInput {
             key: String::new(),
-            origin: origin.to_string(),
             name: None,
             count: flags.chains.or(f.chains).unwrap_or(1),
             shape: flags.shape.or(f.shape),
@@ -402,7 +390,6 @@ fn group_inputs(
         .enumerate()
         .map(|(k, g)| GroupInput {
             key: format!("groups[{k}]."),
-            origin: origin.to_string(),
             name: g.name,
             count: g.chains.unwrap_or(1),
             shape: g.shape,
@@ -421,36 +408,30 @@ fn group_inputs(
 fn resolve_group(g: GroupInput, cx: &Context) -> Result<Resolved, ScenarioError> {
     let key = |k: &str| format!("{}{k}", g.key);
     let err = |k: &str, reason: String| ScenarioError {
-        origin: g.origin.clone(),
+        origin: cx.origin.to_string(),
         key: key(k),
         reason,
     };
     if g.count == 0 {
         return Err(err("chains", "at least one chain".into()));
     }
-    if cx.two_hosts && g.bidirectional == Some(true) {
+    // Chains over kernel links carry one direction (a hop forwards both ways between
+    // memif rings only).
+    let one_way_only = match (cx.two_hosts, cx.veth) {
+        (true, _) => Some("across two hosts"),
+        (false, true) => Some("joined by veth"),
+        (false, false) => None,
+    };
+    if let (Some(which), Some(true)) = (one_way_only, g.bidirectional) {
         return Err(err(
             "bidirectional",
-            "chains across two hosts carry one direction so far: leave `bidirectional` out".into(),
+            format!("chains {which} carry one direction so far: leave `bidirectional` out"),
         ));
     }
-    if cx.veth && g.bidirectional == Some(true) {
-        return Err(err(
-            "bidirectional",
-            "chains joined by veth carry one direction so far: leave `bidirectional` out".into(),
-        ));
-    }
-    let bidirectional = !cx.one_way && g.bidirectional.unwrap_or(!cx.two_hosts && !cx.veth);
+    let bidirectional = !cx.one_way && g.bidirectional.unwrap_or(one_way_only.is_none());
     // The group's traffic over the scenario's; the command line still wins.
-    let mut layered = cx.layered.clone();
-    for (k, value) in &g.traffic {
-        if cx.settings.gives(k) {
-            continue;
-        }
-        layered = layered
-            .with(k, &text_of(value))
-            .map_err(|reason| err(&format!("traffic.{k}"), reason))?;
-    }
+    let mut layered = layer(cx.layered.clone(), &g.traffic, cx.settings)
+        .map_err(|(k, reason)| err(&format!("traffic.{k}"), reason))?;
     let own_rate = g.traffic.contains_key("rate") && !cx.settings.gives("rate");
     let cap_bps = match &g.vnf_rate_cap {
         Some((cap_origin, cap)) => Some(
@@ -647,6 +628,23 @@ struct Shared {
     chains: Vec<Experiment>,
     standby: Vec<Experiment>,
     offered: String,
+}
+
+/// `keys` (a file's section) laid over `base`, but for those `command_line` gives (it
+/// wins over every file); an error names the key.
+fn layer(
+    mut base: Settings,
+    keys: &BTreeMap<String, Value>,
+    command_line: &Settings,
+) -> Result<Settings, (String, String)> {
+    for (key, value) in keys {
+        if !command_line.gives(key) {
+            base = base
+                .with(key, &text_of(value))
+                .map_err(|reason| (key.clone(), reason))?;
+        }
+    }
+    Ok(base)
 }
 
 /// A YAML value as the settings' text (`2Mpps`, `64`, `true`).

@@ -360,14 +360,19 @@ impl Scenario {
 
     /// Chain c's group (chains numbered from 0, group after group).
     pub fn group_of(&self, c: usize) -> &ChainGroup {
-        let mut first = 0;
-        for g in &self.groups {
-            if c < first + g.chains {
-                return g;
-            }
-            first += g.chains;
-        }
-        panic!("chain {c} of {first}")
+        self.group_chains()
+            .find(|(_, chains)| chains.contains(&c))
+            .map(|(g, _)| g)
+            .unwrap_or_else(|| panic!("chain {c} of {}", self.chains.len()))
+    }
+
+    /// Each group with its chains' numbers (from 0, group after group).
+    pub fn group_chains(&self) -> impl Iterator<Item = (&ChainGroup, std::ops::Range<usize>)> {
+        self.groups.iter().scan(0, |first, g| {
+            let ours = *first..*first + g.chains;
+            *first = ours.end;
+            Some((g, ours))
+        })
     }
 
     /// Chain c's directions: 2 when both ways at once, else 1.

@@ -489,9 +489,7 @@ pub(super) struct Testbed {
     idle: Vec<(sfclab_io::InterfacePort, sfclab_io::InterfacePort)>,
     /// Every VNF process: (chain or standby instance, hop, pid), both from 0.
     pids: Vec<(usize, usize, u32)>,
-    /// Chains given traffic.
-    chains: usize,
-    /// Each chain's links among `links`: forward, and reverse when both ways.
+    /// Each chain's links among `links` (one entry per chain given traffic): forward, and reverse when both ways.
     chain_links: Vec<std::ops::Range<usize>>,
     setup_s: f64,
 }
@@ -663,7 +661,6 @@ impl Testbed {
             links,
             idle,
             pids,
-            chains: n,
             chain_links,
             setup_s,
         })
@@ -730,10 +727,10 @@ impl Testbed {
             links,
             idle,
             pids,
-            chains: n,
             chain_links,
             setup_s,
         } = self;
+        let n = chain_links.len();
         let stopping = Instant::now();
         // Hop by hop, every chain's at once: a hop stops (counting what is left unread
         // on its input ring) only once the hop before it has stopped adding to that ring.
@@ -799,15 +796,12 @@ impl Testbed {
         // Each group's chains and their links, when there are several groups.
         let mut groups = Vec::new();
         if scenario.single_group().is_none() {
-            let mut first = 0;
-            for g in scenario.groups() {
-                let ours = first..first + g.chains;
+            for (g, ours) in scenario.group_chains() {
                 let links = chain_links[ours.start].start..chain_links[ours.end - 1].end;
                 groups.push(GroupAggregate {
                     group: g.name.clone(),
-                    aggregate: aggregate(&chains[ours.clone()], &reports[links]),
+                    aggregate: aggregate(&chains[ours], &reports[links]),
                 });
-                first = ours.end;
             }
         }
         Ok(ScenarioRun {
