@@ -198,6 +198,8 @@ pub struct AfXdpPort {
     tx_window: u64,
     rx_oversize: u64,
     rx_bad_desc: u64,
+    /// Frames on the RX ring when the run ended, taken and dropped (`discard_unread`).
+    rx_unread_at_end: u64,
     rx_pool_empty: u64,
     tx_no_frame: u64,
     tx_ring_full: u64,
@@ -355,6 +357,7 @@ impl AfXdpPort {
             tx_window: 0,
             rx_oversize: 0,
             rx_bad_desc: 0,
+            rx_unread_at_end: 0,
             rx_pool_empty: 0,
             tx_no_frame: 0,
             tx_ring_full: 0,
@@ -612,7 +615,38 @@ impl RxPort for AfXdpPort {
     }
 
     fn drops(&self) -> Vec<(&'static str, u64)> {
-        vec![("oversize", self.rx_oversize), ("bad-descriptor", self.rx_bad_desc)]
+        vec![
+            ("oversize", self.rx_oversize),
+            ("bad-descriptor", self.rx_bad_desc),
+            ("unread-at-end", self.rx_unread_at_end),
+        ]
+    }
+
+    fn discard_unread(&mut self) {
+        // What the kernel placed on the RX ring and nothing will read now: taken, its
+        // frames given back to the fill ring, counted where it stopped.
+        loop {
+            let n = self.rx.available().min(MAX_BATCH as u32);
+            if n == 0 {
+                return;
+            }
+            let mut reader = self.rx.receive(n);
+            let mut read = 0;
+            while let Some(desc) = reader.read() {
+                self.refill[read] = desc.addr & !u64::from(FRAME_SIZE - 1);
+                read += 1;
+            }
+            reader.release();
+            drop(reader);
+            self.refill_pending.extend_from_slice(&self.refill[..read]);
+            self.give_back_pending();
+            self.rx_unread_at_end += read as u64;
+            self.rx_stats.packets += read as u64;
+            self.rx_stats.dropped += read as u64;
+            if read == 0 {
+                return;
+            }
+        }
     }
 
     fn exhausted(&self) -> bool {
