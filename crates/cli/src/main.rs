@@ -2,6 +2,7 @@
 //! and `render`; all the work is in the library crates.
 
 mod bench_plots;
+mod deploy;
 mod model;
 mod outcome;
 mod progress;
@@ -79,6 +80,12 @@ enum Cmd {
     /// compound or pipeline (stage cuts and core maps), replicas, cores shared by
     /// compound instances (oversubscription); or say which target cannot be met and why.
     Plan(model::PlanCli),
+    /// Deploy a chain elsewhere: Kubernetes manifests (`deploy k8s`).
+    #[command(subcommand)]
+    Deploy(deploy::DeployCmd),
+    /// Exit 0 when FILE exists: a hop container's readiness probe on its ready file
+    /// (`--ready-file`), as `sfclab deploy k8s` writes it (the image has no shell).
+    Ready { file: std::path::PathBuf },
     /// List the NF types and their settings.
     Nfs,
     /// List the built-in traffic profiles (`--profile`, or `profile:` in a chain file).
@@ -700,6 +707,8 @@ fn main() -> ExitCode {
                 Err(e) => outcome::fail(outcome::FAILURE, &format!("cannot render the manual: {e}")),
             }
         }
+        Cmd::Deploy(cmd) => deploy::run(&cmd),
+        Cmd::Ready { file } => deploy::ready(&file),
         Cmd::Nfs => outcome::emit_then(&render::nf_types(), 0),
         Cmd::Profiles => outcome::emit_then(&render::traffic_profiles(), 0),
         Cmd::Cleanup { all } => match sfclab_topology::cleanup(all) {
@@ -830,11 +839,12 @@ fn cmd_run(a: RunArgs) -> ExitCode {
             return outcome::fail(outcome::USAGE, &e.to_string());
         }
     };
-    if !spec.ports.runs_chain() && (a.file.is_some() || a.chain.is_some()) {
+    // With no file the embedded default's chain is there, not asked for.
+    if !spec.ports.runs_chain() && ((a.file.is_some() && !spec.nfs.is_empty()) || a.chain.is_some()) {
         return outcome::fail(
             outcome::USAGE,
             &format!(
-                "--ports {}: the device under test is not an sfclab chain, so none runs: give no chain file or --chain",
+                "--ports {}: the device under test is not an sfclab chain, so none runs: give no chain (a file of `traffic:` and `run:` only) or --chain",
                 spec.ports
             ),
         );

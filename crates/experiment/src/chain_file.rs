@@ -229,7 +229,8 @@ struct ChainFile {
     /// `profiles:`: the file's own named traffic, each a map of traffic keys.
     profiles: Map<String, Value>,
     run: Map<String, Value>,
-    chain: Vec<Value>,
+    /// `chain:`; none in a tester's file (`--ports tester:`: traffic, no chain).
+    chain: Option<Vec<Value>>,
     /// `wiring:` entries, `nf.output -> nf` or `-> egress`.
     wiring: Vec<Value>,
 }
@@ -280,12 +281,14 @@ impl Ctx<'_> {
         }
     }
 
-    /// The directory of the chain file, when the chain came from one (not `--chain`
-    /// or the embedded default).
-    fn directory(&self) -> Option<&std::path::Path> {
+    /// The directory of the chain file, absolute (a hop process reads its chain file
+    /// from elsewhere), when the chain came from one (not `--chain` or the embedded
+    /// default).
+    fn directory(&self) -> Option<std::path::PathBuf> {
         self.tree?;
         let path = std::path::Path::new(self.file);
-        path.exists().then(|| path.parent())?
+        let path = std::path::absolute(path).ok().filter(|p| p.exists())?;
+        path.parent().map(std::path::Path::to_path_buf)
     }
 
     /// An error in the whole file (not valid YAML, not a mapping).
@@ -395,8 +398,8 @@ fn read_sections(tree: &Located, ctx: &Ctx) -> Result<ChainFile, ChainFileError>
         }
     };
     let chain = match tree.get("chain").map(Located::to_value) {
-        None => return Err(ctx.whole("missing `chain:`: list the NFs to run (e.g. `chain: [noop]`)")),
-        Some(Value::Array(items)) => items,
+        None => None,
+        Some(Value::Array(items)) => Some(items),
         Some(_) => {
             return Err(ctx.at(&[Step::key("chain")], "chain", "", "expected a list of NFs"));
         }
@@ -443,7 +446,7 @@ pub fn from_shorthand(spec: &str, flags: &Settings) -> Result<Experiment, ChainF
         traffic: Map::new(),
         profiles: Map::new(),
         run: Map::new(),
-        chain,
+        chain: Some(chain),
         wiring: Vec::new(),
     };
     resolve(file, &ctx, flags)
@@ -515,15 +518,28 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         other => ctx.at(&[Step::key("run")], "run", "", other.to_string()),
     })?;
 
-    if file.chain.is_empty() {
-        return Err(ctx.at(
-            &[Step::key("chain")],
-            "chain",
-            "",
-            "the chain has no NF: list at least one (e.g. `- noop`)",
-        ));
-    }
-    let ResolvedChain { nfs, places, hops } = resolve_chain(&file.chain, ctx)?;
+    let ResolvedChain { nfs, places, hops } = match &file.chain {
+        // A tester's file: the traffic it sends through a device that is not sfclab's.
+        None if r.ports.as_ref().is_some_and(|p| !p.runs_chain()) => ResolvedChain {
+            nfs: Vec::new(),
+            places: Vec::new(),
+            hops: Vec::new(),
+        },
+        None => {
+            return Err(ctx.whole(
+                "missing `chain:`: list the NFs to run (e.g. `chain: [noop]`); only a tester's file (`--ports tester:OUT,IN`) has none",
+            ));
+        }
+        Some(chain) if chain.is_empty() => {
+            return Err(ctx.at(
+                &[Step::key("chain")],
+                "chain",
+                "",
+                "the chain has no NF: list at least one (e.g. `- noop`)",
+            ));
+        }
+        Some(chain) => resolve_chain(chain, ctx)?,
+    };
     let ctx = &Ctx {
         places: Some(&places),
         ..*ctx
@@ -1152,7 +1168,7 @@ fn resolve_chain(chain: &[Value], ctx: &Ctx) -> Result<ResolvedChain, ChainFileE
         };
         hops.push(entries.len());
         for (place, raw) in entries {
-            out.push(resolve_nf(place, raw, dir, ctx)?);
+            out.push(resolve_nf(place, raw, dir.as_deref(), ctx)?);
             places.push(place);
         }
     }
@@ -1748,6 +1764,18 @@ runn: {}
 
         let e = parse_err("traffic: {}\n");
         assert!(e.reason.contains("missing `chain:`"), "{e}");
+    }
+
+    /// A tester's file is traffic and run settings: no chain runs in it.
+    #[test]
+    fn a_testers_file_has_no_chain() {
+        let tester = "traffic: { size: 128, rate: 1Mpps }\nrun: { duration: 2s }\n";
+        let flags = Settings::default().with("ports", "tester:a,b").unwrap();
+        let spec = parse(tester, "tester.yaml", &flags).unwrap();
+        assert!(spec.nfs.is_empty());
+        assert_eq!(spec.settings.duration, Some(Duration::from_secs(2)));
+        let e = parse(tester, "tester.yaml", &Settings::default()).unwrap_err();
+        assert!(e.reason.contains("only a tester's file"), "{e}");
     }
 
     #[test]

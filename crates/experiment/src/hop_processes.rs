@@ -17,7 +17,7 @@ use sfclab_nf::NfSpec;
 /// The hops of `spec` as processes: a device under test for the wired runner.
 pub fn device(spec: &Experiment) -> Result<DeviceUnderTest, String> {
     let hops = spec.hops.len();
-    let plan = Plan::of(spec)?;
+    let plan = HopPlan::of(spec)?;
     Ok(DeviceUnderTest::External {
         label: format!(
             "sfclab chain of {hops} hops, each an sfclab process in its own namespace joined by veth ({})",
@@ -40,10 +40,11 @@ pub fn device(spec: &Experiment) -> Result<DeviceUnderTest, String> {
     })
 }
 
-/// What every hop process of a run is started with: the program, the flags they share,
-/// each hop's chain file and core.
-pub(crate) struct Plan {
-    exe: PathBuf,
+/// What every hop process of a chain is started with: the flags they share, each hop's
+/// chain file and core. The local runs spawn it ([`HopPlan::spawn`]); `sfclab deploy k8s`
+/// writes the same chain files and arguments ([`HopPlan::arguments`]) into its Pods, so
+/// what runs on a cluster is what is tested here.
+pub struct HopPlan {
     args: Vec<String>,
     chains: Vec<(String, serde_json::Value)>,
     cores: Vec<Option<usize>>,
@@ -51,9 +52,8 @@ pub(crate) struct Plan {
     shared_cores: Option<String>,
 }
 
-impl Plan {
-    pub(crate) fn of(spec: &Experiment) -> Result<Plan, String> {
-        let exe = hop_program()?;
+impl HopPlan {
+    pub fn of(spec: &Experiment) -> Result<HopPlan, String> {
         let mut args: Vec<String> = vec!["--io".into(), spec.io_kind.to_string()];
         if let Some(m) = spec.xdp_mode {
             args.extend(["--xdp-mode".into(), m.to_string()]);
@@ -89,8 +89,7 @@ impl Plan {
                 Ok((name.clone(), serde_json::json!({ "name": name, "chain": chain })))
             })
             .collect::<Result<_, String>>()?;
-        Ok(Plan {
-            exe,
+        Ok(HopPlan {
             args,
             chains,
             cores: spec.hop_cores.clone(),
@@ -99,13 +98,13 @@ impl Plan {
     }
 
     /// Every hop forwards both ways at once between its two ports (`--both-ways`).
-    pub(crate) fn both_ways(mut self) -> Plan {
+    pub fn both_ways(mut self) -> HopPlan {
         self.args.push("--both-ways".into());
         self
     }
 
     /// Every hop's kernel interfaces opened as `kind` (a tunnel's end, for one).
-    pub(crate) fn with_io(mut self, kind: sfclab_io::IoKind) -> Plan {
+    pub fn with_io(mut self, kind: sfclab_io::IoKind) -> HopPlan {
         if let Some(k) = self.args.iter().position(|a| a == "--io") {
             self.args[k + 1] = kind.to_string();
         }
@@ -114,7 +113,7 @@ impl Plan {
 
     /// Every hop's AF_XDP sockets wait as `wait` says (sleeping when idle, to share a
     /// core with other hops).
-    pub(crate) fn with_xdp_wait(mut self, wait: sfclab_io::Wait) -> Plan {
+    pub fn with_xdp_wait(mut self, wait: sfclab_io::Wait) -> HopPlan {
         if let Some(k) = self.args.iter().position(|a| a == "--xdp-wait") {
             self.args.drain(k..k + 2);
         }
@@ -124,20 +123,45 @@ impl Plan {
     }
 
     /// Every hop's sending port behind the capacity in `file`, shared by every hop.
-    pub(crate) fn with_shared_capacity(mut self, file: &std::path::Path) -> Plan {
+    pub fn with_shared_capacity(mut self, file: &std::path::Path) -> HopPlan {
         self.args
             .extend(["--shared-capacity".into(), file.display().to_string()]);
         self
     }
 
     /// Every hop on `cores`, scheduled by the OS among them (not pinned one per core).
-    pub(crate) fn on_cores(self, cores: &[usize]) -> Plan {
+    pub fn on_cores(self, cores: &[usize]) -> HopPlan {
         let list = cores.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
-        Plan {
+        HopPlan {
             cores: Vec::new(),
             shared_cores: Some(list),
             ..self
         }
+    }
+
+    /// How many hops.
+    pub fn hops(&self) -> usize {
+        self.chains.len()
+    }
+
+    /// Hop `i`'s name (its NFs' names joined by `+`) and chain file (JSON).
+    pub fn chain_file(&self, i: usize) -> (&str, &serde_json::Value) {
+        let (name, chain) = &self.chains[i];
+        (name, chain)
+    }
+
+    /// The arguments a hop runs with after the program: its chain file, its ports
+    /// (`--ports`), until stopped (SIGINT or SIGTERM: it prints its JSON report then),
+    /// saying it forwards by creating `ready`, and the flags every hop shares. The core
+    /// is not among them: where it runs is the caller's (`--core`, a cgroup's cpuset).
+    pub fn arguments(&self, chain_file: &str, ports: &str, ready: &str) -> Vec<String> {
+        let mut args: Vec<String> = ["run", chain_file, "--ports", ports]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        args.extend(["--duration", "1d", "--warmup", "0s", "--json", "--ready-file", ready].map(String::from));
+        args.extend(self.args.iter().cloned());
+        args
     }
 
     /// Starts hop i in namespace `ends[i].0` on the ports `ends[i].1` (`--ports`), each
@@ -169,13 +193,8 @@ impl Plan {
             // taskset execs the hop: its process id stays the hop's.
             cmd.args(["taskset", "--cpu-list", list]);
         }
-        cmd.arg(&self.exe)
-            .args(["run", &file.display().to_string()])
-            .arg("--ports")
-            .arg(ports)
-            .args(["--duration", "1d", "--warmup", "0s", "--json", "--ready-file"])
-            .arg(&ready)
-            .args(&self.args);
+        cmd.arg(hop_program()?)
+            .args(self.arguments(&file.display().to_string(), ports, &ready.display().to_string()));
         if let Some(core) = self.cores.get(i).copied().flatten() {
             cmd.args(["--core", &core.to_string()]);
         }

@@ -28,4 +28,5 @@ pub mod turns;
 
 pub use chain_file::{ChainFileError, ChainSource, Experiment, FileIo, Replay};
 pub use document::{Machine, NfOwned};
+pub use hop_processes::HopPlan;
 pub use settings::Settings;

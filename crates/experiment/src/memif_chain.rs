@@ -26,7 +26,7 @@ use sfclab_topology::{HostLink, Namespace, Topology};
 use sfclab_traffic::{Generator, Sink};
 
 use crate::chain_file::Experiment;
-use crate::hop_processes::{HopProcesses, Plan};
+use crate::hop_processes::{HopPlan, HopProcesses};
 
 /// How long the tester waits for the chain to connect.
 const CONNECT_LIMIT: Duration = Duration::from_secs(30);
@@ -41,7 +41,7 @@ fn setting(key: &'static str, reason: impl std::fmt::Display) -> RunError {
 /// Builds the namespaces, starts the hops, runs the tester across them and takes
 /// everything down again (also on error: the topology's drop kills what runs inside).
 pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, RunError> {
-    let plan = Plan::of(spec).map_err(|e| setting("chaining", e))?;
+    let plan = HopPlan::of(spec).map_err(|e| setting("chaining", e))?;
     let mut topo = Topology::new().map_err(|e| setting("chaining", e))?;
     let tester_ns = topo.namespace("tester").map_err(|e| setting("chaining", e))?;
     let tester_dir = tester_ns.state_dir().map_err(|e| setting("chaining", e))?;
@@ -127,7 +127,7 @@ pub(crate) fn wire_loss<L: sfclab_core::RxPort>(links: &[L], hops: &ExternalOutc
 pub(crate) enum KernelLinks<'a> {
     /// None: every place on one host, joined by shared memory.
     None,
-    /// The chain spans two hosts: the host (0 or 1) of each place (the tester's sender,
+    /// The chain spans hosts: the host (from 0) of each place (the tester's sender,
     /// hops 1..n, the tester's receiver) and the cable between them; a link between
     /// places on different hosts is a tunnel over it.
     Hosts { link: &'a mut HostLink, places: Vec<usize> },
@@ -192,7 +192,7 @@ impl MemifChain {
     /// at once. `kernel_links` says which links are kernel interfaces instead of memif.
     pub(crate) fn start(
         spec: &Experiment,
-        plan: &Plan,
+        plan: &HopPlan,
         topo: &mut Topology,
         (tester_ns, tester_dir): (&Namespace, &std::path::Path),
         label: &str,
@@ -252,10 +252,7 @@ impl MemifChain {
             }
         }
         let crossing = |k: usize| links.iter().find(|(link, _, _)| *link == k);
-        let wait = match spec.memif_wait.unwrap_or(Wait::Poll) {
-            Wait::Interrupt { spin } => format!(",wait=interrupt,spin={}", spin.as_micros()),
-            Wait::Poll => String::new(),
-        };
+        let wait = spec.memif_wait.unwrap_or(Wait::Poll).endpoint_keys();
         // Hop i's end of link k: the tunnel's interface, or the memif socket.
         let endpoint = |k: usize, role: &str| match crossing(k) {
             Some((_, o, i)) => if role == "server" { i } else { o }.name().to_string(),

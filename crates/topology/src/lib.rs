@@ -28,7 +28,7 @@ mod testbed;
 
 pub use command::TopologyError;
 pub use counters::LinkCounters;
-pub use host_link::{HostLink, LinkEndCounters, LinkShape, VXLAN_OVERHEAD};
+pub use host_link::{HostLink, LinkEndCounters, LinkShape, MAX_HOSTS, VXLAN_OVERHEAD};
 pub use namespace::{Interface, Namespace};
 pub use sriov::SriovNic;
 pub use testbed::{Hop, TESTER_IN_MAC, Testbed, vf_in_mac, vf_out_mac};

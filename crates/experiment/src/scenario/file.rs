@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use sfclab_traffic::Rate;
 
-use super::{ChainGroup, Scenario, ScenarioError, ScenarioFlags, Shape, TwoHosts, presets};
+use super::{ChainGroup, Hosts, Scenario, ScenarioError, ScenarioFlags, Shape, presets};
 use crate::chain_file::Experiment;
 use crate::settings::{Chaining, Settings};
 
@@ -106,7 +106,8 @@ struct Context<'a> {
     settings: &'a Settings,
     /// The scenario's settings (its `traffic` and `run` over the command line's).
     layered: &'a Settings,
-    two_hosts: bool,
+    /// The chains span several hosts.
+    multi_host: bool,
     veth: bool,
     one_way: bool,
 }
@@ -152,12 +153,13 @@ pub(super) fn resolve(
         layered = layered.with("memif_wait", "interrupt").expect("a wait mode");
     }
     let host_file = f.hosts.take().unwrap_or_default();
+    let max = sfclab_topology::MAX_HOSTS;
     let host_count = match (flags.hosts, host_file.count) {
-        (Some(c), _) if c == 0 || c > 2 => return Err(flag_err("hosts", format!("{c} hosts: 1 or 2"))),
-        (None, Some(c)) if c == 0 || c > 2 => return Err(err("hosts.count", format!("{c} hosts: 1 or 2"))),
+        (Some(c), _) if c == 0 || c > max => return Err(flag_err("hosts", format!("{c} hosts: 1 to {max}"))),
+        (None, Some(c)) if c == 0 || c > max => return Err(err("hosts.count", format!("{c} hosts: 1 to {max}"))),
         (a, b) => a.or(b).unwrap_or(1),
     };
-    let two_hosts = host_count == 2;
+    let multi_host = host_count > 1;
     // A line rate by its flag, else by the file's key.
     let rate_of = |key: &str, flag: &Option<String>, file: &Option<String>| match (flag, file) {
         (Some(text), _) => line_rate(text).map(Some).map_err(|r| flag_err(key, r)),
@@ -166,10 +168,10 @@ pub(super) fn resolve(
     };
     let line_rate = rate_of("line_rate", &flags.line_rate, &f.line_rate)?;
     let nic_capacity = rate_of("nic_capacity", &flags.nic_capacity, &f.nic_capacity)?;
-    if two_hosts && nic_capacity.is_some() {
+    if multi_host && nic_capacity.is_some() {
         return Err(err(
             "nic_capacity",
-            "is one NIC's, and two hosts have one each: emulated on one host so far".into(),
+            "is one NIC's, and each host has one: emulated on one host so far".into(),
         ));
     }
 
@@ -178,7 +180,7 @@ pub(super) fn resolve(
         origin,
         settings,
         layered: &layered,
-        two_hosts,
+        multi_host,
         veth,
         one_way: flags.one_way,
     };
@@ -207,25 +209,25 @@ pub(super) fn resolve(
             ));
         }
     }
-    if veth && two_hosts {
+    if veth && multi_host {
         return Err(err(
             "run.chaining",
-            "two hosts join places on one host by memif and cross by tunnels: leave `chaining` out".into(),
+            "hosts join places on one host by memif and cross by tunnels: leave `chaining` out".into(),
         ));
     }
 
-    let hosts = if two_hosts {
+    let hosts = if multi_host {
         let vnfs = first.template.hops.len();
         if let Some((k, r)) = resolved.iter().enumerate().find(|(_, r)| r.template.hops.len() != vnfs) {
             return Err(err(
                 &format!("groups[{k}]"),
                 format!(
-                    "its chains have {} VNF(s), group 0's {vnfs}: two hosts place every chain's VNFs by one `hosts.vnfs`",
+                    "its chains have {} VNF(s), group 0's {vnfs}: the hosts place every chain's VNFs by one `hosts.vnfs`",
                     r.template.hops.len()
                 ),
             ));
         }
-        Some(two_hosts_of(&host_file, flags, vnfs, origin)?)
+        Some(hosts_of(host_count, &host_file, flags, vnfs, origin)?)
     } else {
         let given = [
             (flags.vnf_hosts.is_some() || host_file.vnfs.is_some(), "vnf_hosts"),
@@ -239,7 +241,7 @@ pub(super) fn resolve(
         if let Some((_, key)) = given.iter().find(|g| g.0) {
             return Err(err(
                 key,
-                "applies to two hosts: add `hosts: { count: 2 }` (`--hosts 2`)".into(),
+                "applies to several hosts: add `hosts: { count: 2 }` (`--hosts 2`)".into(),
             ));
         }
         None
@@ -417,8 +419,8 @@ fn resolve_group(g: GroupInput, cx: &Context) -> Result<Resolved, ScenarioError>
     }
     // Chains over kernel links carry one direction (a hop forwards both ways between
     // memif rings only).
-    let one_way_only = match (cx.two_hosts, cx.veth) {
-        (true, _) => Some("across two hosts"),
+    let one_way_only = match (cx.multi_host, cx.veth) {
+        (true, _) => Some("across hosts"),
         (false, true) => Some("joined by veth"),
         (false, false) => None,
     };
@@ -655,8 +657,14 @@ fn text_of(value: &Value) -> String {
     }
 }
 
-/// The two hosts' layout from the file's `hosts:` and the flags (each flag wins).
-fn two_hosts_of(file: &HostsFile, flags: &ScenarioFlags, vnfs: usize, origin: &str) -> Result<TwoHosts, ScenarioError> {
+/// The `count` hosts' layout from the file's `hosts:` and the flags (each flag wins).
+fn hosts_of(
+    count: usize,
+    file: &HostsFile,
+    flags: &ScenarioFlags,
+    vnfs: usize,
+    origin: &str,
+) -> Result<Hosts, ScenarioError> {
     let at = |flag: bool, key: &str, reason: String| ScenarioError {
         origin: if flag {
             format!("--{}", key.replace('_', "-"))
@@ -666,7 +674,8 @@ fn two_hosts_of(file: &HostsFile, flags: &ScenarioFlags, vnfs: usize, origin: &s
         key: if flag { key.to_string() } else { format!("hosts.{key}") },
         reason,
     };
-    let on_a_host = |h: usize| h == 1 || h == 2;
+    let on_a_host = |h: usize| (1..=count).contains(&h);
+    let range = format!("hosts are 1 to {count}");
     let from_flag = flags.vnf_hosts.is_some();
     let placed = match flags.vnf_hosts.clone().or_else(|| file.vnfs.clone()) {
         Some(list) => {
@@ -679,15 +688,17 @@ fn two_hosts_of(file: &HostsFile, flags: &ScenarioFlags, vnfs: usize, origin: &s
                 ));
             }
             if let Some(h) = list.iter().find(|h| !on_a_host(**h)) {
-                return Err(at(from_flag, key, format!("host {h}: hosts are 1 and 2")));
+                return Err(at(from_flag, key, format!("host {h}: {range}")));
             }
             list
         }
-        None => (0..vnfs).map(|i| if i < vnfs / 2 { 1 } else { 2 }).collect(),
+        // Seed 003's halves on two hosts; on more, in order over hosts 2 to the last.
+        None if count == 2 => (0..vnfs).map(|i| if i < vnfs / 2 { 1 } else { 2 }).collect(),
+        None => (0..vnfs).map(|i| 2 + i * (count - 1) / vnfs.max(1)).collect(),
     };
     let sink = match (flags.sink_host, file.sink) {
-        (Some(h), _) if !on_a_host(h) => return Err(at(true, "sink_host", format!("host {h}: hosts are 1 and 2"))),
-        (None, Some(h)) if !on_a_host(h) => return Err(at(false, "sink", format!("host {h}: hosts are 1 and 2"))),
+        (Some(h), _) if !on_a_host(h) => return Err(at(true, "sink_host", format!("host {h}: {range}"))),
+        (None, Some(h)) if !on_a_host(h) => return Err(at(false, "sink", format!("host {h}: {range}"))),
         (a, b) => a.or(b).unwrap_or(*placed.last().expect("a VNF")),
     };
     let (link_flag, link_text) = match (&flags.host_link, &file.link) {
@@ -696,7 +707,8 @@ fn two_hosts_of(file: &HostsFile, flags: &ScenarioFlags, vnfs: usize, origin: &s
         (None, None) => (false, "1Gbit/s".to_string()),
     };
     let rate_bps = line_rate(&link_text).map_err(|r| at(link_flag, if link_flag { "host_link" } else { "link" }, r))?;
-    let hosts = TwoHosts {
+    let hosts = Hosts {
+        count,
         vnfs: placed,
         sink,
         link: sfclab_topology::LinkShape {
@@ -704,11 +716,23 @@ fn two_hosts_of(file: &HostsFile, flags: &ScenarioFlags, vnfs: usize, origin: &s
             charge_tunnel: flags.charge_tunnel || file.charge_tunnel.unwrap_or(false),
         },
     };
+    let places = hosts.places();
+    let key = if from_flag { "vnf_hosts" } else { "vnfs" };
     if hosts.crossings() == 0 {
         return Err(at(
             from_flag,
-            if from_flag { "vnf_hosts" } else { "vnfs" },
+            key,
             "every place is on host 1: nothing crosses the cable (put a VNF or the sink on host 2)".into(),
+        ));
+    }
+    if let Some(idle) = (0..count).find(|h| !places.contains(h)) {
+        return Err(at(
+            from_flag,
+            key,
+            format!(
+                "host {} holds no place of a chain: place a VNF or the sink there, or give fewer hosts",
+                idle + 1
+            ),
         ));
     }
     Ok(hosts)
@@ -844,7 +868,7 @@ mod tests {
             (
                 "hosts: { count: 2 }\ngroups: [{ name: a }, { name: b, shape: pvvp }]\n",
                 "groups[1]",
-                "two hosts place every chain's VNFs",
+                "the hosts place every chain's VNFs",
             ),
             (
                 "run: { chaining: veth }\ngroups: [{ bidirectional: true }]\n",

@@ -27,10 +27,12 @@
 //! repeat: 3
 //! ```
 //!
-//! Two hosts on one machine (seed 003's dual host): each host a namespace, joined by a
-//! cable shaped to a line rate; each VNF sits on a host, the tester sends from host 1
-//! and receives on `sink`'s; every link between places on different hosts is a VXLAN
-//! tunnel of its own over the cable (memif, shared memory, joins places on one host).
+//! Hosts on one machine (seed 003's dual host, and more): each host a namespace whose
+//! NIC is cabled to the other host (two) or to its port of a top-of-rack bridge (three
+//! or more), each cable shaped to a line rate; each VNF sits on a host, the tester sends
+//! from host 1 and receives on `sink`'s; every link between places on different hosts
+//! is a VXLAN tunnel of its own over the underlay (memif, shared memory, joins places
+//! on one host).
 //!
 //! ```yaml
 //! hosts: { count: 2, vnfs: [1, 2], sink: 2, link: 1Gbit/s }
@@ -133,23 +135,25 @@ pub struct ScenarioFlags {
     /// rate of IP bytes, both directions together (seed 001's CSR 1000v licence).
     #[arg(long, help_heading = "Scenario")]
     pub vnf_rate_cap: Option<String>,
-    /// Hosts on this machine (1 or 2): with 2, each a namespace joined to the other by
-    /// a cable shaped to `--host-link`, chains crossing it by tunnels (seed 003).
-    #[arg(long, help_heading = "Two hosts")]
+    /// Hosts on this machine (1 to 250): each a namespace, two joined by one cable, more
+    /// each cabled to a top-of-rack bridge, every cable shaped to `--host-link`; chains
+    /// cross between hosts by tunnels (seed 003).
+    #[arg(long, help_heading = "Hosts")]
     pub hosts: Option<usize>,
-    /// The host of each VNF of a chain, in order (`2`, `1,2`). Default: the first half
-    /// of the VNFs on host 1, the rest (a single VNF) on host 2.
-    #[arg(long, value_delimiter = ',', help_heading = "Two hosts")]
+    /// The host of each VNF of a chain, in order (`2`, `1,2`, `2,3`). Default with two
+    /// hosts: the first half of the VNFs on host 1, the rest (a single VNF) on host 2;
+    /// with more, the VNFs spread in order over hosts 2 to the last.
+    #[arg(long, value_delimiter = ',', help_heading = "Hosts")]
     pub vnf_hosts: Option<Vec<usize>>,
     /// The host the tester receives on (it sends from host 1). Default: the last VNF's.
-    #[arg(long, help_heading = "Two hosts")]
+    #[arg(long, help_heading = "Hosts")]
     pub sink_host: Option<usize>,
-    /// The cable's line rate, each direction, at layer 1 (default `1Gbit/s`).
-    #[arg(long, help_heading = "Two hosts")]
+    /// Each cable's line rate, each direction, at layer 1 (default `1Gbit/s`).
+    #[arg(long, help_heading = "Hosts")]
     pub host_link: Option<String>,
     /// Charge the tunnel's 50 bytes per frame against the cable's rate (a real overlay),
     /// instead of carrying the line rate of the chains' own frames (a direct cable).
-    #[arg(long, help_heading = "Two hosts")]
+    #[arg(long, help_heading = "Hosts")]
     pub charge_tunnel: bool,
     /// Search each repetition for the highest aggregate rate (split evenly across the
     /// chains and directions, as NFVbench does) that meets each loss goal, then measure
@@ -184,10 +188,11 @@ pub struct ScenarioFlags {
     pub max_rate: Option<String>,
 }
 
-/// Two emulated hosts: where each VNF and the tester's receiver sit (hosts from 1),
-/// and the cable between them.
+/// Emulated hosts: how many, where each VNF and the tester's receiver sit (hosts from
+/// 1), and their cables.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TwoHosts {
+pub struct Hosts {
+    pub count: usize,
     /// Each VNF's host, in chain order.
     pub vnfs: Vec<usize>,
     /// The tester's receiving host (it sends from host 1).
@@ -195,7 +200,7 @@ pub struct TwoHosts {
     pub link: sfclab_topology::LinkShape,
 }
 
-impl TwoHosts {
+impl Hosts {
     /// Each place's host from 0: the tester's sender, each VNF, the tester's receiver.
     pub fn places(&self) -> Vec<usize> {
         std::iter::once(0)
@@ -204,7 +209,7 @@ impl TwoHosts {
             .collect()
     }
 
-    /// Links of a chain that cross the cable.
+    /// Links of a chain that cross between hosts.
     pub fn crossings(&self) -> usize {
         self.places().windows(2).filter(|w| w[0] != w[1]).count()
     }
@@ -271,8 +276,8 @@ pub struct Scenario {
     pub search: Option<sfclab_measure::SearchConfig>,
     /// The search is per chain (`--search-per-chain`), not of the aggregate.
     pub search_per_chain: bool,
-    /// Two emulated hosts, when the chains span them.
-    pub hosts: Option<TwoHosts>,
+    /// Emulated hosts, when the chains span several.
+    pub hosts: Option<Hosts>,
     /// Every link of every chain a veth pair (`chaining: veth`), not memif.
     pub veth: bool,
     /// Cores the VNF processes share.

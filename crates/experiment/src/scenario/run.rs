@@ -17,7 +17,7 @@ use sfclab_traffic::{Generator, Rate, Sink};
 use super::Scenario;
 use super::sched::SchedCounters;
 use crate::document::Machine;
-use crate::hop_processes::Plan;
+use crate::hop_processes::HopPlan;
 use crate::memif_chain::{KernelLinks, MemifChain, TESTER_QUIET, wire_loss};
 
 /// The scenario's result document (`sfclab scenario --json`, schema `sfclab.scenario/3`).
@@ -67,7 +67,7 @@ pub struct ScenarioDocument {
     /// given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vnf_rate_cap: Option<String>,
-    /// Two emulated hosts, when the chains span them.
+    /// The emulated hosts, when the chains span several.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hosts: Option<HostsReport>,
     /// How places are joined: `memif`, `veth` (AF_XDP on veth pairs, sleeping when
@@ -89,23 +89,28 @@ pub struct ScenarioDocument {
     pub summary: ScenarioSummary,
 }
 
-/// Where the places of each chain sit on two emulated hosts, and their cable.
+/// Where the places of each chain sit on the emulated hosts, and their cables.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct HostsReport {
+    /// How many hosts.
+    pub count: usize,
+    /// How they are joined: one cable (two hosts) or each cabled to a top-of-rack bridge.
+    pub underlay: String,
     /// Each VNF's host (from 1), in chain order; the tester sends from host 1.
     pub vnf_hosts: Vec<usize>,
     /// The host the tester receives on.
     pub sink_host: usize,
-    /// The cable's line rate, each direction, Gbit/s at layer 1.
+    /// Each cable's line rate, each direction, Gbit/s at layer 1.
     pub link_gbps: f64,
     /// Whether the tunnels' 50 bytes per frame count against it (a real overlay) or
     /// not (the line rate of the chains' own frames, as a direct cable).
     pub charge_tunnel: bool,
-    /// Links of each chain that cross the cable, each a VXLAN tunnel of its own.
+    /// Links of each chain that cross between hosts, each a VXLAN tunnel of its own.
     pub crossings_per_chain: usize,
 }
 
-/// The cable between two hosts over one run, each direction (host 1 to 2, then 2 to 1).
+/// The hosts' cables over one run, each direction: with two hosts host 1 to 2, then 2
+/// to 1; with a top-of-rack switch each host to it, then it to each host (unshaped).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct CableReport {
     pub directions: Vec<CableDirection>,
@@ -124,7 +129,7 @@ pub struct CableReport {
 /// One direction of the cable: what its token bucket passed and dropped.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct CableDirection {
-    /// `host 1 -> host 2` or `host 2 -> host 1`.
+    /// `host 1 -> host 2`, `host 3 -> top of rack`, `top of rack -> host 3`.
     pub direction: String,
     pub sent: u64,
     /// The shaper's queue was full.
@@ -182,7 +187,7 @@ pub struct ScenarioRun {
     /// all at once, each at its own first goal's rate.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chain_searches: Vec<super::ScenarioSearch>,
-    /// With two hosts: the cable over the whole run.
+    /// With several hosts: the cables over the whole run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cable: Option<CableReport>,
 }
@@ -249,7 +254,7 @@ pub struct ChainResult {
     /// what the tester did not get back.
     pub conserved: bool,
     pub hops: Vec<HopFlow>,
-    /// Each link of the chain over kernel interfaces: with two hosts the tunnels that
+    /// Each link of the chain over kernel interfaces: with several hosts the tunnels that
     /// cross the cable, with `chaining: veth` every link.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kernel_links: Vec<LinkFlow>,
@@ -421,6 +426,12 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
         nic_capacity_gbps: scenario.nic_capacity.map(|b| b / 1e9),
         vnf_rate_cap: one.and_then(|g| g.vnf_rate_cap.clone()),
         hosts: scenario.hosts.as_ref().map(|h| HostsReport {
+            count: h.count,
+            underlay: if h.count == 2 {
+                "one cable between the hosts".into()
+            } else {
+                "each host cabled to a top-of-rack bridge".into()
+            },
             vnf_hosts: h.vnfs.clone(),
             sink_host: h.sink,
             link_gbps: h.link.rate_bps / 1e9,
@@ -479,7 +490,7 @@ fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunEr
 /// one measurement or a search's many trials.
 pub(super) struct Testbed {
     topo: Topology,
-    /// The cable between two hosts, when the chains span them.
+    /// The hosts' underlay, when the chains span several.
     cable: Option<HostLink>,
     /// The machine's input-queue drops when the chains were up (`softnet_stat`).
     softnet_before: u64,
@@ -531,9 +542,12 @@ impl Testbed {
         let dir = tester_ns.state_dir().map_err(|e| setting("chaining", e))?;
         let mut cable = match &scenario.hosts {
             Some(h) => {
-                let a = topo.namespace("host1").map_err(|e| setting("hosts", e))?;
-                let b = topo.namespace("host2").map_err(|e| setting("hosts", e))?;
-                let link = topo.host_link(&a, &b, h.link).map_err(|e| setting("hosts", e))?;
+                let hosts: Vec<_> = (1..=h.count)
+                    .map(|i| topo.namespace(&format!("host{i}")))
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| setting("hosts", e))?;
+                let hosts: Vec<&_> = hosts.iter().collect();
+                let link = topo.host_link(&hosts, h.link).map_err(|e| setting("hosts", e))?;
                 // Each host's NIC interrupts on the VNFs' cores, not the tester's.
                 link.receive_on(&scenario.vnf_cores).map_err(|e| setting("hosts", e))?;
                 Some(link)
@@ -561,7 +575,7 @@ impl Testbed {
         let instances = scenario.chains().iter().chain(scenario.standby());
         let mut started = Vec::with_capacity(both_ways.len());
         for (c, exp) in instances.enumerate() {
-            let mut plan = Plan::of(exp)
+            let mut plan = HopPlan::of(exp)
                 .map_err(|e| setting("chaining", e))?
                 .on_cores(&scenario.vnf_cores);
             if both_ways[c] {
@@ -1024,13 +1038,13 @@ fn link_flows(chain: &MemifChain, kind: &str) -> Vec<LinkFlow> {
 /// chain's rest is put down to it and the chain is conserved; otherwise it stays
 /// unaccounted.
 fn attribute_cable_drops(
-    ends: &[LinkEndCounters; 2],
+    ends: &[(String, LinkEndCounters)],
     softnet: u64,
     chains: &mut [ChainResult],
     reports: &[RunReport],
     chain_links: &[std::ops::Range<usize>],
 ) -> CableReport {
-    let far_end: u64 = ends.iter().map(|e| e.cable_dropped).sum();
+    let far_end: u64 = ends.iter().map(|(_, e)| e.cable_dropped).sum();
     let unexplained: u64 = chains.iter().map(|c| c.unaccounted).sum();
     let place = if unexplained == 0 {
         None
@@ -1055,15 +1069,14 @@ fn attribute_cable_drops(
     CableReport {
         directions: ends
             .iter()
-            .zip(["host 1 -> host 2", "host 2 -> host 1"])
-            .map(|(e, d)| CableDirection {
-                direction: d.to_string(),
+            .map(|(d, e)| CableDirection {
+                direction: d.clone(),
                 sent: e.sent,
                 shaper_dropped: e.shaper_dropped,
                 cable_dropped: e.cable_dropped,
             })
             .collect(),
-        shaper_drops_seen_at_tunnels: ends.iter().map(|e| e.shaper_dropped).sum::<u64>() == refused_at_tunnels,
+        shaper_drops_seen_at_tunnels: ends.iter().map(|(_, e)| e.shaper_dropped).sum::<u64>() == refused_at_tunnels,
         input_queue_drops: softnet,
         attributed_to: place.map(str::to_string),
     }

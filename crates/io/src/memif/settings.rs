@@ -24,6 +24,17 @@ pub enum Wait {
     Interrupt { spin: Duration },
 }
 
+impl Wait {
+    /// The keys of a `memif:` endpoint that ask for this wait (`,wait=interrupt,spin=US`;
+    /// nothing for polling, the default).
+    pub fn endpoint_keys(&self) -> String {
+        match self {
+            Wait::Interrupt { spin } => format!(",wait=interrupt,spin={}", spin.as_micros()),
+            Wait::Poll => String::new(),
+        }
+    }
+}
+
 impl std::fmt::Display for Wait {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

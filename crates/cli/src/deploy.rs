@@ -1,0 +1,169 @@
+//! `sfclab deploy k8s`: a chain's manifests for a Kubernetes cluster; `sfclab ready`: a
+//! hop container's readiness probe (the image has no shell).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use sfclab_deploy::{DeployOptions, LinkKind};
+
+use crate::outcome;
+
+#[derive(Subcommand)]
+pub enum DeployCmd {
+    /// Kubernetes manifests for a chain file: a Namespace, a ConfigMap of every hop's
+    /// chain file (those the local runs use), per hop a Pod (Guaranteed QoS, one whole
+    /// CPU, the capabilities its ports need), per link a Multus
+    /// NetworkAttachmentDefinition or a host directory for memif sockets, and the tester
+    /// as a Job whose log is its JSON result. Nothing is applied: `kubectl apply -f
+    /// chain.yaml`, wait for the hops (`kubectl wait --for=condition=Ready pod -l
+    /// app.kubernetes.io/component=hop -n NAME`), then `kubectl apply -f tester.yaml`;
+    /// `kubectl delete namespace NAME` removes everything (docs/KUBERNETES.md).
+    K8s(K8sArgs),
+    /// The container image the manifests run: the static sfclab binary alone on
+    /// `scratch`, built with buildah (offline, no daemon), written as an OCI layout
+    /// directory; the same binary gives the same digest. Load it where the cluster
+    /// pulls from (`skopeo copy oci:DIR:TAG docker://REGISTRY/sfclab:TAG`).
+    Image(ImageArgs),
+}
+
+#[derive(Args)]
+pub struct ImageArgs {
+    /// The static sfclab binary (RUSTFLAGS='-C target-feature=+crt-static' cargo build
+    /// --release --target x86_64-unknown-linux-gnu); default this program, if static.
+    #[arg(long)]
+    binary: Option<PathBuf>,
+    /// The image's name.
+    #[arg(long, default_value_t = sfclab_deploy::DeployOptions::default().image)]
+    tag: String,
+    /// Where the OCI layout is written (replaced).
+    #[arg(long, default_value = "sfclab-image")]
+    out: PathBuf,
+}
+
+#[derive(Args)]
+pub struct K8sArgs {
+    /// Chain file (YAML): each entry of its `chain:` one hop, one Pod.
+    file: PathBuf,
+    /// How pods are joined: `memif` (shared memory, every pod on one node: the
+    /// default), `macvlan:master=IF[,mode=bridge|vepa]`, `sriov:resource=NAME` (the SR-IOV
+    /// device plugin's), `host-device:IF,IF,...` (one device per link end, in order),
+    /// `afxdp:pool=NAME` (the AF_XDP device plugin's pool).
+    #[arg(long, default_value = "memif")]
+    link: String,
+    /// The node a host's pods run on: `1=worker-a` (host 1; a chain file is one host).
+    /// Without it the scheduler chooses, keeping each host's pods together.
+    #[arg(long, value_name = "HOST=NODE")]
+    node: Vec<String>,
+    /// The deployment's name: its Namespace and every object's instance label
+    /// (default `sfclab-<chain name>`).
+    #[arg(long)]
+    name: Option<String>,
+    /// The image holding sfclab at /usr/bin/sfclab (`sfclab deploy image` builds one).
+    #[arg(long)]
+    image: Option<String>,
+    /// Memory each pod requests and is limited to.
+    #[arg(long, default_value = "1Gi")]
+    memory: String,
+    /// Write `chain.yaml` and `tester.yaml` here instead of printing both.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+pub fn run(cmd: &DeployCmd) -> ExitCode {
+    match cmd {
+        DeployCmd::K8s(a) => k8s(a),
+        DeployCmd::Image(a) => image(a),
+    }
+}
+
+fn image(a: &ImageArgs) -> ExitCode {
+    let binary = match &a.binary {
+        Some(b) => b.clone(),
+        None => match std::env::current_exe() {
+            Ok(b) => b,
+            Err(e) => return outcome::fail(outcome::FAILURE, &format!("finding this program: {e}")),
+        },
+    };
+    match sfclab_deploy::image::build(&binary, &a.tag, &a.out) {
+        Ok(image) => outcome::emit_then(
+            &format!(
+                "built {} ({}) from {}: OCI layout in {}\n",
+                image.tag,
+                image.digest,
+                binary.display(),
+                image.layout.display()
+            ),
+            0,
+        ),
+        Err(e) => outcome::fail(outcome::FAILURE, &e),
+    }
+}
+
+fn k8s(a: &K8sArgs) -> ExitCode {
+    let options = match options(a) {
+        Ok(o) => o,
+        Err(e) => return outcome::fail(outcome::USAGE, &e),
+    };
+    let manifests = match sfclab_deploy::chain_file(&a.file, &options) {
+        Ok(m) => m,
+        Err(e) => return outcome::fail(outcome::USAGE, &e.to_string()),
+    };
+    match &a.out {
+        None => outcome::emit_then(
+            &format!("{}---\n{}", manifests.chain_yaml(), manifests.tester_yaml()),
+            0,
+        ),
+        Some(dir) => {
+            let written = std::fs::create_dir_all(dir)
+                .and_then(|()| std::fs::write(dir.join("chain.yaml"), manifests.chain_yaml()))
+                .and_then(|()| std::fs::write(dir.join("tester.yaml"), manifests.tester_yaml()));
+            match written {
+                Ok(()) => outcome::emit_then(
+                    &format!(
+                        "wrote {0}/chain.yaml and {0}/tester.yaml (namespace {1}):\n  kubectl apply -f {0}/chain.yaml\n  kubectl wait -n {1} --for=condition=Ready pod -l app.kubernetes.io/component=hop --timeout=120s\n  kubectl apply -f {0}/tester.yaml\n  kubectl wait -n {1} --for=condition=complete job/tester --timeout=1h\n  kubectl logs -n {1} job/tester > result.json\n  kubectl delete namespace {1}\n",
+                        dir.display(),
+                        manifests.name
+                    ),
+                    0,
+                ),
+                Err(e) => outcome::fail(outcome::FAILURE, &format!("{}: {e}", dir.display())),
+            }
+        }
+    }
+}
+
+fn options(a: &K8sArgs) -> Result<DeployOptions, String> {
+    let link: LinkKind = a.link.parse().map_err(|e| format!("--link: {e}"))?;
+    let mut nodes = BTreeMap::new();
+    for n in &a.node {
+        let (host, node) = n
+            .split_once('=')
+            .ok_or_else(|| format!("--node `{n}`: write HOST=NODE, e.g. 1=worker-a"))?;
+        let host: usize = host
+            .parse()
+            .ok()
+            .filter(|&h| h > 0)
+            .ok_or_else(|| format!("--node `{n}`: the host is a number from 1"))?;
+        if node.is_empty() || nodes.insert(host, node.to_string()).is_some() {
+            return Err(format!("--node `{n}`: one node name per host"));
+        }
+    }
+    let mut options = DeployOptions {
+        name: a.name.clone(),
+        link,
+        nodes,
+        memory: a.memory.clone(),
+        ..Default::default()
+    };
+    if let Some(image) = &a.image {
+        options.image = image.clone();
+    }
+    Ok(options)
+}
+
+/// Exit 0 when `file` exists (a hop's ready file), 1 otherwise.
+pub fn ready(file: &std::path::Path) -> ExitCode {
+    ExitCode::from(if file.exists() { 0 } else { outcome::FAILURE })
+}

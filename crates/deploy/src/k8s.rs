@@ -1,0 +1,704 @@
+//! A chain as Kubernetes objects: a Namespace; a ConfigMap of every hop's chain file
+//! (the ones the local runs start their hop processes with, [`HopPlan`]) and of the
+//! files its NFs read; per hop a Pod running the sfclab image as the NF between its
+//! two ends; per link a NetworkAttachmentDefinition, or a host directory for memif
+//! sockets shared by the pods of one node; the tester as a Job whose log is its JSON
+//! result. Everything carries the labels `kubectl delete -l` removes it by.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, ExecAction,
+    HostPathVolumeSource, Namespace, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec,
+    Probe, ResourceRequirements, SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use serde::Serialize;
+use sfclab_experiment::HopPlan;
+
+use crate::links::LinkKind;
+use crate::nad::{self, CniConfig, NetworkAttachmentDefinition, NetworkSelection, Plugin};
+
+/// Where the image keeps the sfclab binary.
+pub const BINARY: &str = "/usr/bin/sfclab";
+/// Where a pod finds its chain files (the ConfigMap).
+const CONFIG_DIR: &str = "/etc/sfclab";
+/// A pod's own state (its ready file).
+const STATE_DIR: &str = "/run/sfclab";
+/// The memif sockets of a node's pods (a host directory).
+const MEMIF_DIR: &str = "/run/sfclab/memif";
+/// The label every object of one deployment carries (`kubectl delete -l`).
+pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+const ROLE_LABEL: &str = "app.kubernetes.io/component";
+const HOST_LABEL: &str = "sfclab.io/host";
+/// Node label a host is placed by when no node is named for it.
+const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
+
+/// What `sfclab deploy k8s` is told beside the chain.
+#[derive(Clone, Debug)]
+pub struct DeployOptions {
+    /// The deployment's name: its Namespace and the instance label (default
+    /// `sfclab-<chain name>`).
+    pub name: Option<String>,
+    /// The container image holding sfclab at [`BINARY`].
+    pub image: String,
+    /// How links between pods are made.
+    pub link: LinkKind,
+    /// Node names per host (from 1): a host's pods run there.
+    pub nodes: BTreeMap<usize, String>,
+    /// Memory each pod is given (its request and limit).
+    pub memory: String,
+}
+
+impl Default for DeployOptions {
+    fn default() -> DeployOptions {
+        DeployOptions {
+            name: None,
+            image: format!("localhost/sfclab:{}", env!("CARGO_PKG_VERSION")),
+            link: LinkKind::Memif,
+            nodes: BTreeMap::new(),
+            memory: "1Gi".into(),
+        }
+    }
+}
+
+/// An object of the manifest set.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum Object {
+    Namespace(Box<Namespace>),
+    ConfigMap(Box<ConfigMap>),
+    Network(Box<NetworkAttachmentDefinition>),
+    Pod(Box<Pod>),
+    Job(Box<Job>),
+}
+
+/// Why a chain cannot be deployed as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum DeployError {
+    /// The chain file itself (file, line, key and reason), read as a chain of hops each
+    /// in a process of its own, as each will run in a pod.
+    #[error("{0}\n  (deploy k8s runs each hop in a pod of its own, as `--chaining memif` runs each in a process here)")]
+    Chain(#[from] sfclab_experiment::ChainFileError),
+    /// What the chain needs and the cluster's options do not give: the flag or key at
+    /// fault (`--link`, `--node`, `--name`, ...) and why.
+    #[error("{key}: {reason}")]
+    Setting { key: String, reason: String },
+}
+
+pub(crate) fn error(key: &str, reason: impl Into<String>) -> DeployError {
+    DeployError::Setting {
+        key: key.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// The manifests of one deployment: the chain's objects (applied first, the hops
+/// reporting ready) and the tester's Job (applied once they are).
+#[derive(Clone, Debug)]
+pub struct Manifests {
+    pub name: String,
+    pub chain: Vec<Object>,
+    pub tester: Vec<Object>,
+}
+
+impl Manifests {
+    /// The chain's objects as YAML documents.
+    pub fn chain_yaml(&self) -> String {
+        serde_saphyr::to_string_multiple(&self.chain).expect("Kubernetes objects serialize")
+    }
+
+    /// The tester's Job as a YAML document.
+    pub fn tester_yaml(&self) -> String {
+        serde_saphyr::to_string_multiple(&self.tester).expect("Kubernetes objects serialize")
+    }
+
+    /// Every object, the tester's last, as JSON values (for checks).
+    pub fn objects(&self) -> impl Iterator<Item = &Object> {
+        self.chain.iter().chain(&self.tester)
+    }
+}
+
+/// One chain to deploy: its hops, where each place runs, how it is tested.
+pub struct ChainLayout<'a> {
+    /// The hops' chain files and flags (what the local runs use).
+    pub plan: &'a HopPlan,
+    /// Host (from 1) of each place: the tester's sender, hop 1..n, the tester's receiver.
+    pub hosts: Vec<usize>,
+    /// memif's wait mode for the hops' memif ends (`,wait=...` as the local runs give).
+    pub memif_wait: String,
+    /// Files the NFs read, by the path their chain files name: shipped in the ConfigMap.
+    pub files: BTreeMap<String, String>,
+    /// The tester's chain file (its traffic and run settings) and its name.
+    pub tester_file: (String, String),
+}
+
+/// A link between two places: what each end opens.
+struct Ends {
+    /// The sender's `--ports` endpoint and the receiver's.
+    sender: String,
+    receiver: String,
+    /// The network each end attaches (Multus), with the end's interface and address.
+    sender_net: Option<NetworkSelection>,
+    receiver_net: Option<NetworkSelection>,
+}
+
+/// The objects of `chain` deployed as `options` say.
+pub fn chain(chain: &ChainLayout<'_>, chain_name: &str, options: &DeployOptions) -> Result<Manifests, DeployError> {
+    let name = match &options.name {
+        Some(n) => n.clone(),
+        None => format!("sfclab-{}", dns_label(chain_name)),
+    };
+    if !is_dns_label(&name) {
+        return Err(error(
+            "--name",
+            format!(
+                "`{name}` is not a Kubernetes name: lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit"
+            ),
+        ));
+    }
+    let n = chain.plan.hops();
+    if chain.hosts.len() != n + 2 {
+        return Err(error(
+            "hosts",
+            "one host per place: the tester's sender, each hop, its receiver",
+        ));
+    }
+    for (&host, node) in &options.nodes {
+        if !chain.hosts.contains(&host) {
+            return Err(error(
+                "--node",
+                format!("host {host} (`{node}`) runs no place of the chain"),
+            ));
+        }
+    }
+    let base = Base { name: &name, options };
+    let mut namespace = base.meta(&name, "namespace", None);
+    // Pod Security Admission's `baseline` refuses the capabilities AF_XDP needs and the
+    // host directory memif's sockets share; the pods stay unprivileged all the same.
+    namespace
+        .labels
+        .get_or_insert_default()
+        .insert("pod-security.kubernetes.io/enforce".into(), "privileged".into());
+    let mut objects = vec![Object::Namespace(Box::new(Namespace {
+        metadata: namespace,
+        ..Default::default()
+    }))];
+    // The links: link k from place k to place k+1.
+    let mut links = Vec::with_capacity(n + 1);
+    for k in 0..=n {
+        let (from, to) = (chain.hosts[k], chain.hosts[k + 1]);
+        let kind = if from == to && options.link == LinkKind::Memif {
+            LinkKind::Memif
+        } else if options.link == LinkKind::Memif {
+            return Err(error(
+                "--link",
+                format!(
+                    "link {k} crosses from host {from} to host {to}, and memif joins pods of one node: give `--link macvlan:master=IF`, `sriov:resource=NAME`, `host-device:...` or `afxdp:pool=NAME`"
+                ),
+            ));
+        } else {
+            options.link.clone()
+        };
+        links.push(base.link(k, n, &kind, chain, &mut objects)?);
+    }
+    // The ConfigMap: every hop's chain file, the tester's, the NFs' files.
+    let mut data = BTreeMap::new();
+    for i in 0..n {
+        let mut file = chain.plan.chain_file(i).1.clone();
+        if options.link.switched() {
+            address_next(&mut file, i, i + 1 == n);
+        }
+        ship_files(&mut file, &chain.files);
+        data.insert(hop_file(i), serde_json::to_string_pretty(&file).expect("JSON"));
+    }
+    for (k, (path, text)) in chain.files.iter().enumerate() {
+        data.insert(shipped_name(k, path), text.clone());
+    }
+    data.insert(chain.tester_file.0.clone(), chain.tester_file.1.clone());
+    objects.push(Object::ConfigMap(Box::new(ConfigMap {
+        metadata: base.meta("chain", "config", None),
+        data: Some(data),
+        ..Default::default()
+    })));
+    let uses_memif = links.iter().any(|l| l.sender_net.is_none() || l.receiver_net.is_none());
+    for i in 0..n {
+        let (input, output) = (&links[i], &links[i + 1]);
+        let ports = if input.receiver_net.is_none() && output.sender_net.is_none() {
+            format!("{},{}", input.receiver, output.sender)
+        } else {
+            format!("dut:{},{}", input.receiver, output.sender)
+        };
+        let args = chain.plan.arguments(
+            &format!("{CONFIG_DIR}/{}", hop_file(i)),
+            &ports,
+            &format!("{STATE_DIR}/ready"),
+        );
+        let nets: Vec<&NetworkSelection> = [&input.receiver_net, &output.sender_net]
+            .into_iter()
+            .flatten()
+            .collect();
+        let spec = base.pod_spec(args, &nets, chain.hosts[i + 1], &chain.hosts, uses_memif, true);
+        let mut metadata = base.meta(&format!("hop-{}", i + 1), "hop", Some(chain.hosts[i + 1]));
+        annotate_networks(&mut metadata, &nets);
+        objects.push(Object::Pod(Box::new(Pod {
+            metadata,
+            spec: Some(spec),
+            ..Default::default()
+        })));
+    }
+    // The tester: sends into link 0, receives from link n.
+    let ports = format!("tester:{},{}", links[0].sender, links[n].receiver);
+    let args: Vec<String> = [
+        "run",
+        &format!("{CONFIG_DIR}/{}", chain.tester_file.0),
+        "--ports",
+        &ports,
+        "--json",
+    ]
+    .map(String::from)
+    .into();
+    let nets: Vec<&NetworkSelection> = [&links[0].sender_net, &links[n].receiver_net]
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut spec = base.pod_spec(args, &nets, chain.hosts[0], &chain.hosts, uses_memif, false);
+    spec.restart_policy = Some("Never".into());
+    let mut template_meta = base.meta("tester", "tester", Some(chain.hosts[0]));
+    template_meta.name = None;
+    annotate_networks(&mut template_meta, &nets);
+    let tester = Object::Job(Box::new(Job {
+        metadata: base.meta("tester", "tester", Some(chain.hosts[0])),
+        spec: Some(JobSpec {
+            // One measurement: a failed tester is a result to read, not to retry.
+            backoff_limit: Some(0),
+            template: PodTemplateSpec {
+                metadata: Some(template_meta),
+                spec: Some(spec),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }));
+    Ok(Manifests {
+        name,
+        chain: objects,
+        tester: vec![tester],
+    })
+}
+
+/// What every object of one deployment shares.
+struct Base<'a> {
+    name: &'a str,
+    options: &'a DeployOptions,
+}
+
+impl Base<'_> {
+    fn meta(&self, object: &str, role: &str, host: Option<usize>) -> ObjectMeta {
+        let mut labels = BTreeMap::from([
+            ("app.kubernetes.io/name".to_string(), "sfclab".to_string()),
+            (INSTANCE_LABEL.to_string(), self.name.to_string()),
+            (ROLE_LABEL.to_string(), role.to_string()),
+        ]);
+        if let Some(h) = host {
+            labels.insert(HOST_LABEL.to_string(), h.to_string());
+        }
+        ObjectMeta {
+            name: Some(object.to_string()),
+            // The Namespace itself has none.
+            namespace: (role != "namespace").then(|| self.name.to_string()),
+            labels: Some(labels),
+            ..Default::default()
+        }
+    }
+
+    /// Link `k` of a chain of `n` hops made as `kind`: its NetworkAttachmentDefinitions
+    /// (one per link, or per end for host devices) added to `objects`.
+    fn link(
+        &self,
+        k: usize,
+        n: usize,
+        kind: &LinkKind,
+        chain: &ChainLayout<'_>,
+        objects: &mut Vec<Object>,
+    ) -> Result<Ends, DeployError> {
+        // Interface names inside the pods, as the local runs name them.
+        let sender_if = if k == 0 { "t-out" } else { "out" };
+        let receiver_if = if k == n { "t-in" } else { "in" };
+        if *kind == LinkKind::Memif {
+            let socket = format!("{MEMIF_DIR}/link{k}.sock");
+            // Between hops the receiver serves, as here; the tester, applied once the
+            // hops are ready, connects to both of its links (a hop is ready once its
+            // ports are open, which a client's are only once its server listens).
+            let (sender_role, receiver_role) = if k == n {
+                ("server", "client")
+            } else {
+                ("client", "server")
+            };
+            return Ok(Ends {
+                // The tester polls (it has its own core); the hops wait as told.
+                sender: format!(
+                    "memif:{socket},role={sender_role}{}",
+                    if k == 0 { "" } else { &chain.memif_wait }
+                ),
+                receiver: format!(
+                    "memif:{socket},role={receiver_role}{}",
+                    if k == n { "" } else { &chain.memif_wait }
+                ),
+                sender_net: None,
+                receiver_net: None,
+            });
+        }
+        // Addresses the switch delivers by, those the local NIC-switched chains use.
+        let (sender_mac, receiver_mac) = (
+            if k == 0 {
+                sfclab_traffic::flows::SRC_MAC.0
+            } else {
+                sfclab_topology::vf_out_mac(k - 1)
+            },
+            if k == n {
+                sfclab_topology::TESTER_IN_MAC
+            } else if k == 0 {
+                sfclab_traffic::flows::DST_MAC.0
+            } else {
+                sfclab_topology::vf_in_mac(k)
+            },
+        );
+        let mut network = |end: usize, label: &str| -> Result<String, DeployError> {
+            let plugin = Plugin::of(kind, end).ok_or_else(|| {
+                error(
+                    "--link",
+                    format!(
+                        "host-device needs a device for every link end: {} for {} links",
+                        2 * (n + 1),
+                        n + 1
+                    ),
+                )
+            })?;
+            let net = format!("link-{k}{label}");
+            let mut metadata = self.meta(&net, "link", None);
+            if let Some(resource) = kind.resource() {
+                metadata.annotations = Some(BTreeMap::from([(
+                    nad::RESOURCE_ANNOTATION.to_string(),
+                    resource.to_string(),
+                )]));
+            }
+            let config = CniConfig {
+                cni_version: nad::CNI_VERSION,
+                name: net.clone(),
+                plugin,
+            };
+            objects.push(Object::Network(Box::new(NetworkAttachmentDefinition::new(
+                metadata, &config,
+            ))));
+            Ok(net)
+        };
+        let (sender_net, receiver_net) = match kind {
+            LinkKind::HostDevice { devices } => {
+                if devices.len() != 2 * (n + 1) {
+                    return Err(error(
+                        "--link",
+                        format!(
+                            "host-device names {} devices; the chain's {} links have {} ends, one device each",
+                            devices.len(),
+                            n + 1,
+                            2 * (n + 1)
+                        ),
+                    ));
+                }
+                (network(2 * k, "-out")?, network(2 * k + 1, "-in")?)
+            }
+            _ => {
+                let net = network(0, "")?;
+                (net.clone(), net)
+            }
+        };
+        let mac = |m: [u8; 6]| kind.switched().then(|| mac_text(m));
+        Ok(Ends {
+            sender: sender_if.to_string(),
+            receiver: receiver_if.to_string(),
+            sender_net: Some(NetworkSelection {
+                name: sender_net,
+                interface: sender_if.to_string(),
+                mac: mac(sender_mac),
+            }),
+            receiver_net: Some(NetworkSelection {
+                name: receiver_net,
+                interface: receiver_if.to_string(),
+                mac: mac(receiver_mac),
+            }),
+        })
+    }
+
+    /// A pod running `args` on host `host` of `hosts`, attached to `nets`: a hop (ready
+    /// once its ports are open) or the tester.
+    fn pod_spec(
+        &self,
+        args: Vec<String>,
+        nets: &[&NetworkSelection],
+        host: usize,
+        hosts: &[usize],
+        uses_memif: bool,
+        hop: bool,
+    ) -> PodSpec {
+        let options = self.options;
+        // Guaranteed QoS (requests equal limits, whole CPUs): the static CPU manager
+        // gives the container a core of its own, as `--core` does here.
+        let mut amounts = BTreeMap::from([
+            ("cpu".to_string(), Quantity("1".into())),
+            ("memory".to_string(), Quantity(options.memory.clone())),
+        ]);
+        if let Some(resource) = options.link.resource() {
+            amounts.insert(resource.to_string(), Quantity(nets.len().to_string()));
+        }
+        let mut mounts = vec![
+            VolumeMount {
+                name: "config".into(),
+                mount_path: CONFIG_DIR.into(),
+                read_only: Some(true),
+                ..Default::default()
+            },
+            VolumeMount {
+                name: "state".into(),
+                mount_path: STATE_DIR.into(),
+                ..Default::default()
+            },
+            // The image is the binary alone: no /tmp unless given one.
+            VolumeMount {
+                name: "tmp".into(),
+                mount_path: "/tmp".into(),
+                ..Default::default()
+            },
+        ];
+        let mut volumes = vec![
+            Volume {
+                name: "config".into(),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: "chain".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            Volume {
+                name: "state".into(),
+                empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Default::default()
+            },
+            Volume {
+                name: "tmp".into(),
+                empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Default::default()
+            },
+        ];
+        if uses_memif {
+            mounts.push(VolumeMount {
+                name: "memif".into(),
+                mount_path: MEMIF_DIR.into(),
+                ..Default::default()
+            });
+            volumes.push(Volume {
+                name: "memif".into(),
+                host_path: Some(HostPathVolumeSource {
+                    path: format!("/run/sfclab/{}", self.name),
+                    type_: Some("DirectoryOrCreate".into()),
+                }),
+                ..Default::default()
+            });
+        }
+        // What the ports need: AF_XDP loads its XDP program (BPF, NET_ADMIN), opens
+        // XDP sockets (NET_RAW) and locks its UMEM (IPC_LOCK: beyond the default
+        // memlock limit, which a Pod cannot raise); memif needs none of them.
+        let capabilities: Vec<String> = if nets.is_empty() {
+            Vec::new()
+        } else {
+            ["NET_ADMIN", "NET_RAW", "BPF", "IPC_LOCK"].map(String::from).into()
+        };
+        let container = Container {
+            name: if hop { "nf".into() } else { "tester".into() },
+            image: Some(options.image.clone()),
+            image_pull_policy: Some("IfNotPresent".into()),
+            command: Some(vec![BINARY.into()]),
+            args: Some(args),
+            resources: Some(ResourceRequirements {
+                requests: Some(amounts.clone()),
+                limits: Some(amounts),
+                ..Default::default()
+            }),
+            security_context: Some(SecurityContext {
+                privileged: Some(false),
+                allow_privilege_escalation: Some(false),
+                read_only_root_filesystem: Some(true),
+                capabilities: Some(Capabilities {
+                    add: (!capabilities.is_empty()).then_some(capabilities),
+                    drop: Some(vec!["ALL".into()]),
+                }),
+                ..Default::default()
+            }),
+            // Ready once its ports are open (its ready file): the tester is applied then.
+            readiness_probe: hop.then(|| Probe {
+                exec: Some(ExecAction {
+                    command: Some(vec![BINARY.into(), "ready".into(), format!("{STATE_DIR}/ready")]),
+                }),
+                period_seconds: Some(1),
+                ..Default::default()
+            }),
+            volume_mounts: Some(mounts),
+            ..Default::default()
+        };
+        PodSpec {
+            containers: vec![container],
+            volumes: Some(volumes),
+            // A hop that fails is a failed measurement, not one to restart in its middle.
+            restart_policy: Some("Never".into()),
+            node_selector: options
+                .nodes
+                .get(&host)
+                .map(|node| BTreeMap::from([(HOSTNAME_KEY.to_string(), node.clone())])),
+            affinity: Some(self.affinity(host, hosts)),
+            // SIGTERM makes a hop print its report: give it the time to.
+            termination_grace_period_seconds: Some(10),
+            ..Default::default()
+        }
+    }
+
+    /// The pods of one host on one node, those of different hosts on different nodes.
+    fn affinity(&self, host: usize, hosts: &[usize]) -> Affinity {
+        let term = |h: usize| PodAffinityTerm {
+            label_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([
+                    (INSTANCE_LABEL.to_string(), self.name.to_string()),
+                    (HOST_LABEL.to_string(), h.to_string()),
+                ])),
+                ..Default::default()
+            }),
+            topology_key: HOSTNAME_KEY.into(),
+            ..Default::default()
+        };
+        let mut others: Vec<usize> = hosts.iter().copied().filter(|&h| h != host).collect();
+        others.sort_unstable();
+        others.dedup();
+        Affinity {
+            pod_affinity: Some(PodAffinity {
+                required_during_scheduling_ignored_during_execution: Some(vec![term(host)]),
+                ..Default::default()
+            }),
+            pod_anti_affinity: (!others.is_empty()).then(|| PodAntiAffinity {
+                required_during_scheduling_ignored_during_execution: Some(others.into_iter().map(term).collect()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+/// The pod's networks annotation (Multus), when it has any.
+fn annotate_networks(metadata: &mut ObjectMeta, nets: &[&NetworkSelection]) {
+    if nets.is_empty() {
+        return;
+    }
+    metadata.annotations.get_or_insert_default().insert(
+        nad::NETWORKS_ANNOTATION.to_string(),
+        serde_json::to_string(nets).expect("JSON"),
+    );
+}
+
+/// The ConfigMap key of hop `i`'s chain file.
+fn hop_file(i: usize) -> String {
+    format!("hop-{}.json", i + 1)
+}
+
+/// The ConfigMap key of the `k`th file an NF reads, at `path` here: its number and name
+/// (two files of one name stay apart).
+fn shipped_name(k: usize, path: &str) -> String {
+    let base = std::path::Path::new(path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let base: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-._".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("{}-{base}", k + 1)
+}
+
+/// Points every file setting of `file` that names one of `files` at its copy in the
+/// ConfigMap.
+fn ship_files(file: &mut serde_json::Value, files: &BTreeMap<String, String>) {
+    match file {
+        serde_json::Value::String(s) => {
+            if let Some(k) = files.keys().position(|p| p == s) {
+                *s = format!("{CONFIG_DIR}/{}", shipped_name(k, s));
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| ship_files(v, files)),
+        serde_json::Value::Object(map) => map.values_mut().for_each(|v| ship_files(v, files)),
+        _ => {}
+    }
+}
+
+/// Hop `i`'s chain file addressing what leaves it to the next hop's receiving end (the
+/// last hop's to the tester's), from its own sending end, as the local NIC-switched
+/// chains do: a hop that is one forwarder is set to; any other gets a `to-next`
+/// forwarder after its NFs.
+fn address_next(file: &mut serde_json::Value, i: usize, last: bool) {
+    let next = if last {
+        sfclab_topology::TESTER_IN_MAC
+    } else {
+        sfclab_topology::vf_in_mac(i + 1)
+    };
+    let settings = serde_json::json!({
+        "dst_mac": mac_text(next),
+        "src_mac": mac_text(sfclab_topology::vf_out_mac(i)),
+    });
+    let Some(chain) = file.get_mut("chain").and_then(|c| c.as_array_mut()) else {
+        return;
+    };
+    if let [only] = chain.as_mut_slice()
+        && let Some(forwarder) = only.get_mut("forwarder").and_then(|f| f.as_object_mut())
+    {
+        forwarder.extend(settings.as_object().expect("object").clone());
+        return;
+    }
+    let mut to_next = settings;
+    to_next["name"] = "to-next".into();
+    chain.push(serde_json::json!({ "forwarder": to_next }));
+}
+
+fn mac_text(mac: [u8; 6]) -> String {
+    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+/// `text` made a DNS label: lower case, other characters '-', at most 50 long.
+pub fn dns_label(text: &str) -> String {
+    let mapped: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let trimmed: String = mapped.trim_matches('-').chars().take(50).collect();
+    let trimmed = trimmed.trim_end_matches('-').to_string();
+    if trimmed.is_empty() { "chain".into() } else { trimmed }
+}
+
+/// A name Kubernetes takes for a Namespace (RFC 1123 label).
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
