@@ -161,6 +161,12 @@ pub trait TxPort {
     /// The measured window starts now (a sink forgets the warm-up's latency samples).
     fn start_window(&mut self) {}
 
+    /// Hands what the port still holds to the wire now. A copy-mode AF_XDP ring's frames
+    /// leave only when the kernel is kicked, a budget at a time: a sender that stopped
+    /// sending calls this while it waits for its frames to come back, or they would stay
+    /// on the ring, counted as sent.
+    fn flush(&mut self) {}
+
     /// Packets taken so far that the source produced inside the window (`FLAG_WINDOW`):
     /// what trials measure loss on.
     fn window_packets(&self) -> u64;

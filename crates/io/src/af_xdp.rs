@@ -742,6 +742,11 @@ impl TxPort for AfXdpPort {
         self.tx_stats
     }
 
+    fn flush(&mut self) {
+        self.reap_completions();
+        self.kick();
+    }
+
     fn window_packets(&self) -> u64 {
         self.tx_window
     }

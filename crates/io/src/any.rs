@@ -209,6 +209,9 @@ impl TxPort for InterfacePort {
     fn start_window(&mut self) {
         each!(self, p => TxPort::start_window(p))
     }
+    fn flush(&mut self) {
+        each!(self, p => TxPort::flush(p))
+    }
     fn window_packets(&self) -> u64 {
         each!(self, p => TxPort::window_packets(p))
     }

@@ -348,6 +348,10 @@ impl<P: TxPort> TxPort for LinePort<P> {
         self.port.start_window();
     }
 
+    fn flush(&mut self) {
+        self.port.flush();
+    }
+
     fn window_packets(&self) -> u64 {
         self.port.window_packets()
     }

@@ -163,6 +163,9 @@ impl<P: TxPort> TxPort for QueueSet<P> {
             q.start_window();
         }
     }
+    fn flush(&mut self) {
+        self.queues.iter_mut().for_each(TxPort::flush);
+    }
     fn window_packets(&self) -> u64 {
         self.queues.iter().map(TxPort::window_packets).sum()
     }

@@ -293,6 +293,22 @@ impl<G: RxPort, O: TxPort, I: RxPort> TesterLink<G, O, I> {
         n
     }
 
+    /// The device under test has stopped: frames that came back since the tester's last
+    /// read (given up on when it ended) are counted `late` and freed, until its port has
+    /// none; what the port keeps for a reader it then discards, counted. A slow device
+    /// still draining its queue when the tester ended returns them after it.
+    pub fn take_late(&mut self, pool: &mut PacketPool) {
+        loop {
+            let n = self.back.rx(tsc::now(), pool, &mut self.inbound);
+            if n == 0 {
+                break;
+            }
+            self.late += n as u64;
+            self.inbound.drain().for_each(|p| pool.free(p));
+        }
+        self.back.discard_unread();
+    }
+
     /// Nothing more will be sent; frames still out after `quiet` without an arrival are
     /// written off (dropped, `unaccounted`).
     fn give_up_when_quiet(&mut self, now: u64) {
@@ -310,6 +326,9 @@ impl<G: RxPort, O: TxPort, I: RxPort> RxPort for TesterLink<G, O, I> {
     fn rx(&mut self, now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
         if !self.sending_done() {
             self.send(now, pool);
+        } else if self.in_flight() > 0 {
+            // What the out port still holds leaves now, not never.
+            self.out.flush();
         }
         let n = self.receive(now, pool, batch);
         if n == 0 && self.sending_done() {

@@ -18,6 +18,10 @@ use std::time::Duration;
 /// in its stats as dropped, as a full transmit ring is).
 struct LoopOut {
     queue: Arc<Mutex<VecDeque<PacketRef>>>,
+    /// Frames taken but kept until `flush` (a copy-mode AF_XDP ring not yet kicked),
+    /// when `hold` is set.
+    ring: Vec<PacketRef>,
+    hold: bool,
     lose_every: u64,
     refuse_every: u64,
     seen: u64,
@@ -46,10 +50,15 @@ impl TxPort for LoopOut {
             if self.lose_every > 0 && self.seen.is_multiple_of(self.lose_every) {
                 *self.lost.lock().unwrap() += 1;
                 recycle.recycle(p);
+            } else if self.hold {
+                self.ring.push(p);
             } else {
                 self.queue.lock().unwrap().push_back(p);
             }
         }
+    }
+    fn flush(&mut self) {
+        self.queue.lock().unwrap().extend(self.ring.drain(..));
     }
     fn stats(&self) -> PortStats {
         self.stats
@@ -119,6 +128,8 @@ fn loop_wire(
     let lost = Arc::new(Mutex::new(0));
     let out = LoopOut {
         queue: queue.clone(),
+        ring: Vec::new(),
+        hold: false,
         lose_every,
         refuse_every,
         seen: 0,
@@ -367,6 +378,8 @@ fn gated_link() -> (
     let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let out = LoopOut {
         queue: queue.clone(),
+        ring: Vec::new(),
+        hold: false,
         lose_every: 0,
         refuse_every: 0,
         seen: 0,
@@ -459,4 +472,77 @@ fn a_new_run_counts_the_last_runs_stragglers_as_late_and_keeps_totals() {
         "only run 2's own frames are passed on"
     );
     assert!(wire.stats().packets > generated_before, "totals over both sources");
+}
+
+/// Frames a port holds after the tester stopped sending (a transmit ring the kernel
+/// sends only when kicked) leave while the tester waits for them: they come back, none
+/// is written off.
+#[test]
+fn a_port_holding_frames_is_flushed_while_the_tester_waits() {
+    let queue = Arc::new(Mutex::new(VecDeque::new()));
+    let out = LoopOut {
+        queue: queue.clone(),
+        ring: Vec::new(),
+        hold: true,
+        lose_every: 0,
+        refuse_every: 0,
+        seen: 0,
+        lost: Arc::new(Mutex::new(0)),
+        stats: PortStats::default(),
+    };
+    let back = LoopBack {
+        queue,
+        delay: 0,
+        stats: PortStats::default(),
+    };
+    let mut wire = TesterLink::new(
+        generator(IpVersion::V4, L4::Udp, 64, 0.0),
+        out,
+        back,
+        32,
+        Duration::from_millis(5),
+    );
+    let mut pool = PacketPool::new(4096);
+    wire.prime(&mut pool);
+    let mut batch = Batch::new(32);
+    let now = || sfclab_core::tsc::now();
+    for _ in 0..10 {
+        assert_eq!(wire.rx(now(), &mut pool, &mut batch), 0, "the port holds every frame");
+    }
+    let sent = wire.in_flight();
+    assert!(sent > 0 && wire.finish());
+    let mut back = 0;
+    let began = std::time::Instant::now();
+    while !wire.exhausted() {
+        assert!(began.elapsed() < Duration::from_secs(10));
+        back += wire.rx(now(), &mut pool, &mut batch);
+        batch.drain().for_each(|p| pool.free(p));
+    }
+    assert_eq!(back as u64, sent, "every held frame left and came back");
+    assert_eq!(wire.drops().iter().find(|d| d.0 == "unaccounted").unwrap().1, 0);
+}
+
+/// Frames that come back after the tester ended (written off, never read again) are
+/// taken and counted late once the device has stopped.
+#[test]
+fn what_comes_back_after_the_end_is_taken_as_late() {
+    let (mut wire, open) = gated_link();
+    let mut pool = PacketPool::new(4096);
+    wire.prime(&mut pool);
+    let mut batch = Batch::new(32);
+    let now = || sfclab_core::tsc::now();
+    for _ in 0..10 {
+        wire.rx(now(), &mut pool, &mut batch);
+    }
+    let sent = wire.in_flight();
+    assert!(sent > 0 && wire.finish());
+    while !wire.exhausted() {
+        wire.rx(now(), &mut pool, &mut batch);
+    }
+    open.store(true, std::sync::atomic::Ordering::Relaxed);
+    let free_before = pool.available();
+    wire.take_late(&mut pool);
+    let counters: BTreeMap<&str, u64> = wire.counters().iter().map(|c| (c.name, c.value)).collect();
+    assert_eq!(counters["late"], sent, "{counters:?}");
+    assert_eq!(pool.available(), free_before + sent as usize, "every late frame freed");
 }

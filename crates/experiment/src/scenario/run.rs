@@ -478,6 +478,9 @@ const NIC_BUFFER: std::time::Duration = std::time::Duration::from_millis(10);
 /// How long the VNFs of one place in the chains may take to stop.
 const STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Buffers for what comes back to the tester after it ended (read a batch at a time).
+const LATE_POOL: usize = 1024;
+
 type Link = TesterLink<Generator, LinePort<sfclab_io::InterfacePort>, sfclab_io::InterfacePort>;
 
 fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunError> {
@@ -738,7 +741,7 @@ impl Testbed {
             cable,
             softnet_before,
             mut started,
-            links,
+            mut links,
             idle,
             pids,
             chain_links,
@@ -754,6 +757,10 @@ impl Testbed {
             let deadline = Instant::now() + STOP_LIMIT;
             started.iter_mut().for_each(|c| c.wait_hop_exited(hop, deadline));
         }
+        // What came back after the tester had ended (a slow VNF still draining its queue
+        // then) is late: taken from the tester's ports, counted.
+        let mut pool = sfclab_core::PacketPool::new(LATE_POOL);
+        links.iter_mut().for_each(|l| l.take_late(&mut pool));
         // The kernel links' and the cable's counters, read once nothing moves on them.
         let kernel_links: Vec<Vec<LinkFlow>> = started
             .iter()
