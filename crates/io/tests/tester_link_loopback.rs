@@ -376,29 +376,38 @@ fn gated_link() -> (
 ) {
     let queue = Arc::new(Mutex::new(VecDeque::new()));
     let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let out = LoopOut {
+    let back = Gated {
         queue: queue.clone(),
+        open: open.clone(),
+        stats: PortStats::default(),
+    };
+    (lossless_link(queue, false, back), open)
+}
+
+/// A link that loses nothing on its way out into `queue` (holding what it takes until
+/// flushed, with `hold`) and back through `back`.
+fn lossless_link<B: RxPort>(
+    queue: Arc<Mutex<VecDeque<PacketRef>>>,
+    hold: bool,
+    back: B,
+) -> TesterLink<sfclab_traffic::Generator, LoopOut, B> {
+    let out = LoopOut {
+        queue,
         ring: Vec::new(),
-        hold: false,
+        hold,
         lose_every: 0,
         refuse_every: 0,
         seen: 0,
         lost: Arc::new(Mutex::new(0)),
         stats: PortStats::default(),
     };
-    let back = Gated {
-        queue,
-        open: open.clone(),
-        stats: PortStats::default(),
-    };
-    let wire = TesterLink::new(
+    TesterLink::new(
         generator(IpVersion::V4, L4::Udp, 64, 0.0),
         out,
         back,
         32,
         Duration::from_millis(5),
-    );
-    (wire, open)
+    )
 }
 
 /// Frames written off after `quiet` that come back later in the same phase are late:
@@ -480,28 +489,12 @@ fn a_new_run_counts_the_last_runs_stragglers_as_late_and_keeps_totals() {
 #[test]
 fn a_port_holding_frames_is_flushed_while_the_tester_waits() {
     let queue = Arc::new(Mutex::new(VecDeque::new()));
-    let out = LoopOut {
-        queue: queue.clone(),
-        ring: Vec::new(),
-        hold: true,
-        lose_every: 0,
-        refuse_every: 0,
-        seen: 0,
-        lost: Arc::new(Mutex::new(0)),
-        stats: PortStats::default(),
-    };
     let back = LoopBack {
-        queue,
+        queue: queue.clone(),
         delay: 0,
         stats: PortStats::default(),
     };
-    let mut wire = TesterLink::new(
-        generator(IpVersion::V4, L4::Udp, 64, 0.0),
-        out,
-        back,
-        32,
-        Duration::from_millis(5),
-    );
+    let mut wire = lossless_link(queue, true, back);
     let mut pool = PacketPool::new(4096);
     wire.prime(&mut pool);
     let mut batch = Batch::new(32);
