@@ -61,6 +61,7 @@ fn what_cannot_be_deployed_says_why_and_writes_nothing() {
         ("--node", "worker-a", "--node `worker-a`: write HOST=NODE"),
         ("--node", "2=worker-b", "--node: host 2"),
         ("--name", "Router", "--name: `Router` is not a Kubernetes name"),
+        ("--memory", "1GB", "--memory: `1GB` is not a Kubernetes quantity"),
     ] {
         let o = sfclab(&["deploy", "k8s", "examples/chains/router.yaml", flag, value]);
         assert_eq!(o.status.code(), Some(2), "{flag} {value}");

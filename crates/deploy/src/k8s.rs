@@ -159,6 +159,15 @@ pub fn chain(chain: &ChainLayout<'_>, chain_name: &str, options: &DeployOptions)
             ),
         ));
     }
+    if !is_quantity(&options.memory) {
+        return Err(error(
+            "--memory",
+            format!(
+                "`{}` is not a Kubernetes quantity: write e.g. 512Mi or 2Gi",
+                options.memory
+            ),
+        ));
+    }
     let n = chain.plan.hops();
     if chain.hosts.len() != n + 2 {
         return Err(error(
@@ -693,6 +702,21 @@ pub fn dns_label(text: &str) -> String {
     if trimmed.is_empty() { "chain".into() } else { trimmed }
 }
 
+/// A memory amount Kubernetes takes (`512Mi`, `2Gi`, `1e9`, `1500M`): a decimal number
+/// and one of its suffixes, or none.
+fn is_quantity(s: &str) -> bool {
+    const SUFFIXES: [&str; 13] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E", ""];
+    SUFFIXES.iter().any(|suffix| {
+        s.strip_suffix(suffix).is_some_and(|number| {
+            let (whole, fraction) = number.split_once('.').unwrap_or((number, "0"));
+            !whole.is_empty()
+                && whole.bytes().all(|b| b.is_ascii_digit())
+                && !fraction.is_empty()
+                && fraction.bytes().all(|b| b.is_ascii_digit())
+        })
+    })
+}
+
 /// A name Kubernetes takes for a Namespace (RFC 1123 label).
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
@@ -701,4 +725,19 @@ fn is_dns_label(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_is_a_kubernetes_quantity() {
+        for ok in ["1Gi", "512Mi", "1500M", "1000000000", "1.5Gi"] {
+            assert!(is_quantity(ok), "{ok}");
+        }
+        for bad in ["1GB", "Gi", "", "1.Gi", "-1Gi", "1 Gi", "lots"] {
+            assert!(!is_quantity(bad), "{bad}");
+        }
+    }
 }
