@@ -83,23 +83,16 @@ fn tester_file(text: &str, path: &Path) -> Result<String, DeployError> {
         format!("The tester of {name}: the traffic it sends through the chain's pods and how long it measures.").into(),
     );
     let tester = serde_json::to_string_pretty(&tester).expect("JSON");
-    // What the tester will be told: its file with interfaces for ports.
-    let dir = tempfile_dir()?;
-    let probe = dir.join("tester.json");
-    std::fs::write(&probe, &tester).map_err(|e| error("file", e.to_string()))?;
-    let checked = Settings::default()
+    // What the tester will be told: its file with interfaces for ports, read as it will
+    // read it (a directory of this call's own, removed when dropped).
+    let dir = tempfile::tempdir().map_err(|e| error("file", format!("a temporary directory: {e}")))?;
+    let probe = dir.path().join("tester.json");
+    std::fs::write(&probe, &tester).map_err(|e| error("file", format!("{}: {e}", probe.display())))?;
+    Settings::default()
         .with("ports", "tester:t-out,t-in")
-        .and_then(|s| Experiment::load(&ChainSource::File(probe.clone()), &s).map_err(|e| e.to_string()));
-    let _ = std::fs::remove_dir_all(&dir);
-    checked.map_err(|e| error("traffic", format!("the tester would refuse this chain's traffic: {e}")))?;
+        .and_then(|s| Experiment::load(&ChainSource::File(probe), &s).map_err(|e| e.to_string()))
+        .map_err(|e| error("traffic", format!("the tester would refuse this chain's traffic: {e}")))?;
     Ok(tester)
-}
-
-/// A directory of this process's own for a file checked and removed.
-fn tempfile_dir() -> Result<std::path::PathBuf, DeployError> {
-    let dir = std::env::temp_dir().join(format!("sfclab-deploy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| error("file", format!("{}: {e}", dir.display())))?;
-    Ok(dir)
 }
 
 /// Every file the hops' NFs read (their file settings, made absolute by the loader),
