@@ -115,7 +115,7 @@ impl Manifests {
         serde_saphyr::to_string_multiple(&self.tester).expect("Kubernetes objects serialize")
     }
 
-    /// Every object, the tester's last, as JSON values (for checks).
+    /// Every object, the tester's last.
     pub fn objects(&self) -> impl Iterator<Item = &Object> {
         self.chain.iter().chain(&self.tester)
     }
@@ -175,6 +175,19 @@ pub fn chain(chain: &ChainLayout<'_>, chain_name: &str, options: &DeployOptions)
             "one host per place: the tester's sender, each hop, its receiver",
         ));
     }
+    if let LinkKind::HostDevice { devices } = &options.link
+        && devices.len() != 2 * (n + 1)
+    {
+        return Err(error(
+            "--link",
+            format!(
+                "host-device names {} devices; the chain's {} links have {} ends, one device each",
+                devices.len(),
+                n + 1,
+                2 * (n + 1)
+            ),
+        ));
+    }
     for (&host, node) in &options.nodes {
         if !chain.hosts.contains(&host) {
             return Err(error(
@@ -199,26 +212,22 @@ pub fn chain(chain: &ChainLayout<'_>, chain_name: &str, options: &DeployOptions)
     let mut links = Vec::with_capacity(n + 1);
     for k in 0..=n {
         let (from, to) = (chain.hosts[k], chain.hosts[k + 1]);
-        let kind = if from == to && options.link == LinkKind::Memif {
-            LinkKind::Memif
-        } else if options.link == LinkKind::Memif {
+        if options.link == LinkKind::Memif && from != to {
             return Err(error(
                 "--link",
                 format!(
                     "link {k} crosses from host {from} to host {to}, and memif joins pods of one node: give `--link macvlan:master=IF`, `sriov:resource=NAME`, `host-device:...` or `afxdp:pool=NAME`"
                 ),
             ));
-        } else {
-            options.link.clone()
-        };
-        links.push(base.link(k, n, &kind, chain, &mut objects)?);
+        }
+        links.push(base.link(k, n, &options.link, chain, &mut objects)?);
     }
     // The ConfigMap: every hop's chain file, the tester's, the NFs' files.
     let mut data = BTreeMap::new();
     for i in 0..n {
         let mut file = chain.plan.chain_file(i).1.clone();
         if options.link.switched() {
-            address_next(&mut file, i, i + 1 == n);
+            address_next(&mut file, i, n);
         }
         ship_files(&mut file, &chain.files);
         data.insert(hop_file(i), serde_json::to_string_pretty(&file).expect("JSON"));
@@ -273,8 +282,7 @@ pub fn chain(chain: &ChainLayout<'_>, chain_name: &str, options: &DeployOptions)
         .into_iter()
         .flatten()
         .collect();
-    let mut spec = base.pod_spec(args, &nets, chain.hosts[0], &chain.hosts, uses_memif, false);
-    spec.restart_policy = Some("Never".into());
+    let spec = base.pod_spec(args, &nets, chain.hosts[0], &chain.hosts, uses_memif, false);
     let mut template_meta = base.meta("tester", "tester", Some(chain.hosts[0]));
     template_meta.name = None;
     annotate_networks(&mut template_meta, &nets);
@@ -360,32 +368,8 @@ impl Base<'_> {
                 receiver_net: None,
             });
         }
-        // Addresses the switch delivers by, those the local NIC-switched chains use.
-        let (sender_mac, receiver_mac) = (
-            if k == 0 {
-                sfclab_traffic::flows::SRC_MAC.0
-            } else {
-                sfclab_topology::vf_out_mac(k - 1)
-            },
-            if k == n {
-                sfclab_topology::TESTER_IN_MAC
-            } else if k == 0 {
-                sfclab_traffic::flows::DST_MAC.0
-            } else {
-                sfclab_topology::vf_in_mac(k)
-            },
-        );
-        let mut network = |end: usize, label: &str| -> Result<String, DeployError> {
-            let plugin = Plugin::of(kind, end).ok_or_else(|| {
-                error(
-                    "--link",
-                    format!(
-                        "host-device needs a device for every link end: {} for {} links",
-                        2 * (n + 1),
-                        n + 1
-                    ),
-                )
-            })?;
+        let mut network = |end: usize, label: &str| -> String {
+            let plugin = Plugin::of(kind, end).expect("a network for every end: host devices counted by `chain`");
             let net = format!("link-{k}{label}");
             let mut metadata = self.meta(&net, "link", None);
             if let Some(resource) = kind.resource() {
@@ -402,25 +386,12 @@ impl Base<'_> {
             objects.push(Object::Network(Box::new(NetworkAttachmentDefinition::new(
                 metadata, &config,
             ))));
-            Ok(net)
+            net
         };
         let (sender_net, receiver_net) = match kind {
-            LinkKind::HostDevice { devices } => {
-                if devices.len() != 2 * (n + 1) {
-                    return Err(error(
-                        "--link",
-                        format!(
-                            "host-device names {} devices; the chain's {} links have {} ends, one device each",
-                            devices.len(),
-                            n + 1,
-                            2 * (n + 1)
-                        ),
-                    ));
-                }
-                (network(2 * k, "-out")?, network(2 * k + 1, "-in")?)
-            }
+            LinkKind::HostDevice { .. } => (network(2 * k, "-out"), network(2 * k + 1, "-in")),
             _ => {
-                let net = network(0, "")?;
+                let net = network(0, "");
                 (net.clone(), net)
             }
         };
@@ -431,12 +402,12 @@ impl Base<'_> {
             sender_net: Some(NetworkSelection {
                 name: sender_net,
                 interface: sender_if.to_string(),
-                mac: mac(sender_mac),
+                mac: mac(sending_mac(k)),
             }),
             receiver_net: Some(NetworkSelection {
                 name: receiver_net,
                 interface: receiver_if.to_string(),
-                mac: mac(receiver_mac),
+                mac: mac(receiving_mac(k, n)),
             }),
         })
     }
@@ -638,34 +609,40 @@ fn shipped_name(k: usize, path: &str) -> String {
     format!("{}-{base}", k + 1)
 }
 
-/// Points every file setting of `file` that names one of `files` at its copy in the
-/// ConfigMap.
-fn ship_files(file: &mut serde_json::Value, files: &BTreeMap<String, String>) {
-    match file {
-        serde_json::Value::String(s) => {
-            if let Some(k) = files.keys().position(|p| p == s) {
-                *s = format!("{CONFIG_DIR}/{}", shipped_name(k, s));
+/// Calls `visit` on every file the NFs of a hop's chain file name.
+pub(crate) fn each_file(file: &mut serde_json::Value, visit: &mut dyn FnMut(&mut String)) {
+    let entries = file
+        .get_mut("chain")
+        .and_then(|c| c.as_array_mut())
+        .into_iter()
+        .flatten();
+    for entry in entries.filter_map(|e| e.as_object_mut()) {
+        for (kind, settings) in entry.iter_mut() {
+            if let Some(settings) = settings.as_object_mut() {
+                sfclab_nf::NfSpec::visit_files(kind, settings, visit);
             }
         }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| ship_files(v, files)),
-        serde_json::Value::Object(map) => map.values_mut().for_each(|v| ship_files(v, files)),
-        _ => {}
     }
+}
+
+/// Points every file setting of `file` at its copy in the ConfigMap (`files`, by path).
+fn ship_files(file: &mut serde_json::Value, files: &BTreeMap<String, String>) {
+    each_file(file, &mut |path| {
+        if let Some(k) = files.keys().position(|p| p == path) {
+            *path = format!("{CONFIG_DIR}/{}", shipped_name(k, path));
+        }
+    });
 }
 
 /// Hop `i`'s chain file addressing what leaves it to the next hop's receiving end (the
 /// last hop's to the tester's), from its own sending end, as the local NIC-switched
 /// chains do: a hop that is one forwarder is set to; any other gets a `to-next`
 /// forwarder after its NFs.
-fn address_next(file: &mut serde_json::Value, i: usize, last: bool) {
-    let next = if last {
-        sfclab_topology::TESTER_IN_MAC
-    } else {
-        sfclab_topology::vf_in_mac(i + 1)
-    };
+fn address_next(file: &mut serde_json::Value, i: usize, n: usize) {
+    // Hop i sends on link i+1.
     let settings = serde_json::json!({
-        "dst_mac": mac_text(next),
-        "src_mac": mac_text(sfclab_topology::vf_out_mac(i)),
+        "dst_mac": mac_text(receiving_mac(i + 1, n)),
+        "src_mac": mac_text(sending_mac(i + 1)),
     });
     let Some(chain) = file.get_mut("chain").and_then(|c| c.as_array_mut()) else {
         return;
@@ -679,6 +656,26 @@ fn address_next(file: &mut serde_json::Value, i: usize, last: bool) {
     let mut to_next = settings;
     to_next["name"] = "to-next".into();
     chain.push(serde_json::json!({ "forwarder": to_next }));
+}
+
+/// The address of link `k`'s sending end over a switch, as the local NIC-switched
+/// chains give it: the generator's source (the tester's, link 0), else hop k's sending
+/// function.
+fn sending_mac(k: usize) -> [u8; 6] {
+    match k {
+        0 => sfclab_traffic::flows::SRC_MAC.0,
+        _ => sfclab_topology::vf_out_mac(k - 1),
+    }
+}
+
+/// The address of link `k`'s receiving end (of a chain of `n` hops): the generator's
+/// destination (hop 1's), hop k+1's receiving function, or the tester's `t-in` (link n).
+fn receiving_mac(k: usize, n: usize) -> [u8; 6] {
+    match k {
+        _ if k == n => sfclab_topology::TESTER_IN_MAC,
+        0 => sfclab_traffic::flows::DST_MAC.0,
+        _ => sfclab_topology::vf_in_mac(k),
+    }
 }
 
 fn mac_text(mac: [u8; 6]) -> String {

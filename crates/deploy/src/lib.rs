@@ -13,7 +13,7 @@ pub mod nad;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use sfclab_experiment::{ChainSource, Experiment, HopPlan, Settings};
+use sfclab_experiment::{HopPlan, Settings, chain_file};
 
 pub use k8s::{DeployError, DeployOptions, Manifests, Object};
 pub use links::{LinkKind, MacvlanMode};
@@ -39,9 +39,10 @@ pub fn chain_file(path: &Path, options: &DeployOptions) -> Result<Manifests, Dep
     let overrides = Settings::default()
         .with("chaining", "memif")
         .map_err(|e| error("chaining", e))?;
-    let experiment = Experiment::load(&ChainSource::File(path.to_path_buf()), &overrides)?;
-    let plan = HopPlan::of(&experiment).map_err(|e| error("chain", e))?;
+    // Read once: the hops' chain and the tester's traffic come from the same text.
     let text = std::fs::read_to_string(path).map_err(|e| error("file", format!("{}: {e}", path.display())))?;
+    let experiment = chain_file::parse(&text, &path.display().to_string(), &overrides)?;
+    let plan = HopPlan::of(&experiment).map_err(|e| error("chain", e))?;
     let tester = tester_file(&text, path)?;
     let layout = ChainLayout {
         hosts: vec![1; plan.hops() + 2],
@@ -83,14 +84,11 @@ fn tester_file(text: &str, path: &Path) -> Result<String, DeployError> {
         format!("The tester of {name}: the traffic it sends through the chain's pods and how long it measures.").into(),
     );
     let tester = serde_json::to_string_pretty(&tester).expect("JSON");
-    // What the tester will be told: its file with interfaces for ports, read as it will
-    // read it (a directory of this call's own, removed when dropped).
-    let dir = tempfile::tempdir().map_err(|e| error("file", format!("a temporary directory: {e}")))?;
-    let probe = dir.path().join("tester.json");
-    std::fs::write(&probe, &tester).map_err(|e| error("file", format!("{}: {e}", probe.display())))?;
-    Settings::default()
+    // Read as the tester will read it: its file with interfaces for ports.
+    let ports = Settings::default()
         .with("ports", "tester:t-out,t-in")
-        .and_then(|s| Experiment::load(&ChainSource::File(probe), &s).map_err(|e| e.to_string()))
+        .map_err(|e| error("ports", e))?;
+    chain_file::parse(&tester, "tester.json", &ports)
         .map_err(|e| error("traffic", format!("the tester would refuse this chain's traffic: {e}")))?;
     Ok(tester)
 }
@@ -98,29 +96,15 @@ fn tester_file(text: &str, path: &Path) -> Result<String, DeployError> {
 /// Every file the hops' NFs read (their file settings, made absolute by the loader),
 /// with its text: the ConfigMap carries them.
 fn files_read(plan: &HopPlan) -> Result<BTreeMap<String, String>, DeployError> {
-    let mut files = BTreeMap::new();
+    let mut paths = Vec::new();
     for i in 0..plan.hops() {
-        let chain = &plan.chain_file(i).1["chain"];
-        for entry in chain.as_array().into_iter().flatten() {
-            collect_files(entry, &mut files)?;
-        }
+        k8s::each_file(&mut plan.chain_file(i).1.clone(), &mut |path| paths.push(path.clone()));
     }
-    Ok(files)
-}
-
-/// The files of one chain entry (`{kind: settings}`) and of an NF it wraps.
-fn collect_files(entry: &serde_json::Value, files: &mut BTreeMap<String, String>) -> Result<(), DeployError> {
-    let Some((kind, settings)) = entry.as_object().and_then(|m| m.iter().next()) else {
-        return Ok(());
-    };
-    for key in sfclab_nf::NfSpec::file_settings(kind) {
-        if let Some(path) = settings[*key].as_str() {
-            let text = std::fs::read_to_string(path).map_err(|e| error(key, format!("{path}: {e}")))?;
-            files.insert(path.to_string(), text);
-        }
-    }
-    if let Some(key) = sfclab_nf::NfSpec::wrapped_setting(kind) {
-        collect_files(&settings[key], files)?;
-    }
-    Ok(())
+    paths
+        .into_iter()
+        .map(|path| match std::fs::read_to_string(&path) {
+            Ok(text) => Ok((path, text)),
+            Err(e) => Err(error("file", format!("{path}: {e}"))),
+        })
+        .collect()
 }

@@ -1249,34 +1249,18 @@ fn resolve_nf(
         }
     };
     if let Some(dir) = dir {
-        read_files_beside(&kind, &mut settings, dir);
+        // A relative file is the chain file's neighbour, wherever the command runs.
+        NfSpec::visit_files(&kind, &mut settings, &mut |path| {
+            if std::path::Path::new(path.as_str()).is_relative() {
+                *path = dir.join(&*path).display().to_string();
+            }
+        });
     }
     let spec = NfSpec::new(&kind, Value::Object(settings)).map_err(|e| match e {
         SpecError::UnknownKind(_) => ctx.nf_at(place, &kind, &at(vec![]), e.to_string()),
         SpecError::Config(c) => ctx.nf_at(place, &kind, &at(steps_of_text(&c.key)), plain(&c.reason)),
     })?;
     Ok((name, spec))
-}
-
-/// Makes the relative paths in `settings` (of an NF of type `kind`) paths in `dir`: its
-/// own file settings, and those of an NF it wraps (`nsh-proxy`'s `nf: {dpi: {...}}`).
-fn read_files_beside(kind: &str, settings: &mut Map<String, Value>, dir: &std::path::Path) {
-    for key in NfSpec::file_settings(kind) {
-        if let Some(Value::String(path)) = settings.get_mut(*key)
-            && std::path::Path::new(path.as_str()).is_relative()
-        {
-            *path = dir.join(&*path).display().to_string();
-        }
-    }
-    if let Some(key) = NfSpec::wrapped_setting(kind)
-        && let Some(Value::Object(inner)) = settings.get_mut(key)
-        && inner.len() == 1
-    {
-        let (inner_kind, inner_settings) = inner.iter_mut().next().expect("one entry");
-        if let Value::Object(inner_settings) = inner_settings {
-            read_files_beside(inner_kind, inner_settings, dir);
-        }
-    }
 }
 
 /// The chain's wiring from `wiring:` lines (`router.port1 -> fw`, `fw.deny -> egress`):

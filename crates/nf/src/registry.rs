@@ -132,6 +132,28 @@ impl NfSpec {
         find(kind).and_then(|t| t.wraps)
     }
 
+    /// Calls `visit` on every file an NF of type `kind` names in `settings`: its own
+    /// file settings (`NfType::files`), and those of an NF it wraps (`nsh-proxy`'s
+    /// `nf: {dpi: {...}}`).
+    pub fn visit_files(
+        kind: &str,
+        settings: &mut serde_json::Map<String, serde_json::Value>,
+        visit: &mut dyn FnMut(&mut String),
+    ) {
+        for key in NfSpec::file_settings(kind) {
+            if let Some(serde_json::Value::String(path)) = settings.get_mut(*key) {
+                visit(path);
+            }
+        }
+        if let Some(key) = NfSpec::wrapped_setting(kind)
+            && let Some(serde_json::Value::Object(inner)) = settings.get_mut(key)
+            && inner.len() == 1
+            && let Some((inner_kind, serde_json::Value::Object(inner_settings))) = inner.iter_mut().next()
+        {
+            NfSpec::visit_files(inner_kind, inner_settings, visit);
+        }
+    }
+
     pub fn settings(&self) -> &serde_json::Value {
         &self.settings
     }
