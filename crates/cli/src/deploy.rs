@@ -1,5 +1,5 @@
-//! `sfclab deploy k8s`: a chain's manifests for a Kubernetes cluster; `sfclab ready`: a
-//! hop container's readiness probe (the image has no shell).
+//! `sfclab deploy k8s`: a chain's or a scenario's manifests for a Kubernetes cluster;
+//! `sfclab ready`: a hop container's readiness probe (the image has no shell).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -12,11 +12,12 @@ use crate::outcome;
 
 #[derive(Subcommand)]
 pub enum DeployCmd {
-    /// Kubernetes manifests for a chain file: a Namespace, a ConfigMap of every hop's
-    /// chain file (those the local runs use), per hop a Pod (Guaranteed QoS, one whole
-    /// CPU, the capabilities its ports need), per link a Multus
+    /// Kubernetes manifests for a chain file or a scenario: a Namespace, a ConfigMap of
+    /// every hop's chain file (those the local runs use), per hop a Pod (Guaranteed QoS,
+    /// one whole CPU, the capabilities its ports need), per link a Multus
     /// NetworkAttachmentDefinition or a host directory for memif sockets, and the tester
-    /// as a Job whose log is its JSON result. Nothing is applied: `kubectl apply -f
+    /// as a Job whose log is its JSON result (a scenario's: `sfclab scenario --attach`,
+    /// every VNF of every chain a Pod on one node). Nothing is applied: `kubectl apply -f
     /// chain.yaml`, wait for the hops (`kubectl wait --for=condition=Ready pod -l
     /// app.kubernetes.io/component=hop -n NAME`), then `kubectl apply -f tester.yaml`;
     /// `kubectl delete namespace NAME` removes everything (docs/KUBERNETES.md).
@@ -44,7 +45,8 @@ pub struct ImageArgs {
 
 #[derive(Args)]
 pub struct K8sArgs {
-    /// Chain file (YAML): each entry of its `chain:` one hop, one Pod.
+    /// Chain file (YAML: each entry of its `chain:` one hop, one Pod) or scenario file
+    /// (no `chain:` list: every VNF of every chain one Pod).
     file: PathBuf,
     /// How pods are joined: `memif` (shared memory, every pod on one node: the
     /// default), `macvlan:master=IF[,mode=bridge|vepa]`, `sriov:resource=NAME` (the SR-IOV
@@ -106,7 +108,7 @@ fn k8s(a: &K8sArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return outcome::fail(outcome::USAGE, &e),
     };
-    let manifests = match sfclab_deploy::chain_file(&a.file, &options) {
+    let manifests = match sfclab_deploy::file(&a.file, &options) {
         Ok(m) => m,
         Err(e) => return outcome::fail(outcome::USAGE, &e.to_string()),
     };

@@ -852,6 +852,15 @@ fn cmd_run(a: RunArgs) -> ExitCode {
     if spec.ports.builds_testbed() {
         return cmd_run_wired(&a, &spec);
     }
+    if spec.control_files.is_some() {
+        // A hop measured run after run by a tester elsewhere: each run's document to its
+        // report file, the last (ended by SIGINT or SIGTERM) to stdout as well.
+        let document = |r: &sfclab_runtime::RunReport| render::json(&spec.name, &spec.nfs, r) + "\n";
+        return match sfclab_experiment::remote_hops::serve_runs(&spec, &mut { document }) {
+            Ok(r) => outcome::emit_then(&document(&r), outcome::done(r.interrupted)),
+            Err(e) => outcome::fail(outcome::USAGE, &e.to_string()),
+        };
+    }
     let render = |r: &sfclab_runtime::RunReport| {
         if a.json {
             render::json(&spec.name, &spec.nfs, r) + "\n"

@@ -30,6 +30,10 @@ pub struct ScenarioArgs {
     /// `sfclab report` draws one over several scenarios (throughput against chains).
     #[arg(long, value_name = "DIR", help_heading = "Output")]
     out: Option<std::path::PathBuf>,
+    /// The VNFs run elsewhere (a cluster's pods, as `sfclab deploy k8s` writes them):
+    /// attach to their memif sockets and control files in DIR instead of starting them.
+    #[arg(long, value_name = "DIR", help_heading = "Scenario")]
+    attach: Option<std::path::PathBuf>,
 }
 
 pub fn cmd_scenario(a: ScenarioArgs) -> ExitCode {
@@ -37,6 +41,11 @@ pub fn cmd_scenario(a: ScenarioArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return outcome::fail(outcome::USAGE, &e.to_string()),
     };
+    if let Some(dir) = a.attach.clone()
+        && let Err(e) = scenario.attach(dir)
+    {
+        return outcome::fail(outcome::USAGE, &e.to_string());
+    }
     if let Some(dir) = &a.out
         && let Err(e) = std::fs::create_dir_all(dir)
     {
@@ -168,11 +177,13 @@ pub fn table(d: &ScenarioDocument) -> String {
     }
     let _ = writeln!(
         s,
-        "offered {} in all, memif {}; VNFs on cores {:?} ({:.2} processes per core), tester on core {} | window {:.2} s after {:.2} s warm-up{}",
+        "offered {} in all, memif {}; {}, tester on core {} | window {:.2} s after {:.2} s warm-up{}",
         d.offered,
         d.memif_wait,
-        d.vnf_cores,
-        d.oversubscription,
+        match d.oversubscription {
+            Some(o) => format!("VNFs on cores {:?} ({o:.2} processes per core)", d.vnf_cores),
+            None => "VNFs where they were started".into(),
+        },
         d.tester_core.map_or("-".into(), |c| c.to_string()),
         d.duration_s,
         d.warmup_s,

@@ -88,7 +88,7 @@ fn the_deployed_pods_forward_the_testers_traffic_when_run_as_a_node_runs_them() 
     let o = sfclab(&["deploy", "k8s", "examples/chains/forwarders.yaml"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let objects: Vec<Value> = serde_saphyr::from_str_multiple(&stdout(&o)).unwrap();
-    let (doc, reports) = run_as_a_node(&objects, &mut |_, _| None);
+    let (doc, reports) = run_chain_as_a_node(&objects, &mut |_, _| None);
     let count = |d: &Value, key: &str| d["conservation"][key].as_u64().unwrap();
     assert!(count(&doc, "received") > 0, "{doc}");
     // What the tester sent (its own refusals aside) is what the first hop took in, what
@@ -131,7 +131,7 @@ fn the_macvlan_deployment_forwards_when_multus_is_emulated() {
     let master = nads.values().next().unwrap()["master"].as_str().unwrap().to_string();
     // The node's interface: one end of a veth pair (its cable, going nowhere).
     topo.veth((&node, &master), (&node, "cable")).unwrap();
-    let (doc, reports) = run_as_a_node(&objects, &mut |pod, networks| {
+    let (doc, reports) = run_chain_as_a_node(&objects, &mut |pod, networks| {
         let ns = topo.namespace(pod).unwrap();
         for net in networks {
             let config = &nads[net["name"].as_str().unwrap()];
@@ -165,11 +165,153 @@ fn the_macvlan_deployment_forwards_when_multus_is_emulated() {
     }
 }
 
+/// A scenario's deployment run as a node would run it (see above): every chain's VNF a
+/// pod serving run after run, the scenario's tester attached to them all, repeated:
+/// each repetition's every chain conserves, its loss explained by its VNFs' reports of
+/// that run (what they dropped), and each VNF's runs are the tester's repetitions.
+#[test]
+fn a_deployed_scenario_runs_its_repetitions_through_the_pods_and_conserves() {
+    let o = sfclab(&["deploy", "k8s", "examples/scenarios/pvvp-multi-feature.yaml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let objects: Vec<Value> = serde_saphyr::from_str_multiple(&stdout(&o)).unwrap();
+    // Two chains of two VNFs and a standby instance of two: six pods.
+    assert_eq!(objects.iter().filter(|o| o["kind"] == "Pod").count(), 6);
+    let (doc, tester, reports) = run_as_a_node(
+        &objects,
+        &mut |_, _| None,
+        &[
+            "--duration",
+            "400ms",
+            "--warmup",
+            "100ms",
+            "--rate",
+            "40kpps",
+            "--repeat",
+            "2",
+        ],
+    );
+    assert!(
+        tester.status.success(),
+        "tester: {}",
+        String::from_utf8_lossy(&tester.stderr)
+    );
+    assert_eq!(doc["schema"], "sfclab.scenario/3", "{doc}");
+    assert!(doc["chaining"].as_str().unwrap().contains("attached"), "{doc}");
+    assert!(
+        doc.get("oversubscription").is_none(),
+        "the pods' cores are not the tester's to count"
+    );
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for run in runs {
+        for chain in run["chains"].as_array().unwrap() {
+            assert_eq!(chain["conserved"], true, "{chain}");
+            assert_eq!(chain["unaccounted"], 0, "{chain}");
+            let hops = chain["hops"].as_array().unwrap();
+            assert_eq!(hops.len(), 2, "{chain}");
+            // Each VNF's own report of this repetition: it forwarded both ways.
+            for hop in hops {
+                assert!(hop["rx"].as_u64().unwrap() > 0, "{hop}");
+                assert!(hop.get("error").is_none_or(Value::is_null), "{hop}");
+            }
+            let sent: u64 = chain["directions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["window"]["sent"].as_u64().unwrap())
+                .sum();
+            assert!(sent > 0, "{chain}");
+        }
+    }
+    // Every VNF of a chain given traffic ended the two runs the tester asked for and was
+    // in a third, idle, when its pod was deleted (SIGTERM: its report of that one).
+    assert_eq!(reports.len(), 6);
+    for r in &reports {
+        assert_eq!(r["interrupted"], true, "{r}");
+    }
+}
+
+/// Attached VNFs that drop (each VNF's licence, a policer, at a tenth of the offered
+/// rate) report it in their runs' documents, which explain the tester's loss: every
+/// chain conserves, its drops named by hop and cause, none unaccounted.
+#[test]
+fn a_deployed_scenarios_loss_is_explained_by_the_pods_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("licensed.yaml");
+    std::fs::write(
+        &file,
+        "name: licensed\nchains: 2\nshape: pvvp\nvnf: router\nvnf_rate_cap: 4Mbit\ntraffic: { rate: 40kpps, size: 512 }\n",
+    )
+    .unwrap();
+    let o = sfclab(&["deploy", "k8s", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let objects: Vec<Value> = serde_saphyr::from_str_multiple(&stdout(&o)).unwrap();
+    let (doc, tester, _) = run_as_a_node(&objects, &mut |_, _| None, &["--duration", "300ms", "--warmup", "50ms"]);
+    assert!(
+        tester.status.success(),
+        "tester: {}",
+        String::from_utf8_lossy(&tester.stderr)
+    );
+    let chains = doc["runs"][0]["chains"].as_array().unwrap();
+    assert_eq!(chains.len(), 2);
+    for chain in chains {
+        assert_eq!(chain["conserved"], true, "{chain}");
+        assert_eq!(chain["unaccounted"], 0, "{chain}");
+        let hop_drops: u64 = chain["drops"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(place, _)| place.starts_with("hop ") && place.contains("policed"))
+            .map(|(_, n)| n.as_u64().unwrap())
+            .sum();
+        let lost = chain["window"]["lost"].as_u64().unwrap();
+        // The VNFs' counts run from their start, the tester's window after its warm-up.
+        assert!(
+            lost > 0 && hop_drops >= lost,
+            "the VNFs' licences drop what is lost: {chain}"
+        );
+    }
+}
+
+/// Runs a chain file's deployment as a node would (see above): the tester's result and
+/// each hop's report, every one conserved.
+fn run_chain_as_a_node(
+    objects: &[Value],
+    attach: &mut dyn FnMut(&str, &[Value]) -> Option<String>,
+) -> (Value, Vec<Value>) {
+    let (doc, result, reports) = run_as_a_node(
+        objects,
+        attach,
+        &["--duration", "500ms", "--warmup", "100ms", "--rate", "20kpps"],
+    );
+    assert!(
+        result.status.success(),
+        "tester: {}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    assert_eq!(doc["conservation"]["holds"], true, "{doc}");
+    for (i, r) in reports.iter().enumerate() {
+        assert_eq!(r["conservation"]["holds"], true, "hop {}: {r}", i + 1);
+        assert_eq!(
+            r["interrupted"],
+            true,
+            "hop {} stopped by SIGTERM keeps its result",
+            i + 1
+        );
+    }
+    (doc, reports)
+}
+
 /// Runs a deployment's pods as a node would (see above); `attach(pod, networks)` gives a
 /// pod its Multus networks and returns the network namespace it runs in (`None`: this
-/// one). Returns the tester's result and each hop's report (stopped with SIGTERM, as a
-/// deleted pod's container is).
-fn run_as_a_node(objects: &[Value], attach: &mut dyn FnMut(&str, &[Value]) -> Option<String>) -> (Value, Vec<Value>) {
+/// one); the tester's command gets `tester_args` too. Returns the tester's JSON result,
+/// its output, and each hop's report (stopped with SIGTERM, as a deleted pod's
+/// container is).
+fn run_as_a_node(
+    objects: &[Value],
+    attach: &mut dyn FnMut(&str, &[Value]) -> Option<String>,
+    tester_args: &[&str],
+) -> (Value, std::process::Output, Vec<Value>) {
     let dir = tempfile::tempdir().unwrap();
     // The ConfigMap's files, where every pod mounts them.
     let config = dir.path().join("config");
@@ -249,7 +391,7 @@ fn run_as_a_node(objects: &[Value], attach: &mut dyn FnMut(&str, &[Value]) -> Op
     std::fs::create_dir(&tester_dir).unwrap();
     let netns = attach("tester", &networks(&template["metadata"]));
     let result = command(&template["spec"]["containers"][0], &tester_dir, &netns)
-        .args(["--duration", "500ms", "--warmup", "100ms", "--rate", "20kpps"])
+        .args(tester_args)
         .output()
         .unwrap();
     let mut reports = Vec::new();
@@ -262,23 +404,13 @@ fn run_as_a_node(objects: &[Value], attach: &mut dyn FnMut(&str, &[Value]) -> Op
         let out = child.wait_with_output().unwrap();
         reports.push(serde_json::from_slice::<Value>(&out.stdout).expect("a hop's report on SIGTERM"));
     }
-    assert!(
-        result.status.success(),
-        "tester: {}",
-        String::from_utf8_lossy(&result.stderr)
-    );
-    let doc: Value = serde_json::from_slice(&result.stdout).expect("the tester's log is its JSON result");
-    assert_eq!(doc["conservation"]["holds"], true, "{doc}");
-    for (i, r) in reports.iter().enumerate() {
-        assert_eq!(r["conservation"]["holds"], true, "hop {}: {r}", i + 1);
-        assert_eq!(
-            r["interrupted"],
-            true,
-            "hop {} stopped by SIGTERM keeps its result",
-            i + 1
-        );
-    }
-    (doc, reports)
+    let doc: Value = serde_json::from_slice(&result.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the tester's log is its JSON result: {e}\n{}",
+            String::from_utf8_lossy(&result.stderr)
+        )
+    });
+    (doc, result, reports)
 }
 
 /// The hops' processes, with their readiness probe and directory: killed if the test

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::Serialize;
-use sfclab_experiment::HopPlan;
+use sfclab_experiment::{HopPlan, remote_hops};
 
 use crate::links::LinkKind;
 use crate::nad::{self, CniConfig, NetworkAttachmentDefinition, NetworkSelection, Plugin};
@@ -28,7 +28,7 @@ const CONFIG_DIR: &str = "/etc/sfclab";
 /// A pod's own state (its ready file).
 const STATE_DIR: &str = "/run/sfclab";
 /// The memif sockets of a node's pods (a host directory).
-const MEMIF_DIR: &str = "/run/sfclab/memif";
+pub(crate) const MEMIF_DIR: &str = "/run/sfclab/memif";
 /// The label every object of one deployment carries (`kubectl delete -l`).
 pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 const ROLE_LABEL: &str = "app.kubernetes.io/component";
@@ -131,8 +131,6 @@ pub struct ChainLayout<'a> {
     pub memif_wait: String,
     /// Files the NFs read, by the path their chain files name: shipped in the ConfigMap.
     pub files: BTreeMap<String, String>,
-    /// The tester's chain file (its traffic and run settings) and its name.
-    pub tester_file: (String, String),
 }
 
 /// A link between two places: what each end opens.
@@ -145,29 +143,15 @@ struct Ends {
     receiver_net: Option<NetworkSelection>,
 }
 
-/// The objects of `chain` deployed as `options` say.
-pub fn chain(chain: &ChainLayout<'_>, chain_name: &str, options: &DeployOptions) -> Result<Manifests, DeployError> {
-    let name = match &options.name {
-        Some(n) => n.clone(),
-        None => format!("sfclab-{}", dns_label(chain_name)),
-    };
-    if !is_dns_label(&name) {
-        return Err(error(
-            "--name",
-            format!(
-                "`{name}` is not a Kubernetes name: lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit"
-            ),
-        ));
-    }
-    if !is_quantity(&options.memory) {
-        return Err(error(
-            "--memory",
-            format!(
-                "`{}` is not a Kubernetes quantity: write e.g. 512Mi or 2Gi",
-                options.memory
-            ),
-        ));
-    }
+/// The objects of `chain` deployed as `options` say, tested by the chain file
+/// `tester_file` (its name in the ConfigMap and text: the traffic and run settings).
+pub fn chain(
+    chain: &ChainLayout<'_>,
+    tester_file: (&str, &str),
+    chain_name: &str,
+    options: &DeployOptions,
+) -> Result<Manifests, DeployError> {
+    let name = deployment_name(chain_name, options)?;
     let n = chain.plan.hops();
     if chain.hosts.len() != n + 2 {
         return Err(error(
@@ -188,90 +172,20 @@ pub fn chain(chain: &ChainLayout<'_>, chain_name: &str, options: &DeployOptions)
             ),
         ));
     }
-    for (&host, node) in &options.nodes {
-        if !chain.hosts.contains(&host) {
-            return Err(error(
-                "--node",
-                format!("host {host} (`{node}`) runs no place of the chain"),
-            ));
-        }
-    }
+    check_nodes(options, &chain.hosts)?;
     let base = Base { name: &name, options };
-    let mut namespace = base.meta(&name, "namespace", None);
-    // Pod Security Admission's `baseline` refuses the capabilities AF_XDP needs and the
-    // host directory memif's sockets share; the pods stay unprivileged all the same.
-    namespace
-        .labels
-        .get_or_insert_default()
-        .insert("pod-security.kubernetes.io/enforce".into(), "privileged".into());
-    let mut objects = vec![Object::Namespace(Box::new(Namespace {
-        metadata: namespace,
-        ..Default::default()
-    }))];
-    // The links: link k from place k to place k+1.
-    let mut links = Vec::with_capacity(n + 1);
-    for k in 0..=n {
-        let (from, to) = (chain.hosts[k], chain.hosts[k + 1]);
-        if options.link == LinkKind::Memif && from != to {
-            return Err(error(
-                "--link",
-                format!(
-                    "link {k} crosses from host {from} to host {to}, and memif joins pods of one node: give `--link macvlan:master=IF`, `sriov:resource=NAME`, `host-device:...` or `afxdp:pool=NAME`"
-                ),
-            ));
-        }
-        links.push(base.link(k, n, &options.link, chain, &mut objects)?);
-    }
+    let mut objects = vec![base.namespace()];
+    let links = base.links(chain, "", &mut objects)?;
     // The ConfigMap: every hop's chain file, the tester's, the NFs' files.
-    let mut data = BTreeMap::new();
-    for i in 0..n {
-        let mut file = chain.plan.chain_file(i).1.clone();
-        if options.link.switched() {
-            address_next(&mut file, i, n);
-        }
-        ship_files(&mut file, &chain.files);
-        data.insert(hop_file(i), serde_json::to_string_pretty(&file).expect("JSON"));
-    }
-    for (k, (path, text)) in chain.files.iter().enumerate() {
-        data.insert(shipped_name(k, path), text.clone());
-    }
-    data.insert(chain.tester_file.0.clone(), chain.tester_file.1.clone());
-    objects.push(Object::ConfigMap(Box::new(ConfigMap {
-        metadata: base.meta("chain", "config", None),
-        data: Some(data),
-        ..Default::default()
-    })));
-    let uses_memif = links.iter().any(|l| l.sender_net.is_none() || l.receiver_net.is_none());
-    for i in 0..n {
-        let (input, output) = (&links[i], &links[i + 1]);
-        let ports = if input.receiver_net.is_none() && output.sender_net.is_none() {
-            format!("{},{}", input.receiver, output.sender)
-        } else {
-            format!("dut:{},{}", input.receiver, output.sender)
-        };
-        let args = chain.plan.arguments(
-            &format!("{CONFIG_DIR}/{}", hop_file(i)),
-            &ports,
-            &format!("{STATE_DIR}/ready"),
-        );
-        let nets: Vec<&NetworkSelection> = [&input.receiver_net, &output.sender_net]
-            .into_iter()
-            .flatten()
-            .collect();
-        let spec = base.pod_spec(args, &nets, chain.hosts[i + 1], &chain.hosts, uses_memif, true);
-        let mut metadata = base.meta(&format!("hop-{}", i + 1), "hop", Some(chain.hosts[i + 1]));
-        annotate_networks(&mut metadata, &nets);
-        objects.push(Object::Pod(Box::new(Pod {
-            metadata,
-            spec: Some(spec),
-            ..Default::default()
-        })));
-    }
+    let mut data = base.hop_files(chain, "");
+    data.insert(tester_file.0.to_string(), tester_file.1.to_string());
+    objects.push(base.config_map(data));
+    base.hop_pods(chain, "", &links, None, &mut objects);
     // The tester: sends into link 0, receives from link n.
     let ports = format!("tester:{},{}", links[0].sender, links[n].receiver);
     let args: Vec<String> = [
         "run",
-        &format!("{CONFIG_DIR}/{}", chain.tester_file.0),
+        &format!("{CONFIG_DIR}/{}", tester_file.0),
         "--ports",
         &ports,
         "--json",
@@ -282,28 +196,114 @@ pub fn chain(chain: &ChainLayout<'_>, chain_name: &str, options: &DeployOptions)
         .into_iter()
         .flatten()
         .collect();
-    let spec = base.pod_spec(args, &nets, chain.hosts[0], &chain.hosts, uses_memif, false);
-    let mut template_meta = base.meta("tester", "tester", Some(chain.hosts[0]));
-    template_meta.name = None;
-    annotate_networks(&mut template_meta, &nets);
-    let tester = Object::Job(Box::new(Job {
-        metadata: base.meta("tester", "tester", Some(chain.hosts[0])),
-        spec: Some(JobSpec {
-            // One measurement: a failed tester is a result to read, not to retry.
-            backoff_limit: Some(0),
-            template: PodTemplateSpec {
-                metadata: Some(template_meta),
-                spec: Some(spec),
-            },
-            ..Default::default()
-        }),
-        ..Default::default()
-    }));
+    let uses_memif = links.iter().any(|l| l.sender_net.is_none() || l.receiver_net.is_none());
+    let tester = base.tester_job(args, &nets, (chain.hosts[0], &chain.hosts), uses_memif);
     Ok(Manifests {
         name,
         chain: objects,
         tester: vec![tester],
     })
+}
+
+/// The objects of a scenario's chains (each instance's hops, standby ones too, as its
+/// own pods, all on one node joined by memif) with its tester a Job running `sfclab
+/// scenario` attached to them: the scenario's own tester (every chain from one thread,
+/// both directions, repetitions, searches), each VNF reporting each of its runs through
+/// its control files ([`sfclab_experiment::remote_hops`]).
+pub fn scenario(
+    chains: &[(String, ChainLayout<'_>)],
+    scenario_file: (&str, &str),
+    scenario_name: &str,
+    options: &DeployOptions,
+) -> Result<Manifests, DeployError> {
+    let name = deployment_name(scenario_name, options)?;
+    if options.link != LinkKind::Memif {
+        return Err(error(
+            "--link",
+            format!(
+                "a scenario's chains deploy on one node joined by memif, the tester attached to them all; `{}` links are for a chain file",
+                options.link
+            ),
+        ));
+    }
+    let hosts = [1];
+    check_nodes(options, &hosts)?;
+    let base = Base { name: &name, options };
+    let mut objects = vec![base.namespace()];
+    let mut links = Vec::with_capacity(chains.len());
+    let mut data = BTreeMap::new();
+    for (label, chain) in chains {
+        links.push(base.links(chain, label, &mut objects)?);
+        data.extend(base.hop_files(chain, label));
+    }
+    data.insert(scenario_file.0.to_string(), scenario_file.1.to_string());
+    objects.push(base.config_map(data));
+    for ((label, chain), links) in chains.iter().zip(&links) {
+        base.hop_pods(chain, label, links, Some(MEMIF_DIR), &mut objects);
+    }
+    let args: Vec<String> = [
+        "scenario",
+        &format!("{CONFIG_DIR}/{}", scenario_file.0),
+        "--attach",
+        MEMIF_DIR,
+        "--json",
+    ]
+    .map(String::from)
+    .into();
+    let tester = base.tester_job(args, &[], (1, &hosts), true);
+    Ok(Manifests {
+        name,
+        chain: objects,
+        tester: vec![tester],
+    })
+}
+
+/// The deployment's name (`--name`, or `sfclab-<name>`), checked with the pods' memory.
+fn deployment_name(of: &str, options: &DeployOptions) -> Result<String, DeployError> {
+    let name = match &options.name {
+        Some(n) => n.clone(),
+        None => format!("sfclab-{}", dns_label(of)),
+    };
+    if !is_dns_label(&name) {
+        return Err(error(
+            "--name",
+            format!(
+                "`{name}` is not a Kubernetes name: lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit"
+            ),
+        ));
+    }
+    if !is_quantity(&options.memory) {
+        return Err(error(
+            "--memory",
+            format!(
+                "`{}` is not a Kubernetes quantity: write e.g. 512Mi or 2Gi",
+                options.memory
+            ),
+        ));
+    }
+    Ok(name)
+}
+
+/// Every host `--node` places holds a place of the deployment.
+fn check_nodes(options: &DeployOptions, hosts: &[usize]) -> Result<(), DeployError> {
+    for (&host, node) in &options.nodes {
+        if !hosts.contains(&host) {
+            return Err(error(
+                "--node",
+                format!("host {host} (`{node}`) runs no place of the chain"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `name` within chain `label` of several (a scenario's `c1`), or alone.
+fn within(label: &str, name: &str) -> String {
+    if label.is_empty() {
+        name.to_string()
+    } else {
+        format!("{label}-{name}")
+    }
 }
 
 /// What every object of one deployment shares.
@@ -313,6 +313,159 @@ struct Base<'a> {
 }
 
 impl Base<'_> {
+    /// The deployment's Namespace.
+    fn namespace(&self) -> Object {
+        let mut namespace = self.meta(self.name, "namespace", None);
+        // Pod Security Admission's `baseline` refuses the capabilities AF_XDP needs and the
+        // host directory memif's sockets share; the pods stay unprivileged all the same.
+        namespace
+            .labels
+            .get_or_insert_default()
+            .insert("pod-security.kubernetes.io/enforce".into(), "privileged".into());
+        Object::Namespace(Box::new(Namespace {
+            metadata: namespace,
+            ..Default::default()
+        }))
+    }
+
+    /// The links of `chain` (link k from place k to place k+1), their networks added
+    /// to `objects`.
+    fn links(&self, chain: &ChainLayout<'_>, label: &str, objects: &mut Vec<Object>) -> Result<Vec<Ends>, DeployError> {
+        let n = chain.plan.hops();
+        let kind = &self.options.link;
+        (0..=n)
+            .map(|k| {
+                let (from, to) = (chain.hosts[k], chain.hosts[k + 1]);
+                if *kind == LinkKind::Memif && from != to {
+                    return Err(error(
+                        "--link",
+                        format!(
+                            "link {k} crosses from host {from} to host {to}, and memif joins pods of one node: give `--link macvlan:master=IF`, `sriov:resource=NAME`, `host-device:...` or `afxdp:pool=NAME`"
+                        ),
+                    ));
+                }
+                self.link(k, n, label, chain, objects)
+            })
+            .collect()
+    }
+
+    /// The ConfigMap's entries of `chain`: each hop's chain file (addressing the next
+    /// hop over a switch, its files pointed at their copies) and the NFs' files.
+    fn hop_files(&self, chain: &ChainLayout<'_>, label: &str) -> BTreeMap<String, String> {
+        let n = chain.plan.hops();
+        let mut data = BTreeMap::new();
+        for i in 0..n {
+            let mut file = chain.plan.chain_file(i).1.clone();
+            if self.options.link.switched() {
+                address_next(&mut file, i, n);
+            }
+            ship_files(&mut file, &chain.files);
+            data.insert(
+                within(label, &hop_file(i)),
+                serde_json::to_string_pretty(&file).expect("JSON"),
+            );
+        }
+        for (k, (path, text)) in chain.files.iter().enumerate() {
+            data.insert(shipped_name(k, path), text.clone());
+        }
+        data
+    }
+
+    /// The ConfigMap of every chain file and file the pods read.
+    fn config_map(&self, data: BTreeMap<String, String>) -> Object {
+        Object::ConfigMap(Box::new(ConfigMap {
+            metadata: self.meta("chain", "config", None),
+            data: Some(data),
+            ..Default::default()
+        }))
+    }
+
+    /// A Pod per hop of `chain` on its `links`; with `control` (a directory the tester
+    /// shares), each serves run after run through its control files there and says it
+    /// forwards by its ready file there.
+    fn hop_pods(
+        &self,
+        chain: &ChainLayout<'_>,
+        label: &str,
+        links: &[Ends],
+        control: Option<&str>,
+        objects: &mut Vec<Object>,
+    ) {
+        let n = chain.plan.hops();
+        let uses_memif = links.iter().any(|l| l.sender_net.is_none() || l.receiver_net.is_none());
+        for i in 0..n {
+            let (input, output) = (&links[i], &links[i + 1]);
+            let ports = if input.receiver_net.is_none() && output.sender_net.is_none() {
+                format!("{},{}", input.receiver, output.sender)
+            } else {
+                format!("dut:{},{}", input.receiver, output.sender)
+            };
+            let ready = match control {
+                Some(dir) => format!("{dir}/{}", remote_hops::ready_file(label, i)),
+                None => format!("{STATE_DIR}/ready"),
+            };
+            let mut args =
+                chain
+                    .plan
+                    .arguments(&format!("{CONFIG_DIR}/{}", within(label, &hop_file(i))), &ports, &ready);
+            if let Some(dir) = control {
+                args.extend([
+                    "--control-files".to_string(),
+                    format!("{dir}/{}", remote_hops::control_prefix(label, i)),
+                ]);
+            }
+            let nets: Vec<&NetworkSelection> = [&input.receiver_net, &output.sender_net]
+                .into_iter()
+                .flatten()
+                .collect();
+            let spec = self.pod_spec(
+                args,
+                &nets,
+                (chain.hosts[i + 1], &chain.hosts),
+                uses_memif,
+                Some(&ready),
+            );
+            let mut metadata = self.meta(
+                &within(label, &format!("hop-{}", i + 1)),
+                "hop",
+                Some(chain.hosts[i + 1]),
+            );
+            annotate_networks(&mut metadata, &nets);
+            objects.push(Object::Pod(Box::new(Pod {
+                metadata,
+                spec: Some(spec),
+                ..Default::default()
+            })));
+        }
+    }
+
+    /// The tester's Job running `args` on `host` of `hosts`, attached to `nets`.
+    fn tester_job(
+        &self,
+        args: Vec<String>,
+        nets: &[&NetworkSelection],
+        (host, hosts): (usize, &[usize]),
+        uses_memif: bool,
+    ) -> Object {
+        let spec = self.pod_spec(args, nets, (host, hosts), uses_memif, None);
+        let mut template_meta = self.meta("tester", "tester", Some(host));
+        template_meta.name = None;
+        annotate_networks(&mut template_meta, nets);
+        Object::Job(Box::new(Job {
+            metadata: self.meta("tester", "tester", Some(host)),
+            spec: Some(JobSpec {
+                // One measurement: a failed tester is a result to read, not to retry.
+                backoff_limit: Some(0),
+                template: PodTemplateSpec {
+                    metadata: Some(template_meta),
+                    spec: Some(spec),
+                },
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    }
+
     fn meta(&self, object: &str, role: &str, host: Option<usize>) -> ObjectMeta {
         let mut labels = BTreeMap::from([
             ("app.kubernetes.io/name".to_string(), "sfclab".to_string()),
@@ -337,15 +490,16 @@ impl Base<'_> {
         &self,
         k: usize,
         n: usize,
-        kind: &LinkKind,
+        label: &str,
         chain: &ChainLayout<'_>,
         objects: &mut Vec<Object>,
     ) -> Result<Ends, DeployError> {
+        let kind = &self.options.link;
         // Interface names inside the pods, as the local runs name them.
         let sender_if = if k == 0 { "t-out" } else { "out" };
         let receiver_if = if k == n { "t-in" } else { "in" };
         if *kind == LinkKind::Memif {
-            let socket = format!("{MEMIF_DIR}/link{k}.sock");
+            let socket = format!("{MEMIF_DIR}/{}", remote_hops::link_socket(label, k));
             // Between hops the receiver serves, as here; the tester, applied once the
             // hops are ready, connects to both of its links (a hop is ready once its
             // ports are open, which a client's are only once its server listens).
@@ -368,9 +522,9 @@ impl Base<'_> {
                 receiver_net: None,
             });
         }
-        let mut network = |end: usize, label: &str| -> String {
+        let mut network = |end: usize, end_label: &str| -> String {
             let plugin = Plugin::of(kind, end).expect("a network for every end: host devices counted by `chain`");
-            let net = format!("link-{k}{label}");
+            let net = within(label, &format!("link-{k}{end_label}"));
             let mut metadata = self.meta(&net, "link", None);
             if let Some(resource) = kind.resource() {
                 metadata.annotations = Some(BTreeMap::from([(
@@ -418,11 +572,11 @@ impl Base<'_> {
         &self,
         args: Vec<String>,
         nets: &[&NetworkSelection],
-        host: usize,
-        hosts: &[usize],
+        (host, hosts): (usize, &[usize]),
         uses_memif: bool,
-        hop: bool,
+        ready: Option<&str>,
     ) -> PodSpec {
+        let hop = ready.is_some();
         let options = self.options;
         // Guaranteed QoS (requests equal limits, whole CPUs): the static CPU manager
         // gives the container a core of its own, as `--core` does here.
@@ -517,9 +671,9 @@ impl Base<'_> {
                 ..Default::default()
             }),
             // Ready once its ports are open (its ready file): the tester is applied then.
-            readiness_probe: hop.then(|| Probe {
+            readiness_probe: ready.map(|file| Probe {
                 exec: Some(ExecAction {
-                    command: Some(vec![BINARY.into(), "ready".into(), format!("{STATE_DIR}/ready")]),
+                    command: Some(vec![BINARY.into(), "ready".into(), file.to_string()]),
                 }),
                 period_seconds: Some(1),
                 ..Default::default()

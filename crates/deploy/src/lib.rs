@@ -1,4 +1,5 @@
-//! sfclab beyond one machine: a chain deployed on Kubernetes (`sfclab deploy k8s`).
+//! sfclab beyond one machine: a chain or a scenario deployed on Kubernetes (`sfclab
+//! deploy k8s`).
 //!
 //! The objects are typed (`k8s-openapi` for Kubernetes' own, [`nad`] for Multus's
 //! NetworkAttachmentDefinition), written as YAML; each hop's Pod runs the chain file and
@@ -13,12 +14,13 @@ pub mod nad;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use sfclab_experiment::scenario::{Scenario, ScenarioFlags};
 use sfclab_experiment::{HopPlan, Settings, chain_file};
 
 pub use k8s::{DeployError, DeployOptions, Manifests, Object};
 pub use links::{LinkKind, MacvlanMode};
 
-use k8s::{ChainLayout, error};
+use k8s::{ChainLayout, MEMIF_DIR, error};
 
 /// The settings of a chain file's `run:` the tester keeps: how long and how it measures.
 /// The rest place the chain here (runtime, chaining, cores, ports), which the cluster's
@@ -50,11 +52,73 @@ pub fn chain_file(path: &Path, options: &DeployOptions) -> Result<Manifests, Dep
             .memif_wait
             .unwrap_or(sfclab_io::memif::Wait::Poll)
             .endpoint_keys(),
-        files: files_read(&plan)?,
-        tester_file: ("tester.json".into(), tester),
+        files: files_read(std::slice::from_ref(&plan))?,
         plan: &plan,
     };
-    k8s::chain(&layout, &experiment.name, options)
+    k8s::chain(&layout, ("tester.json", &tester), &experiment.name, options)
+}
+
+/// The manifests of the file at `path`: a scenario's (no `chain:` list of its own) or a
+/// chain file's.
+pub fn file(path: &Path, options: &DeployOptions) -> Result<Manifests, DeployError> {
+    let text = std::fs::read_to_string(path).map_err(|e| error("file", format!("{}: {e}", path.display())))?;
+    let value: serde_json::Value =
+        serde_saphyr::from_str(&text).map_err(|e| error("file", format!("{}: {e}", path.display())))?;
+    match value.get("chain") {
+        Some(serde_json::Value::Array(_)) => chain_file(path, options),
+        _ => scenario_file(path, options),
+    }
+}
+
+/// The manifests of the scenario file at `path`: every chain's VNFs (standby instances
+/// too) as pods on one node joined by memif, started with the chain files and flags
+/// the local run starts their processes with, and the tester a Job running the
+/// scenario attached to them (`sfclab scenario FILE --attach DIR`).
+pub fn scenario_file(path: &Path, options: &DeployOptions) -> Result<Manifests, DeployError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| error("file", format!("{origin}: {e}")))?;
+    let mut file: serde_json::Value =
+        serde_saphyr::from_str(&text).map_err(|e| error("file", format!("{origin}: {e}")))?;
+    let names_chain_file = file.get("chain").is_some()
+        || file["groups"]
+            .as_array()
+            .is_some_and(|g| g.iter().any(|g| g.get("chain").is_some()));
+    if names_chain_file {
+        return Err(error(
+            "chain",
+            format!("{origin}: a scenario naming chain files does not deploy yet: give each group's `vnf:` instead"),
+        ));
+    }
+    let mut scenario = Scenario::load(Some(path), &ScenarioFlags::default(), &Settings::default())
+        .map_err(|e| error("scenario", e.to_string()))?;
+    // What the tester will refuse when it attaches, refused here.
+    scenario
+        .attach(MEMIF_DIR.into())
+        .map_err(|e| error(&origin, format!("`{}`: {}", e.key, e.reason)))?;
+    let plans = (0..scenario.instances().count())
+        .map(|c| scenario.hop_plan(c, None).map_err(|e| error("chain", e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let files = files_read(&plans)?;
+    let chains: Vec<(String, ChainLayout<'_>)> = scenario
+        .instances()
+        .zip(&plans)
+        .enumerate()
+        .map(|(c, (exp, plan))| {
+            let layout = ChainLayout {
+                hosts: vec![1; plan.hops() + 2],
+                memif_wait: exp.memif_wait.unwrap_or(sfclab_io::memif::Wait::Poll).endpoint_keys(),
+                files: files.clone(),
+                plan,
+            };
+            (scenario.instance_label(c), layout)
+        })
+        .collect();
+    // The VNFs' cores are the pods' (a whole CPU each): the tester's copy names none.
+    if let Some(map) = file.as_object_mut() {
+        map.remove("vnf_cores");
+    }
+    let tester = serde_json::to_string_pretty(&file).expect("JSON");
+    k8s::scenario(&chains, ("scenario.json", &tester), &scenario.name, options)
 }
 
 /// The tester's chain file: the chain file's name, `traffic:` and the `run:` keys a
@@ -95,10 +159,12 @@ fn tester_file(text: &str, path: &Path) -> Result<String, DeployError> {
 
 /// Every file the hops' NFs read (their file settings, made absolute by the loader),
 /// with its text: the ConfigMap carries them.
-fn files_read(plan: &HopPlan) -> Result<BTreeMap<String, String>, DeployError> {
+fn files_read(plans: &[HopPlan]) -> Result<BTreeMap<String, String>, DeployError> {
     let mut paths = Vec::new();
-    for i in 0..plan.hops() {
-        k8s::each_file(&mut plan.chain_file(i).1.clone(), &mut |path| paths.push(path.clone()));
+    for plan in plans {
+        for i in 0..plan.hops() {
+            k8s::each_file(&mut plan.chain_file(i).1.clone(), &mut |path| paths.push(path.clone()));
+        }
     }
     paths
         .into_iter()

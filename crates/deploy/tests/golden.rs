@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use sfclab_deploy::{DeployOptions, Manifests};
+use sfclab_experiment::scenario::{Scenario, ScenarioFlags};
 use sfclab_experiment::{ChainSource, Experiment, HopPlan, Settings};
 
 /// Example chains that deploy.
@@ -38,6 +39,9 @@ const REFUSED: &[(&str, &str)] = &[
     ("pipeline-bi2", "`runtime` does not apply"),
 ];
 
+/// Every example scenario deploys (golden `scenario-<name>.yaml`).
+const SCENARIOS: &[&str] = &["custom-vnf", "light-beside-heavy", "pvp-router", "pvvp-multi-feature"];
+
 /// Link kinds beyond memif, each on one example.
 const LINKS: &[(&str, &str, &str)] = &[
     ("forwarders", "macvlan", "macvlan:master=eth1,mode=bridge"),
@@ -52,6 +56,10 @@ fn repo() -> PathBuf {
 
 fn example(name: &str) -> PathBuf {
     repo().join("examples/chains").join(format!("{name}.yaml"))
+}
+
+fn scenario(name: &str) -> PathBuf {
+    repo().join("examples/scenarios").join(format!("{name}.yaml"))
 }
 
 fn deploy(name: &str, link: &str) -> Result<Manifests, sfclab_deploy::DeployError> {
@@ -114,6 +122,97 @@ fn every_example_chain_is_deployed_or_refused_with_its_reason() {
         let m = deploy(name, link).unwrap_or_else(|e| panic!("{name} over {link}: {e}"));
         check_golden(&format!("{name}-{label}.yaml"), &text(&m));
     }
+}
+
+#[test]
+fn every_example_scenario_is_deployed() {
+    let mut examples: Vec<String> = std::fs::read_dir(repo().join("examples/scenarios"))
+        .unwrap()
+        .map(|e| e.unwrap().path().file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    examples.sort();
+    assert_eq!(SCENARIOS, examples, "a new example scenario: list it here");
+    for name in SCENARIOS {
+        let m =
+            sfclab_deploy::file(&scenario(name), &DeployOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        check_golden(&format!("scenario-{name}.yaml"), &text(&m));
+    }
+}
+
+/// A scenario's pods run each VNF with the chain file and flags the local scenario
+/// starts its process with, each serving runs through its control files beside its
+/// memif sockets; the tester runs the scenario attached to them.
+#[test]
+fn each_scenario_pod_runs_its_vnf_as_the_local_scenario_starts_it() {
+    let name = "light-beside-heavy";
+    let m = sfclab_deploy::file(&scenario(name), &DeployOptions::default()).unwrap();
+    let local = Scenario::load(Some(&scenario(name)), &ScenarioFlags::default(), &Settings::default()).unwrap();
+    let objs = objects(&m);
+    let config = objs.iter().find(|o| o["kind"] == "ConfigMap").unwrap();
+    let pods: Vec<&Value> = objs.iter().filter(|o| o["kind"] == "Pod").collect();
+    let mut expected = 0;
+    for (c, _) in local.instances().enumerate() {
+        let label = local.instance_label(c);
+        let plan = local.hop_plan(c, None).unwrap();
+        for i in 0..plan.hops() {
+            let pod = pods
+                .iter()
+                .find(|p| p["metadata"]["name"] == format!("{label}-hop-{}", i + 1).as_str())
+                .unwrap_or_else(|| panic!("{label} hop {}", i + 1));
+            let file = format!("{label}-hop-{}.json", i + 1);
+            let shipped: Value = serde_json::from_str(config["data"][&file].as_str().unwrap()).unwrap();
+            assert_eq!(&shipped, plan.chain_file(i).1, "{label} hop {}", i + 1);
+            let args: Vec<String> = serde_json::from_value(pod["spec"]["containers"][0]["args"].clone()).unwrap();
+            let ports = args[args.iter().position(|a| a == "--ports").unwrap() + 1].clone();
+            let ready = format!("/run/sfclab/memif/{label}-hop{}.ready", i + 1);
+            let mut want = plan.arguments(&format!("/etc/sfclab/{file}"), &ports, &ready);
+            want.extend([
+                "--control-files".into(),
+                format!("/run/sfclab/memif/{label}-hop{}", i + 1),
+            ]);
+            assert_eq!(args, want, "{label} hop {}", i + 1);
+            expected += 1;
+        }
+    }
+    assert_eq!(pods.len(), expected, "a pod per VNF, standby instances too");
+    let job = objs.iter().find(|o| o["kind"] == "Job").unwrap();
+    let args = &job["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert_eq!(
+        args,
+        &serde_json::json!([
+            "scenario",
+            "/etc/sfclab/scenario.json",
+            "--attach",
+            "/run/sfclab/memif",
+            "--json"
+        ])
+    );
+}
+
+#[test]
+fn scenarios_that_do_not_deploy_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, says) in [
+        ("chains: 2\nhosts: { count: 2 }\n", "`hosts`"),
+        ("chains: 2\nnic_capacity: 1Gbit/s\n", "`nic_capacity`"),
+        ("chains: 2\nrun: { chaining: veth }\n", "`chaining`"),
+        ("chain: x.yaml\n", "naming chain files"),
+    ] {
+        let file = dir.path().join("s.yaml");
+        std::fs::write(&file, text).unwrap();
+        let e = sfclab_deploy::file(&file, &DeployOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(says), "{text}: {e}");
+    }
+    let options = DeployOptions {
+        link: "macvlan:master=eth1".parse().unwrap(),
+        ..Default::default()
+    };
+    let e = sfclab_deploy::file(&scenario("pvp-router"), &options)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("--link: a scenario's chains deploy on one node"), "{e}");
 }
 
 /// The chain files in the ConfigMap are those the local runs start each hop with.
@@ -230,7 +329,7 @@ fn golden_manifests_validate_against_the_kubernetes_schemas() {
         .map(|e| e.unwrap().path())
         .collect();
     files.sort();
-    assert!(files.len() >= DEPLOYED.len() + LINKS.len());
+    assert!(files.len() >= DEPLOYED.len() + LINKS.len() + SCENARIOS.len());
     let out = std::process::Command::new(&python)
         .arg(dir.join("validate_manifests.py"))
         .args(&files)

@@ -90,6 +90,9 @@ pub struct Experiment {
     pub sriov: Option<sfclab_topology::SriovNic>,
     /// `ports: dut:`: created once the ports are open.
     pub ready_file: Option<std::path::PathBuf>,
+    /// `ports: dut:`: runs again and again, each ended by `<prefix>.stop`, reported to
+    /// `<prefix>.json` ([`crate::settings::Settings::control_files`]).
+    pub control_files: Option<std::path::PathBuf>,
     /// `ports: dut:`: the capacity its sending port shares with other processes.
     pub shared_capacity: Option<std::path::PathBuf>,
     /// Runs naming this file take turns with each other ([`crate::turns`]).
@@ -687,6 +690,9 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
     if r.ready_file.is_some() && !matches!(ports, Ports::Dut { .. }) {
         return Err(ctx.setting("run", "ready_file", "is for `ports: dut:` runs (a hop process)"));
     }
+    if r.control_files.is_some() && !matches!(ports, Ports::Dut { .. }) {
+        return Err(ctx.setting("run", "control_files", "is for `ports: dut:` runs (a hop process)"));
+    }
     if r.shared_capacity.is_some() && !matches!(ports, Ports::Dut { .. }) {
         return Err(ctx.setting("run", "shared_capacity", "is for `ports: dut:` runs (a hop process)"));
     }
@@ -907,6 +913,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         isolation,
         sriov: r.sriov.clone(),
         ready_file: r.ready_file.as_ref().map(std::path::PathBuf::from),
+        control_files: r.control_files.as_ref().map(std::path::PathBuf::from),
         shared_capacity: r.shared_capacity.as_ref().map(std::path::PathBuf::from),
         take_turns: r.take_turns.as_ref().map(std::path::PathBuf::from),
         memif_wait: r.memif_wait.map(|w| w.0),

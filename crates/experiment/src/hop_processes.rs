@@ -313,7 +313,7 @@ impl RunningDut for HopProcesses {
 impl HopProcesses {
     /// Stops every hop (SIGINT: each keeps its result) and collects their documents.
     pub(crate) fn stop_all(&mut self) -> ExternalOutcome {
-        let mut out = ExternalOutcome::default();
+        let mut documents = Vec::with_capacity(self.0.len());
         self.0.sort_by_key(|h| h.index);
         for hop in self.0.iter_mut() {
             let i = hop.index;
@@ -334,18 +334,28 @@ impl HopProcesses {
                         std::fs::read_to_string(&hop.stderr).unwrap_or_default().trim())
                 })
             });
-            out.dropped += doc["conservation"]["dropped"].as_u64().unwrap_or(0);
-            let counters = &doc["places"][0]["counters"];
-            let kernel = sfclab_runtime::KERNEL_RECEIVE_DROPS
-                .iter()
-                .filter_map(|c| counters[*c].as_u64())
-                .sum();
-            out.socket_drops.push((i, kernel));
-            out.documents.push(doc);
+            documents.push((i, doc));
         }
         self.0.clear();
-        out
+        outcome_of(documents)
     }
+}
+
+/// A chain's outcome from its hops' documents, each with its place (from 0), in chain
+/// order: their drops (which explain the tester's loss) and their sockets' kernel drops.
+pub(crate) fn outcome_of(documents: Vec<(usize, serde_json::Value)>) -> ExternalOutcome {
+    let mut out = ExternalOutcome::default();
+    for (i, doc) in documents {
+        out.dropped += doc["conservation"]["dropped"].as_u64().unwrap_or(0);
+        let counters = &doc["places"][0]["counters"];
+        let kernel = sfclab_runtime::KERNEL_RECEIVE_DROPS
+            .iter()
+            .filter_map(|c| counters[*c].as_u64())
+            .sum();
+        out.socket_drops.push((i, kernel));
+        out.documents.push(doc);
+    }
+    out
 }
 
 impl Drop for HopProcesses {

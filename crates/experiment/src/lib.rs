@@ -19,6 +19,7 @@ mod document;
 mod hop_processes;
 mod located;
 mod memif_chain;
+pub mod remote_hops;
 pub mod run;
 pub mod scenario;
 pub mod search;

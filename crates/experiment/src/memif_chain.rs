@@ -27,6 +27,7 @@ use sfclab_traffic::{Generator, Sink};
 
 use crate::chain_file::Experiment;
 use crate::hop_processes::{HopPlan, HopProcesses};
+use crate::remote_hops::RemoteHops;
 
 /// How long the tester waits for the chain to connect.
 const CONNECT_LIMIT: Duration = Duration::from_secs(30);
@@ -178,7 +179,8 @@ pub(crate) struct MemifChain {
     pub(crate) namespaces: Vec<Namespace>,
     tester_out: TesterEnd,
     tester_in: TesterEnd,
-    processes: HopProcesses,
+    hops: usize,
+    processes: Hops,
     peers: Vec<Option<DpdkHop>>,
     /// The ends of its links over kernel interfaces (tunnels or veth pairs): (link,
     /// sender's, receiver's), link k from place k to place k+1.
@@ -308,17 +310,45 @@ impl MemifChain {
             namespaces,
             tester_out,
             tester_in,
-            processes,
+            hops: n,
+            processes: Hops::Local(processes),
             peers,
             kernel_links: links,
         })
     }
 
+    /// The tester's ends of chain `label` whose hops run elsewhere (a cluster's pods on
+    /// this node, [`RemoteHops`]), its memif sockets and the hops' control files in
+    /// `dir`: the tester connects to both links once the hops say they forward
+    /// ([`MemifChain::wait_ready`]), the last hop serving its output (a hop must be able
+    /// to say it forwards before the tester is there).
+    pub(crate) fn attach(spec: &Experiment, dir: &std::path::Path, label: &str) -> Result<MemifChain, RunError> {
+        let n = spec.hops.len();
+        let end = |k: usize, role: Role| -> Result<Interface, RunError> {
+            let socket = dir.join(crate::remote_hops::link_socket(label, k));
+            let spec = format!("memif:{},role={role}", socket.display());
+            let settings = MemifSettings::from_spec(&spec, role).map_err(|e| setting("ports", e))?;
+            Interface::open(&settings).map_err(|e| setting("ports", e))
+        };
+        Ok(MemifChain {
+            namespaces: Vec::new(),
+            tester_in: TesterEnd::Memif(end(n, Role::Client)?),
+            tester_out: TesterEnd::Memif(end(0, Role::Client)?),
+            hops: n,
+            processes: Hops::Remote(RemoteHops::new(dir, label, n)),
+            peers: (0..n).map(|_| None).collect(),
+            kernel_links: Vec::new(),
+        })
+    }
+
     /// Waits until every hop forwards and the tester's ends are connected.
     pub(crate) fn wait_ready(&mut self) -> Result<(), RunError> {
-        self.processes
-            .wait_ready(Instant::now() + READY_LIMIT)
-            .map_err(|e| setting("chaining", e))?;
+        let deadline = Instant::now() + READY_LIMIT;
+        match &mut self.processes {
+            Hops::Local(p) => p.wait_ready(deadline),
+            Hops::Remote(r) => r.wait_ready(deadline),
+        }
+        .map_err(|e| setting("chaining", e))?;
         self.tester_out.wait_connected()?;
         self.tester_in.wait_connected()
     }
@@ -344,29 +374,43 @@ impl MemifChain {
 
     /// The hops' process ids, sfclab's (a DPDK hop's are not followed).
     pub(crate) fn pids(&self) -> Vec<(usize, u32)> {
-        self.processes.pids()
+        match &self.processes {
+            Hops::Local(p) => p.pids(),
+            Hops::Remote(_) => Vec::new(),
+        }
     }
 
     /// The chain's hops.
     pub(crate) fn len(&self) -> usize {
-        self.namespaces.len()
+        self.hops
     }
 
-    /// Asks hop `index` (from 0) to stop, without waiting for it.
+    /// Asks hop `index` (from 0) to stop (a remote hop: to end its run), without waiting.
     pub(crate) fn interrupt_hop(&mut self, index: usize) {
-        self.processes.interrupt_hop(index);
+        match &mut self.processes {
+            Hops::Local(p) => p.interrupt_hop(index),
+            Hops::Remote(r) => r.interrupt_hop(index),
+        }
     }
 
-    /// Waits until hop `index` has exited (at most until `deadline`): what it forwarded
-    /// is on the next hop's ring before that one is told to stop, and counted there.
+    /// Waits until hop `index` has exited or ended its run (at most until `deadline`):
+    /// what it forwarded is on the next hop's ring before that one is told to stop, and
+    /// counted there.
     pub(crate) fn wait_hop_exited(&mut self, index: usize, deadline: Instant) {
-        self.processes.wait_exited(index, deadline);
+        match &mut self.processes {
+            Hops::Local(p) => p.wait_exited(index, deadline),
+            Hops::Remote(r) => r.wait_exited(index, deadline),
+        }
     }
 
-    /// Stops every hop; their documents in chain order: sfclab's own, and for a DPDK
-    /// hop what it is (its frames are counted by its neighbours).
+    /// Stops every hop (a remote hop ends its run and goes on to the next); their
+    /// documents in chain order: sfclab's own, and for a DPDK hop what it is (its frames
+    /// are counted by its neighbours).
     pub(crate) fn stop(mut self) -> ExternalOutcome {
-        let mut external = self.processes.stop_all();
+        let mut external = match &mut self.processes {
+            Hops::Local(p) => p.stop_all(),
+            Hops::Remote(r) => r.stop_all(READY_LIMIT),
+        };
         let mut sfclab_docs = std::mem::take(&mut external.documents).into_iter();
         for peer in self.peers.iter_mut() {
             external.documents.push(match peer.take() {
@@ -380,6 +424,12 @@ impl MemifChain {
 
 /// How long hops may take to start.
 const READY_LIMIT: Duration = Duration::from_secs(30);
+
+/// Where a chain's hops run: processes this run started, or elsewhere.
+enum Hops {
+    Local(HopProcesses),
+    Remote(RemoteHops),
+}
 
 /// A hop run by DPDK's testpmd (mac forwarding) in its namespace: a memif server on
 /// its input's socket, a client on its output's.

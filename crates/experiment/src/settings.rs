@@ -235,6 +235,13 @@ pub struct RunSection {
     #[arg(long, hide = true)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_file: Option<String>,
+    /// A `ports: dut:` run that runs again and again, as a hop a tester elsewhere
+    /// measures repeatedly (a cluster's pod): each run ends when `<prefix>.stop`
+    /// appears and writes its JSON document to `<prefix>.json`; the next starts at
+    /// once, on fresh ports, as a restarted process would. SIGINT or SIGTERM ends the last.
+    #[arg(long, hide = true, value_name = "PREFIX")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_files: Option<String>,
     /// A capacity a `ports: dut:` run's sending port shares with other processes (a
     /// file a scenario made: its emulated NIC, which every VNF sends through).
     #[arg(long, hide = true)]

@@ -318,6 +318,7 @@ pub(super) fn resolve(
         vnf_cores,
         tester_core,
         repeat,
+        attached: None,
     })
 }
 

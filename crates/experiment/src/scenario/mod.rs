@@ -63,6 +63,7 @@ use serde::Deserialize;
 use sfclab_traffic::Rate;
 
 use crate::chain_file::{ChainFileError, Experiment};
+use crate::hop_processes::HopPlan;
 use crate::settings::Settings;
 
 pub use file::parse_cpu_list;
@@ -285,6 +286,9 @@ pub struct Scenario {
     /// The tester's core.
     pub tester_core: Option<usize>,
     pub repeat: usize,
+    /// The VNFs run elsewhere ([`Scenario::attach`]): their sockets and control files
+    /// are in this directory.
+    attached: Option<PathBuf>,
 }
 
 /// An error in a scenario: the file (or flag), the key and why.
@@ -391,6 +395,105 @@ impl Scenario {
             [g] => Some(g),
             _ => None,
         }
+    }
+
+    /// Every instance of a chain: the chains given traffic, then the standby instances.
+    pub fn instances(&self) -> impl Iterator<Item = &Experiment> {
+        self.chains.iter().chain(&self.standby)
+    }
+
+    /// Instance `i`'s name among [`Scenario::instances`]: `c<k>` for chain k, `s<k>` for
+    /// standby instance k (both from 1); its namespaces and sockets are named by it.
+    pub fn instance_label(&self, i: usize) -> String {
+        let n = self.chains.len();
+        if i < n {
+            format!("c{}", i + 1)
+        } else {
+            format!("s{}", i - n + 1)
+        }
+    }
+
+    /// Instance `i` forwards both ways at once (a standby instance as its group's chains).
+    pub fn instance_both_ways(&self, i: usize) -> bool {
+        let n = self.chains.len();
+        if i < n {
+            self.directions(i) == 2
+        } else {
+            let mut standby = self
+                .groups
+                .iter()
+                .flat_map(|g| std::iter::repeat_n(g.bidirectional, g.standby));
+            standby.nth(i - n).unwrap_or(true)
+        }
+    }
+
+    /// How instance `i`'s VNF processes start: the chain files and flags the local run
+    /// spawns them with and `sfclab deploy k8s` gives its Pods. `nic` is the emulated
+    /// NIC's capacity file every VNF's sends share, when the scenario has one.
+    pub fn hop_plan(&self, i: usize, nic: Option<&Path>) -> Result<HopPlan, String> {
+        let exp = self
+            .instances()
+            .nth(i)
+            .ok_or_else(|| format!("no instance {}", i + 1))?;
+        let mut plan = HopPlan::of(exp)?.on_cores(&self.vnf_cores);
+        if self.instance_both_ways(i) {
+            plan = plan.both_ways();
+        }
+        if let Some(file) = nic {
+            plan = plan.with_shared_capacity(file);
+        }
+        if self.hosts.is_some() || self.veth {
+            // A kernel link's end: AF_XDP (generic mode on a tunnel), sleeping when
+            // idle as the hops' memif ends do: VNFs share cores.
+            let wait = exp.memif_wait.unwrap_or(sfclab_io::Wait::Interrupt {
+                spin: sfclab_io::memif::DEFAULT_SPIN,
+            });
+            plan = plan.with_io(sfclab_io::IoKind::AfXdp).with_xdp_wait(wait);
+        }
+        Ok(plan)
+    }
+
+    /// The VNFs run elsewhere, started by someone else (a cluster's pods, as `sfclab
+    /// deploy k8s` writes them) with their memif sockets and control files in `dir` on
+    /// this machine: the tester attaches to them instead of building namespaces and
+    /// starting processes, and runs on the cores it was given. Their links must all be
+    /// memif (one node), the NIC's capacity is the cluster's own.
+    pub fn attach(&mut self, dir: PathBuf) -> Result<(), ScenarioError> {
+        let refuse = |key: &str, reason: &str| ScenarioError {
+            origin: "--attach".into(),
+            key: key.into(),
+            reason: reason.into(),
+        };
+        if self.hosts.is_some() {
+            return Err(refuse(
+                "hosts",
+                "the tunnels between hosts are built on this machine; attached VNFs are joined by memif on one node",
+            ));
+        }
+        if self.veth {
+            return Err(refuse("chaining", "attached VNFs are joined by memif, not veth"));
+        }
+        if self.nic_capacity.is_some() {
+            return Err(refuse(
+                "nic_capacity",
+                "the emulated NIC is shared by VNF processes of this machine; attached VNFs send through their node's own",
+            ));
+        }
+        if self.instances().any(|c| !c.dpdk_hops.is_empty()) {
+            return Err(refuse(
+                "dpdk_hops",
+                "attached VNFs are sfclab's (each run reported through its control files)",
+            ));
+        }
+        self.attached = Some(dir);
+        // The tester runs where it was placed (a pod's CPU set), not on a core picked here.
+        self.tester_core = None;
+        Ok(())
+    }
+
+    /// Where the attached VNFs' sockets and control files are, when attached.
+    pub fn attached(&self) -> Option<&Path> {
+        self.attached.as_deref()
     }
 
     /// VNF processes per core: every VNF of every chain and standby instance over the

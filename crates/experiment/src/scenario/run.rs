@@ -17,7 +17,6 @@ use sfclab_traffic::{Generator, Rate, Sink};
 use super::Scenario;
 use super::sched::SchedCounters;
 use crate::document::Machine;
-use crate::hop_processes::HopPlan;
 use crate::memif_chain::{KernelLinks, MemifChain, TESTER_QUIET, wire_loss};
 
 /// The scenario's result document (`sfclab scenario --json`, schema `sfclab.scenario/3`).
@@ -71,15 +70,18 @@ pub struct ScenarioDocument {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hosts: Option<HostsReport>,
     /// How places are joined: `memif`, `veth` (AF_XDP on veth pairs, sleeping when
-    /// idle), or `memif within a host, a VXLAN tunnel between hosts`.
+    /// idle), `memif within a host, a VXLAN tunnel between hosts`, or memif to VNFs
+    /// started elsewhere (`attached`: a cluster's pods).
     pub chaining: String,
     /// How the VNFs' memif receivers wait: `polling` or `interrupt` (`none` without memif).
     pub memif_wait: String,
-    /// Cores the VNF processes share (the OS schedules them).
+    /// Cores the VNF processes share (the OS schedules them); empty when attached to
+    /// VNFs started elsewhere (they run on the cores they were given there).
     pub vnf_cores: Vec<usize>,
     pub tester_core: Option<usize>,
-    /// VNF processes (standby included) per core of `vnf_cores`.
-    pub oversubscription: f64,
+    /// VNF processes (standby included) per core of `vnf_cores`; absent when attached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oversubscription: Option<f64>,
     pub duration_s: f64,
     pub warmup_s: f64,
     /// Stopped early (Ctrl-C): the runs kept are whole, the last one's window may be short.
@@ -438,7 +440,12 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
             charge_tunnel: h.link.charge_tunnel,
             crossings_per_chain: h.crossings(),
         }),
-        chaining: if scenario.veth {
+        chaining: if let Some(dir) = scenario.attached() {
+            format!(
+                "memif, attached: every VNF started elsewhere (a pod), its sockets and control files in {}",
+                dir.display()
+            )
+        } else if scenario.veth {
             "veth (AF_XDP, sleeping when idle)".into()
         } else if scenario.hosts.is_some() {
             "memif within a host, a VXLAN tunnel between hosts (AF_XDP, sleeping when idle)".into()
@@ -449,9 +456,12 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
             (true, _) => "none".into(),
             (false, w) => w.unwrap_or(sfclab_io::memif::Wait::Poll).to_string(),
         },
-        vnf_cores: scenario.vnf_cores.clone(),
+        vnf_cores: match scenario.attached() {
+            Some(_) => Vec::new(),
+            None => scenario.vnf_cores.clone(),
+        },
         tester_core: scenario.tester_core,
-        oversubscription: scenario.oversubscription(),
+        oversubscription: scenario.attached().is_none().then(|| scenario.oversubscription()),
         duration_s: settings.duration.map_or(0.0, |d| d.as_secs_f64()),
         warmup_s: settings.warmup.as_secs_f64(),
         interrupted,
@@ -492,7 +502,8 @@ fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunEr
 /// Every chain of a scenario up: namespaces, VNF processes and the tester's links, for
 /// one measurement or a search's many trials.
 pub(super) struct Testbed {
-    topo: Topology,
+    /// The namespaces, when the VNFs run here (none when attached to VNFs elsewhere).
+    topo: Option<Topology>,
     /// The hosts' underlay, when the chains span several.
     cable: Option<HostLink>,
     /// The machine's input-queue drops when the chains were up (`softnet_stat`).
@@ -538,7 +549,9 @@ impl Testbed {
     /// Builds the namespaces, starts every VNF (chains and standby instances) on the
     /// shared cores, waits until all forward and connects the tester's links.
     pub(super) fn up(scenario: &Scenario) -> Result<Testbed, RunError> {
-        let n = scenario.chains().len();
+        if let Some(dir) = scenario.attached() {
+            return Testbed::attach(scenario, dir);
+        }
         let began = Instant::now();
         let mut topo = Topology::new().map_err(|e| setting("chaining", e))?;
         let tester_ns = topo.namespace("tester").map_err(|e| setting("chaining", e))?;
@@ -557,15 +570,6 @@ impl Testbed {
             }
             None => None,
         };
-        // A standby instance runs as its group's chains do.
-        let standby_both_ways = scenario
-            .groups()
-            .iter()
-            .flat_map(|g| std::iter::repeat_n(g.bidirectional, g.standby));
-        let both_ways: Vec<bool> = (0..n)
-            .map(|c| scenario.directions(c) == 2)
-            .chain(standby_both_ways)
-            .collect();
         // The NIC's capacity: one bucket every VNF process maps.
         let nic = match scenario.nic_capacity {
             Some(bps) => {
@@ -575,26 +579,11 @@ impl Testbed {
             }
             None => None,
         };
-        let instances = scenario.chains().iter().chain(scenario.standby());
-        let mut started = Vec::with_capacity(both_ways.len());
-        for (c, exp) in instances.enumerate() {
-            let mut plan = HopPlan::of(exp)
-                .map_err(|e| setting("chaining", e))?
-                .on_cores(&scenario.vnf_cores);
-            if both_ways[c] {
-                plan = plan.both_ways();
-            }
-            if let Some(file) = &nic {
-                plan = plan.with_shared_capacity(file);
-            }
-            if scenario.hosts.is_some() || scenario.veth {
-                // A kernel link's end: AF_XDP (generic mode on a tunnel), sleeping when
-                // idle as the hops' memif ends do: VNFs share cores.
-                let wait = exp.memif_wait.unwrap_or(sfclab_io::Wait::Interrupt {
-                    spin: sfclab_io::memif::DEFAULT_SPIN,
-                });
-                plan = plan.with_io(sfclab_io::IoKind::AfXdp).with_xdp_wait(wait);
-            }
+        let mut started = Vec::new();
+        for (c, exp) in scenario.instances().enumerate() {
+            let plan = scenario
+                .hop_plan(c, nic.as_deref())
+                .map_err(|e| setting("chaining", e))?;
             let kernel_links = match (&scenario.hosts, cable.as_mut()) {
                 (Some(h), Some(link)) => KernelLinks::Hosts {
                     link,
@@ -604,17 +593,12 @@ impl Testbed {
                 _ => KernelLinks::None,
             };
             // Namespaces `c<k>hop<i>` for chains, `s<k>hop<i>` for standby instances.
-            let label = if c < n {
-                format!("c{}", c + 1)
-            } else {
-                format!("s{}", c - n + 1)
-            };
             started.push(MemifChain::start(
                 exp,
                 &plan,
                 &mut topo,
                 (&tester_ns, &dir),
-                &label,
+                &scenario.instance_label(c),
                 scenario.tester_core,
                 kernel_links,
             )?);
@@ -630,8 +614,31 @@ impl Testbed {
             // path: once, before the tester starts.
             std::thread::sleep(TUNNEL_SETTLE);
         }
-        let setup_s = began.elapsed().as_secs_f64();
+        let mut bed = Testbed::connect(scenario, started, began)?;
+        bed.topo = Some(topo);
+        bed.cable = cable;
+        Ok(bed)
+    }
 
+    /// The tester's ends of every chain whose VNFs run elsewhere with their sockets and
+    /// control files in `dir` ([`Scenario::attach`]), once every VNF says it forwards.
+    fn attach(scenario: &Scenario, dir: &std::path::Path) -> Result<Testbed, RunError> {
+        let began = Instant::now();
+        let mut started = Vec::new();
+        for (c, exp) in scenario.instances().enumerate() {
+            started.push(MemifChain::attach(exp, dir, &scenario.instance_label(c))?);
+        }
+        for chain in &mut started {
+            chain.wait_ready()?;
+        }
+        Testbed::connect(scenario, started, began)
+    }
+
+    /// The tester's links through every started chain (a standby instance's connected,
+    /// given no traffic).
+    fn connect(scenario: &Scenario, mut started: Vec<MemifChain>, began: Instant) -> Result<Testbed, RunError> {
+        let n = scenario.chains().len();
+        let setup_s = began.elapsed().as_secs_f64();
         // Per chain its directions' links in turn: forward, then reverse.
         let mut links: Vec<Link> = Vec::new();
         let mut chain_links = Vec::with_capacity(n);
@@ -641,7 +648,8 @@ impl Testbed {
         let batch = scenario.chains()[0].settings.batch;
         for (c, chain) in started.iter_mut().enumerate() {
             let first = links.len();
-            for reverse in [false, true].into_iter().take(if both_ways[c] { 2 } else { 1 }) {
+            let directions = if scenario.instance_both_ways(c) { 2 } else { 1 };
+            for reverse in [false, true].into_iter().take(directions) {
                 let (mut out, back) = if reverse {
                     chain.reverse_tester_ports()?
                 } else {
@@ -671,8 +679,8 @@ impl Testbed {
             .flat_map(|(c, chain)| chain.pids().into_iter().map(move |(hop, pid)| (c, hop, pid)))
             .collect();
         Ok(Testbed {
-            topo,
-            cable,
+            topo: None,
+            cable: None,
             softnet_before: sfclab_runtime::softnet_dropped(),
             started,
             links,
