@@ -839,6 +839,24 @@ fn cmd_run(a: RunArgs) -> ExitCode {
             return outcome::fail(outcome::USAGE, &e.to_string());
         }
     };
+    if spec.spans_hosts {
+        let file = a.file.clone().unwrap_or_else(|| "FILE".into());
+        // In one process the hops have no hosts to sit on: the NFs are measured as ever.
+        if !matches!(
+            spec.chaining,
+            settings::Chaining::Compound | settings::Chaining::Pipeline
+        ) {
+            return outcome::fail(
+                outcome::USAGE,
+                &format!(
+                    "{file}: `hosts`: a chain across hosts runs as a scenario of one chain: sfclab scenario {file}"
+                ),
+            );
+        }
+        eprintln!(
+            "note: {file}'s `hosts:` places its hops for `sfclab scenario {file}` and `sfclab deploy k8s`; `sfclab run` measures its NFs in one process"
+        );
+    }
     // With no file the embedded default's chain is there, not asked for.
     if !spec.ports.runs_chain() && ((a.file.is_some() && !spec.nfs.is_empty()) || a.chain.is_some()) {
         return outcome::fail(
@@ -852,7 +870,7 @@ fn cmd_run(a: RunArgs) -> ExitCode {
     if spec.ports.builds_testbed() {
         return cmd_run_wired(&a, &spec);
     }
-    if spec.control_files.is_some() {
+    if spec.control_files.is_some() || spec.control_port.is_some() {
         // A hop measured run after run by a tester elsewhere: each run's document to its
         // report file, the last (ended by SIGINT or SIGTERM) to stdout as well.
         let document = |r: &sfclab_runtime::RunReport| render::json(&spec.name, &spec.nfs, r) + "\n";

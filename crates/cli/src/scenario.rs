@@ -3,7 +3,8 @@
 use clap::Args;
 use comfy_table::Table;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
-use sfclab_experiment::scenario::{Scenario, ScenarioDocument, ScenarioFlags};
+use sfclab_experiment::remote_hops::HopControl;
+use sfclab_experiment::scenario::{Attachment, Scenario, ScenarioDocument, ScenarioFlags};
 use sfclab_experiment::settings;
 use sfclab_measure::Summary;
 use std::fmt::Write as _;
@@ -14,8 +15,9 @@ use crate::render::{num, right};
 
 #[derive(Args, Clone)]
 pub struct ScenarioArgs {
-    /// Scenario file (YAML); without one, the flags describe it (default: one PVP
-    /// chain of the router preset).
+    /// Scenario file (YAML), or a chain file (one chain of it, placed on hosts by its
+    /// `hosts:`); without one, the flags describe it (default: one PVP chain of the
+    /// router preset).
     file: Option<std::path::PathBuf>,
     #[command(flatten)]
     scenario: ScenarioFlags,
@@ -30,10 +32,15 @@ pub struct ScenarioArgs {
     /// `sfclab report` draws one over several scenarios (throughput against chains).
     #[arg(long, value_name = "DIR", help_heading = "Output")]
     out: Option<std::path::PathBuf>,
-    /// The VNFs run elsewhere (a cluster's pods, as `sfclab deploy k8s` writes them):
-    /// attach to their memif sockets and control files in DIR instead of starting them.
+    /// The VNFs run elsewhere (a cluster's pods, as `sfclab deploy k8s` writes them),
+    /// each serving run after run: attach to their memif sockets in DIR (and their
+    /// control files there) instead of starting them.
     #[arg(long, value_name = "DIR", help_heading = "Scenario")]
     attach: Option<std::path::PathBuf>,
+    /// With --attach: reach the VNFs over TCP instead of control files,
+    /// `tcp:{hop}.vnfs:7000` (`{hop}` each VNF's name, `c1-hop-2`).
+    #[arg(long, value_name = "tcp:ADDRESS", requires = "attach", help_heading = "Scenario")]
+    attach_control: Option<String>,
 }
 
 pub fn cmd_scenario(a: ScenarioArgs) -> ExitCode {
@@ -41,10 +48,20 @@ pub fn cmd_scenario(a: ScenarioArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return outcome::fail(outcome::USAGE, &e.to_string()),
     };
-    if let Some(dir) = a.attach.clone()
-        && let Err(e) = scenario.attach(dir)
-    {
-        return outcome::fail(outcome::USAGE, &e.to_string());
+    if let Some(dir) = a.attach.clone() {
+        let control = match a.attach_control.as_deref().map(|c| c.strip_prefix("tcp:")) {
+            None => HopControl::Files(dir.clone()),
+            Some(Some(address)) if address.contains(':') => HopControl::Tcp(address.to_string()),
+            Some(_) => {
+                return outcome::fail(
+                    outcome::USAGE,
+                    "--attach-control: write tcp:HOST:PORT, `{hop}` in HOST standing for each VNF's name",
+                );
+            }
+        };
+        if let Err(e) = scenario.attach(Attachment { memif: dir, control }) {
+            return outcome::fail(outcome::USAGE, &e.to_string());
+        }
     }
     if let Some(dir) = &a.out
         && let Err(e) = std::fs::create_dir_all(dir)

@@ -11,7 +11,7 @@ use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, ExecAction,
     HostPathVolumeSource, Namespace, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec,
-    Probe, ResourceRequirements, SecurityContext, Volume, VolumeMount,
+    Probe, ResourceRequirements, SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -72,6 +72,7 @@ pub enum Object {
     ConfigMap(Box<ConfigMap>),
     Network(Box<NetworkAttachmentDefinition>),
     Pod(Box<Pod>),
+    Service(Box<Service>),
     Job(Box<Job>),
 }
 
@@ -131,6 +132,12 @@ pub struct ChainLayout<'a> {
     pub memif_wait: String,
     /// Files the NFs read, by the path their chain files name: shipped in the ConfigMap.
     pub files: BTreeMap<String, String>,
+    /// Links between places on one host are memif whatever `--link` says (a
+    /// scenario's: `--link` makes the links between hosts).
+    pub memif_within_host: bool,
+    /// The chain's own set of MAC addresses on switched links (0 for a chain file; a
+    /// scenario's chain k its k-th), so that chains on one switch stay apart.
+    pub addresses: usize,
 }
 
 /// A link between two places: what each end opens.
@@ -173,14 +180,18 @@ pub fn chain(
         ));
     }
     check_nodes(options, &chain.hosts)?;
-    let base = Base { name: &name, options };
+    let base = Base {
+        name: &name,
+        options,
+        ends: std::cell::Cell::new(0),
+    };
     let mut objects = vec![base.namespace()];
     let links = base.links(chain, "", &mut objects)?;
     // The ConfigMap: every hop's chain file, the tester's, the NFs' files.
     let mut data = base.hop_files(chain, "");
     data.insert(tester_file.0.to_string(), tester_file.1.to_string());
     objects.push(base.config_map(data));
-    base.hop_pods(chain, "", &links, None, &mut objects);
+    base.hop_pods(chain, "", &links, &Control::Once, &mut objects);
     // The tester: sends into link 0, receives from link n.
     let ports = format!("tester:{},{}", links[0].sender, links[n].receiver);
     let args: Vec<String> = [
@@ -206,10 +217,14 @@ pub fn chain(
 }
 
 /// The objects of a scenario's chains (each instance's hops, standby ones too, as its
-/// own pods, all on one node joined by memif) with its tester a Job running `sfclab
-/// scenario` attached to them: the scenario's own tester (every chain from one thread,
-/// both directions, repetitions, searches), each VNF reporting each of its runs through
-/// its control files ([`sfclab_experiment::remote_hops`]).
+/// own pods) with its tester a Job running `sfclab scenario` attached to them: the
+/// scenario's own tester (every chain from one thread, both directions, repetitions,
+/// searches), each VNF serving run after run and reporting each
+/// ([`sfclab_experiment::remote_hops`]). On one host the pods share a node and memif,
+/// the VNFs told through control files beside the sockets; on several (each chain's
+/// places' hosts in its layout) each host's pods share a node, the links between hosts
+/// are `--link`'s, and the VNFs are told over TCP at their names under a headless
+/// Service.
 pub fn scenario(
     chains: &[(String, ChainLayout<'_>)],
     scenario_file: (&str, &str),
@@ -217,19 +232,51 @@ pub fn scenario(
     options: &DeployOptions,
 ) -> Result<Manifests, DeployError> {
     let name = deployment_name(scenario_name, options)?;
-    if options.link != LinkKind::Memif {
+    let mut hosts: Vec<usize> = chains.iter().flat_map(|(_, c)| c.hosts.iter().copied()).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    let several = hosts.len() > 1;
+    if !several && options.link != LinkKind::Memif {
         return Err(error(
             "--link",
             format!(
-                "a scenario's chains deploy on one node joined by memif, the tester attached to them all; `{}` links are for a chain file",
+                "a scenario on one host deploys on one node joined by memif; `{}` makes the links between hosts (`hosts:`)",
                 options.link
             ),
         ));
     }
-    let hosts = [1];
+    if let LinkKind::HostDevice { devices } = &options.link {
+        let crossings: usize = chains
+            .iter()
+            .map(|(_, c)| c.hosts.windows(2).filter(|w| w[0] != w[1]).count())
+            .sum();
+        if devices.len() != 2 * crossings {
+            return Err(error(
+                "--link",
+                format!(
+                    "host-device names {} devices; the chains' {crossings} links between hosts have {} ends, one device each",
+                    devices.len(),
+                    2 * crossings
+                ),
+            ));
+        }
+    }
+    if options.link.switched() && chains.len() > 1 && chains.iter().any(|(_, c)| c.hosts[0] != c.hosts[1]) {
+        return Err(error(
+            "--link",
+            "the tester's frames into the first VNF all carry one destination address, so over a switch only one chain's first VNF may sit on another host: place the first VNFs on host 1, or give `host-device:`",
+        ));
+    }
     check_nodes(options, &hosts)?;
-    let base = Base { name: &name, options };
+    let base = Base {
+        name: &name,
+        options,
+        ends: std::cell::Cell::new(0),
+    };
     let mut objects = vec![base.namespace()];
+    if several {
+        objects.push(base.control_service());
+    }
     let mut links = Vec::with_capacity(chains.len());
     let mut data = BTreeMap::new();
     for (label, chain) in chains {
@@ -238,24 +285,63 @@ pub fn scenario(
     }
     data.insert(scenario_file.0.to_string(), scenario_file.1.to_string());
     objects.push(base.config_map(data));
+    let control = if several {
+        Control::Tcp(CONTROL_PORT)
+    } else {
+        Control::Files(MEMIF_DIR)
+    };
     for ((label, chain), links) in chains.iter().zip(&links) {
-        base.hop_pods(chain, label, links, Some(MEMIF_DIR), &mut objects);
+        base.hop_pods(chain, label, links, &control, &mut objects);
     }
-    let args: Vec<String> = [
+    let mut args: Vec<String> = [
         "scenario",
         &format!("{CONFIG_DIR}/{}", scenario_file.0),
         "--attach",
         MEMIF_DIR,
-        "--json",
     ]
     .map(String::from)
     .into();
-    let tester = base.tester_job(args, &[], (1, &hosts), true);
+    if several {
+        args.extend(["--attach-control".to_string(), format!("tcp:{}", control_address())]);
+    }
+    args.push("--json".into());
+    // The tester's ends of links that cross into its host or out of it.
+    let nets: Vec<&NetworkSelection> = chains
+        .iter()
+        .zip(&links)
+        .flat_map(|((_, chain), links)| {
+            let n = chain.plan.hops();
+            [&links[0].sender_net, &links[n].receiver_net]
+        })
+        .flatten()
+        .collect();
+    let tester_host = chains.first().map_or(1, |(_, c)| c.hosts[0]);
+    let tester = base.tester_job(args, &nets, (tester_host, &hosts), true);
     Ok(Manifests {
         name,
         chain: objects,
         tester: vec![tester],
     })
+}
+
+/// How a hop's pod is told to end a run (a scenario's VNF serves run after run).
+enum Control {
+    /// Not at all: it runs until its pod is deleted (a chain file's hop).
+    Once,
+    /// By control files in this directory (memif's, shared with the tester).
+    Files(&'static str),
+    /// Over TCP on this port, at its name under the control Service.
+    Tcp(u16),
+}
+
+/// The port a scenario's VNFs on several hosts are told on.
+const CONTROL_PORT: u16 = 7000;
+/// The headless Service naming them (`c1-hop-2.vnfs`).
+const CONTROL_SERVICE: &str = "vnfs";
+
+/// Where the tester reaches each VNF's control port, `{hop}` its name.
+pub(crate) fn control_address() -> String {
+    format!("{{hop}}.{CONTROL_SERVICE}:{CONTROL_PORT}")
 }
 
 /// The deployment's name (`--name`, or `sfclab-<name>`), checked with the pods' memory.
@@ -310,6 +396,8 @@ fn within(label: &str, name: &str) -> String {
 struct Base<'a> {
     name: &'a str,
     options: &'a DeployOptions,
+    /// Link ends given a network so far (host devices are taken in this order).
+    ends: std::cell::Cell<usize>,
 }
 
 impl Base<'_> {
@@ -332,11 +420,10 @@ impl Base<'_> {
     /// to `objects`.
     fn links(&self, chain: &ChainLayout<'_>, label: &str, objects: &mut Vec<Object>) -> Result<Vec<Ends>, DeployError> {
         let n = chain.plan.hops();
-        let kind = &self.options.link;
         (0..=n)
             .map(|k| {
                 let (from, to) = (chain.hosts[k], chain.hosts[k + 1]);
-                if *kind == LinkKind::Memif && from != to {
+                if *self.link_kind(chain, k) == LinkKind::Memif && from != to {
                     return Err(error(
                         "--link",
                         format!(
@@ -349,6 +436,15 @@ impl Base<'_> {
             .collect()
     }
 
+    /// How link `k` of `chain` is made.
+    fn link_kind(&self, chain: &ChainLayout<'_>, k: usize) -> &LinkKind {
+        if chain.memif_within_host && chain.hosts[k] == chain.hosts[k + 1] {
+            &LinkKind::Memif
+        } else {
+            &self.options.link
+        }
+    }
+
     /// The ConfigMap's entries of `chain`: each hop's chain file (addressing the next
     /// hop over a switch, its files pointed at their copies) and the NFs' files.
     fn hop_files(&self, chain: &ChainLayout<'_>, label: &str) -> BTreeMap<String, String> {
@@ -356,8 +452,9 @@ impl Base<'_> {
         let mut data = BTreeMap::new();
         for i in 0..n {
             let mut file = chain.plan.chain_file(i).1.clone();
-            if self.options.link.switched() {
-                address_next(&mut file, i, n);
+            // Hop i sends on link i+1.
+            if self.link_kind(chain, i + 1).switched() {
+                address_next(&mut file, i, n, chain.addresses);
             }
             ship_files(&mut file, &chain.files);
             data.insert(
@@ -371,6 +468,33 @@ impl Base<'_> {
         data
     }
 
+    /// The headless Service that names every VNF pod (`c1-hop-2.vnfs`), so that a tester
+    /// on another node reaches their control ports; its addresses published whether or
+    /// not a pod is ready (a VNF is not between two runs).
+    fn control_service(&self) -> Object {
+        let selector = BTreeMap::from([
+            ("app.kubernetes.io/name".to_string(), "sfclab".to_string()),
+            (INSTANCE_LABEL.to_string(), self.name.to_string()),
+            (ROLE_LABEL.to_string(), "hop".to_string()),
+        ]);
+        Object::Service(Box::new(Service {
+            metadata: self.meta(CONTROL_SERVICE, "control", None),
+            spec: Some(ServiceSpec {
+                cluster_ip: Some("None".into()),
+                publish_not_ready_addresses: Some(true),
+                selector: Some(selector),
+                ports: Some(vec![ServicePort {
+                    name: Some("control".into()),
+                    port: i32::from(CONTROL_PORT),
+                    protocol: Some("TCP".into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    }
+
     /// The ConfigMap of every chain file and file the pods read.
     fn config_map(&self, data: BTreeMap<String, String>) -> Object {
         Object::ConfigMap(Box::new(ConfigMap {
@@ -380,15 +504,14 @@ impl Base<'_> {
         }))
     }
 
-    /// A Pod per hop of `chain` on its `links`; with `control` (a directory the tester
-    /// shares), each serves run after run through its control files there and says it
-    /// forwards by its ready file there.
+    /// A Pod per hop of `chain` on its `links`, told to end its runs as `control` says
+    /// (by control files: it says it forwards by its ready file beside them).
     fn hop_pods(
         &self,
         chain: &ChainLayout<'_>,
         label: &str,
         links: &[Ends],
-        control: Option<&str>,
+        control: &Control,
         objects: &mut Vec<Object>,
     ) {
         let n = chain.plan.hops();
@@ -401,35 +524,38 @@ impl Base<'_> {
                 format!("dut:{},{}", input.receiver, output.sender)
             };
             let ready = match control {
-                Some(dir) => format!("{dir}/{}", remote_hops::ready_file(label, i)),
-                None => format!("{STATE_DIR}/ready"),
+                Control::Files(dir) => format!("{dir}/{}", remote_hops::ready_file(label, i)),
+                Control::Once | Control::Tcp(_) => format!("{STATE_DIR}/ready"),
             };
             let mut args =
                 chain
                     .plan
                     .arguments(&format!("{CONFIG_DIR}/{}", within(label, &hop_file(i))), &ports, &ready);
-            if let Some(dir) = control {
-                args.extend([
+            match control {
+                Control::Once => {}
+                Control::Files(dir) => args.extend([
                     "--control-files".to_string(),
                     format!("{dir}/{}", remote_hops::control_prefix(label, i)),
-                ]);
+                ]),
+                Control::Tcp(port) => args.extend(["--control-port".to_string(), port.to_string()]),
             }
             let nets: Vec<&NetworkSelection> = [&input.receiver_net, &output.sender_net]
                 .into_iter()
                 .flatten()
                 .collect();
-            let spec = self.pod_spec(
+            let mut spec = self.pod_spec(
                 args,
                 &nets,
                 (chain.hosts[i + 1], &chain.hosts),
                 uses_memif,
                 Some(&ready),
             );
-            let mut metadata = self.meta(
-                &within(label, &format!("hop-{}", i + 1)),
-                "hop",
-                Some(chain.hosts[i + 1]),
-            );
+            if let Control::Tcp(_) = control {
+                // Its name the tester reaches it by: `<hostname>.<subdomain>`.
+                spec.hostname = Some(remote_hops::hop_name(label, i));
+                spec.subdomain = Some(CONTROL_SERVICE.into());
+            }
+            let mut metadata = self.meta(&remote_hops::hop_name(label, i), "hop", Some(chain.hosts[i + 1]));
             annotate_networks(&mut metadata, &nets);
             objects.push(Object::Pod(Box::new(Pod {
                 metadata,
@@ -494,10 +620,19 @@ impl Base<'_> {
         chain: &ChainLayout<'_>,
         objects: &mut Vec<Object>,
     ) -> Result<Ends, DeployError> {
-        let kind = &self.options.link;
-        // Interface names inside the pods, as the local runs name them.
-        let sender_if = if k == 0 { "t-out" } else { "out" };
-        let receiver_if = if k == n { "t-in" } else { "in" };
+        let kind = self.link_kind(chain, k);
+        // Interface names inside the pods, as the local runs name them (a scenario's
+        // tester has one pair per chain: `c1o`, `c1i`).
+        let sender_if = match k {
+            0 if label.is_empty() => "t-out".to_string(),
+            0 => format!("{label}o"),
+            _ => "out".to_string(),
+        };
+        let receiver_if = match k {
+            _ if k == n && label.is_empty() => "t-in".to_string(),
+            _ if k == n => format!("{label}i"),
+            _ => "in".to_string(),
+        };
         if *kind == LinkKind::Memif {
             let socket = format!("{MEMIF_DIR}/{}", remote_hops::link_socket(label, k));
             // Between hops the receiver serves, as here; the tester, applied once the
@@ -522,8 +657,11 @@ impl Base<'_> {
                 receiver_net: None,
             });
         }
-        let mut network = |end: usize, end_label: &str| -> String {
-            let plugin = Plugin::of(kind, end).expect("a network for every end: host devices counted by `chain`");
+        let mut network = |end_label: &str| -> String {
+            // Host devices are taken in order, one per end.
+            let end = self.ends.get();
+            self.ends.set(end + 1);
+            let plugin = Plugin::of(kind, end).expect("a network for every end: host devices counted before");
             let net = within(label, &format!("link-{k}{end_label}"));
             let mut metadata = self.meta(&net, "link", None);
             if let Some(resource) = kind.resource() {
@@ -543,25 +681,25 @@ impl Base<'_> {
             net
         };
         let (sender_net, receiver_net) = match kind {
-            LinkKind::HostDevice { .. } => (network(2 * k, "-out"), network(2 * k + 1, "-in")),
+            LinkKind::HostDevice { .. } => (network("-out"), network("-in")),
             _ => {
-                let net = network(0, "");
+                let net = network("");
                 (net.clone(), net)
             }
         };
         let mac = |m: [u8; 6]| kind.switched().then(|| mac_text(m));
         Ok(Ends {
-            sender: sender_if.to_string(),
-            receiver: receiver_if.to_string(),
+            sender: sender_if.clone(),
+            receiver: receiver_if.clone(),
             sender_net: Some(NetworkSelection {
                 name: sender_net,
-                interface: sender_if.to_string(),
-                mac: mac(sending_mac(k)),
+                interface: sender_if,
+                mac: mac(sending_mac(k, chain.addresses)),
             }),
             receiver_net: Some(NetworkSelection {
                 name: receiver_net,
-                interface: receiver_if.to_string(),
-                mac: mac(receiving_mac(k, n)),
+                interface: receiver_if,
+                mac: mac(receiving_mac(k, n, chain.addresses)),
             }),
         })
     }
@@ -780,7 +918,7 @@ pub(crate) fn each_file(file: &mut serde_json::Value, visit: &mut dyn FnMut(&mut
 }
 
 /// Points every file setting of `file` at its copy in the ConfigMap (`files`, by path).
-fn ship_files(file: &mut serde_json::Value, files: &BTreeMap<String, String>) {
+pub(crate) fn ship_files(file: &mut serde_json::Value, files: &BTreeMap<String, String>) {
     each_file(file, &mut |path| {
         if let Some(k) = files.keys().position(|p| p == path) {
             *path = format!("{CONFIG_DIR}/{}", shipped_name(k, path));
@@ -792,11 +930,11 @@ fn ship_files(file: &mut serde_json::Value, files: &BTreeMap<String, String>) {
 /// last hop's to the tester's), from its own sending end, as the local NIC-switched
 /// chains do: a hop that is one forwarder is set to; any other gets a `to-next`
 /// forwarder after its NFs.
-fn address_next(file: &mut serde_json::Value, i: usize, n: usize) {
+fn address_next(file: &mut serde_json::Value, i: usize, n: usize, addresses: usize) {
     // Hop i sends on link i+1.
     let settings = serde_json::json!({
-        "dst_mac": mac_text(receiving_mac(i + 1, n)),
-        "src_mac": mac_text(sending_mac(i + 1)),
+        "dst_mac": mac_text(receiving_mac(i + 1, n, addresses)),
+        "src_mac": mac_text(sending_mac(i + 1, addresses)),
     });
     let Some(chain) = file.get_mut("chain").and_then(|c| c.as_array_mut()) else {
         return;
@@ -814,22 +952,30 @@ fn address_next(file: &mut serde_json::Value, i: usize, n: usize) {
 
 /// The address of link `k`'s sending end over a switch, as the local NIC-switched
 /// chains give it: the generator's source (the tester's, link 0), else hop k's sending
-/// function.
-fn sending_mac(k: usize) -> [u8; 6] {
+/// function; in the chain's own set (`addresses`).
+fn sending_mac(k: usize, addresses: usize) -> [u8; 6] {
     match k {
         0 => sfclab_traffic::flows::SRC_MAC.0,
-        _ => sfclab_topology::vf_out_mac(k - 1),
+        _ => in_set(sfclab_topology::vf_out_mac(k - 1), addresses),
     }
 }
 
 /// The address of link `k`'s receiving end (of a chain of `n` hops): the generator's
-/// destination (hop 1's), hop k+1's receiving function, or the tester's `t-in` (link n).
-fn receiving_mac(k: usize, n: usize) -> [u8; 6] {
+/// destination (hop 1's), hop k+1's receiving function, or the tester's `t-in` (link
+/// n); in the chain's own set (`addresses`) but for the generator's, which every
+/// chain's frames carry.
+fn receiving_mac(k: usize, n: usize, addresses: usize) -> [u8; 6] {
     match k {
-        _ if k == n => sfclab_topology::TESTER_IN_MAC,
+        _ if k == n => in_set(sfclab_topology::TESTER_IN_MAC, addresses),
         0 => sfclab_traffic::flows::DST_MAC.0,
-        _ => sfclab_topology::vf_in_mac(k),
+        _ => in_set(sfclab_topology::vf_in_mac(k), addresses),
     }
+}
+
+/// `mac` in address set `addresses` (set 0: itself): its second byte counts the set.
+fn in_set(mut mac: [u8; 6], addresses: usize) -> [u8; 6] {
+    mac[1] = mac[1].wrapping_add(addresses as u8);
+    mac
 }
 
 fn mac_text(mac: [u8; 6]) -> String {

@@ -14,7 +14,8 @@ pub mod nad;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use sfclab_experiment::scenario::{Scenario, ScenarioFlags};
+use sfclab_experiment::remote_hops::HopControl;
+use sfclab_experiment::scenario::{Attachment, Scenario, ScenarioFlags};
 use sfclab_experiment::{HopPlan, Settings, chain_file};
 
 pub use k8s::{DeployError, DeployOptions, Manifests, Object};
@@ -44,6 +45,10 @@ pub fn chain_file(path: &Path, options: &DeployOptions) -> Result<Manifests, Dep
     // Read once: the hops' chain and the tester's traffic come from the same text.
     let text = std::fs::read_to_string(path).map_err(|e| error("file", format!("{}: {e}", path.display())))?;
     let experiment = chain_file::parse(&text, &path.display().to_string(), &overrides)?;
+    if experiment.spans_hosts {
+        // Placed on hosts: a scenario of one chain, each host a node.
+        return scenario_file(path, options);
+    }
     let plan = HopPlan::of(&experiment).map_err(|e| error("chain", e))?;
     let tester = tester_file(&text, path)?;
     let layout = ChainLayout {
@@ -54,18 +59,21 @@ pub fn chain_file(path: &Path, options: &DeployOptions) -> Result<Manifests, Dep
             .endpoint_keys(),
         files: files_read(std::slice::from_ref(&plan))?,
         plan: &plan,
+        memif_within_host: false,
+        addresses: 0,
     };
     k8s::chain(&layout, ("tester.json", &tester), &experiment.name, options)
 }
 
-/// The manifests of the file at `path`: a scenario's (no `chain:` list of its own) or a
-/// chain file's.
+/// The manifests of the file at `path`: a chain file's, or a scenario's (a file with no
+/// `chain:` list of its own, or a chain file placed on hosts by its `hosts:`, which
+/// runs as a scenario of one chain).
 pub fn file(path: &Path, options: &DeployOptions) -> Result<Manifests, DeployError> {
     let text = std::fs::read_to_string(path).map_err(|e| error("file", format!("{}: {e}", path.display())))?;
     let value: serde_json::Value =
         serde_saphyr::from_str(&text).map_err(|e| error("file", format!("{}: {e}", path.display())))?;
-    match value.get("chain") {
-        Some(serde_json::Value::Array(_)) => chain_file(path, options),
+    match (value.get("chain"), value.get("hosts")) {
+        (Some(serde_json::Value::Array(_)), None) => chain_file(path, options),
         _ => scenario_file(path, options),
     }
 }
@@ -79,7 +87,8 @@ pub fn scenario_file(path: &Path, options: &DeployOptions) -> Result<Manifests, 
     let text = std::fs::read_to_string(path).map_err(|e| error("file", format!("{origin}: {e}")))?;
     let mut file: serde_json::Value =
         serde_saphyr::from_str(&text).map_err(|e| error("file", format!("{origin}: {e}")))?;
-    let names_chain_file = file.get("chain").is_some()
+    let is_chain_file = file.get("chain").is_some_and(serde_json::Value::is_array);
+    let names_chain_file = (file.get("chain").is_some() && !is_chain_file)
         || file["groups"]
             .as_array()
             .is_some_and(|g| g.iter().any(|g| g.get("chain").is_some()));
@@ -91,9 +100,29 @@ pub fn scenario_file(path: &Path, options: &DeployOptions) -> Result<Manifests, 
     }
     let mut scenario = Scenario::load(Some(path), &ScenarioFlags::default(), &Settings::default())
         .map_err(|e| error("scenario", e.to_string()))?;
+    let places = match &scenario.hosts {
+        Some(h) if h.sink != 1 => {
+            return Err(error(
+                &origin,
+                format!(
+                    "`hosts.sink`: the tester is one pod, on host 1's node, so it receives there too: give `sink: 1` (here {})",
+                    h.sink
+                ),
+            ));
+        }
+        Some(h) => h.places(),
+        None => Vec::new(),
+    };
     // What the tester will refuse when it attaches, refused here.
+    let control = match scenario.hosts {
+        Some(_) => HopControl::Tcp(k8s::control_address()),
+        None => HopControl::Files(MEMIF_DIR.into()),
+    };
     scenario
-        .attach(MEMIF_DIR.into())
+        .attach(Attachment {
+            memif: MEMIF_DIR.into(),
+            control,
+        })
         .map_err(|e| error(&origin, format!("`{}`: {}", e.key, e.reason)))?;
     let plans = (0..scenario.instances().count())
         .map(|c| scenario.hop_plan(c, None).map_err(|e| error("chain", e)))
@@ -105,7 +134,12 @@ pub fn scenario_file(path: &Path, options: &DeployOptions) -> Result<Manifests, 
         .enumerate()
         .map(|(c, (exp, plan))| {
             let layout = ChainLayout {
-                hosts: vec![1; plan.hops() + 2],
+                hosts: match places.is_empty() {
+                    true => vec![1; plan.hops() + 2],
+                    false => places.iter().map(|p| p + 1).collect(),
+                },
+                memif_within_host: true,
+                addresses: c,
                 memif_wait: exp.memif_wait.unwrap_or(sfclab_io::memif::Wait::Poll).endpoint_keys(),
                 files: files.clone(),
                 plan,
@@ -116,6 +150,17 @@ pub fn scenario_file(path: &Path, options: &DeployOptions) -> Result<Manifests, 
     // The VNFs' cores are the pods' (a whole CPU each): the tester's copy names none.
     if let Some(map) = file.as_object_mut() {
         map.remove("vnf_cores");
+    }
+    if is_chain_file {
+        // The tester reads the chain too: its files' copies, where the pods read them.
+        let dir = std::path::absolute(path.parent().unwrap_or(Path::new(".")))
+            .map_err(|e| error("file", format!("{origin}: {e}")))?;
+        k8s::each_file(&mut file, &mut |p| {
+            if Path::new(p.as_str()).is_relative() {
+                *p = dir.join(p.as_str()).display().to_string();
+            }
+        });
+        k8s::ship_files(&mut file, &files);
     }
     let tester = serde_json::to_string_pretty(&file).expect("JSON");
     k8s::scenario(&chains, ("scenario.json", &tester), &scenario.name, options)

@@ -37,10 +37,19 @@ const REFUSED: &[(&str, &str)] = &[
     // The pipeline runtime places NFs on cores of one process.
     ("parallel", "`runtime` does not apply"),
     ("pipeline-bi2", "`runtime` does not apply"),
+    // Its routers sit on two hosts: memif joins pods of one node (`--link` below).
+    ("dual-host", "memif joins pods of one node"),
 ];
 
-/// Every example scenario deploys (golden `scenario-<name>.yaml`).
-const SCENARIOS: &[&str] = &["custom-vnf", "light-beside-heavy", "pvp-router", "pvvp-multi-feature"];
+/// Every example scenario deploys (golden `scenario-<name>.yaml`), with the links
+/// between its hosts when it has several (`--link`).
+const SCENARIOS: &[(&str, &str)] = &[
+    ("custom-vnf", "memif"),
+    ("light-beside-heavy", "memif"),
+    ("pvp-router", "memif"),
+    ("pvvp-multi-feature", "memif"),
+    ("two-hosts", "macvlan:master=eth1"),
+];
 
 /// Link kinds beyond memif, each on one example.
 const LINKS: &[(&str, &str, &str)] = &[
@@ -48,6 +57,7 @@ const LINKS: &[(&str, &str, &str)] = &[
     ("router", "sriov", "sriov:resource=intel.com/sriov_netdevice"),
     ("router", "host-device", "host-device:ens1f0,ens1f1,ens2f0,ens2f1"),
     ("multi-feature", "afxdp", "afxdp:pool=sfclab"),
+    ("dual-host", "macvlan", "macvlan:master=eth1"),
 ];
 
 fn repo() -> PathBuf {
@@ -131,10 +141,14 @@ fn every_example_scenario_is_deployed() {
         .map(|e| e.unwrap().path().file_stem().unwrap().to_string_lossy().into_owned())
         .collect();
     examples.sort();
-    assert_eq!(SCENARIOS, examples, "a new example scenario: list it here");
-    for name in SCENARIOS {
-        let m =
-            sfclab_deploy::file(&scenario(name), &DeployOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let listed: Vec<&str> = SCENARIOS.iter().map(|s| s.0).collect();
+    assert_eq!(listed, examples, "a new example scenario: list it here");
+    for (name, link) in SCENARIOS {
+        let options = DeployOptions {
+            link: link.parse().unwrap(),
+            ..Default::default()
+        };
+        let m = sfclab_deploy::file(&scenario(name), &options).unwrap_or_else(|e| panic!("{name}: {e}"));
         check_golden(&format!("scenario-{name}.yaml"), &text(&m));
     }
 }
@@ -193,7 +207,11 @@ fn each_scenario_pod_runs_its_vnf_as_the_local_scenario_starts_it() {
 fn scenarios_that_do_not_deploy_say_why() {
     let dir = tempfile::tempdir().unwrap();
     for (text, says) in [
-        ("chains: 2\nhosts: { count: 2 }\n", "`hosts`"),
+        ("chains: 2\nhosts: { count: 2 }\n", "give `sink: 1` (here 2)"),
+        (
+            "chains: 2\nshape: pvvp\nhosts: { count: 2, vnfs: [1, 2], sink: 1 }\n",
+            "link 1 crosses from host 1 to host 2, and memif joins pods of one node",
+        ),
         ("chains: 2\nnic_capacity: 1Gbit/s\n", "`nic_capacity`"),
         ("chains: 2\nrun: { chaining: veth }\n", "`chaining`"),
         ("chain: x.yaml\n", "naming chain files"),
@@ -212,7 +230,10 @@ fn scenarios_that_do_not_deploy_say_why() {
     let e = sfclab_deploy::file(&scenario("pvp-router"), &options)
         .unwrap_err()
         .to_string();
-    assert!(e.starts_with("--link: a scenario's chains deploy on one node"), "{e}");
+    assert!(
+        e.starts_with("--link: a scenario on one host deploys on one node"),
+        "{e}"
+    );
 }
 
 /// The chain files in the ConfigMap are those the local runs start each hop with.

@@ -93,6 +93,11 @@ pub struct Experiment {
     /// `ports: dut:`: runs again and again, each ended by `<prefix>.stop`, reported to
     /// `<prefix>.json` ([`crate::settings::Settings::control_files`]).
     pub control_files: Option<std::path::PathBuf>,
+    /// `ports: dut:`: runs again and again, told over TCP on this port.
+    pub control_port: Option<u16>,
+    /// The file gives `hosts:`: its chain spans emulated hosts, as a scenario of one
+    /// chain runs it (`sfclab scenario FILE`), not `sfclab run`.
+    pub spans_hosts: bool,
     /// `ports: dut:`: the capacity its sending port shares with other processes.
     pub shared_capacity: Option<std::path::PathBuf>,
     /// Runs naming this file take turns with each other ([`crate::turns`]).
@@ -223,7 +228,16 @@ impl Experiment {
 }
 
 /// The top-level keys of a chain file.
-const FILE_KEYS: [&str; 7] = ["name", "description", "traffic", "profiles", "run", "chain", "wiring"];
+const FILE_KEYS: [&str; 8] = [
+    "name",
+    "description",
+    "traffic",
+    "profiles",
+    "run",
+    "chain",
+    "wiring",
+    "hosts",
+];
 
 /// A chain file's parts, before the settings are merged with the flags.
 struct ChainFile {
@@ -236,6 +250,9 @@ struct ChainFile {
     chain: Option<Vec<Value>>,
     /// `wiring:` entries, `nf.output -> nf` or `-> egress`.
     wiring: Vec<Value>,
+    /// `hosts:` is given: the chain spans emulated hosts, which a scenario runs
+    /// (`sfclab scenario FILE` reads the key).
+    hosts: bool,
 }
 
 /// Where errors point: the file (or flag) and, for a file, its lines.
@@ -431,6 +448,7 @@ fn read_sections(tree: &Located, ctx: &Ctx) -> Result<ChainFile, ChainFileError>
         run: section("run")?,
         chain,
         wiring,
+        hosts: tree.get("hosts").is_some(),
     })
 }
 
@@ -451,6 +469,7 @@ pub fn from_shorthand(spec: &str, flags: &Settings) -> Result<Experiment, ChainF
         run: Map::new(),
         chain: Some(chain),
         wiring: Vec::new(),
+        hosts: false,
     };
     resolve(file, &ctx, flags)
 }
@@ -693,6 +712,16 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
     if r.control_files.is_some() && !matches!(ports, Ports::Dut { .. }) {
         return Err(ctx.setting("run", "control_files", "is for `ports: dut:` runs (a hop process)"));
     }
+    if r.control_port.is_some() && !matches!(ports, Ports::Dut { .. }) {
+        return Err(ctx.setting("run", "control_port", "is for `ports: dut:` runs (a hop process)"));
+    }
+    if r.control_port.is_some() && r.control_files.is_some() {
+        return Err(ctx.setting(
+            "run",
+            "control_port",
+            "a hop is told by control files or over TCP, not both",
+        ));
+    }
     if r.shared_capacity.is_some() && !matches!(ports, Ports::Dut { .. }) {
         return Err(ctx.setting("run", "shared_capacity", "is for `ports: dut:` runs (a hop process)"));
     }
@@ -898,6 +927,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         }
     }
     Ok(Experiment {
+        spans_hosts: file.hosts,
         name: file.name.unwrap_or_else(|| ctx.file.to_string()),
         traffic,
         nfs,
@@ -914,6 +944,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         sriov: r.sriov.clone(),
         ready_file: r.ready_file.as_ref().map(std::path::PathBuf::from),
         control_files: r.control_files.as_ref().map(std::path::PathBuf::from),
+        control_port: r.control_port,
         shared_capacity: r.shared_capacity.as_ref().map(std::path::PathBuf::from),
         take_turns: r.take_turns.as_ref().map(std::path::PathBuf::from),
         memif_wait: r.memif_wait.map(|w| w.0),

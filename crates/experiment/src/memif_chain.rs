@@ -141,7 +141,11 @@ pub(crate) enum KernelLinks<'a> {
 /// thread.
 enum TesterEnd {
     Memif(Interface),
-    Kernel { namespace: Namespace, interface: String },
+    /// In `namespace`, or this process's own (`None`).
+    Kernel {
+        namespace: Option<Namespace>,
+        interface: String,
+    },
 }
 
 impl TesterEnd {
@@ -160,13 +164,14 @@ impl TesterEnd {
                 .map_err(|e| setting("ports", e)),
             TesterEnd::Kernel { namespace, interface } => {
                 let name = interface.clone();
-                // A socket belongs to the namespace it was made in, wherever it is used.
-                namespace
-                    .run(move || {
-                        InterfacePort::open(IoKind::AfXdp, &name, &sfclab_io::AfXdpSettings::default(), receive)
-                    })
-                    .map_err(|e| setting("chaining", e))?
-                    .map_err(|e| setting("chaining", e))
+                let open =
+                    move || InterfacePort::open(IoKind::AfXdp, &name, &sfclab_io::AfXdpSettings::default(), receive);
+                match namespace {
+                    // A socket belongs to the namespace it was made in, wherever it is used.
+                    Some(ns) => ns.run(open).map_err(|e| setting("chaining", e))?,
+                    None => open(),
+                }
+                .map_err(|e| setting("chaining", e))
             }
         }
     }
@@ -266,7 +271,7 @@ impl MemifChain {
             if let Some((_, o, i)) = crossing(k) {
                 let end = if role == Role::Server { i } else { o };
                 return Ok(TesterEnd::Kernel {
-                    namespace: tester_ns.clone(),
+                    namespace: Some(tester_ns.clone()),
                     interface: end.name().to_string(),
                 });
             }
@@ -322,20 +327,41 @@ impl MemifChain {
     /// `dir`: the tester connects to both links once the hops say they forward
     /// ([`MemifChain::wait_ready`]), the last hop serving its output (a hop must be able
     /// to say it forwards before the tester is there).
-    pub(crate) fn attach(spec: &Experiment, dir: &std::path::Path, label: &str) -> Result<MemifChain, RunError> {
+    pub(crate) fn attach(
+        spec: &Experiment,
+        attachment: &crate::scenario::Attachment,
+        label: &str,
+        places: Option<&[usize]>,
+    ) -> Result<MemifChain, RunError> {
         let n = spec.hops.len();
-        let end = |k: usize, role: Role| -> Result<Interface, RunError> {
-            let socket = dir.join(crate::remote_hops::link_socket(label, k));
-            let spec = format!("memif:{},role={role}", socket.display());
-            let settings = MemifSettings::from_spec(&spec, role).map_err(|e| setting("ports", e))?;
-            Interface::open(&settings).map_err(|e| setting("ports", e))
+        if places.is_some_and(|p| p.len() != n + 2) {
+            return Err(setting(
+                "hosts",
+                "one host per place: the tester's sender, each hop, its receiver",
+            ));
+        }
+        let crossing = |k: usize| places.is_some_and(|p| p[k] != p[k + 1]);
+        // A crossing link's end is the tester's own interface (`c1o`, `c1i`), as here.
+        let end = |k: usize, interface: String| -> Result<TesterEnd, RunError> {
+            if crossing(k) {
+                return Ok(TesterEnd::Kernel {
+                    namespace: None,
+                    interface,
+                });
+            }
+            let socket = attachment.memif.join(crate::remote_hops::link_socket(label, k));
+            let spec = format!("memif:{},role=client", socket.display());
+            let settings = MemifSettings::from_spec(&spec, Role::Client).map_err(|e| setting("ports", e))?;
+            Interface::open(&settings)
+                .map(TesterEnd::Memif)
+                .map_err(|e| setting("ports", e))
         };
         Ok(MemifChain {
             namespaces: Vec::new(),
-            tester_in: TesterEnd::Memif(end(n, Role::Client)?),
-            tester_out: TesterEnd::Memif(end(0, Role::Client)?),
+            tester_in: end(n, format!("{label}i"))?,
+            tester_out: end(0, format!("{label}o"))?,
             hops: n,
-            processes: Hops::Remote(RemoteHops::new(dir, label, n)),
+            processes: Hops::Remote(RemoteHops::new(&attachment.control, label, n)),
             peers: (0..n).map(|_| None).collect(),
             kernel_links: Vec::new(),
         })

@@ -242,6 +242,13 @@ pub struct RunSection {
     #[arg(long, hide = true, value_name = "PREFIX")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_files: Option<String>,
+    /// As `control_files`, told over TCP on this port (every address of the host): a
+    /// hop a tester on another machine measures (a pod of another node). A `ready` line
+    /// is answered `yes` once the run forwards; a `stop` line ends the run, its JSON
+    /// document the answer.
+    #[arg(long, hide = true, value_name = "PORT")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_port: Option<u16>,
     /// A capacity a `ports: dut:` run's sending port shares with other processes (a
     /// file a scenario made: its emulated NIC, which every VNF sends through).
     #[arg(long, hide = true)]

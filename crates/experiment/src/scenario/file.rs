@@ -69,17 +69,41 @@ struct HostsFile {
     charge_tunnel: Option<bool>,
 }
 
-pub(super) fn parse_file(text: &str, origin: &str) -> Result<ScenarioFile, ScenarioError> {
+/// A scenario file, or a chain file (its `chain:` a list) as a scenario of one chain of
+/// it: its `hosts:` place that chain, its traffic and run settings are the chain's.
+pub(super) fn parse_file(text: &str, origin: &str, path: &Path) -> Result<ScenarioFile, ScenarioError> {
     let err = |key: String, reason: String| ScenarioError {
         origin: origin.to_string(),
         key,
         reason,
     };
-    let value: Value = serde_saphyr::from_str(text).map_err(|e| err(String::new(), format!("not valid YAML: {e}")))?;
-    serde_path_to_error::deserialize(value).map_err(|e| {
+    let de_err = |e: serde_path_to_error::Error<serde_json::Error>, prefix: &str| {
         let key = e.path().to_string();
-        err(if key == "." { String::new() } else { key }, e.into_inner().to_string())
-    })
+        err(
+            if key == "." {
+                prefix.trim_end_matches('.').to_string()
+            } else {
+                format!("{prefix}{key}")
+            },
+            e.into_inner().to_string(),
+        )
+    };
+    let value: Value = serde_saphyr::from_str(text).map_err(|e| err(String::new(), format!("not valid YAML: {e}")))?;
+    if value.get("chain").is_some_and(Value::is_array) {
+        let hosts = match value.get("hosts") {
+            Some(h) => Some(serde_path_to_error::deserialize(h.clone()).map_err(|e| de_err(e, "hosts."))?),
+            None => None,
+        };
+        let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+        return Ok(ScenarioFile {
+            name: text("name"),
+            description: text("description"),
+            chain: path.file_name().map(PathBuf::from),
+            hosts,
+            ..ScenarioFile::default()
+        });
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| de_err(e, ""))
 }
 
 /// One group as given, whichever way: a `groups:` entry, or the scenario's own keys and
@@ -789,8 +813,30 @@ mod tests {
     use super::*;
 
     fn scenario(text: &str, flags: &ScenarioFlags) -> Result<Scenario, ScenarioError> {
-        let f = parse_file(text, "s.yaml")?;
+        let f = parse_file(text, "s.yaml", Path::new("s.yaml"))?;
         resolve(f, "s.yaml", Path::new("."), flags, &Settings::default())
+    }
+
+    /// A chain file placed on hosts is a scenario of one chain of it: its hops the
+    /// VNFs, its `hosts:` their places, its traffic the chain's; a bad `hosts:` key is
+    /// named as the scenario's.
+    #[test]
+    fn a_chain_file_with_hosts_is_a_scenario_of_one_chain() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/chains/dual-host.yaml");
+        let s = Scenario::load(Some(&path), &ScenarioFlags::default(), &Settings::default()).unwrap();
+        assert_eq!(s.chains().len(), 1);
+        assert_eq!(s.name, "dual-host");
+        let hosts = s.hosts.as_ref().unwrap();
+        assert_eq!((hosts.count, hosts.vnfs.clone(), hosts.sink), (2, vec![1, 2], 1));
+        assert_eq!(s.chains()[0].hops.len(), 2, "each router a VNF");
+        assert_eq!(s.directions(0), 1, "one way across hosts");
+        assert_eq!(pps(&s.chains()[0]), 40_000.0);
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(&bad, "hosts: { count: 2, rack: 1 }\nchain: [forwarder]\n").unwrap();
+        let e = Scenario::load(Some(&bad), &ScenarioFlags::default(), &Settings::default()).unwrap_err();
+        assert_eq!(e.key, "hosts.rack", "{e}");
+        assert!(e.reason.contains("unknown field `rack`"), "{e}");
     }
 
     fn pps(exp: &Experiment) -> f64 {

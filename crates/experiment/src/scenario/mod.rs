@@ -64,6 +64,7 @@ use sfclab_traffic::Rate;
 
 use crate::chain_file::{ChainFileError, Experiment};
 use crate::hop_processes::HopPlan;
+use crate::remote_hops::HopControl;
 use crate::settings::Settings;
 
 pub use file::parse_cpu_list;
@@ -286,9 +287,17 @@ pub struct Scenario {
     /// The tester's core.
     pub tester_core: Option<usize>,
     pub repeat: usize,
-    /// The VNFs run elsewhere ([`Scenario::attach`]): their sockets and control files
-    /// are in this directory.
-    attached: Option<PathBuf>,
+    /// The VNFs run elsewhere ([`Scenario::attach`]).
+    attached: Option<Attachment>,
+}
+
+/// Where a scenario's VNFs started elsewhere are ([`Scenario::attach`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    /// The memif sockets of the VNFs on the tester's host (a node's directory).
+    pub memif: PathBuf,
+    /// How the VNFs are told to end a run and give its report.
+    pub control: HopControl,
 }
 
 /// An error in a scenario: the file (or flag), the key and why.
@@ -337,7 +346,7 @@ impl Scenario {
                     key: String::new(),
                     reason: format!("cannot read: {e}"),
                 })?;
-                (origin.clone(), file::parse_file(&text, &origin)?)
+                (origin.clone(), file::parse_file(&text, &origin, path)?)
             }
         };
         let dir = file.and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default();
@@ -454,24 +463,29 @@ impl Scenario {
     }
 
     /// The VNFs run elsewhere, started by someone else (a cluster's pods, as `sfclab
-    /// deploy k8s` writes them) with their memif sockets and control files in `dir` on
-    /// this machine: the tester attaches to them instead of building namespaces and
-    /// starting processes, and runs on the cores it was given. Their links must all be
-    /// memif (one node), the NIC's capacity is the cluster's own.
-    pub fn attach(&mut self, dir: PathBuf) -> Result<(), ScenarioError> {
+    /// deploy k8s` writes them), each serving runs ([`crate::remote_hops`]): the tester
+    /// attaches to them instead of building namespaces and starting processes, and runs
+    /// on the cores it was given. A link between places on one host is memif, its socket
+    /// in `attachment.memif`; with `hosts:`, a link crossing from another host into the
+    /// tester or out of it is an interface of the tester's (`c<k>o` for chain k's first
+    /// link, `c<k>i` for its last), and the VNFs are reached over TCP.
+    pub fn attach(&mut self, attachment: Attachment) -> Result<(), ScenarioError> {
         let refuse = |key: &str, reason: &str| ScenarioError {
             origin: "--attach".into(),
             key: key.into(),
             reason: reason.into(),
         };
-        if self.hosts.is_some() {
+        if self.hosts.is_some() && !matches!(attachment.control, HopControl::Tcp(_)) {
             return Err(refuse(
                 "hosts",
-                "the tunnels between hosts are built on this machine; attached VNFs are joined by memif on one node",
+                "VNFs on several hosts are reached over TCP: give --attach-control tcp:ADDRESS",
             ));
         }
         if self.veth {
-            return Err(refuse("chaining", "attached VNFs are joined by memif, not veth"));
+            return Err(refuse(
+                "chaining",
+                "attached VNFs are joined by memif (and, between hosts, by the cluster's links), not veth",
+            ));
         }
         if self.nic_capacity.is_some() {
             return Err(refuse(
@@ -485,15 +499,15 @@ impl Scenario {
                 "attached VNFs are sfclab's (each run reported through its control files)",
             ));
         }
-        self.attached = Some(dir);
+        self.attached = Some(attachment);
         // The tester runs where it was placed (a pod's CPU set), not on a core picked here.
         self.tester_core = None;
         Ok(())
     }
 
-    /// Where the attached VNFs' sockets and control files are, when attached.
-    pub fn attached(&self) -> Option<&Path> {
-        self.attached.as_deref()
+    /// Where the attached VNFs are, when attached.
+    pub fn attached(&self) -> Option<&Attachment> {
+        self.attached.as_ref()
     }
 
     /// VNF processes per core: every VNF of every chain and standby instance over the

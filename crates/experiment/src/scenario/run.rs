@@ -440,10 +440,15 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
             charge_tunnel: h.link.charge_tunnel,
             crossings_per_chain: h.crossings(),
         }),
-        chaining: if let Some(dir) = scenario.attached() {
+        chaining: if let Some(a) = scenario.attached() {
             format!(
-                "memif, attached: every VNF started elsewhere (a pod), its sockets and control files in {}",
-                dir.display()
+                "attached: every VNF started elsewhere (a pod), memif within a host (sockets in {}){}",
+                a.memif.display(),
+                if scenario.hosts.is_some() {
+                    ", the cluster's links between hosts"
+                } else {
+                    ""
+                }
             )
         } else if scenario.veth {
             "veth (AF_XDP, sleeping when idle)".into()
@@ -549,8 +554,8 @@ impl Testbed {
     /// Builds the namespaces, starts every VNF (chains and standby instances) on the
     /// shared cores, waits until all forward and connects the tester's links.
     pub(super) fn up(scenario: &Scenario) -> Result<Testbed, RunError> {
-        if let Some(dir) = scenario.attached() {
-            return Testbed::attach(scenario, dir);
+        if let Some(attachment) = scenario.attached() {
+            return Testbed::attach(scenario, attachment);
         }
         let began = Instant::now();
         let mut topo = Topology::new().map_err(|e| setting("chaining", e))?;
@@ -622,14 +627,24 @@ impl Testbed {
 
     /// The tester's ends of every chain whose VNFs run elsewhere with their sockets and
     /// control files in `dir` ([`Scenario::attach`]), once every VNF says it forwards.
-    fn attach(scenario: &Scenario, dir: &std::path::Path) -> Result<Testbed, RunError> {
+    fn attach(scenario: &Scenario, attachment: &super::Attachment) -> Result<Testbed, RunError> {
         let began = Instant::now();
+        let places = scenario.hosts.as_ref().map(super::Hosts::places);
         let mut started = Vec::new();
         for (c, exp) in scenario.instances().enumerate() {
-            started.push(MemifChain::attach(exp, dir, &scenario.instance_label(c))?);
+            started.push(MemifChain::attach(
+                exp,
+                attachment,
+                &scenario.instance_label(c),
+                places.as_deref(),
+            )?);
         }
         for chain in &mut started {
             chain.wait_ready()?;
+        }
+        if places.is_some() {
+            // As for hops here: the first frames after the sockets bind (see `up`).
+            std::thread::sleep(TUNNEL_SETTLE);
         }
         Testbed::connect(scenario, started, began)
     }
@@ -874,7 +889,13 @@ fn chain_result(
     kernel_links: Vec<LinkFlow>,
 ) -> ChainResult {
     let mut lost = wire_loss(links, outcome);
-    if !kernel_links.is_empty() {
+    // Over kernel links (here, or a cluster's between attached VNFs) sockets drop too.
+    let sockets_drop = outcome.socket_drops.iter().any(|(_, n)| *n > 0)
+        || links
+            .iter()
+            .flat_map(sfclab_core::RxPort::counters)
+            .any(|c| sfclab_runtime::KERNEL_RECEIVE_DROPS.contains(&c.name) && c.value > 0);
+    if !kernel_links.is_empty() || sockets_drop {
         // Over kernel links the kernel carries frames too: what its sockets and the links'
         // interfaces dropped explains loss as the hops' drops do.
         let mut explained = lost.explained.clone();
