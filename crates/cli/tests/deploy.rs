@@ -253,6 +253,53 @@ fn a_vnf_told_over_tcp_serves_the_attached_testers_repetitions() {
     assert_eq!(reports.len(), 1);
 }
 
+/// Every pod of a deployment is deleted at once: a VNF starting its next run while
+/// its next hop is already gone waits for it no longer once told to stop (SIGTERM), and
+/// still reports.
+#[test]
+fn a_vnf_stopped_while_its_next_hop_is_gone_ends_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let chain = dir.path().join("hop.json");
+    std::fs::write(&chain, r#"{"name": "hop", "chain": [{"forwarder": {}}]}"#).unwrap();
+    let socket = |k: usize| dir.path().join(format!("link{k}.sock")).display().to_string();
+    let ports = format!("memif:{},role=server,memif:{},role=client", socket(0), socket(1));
+    let ready = dir.path().join("ready");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_sfclab"))
+        .args([
+            "run",
+            chain.to_str().unwrap(),
+            "--ports",
+            &ports,
+            "--duration",
+            "1d",
+            "--json",
+        ])
+        .args(["--ready-file", ready.to_str().unwrap()])
+        .args(["--control-files", dir.path().join("hop").to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let hop = Pods(vec![(child, Value::Null, dir.path().to_path_buf(), "1".into())]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!ready.exists(), "no next hop: not ready");
+    let mut hop = hop;
+    let (child, ..) = hop.0.pop().unwrap();
+    let asked = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    // The wait for a next hop is 30 s; told to stop, it looks again within 0.1 s.
+    assert!(asked.elapsed() < Duration::from_secs(10), "took {:?}", asked.elapsed());
+    let report: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(report["interrupted"], true, "{report}");
+    assert_eq!(report["conservation"]["holds"], true, "{report}");
+}
+
 /// Attached VNFs that drop (each VNF's licence, a policer, at a tenth of the offered
 /// rate) report it in their runs' documents, which explain the tester's loss: every
 /// chain conserves, its drops named by hop and cause, none unaccounted.

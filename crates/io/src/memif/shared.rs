@@ -98,10 +98,9 @@ impl Control {
             if started.elapsed() >= limit {
                 let s = &self.settings;
                 return Err(format!(
-                    "memif {} ({}): no peer connected within {} s{}",
+                    "memif {} ({}): no peer connected within {limit:?}{}",
                     s.socket.display(),
                     s.role,
-                    limit.as_secs(),
                     self.shared
                         .last_error()
                         .map_or(String::new(), |w| format!("; last attempt: {w}"))
