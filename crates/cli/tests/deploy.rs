@@ -253,6 +253,59 @@ fn a_vnf_told_over_tcp_serves_the_attached_testers_repetitions() {
     assert_eq!(reports.len(), 1);
 }
 
+/// A scenario naming chain files (one of the examples, whose DPI reads a rules file
+/// beside it; one of its own) deploys them with it: the VNFs' chain files and the
+/// tester's copies of the chains read every file from the ConfigMap, by names relative
+/// to it, and the deployment runs and conserves.
+#[test]
+fn a_scenario_naming_chain_files_ships_them_and_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("fw.yaml"),
+        "name: fw\ntraffic: { size: 512 }\nchain:\n  - firewall: { default: allow }\n",
+    )
+    .unwrap();
+    let multi_feature = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/chains/multi-feature.yaml");
+    let file = dir.path().join("named.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: named\ngroups:\n  - {{ name: mf, chain: {}, bidirectional: false }}\n  - {{ name: fw, chain: fw.yaml }}\ntraffic: {{ rate: 20kpps }}\n",
+            multi_feature.display()
+        ),
+    )
+    .unwrap();
+    let o = sfclab(&["deploy", "k8s", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let objects: Vec<Value> = serde_saphyr::from_str_multiple(&stdout(&o)).unwrap();
+    let config = &objects.iter().find(|o| o["kind"] == "ConfigMap").unwrap()["data"];
+    let keys: Vec<&String> = config.as_object().unwrap().keys().collect();
+    assert!(
+        keys.iter().any(|k| k.starts_with("chain-1-multi-feature"))
+            && keys.iter().any(|k| k.starts_with("chain-2-fw"))
+            && keys.iter().any(|k| k.ends_with("web.rules")),
+        "{keys:?}"
+    );
+    assert!(
+        !config.to_string().contains("../signatures"),
+        "every file read from the ConfigMap"
+    );
+    let (doc, tester, _) = run_as_a_node(&objects, &mut |_, _| None, &["--duration", "300ms", "--warmup", "50ms"]);
+    assert!(
+        tester.status.success(),
+        "tester: {}",
+        String::from_utf8_lossy(&tester.stderr)
+    );
+    let chains = doc["runs"][0]["chains"].as_array().unwrap();
+    assert_eq!(chains.len(), 2);
+    for chain in chains {
+        assert_eq!(chain["conserved"], true, "{chain}");
+        assert!(chain["window"]["received"].as_u64().unwrap() > 0, "{chain}");
+    }
+    let dpi = &chains[0]["hops"][0]["nfs"];
+    assert!(dpi.to_string().contains("dpi"), "{dpi}");
+}
+
 /// Every pod of a deployment is deleted at once: a VNF starting its next run while
 /// its next hop is already gone waits for it no longer once told to stop (SIGTERM), and
 /// still reports.

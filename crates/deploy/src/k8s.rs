@@ -228,6 +228,7 @@ pub fn chain(
 pub fn scenario(
     chains: &[(String, ChainLayout<'_>)],
     scenario_file: (&str, &str),
+    chain_files: &BTreeMap<String, String>,
     scenario_name: &str,
     options: &DeployOptions,
 ) -> Result<Manifests, DeployError> {
@@ -284,6 +285,7 @@ pub fn scenario(
         data.extend(base.hop_files(chain, label));
     }
     data.insert(scenario_file.0.to_string(), scenario_file.1.to_string());
+    data.extend(chain_files.iter().map(|(k, v)| (k.clone(), v.clone())));
     objects.push(base.config_map(data));
     let control = if several {
         Control::Tcp(CONTROL_PORT)
@@ -883,7 +885,7 @@ fn hop_file(i: usize) -> String {
 
 /// The ConfigMap key of the `k`th file an NF reads, at `path` here: its number and name
 /// (two files of one name stay apart).
-fn shipped_name(k: usize, path: &str) -> String {
+pub(crate) fn shipped_name(k: usize, path: &str) -> String {
     let base = std::path::Path::new(path)
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -907,7 +909,12 @@ pub(crate) fn each_file(file: &mut serde_json::Value, visit: &mut dyn FnMut(&mut
         .get_mut("chain")
         .and_then(|c| c.as_array_mut())
         .into_iter()
-        .flatten();
+        .flatten()
+        // An entry is an NF, or a list of NFs one hop runs.
+        .flat_map(|e| match e {
+            serde_json::Value::Array(hop) => hop.iter_mut().collect::<Vec<_>>(),
+            nf => vec![nf],
+        });
     for entry in entries.filter_map(|e| e.as_object_mut()) {
         for (kind, settings) in entry.iter_mut() {
             if let Some(settings) = settings.as_object_mut() {
@@ -921,7 +928,8 @@ pub(crate) fn each_file(file: &mut serde_json::Value, visit: &mut dyn FnMut(&mut
 pub(crate) fn ship_files(file: &mut serde_json::Value, files: &BTreeMap<String, String>) {
     each_file(file, &mut |path| {
         if let Some(k) = files.keys().position(|p| p == path) {
-            *path = format!("{CONFIG_DIR}/{}", shipped_name(k, path));
+            // Relative: read beside the chain file, in the ConfigMap's directory.
+            *path = shipped_name(k, path);
         }
     });
 }

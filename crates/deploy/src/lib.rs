@@ -88,16 +88,6 @@ pub fn scenario_file(path: &Path, options: &DeployOptions) -> Result<Manifests, 
     let mut file: serde_json::Value =
         serde_saphyr::from_str(&text).map_err(|e| error("file", format!("{origin}: {e}")))?;
     let is_chain_file = file.get("chain").is_some_and(serde_json::Value::is_array);
-    let names_chain_file = (file.get("chain").is_some() && !is_chain_file)
-        || file["groups"]
-            .as_array()
-            .is_some_and(|g| g.iter().any(|g| g.get("chain").is_some()));
-    if names_chain_file {
-        return Err(error(
-            "chain",
-            format!("{origin}: a scenario naming chain files does not deploy yet: give each group's `vnf:` instead"),
-        ));
-    }
     let mut scenario = Scenario::load(Some(path), &ScenarioFlags::default(), &Settings::default())
         .map_err(|e| error("scenario", e.to_string()))?;
     let places = match &scenario.hosts {
@@ -151,19 +141,61 @@ pub fn scenario_file(path: &Path, options: &DeployOptions) -> Result<Manifests, 
     if let Some(map) = file.as_object_mut() {
         map.remove("vnf_cores");
     }
+    let dir = std::path::absolute(path.parent().unwrap_or(Path::new(".")))
+        .map_err(|e| error("file", format!("{origin}: {e}")))?;
+    // The tester reads the chains too (their traffic): the chain files the scenario
+    // names shipped beside its copy, each file their NFs read pointed at its copy.
+    let mut chain_files = BTreeMap::new();
     if is_chain_file {
-        // The tester reads the chain too: its files' copies, where the pods read them.
-        let dir = std::path::absolute(path.parent().unwrap_or(Path::new(".")))
-            .map_err(|e| error("file", format!("{origin}: {e}")))?;
-        k8s::each_file(&mut file, &mut |p| {
-            if Path::new(p.as_str()).is_relative() {
-                *p = dir.join(p.as_str()).display().to_string();
+        point_at_copies(&mut file, &dir, &files);
+    } else {
+        // The scenario's `chain:` and each group's.
+        let mut references = Vec::new();
+        for (key, value) in file.as_object_mut().into_iter().flatten() {
+            match key.as_str() {
+                "chain" => references.push(value),
+                "groups" => references.extend(
+                    value
+                        .as_array_mut()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|g| g.get_mut("chain")),
+                ),
+                _ => {}
             }
-        });
-        k8s::ship_files(&mut file, &files);
+        }
+        for reference in references {
+            let Some(named) = reference.as_str() else { continue };
+            let at = dir.join(named);
+            let text = std::fs::read_to_string(&at).map_err(|e| error("chain", format!("{}: {e}", at.display())))?;
+            let mut chain: serde_json::Value =
+                serde_saphyr::from_str(&text).map_err(|e| error("chain", format!("{}: {e}", at.display())))?;
+            point_at_copies(&mut chain, at.parent().unwrap_or(&dir), &files);
+            // Named in the ConfigMap by their number and name, read beside the scenario.
+            let key = format!("chain-{}", k8s::shipped_name(chain_files.len(), named));
+            chain_files.insert(key.clone(), serde_json::to_string_pretty(&chain).expect("JSON"));
+            *reference = key.into();
+        }
     }
     let tester = serde_json::to_string_pretty(&file).expect("JSON");
-    k8s::scenario(&chains, ("scenario.json", &tester), &scenario.name, options)
+    k8s::scenario(
+        &chains,
+        ("scenario.json", &tester),
+        &chain_files,
+        &scenario.name,
+        options,
+    )
+}
+
+/// Points every file a chain file's NFs read (relative to `dir`, its directory, as its
+/// loader reads them) at its copy in the ConfigMap (`files`).
+fn point_at_copies(chain: &mut serde_json::Value, dir: &Path, files: &BTreeMap<String, String>) {
+    k8s::each_file(chain, &mut |p| {
+        if Path::new(p.as_str()).is_relative() {
+            *p = dir.join(p.as_str()).display().to_string();
+        }
+    });
+    k8s::ship_files(chain, files);
 }
 
 /// The tester's chain file: the chain file's name, `traffic:` and the `run:` keys a

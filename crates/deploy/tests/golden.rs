@@ -214,7 +214,7 @@ fn scenarios_that_do_not_deploy_say_why() {
         ),
         ("chains: 2\nnic_capacity: 1Gbit/s\n", "`nic_capacity`"),
         ("chains: 2\nrun: { chaining: veth }\n", "`chaining`"),
-        ("chain: x.yaml\n", "naming chain files"),
+        ("chain: x.yaml\n", "x.yaml: cannot read"),
     ] {
         let file = dir.path().join("s.yaml");
         std::fs::write(&file, text).unwrap();

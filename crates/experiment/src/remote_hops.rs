@@ -79,6 +79,15 @@ pub fn serve_runs(spec: &Experiment, document: &mut dyn FnMut(&RunReport) -> Str
     };
     let ended = spec.settings.stop.clone().unwrap_or_default();
     let ready_file = spec.ready_file.clone();
+    // What a hop of an earlier deployment left in a directory that outlives it (a node's,
+    // killed before it could tidy up) says nothing about this one.
+    let mut stale: Vec<&Path> = ready_file.as_deref().into_iter().collect();
+    if let Served::Files { stop, report } = &served {
+        stale.extend([stop.as_path(), report.as_path()]);
+    }
+    for file in stale {
+        let _ = std::fs::remove_file(file);
+    }
     let (served_ref, ready_ref, ended_ref) = (&served, ready_file.as_deref(), &*ended);
     std::thread::scope(|scope| {
         loop {
