@@ -101,6 +101,24 @@ fn the_deployed_pods_forward_the_testers_traffic_when_run_as_a_node_runs_them() 
     assert_eq!(count(&doc, "received"), count(&reports[3], "received"), "out of hop 4");
 }
 
+/// A chain that is a graph (NSH: a classifier, forwarders and proxies joined by
+/// `wiring`) cannot be cut into hops in a line: one pod runs it whole, and the tester's
+/// traffic comes back through it.
+#[test]
+fn a_graph_deploys_as_one_pod_that_runs_it_whole() {
+    let o = sfclab(&["deploy", "k8s", "examples/chains/nsh.yaml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let objects: Vec<Value> = serde_saphyr::from_str_multiple(&stdout(&o)).unwrap();
+    assert_eq!(objects.iter().filter(|o| o["kind"] == "Pod").count(), 1);
+    let (doc, reports) = run_chain_as_a_node(&objects, &mut |_, _| None);
+    assert!(doc["conservation"]["received"].as_u64().unwrap() > 0, "{doc}");
+    let nfs = reports[0]["chain"].to_string();
+    assert!(
+        nfs.contains("sff3") && nfs.contains("nat"),
+        "the whole graph in the pod: {nfs}"
+    );
+}
+
 /// The macvlan deployment with Multus and the macvlan CNI emulated: a namespace per pod,
 /// each network of its annotation a macvlan of the NetworkAttachmentDefinition's master
 /// (a node's interface) in its mode, with the interface name and address the pod asks

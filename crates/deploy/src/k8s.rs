@@ -956,6 +956,20 @@ fn address_next(file: &mut serde_json::Value, i: usize, n: usize, addresses: usi
     let mut to_next = settings;
     to_next["name"] = "to-next".into();
     chain.push(serde_json::json!({ "forwarder": to_next }));
+    // A graph's ways out lead through it too (the last NF's default way already does).
+    for line in file
+        .get_mut("wiring")
+        .and_then(|w| w.as_array_mut())
+        .into_iter()
+        .flatten()
+    {
+        if let Some(text) = line.as_str()
+            && let Some((from, to)) = text.split_once("->")
+            && to.trim() == "egress"
+        {
+            *line = format!("{} -> to-next", from.trim()).into();
+        }
+    }
 }
 
 /// The address of link `k`'s sending end over a switch, as the local NIC-switched
@@ -1035,6 +1049,23 @@ fn is_dns_label(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Over a switch every frame a hop sends is addressed to the next hop: a graph's
+    /// ways out lead through the addressing forwarder too, its ways within untouched.
+    #[test]
+    fn a_graphs_ways_out_are_addressed_to_the_next_hop() {
+        let mut file = serde_json::json!({
+            "chain": [{ "nsh-sff": { "name": "a" } }, { "firewall": { "name": "b" } }],
+            "wiring": ["a.out -> egress", "a.fw -> b"],
+        });
+        address_next(&mut file, 0, 1, 2);
+        assert_eq!(file["chain"][2]["forwarder"]["name"], "to-next");
+        assert_eq!(
+            file["chain"][2]["forwarder"]["dst_mac"],
+            mac_text(in_set(sfclab_topology::TESTER_IN_MAC, 2))
+        );
+        assert_eq!(file["wiring"], serde_json::json!(["a.out -> to-next", "a.fw -> b"]));
+    }
 
     #[test]
     fn memory_is_a_kubernetes_quantity() {

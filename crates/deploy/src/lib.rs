@@ -44,12 +44,24 @@ pub fn chain_file(path: &Path, options: &DeployOptions) -> Result<Manifests, Dep
         .map_err(|e| error("chaining", e))?;
     // Read once: the hops' chain and the tester's traffic come from the same text.
     let text = std::fs::read_to_string(path).map_err(|e| error("file", format!("{}: {e}", path.display())))?;
-    let experiment = chain_file::parse(&text, &path.display().to_string(), &overrides)?;
-    if experiment.spans_hosts {
-        // Placed on hosts: a scenario of one chain, each host a node.
-        return scenario_file(path, options);
-    }
-    let plan = HopPlan::of(&experiment).map_err(|e| error("chain", e))?;
+    let origin = path.display().to_string();
+    let whole = chain_file::parse(&text, &origin, &Settings::default())?;
+    let (experiment, plan) = if whole.wiring.is_some() && !whole.spans_hosts {
+        // A graph with branches: one pod runs it whole, as `sfclab run FILE --ports dut:`.
+        let raw: serde_json::Value =
+            serde_saphyr::from_str(&text).map_err(|e| error("file", format!("{origin}: {e}")))?;
+        let plan = HopPlan::whole(&whole, raw.get("wiring").cloned().unwrap_or_default());
+        (whole, plan)
+    } else {
+        let experiment = chain_file::parse(&text, &origin, &overrides)?;
+        if experiment.spans_hosts {
+            // Placed on hosts: a scenario of one chain, each host a node.
+            return scenario_file(path, options);
+        }
+        let plan = HopPlan::of(&experiment);
+        (experiment, plan)
+    };
+    let plan = plan.map_err(|e| error("chain", e))?;
     let tester = tester_file(&text, path)?;
     let layout = ChainLayout {
         hosts: vec![1; plan.hops() + 2],

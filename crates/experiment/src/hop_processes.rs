@@ -54,45 +54,36 @@ pub struct HopPlan {
 
 impl HopPlan {
     pub fn of(spec: &Experiment) -> Result<HopPlan, String> {
-        let mut args: Vec<String> = vec!["--io".into(), spec.io_kind.to_string()];
-        if let Some(m) = spec.xdp_mode {
-            args.extend(["--xdp-mode".into(), m.to_string()]);
-        }
-        if let Some(us) = spec.busy_poll {
-            args.extend(["--busy-poll".into(), us.to_string()]);
-        }
-        if let Some(w) = spec.xdp_wait {
-            args.extend(["--xdp-wait".into(), crate::settings::ReceiveWait(w).to_string()]);
-        }
-        args.extend(["--batch".into(), spec.settings.batch.to_string()]);
-        if !spec.settings.accounting {
-            args.push("--no-accounting".into());
-        }
-        let entry = |(name, nf): &(String, NfSpec)| -> Result<serde_json::Value, String> {
-            let mut entry = serde_json::to_value(nf).map_err(|e| e.to_string())?;
-            if let Some(settings) = entry.as_object_mut().and_then(|m| m.values_mut().next()) {
-                if settings.is_null() {
-                    *settings = serde_json::json!({});
-                }
-                if let Some(s) = settings.as_object_mut() {
-                    s.insert("name".into(), serde_json::Value::String(name.clone()));
-                }
-            }
-            Ok(entry)
-        };
         let chains: Vec<(String, serde_json::Value)> = spec
             .hop_nfs()
             .into_iter()
             .map(|nfs| {
                 let name = nfs.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join("+");
-                let chain = nfs.iter().map(entry).collect::<Result<Vec<_>, String>>()?;
+                let chain = nfs.iter().map(hop_entry).collect::<Result<Vec<_>, String>>()?;
                 Ok((name.clone(), serde_json::json!({ "name": name, "chain": chain })))
             })
             .collect::<Result<_, String>>()?;
         Ok(HopPlan {
-            args,
+            args: shared_args(spec),
             chains,
             cores: spec.hop_cores.clone(),
+            shared_cores: None,
+        })
+    }
+
+    /// Every NF of `spec` in one hop, joined by `wiring` (the chain file's own lines): a
+    /// graph with branches, which hops in a line cannot split, runs whole in one process,
+    /// as `sfclab run FILE --ports dut:IN,OUT` runs it.
+    pub fn whole(spec: &Experiment, wiring: serde_json::Value) -> Result<HopPlan, String> {
+        let chain = spec.nfs.iter().map(hop_entry).collect::<Result<Vec<_>, String>>()?;
+        let mut file = serde_json::json!({ "name": spec.name, "chain": chain });
+        if !wiring.is_null() {
+            file["wiring"] = wiring;
+        }
+        Ok(HopPlan {
+            args: shared_args(spec),
+            chains: vec![(spec.name.clone(), file)],
+            cores: spec.hop_cores.first().copied().into_iter().collect(),
             shared_cores: None,
         })
     }
@@ -216,6 +207,39 @@ impl HopPlan {
             interrupted: false,
         })
     }
+}
+
+/// The flags every hop process of `spec` shares: its ports' kind and waits, its batch.
+fn shared_args(spec: &Experiment) -> Vec<String> {
+    let mut args: Vec<String> = vec!["--io".into(), spec.io_kind.to_string()];
+    if let Some(m) = spec.xdp_mode {
+        args.extend(["--xdp-mode".into(), m.to_string()]);
+    }
+    if let Some(us) = spec.busy_poll {
+        args.extend(["--busy-poll".into(), us.to_string()]);
+    }
+    if let Some(w) = spec.xdp_wait {
+        args.extend(["--xdp-wait".into(), crate::settings::ReceiveWait(w).to_string()]);
+    }
+    args.extend(["--batch".into(), spec.settings.batch.to_string()]);
+    if !spec.settings.accounting {
+        args.push("--no-accounting".into());
+    }
+    args
+}
+
+/// An NF as a hop's chain file names it: its settings with its name.
+fn hop_entry((name, nf): &(String, NfSpec)) -> Result<serde_json::Value, String> {
+    let mut entry = serde_json::to_value(nf).map_err(|e| e.to_string())?;
+    if let Some(settings) = entry.as_object_mut().and_then(|m| m.values_mut().next()) {
+        if settings.is_null() {
+            *settings = serde_json::json!({});
+        }
+        if let Some(s) = settings.as_object_mut() {
+            s.insert("name".into(), serde_json::Value::String(name.clone()));
+        }
+    }
+    Ok(entry)
 }
 
 /// The sfclab program each hop runs: this one when it is sfclab, otherwise `sfclab` as
