@@ -36,8 +36,7 @@ fn deploy_writes_the_chain_and_the_tester_and_says_how_to_apply_them() {
     let tester = objects(&out.join("tester.yaml"));
     assert_eq!(tester[0]["kind"], "Job");
     // Printed without --out: the same objects, the tester's last.
-    let o = sfclab(&["deploy", "k8s", "examples/chains/router.yaml"]);
-    let printed: Vec<Value> = serde_saphyr::from_str_multiple(&stdout(&o)).unwrap();
+    let printed = deploy_objects(&["examples/chains/router.yaml"]);
     assert_eq!(printed.len(), chain.len() + 1);
 }
 
@@ -85,9 +84,7 @@ fn ready_says_whether_the_file_exists() {
 /// tester Job's command, whose output is the result.
 #[test]
 fn the_deployed_pods_forward_the_testers_traffic_when_run_as_a_node_runs_them() {
-    let o = sfclab(&["deploy", "k8s", "examples/chains/forwarders.yaml"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let objects: Vec<Value> = serde_saphyr::from_str_multiple(&stdout(&o)).unwrap();
+    let objects = deploy_objects(&["examples/chains/forwarders.yaml"]);
     let (doc, reports) = run_chain_as_a_node(&objects, &mut |_, _| None);
     let count = |d: &Value, key: &str| d["conservation"][key].as_u64().unwrap();
     assert!(count(&doc, "received") > 0, "{doc}");
@@ -106,9 +103,7 @@ fn the_deployed_pods_forward_the_testers_traffic_when_run_as_a_node_runs_them() 
 /// traffic comes back through it.
 #[test]
 fn a_graph_deploys_as_one_pod_that_runs_it_whole() {
-    let o = sfclab(&["deploy", "k8s", "examples/chains/nsh.yaml"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let objects: Vec<Value> = serde_saphyr::from_str_multiple(&stdout(&o)).unwrap();
+    let objects = deploy_objects(&["examples/chains/nsh.yaml"]);
     assert_eq!(objects.iter().filter(|o| o["kind"] == "Pod").count(), 1);
     let (doc, reports) = run_chain_as_a_node(&objects, &mut |_, _| None);
     assert!(doc["conservation"]["received"].as_u64().unwrap() > 0, "{doc}");
@@ -127,15 +122,7 @@ fn a_graph_deploys_as_one_pod_that_runs_it_whole() {
 #[test]
 #[ignore = "needs root: namespaces and macvlans (CI runs it)"]
 fn the_macvlan_deployment_forwards_when_multus_is_emulated() {
-    let o = sfclab(&[
-        "deploy",
-        "k8s",
-        "examples/chains/forwarders.yaml",
-        "--link",
-        "macvlan:master=eth1",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let objects: Vec<Value> = serde_saphyr::from_str_multiple(&stdout(&o)).unwrap();
+    let objects = deploy_objects(&["examples/chains/forwarders.yaml", "--link", "macvlan:master=eth1"]);
     let mut topo = sfclab_topology::Topology::new().unwrap();
     let node = topo.namespace("node").unwrap();
     let nads = nads(&objects);
@@ -162,9 +149,7 @@ fn the_macvlan_deployment_forwards_when_multus_is_emulated() {
 /// that run (what they dropped), and each VNF's runs are the tester's repetitions.
 #[test]
 fn a_deployed_scenario_runs_its_repetitions_through_the_pods_and_conserves() {
-    let o = sfclab(&["deploy", "k8s", "examples/scenarios/pvvp-multi-feature.yaml"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let objects: Vec<Value> = serde_saphyr::from_str_multiple(&stdout(&o)).unwrap();
+    let objects = deploy_objects(&["examples/scenarios/pvvp-multi-feature.yaml"]);
     // Two chains of two VNFs and a standby instance of two: six pods.
     assert_eq!(objects.iter().filter(|o| o["kind"] == "Pod").count(), 6);
     let (doc, tester, reports) = run_as_a_node(
@@ -293,9 +278,7 @@ fn a_scenario_naming_chain_files_ships_them_and_runs() {
         ),
     )
     .unwrap();
-    let o = sfclab(&["deploy", "k8s", file.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let objects: Vec<Value> = serde_saphyr::from_str_multiple(&stdout(&o)).unwrap();
+    let objects = deploy_objects(&[file.to_str().unwrap()]);
     let config = &objects.iter().find(|o| o["kind"] == "ConfigMap").unwrap()["data"];
     let keys: Vec<&String> = config.as_object().unwrap().keys().collect();
     assert!(
@@ -493,9 +476,14 @@ fn deployed(text: &str, flags: &[&str]) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("scenario.yaml");
     std::fs::write(&file, text).unwrap();
-    let mut args = vec!["deploy", "k8s", file.to_str().unwrap()];
+    let mut args = vec![file.to_str().unwrap()];
     args.extend(flags);
-    let o = sfclab(&args);
+    deploy_objects(&args)
+}
+
+/// The objects `sfclab deploy k8s ARGS` prints.
+fn deploy_objects(args: &[&str]) -> Vec<Value> {
+    let o = sfclab(&[&["deploy", "k8s"], args].concat());
     assert!(o.status.success(), "{}", stderr(&o));
     serde_saphyr::from_str_multiple(&stdout(&o)).unwrap()
 }

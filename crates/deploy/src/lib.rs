@@ -36,33 +36,61 @@ const TESTER_RUN_KEYS: &[&str] = &[
     "pool_size",
 ];
 
-/// The manifests of the chain file at `path`: each hop (an entry of `chain:`) a Pod on
-/// one node, the tester a Job beside them.
-pub fn chain_file(path: &Path, options: &DeployOptions) -> Result<Manifests, DeployError> {
-    let overrides = Settings::default()
-        .with("chaining", "memif")
-        .map_err(|e| error("chaining", e))?;
-    // Read once: the hops' chain and the tester's traffic come from the same text.
-    let text = std::fs::read_to_string(path).map_err(|e| error("file", format!("{}: {e}", path.display())))?;
-    let origin = path.display().to_string();
-    let whole = chain_file::parse(&text, &origin, &Settings::default())?;
-    let (experiment, plan) = if whole.wiring.is_some() && !whole.spans_hosts {
-        // A graph with branches: one pod runs it whole, as `sfclab run FILE --ports dut:`.
-        let raw: serde_json::Value =
-            serde_saphyr::from_str(&text).map_err(|e| error("file", format!("{origin}: {e}")))?;
-        let plan = HopPlan::whole(&whole, raw.get("wiring").cloned().unwrap_or_default());
-        (whole, plan)
-    } else {
-        let experiment = chain_file::parse(&text, &origin, &overrides)?;
-        if experiment.spans_hosts {
-            // Placed on hosts: a scenario of one chain, each host a node.
-            return scenario_file(path, options);
+/// The manifests of the file at `path`: a chain file's, or a scenario's (a file with no
+/// `chain:` list of its own, or a chain file placed on hosts by its `hosts:`, which
+/// runs as a scenario of one chain).
+pub fn file(path: &Path, options: &DeployOptions) -> Result<Manifests, DeployError> {
+    // Read once: the pods' files and the tester's come from the same text.
+    let source = Source::read(path)?;
+    match (source.value.get("chain"), source.value.get("hosts")) {
+        (Some(serde_json::Value::Array(_)), None) => chain_file(&source, options),
+        _ => scenario_file(source, options),
+    }
+}
+
+/// The file to deploy: where it is, its text, its YAML.
+struct Source<'a> {
+    path: &'a Path,
+    origin: String,
+    text: String,
+    value: serde_json::Value,
+}
+
+impl Source<'_> {
+    fn read(path: &Path) -> Result<Source<'_>, DeployError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| error("file", format!("{origin}: {e}")))?;
+        let value = serde_saphyr::from_str(&text).map_err(|e| error("file", format!("{origin}: {e}")))?;
+        Ok(Source {
+            path,
+            origin,
+            text,
+            value,
+        })
+    }
+}
+
+/// The manifests of a chain file: each hop (an entry of `chain:`) a Pod on one node (a
+/// graph's NFs, joined by `wiring`, one Pod), the tester a Job beside them.
+fn chain_file(source: &Source<'_>, options: &DeployOptions) -> Result<Manifests, DeployError> {
+    let (experiment, plan) = match source.value.get("wiring").filter(|w| !w.is_null()) {
+        Some(wiring) => {
+            // A graph with branches: one pod runs it whole, as `sfclab run FILE --ports dut:`.
+            let experiment = chain_file::parse(&source.text, &source.origin, &Settings::default())?;
+            let plan = HopPlan::whole(&experiment, wiring.clone());
+            (experiment, plan)
         }
-        let plan = HopPlan::of(&experiment);
-        (experiment, plan)
+        None => {
+            let overrides = Settings::default()
+                .with("chaining", "memif")
+                .map_err(|e| error("chaining", e))?;
+            let experiment = chain_file::parse(&source.text, &source.origin, &overrides)?;
+            let plan = HopPlan::of(&experiment);
+            (experiment, plan)
+        }
     };
     let plan = plan.map_err(|e| error("chain", e))?;
-    let tester = tester_file(&text, path)?;
+    let tester = tester_file(&source.value)?;
     let layout = ChainLayout {
         hosts: vec![1; plan.hops() + 2],
         memif_wait: experiment
@@ -77,30 +105,19 @@ pub fn chain_file(path: &Path, options: &DeployOptions) -> Result<Manifests, Dep
     k8s::chain(&layout, ("tester.json", &tester), &experiment.name, options)
 }
 
-/// The manifests of the file at `path`: a chain file's, or a scenario's (a file with no
-/// `chain:` list of its own, or a chain file placed on hosts by its `hosts:`, which
-/// runs as a scenario of one chain).
-pub fn file(path: &Path, options: &DeployOptions) -> Result<Manifests, DeployError> {
-    let text = std::fs::read_to_string(path).map_err(|e| error("file", format!("{}: {e}", path.display())))?;
-    let value: serde_json::Value =
-        serde_saphyr::from_str(&text).map_err(|e| error("file", format!("{}: {e}", path.display())))?;
-    match (value.get("chain"), value.get("hosts")) {
-        (Some(serde_json::Value::Array(_)), None) => chain_file(path, options),
-        _ => scenario_file(path, options),
-    }
-}
-
-/// The manifests of the scenario file at `path`: every chain's VNFs (standby instances
-/// too) as pods on one node joined by memif, started with the chain files and flags
-/// the local run starts their processes with, and the tester a Job running the
-/// scenario attached to them (`sfclab scenario FILE --attach DIR`).
-pub fn scenario_file(path: &Path, options: &DeployOptions) -> Result<Manifests, DeployError> {
-    let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| error("file", format!("{origin}: {e}")))?;
-    let mut file: serde_json::Value =
-        serde_saphyr::from_str(&text).map_err(|e| error("file", format!("{origin}: {e}")))?;
+/// The manifests of a scenario: every chain's VNFs (standby instances too) as pods,
+/// each host's on a node, started with the chain files and flags the local run starts
+/// their processes with, and the tester a Job running the scenario attached to them
+/// (`sfclab scenario FILE --attach DIR`).
+fn scenario_file(source: Source<'_>, options: &DeployOptions) -> Result<Manifests, DeployError> {
+    let Source {
+        path,
+        origin,
+        text,
+        value: mut file,
+    } = source;
     let is_chain_file = file.get("chain").is_some_and(serde_json::Value::is_array);
-    let mut scenario = Scenario::load(Some(path), &ScenarioFlags::default(), &Settings::default())
+    let mut scenario = Scenario::from_text(&text, path, &ScenarioFlags::default(), &Settings::default())
         .map_err(|e| error("scenario", e.to_string()))?;
     let places = match &scenario.hosts {
         Some(h) if h.sink != 1 => {
@@ -212,9 +229,7 @@ fn point_at_copies(chain: &mut serde_json::Value, dir: &Path, files: &BTreeMap<S
 
 /// The tester's chain file: the chain file's name, `traffic:` and the `run:` keys a
 /// tester keeps; checked as the tester will read it.
-fn tester_file(text: &str, path: &Path) -> Result<String, DeployError> {
-    let file: serde_json::Value =
-        serde_saphyr::from_str(text).map_err(|e| error("file", format!("{}: {e}", path.display())))?;
+fn tester_file(file: &serde_json::Value) -> Result<String, DeployError> {
     let mut tester = serde_json::Map::new();
     for key in ["name", "traffic"] {
         if let Some(v) = file.get(key) {

@@ -78,7 +78,7 @@ fn deploy(name: &str, link: &str) -> Result<Manifests, sfclab_deploy::DeployErro
         link: link.parse().unwrap(),
         ..Default::default()
     };
-    sfclab_deploy::chain_file(&example(name), &options)
+    sfclab_deploy::file(&example(name), &options)
 }
 
 fn text(m: &Manifests) -> String {
@@ -324,7 +324,7 @@ fn options_that_do_not_fit_the_chain_are_refused_naming_the_flag() {
         nodes: [(2, "worker-b".to_string())].into(),
         ..Default::default()
     };
-    let e = sfclab_deploy::chain_file(&example("router"), &options)
+    let e = sfclab_deploy::file(&example("router"), &options)
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("--node: host 2"), "{e}");
@@ -332,7 +332,7 @@ fn options_that_do_not_fit_the_chain_are_refused_naming_the_flag() {
         name: Some("Not_A_Name".into()),
         ..Default::default()
     };
-    let e = sfclab_deploy::chain_file(&example("router"), &options)
+    let e = sfclab_deploy::file(&example("router"), &options)
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("--name: `Not_A_Name` is not a Kubernetes name"), "{e}");

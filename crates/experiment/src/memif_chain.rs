@@ -149,6 +149,15 @@ enum TesterEnd {
 }
 
 impl TesterEnd {
+    /// The memif interface on `socket` in `role`.
+    fn memif(socket: &std::path::Path, role: Role) -> Result<TesterEnd, RunError> {
+        let spec = format!("memif:{},role={role}", socket.display());
+        let settings = MemifSettings::from_spec(&spec, role).map_err(|e| setting("ports", e))?;
+        Interface::open(&settings)
+            .map(TesterEnd::Memif)
+            .map_err(|e| setting("ports", e))
+    }
+
     fn wait_connected(&self) -> Result<(), RunError> {
         match self {
             TesterEnd::Memif(i) => i.wait_connected(CONNECT_LIMIT).map_err(|e| setting("ports", e)),
@@ -275,11 +284,7 @@ impl MemifChain {
                     interface: end.name().to_string(),
                 });
             }
-            let spec = format!("memif:{},role={role}", sockets[k].display());
-            let settings = MemifSettings::from_spec(&spec, role).map_err(|e| setting("ports", e))?;
-            Interface::open(&settings)
-                .map(TesterEnd::Memif)
-                .map_err(|e| setting("ports", e))
+            TesterEnd::memif(&sockets[k], role)
         };
         // The tester's receiving end listens first: the last hop connects to it.
         let tester_in = tester_end(n, Role::Server)?;
@@ -349,12 +354,10 @@ impl MemifChain {
                     interface,
                 });
             }
-            let socket = attachment.memif.join(crate::remote_hops::link_socket(label, k));
-            let spec = format!("memif:{},role=client", socket.display());
-            let settings = MemifSettings::from_spec(&spec, Role::Client).map_err(|e| setting("ports", e))?;
-            Interface::open(&settings)
-                .map(TesterEnd::Memif)
-                .map_err(|e| setting("ports", e))
+            TesterEnd::memif(
+                &attachment.memif.join(crate::remote_hops::link_socket(label, k)),
+                Role::Client,
+            )
         };
         Ok(MemifChain {
             namespaces: Vec::new(),

@@ -252,33 +252,18 @@ fn run_both_ways(
 /// frames it sent before would be dropped for want of a peer.
 fn say_ready(spec: &Experiment, output: &mut sfclab_io::memif::MemifPort) -> Result<(), RunError> {
     if spec.ready_file.is_some() && output.role() == sfclab_io::memif::Role::Client {
-        let stopped = || {
-            spec.settings
-                .stop
-                .as_deref()
-                .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
-        };
-        let began = std::time::Instant::now();
-        // In slices: a hop stopped while its next hop is gone (every pod deleted at
-        // once) ends at once, not after the whole limit.
-        while let Err(reason) = output.wait_connected(PEER_WAIT_SLICE) {
-            if stopped() {
-                // Not ready, and the run about to start ends as soon as it begins.
-                return Ok(());
-            }
-            if began.elapsed() >= MEMIF_PEER_LIMIT {
-                return Err(RunError::Setting {
-                    key: "ports",
-                    reason: format!("{reason} (the last of {MEMIF_PEER_LIMIT:?} of waiting)"),
-                });
-            }
+        let stop = spec.settings.stop.clone().unwrap_or_default();
+        // Stopped while its next hop is gone (every pod deleted at once): not ready, and
+        // the run about to start ends as soon as it begins.
+        let connected = output
+            .wait_connected_unless(MEMIF_PEER_LIMIT, &stop)
+            .map_err(|reason| RunError::Setting { key: "ports", reason })?;
+        if !connected {
+            return Ok(());
         }
     }
     say_ready_now(spec)
 }
-
-/// How often a hop waiting for its next hop looks whether it was stopped meanwhile.
-const PEER_WAIT_SLICE: std::time::Duration = std::time::Duration::from_millis(100);
 
 fn say_ready_now(spec: &Experiment) -> Result<(), RunError> {
     match &spec.ready_file {

@@ -337,19 +337,33 @@ impl Scenario {
     /// Resolves the scenario `file` (none: flags only) with the command line's
     /// `flags` and `settings` (each wins over the file's key).
     pub fn load(file: Option<&Path>, flags: &ScenarioFlags, settings: &Settings) -> Result<Scenario, ScenarioError> {
-        let (origin, f) = match file {
-            None => ("command line".to_string(), file::ScenarioFile::default()),
-            Some(path) => {
-                let origin = path.display().to_string();
-                let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-                    origin: origin.clone(),
-                    key: String::new(),
-                    reason: format!("cannot read: {e}"),
-                })?;
-                (origin.clone(), file::parse_file(&text, &origin, path)?)
-            }
+        let Some(path) = file else {
+            return file::resolve(
+                file::ScenarioFile::default(),
+                "command line",
+                Path::new(""),
+                flags,
+                settings,
+            );
         };
-        let dir = file.and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            origin: path.display().to_string(),
+            key: String::new(),
+            reason: format!("cannot read: {e}"),
+        })?;
+        Scenario::from_text(&text, path, flags, settings)
+    }
+
+    /// As [`Scenario::load`], of the file at `path` already read (`text`).
+    pub fn from_text(
+        text: &str,
+        path: &Path,
+        flags: &ScenarioFlags,
+        settings: &Settings,
+    ) -> Result<Scenario, ScenarioError> {
+        let origin = path.display().to_string();
+        let f = file::parse_file(text, &origin, path)?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         file::resolve(f, &origin, &dir, flags, settings)
     }
 

@@ -888,54 +888,47 @@ fn chain_result(
     outcome: &ExternalOutcome,
     kernel_links: Vec<LinkFlow>,
 ) -> ChainResult {
-    let mut lost = wire_loss(links, outcome);
-    // Over kernel links (here, or a cluster's between attached VNFs) sockets drop too.
-    let sockets_drop = outcome.socket_drops.iter().any(|(_, n)| *n > 0)
-        || links
+    let lost = wire_loss(links, outcome);
+    // Over kernel links (here, or a cluster's between attached VNFs) the kernel
+    // carries frames too: what its sockets and the links' interfaces dropped explains
+    // loss as the hops' drops do (over memif alone there is none of either).
+    let mut explained = lost.explained.clone();
+    let socket = |hop: usize| {
+        outcome
+            .socket_drops
             .iter()
-            .flat_map(sfclab_core::RxPort::counters)
-            .any(|c| sfclab_runtime::KERNEL_RECEIVE_DROPS.contains(&c.name) && c.value > 0);
-    if !kernel_links.is_empty() || sockets_drop {
-        // Over kernel links the kernel carries frames too: what its sockets and the links'
-        // interfaces dropped explains loss as the hops' drops do.
-        let mut explained = lost.explained.clone();
-        let socket = |hop: usize| {
-            outcome
-                .socket_drops
-                .iter()
-                .filter(|(h, _)| *h == hop)
-                .map(|(_, n)| n)
-                .sum::<u64>()
+            .filter(|(h, _)| *h == hop)
+            .map(|(_, n)| n)
+            .sum::<u64>()
+    };
+    for &(hop, n) in outcome.socket_drops.iter().filter(|(_, n)| *n > 0) {
+        explained.insert(format!("kernel receive (hop {})", hop + 1), n);
+    }
+    let tester_kernel: u64 = links
+        .iter()
+        .flat_map(sfclab_core::RxPort::counters)
+        .filter(|c| sfclab_runtime::KERNEL_RECEIVE_DROPS.contains(&c.name))
+        .map(|c| c.value)
+        .sum();
+    if tester_kernel > 0 {
+        explained.insert("kernel receive (tester)".into(), tester_kernel);
+    }
+    for l in &kernel_links {
+        let full = if l.kind == "tunnel" { "cable full" } else { "peer full" };
+        // A veth's XDP hands frames to the receiver's socket: what the socket had no
+        // room for the veth counts too; only the rest is the veth's own.
+        let rx_own = match (l.kind.as_str(), l.receiver) {
+            ("veth", Some(hop)) => l.rx_dropped.saturating_sub(socket(hop)),
+            ("veth", None) => l.rx_dropped.saturating_sub(tester_kernel),
+            _ => l.rx_dropped,
         };
-        for &(hop, n) in outcome.socket_drops.iter().filter(|(_, n)| *n > 0) {
-            explained.insert(format!("kernel receive (hop {})", hop + 1), n);
-        }
-        let tester_kernel: u64 = links
-            .iter()
-            .flat_map(sfclab_core::RxPort::counters)
-            .filter(|c| sfclab_runtime::KERNEL_RECEIVE_DROPS.contains(&c.name))
-            .map(|c| c.value)
-            .sum();
-        if tester_kernel > 0 {
-            explained.insert("kernel receive (tester)".into(), tester_kernel);
-        }
-        for l in &kernel_links {
-            let full = if l.kind == "tunnel" { "cable full" } else { "peer full" };
-            // A veth's XDP hands frames to the receiver's socket: what the socket had no
-            // room for the veth counts too; only the rest is the veth's own.
-            let rx_own = match (l.kind.as_str(), l.receiver) {
-                ("veth", Some(hop)) => l.rx_dropped.saturating_sub(socket(hop)),
-                ("veth", None) => l.rx_dropped.saturating_sub(tester_kernel),
-                _ => l.rx_dropped,
-            };
-            for (n, what) in [(l.tx_dropped, full), (rx_own, "receive")] {
-                if n > 0 {
-                    explained.insert(format!("{} {} ({what})", l.kind, l.link), n);
-                }
+        for (n, what) in [(l.tx_dropped, full), (rx_own, "receive")] {
+            if n > 0 {
+                explained.insert(format!("{} {} ({what})", l.kind, l.link), n);
             }
         }
-        lost = sfclab_runtime::WireLoss::balance(lost.tester, explained);
     }
+    let lost = sfclab_runtime::WireLoss::balance(lost.tester, explained);
     let mut drops: BTreeMap<String, u64> = lost
         .tester
         .iter()

@@ -131,9 +131,22 @@ impl MemifPort {
 
     /// Waits until the interface has a peer, at most `limit`.
     pub fn wait_connected(&mut self, limit: std::time::Duration) -> Result<(), String> {
-        self.control.wait_connected(limit)?;
-        self.follow();
-        Ok(())
+        self.wait_connected_unless(limit, &std::sync::atomic::AtomicBool::new(false))
+            .map(|_| ())
+    }
+
+    /// As [`MemifPort::wait_connected`], ending early once `stop` is set (a process told
+    /// to stop while its peer is gone): whether a peer connected.
+    pub fn wait_connected_unless(
+        &mut self,
+        limit: std::time::Duration,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Result<bool, String> {
+        let connected = self.control.wait_connected_unless(limit, stop)?;
+        if connected {
+            self.follow();
+        }
+        Ok(connected)
     }
 
     /// This side's role on the interface.

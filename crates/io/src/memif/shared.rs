@@ -3,7 +3,7 @@
 //! itself, stopped when the last of them goes.
 
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -93,8 +93,17 @@ impl Control {
     /// Waits until a peer is connected, at most `limit`; the error says what the last
     /// attempt met.
     pub(super) fn wait_connected(&self, limit: Duration) -> Result<(), String> {
+        self.wait_connected_unless(limit, &AtomicBool::new(false)).map(|_| ())
+    }
+
+    /// As [`Control::wait_connected`], ending early once `stop` is set: whether a peer
+    /// connected (`false`: stopped first).
+    pub(super) fn wait_connected_unless(&self, limit: Duration, stop: &AtomicBool) -> Result<bool, String> {
         let started = Instant::now();
         while self.shared.current().1.is_none() {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
             if started.elapsed() >= limit {
                 let s = &self.settings;
                 return Err(format!(
@@ -108,7 +117,7 @@ impl Control {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        Ok(())
+        Ok(true)
     }
 }
 
