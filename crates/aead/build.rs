@@ -16,14 +16,17 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/usr/include"));
     let header = include.join("intel-ipsec-mb.h");
-    println!("cargo::rerun-if-changed={}", header.display());
     if !header.exists() {
+        // A missing file would make cargo run this script (and rebuild every crate
+        // above) on every build; the directory changes when the header is installed.
+        println!("cargo::rerun-if-changed={}", include.display());
         println!(
             "cargo::warning=intel-ipsec-mb.h not found in {}: ESP uses aws-lc-rs's AES-GCM (apt-get install libipsec-mb-dev for Intel's)",
             include.display()
         );
         return;
     }
+    println!("cargo::rerun-if-changed={}", header.display());
     if let Err(e) = cc::Build::new()
         .file("shim/gcm.c")
         .include(&include)

@@ -53,6 +53,15 @@ impl Backend {
     }
 }
 
+/// Which AES-GCM this build uses, in words for `--version` and `sfclab nfs`.
+pub fn in_use() -> &'static str {
+    if cfg!(ipsec_mb) {
+        "ipsec-mb (Intel's, the code DPDK's crypto_aesni_gcm runs)"
+    } else {
+        "aws-lc-rs (Intel's ipsec-mb was not found when this was built: apt-get install libipsec-mb-dev and build again for ESP at DPDK's speed)"
+    }
+}
+
 impl std::fmt::Display for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())

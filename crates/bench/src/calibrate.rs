@@ -44,6 +44,7 @@ use std::time::Duration;
 
 use crate::cores::CoreDistance;
 use crate::{median, repetitions};
+use sfclab_measure::LineFit;
 
 /// One NF to calibrate and the traffic it gets (a router needs destinations in its table).
 #[derive(Clone)]
@@ -266,14 +267,39 @@ struct Round {
     /// terms).
     nfs_across: Vec<f64>,
     pipeline: Option<[f64; 4]>,
-    /// Per technology of `wired`: fixed, per hop, tester packets per second, and
-    /// `C_SWdrops` at the two lengths (0 where the excess is dropped at the entry).
-    wired: Vec<([f64; 3], [f64; 2])>,
+    /// Per technology of `wired`, in its order.
+    wired: Vec<WiredRound>,
+}
+
+/// One repetition of a technology in namespaces at one size.
+struct WiredRound {
+    /// DUT-core cycles per frame at each of [`WIRED_LENGTHS`] hops.
+    cycles: [f64; WIRED_LENGTHS.len()],
+    /// What the tester offered at the first length, packets per second.
+    tester_pps: f64,
+    /// `C_SWdrops` at the first and last lengths (0 where the excess is dropped at the
+    /// entry).
+    software_drops: [f64; 2],
+}
+
+impl WiredRound {
+    /// This repetition's points (hops, cycles per frame).
+    fn points(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
+        WIRED_LENGTHS.iter().zip(&self.cycles).map(|(&n, &c)| (n as f64, c))
+    }
+
+    /// This repetition's line through its lengths: the cost per hop (slope) and the
+    /// fixed cost (the line at no hop).
+    fn fit(&self) -> LineFit {
+        LineFit::of(&self.points().collect::<Vec<_>>()).expect("distinct lengths, finite cycles")
+    }
 }
 
 /// The chain lengths a technology in namespaces is calibrated at: the cost per hop is
-/// the slope between them, the fixed cost what is left at one hop.
-pub const WIRED_LENGTHS: (usize, usize) = (1, 3);
+/// the slope of the line through them (three, so its interval can be told: two lengths
+/// a hop apart measured Linux's at -926 cycles, inside their spread), the fixed cost the
+/// line at no hop. Software drops are priced at the first and last.
+pub const WIRED_LENGTHS: [usize; 3] = [1, 2, 3];
 
 /// What a chain of `n` forwarders chained by `technology` forwards at most, sfclab's
 /// tester on one core and the chain on the other.
@@ -413,19 +439,22 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
     // its clean-up does not share a core with the in-memory runs.
     let mut wired = Vec::with_capacity(args.wired.len());
     for t in &args.wired {
-        let (short, long) = WIRED_LENGTHS;
         step(&format!(
-            "{size} B: {t} chains of {short} and {long} forwarders in namespaces"
+            "{size} B: {t} chains of {} forwarders in namespaces",
+            lengths_in_words()
         ));
         let window = (args.duration, args.warmup);
         let guard = args.core_distance.as_deref();
-        let one = chain_capacity(t, short, size, window, cores, guard)?;
-        let three = chain_capacity(t, long, size, window, cores, guard)?;
-        let per_hop = (three.cycles_per_frame - one.cycles_per_frame) / (long - short) as f64;
-        wired.push((
-            [one.cycles_per_frame - short as f64 * per_hop, per_hop, one.tester_pps],
-            [one.software_drops_cycles(), three.software_drops_cycles()],
-        ));
+        let capacities = WIRED_LENGTHS
+            .iter()
+            .map(|&n| chain_capacity(t, n, size, window, cores, guard))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (first, last) = (&capacities[0], &capacities[capacities.len() - 1]);
+        wired.push(WiredRound {
+            cycles: std::array::from_fn(|k| capacities[k].cycles_per_frame),
+            tester_pps: first.tester_pps,
+            software_drops: [first.software_drops_cycles(), last.software_drops_cycles()],
+        });
     }
     if !args.wired.is_empty() {
         crate::wait_for_idle_cores(Duration::from_secs(10));
@@ -541,6 +570,39 @@ pub fn cores_from(first: Option<usize>) -> Vec<usize> {
     c
 }
 
+/// A term's curve over `sizes`: at each, the median of the repetitions' `f` (not
+/// clamped) and `interval(i)` at the `i`th size.
+fn measured_curve(
+    sizes: &[u16],
+    rounds: &[Vec<Round>],
+    f: &dyn Fn(&Round) -> f64,
+    interval: &dyn Fn(usize) -> Option<[f64; 2]>,
+) -> Curve {
+    Curve::new(
+        sizes
+            .iter()
+            .zip(rounds)
+            .enumerate()
+            .map(|(i, (&size, rs))| {
+                let runs: Vec<f64> = rs.iter().map(f).collect();
+                CurvePoint {
+                    size,
+                    cycles: median(&runs),
+                    runs,
+                    interval: interval(i),
+                }
+            })
+            .collect(),
+    )
+}
+
+/// "1, 2 and 3"
+fn lengths_in_words() -> String {
+    let (last, rest) = WIRED_LENGTHS.split_last().expect("lengths");
+    let rest: Vec<String> = rest.iter().map(usize::to_string).collect();
+    format!("{} and {last}", rest.join(", "))
+}
+
 /// Progress steps of one repetition (every size).
 pub fn steps_per_repetition(args: &CalibrateArgs) -> usize {
     let mut sizes = args.sizes.clone();
@@ -620,21 +682,12 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
     if rounds[0].is_empty() {
         return Err("interrupted before the first repetition finished: no calibration".into());
     }
+    // Differences of measurements (an NF's cost less the base) at least zero: a cost
+    // below is the noise of a term too small to see (the forwarder's).
     let curve = |f: &dyn Fn(&Round) -> f64| {
-        Curve::new(
-            sizes
-                .iter()
-                .zip(&rounds)
-                .map(|(&size, rs)| {
-                    let runs: Vec<f64> = rs.iter().map(f).collect();
-                    CurvePoint {
-                        size,
-                        cycles: median(&runs).max(0.0),
-                        runs,
-                    }
-                })
-                .collect(),
-        )
+        let mut c = measured_curve(&sizes, &rounds, f, &|_| None);
+        c.points.iter_mut().for_each(|p| p.cycles = p.cycles.max(0.0));
+        c
     };
     let has_pipeline = rounds[0][0].pipeline.is_some();
     let mut nfs: Vec<NfCalibration> = Vec::new();
@@ -679,27 +732,44 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
     {
         notes.push(core_distance_note(guard));
     }
-    let wired = args
+    let (short, long) = (WIRED_LENGTHS[0], WIRED_LENGTHS[WIRED_LENGTHS.len() - 1]);
+    let wired: Vec<WiredCalibration> = args
         .wired
         .iter()
         .enumerate()
-        .map(|(k, t)| WiredCalibration {
-            technology: t.clone(),
-            fixed: curve(&|r| r.wired[k].0[0]),
-            per_hop: curve(&|r| r.wired[k].0[1]),
-            tester_pps: curve(&|r| r.wired[k].0[2]),
-            software_drops: sfclab_model::hops_overload(t).falls().then(|| SoftwareDrops {
-                lengths: [WIRED_LENGTHS.0, WIRED_LENGTHS.1],
-                short: curve(&|r| r.wired[k].1[0]),
-                long: curve(&|r| r.wired[k].1[1]),
-            }),
+        .map(|(k, t)| {
+            // The per-hop term's interval: the line through every repetition's points.
+            let interval = |i: usize| {
+                let points: Vec<(f64, f64)> = rounds[i].iter().flat_map(|r| r.wired[k].points()).collect();
+                LineFit::of(&points).and_then(|f| f.slope_ci95).map(|(lo, hi)| [lo, hi])
+            };
+            WiredCalibration {
+                technology: t.clone(),
+                fixed: measured_curve(&sizes, &rounds, &|r| r.wired[k].fit().intercept, &|_| None),
+                per_hop: measured_curve(&sizes, &rounds, &|r| r.wired[k].fit().slope, &interval),
+                tester_pps: curve(&|r| r.wired[k].tester_pps),
+                software_drops: sfclab_model::hops_overload(t).falls().then(|| SoftwareDrops {
+                    lengths: [short, long],
+                    short: curve(&|r| r.wired[k].software_drops[0]),
+                    long: curve(&|r| r.wired[k].software_drops[1]),
+                }),
+            }
         })
         .collect();
     if !args.wired.is_empty() {
         notes.push(format!(
-            "chains in namespaces: n = {} and {} forwarders, sfclab's AF_XDP tester on one core, offered more than the chain forwards; DUT-core cycles per delivered frame = TSC / throughput (the DUT core saturated); per_hop = slope, fixed = n {} cost − per_hop; tester_pps = what the tester offered at n = {}; where the chaining drops inside the chain (linux) its maximum is climbed to, and software_drops (C_SWdrops) at n = {} and {} = TSC / what it delivered offered all the tester sends − the cycles per frame at its maximum (at least 0)",
-            WIRED_LENGTHS.0, WIRED_LENGTHS.1, WIRED_LENGTHS.0, WIRED_LENGTHS.0, WIRED_LENGTHS.0, WIRED_LENGTHS.1
+            "chains in namespaces: n = {} forwarders, sfclab's AF_XDP tester on one core, offered more than the chain forwards; DUT-core cycles per delivered frame = TSC / throughput (the DUT core saturated); per_hop = the slope of the line through the lengths (each repetition's; its interval the 95% one of the line through every repetition's points), fixed = that line at no hop, neither clamped; tester_pps = what the tester offered at n = {short}; where the chaining drops inside the chain (linux) its maximum is climbed to, and software_drops (C_SWdrops) at n = {short} and {long} = TSC / what it delivered offered all the tester sends − the cycles per frame at its maximum (at least 0)",
+            lengths_in_words()
         ));
+    }
+    for w in &wired {
+        for p in w.per_hop.points.iter().filter(|p| p.indistinct_from_zero()) {
+            let [lo, hi] = p.interval.expect("an interval holds zero");
+            notes.push(format!(
+                "wired `{}` per_hop at {} B cannot be told from zero: {:.0} cycles, 95% interval {lo:.0} to {hi:.0} (calibrate with more --repeat to narrow it)",
+                w.technology, p.size, p.cycles
+            ));
+        }
     }
     let compound_base = curve(&|r| r.base);
     let cal = Calibration {

@@ -27,14 +27,21 @@ use std::time::Duration;
 /// traffic and reports throughput, cycles per packet per NF, latency and drops by place
 /// and reason, checking that every packet sent is received or counted as dropped.
 #[derive(Parser)]
-#[command(name = "sfclab", version = VERSION, about, long_about, after_help = AFTER_HELP)]
+#[command(name = "sfclab", version = VERSION.as_str(), about, long_about, after_help = AFTER_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
 }
 
-/// The version and the commit it was built from.
-const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("SFCLAB_COMMIT"), ")");
+/// The version, the commit it was built from and what it was built with.
+static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{} (commit {})\nESP's AES-GCM: {}",
+        env!("CARGO_PKG_VERSION"),
+        env!("SFCLAB_COMMIT"),
+        sfclab_aead::in_use()
+    )
+});
 
 const AFTER_HELP: &str = "Examples:\n  sfclab run                                   # the embedded default chain\n  sfclab run examples/chains/forwarders.yaml\n  sfclab run --chain 'forwarder*4' --size 64 --duration 5s\n  sfclab run --chain 'forwarder*16' --placement bi:2\n  sfclab run --chain 'forwarder -> synthetic(cycles=100,working_set=64KiB,accesses=4)' --json\n  sfclab search --chain 'forwarder*4' --goals ndr,pdr,0.1%\n  sfclab bench hop\n  sfclab nfs";
 
@@ -542,8 +549,10 @@ pub fn stop_flag() -> Arc<AtomicBool> {
         // If a handler cannot be installed, Ctrl-C simply keeps its default meaning.
         let _ = ctrlc::set_handler(move || {
             if handler_flag.swap(true, Ordering::SeqCst) {
-                // Quitting now: no destructor runs, so remove the namespaces first.
+                // Quitting now: no destructor runs, so remove the namespaces and the
+                // memif sockets this process listens on first.
                 sfclab_topology::tear_down_everything();
+                sfclab_io::memif::remove_listening_sockets();
                 std::process::exit(130);
             }
             eprintln!("\nstopping: finishing the current window (Ctrl-C again to quit now)");
@@ -560,6 +569,7 @@ fn main() -> ExitCode {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         sfclab_topology::tear_down_everything();
+        sfclab_io::memif::remove_listening_sockets();
         report(info);
     }));
     // Ctrl-C is caught from the start in every command: work stops at the next safe

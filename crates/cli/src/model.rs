@@ -439,7 +439,16 @@ pub fn calibration_table(cal: &Calibration) -> String {
     t.set_header(header);
     let mut row = |name: String, c: &sfclab_model::Curve| {
         let mut cells = vec![name];
-        cells.extend(c.points.iter().map(|p| sfclab_bench::with_range(&p.runs, 0)));
+        cells.extend(c.points.iter().map(|p| {
+            let cell = sfclab_bench::with_range(&p.runs, 0);
+            match p.interval {
+                Some([lo, hi]) if p.indistinct_from_zero() => {
+                    format!("{cell}, 95% {lo:.0} to {hi:.0}: not told from zero")
+                }
+                Some([lo, hi]) => format!("{cell}, 95% {lo:.0} to {hi:.0}"),
+                None => cell,
+            }
+        }));
         t.add_row(cells);
     };
     row("compound base (generator, loop, sink)".into(), &cal.compound_base);
@@ -483,6 +492,7 @@ pub fn calibration_table(cal: &Calibration) -> String {
                     size: p.size,
                     cycles: p.cycles / 1e3,
                     runs: p.runs.iter().map(|r| r / 1e3).collect(),
+                    interval: None,
                 })
                 .collect(),
         );

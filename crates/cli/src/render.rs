@@ -691,5 +691,10 @@ pub fn nf_types() -> String {
     s += "Every NF also takes `name` (default: its type, numbered when repeated). Common drop reasons: ";
     s += &sfclab_runtime::report::drop_reason_names().join(", ");
     s += "\n";
+    let _ = writeln!(
+        s,
+        "esp-encrypt and esp-decrypt seal with AES-GCM from {}",
+        sfclab_aead::in_use()
+    );
     s
 }

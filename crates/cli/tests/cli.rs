@@ -167,8 +167,24 @@ fn count_runs_generate_exactly_the_count() {
     assert_eq!(v["received"], 123457);
 }
 
+/// The pacer never offers more than asked, and counts what it could not send as
+/// skipped (the arithmetic is unit-tested on a synthetic clock).
 #[test]
 fn paced_rate_is_reported_as_offered() {
+    let paced = paced_at_2_mpps();
+    assert!(paced <= 2.08, "sent + skipped = {paced} Mpps at 2 Mpps");
+}
+
+/// On a quiet machine sent + skipped is the rate asked for.
+#[test]
+#[ignore = "measures: the rate a paced run reaches on the machine's clock (CI runs it alone)"]
+fn paced_rate_reaches_what_was_asked() {
+    let paced = paced_at_2_mpps();
+    assert!((1.0..=2.08).contains(&paced), "sent + skipped = {paced} Mpps at 2 Mpps");
+}
+
+/// A run paced at 2 Mpps (what it says it offered checked): sent + skipped per second, Mpps.
+fn paced_at_2_mpps() -> f64 {
     let _cores = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let v = run_json(&["--chain", "forwarder", "--rate", "2Mpps"]);
     assert_eq!(v["requested_mpps"].as_f64(), Some(2.0));
@@ -181,11 +197,9 @@ fn paced_rate_is_reported_as_offered() {
         v["pacing_behind"].as_f64().unwrap(),
         v["duration_s"].as_f64().unwrap(),
     );
-    let paced = (sent + behind) / secs / 1e6;
-    // Exact pacing arithmetic is unit-tested on a synthetic clock; here the clock is
-    // real and tests run in parallel: a preemption that spans the window's end is not
-    // yet counted as skipped, so only a gross shortfall (half the rate) is a failure.
-    assert!((1.0..=2.08).contains(&paced), "sent + skipped = {paced} Mpps at 2 Mpps");
+    // A preemption that spans the window's end is not yet counted as skipped: on a
+    // busy machine sent + skipped may fall short, never over.
+    (sent + behind) / secs / 1e6
 }
 
 #[test]
@@ -1190,7 +1204,9 @@ fn ctrl_c_ends_the_window_and_keeps_the_results() {
 fn version_names_the_commit_and_shells_and_man_are_served() {
     let o = sfclab(&["--version"]);
     assert!(
-        stdout(&o).starts_with("sfclab 0.") && stdout(&o).contains("(commit "),
+        stdout(&o).starts_with("sfclab 0.")
+            && stdout(&o).contains("(commit ")
+            && stdout(&o).contains("ESP's AES-GCM: "),
         "{}",
         stdout(&o)
     );
@@ -1215,11 +1231,23 @@ fn version_names_the_commit_and_shells_and_man_are_served() {
     }
 }
 
-/// Ctrl-C stops every measuring command within a second at its next safe point: the
-/// run under way ends its window (and is not counted), what finished is written marked
-/// interrupted, exit 130. In benchmarks every point has exactly the rounds done.
+/// Ctrl-C stops every measuring command at its next safe point: the run under way ends
+/// its window (and is not counted), what finished is written marked interrupted, exit
+/// 130. In benchmarks every point has exactly the rounds done. The bound here only
+/// catches a command that ignores the signal; how fast it stops is measured below.
 #[test]
+fn ctrl_c_stops_every_command_and_keeps_what_finished() {
+    ctrl_c_stops_every_command_within(std::time::Duration::from_secs(10));
+}
+
+/// The promise users see: within a second, on a machine that is not busy.
+#[test]
+#[ignore = "measures: a wall-clock bound of one second (CI runs it alone)"]
 fn ctrl_c_stops_every_command_within_a_second() {
+    ctrl_c_stops_every_command_within(std::time::Duration::from_secs(1));
+}
+
+fn ctrl_c_stops_every_command_within(bound: std::time::Duration) {
     let _cores = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let out = std::env::temp_dir().join(format!("sfclab-ctrl-c-sweep-{}", std::process::id()));
     let out = out.to_str().unwrap();
@@ -1269,7 +1297,7 @@ fn ctrl_c_stops_every_command_within_a_second() {
         let (o, took) = interrupted_after(&args, 1500);
         let what = args[..2].join(" ");
         assert_eq!(o.status.code(), Some(130), "{what}: {}", stderr(&o));
-        assert!(took < std::time::Duration::from_secs(1), "{what} took {took:?} to stop");
+        assert!(took < bound, "{what} took {took:?} to stop");
         if stdout(&o).is_empty() {
             // Stopped inside its first round (bench model measures each cell's terms
             // first; lpm waits for DPDK's table shape): nothing whole to write, it says so.
@@ -1608,14 +1636,14 @@ fn every_schema_is_published_and_current() {
     );
 }
 
-/// Every in-memory `sfclab run` example in the README forwards traffic: secure defaults
+/// Every in-memory `sfclab run` example in the README and the guide forwards traffic: secure defaults
 /// (a firewall's deny, a router without routes) are kept, and the examples set what
 /// they need (the root ones run in `wired.rs`).
 #[test]
-fn readme_run_examples_forward_traffic() {
+fn documented_run_examples_forward_traffic() {
     let _cores = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let examples: Vec<Vec<String>> = common::readme_run_examples()
+    let examples: Vec<Vec<String>> = common::documented_run_examples()
         .into_iter()
         .filter(|(sudo, _)| !sudo)
         .map(|(_, words)| words)

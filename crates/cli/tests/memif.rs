@@ -546,3 +546,51 @@ fn a_memif_chain_with_a_dpdk_testpmd_hop_conserves_exactly_when_installed() {
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
     assert!(stderr(&bad).contains("write a forwarder there"), "{}", stderr(&bad));
 }
+
+/// A tester waiting for its memif peers stops at the first Ctrl-C (exit 130, its
+/// document marked interrupted, nothing received) and at a second one at once; either way
+/// the socket files it listened on are gone.
+#[test]
+fn ctrl_c_ends_a_tester_waiting_for_its_memif_peers_and_removes_its_sockets() {
+    for signals in [1, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.sock"), dir.path().join("b.sock"));
+        let ports = format!(
+            "tester:memif:{},role=server,memif:{},role=server",
+            a.display(),
+            b.display()
+        );
+        let tester = Command::new(sfclab_bin())
+            .args(["run", "--ports", &ports, "--count", "1000", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while !(a.exists() && b.exists()) {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the tester listens on both"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for _ in 0..signals {
+            // SAFETY: kill(2) on our own child's pid, which has not been waited for yet.
+            unsafe { libc::kill(tester.id() as libc::pid_t, libc::SIGINT) };
+        }
+        let o = tester.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+        if !stdout(&o).is_empty() {
+            let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+            assert_eq!(v["interrupted"], true);
+            assert_eq!(v["conservation"]["holds"], true, "{}", v["conservation"]);
+            assert_eq!(v["conservation"]["received"], 0, "{}", v["conservation"]);
+        } else {
+            assert_eq!(signals, 2, "one Ctrl-C writes what finished: {}", stderr(&o));
+        }
+        assert!(
+            !a.exists() && !b.exists(),
+            "{signals} Ctrl-C: the socket files are gone"
+        );
+    }
+}

@@ -447,7 +447,9 @@ fn the_rc_model_sweeps_both_chainings_on_a_nic_preset() {
 }
 
 #[test]
+#[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
 fn chains_in_namespaces_are_calibrated_and_priced_per_hop() {
+    sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let _cores = both_cores();
     let dir = temp("wired");
     let out = dir.join("cal.json");
@@ -471,13 +473,6 @@ fn chains_in_namespaces_are_calibrated_and_priced_per_hop() {
         out.to_str().unwrap(),
     ];
     let o = sfclab(&args);
-    if !nix_is_root() {
-        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-        assert!(stderr(&o).contains("need root"), "{}", stderr(&o));
-        eprintln!("SKIPPED calibrating chains in namespaces: needs root (CI is root)");
-        std::fs::remove_dir_all(&dir).unwrap();
-        return;
-    }
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     let cal: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_follows_schema("calibration-3.json", &cal);
@@ -486,15 +481,53 @@ fn chains_in_namespaces_are_calibrated_and_priced_per_hop() {
     let per_hop = at(&veth["per_hop"], 64);
     let fixed = at(&veth["fixed"], 64);
     let tester = at(&veth["tester_pps"], 64);
-    assert!(per_hop > 0.0 && tester > 0.0, "{veth}");
+    assert!(tester > 0.0, "{veth}");
     // Linux's throughput falls past its maximum: that maximum was climbed to, and it
     // prices hops as veth's does.
     let linux = &cal["wired"][1];
     assert_eq!(linux["technology"], "linux");
-    assert!(
-        at(&linux["per_hop"], 64) > 0.0 && at(&linux["tester_pps"], 64) > 0.0,
-        "{linux}"
-    );
+    assert!(at(&linux["tester_pps"], 64) > 0.0, "{linux}");
+    // Each per-hop cost is a line's slope through three lengths, with its interval
+    // (one repetition: the slope is the line's, inside it); one the interval cannot
+    // tell from zero is said to be so, never clamped.
+    let notes = cal["method"]["notes"].to_string();
+    for w in [veth, linux] {
+        let point = &w["per_hop"]["points"][0];
+        let (lo, hi) = (
+            point["interval"][0].as_f64().unwrap(),
+            point["interval"][1].as_f64().unwrap(),
+        );
+        let slope = point["cycles"].as_f64().unwrap();
+        assert!(lo <= slope && slope <= hi, "{point}");
+        let said = notes.contains(&format!(
+            "wired `{}` per_hop at 64 B cannot be told from zero",
+            w["technology"].as_str().unwrap()
+        ));
+        assert_eq!(said, lo <= 0.0 && hi >= 0.0, "{point} {notes}");
+    }
+    if at(&linux["per_hop"], 64) < 0.0 || per_hop < 0.0 {
+        // A cost below zero prices nothing: predicting with it is refused, saying why.
+        let (chaining, w) = if per_hop < 0.0 {
+            ("veth", veth)
+        } else {
+            ("linux", linux)
+        };
+        let o = sfclab(&[
+            "model",
+            "predict",
+            "--calibration",
+            out.to_str().unwrap(),
+            "--chaining",
+            chaining,
+            "--chain",
+            "forwarder*5",
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{w}: {}", stderr(&o));
+        assert!(stderr(&o).contains("not told from zero"), "{}", stderr(&o));
+        eprintln!("a per-hop cost measured below zero here: the prediction arithmetic is not checked this run ({w})");
+        std::fs::remove_dir_all(&dir).unwrap();
+        return;
+    }
     // It drops inside the chain: its software drops were priced at 1 and 3 hops (never
     // below zero); veth drops at the entry and has none.
     let drops = &linux["software_drops"];
@@ -557,11 +590,4 @@ fn predict_hops(cal: &std::path::Path, chaining: &str, chain: &str) -> Value {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     serde_json::from_str(&stdout(&o)).unwrap()
-}
-
-fn nix_is_root() -> bool {
-    std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }

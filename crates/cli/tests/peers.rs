@@ -271,3 +271,62 @@ fn bench_nfs_prices_qos_dpi_and_esp_beside_their_peers() {
         assert_eq!(p["nfs"].as_array().unwrap().len(), 4, "{p}");
     }
 }
+
+/// sfclab's tester serving two memif sockets, DPDK's `net_memif` the client of both
+/// (testpmd io-forwards port 0 to port 1): DPDK's client tries each socket once when
+/// its port starts, so the tester listens on both before it waits for either. Every
+/// frame comes back, and the sockets are gone after the run.
+#[test]
+#[ignore = "needs dpdk-testpmd (Debian package `dpdk`; CI installs it) and two cores"]
+fn a_tester_serving_two_memif_sockets_is_tested_through_by_a_dpdk_client() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(
+        Command::new("dpdk-testpmd").arg("--version").output().is_ok(),
+        "this test needs dpdk-testpmd (Debian package `dpdk`; CI installs it)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (out, back) = (dir.path().join("a.sock"), dir.path().join("b.sock"));
+    let ports = format!(
+        "tester:memif:{},role=server,memif:{},role=server",
+        out.display(),
+        back.display()
+    );
+    let tester = Command::new(common::sfclab_bin())
+        .args([
+            "run", "--ports", &ports, "--core", "0", "--count", "20000", "--rate", "50kpps",
+        ])
+        .args(["--warmup", "1s", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !(out.exists() && back.exists()) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the tester listens on both sockets before any peer connects"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let spec = sfclab_peers::testpmd::TestpmdSpec {
+        forward_core: 1,
+        main_core: 0,
+        vdevs: vec![
+            format!("net_memif0,role=client,socket={},socket-abstract=no", out.display()),
+            format!("net_memif1,role=client,socket={},socket-abstract=no", back.display()),
+        ],
+        mode: "io",
+        tx_first: false,
+        netns: None,
+    };
+    let prefix = format!("sfclab-two-sockets-{}", std::process::id());
+    let testpmd = sfclab_peers::testpmd::Testpmd::start("dpdk-testpmd", &spec, &prefix).unwrap();
+    let o = tester.wait_with_output().unwrap();
+    testpmd.stop();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["window_loss"]["sent"], 20000, "{v}");
+    assert_eq!(v["window_loss"]["lost"], 0, "{}", v["places"]);
+    assert_eq!(v["conservation"]["holds"], true, "{}", v["conservation"]);
+    assert!(!out.exists() && !back.exists(), "the tester removed its socket files");
+}

@@ -937,16 +937,16 @@ fn bench_chaining_measures_every_technology_with_the_same_tester() {
     );
 }
 
-/// Every `sudo sfclab run` example in the README forwards traffic, but those that need
+/// Every `sudo sfclab run` example in the README and the guide forwards traffic, but those that need
 /// hardware this machine may not have (a real SR-IOV NIC, interfaces named eth1, eth2).
 #[test]
 #[ignore = "needs root for namespaces, BPF and AF_XDP (CI runs it)"]
-fn readme_root_examples_forward_traffic() {
+fn documented_root_examples_forward_traffic() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     sfclab_topology::require_root("namespaces, BPF and AF_XDP");
     let dir = tempfile::tempdir().unwrap();
     let mut ran = 0;
-    for (_, words) in common::readme_run_examples().into_iter().filter(|(sudo, _)| *sudo) {
+    for (_, words) in common::documented_run_examples().into_iter().filter(|(sudo, _)| *sudo) {
         let what = words.join(" ");
         if words.iter().any(|w| w == "--sriov" || w.starts_with("dut:")) {
             eprintln!("not run here (needs hardware): sfclab run {what}");

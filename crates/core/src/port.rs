@@ -171,6 +171,13 @@ pub trait TxPort {
     /// what trials measure loss on.
     fn window_packets(&self) -> u64;
 
+    /// Packets counted as sent (in `stats().packets`) that were still on the port's
+    /// ring, not released by its peer, when the peer went away (memif), totals so far:
+    /// a tester that never sees them again knows where they went.
+    fn lost_in_flight(&self) -> u64 {
+        0
+    }
+
     /// Latency of the probe packets taken since the window started, when measured.
     fn latency(&self) -> Option<&LatencyRecord> {
         None

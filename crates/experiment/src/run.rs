@@ -165,14 +165,17 @@ fn interface_settings(spec: &Experiment) -> AfXdpSettings {
 const MEMIF_PEER_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The receiving and sending ports of a run on interfaces or memif endpoints; `role`
-/// for memif endpoints that name none.
+/// for memif endpoints that name none. A tester (`wait_for_peers`) waits for its memif
+/// peers, until the run is told to stop (which then ends as soon as it starts).
 fn open_pair(
     spec: &Experiment,
     input: &str,
     output: &str,
     role: sfclab_io::memif::Role,
-    wait: Option<std::time::Duration>,
+    wait_for_peers: bool,
 ) -> Result<(InterfacePort, InterfacePort), RunError> {
+    let stop = spec.settings.stop.clone().unwrap_or_default();
+    let wait = wait_for_peers.then_some((MEMIF_PEER_LIMIT, &*stop));
     InterfacePort::open_pair(spec.io_kind, input, output, &interface_settings(spec), role, wait)
         .map_err(|reason| RunError::Setting { key: "ports", reason })
 }
@@ -188,7 +191,7 @@ fn run_between_interfaces(spec: &Experiment, input: &str, output: &str) -> Resul
         return run_both_ways(spec, input, output, graph);
     }
     let capacity = shared_capacity(spec)?;
-    let (rx, mut tx) = open_pair(spec, input, output, sfclab_io::memif::Role::Server, None)?;
+    let (rx, mut tx) = open_pair(spec, input, output, sfclab_io::memif::Role::Server, false)?;
     if let InterfacePort::Memif(port) = &mut tx {
         say_ready(spec, port)?;
     } else {
@@ -279,13 +282,7 @@ fn say_ready_now(spec: &Experiment) -> Result<(), RunError> {
 /// through whatever joins them, and are measured as in memory (loss, latency, order).
 fn test_across_interfaces(spec: &Experiment, output: &str, input: &str) -> Result<RunReport, RunError> {
     // A tester starts its traffic once the device under test is there to take it.
-    let (rx, tx) = open_pair(
-        spec,
-        input,
-        output,
-        sfclab_io::memif::Role::Client,
-        Some(MEMIF_PEER_LIMIT),
-    )?;
+    let (rx, tx) = open_pair(spec, input, output, sfclab_io::memif::Role::Client, true)?;
     let generator =
         Generator::new(spec.traffic.clone(), spec.settings.batch).map_err(|(key, reason)| RunError::Setting {
             key,

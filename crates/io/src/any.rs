@@ -76,20 +76,27 @@ impl InterfacePort {
     /// interface (a port of `kind`) or a memif endpoint (`memif:PATH[,key=value...]`,
     /// `role` when it names none). One memif endpoint named twice is one interface whose
     /// queue receives and sends. With `wait`, memif interfaces must have a peer within
-    /// it (a tester waits; a device under test is ready as soon as it listens).
+    /// its limit (a tester waits; a device under test is ready as soon as it listens),
+    /// unless its flag is set first (Ctrl-C: the ports come back unconnected).
+    ///
+    /// Every endpoint is opened before any is waited on: a server listens on all its
+    /// sockets at once, as a DPDK client tries each socket once when its port starts.
     pub fn open_pair(
         kind: IoKind,
         input: &str,
         output: &str,
         xdp: &AfXdpSettings,
         role: memif::Role,
-        wait: Option<std::time::Duration>,
+        wait: Option<(std::time::Duration, &std::sync::atomic::AtomicBool)>,
     ) -> Result<(InterfacePort, InterfacePort), String> {
         let memif_interface = |spec: &str| -> Result<memif::Interface, String> {
             let settings = MemifSettings::from_spec(spec, role)?;
             memif::Interface::open(&settings)
         };
-        let ready = |i: &memif::Interface| wait.map_or(Ok(()), |limit| i.wait_connected(limit));
+        let ready = |i: &memif::Interface| match wait {
+            Some((limit, stop)) => i.wait_connected_unless(limit, stop).map(|_| ()),
+            None => Ok(()),
+        };
         if is_memif(input) && input == output {
             let mut i = memif_interface(input)?;
             ready(&i)?;
@@ -97,17 +104,19 @@ impl InterfacePort {
             let tx = i.port(0, false, true)?;
             return Ok((InterfacePort::Memif(rx), InterfacePort::Memif(tx)));
         }
-        let open = |name: &str, receive: bool| -> Result<InterfacePort, String> {
-            if is_memif(name) {
-                let mut i = memif_interface(name)?;
-                ready(&i)?;
-                i.port(0, receive, !receive).map(InterfacePort::Memif)
-            } else {
-                Self::open(kind, name, xdp, receive)
-            }
+        let mut rx_interface = is_memif(input).then(|| memif_interface(input)).transpose()?;
+        let mut tx_interface = is_memif(output).then(|| memif_interface(output)).transpose()?;
+        for i in rx_interface.iter().chain(&tx_interface) {
+            ready(i)?;
+        }
+        let rx = match &mut rx_interface {
+            Some(i) => i.port(0, true, false).map(InterfacePort::Memif)?,
+            None => Self::open(kind, input, xdp, true)?,
         };
-        let rx = open(input, true)?;
-        let tx = open(output, false)?;
+        let tx = match &mut tx_interface {
+            Some(i) => i.port(0, false, true).map(InterfacePort::Memif)?,
+            None => Self::open(kind, output, xdp, false)?,
+        };
         Ok((rx, tx))
     }
 
@@ -214,6 +223,9 @@ impl TxPort for InterfacePort {
     }
     fn window_packets(&self) -> u64 {
         each!(self, p => TxPort::window_packets(p))
+    }
+    fn lost_in_flight(&self) -> u64 {
+        each!(self, p => TxPort::lost_in_flight(p))
     }
     fn counters(&self) -> Vec<NfCounter> {
         each!(self, p => TxPort::counters(p))

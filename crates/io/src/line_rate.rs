@@ -356,6 +356,10 @@ impl<P: TxPort> TxPort for LinePort<P> {
         self.port.window_packets()
     }
 
+    fn lost_in_flight(&self) -> u64 {
+        self.port.lost_in_flight()
+    }
+
     fn counters(&self) -> Vec<NfCounter> {
         let mut c = self.port.counters();
         match &self.line {

@@ -169,6 +169,9 @@ impl<P: TxPort> TxPort for QueueSet<P> {
     fn window_packets(&self) -> u64 {
         self.queues.iter().map(TxPort::window_packets).sum()
     }
+    fn lost_in_flight(&self) -> u64 {
+        self.queues.iter().map(TxPort::lost_in_flight).sum()
+    }
     fn counters(&self) -> Vec<NfCounter> {
         summed(self.queues.iter().map(TxPort::counters))
     }

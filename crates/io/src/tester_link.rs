@@ -28,6 +28,9 @@ use sfclab_wire::layers::Network;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// The drop cause of frames the sending port's peer left on its ring when it went away.
+pub const IN_FLIGHT_AT_DISCONNECT: &str = "in-flight-at-disconnect";
+
 /// Bytes of the signature at the end of the L4 payload.
 pub const SIGNATURE_LEN: usize = 16;
 const MAGIC: [u8; 2] = [0x5c, 0xf1];
@@ -401,10 +404,14 @@ impl<G: RxPort, O: TxPort, I: RxPort> RxPort for TesterLink<G, O, I> {
     }
 
     fn drops(&self) -> Vec<(&'static str, u64)> {
+        // Of what never came back, what the sending port's peer left on its ring when
+        // it went away has a known place; the rest is unaccounted.
+        let in_flight = self.out.lost_in_flight().min(self.written_off);
         vec![
             ("tx-refused", self.refused),
             ("unsignable", self.unsignable),
-            ("unaccounted", self.written_off),
+            (IN_FLIGHT_AT_DISCONNECT, in_flight),
+            ("unaccounted", self.written_off - in_flight),
         ]
     }
 

@@ -19,5 +19,5 @@ pub mod trial;
 
 pub use campaign::{LatencyLevel, RepeatedSearch, establishing_trial, latency_plan, repeated_search};
 pub use search::{Goal, GoalResult, INVALID_RETRIES, Method, SearchConfig, SearchResult, check_goal_order, search};
-pub use stats::{Summary, median};
+pub use stats::{LineFit, Summary, median};
 pub use trial::{Trial, TrialResult};

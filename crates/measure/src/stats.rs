@@ -70,6 +70,54 @@ impl Summary {
     }
 }
 
+/// A straight line fitted to points by least squares (`y = intercept + slope * x`),
+/// with the 95% confidence interval of its slope: how a cost per step (cycles per hop)
+/// is told apart from the noise of the measurements it comes from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LineFit {
+    pub slope: f64,
+    pub intercept: f64,
+    /// `slope ± t(0.975, N - 2) * se(slope)`; absent with two points (no residual to
+    /// estimate the spread from).
+    pub slope_ci95: Option<(f64, f64)>,
+}
+
+impl LineFit {
+    /// The fit of `points` (x, y); `None` with fewer than two distinct x, or a value
+    /// that is not finite.
+    pub fn of(points: &[(f64, f64)]) -> Option<LineFit> {
+        if points.iter().any(|(x, y)| !x.is_finite() || !y.is_finite()) {
+            return None;
+        }
+        let n = points.len() as f64;
+        let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+        let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+        let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+        if points.len() < 2 || sxx == 0.0 {
+            return None;
+        }
+        let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+        let slope = sxy / sxx;
+        let intercept = mean_y - slope * mean_x;
+        let slope_ci95 = (points.len() > 2).then(|| {
+            let residuals: f64 = points.iter().map(|p| (p.1 - intercept - slope * p.0).powi(2)).sum();
+            let se = (residuals / (n - 2.0) / sxx).sqrt();
+            let half = student_t_975(points.len() - 2) * se;
+            (slope - half, slope + half)
+        });
+        Some(LineFit {
+            slope,
+            intercept,
+            slope_ci95,
+        })
+    }
+
+    /// Whether the slope's interval holds zero: the data cannot tell it from none.
+    pub fn slope_indistinct_from_zero(&self) -> bool {
+        self.slope_ci95.is_some_and(|(lo, hi)| lo <= 0.0 && hi >= 0.0)
+    }
+}
+
 /// The two-sided 95% quantile of Student's t with `freedom` degrees of freedom.
 fn student_t_975(freedom: usize) -> f64 {
     StudentsT::new(0.0, 1.0, freedom as f64)
@@ -98,6 +146,28 @@ mod tests {
         assert!(close(lo, 14.0 - 3.926443) && close(hi, 14.0 + 3.926443));
         assert!(close(s.relative_ci95().unwrap(), 3.926443 / 14.0));
         assert_eq!((s.median, s.min, s.max), (14.0, 10.0, 18.0));
+    }
+
+    #[test]
+    fn a_line_fit_by_hand() {
+        // x 1,2,3; y 10,14,21: means 2, 15; sxx 2, sxy 11; slope 5.5, intercept 4;
+        // residuals 0.5, -1, 0.5: 1.5 over 1 freedom; se sqrt(1.5 / 2); t(0.975, 1) 12.706205.
+        let f = LineFit::of(&[(1.0, 10.0), (2.0, 14.0), (3.0, 21.0)]).unwrap();
+        assert!(close(f.slope, 5.5) && close(f.intercept, 4.0), "{f:?}");
+        let half = 12.706205 * (0.75f64).sqrt();
+        let (lo, hi) = f.slope_ci95.unwrap();
+        assert!(close(lo, 5.5 - half) && close(hi, 5.5 + half), "{f:?}");
+        assert!(f.slope_indistinct_from_zero(), "an interval of ±11 holds zero");
+        // A clear slope: the interval stays above zero.
+        let f = LineFit::of(&[(1.0, 100.0), (2.0, 200.0), (3.0, 301.0), (1.0, 101.0), (3.0, 299.0)]).unwrap();
+        assert!(
+            !f.slope_indistinct_from_zero() && f.slope_ci95.unwrap().0 > 90.0,
+            "{f:?}"
+        );
+        // Two points: a line, no interval; one x: no line.
+        assert_eq!(LineFit::of(&[(1.0, 1.0), (3.0, 5.0)]).unwrap().slope_ci95, None);
+        assert!(LineFit::of(&[(2.0, 1.0), (2.0, 5.0)]).is_none());
+        assert!(LineFit::of(&[(1.0, f64::NAN), (2.0, 5.0)]).is_none());
     }
 
     #[test]

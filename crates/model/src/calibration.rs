@@ -21,6 +21,17 @@ pub struct CurvePoint {
     pub cycles: f64,
     /// Every repetition's estimate, for the spread.
     pub runs: Vec<f64>,
+    /// The 95% confidence interval of a term fitted as a slope (the cost per hop of a
+    /// chaining in namespaces), low and high; absent for the other terms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<[f64; 2]>,
+}
+
+impl CurvePoint {
+    /// Whether its interval holds zero: the measurements cannot tell the term from none.
+    pub fn indistinct_from_zero(&self) -> bool {
+        self.interval.is_some_and(|[lo, hi]| lo <= 0.0 && hi >= 0.0)
+    }
 }
 
 impl Curve {
@@ -38,6 +49,7 @@ impl Curve {
                     size,
                     cycles,
                     runs: vec![cycles],
+                    interval: None,
                 })
                 .collect(),
         )
@@ -354,6 +366,7 @@ mod tests {
                     size,
                     cycles,
                     runs: vec![cycles],
+                    interval: None,
                 })
                 .collect(),
         )

@@ -289,9 +289,19 @@ pub fn predict_chain(
                     "chaining `{technology}` is calibrated for hops of one forwarder each; `{other}` in a hop is not (yet) priced"
                 ));
             }
+            // A per-hop cost its calibration could not tell from zero prices the hops,
+            // said so; below zero it prices nothing (the term's check says why).
+            let unsure = w.per_hop.points.iter().find(|p| p.indistinct_from_zero());
+            let hops = match unsure.and_then(|p| p.interval) {
+                Some([lo, hi]) => format!(
+                    "{n} hop(s) (per hop not told from zero: 95% interval {lo:.0} to {hi:.0} at {} B; calibrate with more --repeat)",
+                    unsure.map_or(0, |p| p.size)
+                ),
+                None => format!("{n} hop(s)"),
+            };
             let terms = vec![
                 term("chain ends (tester side I/O)".into(), &|s| w.fixed.at(s))?,
-                term(format!("{n} hop(s)"), &|s| Ok(n * w.per_hop.at(s)?))?,
+                term(hops, &|s| Ok(n * w.per_hop.at(s)?))?,
             ];
             let dut = core("dut core".into(), terms);
             let mut shape = hops_overload(technology);
@@ -388,11 +398,13 @@ pub(crate) mod tests {
                     size: 64,
                     cycles: a,
                     runs: vec![a],
+                    interval: None,
                 },
                 CurvePoint {
                     size: 1518,
                     cycles: b,
                     runs: vec![b],
+                    interval: None,
                 },
             ])
         };

@@ -25,6 +25,7 @@ use crate::report::RunReport;
 use crate::settings::{RunError, RunSettings};
 use serde::Serialize;
 use sfclab_core::{NamedNfs, RxPort};
+use sfclab_io::tester_link::IN_FLIGHT_AT_DISCONNECT;
 use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, QueueSet, TesterLink};
 use sfclab_topology::ovs::{OvsPort, OvsSwitch};
 use sfclab_topology::{Interface, LinkCounters, MacvlanMode, SriovNic, Testbed};
@@ -549,7 +550,8 @@ pub fn open_queues_in_namespace(
 #[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct WireLoss {
     /// Frames the tester produced that did not come back, by cause on its side:
-    /// `tx-refused`, `unsignable`, `unaccounted` (sent, never seen again).
+    /// `tx-refused`, `unsignable`, `in-flight-at-disconnect` (on its memif ring when the
+    /// peer went away), `unaccounted` (sent, never seen again).
     pub tester: BTreeMap<String, u64>,
     /// The kernel's drops on the testbed's interfaces (`d-in rx_dropped`: XDP could
     /// not hand the frame to the DUT's socket, its ring full), its full input queues
@@ -566,13 +568,25 @@ pub struct WireLoss {
 impl WireLoss {
     /// The tester's losses by cause against the counters that `explained` them: what
     /// none explains is `unaccounted`, what they count beyond it `counted_beyond`.
-    pub fn balance(tester: BTreeMap<String, u64>, explained: BTreeMap<String, u64>) -> WireLoss {
-        let unseen = tester.get("unaccounted").copied().unwrap_or(0);
+    ///
+    /// What the tester's memif peer left on its ring when it went away
+    /// (`in-flight-at-disconnect`) is part of the tester's loss; the peer's own counters
+    /// may count the same frames (left on its receive ring), so it explains only what
+    /// no other counter does (`tester in-flight-at-disconnect`), never twice.
+    pub fn balance(tester: BTreeMap<String, u64>, mut explained: BTreeMap<String, u64>) -> WireLoss {
+        let count = |cause: &str| tester.get(cause).copied().unwrap_or(0);
+        let in_flight = count(IN_FLIGHT_AT_DISCONNECT);
+        let unseen = count("unaccounted") + in_flight;
         let seen: u64 = explained.values().sum();
+        let unexplained = unseen.saturating_sub(seen);
+        let left_on_ring = in_flight.min(unexplained);
+        if left_on_ring > 0 {
+            explained.insert(format!("tester {IN_FLIGHT_AT_DISCONNECT}"), left_on_ring);
+        }
         WireLoss {
             tester,
             explained,
-            unaccounted: unseen.saturating_sub(seen),
+            unaccounted: unexplained - left_on_ring,
             counted_beyond: seen.saturating_sub(unseen),
         }
     }
@@ -673,7 +687,7 @@ impl WiredReport {
         self.lost
             .tester
             .iter()
-            .filter(|(k, _)| k.as_str() != "unaccounted")
+            .filter(|(k, _)| !["unaccounted", IN_FLIGHT_AT_DISCONNECT].contains(&k.as_str()))
             .map(|(k, v)| (format!("tester {k}"), *v))
             .collect()
     }
@@ -964,6 +978,22 @@ mod tests {
         // Counters that saw more than the tester lost (the kernel's own frames) say so.
         let l = WireLoss::account(&tester, &[iface("d-in", 130)], 0, &[], 0, &[], BTreeMap::new());
         assert_eq!((l.unaccounted, l.counted_beyond), (0, 30));
+    }
+
+    #[test]
+    fn frames_left_on_the_testers_ring_explain_only_what_no_other_counter_does() {
+        let tester = BTreeMap::from([
+            ("unaccounted".to_string(), 10),
+            (IN_FLIGHT_AT_DISCONNECT.to_string(), 40),
+        ]);
+        // Nothing else saw them: the ring explains its 40, 10 stay unaccounted.
+        let l = WireLoss::balance(tester.clone(), BTreeMap::new());
+        assert_eq!(l.explained.get("tester in-flight-at-disconnect"), Some(&40));
+        assert_eq!((l.unaccounted, l.counted_beyond), (10, 0));
+        // The peer counted 45 of them left on its side: the ring explains the other 5.
+        let l = WireLoss::balance(tester, BTreeMap::from([("hop 1 rx left".to_string(), 45)]));
+        assert_eq!(l.explained.get("tester in-flight-at-disconnect"), Some(&5));
+        assert_eq!((l.unaccounted, l.counted_beyond), (0, 0));
     }
 
     #[test]

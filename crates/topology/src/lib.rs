@@ -311,12 +311,20 @@ fn register(name: &str) {
 /// The processes killed.
 fn stop_processes_in(name: &str) -> Vec<u32> {
     let own = std::process::id();
-    let pids: Vec<u32> = command::ip(&["netns", "pids", name])
+    let mut pids: Vec<u32> = command::ip(&["netns", "pids", name])
         .unwrap_or_default()
         .split_whitespace()
         .filter_map(|p| p.parse().ok())
         .filter(|&p| p != own)
         .collect();
+    // A killed run's own children outside the namespace that work on its files (an
+    // `ovs-vsctl` waiting for the switch's database) go with it too.
+    let state = namespace::state_dir_of(name);
+    for pid in processes_naming(&state.to_string_lossy()) {
+        if pid != own && !pids.contains(&pid) {
+            pids.push(pid);
+        }
+    }
     for &pid in &pids {
         if let Ok(pid) = i32::try_from(pid) {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
@@ -330,6 +338,19 @@ fn stop_processes_in(name: &str) -> Vec<u32> {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     pids
+}
+
+/// The processes whose command line holds `text`.
+fn processes_naming(text: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(text))
+        })
+        .collect()
 }
 
 /// Whether process `pid` exists and is not a zombie (its state in /proc/PID/stat).

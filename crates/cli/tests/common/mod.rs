@@ -51,50 +51,65 @@ pub fn assert_follows_schema(file: &str, doc: &serde_json::Value) {
     assert!(errors.is_empty(), "{file}: {errors:#?}");
 }
 
-/// The `sfclab run` examples of README's "Using it" block, each as its arguments after
-/// `run` (single quotes grouped, the comment cut), with `sudo` or not.
+/// The pages whose `sh` blocks are examples users copy: the README and the guide's
+/// pages in the order of its SUMMARY.md.
 #[allow(dead_code)]
-pub fn readme_run_examples() -> Vec<(bool, Vec<String>)> {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let block = readme
-        .split("## Using it")
-        .nth(1)
-        .and_then(|s| s.split("```sh").nth(1))
-        .and_then(|s| s.split("```").next())
-        .expect("README has a \"Using it\" block of commands");
+pub fn documented_pages() -> Vec<std::path::PathBuf> {
+    let guide = repo().join("docs/guide/src");
+    let summary = std::fs::read_to_string(guide.join("SUMMARY.md")).unwrap();
+    let mut pages = vec![repo().join("README.md")];
+    for line in summary.lines() {
+        if let Some((_, rest)) = line.split_once("](") {
+            pages.push(guide.join(rest.trim_end_matches(')')));
+        }
+    }
+    pages
+}
+
+/// The `sfclab run` examples of the README's and the guide's `sh` blocks, each as its
+/// arguments after `run` (single quotes grouped, the comment cut), with `sudo` or not.
+#[allow(dead_code)]
+pub fn documented_run_examples() -> Vec<(bool, Vec<String>)> {
     let mut examples = Vec::new();
-    for line in block.lines() {
-        let (sudo, rest) = match line.strip_prefix("sudo ") {
-            Some(r) => (true, r),
-            None => (false, line),
-        };
-        let Some(args) = rest.strip_prefix("sfclab run") else {
-            continue;
-        };
-        let mut words = Vec::new();
-        let mut quoted = false;
-        let mut word = String::new();
-        for c in args.chars() {
-            match c {
-                '\'' => quoted = !quoted,
-                ' ' if !quoted => {
-                    if !word.is_empty() {
-                        words.push(std::mem::take(&mut word));
-                    }
-                }
-                '#' if !quoted && word.is_empty() => break,
-                c => word.push(c),
-            }
+    for page in documented_pages() {
+        let text = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{}: {e}", page.display()));
+        for block in text.split("```sh").skip(1).filter_map(|s| s.split("```").next()) {
+            examples.extend(block.lines().filter_map(run_example));
         }
-        if !word.is_empty() {
-            words.push(word);
-        }
-        examples.push((sudo, words));
     }
     examples
 }
 
-/// Runs one README example in `dir` (files it names there, chain files from the repo)
+/// One line of an `sh` block as (sudo, arguments after `sfclab run`), if it is a run.
+#[allow(dead_code)]
+fn run_example(line: &str) -> Option<(bool, Vec<String>)> {
+    let (sudo, rest) = match line.strip_prefix("sudo ") {
+        Some(r) => (true, r),
+        None => (false, line),
+    };
+    let args = rest.strip_prefix("sfclab run")?;
+    let mut words = Vec::new();
+    let mut quoted = false;
+    let mut word = String::new();
+    for c in args.chars() {
+        match c {
+            '\'' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            '#' if !quoted && word.is_empty() => break,
+            c => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    Some((sudo, words))
+}
+
+/// Runs one documented example in `dir` (files it names there, chain files from the repo)
 /// with a short window and `--json`, and checks that it forwards: packets conserved,
 /// some received, no NF dropping nearly everything. Returns the document.
 #[allow(dead_code)]

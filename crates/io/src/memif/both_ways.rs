@@ -223,6 +223,10 @@ impl TxPort for BothWaysOut {
         self.sides.iter().map(TxPort::window_packets).sum()
     }
 
+    fn lost_in_flight(&self) -> u64 {
+        self.sides.iter().map(TxPort::lost_in_flight).sum()
+    }
+
     fn counters(&self) -> Vec<NfCounter> {
         let mut c = vec![
             NfCounter::total("forward_out", self.sent[1]),

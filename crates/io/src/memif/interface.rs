@@ -62,7 +62,9 @@ impl Interface {
                         }
                     }
                 }
-                Some(Listener::bind(&s.socket).map_err(|e| format!("{}: {e}", name()))?)
+                let listener = Listener::bind(&s.socket).map_err(|e| format!("{}: {e}", name()))?;
+                super::shared::listening(&s.socket);
+                Some(listener)
             }
             Role::Client => None,
         };
@@ -95,6 +97,12 @@ impl Interface {
     /// attempt met.
     pub fn wait_connected(&self, limit: Duration) -> Result<(), String> {
         self.control.wait_connected(limit)
+    }
+
+    /// As [`Interface::wait_connected`], ending early once `stop` is set: whether a
+    /// peer connected.
+    pub fn wait_connected_unless(&self, limit: Duration, stop: &std::sync::atomic::AtomicBool) -> Result<bool, String> {
+        self.control.wait_connected_unless(limit, stop)
     }
 
     /// Queue `queue`'s port: it receives on the queue's ring if `receive`, sends on the

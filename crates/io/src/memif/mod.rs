@@ -28,3 +28,4 @@ pub use connection::{Config, Role};
 pub use interface::Interface;
 pub use port::MemifPort;
 pub use settings::{DEFAULT_SPIN, MemifSettings, SPEC_PREFIX, Wait};
+pub use shared::remove_listening_sockets;

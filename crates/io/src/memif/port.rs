@@ -675,6 +675,10 @@ impl TxPort for MemifPort {
         self.tx_window
     }
 
+    fn lost_in_flight(&self) -> u64 {
+        self.tx_in_flight_at_disconnect
+    }
+
     fn drops(&self) -> Vec<(&'static str, u64)> {
         vec![
             ("ring-full", self.tx_ring_full),

@@ -64,6 +64,24 @@ impl Shared {
     }
 }
 
+/// The socket files this process listens on: a process that quits without running
+/// destructors (a second Ctrl-C, a panic in a release build) removes them first.
+static LISTENING: Mutex<Vec<std::path::PathBuf>> = Mutex::new(Vec::new());
+
+pub(super) fn listening(socket: &std::path::Path) {
+    LISTENING
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(socket.to_path_buf());
+}
+
+/// Removes the socket files of every memif server of this process.
+pub fn remove_listening_sockets() {
+    for socket in std::mem::take(&mut *LISTENING.lock().unwrap_or_else(|p| p.into_inner())) {
+        let _ = std::fs::remove_file(socket);
+    }
+}
+
 /// The control thread; stopped, and a server's socket file removed, when the interface
 /// and its last port are gone.
 pub(super) struct Control {
@@ -129,6 +147,10 @@ impl Drop for Control {
         }
         if self.settings.role == Role::Server {
             let _ = std::fs::remove_file(&self.settings.socket);
+            LISTENING
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|s| *s != self.settings.socket);
         }
     }
 }
