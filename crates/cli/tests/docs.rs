@@ -92,3 +92,36 @@ fn links_are_read_as_a_reader_follows_them() {
     let text = "see [a](x/b.md) and [c](https://e.org/d) or [f](g.md#h) [i](#j)";
     assert_eq!(relative_links(text), ["x/b.md", "g.md"]);
 }
+
+/// Every `sfclab` command in the README's and the guide's `sh` blocks takes the flags
+/// and values it is shown with (parsed as the program parses them, nothing run; the
+/// `run` examples are also run by `cli.rs` and `wired.rs`), and every example file it
+/// names exists.
+#[test]
+fn every_documented_command_parses() {
+    let repo = common::repo();
+    let mut checked = 0;
+    for page in common::documented_pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for block in text.split("```sh").skip(1).filter_map(|s| s.split("```").next()) {
+            for line in block.lines() {
+                let line = line.strip_prefix("sudo ").unwrap_or(line);
+                let Some(rest) = line.strip_prefix("sfclab ") else {
+                    continue;
+                };
+                let args = common::shell_words(rest);
+                for file in args.iter().filter(|a| a.starts_with("examples/")) {
+                    assert!(repo.join(file).exists(), "{}: {line}: no {file}", page.display());
+                }
+                let o = std::process::Command::new(common::sfclab_bin())
+                    .args(&args)
+                    .env("SFCLAB_PARSE_ONLY", "1")
+                    .output()
+                    .unwrap();
+                assert!(o.status.success(), "{}: {line}: {}", page.display(), common::stderr(&o));
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 60, "{checked} commands checked");
+}

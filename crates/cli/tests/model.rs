@@ -512,16 +512,7 @@ fn chains_in_namespaces_are_calibrated_and_priced_per_hop() {
         } else {
             ("linux", linux)
         };
-        let o = sfclab(&[
-            "model",
-            "predict",
-            "--calibration",
-            out.to_str().unwrap(),
-            "--chaining",
-            chaining,
-            "--chain",
-            "forwarder*5",
-        ]);
+        let o = predicting(&out, chaining, "forwarder*5", &[]);
         assert_eq!(o.status.code(), Some(2), "{w}: {}", stderr(&o));
         assert!(stderr(&o).contains("not told from zero"), "{}", stderr(&o));
         eprintln!("a per-hop cost measured below zero here: the prediction arithmetic is not checked this run ({w})");
@@ -560,16 +551,7 @@ fn chains_in_namespaces_are_calibrated_and_priced_per_hop() {
     let max = p["max_mpps"].as_f64().unwrap() * 1e6;
     assert!((max - expected).abs() < 1e-6 * expected, "{max} vs {expected}");
     // Not calibrated: refused with the flag that calibrates it.
-    let o = sfclab(&[
-        "model",
-        "predict",
-        "--calibration",
-        out.to_str().unwrap(),
-        "--chaining",
-        "ovs",
-        "--chain",
-        "forwarder*2",
-    ]);
+    let o = predicting(&out, "ovs", "forwarder*2", &[]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--technologies ovs"), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).unwrap();
@@ -577,17 +559,24 @@ fn chains_in_namespaces_are_calibrated_and_priced_per_hop() {
 
 /// `model predict --json` of `chain` chained by `chaining`, priced with calibration `cal`.
 fn predict_hops(cal: &std::path::Path, chaining: &str, chain: &str) -> Value {
-    let o = sfclab(&[
+    let o = predicting(cal, chaining, chain, &["--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
+/// `model predict` of `chain` chained by `chaining`, priced with calibration `cal`.
+fn predicting(cal: &std::path::Path, chaining: &str, chain: &str, extra: &[&str]) -> std::process::Output {
+    let cal = cal.to_str().unwrap();
+    let mut args = vec![
         "model",
         "predict",
         "--calibration",
-        cal.to_str().unwrap(),
+        cal,
         "--chaining",
         chaining,
         "--chain",
         chain,
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    serde_json::from_str(&stdout(&o)).unwrap()
+    ];
+    args.extend_from_slice(extra);
+    sfclab(&args)
 }

@@ -562,6 +562,52 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_per_hop_cost_not_told_from_zero_is_said_so_and_below_zero_refused() {
+        let veth = || Layout::Hops {
+            technology: "veth".into(),
+        };
+        let with_per_hop = |cycles: f64, interval: [f64; 2]| {
+            let mut c = cal();
+            for p in &mut c.wired[0].per_hop.points {
+                (p.cycles, p.interval) = (cycles, Some(interval));
+            }
+            c
+        };
+        // Clearly above zero: priced as measured, nothing said.
+        let p = predict_chain(
+            &with_per_hop(8000.0, [7000.0, 9000.0]),
+            &chain(&["forwarder"; 2], veth(), 64.0),
+            None,
+        )
+        .unwrap();
+        assert_eq!(p.cores[0].terms[1].what, "2 hop(s)");
+        assert!(close(p.cores[0].cycles_per_packet, 1000.0 + 2.0 * 8000.0));
+        // Its interval holds zero: still priced, the term says so.
+        let p = predict_chain(
+            &with_per_hop(300.0, [-100.0, 700.0]),
+            &chain(&["forwarder"; 2], veth(), 64.0),
+            None,
+        )
+        .unwrap();
+        assert!(
+            p.cores[0].terms[1]
+                .what
+                .contains("per hop not told from zero: 95% interval -100 to 700"),
+            "{:?}",
+            p.cores[0]
+        );
+        assert!(close(p.cores[0].cycles_per_packet, 1600.0));
+        // Below zero: no price, and the reason.
+        let e = predict_chain(
+            &with_per_hop(-926.0, [-3000.0, 1200.0]),
+            &chain(&["forwarder"; 2], veth(), 64.0),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains("not told from zero") && e.contains("below zero"), "{e}");
+    }
+
+    #[test]
     fn hops_in_namespaces_are_bound_by_the_dut_core_or_the_tester() {
         let veth = || Layout::Hops {
             technology: "veth".into(),

@@ -88,10 +88,15 @@ fn run_example(line: &str) -> Option<(bool, Vec<String>)> {
         None => (false, line),
     };
     let args = rest.strip_prefix("sfclab run")?;
-    let mut words = Vec::new();
-    let mut quoted = false;
-    let mut word = String::new();
-    for c in args.chars() {
+    Some((sudo, shell_words(args)))
+}
+
+/// A command line's words as a shell splits them (single quotes group, `#` at a word's
+/// start ends the line).
+#[allow(dead_code)]
+pub fn shell_words(line: &str) -> Vec<String> {
+    let (mut words, mut word, mut quoted) = (Vec::new(), String::new(), false);
+    for c in line.chars() {
         match c {
             '\'' => quoted = !quoted,
             ' ' if !quoted => {
@@ -106,7 +111,7 @@ fn run_example(line: &str) -> Option<(bool, Vec<String>)> {
     if !word.is_empty() {
         words.push(word);
     }
-    Some((sudo, words))
+    words
 }
 
 /// Runs one documented example in `dir` (files it names there, chain files from the repo)
