@@ -745,7 +745,7 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
             };
             WiredCalibration {
                 technology: t.clone(),
-                fixed: measured_curve(&sizes, &rounds, &|r| r.wired[k].fit().intercept, &|_| None),
+                fixed: curve(&|r| r.wired[k].fit().intercept),
                 per_hop: measured_curve(&sizes, &rounds, &|r| r.wired[k].fit().slope, &interval),
                 tester_pps: curve(&|r| r.wired[k].tester_pps),
                 software_drops: sfclab_model::hops_overload(t).falls().then(|| SoftwareDrops {
@@ -758,15 +758,22 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
         .collect();
     if !args.wired.is_empty() {
         notes.push(format!(
-            "chains in namespaces: n = {} forwarders, sfclab's AF_XDP tester on one core, offered more than the chain forwards; DUT-core cycles per delivered frame = TSC / throughput (the DUT core saturated); per_hop = the slope of the line through the lengths (each repetition's; its interval the 95% one of the line through every repetition's points), fixed = that line at no hop, neither clamped; tester_pps = what the tester offered at n = {short}; where the chaining drops inside the chain (linux) its maximum is climbed to, and software_drops (C_SWdrops) at n = {short} and {long} = TSC / what it delivered offered all the tester sends − the cycles per frame at its maximum (at least 0)",
+            "chains in namespaces: n = {} forwarders, sfclab's AF_XDP tester on one core, offered more than the chain forwards; DUT-core cycles per delivered frame = TSC / throughput (the DUT core saturated); per_hop = the slope of the line through the lengths (each repetition's; its interval the 95% one of the line through every repetition's points), fixed = that line at no hop (at least 0), per_hop not clamped; tester_pps = what the tester offered at n = {short}; where the chaining drops inside the chain (linux) its maximum is climbed to, and software_drops (C_SWdrops) at n = {short} and {long} = TSC / what it delivered offered all the tester sends − the cycles per frame at its maximum (at least 0)",
             lengths_in_words()
         ));
     }
     for w in &wired {
-        for p in w.per_hop.points.iter().filter(|p| p.indistinct_from_zero()) {
-            let [lo, hi] = p.interval.expect("an interval holds zero");
+        for p in &w.per_hop.points {
+            let Some([lo, hi]) = p.interval else { continue };
+            let what = if p.indistinct_from_zero() {
+                "cannot be told from zero"
+            } else if p.cycles < 0.0 {
+                "is below zero: longer chains cost the DUT core no more (another limit, such as the tester, bound every length)"
+            } else {
+                continue;
+            };
             notes.push(format!(
-                "wired `{}` per_hop at {} B cannot be told from zero: {:.0} cycles, 95% interval {lo:.0} to {hi:.0} (calibrate with more --repeat to narrow it)",
+                "wired `{}` per_hop at {} B {what}: {:.0} cycles, 95% interval {lo:.0} to {hi:.0} (predictions price it at no less than 0; calibrate with more --repeat)",
                 w.technology, p.size, p.cycles
             ));
         }

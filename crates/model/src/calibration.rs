@@ -249,7 +249,8 @@ impl Calibration {
     }
 
     /// A calibration that contradicts itself is refused: every curve covers the sizes,
-    /// every cost is finite and not negative, every NF once.
+    /// every cost is finite and not negative (but for a fitted slope, which carries its
+    /// interval), every NF once.
     pub fn check(&self) -> Result<(), String> {
         if !(self.machine.tsc_hz.is_finite() && self.machine.tsc_hz > 0.0) {
             return Err(format!("machine.tsc_hz {} is not a clock rate", self.machine.tsc_hz));
@@ -299,7 +300,14 @@ impl Calibration {
                     self.sizes
                 ));
             }
-            if let Some(bad) = curve.points.iter().find(|p| !p.cycles.is_finite() || p.cycles < 0.0) {
+            // Below zero is no cost, but for a fitted slope (it has an interval): that is
+            // what the measurements said of a term too small to see, or of lengths another
+            // limit bound alike; kept as measured, said so, priced at no less than zero.
+            if let Some(bad) = curve
+                .points
+                .iter()
+                .find(|p| !p.cycles.is_finite() || (p.cycles < 0.0 && p.interval.is_none()))
+            {
                 return Err(format!("{name} at {} B is {}: not a cost", bad.size, bad.cycles));
             }
         }

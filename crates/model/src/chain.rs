@@ -289,19 +289,30 @@ pub fn predict_chain(
                     "chaining `{technology}` is calibrated for hops of one forwarder each; `{other}` in a hop is not (yet) priced"
                 ));
             }
-            // A per-hop cost its calibration could not tell from zero prices the hops,
-            // said so; below zero it prices nothing (the term's check says why).
-            let unsure = w.per_hop.points.iter().find(|p| p.indistinct_from_zero());
-            let hops = match unsure.and_then(|p| p.interval) {
-                Some([lo, hi]) => format!(
-                    "{n} hop(s) (per hop not told from zero: 95% interval {lo:.0} to {hi:.0} at {} B; calibrate with more --repeat)",
-                    unsure.map_or(0, |p| p.size)
+            // A per-hop cost its calibration could not tell from zero prices the hops as
+            // measured, said so; one measured below zero is priced at zero, the nearest
+            // cost there is, said so too.
+            let said = w
+                .per_hop
+                .points
+                .iter()
+                .find(|p| p.indistinct_from_zero() || p.cycles < 0.0);
+            let hops = match said.and_then(|p| Some((p, p.interval?))) {
+                Some((p, [lo, hi])) => format!(
+                    "{n} hop(s) (per hop {}: 95% interval {lo:.0} to {hi:.0} at {} B{}; calibrate with more --repeat)",
+                    if p.indistinct_from_zero() {
+                        "not told from zero"
+                    } else {
+                        "measured below zero"
+                    },
+                    p.size,
+                    if p.cycles < 0.0 { ", priced at 0" } else { "" }
                 ),
                 None => format!("{n} hop(s)"),
             };
             let terms = vec![
                 term("chain ends (tester side I/O)".into(), &|s| w.fixed.at(s))?,
-                term(hops, &|s| Ok(n * w.per_hop.at(s)?))?,
+                term(hops, &|s| Ok(n * w.per_hop.at(s)?.max(0.0)))?,
             ];
             let dut = core("dut core".into(), terms);
             let mut shape = hops_overload(technology);
@@ -562,7 +573,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_per_hop_cost_not_told_from_zero_is_said_so_and_below_zero_refused() {
+    fn a_per_hop_cost_not_told_from_zero_is_said_so_and_priced_at_no_less_than_zero() {
         let veth = || Layout::Hops {
             technology: "veth".into(),
         };
@@ -597,14 +608,36 @@ pub(crate) mod tests {
             p.cores[0]
         );
         assert!(close(p.cores[0].cycles_per_packet, 1600.0));
-        // Below zero: no price, and the reason.
-        let e = predict_chain(
+        // Below zero inside its interval: priced at zero, said so.
+        let p = predict_chain(
             &with_per_hop(-926.0, [-3000.0, 1200.0]),
             &chain(&["forwarder"; 2], veth(), 64.0),
             None,
         )
-        .unwrap_err();
-        assert!(e.contains("not told from zero") && e.contains("below zero"), "{e}");
+        .unwrap();
+        assert!(
+            p.cores[0].terms[1]
+                .what
+                .contains("not told from zero: 95% interval -3000 to 1200 at 64 B, priced at 0"),
+            "{:?}",
+            p.cores[0]
+        );
+        assert!(close(p.cores[0].cycles_per_packet, 1000.0));
+        // Below zero beyond its interval (every length bound alike by another limit):
+        // priced at zero, said so; with no interval it is not a cost at all.
+        let below = with_per_hop(-926.0, [-1500.0, -300.0]);
+        assert!(below.check().is_ok());
+        let p = predict_chain(&below, &chain(&["forwarder"; 2], veth(), 64.0), None).unwrap();
+        assert!(
+            p.cores[0].terms[1]
+                .what
+                .contains("per hop measured below zero: 95% interval -1500 to -300"),
+            "{:?}",
+            p.cores[0]
+        );
+        let mut bad = below;
+        bad.wired[0].per_hop.points.iter_mut().for_each(|p| p.interval = None);
+        assert!(bad.check().unwrap_err().contains("not a cost"));
     }
 
     #[test]
