@@ -1500,7 +1500,11 @@ fn sweep_over_rfc2544_sizes_measures_each_size_on_its_own() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The scripts measure and price what they measured: on a loaded machine a calibration
+/// can price a term below zero, which `model predict` refuses (002's break-even), so
+/// whether they finish depends on measured values.
 #[test]
+#[ignore = "measures: every reproduction script in quick mode (CI runs it alone)"]
 fn reproduction_scripts_run_in_quick_mode() {
     // Measures on both cores: not beside the timed tests.
     let _cores = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
