@@ -42,6 +42,7 @@ fn nf<'a>(v: &'a Value, name: &str) -> &'a Value {
 /// The shaper sends 600 Mbit/s of the 1 Gbit/s offered: voice and bulk (a quarter of
 /// the flows each, strict priority) get all they offer, best effort the rest.
 #[test]
+#[ignore = "measures: the shaper's output rate over a 1 s window (CI runs it alone; the meters and the shaper are unit-tested on a synthetic clock)"]
 fn the_shaper_sends_at_its_rate_in_priority_order() {
     let v = run_json("shaper.yaml", &[]);
     let gbps = v["gbps_l2"].as_f64().unwrap();
@@ -60,6 +61,7 @@ fn the_shaper_sends_at_its_rate_in_priority_order() {
 /// Each class of the qos example gets its meter's rate: voice 50 Mbit/s, video up to
 /// its 150 Mbit/s peak, the rest 200 Mbit/s committed plus the excess bucket.
 #[test]
+#[ignore = "measures: the rates each class gets over a 1 s window (CI runs it alone; the meters and the shaper are unit-tested on a synthetic clock)"]
 fn the_qos_classes_pass_their_committed_rates() {
     let v = run_json("qos.yaml", &[]);
     let q = nf(&v, "qos");
