@@ -574,9 +574,6 @@ pub(crate) mod tests {
 
     #[test]
     fn a_per_hop_cost_not_told_from_zero_is_said_so_and_priced_at_no_less_than_zero() {
-        let veth = || Layout::Hops {
-            technology: "veth".into(),
-        };
         let with_per_hop = |cycles: f64, interval: [f64; 2]| {
             let mut c = cal();
             for p in &mut c.wired[0].per_hop.points {
@@ -584,56 +581,40 @@ pub(crate) mod tests {
             }
             c
         };
+        // Two hops of veth: the DUT core's cycles per packet and what the hops' term says.
+        let two_hops = |c: &Calibration| {
+            let hops = Layout::Hops {
+                technology: "veth".into(),
+            };
+            let p = predict_chain(c, &chain(&["forwarder"; 2], hops, 64.0), None).unwrap();
+            (p.cores[0].cycles_per_packet, p.cores[0].terms[1].what.clone())
+        };
         // Clearly above zero: priced as measured, nothing said.
-        let p = predict_chain(
-            &with_per_hop(8000.0, [7000.0, 9000.0]),
-            &chain(&["forwarder"; 2], veth(), 64.0),
-            None,
-        )
-        .unwrap();
-        assert_eq!(p.cores[0].terms[1].what, "2 hop(s)");
-        assert!(close(p.cores[0].cycles_per_packet, 1000.0 + 2.0 * 8000.0));
+        let (cycles, what) = two_hops(&with_per_hop(8000.0, [7000.0, 9000.0]));
+        assert!(close(cycles, 1000.0 + 2.0 * 8000.0) && what == "2 hop(s)", "{what}");
         // Its interval holds zero: still priced, the term says so.
-        let p = predict_chain(
-            &with_per_hop(300.0, [-100.0, 700.0]),
-            &chain(&["forwarder"; 2], veth(), 64.0),
-            None,
-        )
-        .unwrap();
+        let (cycles, what) = two_hops(&with_per_hop(300.0, [-100.0, 700.0]));
+        assert!(close(cycles, 1600.0), "{cycles}");
         assert!(
-            p.cores[0].terms[1]
-                .what
-                .contains("per hop not told from zero: 95% interval -100 to 700"),
-            "{:?}",
-            p.cores[0]
+            what.contains("per hop not told from zero: 95% interval -100 to 700"),
+            "{what}"
         );
-        assert!(close(p.cores[0].cycles_per_packet, 1600.0));
         // Below zero inside its interval: priced at zero, said so.
-        let p = predict_chain(
-            &with_per_hop(-926.0, [-3000.0, 1200.0]),
-            &chain(&["forwarder"; 2], veth(), 64.0),
-            None,
-        )
-        .unwrap();
+        let (cycles, what) = two_hops(&with_per_hop(-926.0, [-3000.0, 1200.0]));
+        assert!(close(cycles, 1000.0), "{cycles}");
         assert!(
-            p.cores[0].terms[1]
-                .what
-                .contains("not told from zero: 95% interval -3000 to 1200 at 64 B, priced at 0"),
-            "{:?}",
-            p.cores[0]
+            what.contains("not told from zero: 95% interval -3000 to 1200 at 64 B, priced at 0"),
+            "{what}"
         );
-        assert!(close(p.cores[0].cycles_per_packet, 1000.0));
         // Below zero beyond its interval (every length bound alike by another limit):
         // priced at zero, said so; with no interval it is not a cost at all.
         let below = with_per_hop(-926.0, [-1500.0, -300.0]);
         assert!(below.check().is_ok());
-        let p = predict_chain(&below, &chain(&["forwarder"; 2], veth(), 64.0), None).unwrap();
+        let (cycles, what) = two_hops(&below);
+        assert!(close(cycles, 1000.0), "{cycles}");
         assert!(
-            p.cores[0].terms[1]
-                .what
-                .contains("per hop measured below zero: 95% interval -1500 to -300"),
-            "{:?}",
-            p.cores[0]
+            what.contains("per hop measured below zero: 95% interval -1500 to -300"),
+            "{what}"
         );
         let mut bad = below;
         bad.wired[0].per_hop.points.iter_mut().for_each(|p| p.interval = None);
