@@ -27,7 +27,7 @@ fn sfclab_forwards_and_tests_over_memif_and_counts_every_frame() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for_sockets(&a, &b);
+    common::wait_for_sockets(&a, &b);
     let tester = Command::new(sfclab_bin())
         .args(["run", "--ports", &tester_ports, "--core", "0"])
         .args([
@@ -559,7 +559,7 @@ fn ctrl_c_ends_a_tester_waiting_for_its_memif_peers_and_removes_its_sockets() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        wait_for_sockets(&a, &b);
+        common::wait_for_sockets(&a, &b);
         for _ in 0..signals {
             // SAFETY: kill(2) on our own child's pid, which has not been waited for yet.
             unsafe { libc::kill(tester.id() as libc::pid_t, libc::SIGINT) };
@@ -578,17 +578,5 @@ fn ctrl_c_ends_a_tester_waiting_for_its_memif_peers_and_removes_its_sockets() {
             !a.exists() && !b.exists(),
             "{signals} Ctrl-C: the socket files are gone"
         );
-    }
-}
-
-/// Waits until a server listens on both socket files (30 s at most).
-fn wait_for_sockets(a: &std::path::Path, b: &std::path::Path) {
-    let started = Instant::now();
-    while !(a.exists() && b.exists()) {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "nothing listens on {a:?} and {b:?}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
     }
 }

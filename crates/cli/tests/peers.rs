@@ -300,14 +300,7 @@ fn a_tester_serving_two_memif_sockets_is_tested_through_by_a_dpdk_client() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let started = std::time::Instant::now();
-    while !(out.exists() && back.exists()) {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(30),
-            "the tester listens on both sockets before any peer connects"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    common::wait_for_sockets(&out, &back);
     let spec = sfclab_peers::testpmd::TestpmdSpec {
         forward_core: 1,
         main_core: 0,

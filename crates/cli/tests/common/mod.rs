@@ -233,3 +233,16 @@ pub fn run_tester(bed: &sfclab_topology::Testbed) -> Output {
         .output()
         .unwrap()
 }
+
+/// Waits until a server listens on both socket files (30 s at most).
+#[allow(dead_code)]
+pub fn wait_for_sockets(a: &std::path::Path, b: &std::path::Path) {
+    let started = std::time::Instant::now();
+    while !(a.exists() && b.exists()) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "nothing listens on {a:?} and {b:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
