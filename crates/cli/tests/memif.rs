@@ -182,16 +182,29 @@ fn a_multi_feature_hop_runs_its_nfs_in_one_process() {
         "--memif-wait",
         "interrupt",
         "--count",
-        "20000",
+        "5000",
         "--rate",
-        "50kpps",
+        "20kpps",
         "--warmup",
         "100ms",
         "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let d: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(d["window_loss"]["lost"], 0, "{}", d["path"]);
+    // How many frames the tester gets onto its ring depends on how fast a debug build
+    // of the hop runs on the machine; where every frame went does not.
+    for step in d["path"].as_array().unwrap() {
+        assert_eq!(step["unaccounted"], 0, "{step}");
+        let (taken, passed, dropped) = (&step["packets_in"], &step["packets_out"], &step["dropped"]);
+        assert_eq!(
+            taken.as_u64().unwrap(),
+            passed.as_u64().unwrap() + dropped.as_u64().unwrap(),
+            "{step}"
+        );
+        if step["place"] != "tester sends" {
+            assert_eq!(step["dropped"], 0, "this traffic passes every NF: {step}");
+        }
+    }
     let hops = d["dut_processes"].as_array().unwrap();
     assert_eq!(hops.len(), 2, "two hops");
     let names = |doc: &Value| -> Vec<String> {
