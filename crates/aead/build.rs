@@ -1,6 +1,6 @@
 //! Builds the ipsec-mb shim where the library is installed (its header in the usual
 //! place, or `IPSEC_MB_INCLUDE`), and says so with `cfg(ipsec_mb)`; without it the
-//! crate is aws-lc-rs alone. `SFCLAB_NO_IPSEC_MB=1` builds without it on purpose.
+//! crate is ring alone. `SFCLAB_NO_IPSEC_MB=1` builds without it on purpose.
 
 use std::path::PathBuf;
 
@@ -21,7 +21,7 @@ fn main() {
         // above) on every build; the directory changes when the header is installed.
         println!("cargo::rerun-if-changed={}", include.display());
         println!(
-            "cargo::warning=intel-ipsec-mb.h not found in {}: ESP uses aws-lc-rs's AES-GCM (apt-get install libipsec-mb-dev for Intel's)",
+            "cargo::warning=intel-ipsec-mb.h not found in {}: ESP uses ring's AES-GCM (apt-get install libipsec-mb-dev for Intel's)",
             include.display()
         );
         return;
@@ -33,7 +33,7 @@ fn main() {
         .flag_if_supported("-fstack-protector-strong")
         .try_compile("sfclab_gcm")
     {
-        println!("cargo::warning=the ipsec-mb shim did not build ({e}): ESP uses aws-lc-rs's AES-GCM");
+        println!("cargo::warning=the ipsec-mb shim did not build ({e}): ESP uses ring's AES-GCM");
         return;
     }
     // Linked statically where the archive is there, so the binary runs where the

@@ -16,7 +16,7 @@
 //! `esp-encrypt -> esp-decrypt` over datagrams of 64, 512 and 1420 bytes. The peers are
 //! measured in the same run: DPDK's rte_meter checks against the qos NF's meters alone,
 //! DPDK's AES-GCM crypto PMD (`dpdk-test-crypto-perf`) against the ESP NFs and their
-//! cipher alone (Intel's ipsec-mb where the build has it, as the PMD; and aws-lc-rs) on
+//! cipher alone (Intel's ipsec-mb where the build has it, as the PMD; and ring) on
 //! buffers of the same sizes.
 //!
 //! Repetitions are interleaved (every workload once per round).
@@ -32,7 +32,7 @@ use std::time::Duration;
 use crate::median;
 use std::fmt::Write as _;
 
-pub const NFS_SCHEMA: &str = "sfclab.bench.nfs/4";
+pub const NFS_SCHEMA: &str = "sfclab.bench.nfs/5";
 
 #[derive(Debug, Clone)]
 pub struct NfsArgs {
@@ -82,15 +82,15 @@ pub struct CryptoRow {
     /// esp-encrypt and esp-decrypt, each its own cycles per packet (accounting on).
     pub esp_encrypt_cycles: Option<f64>,
     pub esp_decrypt_cycles: Option<f64>,
-    /// The NFs' AES-GCM implementation (`ipsec-mb (avx512)`, `aws-lc-rs`): the build's
+    /// The NFs' AES-GCM implementation (`ipsec-mb (avx512)`, `ring`): the build's
     /// preferred, which the ESP NFs use unless told otherwise.
     pub aead: String,
     /// That implementation's AES-128-GCM seal alone on a buffer of `bytes`.
     pub aead_cycles: f64,
     pub aead_cycles_runs: Vec<f64>,
-    /// aws-lc-rs's seal alone, the same way, when the NFs use another implementation.
-    pub aws_lc_cycles: Option<f64>,
-    pub aws_lc_cycles_runs: Vec<f64>,
+    /// ring's seal alone, the same way, when the NFs use another implementation.
+    pub ring_cycles: Option<f64>,
+    pub ring_cycles_runs: Vec<f64>,
     /// DPDK's PMD encrypting a buffer of `bytes` (8-byte AAD, 16-byte tag).
     pub pmd_cycles: Option<f64>,
     pub pmd_cycles_runs: Vec<f64>,
@@ -768,7 +768,7 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
         progress(
             total,
             total,
-            "AES-GCM alone: the NFs' cipher, aws-lc-rs and DPDK's crypto PMD",
+            "AES-GCM alone: the NFs' cipher, ring and DPDK's crypto PMD",
         );
         crypto_rows(args, &points, repeat.max(1))
     } else {
@@ -799,15 +799,15 @@ fn crypto_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize) -> Vec<Crypto
     let ops = crypto_ops(args);
     let bytes: Vec<usize> = ESP_SIZES.iter().map(|&(_, _, b)| b).collect();
     let mut ours: Vec<Vec<f64>> = vec![Vec::new(); bytes.len()];
-    let mut aws_lc: Vec<Vec<f64>> = vec![Vec::new(); bytes.len()];
+    let mut ring: Vec<Vec<f64>> = vec![Vec::new(); bytes.len()];
     let mut theirs: Vec<Vec<f64>> = vec![Vec::new(); bytes.len()];
     // The implementation the NFs get (ipsec-mb where built in and this CPU runs it).
-    let preferred = sfclab_aead::AesGcm::new(&[0; 16]).expect("aws-lc-rs takes any 16-byte key");
+    let preferred = sfclab_aead::AesGcm::new(&[0; 16]).expect("ring takes any 16-byte key");
     let backend = preferred.backend();
-    let other = (backend != sfclab_aead::Backend::AwsLc).then_some(sfclab_aead::Backend::AwsLc);
+    let other = (backend != sfclab_aead::Backend::Ring).then_some(sfclab_aead::Backend::Ring);
     let aead_name = match backend {
         sfclab_aead::Backend::IpsecMb => format!("{backend} ({})", preferred.arch()),
-        sfclab_aead::Backend::AwsLc => backend.to_string(),
+        sfclab_aead::Backend::Ring => backend.to_string(),
     };
     let (mut pmd, mut peer_error) = (None, None);
     for _ in 0..repeat {
@@ -816,7 +816,7 @@ fn crypto_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize) -> Vec<Crypto
                 sfclab_nf::ipsec::sa::seal_alone(backend, b, ops)
             }));
             if let Some(o) = other {
-                aws_lc[k].push(crate::on_core(args.core, || {
+                ring[k].push(crate::on_core(args.core, || {
                     sfclab_nf::ipsec::sa::seal_alone(o, b, ops)
                 }));
             }
@@ -855,8 +855,8 @@ fn crypto_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize) -> Vec<Crypto
                 aead: aead_name.clone(),
                 aead_cycles: aead,
                 aead_cycles_runs: ours[k].clone(),
-                aws_lc_cycles: (!aws_lc[k].is_empty()).then(|| median(&aws_lc[k])),
-                aws_lc_cycles_runs: aws_lc[k].clone(),
+                ring_cycles: (!ring[k].is_empty()).then(|| median(&ring[k])),
+                ring_cycles_runs: ring[k].clone(),
                 pmd_cycles,
                 pmd_cycles_runs: theirs[k].clone(),
                 pmd: pmd.clone(),
@@ -1105,7 +1105,7 @@ fn render_table(b: &NfsBench) -> String {
             "\nESP against AES-GCM alone, TSC cycles per packet or operation (per byte in brackets):"
         );
         for c in &b.crypto {
-            wide += [&c.aead_cycles_runs, &c.aws_lc_cycles_runs, &c.pmd_cycles_runs]
+            wide += [&c.aead_cycles_runs, &c.ring_cycles_runs, &c.pmd_cycles_runs]
                 .iter()
                 .filter(|v| crate::is_wide(v))
                 .count();
@@ -1121,12 +1121,12 @@ fn render_table(b: &NfsBench) -> String {
                 (None, Some(e)) => format!("PMD SKIPPED: {e}"),
                 (None, None) => "PMD -".into(),
             };
-            let aws_lc = c
-                .aws_lc_cycles
-                .map_or(String::new(), |v| format!(", aws-lc-rs alone {}", per_byte(Some(v))));
+            let ring = c
+                .ring_cycles
+                .map_or(String::new(), |v| format!(", ring alone {}", per_byte(Some(v))));
             let _ = writeln!(
                 s,
-                "  {:>5} B: esp-encrypt {}, esp-decrypt {}, {} alone {} (framing {}){aws_lc}  {peer}",
+                "  {:>5} B: esp-encrypt {}, esp-decrypt {}, {} alone {} (framing {}){ring}  {peer}",
                 c.bytes,
                 per_byte(c.esp_encrypt_cycles),
                 per_byte(c.esp_decrypt_cycles),

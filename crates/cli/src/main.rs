@@ -792,7 +792,7 @@ pub fn schema(name: &str) -> Option<String> {
         "bench-pipeline" => Some(bench_schema::<sfclab_bench::pipeline::PipelineBench>("pipeline")),
         "bench-lpm" => Some(bench_schema_v::<sfclab_bench::lpm::LpmBench>("lpm", 1)),
         "bench-acl" => Some(bench_schema_v::<sfclab_bench::acl::AclBench>("acl", 1)),
-        "bench-nfs" => Some(bench_schema_v::<sfclab_bench::nfs::NfsBench>("nfs", 4)),
+        "bench-nfs" => Some(bench_schema_v::<sfclab_bench::nfs::NfsBench>("nfs", 5)),
         "bench-lpm6" => Some(bench_schema_v::<sfclab_bench::lpm6::Lpm6Bench>("lpm6", 1)),
         "bench-io" => Some(bench_schema_v::<sfclab_bench::io::IoBench>("io", 2)),
         "bench-forward" => Some(bench_schema_v::<sfclab_bench::forward::ForwardBench>("forward", 1)),

@@ -202,7 +202,7 @@ fn bench_nfs_prices_qos_dpi_and_esp_beside_their_peers() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    common::assert_follows_schema("bench-nfs-4.json", &v);
+    common::assert_follows_schema("bench-nfs-5.json", &v);
     let meters = v["meters"].as_array().unwrap();
     assert_eq!(meters.len(), 4, "srTCM and trTCM, blind and aware");
     for m in meters {

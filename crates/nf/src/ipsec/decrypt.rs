@@ -261,7 +261,7 @@ pub struct EspDecryptConfig {
     #[serde(default)]
     pub bypass: Vec<MatchConfig>,
     /// The AES-GCM implementation: `ipsec-mb` (Intel's, the default where the build has
-    /// it) or `aws-lc-rs`.
+    /// it) or `ring`.
     pub aead: Option<String>,
 }
 

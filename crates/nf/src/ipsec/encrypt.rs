@@ -211,7 +211,7 @@ pub struct EspEncryptConfig {
     /// The largest outer IPv4 datagram in bytes (default: what the packet buffer holds).
     pub mtu: Option<u16>,
     /// The AES-GCM implementation: `ipsec-mb` (Intel's, the default where the build has
-    /// it) or `aws-lc-rs`.
+    /// it) or `ring`.
     pub aead: Option<String>,
 }
 

@@ -7,7 +7,7 @@
 //!   nonce and additional authenticated data.
 //! - [`replay`]: the receiver's anti-replay window with 64-bit extended sequence numbers.
 //!
-//! The cipher is `aws-lc-rs`'s AES-GCM; the framing and the window are ours (no Rust
+//! The cipher is `sfclab_aead`'s AES-GCM (ipsec-mb or ring); the framing and the window are ours (no Rust
 //! ESP crate exists).
 
 pub mod decrypt;

@@ -119,7 +119,7 @@ impl TryFrom<SpiRepr> for Spi {
 }
 
 /// An SA's cipher: AES-GCM keyed once (Intel's ipsec-mb where the build has it,
-/// aws-lc-rs otherwise: `sfclab_aead`), with the salt that begins every nonce.
+/// ring otherwise: `sfclab_aead`), with the salt that begins every nonce.
 pub struct Cipher {
     key: AesGcm,
     salt: [u8; 4],
@@ -179,12 +179,12 @@ impl Cipher {
     }
 }
 
-/// `aead` as an ESP NF's config writes it: `ipsec-mb` or `aws-lc-rs` (none: the build's
+/// `aead` as an ESP NF's config writes it: `ipsec-mb` or `ring` (none: the build's
 /// preferred, ipsec-mb where it is built in).
 pub fn backend(name: Option<&str>) -> Result<Option<sfclab_aead::Backend>, ConfigError> {
     let Some(name) = name else { return Ok(None) };
     let all = sfclab_aead::Backend::available();
-    match [sfclab_aead::Backend::IpsecMb, sfclab_aead::Backend::AwsLc]
+    match [sfclab_aead::Backend::IpsecMb, sfclab_aead::Backend::Ring]
         .into_iter()
         .find(|b| b.name() == name)
     {
@@ -195,7 +195,7 @@ pub fn backend(name: Option<&str>) -> Result<Option<sfclab_aead::Backend>, Confi
         )),
         None => Err(ConfigError::new(
             "aead",
-            format!("`{name}` is not an AES-GCM implementation: write ipsec-mb or aws-lc-rs"),
+            format!("`{name}` is not an AES-GCM implementation: write ipsec-mb or ring"),
         )),
     }
 }
@@ -356,10 +356,10 @@ mod tests {
             }
         }
         assert_eq!(backend(None).unwrap(), None);
-        assert_eq!(backend(Some("aws-lc-rs")).unwrap(), Some(sfclab_aead::Backend::AwsLc));
+        assert_eq!(backend(Some("ring")).unwrap(), Some(sfclab_aead::Backend::Ring));
         let e = backend(Some("openssl")).unwrap_err();
         assert_eq!(e.key, "aead");
-        assert!(e.reason.contains("ipsec-mb or aws-lc-rs"), "{}", e.reason);
+        assert!(e.reason.contains("ipsec-mb or ring"), "{}", e.reason);
     }
 
     fn seal_then_open_with(backend: sfclab_aead::Backend) {
