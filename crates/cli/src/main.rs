@@ -891,7 +891,7 @@ fn cmd_run(a: RunArgs) -> ExitCode {
         let document = |r: &sfclab_runtime::RunReport| render::json(&spec.name, &spec.nfs, r) + "\n";
         return match sfclab_experiment::remote_hops::serve_runs(&spec, &mut { document }) {
             Ok(r) => outcome::emit_then(&document(&r), outcome::done(r.interrupted)),
-            Err(e) => outcome::fail(outcome::USAGE, &e.to_string()),
+            Err(e) => outcome::fail(outcome::of_run_error(&e), &e.to_string()),
         };
     }
     let render = |r: &sfclab_runtime::RunReport| {
@@ -921,7 +921,7 @@ fn cmd_run(a: RunArgs) -> ExitCode {
                 &format!("packet conservation violated: {}", r.conservation),
             )
         }
-        Err(e) => outcome::fail(outcome::USAGE, &e.to_string()),
+        Err(e) => outcome::fail(outcome::of_run_error(&e), &e.to_string()),
     }
 }
 
@@ -953,7 +953,7 @@ fn cmd_run_wired(a: &RunArgs, spec: &Experiment) -> ExitCode {
                 &format!("packet conservation violated: {}", r.conservation),
             )
         }
-        Err(e) => outcome::fail(outcome::USAGE, &e.to_string()),
+        Err(e) => outcome::fail(outcome::of_run_error(&e), &e.to_string()),
     }
 }
 

@@ -38,6 +38,16 @@ pub fn fail(status: u8, message: &str) -> ExitCode {
     ExitCode::from(status)
 }
 
+/// How a run that did not finish ends: bad input (nothing ran), a failure of the machine,
+/// a peer or the result, or broken conservation.
+pub fn of_run_error(e: &sfclab_runtime::RunError) -> u8 {
+    match e {
+        sfclab_runtime::RunError::Setting { .. } => USAGE,
+        sfclab_runtime::RunError::Failed { .. } => FAILURE,
+        sfclab_runtime::RunError::Conservation(_) => CONSERVATION,
+    }
+}
+
 /// 0, or `INTERRUPTED` when the work was cut short by Ctrl-C.
 pub fn done(interrupted: bool) -> u8 {
     if interrupted { INTERRUPTED } else { 0 }

@@ -84,7 +84,7 @@ pub fn cmd_scenario(a: ScenarioArgs) -> ExitCode {
     progress.finish();
     let doc = match result {
         Ok(d) => d,
-        Err(e) => return outcome::fail(outcome::FAILURE, &e.to_string()),
+        Err(e) => return outcome::fail(outcome::of_run_error(&e), &e.to_string()),
     };
     let text = if a.json {
         serde_json::to_string_pretty(&doc).expect("a document serializes") + "\n"

@@ -254,6 +254,32 @@ fn bad_chain_file_names_file_nf_key_and_reason() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Right input on a machine that fails it exits 1 (the run failed), not 2 (bad input):
+/// a hop served over TCP whose control port another process holds.
+#[test]
+fn a_failure_of_the_machine_exits_1_and_names_the_place() {
+    let held = std::net::TcpListener::bind(("::", 0))
+        .or_else(|_| std::net::TcpListener::bind(("0.0.0.0", 0)))
+        .unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    let dir = std::env::temp_dir().join(format!("sfclab-held-port-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ports = format!(
+        "dut:memif:{},memif:{}",
+        dir.join("in.sock").display(),
+        dir.join("out.sock").display()
+    );
+    let o = sfclab(&["run", "--ports", &ports, "--control-port", &port]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("control_port: listening on port {port}")),
+        "{}",
+        stderr(&o)
+    );
+    assert!(o.stdout.is_empty());
+}
+
 #[test]
 fn bad_flags_are_refused_with_the_key() {
     for (args, key) in [

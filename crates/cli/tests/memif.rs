@@ -42,7 +42,9 @@ fn sfclab_forwards_and_tests_over_memif_and_counts_every_frame() {
     let t: Value = serde_json::from_str(&stdout(&tester)).unwrap();
     assert_follows_schema("run-4.json", &t);
     assert_eq!(t["window_loss"]["sent"], 5000);
-    assert_eq!(t["window_loss"]["lost"], 0, "{}", t["places"][0]);
+    // A debug build starved of its core may fall behind 20 kpps: the tester's ring then
+    // refuses frames, counted as never offered; nothing else may be lost.
+    assert_eq!(t["window_loss"]["lost"], t["not_offered"], "{}", t["places"][0]);
     assert_eq!(t["verify_failed"], 0);
     assert_eq!(t["conservation"]["holds"], true);
 
@@ -59,9 +61,10 @@ fn sfclab_forwards_and_tests_over_memif_and_counts_every_frame() {
         .find(|p| p["name"] == "forwarder")
         .unwrap();
     assert_eq!(
-        forwarder["packets_out"], t["conservation"]["generated"],
-        "the DUT forwarded every frame the tester sent (warm-up included)"
+        forwarder["packets_out"], t["conservation"]["received"],
+        "the DUT forwarded every frame the tester handed it, and each came back (warm-up included)"
     );
+    assert_eq!(forwarder["packets_in"], forwarder["packets_out"], "{forwarder}");
     assert!(!a.exists() && !b.exists(), "the server removed its socket files");
 }
 

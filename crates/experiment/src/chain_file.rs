@@ -186,7 +186,7 @@ impl Experiment {
                     None => Ok((name.clone(), nf)),
                     Some((_, file)) => sfclab_io::PcapTap::wrap(nf, file, sfclab_core::tsc::hz())
                         .map(|tap| (name.clone(), Box::new(tap) as Box<dyn sfclab_core::NetworkFunction>))
-                        .map_err(|reason| sfclab_runtime::RunError::Setting { key: "tap", reason }),
+                        .map_err(|reason| sfclab_runtime::RunError::setting("tap", reason)),
                 }
             })
             .collect()

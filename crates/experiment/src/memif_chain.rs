@@ -32,20 +32,15 @@ use crate::remote_hops::RemoteHops;
 /// How long the tester waits for the chain to connect.
 const CONNECT_LIMIT: Duration = Duration::from_secs(30);
 
-fn setting(key: &'static str, reason: impl std::fmt::Display) -> RunError {
-    RunError::Setting {
-        key,
-        reason: reason.to_string(),
-    }
-}
-
 /// Builds the namespaces, starts the hops, runs the tester across them and takes
 /// everything down again (also on error: the topology's drop kills what runs inside).
 pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, RunError> {
-    let plan = HopPlan::of(spec).map_err(|e| setting("chaining", e))?;
-    let mut topo = Topology::new().map_err(|e| setting("chaining", e))?;
-    let tester_ns = topo.namespace("tester").map_err(|e| setting("chaining", e))?;
-    let tester_dir = tester_ns.state_dir().map_err(|e| setting("chaining", e))?;
+    let plan = HopPlan::of(spec).map_err(|e| RunError::setting("chaining", e))?;
+    let mut topo = Topology::new().map_err(|e| RunError::failed("namespaces", e))?;
+    let tester_ns = topo
+        .namespace("tester")
+        .map_err(|e| RunError::failed("namespaces", e))?;
+    let tester_dir = tester_ns.state_dir().map_err(|e| RunError::failed("namespaces", e))?;
     let mut chain = MemifChain::start(
         spec,
         &plan,
@@ -57,7 +52,7 @@ pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, R
     )?;
     chain.wait_ready()?;
     let (t_out, t_in) = chain.tester_ports()?;
-    let generator = Generator::new(spec.traffic.clone(), run.batch).map_err(|(k, r)| setting(k, r))?;
+    let generator = Generator::new(spec.traffic.clone(), run.batch).map_err(|(k, r)| RunError::setting(k, r))?;
     let mut wire = TesterLink::new(generator, t_out, t_in, run.batch, TESTER_QUIET);
     let tester = run_compound_on(&mut wire, Sink::new(run.verify), sfclab_core::NamedNfs::new(), run);
     let n = spec.hops.len();
@@ -152,15 +147,17 @@ impl TesterEnd {
     /// The memif interface on `socket` in `role`.
     fn memif(socket: &std::path::Path, role: Role) -> Result<TesterEnd, RunError> {
         let spec = format!("memif:{},role={role}", socket.display());
-        let settings = MemifSettings::from_spec(&spec, role).map_err(|e| setting("ports", e))?;
+        let settings = MemifSettings::from_spec(&spec, role).map_err(|e| RunError::failed("memif", e))?;
         Interface::open(&settings)
             .map(TesterEnd::Memif)
-            .map_err(|e| setting("ports", e))
+            .map_err(|e| RunError::failed("memif", e))
     }
 
     fn wait_connected(&self) -> Result<(), RunError> {
         match self {
-            TesterEnd::Memif(i) => i.wait_connected(CONNECT_LIMIT).map_err(|e| setting("ports", e)),
+            TesterEnd::Memif(i) => i
+                .wait_connected(CONNECT_LIMIT)
+                .map_err(|e| RunError::failed("memif", e)),
             TesterEnd::Kernel { .. } => Ok(()),
         }
     }
@@ -170,17 +167,17 @@ impl TesterEnd {
             TesterEnd::Memif(i) => i
                 .port(0, receive, !receive)
                 .map(InterfacePort::Memif)
-                .map_err(|e| setting("ports", e)),
+                .map_err(|e| RunError::failed("memif", e)),
             TesterEnd::Kernel { namespace, interface } => {
                 let name = interface.clone();
                 let open =
                     move || InterfacePort::open(IoKind::AfXdp, &name, &sfclab_io::AfXdpSettings::default(), receive);
                 match namespace {
                     // A socket belongs to the namespace it was made in, wherever it is used.
-                    Some(ns) => ns.run(open).map_err(|e| setting("chaining", e))?,
+                    Some(ns) => ns.run(open).map_err(|e| RunError::failed("namespaces", e))?,
                     None => open(),
                 }
-                .map_err(|e| setting("chaining", e))
+                .map_err(|e| RunError::failed("ports", e))
             }
         }
     }
@@ -217,16 +214,20 @@ impl MemifChain {
     ) -> Result<MemifChain, RunError> {
         let n = spec.hops.len();
         if n == 0 {
-            return Err(setting("chain", "a chain of hops needs at least one"));
+            return Err(RunError::setting("chain", "a chain of hops needs at least one"));
         }
         let namespaces: Vec<Namespace> = (1..=n)
             .map(|i| topo.namespace(&format!("{label}hop{i}")))
             .collect::<Result<_, _>>()
-            .map_err(|e| setting("chaining", e))?;
+            .map_err(|e| RunError::failed("namespaces", e))?;
         // Link k's socket: served by its receiver, hop k+1 (k < n) or the tester (k == n).
         let mut sockets = Vec::with_capacity(n + 1);
         for ns in &namespaces {
-            sockets.push(ns.state_dir().map_err(|e| setting("chaining", e))?.join("in.sock"));
+            sockets.push(
+                ns.state_dir()
+                    .map_err(|e| RunError::failed("namespaces", e))?
+                    .join("in.sock"),
+            );
         }
         sockets.push(tester_dir.join(format!("{label}in.sock")));
         // Links over kernel interfaces: their ends `out` at the sender and `in` at the
@@ -240,7 +241,7 @@ impl MemifChain {
             KernelLinks::None => {}
             KernelLinks::Hosts { link, places } => {
                 if places.len() != n + 2 || spec.dpdk_hops.iter().any(|&i| places[i + 1] != places[0]) {
-                    return Err(setting(
+                    return Err(RunError::setting(
                         "hosts",
                         "one host per place: the tester's sender, each hop, its receiver",
                     ));
@@ -251,18 +252,18 @@ impl MemifChain {
                             (places[k], sender(k), &out_name(k)),
                             (places[k + 1], receiver(k), &in_name(k)),
                         )
-                        .map_err(|e| setting("hosts", e))?;
+                        .map_err(|e| RunError::failed("hosts", e))?;
                     links.push((k, o, i));
                 }
             }
             KernelLinks::Veth => {
                 if !spec.dpdk_hops.is_empty() {
-                    return Err(setting("dpdk_hops", "DPDK hops join by memif"));
+                    return Err(RunError::setting("dpdk_hops", "DPDK hops join by memif"));
                 }
                 for k in 0..=n {
                     let (o, i) = topo
                         .veth((sender(k), &out_name(k)), (receiver(k), &in_name(k)))
-                        .map_err(|e| setting("chaining", e))?;
+                        .map_err(|e| RunError::failed("veth", e))?;
                     links.push((k, o, i));
                 }
             }
@@ -299,7 +300,7 @@ impl MemifChain {
                     tester_core,
                     i,
                 )
-                .map_err(|e| setting("dpdk_hops", e))?;
+                .map_err(|e| RunError::failed("dpdk_hops", e))?;
                 peers[i] = Some(hop);
             } else {
                 let (input, output) = (endpoint(i, "server"), endpoint(i + 1, "client"));
@@ -311,7 +312,7 @@ impl MemifChain {
                 };
                 let hop = plan
                     .spawn(i, &namespaces[i], &ports)
-                    .map_err(|e| setting("chaining", e))?;
+                    .map_err(|e| RunError::failed("hops", e))?;
                 processes.add(hop);
             }
         }
@@ -340,7 +341,7 @@ impl MemifChain {
     ) -> Result<MemifChain, RunError> {
         let n = spec.hops.len();
         if places.is_some_and(|p| p.len() != n + 2) {
-            return Err(setting(
+            return Err(RunError::setting(
                 "hosts",
                 "one host per place: the tester's sender, each hop, its receiver",
             ));
@@ -377,7 +378,7 @@ impl MemifChain {
             Hops::Local(p) => p.wait_ready(deadline),
             Hops::Remote(r) => r.wait_ready(deadline),
         }
-        .map_err(|e| setting("chaining", e))?;
+        .map_err(|e| RunError::failed("hops", e))?;
         self.tester_out.wait_connected()?;
         self.tester_in.wait_connected()
     }

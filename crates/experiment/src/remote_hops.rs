@@ -55,7 +55,6 @@ enum Ending {
 /// text), until the spec's own stop (SIGINT, SIGTERM) ends one: that run's report is
 /// returned.
 pub fn serve_runs(spec: &Experiment, document: &mut dyn FnMut(&RunReport) -> String) -> Result<RunReport, RunError> {
-    let setting = |key: &'static str, reason: String| RunError::Setting { key, reason };
     let served = match (&spec.control_files, spec.control_port) {
         (Some(prefix), None) => Served::Files {
             stop: with_suffix(prefix, ".stop"),
@@ -64,16 +63,16 @@ pub fn serve_runs(spec: &Experiment, document: &mut dyn FnMut(&RunReport) -> Str
         (None, Some(port)) => {
             let listener = TcpListener::bind(("::", port))
                 .or_else(|_| TcpListener::bind(("0.0.0.0", port)))
-                .map_err(|e| setting("control_port", format!("listening on port {port}: {e}")))?;
+                .map_err(|e| RunError::failed("control_port", format!("listening on port {port}: {e}")))?;
             listener
                 .set_nonblocking(true)
-                .map_err(|e| setting("control_port", e.to_string()))?;
+                .map_err(|e| RunError::failed("control_port", e))?;
             Served::Tcp(listener)
         }
         _ => {
-            return Err(setting(
+            return Err(RunError::setting(
                 "control_files",
-                "give control files or a control port, one of them".into(),
+                "give control files or a control port, one of them",
             ));
         }
     };
@@ -120,7 +119,7 @@ pub fn serve_runs(spec: &Experiment, document: &mut dyn FnMut(&RunReport) -> Str
                     let written = with_suffix(report, ".part");
                     std::fs::write(&written, &text)
                         .and_then(|()| std::fs::rename(&written, report))
-                        .map_err(|e| setting("control_files", format!("{}: {e}", report.display())))?;
+                        .map_err(|e| RunError::failed("control_files", format!("{}: {e}", report.display())))?;
                 }
                 Served::Tcp(_) => {
                     if let Ending::Asked(Some(mut tester)) = ending {

@@ -31,10 +31,7 @@ impl Experiment {
             .as_deref()
             .map(crate::turns::Turn::take)
             .transpose()
-            .map_err(|reason| RunError::Setting {
-                key: "take_turns",
-                reason,
-            })
+            .map_err(|reason| RunError::failed("take_turns", reason))
     }
 }
 use crate::settings::{Chaining, Isolation, Ports};
@@ -87,10 +84,7 @@ pub(crate) fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
         (_, Ports::Linux) => DeviceUnderTest::Linux { hops: 1 },
         // One NF per hop, on its core.
         (Chaining::Veth, _) if spec.isolation == Isolation::Process => {
-            crate::hop_processes::device(spec).map_err(|reason| RunError::Setting {
-                key: "isolation",
-                reason,
-            })?
+            crate::hop_processes::device(spec).map_err(|reason| RunError::setting("isolation", reason))?
         }
         (Chaining::Veth, _) => DeviceUnderTest::Hops {
             hops: hop_chains(spec)?,
@@ -177,7 +171,7 @@ fn open_pair(
     let stop = spec.settings.stop.clone().unwrap_or_default();
     let wait = wait_for_peers.then_some((MEMIF_PEER_LIMIT, &*stop));
     InterfacePort::open_pair(spec.io_kind, input, output, &interface_settings(spec), role, wait)
-        .map_err(|reason| RunError::Setting { key: "ports", reason })
+        .map_err(|reason| RunError::failed("ports", reason))
 }
 
 /// sfclab as the device under test: the chain forwards what arrives on `input` out of
@@ -206,10 +200,7 @@ fn shared_capacity(spec: &Experiment) -> Result<Option<sfclab_io::SharedLine>, R
         .as_deref()
         .map(sfclab_io::SharedLine::open)
         .transpose()
-        .map_err(|e| RunError::Setting {
-            key: "shared_capacity",
-            reason: e.to_string(),
-        })
+        .map_err(|e| RunError::failed("shared_capacity", e))
 }
 
 /// A sending port behind a shared capacity, when there is one.
@@ -228,14 +219,14 @@ fn run_both_ways(
     graph: sfclab_runtime::ChainGraph,
 ) -> Result<RunReport, RunError> {
     use sfclab_io::memif::{BothWaysIn, BothWaysOut, Interface, MemifSettings, Role};
-    let setting = |reason: String| RunError::Setting { key: "ports", reason };
+    let failed = |reason: String| RunError::failed("memif", reason);
     let open = |endpoint: &str| -> Result<(sfclab_io::memif::MemifPort, sfclab_io::memif::MemifPort), RunError> {
         let mut i = MemifSettings::from_spec(endpoint, Role::Server)
             .and_then(|s| Interface::open(&s))
-            .map_err(setting)?;
+            .map_err(failed)?;
         Ok((
-            i.port(0, true, false).map_err(setting)?,
-            i.port(0, false, true).map_err(setting)?,
+            i.port(0, true, false).map_err(failed)?,
+            i.port(0, false, true).map_err(failed)?,
         ))
     };
     let capacity = shared_capacity(spec)?;
@@ -260,7 +251,7 @@ fn say_ready(spec: &Experiment, output: &mut sfclab_io::memif::MemifPort) -> Res
         // the run about to start ends as soon as it begins.
         let connected = output
             .wait_connected_unless(MEMIF_PEER_LIMIT, &stop)
-            .map_err(|reason| RunError::Setting { key: "ports", reason })?;
+            .map_err(|reason| RunError::failed("memif", reason))?;
         if !connected {
             return Ok(());
         }
@@ -270,10 +261,9 @@ fn say_ready(spec: &Experiment, output: &mut sfclab_io::memif::MemifPort) -> Res
 
 fn say_ready_now(spec: &Experiment) -> Result<(), RunError> {
     match &spec.ready_file {
-        Some(ready) => std::fs::write(ready, b"").map_err(|e| RunError::Setting {
-            key: "ready_file",
-            reason: format!("{}: {e}", ready.display()),
-        }),
+        Some(ready) => {
+            std::fs::write(ready, b"").map_err(|e| RunError::failed("ready_file", format!("{}: {e}", ready.display())))
+        }
         None => Ok(()),
     }
 }
@@ -283,11 +273,8 @@ fn say_ready_now(spec: &Experiment) -> Result<(), RunError> {
 fn test_across_interfaces(spec: &Experiment, output: &str, input: &str) -> Result<RunReport, RunError> {
     // A tester starts its traffic once the device under test is there to take it.
     let (rx, tx) = open_pair(spec, input, output, sfclab_io::memif::Role::Client, true)?;
-    let generator =
-        Generator::new(spec.traffic.clone(), spec.settings.batch).map_err(|(key, reason)| RunError::Setting {
-            key,
-            reason: reason.to_string(),
-        })?;
+    let generator = Generator::new(spec.traffic.clone(), spec.settings.batch)
+        .map_err(|(key, reason)| RunError::setting(key, reason))?;
     let mut wire = TesterLink::new(generator, tx, rx, spec.settings.batch, WiredSettings::default().quiet);
     run_compound_on(
         &mut wire,
@@ -300,7 +287,7 @@ fn test_across_interfaces(spec: &Experiment, output: &str, input: &str) -> Resul
 /// A compound chain between its ports: a pcap file at an end that names one (`replay`,
 /// `capture`), the generator and the in-memory sink otherwise.
 fn run_compound_between_ports(spec: &Experiment) -> Result<RunReport, RunError> {
-    let setting = |key: &'static str, reason: String| RunError::Setting { key, reason };
+    let setting = |key: &'static str, reason: String| RunError::setting(key, reason);
     let settings = &spec.settings;
     let source = |replay: &crate::chain_file::Replay| {
         let pace = if replay.at_file_timestamps {

@@ -2,7 +2,7 @@
 //! core(s), the generator on another as the tester, and each trial one paced run.
 
 use sfclab_measure::{Goal, RepeatedSearch, SearchConfig, Trial, TrialResult, latency_plan, repeated_search};
-use sfclab_runtime::{PipelineSettings, Placement, RunReport};
+use sfclab_runtime::{PipelineSettings, Placement, RunError, RunReport};
 use sfclab_traffic::Rate;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -228,6 +228,17 @@ pub enum SearchError {
     Failed(String),
 }
 
+/// A run's bad input is the search's; its other failures are the run's.
+impl From<RunError> for SearchError {
+    fn from(e: RunError) -> SearchError {
+        if e.is_bad_input() {
+            SearchError::Invalid(e.to_string())
+        } else {
+            SearchError::Failed(e.to_string())
+        }
+    }
+}
+
 /// Searches `experiment` (NDR/PDR per the plan's goals) with the chain as the device under
 /// test and the generator as its tester on a core of its own, then measures latency at
 /// fractions of the last goal's rate. `stop` (Ctrl-C) ends it at the next trial; what
@@ -269,7 +280,7 @@ pub fn search(
         for _ in 0..3 {
             // Pacing costs the generator a little: its paced ceiling is below this. What
             // a tester's transmit refused was never offered.
-            let r = probe.run().map_err(|e| SearchError::Failed(e.to_string()))?;
+            let r = probe.run()?;
             let offered = r.window_loss.sent - r.not_offered;
             reach = reach.max(offered as f64 / r.duration_s.max(1e-9));
         }

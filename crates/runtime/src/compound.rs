@@ -552,7 +552,7 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
             + end.sinks.iter().map(|s| s.port.dropped).sum::<u64>();
         let total_received: u64 = end.sinks.iter().map(|s| s.port.packets).sum();
         let window_received: u64 = end.sinks.iter().map(|s| s.window_packets).sum();
-        let window_loss = WindowLoss::new(generated, window_received).map_err(|e| setting("window", e))?;
+        let window_loss = WindowLoss::new(generated, window_received).map_err(|e| RunError::failed("window", e))?;
         // One thread, batches whole: the window's place counters are exact too (when no NF
         // created packets, whose drops count at places but are not the window's traffic).
         debug_assert!(self.chain.created() > 0 || window_loss.lost == dropped);
@@ -716,7 +716,7 @@ mod tests {
     #[test]
     fn pacing_idle_is_not_counted_as_cycles_per_packet() {
         let traffic = GeneratorConfig {
-            rate: "10kpps".parse().unwrap(),
+            rate: "2kpps".parse().unwrap(),
             ..Default::default()
         };
         let s = RunSettings {
@@ -727,10 +727,11 @@ mod tests {
         let r = run_compound(traffic, nfs(&["forwarder"]), &s).unwrap();
         let wall = r.duration_s * r.tsc_hz / r.generated as f64;
         let busy = r.busy_cycles_per_packet.unwrap();
-        assert!(wall > 100_000.0, "{wall} TSC cycles of window per packet at 10 kpps");
-        // A preempted busy stretch can add a few thousand per packet, never the idle.
-        assert!(busy < wall / 5.0, "busy {busy} vs window {wall} cycles/packet");
-        assert_eq!(r.requested_mpps, Some(0.01));
+        assert!(wall > 500_000.0, "{wall} TSC cycles of window per packet at 2 kpps");
+        // Forwarding a packet takes a few hundred cycles; a busy stretch preempted on a
+        // loaded machine adds its wait, but counting the idle would make busy ≈ wall.
+        assert!(busy < wall / 2.0, "busy {busy} vs window {wall} cycles/packet");
+        assert_eq!(r.requested_mpps, Some(0.002));
     }
 
     #[test]

@@ -50,21 +50,49 @@ impl Default for RunSettings {
     }
 }
 
+/// Why a run did not finish. Each kind is one exit status of the CLI: bad input (2),
+/// a failure of the machine or a peer (1), a result that broke conservation (3).
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// A setting that cannot work; names the key.
+    /// Input that cannot work (a flag, a file's key, a value, a combination); names the
+    /// key. Nothing ran.
     #[error("{key}: {reason}")]
     Setting { key: &'static str, reason: String },
+    /// The input was fine but the run failed at `place`: the machine (a namespace, a
+    /// socket, a process that would not start), a peer (one that never connected or
+    /// quit), or a result that contradicts itself (more received than sent).
+    #[error("{place}: {reason}")]
+    Failed { place: &'static str, reason: String },
     /// The run finished but packets were not conserved: a bug, reported with the figures.
     #[error("packet conservation violated: {}", .0.conservation)]
     Conservation(Box<RunReport>),
 }
 
-pub(crate) fn setting(key: &'static str, reason: impl Into<String>) -> RunError {
-    RunError::Setting {
-        key,
-        reason: reason.into(),
+impl RunError {
+    /// Bad input at `key`.
+    pub fn setting(key: &'static str, reason: impl std::fmt::Display) -> RunError {
+        RunError::Setting {
+            key,
+            reason: reason.to_string(),
+        }
     }
+
+    /// A failure of the machine, a peer or the result at `place`.
+    pub fn failed(place: &'static str, reason: impl std::fmt::Display) -> RunError {
+        RunError::Failed {
+            place,
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Whether the input was at fault (nothing ran), rather than the run.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, RunError::Setting { .. })
+    }
+}
+
+pub(crate) fn setting(key: &'static str, reason: impl std::fmt::Display) -> RunError {
+    RunError::setting(key, reason)
 }
 
 impl RunSettings {

@@ -22,7 +22,7 @@
 use crate::chain::ChainGraph;
 use crate::compound::{run_compound_on, run_hops_on};
 use crate::report::RunReport;
-use crate::settings::{RunError, RunSettings};
+use crate::settings::{RunError, RunSettings, setting};
 use serde::Serialize;
 use sfclab_core::{NamedNfs, RxPort};
 use sfclab_io::tester_link::IN_FLIGHT_AT_DISCONNECT;
@@ -227,11 +227,11 @@ pub fn run_across_veth(
         } => Testbed::build_sriov(hop_count, nic, sfclab_traffic::flows::DST_MAC.0),
         _ => Testbed::build_chain(hop_count, queues),
     }
-    .map_err(|e| setting("testbed", e.to_string()))?;
+    .map_err(|e| RunError::failed("testbed", e))?;
     // A software switch of the run, stopped (before the testbed goes) when this drops.
     let mut switch: Option<OvsSwitch> = None;
     let open = |kind: IoKind, end: &Interface, settings: &AfXdpSettings, receive: bool| {
-        open_queues_in_namespace(kind, end, settings, receive, queues).map_err(|e| setting("ports", e))
+        open_queues_in_namespace(kind, end, settings, receive, queues).map_err(|e| RunError::failed("ports", e))
     };
     // Every sfclab thread of the DUT: its core and its rigs (ports and graph), with the
     // index of each rig's report in `dut` (replica k's or hop i's).
@@ -291,7 +291,7 @@ pub fn run_across_veth(
         }
         DeviceUnderTest::Linux { hops } => {
             bed.linux_forwarding(sfclab_traffic::flows::DST_MAC.0, wired.dut_core)
-                .map_err(|e| setting("testbed", e.to_string()))?;
+                .map_err(|e| RunError::failed("testbed", e))?;
             let what = if hops > 1 {
                 format!("Linux IPv4 forwarding through {hops} namespaces joined by veth")
             } else {
@@ -300,8 +300,8 @@ pub fn run_across_veth(
             (what, None)
         }
         DeviceUnderTest::Ovs { hops, ports } => {
-            let ovs = ovs_chain(&bed, ports, wired.dut_core).map_err(|e| setting("chaining", e.to_string()))?;
-            let modes = ovs.port_modes().map_err(|e| setting("chaining", e.to_string()))?;
+            let ovs = ovs_chain(&bed, ports, wired.dut_core).map_err(|e| RunError::failed("ovs", e))?;
+            let modes = ovs.port_modes().map_err(|e| RunError::failed("ovs", e))?;
             let what = format!(
                 "{}: {hops} bridge(s) on the netdev datapath joined by veth, ports {}",
                 ovs.version(),
@@ -329,7 +329,7 @@ pub fn run_across_veth(
     // An external DUT starts before the tester opens its ports and sends; it stops when
     // its guard is dropped, after the tester finished.
     let external_guard = match external {
-        Some(start) => Some(start(&bed).map_err(|e| setting("device_under_test", e))?),
+        Some(start) => Some(start(&bed).map_err(|e| RunError::failed("device_under_test", e))?),
         None => None,
     };
     let tester_io = wired.tester_io.unwrap_or(wired.io);
@@ -476,7 +476,7 @@ fn ovs_chain(bed: &Testbed, ports: OvsPort, core: Option<usize>) -> Result<OvsSw
 
 fn switch_counters(switch: Option<&OvsSwitch>) -> Result<BTreeMap<String, u64>, RunError> {
     switch.map_or(Ok(BTreeMap::new()), |s| {
-        s.counters().map_err(|e| setting("chaining", e.to_string()))
+        s.counters().map_err(|e| RunError::failed("ovs", e))
     })
 }
 
@@ -914,17 +914,10 @@ pub fn softnet_dropped() -> u64 {
         .sum()
 }
 
-fn setting(key: &'static str, reason: impl Into<String>) -> RunError {
-    RunError::Setting {
-        key,
-        reason: reason.into(),
-    }
-}
-
 fn counters(bed: &Testbed) -> Result<Vec<LinkCounters>, RunError> {
     bed.interfaces()
         .iter()
-        .map(|i| i.counters().map_err(|e| setting("testbed", e.to_string())))
+        .map(|i| i.counters().map_err(|e| RunError::failed("testbed", e)))
         .collect()
 }
 

@@ -364,10 +364,10 @@ pub struct GoalSummary {
 
 /// Runs every repetition of `scenario`; `progress` hears a line per step.
 pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<ScenarioDocument, RunError> {
-    let template = scenario.chains().first().ok_or_else(|| RunError::Setting {
-        key: "chains",
-        reason: "at least one chain".into(),
-    })?;
+    let template = scenario
+        .chains()
+        .first()
+        .ok_or_else(|| RunError::setting("chains", "at least one chain"))?;
     let settings = &template.settings;
     let stopped = || {
         settings
@@ -475,13 +475,6 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
     })
 }
 
-fn setting(key: &'static str, reason: impl std::fmt::Display) -> RunError {
-    RunError::Setting {
-        key,
-        reason: reason.to_string(),
-    }
-}
-
 /// How long hops on kernel links are given after they say they are ready (see
 /// `Testbed::up`).
 const TUNNEL_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
@@ -558,19 +551,24 @@ impl Testbed {
             return Testbed::attach(scenario, attachment);
         }
         let began = Instant::now();
-        let mut topo = Topology::new().map_err(|e| setting("chaining", e))?;
-        let tester_ns = topo.namespace("tester").map_err(|e| setting("chaining", e))?;
-        let dir = tester_ns.state_dir().map_err(|e| setting("chaining", e))?;
+        let mut topo = Topology::new().map_err(|e| RunError::failed("namespaces", e))?;
+        let tester_ns = topo
+            .namespace("tester")
+            .map_err(|e| RunError::failed("namespaces", e))?;
+        let dir = tester_ns.state_dir().map_err(|e| RunError::failed("namespaces", e))?;
         let mut cable = match &scenario.hosts {
             Some(h) => {
                 let hosts: Vec<_> = (1..=h.count)
                     .map(|i| topo.namespace(&format!("host{i}")))
                     .collect::<Result<_, _>>()
-                    .map_err(|e| setting("hosts", e))?;
+                    .map_err(|e| RunError::failed("hosts", e))?;
                 let hosts: Vec<&_> = hosts.iter().collect();
-                let link = topo.host_link(&hosts, h.link).map_err(|e| setting("hosts", e))?;
+                let link = topo
+                    .host_link(&hosts, h.link)
+                    .map_err(|e| RunError::failed("hosts", e))?;
                 // Each host's NIC interrupts on the VNFs' cores, not the tester's.
-                link.receive_on(&scenario.vnf_cores).map_err(|e| setting("hosts", e))?;
+                link.receive_on(&scenario.vnf_cores)
+                    .map_err(|e| RunError::failed("hosts", e))?;
                 Some(link)
             }
             None => None,
@@ -579,7 +577,8 @@ impl Testbed {
         let nic = match scenario.nic_capacity {
             Some(bps) => {
                 let file = dir.join("nic-capacity");
-                sfclab_io::SharedLine::create(&file, bps, NIC_BUFFER).map_err(|e| setting("nic_capacity", e))?;
+                sfclab_io::SharedLine::create(&file, bps, NIC_BUFFER)
+                    .map_err(|e| RunError::failed("nic_capacity", e))?;
                 Some(file)
             }
             None => None,
@@ -588,7 +587,7 @@ impl Testbed {
         for (c, exp) in scenario.instances().enumerate() {
             let plan = scenario
                 .hop_plan(c, nic.as_deref())
-                .map_err(|e| setting("chaining", e))?;
+                .map_err(|e| RunError::setting("chaining", e))?;
             let kernel_links = match (&scenario.hosts, cable.as_mut()) {
                 (Some(h), Some(link)) => KernelLinks::Hosts {
                     link,
@@ -797,7 +796,7 @@ impl Testbed {
         drop(topo);
         let teardown_s = stopping.elapsed().as_secs_f64();
         let reports = m.reports?;
-        let cable_counters = cable_counters.map_err(|e| setting("hosts", e))?;
+        let cable_counters = cable_counters.map_err(|e| RunError::failed("hosts", e))?;
 
         let processes = pids
             .iter()
@@ -873,7 +872,7 @@ fn stream(scenario: &Scenario, c: usize, reverse: bool, rate: Option<Rate>) -> R
         rate: rate.unwrap_or(exp.traffic.rate),
         ..exp.traffic.clone()
     };
-    Generator::new(traffic, exp.settings.batch).map_err(|(k, r)| setting(k, r))
+    Generator::new(traffic, exp.settings.batch).map_err(|(k, r)| RunError::setting(k, r))
 }
 
 fn ratio(lost: u64, sent: u64) -> f64 {

@@ -113,6 +113,8 @@ fn search_on(
     chain: Option<usize>,
     progress: &mut dyn FnMut(String),
 ) -> Result<ScenarioSearch, RunError> {
+    // A bad configuration is the input's fault; what the search then fails on is the run's.
+    cfg.validate().map_err(|(key, reason)| RunError::setting(key, reason))?;
     let run = bed.run_settings(scenario);
     // The links whose streams the searched rate is split over: one chain's, or all.
     let searched = match chain {
@@ -155,7 +157,7 @@ fn search_on(
                 if t.valid { "" } else { " (not offered: not counted)" }
             ))
         })
-        .map_err(|reason| RunError::Setting { key: "search", reason })?
+        .map_err(|reason| RunError::failed("search", reason))?
     };
     let at = result.goals.first().and_then(|g| g.lower_pps).unwrap_or(cfg.min_pps);
     Ok(ScenarioSearch {
