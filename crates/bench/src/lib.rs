@@ -359,7 +359,6 @@ pub fn on_core<T: Send>(core: Option<usize>, f: impl FnOnce() -> T + Send) -> T 
     })
 }
 
-/// The median of a peer's runs, `None` when it did not run.
 /// Waits, at most `limit`, until the machine's cores are idle (under 3 % busy over
 /// 100 ms, the hypervisor's steal not counted), and says how long it waited. After a
 /// run in namespaces the kernel goes on tearing them down in a kworker (netns cleanup,
@@ -379,6 +378,7 @@ pub fn wait_for_idle_cores(limit: Duration) -> Duration {
     start.elapsed()
 }
 
+/// The median of a peer's runs, `None` when it did not run.
 pub fn median_if_any(v: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| median(v))
 }

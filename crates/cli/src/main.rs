@@ -745,9 +745,10 @@ fn main() -> ExitCode {
                 if text.is_empty() {
                     text = "nothing to clean up: no sfclab namespace or change on this machine\n".into();
                 }
-                outcome::emit_then(&text, if c.failed.is_empty() { 0 } else { outcome::USAGE })
+                outcome::emit_then(&text, if c.failed.is_empty() { 0 } else { outcome::FAILURE })
             }
-            Err(e) => outcome::fail(outcome::USAGE, &e.to_string()),
+            // No `ip`, not root: the machine cannot clean up, whatever was asked.
+            Err(e) => outcome::fail(outcome::FAILURE, &e.to_string()),
         },
     }
 }

@@ -75,7 +75,7 @@ pub fn table(name: &str, r: &RunReport) -> String {
                 "this hop's own turns on a thread it shares with {} other(s): {kind} receive, chain, {} send (with the kernel work they run)",
                 r.shares_thread_with, r.sink.kind
             ),
-            (true, "wire") =>
+            (true, "tester") =>
                 "the tester's core: generator, sends (with the kernel work they run), receives, sink".into(),
             (true, "generator") => "the one core: generator, chain and sink".into(),
             (true, kind) => format!(

@@ -292,6 +292,15 @@ fn bad_flags_are_refused_with_the_key() {
             vec!["run", "--chain", "forwarder", "--ip", "v6", "--size", "64"],
             "size",
         ),
+        // A tester signs each frame after its headers: 14 + 20 + 20 + 16 + 4 FCS bytes.
+        (
+            vec!["run", "--ports", "tester:veth0,veth1", "--proto", "tcp", "--size", "64"],
+            "needs at least 74 bytes",
+        ),
+        (
+            vec!["run", "--ports", "tester:veth0,veth1", "--ip", "v6", "--size", "78"],
+            "needs at least 82 bytes",
+        ),
     ] {
         let o = sfclab(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

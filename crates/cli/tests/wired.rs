@@ -61,7 +61,7 @@ fn the_tester_measures_a_linux_forwarding_namespace() {
     assert_eq!(v["window_loss"]["lost"], 0, "{}", v["places"][0]);
     assert_eq!(v["verify_failed"], 0);
     assert!(v["latency"]["samples"].as_u64().unwrap() > 0);
-    assert_eq!(v["source"]["kind"], "wire");
+    assert_eq!(v["source"]["kind"], "tester");
     assert_eq!(v["testbed"]["device_under_test"], "Linux IPv4 forwarding");
     assert!(v.get("dut").is_none());
     assert_eq!(v["wire_loss"]["unaccounted"], 0);
@@ -452,7 +452,7 @@ fn sfclab_forwards_and_tests_on_interfaces_it_did_not_build() {
         assert!(tester.status.success(), "{io}: {}", stderr(&tester));
         let t: Value = serde_json::from_str(&stdout(&tester)).unwrap();
         assert_follows_schema("run-4.json", &t);
-        assert_eq!(t["source"]["kind"], "wire", "{io}");
+        assert_eq!(t["source"]["kind"], "tester", "{io}");
         assert_eq!(t["window_loss"]["sent"], 5000, "{io}");
         assert_eq!(t["window_loss"]["lost"], 0, "{io}: {}", t["places"][0]);
         assert_eq!(t["verify_failed"], 0, "{io}");

@@ -6,6 +6,8 @@
 use std::fmt::{self, Display};
 use std::str::FromStr;
 
+pub use sfclab_topology::MacvlanMode;
+
 /// How the links of a chain are made on the cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LinkKind {
@@ -24,24 +26,6 @@ pub enum LinkKind {
     HostDevice { devices: Vec<String> },
     /// A netdev of the AF_XDP device plugin's pool (`afxdp/<pool>`) for each end.
     Afxdp { resource: String },
-}
-
-/// macvlan's modes that keep frames between the functions of one port.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MacvlanMode {
-    /// The port switches between its macvlans itself (a NIC's VEB).
-    Bridge,
-    /// Every frame leaves by the port; the switch it is cabled to sends it back.
-    Vepa,
-}
-
-impl Display for MacvlanMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            MacvlanMode::Bridge => "bridge",
-            MacvlanMode::Vepa => "vepa",
-        })
-    }
 }
 
 impl LinkKind {

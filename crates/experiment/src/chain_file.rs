@@ -909,13 +909,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         }
         // The tester signs each frame with 16 bytes at the end of its L4 payload; a DUT
         // on interfaces forwards what comes, and generates nothing.
-        let headers = match (traffic.ip, traffic.l4) {
-            (sfclab_traffic::IpVersion::V4, sfclab_traffic::L4::Udp) => 42,
-            (sfclab_traffic::IpVersion::V4, sfclab_traffic::L4::Tcp) => 54,
-            (sfclab_traffic::IpVersion::V6, sfclab_traffic::L4::Udp) => 62,
-            (sfclab_traffic::IpVersion::V6, sfclab_traffic::L4::Tcp) => 74,
-        };
-        let need = headers + sfclab_io::tester_link::SIGNATURE_LEN + 4;
+        let need = traffic.ip.header_len(traffic.l4) + sfclab_io::tester_link::SIGNATURE_LEN + 4;
         if !matches!(ports, Ports::Dut { .. })
             && let Some(small) = traffic.sizes.sizes().into_iter().find(|&s| usize::from(s) < need)
         {

@@ -154,7 +154,6 @@ fn interface_settings(spec: &Experiment) -> AfXdpSettings {
     }
 }
 
-/// Opens `interface` of this namespace as a port of the spec's I/O kind.
 /// How long a tester waits for the memif peers it is to test.
 const MEMIF_PEER_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 

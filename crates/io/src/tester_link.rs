@@ -430,7 +430,7 @@ impl<G: RxPort, O: TxPort, I: RxPort> RxPort for TesterLink<G, O, I> {
             }
         }
         PortInfo {
-            kind: "wire".into(),
+            kind: "tester".into(),
             summary: format!("{} out {}, back {}", g.summary, o.summary, b.summary),
             settings,
         }

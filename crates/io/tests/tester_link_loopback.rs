@@ -270,7 +270,7 @@ fn a_run_across_a_lossy_wire_conserves_every_packet_by_cause() {
     let report = run_compound_on(wire, Sink::new(true), sfclab_core::NamedNfs::new(), &settings).unwrap();
     assert!(report.conservation.holds, "{}", report.conservation);
     let source = &report.places[0];
-    assert_eq!(source.kind, "wire");
+    assert_eq!(source.kind, "tester");
     // The window: 100000 generated; every 97th lost on the wire and found as unaccounted.
     assert_eq!(report.window_loss.sent, 100_000);
     let unaccounted = source.drops.get("unaccounted").copied().unwrap_or(0);

@@ -69,7 +69,9 @@ pub struct Topology {
 /// frame leaves by the parent, and the switch on the other side sends it back).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MacvlanMode {
+    /// The parent switches between its macvlans itself (a NIC's VEB).
     Bridge,
+    /// Every frame leaves by the parent; the switch it is cabled to sends it back.
     Vepa,
 }
 
@@ -79,6 +81,12 @@ impl MacvlanMode {
             MacvlanMode::Bridge => "bridge",
             MacvlanMode::Vepa => "vepa",
         }
+    }
+}
+
+impl std::fmt::Display for MacvlanMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -476,7 +476,7 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
 }
 
 /// How long hops on kernel links are given after they say they are ready (see
-/// `Testbed::up`).
+/// `ChainsUp::up`).
 const TUNNEL_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The emulated NIC's buffer, in time at its capacity: VNFs that share cores send in
@@ -492,14 +492,14 @@ const LATE_POOL: usize = 1024;
 type Link = TesterLink<Generator, LinePort<sfclab_io::InterfacePort>, sfclab_io::InterfacePort>;
 
 fn run_once(scenario: &Scenario, repetition: usize) -> Result<ScenarioRun, RunError> {
-    let mut bed = Testbed::up(scenario)?;
+    let mut bed = ChainsUp::up(scenario)?;
     let measured = bed.measure(&bed.run_settings(scenario));
     bed.down(scenario, measured, repetition)
 }
 
 /// Every chain of a scenario up: namespaces, VNF processes and the tester's links, for
 /// one measurement or a search's many trials.
-pub(super) struct Testbed {
+pub(super) struct ChainsUp {
     /// The namespaces, when the VNFs run here (none when attached to VNFs elsewhere).
     topo: Option<Topology>,
     /// The hosts' underlay, when the chains span several.
@@ -533,7 +533,7 @@ impl Measured {
     }
 }
 
-impl Testbed {
+impl ChainsUp {
     /// Streams the tester drives: every chain's directions.
     pub(super) fn streams(&self) -> usize {
         self.links.len()
@@ -546,9 +546,9 @@ impl Testbed {
 
     /// Builds the namespaces, starts every VNF (chains and standby instances) on the
     /// shared cores, waits until all forward and connects the tester's links.
-    pub(super) fn up(scenario: &Scenario) -> Result<Testbed, RunError> {
+    pub(super) fn up(scenario: &Scenario) -> Result<ChainsUp, RunError> {
         if let Some(attachment) = scenario.attached() {
-            return Testbed::attach(scenario, attachment);
+            return ChainsUp::attach(scenario, attachment);
         }
         let began = Instant::now();
         let mut topo = Topology::new().map_err(|e| RunError::failed("namespaces", e))?;
@@ -618,7 +618,7 @@ impl Testbed {
             // path: once, before the tester starts.
             std::thread::sleep(TUNNEL_SETTLE);
         }
-        let mut bed = Testbed::connect(scenario, started, began)?;
+        let mut bed = ChainsUp::connect(scenario, started, began)?;
         bed.topo = Some(topo);
         bed.cable = cable;
         Ok(bed)
@@ -626,7 +626,7 @@ impl Testbed {
 
     /// The tester's ends of every chain whose VNFs run elsewhere with their sockets and
     /// control files in `dir` ([`Scenario::attach`]), once every VNF says it forwards.
-    fn attach(scenario: &Scenario, attachment: &super::Attachment) -> Result<Testbed, RunError> {
+    fn attach(scenario: &Scenario, attachment: &super::Attachment) -> Result<ChainsUp, RunError> {
         let began = Instant::now();
         let places = scenario.hosts.as_ref().map(super::Hosts::places);
         let mut started = Vec::new();
@@ -645,12 +645,12 @@ impl Testbed {
             // As for hops here: the first frames after the sockets bind (see `up`).
             std::thread::sleep(TUNNEL_SETTLE);
         }
-        Testbed::connect(scenario, started, began)
+        ChainsUp::connect(scenario, started, began)
     }
 
     /// The tester's links through every started chain (a standby instance's connected,
     /// given no traffic).
-    fn connect(scenario: &Scenario, mut started: Vec<MemifChain>, began: Instant) -> Result<Testbed, RunError> {
+    fn connect(scenario: &Scenario, mut started: Vec<MemifChain>, began: Instant) -> Result<ChainsUp, RunError> {
         let n = scenario.chains().len();
         let setup_s = began.elapsed().as_secs_f64();
         // Per chain its directions' links in turn: forward, then reverse.
@@ -692,7 +692,7 @@ impl Testbed {
             .enumerate()
             .flat_map(|(c, chain)| chain.pids().into_iter().map(move |(hop, pid)| (c, hop, pid)))
             .collect();
-        Ok(Testbed {
+        Ok(ChainsUp {
             topo: None,
             cable: None,
             softnet_before: sfclab_runtime::softnet_dropped(),
@@ -758,7 +758,7 @@ impl Testbed {
     /// measurement (`m`), each chain's drops and conservation over everything the VNFs
     /// and links did.
     pub(super) fn down(self, scenario: &Scenario, m: Measured, repetition: usize) -> Result<ScenarioRun, RunError> {
-        let Testbed {
+        let ChainsUp {
             topo,
             cable,
             softnet_before,

@@ -11,7 +11,7 @@ use sfclab_measure::{Method, SearchConfig, SearchResult, Trial, TrialResult};
 use sfclab_runtime::{RunError, RunSettings};
 use sfclab_traffic::Rate;
 
-use super::run::Testbed;
+use super::run::ChainsUp;
 use super::{Scenario, ScenarioFlags, ScenarioRun};
 use crate::chain_file::Experiment;
 use crate::search::{parse_goal, parse_rate_range, parse_resolution};
@@ -69,7 +69,7 @@ pub(super) fn search_once(
     repetition: usize,
     progress: &mut dyn FnMut(String),
 ) -> Result<ScenarioRun, RunError> {
-    let mut bed = Testbed::up(scenario)?;
+    let mut bed = ChainsUp::up(scenario)?;
     let found = search_on(&mut bed, scenario, cfg, None, progress)?;
     let share = Rate::Pps(found.measured_at_pps / bed.streams() as f64);
     bed.set_rate(scenario, Some(share))?;
@@ -89,7 +89,7 @@ pub(super) fn search_each_chain(
     repetition: usize,
     progress: &mut dyn FnMut(String),
 ) -> Result<ScenarioRun, RunError> {
-    let mut bed = Testbed::up(scenario)?;
+    let mut bed = ChainsUp::up(scenario)?;
     let found = (0..scenario.chains().len())
         .map(|c| search_on(&mut bed, scenario, cfg, Some(c), progress))
         .collect::<Result<Vec<_>, _>>()?;
@@ -107,7 +107,7 @@ pub(super) fn search_each_chain(
 /// top rate, what the tester reaches (through every chain, or through `chain` beside the
 /// others' load) is measured first and is the top.
 fn search_on(
-    bed: &mut Testbed,
+    bed: &mut ChainsUp,
     scenario: &Scenario,
     cfg: &SearchConfig,
     chain: Option<usize>,
@@ -170,7 +170,7 @@ fn search_on(
 /// searching one chain, that chain's streams at their share of the trial's rate and the
 /// others at the scenario's.
 struct ScenarioTrial<'a> {
-    bed: &'a mut Testbed,
+    bed: &'a mut ChainsUp,
     scenario: &'a Scenario,
     run: RunSettings,
     /// The links whose streams the trial's rate is split over.
