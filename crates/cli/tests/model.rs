@@ -230,22 +230,7 @@ fn bench_model_predicts_and_measures_every_cell() {
     }
     let dir = temp("bench");
     let cal = dir.join("cal.json");
-    let o = sfclab(&[
-        "model",
-        "calibrate",
-        "--sizes",
-        "64",
-        "--repeat",
-        "1",
-        "--duration",
-        "40ms",
-        "--warmup",
-        "10ms",
-        "-o",
-        cal.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let (b, _) = bench_model(&[
+    let bench_args = [
         "--calibration",
         cal.to_str().unwrap(),
         "--sizes",
@@ -254,7 +239,39 @@ fn bench_model_predicts_and_measures_every_cell() {
         "1",
         "--duration",
         "40ms",
-    ]);
+    ];
+    // A 40 ms calibration on a loaded machine may price a term below zero, which bench
+    // model refuses (a failed measurement, not a price): calibrated again, as it asks.
+    let mut tries = 0;
+    let b = loop {
+        tries += 1;
+        let o = sfclab(&[
+            "model",
+            "calibrate",
+            "--sizes",
+            "64",
+            "--repeat",
+            "1",
+            "--duration",
+            "40ms",
+            "--warmup",
+            "10ms",
+            "-o",
+            cal.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let refused = |o: &std::process::Output| {
+            o.status.code() == Some(1) && stderr(o).contains("a term below zero is a failed measurement")
+        };
+        let mut args = vec!["bench", "model"];
+        args.extend_from_slice(&bench_args);
+        args.extend_from_slice(&["--warmup", "10ms", "--json"]);
+        let o = sfclab(&args);
+        if tries < 3 && refused(&o) {
+            continue;
+        }
+        break bench_document(&o).0;
+    };
     let points = b["points"].as_array().unwrap();
     assert!(points.len() >= 4, "{points:?}");
     for p in points {
@@ -281,12 +298,16 @@ fn bench_model(args: &[&str]) -> (Value, String) {
     let mut all = vec!["bench", "model"];
     all.extend_from_slice(args);
     all.extend_from_slice(&["--warmup", "10ms", "--json"]);
-    let o = sfclab(&all);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
-    let b: Value = serde_json::from_str(&stdout(&o))
-        .unwrap_or_else(|e| panic!("no document ({e}), exit {:?}: {}", o.status.code(), stderr(&o)));
+    bench_document(&sfclab(&all))
+}
+
+/// bench model's document, checked against the schema, and its progress.
+fn bench_document(o: &std::process::Output) -> (Value, String) {
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(o));
+    let b: Value = serde_json::from_str(&stdout(o))
+        .unwrap_or_else(|e| panic!("no document ({e}), exit {:?}: {}", o.status.code(), stderr(o)));
     assert_follows_schema("bench-model-6.json", &b);
-    (b, stderr(&o))
+    (b, stderr(o))
 }
 
 #[test]
