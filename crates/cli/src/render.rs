@@ -28,6 +28,34 @@ pub fn right(s: impl ToString) -> Cell {
 /// The terminal view of a run.
 pub fn table(name: &str, r: &RunReport) -> String {
     let mut s = String::new();
+    write_heading(&mut s, name, r);
+    let _ = writeln!(s);
+    write_figures(&mut s, r);
+    let _ = writeln!(s, "\n{}", place_table(r));
+    if !r.cores.is_empty() {
+        let _ = writeln!(s, "{}", core_table(r));
+    }
+    write_drops(&mut s, r);
+    if let Some(why) = sfclab_experiment::diagnosis::nearly_all_dropped(r) {
+        let _ = writeln!(s, "why         {why}");
+    }
+    let _ = writeln!(
+        s,
+        "conservation {} (whole run: warm-up, window and drain; the tables count the window)",
+        r.conservation
+    );
+    if r.interrupted {
+        let _ = writeln!(
+            s,
+            "INTERRUPTED: stopped by Ctrl-C after {:.2} s of the window",
+            r.duration_s
+        );
+    }
+    s
+}
+
+/// What ran, where, through what, for how long.
+fn write_heading(s: &mut String, name: &str, r: &RunReport) {
     let core = match (&r.placement, r.core) {
         (Some(p), _) => format!("placement {p}, links {}", r.link_mode.unwrap_or("drop")),
         (None, Some(c)) => format!("core {c}"),
@@ -61,7 +89,10 @@ pub fn table(name: &str, r: &RunReport) -> String {
         r.warmup_s,
         r.tsc_hz / 1e9
     );
-    let _ = writeln!(s);
+}
+
+/// Throughput, what was offered, latency, and the warnings about either.
+fn write_figures(s: &mut String, r: &RunReport) {
     let _ = writeln!(
         s,
         "throughput  {:.2} Mpps   {:.2} Gbit/s L2   {:.2} Gbit/s L1   {} busy TSC cycles/packet ({})",
@@ -143,7 +174,10 @@ pub fn table(name: &str, r: &RunReport) -> String {
             }
         );
     }
+}
 
+/// Each place's packets and cycles over the window.
+fn place_table(r: &RunReport) -> Table {
     let mut places = Table::new();
     places.load_preset(UTF8_FULL_CONDENSED);
     places.set_header([
@@ -164,23 +198,28 @@ pub fn table(name: &str, r: &RunReport) -> String {
             right(p.cycles_per_packet.map_or("-".into(), |c| format!("{c:.2}"))),
         ]);
     }
-    let _ = writeln!(s, "\n{places}");
+    places
+}
 
-    if !r.cores.is_empty() {
-        let mut cores = Table::new();
-        cores.load_preset(UTF8_FULL_CONDENSED);
-        cores.set_header(["core", "runs", "busy", "packets", "busy TSC cycles/packet"]);
-        for c in &r.cores {
-            cores.add_row(vec![
-                right(c.core),
-                Cell::new(c.tasks.join(", ")),
-                right(format!("{:.0}%", c.busy_share * 100.0)),
-                right(num(c.packets)),
-                right(c.cycles_per_packet.map_or("-".into(), |v| format!("{v:.2}"))),
-            ]);
-        }
-        let _ = writeln!(s, "{cores}");
+/// Each core's work, where the run spread over several.
+fn core_table(r: &RunReport) -> Table {
+    let mut cores = Table::new();
+    cores.load_preset(UTF8_FULL_CONDENSED);
+    cores.set_header(["core", "runs", "busy", "packets", "busy TSC cycles/packet"]);
+    for c in &r.cores {
+        cores.add_row(vec![
+            right(c.core),
+            Cell::new(c.tasks.join(", ")),
+            right(format!("{:.0}%", c.busy_share * 100.0)),
+            right(num(c.packets)),
+            right(c.cycles_per_packet.map_or("-".into(), |v| format!("{v:.2}"))),
+        ]);
     }
+    cores
+}
+
+/// Drops by place and reason, or none.
+fn write_drops(s: &mut String, r: &RunReport) {
     if r.drops.is_empty() {
         let _ = writeln!(s, "drops       none");
     } else {
@@ -198,22 +237,6 @@ pub fn table(name: &str, r: &RunReport) -> String {
         }
         let _ = writeln!(s, "drops by place and reason\n{drops}");
     }
-    if let Some(why) = sfclab_experiment::diagnosis::nearly_all_dropped(r) {
-        let _ = writeln!(s, "why         {why}");
-    }
-    let _ = writeln!(
-        s,
-        "conservation {} (whole run: warm-up, window and drain; the tables count the window)",
-        r.conservation
-    );
-    if r.interrupted {
-        let _ = writeln!(
-            s,
-            "INTERRUPTED: stopped by Ctrl-C after {:.2} s of the window",
-            r.duration_s
-        );
-    }
-    s
 }
 
 /// The JSON document of a run: the report with its schema tag, the chain's name and full

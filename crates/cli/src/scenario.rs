@@ -162,6 +162,29 @@ fn summary(s: &Option<Summary>, digits: usize) -> String {
 pub fn table(d: &ScenarioDocument) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "sfclab {} | scenario `{}`", d.version, d.name);
+    write_setup(&mut s, d);
+    let Some(last) = d.runs.last() else {
+        let _ = writeln!(s, "no repetition finished");
+        return s;
+    };
+    let chains = chain_table(d, last);
+    let _ = writeln!(
+        s,
+        "\nrepetition {} of {} (set up in {:.2} s, torn down in {:.2} s)\n{chains}",
+        last.repetition,
+        d.runs.len(),
+        last.setup_s,
+        last.teardown_s
+    );
+    write_whole_run(&mut s, last);
+    write_searches(&mut s, last);
+    let _ = writeln!(s, "VNF processes over the tester's run\n{}", process_table(last));
+    write_summary(&mut s, d);
+    s
+}
+
+/// The groups, the offered load, the cores, the NIC and the hosts.
+fn write_setup(s: &mut String, d: &ScenarioDocument) {
     let several = d.groups.len() > 1;
     for g in &d.groups {
         let _ = writeln!(
@@ -227,10 +250,11 @@ pub fn table(d: &ScenarioDocument) -> String {
             h.crossings_per_chain
         );
     }
-    let Some(last) = d.runs.last() else {
-        let _ = writeln!(s, "no repetition finished");
-        return s;
-    };
+}
+
+/// A row per chain of the last repetition, then each group's and the whole's.
+fn chain_table(d: &ScenarioDocument, last: &sfclab_experiment::scenario::ScenarioRun) -> Table {
+    let several = d.groups.len() > 1;
     let mut chains = Table::new();
     chains.load_preset(UTF8_FULL_CONDENSED);
     chains.set_header([
@@ -246,111 +270,110 @@ pub fn table(d: &ScenarioDocument) -> String {
         "hops: in / out / dropped",
         "conserved",
     ]);
-    let row = |name: String, c: &sfclab_experiment::scenario::ChainResult| {
-        vec![
-            comfy_table::Cell::new(name),
-            right(opt(c.requested_mpps, 3)),
-            right(format!("{:.3}", c.generated_mpps)),
-            right(match c.directions.as_slice() {
-                [_, _, ..] => format!(
-                    "{:.3}\n{}",
-                    c.throughput_mpps,
-                    c.directions
-                        .iter()
-                        .map(|d| format!("{} {:.3}", short(&d.direction), d.throughput_mpps))
-                        .collect::<Vec<_>>()
-                        .join(" + ")
-                ),
-                _ => format!("{:.3}", c.throughput_mpps),
-            }),
-            right(format!("{:.2}", c.gbps_l1)),
-            right(num(c.window.sent)),
-            right(num(c.window.lost)),
-            right(format!("{:.4}", c.loss_ratio * 100.0)),
-            right(
-                c.directions
-                    .iter()
-                    .map(|d| {
-                        let l = d
-                            .latency
-                            .as_ref()
-                            .map_or("-".into(), |l| format!("{} / {}", us(l.mean_ns), us(l.p99_ns)));
-                        match c.directions.len() {
-                            1 => l,
-                            _ => format!("{} {l}", short(&d.direction)),
-                        }
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            ),
-            comfy_table::Cell::new(
-                c.hops
-                    .iter()
-                    .map(|h| {
-                        let mut line = format!("{}: {} / {} / {}", h.hop, num(h.rx), num(h.tx), num(h.dropped));
-                        if h.directions.len() > 1 {
-                            for d in &h.directions {
-                                let _ = write!(
-                                    line,
-                                    "\n   {} {} / {} / {}",
-                                    short(&d.direction),
-                                    num(d.rx),
-                                    num(d.tx),
-                                    num(d.dropped)
-                                );
-                            }
-                        }
-                        line
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            ),
-            comfy_table::Cell::new(if c.conserved {
-                "yes".to_string()
-            } else {
-                format!("NO ({} unaccounted)", num(c.unaccounted))
-            }),
-        ]
-    };
     for c in &last.chains {
         let name = if several {
             format!("{} ({})", c.chain, c.group)
         } else {
             c.chain.to_string()
         };
-        chains.add_row(row(name, c));
+        chains.add_row(chain_row(name, c));
     }
-    let total = |name: String, a: &sfclab_experiment::scenario::Aggregate| {
-        vec![
-            comfy_table::Cell::new(name),
-            right(opt(a.offered_mpps, 3)),
-            right(format!("{:.3}", a.generated_mpps)),
-            right(format!("{:.3}", a.throughput_mpps)),
-            right(format!("{:.2}", a.gbps_l1)),
-            right(num(a.window.sent)),
-            right(num(a.window.lost)),
-            right(format!("{:.4}", a.loss_ratio * 100.0)),
-            right(format!(
-                "{} / {} (worst)",
-                opt(a.latency_mean_us, 1),
-                opt(a.latency_worst_p99_us, 1)
-            )),
-            comfy_table::Cell::new(""),
-            comfy_table::Cell::new(if a.conserved { "yes" } else { "NO" }),
-        ]
-    };
     for g in &last.groups {
-        chains.add_row(total(format!("`{}`", g.group), &g.aggregate));
+        chains.add_row(total_row(format!("`{}`", g.group), &g.aggregate));
     }
-    chains.add_row(total("all".into(), &last.aggregate));
-    let _ = writeln!(
-        s,
-        "\nrepetition {} of {} (set up in {:.2} s, torn down in {:.2} s)\n{chains}",
-        last.repetition,
-        d.runs.len(),
-        last.setup_s,
-        last.teardown_s
-    );
+    chains.add_row(total_row("all".into(), &last.aggregate));
+    chains
+}
+
+fn chain_row(name: String, c: &sfclab_experiment::scenario::ChainResult) -> Vec<comfy_table::Cell> {
+    vec![
+        comfy_table::Cell::new(name),
+        right(opt(c.requested_mpps, 3)),
+        right(format!("{:.3}", c.generated_mpps)),
+        right(match c.directions.as_slice() {
+            [_, _, ..] => format!(
+                "{:.3}\n{}",
+                c.throughput_mpps,
+                c.directions
+                    .iter()
+                    .map(|d| format!("{} {:.3}", short(&d.direction), d.throughput_mpps))
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            ),
+            _ => format!("{:.3}", c.throughput_mpps),
+        }),
+        right(format!("{:.2}", c.gbps_l1)),
+        right(num(c.window.sent)),
+        right(num(c.window.lost)),
+        right(format!("{:.4}", c.loss_ratio * 100.0)),
+        right(
+            c.directions
+                .iter()
+                .map(|d| {
+                    let l = d
+                        .latency
+                        .as_ref()
+                        .map_or("-".into(), |l| format!("{} / {}", us(l.mean_ns), us(l.p99_ns)));
+                    match c.directions.len() {
+                        1 => l,
+                        _ => format!("{} {l}", short(&d.direction)),
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        comfy_table::Cell::new(
+            c.hops
+                .iter()
+                .map(|h| {
+                    let mut line = format!("{}: {} / {} / {}", h.hop, num(h.rx), num(h.tx), num(h.dropped));
+                    if h.directions.len() > 1 {
+                        for d in &h.directions {
+                            let _ = write!(
+                                line,
+                                "\n   {} {} / {} / {}",
+                                short(&d.direction),
+                                num(d.rx),
+                                num(d.tx),
+                                num(d.dropped)
+                            );
+                        }
+                    }
+                    line
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        comfy_table::Cell::new(if c.conserved {
+            "yes".to_string()
+        } else {
+            format!("NO ({} unaccounted)", num(c.unaccounted))
+        }),
+    ]
+}
+
+fn total_row(name: String, a: &sfclab_experiment::scenario::Aggregate) -> Vec<comfy_table::Cell> {
+    vec![
+        comfy_table::Cell::new(name),
+        right(opt(a.offered_mpps, 3)),
+        right(format!("{:.3}", a.generated_mpps)),
+        right(format!("{:.3}", a.throughput_mpps)),
+        right(format!("{:.2}", a.gbps_l1)),
+        right(num(a.window.sent)),
+        right(num(a.window.lost)),
+        right(format!("{:.4}", a.loss_ratio * 100.0)),
+        right(format!(
+            "{} / {} (worst)",
+            opt(a.latency_mean_us, 1),
+            opt(a.latency_worst_p99_us, 1)
+        )),
+        comfy_table::Cell::new(""),
+        comfy_table::Cell::new(if a.conserved { "yes" } else { "NO" }),
+    ]
+}
+
+/// Where the whole run's frames were dropped, and the cable between hosts.
+fn write_whole_run(s: &mut String, last: &sfclab_experiment::scenario::ScenarioRun) {
     let drops: Vec<String> = last
         .chains
         .iter()
@@ -379,6 +402,10 @@ pub fn table(d: &ScenarioDocument) -> String {
             .collect();
         let _ = writeln!(s, "cable (whole run): {}", ways.join("; "));
     }
+}
+
+/// What the searches found, and what the tester could not offer.
+fn write_searches(s: &mut String, last: &sfclab_experiment::scenario::ScenarioRun) {
     if let Some(found) = &last.search {
         let r = &found.result;
         let _ = writeln!(
@@ -446,7 +473,10 @@ pub fn table(d: &ScenarioDocument) -> String {
             num(last.aggregate.not_offered)
         );
     }
+}
 
+/// Each VNF process's CPU over the tester's run.
+fn process_table(last: &sfclab_experiment::scenario::ScenarioRun) -> Table {
     let mut procs = Table::new();
     procs.load_preset(UTF8_FULL_CONDENSED);
     procs.set_header([
@@ -479,8 +509,12 @@ pub fn table(d: &ScenarioDocument) -> String {
             )),
         ]);
     }
-    let _ = writeln!(s, "VNF processes over the tester's run\n{procs}");
 
+    procs
+}
+
+/// The repetitions together.
+fn write_summary(s: &mut String, d: &ScenarioDocument) {
     let m = &d.summary;
     let _ = writeln!(s, "over {} repetition(s):", d.runs.len());
     let _ = writeln!(s, "  aggregate Mpps   {}", summary(&m.aggregate_mpps, 3));
@@ -505,5 +539,4 @@ pub fn table(d: &ScenarioDocument) -> String {
             if ok { "within" } else { "NOT within" }
         );
     }
-    s
 }
