@@ -586,126 +586,9 @@ fn main() -> ExitCode {
         Cmd::Sweep(args) => sweep::cmd_sweep(*args),
         Cmd::Report(args) => sweep::cmd_report(args),
         Cmd::Scenario(args) => scenario::cmd_scenario(*args),
-        Cmd::Bench(BenchCmd::Hop(args)) => cmd_hop(args),
-        Cmd::Bench(BenchCmd::Placement(args)) => cmd_placement(args),
-        Cmd::Bench(BenchCmd::Overload(args)) => cmd_overload(args),
-        Cmd::Bench(BenchCmd::Ring(args)) => cmd_ring(args),
-        Cmd::Bench(BenchCmd::Pipeline(args)) => cmd_pipeline(args),
-        Cmd::Bench(BenchCmd::Lpm(a)) => {
-            if a.repeat == 0 {
-                return outcome::fail(outcome::USAGE, "need at least one repetition");
-            }
-            let args = sfclab_bench::lpm::LpmArgs {
-                repeat: a.repeat,
-                core: a.core,
-                peer: a.peer == DpdkPeer::Dpdk,
-            };
-            let result = with_progress(|tick| sfclab_bench::lpm::lpm(&args, tick));
-            print_result(result, a.json, false)
-        }
-        Cmd::Bench(BenchCmd::Acl(a)) => {
-            if a.repeat == 0 || a.rules.is_empty() || a.trace == 0 {
-                return outcome::fail(
-                    outcome::USAGE,
-                    "need at least one repetition, one rule set size and one trace header",
-                );
-            }
-            let args = sfclab_bench::acl::AclArgs {
-                rules: a.rules,
-                trace: a.trace,
-                repeat: a.repeat,
-                core: a.core,
-                peer: a.peer == DpdkPeer::Dpdk,
-                seed: a.seed,
-                headers: a.headers,
-            };
-            let result = with_progress(|tick| sfclab_bench::acl::acl(&args, tick));
-            print_result(result, a.json, false)
-        }
-        Cmd::Bench(BenchCmd::Nfs(a)) => cmd_nfs(a),
-        Cmd::Bench(BenchCmd::Model(a)) => model::cmd_bench_model(a),
+        Cmd::Bench(cmd) => cmd_bench(cmd),
         Cmd::Model(cmd) => model::cmd_model(cmd),
         Cmd::Plan(a) => model::cmd_plan(a),
-        Cmd::Bench(BenchCmd::Io(a)) => {
-            let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
-                Ok(w) => w,
-                Err(e) => return outcome::fail(outcome::USAGE, &e),
-            };
-            let args = sfclab_bench::io::IoBenchArgs {
-                duration,
-                warmup,
-                repeat: a.repeat,
-                size: a.size,
-                peer: a.peer == AllOrNone::All,
-                xdp_mode: a.xdp_mode,
-                busy_poll: a.busy_poll,
-            };
-            let result = with_progress(|tick| sfclab_bench::io::run(&args, tick));
-            print_result(result, a.json, false)
-        }
-        Cmd::Bench(BenchCmd::Forward(a)) => {
-            let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
-                Ok(w) => w,
-                Err(e) => return outcome::fail(outcome::USAGE, &e),
-            };
-            let args = sfclab_bench::forward::ForwardBenchArgs {
-                duration,
-                warmup,
-                repeat: a.repeat,
-                size: a.size,
-                peer: a.peer == PeerArg::Testpmd,
-                busy_poll: a.busy_poll,
-            };
-            let result = with_progress(|tick| sfclab_bench::forward::run(&args, tick));
-            print_result(result, a.json, false)
-        }
-        Cmd::Bench(BenchCmd::Memif(a)) => {
-            let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
-                Ok(w) => w,
-                Err(e) => return outcome::fail(outcome::USAGE, &e),
-            };
-            let args = sfclab_bench::memif::MemifBenchArgs {
-                duration,
-                warmup,
-                repeat: a.repeat,
-                size: a.size,
-                hops: a.hops.clone(),
-                peer: a.peer == PeerArg::Testpmd,
-            };
-            let result = with_progress(|tick| sfclab_bench::memif::run_bench(&args, tick));
-            print_result(result, a.json, false)
-        }
-        Cmd::Bench(BenchCmd::Chaining(a)) => {
-            let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
-                Ok(w) => w,
-                Err(e) => return outcome::fail(outcome::USAGE, &e),
-            };
-            let args = sfclab_bench::chaining::ChainingBenchArgs {
-                duration,
-                warmup,
-                repeat: a.repeat,
-                size: a.size,
-                lengths: a.lengths.clone(),
-                technologies: a.technologies.clone(),
-            };
-            let result = with_progress(|tick| sfclab_bench::chaining::run(&args, tick));
-            if let Err(failed) = write_plot_of(&result, a.plot.as_deref(), bench_plots::chaining_plot) {
-                return failed;
-            }
-            print_result(result, a.json, a.csv)
-        }
-        Cmd::Bench(BenchCmd::Lpm6(a)) => {
-            if a.repeat == 0 {
-                return outcome::fail(outcome::USAGE, "need at least one repetition");
-            }
-            let args = sfclab_bench::lpm6::Lpm6Args {
-                repeat: a.repeat,
-                core: a.core,
-                peer: a.peer == DpdkPeer::Dpdk,
-            };
-            let result = with_progress(|tick| sfclab_bench::lpm6::lpm6(&args, tick));
-            print_result(result, a.json, false)
-        }
         Cmd::Schema { document } => match schema(&document) {
             Some(s) => outcome::emit_then(&s, 0),
             None => outcome::fail(outcome::USAGE, &format!("no schema named `{document}`")),
@@ -726,30 +609,164 @@ fn main() -> ExitCode {
         Cmd::Ready { file } => deploy::ready(&file),
         Cmd::Nfs => outcome::emit_then(&render::nf_types(), 0),
         Cmd::Profiles => outcome::emit_then(&render::traffic_profiles(), 0),
-        Cmd::Cleanup { all } => match sfclab_topology::cleanup(all) {
-            Ok(c) => {
-                let mut text = String::new();
-                for n in &c.removed {
-                    text += &format!("removed  {n}\n");
-                }
-                for n in &c.restored {
-                    text +=
-                        &format!("restored what {n} changed outside its namespaces (interfaces taken, SR-IOV VFs)\n");
-                }
-                for n in &c.in_use {
-                    text += &format!("kept     {n} (its run is still going; --all removes it)\n");
-                }
-                for (n, why) in &c.failed {
-                    text += &format!("FAILED   {n}: {why}\n");
-                }
-                if text.is_empty() {
-                    text = "nothing to clean up: no sfclab namespace or change on this machine\n".into();
-                }
-                outcome::emit_then(&text, if c.failed.is_empty() { 0 } else { outcome::FAILURE })
+        Cmd::Cleanup { all } => cmd_cleanup(all),
+    }
+}
+
+/// `sfclab bench NAME`: the benchmark, its progress, its result in the form asked.
+fn cmd_bench(cmd: BenchCmd) -> ExitCode {
+    match cmd {
+        BenchCmd::Hop(args) => cmd_hop(args),
+        BenchCmd::Placement(args) => cmd_placement(args),
+        BenchCmd::Overload(args) => cmd_overload(args),
+        BenchCmd::Ring(args) => cmd_ring(args),
+        BenchCmd::Pipeline(args) => cmd_pipeline(args),
+        BenchCmd::Lpm(a) => cmd_lpm(a),
+        BenchCmd::Acl(a) => cmd_acl(a),
+        BenchCmd::Nfs(a) => cmd_nfs(a),
+        BenchCmd::Model(a) => model::cmd_bench_model(a),
+        BenchCmd::Io(a) => {
+            let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
+                Ok(w) => w,
+                Err(e) => return outcome::fail(outcome::USAGE, &e),
+            };
+            let args = sfclab_bench::io::IoBenchArgs {
+                duration,
+                warmup,
+                repeat: a.repeat,
+                size: a.size,
+                peer: a.peer == AllOrNone::All,
+                xdp_mode: a.xdp_mode,
+                busy_poll: a.busy_poll,
+            };
+            let result = with_progress(|tick| sfclab_bench::io::run(&args, tick));
+            print_result(result, a.json, false)
+        }
+        BenchCmd::Forward(a) => {
+            let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
+                Ok(w) => w,
+                Err(e) => return outcome::fail(outcome::USAGE, &e),
+            };
+            let args = sfclab_bench::forward::ForwardBenchArgs {
+                duration,
+                warmup,
+                repeat: a.repeat,
+                size: a.size,
+                peer: a.peer == PeerArg::Testpmd,
+                busy_poll: a.busy_poll,
+            };
+            let result = with_progress(|tick| sfclab_bench::forward::run(&args, tick));
+            print_result(result, a.json, false)
+        }
+        BenchCmd::Memif(a) => {
+            let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
+                Ok(w) => w,
+                Err(e) => return outcome::fail(outcome::USAGE, &e),
+            };
+            let args = sfclab_bench::memif::MemifBenchArgs {
+                duration,
+                warmup,
+                repeat: a.repeat,
+                size: a.size,
+                hops: a.hops.clone(),
+                peer: a.peer == PeerArg::Testpmd,
+            };
+            let result = with_progress(|tick| sfclab_bench::memif::run_bench(&args, tick));
+            print_result(result, a.json, false)
+        }
+        BenchCmd::Chaining(a) => {
+            let (duration, warmup) = match repeated_window(a.repeat, &a.duration, &a.warmup) {
+                Ok(w) => w,
+                Err(e) => return outcome::fail(outcome::USAGE, &e),
+            };
+            let args = sfclab_bench::chaining::ChainingBenchArgs {
+                duration,
+                warmup,
+                repeat: a.repeat,
+                size: a.size,
+                lengths: a.lengths.clone(),
+                technologies: a.technologies.clone(),
+            };
+            let result = with_progress(|tick| sfclab_bench::chaining::run(&args, tick));
+            if let Err(failed) = write_plot_of(&result, a.plot.as_deref(), bench_plots::chaining_plot) {
+                return failed;
             }
-            // No `ip`, not root: the machine cannot clean up, whatever was asked.
-            Err(e) => outcome::fail(outcome::FAILURE, &e.to_string()),
-        },
+            print_result(result, a.json, a.csv)
+        }
+        BenchCmd::Lpm6(a) => cmd_lpm6(a),
+    }
+}
+
+fn cmd_lpm(a: LpmArgs) -> ExitCode {
+    if a.repeat == 0 {
+        return outcome::fail(outcome::USAGE, "need at least one repetition");
+    }
+    let args = sfclab_bench::lpm::LpmArgs {
+        repeat: a.repeat,
+        core: a.core,
+        peer: a.peer == DpdkPeer::Dpdk,
+    };
+    let result = with_progress(|tick| sfclab_bench::lpm::lpm(&args, tick));
+    print_result(result, a.json, false)
+}
+
+fn cmd_acl(a: AclArgs) -> ExitCode {
+    if a.repeat == 0 || a.rules.is_empty() || a.trace == 0 {
+        return outcome::fail(
+            outcome::USAGE,
+            "need at least one repetition, one rule set size and one trace header",
+        );
+    }
+    let args = sfclab_bench::acl::AclArgs {
+        rules: a.rules,
+        trace: a.trace,
+        repeat: a.repeat,
+        core: a.core,
+        peer: a.peer == DpdkPeer::Dpdk,
+        seed: a.seed,
+        headers: a.headers,
+    };
+    let result = with_progress(|tick| sfclab_bench::acl::acl(&args, tick));
+    print_result(result, a.json, false)
+}
+
+fn cmd_lpm6(a: Lpm6Args) -> ExitCode {
+    if a.repeat == 0 {
+        return outcome::fail(outcome::USAGE, "need at least one repetition");
+    }
+    let args = sfclab_bench::lpm6::Lpm6Args {
+        repeat: a.repeat,
+        core: a.core,
+        peer: a.peer == DpdkPeer::Dpdk,
+    };
+    let result = with_progress(|tick| sfclab_bench::lpm6::lpm6(&args, tick));
+    print_result(result, a.json, false)
+}
+
+/// `sfclab cleanup`: what a killed run left, removed or restored.
+fn cmd_cleanup(all: bool) -> ExitCode {
+    match sfclab_topology::cleanup(all) {
+        Ok(c) => {
+            let mut text = String::new();
+            for n in &c.removed {
+                text += &format!("removed  {n}\n");
+            }
+            for n in &c.restored {
+                text += &format!("restored what {n} changed outside its namespaces (interfaces taken, SR-IOV VFs)\n");
+            }
+            for n in &c.in_use {
+                text += &format!("kept     {n} (its run is still going; --all removes it)\n");
+            }
+            for (n, why) in &c.failed {
+                text += &format!("FAILED   {n}: {why}\n");
+            }
+            if text.is_empty() {
+                text = "nothing to clean up: no sfclab namespace or change on this machine\n".into();
+            }
+            outcome::emit_then(&text, if c.failed.is_empty() { 0 } else { outcome::FAILURE })
+        }
+        // No `ip`, not root: the machine cannot clean up, whatever was asked.
+        Err(e) => outcome::fail(outcome::FAILURE, &e.to_string()),
     }
 }
 
