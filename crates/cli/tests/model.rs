@@ -230,42 +230,31 @@ fn bench_model_predicts_and_measures_every_cell() {
     }
     let dir = temp("bench");
     let cal = dir.join("cal.json");
-    let bench_args = [
-        "--calibration",
-        cal.to_str().unwrap(),
+    // Both the calibration and the bench: one size, one round, short windows.
+    let quick = [
         "--sizes",
         "64",
         "--repeat",
         "1",
         "--duration",
         "40ms",
+        "--warmup",
+        "10ms",
     ];
     // A 40 ms calibration on a loaded machine may price a term below zero, which bench
     // model refuses (a failed measurement, not a price): calibrated again, as it asks.
     let mut tries = 0;
     let b = loop {
         tries += 1;
-        let o = sfclab(&[
-            "model",
-            "calibrate",
-            "--sizes",
-            "64",
-            "--repeat",
-            "1",
-            "--duration",
-            "40ms",
-            "--warmup",
-            "10ms",
-            "-o",
-            cal.to_str().unwrap(),
-        ]);
+        let mut args = vec!["model", "calibrate", "-o", cal.to_str().unwrap()];
+        args.extend_from_slice(&quick);
+        let o = sfclab(&args);
         assert!(o.status.success(), "{}", stderr(&o));
         let refused = |o: &std::process::Output| {
             o.status.code() == Some(1) && stderr(o).contains("a term below zero is a failed measurement")
         };
-        let mut args = vec!["bench", "model"];
-        args.extend_from_slice(&bench_args);
-        args.extend_from_slice(&["--warmup", "10ms", "--json"]);
+        let mut args = vec!["bench", "model", "--calibration", cal.to_str().unwrap(), "--json"];
+        args.extend_from_slice(&quick);
         let o = sfclab(&args);
         if tries < 3 && refused(&o) {
             continue;
