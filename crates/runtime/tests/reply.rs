@@ -117,7 +117,15 @@ fn tcp_sessions_pass_a_stateful_firewall_nat_and_router_both_ways() {
         ),
         ("router", serde_json::json!({ "routes": ["0.0.0.0/0 192.0.2.1 0"] })),
     ];
-    let r = run_compound(traffic, chain(&specs), &settings()).unwrap();
+    // A window of packets, not of time: sessions of 8 packets over 4096 flows open new
+    // connections once every 32,768 packets, which a slow or stalled run's 150 ms
+    // window did not always reach (a debug build on a fresh clone saw none).
+    let window = RunSettings {
+        duration: None,
+        count: Some(100_000),
+        ..settings()
+    };
+    let r = run_compound(traffic, chain(&specs), &window).unwrap();
     all_answered(&r);
     // Handshakes completed: every connection went through SYN, SYN-ACK, ACK.
     assert!(counter(&r, "firewall", "new") > 0);
