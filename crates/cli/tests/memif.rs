@@ -103,6 +103,13 @@ fn both_ways_needs_two_memif_interfaces_of_a_device_under_test() {
     }
 }
 
+/// A step of a run's path: what it took in it passed on or dropped, nothing unaccounted.
+fn assert_step_adds_up(step: &Value) {
+    let count = |key: &str| step[key].as_u64().unwrap_or_else(|| panic!("{key}: {step}"));
+    assert_eq!(count("packets_in"), count("packets_out") + count("dropped"), "{step}");
+    assert_eq!(step["unaccounted"], 0, "{step}");
+}
+
 /// `chaining: memif`: forwarders, each an sfclab process in its own namespace, joined
 /// to each other and to the tester by memif. At a low rate nothing is lost and every
 /// step of the path passes on what it took in; the namespaces and socket files are gone
@@ -150,16 +157,10 @@ fn a_memif_chain_of_three_hop_processes_conserves_exactly() {
         let offered = &path[0]["packets_out"];
         let hops_said = &d["dut_processes"];
         for step in path {
-            let (taken, passed, dropped) = (&step["packets_in"], &step["packets_out"], &step["dropped"]);
-            assert_eq!(
-                taken.as_u64().unwrap(),
-                passed.as_u64().unwrap() + dropped.as_u64().unwrap(),
-                "{wait}: {step}"
-            );
-            assert_eq!(step["unaccounted"], 0, "{wait}: {step}");
+            assert_step_adds_up(step);
             if step != &path[0] {
-                assert_eq!(taken, offered, "{wait}: {step}; the hops: {hops_said}");
-                assert_eq!(passed, offered, "{wait}: {step}; the hops: {hops_said}");
+                assert_eq!(&step["packets_in"], offered, "{wait}: {step}; the hops: {hops_said}");
+                assert_eq!(&step["packets_out"], offered, "{wait}: {step}; the hops: {hops_said}");
             }
         }
         assert_eq!(d["dut_processes"].as_array().unwrap().len(), hops);
@@ -209,13 +210,7 @@ fn a_multi_feature_hop_runs_its_nfs_in_one_process() {
     // How many frames the tester gets onto its ring depends on how fast a debug build
     // of the hop runs on the machine; where every frame went does not.
     for step in d["path"].as_array().unwrap() {
-        assert_eq!(step["unaccounted"], 0, "{step}");
-        let (taken, passed, dropped) = (&step["packets_in"], &step["packets_out"], &step["dropped"]);
-        assert_eq!(
-            taken.as_u64().unwrap(),
-            passed.as_u64().unwrap() + dropped.as_u64().unwrap(),
-            "{step}"
-        );
+        assert_step_adds_up(step);
         if step["place"] != "tester sends" {
             assert_eq!(step["dropped"], 0, "this traffic passes every NF: {step}");
         }

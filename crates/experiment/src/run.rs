@@ -286,7 +286,6 @@ fn test_across_interfaces(spec: &Experiment, output: &str, input: &str) -> Resul
 /// A compound chain between its ports: a pcap file at an end that names one (`replay`,
 /// `capture`), the generator and the in-memory sink otherwise.
 fn run_compound_between_ports(spec: &Experiment) -> Result<RunReport, RunError> {
-    let setting = |key: &'static str, reason: String| RunError::setting(key, reason);
     let settings = &spec.settings;
     let source = |replay: &crate::chain_file::Replay| {
         let pace = if replay.at_file_timestamps {
@@ -296,11 +295,12 @@ fn run_compound_between_ports(spec: &Experiment) -> Result<RunReport, RunError> 
         };
         PcapSource::open(&replay.file, replay.loops)
             .map(|s| s.paced(pace, sfclab_core::tsc::hz(), settings.batch))
-            .map_err(|e| setting("replay", e))
+            .map_err(|e| RunError::setting("replay", e))
     };
-    let sink =
-        |path: &std::path::PathBuf| PcapSink::create(path, sfclab_core::tsc::hz()).map_err(|e| setting("capture", e));
-    let generator = || Generator::new(spec.traffic.clone(), settings.batch).map_err(|(k, r)| setting(k, r));
+    let sink = |path: &std::path::PathBuf| {
+        PcapSink::create(path, sfclab_core::tsc::hz()).map_err(|e| RunError::setting("capture", e))
+    };
+    let generator = || Generator::new(spec.traffic.clone(), settings.batch).map_err(|(k, r)| RunError::setting(k, r));
     let graph = spec.graph()?;
     match (&spec.io.replay, &spec.io.capture) {
         (Some(r), Some(c)) => run_compound_on(source(r)?, sink(c)?, graph, settings),

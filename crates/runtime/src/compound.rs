@@ -14,7 +14,6 @@ use sfclab_traffic::{Generator, GeneratorConfig, Sink};
 
 use crate::chain::{Chain, ChainGraph};
 use crate::report::{Conservation, PlaceReport, RunReport, TxCounts, WindowLoss};
-use crate::settings::setting;
 use crate::settings::{RunError, RunSettings};
 
 /// The longest the runtime waits for packets still crossing a wire when a phase ends;
@@ -277,7 +276,7 @@ pub fn run_compound(
     nfs: impl Into<ChainGraph>,
     settings: &RunSettings,
 ) -> Result<RunReport, RunError> {
-    let generator = Generator::new(traffic, settings.batch).map_err(|(k, r)| setting(k, r))?;
+    let generator = Generator::new(traffic, settings.batch).map_err(|(k, r)| RunError::setting(k, r))?;
     run_compound_on(generator, Sink::new(settings.verify), nfs, settings)
 }
 
@@ -411,10 +410,12 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
         let names: Vec<String> = graph.nfs.iter().map(|(n, _)| n.clone()).collect();
         let mut chain = graph
             .build(settings.batch, 1)
-            .map_err(|e| setting("wiring", e.to_string()))?;
+            .map_err(|e| RunError::setting("wiring", e.to_string()))?;
         chain.core = settings.core;
         if settings.reply {
-            chain.answer_at_end().map_err(|e| setting("responder", e.to_string()))?;
+            chain
+                .answer_at_end()
+                .map_err(|e| RunError::setting("responder", e.to_string()))?;
         }
         let mut pool = PacketPool::new(settings.pool_size);
         source.prime(&mut pool);

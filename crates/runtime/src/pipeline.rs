@@ -37,7 +37,7 @@ use sfclab_traffic::{Generator, GeneratorConfig, Sink};
 use crate::chain::{Chain, ChainGraph, is_linear};
 use crate::placement::{Placement, StagePlan, allowed_cores};
 use crate::report::{Conservation, CoreReport, PlaceReport, RunReport, TxCounts, WindowLoss};
-use crate::settings::{RunError, RunSettings, setting};
+use crate::settings::{RunError, RunSettings};
 
 /// What a full link does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
@@ -554,7 +554,7 @@ pub fn run_pipeline(
     if let Some(w) = &graph.wiring
         && !is_linear(w)
     {
-        return Err(setting(
+        return Err(RunError::setting(
             "wiring",
             "the pipeline runtime cuts the chain into blocks of NFs in order, so it runs linear chains \
              (each NF's first output to the next); this chain's wiring needs the compound runtime",
@@ -572,7 +572,7 @@ pub fn run_parallel(
     replicas: Vec<Vec<(String, Box<dyn NetworkFunction>)>>,
     settings: &PipelineSettings,
 ) -> Result<RunReport, RunError> {
-    let generator = Generator::new(traffic, settings.run.batch).map_err(|(k, r)| setting(k, r))?;
+    let generator = Generator::new(traffic, settings.run.batch).map_err(|(k, r)| RunError::setting(k, r))?;
     let verify = settings.run.verify;
     run_parallel_on(generator, || Sink::new(verify), replicas, settings)
 }
@@ -587,7 +587,7 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
 ) -> Result<RunReport, RunError> {
     let run = &settings.run;
     if run.reply {
-        return Err(setting(
+        return Err(RunError::setting(
             "responder",
             "the responder runs in the compound runtime (one core: the way back shares the NFs' state)",
         ));
@@ -598,7 +598,7 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
     check.validate()?;
     let n = replicas.first().map_or(0, Vec::len);
     if replicas.is_empty() || replicas.iter().any(|r| r.len() != n) {
-        return Err(setting("replicas", "every replica must be the same chain"));
+        return Err(RunError::setting("replicas", "every replica must be the same chain"));
     }
     let mut plans = Vec::new();
     for r in 0..replicas.len() {
@@ -609,24 +609,27 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
             settings
                 .placement
                 .stages(n, &cores)
-                .map_err(|e| setting("placement", e))?,
+                .map_err(|e| RunError::setting("placement", e))?,
         );
     }
     if !(1..=1024).contains(&settings.stage_budget) {
-        return Err(setting(
+        return Err(RunError::setting(
             "stage_budget",
             format!("{} batches per turn is outside 1..=1024", settings.stage_budget),
         ));
     }
     if settings.ring_size < run.batch || settings.rx_queue < run.batch {
-        return Err(setting(
+        return Err(RunError::setting(
             "ring_size",
             format!("links must hold at least one batch ({} packets)", run.batch),
         ));
     }
     let gen_core = settings.generator_core.unwrap_or(plans[0][0].core);
     if !allowed_cores().contains(&gen_core) {
-        return Err(setting("generator_core", format!("core {gen_core} is not available")));
+        return Err(RunError::setting(
+            "generator_core",
+            format!("core {gen_core} is not available"),
+        ));
     }
     let ring_size = settings.ring_size.next_power_of_two();
     let rx_queue = settings.rx_queue.next_power_of_two();

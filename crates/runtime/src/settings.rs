@@ -91,23 +91,22 @@ impl RunError {
     }
 }
 
-pub(crate) fn setting(key: &'static str, reason: impl std::fmt::Display) -> RunError {
-    RunError::setting(key, reason)
-}
-
 impl RunSettings {
     pub fn validate(&self) -> Result<(), RunError> {
         if !(1..=MAX_BATCH).contains(&self.batch) {
-            return Err(setting("batch", format!("{} is outside 1..={MAX_BATCH}", self.batch)));
+            return Err(RunError::setting(
+                "batch",
+                format!("{} is outside 1..={MAX_BATCH}", self.batch),
+            ));
         }
         if self.duration.is_none() && self.count.is_none() {
-            return Err(setting("duration", "give a duration or a packet count"));
+            return Err(RunError::setting("duration", "give a duration or a packet count"));
         }
         if self.duration == Some(Duration::ZERO) || self.count == Some(0) {
-            return Err(setting("duration", "the measured window must not be empty"));
+            return Err(RunError::setting("duration", "the measured window must not be empty"));
         }
         if self.pool_size < 2 * self.batch {
-            return Err(setting(
+            return Err(RunError::setting(
                 "pool_size",
                 format!("{} buffers cannot hold two batches of {}", self.pool_size, self.batch),
             ));
@@ -116,7 +115,7 @@ impl RunSettings {
             let cores = core_affinity::get_core_ids().unwrap_or_default();
             if !cores.iter().any(|c| c.id == core) {
                 let ids: Vec<String> = cores.iter().map(|c| c.id.to_string()).collect();
-                return Err(setting(
+                return Err(RunError::setting(
                     "core",
                     format!("core {core} is not available (this process may use {})", ids.join(", ")),
                 ));

@@ -22,7 +22,7 @@
 use crate::chain::ChainGraph;
 use crate::compound::{run_compound_on, run_hops_on};
 use crate::report::RunReport;
-use crate::settings::{RunError, RunSettings, setting};
+use crate::settings::{RunError, RunSettings};
 use serde::Serialize;
 use sfclab_core::{NamedNfs, RxPort};
 use sfclab_io::tester_link::IN_FLIGHT_AT_DISCONNECT;
@@ -202,13 +202,16 @@ pub fn run_across_veth(
 ) -> Result<WiredReport, RunError> {
     let (hop_count, queues) = match &dut {
         DeviceUnderTest::Chain(replicas) if replicas.is_empty() => {
-            return Err(setting("replicas", "the device under test needs at least one replica"));
+            return Err(RunError::setting(
+                "replicas",
+                "the device under test needs at least one replica",
+            ));
         }
         DeviceUnderTest::Hops { hops, .. } if hops.is_empty() => {
-            return Err(setting("chain", "a chain of hops needs at least one"));
+            return Err(RunError::setting("chain", "a chain of hops needs at least one"));
         }
         DeviceUnderTest::Linux { hops: 0 } | DeviceUnderTest::Ovs { hops: 0, .. } => {
-            return Err(setting("chain", "a chain needs at least one hop"));
+            return Err(RunError::setting("chain", "a chain needs at least one hop"));
         }
         DeviceUnderTest::Chain(replicas) => (1, replicas.len() as u32),
         DeviceUnderTest::Hops { hops, .. } => (hops.len(), 1),
@@ -335,7 +338,7 @@ pub fn run_across_veth(
     let tester_io = wired.tester_io.unwrap_or(wired.io);
     let t_out = QueueSet::new(open(tester_io, &bed.tester_out, &wired.tester_ports, false)?, run.batch);
     let t_in = QueueSet::new(open(tester_io, &bed.tester_in, &wired.tester_ports, true)?, run.batch);
-    let generator = Generator::new(traffic, run.batch).map_err(|(k, r)| setting(k, r))?;
+    let generator = Generator::new(traffic, run.batch).map_err(|(k, r)| RunError::setting(k, r))?;
     let mut wire = TesterLink::new(generator, t_out, t_in, run.batch, wired.quiet);
 
     let (tester, dut_reports) = std::thread::scope(|s| {

@@ -113,15 +113,6 @@ fn search_on(
     chain: Option<usize>,
     progress: &mut dyn FnMut(String),
 ) -> Result<ScenarioSearch, RunError> {
-    // A bad configuration is the input's fault; what the search then fails on is the
-    // run's. Without a top rate, the top is measured below (at least twice the bottom).
-    let mut asked = cfg.clone();
-    if !asked.max_pps.is_finite() {
-        asked.max_pps = asked.min_pps * 2.0;
-    }
-    asked
-        .validate()
-        .map_err(|(key, reason)| RunError::setting(key, reason))?;
     let run = bed.run_settings(scenario);
     // The links whose streams the searched rate is split over: one chain's, or all.
     let searched = match chain {
