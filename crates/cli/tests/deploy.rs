@@ -647,7 +647,7 @@ fn run_as_a_node(
         let container = &pod["spec"]["containers"][0];
         let child = command(container, (&pod_dir, &host), &netns)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(pod_dir.join("stderr")).unwrap())
             .spawn()
             .unwrap();
         hops.0
@@ -672,14 +672,20 @@ fn run_as_a_node(
         .output()
         .unwrap();
     let mut reports = Vec::new();
-    for (child, _, _, _) in std::mem::take(&mut hops.0) {
+    for (child, _, pod_dir, _) in std::mem::take(&mut hops.0) {
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(child.id() as i32),
             nix::sys::signal::Signal::SIGTERM,
         )
         .unwrap();
         let out = child.wait_with_output().unwrap();
-        reports.push(serde_json::from_slice::<Value>(&out.stdout).expect("a hop's report on SIGTERM"));
+        reports.push(serde_json::from_slice::<Value>(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "a hop's report on SIGTERM: {e} ({}); it said: {}",
+                out.status,
+                std::fs::read_to_string(pod_dir.join("stderr")).unwrap_or_default()
+            )
+        }));
     }
     let doc: Value = serde_json::from_slice(&result.stdout).unwrap_or_else(|e| {
         panic!(
