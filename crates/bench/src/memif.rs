@@ -23,7 +23,7 @@
 
 use serde::Serialize;
 use sfclab_experiment::chain_file::{ChainSource, Experiment};
-use sfclab_experiment::settings::{Chaining, Ports, ReceiveWait, Settings, Span};
+use sfclab_experiment::settings::{Chaining, PortsSetting, ReceiveWait, Settings, Span};
 use sfclab_io::memif::Wait;
 use sfclab_runtime::RunReport;
 use sfclab_traffic::Rate;
@@ -148,7 +148,7 @@ fn record(r: &mut MemifRow, t: &RunReport) {
 fn test_device(args: &MemifBenchArgs, dir: &Path, tester_core: usize) -> Result<RunReport, String> {
     let mut s = settings(args, Rate::Max, 0.0);
     s.run.core = Some(tester_core);
-    s.run.ports = Some(Ports::Tester {
+    s.run.ports = Some(PortsSetting::Tester {
         output: format!("memif:{}", dir.join("a.sock").display()),
         input: format!("memif:{}", dir.join("b.sock").display()),
     });

@@ -903,7 +903,7 @@ fn cmd_run(a: RunArgs) -> ExitCode {
     if spec.ports.builds_testbed() {
         return cmd_run_wired(&a, &spec);
     }
-    if spec.control_files.is_some() || spec.control_port.is_some() {
+    if spec.ports.served_hop().is_some_and(|hop| hop.control.is_some()) {
         // A hop measured run after run by a tester elsewhere: each run's document to its
         // report file, the last (ended by SIGINT or SIGTERM) to stdout as well.
         let document = |r: &sfclab_runtime::RunReport| render::json(&spec.name, &spec.nfs, r) + "\n";

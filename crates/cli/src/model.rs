@@ -841,7 +841,7 @@ fn chain_model(spec: &Experiment) -> Result<ChainModel, String> {
         Layout::Hops {
             technology: spec.chaining.to_string(),
         }
-    } else if spec.ports != crate::settings::Ports::Memory {
+    } else if spec.ports != sfclab_experiment::Ports::Memory {
         return Err(format!(
             "`ports: {}`: the model prices in-memory chains and chains in namespaces (`chaining:`) so far",
             spec.ports

@@ -681,9 +681,11 @@ fn run_as_a_node(
         let out = child.wait_with_output().unwrap();
         reports.push(serde_json::from_slice::<Value>(&out.stdout).unwrap_or_else(|e| {
             panic!(
-                "a hop's report on SIGTERM: {e} ({}); it said: {}",
+                "a hop's report on SIGTERM: {e} ({}); it said: {}\nthe tester ({}) said: {}",
                 out.status,
-                std::fs::read_to_string(pod_dir.join("stderr")).unwrap_or_default()
+                std::fs::read_to_string(pod_dir.join("stderr")).unwrap_or_default(),
+                result.status,
+                String::from_utf8_lossy(&result.stderr)
             )
         }));
     }

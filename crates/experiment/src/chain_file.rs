@@ -17,7 +17,10 @@
 //! the flag. Unknown keys are errors, never ignored.
 
 use crate::located::{Located, Step, steps_of_text};
-use crate::settings::{Chaining, Isolation, MergedSettings, Ports, Runtime, Settings, flag_of, plain};
+use crate::ports::{ControlledBy, InterfaceIo, Ports, ServedHop};
+use crate::settings::{
+    Chaining, Isolation, MergedSettings, PortsSetting, RunSection, Runtime, Settings, flag_of, plain,
+};
 use serde_json::{Map, Value};
 use sfclab_nf::{NfSpec, SpecError};
 use sfclab_runtime::{ChainGraph, LinkMode, Next, PipelineSettings, Placement, RunSettings};
@@ -78,7 +81,7 @@ pub struct Experiment {
     pub replicas: usize,
     /// Real I/O instead of the generator and the in-memory sink.
     pub io: FileIo,
-    /// Where the traffic flows: in memory, or across veth pairs between namespaces.
+    /// Where the traffic flows, with the settings of that kind of ports.
     pub ports: Ports,
     /// How the NFs are joined; `veth` and `linux` put each in a namespace of its own.
     pub chaining: Chaining,
@@ -88,34 +91,15 @@ pub struct Experiment {
     pub isolation: Isolation,
     /// With `chaining: nic-switch`: the real SR-IOV NIC to use instead of the emulated one.
     pub sriov: Option<sfclab_topology::SriovNic>,
-    /// `ports: dut:`: created once the ports are open.
-    pub ready_file: Option<std::path::PathBuf>,
-    /// `ports: dut:`: runs again and again, each ended by `<prefix>.stop`, reported to
-    /// `<prefix>.json` ([`crate::settings::Settings::control_files`]).
-    pub control_files: Option<std::path::PathBuf>,
-    /// `ports: dut:`: runs again and again, told over TCP on this port.
-    pub control_port: Option<u16>,
     /// The file gives `hosts:`: its chain spans emulated hosts, as a scenario of one
     /// chain runs it (`sfclab scenario FILE`), not `sfclab run`.
     pub spans_hosts: bool,
-    /// `ports: dut:`: the capacity its sending port shares with other processes.
-    pub shared_capacity: Option<std::path::PathBuf>,
     /// Runs naming this file take turns with each other ([`crate::turns`]).
     pub take_turns: Option<std::path::PathBuf>,
     /// `chaining: memif`: how the hops' (and the tester's) receivers wait.
     pub memif_wait: Option<sfclab_io::memif::Wait>,
     /// `chaining: memif`: the hops (0-based) that run as dpdk-testpmd.
     pub dpdk_hops: Vec<usize>,
-    /// `ports: dut:` between memif interfaces: forward both ways at once.
-    pub both_ways: bool,
-    /// XDP mode of the AF_XDP ports of a wired run (`None`: native where available).
-    pub xdp_mode: Option<sfclab_io::XdpMode>,
-    /// The wired run's ports: AF_XDP or AF_PACKET.
-    pub io_kind: sfclab_io::IoKind,
-    /// Busy polling on the AF_XDP ports, microseconds.
-    pub busy_poll: Option<u32>,
-    /// How interface ports' AF_XDP sockets wait for frames (`xdp_wait`).
-    pub xdp_wait: Option<sfclab_io::Wait>,
 }
 
 /// Where an experiment's chain comes from.
@@ -475,11 +459,111 @@ pub fn from_shorthand(spec: &str, flags: &Settings) -> Result<Experiment, ChainF
 }
 
 fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, ChainFileError> {
-    let layers = MergedSettings::merge(&file.traffic, &file.run, &file.profiles, flags).map_err(|e| {
+    let layers = merge_layers(&file, ctx, flags)?;
+    let ctx = &Ctx {
+        layers: Some(&layers),
+        ..*ctx
+    };
+    let r = &layers.run;
+    let settings = run_settings(&layers, ctx)?;
+    let ResolvedChain { nfs, places, hops } = chain_of(&file, r, ctx)?;
+    let ctx = &Ctx {
+        places: Some(&places),
+        ..*ctx
+    };
+    let traffic = traffic_of(&layers.traffic, &nfs, ctx)?;
+    let wiring = resolve_wiring(&file.wiring, &nfs, ctx)?;
+    let replicas = r.replicas.unwrap_or(1);
+    if replicas == 0 || replicas > 64 {
+        return Err(ctx.setting("run", "replicas", format!("{replicas} is outside 1..=64")));
+    }
+    let chaining = r.chaining.unwrap_or_default();
+    let (runtime, hop_cores) = match chaining {
+        Chaining::Compound | Chaining::Pipeline => (runtime_of(r, chaining, ctx)?, Vec::new()),
+        Chaining::Veth | Chaining::Linux | Chaining::Ovs | Chaining::NicSwitch { .. } | Chaining::Memif => {
+            let chain = HopsChain {
+                nfs: &nfs,
+                hops: &hops,
+                wired: wiring.is_some(),
+                replicas,
+                core: settings.core,
+            };
+            (None, resolve_hops(&layers, chaining, &chain, ctx)?)
+        }
+    };
+    let isolation = isolation_of(r, chaining, ctx)?;
+    let dpdk_hops = dpdk_hops_of(r, chaining, &nfs, &hops, ctx)?;
+    check_chaining_keys(r, chaining, ctx)?;
+    if let Some(turns) = &r.take_turns {
+        crate::turns::open(std::path::Path::new(turns)).map_err(|e| ctx.setting("run", "take_turns", e))?;
+    }
+    // A chain in namespaces is between the testbed's veth pairs.
+    let given = match chaining.in_namespaces() {
+        true => PortsSetting::Veth,
+        false => r.ports.clone().unwrap_or_default(),
+    };
+    let pipeline = runtime_settings(&layers, &given, chaining, runtime, &settings, &nfs, ctx)?;
+    if settings.reply
+        && let Some(w) = &wiring
+        && !sfclab_runtime::chain::is_linear(w)
+    {
+        return Err(ctx.setting(
+            "traffic",
+            "responder",
+            "a responder needs a linear chain: the way back is the way there, reversed",
+        ));
+    }
+    if pipeline.is_some()
+        && let Some(w) = &wiring
+        && !sfclab_runtime::chain::is_linear(w)
+    {
+        return Err(ctx.at(
+            &[Step::key("wiring")],
+            "wiring",
+            "",
+            "the pipeline runtime cuts the chain into blocks of NFs in order and runs linear chains only; \
+             this wiring needs `runtime: compound`",
+        ));
+    }
+    let io = file_io_of(&layers, &nfs, replicas, pipeline.is_some(), ctx)?;
+    let runs = OnInterfaces {
+        pipeline: pipeline.is_some(),
+        reply: settings.reply,
+        io: &io,
+        traffic: &traffic,
+        flags,
+    };
+    let ports = ports_of(given, &layers, &runs, ctx)?;
+    Ok(Experiment {
+        spans_hosts: file.hosts,
+        name: file.name.unwrap_or_else(|| ctx.file.to_string()),
+        traffic,
+        nfs,
+        hops,
+        wiring,
+        settings,
+        pipeline,
+        replicas,
+        io,
+        ports,
+        chaining,
+        hop_cores,
+        isolation,
+        sriov: r.sriov.clone(),
+        take_turns: r.take_turns.as_ref().map(std::path::PathBuf::from),
+        memif_wait: r.memif_wait.map(|w| w.0),
+        dpdk_hops,
+    })
+}
+
+/// The file's settings merged with its profiles and the flags; an error names where the
+/// bad key came from: a flag, the file's own profile, or its section.
+fn merge_layers(file: &ChainFile, ctx: &Ctx, flags: &Settings) -> Result<MergedSettings, ChainFileError> {
+    MergedSettings::merge(&file.traffic, &file.run, &file.profiles, flags).map_err(|e| {
         match flags.gives(&e.key) {
             // The merge failed before it could say which keys were flags: ask the flags.
             true => flag_error(&e.key, e.reason),
-            false => match own_profile_with(&file, &e.key) {
+            false => match own_profile_with(file, &e.key) {
                 // The key came from the file's own profile: point there.
                 Some(name) => ctx.at(
                     &[Step::key("profiles"), Step::key(&name), Step::key(&e.key)],
@@ -490,28 +574,12 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
                 None => ctx.setting(e.section, &e.key, e.reason),
             },
         }
-    })?;
-    let ctx = &Ctx {
-        layers: Some(&layers),
-        ..*ctx
-    };
-    let t = &layers.traffic;
-    let mut traffic = GeneratorConfig {
-        sizes: t.size.clone().unwrap_or(FrameSizes::Fixed { size: 64 }),
-        flows: t.flows.unwrap_or(256),
-        ip: t.ip.unwrap_or_default(),
-        rate: t.rate.unwrap_or(Rate::Max),
-        limit: None,
-        probe_pps: t.latency_probe_pps.unwrap_or(10_000.0),
-        port: 0,
-        destinations: t.destinations.clone().unwrap_or_default(),
-        l4: t.proto.unwrap_or_default(),
-        session_packets: t.session_packets,
-        dscp: t.dscp.clone().unwrap_or_default(),
-        reverse: false,
-    };
+    })
+}
 
-    let r = &layers.run;
+/// The run's settings (`run:`), with their defaults, checked.
+fn run_settings(layers: &MergedSettings, ctx: &Ctx) -> Result<RunSettings, ChainFileError> {
+    let (t, r) = (&layers.traffic, &layers.run);
     let duration = match (r.duration, r.count) {
         (Some(d), _) => Some(d.duration()),
         (None, Some(_)) => None,
@@ -539,32 +607,51 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         sfclab_runtime::RunError::Setting { key, reason } => ctx.setting("run", key, reason),
         other => ctx.at(&[Step::key("run")], "run", "", other.to_string()),
     })?;
+    Ok(settings)
+}
 
-    let ResolvedChain { nfs, places, hops } = match &file.chain {
-        // A tester's file: the traffic it sends through a device that is not sfclab's.
-        None if r.ports.as_ref().is_some_and(|p| !p.runs_chain()) => ResolvedChain {
+/// The file's chain; none in a tester's file (traffic sent through a device that is
+/// not sfclab's).
+fn chain_of(file: &ChainFile, r: &RunSection, ctx: &Ctx) -> Result<ResolvedChain, ChainFileError> {
+    match &file.chain {
+        None if r.ports.as_ref().is_some_and(|p| !p.runs_chain()) => Ok(ResolvedChain {
             nfs: Vec::new(),
             places: Vec::new(),
             hops: Vec::new(),
-        },
-        None => {
-            return Err(ctx.whole(
-                "missing `chain:`: list the NFs to run (e.g. `chain: [noop]`); only a tester's file (`--ports tester:OUT,IN`) has none",
-            ));
-        }
-        Some(chain) if chain.is_empty() => {
-            return Err(ctx.at(
-                &[Step::key("chain")],
-                "chain",
-                "",
-                "the chain has no NF: list at least one (e.g. `- noop`)",
-            ));
-        }
-        Some(chain) => resolve_chain(chain, ctx)?,
-    };
-    let ctx = &Ctx {
-        places: Some(&places),
-        ..*ctx
+        }),
+        None => Err(ctx.whole(
+            "missing `chain:`: list the NFs to run (e.g. `chain: [noop]`); only a tester's file (`--ports tester:OUT,IN`) has none",
+        )),
+        Some(chain) if chain.is_empty() => Err(ctx.at(
+            &[Step::key("chain")],
+            "chain",
+            "",
+            "the chain has no NF: list at least one (e.g. `- noop`)",
+        )),
+        Some(chain) => resolve_chain(chain, ctx),
+    }
+}
+
+/// The generator's traffic (`traffic:`), with its defaults; `destinations: router`
+/// takes the chain's router's table.
+fn traffic_of(
+    t: &crate::settings::TrafficSection,
+    nfs: &[(String, NfSpec)],
+    ctx: &Ctx,
+) -> Result<GeneratorConfig, ChainFileError> {
+    let mut traffic = GeneratorConfig {
+        sizes: t.size.clone().unwrap_or(FrameSizes::Fixed { size: 64 }),
+        flows: t.flows.unwrap_or(256),
+        ip: t.ip.unwrap_or_default(),
+        rate: t.rate.unwrap_or(Rate::Max),
+        limit: None,
+        probe_pps: t.latency_probe_pps.unwrap_or(10_000.0),
+        port: 0,
+        destinations: t.destinations.clone().unwrap_or_default(),
+        l4: t.proto.unwrap_or_default(),
+        session_packets: t.session_packets,
+        dscp: t.dscp.clone().unwrap_or_default(),
+        reverse: false,
     };
     if traffic.destinations == Destinations::Router
         && let Some((name, router)) = nfs.iter().find(|(_, spec)| spec.kind() == "router")
@@ -575,62 +662,58 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         })?;
     }
     traffic.validate().map_err(|(k, r)| ctx.setting("traffic", k, r))?;
-    let wiring = resolve_wiring(&file.wiring, &nfs, ctx)?;
-    let replicas = r.replicas.unwrap_or(1);
-    if replicas == 0 || replicas > 64 {
-        return Err(ctx.setting("run", "replicas", format!("{replicas} is outside 1..=64")));
-    }
-    let chaining = r.chaining.unwrap_or_default();
-    let mut ports = r.ports.clone().unwrap_or_default();
-    let mut runtime = r.runtime;
-    let mut hop_cores = Vec::new();
-    match chaining {
-        Chaining::Compound | Chaining::Pipeline => {
-            let as_runtime = if chaining == Chaining::Compound {
-                Runtime::Compound
-            } else {
-                Runtime::Pipeline
-            };
-            match runtime {
-                Some(rt) if r.chaining.is_some() && rt != as_runtime => {
-                    return Err(ctx.setting(
-                        "run",
-                        "runtime",
-                        format!("`{rt}` contradicts `chaining: {chaining}`: give one of them"),
-                    ));
-                }
-                _ if r.chaining.is_some() => runtime = Some(as_runtime),
-                _ => {}
-            }
-        }
-        Chaining::Veth | Chaining::Linux | Chaining::Ovs | Chaining::NicSwitch { .. } | Chaining::Memif => {
-            hop_cores = resolve_hops(
-                &layers,
-                chaining,
-                &nfs,
-                &hops,
-                wiring.is_some(),
-                replicas,
-                settings.core,
-                ctx,
-            )?;
-            ports = Ports::Veth;
-        }
-    }
-    let isolation = match (chaining, r.isolation) {
-        // memif joins processes: each hop is one.
-        (Chaining::Memif, None | Some(Isolation::Process)) => Isolation::Process,
-        (Chaining::Memif, Some(other)) => {
-            return Err(ctx.setting(
-                "run",
-                "isolation",
-                format!("`chaining: memif` joins hop processes; `{other}` does not apply (hops in threads of one process: `chaining: compound` or `pipeline`)"),
-            ));
-        }
-        (_, i) => i.unwrap_or_default(),
+    Ok(traffic)
+}
+
+/// The runtime of a chain in one process: `chaining: compound | pipeline` names it, and
+/// a `runtime` that says otherwise is refused.
+fn runtime_of(r: &RunSection, chaining: Chaining, ctx: &Ctx) -> Result<Option<Runtime>, ChainFileError> {
+    let as_runtime = if chaining == Chaining::Compound {
+        Runtime::Compound
+    } else {
+        Runtime::Pipeline
     };
-    let dpdk_hops = match &r.dpdk_hops {
-        None => Vec::new(),
+    match r.runtime {
+        Some(rt) if r.chaining.is_some() && rt != as_runtime => Err(ctx.setting(
+            "run",
+            "runtime",
+            format!("`{rt}` contradicts `chaining: {chaining}`: give one of them"),
+        )),
+        _ if r.chaining.is_some() => Ok(Some(as_runtime)),
+        rt => Ok(rt),
+    }
+}
+
+/// What the hops of `chaining: veth` run as (threads or processes); memif joins
+/// processes only.
+fn isolation_of(r: &RunSection, chaining: Chaining, ctx: &Ctx) -> Result<Isolation, ChainFileError> {
+    match (chaining, r.isolation) {
+        (Chaining::Memif, None | Some(Isolation::Process)) => Ok(Isolation::Process),
+        (Chaining::Memif, Some(other)) => Err(ctx.setting(
+            "run",
+            "isolation",
+            format!("`chaining: memif` joins hop processes; `{other}` does not apply (hops in threads of one process: `chaining: compound` or `pipeline`)"),
+        )),
+        (Chaining::Veth, i) | (_, i @ None) => Ok(i.unwrap_or_default()),
+        (_, Some(_)) => Err(ctx.setting(
+            "run",
+            "isolation",
+            format!("chooses what the hops of `chaining: veth` run as; this chain's chaining is `{chaining}`"),
+        )),
+    }
+}
+
+/// The hops (0-based) of `chaining: memif` that dpdk-testpmd runs (`dpdk_hops: 1,3`):
+/// each must be a hop of one forwarder.
+fn dpdk_hops_of(
+    r: &RunSection,
+    chaining: Chaining,
+    nfs: &[(String, NfSpec)],
+    hops: &[usize],
+    ctx: &Ctx,
+) -> Result<Vec<usize>, ChainFileError> {
+    let list = match &r.dpdk_hops {
+        None => return Ok(Vec::new()),
         Some(_) if chaining != Chaining::Memif => {
             return Err(ctx.setting(
                 "run",
@@ -638,54 +721,50 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
                 format!("names hops of `chaining: memif` that DPDK runs; this chain's chaining is `{chaining}`"),
             ));
         }
-        Some(list) => {
-            let mut chosen = Vec::new();
-            for item in list.split(',').map(str::trim) {
-                let k: usize = item
-                    .parse()
-                    .ok()
-                    .filter(|k| (1..=hops.len()).contains(k))
-                    .ok_or_else(|| {
-                        ctx.setting(
-                            "run",
-                            "dpdk_hops",
-                            format!(
-                                "`{item}` is not a hop of this chain: write numbers from 1 to {}",
-                                hops.len()
-                            ),
-                        )
-                    })?;
-                let first: usize = hops[..k - 1].iter().sum();
-                let (name, spec) = &nfs[first];
-                if hops[k - 1] != 1 || spec.kind() != "forwarder" {
-                    return Err(ctx.setting(
-                        "run",
-                        "dpdk_hops",
-                        format!(
-                            "hop {k} is `{name}` ({}); dpdk-testpmd forwards (mac mode): write a forwarder there",
-                            spec.kind()
-                        ),
-                    ));
-                }
-                chosen.push(k - 1);
-            }
-            chosen.sort_unstable();
-            chosen.dedup();
-            chosen
-        }
+        Some(list) => list,
     };
+    let mut chosen = Vec::new();
+    for item in list.split(',').map(str::trim) {
+        let k: usize = item
+            .parse()
+            .ok()
+            .filter(|k| (1..=hops.len()).contains(k))
+            .ok_or_else(|| {
+                ctx.setting(
+                    "run",
+                    "dpdk_hops",
+                    format!(
+                        "`{item}` is not a hop of this chain: write numbers from 1 to {}",
+                        hops.len()
+                    ),
+                )
+            })?;
+        let first: usize = hops[..k - 1].iter().sum();
+        let (name, spec) = &nfs[first];
+        if hops[k - 1] != 1 || spec.kind() != "forwarder" {
+            return Err(ctx.setting(
+                "run",
+                "dpdk_hops",
+                format!(
+                    "hop {k} is `{name}` ({}); dpdk-testpmd forwards (mac mode): write a forwarder there",
+                    spec.kind()
+                ),
+            ));
+        }
+        chosen.push(k - 1);
+    }
+    chosen.sort_unstable();
+    chosen.dedup();
+    Ok(chosen)
+}
+
+/// Keys of one chaining given with another.
+fn check_chaining_keys(r: &RunSection, chaining: Chaining, ctx: &Ctx) -> Result<(), ChainFileError> {
     if r.memif_wait.is_some() && chaining != Chaining::Memif {
         return Err(ctx.setting(
             "run",
             "memif_wait",
             format!("chooses how the hops of `chaining: memif` wait; this chain's chaining is `{chaining}`"),
-        ));
-    }
-    if r.isolation.is_some() && !matches!(chaining, Chaining::Veth | Chaining::Memif) {
-        return Err(ctx.setting(
-            "run",
-            "isolation",
-            format!("chooses what the hops of `chaining: veth` run as; this chain's chaining is `{chaining}`"),
         ));
     }
     if r.sriov.is_some() && chaining != (Chaining::NicSwitch { vepa: false }) {
@@ -695,42 +774,24 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
             format!("names the SR-IOV NIC of `chaining: nic-switch` (its VEB); this chain's chaining is `{chaining}`"),
         ));
     }
-    let both_ways = r.both_ways.unwrap_or(false);
-    if both_ways
-        && !matches!(&ports, Ports::Dut { input, output }
-            if sfclab_io::is_memif(input) && sfclab_io::is_memif(output) && input != output)
-    {
-        return Err(ctx.setting(
-            "run",
-            "both_ways",
-            "forwards between two memif interfaces of a device under test (`--ports memif:A,memif:B`)",
-        ));
-    }
-    if r.ready_file.is_some() && !matches!(ports, Ports::Dut { .. }) {
-        return Err(ctx.setting("run", "ready_file", "is for `ports: dut:` runs (a hop process)"));
-    }
-    if r.control_files.is_some() && !matches!(ports, Ports::Dut { .. }) {
-        return Err(ctx.setting("run", "control_files", "is for `ports: dut:` runs (a hop process)"));
-    }
-    if r.control_port.is_some() && !matches!(ports, Ports::Dut { .. }) {
-        return Err(ctx.setting("run", "control_port", "is for `ports: dut:` runs (a hop process)"));
-    }
-    if r.control_port.is_some() && r.control_files.is_some() {
-        return Err(ctx.setting(
-            "run",
-            "control_port",
-            "a hop is told by control files or over TCP, not both",
-        ));
-    }
-    if r.shared_capacity.is_some() && !matches!(ports, Ports::Dut { .. }) {
-        return Err(ctx.setting("run", "shared_capacity", "is for `ports: dut:` runs (a hop process)"));
-    }
-    if let Some(turns) = &r.take_turns {
-        crate::turns::open(std::path::Path::new(turns)).map_err(|e| ctx.setting("run", "take_turns", e))?;
-    }
+    Ok(())
+}
+
+/// The pipeline's settings when the chain runs as one, and the checks of replicas and
+/// the responder against the runtime and the ports.
+fn runtime_settings(
+    layers: &MergedSettings,
+    ports: &PortsSetting,
+    chaining: Chaining,
+    runtime: Option<Runtime>,
+    settings: &RunSettings,
+    nfs: &[(String, NfSpec)],
+    ctx: &Ctx,
+) -> Result<Option<PipelineSettings>, ChainFileError> {
+    let replicas = layers.run.replicas.unwrap_or(1);
     // Between a testbed's interfaces, replicas are compound runs, one per queue.
-    let queued_replicas = ports == Ports::Veth && !chaining.in_namespaces();
-    if replicas > 1 && ports != Ports::Memory && !queued_replicas {
+    let queued_replicas = *ports == PortsSetting::Veth && !chaining.in_namespaces();
+    if replicas > 1 && *ports != PortsSetting::Memory && !queued_replicas {
         return Err(ctx.setting(
             "run",
             "replicas",
@@ -748,7 +809,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
     let pipeline = if chaining.in_namespaces() {
         None
     } else {
-        resolve_pipeline(&layers, runtime, &settings, nfs.len(), pipeline_replicas, ctx)?
+        resolve_pipeline(layers, runtime, settings, nfs.len(), pipeline_replicas, ctx)?
     };
     if pipeline.is_some() && settings.reply {
         return Err(ctx.setting(
@@ -757,28 +818,18 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
             "the responder runs in the compound runtime (the way back shares the NFs' state on one core)",
         ));
     }
-    if settings.reply
-        && let Some(w) = &wiring
-        && !sfclab_runtime::chain::is_linear(w)
-    {
-        return Err(ctx.setting(
-            "traffic",
-            "responder",
-            "a responder needs a linear chain: the way back is the way there, reversed",
-        ));
-    }
-    if pipeline.is_some()
-        && let Some(w) = &wiring
-        && !sfclab_runtime::chain::is_linear(w)
-    {
-        return Err(ctx.at(
-            &[Step::key("wiring")],
-            "wiring",
-            "",
-            "the pipeline runtime cuts the chain into blocks of NFs in order and runs linear chains only; \
-             this wiring needs `runtime: compound`",
-        ));
-    }
+    Ok(pipeline)
+}
+
+/// The pcap files the chain replays, captures to and taps into, checked.
+fn file_io_of(
+    layers: &MergedSettings,
+    nfs: &[(String, NfSpec)],
+    replicas: usize,
+    pipeline: bool,
+    ctx: &Ctx,
+) -> Result<FileIo, ChainFileError> {
+    let (t, r) = (&layers.traffic, &layers.run);
     let io = FileIo {
         replay: t.replay.as_ref().map(|p| Replay {
             file: std::path::PathBuf::from(p),
@@ -786,7 +837,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
             at_file_timestamps: t.replay_timestamps == Some(true),
         }),
         capture: r.capture.as_ref().map(std::path::PathBuf::from),
-        taps: taps(r.tap.as_deref().unwrap_or_default(), &nfs).map_err(|reason| ctx.setting("run", "tap", reason))?,
+        taps: taps(r.tap.as_deref().unwrap_or_default(), nfs).map_err(|reason| ctx.setting("run", "tap", reason))?,
     };
     if !io.taps.is_empty() && replicas > 1 {
         return Err(ctx.setting(
@@ -816,7 +867,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
             "and `rate` both pace the replay: give one",
         ));
     }
-    if (io.replay.is_some() || io.capture.is_some()) && (pipeline.is_some() || t.responder == Some(true)) {
+    if (io.replay.is_some() || io.capture.is_some()) && (pipeline || t.responder == Some(true)) {
         let key = if t.replay.is_some() {
             ("traffic", "replay")
         } else {
@@ -828,148 +879,224 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
             "pcap files run on the compound runtime without a responder (for now)",
         ));
     }
-    if ports == Ports::Memory {
-        if r.xdp_mode.is_some() {
-            return Err(ctx.setting(
-                "run",
+    Ok(io)
+}
+
+/// What a run on interfaces is checked against.
+struct OnInterfaces<'a> {
+    pipeline: bool,
+    reply: bool,
+    io: &'a FileIo,
+    traffic: &'a GeneratorConfig,
+    flags: &'a Settings,
+}
+
+/// The ports, each kind with the settings that apply to it; a key given where it does
+/// not apply is refused with the reason.
+fn ports_of(
+    given: PortsSetting,
+    layers: &MergedSettings,
+    runs: &OnInterfaces,
+    ctx: &Ctx,
+) -> Result<Ports, ChainFileError> {
+    let r = &layers.run;
+    let hop = served_hop_of(r, &given, ctx)?;
+    if given == PortsSetting::Memory {
+        let on_interfaces = [
+            (
+                r.xdp_mode.is_some(),
                 "xdp_mode",
                 "applies to AF_XDP ports: give `ports: veth` or `ports: linux`",
-            ));
-        }
-        if r.io.is_some() {
-            return Err(ctx.setting(
-                "run",
+            ),
+            (
+                r.io.is_some(),
                 "io",
                 "applies to the ports of a wired run: give `ports: veth` or `ports: linux`",
-            ));
-        }
-        if r.busy_poll.is_some() {
-            return Err(ctx.setting(
-                "run",
+            ),
+            (
+                r.busy_poll.is_some(),
                 "busy_poll",
                 "applies to AF_XDP ports on interfaces: give `ports: veth`, `linux`, `dut:` or `tester:`",
-            ));
-        }
-        if r.xdp_wait.is_some() {
-            return Err(ctx.setting(
-                "run",
+            ),
+            (
+                r.xdp_wait.is_some(),
                 "xdp_wait",
                 "applies to AF_XDP ports on interfaces: give `ports: veth`, `linux`, `dut:` or `tester:`",
-            ));
-        }
-    } else {
-        let clash = [
-            (pipeline.is_some(), "runtime", "the pipeline runtime"),
-            (settings.reply, "responder", "a responder"),
-            (io.replay.is_some(), "replay", "a replayed capture"),
-            (io.capture.is_some(), "capture", "a capture file"),
+            ),
         ];
-        if let Some((_, key, what)) = clash.iter().find(|c| c.0) {
-            return Err(ctx.setting("run", "ports", format!("`{ports}` runs the compound runtime between interfaces; {what} (`{key}`) does not combine with it (for now)")));
+        if let Some((_, key, reason)) = on_interfaces.iter().find(|c| c.0) {
+            return Err(ctx.setting("run", key, *reason));
         }
-        if matches!(ports, Ports::Dut { .. })
-            && let Some(key) = crate::settings::given_keys(&flags.traffic).first()
-        {
-            return Err(ctx.setting(
-                "traffic",
-                key,
-                format!("`--ports {ports}` forwards what arrives on its first interface and generates nothing: traffic settings do not apply"),
-            ));
-        }
-        let io_kind = r.io.unwrap_or_default();
-        if let Ports::Dut { input, output } | Ports::Tester { output, input } = &ports
-            && input == output
-            && !sfclab_io::is_memif(input)
-            && io_kind == sfclab_io::IoKind::AfXdp
-        {
-            return Err(ctx.setting(
-                "run",
-                "ports",
-                format!("`{ports}`: AF_XDP takes one socket per queue, so in and out need two interfaces here; give two, or `io: af_packet`"),
-            ));
-        }
-        if r.io == Some(sfclab_io::IoKind::AfPacket) && r.xdp_mode.is_some() {
-            return Err(ctx.setting("run", "xdp_mode", "applies to AF_XDP ports, and `io` is af_packet"));
-        }
-        if r.io == Some(sfclab_io::IoKind::AfPacket) && r.xdp_wait.is_some() {
-            return Err(ctx.setting("run", "xdp_wait", "applies to AF_XDP ports, and `io` is af_packet"));
-        }
-        if r.busy_poll.is_some() && r.xdp_wait.is_some_and(|w| w.0 != sfclab_io::Wait::Poll) {
-            return Err(ctx.setting(
-                "run",
-                "xdp_wait",
-                "an idle port either busy-polls the kernel (`busy_poll`) or sleeps (`xdp_wait: interrupt`), not both",
-            ));
-        }
-        if r.io == Some(sfclab_io::IoKind::AfPacket) && r.busy_poll.is_some() {
-            return Err(ctx.setting("run", "busy_poll", "applies to AF_XDP ports, and `io` is af_packet"));
-        }
-        if ports == Ports::Linux && traffic.ip != sfclab_traffic::IpVersion::V4 {
-            return Err(ctx.setting("run", "ports", "`linux` forwards IPv4: give `ip: v4`"));
-        }
-        // The tester signs each frame with 16 bytes at the end of its L4 payload; a DUT
-        // on interfaces forwards what comes, and generates nothing.
-        let need = traffic.ip.header_len(traffic.l4) + sfclab_io::tester_link::SIGNATURE_LEN + 4;
-        if !matches!(ports, Ports::Dut { .. })
-            && let Some(small) = traffic.sizes.sizes().into_iter().find(|&s| usize::from(s) < need)
-        {
-            return Err(ctx.setting(
-                "traffic",
-                "size",
-                format!("{small}-byte frames cannot carry the tester's 16-byte signature after their headers: `ports: {ports}` needs at least {need} bytes here"),
-            ));
-        }
+        return Ok(Ports::Memory);
     }
-    Ok(Experiment {
-        spans_hosts: file.hosts,
-        name: file.name.unwrap_or_else(|| ctx.file.to_string()),
-        traffic,
-        nfs,
-        hops,
-        wiring,
-        settings,
-        pipeline,
-        replicas,
-        io,
-        ports,
-        chaining,
-        hop_cores,
-        isolation,
-        sriov: r.sriov.clone(),
-        ready_file: r.ready_file.as_ref().map(std::path::PathBuf::from),
-        control_files: r.control_files.as_ref().map(std::path::PathBuf::from),
-        control_port: r.control_port,
-        shared_capacity: r.shared_capacity.as_ref().map(std::path::PathBuf::from),
-        take_turns: r.take_turns.as_ref().map(std::path::PathBuf::from),
-        memif_wait: r.memif_wait.map(|w| w.0),
-        dpdk_hops,
-        both_ways,
-        xdp_mode: r.xdp_mode,
-        io_kind: r.io.unwrap_or_default(),
-        busy_poll: r.busy_poll,
-        xdp_wait: r.xdp_wait.map(|w| w.0),
+    let clash = [
+        (runs.pipeline, "runtime", "the pipeline runtime"),
+        (runs.reply, "responder", "a responder"),
+        (runs.io.replay.is_some(), "replay", "a replayed capture"),
+        (runs.io.capture.is_some(), "capture", "a capture file"),
+    ];
+    if let Some((_, key, what)) = clash.iter().find(|c| c.0) {
+        return Err(ctx.setting("run", "ports", format!("`{given}` runs the compound runtime between interfaces; {what} (`{key}`) does not combine with it (for now)")));
+    }
+    if matches!(given, PortsSetting::Dut { .. })
+        && let Some(key) = crate::settings::given_keys(&runs.flags.traffic).first()
+    {
+        return Err(ctx.setting(
+            "traffic",
+            key,
+            format!("`--ports {given}` forwards what arrives on its first interface and generates nothing: traffic settings do not apply"),
+        ));
+    }
+    let io = interface_io_of(r, &given, ctx)?;
+    let traffic = runs.traffic;
+    if given == PortsSetting::Linux && traffic.ip != sfclab_traffic::IpVersion::V4 {
+        return Err(ctx.setting("run", "ports", "`linux` forwards IPv4: give `ip: v4`"));
+    }
+    // The tester signs each frame with 16 bytes at the end of its L4 payload; a DUT
+    // on interfaces forwards what comes, and generates nothing.
+    let need = traffic.ip.header_len(traffic.l4) + sfclab_io::tester_link::SIGNATURE_LEN + 4;
+    if !matches!(given, PortsSetting::Dut { .. })
+        && let Some(small) = traffic.sizes.sizes().into_iter().find(|&s| usize::from(s) < need)
+    {
+        return Err(ctx.setting(
+            "traffic",
+            "size",
+            format!("{small}-byte frames cannot carry the tester's 16-byte signature after their headers: `ports: {given}` needs at least {need} bytes here"),
+        ));
+    }
+    Ok(match given {
+        PortsSetting::Memory => Ports::Memory,
+        PortsSetting::Veth => Ports::Veth(io),
+        PortsSetting::Linux => Ports::Linux(io),
+        PortsSetting::Dut { input, output } => Ports::Dut {
+            input,
+            output,
+            io,
+            hop: hop.unwrap_or_default(),
+        },
+        PortsSetting::Tester { output, input } => Ports::Tester { output, input, io },
     })
+}
+
+/// How ports on interfaces do their I/O (`io`, `xdp_mode`, `busy_poll`, `xdp_wait`).
+fn interface_io_of(r: &RunSection, given: &PortsSetting, ctx: &Ctx) -> Result<InterfaceIo, ChainFileError> {
+    let af_packet = r.io == Some(sfclab_io::IoKind::AfPacket);
+    if let PortsSetting::Dut { input, output } | PortsSetting::Tester { output, input } = given
+        && input == output
+        && !sfclab_io::is_memif(input)
+        && !af_packet
+    {
+        return Err(ctx.setting(
+            "run",
+            "ports",
+            format!("`{given}`: AF_XDP takes one socket per queue, so in and out need two interfaces here; give two, or `io: af_packet`"),
+        ));
+    }
+    if af_packet {
+        for (given, key) in [
+            (r.xdp_mode.is_some(), "xdp_mode"),
+            (r.xdp_wait.is_some(), "xdp_wait"),
+            (r.busy_poll.is_some(), "busy_poll"),
+        ] {
+            if given {
+                return Err(ctx.setting("run", key, "applies to AF_XDP ports, and `io` is af_packet"));
+            }
+        }
+        return Ok(InterfaceIo::AfPacket);
+    }
+    if r.busy_poll.is_some() && r.xdp_wait.is_some_and(|w| w.0 != sfclab_io::Wait::Poll) {
+        return Err(ctx.setting(
+            "run",
+            "xdp_wait",
+            "an idle port either busy-polls the kernel (`busy_poll`) or sleeps (`xdp_wait: interrupt`), not both",
+        ));
+    }
+    Ok(InterfaceIo::AfXdp {
+        mode: r.xdp_mode,
+        busy_poll: r.busy_poll,
+        wait: r.xdp_wait.map(|w| w.0),
+    })
+}
+
+/// What a hop process serving runs is told by (`ready_file`, `control_files`,
+/// `control_port`, `shared_capacity`, `both_ways`): `ports: dut:` only.
+fn served_hop_of(r: &RunSection, given: &PortsSetting, ctx: &Ctx) -> Result<Option<ServedHop>, ChainFileError> {
+    let both_ways = r.both_ways.unwrap_or(false);
+    if both_ways
+        && !matches!(given, PortsSetting::Dut { input, output }
+            if sfclab_io::is_memif(input) && sfclab_io::is_memif(output) && input != output)
+    {
+        return Err(ctx.setting(
+            "run",
+            "both_ways",
+            "forwards between two memif interfaces of a device under test (`--ports memif:A,memif:B`)",
+        ));
+    }
+    let hop_keys = [
+        (r.ready_file.is_some(), "ready_file"),
+        (r.control_files.is_some(), "control_files"),
+        (r.control_port.is_some(), "control_port"),
+        (r.shared_capacity.is_some(), "shared_capacity"),
+    ];
+    if !matches!(given, PortsSetting::Dut { .. }) {
+        if let Some((_, key)) = hop_keys.iter().find(|k| k.0) {
+            return Err(ctx.setting("run", key, "is for `ports: dut:` runs (a hop process)"));
+        }
+        return Ok(None);
+    }
+    let control = match (&r.control_files, r.control_port) {
+        (Some(_), Some(_)) => {
+            return Err(ctx.setting(
+                "run",
+                "control_port",
+                "a hop is told by control files or over TCP, not both",
+            ));
+        }
+        (Some(prefix), None) => Some(ControlledBy::Files(prefix.into())),
+        (None, Some(port)) => Some(ControlledBy::Port(port)),
+        (None, None) => None,
+    };
+    Ok(Some(ServedHop {
+        ready_file: r.ready_file.as_ref().map(std::path::PathBuf::from),
+        control,
+        shared_capacity: r.shared_capacity.as_ref().map(std::path::PathBuf::from),
+        both_ways,
+    }))
+}
+
+/// A chain in namespaces, as [`resolve_hops`] checks it.
+struct HopsChain<'a> {
+    nfs: &'a [(String, NfSpec)],
+    /// How many NFs each hop holds.
+    hops: &'a [usize],
+    /// The file gives `wiring:`.
+    wired: bool,
+    replicas: usize,
+    /// The chain's core.
+    core: Option<usize>,
 }
 
 /// The core of each hop of a chain in namespaces (`chaining: veth | linux`), checked:
 /// a placement puts hops on cores as it puts a pipeline's NFs (hops on one core take
 /// turns on its thread); without one every hop runs on the chain's core. Keys that do
 /// not apply are refused.
-#[allow(clippy::too_many_arguments)]
 fn resolve_hops(
     layers: &MergedSettings,
     chaining: Chaining,
-    nfs: &[(String, NfSpec)],
-    hops: &[usize],
-    wired: bool,
-    replicas: usize,
-    core: Option<usize>,
+    chain: &HopsChain,
     ctx: &Ctx,
 ) -> Result<Vec<Option<usize>>, ChainFileError> {
+    let HopsChain {
+        nfs,
+        hops,
+        wired,
+        replicas,
+        core,
+    } = *chain;
     let r = &layers.run;
     let refuse = |key: &str, why: &str| Err(ctx.setting("run", key, format!("`chaining: {chaining}` {why}")));
     if let Some(p) = &r.ports
-        && *p != Ports::Veth
+        && *p != PortsSetting::Veth
     {
         return refuse(
             "ports",

@@ -21,7 +21,7 @@ pub fn device(spec: &Experiment) -> Result<DeviceUnderTest, String> {
     Ok(DeviceUnderTest::External {
         label: format!(
             "sfclab chain of {hops} hops, each an sfclab process in its own namespace joined by veth ({})",
-            spec.io_kind
+            spec.ports.interface_io().copied().unwrap_or_default().kind()
         ),
         hops,
         start: Box::new(move |bed: &Testbed| {
@@ -211,16 +211,7 @@ impl HopPlan {
 
 /// The flags every hop process of `spec` shares: its ports' kind and waits, its batch.
 fn shared_args(spec: &Experiment) -> Vec<String> {
-    let mut args: Vec<String> = vec!["--io".into(), spec.io_kind.to_string()];
-    if let Some(m) = spec.xdp_mode {
-        args.extend(["--xdp-mode".into(), m.to_string()]);
-    }
-    if let Some(us) = spec.busy_poll {
-        args.extend(["--busy-poll".into(), us.to_string()]);
-    }
-    if let Some(w) = spec.xdp_wait {
-        args.extend(["--xdp-wait".into(), crate::settings::ReceiveWait(w).to_string()]);
-    }
+    let mut args = spec.ports.interface_io().copied().unwrap_or_default().flags();
     args.extend(["--batch".into(), spec.settings.batch.to_string()]);
     if !spec.settings.accounting {
         args.push("--no-accounting".into());

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use sfclab_runtime::{ExternalOutcome, RunError, RunReport};
 
 use crate::chain_file::Experiment;
+use crate::ports::ControlledBy;
 
 /// How often a waiting side looks again (not the data path: a thread of its own).
 const POLL: Duration = Duration::from_millis(5);
@@ -55,12 +56,14 @@ enum Ending {
 /// text), until the spec's own stop (SIGINT, SIGTERM) ends one: that run's report is
 /// returned.
 pub fn serve_runs(spec: &Experiment, document: &mut dyn FnMut(&RunReport) -> String) -> Result<RunReport, RunError> {
-    let served = match (&spec.control_files, spec.control_port) {
-        (Some(prefix), None) => Served::Files {
+    let hop = spec.ports.served_hop().cloned().unwrap_or_default();
+    let served = match &hop.control {
+        Some(ControlledBy::Files(prefix)) => Served::Files {
             stop: with_suffix(prefix, ".stop"),
             report: with_suffix(prefix, ".json"),
         },
-        (None, Some(port)) => {
+        Some(ControlledBy::Port(port)) => {
+            let port = *port;
             let listener = TcpListener::bind(("::", port))
                 .or_else(|_| TcpListener::bind(("0.0.0.0", port)))
                 .map_err(|e| RunError::failed("control_port", format!("listening on port {port}: {e}")))?;
@@ -69,7 +72,7 @@ pub fn serve_runs(spec: &Experiment, document: &mut dyn FnMut(&RunReport) -> Str
                 .map_err(|e| RunError::failed("control_port", e))?;
             Served::Tcp(listener)
         }
-        _ => {
+        None => {
             return Err(RunError::setting(
                 "control_files",
                 "give control files or a control port, one of them",
@@ -77,7 +80,7 @@ pub fn serve_runs(spec: &Experiment, document: &mut dyn FnMut(&RunReport) -> Str
         }
     };
     let ended = spec.settings.stop.clone().unwrap_or_default();
-    let ready_file = spec.ready_file.clone();
+    let ready_file = hop.ready_file.clone();
     // What a hop of an earlier deployment left in a directory that outlives it (a node's,
     // killed before it could tidy up) says nothing about this one.
     let mut stale: Vec<&Path> = ready_file.as_deref().into_iter().collect();

@@ -1,6 +1,6 @@
 //! Runs a resolved chain on the runtime it names, and as a trial for the searches.
 
-use sfclab_io::{AfXdpSettings, InterfacePort, PcapSink, PcapSource, ReplayPace, TesterLink};
+use sfclab_io::{InterfacePort, PcapSink, PcapSource, ReplayPace, TesterLink};
 use sfclab_runtime::{
     ChainGraph, DeviceUnderTest, HopLinks, RunError, RunReport, RunSettings, WiredReport, WiredSettings,
     run_across_veth, run_compound_on, run_parallel, run_pipeline,
@@ -34,7 +34,8 @@ impl Experiment {
             .map_err(|reason| RunError::failed("take_turns", reason))
     }
 }
-use crate::settings::{Chaining, Isolation, Ports};
+use crate::ports::{InterfaceIo, Ports, ServedHop};
+use crate::settings::{Chaining, Isolation};
 use sfclab_topology::MacvlanMode;
 use sfclab_topology::ovs::OvsPort;
 
@@ -42,9 +43,9 @@ use sfclab_topology::ovs::OvsPort;
 /// `linux`) reports what its tester measured across the device under test.
 pub(crate) fn run(spec: &Experiment) -> Result<RunReport, RunError> {
     match &spec.ports {
-        Ports::Veth | Ports::Linux => return run_wired(spec).map(|w| w.tester),
-        Ports::Dut { input, output } => return run_between_interfaces(spec, input, output),
-        Ports::Tester { output, input } => return test_across_interfaces(spec, output, input),
+        Ports::Veth(_) | Ports::Linux(_) => return run_wired(spec).map(|w| w.tester),
+        Ports::Dut { input, output, io, hop } => return run_between_interfaces(spec, (input, output, io), hop),
+        Ports::Tester { output, input, io } => return test_across_interfaces(spec, (output, input, io)),
         Ports::Memory => {}
     }
     let build = || spec.build_nfs();
@@ -72,16 +73,17 @@ pub(crate) fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
             },
         );
     }
+    let io = spec.ports.interface_io().copied().unwrap_or_default();
     let dut = match (spec.chaining, &spec.ports) {
         (Chaining::Linux, _) => DeviceUnderTest::Linux { hops: spec.hops.len() },
         (Chaining::Ovs, _) => DeviceUnderTest::Ovs {
             hops: spec.hops.len(),
-            ports: match spec.io_kind {
-                sfclab_io::IoKind::AfXdp => OvsPort::AfXdp,
-                sfclab_io::IoKind::AfPacket => OvsPort::System,
+            ports: match io {
+                InterfaceIo::AfXdp { .. } => OvsPort::AfXdp,
+                InterfaceIo::AfPacket => OvsPort::System,
             },
         },
-        (_, Ports::Linux) => DeviceUnderTest::Linux { hops: 1 },
+        (_, Ports::Linux(_)) => DeviceUnderTest::Linux { hops: 1 },
         // One NF per hop, on its core.
         (Chaining::Veth, _) if spec.isolation == Isolation::Process => {
             crate::hop_processes::device(spec).map_err(|reason| RunError::setting("isolation", reason))?
@@ -100,11 +102,11 @@ pub(crate) fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
         // One replica per queue: each builds its own NFs (their state is the replica's).
         _ => DeviceUnderTest::Chain((0..spec.replicas).map(|_| spec.graph()).collect::<Result<_, _>>()?),
     };
-    let ports = interface_settings(spec);
+    let ports = io.af_xdp_settings();
     let dut_core = spec.settings.core;
     let tester_core = tester_core(dut_core);
     let wired = WiredSettings {
-        io: spec.io_kind,
+        io: io.kind(),
         dut_ports: ports.clone(),
         tester_ports: ports,
         dut_core,
@@ -144,16 +146,6 @@ fn hop_chains(spec: &Experiment) -> Result<Vec<(ChainGraph, Option<usize>)>, Run
         .collect())
 }
 
-/// The AF_XDP settings of the spec's interface ports.
-fn interface_settings(spec: &Experiment) -> AfXdpSettings {
-    AfXdpSettings {
-        xdp_mode: spec.xdp_mode,
-        busy_poll: spec.busy_poll,
-        wait: spec.xdp_wait.unwrap_or(sfclab_io::Wait::Poll),
-        ..AfXdpSettings::default()
-    }
-}
-
 /// How long a tester waits for the memif peers it is to test.
 const MEMIF_PEER_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -162,40 +154,43 @@ const MEMIF_PEER_LIMIT: std::time::Duration = std::time::Duration::from_secs(30)
 /// peers, until the run is told to stop (which then ends as soon as it starts).
 fn open_pair(
     spec: &Experiment,
-    input: &str,
-    output: &str,
+    (input, output, io): (&str, &str, &InterfaceIo),
     role: sfclab_io::memif::Role,
     wait_for_peers: bool,
 ) -> Result<(InterfacePort, InterfacePort), RunError> {
     let stop = spec.settings.stop.clone().unwrap_or_default();
     let wait = wait_for_peers.then_some((MEMIF_PEER_LIMIT, &*stop));
-    InterfacePort::open_pair(spec.io_kind, input, output, &interface_settings(spec), role, wait)
+    InterfacePort::open_pair(io.kind(), input, output, &io.af_xdp_settings(), role, wait)
         .map_err(|reason| RunError::failed("ports", reason))
 }
 
 /// sfclab as the device under test: the chain forwards what arrives on `input` out of
 /// `output` for the window (or until Ctrl-C).
-fn run_between_interfaces(spec: &Experiment, input: &str, output: &str) -> Result<RunReport, RunError> {
+fn run_between_interfaces(
+    spec: &Experiment,
+    (input, output, io): (&str, &str, &InterfaceIo),
+    hop: &ServedHop,
+) -> Result<RunReport, RunError> {
     // The NFs are built before the hop says it forwards: a router's table takes tens of
     // milliseconds to fill, which would otherwise come out of the tester's warm-up (or
     // window) on a shared core.
     let graph = spec.graph()?;
-    if spec.both_ways {
-        return run_both_ways(spec, input, output, graph);
+    if hop.both_ways {
+        return run_both_ways(spec, (input, output), hop, graph);
     }
-    let capacity = shared_capacity(spec)?;
-    let (rx, mut tx) = open_pair(spec, input, output, sfclab_io::memif::Role::Server, false)?;
+    let capacity = shared_capacity(hop)?;
+    let (rx, mut tx) = open_pair(spec, (input, output, io), sfclab_io::memif::Role::Server, false)?;
     if let InterfacePort::Memif(port) = &mut tx {
-        say_ready(spec, port)?;
+        say_ready(spec, hop, port)?;
     } else {
-        say_ready_now(spec)?;
+        say_ready_now(hop)?;
     }
     run_compound_on(rx, behind(tx, capacity), graph, &spec.settings)
 }
 
-/// The capacity the spec's sending port shares with other processes, opened.
-fn shared_capacity(spec: &Experiment) -> Result<Option<sfclab_io::SharedLine>, RunError> {
-    spec.shared_capacity
+/// The capacity the hop's sending port shares with other processes, opened.
+fn shared_capacity(hop: &ServedHop) -> Result<Option<sfclab_io::SharedLine>, RunError> {
+    hop.shared_capacity
         .as_deref()
         .map(sfclab_io::SharedLine::open)
         .transpose()
@@ -213,8 +208,8 @@ fn behind<P: sfclab_core::TxPort>(port: P, capacity: Option<sfclab_io::SharedLin
 /// A device under test between two memif interfaces that forwards both ways at once.
 fn run_both_ways(
     spec: &Experiment,
-    input: &str,
-    output: &str,
+    (input, output): (&str, &str),
+    hop: &ServedHop,
     graph: sfclab_runtime::ChainGraph,
 ) -> Result<RunReport, RunError> {
     use sfclab_io::memif::{BothWaysIn, BothWaysOut, Interface, MemifSettings, Role};
@@ -228,11 +223,11 @@ fn run_both_ways(
             i.port(0, false, true).map_err(failed)?,
         ))
     };
-    let capacity = shared_capacity(spec)?;
+    let capacity = shared_capacity(hop)?;
     let (in_rx, in_tx) = open(input)?;
     let (out_rx, out_tx) = open(output)?;
     let mut tx = BothWaysOut::new(in_tx, out_tx);
-    say_ready(spec, tx.output())?;
+    say_ready(spec, hop, tx.output())?;
     run_compound_on(
         BothWaysIn::new(in_rx, out_rx),
         behind(tx, capacity),
@@ -243,8 +238,8 @@ fn run_both_ways(
 
 /// A hop says it forwards (its ready file) once its output reaches the next hop:
 /// frames it sent before would be dropped for want of a peer.
-fn say_ready(spec: &Experiment, output: &mut sfclab_io::memif::MemifPort) -> Result<(), RunError> {
-    if spec.ready_file.is_some() && output.role() == sfclab_io::memif::Role::Client {
+fn say_ready(spec: &Experiment, hop: &ServedHop, output: &mut sfclab_io::memif::MemifPort) -> Result<(), RunError> {
+    if hop.ready_file.is_some() && output.role() == sfclab_io::memif::Role::Client {
         let stop = spec.settings.stop.clone().unwrap_or_default();
         // Stopped while its next hop is gone (every pod deleted at once): not ready, and
         // the run about to start ends as soon as it begins.
@@ -255,11 +250,11 @@ fn say_ready(spec: &Experiment, output: &mut sfclab_io::memif::MemifPort) -> Res
             return Ok(());
         }
     }
-    say_ready_now(spec)
+    say_ready_now(hop)
 }
 
-fn say_ready_now(spec: &Experiment) -> Result<(), RunError> {
-    match &spec.ready_file {
+fn say_ready_now(hop: &ServedHop) -> Result<(), RunError> {
+    match &hop.ready_file {
         Some(ready) => {
             std::fs::write(ready, b"").map_err(|e| RunError::failed("ready_file", format!("{}: {e}", ready.display())))
         }
@@ -269,9 +264,12 @@ fn say_ready_now(spec: &Experiment) -> Result<(), RunError> {
 
 /// sfclab as the tester: the generator's frames leave on `output`, come back on `input`
 /// through whatever joins them, and are measured as in memory (loss, latency, order).
-fn test_across_interfaces(spec: &Experiment, output: &str, input: &str) -> Result<RunReport, RunError> {
+fn test_across_interfaces(
+    spec: &Experiment,
+    (output, input, io): (&str, &str, &InterfaceIo),
+) -> Result<RunReport, RunError> {
     // A tester starts its traffic once the device under test is there to take it.
-    let (rx, tx) = open_pair(spec, input, output, sfclab_io::memif::Role::Client, true)?;
+    let (rx, tx) = open_pair(spec, (input, output, io), sfclab_io::memif::Role::Client, true)?;
     let generator = Generator::new(spec.traffic.clone(), spec.settings.batch)
         .map_err(|(key, reason)| RunError::setting(key, reason))?;
     let mut wire = TesterLink::new(generator, tx, rx, spec.settings.batch, WiredSettings::default().quiet);

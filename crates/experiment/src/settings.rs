@@ -156,7 +156,7 @@ pub struct RunSection {
     /// tester connects to them.
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
-    pub ports: Option<Ports>,
+    pub ports: Option<PortsSetting>,
     /// How the ports of a wired run (`ports: veth`, `linux`) do their I/O: `af_xdp` (the
     /// default: XDP redirect into AF_XDP sockets) or `af_packet` (TPACKET rings: works
     /// on every interface and kernel).
@@ -498,7 +498,7 @@ impl Display for Runtime {
 
 /// Where a run's traffic flows (`--ports`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub enum Ports {
+pub enum PortsSetting {
     /// The generator and the sink in this process, joined to the chain by function calls.
     #[default]
     Memory,
@@ -514,19 +514,19 @@ pub enum Ports {
     Tester { output: String, input: String },
 }
 
-impl Ports {
+impl PortsSetting {
     /// A testbed sfclab builds (namespaces and veth pairs) for the run.
     pub fn builds_testbed(&self) -> bool {
-        matches!(self, Ports::Veth | Ports::Linux)
+        matches!(self, PortsSetting::Veth | PortsSetting::Linux)
     }
 
     /// Whether the chain runs: not when the device under test is outside sfclab.
     pub fn runs_chain(&self) -> bool {
-        !matches!(self, Ports::Linux | Ports::Tester { .. })
+        !matches!(self, PortsSetting::Linux | PortsSetting::Tester { .. })
     }
 }
 
-impl FromStr for Ports {
+impl FromStr for PortsSetting {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         let t = s.trim();
@@ -554,22 +554,22 @@ impl FromStr for Ports {
         };
         if let Some(list) = t.strip_prefix("dut:") {
             let (input, output) = interfaces(list)?;
-            return Ok(Ports::Dut { input, output });
+            return Ok(PortsSetting::Dut { input, output });
         }
         if let Some(list) = t.strip_prefix("tester:") {
             let (output, input) = interfaces(list)?;
-            return Ok(Ports::Tester { output, input });
+            return Ok(PortsSetting::Tester { output, input });
         }
         if sfclab_io::is_memif(t) {
             // sfclab as the device under test on memif: `memif:A` in and out of one
             // interface, `memif:A,memif:B` in on A and out on B.
             let (input, output) = interfaces(t)?;
-            return Ok(Ports::Dut { input, output });
+            return Ok(PortsSetting::Dut { input, output });
         }
         match t.to_ascii_lowercase().as_str() {
-            "memory" => Ok(Ports::Memory),
-            "veth" => Ok(Ports::Veth),
-            "linux" => Ok(Ports::Linux),
+            "memory" => Ok(PortsSetting::Memory),
+            "veth" => Ok(PortsSetting::Veth),
+            "linux" => Ok(PortsSetting::Linux),
             _ => Err(format!(
                 "`{s}` is not a kind of ports: write memory, veth, linux, dut:IN,OUT, tester:OUT,IN or memif:PATH"
             )),
@@ -577,14 +577,14 @@ impl FromStr for Ports {
     }
 }
 
-impl Display for Ports {
+impl Display for PortsSetting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Ports::Memory => f.write_str("memory"),
-            Ports::Veth => f.write_str("veth"),
-            Ports::Linux => f.write_str("linux"),
-            Ports::Dut { input, output } => write!(f, "dut:{input},{output}"),
-            Ports::Tester { output, input } => write!(f, "tester:{output},{input}"),
+            PortsSetting::Memory => f.write_str("memory"),
+            PortsSetting::Veth => f.write_str("veth"),
+            PortsSetting::Linux => f.write_str("linux"),
+            PortsSetting::Dut { input, output } => write!(f, "dut:{input},{output}"),
+            PortsSetting::Tester { output, input } => write!(f, "tester:{output},{input}"),
         }
     }
 }
@@ -891,32 +891,32 @@ mod tests {
 
     #[test]
     fn memif_endpoints_keep_their_settings_and_name_a_bad_one() {
-        let p: Ports = "memif:/run/a.sock,role=client,id=3,memif:/run/b.sock".parse().unwrap();
+        let p: PortsSetting = "memif:/run/a.sock,role=client,id=3,memif:/run/b.sock".parse().unwrap();
         assert_eq!(
             p,
-            Ports::Dut {
+            PortsSetting::Dut {
                 input: "memif:/run/a.sock,role=client,id=3".into(),
                 output: "memif:/run/b.sock".into()
             }
         );
-        assert_eq!(p.to_string().parse::<Ports>().unwrap(), p, "written as read");
-        let one: Ports = "memif:/run/a.sock,wait=interrupt".parse().unwrap();
+        assert_eq!(p.to_string().parse::<PortsSetting>().unwrap(), p, "written as read");
+        let one: PortsSetting = "memif:/run/a.sock,wait=interrupt".parse().unwrap();
         assert_eq!(
             one,
-            Ports::Dut {
+            PortsSetting::Dut {
                 input: "memif:/run/a.sock,wait=interrupt".into(),
                 output: "memif:/run/a.sock,wait=interrupt".into()
             }
         );
-        let t: Ports = "tester:memif:/a.sock,eth0".parse().unwrap();
+        let t: PortsSetting = "tester:memif:/a.sock,eth0".parse().unwrap();
         assert_eq!(
             t,
-            Ports::Tester {
+            PortsSetting::Tester {
                 output: "memif:/a.sock".into(),
                 input: "eth0".into()
             }
         );
-        let e = "memif:/a.sock,wait=sometimes".parse::<Ports>().unwrap_err();
+        let e = "memif:/a.sock,wait=sometimes".parse::<PortsSetting>().unwrap_err();
         assert!(e.contains("wait `sometimes`"), "{e}");
     }
 
