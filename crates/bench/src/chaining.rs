@@ -223,9 +223,9 @@ fn memif_chain(
     core: usize,
 ) -> Result<sfclab_runtime::WiredReport, String> {
     use sfclab_experiment::chain_file::{ChainSource, Experiment};
-    use sfclab_experiment::settings::{Chaining, ReceiveWait, Settings, Span};
+    use sfclab_experiment::settings::{ChainingSetting, ReceiveWait, Settings, Span};
     let mut s = Settings::default();
-    s.run.chaining = Some(Chaining::Memif);
+    s.run.chaining = Some(ChainingSetting::Memif);
     s.run.memif_wait = Some(ReceiveWait(sfclab_io::memif::Wait::Interrupt {
         spin: sfclab_io::memif::DEFAULT_SPIN,
     }));

@@ -23,7 +23,7 @@
 
 use serde::Serialize;
 use sfclab_experiment::chain_file::{ChainSource, Experiment};
-use sfclab_experiment::settings::{Chaining, PortsSetting, ReceiveWait, Settings, Span};
+use sfclab_experiment::settings::{ChainingSetting, PortsSetting, ReceiveWait, Settings, Span};
 use sfclab_io::memif::Wait;
 use sfclab_runtime::RunReport;
 use sfclab_traffic::Rate;
@@ -272,7 +272,7 @@ fn multi_feature_on_one_core(
     )
     .map_err(|e| e.to_string())?;
     let mut s = settings(args, Rate::Max, 0.0);
-    s.run.chaining = Some(Chaining::Memif);
+    s.run.chaining = Some(ChainingSetting::Memif);
     s.run.memif_wait = Some(ReceiveWait(Wait::Interrupt {
         spin: sfclab_io::memif::DEFAULT_SPIN,
     }));
@@ -301,7 +301,7 @@ fn chain_on_one_core(
     let chain = format!("forwarder*{n}");
     let at = |rate: Rate, probes: f64| {
         let mut s = settings(args, rate, probes);
-        s.run.chaining = Some(Chaining::Memif);
+        s.run.chaining = Some(ChainingSetting::Memif);
         s.run.memif_wait = Some(ReceiveWait(wait));
         s.run.core = Some(device_core);
         s

@@ -2,10 +2,10 @@
 //! rendering only; the measuring is `sfclab_bench::calibrate` and `::model`, the
 //! arithmetic `sfclab_model`.
 
-use crate::settings::Chaining;
 use crate::{RunArgs, outcome, with_progress};
 use clap::{Args, Subcommand};
 use sfclab_bench::calibrate::{CalibrateArgs, NfWorkload};
+use sfclab_experiment::Chaining;
 use sfclab_experiment::{ChainFileError, ChainSource, Experiment, Settings};
 use sfclab_model::{Calibration, ChainModel, ChainPrediction, Layout, nf_key, predict_chain};
 use sfclab_traffic::FrameSizes;

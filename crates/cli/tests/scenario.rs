@@ -864,8 +864,9 @@ fn groups_of_unlike_chains_each_run_their_own_template_and_traffic() {
 #[test]
 #[ignore = "needs root for namespaces (CI runs it)"]
 fn the_nic_capacity_is_shared_by_every_vnfs_sends_and_pvvp_pays_it_twice() {
-    // 200 Mbit/s of 64-byte frames (84 bytes on the wire): 297,619 frames/s.
-    let capacity = 200e6 / (84.0 * 8.0) / 1e6;
+    // 100 Mbit/s of 64-byte frames (84 bytes on the wire): 148,810 frames/s, well under
+    // what a debug build's tester offers on a loaded 2-core machine (about 280,000).
+    let capacity = 100e6 / (84.0 * 8.0) / 1e6;
     let mut got = Vec::new();
     for shape in ["pvp", "pvvp"] {
         let d = scenario(&[
@@ -876,7 +877,7 @@ fn the_nic_capacity_is_shared_by_every_vnfs_sends_and_pvvp_pays_it_twice() {
             "--vnf",
             "forwarder",
             "--nic-capacity",
-            "200Mbit/s",
+            "100Mbit/s",
             "--size",
             "64",
             "--rate",
@@ -884,7 +885,7 @@ fn the_nic_capacity_is_shared_by_every_vnfs_sends_and_pvvp_pays_it_twice() {
             "--duration",
             "500ms",
         ]);
-        assert_eq!(d["nic_capacity_gbps"], 0.2);
+        assert_eq!(d["nic_capacity_gbps"], 0.1);
         let run = &d["runs"][0];
         assert_chains_conserve(run);
         let refused: u64 = run["chains"]

@@ -94,7 +94,8 @@ fn chain_file(source: &Source<'_>, options: &DeployOptions) -> Result<Manifests,
     let layout = ChainLayout {
         hosts: vec![1; plan.hops() + 2],
         memif_wait: experiment
-            .memif_wait
+            .chaining
+            .memif_wait()
             .unwrap_or(sfclab_io::memif::Wait::Poll)
             .endpoint_keys(),
         files: files_read(std::slice::from_ref(&plan))?,
@@ -159,7 +160,11 @@ fn scenario_file(source: Source<'_>, options: &DeployOptions) -> Result<Manifest
                 },
                 memif_within_host: true,
                 addresses: c,
-                memif_wait: exp.memif_wait.unwrap_or(sfclab_io::memif::Wait::Poll).endpoint_keys(),
+                memif_wait: exp
+                    .chaining
+                    .memif_wait()
+                    .unwrap_or(sfclab_io::memif::Wait::Poll)
+                    .endpoint_keys(),
                 files: files.clone(),
                 plan,
             };

@@ -16,10 +16,11 @@
 //! `chain[i] (kind)`), the key and why; an error in a value the command line gave names
 //! the flag. Unknown keys are errors, never ignored.
 
+use crate::chaining::Chaining;
 use crate::located::{Located, Step, steps_of_text};
 use crate::ports::{ControlledBy, InterfaceIo, Ports, ServedHop};
 use crate::settings::{
-    Chaining, Isolation, MergedSettings, PortsSetting, RunSection, Runtime, Settings, flag_of, plain,
+    ChainingSetting, Isolation, MergedSettings, PortsSetting, RunSection, Runtime, Settings, flag_of, plain,
 };
 use serde_json::{Map, Value};
 use sfclab_nf::{NfSpec, SpecError};
@@ -83,23 +84,13 @@ pub struct Experiment {
     pub io: FileIo,
     /// Where the traffic flows, with the settings of that kind of ports.
     pub ports: Ports,
-    /// How the NFs are joined; `veth` and `linux` put each in a namespace of its own.
+    /// How the NFs are joined, with the settings of that chaining.
     pub chaining: Chaining,
-    /// With `chaining: veth`: the core of each hop (hops on one core share its thread).
-    pub hop_cores: Vec<Option<usize>>,
-    /// With `chaining: veth`: hops as threads of this process, or as processes.
-    pub isolation: Isolation,
-    /// With `chaining: nic-switch`: the real SR-IOV NIC to use instead of the emulated one.
-    pub sriov: Option<sfclab_topology::SriovNic>,
     /// The file gives `hosts:`: its chain spans emulated hosts, as a scenario of one
     /// chain runs it (`sfclab scenario FILE`), not `sfclab run`.
     pub spans_hosts: bool,
     /// Runs naming this file take turns with each other ([`crate::turns`]).
     pub take_turns: Option<std::path::PathBuf>,
-    /// `chaining: memif`: how the hops' (and the tester's) receivers wait.
-    pub memif_wait: Option<sfclab_io::memif::Wait>,
-    /// `chaining: memif`: the hops (0-based) that run as dpdk-testpmd.
-    pub dpdk_hops: Vec<usize>,
 }
 
 /// Where an experiment's chain comes from.
@@ -477,10 +468,14 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
     if replicas == 0 || replicas > 64 {
         return Err(ctx.setting("run", "replicas", format!("{replicas} is outside 1..=64")));
     }
-    let chaining = r.chaining.unwrap_or_default();
-    let (runtime, hop_cores) = match chaining {
-        Chaining::Compound | Chaining::Pipeline => (runtime_of(r, chaining, ctx)?, Vec::new()),
-        Chaining::Veth | Chaining::Linux | Chaining::Ovs | Chaining::NicSwitch { .. } | Chaining::Memif => {
+    let given_chaining = r.chaining.unwrap_or_default();
+    let (runtime, hop_cores) = match given_chaining {
+        ChainingSetting::Compound | ChainingSetting::Pipeline => (runtime_of(r, given_chaining, ctx)?, Vec::new()),
+        ChainingSetting::Veth
+        | ChainingSetting::Linux
+        | ChainingSetting::Ovs
+        | ChainingSetting::NicSwitch { .. }
+        | ChainingSetting::Memif => {
             let chain = HopsChain {
                 nfs: &nfs,
                 hops: &hops,
@@ -488,21 +483,21 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
                 replicas,
                 core: settings.core,
             };
-            (None, resolve_hops(&layers, chaining, &chain, ctx)?)
+            (None, resolve_hops(&layers, given_chaining, &chain, ctx)?)
         }
     };
-    let isolation = isolation_of(r, chaining, ctx)?;
-    let dpdk_hops = dpdk_hops_of(r, chaining, &nfs, &hops, ctx)?;
-    check_chaining_keys(r, chaining, ctx)?;
+    let isolation = isolation_of(r, given_chaining, ctx)?;
+    let dpdk_hops = dpdk_hops_of(r, given_chaining, &nfs, &hops, ctx)?;
+    check_chaining_keys(r, given_chaining, ctx)?;
     if let Some(turns) = &r.take_turns {
         crate::turns::open(std::path::Path::new(turns)).map_err(|e| ctx.setting("run", "take_turns", e))?;
     }
     // A chain in namespaces is between the testbed's veth pairs.
-    let given = match chaining.in_namespaces() {
+    let given = match given_chaining.in_namespaces() {
         true => PortsSetting::Veth,
         false => r.ports.clone().unwrap_or_default(),
     };
-    let pipeline = runtime_settings(&layers, &given, chaining, runtime, &settings, &nfs, ctx)?;
+    let pipeline = runtime_settings(&layers, &given, given_chaining, runtime, &settings, &nfs, ctx)?;
     if settings.reply
         && let Some(w) = &wiring
         && !sfclab_runtime::chain::is_linear(w)
@@ -534,6 +529,23 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         flags,
     };
     let ports = ports_of(given, &layers, &runs, ctx)?;
+    let chaining = match given_chaining {
+        ChainingSetting::Compound | ChainingSetting::Pipeline if pipeline.is_some() => Chaining::Pipeline,
+        ChainingSetting::Compound | ChainingSetting::Pipeline => Chaining::Compound,
+        ChainingSetting::Veth => Chaining::Veth { hop_cores, isolation },
+        ChainingSetting::Linux => Chaining::Linux { hop_cores },
+        ChainingSetting::Ovs => Chaining::Ovs { hop_cores },
+        ChainingSetting::NicSwitch { vepa } => Chaining::NicSwitch {
+            vepa,
+            sriov: r.sriov.clone(),
+            hop_cores,
+        },
+        ChainingSetting::Memif => Chaining::Memif {
+            hop_cores,
+            wait: r.memif_wait.map(|w| w.0),
+            dpdk_hops,
+        },
+    };
     Ok(Experiment {
         spans_hosts: file.hosts,
         name: file.name.unwrap_or_else(|| ctx.file.to_string()),
@@ -547,12 +559,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         io,
         ports,
         chaining,
-        hop_cores,
-        isolation,
-        sriov: r.sriov.clone(),
         take_turns: r.take_turns.as_ref().map(std::path::PathBuf::from),
-        memif_wait: r.memif_wait.map(|w| w.0),
-        dpdk_hops,
     })
 }
 
@@ -667,8 +674,8 @@ fn traffic_of(
 
 /// The runtime of a chain in one process: `chaining: compound | pipeline` names it, and
 /// a `runtime` that says otherwise is refused.
-fn runtime_of(r: &RunSection, chaining: Chaining, ctx: &Ctx) -> Result<Option<Runtime>, ChainFileError> {
-    let as_runtime = if chaining == Chaining::Compound {
+fn runtime_of(r: &RunSection, chaining: ChainingSetting, ctx: &Ctx) -> Result<Option<Runtime>, ChainFileError> {
+    let as_runtime = if chaining == ChainingSetting::Compound {
         Runtime::Compound
     } else {
         Runtime::Pipeline
@@ -686,15 +693,15 @@ fn runtime_of(r: &RunSection, chaining: Chaining, ctx: &Ctx) -> Result<Option<Ru
 
 /// What the hops of `chaining: veth` run as (threads or processes); memif joins
 /// processes only.
-fn isolation_of(r: &RunSection, chaining: Chaining, ctx: &Ctx) -> Result<Isolation, ChainFileError> {
+fn isolation_of(r: &RunSection, chaining: ChainingSetting, ctx: &Ctx) -> Result<Isolation, ChainFileError> {
     match (chaining, r.isolation) {
-        (Chaining::Memif, None | Some(Isolation::Process)) => Ok(Isolation::Process),
-        (Chaining::Memif, Some(other)) => Err(ctx.setting(
+        (ChainingSetting::Memif, None | Some(Isolation::Process)) => Ok(Isolation::Process),
+        (ChainingSetting::Memif, Some(other)) => Err(ctx.setting(
             "run",
             "isolation",
             format!("`chaining: memif` joins hop processes; `{other}` does not apply (hops in threads of one process: `chaining: compound` or `pipeline`)"),
         )),
-        (Chaining::Veth, i) | (_, i @ None) => Ok(i.unwrap_or_default()),
+        (ChainingSetting::Veth, i) | (_, i @ None) => Ok(i.unwrap_or_default()),
         (_, Some(_)) => Err(ctx.setting(
             "run",
             "isolation",
@@ -707,14 +714,14 @@ fn isolation_of(r: &RunSection, chaining: Chaining, ctx: &Ctx) -> Result<Isolati
 /// each must be a hop of one forwarder.
 fn dpdk_hops_of(
     r: &RunSection,
-    chaining: Chaining,
+    chaining: ChainingSetting,
     nfs: &[(String, NfSpec)],
     hops: &[usize],
     ctx: &Ctx,
 ) -> Result<Vec<usize>, ChainFileError> {
     let list = match &r.dpdk_hops {
         None => return Ok(Vec::new()),
-        Some(_) if chaining != Chaining::Memif => {
+        Some(_) if chaining != ChainingSetting::Memif => {
             return Err(ctx.setting(
                 "run",
                 "dpdk_hops",
@@ -759,15 +766,15 @@ fn dpdk_hops_of(
 }
 
 /// Keys of one chaining given with another.
-fn check_chaining_keys(r: &RunSection, chaining: Chaining, ctx: &Ctx) -> Result<(), ChainFileError> {
-    if r.memif_wait.is_some() && chaining != Chaining::Memif {
+fn check_chaining_keys(r: &RunSection, chaining: ChainingSetting, ctx: &Ctx) -> Result<(), ChainFileError> {
+    if r.memif_wait.is_some() && chaining != ChainingSetting::Memif {
         return Err(ctx.setting(
             "run",
             "memif_wait",
             format!("chooses how the hops of `chaining: memif` wait; this chain's chaining is `{chaining}`"),
         ));
     }
-    if r.sriov.is_some() && chaining != (Chaining::NicSwitch { vepa: false }) {
+    if r.sriov.is_some() && chaining != (ChainingSetting::NicSwitch { vepa: false }) {
         return Err(ctx.setting(
             "run",
             "sriov",
@@ -782,7 +789,7 @@ fn check_chaining_keys(r: &RunSection, chaining: Chaining, ctx: &Ctx) -> Result<
 fn runtime_settings(
     layers: &MergedSettings,
     ports: &PortsSetting,
-    chaining: Chaining,
+    chaining: ChainingSetting,
     runtime: Option<Runtime>,
     settings: &RunSettings,
     nfs: &[(String, NfSpec)],
@@ -1082,7 +1089,7 @@ struct HopsChain<'a> {
 /// not apply are refused.
 fn resolve_hops(
     layers: &MergedSettings,
-    chaining: Chaining,
+    chaining: ChainingSetting,
     chain: &HopsChain,
     ctx: &Ctx,
 ) -> Result<Vec<Option<usize>>, ChainFileError> {
@@ -1136,7 +1143,7 @@ fn resolve_hops(
     if !chaining.runs_sfclab_hops()
         && let Some((i, (name, _))) = nfs.iter().enumerate().find(|(_, (_, spec))| spec.kind() != "forwarder")
     {
-        let who = if chaining == Chaining::Linux {
+        let who = if chaining == ChainingSetting::Linux {
             "the kernel"
         } else {
             "an OVS bridge"
@@ -1158,7 +1165,7 @@ fn resolve_hops(
             "places hops on cores with `placement` and `cores` only; this key applies to the pipeline runtime",
         );
     }
-    if chaining == Chaining::Linux && p.placement.is_some() {
+    if chaining == ChainingSetting::Linux && p.placement.is_some() {
         return refuse(
             "placement",
             "forwards in the kernel, on the core that receives: give `core` for the DUT's core",
@@ -1778,9 +1785,12 @@ mod tests {
     fn dpdk_hops_name_hops_of_one_forwarder() {
         let memif =
             |chain: &str, hops: &str| from_shorthand(chain, &flags(&[("chaining", "memif"), ("dpdk_hops", hops)]));
-        assert_eq!(memif("forwarder*4", "3").unwrap().dpdk_hops, vec![2]);
+        assert_eq!(memif("forwarder*4", "3").unwrap().chaining.dpdk_hops(), vec![2]);
         assert_eq!(
-            memif("[forwarder -> noop] -> forwarder", "2").unwrap().dpdk_hops,
+            memif("[forwarder -> noop] -> forwarder", "2")
+                .unwrap()
+                .chaining
+                .dpdk_hops(),
             vec![1]
         );
         let e = memif("[forwarder -> noop] -> forwarder", "1").unwrap_err();

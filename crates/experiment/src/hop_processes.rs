@@ -66,7 +66,7 @@ impl HopPlan {
         Ok(HopPlan {
             args: shared_args(spec),
             chains,
-            cores: spec.hop_cores.clone(),
+            cores: spec.chaining.hop_cores().to_vec(),
             shared_cores: None,
         })
     }
@@ -83,7 +83,7 @@ impl HopPlan {
         Ok(HopPlan {
             args: shared_args(spec),
             chains: vec![(spec.name.clone(), file)],
-            cores: spec.hop_cores.first().copied().into_iter().collect(),
+            cores: spec.chaining.hop_cores().first().copied().into_iter().collect(),
             shared_cores: None,
         })
     }

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod chain_file;
+pub mod chaining;
 pub mod diagnosis;
 mod document;
 mod hop_processes;
@@ -29,6 +30,7 @@ pub mod sweep;
 pub mod turns;
 
 pub use chain_file::{ChainFileError, ChainSource, Experiment, FileIo, Replay};
+pub use chaining::Chaining;
 pub use document::{Machine, NfOwned};
 pub use hop_processes::HopPlan;
 pub use ports::{ControlledBy, InterfaceIo, Ports, ServedHop};

@@ -61,10 +61,10 @@ pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, R
         .collect();
     let external = chain.stop();
     let tester = tester?;
-    let wait_mode = spec.memif_wait.unwrap_or(Wait::Poll);
+    let wait_mode = spec.chaining.memif_wait().unwrap_or(Wait::Poll);
     let testbed = TestbedReport {
         run_name: topo.run_name().to_string(),
-        device_under_test: match spec.dpdk_hops.len() {
+        device_under_test: match spec.chaining.dpdk_hops().len() {
             0 => format!(
                 "sfclab chain of {n} hops, each an sfclab process in its own namespace, joined by memif ({wait_mode})"
             ),
@@ -240,7 +240,7 @@ impl MemifChain {
         match kernel_links {
             KernelLinks::None => {}
             KernelLinks::Hosts { link, places } => {
-                if places.len() != n + 2 || spec.dpdk_hops.iter().any(|&i| places[i + 1] != places[0]) {
+                if places.len() != n + 2 || spec.chaining.dpdk_hops().iter().any(|&i| places[i + 1] != places[0]) {
                     return Err(RunError::setting(
                         "hosts",
                         "one host per place: the tester's sender, each hop, its receiver",
@@ -257,7 +257,7 @@ impl MemifChain {
                 }
             }
             KernelLinks::Veth => {
-                if !spec.dpdk_hops.is_empty() {
+                if !spec.chaining.dpdk_hops().is_empty() {
                     return Err(RunError::setting("dpdk_hops", "DPDK hops join by memif"));
                 }
                 for k in 0..=n {
@@ -269,7 +269,7 @@ impl MemifChain {
             }
         }
         let crossing = |k: usize| links.iter().find(|(link, _, _)| *link == k);
-        let wait = spec.memif_wait.unwrap_or(Wait::Poll).endpoint_keys();
+        let wait = spec.chaining.memif_wait().unwrap_or(Wait::Poll).endpoint_keys();
         // Hop i's end of link k: the tunnel's interface, or the memif socket.
         let endpoint = |k: usize, role: &str| match crossing(k) {
             Some((_, o, i)) => if role == "server" { i } else { o }.name().to_string(),
@@ -292,11 +292,11 @@ impl MemifChain {
         let mut processes = HopProcesses::new();
         let mut peers: Vec<Option<DpdkHop>> = (0..n).map(|_| None).collect();
         for i in (0..n).rev() {
-            if spec.dpdk_hops.contains(&i) {
+            if spec.chaining.dpdk_hops().contains(&i) {
                 let hop = DpdkHop::start(
                     &namespaces[i],
                     (&sockets[i], &sockets[i + 1]),
-                    spec.hop_cores.get(i).copied().flatten(),
+                    spec.chaining.hop_cores().get(i).copied().flatten(),
                     tester_core,
                     i,
                 )

@@ -34,8 +34,9 @@ impl Experiment {
             .map_err(|reason| RunError::failed("take_turns", reason))
     }
 }
+use crate::chaining::Chaining;
 use crate::ports::{InterfaceIo, Ports, ServedHop};
-use crate::settings::{Chaining, Isolation};
+use crate::settings::Isolation;
 use sfclab_topology::MacvlanMode;
 use sfclab_topology::ovs::OvsPort;
 
@@ -64,7 +65,7 @@ pub(crate) fn run(spec: &Experiment) -> Result<RunReport, RunError> {
 /// runs the tester's traffic across the device, and removes the testbed. The device
 /// under test runs on the run's core, the tester on another one.
 pub(crate) fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
-    if spec.chaining == Chaining::Memif {
+    if matches!(spec.chaining, Chaining::Memif { .. }) {
         return crate::memif_chain::run(
             spec,
             &RunSettings {
@@ -74,9 +75,9 @@ pub(crate) fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
         );
     }
     let io = spec.ports.interface_io().copied().unwrap_or_default();
-    let dut = match (spec.chaining, &spec.ports) {
-        (Chaining::Linux, _) => DeviceUnderTest::Linux { hops: spec.hops.len() },
-        (Chaining::Ovs, _) => DeviceUnderTest::Ovs {
+    let dut = match (&spec.chaining, &spec.ports) {
+        (Chaining::Linux { .. }, _) => DeviceUnderTest::Linux { hops: spec.hops.len() },
+        (Chaining::Ovs { .. }, _) => DeviceUnderTest::Ovs {
             hops: spec.hops.len(),
             ports: match io {
                 InterfaceIo::AfXdp { .. } => OvsPort::AfXdp,
@@ -85,18 +86,22 @@ pub(crate) fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
         },
         (_, Ports::Linux(_)) => DeviceUnderTest::Linux { hops: 1 },
         // One NF per hop, on its core.
-        (Chaining::Veth, _) if spec.isolation == Isolation::Process => {
-            crate::hop_processes::device(spec).map_err(|reason| RunError::setting("isolation", reason))?
-        }
-        (Chaining::Veth, _) => DeviceUnderTest::Hops {
+        (
+            Chaining::Veth {
+                isolation: Isolation::Process,
+                ..
+            },
+            _,
+        ) => crate::hop_processes::device(spec).map_err(|reason| RunError::setting("isolation", reason))?,
+        (Chaining::Veth { .. }, _) => DeviceUnderTest::Hops {
             hops: hop_chains(spec)?,
             links: HopLinks::Veth,
         },
-        (Chaining::NicSwitch { vepa }, _) => DeviceUnderTest::Hops {
+        (Chaining::NicSwitch { vepa, sriov, .. }, _) => DeviceUnderTest::Hops {
             hops: hop_chains(spec)?,
-            links: match &spec.sriov {
+            links: match sriov {
                 Some(nic) => HopLinks::Sriov(nic.clone()),
-                None => HopLinks::NicSwitch(if vepa { MacvlanMode::Vepa } else { MacvlanMode::Bridge }),
+                None => HopLinks::NicSwitch(if *vepa { MacvlanMode::Vepa } else { MacvlanMode::Bridge }),
             },
         },
         // One replica per queue: each builds its own NFs (their state is the replica's).
@@ -141,7 +146,10 @@ fn hop_chains(spec: &Experiment) -> Result<Vec<(ChainGraph, Option<usize>)>, Run
         .enumerate()
         .map(|(i, &n)| {
             let chain: Vec<NamedNf> = nfs.by_ref().take(n).collect();
-            (ChainGraph::from(chain), spec.hop_cores.get(i).copied().flatten())
+            (
+                ChainGraph::from(chain),
+                spec.chaining.hop_cores().get(i).copied().flatten(),
+            )
         })
         .collect())
 }

@@ -194,7 +194,7 @@ pub struct RunSection {
     /// switch hairpins every frame back). Needs root for those.
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
-    pub chaining: Option<Chaining>,
+    pub chaining: Option<ChainingSetting>,
     /// With `chaining: veth`: `thread` (the default: each hop a thread of this process
     /// that entered its namespace) or `process` (each hop an sfclab process of its own,
     /// started inside its namespace, as NFs in containers are; each reports its own run).
@@ -363,7 +363,7 @@ impl Display for Isolation {
 
 /// How the NFs of a chain are joined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Chaining {
+pub enum ChainingSetting {
     /// Function calls in one thread.
     #[default]
     Compound,
@@ -384,33 +384,40 @@ pub enum Chaining {
     Memif,
 }
 
-impl Chaining {
+impl ChainingSetting {
     /// Whether the chain's hops are namespaces sfclab builds.
     pub fn in_namespaces(self) -> bool {
         matches!(
             self,
-            Chaining::Veth | Chaining::Linux | Chaining::Ovs | Chaining::NicSwitch { .. } | Chaining::Memif
+            ChainingSetting::Veth
+                | ChainingSetting::Linux
+                | ChainingSetting::Ovs
+                | ChainingSetting::NicSwitch { .. }
+                | ChainingSetting::Memif
         )
     }
 
     /// Whether sfclab NFs run in the hops (not the kernel's or OVS's forwarding).
     pub fn runs_sfclab_hops(self) -> bool {
-        matches!(self, Chaining::Veth | Chaining::NicSwitch { .. } | Chaining::Memif)
+        matches!(
+            self,
+            ChainingSetting::Veth | ChainingSetting::NicSwitch { .. } | ChainingSetting::Memif
+        )
     }
 }
 
-impl FromStr for Chaining {
+impl FromStr for ChainingSetting {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s.trim().to_ascii_lowercase().as_str() {
-            "compound" => Ok(Chaining::Compound),
-            "pipeline" => Ok(Chaining::Pipeline),
-            "veth" => Ok(Chaining::Veth),
-            "linux" => Ok(Chaining::Linux),
-            "ovs" => Ok(Chaining::Ovs),
-            "nic-switch" | "nic_switch" | "nic-switch:veb" => Ok(Chaining::NicSwitch { vepa: false }),
-            "nic-switch:vepa" => Ok(Chaining::NicSwitch { vepa: true }),
-            "memif" => Ok(Chaining::Memif),
+            "compound" => Ok(ChainingSetting::Compound),
+            "pipeline" => Ok(ChainingSetting::Pipeline),
+            "veth" => Ok(ChainingSetting::Veth),
+            "linux" => Ok(ChainingSetting::Linux),
+            "ovs" => Ok(ChainingSetting::Ovs),
+            "nic-switch" | "nic_switch" | "nic-switch:veb" => Ok(ChainingSetting::NicSwitch { vepa: false }),
+            "nic-switch:vepa" => Ok(ChainingSetting::NicSwitch { vepa: true }),
+            "memif" => Ok(ChainingSetting::Memif),
             _ => Err(format!(
                 "`{s}` is not a chaining: write compound, pipeline, veth, linux, ovs, nic-switch (VEB), nic-switch:vepa or memif"
             )),
@@ -418,17 +425,17 @@ impl FromStr for Chaining {
     }
 }
 
-impl Display for Chaining {
+impl Display for ChainingSetting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Chaining::Compound => "compound",
-            Chaining::Pipeline => "pipeline",
-            Chaining::Veth => "veth",
-            Chaining::Linux => "linux",
-            Chaining::Ovs => "ovs",
-            Chaining::NicSwitch { vepa: false } => "nic-switch",
-            Chaining::NicSwitch { vepa: true } => "nic-switch:vepa",
-            Chaining::Memif => "memif",
+            ChainingSetting::Compound => "compound",
+            ChainingSetting::Pipeline => "pipeline",
+            ChainingSetting::Veth => "veth",
+            ChainingSetting::Linux => "linux",
+            ChainingSetting::Ovs => "ovs",
+            ChainingSetting::NicSwitch { vepa: false } => "nic-switch",
+            ChainingSetting::NicSwitch { vepa: true } => "nic-switch:vepa",
+            ChainingSetting::Memif => "memif",
         })
     }
 }

@@ -215,6 +215,9 @@ pub struct AfXdpPort {
     tx_budget: u32,
 }
 
+/// How long a busy queue is retried: the kernel's release of a socket closed just before.
+const QUEUE_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The start of a port's UMEM mapping.
 #[derive(Clone, Copy)]
 struct UmemBase(NonNull<u8>);
@@ -264,21 +267,31 @@ impl AfXdpPort {
             }),
             None => &[Bind::ZeroCopy, Bind::Copy],
         };
-        let mut last = None;
-        for &bind in binds {
-            match Self::open_bound(interface, s, bind) {
-                Ok(port) => return port.with_program(program).map_err(|(what, e)| fail(what, e)),
-                Err(e) => last = Some((bind, e)),
+        // A socket closed just before (a hop's previous run, reopening its ports) gives
+        // its queue back in the kernel's deferred work (`xp_release_deferred`, under the
+        // RTNL lock), which a loaded machine can run late: a busy queue is retried a
+        // while before it is called taken.
+        let deadline = std::time::Instant::now() + QUEUE_RELEASE_WAIT;
+        loop {
+            let mut last = None;
+            for &bind in binds {
+                match Self::open_bound(interface, s, bind) {
+                    Ok(port) => return port.with_program(program).map_err(|(what, e)| fail(what, e)),
+                    Err(e) => last = Some((bind, e)),
+                }
             }
+            let (bind, e) = last.expect("at least one bind is tried");
+            if e.raw_os_error() != Some(libc::EBUSY) {
+                return Err(fail(&format!("binding ({})", bind.name()), e));
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(fail(
+                    "binding",
+                    io::Error::other("the queue already has an AF_XDP socket (one per queue)"),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        let (bind, e) = last.expect("at least one bind is tried");
-        if e.raw_os_error() == Some(libc::EBUSY) {
-            return Err(fail(
-                "binding",
-                io::Error::other("the queue already has an AF_XDP socket (one per queue)"),
-            ));
-        }
-        Err(fail(&format!("binding ({})", bind.name()), e))
     }
 
     fn open_bound(interface: &str, s: &AfXdpSettings, bind: Bind) -> io::Result<AfXdpPort> {

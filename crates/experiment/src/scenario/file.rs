@@ -12,7 +12,8 @@ use sfclab_traffic::Rate;
 
 use super::{ChainGroup, Hosts, Scenario, ScenarioError, ScenarioFlags, Shape, presets};
 use crate::chain_file::Experiment;
-use crate::settings::{Chaining, Settings};
+use crate::chaining::Chaining;
+use crate::settings::{ChainingSetting, Settings};
 
 /// A scenario file's keys. Without `groups`, the chains' own keys (`chains`, `shape`,
 /// `vnf`, `chain`, `vnf_rate_cap`, `standby`, `bidirectional`) describe one group.
@@ -172,8 +173,8 @@ pub(super) fn resolve(
     if !layered.gives("chaining") {
         layered = layered.with("chaining", "memif").expect("a chaining");
     }
-    let veth = layered.run.chaining == Some(Chaining::Veth);
-    if !layered.gives("memif_wait") && layered.run.chaining == Some(Chaining::Memif) {
+    let veth = layered.run.chaining == Some(ChainingSetting::Veth);
+    if !layered.gives("memif_wait") && layered.run.chaining == Some(ChainingSetting::Memif) {
         layered = layered.with("memif_wait", "interrupt").expect("a wait mode");
     }
     let host_file = f.hosts.take().unwrap_or_default();
@@ -523,7 +524,7 @@ fn resolve_group(g: GroupInput, cx: &Context) -> Result<Resolved, ScenarioError>
             (exp, shape_label, label)
         }
     };
-    if !matches!(template.chaining, Chaining::Memif | Chaining::Veth) {
+    if !matches!(template.chaining, Chaining::Memif { .. } | Chaining::Veth { .. }) {
         return Err(ScenarioError {
             origin: cx.origin.to_string(),
             key: "run.chaining".into(),
@@ -533,7 +534,7 @@ fn resolve_group(g: GroupInput, cx: &Context) -> Result<Resolved, ScenarioError>
             ),
         });
     }
-    if !template.dpdk_hops.is_empty() {
+    if !template.chaining.dpdk_hops().is_empty() {
         return Err(ScenarioError {
             origin: cx.origin.to_string(),
             key: "run.dpdk_hops".into(),
@@ -572,8 +573,8 @@ fn run_differs(a: &Experiment, b: &Experiment) -> Option<String> {
         ("chaining", a.chaining.to_string(), b.chaining.to_string()),
         (
             "memif_wait",
-            format!("{:?}", a.memif_wait),
-            format!("{:?}", b.memif_wait),
+            format!("{:?}", a.chaining.memif_wait()),
+            format!("{:?}", b.chaining.memif_wait()),
         ),
     ];
     pairs

@@ -468,7 +468,7 @@ impl Scenario {
         if self.hosts.is_some() || self.veth {
             // A kernel link's end: AF_XDP (generic mode on a tunnel), sleeping when
             // idle as the hops' memif ends do: VNFs share cores.
-            let wait = exp.memif_wait.unwrap_or(sfclab_io::Wait::Interrupt {
+            let wait = exp.chaining.memif_wait().unwrap_or(sfclab_io::Wait::Interrupt {
                 spin: sfclab_io::memif::DEFAULT_SPIN,
             });
             plan = plan.with_io(sfclab_io::IoKind::AfXdp).with_xdp_wait(wait);
@@ -507,7 +507,7 @@ impl Scenario {
                 "the emulated NIC is shared by VNF processes of this machine; attached VNFs send through their node's own",
             ));
         }
-        if self.instances().any(|c| !c.dpdk_hops.is_empty()) {
+        if self.instances().any(|c| !c.chaining.dpdk_hops().is_empty()) {
             return Err(refuse(
                 "dpdk_hops",
                 "attached VNFs are sfclab's (each run reported through its control files)",

@@ -457,7 +457,7 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
         } else {
             "memif".into()
         },
-        memif_wait: match (scenario.veth, template.memif_wait) {
+        memif_wait: match (scenario.veth, template.chaining.memif_wait()) {
             (true, _) => "none".into(),
             (false, w) => w.unwrap_or(sfclab_io::memif::Wait::Poll).to_string(),
         },
