@@ -102,6 +102,9 @@ pub enum ChainSource {
     Shorthand(String),
     /// The embedded default chain (examples/chains/default.yaml).
     Default,
+    /// A chain file's text held in memory; `origin` names it in errors, and relative
+    /// paths in it are read beside `origin` when that is a file.
+    Text { text: String, origin: String },
 }
 
 impl Experiment {
@@ -112,6 +115,7 @@ impl Experiment {
             ChainSource::File(path) => load(&path.display().to_string(), overrides),
             ChainSource::Shorthand(chain) => from_shorthand(chain, overrides),
             ChainSource::Default => parse(DEFAULT_CHAIN, "examples/chains/default.yaml (embedded)", overrides),
+            ChainSource::Text { text, origin } => parse(text, origin, overrides),
         }
     }
 }
@@ -1295,6 +1299,16 @@ pub fn default_core() -> Option<usize> {
     sfclab_runtime::placement::default_chain_core()
 }
 
+/// The tester's core: the first allowed one that is not the device's.
+pub(crate) fn tester_core(dut_core: Option<usize>) -> Option<usize> {
+    core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .find(|&c| Some(c) != dut_core)
+        .or(dut_core)
+}
+
 /// The chain's NFs in order, where each is written, and the NFs of each hop: an entry
 /// of `chain:` is one NF, or a list of NFs that run together as one hop (one process,
 /// one namespace) where the chaining puts hops apart.
@@ -1929,6 +1943,87 @@ runn: {}
         assert_eq!(spec.settings.duration, Some(Duration::from_secs(2)));
         let e = parse(tester, "tester.yaml", &Settings::default()).unwrap_err();
         assert!(e.reason.contains("only a tester's file"), "{e}");
+    }
+
+    /// Text held in memory resolves as the same file read from disk would, and its errors
+    /// name the origin given.
+    #[test]
+    fn a_chain_files_text_resolves_as_the_file_would() {
+        let text = "name: held\ntraffic: { size: 256 }\nchain: [forwarder, noop]\n";
+        let source = ChainSource::Text {
+            text: text.into(),
+            origin: "in-memory.yaml".into(),
+        };
+        let e = Experiment::load(&source, &Settings::default()).unwrap();
+        assert_eq!(e.name, "held");
+        assert_eq!(e.nfs.len(), 2);
+        assert_eq!(e.traffic.sizes, FrameSizes::Fixed { size: 256 });
+        let bad = ChainSource::Text {
+            text: "chain: [forwarder]\nrun: { batch: 0 }\n".into(),
+            origin: "in-memory.yaml".into(),
+        };
+        let e = Experiment::load(&bad, &Settings::default()).unwrap_err();
+        assert_eq!((e.file.as_str(), e.key.as_str()), ("in-memory.yaml", "batch"), "{e}");
+    }
+
+    /// Each kind of ports and chaining carries the settings that apply to it.
+    #[test]
+    fn ports_and_chaining_carry_their_own_settings() {
+        let dut = from_shorthand(
+            "forwarder",
+            &flags(&[
+                ("ports", "dut:a,b"),
+                ("io", "af_xdp"),
+                ("xdp_mode", "generic"),
+                ("control_port", "7000"),
+                ("ready_file", "/tmp/r"),
+            ]),
+        )
+        .unwrap();
+        let Ports::Dut { io, hop, .. } = &dut.ports else {
+            panic!("{:?}", dut.ports)
+        };
+        assert_eq!(
+            *io,
+            InterfaceIo::AfXdp {
+                mode: Some(sfclab_io::XdpMode::Generic),
+                busy_poll: None,
+                wait: None
+            }
+        );
+        assert_eq!(hop.control, Some(ControlledBy::Port(7000)));
+        assert_eq!(hop.ready_file.as_deref(), Some(std::path::Path::new("/tmp/r")));
+        let packet = from_shorthand("forwarder", &flags(&[("ports", "veth"), ("io", "af_packet")])).unwrap();
+        assert_eq!(packet.ports, Ports::Veth(InterfaceIo::AfPacket));
+        let e = from_shorthand(
+            "forwarder",
+            &flags(&[("ports", "veth"), ("io", "af_packet"), ("busy_poll", "50")]),
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "busy_poll", "{e}");
+        let memif = from_shorthand(
+            "forwarder*2",
+            &flags(&[("chaining", "memif"), ("memif_wait", "interrupt")]),
+        )
+        .unwrap();
+        assert!(
+            matches!(memif.chaining, Chaining::Memif { wait: Some(_), .. }),
+            "{:?}",
+            memif.chaining
+        );
+        assert_eq!(memif.chaining.hop_cores().len(), 2);
+        assert!(matches!(memif.ports, Ports::Veth(_)));
+        let e = from_shorthand(
+            "forwarder*2",
+            &flags(&[("chaining", "veth"), ("memif_wait", "interrupt")]),
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "memif_wait", "{e}");
+        let piped = from_shorthand("forwarder*2", &flags(&[("runtime", "pipeline")])).unwrap();
+        assert_eq!(
+            (piped.chaining.clone(), piped.pipeline.is_some()),
+            (Chaining::Pipeline, true)
+        );
     }
 
     #[test]

@@ -335,7 +335,7 @@ impl MemifChain {
     /// to say it forwards before the tester is there).
     pub(crate) fn attach(
         spec: &Experiment,
-        attachment: &crate::scenario::Attachment,
+        attachment: &crate::remote_hops::Attachment,
         label: &str,
         places: Option<&[usize]>,
     ) -> Result<MemifChain, RunError> {

@@ -196,6 +196,16 @@ fn answer(stream: TcpStream, ready_file: Option<&Path>) -> Option<TcpStream> {
     }
 }
 
+/// Where a scenario's VNFs started elsewhere are
+/// ([`crate::scenario::Scenario::attach`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    /// The memif sockets of the VNFs on the tester's host (a node's directory).
+    pub memif: PathBuf,
+    /// How the VNFs are told to end a run and give its report.
+    pub control: HopControl,
+}
+
 /// Where the tester reaches a chain's hops that run elsewhere.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HopControl {

@@ -34,6 +34,7 @@ impl Experiment {
             .map_err(|reason| RunError::failed("take_turns", reason))
     }
 }
+use crate::chain_file::tester_core;
 use crate::chaining::Chaining;
 use crate::ports::{InterfaceIo, Ports, ServedHop};
 use crate::settings::Isolation;
@@ -122,16 +123,6 @@ pub(crate) fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
         ..spec.settings.clone()
     };
     run_across_veth(spec.traffic.clone(), dut, &run, &wired)
-}
-
-/// The tester's core: the first allowed one that is not the device's.
-pub(crate) fn tester_core(dut_core: Option<usize>) -> Option<usize> {
-    core_affinity::get_core_ids()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|c| c.id)
-        .find(|&c| Some(c) != dut_core)
-        .or(dut_core)
 }
 
 type NamedNf = (String, Box<dyn sfclab_core::NetworkFunction>);

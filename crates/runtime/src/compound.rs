@@ -432,7 +432,7 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
 
     /// The measured window opens: sinks and source start counting it; the counters now.
     fn open_window(&mut self, count: Option<u64>) -> Snapshot {
-        self.settle();
+        self.let_held_leave();
         self.sinks.iter_mut().for_each(TxPort::start_window);
         let start = self.snapshot();
         self.source.start_window(count);
@@ -442,7 +442,7 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
     /// What NFs still hold from the phase before (a shaper's queue) leaves at the pace
     /// they release it, for at most `DRAIN_LIMIT`, before the window opens: the window
     /// then counts its own packets only. No new packet is taken meanwhile.
-    fn settle(&mut self) {
+    fn let_held_leave(&mut self) {
         let until = tsc::now() + tsc::ticks(DRAIN_LIMIT);
         let Rig {
             chain,

@@ -272,7 +272,7 @@ pub(super) fn resolve(
         None
     };
 
-    let tester_core = crate::run::tester_core(first.template.settings.core);
+    let tester_core = crate::chain_file::tester_core(first.template.settings.core);
     let vnf_cores = match flags.vnf_cores.clone().or_else(|| f.vnf_cores.as_ref().map(text_of)) {
         Some(list) => parse_cpu_list(&list).map_err(|reason| match &flags.vnf_cores {
             Some(_) => flag_err("vnf_cores", reason),
@@ -299,7 +299,7 @@ pub(super) fn resolve(
             ));
         }
         Some(
-            super::search::config(flags, &first.template).map_err(|(flag, reason)| ScenarioError {
+            search_config(flags, &first.template).map_err(|(flag, reason)| ScenarioError {
                 origin: format!("--{}", flag.replace('_', "-")),
                 key: flag.replace('-', "_"),
                 reason,
@@ -807,6 +807,43 @@ fn default_vnf_cores(tester: Option<usize>) -> Vec<usize> {
     let all = allowed_cores();
     let others: Vec<usize> = all.iter().copied().filter(|&c| Some(c) != tester).collect();
     if others.is_empty() { all } else { others }
+}
+
+/// The search's settings from the flags; an error names the flag.
+fn search_config(
+    flags: &ScenarioFlags,
+    template: &Experiment,
+) -> Result<sfclab_measure::SearchConfig, (&'static str, String)> {
+    let method: sfclab_measure::Method = flags.method.parse().map_err(|e| ("method", e))?;
+    let final_duration = template.settings.duration.unwrap_or(std::time::Duration::from_secs(1));
+    let mut goals = Vec::new();
+    for g in &flags.goals {
+        goals.push(crate::search::parse_goal(g).map_err(|e| ("goals", e))?);
+    }
+    let resolution = crate::search::parse_resolution(&flags.resolution).map_err(|e| ("resolution", e))?;
+    let (min_pps, max_pps) = crate::search::parse_rate_range(
+        &flags.min_rate,
+        flags.max_rate.as_deref(),
+        template.traffic.sizes.mean(),
+    )?;
+    let cfg = sfclab_measure::SearchConfig {
+        method,
+        goals,
+        min_pps,
+        max_pps,
+        resolution,
+        final_duration,
+        initial_duration: final_duration.min(std::time::Duration::from_millis(125)),
+        preceding_targets: 2,
+        max_trials: 200,
+    };
+    // Without --max-rate the top is measured first; check the rest with a stand-in.
+    sfclab_measure::SearchConfig {
+        max_pps: if max_pps.is_finite() { max_pps } else { min_pps * 2.0 },
+        ..cfg.clone()
+    }
+    .validate()?;
+    Ok(cfg)
 }
 
 #[cfg(test)]

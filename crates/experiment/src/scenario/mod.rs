@@ -51,8 +51,10 @@
 //! traffic: { rate: 1Mpps }  # light's and web's together
 //! ```
 
+mod document;
 mod file;
 mod presets;
+mod repetitions;
 mod run;
 mod sched;
 mod search;
@@ -64,17 +66,18 @@ use sfclab_traffic::Rate;
 
 use crate::chain_file::{ChainFileError, Experiment};
 use crate::hop_processes::HopPlan;
+pub use crate::remote_hops::Attachment;
 use crate::remote_hops::HopControl;
 use crate::settings::Settings;
 
 pub use file::parse_cpu_list;
 
-pub use presets::{VNF_PRESETS, WEB_RULES, web_rules};
-pub use run::{
+pub use document::{
     Aggregate, ChainResult, DirectionResult, HopDirection, HopFlow, ProcessSched, ScenarioDocument, ScenarioRun,
-    ScenarioSummary, run,
+    ScenarioSearch, ScenarioSummary,
 };
-pub use search::ScenarioSearch;
+pub use presets::{VNF_PRESETS, WEB_RULES, web_rules};
+pub use repetitions::run;
 
 /// The shape of each chain when a scenario names its VNF: seed 001's PVP and PVVP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema, clap::ValueEnum)]
@@ -289,15 +292,6 @@ pub struct Scenario {
     pub repeat: usize,
     /// The VNFs run elsewhere ([`Scenario::attach`]).
     attached: Option<Attachment>,
-}
-
-/// Where a scenario's VNFs started elsewhere are ([`Scenario::attach`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Attachment {
-    /// The memif sockets of the VNFs on the tester's host (a node's directory).
-    pub memif: PathBuf,
-    /// How the VNFs are told to end a run and give its report.
-    pub control: HopControl,
 }
 
 /// An error in a scenario: the file (or flag), the key and why.

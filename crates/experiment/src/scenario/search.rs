@@ -6,60 +6,13 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
-use sfclab_measure::{Method, SearchConfig, SearchResult, Trial, TrialResult};
+use sfclab_measure::{SearchConfig, Trial, TrialResult};
 use sfclab_runtime::{RunError, RunSettings};
 use sfclab_traffic::Rate;
 
+use super::document::ScenarioSearch;
 use super::run::ChainsUp;
-use super::{Scenario, ScenarioFlags, ScenarioRun};
-use crate::chain_file::Experiment;
-use crate::search::{parse_goal, parse_rate_range, parse_resolution};
-
-/// What a repetition's search found, and the rate its chains were then measured at.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct ScenarioSearch {
-    /// The goals' bounds and every trial (aggregate offered rate, sent and received
-    /// over all chains and directions).
-    pub result: SearchResult,
-    /// The aggregate rate the chains were measured at afterwards (the first goal's lower
-    /// bound; the minimum rate when it had none), packets per second.
-    pub measured_at_pps: f64,
-}
-
-/// The search's settings from the flags; an error names the flag.
-pub(super) fn config(flags: &ScenarioFlags, template: &Experiment) -> Result<SearchConfig, (&'static str, String)> {
-    let method: Method = flags.method.parse().map_err(|e| ("method", e))?;
-    let final_duration = template.settings.duration.unwrap_or(Duration::from_secs(1));
-    let mut goals = Vec::new();
-    for g in &flags.goals {
-        goals.push(parse_goal(g).map_err(|e| ("goals", e))?);
-    }
-    let resolution = parse_resolution(&flags.resolution).map_err(|e| ("resolution", e))?;
-    let (min_pps, max_pps) = parse_rate_range(
-        &flags.min_rate,
-        flags.max_rate.as_deref(),
-        template.traffic.sizes.mean(),
-    )?;
-    let cfg = SearchConfig {
-        method,
-        goals,
-        min_pps,
-        max_pps,
-        resolution,
-        final_duration,
-        initial_duration: final_duration.min(Duration::from_millis(125)),
-        preceding_targets: 2,
-        max_trials: 200,
-    };
-    // Without --max-rate the top is measured first; check the rest with a stand-in.
-    SearchConfig {
-        max_pps: if max_pps.is_finite() { max_pps } else { min_pps * 2.0 },
-        ..cfg.clone()
-    }
-    .validate()?;
-    Ok(cfg)
-}
+use super::{Scenario, ScenarioRun};
 
 /// One repetition: every chain up, the search over the aggregate rate, the chains
 /// measured at the first goal's rate, everything down.
