@@ -341,6 +341,55 @@ fn render_table(b: &AclBench) -> String {
     s
 }
 
+/// `sfclab bench acl`'s flags.
+#[derive(clap::Args)]
+pub struct AclFlags {
+    /// Rule set sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+    rules: Vec<usize>,
+    /// Headers in the trace.
+    #[arg(long, default_value_t = 65536)]
+    trace: usize,
+    /// Headers classified per measurement, at least (the trace repeats).
+    #[arg(long, default_value_t = 4 << 20)]
+    headers: usize,
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Core to measure on (default: the last core this process may use).
+    #[arg(long)]
+    core: Option<usize>,
+    /// Seed of the rule and trace generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Peer to measure in the same run.
+    #[arg(long, value_enum, default_value = "dpdk")]
+    peer: crate::registry::DpdkPeer,
+}
+
+pub static BENCH: crate::registry::Entry<AclFlags, AclBench> = crate::registry::Entry {
+    name: "acl",
+    schema: ACL_SCHEMA,
+    about: "The firewall's 5-tuple classifier (bit vectors; tuple space search beside it) against DPDK's rte_acl (dpdk-test-acl) on the same ClassBench-style rules and trace, same run; every header's match is checked against rte_acl's first",
+    run: |f, tick| {
+        if f.repeat == 0 || f.rules.is_empty() || f.trace == 0 {
+            return Err(crate::registry::BenchError::Usage(
+                "need at least one repetition, one rule set size and one trace header".into(),
+            ));
+        }
+        let args = AclArgs {
+            rules: f.rules,
+            trace: f.trace,
+            repeat: f.repeat,
+            core: f.core,
+            peer: f.peer == crate::registry::DpdkPeer::Dpdk,
+            seed: f.seed,
+            headers: f.headers,
+        };
+        Ok(acl(&args, tick)?)
+    },
+    figure: None,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

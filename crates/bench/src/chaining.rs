@@ -474,3 +474,77 @@ fn render_csv(b: &ChainingBench) -> String {
     }
     String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("UTF-8")
 }
+
+/// `sfclab bench chaining`'s flags.
+#[derive(clap::Args)]
+pub struct ChainingFlags {
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Window of each round.
+    #[arg(long, default_value = "2s")]
+    duration: String,
+    #[arg(long, default_value = "500ms")]
+    warmup: String,
+    /// Frame size with FCS (at least 64: the tester signs each frame).
+    #[arg(long, default_value_t = 64)]
+    size: u16,
+    /// Chain lengths (forwarders, one per hop).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,5,10")]
+    lengths: Vec<usize>,
+    /// Technologies: compound (the whole chain in one namespace), veth, nic-switch,
+    /// linux, ovs, memif (hop processes joined by shared memory) (default: all; ovs says
+    /// skipped where Open vSwitch is not installed).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "compound,veth,nic-switch,linux,ovs,memif"
+    )]
+    technologies: Vec<String>,
+}
+
+pub static BENCH: crate::registry::Entry<ChainingFlags, ChainingBench> = crate::registry::Entry {
+    name: "chaining",
+    schema: CHAINING_SCHEMA,
+    about: "Chains of n forwarders over every chaining technology sfclab builds (compound, veth, nic-switch, Linux forwarding, Open vSwitch, memif), the same sfclab tester for all, interleaved rounds (needs root)",
+    run: |f, tick| {
+        let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
+        let args = ChainingBenchArgs {
+            duration,
+            warmup,
+            repeat: f.repeat,
+            size: f.size,
+            lengths: f.lengths,
+            technologies: f.technologies,
+        };
+        Ok(run(&args, tick)?)
+    },
+    figure: Some(figure),
+};
+
+/// Throughput against chain length, a line per technology (seed 002 Fig. 3, seed 000
+/// Fig. 3, seed 004 Fig. 3 as this host measures them).
+fn figure(b: &ChainingBench) -> crate::registry::Figure {
+    let measured = |t: &str| b.cells.iter().any(|c| c.technology == t && c.mpps.is_some());
+    crate::registry::Figure::Lines {
+        title: format!(
+            "Chains under overload, {}-byte frames (sfclab bench chaining)",
+            b.frame_size
+        ),
+        x_label: "forwarders in the chain (n)".into(),
+        y_label: "Mpps through the chain".into(),
+        x: b.lengths.iter().map(usize::to_string).collect(),
+        series: TECHNOLOGIES
+            .iter()
+            .filter(|t| measured(t))
+            .map(|t| {
+                let at = |n: usize| {
+                    b.cells
+                        .iter()
+                        .find(|c| c.hops == n && c.technology == *t)
+                        .and_then(|c| c.mpps)
+                };
+                (t.to_string(), b.lengths.iter().map(|&n| at(n)).collect())
+            })
+            .collect(),
+    }
+}

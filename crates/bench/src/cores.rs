@@ -141,6 +141,24 @@ pub fn same_state(a: f64, b: f64) -> bool {
 }
 
 impl CoreDistance {
+    /// The guard `--max-core-round-trip` asks for: `auto` (one state per episode), a
+    /// number of TSC cycles (near only), or 0 (none: runs as they come).
+    pub fn from_flag(limit: &str) -> Result<Option<std::sync::Arc<CoreDistance>>, String> {
+        let keep = match limit {
+            "auto" => Keep::OneState,
+            cycles => match cycles.parse::<f64>() {
+                Ok(0.0) => return Ok(None),
+                Ok(c) if c > 0.0 && c.is_finite() => Keep::Near(c),
+                _ => {
+                    return Err(format!(
+                        "--max-core-round-trip {cycles}: not `auto`, 0 or a number of TSC cycles"
+                    ));
+                }
+            },
+        };
+        Ok(Some(std::sync::Arc::new(CoreDistance::new(keep))))
+    }
+
     pub fn new(keep: Keep) -> CoreDistance {
         CoreDistance {
             keep,

@@ -432,3 +432,43 @@ fn render_table(b: &ForwardBench) -> String {
     s += &crate::footer(wide, b.header.interrupted, b.header.repeat);
     s
 }
+
+/// `sfclab bench forward`'s flags.
+#[derive(clap::Args)]
+pub struct ForwardFlags {
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Window of each round.
+    #[arg(long, default_value = "3s")]
+    duration: String,
+    #[arg(long, default_value = "500ms")]
+    warmup: String,
+    /// Frame size with FCS (at least 64: the tester signs each frame).
+    #[arg(long, default_value_t = 64)]
+    size: u16,
+    /// `testpmd` (the default) or `none`; Linux forwarding is always measured.
+    #[arg(long, value_enum, default_value = "testpmd")]
+    peer: crate::registry::TestpmdPeer,
+    /// Busy polling on the sfclab DUT's AF_XDP sockets, microseconds (default: off).
+    #[arg(long)]
+    busy_poll: Option<u32>,
+}
+
+pub static BENCH: crate::registry::Entry<ForwardFlags, ForwardBench> = crate::registry::Entry {
+    name: "forward",
+    schema: FORWARD_SCHEMA,
+    about: "One forwarder between two veth pairs (tester - DUT - tester, namespaces it builds): sfclab AF_XDP and AF_PACKET against Linux IP forwarding and DPDK testpmd with two net_af_xdp vdevs, the same sfclab tester for all, interleaved rounds (needs root)",
+    run: |f, tick| {
+        let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
+        let args = ForwardBenchArgs {
+            duration,
+            warmup,
+            repeat: f.repeat,
+            size: f.size,
+            peer: f.peer == crate::registry::TestpmdPeer::Testpmd,
+            busy_poll: f.busy_poll,
+        };
+        Ok(run(&args, tick)?)
+    },
+    figure: None,
+};

@@ -383,3 +383,64 @@ fn render_table(b: &HopBench) -> String {
     s.push_str(&crate::footer(wide, b.header.interrupted, b.header.repeat));
     s
 }
+
+/// `sfclab bench hop`'s flags.
+#[derive(clap::Args)]
+pub struct HopFlags {
+    /// Chain lengths to measure.
+    #[arg(long, value_delimiter = ',', default_value = "0,1,2,4,8,16")]
+    hops: Vec<usize>,
+    /// Measured window per trial.
+    #[arg(long, default_value = "1s")]
+    duration: String,
+    /// Warm-up per trial.
+    #[arg(long, default_value = "200ms")]
+    warmup: String,
+    /// Repetitions (medians are reported).
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Frame size with FCS.
+    #[arg(long, default_value_t = 64)]
+    size: u16,
+    #[arg(long, default_value_t = 1)]
+    flows: u32,
+    /// Core for the chain (and testpmd's forwarding lcore). Default: the last core.
+    #[arg(long)]
+    core: Option<usize>,
+    /// Skip the accounting-on measurements.
+    #[arg(long)]
+    no_accounting_compare: bool,
+    /// Peer to measure in the same run.
+    #[arg(long, value_enum, default_value = "testpmd")]
+    peer: crate::registry::TestpmdPeer,
+}
+
+pub static BENCH: crate::registry::Entry<HopFlags, HopBench> = crate::registry::Entry {
+    name: "hop",
+    schema: HOP_SCHEMA,
+    about: "Per-hop cost of forwarders in a compound chain, and DPDK testpmd as the peer",
+    run: |f, tick| {
+        let (duration, warmup) = crate::registry::window(&f.duration, &f.warmup)?;
+        if f.hops.is_empty() || f.repeat == 0 || duration == Duration::ZERO {
+            return Err(crate::registry::BenchError::Usage(
+                "need at least one hop count, one repetition and a non-zero duration".into(),
+            ));
+        }
+        let args = HopBenchArgs {
+            hops: f.hops,
+            duration,
+            warmup,
+            repeat: f.repeat,
+            batch: f.batch,
+            size: f.size,
+            flows: f.flows,
+            core: f.core.or_else(sfclab_runtime::placement::default_chain_core),
+            accounting_too: !f.no_accounting_compare,
+            peer: f.peer == crate::registry::TestpmdPeer::Testpmd,
+        };
+        Ok(hop(&args, tick)?)
+    },
+    figure: None,
+};

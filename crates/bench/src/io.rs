@@ -465,3 +465,56 @@ fn render_table(b: &IoBench) -> String {
     s += &crate::footer(wide, b.header.interrupted, b.header.repeat);
     s
 }
+
+/// Who `bench io` measures beside sfclab.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum IoPeers {
+    All,
+    None,
+}
+
+/// `sfclab bench io`'s flags.
+#[derive(clap::Args)]
+pub struct IoFlags {
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Window of each round.
+    #[arg(long, default_value = "3s")]
+    duration: String,
+    #[arg(long, default_value = "500ms")]
+    warmup: String,
+    /// Frame size with FCS.
+    #[arg(long, default_value_t = 64)]
+    size: u16,
+    /// `all` (the default: dpdk-testpmd's af_xdp and af_packet vdevs, and trafgen, each
+    /// where installed) or `none`.
+    #[arg(long, value_enum, default_value = "all")]
+    peer: IoPeers,
+    /// XDP mode of sfclab's receiving socket: `native` or `generic` (default: native
+    /// where the driver has it).
+    #[arg(long)]
+    xdp_mode: Option<sfclab_io::XdpMode>,
+    /// Busy polling on sfclab's receiving AF_XDP socket, microseconds (default: off).
+    #[arg(long)]
+    busy_poll: Option<u32>,
+}
+
+pub static BENCH: crate::registry::Entry<IoFlags, IoBench> = crate::registry::Entry {
+    name: "io",
+    schema: IO_SCHEMA,
+    about: "Packet I/O over a veth pair between two namespaces it builds: sfclab's generator -> sink over AF_XDP and AF_PACKET against DPDK testpmd txonly -> rxonly with net_af_xdp and net_af_packet vdevs, and trafgen, on the same pair, interleaved rounds (needs root)",
+    run: |f, tick| {
+        let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
+        let args = IoBenchArgs {
+            duration,
+            warmup,
+            repeat: f.repeat,
+            size: f.size,
+            peer: f.peer == IoPeers::All,
+            xdp_mode: f.xdp_mode,
+            busy_poll: f.busy_poll,
+        };
+        Ok(run(&args, tick)?)
+    },
+    figure: None,
+};

@@ -30,6 +30,8 @@ macro_rules! benchmark {
                 $table(self)
             }
 
+            const HAS_CSV: bool = true;
+
             fn csv(&self) -> Option<String> {
                 Some($csv(self))
             }
@@ -53,6 +55,7 @@ pub mod nfs;
 pub mod overload;
 pub mod pipeline;
 pub mod placement;
+pub mod registry;
 pub mod ring;
 
 use serde::Serialize;
@@ -332,12 +335,14 @@ impl BenchHeader {
 }
 
 /// A benchmark's result: its header, and how a terminal shows it (and CSV, where the
-/// benchmark has points). A new benchmark is its own file: its arguments, its run, its
-/// document and this.
+/// benchmark has points). A new benchmark is its own file: its flags, its run, its
+/// document, this and its [`registry::Entry`].
 pub trait Benchmark: Serialize {
     fn header(&self) -> &BenchHeader;
     /// The table a terminal prints: the title, the figures, the footer.
     fn table(&self) -> String;
+    /// Whether [`Benchmark::csv`] gives rows: the benchmark has points.
+    const HAS_CSV: bool = false;
     /// One row per point, with a header line, where the benchmark has points.
     fn csv(&self) -> Option<String> {
         None

@@ -332,6 +332,39 @@ pub(crate) fn lookup_rounds<P>(
     }
 }
 
+/// `sfclab bench lpm`'s flags.
+#[derive(clap::Args)]
+pub struct LpmFlags {
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Core to measure on (default: the last core this process may use).
+    #[arg(long)]
+    core: Option<usize>,
+    /// Peer to measure in the same run.
+    #[arg(long, value_enum, default_value = "dpdk")]
+    peer: crate::registry::DpdkPeer,
+}
+
+pub static BENCH: crate::registry::Entry<LpmFlags, LpmBench> = crate::registry::Entry {
+    name: "lpm",
+    schema: LPM_SCHEMA,
+    about: "IPv4 longest-prefix match (the router's DIR-24-8) against DPDK's rte_lpm (dpdk-test lpm_perf_autotest) on a table of the same size and shape, same run",
+    run: |f, tick| {
+        if f.repeat == 0 {
+            return Err(crate::registry::BenchError::Usage(
+                "need at least one repetition".into(),
+            ));
+        }
+        let args = LpmArgs {
+            repeat: f.repeat,
+            core: f.core,
+            peer: f.peer == crate::registry::DpdkPeer::Dpdk,
+        };
+        Ok(lpm(&args, tick)?)
+    },
+    figure: None,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

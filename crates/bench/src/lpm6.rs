@@ -186,6 +186,39 @@ fn render_table(b: &Lpm6Bench) -> String {
     s
 }
 
+/// `sfclab bench lpm6`'s flags.
+#[derive(clap::Args)]
+pub struct Lpm6Flags {
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Core to measure on (default: the last core this process may use).
+    #[arg(long)]
+    core: Option<usize>,
+    /// Peer to measure in the same run.
+    #[arg(long, value_enum, default_value = "dpdk")]
+    peer: crate::registry::DpdkPeer,
+}
+
+pub static BENCH: crate::registry::Entry<Lpm6Flags, Lpm6Bench> = crate::registry::Entry {
+    name: "lpm6",
+    schema: LPM6_SCHEMA,
+    about: "IPv6 longest-prefix match (the router's 24-8-8... table) against DPDK's rte_lpm6 (dpdk-test lpm6_perf_autotest) on a table of the same shape, same run",
+    run: |f, tick| {
+        if f.repeat == 0 {
+            return Err(crate::registry::BenchError::Usage(
+                "need at least one repetition".into(),
+            ));
+        }
+        let args = Lpm6Args {
+            repeat: f.repeat,
+            core: f.core,
+            peer: f.peer == crate::registry::DpdkPeer::Dpdk,
+        };
+        Ok(lpm6(&args, tick)?)
+    },
+    figure: None,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

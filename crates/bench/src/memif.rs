@@ -483,3 +483,43 @@ fn render_table(b: &MemifBench) -> String {
     }
     s
 }
+
+/// `sfclab bench memif`'s flags.
+#[derive(clap::Args)]
+pub struct MemifFlags {
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Window of each run.
+    #[arg(long, default_value = "2s")]
+    duration: String,
+    #[arg(long, default_value = "500ms")]
+    warmup: String,
+    /// Frame size with FCS (at least 64: the tester signs each frame).
+    #[arg(long, default_value_t = 64)]
+    size: u16,
+    /// Hops per core of the polling and interrupt rows.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    hops: Vec<usize>,
+    /// `testpmd` (the default) or `none`.
+    #[arg(long, value_enum, default_value = "testpmd")]
+    peer: crate::registry::TestpmdPeer,
+}
+
+pub static BENCH: crate::registry::Entry<MemifFlags, MemifBench> = crate::registry::Entry {
+    name: "memif",
+    schema: MEMIF_SCHEMA,
+    about: "memif links: one forwarder (sfclab's, and DPDK testpmd's) between two memif ports, and chains of 1-8 hop processes sharing one core, polling against interrupt mode (needs root for the chains' namespaces)",
+    run: |f, tick| {
+        let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
+        let args = MemifBenchArgs {
+            duration,
+            warmup,
+            repeat: f.repeat,
+            size: f.size,
+            hops: f.hops,
+            peer: f.peer == crate::registry::TestpmdPeer::Testpmd,
+        };
+        Ok(run_bench(&args, tick)?)
+    },
+    figure: None,
+};

@@ -1077,6 +1077,102 @@ fn render_csv(b: &ModelBench) -> String {
     s
 }
 
+/// `sfclab bench model`'s flags.
+#[derive(clap::Args)]
+pub struct ModelFlags {
+    /// The calibration to check (default: each cell's terms measured right before the
+    /// cell in every round, with --duration, so the host's drift hits predictions and
+    /// measurements alike).
+    #[arg(long)]
+    calibration: Option<std::path::PathBuf>,
+    /// Frame sizes of the matrix: one between calibrated sizes checks the interpolation.
+    #[arg(long, value_delimiter = ',', default_value = "64,256,1518")]
+    sizes: Vec<u16>,
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    #[arg(long, default_value = "500ms")]
+    duration: String,
+    #[arg(long, default_value = "200ms")]
+    warmup: String,
+    #[arg(long)]
+    core: Option<usize>,
+    /// Take runs on two cores (the pipelines' and the chains in namespaces' terms and
+    /// measurements) at one distance between the cores: a run is repeated (up to 10
+    /// times) while the round trip of a cache line between them, right before or right
+    /// after it, exceeds this many TSC cycles. `auto`: each cell's terms and measurement
+    /// in one state of that round trip, whichever (within 2.5x of the cell's first
+    /// run's); the cell is taken again (up to 3 times a round) when its runs ended in
+    /// two. 0: take runs as they come.
+    #[arg(long, default_value = "auto", value_name = "CYCLES")]
+    max_core_round_trip: String,
+    /// Also check chains of 2 and 5 forwarders in namespaces over these chainings
+    /// (`veth`, `nic-switch`, `linux`, `ovs`; needs root; calibrated first when no
+    /// --calibration is given).
+    #[arg(long, value_delimiter = ',')]
+    technologies: Vec<String>,
+}
+
+pub static BENCH: crate::registry::Entry<ModelFlags, ModelBench> = crate::registry::Entry {
+    name: "model",
+    schema: MODEL_SCHEMA,
+    about: "The model checked: chains x placements x frame sizes the calibration did not run, each predicted and measured in the same run; error per layout, scatter plot",
+    run: |f, tick| {
+        use crate::registry::BenchError::Usage;
+        let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
+        let given = match &f.calibration {
+            Some(path) => Some(Calibration::load(path).map_err(|e| Usage(format!("--calibration {e}")))?),
+            None => None,
+        };
+        // One guard for the terms' runs and the cells' measurements: its counts are the run's.
+        let near = CoreDistance::from_flag(&f.max_core_round_trip).map_err(Usage)?;
+        let source = match &given {
+            Some(c) => CalibrationSource::Given(c),
+            None => CalibrationSource::EachCell(crate::calibrate::CalibrateArgs {
+                sizes: vec![64, 512, 1518],
+                nfs: crate::calibrate::default_nfs()?,
+                duration,
+                warmup,
+                repeat: 1,
+                batch: 32,
+                core: f.core,
+                pipeline: true,
+                wired: f.technologies.clone(),
+                core_distance: near.clone(),
+            }),
+        };
+        let args = ModelBenchArgs {
+            duration,
+            warmup,
+            repeat: f.repeat,
+            batch: 32,
+            sizes: f.sizes,
+            core: f.core,
+            technologies: f.technologies,
+            core_distance: near,
+        };
+        Ok(run(&args, source, tick)?)
+    },
+    figure: Some(figure),
+};
+
+/// Predicted against measured, a colour per layout, with the y = x line.
+fn figure(b: &ModelBench) -> crate::registry::Figure {
+    let mut groups: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for p in &b.points {
+        let kind = p.layout.split(' ').next().unwrap_or("").to_string();
+        match groups.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, points)) => points.push((p.measured_mpps, p.predicted_mpps)),
+            None => groups.push((kind, vec![(p.measured_mpps, p.predicted_mpps)])),
+        }
+    }
+    crate::registry::Figure::Scatter {
+        title: "The model against the machine (sfclab bench model)".into(),
+        x_label: "measured Mpps".into(),
+        y_label: "predicted Mpps".into(),
+        groups,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

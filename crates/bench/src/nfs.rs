@@ -1167,6 +1167,84 @@ fn render_csv(b: &NfsBench) -> String {
     s
 }
 
+/// `sfclab bench nfs`'s flags.
+#[derive(clap::Args)]
+pub struct NfsFlags {
+    #[arg(long, default_value = "1s")]
+    duration: String,
+    #[arg(long, default_value = "300ms")]
+    warmup: String,
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Core to run on (default: the last core this process may use).
+    #[arg(long)]
+    core: Option<usize>,
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Flows of the workloads (NAT sessions, firewall connections).
+    #[arg(long, default_value_t = 65536)]
+    flows: u32,
+    /// ACL rules of the firewall workloads.
+    #[arg(long, default_value_t = 1000)]
+    rules: usize,
+    /// NAT44 session counts of the scaling points, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000,100000,1000000")]
+    nat_sessions: Vec<u32>,
+    /// Only these workloads, comma-separated (forwarder, router, nat44, firewall-acl,
+    /// firewall, fw-nat-router, nat44@N).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+pub static BENCH: crate::registry::Entry<NfsFlags, NfsBench> = crate::registry::Entry {
+    name: "nfs",
+    schema: NFS_SCHEMA,
+    about: "Each NF's cost on one core at 64 B and IMIX (router, nat44, firewall, their chain) beside plain forwarding, and NAT44 at 1k/100k/1M sessions with memory per session",
+    run: |f, tick| {
+        use crate::registry::BenchError::Usage;
+        let (duration, warmup) = crate::registry::window(&f.duration, &f.warmup)?;
+        let max = sfclab_traffic::flows::MAX_FLOWS;
+        if f.repeat == 0 || f.flows == 0 || f.flows > max {
+            return Err(Usage(format!("need at least one repetition and 1..={max} flows")));
+        }
+        if let Some(&n) = f.nat_sessions.iter().find(|&&n| n == 0 || n > max) {
+            return Err(Usage(format!("--nat-sessions {n}: each must be 1..={max}")));
+        }
+        let args = NfsArgs {
+            duration,
+            warmup,
+            repeat: f.repeat,
+            core: f.core,
+            batch: f.batch,
+            flows: f.flows,
+            rules: f.rules,
+            nat_sessions: f.nat_sessions,
+            only: f.only,
+        };
+        check_only(&args).map_err(|e| Usage(format!("--only: {e}")))?;
+        Ok(nfs(&args, tick)?)
+    },
+    figure: Some(figure),
+};
+
+/// Cycles per packet per workload, stacked by NF kind.
+fn figure(b: &NfsBench) -> crate::registry::Figure {
+    crate::registry::Figure::StackedBars {
+        title: "NF cost on one core (sfclab bench nfs)".into(),
+        y_label: "TSC cycles/packet".into(),
+        bars: b
+            .points
+            .iter()
+            .map(|p| {
+                (
+                    format!("{} {}", p.workload, p.frames),
+                    p.nfs.iter().map(|n| (n.kind.clone(), n.cycles)).collect(),
+                )
+            })
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

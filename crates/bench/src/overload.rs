@@ -281,3 +281,60 @@ fn render_csv(b: &OverloadBench) -> String {
     }
     String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("UTF-8")
 }
+
+/// `sfclab bench overload`'s flags.
+#[derive(clap::Args)]
+pub struct OverloadFlags {
+    /// Chain lengths (one stage per NF, all on one core).
+    #[arg(long, value_delimiter = ',', default_value = "1,3,5")]
+    hops: Vec<usize>,
+    /// The NF the chain repeats, in chain shorthand.
+    #[arg(long, default_value = "synthetic(cycles=60)")]
+    nf: String,
+    /// Offered load, as fractions of the chain's measured capacity.
+    #[arg(long, value_delimiter = ',', default_value = "0.5,0.8,1.0,1.2,1.5,2.0,3.0")]
+    loads: Vec<f64>,
+    #[arg(long, default_value = "500ms")]
+    duration: String,
+    #[arg(long, default_value = "100ms")]
+    warmup: String,
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Batches a stage may process per turn (above 1 lets a stage outrun the next).
+    #[arg(long, default_value_t = 4)]
+    stage_budget: usize,
+    /// Packets a link between stages holds.
+    #[arg(long, default_value_t = 64)]
+    ring_size: usize,
+}
+
+pub static BENCH: crate::registry::Entry<OverloadFlags, OverloadBench> = crate::registry::Entry {
+    name: "overload",
+    schema: OVERLOAD_SCHEMA,
+    about: "Throughput against offered load when a chain's stages share a core, with drop links (software drops waste cycles) and backpressure links (seed 002, Section IV)",
+    run: |f, tick| {
+        let (duration, warmup) = crate::registry::window(&f.duration, &f.warmup)?;
+        if f.hops.is_empty()
+            || f.hops.contains(&0)
+            || f.repeat == 0
+            || f.loads.iter().any(|l| !(*l > 0.0 && l.is_finite()))
+        {
+            return Err(crate::registry::BenchError::Usage(
+                "need chain lengths of at least 1, positive loads and at least one repetition".into(),
+            ));
+        }
+        let args = OverloadArgs {
+            hops: f.hops,
+            nf_config: crate::registry::one_nf(&f.nf)?,
+            nf: f.nf,
+            loads: f.loads,
+            duration,
+            warmup,
+            repeat: f.repeat,
+            stage_budget: f.stage_budget,
+            ring_size: f.ring_size,
+        };
+        Ok(run(&args, tick)?)
+    },
+    figure: None,
+};

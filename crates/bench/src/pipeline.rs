@@ -457,3 +457,35 @@ fn render_csv(b: &PipelineBench) -> String {
     }
     String::from_utf8(w.into_inner().expect("in-memory writer")).expect("utf-8")
 }
+
+/// `sfclab bench pipeline`'s flags.
+#[derive(clap::Args)]
+pub struct PipelineFlags {
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Window of each trial (testpmd: at least 3 s of 1-second samples).
+    #[arg(long, default_value = "1s")]
+    duration: String,
+    #[arg(long, default_value = "200ms")]
+    warmup: String,
+    /// Peer to measure in the same run.
+    #[arg(long, value_enum, default_value = "testpmd")]
+    peer: crate::registry::TestpmdPeer,
+}
+
+pub static BENCH: crate::registry::Entry<PipelineFlags, PipelineBench> = crate::registry::Entry {
+    name: "pipeline",
+    schema: PIPELINE_SCHEMA,
+    about: "Pipelines against DPDK testpmd processes joined by memif: two stages on two cores, and three stages on two cores (stages sharing a core)",
+    run: |f, tick| {
+        let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
+        let args = PipelineBenchArgs {
+            duration,
+            warmup,
+            repeat: f.repeat,
+            peer: f.peer == crate::registry::TestpmdPeer::Testpmd,
+        };
+        Ok(run(&args, tick)?)
+    },
+    figure: None,
+};

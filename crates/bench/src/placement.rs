@@ -275,6 +275,64 @@ fn render_csv(b: &PlacementBench) -> String {
     String::from_utf8(w.into_inner().expect("in-memory CSV")).expect("UTF-8")
 }
 
+/// `sfclab bench placement`'s flags.
+#[derive(clap::Args)]
+pub struct PlacementFlags {
+    /// Chain lengths to measure.
+    #[arg(long, value_delimiter = ',', default_value = "4,8,16,24,32,48")]
+    lengths: Vec<usize>,
+    /// Placements to compare (s_core is the reference for the break-even).
+    #[arg(long, value_delimiter = ',', default_value = "s_core,bi:2,pbp:2")]
+    placements: Vec<String>,
+    /// The NF the chain repeats, in chain shorthand.
+    #[arg(long, default_value = "forwarder")]
+    nf: String,
+    #[arg(long, default_value = "1s")]
+    duration: String,
+    #[arg(long, default_value = "200ms")]
+    warmup: String,
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    #[arg(long, default_value_t = 64)]
+    size: u16,
+}
+
+pub static BENCH: crate::registry::Entry<PlacementFlags, PlacementBench> = crate::registry::Entry {
+    name: "placement",
+    schema: PLACEMENT_SCHEMA,
+    about: "Maximum throughput against chain length for s_core, bi:K and pbp:K placements, and the break-even chain length n0 (seed 002, Fig. 7)",
+    run: |f, tick| {
+        use crate::registry::BenchError::Usage;
+        let placements = f
+            .placements
+            .iter()
+            .map(|p| p.parse())
+            .collect::<Result<Vec<Placement>, String>>()
+            .map_err(Usage)?;
+        let (duration, warmup) = crate::registry::window(&f.duration, &f.warmup)?;
+        if f.lengths.is_empty() || f.repeat == 0 || !placements.contains(&Placement::SCore) {
+            return Err(Usage(
+                "need lengths, at least one repetition, and s_core among the placements (the reference)".into(),
+            ));
+        }
+        let args = PlacementArgs {
+            lengths: f.lengths,
+            placements,
+            nf_config: crate::registry::one_nf(&f.nf)?,
+            nf: f.nf,
+            duration,
+            warmup,
+            repeat: f.repeat,
+            batch: f.batch,
+            size: f.size,
+        };
+        Ok(run(&args, tick)?)
+    },
+    figure: None,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -436,3 +436,33 @@ fn render_table(b: &RingBench) -> String {
     s.push_str(&crate::footer(wide, b.header.interrupted, b.header.repeat));
     s
 }
+
+/// `sfclab bench ring`'s flags.
+#[derive(clap::Args)]
+pub struct RingFlags {
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
+    /// Window of each trial.
+    #[arg(long, default_value = "500ms")]
+    duration: String,
+    /// Packets per push and pop.
+    #[arg(long, default_value_t = 32)]
+    burst: usize,
+}
+
+pub static BENCH: crate::registry::Entry<RingFlags, RingBench> = crate::registry::Entry {
+    name: "ring",
+    schema: RING_SCHEMA,
+    about: "Cost of a link between cores: the SPSC ring alone (DPDK ring_perf_autotest as the peer), a full hop with a forwarder on the far core (a bare loop as the reference), and a 2-stage forwarder pipeline against one core",
+    run: |f, tick| {
+        let duration = humantime::parse_duration(&f.duration)
+            .map_err(|e| crate::registry::BenchError::Usage(format!("--duration `{}`: {e}", f.duration)))?;
+        if f.repeat == 0 || !(1..=256).contains(&f.burst) {
+            return Err(crate::registry::BenchError::Usage(
+                "need at least one repetition and a burst of 1..=256".into(),
+            ));
+        }
+        Ok(run(f.repeat, duration, f.burst, tick)?)
+    },
+    figure: None,
+};

@@ -166,50 +166,6 @@ pub struct PlanCli {
     json: bool,
 }
 
-#[derive(Args)]
-pub struct ModelBenchCli {
-    /// The calibration to check (default: each cell's terms measured right before the
-    /// cell in every round, with --duration, so the host's drift hits predictions and
-    /// measurements alike).
-    #[arg(long)]
-    calibration: Option<PathBuf>,
-    /// Frame sizes of the matrix: one between calibrated sizes checks the interpolation.
-    #[arg(long, value_delimiter = ',', default_value = "64,256,1518")]
-    sizes: Vec<u16>,
-    #[arg(long, default_value_t = 3)]
-    repeat: usize,
-    #[arg(long, default_value = "500ms")]
-    duration: String,
-    #[arg(long, default_value = "200ms")]
-    warmup: String,
-    #[arg(long)]
-    core: Option<usize>,
-    /// Take runs on two cores (the pipelines' and the chains in namespaces' terms and
-    /// measurements) at one distance between the cores: a run is repeated (up to 10
-    /// times) while the round trip of a cache line between them, right before or right
-    /// after it, exceeds this many TSC cycles. `auto`: each cell's terms and measurement
-    /// in one state of that round trip, whichever (within 2.5x of the cell's first
-    /// run's); the cell is taken again (up to 3 times a round) when its runs ended in
-    /// two. 0: take runs as they come.
-    #[arg(long, default_value = "auto", value_name = "CYCLES")]
-    max_core_round_trip: String,
-    /// Also check chains of 2 and 5 forwarders in namespaces over these chainings
-    /// (`veth`, `nic-switch`, `linux`, `ovs`; needs root; calibrated first when no
-    /// --calibration is given).
-    #[arg(long, value_delimiter = ',')]
-    technologies: Vec<String>,
-    /// Print JSON (schema `sfclab.bench.model/6`).
-    #[arg(long, conflicts_with = "csv")]
-    json: bool,
-    /// Print one CSV row per cell.
-    #[arg(long)]
-    csv: bool,
-    /// Also write the predicted-vs-measured scatter plot with the y = x line: SVG, or
-    /// PNG if the name ends in .png.
-    #[arg(long, value_name = "FILE")]
-    plot: Option<PathBuf>,
-}
-
 pub const PREDICTION_SCHEMA: &str = "sfclab.prediction/1";
 pub const PLAN_SCHEMA: &str = "sfclab.plan/1";
 pub const RC_SCHEMA: &str = "sfclab.rc/1";
@@ -374,28 +330,11 @@ fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
         core: a.core,
         pipeline: true,
         wired: a.technologies.clone(),
-        core_distance: core_distance(&a.max_core_round_trip)?,
+        core_distance: sfclab_bench::cores::CoreDistance::from_flag(&a.max_core_round_trip)?,
     })
 }
 
 /// `--max-core-round-trip`: `auto`, TSC cycles, or 0 (two-core runs taken as they come).
-fn core_distance(limit: &str) -> Result<Option<std::sync::Arc<sfclab_bench::cores::CoreDistance>>, String> {
-    use sfclab_bench::cores::{CoreDistance, Keep};
-    let keep = match limit {
-        "auto" => Keep::OneState,
-        cycles => match cycles.parse::<f64>() {
-            Ok(0.0) => return Ok(None),
-            Ok(c) if c > 0.0 && c.is_finite() => Keep::Near(c),
-            _ => {
-                return Err(format!(
-                    "--max-core-round-trip {cycles}: not `auto`, 0 or a number of TSC cycles"
-                ));
-            }
-        },
-    };
-    Ok(Some(std::sync::Arc::new(CoreDistance::new(keep))))
-}
-
 fn cmd_calibrate(a: CalibrateCli) -> ExitCode {
     let args = match calibrate_args(&a) {
         Ok(x) => x,
@@ -551,7 +490,7 @@ fn cmd_rc(a: RcCli) -> ExitCode {
         Ok(h) => h,
         Err(e) => return outcome::fail(outcome::USAGE, &format!("--hardware {e}")),
     };
-    let cal = match a.calibration.as_deref().map(load_calibration).transpose() {
+    let cal = match a.calibration.as_deref().map(Calibration::load).transpose() {
         Ok(c) => c,
         Err(e) => return outcome::fail(outcome::USAGE, &format!("--calibration {e}")),
     };
@@ -685,7 +624,7 @@ fn rc_table(points: &[sfclab_model::RcPoint], hardware: &str, hz: f64, csv: bool
 }
 
 pub fn cmd_plan(a: PlanCli) -> ExitCode {
-    let cal = match load_calibration(&a.calibration) {
+    let cal = match Calibration::load(&a.calibration) {
         Ok(c) => c,
         Err(e) => return outcome::fail(outcome::USAGE, &format!("--calibration {e}")),
     };
@@ -810,13 +749,6 @@ fn plan_table(p: &sfclab_model::PlanResult, cal: &Calibration, demands: &[String
     s
 }
 
-fn load_calibration(path: &Path) -> Result<Calibration, String> {
-    let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{origin}: {e} (make one with `sfclab model calibrate --output {origin}`)"))?;
-    Calibration::from_json(&text, &origin)
-}
-
 /// The chain as the model sees it: its NFs' keys, frame sizes and layout.
 fn chain_model(spec: &Experiment) -> Result<ChainModel, String> {
     // A chain that forwards nothing has no price: say which NF and the key to set.
@@ -871,7 +803,7 @@ fn chain_model(spec: &Experiment) -> Result<ChainModel, String> {
 }
 
 fn cmd_predict(a: PredictCli) -> ExitCode {
-    let cal = match load_calibration(&a.calibration) {
+    let cal = match Calibration::load(&a.calibration) {
         Ok(c) => c,
         Err(e) => return outcome::fail(outcome::USAGE, &format!("--calibration {e}")),
     };
@@ -993,56 +925,4 @@ fn prediction_table(spec: &Experiment, cal: &Calibration, p: &ChainPrediction, o
         );
     }
     s
-}
-
-pub fn cmd_bench_model(a: ModelBenchCli) -> ExitCode {
-    let (duration, warmup) = match crate::repeated_window(a.repeat, &a.duration, &a.warmup) {
-        Ok(w) => w,
-        Err(e) => return outcome::fail(outcome::USAGE, &e),
-    };
-    let given = match &a.calibration {
-        Some(path) => match load_calibration(path) {
-            Ok(c) => Some(c),
-            Err(e) => return outcome::fail(outcome::USAGE, &format!("--calibration {e}")),
-        },
-        None => None,
-    };
-    // One guard for the terms' runs and the cells' measurements: its counts are the run's.
-    let near = match core_distance(&a.max_core_round_trip) {
-        Ok(n) => n,
-        Err(e) => return outcome::fail(outcome::USAGE, &e),
-    };
-    let source = match &given {
-        Some(c) => sfclab_bench::model::CalibrationSource::Given(c),
-        None => match sfclab_bench::calibrate::default_nfs() {
-            Ok(nfs) => sfclab_bench::model::CalibrationSource::EachCell(CalibrateArgs {
-                sizes: vec![64, 512, 1518],
-                nfs,
-                duration,
-                warmup,
-                repeat: 1,
-                batch: 32,
-                core: a.core,
-                pipeline: true,
-                wired: a.technologies.clone(),
-                core_distance: near.clone(),
-            }),
-            Err(e) => return outcome::fail(outcome::FAILURE, &e),
-        },
-    };
-    let args = sfclab_bench::model::ModelBenchArgs {
-        duration,
-        warmup,
-        repeat: a.repeat,
-        batch: 32,
-        sizes: a.sizes.clone(),
-        core: a.core,
-        technologies: a.technologies.clone(),
-        core_distance: near,
-    };
-    let result = with_progress(|tick| sfclab_bench::model::run(&args, source, tick));
-    if let Err(code) = crate::write_plot_of(&result, a.plot.as_deref(), crate::bench_plots::model_plot) {
-        return code;
-    }
-    crate::print_result(result, a.json, a.csv)
 }

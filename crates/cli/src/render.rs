@@ -507,7 +507,12 @@ pub fn run_schema() -> String {
 
 /// The JSON Schema of a document type, with its published file name and description.
 pub fn schema_of<T: schemars::JsonSchema>(file: &str, description: &str) -> String {
-    let mut schema = serde_json::to_value(schemars::schema_for!(T)).expect("schema serialises");
+    schema_value(schemars::schema_for!(T), file, description)
+}
+
+/// [`schema_of`] for a schema already generated.
+pub fn schema_value(schema: schemars::Schema, file: &str, description: &str) -> String {
+    let mut schema = serde_json::to_value(schema).expect("schema serialises");
     if let Some(obj) = schema.as_object_mut() {
         obj.insert("$id".into(), format!("https://sfclab.invalid/schema/{file}").into());
         obj.insert("description".into(), description.into());

@@ -231,6 +231,14 @@ pub fn nf_key(kind: &str, settings: &serde_json::Value) -> String {
 }
 
 impl Calibration {
+    /// Reads the calibration file at `path`; an error names it and how to make one.
+    pub fn load(path: &std::path::Path) -> Result<Calibration, String> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{origin}: {e} (make one with `sfclab model calibrate --output {origin}`)"))?;
+        Calibration::from_json(&text, &origin)
+    }
+
     /// Reads a calibration file, refusing another schema and saying which.
     pub fn from_json(text: &str, origin: &str) -> Result<Calibration, String> {
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("{origin}: not JSON: {e}"))?;

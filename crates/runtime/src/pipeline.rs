@@ -816,8 +816,18 @@ fn report<R: RxPort, T: TxPort>(
     let mut stages: Vec<(Box<StageTask<T>>, StageCounters, StageCounters)> = Vec::new();
     let mut cores = Vec::new();
     for mut t in threads {
-        let start = t.marks[0].take().expect("every thread marks the window's start");
-        let end = t.marks[1].take().expect("every thread marks the window's end");
+        // A thread marks the window's start when it first sees it begin; one kept off its
+        // core through the whole window (an overloaded machine) can finish on what the
+        // window sent without having seen it start, and its counters cannot be split.
+        let (Some(start), Some(end)) = (t.marks[0].take(), t.marks[1].take()) else {
+            return Err(RunError::failed(
+                "pipeline",
+                format!(
+                    "the thread on core {} was not scheduled from before the window to its end: the machine is too busy to measure this run",
+                    t.core
+                ),
+            ));
+        };
         // Every packet passes each task of a core once: the core handled as many
         // packets as its busiest task.
         let mut packets = 0;
