@@ -332,20 +332,7 @@ pub(crate) fn lookup_rounds<P>(
     }
 }
 
-/// `sfclab bench lpm`'s flags.
-#[derive(clap::Args)]
-pub struct LpmFlags {
-    #[arg(long, default_value_t = 3)]
-    repeat: usize,
-    /// Core to measure on (default: the last core this process may use).
-    #[arg(long)]
-    core: Option<usize>,
-    /// Peer to measure in the same run.
-    #[arg(long, value_enum, default_value = "dpdk")]
-    peer: crate::registry::DpdkPeer,
-}
-
-pub static BENCH: crate::registry::Entry<LpmFlags, LpmBench> = crate::registry::Entry {
+pub static BENCH: crate::registry::Entry<crate::registry::TableFlags, LpmBench> = crate::registry::Entry {
     name: "lpm",
     schema: LPM_SCHEMA,
     about: "IPv4 longest-prefix match (the router's DIR-24-8) against DPDK's rte_lpm (dpdk-test lpm_perf_autotest) on a table of the same size and shape, same run",

@@ -186,20 +186,7 @@ fn render_table(b: &Lpm6Bench) -> String {
     s
 }
 
-/// `sfclab bench lpm6`'s flags.
-#[derive(clap::Args)]
-pub struct Lpm6Flags {
-    #[arg(long, default_value_t = 3)]
-    repeat: usize,
-    /// Core to measure on (default: the last core this process may use).
-    #[arg(long)]
-    core: Option<usize>,
-    /// Peer to measure in the same run.
-    #[arg(long, value_enum, default_value = "dpdk")]
-    peer: crate::registry::DpdkPeer,
-}
-
-pub static BENCH: crate::registry::Entry<Lpm6Flags, Lpm6Bench> = crate::registry::Entry {
+pub static BENCH: crate::registry::Entry<crate::registry::TableFlags, Lpm6Bench> = crate::registry::Entry {
     name: "lpm6",
     schema: LPM6_SCHEMA,
     about: "IPv6 longest-prefix match (the router's 24-8-8... table) against DPDK's rte_lpm6 (dpdk-test lpm6_perf_autotest) on a table of the same shape, same run",

@@ -201,6 +201,19 @@ pub fn repeated_window(
     }
 }
 
+/// The flags of a table's lookups against DPDK's (`bench lpm`, `bench lpm6`).
+#[derive(clap::Args)]
+pub struct TableFlags {
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Core to measure on (default: the last core this process may use).
+    #[arg(long)]
+    pub core: Option<usize>,
+    /// Peer to measure in the same run.
+    #[arg(long, value_enum, default_value = "dpdk")]
+    pub peer: DpdkPeer,
+}
+
 /// Who a benchmark measures beside sfclab: its DPDK peer or no one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum DpdkPeer {
