@@ -4,6 +4,7 @@ use clap::Args;
 use comfy_table::Table;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use sfclab_experiment::remote_hops::HopControl;
+use sfclab_experiment::scenario::ScenarioStep;
 use sfclab_experiment::scenario::{Attachment, Scenario, ScenarioDocument, ScenarioFlags};
 use sfclab_experiment::settings;
 use sfclab_measure::Summary;
@@ -70,16 +71,10 @@ pub fn cmd_scenario(a: ScenarioArgs) -> ExitCode {
     }
     scenario.stop_on(&crate::stop_flag());
     let mut progress = crate::progress::Progress::new("repetitions", scenario.repeat);
-    let result = sfclab_experiment::scenario::run(&scenario, &mut |line: String| {
+    let result = sfclab_experiment::scenario::run(&scenario, &mut |step: ScenarioStep| match step {
         // A repetition's end is a step; its start and a search's trials, what it is doing.
-        let ends = line
-            .strip_prefix("repetition ")
-            .is_some_and(|rest| rest.split_once(':').is_some_and(|(k, _)| !k.contains('/')));
-        if ends {
-            progress.step(&line);
-        } else {
-            progress.working_on(&line);
-        }
+        ScenarioStep::Ended { .. } => progress.step(&step.to_string()),
+        _ => progress.working_on(&step.to_string()),
     });
     progress.finish();
     let doc = match result {

@@ -77,7 +77,7 @@ pub use document::{
     ScenarioSearch, ScenarioSummary,
 };
 pub use presets::{VNF_PRESETS, WEB_RULES, web_rules};
-pub use repetitions::run;
+pub use repetitions::{ScenarioStep, run};
 
 /// The shape of each chain when a scenario names its VNF: seed 001's PVP and PVVP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema, clap::ValueEnum)]

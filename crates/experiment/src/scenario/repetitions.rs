@@ -9,7 +9,7 @@ use super::run::run_once;
 use crate::document::Machine;
 
 /// Runs every repetition of `scenario`; `progress` hears a line per step.
-pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<ScenarioDocument, RunError> {
+pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(ScenarioStep)) -> Result<ScenarioDocument, RunError> {
     let template = scenario
         .chains()
         .first()
@@ -26,30 +26,36 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
         if stopped() {
             break;
         }
-        progress(format!(
-            "repetition {k}/{}: {}, {} standby, on cores {:?}",
-            scenario.repeat,
-            scenario
-                .groups()
-                .iter()
-                .map(|g| format!("{} chain(s) of {}", g.chains, g.name))
-                .collect::<Vec<_>>()
-                .join(" + "),
-            scenario.standby().len(),
-            scenario.vnf_cores
-        ));
+        progress(ScenarioStep::Starting {
+            repetition: k,
+            of: scenario.repeat,
+            what: format!(
+                "{}, {} standby, on cores {:?}",
+                scenario
+                    .groups()
+                    .iter()
+                    .map(|g| format!("{} chain(s) of {}", g.chains, g.name))
+                    .collect::<Vec<_>>()
+                    .join(" + "),
+                scenario.standby().len(),
+                scenario.vnf_cores
+            ),
+        });
         let r = match &scenario.search {
             Some(cfg) if scenario.search_per_chain => super::search::search_each_chain(scenario, cfg, k, progress)?,
             Some(cfg) => super::search::search_once(scenario, cfg, k, progress)?,
             None => run_once(scenario, k)?,
         };
-        progress(format!(
-            "repetition {k}: {:.3} Mpps in all, loss {:.4}%, set up in {:.1} s, torn down in {:.1} s",
-            r.aggregate.throughput_mpps,
-            r.aggregate.loss_ratio * 100.0,
-            r.setup_s,
-            r.teardown_s
-        ));
+        progress(ScenarioStep::Ended {
+            repetition: k,
+            summary: format!(
+                "{:.3} Mpps in all, loss {:.4}%, set up in {:.1} s, torn down in {:.1} s",
+                r.aggregate.throughput_mpps,
+                r.aggregate.loss_ratio * 100.0,
+                r.setup_s,
+                r.teardown_s
+            ),
+        });
         runs.push(r);
     }
     let interrupted = runs.len() < scenario.repeat || runs.iter().any(|r| r.interrupted);
@@ -119,4 +125,25 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(String)) -> Result<Scen
         runs,
         summary,
     })
+}
+
+/// What a scenario's run tells as it goes ([`run`]'s progress).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScenarioStep {
+    /// A repetition (from 1, of `of`) starts: what it runs.
+    Starting { repetition: usize, of: usize, what: String },
+    /// Work inside a repetition: a search's top, a trial.
+    Working(String),
+    /// A repetition ended: its figures in a line.
+    Ended { repetition: usize, summary: String },
+}
+
+impl std::fmt::Display for ScenarioStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScenarioStep::Starting { repetition, of, what } => write!(f, "repetition {repetition}/{of}: {what}"),
+            ScenarioStep::Working(what) => f.write_str(what),
+            ScenarioStep::Ended { repetition, summary } => write!(f, "repetition {repetition}: {summary}"),
+        }
+    }
 }
