@@ -19,6 +19,14 @@ pub enum BenchError {
     Failed(String),
 }
 
+impl std::fmt::Display for BenchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BenchError::Usage(reason) | BenchError::Failed(reason) => f.write_str(reason),
+        }
+    }
+}
+
 impl From<String> for BenchError {
     fn from(reason: String) -> BenchError {
         BenchError::Failed(reason)

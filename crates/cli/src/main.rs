@@ -20,7 +20,6 @@ use sfclab_runtime::RunError;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 /// Build, run and measure service function chains on commodity Linux.
 ///
@@ -262,12 +261,7 @@ fn cmd_bench(r: BenchCmd) -> ExitCode {
         .ok()
         .flatten()
         .cloned();
-    let mut progress = progress::Progress::new("runs", 0);
-    let result = r
-        .bench
-        .run(&r.flags, &mut |done, total, what| progress.at(done, total, what));
-    progress.finish();
-    let done = match result {
+    let done = match with_progress(|tick| r.bench.run(&r.flags, tick)) {
         Ok(done) => done,
         Err(BenchError::Usage(e)) => return outcome::fail(outcome::USAGE, &e),
         // Ctrl-C before anything finished: nothing to write, and the status says why.
@@ -515,24 +509,10 @@ fn cmd_run_wired(a: &RunArgs, spec: &Experiment) -> ExitCode {
     }
 }
 
-/// Parses a benchmark's `--duration` and `--warmup`.
-fn window(duration: &str, warmup: &str) -> Result<(Duration, Duration), String> {
-    let parse = |what: &str, s: &str| humantime::parse_duration(s).map_err(|e| format!("--{what} `{s}`: {e}"));
-    Ok((parse("duration", duration)?, parse("warmup", warmup)?))
-}
-
-/// [`window`] for a benchmark of `repeat` rounds: at least one, each of a non-zero window.
-pub(crate) fn repeated_window(repeat: usize, duration: &str, warmup: &str) -> Result<(Duration, Duration), String> {
-    match window(duration, warmup)? {
-        w if repeat > 0 && w.0 > Duration::ZERO => Ok(w),
-        _ => Err("need at least one repetition and a non-zero duration".into()),
-    }
-}
-
 /// Runs `work` with a progress bar on stderr, told (done, total, what) after each trial.
-pub(crate) fn with_progress<T>(
-    work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> Result<T, String>,
-) -> Result<T, String> {
+pub(crate) fn with_progress<T, E>(
+    work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> Result<T, E>,
+) -> Result<T, E> {
     let mut progress = progress::Progress::new("runs", 0);
     let result = work(&mut |done: usize, total: usize, what: &str| progress.at(done, total, what));
     progress.finish();

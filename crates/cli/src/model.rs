@@ -291,7 +291,8 @@ fn workloads_of(chain: &str) -> Result<Vec<NfWorkload>, String> {
 }
 
 fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
-    let (duration, warmup) = crate::repeated_window(a.repeat, &a.duration, &a.warmup)?;
+    let (duration, warmup) =
+        sfclab_bench::registry::repeated_window(a.repeat, &a.duration, &a.warmup).map_err(|e| e.to_string())?;
     if a.sizes.iter().any(|&s| !(64..=9018).contains(&s)) {
         return Err(format!("--sizes {:?}: each must be 64..=9018 bytes", a.sizes));
     }

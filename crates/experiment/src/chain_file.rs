@@ -501,7 +501,12 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         true => PortsSetting::Veth,
         false => r.ports.clone().unwrap_or_default(),
     };
-    let pipeline = runtime_settings(&layers, &given, given_chaining, runtime, &settings, &nfs, ctx)?;
+    let runtime = Runtimes {
+        chaining: given_chaining,
+        runtime,
+        replicas,
+    };
+    let pipeline = runtime_settings(&layers, &given, &runtime, &settings, &nfs, ctx)?;
     if settings.reply
         && let Some(w) = &wiring
         && !sfclab_runtime::chain::is_linear(w)
@@ -790,16 +795,25 @@ fn check_chaining_keys(r: &RunSection, chaining: ChainingSetting, ctx: &Ctx) -> 
 
 /// The pipeline's settings when the chain runs as one, and the checks of replicas and
 /// the responder against the runtime and the ports.
+/// What decides the runtime: the chaining and runtime given, and the replicas checked.
+struct Runtimes {
+    chaining: ChainingSetting,
+    runtime: Option<Runtime>,
+    replicas: usize,
+}
+
 fn runtime_settings(
     layers: &MergedSettings,
     ports: &PortsSetting,
-    chaining: ChainingSetting,
-    runtime: Option<Runtime>,
+    &Runtimes {
+        chaining,
+        runtime,
+        replicas,
+    }: &Runtimes,
     settings: &RunSettings,
     nfs: &[(String, NfSpec)],
     ctx: &Ctx,
 ) -> Result<Option<PipelineSettings>, ChainFileError> {
-    let replicas = layers.run.replicas.unwrap_or(1);
     // Between a testbed's interfaces, replicas are compound runs, one per queue.
     let queued_replicas = *ports == PortsSetting::Veth && !chaining.in_namespaces();
     if replicas > 1 && *ports != PortsSetting::Memory && !queued_replicas {
