@@ -238,7 +238,10 @@ fn memif_chain(
     s.traffic.rate = Some(rate);
     s.traffic.latency_probe_pps = Some(0.0);
     let exp = Experiment::load(&ChainSource::Shorthand(format!("forwarder*{n}")), &s).map_err(|e| e.to_string())?;
-    exp.run_wired().map_err(|e| e.to_string())
+    match exp.run().map_err(|e| e.to_string())? {
+        sfclab_experiment::Reports::Wired(w) => Ok(w),
+        sfclab_experiment::Reports::Chain(_) => Err("a memif chain ran in one process".into()),
+    }
 }
 
 /// What a tester's window put before the device (frames it generated less those its

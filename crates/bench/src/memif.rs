@@ -132,7 +132,9 @@ fn settings(args: &MemifBenchArgs, rate: Rate, probes: f64) -> Settings {
 
 fn run(s: &Settings, chain: &str) -> Result<RunReport, String> {
     let exp = Experiment::load(&ChainSource::Shorthand(chain.to_string()), s).map_err(|e| e.to_string())?;
-    exp.run().map_err(|e| e.to_string())
+    exp.run()
+        .map(sfclab_experiment::Reports::into_measured)
+        .map_err(|e| e.to_string())
 }
 
 /// What one tester run measured, into `r`.
@@ -278,7 +280,7 @@ fn multi_feature_on_one_core(
     }));
     s.run.core = Some(device_core);
     let exp = Experiment::load(&ChainSource::File(file.path().to_path_buf()), &s).map_err(|e| e.to_string())?;
-    let t = exp.run().map_err(|e| e.to_string())?;
+    let t = exp.run().map_err(|e| e.to_string())?.into_measured();
     r.device = format!(
         "nat44 -> firewall -> qos -> dpi in {} on core {device_core}, joined by memif, interrupt mode",
         if grouped {

@@ -15,7 +15,7 @@ mod sweep;
 
 use clap::{Args, Parser, Subcommand};
 use sfclab_bench::registry::{self, Bench, BenchError};
-use sfclab_experiment::{ChainFileError, ChainSource, Experiment, settings};
+use sfclab_experiment::{ChainFileError, ChainSource, Experiment, Reports, RunDocument, settings};
 use sfclab_runtime::RunError;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -352,15 +352,15 @@ pub fn schema(name: &str) -> Option<String> {
             "calibration-3.json",
             "`sfclab model calibrate` (the file it writes), schema sfclab.calibration/3.",
         )),
-        "prediction" => Some(render::schema_of::<model::PredictionDocument>(
+        "prediction" => Some(render::schema_of::<sfclab_model::documents::PredictionDocument>(
             "prediction-1.json",
             "`sfclab model predict --json`, schema sfclab.prediction/1.",
         )),
-        "rc" => Some(render::schema_of::<model::RcDocument>(
+        "rc" => Some(render::schema_of::<sfclab_model::documents::RcDocument>(
             "rc-1.json",
             "`sfclab model rc --json`, schema sfclab.rc/1.",
         )),
-        "plan" => Some(render::schema_of::<model::PlanDocument>(
+        "plan" => Some(render::schema_of::<sfclab_model::documents::PlanDocument>(
             "plan-1.json",
             "`sfclab plan --json`, schema sfclab.plan/1.",
         )),
@@ -434,76 +434,37 @@ fn cmd_run(a: RunArgs) -> ExitCode {
             ),
         );
     }
-    if spec.ports.builds_testbed() {
-        return cmd_run_wired(&a, &spec);
-    }
     if spec.ports.served_hop().is_some_and(|hop| hop.control.is_some()) {
         // A hop measured run after run by a tester elsewhere: each run's document to its
         // report file, the last (ended by SIGINT or SIGTERM) to stdout as well.
-        let document = |r: &sfclab_runtime::RunReport| render::json(&spec.name, &spec.nfs, r) + "\n";
+        let document = |r: &sfclab_runtime::RunReport| RunDocument::of_chain(&spec, r).to_json() + "\n";
         return match sfclab_experiment::remote_hops::serve_runs(&spec, &mut { document }) {
             Ok(r) => outcome::emit_then(&document(&r), outcome::done(r.interrupted)),
             Err(e) => outcome::fail(outcome::of_run_error(&e), &e.to_string()),
         };
     }
-    let render = |r: &sfclab_runtime::RunReport| {
-        if a.json {
-            render::json(&spec.name, &spec.nfs, r) + "\n"
-        } else if a.csv {
-            render::csv(&spec.name, r)
-        } else {
-            render::table(&spec.name, r)
-        }
+    let render = |reports: &Reports| match reports {
+        _ if a.json => RunDocument::new(&spec, reports).to_json() + "\n",
+        _ if a.csv => render::csv(&spec.name, reports.measured()),
+        Reports::Chain(r) => render::table(&spec.name, r),
+        Reports::Wired(w) => render::table_wired(&spec.name, w),
     };
     match spec.run() {
-        Ok(r) => {
-            let status = match r.verify_failed {
+        Ok(reports) => {
+            let measured = reports.measured();
+            let status = match measured.verify_failed {
                 Some(n) if n > 0 => {
                     eprintln!("error: {n} frames failed checksum or length verification");
                     outcome::VERIFY_FAILED
                 }
-                _ => outcome::done(r.interrupted),
+                _ => outcome::done(measured.interrupted),
             };
-            outcome::emit_then(&render(&r), status)
+            outcome::emit_then(&render(&reports), status)
         }
         Err(RunError::Conservation(r)) => {
-            let _ = outcome::emit(&render(&r));
-            outcome::fail(
-                outcome::CONSERVATION,
-                &format!("packet conservation violated: {}", r.conservation),
-            )
-        }
-        Err(e) => outcome::fail(outcome::of_run_error(&e), &e.to_string()),
-    }
-}
-
-/// `sfclab run --ports veth|linux`: the tester's report across the device under test,
-/// the device's own (an sfclab chain), and the testbed's interfaces.
-fn cmd_run_wired(a: &RunArgs, spec: &Experiment) -> ExitCode {
-    match spec.run_wired() {
-        Ok(w) => {
-            let text = if a.json {
-                render::json_wired(&spec.name, &spec.nfs, &w) + "\n"
-            } else if a.csv {
-                render::csv(&spec.name, &w.tester)
-            } else {
-                render::table_wired(&spec.name, &w)
-            };
-            let status = match w.tester.verify_failed {
-                Some(n) if n > 0 => {
-                    eprintln!("error: {n} frames failed checksum or length verification");
-                    outcome::VERIFY_FAILED
-                }
-                _ => outcome::done(w.tester.interrupted),
-            };
-            outcome::emit_then(&text, status)
-        }
-        Err(RunError::Conservation(r)) => {
-            let _ = outcome::emit(&render::table(&spec.name, &r));
-            outcome::fail(
-                outcome::CONSERVATION,
-                &format!("packet conservation violated: {}", r.conservation),
-            )
+            let reason = format!("packet conservation violated: {}", r.conservation);
+            let _ = outcome::emit(&render(&Reports::Chain(*r)));
+            outcome::fail(outcome::CONSERVATION, &reason)
         }
         Err(e) => outcome::fail(outcome::of_run_error(&e), &e.to_string()),
     }

@@ -5,10 +5,9 @@
 use crate::{RunArgs, outcome, with_progress};
 use clap::{Args, Subcommand};
 use sfclab_bench::calibrate::{CalibrateArgs, NfWorkload};
-use sfclab_experiment::Chaining;
 use sfclab_experiment::{ChainFileError, ChainSource, Experiment, Settings};
-use sfclab_model::{Calibration, ChainModel, ChainPrediction, Layout, nf_key, predict_chain};
-use sfclab_traffic::FrameSizes;
+use sfclab_model::documents::{CalibrationRef, PlanDocument, RcDocument};
+use sfclab_model::{Calibration, ChainPrediction, nf_key};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -164,75 +163,6 @@ pub struct PlanCli {
     /// Print JSON (schema `sfclab.plan/1`).
     #[arg(long)]
     json: bool,
-}
-
-pub const PREDICTION_SCHEMA: &str = "sfclab.prediction/1";
-pub const PLAN_SCHEMA: &str = "sfclab.plan/1";
-pub const RC_SCHEMA: &str = "sfclab.rc/1";
-
-/// `sfclab model rc --json`.
-#[derive(serde::Serialize, schemars::JsonSchema)]
-pub struct RcDocument {
-    pub schema: &'static str,
-    pub version: &'static str,
-    /// The profile the resources are priced on (its clock as used).
-    pub hardware: sfclab_model::HardwareProfile,
-    /// The calibration the CPU costs came from (`None`: given as flags).
-    pub costs_from: Option<String>,
-    pub points: Vec<sfclab_model::RcPoint>,
-}
-
-/// `sfclab plan --json`.
-#[derive(serde::Serialize, schemars::JsonSchema)]
-pub struct PlanDocument {
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub calibration: CalibrationRef,
-    pub max_utilisation: f64,
-    pub layouts: Vec<String>,
-    pub plan: sfclab_model::PlanResult,
-}
-
-/// `sfclab model predict --json`.
-#[derive(serde::Serialize, schemars::JsonSchema)]
-pub struct PredictionDocument {
-    pub schema: &'static str,
-    pub version: &'static str,
-    pub chain: String,
-    pub nfs: Vec<PredictedNf>,
-    /// The calibration the chain was priced with.
-    pub calibration: CalibrationRef,
-    /// The least capacity of the chain's resources, millions of packets per second.
-    pub max_mpps: f64,
-    /// The offered load utilisation is shown at, packets per second (`--offered`, or
-    /// the chain's rate; `None`: neither).
-    pub offered_pps: Option<f64>,
-    pub utilisation: Option<Vec<Utilisation>>,
-    /// The NIC profile the chain was priced on (`--hardware`), if any.
-    pub hardware: Option<sfclab_model::HardwareProfile>,
-    pub prediction: ChainPrediction,
-}
-
-#[derive(serde::Serialize, schemars::JsonSchema)]
-pub struct PredictedNf {
-    pub name: String,
-    pub kind: String,
-    /// The NF's key in the calibration.
-    pub key: String,
-}
-
-#[derive(serde::Serialize, schemars::JsonSchema)]
-pub struct CalibrationRef {
-    pub file: String,
-    pub date: String,
-    pub machine: sfclab_model::calibration::CalibratedMachine,
-}
-
-/// A resource's share of its capacity at the offered load (1.0: saturated).
-#[derive(serde::Serialize, schemars::JsonSchema)]
-pub struct Utilisation {
-    pub resource: String,
-    pub share: f64,
 }
 
 pub fn cmd_model(cmd: ModelCmd) -> ExitCode {
@@ -469,7 +399,7 @@ fn demand(text: &str, size: Option<&str>) -> Result<sfclab_model::Demand, String
         flags.traffic.size = Some(s.parse().map_err(|e| format!("--size {s}: {e}"))?);
     }
     let spec = chain_spec(chain, &flags).map_err(|e| format!("--demand {text}: {e}"))?;
-    let model = chain_model(&spec).map_err(|e| format!("--demand {text}: {e}"))?;
+    let model = spec.chain_model().map_err(|e| format!("--demand {text}: {e}"))?;
     let total: f64 = model.frames.iter().map(|f| f.1).sum();
     let mean_frame = model.frames.iter().map(|(s, w)| s * w).sum::<f64>() / total;
     let rate = match rate {
@@ -549,13 +479,11 @@ fn cmd_rc(a: RcCli) -> ExitCode {
         Err(e) => return outcome::fail(outcome::USAGE, &e),
     };
     let text = if a.json {
-        let doc = RcDocument {
-            schema: RC_SCHEMA,
-            version: env!("CARGO_PKG_VERSION"),
-            hardware: hw.clone(),
-            costs_from: a.calibration.as_ref().map(|p| p.display().to_string()),
+        let doc = RcDocument::new(
+            hw.clone(),
+            a.calibration.as_ref().map(|p| p.display().to_string()),
             points,
-        };
+        );
         serde_json::to_string_pretty(&doc).expect("serialisable") + "\n"
     } else {
         rc_table(&points, &a.hardware, hw.cpu_hz, a.csv)
@@ -662,18 +590,12 @@ pub fn cmd_plan(a: PlanCli) -> ExitCode {
     };
     let feasible = result.feasible;
     let text = if a.json {
-        let doc = PlanDocument {
-            schema: PLAN_SCHEMA,
-            version: env!("CARGO_PKG_VERSION"),
-            calibration: CalibrationRef {
-                file: a.calibration.display().to_string(),
-                date: cal.date.clone(),
-                machine: cal.machine.clone(),
-            },
-            max_utilisation: a.max_utilisation,
-            layouts: a.layouts.clone(),
-            plan: result,
-        };
+        let doc = PlanDocument::new(
+            CalibrationRef::of(&a.calibration, &cal),
+            a.max_utilisation,
+            a.layouts.clone(),
+            result,
+        );
         serde_json::to_string_pretty(&doc).expect("serialisable") + "\n"
     } else {
         plan_table(&result, &cal, &a.demands)
@@ -751,58 +673,6 @@ fn plan_table(p: &sfclab_model::PlanResult, cal: &Calibration, demands: &[String
 }
 
 /// The chain as the model sees it: its NFs' keys, frame sizes and layout.
-fn chain_model(spec: &Experiment) -> Result<ChainModel, String> {
-    // A chain that forwards nothing has no price: say which NF and the key to set.
-    if let Some((name, (reason, fix))) = spec.nfs.iter().find_map(|(n, nf)| Some((n, nf.drops_all()?))) {
-        return Err(format!(
-            "`{name}` with its default settings drops every packet ({reason}): {fix}; price the chain as it runs, e.g. `sfclab model predict examples/chains/edge.yaml`"
-        ));
-    }
-    if spec.replicas > 1 {
-        return Err("replicas are not priced yet: predict one replica (its cores are its own)".into());
-    }
-    if let Some(w) = &spec.wiring
-        && !sfclab_runtime::chain::is_linear(w)
-    {
-        return Err("the model prices linear chains: every packet crosses every NF".into());
-    }
-    let frames = match &spec.traffic.sizes {
-        FrameSizes::Fixed { size } => vec![(f64::from(*size), 1.0)],
-        FrameSizes::Mix { sizes, .. } => sizes.iter().map(|&(s, w)| (f64::from(s), f64::from(w))).collect(),
-    };
-    let layout = if spec.chaining.in_namespaces() {
-        Layout::Hops {
-            technology: spec.chaining.to_string(),
-        }
-    } else if spec.ports != sfclab_experiment::Ports::Memory {
-        return Err(format!(
-            "`ports: {}`: the model prices in-memory chains and chains in namespaces (`chaining:`) so far",
-            spec.ports
-        ));
-    } else if let Some(p) = &spec.pipeline {
-        Layout::Pipeline {
-            stages: p
-                .placement
-                .stages(spec.nfs.len(), &p.cores)?
-                .into_iter()
-                .map(|s| (s.nfs, s.core))
-                .collect(),
-        }
-    } else {
-        debug_assert!(matches!(spec.chaining, Chaining::Compound | Chaining::Pipeline));
-        Layout::Compound
-    };
-    Ok(ChainModel {
-        nfs: spec
-            .nfs
-            .iter()
-            .map(|(_, nf)| nf_key(nf.kind(), &nf.cost_settings()))
-            .collect(),
-        frames,
-        layout,
-    })
-}
-
 fn cmd_predict(a: PredictCli) -> ExitCode {
     let cal = match Calibration::load(&a.calibration) {
         Ok(c) => c,
@@ -812,60 +682,25 @@ fn cmd_predict(a: PredictCli) -> ExitCode {
         Ok(s) => s,
         Err(e) => return outcome::fail(outcome::USAGE, &e.to_string()),
     };
-    let mean_frame = {
-        let frames = chain_model(&spec).map(|m| m.frames).unwrap_or_default();
-        let total: f64 = frames.iter().map(|f| f.1).sum();
-        frames.iter().map(|(s, w)| s * w).sum::<f64>() / total.max(1.0)
-    };
     let offered = match &a.offered {
         Some(text) => match text.parse::<sfclab_traffic::Rate>() {
-            Ok(r) => r.pps(mean_frame),
+            Ok(r) => r.pps(spec.mean_frame()),
             Err(e) => return outcome::fail(outcome::USAGE, &format!("--offered {text}: {e}")),
         },
-        None => spec.traffic.rate.pps(mean_frame),
+        None => spec.traffic.rate.pps(spec.mean_frame()),
     };
     let hardware = match a.hardware.as_deref().map(sfclab_model::hardware::load).transpose() {
         Ok(h) => h,
         Err(e) => return outcome::fail(outcome::USAGE, &format!("--hardware {e}")),
     };
-    let prediction = match chain_model(&spec).and_then(|m| predict_chain(&cal, &m, hardware.as_ref())) {
-        Ok(p) => p,
+    let document = match spec.prediction((&a.calibration, &cal), hardware, offered) {
+        Ok(d) => d,
         Err(e) => return outcome::fail(outcome::USAGE, &format!("{}: {e}", spec.name)),
     };
     let text = if a.run.json {
-        let doc = PredictionDocument {
-            schema: PREDICTION_SCHEMA,
-            version: env!("CARGO_PKG_VERSION"),
-            chain: spec.name.clone(),
-            nfs: spec
-                .nfs
-                .iter()
-                .map(|(n, nf)| PredictedNf {
-                    name: n.clone(),
-                    kind: nf.kind().to_string(),
-                    key: nf_key(nf.kind(), &nf.cost_settings()),
-                })
-                .collect(),
-            calibration: CalibrationRef {
-                file: a.calibration.display().to_string(),
-                date: cal.date.clone(),
-                machine: cal.machine.clone(),
-            },
-            max_mpps: prediction.max_pps / 1e6,
-            offered_pps: offered,
-            utilisation: offered.map(|o| {
-                prediction
-                    .utilisation(o)
-                    .into_iter()
-                    .map(|(resource, share)| Utilisation { resource, share })
-                    .collect()
-            }),
-            hardware,
-            prediction,
-        };
-        serde_json::to_string_pretty(&doc).expect("serialisable") + "\n"
+        serde_json::to_string_pretty(&document).expect("serialisable") + "\n"
     } else {
-        prediction_table(&spec, &cal, &prediction, offered)
+        prediction_table(&spec, &cal, &document.prediction, offered)
     };
     outcome::emit_then(&text, 0)
 }

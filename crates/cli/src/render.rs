@@ -6,9 +6,6 @@ use sfclab_runtime::RunReport;
 use sfclab_runtime::wired::WiredReport;
 use std::fmt::Write as _;
 
-/// Version of the JSON document layout; bumped on any incompatible change.
-pub const RUN_SCHEMA: &str = "sfclab.run/4";
-
 pub use sfclab_bench::num;
 
 pub fn ns(v: f64) -> String {
@@ -239,88 +236,6 @@ fn write_drops(s: &mut String, r: &RunReport) {
     }
 }
 
-/// The JSON document of a run: the report with its schema tag, the chain's name and full
-/// NF settings, and the machine it ran on. Its JSON Schema is `sfclab schema run`
-/// (docs/schema/run-4.json).
-#[derive(serde::Serialize, schemars::JsonSchema)]
-pub struct RunDocument<'a> {
-    /// Always `sfclab.run/4` for this layout.
-    pub schema: &'static str,
-    pub name: &'a str,
-    pub machine: sfclab_bench::Machine,
-    /// Every NF of the chain with its full settings, as a chain file writes them.
-    pub chain_config: Vec<NfEntry<'a>>,
-    #[serde(flatten)]
-    pub report: &'a RunReport,
-    /// A wired run (`ports: veth`, `chaining: veth`): the device under test's own runs
-    /// when it is sfclab forwarding between its interfaces: replica k's (queue k's) at
-    /// k, or hop i's at i; the document's report is then the tester's.
-    #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
-    pub dut: &'a [RunReport],
-    /// `chaining: veth` with `isolation: process`: each hop process's own document
-    /// (`sfclab run --json` of that hop, this schema), hop i's at i.
-    #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
-    pub dut_processes: &'a [serde_json::Value],
-    /// A wired run: what was built (namespaces, interfaces and their kernel counters).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub testbed: Option<&'a sfclab_runtime::wired::TestbedReport>,
-    /// A wired run: where the frames the tester did not get back went, whole run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wire_loss: Option<&'a sfclab_runtime::wired::WireLoss>,
-    /// A wired run through namespaces: the path from the tester through each hop and
-    /// back, whole run: in, out, dropped and why at each step.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub path: Vec<sfclab_runtime::wired::PathStep>,
-    /// When an NF dropped nearly every packet it was given: which, why, and the key that
-    /// changes it (a firewall's default deny, a router with no routes).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nearly_all_dropped: Option<String>,
-}
-
-/// One NF of the chain: its name and settings.
-#[derive(serde::Serialize, schemars::JsonSchema)]
-pub struct NfEntry<'a> {
-    pub name: &'a str,
-    pub config: &'a sfclab_nf::NfSpec,
-}
-
-pub fn json(name: &str, nfs: &[(String, sfclab_nf::NfSpec)], r: &RunReport) -> String {
-    let chain_config = nfs.iter().map(|(n, c)| NfEntry { name: n, config: c }).collect();
-    let doc = RunDocument {
-        schema: RUN_SCHEMA,
-        name,
-        machine: sfclab_bench::Machine::read(),
-        chain_config,
-        report: r,
-        dut: &[],
-        dut_processes: &[],
-        testbed: None,
-        wire_loss: None,
-        path: Vec::new(),
-        nearly_all_dropped: sfclab_experiment::diagnosis::nearly_all_dropped(r),
-    };
-    serde_json::to_string_pretty(&doc).expect("report serialises")
-}
-
-/// The JSON document of a wired run: the tester's report, the DUT's, the testbed.
-pub fn json_wired(name: &str, nfs: &[(String, sfclab_nf::NfSpec)], w: &WiredReport) -> String {
-    let chain_config = nfs.iter().map(|(n, c)| NfEntry { name: n, config: c }).collect();
-    let doc = RunDocument {
-        schema: RUN_SCHEMA,
-        name,
-        machine: sfclab_bench::Machine::read(),
-        chain_config,
-        report: &w.tester,
-        dut: &w.dut,
-        dut_processes: &w.dut_processes,
-        testbed: Some(&w.testbed),
-        wire_loss: Some(&w.lost),
-        path: w.path(),
-        nearly_all_dropped: dut_nearly_all_dropped(w),
-    };
-    serde_json::to_string_pretty(&doc).expect("report serialises")
-}
-
 /// A wired run as text: the tester's view across the device, the device's own run
 /// (an sfclab chain), and what the kernel counted on each interface.
 pub fn table_wired(name: &str, w: &WiredReport) -> String {
@@ -445,19 +360,6 @@ pub fn table_wired(name: &str, w: &WiredReport) -> String {
     s
 }
 
-/// The first NF of a wired run's device under test that dropped nearly everything.
-fn dut_nearly_all_dropped(w: &WiredReport) -> Option<String> {
-    let hops = w.testbed.hops;
-    w.dut.iter().enumerate().find_map(|(k, d)| {
-        let line = sfclab_experiment::diagnosis::nearly_all_dropped(d)?;
-        Some(if hops > 1 {
-            format!("hop {}: {line}", k + 1)
-        } else {
-            line
-        })
-    })
-}
-
 /// A wired run's summary, first: the path from the tester through each hop and back
 /// (whole run), each step's in, out, dropped and why; then the one-line reason when an
 /// NF dropped nearly everything.
@@ -491,7 +393,7 @@ fn path_table(name: &str, w: &WiredReport) -> String {
         "PATH of `{name}` through {} (whole run: warm-up, window and drain)\n{t}\n",
         w.testbed.device_under_test
     );
-    if let Some(why) = dut_nearly_all_dropped(w) {
+    if let Some(why) = sfclab_experiment::run_document::device_nearly_all_dropped(w) {
         s += &format!("why         {why}\n");
     }
     s + "\n"
@@ -499,7 +401,7 @@ fn path_table(name: &str, w: &WiredReport) -> String {
 
 /// The JSON Schema of the run document.
 pub fn run_schema() -> String {
-    schema_of::<RunDocument<'static>>(
+    schema_of::<sfclab_experiment::RunDocument<'static>>(
         "run-4.json",
         "One sfclab run (`sfclab run --json`), schema sfclab.run/4.",
     )

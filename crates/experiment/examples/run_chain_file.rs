@@ -15,7 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// prints the throughput, each place's packets in, out and dropped, and conservation.
 pub fn run(source: &ChainSource, duration: &str) -> Result<(), Box<dyn std::error::Error>> {
     let experiment = Experiment::load(source, &Settings::default().with("duration", duration)?)?;
-    let report = experiment.run()?;
+    let report = experiment.run()?.into_measured();
     println!("{}: {:.2} Mpps", experiment.name, report.mpps);
     for p in &report.places {
         println!(

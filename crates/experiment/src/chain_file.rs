@@ -2187,7 +2187,8 @@ chain: [noop]
             },
             ..spec
         })
-        .unwrap();
+        .unwrap()
+        .into_measured();
         let synthetic = report.places.iter().find(|p| p.name == "synthetic").unwrap();
         assert_eq!(synthetic.packets_in, 0, "the forwarder's output skips it");
         assert!(report.conservation.holds);

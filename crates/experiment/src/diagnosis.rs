@@ -46,6 +46,7 @@ mod tests {
             .unwrap()
             .run()
             .unwrap()
+            .into_measured()
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! use sfclab_experiment::{ChainSource, Experiment, Settings};
 //!
 //! let experiment = Experiment::load(&ChainSource::Shorthand("forwarder*4".into()), &Settings::default())?;
-//! let report = experiment.run()?;
+//! let report = experiment.run()?.into_measured();
 //! println!("{:.2} Mpps, conservation holds: {}", report.mpps, report.conservation.holds);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -21,8 +21,10 @@ mod hop_processes;
 mod located;
 mod memif_chain;
 pub mod ports;
+mod prediction;
 pub mod remote_hops;
 pub mod run;
+pub mod run_document;
 pub mod scenario;
 pub mod search;
 pub mod settings;
@@ -34,4 +36,6 @@ pub use chaining::Chaining;
 pub use document::{Machine, NfOwned};
 pub use hop_processes::HopPlan;
 pub use ports::{ControlledBy, InterfaceIo, Ports, ServedHop};
+pub use run::Reports;
+pub use run_document::{RUN_SCHEMA, RunDocument};
 pub use settings::Settings;

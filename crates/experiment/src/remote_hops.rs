@@ -101,7 +101,7 @@ pub fn serve_runs(spec: &Experiment, document: &mut dyn FnMut(&RunReport) -> Str
                 let (done, this_run) = (done.clone(), this_run.clone());
                 scope.spawn(move || watch(served_ref, ready_ref, ended_ref, &done, &this_run))
             };
-            let result = run.run();
+            let result = run.run().map(crate::Reports::into_measured);
             done.store(true, Ordering::Relaxed);
             let ending = watcher.join().unwrap_or(Ending::Ended);
             let report = match result {

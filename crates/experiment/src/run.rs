@@ -9,20 +9,42 @@ use sfclab_traffic::{Generator, Sink};
 
 use crate::chain_file::Experiment;
 
-impl Experiment {
-    /// Runs the experiment on the runtime and ports it names and returns its report. A
-    /// wired run (`ports: veth`, `linux`, a chaining in namespaces) reports what its
-    /// tester measured across the device under test.
-    pub fn run(&self) -> Result<RunReport, RunError> {
-        let _turn = self.take_turn()?;
-        run(self)
+/// Every report one run has: a chain run in this process reports itself; a wired run
+/// (`ports: veth`, `linux`, a chaining in namespaces or over memif) reports what its
+/// tester measured across the device under test, the device's own reports and the
+/// testbed's interfaces.
+// One per run, returned and read once: boxing the larger variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Reports {
+    Chain(RunReport),
+    Wired(WiredReport),
+}
+
+impl Reports {
+    /// What was measured across the chain: the run's own report, or its tester's.
+    pub fn measured(&self) -> &RunReport {
+        match self {
+            Reports::Chain(r) => r,
+            Reports::Wired(w) => &w.tester,
+        }
     }
 
-    /// A wired run (`ports: veth`, `linux`, a chaining in namespaces): the tester's
-    /// report, the device's own and the testbed's interfaces.
-    pub fn run_wired(&self) -> Result<WiredReport, RunError> {
+    /// [`Reports::measured`], the rest dropped.
+    pub fn into_measured(self) -> RunReport {
+        match self {
+            Reports::Chain(r) => r,
+            Reports::Wired(w) => w.tester,
+        }
+    }
+}
+
+impl Experiment {
+    /// Runs the experiment on the runtime and ports it names and returns every report it
+    /// has (see [`Reports`]).
+    pub fn run(&self) -> Result<Reports, RunError> {
         let _turn = self.take_turn()?;
-        run_wired(self)
+        run(self)
     }
 
     /// Waits for this run's turn when it takes turns (`take_turns`), else runs at once.
@@ -41,15 +63,20 @@ use crate::settings::Isolation;
 use sfclab_topology::MacvlanMode;
 use sfclab_topology::ovs::OvsPort;
 
-/// Builds the chain's NFs (once per replica) and runs it. A wired run (`ports: veth`,
-/// `linux`) reports what its tester measured across the device under test.
-pub(crate) fn run(spec: &Experiment) -> Result<RunReport, RunError> {
-    match &spec.ports {
-        Ports::Veth(_) | Ports::Linux(_) => return run_wired(spec).map(|w| w.tester),
-        Ports::Dut { input, output, io, hop } => return run_between_interfaces(spec, (input, output, io), hop),
-        Ports::Tester { output, input, io } => return test_across_interfaces(spec, (output, input, io)),
-        Ports::Memory => {}
-    }
+/// Builds the chain's NFs (once per replica) and runs it, or the testbed a wired run
+/// names.
+pub(crate) fn run(spec: &Experiment) -> Result<Reports, RunError> {
+    let chain = match &spec.ports {
+        Ports::Veth(_) | Ports::Linux(_) => return run_wired(spec).map(Reports::Wired),
+        Ports::Dut { input, output, io, hop } => run_between_interfaces(spec, (input, output, io), hop),
+        Ports::Tester { output, input, io } => test_across_interfaces(spec, (output, input, io)),
+        Ports::Memory => run_in_memory(spec),
+    };
+    chain.map(Reports::Chain)
+}
+
+/// A chain in this process between in-memory ports.
+fn run_in_memory(spec: &Experiment) -> Result<RunReport, RunError> {
     let build = || spec.build_nfs();
     match &spec.pipeline {
         Some(p) if spec.replicas > 1 => run_parallel(
@@ -65,7 +92,7 @@ pub(crate) fn run(spec: &Experiment) -> Result<RunReport, RunError> {
 /// Builds the testbed (tester and device-under-test namespaces joined by veth pairs),
 /// runs the tester's traffic across the device, and removes the testbed. The device
 /// under test runs on the run's core, the tester on another one.
-pub(crate) fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
+fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
     if matches!(spec.chaining, Chaining::Memif { .. }) {
         return crate::memif_chain::run(
             spec,

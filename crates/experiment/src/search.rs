@@ -165,7 +165,7 @@ impl ChainTrial {
             }
         }
         spec.stop_on(&self.stop);
-        spec.run().map_err(|e| e.to_string())
+        spec.run().map(crate::Reports::into_measured).map_err(|e| e.to_string())
     }
 }
 
@@ -180,7 +180,7 @@ impl Trial for ChainTrial {
         }
         let mut spec = self.spec.as_trial(Rate::Pps(offered_pps), 0.0, duration);
         spec.stop_on(&self.stop);
-        let r = spec.run().map_err(|e| e.to_string())?;
+        let r = spec.run().map_err(|e| e.to_string())?.into_measured();
         if self.interrupted() {
             return Err(format!("interrupted by Ctrl-C after {} trials", self.reports.len()));
         }
@@ -280,7 +280,7 @@ pub fn search(
         for _ in 0..3 {
             // Pacing costs the generator a little: its paced ceiling is below this. What
             // a tester's transmit refused was never offered.
-            let r = probe.run()?;
+            let r = probe.run()?.into_measured();
             let offered = r.window_loss.sent - r.not_offered;
             reach = reach.max(offered as f64 / r.duration_s.max(1e-9));
         }

@@ -92,7 +92,7 @@ pub fn sweep(
         let mut reports = Vec::new();
         for _ in 0..plan.repeat {
             tell(SweepStep::Running(format!("{} = {v}", plan.param)));
-            match experiment.run() {
+            match experiment.run().map(crate::Reports::into_measured) {
                 // A run cut short by Ctrl-C is not a full measurement of its point.
                 Ok(r) if r.interrupted => break 'points,
                 Ok(r) => {

@@ -13,6 +13,7 @@
 
 pub mod calibration;
 pub mod chain;
+pub mod documents;
 pub mod hardware;
 pub mod plan;
 pub mod rc;

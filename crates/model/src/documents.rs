@@ -1,0 +1,141 @@
+//! The model's result documents (`sfclab model predict|rc --json`, `sfclab plan --json`),
+//! each with its schema tag; `sfclab schema prediction|rc|plan` prints their JSON Schemas.
+
+use crate::calibration::CalibratedMachine;
+use crate::{Calibration, ChainPrediction, HardwareProfile, PlanResult, RcPoint};
+
+pub const PREDICTION_SCHEMA: &str = "sfclab.prediction/1";
+pub const PLAN_SCHEMA: &str = "sfclab.plan/1";
+pub const RC_SCHEMA: &str = "sfclab.rc/1";
+
+/// `sfclab model rc --json`.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct RcDocument {
+    pub schema: &'static str,
+    pub version: &'static str,
+    /// The profile the resources are priced on (its clock as used).
+    pub hardware: HardwareProfile,
+    /// The calibration the CPU costs came from (`None`: given as flags).
+    pub costs_from: Option<String>,
+    pub points: Vec<RcPoint>,
+}
+
+impl RcDocument {
+    pub fn new(hardware: HardwareProfile, costs_from: Option<String>, points: Vec<RcPoint>) -> RcDocument {
+        RcDocument {
+            schema: RC_SCHEMA,
+            version: env!("CARGO_PKG_VERSION"),
+            hardware,
+            costs_from,
+            points,
+        }
+    }
+}
+
+/// `sfclab plan --json`.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct PlanDocument {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub calibration: CalibrationRef,
+    pub max_utilisation: f64,
+    pub layouts: Vec<String>,
+    pub plan: PlanResult,
+}
+
+impl PlanDocument {
+    pub fn new(calibration: CalibrationRef, max_utilisation: f64, layouts: Vec<String>, plan: PlanResult) -> Self {
+        PlanDocument {
+            schema: PLAN_SCHEMA,
+            version: env!("CARGO_PKG_VERSION"),
+            calibration,
+            max_utilisation,
+            layouts,
+            plan,
+        }
+    }
+}
+
+/// `sfclab model predict --json`.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct PredictionDocument {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub chain: String,
+    pub nfs: Vec<PredictedNf>,
+    /// The calibration the chain was priced with.
+    pub calibration: CalibrationRef,
+    /// The least capacity of the chain's resources, millions of packets per second.
+    pub max_mpps: f64,
+    /// The offered load utilisation is shown at, packets per second (`--offered`, or
+    /// the chain's rate; `None`: neither).
+    pub offered_pps: Option<f64>,
+    pub utilisation: Option<Vec<Utilisation>>,
+    /// The NIC profile the chain was priced on (`--hardware`), if any.
+    pub hardware: Option<HardwareProfile>,
+    pub prediction: ChainPrediction,
+}
+
+impl PredictionDocument {
+    /// The document of `prediction` for the chain `chain` of `nfs`, with each resource's
+    /// utilisation at `offered_pps` when there is one.
+    pub fn new(
+        (chain, nfs): (String, Vec<PredictedNf>),
+        calibration: CalibrationRef,
+        offered_pps: Option<f64>,
+        hardware: Option<HardwareProfile>,
+        prediction: ChainPrediction,
+    ) -> PredictionDocument {
+        PredictionDocument {
+            schema: PREDICTION_SCHEMA,
+            version: env!("CARGO_PKG_VERSION"),
+            chain,
+            nfs,
+            calibration,
+            max_mpps: prediction.max_pps / 1e6,
+            offered_pps,
+            utilisation: offered_pps.map(|o| {
+                prediction
+                    .utilisation(o)
+                    .into_iter()
+                    .map(|(resource, share)| Utilisation { resource, share })
+                    .collect()
+            }),
+            hardware,
+            prediction,
+        }
+    }
+}
+
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct PredictedNf {
+    pub name: String,
+    pub kind: String,
+    /// The NF's key in the calibration.
+    pub key: String,
+}
+
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct CalibrationRef {
+    pub file: String,
+    pub date: String,
+    pub machine: CalibratedMachine,
+}
+
+impl CalibrationRef {
+    /// `calibration`, as read from `file`.
+    pub fn of(file: &std::path::Path, calibration: &Calibration) -> CalibrationRef {
+        CalibrationRef {
+            file: file.display().to_string(),
+            date: calibration.date.clone(),
+            machine: calibration.machine.clone(),
+        }
+    }
+}
+
+/// A resource's share of its capacity at the offered load (1.0: saturated).
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct Utilisation {
+    pub resource: String,
+    pub share: f64,
+}
