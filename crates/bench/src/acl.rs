@@ -6,6 +6,7 @@
 //! space search. Before timing, every header's first matching rule from rte_acl is
 //! compared with sfclab's: a disagreement is a failed benchmark, not a figure.
 
+use crate::Stop;
 use serde::Serialize;
 use sfclab_core::tsc;
 use sfclab_nf::tables::acl::{BitVector, Key, TupleSpace, classbench};
@@ -80,6 +81,7 @@ fn cycles_per_header(
     trace: &[Key],
     min_headers: usize,
     mut classify: impl FnMut(&[Key], &mut [Option<usize>]),
+    stop: &Stop,
 ) -> Option<f64> {
     let mut out = vec![None; STEP];
     let mut done = 0;
@@ -88,7 +90,7 @@ fn cycles_per_header(
         for (i, chunk) in trace.chunks(STEP).enumerate() {
             // One load per 64 bursts, next to thousands of classifications: a pass
             // of tuple space search over a big rule set takes seconds.
-            if i % 64 == 0 && crate::stop_requested() {
+            if i % 64 == 0 && stop.requested() {
                 return None;
             }
             classify(chunk, &mut out[..chunk.len()]);
@@ -99,7 +101,7 @@ fn cycles_per_header(
     Some((tsc::now() - t0) as f64 / done as f64)
 }
 
-pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<AclBench, String> {
+pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str), stop: &Stop) -> Result<AclBench, String> {
     let core = args.core.or_else(sfclab_runtime::placement::default_chain_core);
     let dir = tempfile::tempdir().map_err(|e| format!("cannot create a temporary directory: {e}"))?;
     let per_point = 1 + args.repeat * if args.peer { 4 } else { 2 };
@@ -151,7 +153,7 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
         };
         let peer_core = core.unwrap_or(0);
         if args.peer {
-            match sfclab_peers::dpdk_acl::acl_results(&rules_path, &trace_path, peer_core, &crate::stop_requested) {
+            match sfclab_peers::dpdk_acl::acl_results(&rules_path, &trace_path, peer_core, &|| stop.requested()) {
                 Ok(theirs) => {
                     let compared = theirs.len().min(ours.len());
                     let agreed = theirs.iter().zip(&ours).filter(|(a, b)| a == b).count();
@@ -172,7 +174,7 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
         }
         let min_headers = args.headers.max(trace.len());
         let iterations = min_headers.div_ceil(trace.len().max(1)) as u32;
-        let mut rounds = Rounds::new(args.repeat);
+        let mut rounds = Rounds::new(args.repeat, stop);
         'rounds: while rounds.start_next() {
             if args.peer && point.dpdk_skipped.is_none() {
                 for method in [None, Some("scalar")] {
@@ -190,7 +192,7 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
                         peer_core,
                         iterations,
                         method,
-                        &crate::stop_requested,
+                        &|| stop.requested(),
                     );
                     match (peer, method) {
                         (Ok(p), None) => {
@@ -198,7 +200,7 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
                             point.dpdk_runs.push(p.cycles_per_packet);
                         }
                         (Ok(p), Some(_)) => point.dpdk_scalar_runs.push(p.cycles_per_packet),
-                        (Err(_), _) if crate::stop_requested() => rounds.cut(),
+                        (Err(_), _) if stop.requested() => rounds.cut(),
                         (Err(e), None) => point.dpdk_skipped = Some(e),
                         // Not every build has the scalar method; its figure is left out.
                         (Err(_), Some(_)) => {}
@@ -211,7 +213,7 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
             }
             progress(step, total, &format!("{n} rules: sfclab bit vectors"));
             match on_core(core, || {
-                cycles_per_header(&trace, min_headers, |k, o| bv.classify_bulk(k, o))
+                cycles_per_header(&trace, min_headers, |k, o| bv.classify_bulk(k, o), stop)
             }) {
                 Some(c) => point.bitvector_runs.push(c),
                 None => {
@@ -226,11 +228,16 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
             progress(step, total, &format!("{n} rules: sfclab tuple space search"));
             // Tuple space search is slow on big rule sets: fewer headers, same trace.
             let tuple_space = on_core(core, || {
-                cycles_per_header(&trace, trace.len(), |keys, out| {
-                    for (k, o) in keys.iter().zip(out) {
-                        *o = ts.classify(k);
-                    }
-                })
+                cycles_per_header(
+                    &trace,
+                    trace.len(),
+                    |keys, out| {
+                        for (k, o) in keys.iter().zip(out) {
+                            *o = ts.classify(k);
+                        }
+                    },
+                    stop,
+                )
             });
             match tuple_space {
                 Some(c) => point.tuple_space_runs.push(c),
@@ -370,7 +377,7 @@ pub static BENCH: crate::registry::Entry<AclFlags, AclBench> = crate::registry::
     name: "acl",
     schema: ACL_SCHEMA,
     about: "The firewall's 5-tuple classifier (bit vectors; tuple space search beside it) against DPDK's rte_acl (dpdk-test-acl) on the same ClassBench-style rules and trace, same run; every header's match is checked against rte_acl's first",
-    run: |f, tick| {
+    run: |f, stop, tick| {
         if f.repeat == 0 || f.rules.is_empty() || f.trace == 0 {
             return Err(crate::registry::BenchError::Usage(
                 "need at least one repetition, one rule set size and one trace header".into(),
@@ -385,7 +392,7 @@ pub static BENCH: crate::registry::Entry<AclFlags, AclBench> = crate::registry::
             seed: f.seed,
             headers: f.headers,
         };
-        Ok(acl(&args, tick)?)
+        Ok(acl(&args, tick, stop)?)
     },
     figure: None,
 };
@@ -407,7 +414,7 @@ mod tests {
             seed: 7,
             headers: 4096,
         };
-        let b = acl(&args, |_, _, _| {}).unwrap();
+        let b = acl(&args, |_, _, _| {}, &Stop::new()).unwrap();
         let p = &b.points[0];
         assert_eq!(p.matched_percent, 100.0);
         assert!(p.bitvector_cycles > 0.0 && p.tuple_space_cycles > 0.0);

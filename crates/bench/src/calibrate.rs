@@ -31,6 +31,7 @@
 //!
 //! Repetitions are interleaved (every run once per round) so a machine's drift hits all.
 
+use crate::Stop;
 use serde_json::json;
 use sfclab_model::calibration::{
     CalibratedMachine, Calibration, Curve, CurvePoint, Method, NfCalibration, PipelineCalibration, SoftwareDrops,
@@ -191,14 +192,19 @@ fn traffic(size: u16, flows: u32, destinations: Destinations) -> GeneratorConfig
 }
 
 /// Busy cycles per packet of one compound run.
-fn compound_cycles(args: &CalibrateArgs, chain: sfclab_core::NamedNfs, t: GeneratorConfig) -> Result<f64, String> {
+fn compound_cycles(
+    args: &CalibrateArgs,
+    chain: sfclab_core::NamedNfs,
+    t: GeneratorConfig,
+    stop: &Stop,
+) -> Result<f64, String> {
     let settings = RunSettings {
         batch: args.batch,
         duration: Some(args.duration),
         warmup: args.warmup,
         core: args.core,
         accounting: false,
-        stop: crate::stop_flag(),
+        stop: Some(stop.clone()),
         ..Default::default()
     };
     let r = run_compound(t, chain, &settings).map_err(|e| e.to_string())?;
@@ -225,6 +231,7 @@ fn pipeline_cycles(
     chain: sfclab_core::NamedNfs,
     traffic: GeneratorConfig,
     cores: &[usize],
+    stop: &Stop,
 ) -> Result<Vec<f64>, String> {
     let settings = PipelineSettings {
         run: RunSettings {
@@ -233,7 +240,7 @@ fn pipeline_cycles(
             warmup: args.warmup,
             accounting: false,
             pool_size: 0,
-            stop: crate::stop_flag(),
+            stop: Some(stop.clone()),
             ..Default::default()
         },
         placement: placement.clone(),
@@ -360,6 +367,7 @@ pub(crate) fn chain_capacity(
     window: (Duration, Duration),
     cores: &[usize],
     core_distance: Option<&CoreDistance>,
+    stop: &Stop,
 ) -> Result<ChainCapacity, String> {
     let [tester, dut, ..] = cores else {
         return Err("chains in namespaces need two cores: the tester's and the chain's".into());
@@ -380,7 +388,7 @@ pub(crate) fn chain_capacity(
         climb_to_maximum(
             (saturated.mpps, tester_mpps),
             &mut |mpps| run(Rate::Pps(mpps * 1e6)).map(|r| (r.mpps, r.offered_mpps)),
-            &crate::stop_requested,
+            &|| stop.requested(),
         )?
     } else {
         (saturated.mpps, tester_mpps)
@@ -434,7 +442,13 @@ fn climb_to_maximum(
     Ok(best)
 }
 
-fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(&str)) -> Result<Round, String> {
+fn round(
+    args: &CalibrateArgs,
+    size: u16,
+    cores: &[usize],
+    step: &mut dyn FnMut(&str),
+    stop: &Stop,
+) -> Result<Round, String> {
     // Chains in namespaces first, then a pause until the kernel has torn them down, so
     // its clean-up does not share a core with the in-memory runs.
     let mut wired = Vec::with_capacity(args.wired.len());
@@ -447,7 +461,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
         let guard = args.core_distance.as_deref();
         let capacities = WIRED_LENGTHS
             .iter()
-            .map(|&n| chain_capacity(t, n, size, window, cores, guard))
+            .map(|&n| chain_capacity(t, n, size, window, cores, guard, stop))
             .collect::<Result<Vec<_>, _>>()?;
         let (first, last) = (&capacities[0], &capacities[capacities.len() - 1]);
         wired.push(WiredRound {
@@ -461,7 +475,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
     }
     let plain = || traffic(size, 1024, Destinations::Spread);
     step(&format!("{size} B: noop×1, noop×5"));
-    let (one, noop) = one_and_per_copy(&noop_spec(), &mut |c| compound_cycles(args, c, plain()))?;
+    let (one, noop) = one_and_per_copy(&noop_spec(), &mut |c| compound_cycles(args, c, plain(), stop))?;
     let base = one - noop;
     let mut nfs = Vec::with_capacity(args.nfs.len());
     for w in &args.nfs {
@@ -470,7 +484,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
         nfs.push(if is_noop(&w.nf) {
             noop
         } else {
-            nf_cost(&w.nf, base, &mut |c| compound_cycles(args, c, w.traffic(size)))?
+            nf_cost(&w.nf, base, &mut |c| compound_cycles(args, c, w.traffic(size), stop))?
         });
     }
     let mut nfs_in_stage = Vec::new();
@@ -481,7 +495,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
             // from noop×1 and noop×5 as in the compound loop, each NF's from the NF alone.
             step(&format!("{size} B: one stage: noop×1, noop×5"));
             let s_core = |chain: sfclab_core::NamedNfs, t: GeneratorConfig| {
-                Ok::<f64, String>(pipeline_cycles(args, Placement::SCore, chain, t, &[*a])?[0])
+                Ok::<f64, String>(pipeline_cycles(args, Placement::SCore, chain, t, &[*a], stop)?[0])
             };
             // Two stages, the first `split` NFs on core a, the rest on core b.
             // Its chain is built per try: a run repeated while the cores were far starts
@@ -490,7 +504,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
                 let once = || {
                     let chain = chain();
                     let on: Vec<usize> = (0..chain.len()).map(|i| if i < split { *a } else { *b }).collect();
-                    pipeline_cycles(args, Placement::Cores(on), chain, t.clone(), &[*a, *b])
+                    pipeline_cycles(args, Placement::Cores(on), chain, t.clone(), &[*a, *b], stop)
                 };
                 crate::cores::run_guarded(args.core_distance.as_deref(), *a, *b, once)
             };
@@ -542,7 +556,7 @@ fn round(args: &CalibrateArgs, size: u16, cores: &[usize], step: &mut dyn FnMut(
             let s2 = || chain_of(&[noop_spec(), work(100), noop_spec(), work(100)]);
             // A ring between stages on one core: (pbp:1 [S S] − s_core [S S]) / 3.
             let one_stage = s_core(s2(), plain())?;
-            let four_stages = pipeline_cycles(args, Placement::Pbp(1), s2(), plain(), &[*a])?[0];
+            let four_stages = pipeline_cycles(args, Placement::Pbp(1), s2(), plain(), &[*a], stop)?[0];
             Some([single, first, to_s - stage_s, (four_stages - one_stage) / 3.0])
         }
         _ => None,
@@ -635,7 +649,11 @@ fn core_distance_note(guard: &CoreDistance) -> String {
 }
 
 /// Measures the calibration; `progress` is told after each step (done, total, what).
-pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<Calibration, String> {
+pub fn calibrate(
+    args: &CalibrateArgs,
+    mut progress: impl FnMut(usize, usize, &str),
+    stop: &Stop,
+) -> Result<Calibration, String> {
     if args.sizes.is_empty() {
         return Err("no frame size to calibrate".into());
     }
@@ -670,13 +688,13 @@ pub fn calibrate(args: &CalibrateArgs, mut progress: impl FnMut(usize, usize, &s
     let mut done = 0;
     let mut rounds: Vec<Vec<Round>> = (0..sizes.len()).map(|_| Vec::new()).collect();
     let mut interrupted = false;
-    for _ in repetitions(args.repeat, &mut interrupted) {
+    for _ in repetitions(args.repeat, stop, &mut interrupted) {
         for (i, &size) in sizes.iter().enumerate() {
             let mut step = |what: &str| {
                 progress(done, total, what);
                 done += 1;
             };
-            rounds[i].push(round(args, size, &cores, &mut step)?);
+            rounds[i].push(round(args, size, &cores, &mut step, stop)?);
         }
     }
     if rounds[0].is_empty() {

@@ -26,6 +26,7 @@
 //! core's cycles per delivered frame (`/proc/stat`: all its non-idle time), and the
 //! drops the kernel, OVS and the hops counted, by place.
 
+use crate::Stop;
 use serde::Serialize;
 use sfclab_io::IoKind;
 use sfclab_runtime::{DeviceUnderTest, HopLinks, RunSettings, WiredSettings, run_across_veth};
@@ -35,7 +36,7 @@ use sfclab_traffic::{GeneratorConfig, Rate};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::{median_if_any, stop_requested};
+use crate::median_if_any;
 use std::fmt::Write as _;
 
 pub const CHAINING_SCHEMA: &str = "sfclab.bench.chaining/2";
@@ -261,7 +262,11 @@ pub(crate) fn ovs_missing() -> Option<String> {
 }
 
 /// Runs the rounds: in each, every length, and at each length every technology in turn.
-pub fn run(args: &ChainingBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Result<ChainingBench, String> {
+pub fn run(
+    args: &ChainingBenchArgs,
+    tick: &mut dyn FnMut(usize, usize, &str),
+    stop: &Stop,
+) -> Result<ChainingBench, String> {
     let cores = sfclab_runtime::placement::allowed_cores();
     let (tester_core, dut_core) = match cores.as_slice() {
         [a, b, ..] => (*a, *b),
@@ -299,7 +304,7 @@ pub fn run(args: &ChainingBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -
     let (mut done, mut interrupted, mut repeat) = (0, false, 0);
     'rounds: for k in 0..args.repeat {
         for c in cells.iter_mut() {
-            if stop_requested() {
+            if stop.requested() {
                 interrupted = true;
                 break 'rounds;
             }
@@ -509,7 +514,7 @@ pub static BENCH: crate::registry::Entry<ChainingFlags, ChainingBench> = crate::
     name: "chaining",
     schema: CHAINING_SCHEMA,
     about: "Chains of n forwarders over every chaining technology sfclab builds (compound, veth, nic-switch, Linux forwarding, Open vSwitch, memif), the same sfclab tester for all, interleaved rounds (needs root)",
-    run: |f, tick| {
+    run: |f, stop, tick| {
         let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
         let args = ChainingBenchArgs {
             duration,
@@ -519,7 +524,7 @@ pub static BENCH: crate::registry::Entry<ChainingFlags, ChainingBench> = crate::
             lengths: f.lengths,
             technologies: f.technologies,
         };
-        Ok(run(&args, tick)?)
+        Ok(run(&args, tick, stop)?)
     },
     figure: Some(figure),
 };

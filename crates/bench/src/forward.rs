@@ -16,6 +16,7 @@
 //! (everything that core did, kernel and user, over the run, at the TSC rate: a
 //! busy-polling DUT counts its idle polls too), beside sfclab's own busy cycles per packet.
 
+use crate::Stop;
 use serde::Serialize;
 use sfclab_io::IoKind;
 use sfclab_runtime::{DeviceUnderTest, RunSettings, WiredSettings, run_across_veth};
@@ -152,6 +153,7 @@ fn testpmd_dut(
     bin: String,
     cores: (usize, usize),
     commands: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: Stop,
 ) -> DeviceUnderTest {
     use sfclab_peers::testpmd::{Testpmd, TestpmdSpec, wait_until};
     DeviceUnderTest::External {
@@ -177,7 +179,7 @@ fn testpmd_dut(
                 &mut procs,
                 Duration::from_secs(90),
                 "io forwarding start",
-                &crate::stop_requested,
+                &|| stop.requested(),
                 |p| p[0].is_some(),
             )?;
             Ok(Box::new(Running(procs.pop())) as Box<dyn sfclab_runtime::RunningDut>)
@@ -261,7 +263,11 @@ fn row(name: &str) -> ForwardRow {
 }
 
 /// Runs the rounds, every row once per round in turn; `tick` is told after each.
-pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Result<ForwardBench, String> {
+pub fn run(
+    args: &ForwardBenchArgs,
+    tick: &mut dyn FnMut(usize, usize, &str),
+    stop: &Stop,
+) -> Result<ForwardBench, String> {
     let cores = sfclab_runtime::placement::allowed_cores();
     let (tester_core, dut_core) = match cores.as_slice() {
         [a, b, ..] => (*a, *b),
@@ -280,7 +286,7 @@ pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) ->
         _ => None,
     };
     let commands = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let rounds = crate::row_rounds(args.repeat, &mut rows, tick, |r| {
+    let rounds = crate::row_rounds(args.repeat, &mut rows, (stop, tick), |r| {
         let forwarder = || {
             let nfs: sfclab_core::NamedNfs = vec![(
                 "forwarder".to_string(),
@@ -299,6 +305,7 @@ pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) ->
                     testpmd.clone().expect("found"),
                     (tester_core, dut_core),
                     commands.clone(),
+                    stop.clone(),
                 ),
                 IoKind::AfXdp,
             ),
@@ -317,7 +324,7 @@ pub fn run(args: &ForwardBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) ->
                 }
             }
             // Ctrl-C: the round is cut, the row stays.
-            Err(_) if crate::stop_requested() => {}
+            Err(_) if stop.requested() => {}
             // The peer's failure is its row's; sfclab's own is the bench's.
             Err(e) if r.name.starts_with("testpmd") => r.skipped = Some(e),
             Err(e) => return Err(format!("{}: {e}", r.name)),
@@ -458,7 +465,7 @@ pub static BENCH: crate::registry::Entry<ForwardFlags, ForwardBench> = crate::re
     name: "forward",
     schema: FORWARD_SCHEMA,
     about: "One forwarder between two veth pairs (tester - DUT - tester, namespaces it builds): sfclab AF_XDP and AF_PACKET against Linux IP forwarding and DPDK testpmd with two net_af_xdp vdevs, the same sfclab tester for all, interleaved rounds (needs root)",
-    run: |f, tick| {
+    run: |f, stop, tick| {
         let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
         let args = ForwardBenchArgs {
             duration,
@@ -468,7 +475,7 @@ pub static BENCH: crate::registry::Entry<ForwardFlags, ForwardBench> = crate::re
             peer: f.peer == crate::registry::TestpmdPeer::Testpmd,
             busy_poll: f.busy_poll,
         };
-        Ok(run(&args, tick)?)
+        Ok(run(&args, tick, stop)?)
     },
     figure: None,
 };

@@ -2,12 +2,13 @@
 //! against chain length, a least-squares line), beside a bare loop that does the same
 //! stores with no framework and DPDK's testpmd forwarding on the same core.
 
+use crate::Stop;
 use serde::Serialize;
 use sfclab_runtime::{RunSettings, run_compound};
 use sfclab_traffic::{FrameSizes, GeneratorConfig};
 use std::time::Duration;
 
-use crate::{Fit, Rounds, forwarders, least_squares, median, on_core, stop_flag, stop_requested};
+use crate::{Fit, Rounds, forwarders, least_squares, median, on_core};
 use std::fmt::Write as _;
 
 pub const HOP_SCHEMA: &str = "sfclab.bench.hop/2";
@@ -105,7 +106,7 @@ pub fn bare_loop_cycles_per_hop(core: Option<usize>, duration: Duration) -> f64 
 }
 
 /// Runs the benchmark; `progress` is told after each trial (done, total).
-pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<HopBench, String> {
+pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str), stop: &Stop) -> Result<HopBench, String> {
     let modes: Vec<bool> = if args.accounting_too {
         vec![false, true]
     } else {
@@ -127,7 +128,7 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
     }
     // Repetitions are interleaved (every configuration once per round), so slow drifts
     // of a noisy machine hit all configurations alike.
-    let mut rounds = Rounds::new(args.repeat);
+    let mut rounds = Rounds::new(args.repeat, stop);
     'rounds: while rounds.start_next() {
         for (m, &accounting) in modes.iter().enumerate() {
             for (h, &n) in args.hops.iter().enumerate() {
@@ -146,7 +147,7 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
                     warmup: args.warmup,
                     core: args.core,
                     accounting,
-                    stop: stop_flag(),
+                    stop: Some(stop.clone()),
                     ..Default::default()
                 };
                 let r = run_compound(traffic, forwarders(n), &settings).map_err(|e| e.to_string())?;
@@ -172,13 +173,13 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
             args.duration.min(Duration::from_millis(500)),
         ));
         if let (true, Some(bin), true) = (args.peer && peer_skipped.is_none(), &testpmd, rounds.go_on()) {
-            match run_testpmd(bin, args.core, args.duration.max(Duration::from_secs(3))) {
+            match run_testpmd(bin, args.core, args.duration.max(Duration::from_secs(3)), stop) {
                 Ok((mpps, cmd)) => {
                     peer_runs.push(mpps);
                     peer_command = cmd;
                 }
                 // Ctrl-C while testpmd started: the round is cut.
-                Err(_) if crate::stop_requested() => rounds.cut(),
+                Err(_) if stop.requested() => rounds.cut(),
                 Err(e) => peer_skipped = Some(e),
             }
             done += 1;
@@ -251,7 +252,7 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str)) ->
 
 /// Runs testpmd in mac mode between two ring ports for `duration`; returns the median
 /// forwarded Mpps (both ports' Rx-pps summed) of its 1-second samples after the first two.
-fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration) -> Result<(f64, String), String> {
+fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration, stop: &Stop) -> Result<(f64, String), String> {
     // The forwarding lcore goes where sfclab's chain ran; the main lcore on another
     // core this process may use.
     let Some(forward_core) = core.or_else(sfclab_runtime::placement::default_chain_core) else {
@@ -279,22 +280,22 @@ fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration) -> Result<(f6
         &mut procs,
         Duration::from_secs(60),
         "forwarding start",
-        &crate::stop_requested,
-        |p| stop_requested() || p[0].is_some(),
+        &|| stop.requested(),
+        |p| stop.requested() || p[0].is_some(),
     )
     .and_then(|()| {
         sfclab_peers::testpmd::wait_until(
             &mut procs,
             duration + Duration::from_secs(30),
             "statistics",
-            &crate::stop_requested,
-            |p| stop_requested() || p[0].is_some_and(|n| n > periods),
+            &|| stop.requested(),
+            |p| stop.requested() || p[0].is_some_and(|n| n > periods),
         )
     });
     let [proc] = procs;
     let samples = proc.stop();
     waited?;
-    if stop_requested() {
+    if stop.requested() {
         return Err("stopped by Ctrl-C before its run ended".into());
     }
     let settled: Vec<f64> = samples.iter().skip(2).map(|ports| ports.iter().sum()).collect();
@@ -421,7 +422,7 @@ pub static BENCH: crate::registry::Entry<HopFlags, HopBench> = crate::registry::
     name: "hop",
     schema: HOP_SCHEMA,
     about: "Per-hop cost of forwarders in a compound chain, and DPDK testpmd as the peer",
-    run: |f, tick| {
+    run: |f, stop, tick| {
         let (duration, warmup) = crate::registry::window(&f.duration, &f.warmup)?;
         if f.hops.is_empty() || f.repeat == 0 || duration == Duration::ZERO {
             return Err(crate::registry::BenchError::Usage(
@@ -440,7 +441,7 @@ pub static BENCH: crate::registry::Entry<HopFlags, HopBench> = crate::registry::
             accounting_too: !f.no_accounting_compare,
             peer: f.peer == crate::registry::TestpmdPeer::Testpmd,
         };
-        Ok(hop(&args, tick)?)
+        Ok(hop(&args, tick, stop)?)
     },
     figure: None,
 };

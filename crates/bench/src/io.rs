@@ -18,6 +18,7 @@
 //!   over the window (frames the pair delivered), so it has less work per frame than the
 //!   rows that also receive.
 
+use crate::Stop;
 use serde::Serialize;
 use sfclab_core::NamedNfs;
 use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, TesterLink};
@@ -186,6 +187,7 @@ fn testpmd_round(
     kind: IoKind,
     args: &IoBenchArgs,
     cores: (usize, usize),
+    stop: &Stop,
 ) -> Result<(f64, Vec<String>), String> {
     use sfclab_peers::testpmd::{Testpmd, TestpmdSpec, stop_all, wait_until};
     let (_topo, tx, rx) = pair()?;
@@ -210,7 +212,7 @@ fn testpmd_round(
         &mut procs,
         Duration::from_secs(90),
         "rxonly forwarding start",
-        &crate::stop_requested,
+        &|| stop.requested(),
         |p| p[0].is_some(),
     )?;
     procs.push(Testpmd::start(
@@ -223,7 +225,7 @@ fn testpmd_round(
         &mut procs,
         Duration::from_secs(90),
         "txonly forwarding start",
-        &crate::stop_requested,
+        &|| stop.requested(),
         |p| p[1].is_some(),
     )
     .and_then(|()| {
@@ -233,7 +235,7 @@ fn testpmd_round(
             &mut procs,
             args.duration + Duration::from_secs(30),
             "statistics",
-            &crate::stop_requested,
+            &|| stop.requested(),
             |p| p[0].is_some_and(|n| n > start + periods) && p[1].is_some_and(|n| n > periods),
         )
     });
@@ -294,7 +296,7 @@ fn row(name: &str, tool: &str, io: IoKind, does: &str, cores: usize) -> IoRow {
 }
 
 /// Runs the rounds, every row once per round in turn; `tick` is told after each.
-pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Result<IoBench, String> {
+pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str), stop: &Stop) -> Result<IoBench, String> {
     let cores = sfclab_runtime::placement::allowed_cores();
     let (c0, c1) = match cores.as_slice() {
         [a, b, ..] => (*a, *b),
@@ -332,7 +334,7 @@ pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Resu
     };
     rows.push(t);
 
-    let rounds = crate::row_rounds(args.repeat, &mut rows, tick, |r| {
+    let rounds = crate::row_rounds(args.repeat, &mut rows, (stop, tick), |r| {
         let io: IoKind = r.io.parse().expect("a row's io is a kind");
         match r.tool.as_str() {
             "sfclab" => {
@@ -342,13 +344,13 @@ pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Resu
                 r.runs_lost.push(s.lost);
                 r.mode = Some(s.mode);
             }
-            "dpdk-testpmd" => match testpmd_round(testpmd.as_deref().expect("found"), io, args, (c0, c1)) {
+            "dpdk-testpmd" => match testpmd_round(testpmd.as_deref().expect("found"), io, args, (c0, c1), stop) {
                 Ok((mpps, commands)) => {
                     r.runs_mpps.push(mpps);
                     r.commands = commands;
                 }
                 // Ctrl-C: the round is cut, the row stays.
-                Err(_) if crate::stop_requested() => {}
+                Err(_) if stop.requested() => {}
                 Err(e) => r.skipped = Some(e),
             },
             _ => match trafgen_round(trafgen.as_deref().expect("found"), args, c0) {
@@ -357,7 +359,7 @@ pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Resu
                     r.commands = commands;
                 }
                 // Ctrl-C: the round is cut, the row stays.
-                Err(_) if crate::stop_requested() => {}
+                Err(_) if stop.requested() => {}
                 Err(e) => r.skipped = Some(e),
             },
         }
@@ -503,7 +505,7 @@ pub static BENCH: crate::registry::Entry<IoFlags, IoBench> = crate::registry::En
     name: "io",
     schema: IO_SCHEMA,
     about: "Packet I/O over a veth pair between two namespaces it builds: sfclab's generator -> sink over AF_XDP and AF_PACKET against DPDK testpmd txonly -> rxonly with net_af_xdp and net_af_packet vdevs, and trafgen, on the same pair, interleaved rounds (needs root)",
-    run: |f, tick| {
+    run: |f, stop, tick| {
         let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
         let args = IoBenchArgs {
             duration,
@@ -514,7 +516,7 @@ pub static BENCH: crate::registry::Entry<IoFlags, IoBench> = crate::registry::En
             xdp_mode: f.xdp_mode,
             busy_poll: f.busy_poll,
         };
-        Ok(run(&args, tick)?)
+        Ok(run(&args, tick, stop)?)
     },
     figure: None,
 };

@@ -62,6 +62,7 @@ use serde::Serialize;
 pub use sfclab_experiment::Machine;
 pub use sfclab_measure::median;
 use sfclab_nf::NfSpec;
+pub use sfclab_runtime::Stop;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -136,24 +137,6 @@ pub fn footer(wide: usize, interrupted: bool, repeat_done: usize) -> String {
     s
 }
 
-static STOP: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> = std::sync::OnceLock::new();
-
-/// The flag that asks benchmarks to stop (the command line's Ctrl-C flag); set once.
-pub fn stop_on(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
-    let _ = STOP.set(flag);
-}
-
-/// Ctrl-C came: the measurement under way ends its window early and is not counted;
-/// no further one starts.
-pub fn stop_requested() -> bool {
-    STOP.get().is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
-}
-
-/// The flag a run watches (`RunSettings::stop`): at Ctrl-C its window ends at once.
-pub fn stop_flag() -> Option<std::sync::Arc<std::sync::atomic::AtomicBool>> {
-    STOP.get().cloned()
-}
-
 /// A benchmark's interleaved rounds (every configuration once per round) under Ctrl-C:
 /// [`Rounds::start_next`] starts a round, [`Rounds::go_on`] is asked before each
 /// measurement. Once Ctrl-C comes both say no; the rounds that completed are counted,
@@ -161,7 +144,7 @@ pub fn stop_flag() -> Option<std::sync::Arc<std::sync::atomic::AtomicBool>> {
 /// result is marked interrupted.
 #[derive(Debug)]
 pub struct Rounds {
-    stop: fn() -> bool,
+    stop: Stop,
     repeat: usize,
     started: usize,
     finished: usize,
@@ -169,14 +152,10 @@ pub struct Rounds {
 }
 
 impl Rounds {
-    pub fn new(repeat: usize) -> Rounds {
-        Rounds::stopped_by(repeat, stop_requested)
-    }
-
-    /// Rounds that `stop` ends instead of Ctrl-C.
-    fn stopped_by(repeat: usize, stop: fn() -> bool) -> Rounds {
+    /// `repeat` rounds that `stop` (Ctrl-C) ends early.
+    pub fn new(repeat: usize, stop: &Stop) -> Rounds {
         Rounds {
-            stop,
+            stop: stop.clone(),
             repeat,
             started: 0,
             finished: 0,
@@ -199,7 +178,7 @@ impl Rounds {
 
     /// Before a measurement: false once Ctrl-C came.
     pub fn go_on(&mut self) -> bool {
-        self.interrupted |= (self.stop)();
+        self.interrupted |= self.stop.requested();
         !self.interrupted
     }
 
@@ -242,12 +221,12 @@ pub(crate) trait RoundRow {
 pub(crate) fn row_rounds<R: RoundRow>(
     repeat: usize,
     rows: &mut [R],
-    tick: &mut dyn FnMut(usize, usize, &str),
+    (stop, tick): (&Stop, registry::Tick),
     mut measure: impl FnMut(&mut R) -> Result<(), String>,
 ) -> Result<Rounds, String> {
     let total = repeat * rows.iter().filter(|r| !r.skipped()).count();
     let mut done = 0;
-    let mut rounds = Rounds::new(repeat);
+    let mut rounds = Rounds::new(repeat, stop);
     while rounds.start_next() {
         let round = rounds.completed() + 1;
         for r in rows.iter_mut() {
@@ -258,7 +237,7 @@ pub(crate) fn row_rounds<R: RoundRow>(
                 continue;
             }
             measure(r)?;
-            if stop_requested() {
+            if stop.requested() {
                 rounds.cut();
                 break;
             }
@@ -277,8 +256,8 @@ pub(crate) fn row_rounds<R: RoundRow>(
 
 /// The repetitions to run, as [`Rounds`] has them: all of them, or up to Ctrl-C.
 /// `interrupted` says whether Ctrl-C came before the last one ended.
-pub fn repetitions(repeat: usize, interrupted: &mut bool) -> impl Iterator<Item = usize> + '_ {
-    let mut rounds = Rounds::new(repeat);
+pub fn repetitions<'a>(repeat: usize, stop: &Stop, interrupted: &'a mut bool) -> impl Iterator<Item = usize> + 'a {
+    let mut rounds = Rounds::new(repeat, stop);
     std::iter::from_fn(move || {
         let next = rounds.start_next().then(|| rounds.started - 1);
         *interrupted |= rounds.interrupted();
@@ -483,14 +462,9 @@ mod tests {
         assert!(median(&[]).is_nan());
     }
 
-    static STOPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    fn stopped() -> bool {
-        STOPPED.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
     #[test]
     fn rounds_stop_at_ctrl_c_and_count_only_whole_rounds() {
-        let mut all = Rounds::stopped_by(3, || false);
+        let mut all = Rounds::new(3, &Stop::new());
         let mut started = 0;
         while all.start_next() {
             started += 1;
@@ -498,13 +472,14 @@ mod tests {
         assert_eq!((started, all.completed(), all.interrupted()), (3, 3, false));
 
         // Ctrl-C in the middle of round 2: round 1 counts, round 2 does not, none follows.
-        let mut cut = Rounds::stopped_by(5, stopped);
+        let ctrl_c = Stop::new();
+        let mut cut = Rounds::new(5, &ctrl_c);
         let mut runs: Vec<Vec<f64>> = vec![Vec::new(); 4];
         let mut measured = 0;
         'rounds: while cut.start_next() {
             for config in &mut runs {
                 if measured == 6 {
-                    STOPPED.store(true, std::sync::atomic::Ordering::SeqCst);
+                    ctrl_c.request();
                 }
                 if !cut.go_on() {
                     break 'rounds;
@@ -522,6 +497,5 @@ mod tests {
             runs.iter().all(|r| r.len() == 1),
             "every configuration has the one whole round"
         );
-        STOPPED.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }

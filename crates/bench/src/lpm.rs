@@ -4,6 +4,7 @@
 //! fresh random addresses, TSC cycles of the lookups alone, one address at a time and
 //! in bursts of 32. Both tables are DIR-24-8; the ratio says what the code adds.
 
+use crate::Stop;
 use serde::Serialize;
 use sfclab_core::tsc;
 use sfclab_nf::tables::lpm::{BGP4_SHAPE, Lpm4, SplitMix, counts_of, random_table4};
@@ -50,13 +51,13 @@ pub struct LpmBench {
 }
 
 /// Cycles per lookup (single, bulk) and the share of misses, over fresh random addresses.
-fn measure(table: &Lpm4, seed: u64) -> Option<(f64, f64, f64)> {
+fn measure(table: &Lpm4, seed: u64, stop: &Stop) -> Option<(f64, f64, f64)> {
     let mut rng = SplitMix(seed);
     let mut addrs = vec![0u32; ADDRESSES];
     let mut hops = vec![None; ADDRESSES];
     let (mut single, mut bulk, mut misses) = (0u64, 0u64, 0usize);
     for _ in 0..ROUNDS {
-        if crate::stop_requested() {
+        if stop.requested() {
             return None;
         }
         addrs.iter_mut().for_each(|a| *a = rng.next() as u32);
@@ -79,7 +80,7 @@ fn measure(table: &Lpm4, seed: u64) -> Option<(f64, f64, f64)> {
     Some((single as f64 / n, bulk as f64 / n, misses as f64 / n * 100.0))
 }
 
-pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<LpmBench, String> {
+pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str), stop: &Stop) -> Result<LpmBench, String> {
     let core = args.core.or_else(sfclab_runtime::placement::default_chain_core);
     let total = args.repeat * if args.peer { 2 } else { 1 } + 1;
     let mut step = 0;
@@ -88,9 +89,9 @@ pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
     let mut skipped = None;
     if args.peer {
         progress(step, total, "dpdk-test lpm_perf_autotest");
-        match sfclab_peers::dpdk_test::lpm_perf(core.unwrap_or(0), &crate::stop_requested) {
+        match sfclab_peers::dpdk_test::lpm_perf(core.unwrap_or(0), &|| stop.requested()) {
             Ok(p) => peer_runs.push(p),
-            Err(_) if crate::stop_requested() => {}
+            Err(_) if stop.requested() => {}
             Err(e) => skipped = Some(e),
         }
         step += 1;
@@ -100,7 +101,7 @@ pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
         None => (counts_of(&BGP4_SHAPE, 1_076_806), "built-in BGP shape".to_string()),
     };
     // Ctrl-C during the peer: no table is built for rounds that will not run.
-    if crate::stop_requested() {
+    if stop.requested() {
         return Err(crate::INTERRUPTED_BEFORE_A_ROUND.into());
     }
     progress(step, total, "building the table");
@@ -108,7 +109,7 @@ pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
     let table = Lpm4::new(&random_table4(&shape, 1 << 16, 42))?;
     let build_s = started.elapsed().as_secs_f64();
     step += 1;
-    let mut peer = || sfclab_peers::dpdk_test::lpm_perf(core.unwrap_or(0), &crate::stop_requested);
+    let mut peer = || sfclab_peers::dpdk_test::lpm_perf(core.unwrap_or(0), &|| stop.requested());
     let mut next = |label: &str| {
         progress(step, total, label);
         step += 1;
@@ -119,8 +120,8 @@ pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
         peer_runs,
         skipped,
         |p| (p.single_cycles, p.bulk_cycles),
-        |round| on_core(core, || measure(&table, round as u64 + 1)),
-        &mut next,
+        |round| on_core(core, || measure(&table, round as u64 + 1, stop)),
+        (&mut next, stop),
     );
     Ok(LpmBench {
         header: crate::BenchHeader::new(LPM_SCHEMA, done.repeat, done.interrupted),
@@ -265,7 +266,7 @@ pub(crate) struct LookupRounds<P> {
 /// An LPM benchmark's rounds once its table is built: each round the peer (from the
 /// second on: the first ran before the table, for its shape) then sfclab's lookups
 /// (`sfclab(round)`: single and bulk cycles, misses percent; `None` when stopped).
-/// Whole rounds only; `next(label)` tells each step.
+/// Whole rounds only; `next(label)` tells each step; `stop` (Ctrl-C) ends them early.
 pub(crate) fn lookup_rounds<P>(
     repeat: usize,
     mut peer: Option<(&str, &mut PeerRun<P>)>,
@@ -273,10 +274,10 @@ pub(crate) fn lookup_rounds<P>(
     mut skipped: Option<String>,
     cycles_of: fn(&P) -> (f64, f64),
     mut sfclab: impl FnMut(usize) -> Option<(f64, f64, f64)>,
-    next: &mut dyn FnMut(&str),
+    (next, stop): (&mut dyn FnMut(&str), &Stop),
 ) -> LookupRounds<P> {
     let (mut single_runs, mut bulk_runs, mut fails) = (Vec::new(), Vec::new(), 0.0);
-    let mut rounds = Rounds::new(repeat);
+    let mut rounds = Rounds::new(repeat, stop);
     while rounds.start_next() {
         let r = rounds.completed();
         if let Some((label, run)) = peer.as_mut()
@@ -287,7 +288,7 @@ pub(crate) fn lookup_rounds<P>(
             next(label);
             match run() {
                 Ok(p) => peer_runs.push(p),
-                Err(_) if crate::stop_requested() => rounds.cut(),
+                Err(_) if stop.requested() => rounds.cut(),
                 Err(e) => skipped = Some(e),
             }
         }
@@ -336,7 +337,7 @@ pub static BENCH: crate::registry::Entry<crate::registry::TableFlags, LpmBench> 
     name: "lpm",
     schema: LPM_SCHEMA,
     about: "IPv4 longest-prefix match (the router's DIR-24-8) against DPDK's rte_lpm (dpdk-test lpm_perf_autotest) on a table of the same size and shape, same run",
-    run: |f, tick| {
+    run: |f, stop, tick| {
         if f.repeat == 0 {
             return Err(crate::registry::BenchError::Usage(
                 "need at least one repetition".into(),
@@ -347,7 +348,7 @@ pub static BENCH: crate::registry::Entry<crate::registry::TableFlags, LpmBench> 
             core: f.core,
             peer: f.peer == crate::registry::DpdkPeer::Dpdk,
         };
-        Ok(lpm(&args, tick)?)
+        Ok(lpm(&args, tick, stop)?)
     },
     figure: None,
 };
@@ -366,8 +367,8 @@ mod tests {
             hop: 1,
         }])
         .unwrap();
-        assert_eq!(measure(&all, 1).unwrap().2, 0.0);
+        assert_eq!(measure(&all, 1, &Stop::new()).unwrap().2, 0.0);
         let none = Lpm4::new(&[]).unwrap();
-        assert_eq!(measure(&none, 1).unwrap().2, 100.0);
+        assert_eq!(measure(&none, 1, &Stop::new()).unwrap().2, 100.0);
     }
 }

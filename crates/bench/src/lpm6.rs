@@ -5,6 +5,7 @@
 //! cycles of the lookups alone, one address at a time and the whole set in bulk. Both
 //! tables walk a 24-bit first level, then one byte per level.
 
+use crate::Stop;
 use serde::Serialize;
 use sfclab_core::tsc;
 use sfclab_nf::tables::lpm::{Lpm6, Route, SplitMix, random_table6};
@@ -62,11 +63,11 @@ fn addresses(routes: &[Route<u128>], seed: u64) -> Vec<u128> {
 }
 
 /// Cycles per lookup (single, bulk) and the share of misses.
-fn measure(table: &Lpm6, addrs: &[u128]) -> Option<(f64, f64, f64)> {
+fn measure(table: &Lpm6, addrs: &[u128], stop: &Stop) -> Option<(f64, f64, f64)> {
     let mut hops = vec![None; addrs.len()];
     let (mut single, mut bulk, mut misses) = (0u64, 0u64, 0usize);
     for _ in 0..ROUNDS {
-        if crate::stop_requested() {
+        if stop.requested() {
             return None;
         }
         let t0 = tsc::now();
@@ -92,7 +93,7 @@ fn fallback_shape() -> Vec<(u8, usize)> {
     (1..=128u8).map(|l| (l, 7 + usize::from(l <= 104))).collect()
 }
 
-pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str)) -> Result<Lpm6Bench, String> {
+pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str), stop: &Stop) -> Result<Lpm6Bench, String> {
     let core = args.core.or_else(sfclab_runtime::placement::default_chain_core);
     let total = args.repeat * if args.peer { 2 } else { 1 };
     let mut step = 0;
@@ -100,10 +101,10 @@ pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str)) -> Re
     let mut skipped = None;
     let run_peer = |peer_runs: &mut Vec<_>, skipped: &mut Option<String>| match sfclab_peers::dpdk_test::lpm6_perf(
         core.unwrap_or(0),
-        &crate::stop_requested,
+        &|| stop.requested(),
     ) {
         Ok(p) => peer_runs.push(p),
-        Err(_) if crate::stop_requested() => {}
+        Err(_) if stop.requested() => {}
         Err(e) => *skipped = Some(e),
     };
     // The peer first: its table's shape is the one sfclab builds.
@@ -123,13 +124,13 @@ pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str)) -> Re
         ),
     };
     // Ctrl-C during the peer: no table is built for rounds that will not run.
-    if crate::stop_requested() {
+    if stop.requested() {
         return Err(crate::INTERRUPTED_BEFORE_A_ROUND.into());
     }
     let routes = random_table6(&shape, 1 << 16, 42);
     let table = Lpm6::new(&routes)?;
     let addrs = addresses(&routes, 7);
-    let mut peer = || sfclab_peers::dpdk_test::lpm6_perf(core.unwrap_or(0), &crate::stop_requested);
+    let mut peer = || sfclab_peers::dpdk_test::lpm6_perf(core.unwrap_or(0), &|| stop.requested());
     let mut next = |label: &str| {
         progress(step, total, label);
         step += 1;
@@ -140,8 +141,8 @@ pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str)) -> Re
         peer_runs,
         skipped,
         |p| (p.single_cycles, p.bulk_cycles),
-        |_| on_core(core, || measure(&table, &addrs)),
-        &mut next,
+        |_| on_core(core, || measure(&table, &addrs, stop)),
+        (&mut next, stop),
     );
     Ok(Lpm6Bench {
         header: crate::BenchHeader::new(LPM6_SCHEMA, done.repeat, done.interrupted),
@@ -190,7 +191,7 @@ pub static BENCH: crate::registry::Entry<crate::registry::TableFlags, Lpm6Bench>
     name: "lpm6",
     schema: LPM6_SCHEMA,
     about: "IPv6 longest-prefix match (the router's 24-8-8... table) against DPDK's rte_lpm6 (dpdk-test lpm6_perf_autotest) on a table of the same shape, same run",
-    run: |f, tick| {
+    run: |f, stop, tick| {
         if f.repeat == 0 {
             return Err(crate::registry::BenchError::Usage(
                 "need at least one repetition".into(),
@@ -201,7 +202,7 @@ pub static BENCH: crate::registry::Entry<crate::registry::TableFlags, Lpm6Bench>
             core: f.core,
             peer: f.peer == crate::registry::DpdkPeer::Dpdk,
         };
-        Ok(lpm6(&args, tick)?)
+        Ok(lpm6(&args, tick, stop)?)
     },
     figure: None,
 };

@@ -21,6 +21,7 @@
 //!   processes joined by memif, all on core 1 in interrupt mode: what putting the
 //!   features in one VNF saves (three memif crossings and three processes' scheduling).
 
+use crate::Stop;
 use serde::Serialize;
 use sfclab_experiment::chain_file::{ChainSource, Experiment};
 use sfclab_experiment::settings::{ChainingSetting, PortsSetting, ReceiveWait, Settings, Span};
@@ -158,10 +159,10 @@ fn test_device(args: &MemifBenchArgs, dir: &Path, tester_core: usize) -> Result<
 }
 
 /// Waits until `path` exists (a server listens), at most 60 s.
-fn wait_for(path: &Path, what: &str) -> Result<(), String> {
+fn wait_for(path: &Path, what: &str, stop: &Stop) -> Result<(), String> {
     let started = std::time::Instant::now();
     while !path.exists() {
-        if started.elapsed() > Duration::from_secs(60) || crate::stop_requested() {
+        if started.elapsed() > Duration::from_secs(60) || stop.requested() {
             return Err(format!("{what} did not listen on {}", path.display()));
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -170,7 +171,7 @@ fn wait_for(path: &Path, what: &str) -> Result<(), String> {
 }
 
 /// An sfclab forwarder process on memif, and the tester across it.
-fn sfclab_device(args: &MemifBenchArgs, r: &mut MemifRow, cores: (usize, usize)) -> Result<(), String> {
+fn sfclab_device(args: &MemifBenchArgs, r: &mut MemifRow, cores: (usize, usize), stop: &Stop) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let ports = format!(
@@ -193,8 +194,8 @@ fn sfclab_device(args: &MemifBenchArgs, r: &mut MemifRow, cores: (usize, usize))
         .stderr(std::process::Stdio::null())
         .spawn()
         .map_err(|e| format!("starting the sfclab device: {e}"))?;
-    let tested =
-        wait_for(&dir.path().join("b.sock"), "the sfclab device").and_then(|()| test_device(args, dir.path(), cores.0));
+    let tested = wait_for(&dir.path().join("b.sock"), "the sfclab device", stop)
+        .and_then(|()| test_device(args, dir.path(), cores.0));
     if let Ok(pid) = i32::try_from(child.id()) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT);
     }
@@ -208,7 +209,13 @@ fn sfclab_device(args: &MemifBenchArgs, r: &mut MemifRow, cores: (usize, usize))
 }
 
 /// testpmd io forwarding between two memif servers, and the tester across it.
-fn testpmd_device(args: &MemifBenchArgs, bin: &str, r: &mut MemifRow, cores: (usize, usize)) -> Result<(), String> {
+fn testpmd_device(
+    args: &MemifBenchArgs,
+    bin: &str,
+    r: &mut MemifRow,
+    cores: (usize, usize),
+    stop: &Stop,
+) -> Result<(), String> {
     use sfclab_peers::testpmd::{Testpmd, TestpmdSpec};
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let vdev = |k: usize, name: &str| {
@@ -227,7 +234,7 @@ fn testpmd_device(args: &MemifBenchArgs, bin: &str, r: &mut MemifRow, cores: (us
     };
     let p = Testpmd::start(bin, &spec, &format!("sfclab-memif-{}", std::process::id()))?;
     r.commands = vec![p.command.clone()];
-    let tested = wait_for(&dir.path().join("b.sock"), "dpdk-testpmd").and_then(|()| {
+    let tested = wait_for(&dir.path().join("b.sock"), "dpdk-testpmd", stop).and_then(|()| {
         // Its forwarding starts a moment after its ports listen.
         std::thread::sleep(Duration::from_millis(500));
         test_device(args, dir.path(), cores.0)
@@ -322,7 +329,11 @@ fn chain_on_one_core(
     Ok(())
 }
 
-pub fn run_bench(args: &MemifBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)) -> Result<MemifBench, String> {
+pub fn run_bench(
+    args: &MemifBenchArgs,
+    tick: &mut dyn FnMut(usize, usize, &str),
+    stop: &Stop,
+) -> Result<MemifBench, String> {
     let cores = sfclab_runtime::placement::allowed_cores();
     let (tester_core, device_core) = match cores.as_slice() {
         [a, b, ..] => (*a, *b),
@@ -353,12 +364,16 @@ pub fn run_bench(args: &MemifBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)
     for name in [MULTI_FEATURE_ONE_HOP, MULTI_FEATURE_FOUR_HOPS] {
         rows.push(row(name.into(), None, None));
     }
-    let rounds = crate::row_rounds(args.repeat, &mut rows, tick, |r| {
+    let rounds = crate::row_rounds(args.repeat, &mut rows, (stop, tick), |r| {
         let result = match (r.name.as_str(), r.hops_per_core) {
-            ("sfclab forwarder", _) => sfclab_device(args, r, (tester_core, device_core)),
-            ("testpmd io", _) => {
-                testpmd_device(args, testpmd.as_deref().expect("found"), r, (tester_core, device_core))
-            }
+            ("sfclab forwarder", _) => sfclab_device(args, r, (tester_core, device_core), stop),
+            ("testpmd io", _) => testpmd_device(
+                args,
+                testpmd.as_deref().expect("found"),
+                r,
+                (tester_core, device_core),
+                stop,
+            ),
             (MULTI_FEATURE_ONE_HOP, _) => multi_feature_on_one_core(args, true, r, device_core),
             (MULTI_FEATURE_FOUR_HOPS, _) => multi_feature_on_one_core(args, false, r, device_core),
             (_, Some(n)) => {
@@ -373,7 +388,7 @@ pub fn run_bench(args: &MemifBenchArgs, tick: &mut dyn FnMut(usize, usize, &str)
         };
         match result {
             Ok(()) => Ok(()),
-            Err(_) if crate::stop_requested() => Ok(()),
+            Err(_) if stop.requested() => Ok(()),
             Err(e) if r.name.starts_with("testpmd") => {
                 r.skipped = Some(e);
                 Ok(())
@@ -511,7 +526,7 @@ pub static BENCH: crate::registry::Entry<MemifFlags, MemifBench> = crate::regist
     name: "memif",
     schema: MEMIF_SCHEMA,
     about: "memif links: one forwarder (sfclab's, and DPDK testpmd's) between two memif ports, and chains of 1-8 hop processes sharing one core, polling against interrupt mode (needs root for the chains' namespaces)",
-    run: |f, tick| {
+    run: |f, stop, tick| {
         let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
         let args = MemifBenchArgs {
             duration,
@@ -521,7 +536,7 @@ pub static BENCH: crate::registry::Entry<MemifFlags, MemifBench> = crate::regist
             hops: f.hops,
             peer: f.peer == crate::registry::TestpmdPeer::Testpmd,
         };
-        Ok(run_bench(&args, tick)?)
+        Ok(run_bench(&args, tick, stop)?)
     },
     figure: None,
 };

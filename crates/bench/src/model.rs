@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::calibrate::NfWorkload;
 use crate::cores::{CoreDistance, Keep};
-use crate::{Rounds, median, stop_requested};
+use crate::{Rounds, Stop, median};
 use std::fmt::Write as _;
 
 pub const MODEL_SCHEMA: &str = "sfclab.bench.model/6";
@@ -328,14 +328,19 @@ fn price_cell(
     done: &mut usize,
     total: usize,
     progress: &mut impl FnMut(usize, usize, &str),
+    stop: &Stop,
 ) -> Result<(Calibration, ChainPrediction), String> {
     let mut tries = 0;
     loop {
         tries += 1;
         let base = *done;
-        let cal = crate::calibrate::calibrate(args, |d, _, what| {
-            progress(base + d, total, &format!("{label}: its terms: {what}"));
-        })
+        let cal = crate::calibrate::calibrate(
+            args,
+            |d, _, what| {
+                progress(base + d, total, &format!("{label}: its terms: {what}"));
+            },
+            stop,
+        )
         .map_err(|e| format!("{label}: calibrating its terms: {e}"))?;
         *done = base + crate::calibrate::steps_per_repetition(args);
         match predict_chain(&cal, model, None) {
@@ -352,6 +357,7 @@ pub fn run(
     args: &ModelBenchArgs,
     source: CalibrationSource,
     mut progress: impl FnMut(usize, usize, &str),
+    stop: &Stop,
 ) -> Result<ModelBench, String> {
     let nfs = crate::calibrate::default_nfs()?;
     let cores = crate::calibrate::cores_from(args.core);
@@ -425,9 +431,9 @@ pub fn run(
     let mut after_hops = false;
     // A failure that Ctrl-C caused ends the rounds (the one under way is not counted);
     // any other ends the benchmark.
-    let mut rounds = Rounds::new(args.repeat);
+    let mut rounds = Rounds::new(args.repeat, stop);
     let stopped = |rounds: &mut Rounds, e: String| -> Result<(), String> {
-        if stop_requested() {
+        if stop.requested() {
             rounds.cut();
             Ok(())
         } else {
@@ -464,7 +470,15 @@ pub fn run(
                     let prediction = match &given {
                         Some(g) => g[cell].clone(),
                         None => {
-                            match price_cell(&cell_args[cell], &cells[cell], &label, &mut done, total, &mut progress) {
+                            match price_cell(
+                                &cell_args[cell],
+                                &cells[cell],
+                                &label,
+                                &mut done,
+                                total,
+                                &mut progress,
+                                stop,
+                            ) {
                                 Ok((cal, prediction)) => {
                                     last_calibration = Some(cal);
                                     prediction
@@ -477,8 +491,8 @@ pub fn run(
                         }
                     };
                     progress(done, total, &label);
-                    let m = match measure(args, &nfs, case, size, &cores, false) {
-                        Ok(m) if !stop_requested() => m,
+                    let m = match measure(args, &nfs, case, size, &cores, false, stop) {
+                        Ok(m) if !stop.requested() => m,
                         Ok(_) => {
                             rounds.cut();
                             break 'rounds;
@@ -512,7 +526,7 @@ pub fn run(
                 done += 1;
                 if round == 0 && case.hops.is_none() {
                     progress(done, total, &format!("{label}, per-NF accounting"));
-                    match measure(args, &nfs, case, size, &cores, true) {
+                    match measure(args, &nfs, case, size, &cores, true, stop) {
                         Ok(m) => nf_cycles[cell] = m.nf_cycles,
                         Err(e) => {
                             stopped(&mut rounds, format!("{label}: {e}"))?;
@@ -800,6 +814,7 @@ fn measure(
     size: u16,
     cores: &[usize],
     accounting: bool,
+    stop: &Stop,
 ) -> Result<Measured, String> {
     if let Some(t) = &case.hops {
         // Its maximum throughput, as the calibration measures its terms; hops' cycles:
@@ -811,6 +826,7 @@ fn measure(
             (args.duration, args.warmup),
             cores,
             args.core_distance.as_deref(),
+            stop,
         )?;
         return Ok(Measured {
             mpps: r.mpps,
@@ -843,7 +859,7 @@ fn measure(
         warmup: args.warmup,
         core: cores.first().copied(),
         accounting,
-        stop: crate::stop_flag(),
+        stop: Some(stop.clone()),
         ..Default::default()
     };
     let r = match &case.layout {
@@ -1116,7 +1132,7 @@ pub static BENCH: crate::registry::Entry<ModelFlags, ModelBench> = crate::regist
     name: "model",
     schema: MODEL_SCHEMA,
     about: "The model checked: chains x placements x frame sizes the calibration did not run, each predicted and measured in the same run; error per layout, scatter plot",
-    run: |f, tick| {
+    run: |f, stop, tick| {
         use crate::registry::BenchError::Usage;
         let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
         let given = match &f.calibration {
@@ -1150,7 +1166,7 @@ pub static BENCH: crate::registry::Entry<ModelFlags, ModelBench> = crate::regist
             technologies: f.technologies,
             core_distance: near,
         };
-        Ok(run(&args, source, tick)?)
+        Ok(run(&args, source, tick, stop)?)
     },
     figure: Some(figure),
 };

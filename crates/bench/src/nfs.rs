@@ -21,6 +21,7 @@
 //!
 //! Repetitions are interleaved (every workload once per round).
 
+use crate::Stop;
 use serde::Serialize;
 use serde_json::json;
 use sfclab_nf::NfSpec;
@@ -582,7 +583,13 @@ struct Runs {
     last: Option<RunReport>,
 }
 
-fn run_once(w: &Workload, sizes: &FrameSizes, args: &NfsArgs, accounting: bool) -> Result<RunReport, String> {
+fn run_once(
+    w: &Workload,
+    sizes: &FrameSizes,
+    args: &NfsArgs,
+    accounting: bool,
+    stop: &Stop,
+) -> Result<RunReport, String> {
     let traffic = GeneratorConfig {
         sizes: sizes.clone(),
         flows: w.flows,
@@ -598,7 +605,7 @@ fn run_once(w: &Workload, sizes: &FrameSizes, args: &NfsArgs, accounting: bool) 
         warmup: args.warmup,
         core: args.core,
         accounting,
-        stop: crate::stop_flag(),
+        stop: Some(stop.clone()),
         reply: w.responder,
         ..Default::default()
     };
@@ -613,7 +620,7 @@ fn run_once(w: &Workload, sizes: &FrameSizes, args: &NfsArgs, accounting: bool) 
     Ok(r)
 }
 
-pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<NfsBench, String> {
+pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str), stop: &Stop) -> Result<NfsBench, String> {
     progress(0, 1, "building the NFs' tables");
     let work = workloads(args)?;
     let cases: Vec<(usize, usize)> = work
@@ -632,7 +639,7 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
         })
         .collect();
     let mut step = 0;
-    let mut rounds = crate::Rounds::new(args.repeat);
+    let mut rounds = crate::Rounds::new(args.repeat, stop);
     'rounds: while rounds.start_next() {
         for (c, &(i, s)) in cases.iter().enumerate() {
             if !rounds.go_on() {
@@ -640,7 +647,7 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
             }
             let (w, (label, sizes)) = (&work[i], &work[i].sizes[s]);
             progress(step, total, &format!("{} {label} B, accounting off", w.name));
-            let off = run_once(w, sizes, args, false)?;
+            let off = run_once(w, sizes, args, false, stop)?;
             if off.interrupted {
                 rounds.cut();
                 break 'rounds;
@@ -649,7 +656,7 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
             runs[c].cycles.push(off.busy_cycles_per_packet.unwrap_or(f64::NAN));
             step += 1;
             progress(step, total, &format!("{} {label} B, accounting on", w.name));
-            let on = run_once(w, sizes, args, true)?;
+            let on = run_once(w, sizes, args, true, stop)?;
             if on.interrupted {
                 rounds.cut();
                 break 'rounds;
@@ -755,7 +762,7 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
     let repeat = runs.first().map_or(0, |r| r.mpps.len());
     let meters = if wanted("qos") && !interrupted {
         progress(total, total, "the meters alone: sfclab's and DPDK's rte_meter");
-        meter_rows(args, repeat.max(1))
+        meter_rows(args, repeat.max(1), stop)
     } else {
         Vec::new()
     };
@@ -770,7 +777,7 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str)) -> Resu
             total,
             "AES-GCM alone: the NFs' cipher, ring and DPDK's crypto PMD",
         );
-        crypto_rows(args, &points, repeat.max(1))
+        crypto_rows(args, &points, repeat.max(1), stop)
     } else {
         Vec::new()
     };
@@ -793,7 +800,7 @@ fn crypto_ops(args: &NfsArgs) -> u64 {
 
 /// AES-GCM alone (ours and DPDK's), interleaved run by run on the bench's core, beside
 /// the ESP NFs' figures of the ipsec workload.
-fn crypto_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize) -> Vec<CryptoRow> {
+fn crypto_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize, stop: &Stop) -> Vec<CryptoRow> {
     let core = args.core.unwrap_or(0);
     let main_core = if core == 0 { 1 } else { 0 };
     let ops = crypto_ops(args);
@@ -822,7 +829,7 @@ fn crypto_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize) -> Vec<Crypto
             }
         }
         if peer_error.is_none() {
-            match sfclab_peers::dpdk_crypto::aes_gcm_encrypt(main_core, core, &bytes, ops, &crate::stop_requested) {
+            match sfclab_peers::dpdk_crypto::aes_gcm_encrypt(main_core, core, &bytes, ops, &|| stop.requested()) {
                 Ok(rows) => {
                     for row in rows {
                         if let Some(k) = bytes.iter().position(|&b| b == row.bytes) {
@@ -876,7 +883,7 @@ fn meter_packets(args: &NfsArgs) -> u64 {
 }
 
 /// sfclab's meter and rte_meter's, interleaved run by run on the bench's core.
-fn meter_rows(args: &NfsArgs, repeat: usize) -> Vec<MeterRow> {
+fn meter_rows(args: &NfsArgs, repeat: usize, stop: &Stop) -> Vec<MeterRow> {
     let checks = ["srtcm-blind", "srtcm-aware", "trtcm-blind", "trtcm-aware"];
     // rte_meter's clock steps 40 TSC cycles per packet; ours the same in nanoseconds.
     let step_ns = 40.0 * 1e9 / sfclab_core::tsc::hz();
@@ -896,7 +903,7 @@ fn meter_rows(args: &NfsArgs, repeat: usize) -> Vec<MeterRow> {
             our_colours[k] = colours;
         }
         if peer_error.is_none() {
-            match sfclab_peers::dpdk_meter::meter_perf(core, packets, &crate::stop_requested) {
+            match sfclab_peers::dpdk_meter::meter_perf(core, packets, &|| stop.requested()) {
                 Ok(perf) => {
                     for (k, check) in checks.iter().enumerate() {
                         if let Some(p) = perf.iter().find(|p| p.check == *check) {
@@ -1200,7 +1207,7 @@ pub static BENCH: crate::registry::Entry<NfsFlags, NfsBench> = crate::registry::
     name: "nfs",
     schema: NFS_SCHEMA,
     about: "Each NF's cost on one core at 64 B and IMIX (router, nat44, firewall, their chain) beside plain forwarding, and NAT44 at 1k/100k/1M sessions with memory per session",
-    run: |f, tick| {
+    run: |f, stop, tick| {
         use crate::registry::BenchError::Usage;
         let (duration, warmup) = crate::registry::window(&f.duration, &f.warmup)?;
         let max = sfclab_traffic::flows::MAX_FLOWS;
@@ -1222,7 +1229,7 @@ pub static BENCH: crate::registry::Entry<NfsFlags, NfsBench> = crate::registry::
             only: f.only,
         };
         check_only(&args).map_err(|e| Usage(format!("--only: {e}")))?;
-        Ok(nfs(&args, tick)?)
+        Ok(nfs(&args, tick, stop)?)
     },
     figure: Some(figure),
 };
@@ -1270,6 +1277,7 @@ mod tests {
         let b = nfs(
             &args(&["forwarder", "firewall", "fw-nat-router", "nat44@1000"]),
             |_, _, _| {},
+            &Stop::new(),
         )
         .unwrap();
         assert_eq!(b.points.len(), 2 + 2 + 2 + 1);
@@ -1288,7 +1296,7 @@ mod tests {
 
     #[test]
     fn unknown_workloads_are_named() {
-        let err = nfs(&args(&["nat66"]), |_, _, _| {}).unwrap_err();
+        let err = nfs(&args(&["nat66"]), |_, _, _| {}, &Stop::new()).unwrap_err();
         assert!(
             err.contains("no workload `nat66`") && err.contains("fw-nat-router"),
             "{err}"

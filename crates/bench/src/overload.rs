@@ -5,6 +5,7 @@
 //! packets are wasted: past the peak, throughput falls. With `backpressure` links only
 //! the rx-queue drops (the NIC), which costs the chain nothing: throughput stays flat.
 
+use crate::Stop;
 use serde::Serialize;
 use sfclab_runtime::{
     LinkMode, PipelineSettings, Placement, RunReport, RunSettings, placement::allowed_cores, run_pipeline,
@@ -67,6 +68,7 @@ fn trial(
     links: LinkMode,
     flow_control: bool,
     cores: (usize, usize),
+    stop: &Stop,
 ) -> Result<RunReport, String> {
     let nfs = crate::copies(&args.nf_config, n);
     let settings = PipelineSettings {
@@ -75,7 +77,7 @@ fn trial(
             warmup: args.warmup,
             accounting: true,
             pool_size: 0,
-            stop: crate::stop_flag(),
+            stop: Some(stop.clone()),
             ..Default::default()
         },
         placement: Placement::Pbp(1),
@@ -97,7 +99,11 @@ fn trial(
     run_pipeline(traffic, nfs, &settings).map_err(|e| e.to_string())
 }
 
-pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<OverloadBench, String> {
+pub fn run(
+    args: &OverloadArgs,
+    mut progress: impl FnMut(usize, usize, &str),
+    stop: &Stop,
+) -> Result<OverloadBench, String> {
     let cores = allowed_cores();
     if cores.len() < 2 {
         return Err(format!(
@@ -113,14 +119,14 @@ pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) ->
     let mut interrupted = false;
     'lengths: for &n in &args.hops {
         // Ctrl-C: the lengths and loads finished are kept; nothing new starts.
-        if crate::stop_requested() {
+        if stop.requested() {
             interrupted = true;
             break;
         }
         let mut caps = Vec::new();
         for _ in 0..args.repeat {
-            let r = trial(args, n, Rate::Max, LinkMode::Backpressure, true, pair)?;
-            if crate::stop_requested() {
+            let r = trial(args, n, Rate::Max, LinkMode::Backpressure, true, pair, stop)?;
+            if stop.requested() {
                 // Its window was cut short: this length is not measured.
                 interrupted = true;
                 break 'lengths;
@@ -132,15 +138,15 @@ pub fn run(args: &OverloadArgs, mut progress: impl FnMut(usize, usize, &str)) ->
         let cap = median(&caps);
         capacity.push((n, cap));
         for &load in &args.loads {
-            if crate::stop_requested() {
+            if stop.requested() {
                 interrupted = true;
                 break 'lengths;
             }
             for links in [LinkMode::Drop, LinkMode::Backpressure] {
                 let mut rs = Vec::new();
                 for _ in 0..args.repeat {
-                    let r = trial(args, n, Rate::Pps(cap * load * 1e6), links, false, pair)?;
-                    if crate::stop_requested() {
+                    let r = trial(args, n, Rate::Pps(cap * load * 1e6), links, false, pair, stop)?;
+                    if stop.requested() {
                         // Its window was cut short: this load is not measured.
                         interrupted = true;
                         break 'lengths;
@@ -312,7 +318,7 @@ pub static BENCH: crate::registry::Entry<OverloadFlags, OverloadBench> = crate::
     name: "overload",
     schema: OVERLOAD_SCHEMA,
     about: "Throughput against offered load when a chain's stages share a core, with drop links (software drops waste cycles) and backpressure links (seed 002, Section IV)",
-    run: |f, tick| {
+    run: |f, stop, tick| {
         let (duration, warmup) = crate::registry::window(&f.duration, &f.warmup)?;
         if f.hops.is_empty()
             || f.hops.contains(&0)
@@ -334,7 +340,7 @@ pub static BENCH: crate::registry::Entry<OverloadFlags, OverloadBench> = crate::
             stage_budget: f.stage_budget,
             ring_size: f.ring_size,
         };
-        Ok(run(&args, tick)?)
+        Ok(run(&args, tick, stop)?)
     },
     figure: None,
 };

@@ -13,6 +13,7 @@
 //! sfclab's figure is packets through the whole chain per second with its generator
 //! and sink on the same cores; testpmd's is the Rx-pps of the chain's last process.
 
+use crate::Stop;
 use serde::Serialize;
 use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunReport, RunSettings, run_pipeline};
 use sfclab_traffic::GeneratorConfig;
@@ -149,7 +150,11 @@ fn configs() -> Vec<Config> {
     ]
 }
 
-pub fn run(args: &PipelineBenchArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<PipelineBench, String> {
+pub fn run(
+    args: &PipelineBenchArgs,
+    mut progress: impl FnMut(usize, usize, &str),
+    stop: &Stop,
+) -> Result<PipelineBench, String> {
     let cores = sfclab_runtime::placement::allowed_cores();
     if cores.len() < 2 {
         return Err(format!("needs two cores; this process has {}", cores.len()));
@@ -167,7 +172,7 @@ pub fn run(args: &PipelineBenchArgs, mut progress: impl FnMut(usize, usize, &str
     let mut commands = vec![String::new(); configs.len()];
     // Interleaved repetitions: a noisy machine's drifts hit every configuration alike.
     let (mut interrupted, mut repeat_done) = (false, 0);
-    for _ in crate::repetitions(args.repeat, &mut interrupted) {
+    for _ in crate::repetitions(args.repeat, stop, &mut interrupted) {
         repeat_done += 1;
         for (i, c) in configs.iter().enumerate() {
             match (&c.kind, &testpmd) {
@@ -179,18 +184,18 @@ pub fn run(args: &PipelineBenchArgs, mut progress: impl FnMut(usize, usize, &str
                     },
                     _,
                 ) => {
-                    let (mpps, command) = sfclab_chain(hops, placement, links, args, &cores)?;
+                    let (mpps, command) = sfclab_chain(hops, placement, links, args, &cores, stop)?;
                     runs[i].push(mpps);
                     commands[i] = command;
                 }
                 (&Kind::Testpmd { processes, mode }, Some(bin)) if peer_skipped.is_none() => {
-                    match testpmd_line(bin, processes, mode, args.duration, [cores[0], cores[1]]) {
+                    match testpmd_line(bin, processes, mode, args.duration, [cores[0], cores[1]], stop) {
                         Ok((mpps, command)) => {
                             runs[i].push(mpps);
                             commands[i] = command;
                         }
                         // Ctrl-C while testpmd started: not the peer's failure.
-                        Err(_) if crate::stop_requested() => {}
+                        Err(_) if stop.requested() => {}
                         Err(e) => peer_skipped = Some(e),
                     }
                 }
@@ -252,8 +257,9 @@ fn sfclab_chain(
     links: LinkMode,
     args: &PipelineBenchArgs,
     cores: &[usize],
+    stop: &Stop,
 ) -> Result<(f64, String), String> {
-    let r = forwarder_pipeline(hops, placement, links, args.duration, args.warmup, &cores[..2])?;
+    let r = forwarder_pipeline(hops, placement, links, args.duration, args.warmup, &cores[..2], stop)?;
     let backpressure = links == LinkMode::Backpressure;
     let command = format!(
         "sfclab run --chain 'forwarder*{hops}' --placement {placement} --links {} {}--latency-probe-pps 0 --no-accounting --duration {}",
@@ -275,6 +281,7 @@ pub fn forwarder_pipeline(
     duration: Duration,
     warmup: Duration,
     cores: &[usize],
+    stop: &Stop,
 ) -> Result<RunReport, String> {
     let chain = format!("forwarder*{hops}");
     let settings = PipelineSettings {
@@ -283,7 +290,7 @@ pub fn forwarder_pipeline(
             warmup,
             accounting: false,
             pool_size: 0,
-            stop: crate::stop_flag(),
+            stop: Some(stop.clone()),
             ..Default::default()
         },
         placement: placement.clone(),
@@ -313,6 +320,7 @@ fn testpmd_line(
     mode: &'static str,
     duration: Duration,
     cores: [usize; 2],
+    stop: &Stop,
 ) -> Result<(f64, String), String> {
     let id = std::process::id();
     let socket = |link: usize| format!("/tmp/sfclab-memif-{id}-{link}.sock");
@@ -350,7 +358,7 @@ fn testpmd_line(
         &mut servers,
         Duration::from_secs(60),
         "the memif servers did not start forwarding",
-        &crate::stop_requested,
+        &|| stop.requested(),
         |p| p.iter().all(Option::is_some),
     )?;
     let clients = (1..processes).step_by(2).map(start).collect::<Result<Vec<_>, _>>()?;
@@ -374,7 +382,7 @@ fn testpmd_line(
         &mut procs,
         Duration::from_secs(90) + duration * 3,
         &format!("not {seconds} s of forwarding reported"),
-        &crate::stop_requested,
+        &|| stop.requested(),
         |p| p.iter().all(|p| p.is_some_and(|n| n > SETTLE + seconds)),
     )?;
     let samples = stop_all(procs);
@@ -477,7 +485,7 @@ pub static BENCH: crate::registry::Entry<PipelineFlags, PipelineBench> = crate::
     name: "pipeline",
     schema: PIPELINE_SCHEMA,
     about: "Pipelines against DPDK testpmd processes joined by memif: two stages on two cores, and three stages on two cores (stages sharing a core)",
-    run: |f, tick| {
+    run: |f, stop, tick| {
         let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
         let args = PipelineBenchArgs {
             duration,
@@ -485,7 +493,7 @@ pub static BENCH: crate::registry::Entry<PipelineFlags, PipelineBench> = crate::
             repeat: f.repeat,
             peer: f.peer == crate::registry::TestpmdPeer::Testpmd,
         };
-        Ok(run(&args, tick)?)
+        Ok(run(&args, tick, stop)?)
     },
     figure: None,
 };

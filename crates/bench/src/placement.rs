@@ -6,6 +6,7 @@
 //! is measured is the chain's capacity: nothing is dropped, and no cycle is spent on
 //! packets that would be.
 
+use crate::Stop;
 use serde::Serialize;
 use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings, run_pipeline};
 use sfclab_traffic::{FrameSizes, GeneratorConfig};
@@ -62,11 +63,15 @@ pub struct PlacementBench {
     pub break_even: Vec<BreakEven>,
 }
 
-pub fn run(args: &PlacementArgs, mut progress: impl FnMut(usize, usize, &str)) -> Result<PlacementBench, String> {
+pub fn run(
+    args: &PlacementArgs,
+    mut progress: impl FnMut(usize, usize, &str),
+    stop: &Stop,
+) -> Result<PlacementBench, String> {
     let total = args.repeat * args.lengths.len() * args.placements.len();
     let mut done = 0;
     let mut runs: Vec<Vec<(f64, f64, usize)>> = vec![Vec::new(); args.lengths.len() * args.placements.len()];
-    let mut rounds = crate::Rounds::new(args.repeat);
+    let mut rounds = crate::Rounds::new(args.repeat, stop);
     'rounds: while rounds.start_next() {
         for (li, &n) in args.lengths.iter().enumerate() {
             for (pi, placement) in args.placements.iter().enumerate() {
@@ -81,7 +86,7 @@ pub fn run(args: &PlacementArgs, mut progress: impl FnMut(usize, usize, &str)) -
                         warmup: args.warmup,
                         accounting: false,
                         pool_size: 0,
-                        stop: crate::stop_flag(),
+                        stop: Some(stop.clone()),
                         ..Default::default()
                     },
                     placement: placement.clone(),
@@ -303,7 +308,7 @@ pub static BENCH: crate::registry::Entry<PlacementFlags, PlacementBench> = crate
     name: "placement",
     schema: PLACEMENT_SCHEMA,
     about: "Maximum throughput against chain length for s_core, bi:K and pbp:K placements, and the break-even chain length n0 (seed 002, Fig. 7)",
-    run: |f, tick| {
+    run: |f, stop, tick| {
         use crate::registry::BenchError::Usage;
         let placements = f
             .placements
@@ -328,7 +333,7 @@ pub static BENCH: crate::registry::Entry<PlacementFlags, PlacementBench> = crate
             batch: f.batch,
             size: f.size,
         };
-        Ok(run(&args, tick)?)
+        Ok(run(&args, tick, stop)?)
     },
     figure: None,
 };

@@ -14,6 +14,7 @@
 //!    cores together, which include the buffers' cache lines going back to the
 //!    generator's core for reuse.
 
+use crate::Stop;
 use serde::Serialize;
 use sfclab_core::{Batch, PacketPool, ReturnLink, RingConsumer, RingProducer, ring, tsc};
 use sfclab_nf::NfSpec;
@@ -63,7 +64,7 @@ pub struct RingBench {
 
 /// The ring alone: the same buffer handles go round two rings between cores `a` and
 /// `b` in `burst`-sized bursts, neither side touching them.
-fn ring_loop(a: usize, b: usize, burst: usize, duration: Duration) -> f64 {
+fn ring_loop(a: usize, b: usize, burst: usize, duration: Duration, stop: &Stop) -> f64 {
     let (mut to_far, mut from_near) = ring(1024);
     let (mut to_near, mut from_far) = ring(1024);
     let mut pool = PacketPool::new(512);
@@ -80,6 +81,7 @@ fn ring_loop(a: usize, b: usize, burst: usize, duration: Duration) -> f64 {
         duration,
         || pass_on(&mut from_far, &mut near_batch, &mut to_far, |_| {}),
         || pass_on(&mut from_near, &mut far_batch, &mut to_near, |_| {}),
+        stop,
     );
     give_back(&mut pool, [near_batch, far_batch], [from_far, from_near]);
     cycles
@@ -128,13 +130,14 @@ fn two_sides(
     duration: Duration,
     mut near: impl FnMut() -> usize + Send,
     mut far: impl FnMut() -> usize + Send,
+    ctrl_c: &Stop,
 ) -> f64 {
-    let stop = AtomicBool::new(false);
+    let done = AtomicBool::new(false);
     // Both sides on threads of their own: pinning this one would narrow what later runs
     // of this process may use.
     std::thread::scope(|s| {
-        let far_side = s.spawn(|| side(b, &mut far, None, &stop));
-        let near_side = s.spawn(|| side(a, &mut near, Some(Instant::now() + duration), &stop));
+        let far_side = s.spawn(|| side(b, &mut far, None, (&done, ctrl_c)));
+        let near_side = s.spawn(|| side(a, &mut near, Some(Instant::now() + duration), (&done, ctrl_c)));
         let near = near_side.join().expect("near side");
         near.max(far_side.join().expect("far side"))
     })
@@ -142,17 +145,22 @@ fn two_sides(
 
 /// One side of [`two_sides`]: calls `work` until told to stop (the side with the
 /// deadline tells); returns TSC cycles per packet moved. Generic, so `work` inlines.
-fn side<F: FnMut() -> usize>(core: usize, work: &mut F, deadline: Option<Instant>, stop: &AtomicBool) -> f64 {
+fn side<F: FnMut() -> usize>(
+    core: usize,
+    work: &mut F,
+    deadline: Option<Instant>,
+    (done, ctrl_c): (&AtomicBool, &Stop),
+) -> f64 {
     core_affinity::set_for_current(core_affinity::CoreId { id: core });
     let (mut moved, t0) = (0u64, tsc::now());
     loop {
         for _ in 0..1024 {
             moved += work() as u64;
         }
-        if deadline.is_some_and(|d| Instant::now() >= d || crate::stop_requested()) {
-            stop.store(true, Ordering::Relaxed);
+        if deadline.is_some_and(|d| Instant::now() >= d || ctrl_c.requested()) {
+            done.store(true, Ordering::Relaxed);
         }
-        if stop.load(Ordering::Relaxed) {
+        if done.load(Ordering::Relaxed) {
             break;
         }
     }
@@ -167,7 +175,7 @@ const HOP_IN_FLIGHT: usize = 128;
 /// The full hop through sfclab's parts: the near core sends batches of packet buffers
 /// down a ring; the far core takes them, runs a forwarder over them through the chain
 /// runner (MAC rewrite, verdicts, counters) and sends them back.
-fn full_hop_loop(a: usize, b: usize, burst: usize, duration: Duration) -> f64 {
+fn full_hop_loop(a: usize, b: usize, burst: usize, duration: Duration, stop: &Stop) -> f64 {
     let (mut to_far, mut from_near) = ring(1024);
     let (mut to_near, mut from_far) = ring(1024);
     let mut pool = PacketPool::new(512);
@@ -205,6 +213,7 @@ fn full_hop_loop(a: usize, b: usize, burst: usize, duration: Duration) -> f64 {
                 chain.process::<false, _>(batch, &mut recycle, tsc::now())
             })
         },
+        stop,
     );
     give_back(&mut pool, [near_batch, far_batch], [from_far, from_near]);
     cycles
@@ -212,7 +221,7 @@ fn full_hop_loop(a: usize, b: usize, burst: usize, duration: Duration) -> f64 {
 
 /// The same hop with no framework (the reference loop): 32-index bursts through
 /// `rtrb` rings, the far core rewriting the MACs of the buffers the indices name.
-fn bare_hop_loop(a: usize, b: usize, burst: usize, duration: Duration) -> f64 {
+fn bare_hop_loop(a: usize, b: usize, burst: usize, duration: Duration, stop: &Stop) -> f64 {
     const STRIDE: usize = 2112;
     const BUFFERS: u32 = HOP_IN_FLIGHT as u32;
     struct Frames(*mut u8);
@@ -258,11 +267,17 @@ fn bare_hop_loop(a: usize, b: usize, burst: usize, duration: Duration) -> f64 {
             far_held.start += to_near.push_partial_slice(&far_buf[far_held.clone()]).0.len();
             n
         },
+        stop,
     )
 }
 
 /// Busy cycles per packet of all cores together, and Mpps, of `forwarder*2` at capacity.
-fn pipeline_cycles(placement: Placement, duration: Duration, cores: &[usize]) -> Result<(f64, f64), String> {
+fn pipeline_cycles(
+    placement: Placement,
+    duration: Duration,
+    cores: &[usize],
+    stop: &Stop,
+) -> Result<(f64, f64), String> {
     let r = forwarder_pipeline(
         2,
         &placement,
@@ -270,6 +285,7 @@ fn pipeline_cycles(placement: Placement, duration: Duration, cores: &[usize]) ->
         duration,
         Duration::from_millis(200),
         cores,
+        stop,
     )?;
     let busy: u64 = r.cores.iter().map(|c| c.busy_cycles).sum();
     Ok((busy as f64 / r.received.max(1) as f64, r.mpps))
@@ -280,6 +296,7 @@ pub fn run(
     duration: Duration,
     burst: usize,
     mut progress: impl FnMut(usize, usize, &str),
+    stop: &Stop,
 ) -> Result<RingBench, String> {
     let cores = allowed_cores();
     if cores.len() < 2 {
@@ -290,13 +307,13 @@ pub fn run(
     let (mut ring_runs, mut s_runs, mut b_runs) = (Vec::new(), Vec::new(), Vec::new());
     let (mut hop_runs, mut bare_runs, mut dpdk_runs) = (Vec::new(), Vec::new(), Vec::new());
     let mut dpdk_skipped = None;
-    let mut rounds = crate::Rounds::new(repeat);
+    let mut rounds = crate::Rounds::new(repeat, stop);
     // One measurement of the round: skipped once Ctrl-C came; cut (not counted) when
     // Ctrl-C ended its window. A failed one ends the benchmark.
     let mut step = |rounds: &mut crate::Rounds, what: &str, measure: &mut dyn FnMut() -> Result<(), String>| {
         if rounds.go_on() {
             measure()?;
-            if crate::stop_requested() {
+            if stop.requested() {
                 rounds.cut();
             }
         }
@@ -307,30 +324,30 @@ pub fn run(
     while rounds.start_next() {
         let (a, b) = (cores[0], cores[1]);
         step(&mut rounds, "ring", &mut || {
-            ring_runs.push(ring_loop(a, b, burst, duration));
+            ring_runs.push(ring_loop(a, b, burst, duration, stop));
             Ok(())
         })?;
         step(&mut rounds, "full hop", &mut || {
-            hop_runs.push(full_hop_loop(a, b, burst, duration));
+            hop_runs.push(full_hop_loop(a, b, burst, duration, stop));
             Ok(())
         })?;
         step(&mut rounds, "bare hop", &mut || {
-            bare_runs.push(bare_hop_loop(a, b, burst, duration));
+            bare_runs.push(bare_hop_loop(a, b, burst, duration, stop));
             Ok(())
         })?;
         step(&mut rounds, "s_core", &mut || {
-            s_runs.push(pipeline_cycles(Placement::SCore, duration, &cores)?);
+            s_runs.push(pipeline_cycles(Placement::SCore, duration, &cores, stop)?);
             Ok(())
         })?;
         step(&mut rounds, "bi:2", &mut || {
-            b_runs.push(pipeline_cycles(Placement::Bi(2), duration, &cores)?);
+            b_runs.push(pipeline_cycles(Placement::Bi(2), duration, &cores, stop)?);
             Ok(())
         })?;
         step(&mut rounds, "dpdk-test", &mut || {
             if dpdk_skipped.is_none() {
-                match sfclab_peers::dpdk_test::ring_perf(burst, (a, b), &crate::stop_requested) {
+                match sfclab_peers::dpdk_test::ring_perf(burst, (a, b), &|| stop.requested()) {
                     Ok(c) => dpdk_runs.push(c),
-                    Err(_) if crate::stop_requested() => {}
+                    Err(_) if stop.requested() => {}
                     Err(why) => dpdk_skipped = Some(why),
                 }
             }
@@ -454,7 +471,7 @@ pub static BENCH: crate::registry::Entry<RingFlags, RingBench> = crate::registry
     name: "ring",
     schema: RING_SCHEMA,
     about: "Cost of a link between cores: the SPSC ring alone (DPDK ring_perf_autotest as the peer), a full hop with a forwarder on the far core (a bare loop as the reference), and a 2-stage forwarder pipeline against one core",
-    run: |f, tick| {
+    run: |f, stop, tick| {
         let duration = humantime::parse_duration(&f.duration)
             .map_err(|e| crate::registry::BenchError::Usage(format!("--duration `{}`: {e}", f.duration)))?;
         if f.repeat == 0 || !(1..=256).contains(&f.burst) {
@@ -462,7 +479,7 @@ pub static BENCH: crate::registry::Entry<RingFlags, RingBench> = crate::registry
                 "need at least one repetition and a burst of 1..=256".into(),
             ));
         }
-        Ok(run(f.repeat, duration, f.burst, tick)?)
+        Ok(run(f.repeat, duration, f.burst, tick, stop)?)
     },
     figure: None,
 };

@@ -16,10 +16,8 @@ mod sweep;
 use clap::{Args, Parser, Subcommand};
 use sfclab_bench::registry::{self, Bench, BenchError};
 use sfclab_experiment::{ChainFileError, ChainSource, Experiment, Reports, RunDocument, settings};
-use sfclab_runtime::RunError;
+use sfclab_runtime::{RunError, Stop};
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Build, run and measure service function chains on commodity Linux.
 ///
@@ -175,25 +173,26 @@ impl clap::Subcommand for BenchCmd {
     }
 }
 
-/// Set by the first Ctrl-C: runs end their window early and report what they measured.
-/// A second Ctrl-C exits at once.
-pub fn stop_flag() -> Arc<AtomicBool> {
-    static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
-    FLAG.get_or_init(|| {
-        let flag = Arc::new(AtomicBool::new(false));
-        let handler_flag = flag.clone();
+/// Requested by the first Ctrl-C: runs end their window early and report what they
+/// measured. A second Ctrl-C exits at once.
+pub fn ctrl_c() -> Stop {
+    static STOP: std::sync::OnceLock<Stop> = std::sync::OnceLock::new();
+    STOP.get_or_init(|| {
+        let stop = Stop::new();
+        let asked = stop.clone();
         // If a handler cannot be installed, Ctrl-C simply keeps its default meaning.
         let _ = ctrlc::set_handler(move || {
-            if handler_flag.swap(true, Ordering::SeqCst) {
+            if asked.requested() {
                 // Quitting now: no destructor runs, so remove the namespaces and the
                 // memif sockets this process listens on first.
                 sfclab_topology::tear_down_everything();
                 sfclab_io::memif::remove_listening_sockets();
                 std::process::exit(130);
             }
+            asked.request();
             eprintln!("\nstopping: finishing the current window (Ctrl-C again to quit now)");
         });
-        flag
+        stop
     })
     .clone()
 }
@@ -215,7 +214,7 @@ fn main() -> ExitCode {
     }));
     // Ctrl-C is caught from the start in every command: work stops at the next safe
     // point and keeps what finished (a second Ctrl-C quits at once).
-    sfclab_bench::stop_on(stop_flag());
+    let _ = ctrl_c();
     match cli.command {
         Cmd::Run(args) => cmd_run(*args),
         Cmd::Search(args) => search::cmd_search(*args),
@@ -261,11 +260,11 @@ fn cmd_bench(r: BenchCmd) -> ExitCode {
         .ok()
         .flatten()
         .cloned();
-    let done = match with_progress(|tick| r.bench.run(&r.flags, tick)) {
+    let done = match with_progress(|tick| r.bench.run(&r.flags, &ctrl_c(), tick)) {
         Ok(done) => done,
         Err(BenchError::Usage(e)) => return outcome::fail(outcome::USAGE, &e),
         // Ctrl-C before anything finished: nothing to write, and the status says why.
-        Err(BenchError::Failed(e)) if sfclab_bench::stop_requested() => return outcome::fail(outcome::INTERRUPTED, &e),
+        Err(BenchError::Failed(e)) if ctrl_c().requested() => return outcome::fail(outcome::INTERRUPTED, &e),
         Err(BenchError::Failed(e)) => return outcome::fail(outcome::FAILURE, &e),
     };
     if let (Some(path), Some(figure)) = (&plot, &done.figure)
@@ -399,7 +398,7 @@ pub fn load_spec(a: &RunArgs) -> Result<Experiment, ChainFileError> {
 fn cmd_run(a: RunArgs) -> ExitCode {
     let spec: Experiment = match load_spec(&a) {
         Ok(mut s) => {
-            s.stop_on(&stop_flag());
+            s.stop_on(&ctrl_c());
             s
         }
         Err(e) => {

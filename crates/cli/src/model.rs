@@ -271,7 +271,7 @@ fn cmd_calibrate(a: CalibrateCli) -> ExitCode {
         Ok(x) => x,
         Err(e) => return outcome::fail(outcome::USAGE, &e),
     };
-    let cal = match with_progress(|tick| sfclab_bench::calibrate::calibrate(&args, tick)) {
+    let cal = match with_progress(|tick| sfclab_bench::calibrate::calibrate(&args, tick, &crate::ctrl_c())) {
         Ok(c) => c,
         Err(e) => return outcome::fail(outcome::FAILURE, &e),
     };

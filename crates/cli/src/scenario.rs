@@ -69,7 +69,7 @@ pub fn cmd_scenario(a: ScenarioArgs) -> ExitCode {
     {
         return outcome::fail(outcome::USAGE, &format!("--out {}: {e}", dir.display()));
     }
-    scenario.stop_on(&crate::stop_flag());
+    scenario.stop_on(&crate::ctrl_c());
     let mut progress = crate::progress::Progress::new("repetitions", scenario.repeat);
     let result = sfclab_experiment::scenario::run(&scenario, &mut |step: ScenarioStep| match step {
         // A repetition's end is a step; its start and a search's trials, what it is doing.

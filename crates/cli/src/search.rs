@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use crate::outcome::{self, USAGE};
 use crate::progress::Progress;
 use crate::render::{ns, num, right};
-use crate::{RunArgs, load_spec, stop_flag};
+use crate::{RunArgs, ctrl_c, load_spec};
 use sfclab_experiment::Experiment;
 
 #[derive(Args)]
@@ -154,7 +154,7 @@ pub fn cmd_search(a: SearchArgs) -> ExitCode {
     };
     let mut progress = Progress::new("trials", 0);
     let repeat = a.repeat;
-    let searched = search(spec, plan, stop_flag(), &mut |step| match step {
+    let searched = search(spec, plan, ctrl_c(), &mut |step| match step {
         SearchStep::Planned { trials } => progress.at(0, trials, "searching"),
         SearchStep::Trial { search, trial: t } => progress.step(&format!(
             "search {}/{repeat}: {:.3} Mpps for {:.2} s: loss {:.5}%{}",

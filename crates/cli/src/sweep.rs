@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use crate::outcome::{self, FAILURE, USAGE};
 use crate::progress::Progress;
-use crate::{RunArgs, render, report, source_of, stop_flag};
+use crate::{RunArgs, ctrl_c, render, report, source_of};
 use sfclab_experiment::sweep::{SWEEP_SCHEMA, SweepDocument, SweepPlan, SweepStep, sweep, values};
 
 #[derive(Args)]
@@ -94,7 +94,7 @@ pub fn cmd_sweep(a: SweepArgs) -> ExitCode {
         .or(a.run.file.clone())
         .unwrap_or_else(|| "default".into());
     let mut progress = Progress::new("runs", plan.values.len() * plan.repeat);
-    let swept = sweep(&plan, name, points, stop_flag(), &mut |step| match step {
+    let swept = sweep(&plan, name, points, ctrl_c(), &mut |step| match step {
         SweepStep::Running(what) => progress.working_on(&what),
         SweepStep::Ran(what) => progress.step(&what),
     });

@@ -185,7 +185,7 @@ impl Experiment {
     }
 
     /// Ends the spec's runs early when `stop` is set (Ctrl-C).
-    pub fn stop_on(&mut self, stop: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    pub fn stop_on(&mut self, stop: &sfclab_runtime::Stop) {
         for s in self.run_settings_mut() {
             s.stop = Some(stop.clone());
         }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use sfclab_runtime::{ExternalOutcome, RunError, RunReport};
+use sfclab_runtime::{ExternalOutcome, RunError, RunReport, Stop};
 
 use crate::chain_file::Experiment;
 use crate::ports::ControlledBy;
@@ -90,10 +90,10 @@ pub fn serve_runs(spec: &Experiment, document: &mut dyn FnMut(&RunReport) -> Str
     for file in stale {
         let _ = std::fs::remove_file(file);
     }
-    let (served_ref, ready_ref, ended_ref) = (&served, ready_file.as_deref(), &*ended);
+    let (served_ref, ready_ref, ended_ref) = (&served, ready_file.as_deref(), &ended);
     std::thread::scope(|scope| {
         loop {
-            let this_run = Arc::new(AtomicBool::new(false));
+            let this_run = Stop::new();
             let mut run = spec.clone();
             run.stop_on(&this_run);
             let done = Arc::new(AtomicBool::new(false));
@@ -131,7 +131,7 @@ pub fn serve_runs(spec: &Experiment, document: &mut dyn FnMut(&RunReport) -> Str
                     }
                 }
             }
-            if ended.load(Ordering::Relaxed) {
+            if ended.requested() {
                 return Ok(report);
             }
         }
@@ -141,22 +141,16 @@ pub fn serve_runs(spec: &Experiment, document: &mut dyn FnMut(&RunReport) -> Str
 /// Watches for the end of one served run, answering readiness questions meanwhile:
 /// sets `this_run` when the tester asks or `ended` is set; returns early once `done`
 /// (the run ended on its own, an error).
-fn watch(
-    served: &Served,
-    ready_file: Option<&Path>,
-    ended: &AtomicBool,
-    done: &AtomicBool,
-    this_run: &AtomicBool,
-) -> Ending {
+fn watch(served: &Served, ready_file: Option<&Path>, ended: &Stop, done: &AtomicBool, this_run: &Stop) -> Ending {
     while !done.load(Ordering::Relaxed) {
-        if ended.load(Ordering::Relaxed) {
-            this_run.store(true, Ordering::Relaxed);
+        if ended.requested() {
+            this_run.request();
             return Ending::Ended;
         }
         match served {
             Served::Files { stop, .. } => {
                 if stop.exists() {
-                    this_run.store(true, Ordering::Relaxed);
+                    this_run.request();
                     return Ending::Asked(None);
                 }
             }
@@ -164,7 +158,7 @@ fn watch(
                 if let Ok((stream, _)) = listener.accept()
                     && let Some(stream) = answer(stream, ready_file)
                 {
-                    this_run.store(true, Ordering::Relaxed);
+                    this_run.request();
                     return Ending::Asked(Some(stream));
                 }
             }

@@ -185,7 +185,7 @@ fn open_pair(
     wait_for_peers: bool,
 ) -> Result<(InterfacePort, InterfacePort), RunError> {
     let stop = spec.settings.stop.clone().unwrap_or_default();
-    let wait = wait_for_peers.then_some((MEMIF_PEER_LIMIT, &*stop));
+    let wait = wait_for_peers.then_some((MEMIF_PEER_LIMIT, stop.flag()));
     InterfacePort::open_pair(io.kind(), input, output, &io.af_xdp_settings(), role, wait)
         .map_err(|reason| RunError::failed("ports", reason))
 }
@@ -270,7 +270,7 @@ fn say_ready(spec: &Experiment, hop: &ServedHop, output: &mut sfclab_io::memif::
         // Stopped while its next hop is gone (every pod deleted at once): not ready, and
         // the run about to start ends as soon as it begins.
         let connected = output
-            .wait_connected_unless(MEMIF_PEER_LIMIT, &stop)
+            .wait_connected_unless(MEMIF_PEER_LIMIT, stop.flag())
             .map_err(|reason| RunError::failed("memif", reason))?;
         if !connected {
             return Ok(());

@@ -2,10 +2,8 @@
 //! core(s), the generator on another as the tester, and each trial one paced run.
 
 use sfclab_measure::{Goal, RepeatedSearch, SearchConfig, Trial, TrialResult, latency_plan, repeated_search};
-use sfclab_runtime::{PipelineSettings, Placement, RunError, RunReport};
+use sfclab_runtime::{PipelineSettings, Placement, RunError, RunReport, Stop};
 use sfclab_traffic::Rate;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::Experiment;
@@ -141,7 +139,7 @@ pub struct ChainTrial {
     /// Every report, for the record.
     pub reports: Vec<RunReport>,
     /// Ctrl-C: no further trial starts, the current one ends early and is not counted.
-    pub stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub stop: Stop,
 }
 
 impl ChainTrial {
@@ -171,7 +169,7 @@ impl ChainTrial {
 
 impl Trial for ChainTrial {
     fn interrupted(&self) -> bool {
-        self.stop.load(std::sync::atomic::Ordering::Relaxed)
+        self.stop.requested()
     }
 
     fn run(&mut self, offered_pps: f64, duration: Duration) -> Result<TrialResult, String> {
@@ -246,7 +244,7 @@ impl From<RunError> for SearchError {
 pub fn search(
     mut experiment: Experiment,
     plan: SearchPlan,
-    stop: Arc<AtomicBool>,
+    stop: Stop,
     tell: &mut dyn FnMut(SearchStep),
 ) -> Result<SearchDocument, SearchError> {
     if experiment.io.replay.as_ref().is_some_and(|r| r.at_file_timestamps) {
@@ -306,7 +304,7 @@ pub fn search(
     };
     if let (Some(base), false) = (base, result.interrupted) {
         for level in latency_plan(base, cfg.min_pps, probe_pps, &percents) {
-            if stop.load(Ordering::Relaxed) {
+            if stop.requested() {
                 break;
             }
             match trial.latency_run(level.rate_pps, cfg.final_duration, probe_pps, level.empty_chain) {
@@ -324,7 +322,7 @@ pub fn search(
             }
         }
     }
-    let interrupted = result.interrupted || stop.load(Ordering::Relaxed);
+    let interrupted = result.interrupted || stop.requested();
     // The places of the trial that established each goal's rate (NFVbench's chain analysis).
     let chain_analysis = (0..result.goals.len())
         .map(|g| GoalAnalysis {

@@ -3,9 +3,7 @@
 //! `sfclab.sweep/3`).
 
 use serde::Serialize;
-use sfclab_runtime::RunReport;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use sfclab_runtime::{RunReport, Stop};
 
 use crate::settings::{self, Settings};
 use crate::{ChainSource, Experiment, Machine, NfOwned};
@@ -83,7 +81,7 @@ pub fn sweep(
     plan: &SweepPlan,
     name: String,
     points: Vec<(String, Experiment)>,
-    stop: Arc<AtomicBool>,
+    stop: Stop,
     tell: &mut dyn FnMut(SweepStep),
 ) -> Result<SweepDocument, String> {
     let mut done = Vec::new();
@@ -101,7 +99,7 @@ pub fn sweep(
                 }
                 Err(e) => return Err(format!("{} = {v}: {e}", plan.param)),
             }
-            if stop.load(Ordering::SeqCst) {
+            if stop.requested() {
                 break 'points;
             }
         }
@@ -114,7 +112,7 @@ pub fn sweep(
         param: plan.param.clone(),
         repeat: plan.repeat,
         machine: Machine::read(),
-        interrupted: stop.load(Ordering::SeqCst),
+        interrupted: stop.requested(),
         points: done,
     })
 }

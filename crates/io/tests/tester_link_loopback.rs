@@ -289,12 +289,12 @@ fn a_run_across_a_lossy_wire_conserves_every_packet_by_cause() {
 #[test]
 fn a_stopped_run_still_counts_the_frames_on_the_wire() {
     let (wire, _) = loop_wire(13, 0, 200, 0.0);
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = sfclab_runtime::Stop::new();
     let stopper = {
         let stop = stop.clone();
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(150));
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            stop.request();
         })
     };
     let settings = RunSettings {

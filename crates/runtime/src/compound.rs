@@ -6,6 +6,7 @@
 //! measured window. No packet is ever in flight between loop iterations, so the counters
 //! read between phases are exact.
 
+use crate::Stop;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -293,7 +294,7 @@ pub fn run_compound_on<R: RxPort + Send, T: TxPort + Send>(
     let (warm, window, start, end) = std::thread::scope(|s| {
         s.spawn(|| {
             pin(settings.core);
-            let stop = settings.stop.as_deref();
+            let stop = settings.stop.as_ref().map(Stop::flag);
             // Warm-up: caches, branch predictors, page tables; counted but not reported.
             let mut warm = rig.phase(settings.accounting, tsc::now() + tsc::ticks(settings.warmup), stop);
             // Frames still crossing a wire arrive before the window opens.
@@ -341,7 +342,7 @@ pub fn run_hops_on<R: RxPort + Send, T: TxPort + Send>(
     let (warm, window, start, end) = std::thread::scope(|s| {
         s.spawn(|| {
             pin(settings.core);
-            let stop = settings.stop.as_deref();
+            let stop = settings.stop.as_ref().map(Stop::flag);
             let warm = phase(&mut rigs, tsc::now() + tsc::ticks(settings.warmup), stop);
             // Frames still crossing a wire arrive before the window opens.
             drain_all(&mut rigs, settings.accounting);
@@ -573,7 +574,7 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
             tsc_hz: hz,
             warmup_s: tsc::seconds(warm.ticks),
             duration_s: seconds,
-            interrupted: settings.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)),
+            interrupted: settings.stop.as_ref().is_some_and(Stop::requested),
             generated,
             received,
             dropped,
@@ -737,7 +738,8 @@ mod tests {
 
     #[test]
     fn stop_flag_ends_the_run() {
-        let stop = std::sync::Arc::new(AtomicBool::new(true));
+        let stop = crate::Stop::new();
+        stop.request();
         let s = RunSettings {
             duration: Some(Duration::from_secs(3600)),
             warmup: Duration::ZERO,

@@ -22,6 +22,7 @@ pub mod pipeline;
 pub mod placement;
 pub mod report;
 pub mod settings;
+pub mod stop;
 pub mod wired;
 
 pub use chain::{Chain, ChainGraph, Next, WiringError};
@@ -30,6 +31,7 @@ pub use pipeline::{LinkMode, PipelineSettings, run_parallel, run_parallel_on, ru
 pub use placement::{Placement, StagePlan};
 pub use report::{Conservation, CoreReport, DropRecord, PlaceReport, Role, RunReport, TxCounts, WindowLoss};
 pub use settings::{RunError, RunSettings};
+pub use stop::Stop;
 pub use wired::{
     DeviceUnderTest, ExternalOutcome, HopLinks, KERNEL_RECEIVE_DROPS, RunningDut, TestbedReport, WireLoss, WiredReport,
     WiredSettings, open_in_namespace, open_queues_in_namespace, run_across_veth, softnet_dropped,

@@ -23,6 +23,7 @@
 //! - Window figures come from per-thread snapshots taken when each thread sees the
 //!   coordinator's epoch change (within one loop iteration of each other).
 
+use crate::Stop;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -760,7 +761,7 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
         count: run.count,
         count_reached: AtomicBool::new(false),
     };
-    let stop = run.stop.as_deref();
+    let stop = run.stop.as_ref().map(Stop::flag);
     let stopped = || stop.is_some_and(|s| s.load(Ordering::Relaxed));
     let (t_start, t_end, t_warm) = std::thread::scope(|s| {
         for t in threads.iter_mut() {
@@ -966,7 +967,7 @@ fn report<R: RxPort, T: TxPort>(
         tsc_hz: tsc::hz(),
         warmup_s: tsc::seconds(t_warm),
         duration_s: seconds,
-        interrupted: run.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)),
+        interrupted: run.stop.as_ref().is_some_and(Stop::requested),
         generated,
         received,
         dropped: dropped_w,
@@ -1256,11 +1257,11 @@ mod tests {
     fn stop_flag_ends_a_long_run_cleanly() {
         let mut s = settings("s_core", None);
         s.run.duration = Some(Duration::from_secs(3600));
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = crate::Stop::new();
         s.run.stop = Some(stop.clone());
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(100));
-            stop.store(true, Ordering::Relaxed);
+            stop.request();
         });
         let r = run_pipeline(GeneratorConfig::default(), forwarders(2), &s).unwrap();
         t.join().unwrap();
@@ -1283,12 +1284,12 @@ mod tests {
                 let mut s = settings("bi:2", None);
                 s.links = links;
                 s.ring_size = 512;
-                let stop = Arc::new(AtomicBool::new(false));
+                let stop = crate::Stop::new();
                 s.run.duration = Some(Duration::from_secs(3600));
                 s.run.stop = Some(stop.clone());
                 let t = std::thread::spawn(move || {
                     std::thread::sleep(Duration::from_millis(wait_ms));
-                    stop.store(true, Ordering::Relaxed);
+                    stop.request();
                 });
                 let r = run_pipeline(GeneratorConfig::default(), nfs, &s).unwrap();
                 t.join().unwrap();

@@ -2,8 +2,6 @@
 //! flag) and how a run fails: one place, since the compound, pipeline and wired
 //! runtimes all take them.
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use sfclab_core::MAX_BATCH;
@@ -27,7 +25,7 @@ pub struct RunSettings {
     pub verify: bool,
     pub pool_size: usize,
     /// Set from outside (e.g. on Ctrl-C) to end the run early; checked every 1024 batches.
-    pub stop: Option<Arc<AtomicBool>>,
+    pub stop: Option<crate::Stop>,
     /// A responder at the chain's far end answers every packet, and the replies run
     /// back through the chain to the sink (compound runtime, linear chains).
     pub reply: bool,

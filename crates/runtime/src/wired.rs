@@ -31,8 +31,6 @@ use sfclab_topology::ovs::{OvsPort, OvsSwitch};
 use sfclab_topology::{Interface, LinkCounters, MacvlanMode, SriovNic, Testbed};
 use sfclab_traffic::{Generator, GeneratorConfig, Sink};
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// What the tester measures.
@@ -318,7 +316,7 @@ pub fn run_across_veth(
     let switch_before = switch_counters(switch.as_ref())?;
     let before = counters(&bed)?;
     let backlog_before = softnet_dropped();
-    let dut_stop = Arc::new(AtomicBool::new(false));
+    let dut_stop = crate::Stop::new();
     let dut_settings = |core: Option<usize>| RunSettings {
         duration: Some(Duration::from_secs(86_400)),
         count: None,
@@ -353,7 +351,7 @@ pub fn run_across_veth(
         let tester = run_compound_on(&mut wire, Sink::new(run.verify), NamedNfs::new(), run);
         // The tester drained what it could: the DUT stops after it.
         std::thread::sleep(Duration::from_millis(10));
-        dut_stop.store(true, Ordering::Relaxed);
+        dut_stop.request();
         let dut: Vec<_> = dut_threads
             .into_iter()
             .map(|t| t.join().expect("a DUT thread panicked"))

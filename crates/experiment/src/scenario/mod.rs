@@ -362,7 +362,7 @@ impl Scenario {
     }
 
     /// Ctrl-C (`stop` set) ends the current window early and runs no more repetitions.
-    pub fn stop_on(&mut self, stop: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    pub fn stop_on(&mut self, stop: &sfclab_runtime::Stop) {
         self.chains
             .iter_mut()
             .chain(&mut self.standby)

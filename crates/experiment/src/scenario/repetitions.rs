@@ -15,12 +15,7 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(ScenarioStep)) -> Resul
         .first()
         .ok_or_else(|| RunError::setting("chains", "at least one chain"))?;
     let settings = &template.settings;
-    let stopped = || {
-        settings
-            .stop
-            .as_deref()
-            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
-    };
+    let stopped = || settings.stop.as_ref().is_some_and(sfclab_runtime::Stop::requested);
     let mut runs = Vec::new();
     for k in 1..=scenario.repeat {
         if stopped() {

@@ -133,10 +133,7 @@ struct ScenarioTrial<'a> {
 
 impl Trial for ScenarioTrial<'_> {
     fn interrupted(&self) -> bool {
-        self.run
-            .stop
-            .as_deref()
-            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+        self.run.stop.as_ref().is_some_and(sfclab_runtime::Stop::requested)
     }
 
     fn run(&mut self, offered_pps: f64, duration: Duration) -> Result<TrialResult, String> {
