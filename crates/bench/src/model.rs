@@ -325,8 +325,7 @@ fn price_cell(
     args: &crate::calibrate::CalibrateArgs,
     model: &ChainModel,
     label: &str,
-    done: &mut usize,
-    total: usize,
+    (done, total): (&mut usize, usize),
     progress: &mut impl FnMut(usize, usize, &str),
     stop: &Stop,
 ) -> Result<(Calibration, ChainPrediction), String> {
@@ -353,198 +352,66 @@ fn price_cell(
     }
 }
 
+/// The cells of a model benchmark: each case of the matrix at each size, its chain as the
+/// model prices it and, with no given calibration, the terms to measure before it.
+struct Cells<'a> {
+    args: &'a ModelBenchArgs,
+    nfs: Vec<NfWorkload>,
+    cores: Vec<usize>,
+    matrix: Vec<Case>,
+    models: Vec<ChainModel>,
+    /// Each cell's own calibration, in cell order (none with a given calibration).
+    calibrations: Vec<crate::calibrate::CalibrateArgs>,
+    /// With a given calibration every cell is priced before any run: one it cannot price
+    /// is refused at once.
+    given: Option<Vec<ChainPrediction>>,
+}
+
+/// What the rounds gathered for one cell, a run per round.
+#[derive(Default)]
+struct CellRuns {
+    predicted: Vec<ChainPrediction>,
+    measured: Vec<Measured>,
+    /// Per NF, from one run with per-NF accounting (first round).
+    nf_cycles: Vec<f64>,
+    round_trips: Vec<f64>,
+    states: Vec<f64>,
+    taken_again: usize,
+    in_two_states: usize,
+}
+
+/// Progress of the rounds: steps done and in all (taking a cell again adds steps).
+struct Steps<'p, P> {
+    done: usize,
+    total: usize,
+    tell: &'p mut P,
+}
+
 pub fn run(
     args: &ModelBenchArgs,
     source: CalibrationSource,
     mut progress: impl FnMut(usize, usize, &str),
     stop: &Stop,
 ) -> Result<ModelBench, String> {
-    let nfs = crate::calibrate::default_nfs()?;
-    let cores = crate::calibrate::cores_from(args.core);
-    let has_pipeline = match &source {
-        CalibrationSource::Given(cal) => cal.pipeline.is_some(),
-        CalibrationSource::EachCell(_) => cores.len() >= 2,
+    let cells = cells_of(args, &source)?;
+    let calibration_steps: usize = cells
+        .calibrations
+        .iter()
+        .map(crate::calibrate::steps_per_repetition)
+        .sum();
+    let mut steps = Steps {
+        done: 0,
+        total: args.repeat * (cells.models.len() + calibration_steps)
+            + cells.matrix.iter().filter(|c| c.hops.is_none()).count() * args.sizes.len(),
+        tell: &mut progress,
     };
-    if let CalibrationSource::EachCell(c) = &source
-        && let Some(t) = args.technologies.iter().find(|t| !c.wired.contains(t))
-    {
-        return Err(format!("--technologies {t}: not among the chainings to calibrate"));
-    }
-    // Refused before any run rather than at the first cell that needs it.
-    if args.technologies.iter().any(|t| t == "ovs")
-        && let Some(why) = crate::chaining::ovs_missing()
-    {
-        return Err(format!("--technologies ovs: {why}"));
-    }
-    let mut matrix = cases(has_pipeline);
-    for t in &args.technologies {
-        for n in HOP_LENGTHS {
-            matrix.push(Case {
-                kinds: vec!["forwarder"; n],
-                layout: None,
-                hops: Some(t.clone()),
-            });
-        }
-    }
-    let cells = models(&matrix, &args.sizes, &nfs, &cores)?;
-    // Each cell's own calibration, in cell order (none with a given calibration).
-    let mut cell_args = Vec::new();
-    if let CalibrationSource::EachCell(all) = &source {
-        for case in &matrix {
-            for &size in &args.sizes {
-                cell_args.push(cell_calibration_args(all, &nfs, case, size)?);
-            }
-        }
-    }
-    let calibration_steps: usize = cell_args.iter().map(crate::calibrate::steps_per_repetition).sum();
-    let mut total = args.repeat * (cells.len() + calibration_steps)
-        + matrix.iter().filter(|c| c.hops.is_none()).count() * args.sizes.len();
-    let mut done = 0;
-    // With a given calibration every cell is priced before any run: one it cannot price
-    // is refused at once.
-    let given: Option<Vec<ChainPrediction>> = match &source {
-        CalibrationSource::Given(cal) => Some(
-            cells
-                .iter()
-                .map(|m| predict_chain(cal, m, None))
-                .collect::<Result<_, _>>()?,
-        ),
-        CalibrationSource::EachCell(_) => None,
-    };
-    let mut predicted: Vec<Vec<ChainPrediction>> = vec![Vec::new(); cells.len()];
-    let mut measured: Vec<Vec<Measured>> = (0..cells.len()).map(|_| Vec::new()).collect();
-    let mut nf_cycles: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
-    let mut round_trips: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
-    let mut states: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
-    let mut taken_again = vec![0; cells.len()];
-    let mut in_two_states = vec![0; cells.len()];
-    // Sampled around pipeline cells only: a compound chain has no ring between cores.
-    let sample_round_trip = |case: &Case, into: &mut Vec<f64>| {
-        if let (Some(_), [near, far, ..]) = (&case.layout, cores.as_slice())
-            && let Some(c) = crate::cores::round_trip_cycles(*near, *far)
-        {
-            into.push(c);
-        }
-    };
-    let mut last_calibration: Option<Calibration> = None;
-    // Set after a chain in namespaces: the kernel may still be tearing it down.
-    let mut after_hops = false;
-    // A failure that Ctrl-C caused ends the rounds (the one under way is not counted);
-    // any other ends the benchmark.
+    let mut runs: Vec<CellRuns> = (0..cells.models.len()).map(|_| CellRuns::default()).collect();
     let mut rounds = Rounds::new(args.repeat, stop);
-    let stopped = |rounds: &mut Rounds, e: String| -> Result<(), String> {
-        if stop.requested() {
-            rounds.cut();
-            Ok(())
-        } else {
-            Err(e)
-        }
-    };
-    'rounds: while rounds.start_next() {
-        let round = rounds.completed();
-        let mut cell = 0;
-        for case in &matrix {
-            for &size in &args.sizes {
-                if !rounds.go_on() {
-                    break 'rounds;
-                }
-                let label = format!("{} {} {size} B", case.kinds.join("->"), layout_name(case));
-                if after_hops && case.hops.is_none() {
-                    crate::wait_for_idle_cores(Duration::from_secs(10));
-                }
-                after_hops = case.hops.is_some();
-                sample_round_trip(case, &mut round_trips[cell]);
-                // A cell on two cores is one episode of the guard: with the one-state
-                // guard its terms and measurement are taken again when they ended in two
-                // states (with a given calibration, only the measurement is its own).
-                let guard = args
-                    .core_distance
-                    .as_deref()
-                    .filter(|_| case.hops.is_some() || case.layout.is_some());
-                let mut tries = 0;
-                let (prediction, m) = loop {
-                    tries += 1;
-                    if let Some(g) = guard {
-                        g.begin_episode();
-                    }
-                    let prediction = match &given {
-                        Some(g) => g[cell].clone(),
-                        None => {
-                            match price_cell(
-                                &cell_args[cell],
-                                &cells[cell],
-                                &label,
-                                &mut done,
-                                total,
-                                &mut progress,
-                                stop,
-                            ) {
-                                Ok((cal, prediction)) => {
-                                    last_calibration = Some(cal);
-                                    prediction
-                                }
-                                Err(e) => {
-                                    stopped(&mut rounds, e)?;
-                                    break 'rounds;
-                                }
-                            }
-                        }
-                    };
-                    progress(done, total, &label);
-                    let m = match measure(args, &nfs, case, size, &cores, false, stop) {
-                        Ok(m) if !stop.requested() => m,
-                        Ok(_) => {
-                            rounds.cut();
-                            break 'rounds;
-                        }
-                        Err(e) => {
-                            stopped(&mut rounds, format!("{label}: {e}"))?;
-                            break 'rounds;
-                        }
-                    };
-                    let Some(g) = guard else { break (prediction, m) };
-                    let taken = g.episode();
-                    let again = given.is_none() && g.keep() == Keep::OneState && !taken.one_state;
-                    if !again || tries == CELL_STATE_TRIES {
-                        states[cell].extend(taken.round_trip_cycles);
-                        if !taken.one_state {
-                            in_two_states[cell] += 1;
-                        }
-                        break (prediction, m);
-                    }
-                    taken_again[cell] += 1;
-                    total += crate::calibrate::steps_per_repetition(&cell_args[cell]);
-                    progress(
-                        done,
-                        total,
-                        &format!("{label}: its runs ended in two states of the cores' distance; taken again"),
-                    );
-                };
-                predicted[cell].push(prediction);
-                measured[cell].push(m);
-                sample_round_trip(case, &mut round_trips[cell]);
-                done += 1;
-                if round == 0 && case.hops.is_none() {
-                    progress(done, total, &format!("{label}, per-NF accounting"));
-                    match measure(args, &nfs, case, size, &cores, true, stop) {
-                        Ok(m) => nf_cycles[cell] = m.nf_cycles,
-                        Err(e) => {
-                            stopped(&mut rounds, format!("{label}: {e}"))?;
-                            break 'rounds;
-                        }
-                    }
-                    done += 1;
-                }
-                cell += 1;
-            }
-        }
-    }
+    let last_calibration = measure_rounds(&cells, &mut runs, &mut rounds, &mut steps, stop)?;
     // Every cell keeps the rounds that ran to their end.
-    for runs in measured.iter_mut() {
-        rounds.keep_completed(runs);
-    }
-    for runs in predicted.iter_mut() {
-        rounds.keep_completed(runs);
+    for r in runs.iter_mut() {
+        rounds.keep_completed(&mut r.measured);
+        rounds.keep_completed(&mut r.predicted);
     }
     let interrupted = rounds.interrupted();
     let rounds = rounds.completed();
@@ -552,116 +419,10 @@ pub fn run(
         return Err(crate::INTERRUPTED_BEFORE_A_ROUND.into());
     }
     let mut points = Vec::new();
-    let mut cell = 0;
-    for case in &matrix {
+    let mut runs = runs.into_iter();
+    for case in &cells.matrix {
         for &size in &args.sizes {
-            // Only rounds that measured the cell count (Ctrl-C may end one half way).
-            let priced = &predicted[cell][..measured[cell].len().min(predicted[cell].len())];
-            let predicted_runs: Vec<f64> = priced.iter().map(|p| p.max_pps / 1e6).collect();
-            let predicted_mpps = median(&predicted_runs);
-            // The round whose prediction is the median names the bottleneck and the terms.
-            let p = priced
-                .iter()
-                .min_by(|a, b| {
-                    (a.max_pps / 1e6 - predicted_mpps)
-                        .abs()
-                        .total_cmp(&(b.max_pps / 1e6 - predicted_mpps).abs())
-                })
-                .expect("a round");
-            let runs: Vec<f64> = measured[cell].iter().map(|m| m.mpps).collect();
-            let cycles: Vec<f64> = measured[cell].iter().map(|m| m.busiest_cycles).collect();
-            let cores = p
-                .cores
-                .iter()
-                .map(|c| {
-                    let on_core: Vec<f64> = measured[cell]
-                        .iter()
-                        .filter_map(|m| m.core_cycles.iter().find(|(name, _)| *name == c.core).map(|x| x.1))
-                        .collect();
-                    CoreCheck {
-                        core: c.core.clone(),
-                        predicted_cycles: c.cycles_per_packet,
-                        terms: c.terms.clone(),
-                        measured_cycles: (!on_core.is_empty()).then(|| median(&on_core)),
-                    }
-                })
-                .collect();
-            let measured_mpps = median(&runs);
-            // Each round's prediction against the measurement seconds after it: the host's
-            // speed changes between rounds, so a round's pair is what is comparable.
-            let round_errors = errors_pct(&predicted_runs, &runs);
-            let error_pct = median(&round_errors);
-            let (predicted_saturated_runs, measured_saturated_runs): (Vec<f64>, Vec<f64>) = priced
-                .iter()
-                .zip(&measured[cell])
-                .filter_map(|(p, m)| Some((p.overload.saturated_pps? / 1e6, m.saturated_mpps?)))
-                .unzip();
-            let saturated_errors = errors_pct(&predicted_saturated_runs, &measured_saturated_runs);
-            let mut predicted_nf = vec![f64::NAN; case.kinds.len()];
-            for t in p.cores.iter().flat_map(|c| &c.terms) {
-                if let Some(i) = t.nf {
-                    predicted_nf[i] = t.cycles;
-                }
-            }
-            let terms: Vec<TermCheck> = case
-                .kinds
-                .iter()
-                .zip(predicted_nf)
-                .zip(&nf_cycles[cell])
-                .map(|((k, predicted), &measured)| TermCheck {
-                    nf: k.to_string(),
-                    predicted_cycles: predicted,
-                    measured_cycles: measured,
-                })
-                .collect();
-            let largest_miss = (error_pct.abs() > 10.0)
-                .then(|| {
-                    terms
-                        .iter()
-                        .max_by(|a, b| {
-                            (a.measured_cycles - a.predicted_cycles)
-                                .abs()
-                                .total_cmp(&(b.measured_cycles - b.predicted_cycles).abs())
-                        })
-                        .map(|t| {
-                            format!(
-                                "{}: calibrated {:.0} cycles alone, {:.0} in this chain",
-                                t.nf, t.predicted_cycles, t.measured_cycles
-                            )
-                        })
-                })
-                .flatten();
-            points.push(ModelPoint {
-                chain: case.kinds.join(" -> "),
-                layout: layout_name(case),
-                size,
-                predicted_mpps,
-                bottleneck: p.bottleneck.clone(),
-                predicted_cycles: p
-                    .resources
-                    .iter()
-                    .find(|r| r.name == p.bottleneck)
-                    .map_or(f64::NAN, |r| r.cost_per_packet),
-                measured_mpps,
-                measured_spread_pct: spread_pct(&runs),
-                measured_cycles: median(&cycles),
-                error_pct,
-                round_errors_pct: round_errors,
-                core_round_trip_cycles: round_trips[cell].clone(),
-                core_state_cycles: states[cell].clone(),
-                rounds_taken_again: taken_again[cell],
-                rounds_in_two_states: in_two_states[cell],
-                measured_offered_mpps: measured[cell].iter().filter_map(|m| m.offered_mpps).collect(),
-                measured_runs: runs,
-                predicted_runs,
-                saturated_error_pct: (!saturated_errors.is_empty()).then(|| median(&saturated_errors)),
-                predicted_saturated_runs,
-                measured_saturated_runs,
-                terms,
-                largest_miss,
-                cores,
-            });
-            cell += 1;
+            points.push(point_of(case, size, runs.next().expect("a cell's runs")));
         }
     }
     let errors = errors_of(&points);
@@ -698,6 +459,327 @@ pub fn run(
         two_core_runs_repeated: args.core_distance.as_ref().map_or(0, |g| g.repeated()),
         two_core_runs_kept_apart: args.core_distance.as_ref().map_or(0, |g| g.kept_apart()),
     })
+}
+
+/// The benchmark's cells for `args`, checked before any run.
+fn cells_of<'a>(args: &'a ModelBenchArgs, source: &CalibrationSource) -> Result<Cells<'a>, String> {
+    let nfs = crate::calibrate::default_nfs()?;
+    let cores = crate::calibrate::cores_from(args.core);
+    let has_pipeline = match source {
+        CalibrationSource::Given(cal) => cal.pipeline.is_some(),
+        CalibrationSource::EachCell(_) => cores.len() >= 2,
+    };
+    if let CalibrationSource::EachCell(c) = source
+        && let Some(t) = args.technologies.iter().find(|t| !c.wired.contains(t))
+    {
+        return Err(format!("--technologies {t}: not among the chainings to calibrate"));
+    }
+    // Refused before any run rather than at the first cell that needs it.
+    if args.technologies.iter().any(|t| t == "ovs")
+        && let Some(why) = crate::chaining::ovs_missing()
+    {
+        return Err(format!("--technologies ovs: {why}"));
+    }
+    let mut matrix = cases(has_pipeline);
+    for t in &args.technologies {
+        for n in HOP_LENGTHS {
+            matrix.push(Case {
+                kinds: vec!["forwarder"; n],
+                layout: None,
+                hops: Some(t.clone()),
+            });
+        }
+    }
+    let models = models(&matrix, &args.sizes, &nfs, &cores)?;
+    let mut calibrations = Vec::new();
+    if let CalibrationSource::EachCell(all) = source {
+        for case in &matrix {
+            for &size in &args.sizes {
+                calibrations.push(cell_calibration_args(all, &nfs, case, size)?);
+            }
+        }
+    }
+    let given = match source {
+        CalibrationSource::Given(cal) => Some(
+            models
+                .iter()
+                .map(|m| predict_chain(cal, m, None))
+                .collect::<Result<_, _>>()?,
+        ),
+        CalibrationSource::EachCell(_) => None,
+    };
+    Ok(Cells {
+        args,
+        nfs,
+        cores,
+        matrix,
+        models,
+        calibrations,
+        given,
+    })
+}
+
+/// Interleaved rounds over the cells, each priced then measured into `runs`. A failure
+/// that Ctrl-C caused ends the rounds (the one under way is not counted); any other ends
+/// the benchmark. The last calibration measured, if the cells measure their own.
+fn measure_rounds<P: FnMut(usize, usize, &str)>(
+    cells: &Cells,
+    runs: &mut [CellRuns],
+    rounds: &mut Rounds,
+    steps: &mut Steps<P>,
+    stop: &Stop,
+) -> Result<Option<Calibration>, String> {
+    let args = cells.args;
+    let mut last_calibration = None;
+    // Set after a chain in namespaces: the kernel may still be tearing it down.
+    let mut after_hops = false;
+    let stopped = |rounds: &mut Rounds, e: String| -> Result<(), String> {
+        if stop.requested() {
+            rounds.cut();
+            Ok(())
+        } else {
+            Err(e)
+        }
+    };
+    'rounds: while rounds.start_next() {
+        let round = rounds.completed();
+        let mut cell = 0;
+        for case in &cells.matrix {
+            for &size in &args.sizes {
+                if !rounds.go_on() {
+                    break 'rounds;
+                }
+                let label = format!("{} {} {size} B", case.kinds.join("->"), layout_name(case));
+                if after_hops && case.hops.is_none() {
+                    crate::wait_for_idle_cores(Duration::from_secs(10));
+                }
+                after_hops = case.hops.is_some();
+                match measure_cell(cells, (cell, case, size, &label), &mut runs[cell], steps, stop) {
+                    Ok(Some(cal)) => last_calibration = Some(cal),
+                    Ok(None) => {}
+                    Err(e) => {
+                        stopped(rounds, e)?;
+                        break 'rounds;
+                    }
+                }
+                if stop.requested() {
+                    rounds.cut();
+                    break 'rounds;
+                }
+                steps.done += 1;
+                if round == 0 && case.hops.is_none() {
+                    (steps.tell)(steps.done, steps.total, &format!("{label}, per-NF accounting"));
+                    match measure(args, &cells.nfs, case, size, &cells.cores, true, stop) {
+                        Ok(m) => runs[cell].nf_cycles = m.nf_cycles,
+                        Err(e) => {
+                            stopped(rounds, format!("{label}: {e}"))?;
+                            break 'rounds;
+                        }
+                    }
+                    steps.done += 1;
+                }
+                cell += 1;
+            }
+        }
+    }
+    Ok(last_calibration)
+}
+
+/// One round of one cell: its prediction (its terms measured first, unless the
+/// calibration was given) and its measurement, into `runs`. A cell on two cores is one
+/// episode of the core-distance guard: with the one-state guard its terms and
+/// measurement are taken again when they ended in two states (with a given calibration,
+/// only the measurement is its own). The calibration measured, if any.
+fn measure_cell<P: FnMut(usize, usize, &str)>(
+    cells: &Cells,
+    (cell, case, size, label): (usize, &Case, u16, &str),
+    runs: &mut CellRuns,
+    steps: &mut Steps<P>,
+    stop: &Stop,
+) -> Result<Option<Calibration>, String> {
+    let args = cells.args;
+    // Sampled around pipeline cells only: a compound chain has no ring between cores.
+    let sample_round_trip = |into: &mut Vec<f64>| {
+        if let (Some(_), [near, far, ..]) = (&case.layout, cells.cores.as_slice())
+            && let Some(c) = crate::cores::round_trip_cycles(*near, *far)
+        {
+            into.push(c);
+        }
+    };
+    sample_round_trip(&mut runs.round_trips);
+    let guard = args
+        .core_distance
+        .as_deref()
+        .filter(|_| case.hops.is_some() || case.layout.is_some());
+    let mut calibration = None;
+    let mut tries = 0;
+    let (prediction, m) = loop {
+        tries += 1;
+        if let Some(g) = guard {
+            g.begin_episode();
+        }
+        let prediction = match &cells.given {
+            Some(g) => g[cell].clone(),
+            None => {
+                let (cal, prediction) = price_cell(
+                    &cells.calibrations[cell],
+                    &cells.models[cell],
+                    label,
+                    (&mut steps.done, steps.total),
+                    &mut *steps.tell,
+                    stop,
+                )?;
+                calibration = Some(cal);
+                prediction
+            }
+        };
+        (steps.tell)(steps.done, steps.total, label);
+        let m =
+            measure(args, &cells.nfs, case, size, &cells.cores, false, stop).map_err(|e| format!("{label}: {e}"))?;
+        if stop.requested() {
+            // Its window ended at Ctrl-C: not a measurement of the cell; the round is cut.
+            return Ok(calibration);
+        }
+        let Some(g) = guard else { break (prediction, m) };
+        let taken = g.episode();
+        let again = cells.given.is_none() && g.keep() == Keep::OneState && !taken.one_state;
+        if !again || tries == CELL_STATE_TRIES {
+            runs.states.extend(taken.round_trip_cycles);
+            if !taken.one_state {
+                runs.in_two_states += 1;
+            }
+            break (prediction, m);
+        }
+        runs.taken_again += 1;
+        steps.total += crate::calibrate::steps_per_repetition(&cells.calibrations[cell]);
+        (steps.tell)(
+            steps.done,
+            steps.total,
+            &format!("{label}: its runs ended in two states of the cores' distance; taken again"),
+        );
+    };
+    runs.predicted.push(prediction);
+    runs.measured.push(m);
+    sample_round_trip(&mut runs.round_trips);
+    Ok(calibration)
+}
+
+/// A cell's point: the median of its rounds' predictions and measurements, its errors,
+/// and each core's and NF's predicted cycles against the measured.
+fn point_of(case: &Case, size: u16, cell: CellRuns) -> ModelPoint {
+    // Only rounds that measured the cell count (Ctrl-C may end one half way).
+    let priced = &cell.predicted[..cell.measured.len().min(cell.predicted.len())];
+    let predicted_runs: Vec<f64> = priced.iter().map(|p| p.max_pps / 1e6).collect();
+    let predicted_mpps = median(&predicted_runs);
+    // The round whose prediction is the median names the bottleneck and the terms.
+    let p = priced
+        .iter()
+        .min_by(|a, b| {
+            (a.max_pps / 1e6 - predicted_mpps)
+                .abs()
+                .total_cmp(&(b.max_pps / 1e6 - predicted_mpps).abs())
+        })
+        .expect("a round");
+    let runs: Vec<f64> = cell.measured.iter().map(|m| m.mpps).collect();
+    let cycles: Vec<f64> = cell.measured.iter().map(|m| m.busiest_cycles).collect();
+    let measured_mpps = median(&runs);
+    // Each round's prediction against the measurement seconds after it: the host's
+    // speed changes between rounds, so a round's pair is what is comparable.
+    let round_errors = errors_pct(&predicted_runs, &runs);
+    let error_pct = median(&round_errors);
+    let (predicted_saturated_runs, measured_saturated_runs): (Vec<f64>, Vec<f64>) = priced
+        .iter()
+        .zip(&cell.measured)
+        .filter_map(|(p, m)| Some((p.overload.saturated_pps? / 1e6, m.saturated_mpps?)))
+        .unzip();
+    let saturated_errors = errors_pct(&predicted_saturated_runs, &measured_saturated_runs);
+    let terms = term_checks(case, p, &cell.nf_cycles);
+    ModelPoint {
+        chain: case.kinds.join(" -> "),
+        layout: layout_name(case),
+        size,
+        predicted_mpps,
+        bottleneck: p.bottleneck.clone(),
+        predicted_cycles: p
+            .resources
+            .iter()
+            .find(|r| r.name == p.bottleneck)
+            .map_or(f64::NAN, |r| r.cost_per_packet),
+        measured_mpps,
+        measured_spread_pct: spread_pct(&runs),
+        measured_cycles: median(&cycles),
+        error_pct,
+        round_errors_pct: round_errors,
+        core_round_trip_cycles: cell.round_trips,
+        core_state_cycles: cell.states,
+        rounds_taken_again: cell.taken_again,
+        rounds_in_two_states: cell.in_two_states,
+        measured_offered_mpps: cell.measured.iter().filter_map(|m| m.offered_mpps).collect(),
+        measured_runs: runs,
+        predicted_runs,
+        saturated_error_pct: (!saturated_errors.is_empty()).then(|| median(&saturated_errors)),
+        predicted_saturated_runs,
+        measured_saturated_runs,
+        largest_miss: (error_pct.abs() > 10.0).then(|| largest_miss(&terms)).flatten(),
+        terms,
+        cores: core_checks(p, &cell.measured),
+    }
+}
+
+/// Each core's predicted cycles per packet against the median measured on it.
+fn core_checks(p: &ChainPrediction, measured: &[Measured]) -> Vec<CoreCheck> {
+    p.cores
+        .iter()
+        .map(|c| {
+            let on_core: Vec<f64> = measured
+                .iter()
+                .filter_map(|m| m.core_cycles.iter().find(|(name, _)| *name == c.core).map(|x| x.1))
+                .collect();
+            CoreCheck {
+                core: c.core.clone(),
+                predicted_cycles: c.cycles_per_packet,
+                terms: c.terms.clone(),
+                measured_cycles: (!on_core.is_empty()).then(|| median(&on_core)),
+            }
+        })
+        .collect()
+}
+
+/// Each NF's predicted cycles against what it spent in the chain (`nf_cycles`).
+fn term_checks(case: &Case, p: &ChainPrediction, nf_cycles: &[f64]) -> Vec<TermCheck> {
+    let mut predicted_nf = vec![f64::NAN; case.kinds.len()];
+    for t in p.cores.iter().flat_map(|c| &c.terms) {
+        if let Some(i) = t.nf {
+            predicted_nf[i] = t.cycles;
+        }
+    }
+    case.kinds
+        .iter()
+        .zip(predicted_nf)
+        .zip(nf_cycles)
+        .map(|((k, predicted), &measured)| TermCheck {
+            nf: k.to_string(),
+            predicted_cycles: predicted,
+            measured_cycles: measured,
+        })
+        .collect()
+}
+
+/// The NF whose calibrated cost is furthest from what it spent in the chain.
+fn largest_miss(terms: &[TermCheck]) -> Option<String> {
+    terms
+        .iter()
+        .max_by(|a, b| {
+            (a.measured_cycles - a.predicted_cycles)
+                .abs()
+                .total_cmp(&(b.measured_cycles - b.predicted_cycles).abs())
+        })
+        .map(|t| {
+            format!(
+                "{}: calibrated {:.0} cycles alone, {:.0} in this chain",
+                t.nf, t.predicted_cycles, t.measured_cycles
+            )
+        })
 }
 
 fn layout_name(case: &Case) -> String {
