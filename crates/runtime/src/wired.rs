@@ -198,121 +198,14 @@ pub fn run_across_veth(
     run: &RunSettings,
     wired: &WiredSettings,
 ) -> Result<WiredReport, RunError> {
-    let (hop_count, queues) = match &dut {
-        DeviceUnderTest::Chain(replicas) if replicas.is_empty() => {
-            return Err(RunError::setting(
-                "replicas",
-                "the device under test needs at least one replica",
-            ));
-        }
-        DeviceUnderTest::Hops { hops, .. } if hops.is_empty() => {
-            return Err(RunError::setting("chain", "a chain of hops needs at least one"));
-        }
-        DeviceUnderTest::Linux { hops: 0 } | DeviceUnderTest::Ovs { hops: 0, .. } => {
-            return Err(RunError::setting("chain", "a chain needs at least one hop"));
-        }
-        DeviceUnderTest::Chain(replicas) => (1, replicas.len() as u32),
-        DeviceUnderTest::Hops { hops, .. } => (hops.len(), 1),
-        DeviceUnderTest::Linux { hops } | DeviceUnderTest::Ovs { hops, .. } => (*hops, 1),
-        DeviceUnderTest::External { hops, .. } => (*hops.max(&1), 1),
-    };
-    let bed = match &dut {
-        DeviceUnderTest::Ovs { .. } => Testbed::build_switched(hop_count),
-        DeviceUnderTest::Hops {
-            links: HopLinks::NicSwitch(mode),
-            ..
-        } => Testbed::build_nic_switched(hop_count, *mode, sfclab_traffic::flows::DST_MAC.0),
-        DeviceUnderTest::Hops {
-            links: HopLinks::Sriov(nic),
-            ..
-        } => Testbed::build_sriov(hop_count, nic, sfclab_traffic::flows::DST_MAC.0),
-        _ => Testbed::build_chain(hop_count, queues),
-    }
-    .map_err(|e| RunError::failed("testbed", e))?;
-    // A software switch of the run, stopped (before the testbed goes) when this drops.
-    let mut switch: Option<OvsSwitch> = None;
-    let open = |kind: IoKind, end: &Interface, settings: &AfXdpSettings, receive: bool| {
-        open_queues_in_namespace(kind, end, settings, receive, queues).map_err(|e| RunError::failed("ports", e))
-    };
-    // Every sfclab thread of the DUT: its core and its rigs (ports and graph), with the
-    // index of each rig's report in `dut` (replica k's or hop i's).
-    let mut threads: Vec<DutThread> = Vec::new();
-    let (device_under_test, external) = match dut {
-        DeviceUnderTest::Chain(replicas) => {
-            let hop = &bed.hops[0];
-            let d_in = open(wired.io, &hop.input, &wired.dut_ports, true)?;
-            let d_out = open(wired.io, &hop.output, &wired.dut_ports, false)?;
-            let cores = replica_cores(wired.dut_core, replicas.len());
-            for (k, (((d_in, d_out), graph), core)) in d_in.into_iter().zip(d_out).zip(replicas).zip(cores).enumerate()
-            {
-                threads.push(DutThread {
-                    core,
-                    rigs: vec![(k, d_in, d_out, graph)],
-                });
-            }
-            let what = if queues > 1 {
-                format!("sfclab chain ({}, {queues} replicas, one per queue)", wired.io)
-            } else {
-                format!("sfclab chain ({})", wired.io)
-            };
-            (what, None)
-        }
-        DeviceUnderTest::Hops { hops, links } => {
-            let n = hops.len();
-            for (i, ((graph, core), hop)) in hops.into_iter().zip(&bed.hops).enumerate() {
-                let graph = match links {
-                    HopLinks::Veth => graph,
-                    HopLinks::NicSwitch(_) | HopLinks::Sriov(_) => addressed_to_next_vf(graph, i, i + 1 == n),
-                };
-                let mut d_in = open(wired.io, &hop.input, &wired.dut_ports, true)?;
-                let mut d_out = open(wired.io, &hop.output, &wired.dut_ports, false)?;
-                let rig = (i, d_in.remove(0), d_out.remove(0), graph);
-                match threads.iter_mut().find(|t| t.core == core) {
-                    Some(t) => t.rigs.push(rig),
-                    None => threads.push(DutThread { core, rigs: vec![rig] }),
-                }
-            }
-            let joined = match links {
-                HopLinks::Veth => "joined by veth".to_string(),
-                HopLinks::NicSwitch(mode) => format!(
-                    "each with two virtual functions (macvlan, {} mode) of one emulated NIC switch",
-                    mode.name()
-                ),
-                HopLinks::Sriov(nic) => format!(
-                    "each with two SR-IOV virtual functions of {} (the last sending on {}), tester on {} and {}",
-                    nic.pf, nic.pf_out, nic.tester_out, nic.tester_in
-                ),
-            };
-            let what = format!(
-                "sfclab chain of {n} hops, each in its own namespace {joined} ({}), on {} thread(s)",
-                wired.io,
-                threads.len()
-            );
-            (what, None)
-        }
-        DeviceUnderTest::Linux { hops } => {
-            bed.linux_forwarding(sfclab_traffic::flows::DST_MAC.0, wired.dut_core)
-                .map_err(|e| RunError::failed("testbed", e))?;
-            let what = if hops > 1 {
-                format!("Linux IPv4 forwarding through {hops} namespaces joined by veth")
-            } else {
-                "Linux IPv4 forwarding".to_string()
-            };
-            (what, None)
-        }
-        DeviceUnderTest::Ovs { hops, ports } => {
-            let ovs = ovs_chain(&bed, ports, wired.dut_core).map_err(|e| RunError::failed("ovs", e))?;
-            let modes = ovs.port_modes().map_err(|e| RunError::failed("ovs", e))?;
-            let what = format!(
-                "{}: {hops} bridge(s) on the netdev datapath joined by veth, ports {}",
-                ovs.version(),
-                modes.join("; ")
-            );
-            switch = Some(ovs);
-            (what, None)
-        }
-        DeviceUnderTest::External { label, start, .. } => (label, Some(start)),
-    };
+    let (hop_count, queues) = shape_of(&dut)?;
+    let bed = build_testbed(&dut, hop_count, queues)?;
+    let Device {
+        what: device_under_test,
+        threads,
+        switch,
+        external,
+    } = start_device(dut, &bed, wired, queues)?;
     let switch_before = switch_counters(switch.as_ref())?;
     let before = counters(&bed)?;
     let backlog_before = softnet_dropped();
@@ -334,8 +227,12 @@ pub fn run_across_veth(
         None => None,
     };
     let tester_io = wired.tester_io.unwrap_or(wired.io);
-    let t_out = QueueSet::new(open(tester_io, &bed.tester_out, &wired.tester_ports, false)?, run.batch);
-    let t_in = QueueSet::new(open(tester_io, &bed.tester_in, &wired.tester_ports, true)?, run.batch);
+    let open = |end: &Interface, receive: bool| {
+        open_queues_in_namespace(tester_io, end, &wired.tester_ports, receive, queues)
+            .map_err(|e| RunError::failed("ports", e))
+    };
+    let t_out = QueueSet::new(open(&bed.tester_out, false)?, run.batch);
+    let t_in = QueueSet::new(open(&bed.tester_in, true)?, run.batch);
     let generator = Generator::new(traffic, run.batch).map_err(|(k, r)| RunError::setting(k, r))?;
     let mut wire = TesterLink::new(generator, t_out, t_in, run.batch, wired.quiet);
 
@@ -364,19 +261,18 @@ pub fn run_across_veth(
     drop(switch);
     let after = counters(&bed)?;
     let backlog_dropped = softnet_dropped().saturating_sub(backlog_before);
-    let interfaces = bed
-        .interfaces()
-        .iter()
-        .zip(before.iter().zip(&after))
-        .map(|(end, (b, a))| interface_report(end, &a.since(b)))
-        .collect();
     let testbed = TestbedReport {
         run_name: bed.run_name().to_string(),
         device_under_test,
         hops: hop_count,
         namespaces: bed.namespaces().iter().map(|n| n.name().to_string()).collect(),
         queues,
-        interfaces,
+        interfaces: bed
+            .interfaces()
+            .iter()
+            .zip(before.iter().zip(&after))
+            .map(|(end, (b, a))| interface_report(end, &a.since(b)))
+            .collect(),
         processes,
         switch: switch_after
             .iter()
@@ -395,6 +291,204 @@ pub fn run_across_veth(
         // The DUT was stopped by the tester finishing, not by the user.
         d.interrupted = tester.interrupted;
     }
+    let lost = wire_loss(&wire.drops(), &testbed, (&tester, &dut, &external), backlog_dropped);
+    Ok(WiredReport {
+        tester,
+        dut,
+        dut_processes: external.documents,
+        testbed,
+        lost,
+    })
+}
+
+/// The device's hops and the queues of each interface (a replica per queue); a device
+/// of none is refused.
+fn shape_of(dut: &DeviceUnderTest) -> Result<(usize, u32), RunError> {
+    Ok(match dut {
+        DeviceUnderTest::Chain(replicas) if replicas.is_empty() => {
+            return Err(RunError::setting(
+                "replicas",
+                "the device under test needs at least one replica",
+            ));
+        }
+        DeviceUnderTest::Hops { hops, .. } if hops.is_empty() => {
+            return Err(RunError::setting("chain", "a chain of hops needs at least one"));
+        }
+        DeviceUnderTest::Linux { hops: 0 } | DeviceUnderTest::Ovs { hops: 0, .. } => {
+            return Err(RunError::setting("chain", "a chain needs at least one hop"));
+        }
+        DeviceUnderTest::Chain(replicas) => (1, replicas.len() as u32),
+        DeviceUnderTest::Hops { hops, .. } => (hops.len(), 1),
+        DeviceUnderTest::Linux { hops } | DeviceUnderTest::Ovs { hops, .. } => (*hops, 1),
+        DeviceUnderTest::External { hops, .. } => (*hops.max(&1), 1),
+    })
+}
+
+/// The namespaces and links `dut` runs in: a chain of veth pairs, a switch's ports,
+/// an emulated NIC switch's or a real NIC's virtual functions.
+fn build_testbed(dut: &DeviceUnderTest, hop_count: usize, queues: u32) -> Result<Testbed, RunError> {
+    match dut {
+        DeviceUnderTest::Ovs { .. } => Testbed::build_switched(hop_count),
+        DeviceUnderTest::Hops {
+            links: HopLinks::NicSwitch(mode),
+            ..
+        } => Testbed::build_nic_switched(hop_count, *mode, sfclab_traffic::flows::DST_MAC.0),
+        DeviceUnderTest::Hops {
+            links: HopLinks::Sriov(nic),
+            ..
+        } => Testbed::build_sriov(hop_count, nic, sfclab_traffic::flows::DST_MAC.0),
+        _ => Testbed::build_chain(hop_count, queues),
+    }
+    .map_err(|e| RunError::failed("testbed", e))
+}
+
+/// The device under test, ready on the testbed: what it is (for the report), its
+/// sfclab threads, the software switch of the run (stopped, before the testbed goes,
+/// when it drops) and an external device's start.
+struct Device {
+    what: String,
+    /// Every sfclab thread of the DUT: its core and its rigs (ports and graph), with
+    /// the index of each rig's report in `dut` (replica k's or hop i's).
+    threads: Vec<DutThread>,
+    switch: Option<OvsSwitch>,
+    external: Option<ExternalStart>,
+}
+
+fn start_device(dut: DeviceUnderTest, bed: &Testbed, wired: &WiredSettings, queues: u32) -> Result<Device, RunError> {
+    let device = |what: String, threads: Vec<DutThread>| Device {
+        what,
+        threads,
+        switch: None,
+        external: None,
+    };
+    Ok(match dut {
+        DeviceUnderTest::Chain(replicas) => {
+            let threads = replica_threads(replicas, bed, wired, queues)?;
+            let what = if queues > 1 {
+                format!("sfclab chain ({}, {queues} replicas, one per queue)", wired.io)
+            } else {
+                format!("sfclab chain ({})", wired.io)
+            };
+            device(what, threads)
+        }
+        DeviceUnderTest::Hops { hops, links } => {
+            let n = hops.len();
+            let threads = hop_threads(hops, &links, bed, wired)?;
+            let joined = match links {
+                HopLinks::Veth => "joined by veth".to_string(),
+                HopLinks::NicSwitch(mode) => format!(
+                    "each with two virtual functions (macvlan, {} mode) of one emulated NIC switch",
+                    mode.name()
+                ),
+                HopLinks::Sriov(nic) => format!(
+                    "each with two SR-IOV virtual functions of {} (the last sending on {}), tester on {} and {}",
+                    nic.pf, nic.pf_out, nic.tester_out, nic.tester_in
+                ),
+            };
+            let what = format!(
+                "sfclab chain of {n} hops, each in its own namespace {joined} ({}), on {} thread(s)",
+                wired.io,
+                threads.len()
+            );
+            device(what, threads)
+        }
+        DeviceUnderTest::Linux { hops } => {
+            bed.linux_forwarding(sfclab_traffic::flows::DST_MAC.0, wired.dut_core)
+                .map_err(|e| RunError::failed("testbed", e))?;
+            let what = if hops > 1 {
+                format!("Linux IPv4 forwarding through {hops} namespaces joined by veth")
+            } else {
+                "Linux IPv4 forwarding".to_string()
+            };
+            device(what, Vec::new())
+        }
+        DeviceUnderTest::Ovs { hops, ports } => {
+            let ovs = ovs_chain(bed, ports, wired.dut_core).map_err(|e| RunError::failed("ovs", e))?;
+            let modes = ovs.port_modes().map_err(|e| RunError::failed("ovs", e))?;
+            let what = format!(
+                "{}: {hops} bridge(s) on the netdev datapath joined by veth, ports {}",
+                ovs.version(),
+                modes.join("; ")
+            );
+            Device {
+                switch: Some(ovs),
+                ..device(what, Vec::new())
+            }
+        }
+        DeviceUnderTest::External { label, start, .. } => Device {
+            external: Some(start),
+            ..device(label, Vec::new())
+        },
+    })
+}
+
+/// The device's queue `k` of each end of the one hop, opened for replica k's thread.
+fn open_device_end(
+    wired: &WiredSettings,
+    end: &Interface,
+    receive: bool,
+    queues: u32,
+) -> Result<Vec<InterfacePort>, RunError> {
+    open_queues_in_namespace(wired.io, end, &wired.dut_ports, receive, queues).map_err(|e| RunError::failed("ports", e))
+}
+
+/// One thread per replica, on its core, forwarding queue k of the one hop.
+fn replica_threads(
+    replicas: Vec<ChainGraph>,
+    bed: &Testbed,
+    wired: &WiredSettings,
+    queues: u32,
+) -> Result<Vec<DutThread>, RunError> {
+    let hop = &bed.hops[0];
+    let d_in = open_device_end(wired, &hop.input, true, queues)?;
+    let d_out = open_device_end(wired, &hop.output, false, queues)?;
+    let cores = replica_cores(wired.dut_core, replicas.len());
+    Ok(d_in
+        .into_iter()
+        .zip(d_out)
+        .zip(replicas)
+        .zip(cores)
+        .enumerate()
+        .map(|(k, (((d_in, d_out), graph), core))| DutThread {
+            core,
+            rigs: vec![(k, d_in, d_out, graph)],
+        })
+        .collect())
+}
+
+/// One rig per hop; hops on one core share its thread.
+fn hop_threads(
+    hops: Vec<(ChainGraph, Option<usize>)>,
+    links: &HopLinks,
+    bed: &Testbed,
+    wired: &WiredSettings,
+) -> Result<Vec<DutThread>, RunError> {
+    let n = hops.len();
+    let mut threads: Vec<DutThread> = Vec::new();
+    for (i, ((graph, core), hop)) in hops.into_iter().zip(&bed.hops).enumerate() {
+        let graph = match links {
+            HopLinks::Veth => graph,
+            HopLinks::NicSwitch(_) | HopLinks::Sriov(_) => addressed_to_next_vf(graph, i, i + 1 == n),
+        };
+        let mut d_in = open_device_end(wired, &hop.input, true, 1)?;
+        let mut d_out = open_device_end(wired, &hop.output, false, 1)?;
+        let rig = (i, d_in.remove(0), d_out.remove(0), graph);
+        match threads.iter_mut().find(|t| t.core == core) {
+            Some(t) => t.rigs.push(rig),
+            None => threads.push(DutThread { core, rigs: vec![rig] }),
+        }
+    }
+    Ok(threads)
+}
+
+/// Where what the tester lost went, over the whole run: the interfaces' kernel
+/// counters, the backlog, each sfclab device's and socket's drops, the switch's own.
+fn wire_loss(
+    wire_drops: &[(&'static str, u64)],
+    testbed: &TestbedReport,
+    (tester, dut, external): (&RunReport, &[RunReport], &ExternalOutcome),
+    backlog_dropped: u64,
+) -> WireLoss {
     let switch_drops: BTreeMap<String, u64> = testbed
         .switch
         .iter()
@@ -403,6 +497,7 @@ pub fn run_across_veth(
         .filter(|(k, v)| **v > 0 && (k.contains(" ovs_") || *k == "datapath lost"))
         .map(|(k, v)| (format!("ovs {k}"), *v))
         .collect();
+    let hop_count = testbed.hops;
     // Each run's input interface in the report's list: t-out, then each hop's d-in and
     // d-out; replicas share the one d-in.
     // The tester's receiving sockets are on t-in, the last.
@@ -410,26 +505,19 @@ pub fn run_across_veth(
         .iter()
         .enumerate()
         .map(|(k, d)| (if hop_count > 1 { 1 + 2 * k } else { 1 }, d))
-        .chain([(testbed.interfaces.len() - 1, &tester)])
+        .chain([(testbed.interfaces.len() - 1, tester)])
         .map(|(input, r)| (input, kernel_receive_drops(r)))
         .chain(external.socket_drops.iter().map(|&(hop, n)| (1 + 2 * hop, n)))
         .collect();
-    let lost = WireLoss::account(
-        &wire.drops(),
+    WireLoss::account(
+        wire_drops,
         &testbed.interfaces,
         backlog_dropped,
-        &dut,
+        dut,
         external.dropped,
         &socket_drops,
         switch_drops,
-    );
-    Ok(WiredReport {
-        tester,
-        dut,
-        dut_processes: external.documents,
-        testbed,
-        lost,
-    })
+    )
 }
 
 /// Hop `i` of a NIC-switched chain: the switch delivers by destination MAC, so what
