@@ -163,181 +163,23 @@ pub fn predict_chain(
     if chain.nfs.is_empty() {
         return Err("the chain has no NF".into());
     }
-    let frames = &chain.frames;
-    // A term below zero is a calibration that failed (e.g. two stages measured cheaper
-    // than one: a link that costs less than nothing), not a price: refused.
-    let term = |what: String, f: &dyn Fn(f64) -> Result<f64, String>| -> Result<Term, String> {
-        let cycles = mean_over(frames, f)?;
-        if cycles < 0.0 {
-            return Err(format!(
-                "the term `{what}` comes to {cycles:.0} cycles/packet from this calibration: a term below zero is a failed measurement, not a price; calibrate again (`sfclab model calibrate`)"
-            ));
-        }
-        Ok(Term { what, cycles, nf: None })
-    };
-    // An NF's cost in a compound loop, or in a pipeline's stage (`in_stage`; `across`
-    // when it is the first of a stage whose frames come from another core).
-    let nf_term = |i: usize, at: NfAt| -> Result<Term, String> {
-        let key = &chain.nfs[i];
-        let what = format!(
-            "nf {} `{key}`{}",
-            i + 1,
-            match at {
-                NfAt::Loop => "",
-                NfAt::Stage => " in a stage",
-                NfAt::FirstAcross => " first in a stage fed from another core",
-            }
-        );
-        Ok(Term {
-            nf: Some(i),
-            ..term(what, &|s| match at {
-                NfAt::Loop => cal.nf_cycles(key, s),
-                NfAt::Stage => cal.nf_stage_cycles(key, s, false),
-                NfAt::FirstAcross => cal.nf_stage_cycles(key, s, true),
-            })?
-        })
-    };
+    let pricing = Pricing { cal, chain };
     // Cycles as calibrated here, at the profile's clock where it names one (seed 000's
     // 2.0 GHz Xeon); the calibration's TSC otherwise.
     let hz = match hardware {
         Some(hw) if hw.cpu_hz > 0.0 => hw.cpu_hz,
         _ => cal.machine.tsc_hz,
     };
-    let mut cores = Vec::new();
     let mut extra: Vec<Resource> = Vec::new();
-    let overload;
-    match &chain.layout {
-        Layout::Compound => {
-            let mut terms = vec![term("generator, loop and sink".into(), &|s| cal.compound_base.at(s))?];
-            for i in 0..chain.nfs.len() {
-                terms.push(nf_term(i, NfAt::Loop)?);
-            }
-            cores.push(core("core".into(), terms));
-            overload = Overload::new(
-                "flat",
-                "one loop: what the core cannot take stays in the generator (in-memory) or is dropped at the port's ring, before any NF",
-            );
-        }
-        Layout::Pipeline { stages } => {
-            let p = cal
-                .pipeline
-                .as_ref()
-                .ok_or("the calibration has no pipeline terms (it was measured on one core)")?;
-            check_stages(stages, chain.nfs.len())?;
-            let last = stages.len() - 1;
-            let mut by_core: Vec<(usize, Vec<Term>)> = Vec::new();
-            for (s, (nfs, c)) in stages.iter().enumerate() {
-                let mut terms = Vec::new();
-                if stages.len() == 1 {
-                    terms.push(term("stage: generator, ingress queue, sink".into(), &|x| {
-                        p.single_stage.at(x)
-                    })?);
-                } else {
-                    // The ends of this stage's rings: a ring between stages on one core
-                    // costs that core both ends (`same_core_link`, counted on the
-                    // receiving stage). Across cores the link's cost is split between its
-                    // ends: half each, but never more on the receiving side than the last
-                    // stage (dequeue and sink) measured in all: here the enqueue side pays
-                    // most of it (the buffers' lines go back to the generator's core), and
-                    // an even split would price the sink below zero.
-                    let dequeue = |x: f64| Ok((p.cross_core_link(x)? / 2.0).min(p.last_stage.at(x)?).max(0.0));
-                    let enqueue = |x: f64| Ok(p.cross_core_link(x)? - dequeue(x)?);
-                    if s == 0 {
-                        terms.push(term("stage 1: generator, ingress queue".into(), &|x| {
-                            Ok(p.first_stage.at(x)? - enqueue(x)?)
-                        })?);
-                    } else if stages[s - 1].1 == *c {
-                        terms.push(term(format!("ring into stage {} (same core)", s + 1), &|x| {
-                            p.same_core_link.at(x)
-                        })?);
-                    } else {
-                        terms.push(term(format!("ring into stage {} (dequeue)", s + 1), &dequeue)?);
-                    }
-                    if s == last {
-                        terms.push(term(format!("stage {}: sink", s + 1), &|x| {
-                            Ok(p.last_stage.at(x)? - dequeue(x)?)
-                        })?);
-                    } else if stages[s + 1].1 != *c {
-                        terms.push(term(format!("ring out of stage {} (enqueue)", s + 1), &enqueue)?);
-                    }
-                }
-                let fed_across = s > 0 && stages[s - 1].1 != *c;
-                for i in nfs.clone() {
-                    let at = if fed_across && i == nfs.start {
-                        NfAt::FirstAcross
-                    } else {
-                        NfAt::Stage
-                    };
-                    terms.push(nf_term(i, at)?);
-                }
-                match by_core.iter_mut().find(|(k, _)| k == c) {
-                    Some((_, t)) => t.extend(terms),
-                    None => by_core.push((*c, terms)),
-                }
-            }
-            cores = by_core.into_iter().map(|(c, t)| core(format!("core {c}"), t)).collect();
-            overload = Overload::new(
-                "flat",
-                "with flow control or backpressure the excess waits before the chain; with dropping links it is dropped at a full ring, after the stages before it worked on it (seed 002: falling)",
-            );
-        }
+    let (cores, overload) = match &chain.layout {
+        Layout::Compound => pricing.compound()?,
+        Layout::Pipeline { stages } => pricing.pipeline(stages)?,
         Layout::Hops { technology } => {
-            let w = cal.wired(technology)?;
-            let n = chain.nfs.len() as f64;
-            if let Some(other) = chain.nfs.iter().find(|k| *k != "forwarder") {
-                return Err(format!(
-                    "chaining `{technology}` is calibrated for hops of one forwarder each; `{other}` in a hop is not (yet) priced"
-                ));
-            }
-            // A per-hop cost its calibration could not tell from zero prices the hops as
-            // measured, said so; one measured below zero is priced at zero, the nearest
-            // cost there is, said so too.
-            let said = w
-                .per_hop
-                .points
-                .iter()
-                .find(|p| p.indistinct_from_zero() || p.cycles < 0.0);
-            let hops = match said.and_then(|p| Some((p, p.interval?))) {
-                Some((p, [lo, hi])) => format!(
-                    "{n} hop(s) (per hop {}: 95% interval {lo:.0} to {hi:.0} at {} B{}; calibrate with more --repeat)",
-                    if p.indistinct_from_zero() {
-                        "not told from zero"
-                    } else {
-                        "measured below zero"
-                    },
-                    p.size,
-                    if p.cycles < 0.0 { ", priced at 0" } else { "" }
-                ),
-                None => format!("{n} hop(s)"),
-            };
-            let terms = vec![
-                term("chain ends (tester side I/O)".into(), &|s| w.fixed.at(s))?,
-                term(hops, &|s| Ok(n * w.per_hop.at(s)?.max(0.0)))?,
-            ];
-            let dut = core("dut core".into(), terms);
-            let mut shape = hops_overload(technology);
-            // With a NIC profile the traffic comes in on its line (an external tester);
-            // here, sfclab's tester on the other core is a resource of its own, and
-            // what falling chains deliver offered all of it is priced with the drops
-            // measured at its rate.
-            if hardware.is_none() {
-                let tester = mean_over(frames, |s| w.tester_pps.at(s))?;
-                extra.push(Resource {
-                    name: "tester".into(),
-                    cost_per_packet: hz / tester,
-                    unit: "cycles".into(),
-                    max_pps: tester,
-                });
-                if let Some(drops) = w.software_drops.as_ref().filter(|_| shape.falls()) {
-                    let wasted = mean_over(frames, |s| drops.at(n, s))?;
-                    shape.saturated_pps = Some((hz / (dut.cycles_per_packet + wasted)).min(tester));
-                    shape.software_drops_cycles = Some(wasted);
-                }
-            }
-            cores.push(dut);
-            overload = shape;
+            let (dut, overload, tester) = pricing.hops(technology, hardware.is_none(), hz)?;
+            extra.extend(tester);
+            (vec![dut], overload)
         }
-    }
+    };
     let mut resources: Vec<Resource> = cores
         .iter()
         .map(|c| Resource {
@@ -354,7 +196,7 @@ pub fn predict_chain(
         let nic_switched = matches!(&chain.layout, Layout::Hops { technology } if technology.starts_with("nic-switch"));
         let n = chain.nfs.len() as f64;
         let (crossings, switchings) = if nic_switched { (n, n + 1.0) } else { (1.0, 0.0) };
-        let bits = mean_over(frames, |s| Ok(s * 8.0))?;
+        let bits = mean_over(&chain.frames, |s| Ok(s * 8.0))?;
         resources.extend(crate::rc::nic_resources(hw, bits, crossings, switchings));
     }
     if let Some(bad) = resources.iter().find(|r| !(r.max_pps.is_finite() && r.max_pps > 0.0)) {
@@ -374,6 +216,211 @@ pub fn predict_chain(
         resources,
         overload,
     })
+}
+
+/// A chain priced term by term with a calibration, over the chain's frame sizes.
+struct Pricing<'a> {
+    cal: &'a Calibration,
+    chain: &'a ChainModel,
+}
+
+impl Pricing<'_> {
+    /// The term `what`, `cycles(size)` averaged over the chain's frames. A term below
+    /// zero is a calibration that failed (e.g. two stages measured cheaper than one: a
+    /// link that costs less than nothing), not a price: refused.
+    fn term(&self, what: String, cycles: &dyn Fn(f64) -> Result<f64, String>) -> Result<Term, String> {
+        let cycles = mean_over(&self.chain.frames, cycles)?;
+        if cycles < 0.0 {
+            return Err(format!(
+                "the term `{what}` comes to {cycles:.0} cycles/packet from this calibration: a term below zero is a failed measurement, not a price; calibrate again (`sfclab model calibrate`)"
+            ));
+        }
+        Ok(Term { what, cycles, nf: None })
+    }
+
+    /// NF `i`'s cost in a compound loop, or in a pipeline's stage (`in_stage`; `across`
+    /// when it is the first of a stage whose frames come from another core).
+    fn nf_term(&self, i: usize, at: NfAt) -> Result<Term, String> {
+        let (cal, key) = (self.cal, &self.chain.nfs[i]);
+        let what = format!(
+            "nf {} `{key}`{}",
+            i + 1,
+            match at {
+                NfAt::Loop => "",
+                NfAt::Stage => " in a stage",
+                NfAt::FirstAcross => " first in a stage fed from another core",
+            }
+        );
+        Ok(Term {
+            nf: Some(i),
+            ..self.term(what, &|s| match at {
+                NfAt::Loop => cal.nf_cycles(key, s),
+                NfAt::Stage => cal.nf_stage_cycles(key, s, false),
+                NfAt::FirstAcross => cal.nf_stage_cycles(key, s, true),
+            })?
+        })
+    }
+
+    /// One loop on one core: the generator, loop and sink, then every NF.
+    fn compound(&self) -> Result<(Vec<CoreCost>, Overload), String> {
+        let cal = self.cal;
+        let mut terms = vec![self.term("generator, loop and sink".into(), &|s| cal.compound_base.at(s))?];
+        for i in 0..self.chain.nfs.len() {
+            terms.push(self.nf_term(i, NfAt::Loop)?);
+        }
+        Ok((
+            vec![core("core".into(), terms)],
+            Overload::new(
+                "flat",
+                "one loop: what the core cannot take stays in the generator (in-memory) or is dropped at the port's ring, before any NF",
+            ),
+        ))
+    }
+
+    /// Stages on cores joined by rings: each core pays its stages' ends and NFs.
+    fn pipeline(&self, stages: &[(Range<usize>, usize)]) -> Result<(Vec<CoreCost>, Overload), String> {
+        let p = self
+            .cal
+            .pipeline
+            .as_ref()
+            .ok_or("the calibration has no pipeline terms (it was measured on one core)")?;
+        check_stages(stages, self.chain.nfs.len())?;
+        let mut by_core: Vec<(usize, Vec<Term>)> = Vec::new();
+        for (s, (nfs, c)) in stages.iter().enumerate() {
+            let mut terms = self.stage_ends(p, stages, s)?;
+            let fed_across = s > 0 && stages[s - 1].1 != *c;
+            for i in nfs.clone() {
+                let at = if fed_across && i == nfs.start {
+                    NfAt::FirstAcross
+                } else {
+                    NfAt::Stage
+                };
+                terms.push(self.nf_term(i, at)?);
+            }
+            match by_core.iter_mut().find(|(k, _)| k == c) {
+                Some((_, t)) => t.extend(terms),
+                None => by_core.push((*c, terms)),
+            }
+        }
+        Ok((
+            by_core.into_iter().map(|(c, t)| core(format!("core {c}"), t)).collect(),
+            Overload::new(
+                "flat",
+                "with flow control or backpressure the excess waits before the chain; with dropping links it is dropped at a full ring, after the stages before it worked on it (seed 002: falling)",
+            ),
+        ))
+    }
+
+    /// Stage `s`'s own terms besides its NFs: the generator or the sink, and the ends
+    /// of the rings into and out of it.
+    fn stage_ends(
+        &self,
+        p: &crate::calibration::PipelineCalibration,
+        stages: &[(Range<usize>, usize)],
+        s: usize,
+    ) -> Result<Vec<Term>, String> {
+        if stages.len() == 1 {
+            return Ok(vec![
+                self.term("stage: generator, ingress queue, sink".into(), &|x| {
+                    p.single_stage.at(x)
+                })?,
+            ]);
+        }
+        let c = stages[s].1;
+        let mut terms = Vec::new();
+        // A ring between stages on one core costs that core both ends (`same_core_link`,
+        // counted on the receiving stage). Across cores the link's cost is split between
+        // its ends: half each, but never more on the receiving side than the last stage
+        // (dequeue and sink) measured in all: here the enqueue side pays most of it (the
+        // buffers' lines go back to the generator's core), and an even split would price
+        // the sink below zero.
+        let dequeue = |x: f64| Ok((p.cross_core_link(x)? / 2.0).min(p.last_stage.at(x)?).max(0.0));
+        let enqueue = |x: f64| Ok(p.cross_core_link(x)? - dequeue(x)?);
+        if s == 0 {
+            terms.push(self.term("stage 1: generator, ingress queue".into(), &|x| {
+                Ok(p.first_stage.at(x)? - enqueue(x)?)
+            })?);
+        } else if stages[s - 1].1 == c {
+            terms.push(self.term(format!("ring into stage {} (same core)", s + 1), &|x| {
+                p.same_core_link.at(x)
+            })?);
+        } else {
+            terms.push(self.term(format!("ring into stage {} (dequeue)", s + 1), &dequeue)?);
+        }
+        if s == stages.len() - 1 {
+            terms.push(self.term(format!("stage {}: sink", s + 1), &|x| {
+                Ok(p.last_stage.at(x)? - dequeue(x)?)
+            })?);
+        } else if stages[s + 1].1 != c {
+            terms.push(self.term(format!("ring out of stage {} (enqueue)", s + 1), &enqueue)?);
+        }
+        Ok(terms)
+    }
+
+    /// Hops of one forwarder each in namespaces, all on the DUT's core; with sfclab's
+    /// tester (`with_tester`: no NIC profile, whose line brings the traffic) the tester
+    /// as a resource of its own, and what falling chains deliver offered all of it
+    /// priced with the drops measured at its rate.
+    fn hops(
+        &self,
+        technology: &str,
+        with_tester: bool,
+        hz: f64,
+    ) -> Result<(CoreCost, Overload, Option<Resource>), String> {
+        let w = self.cal.wired(technology)?;
+        let n = self.chain.nfs.len() as f64;
+        if let Some(other) = self.chain.nfs.iter().find(|k| *k != "forwarder") {
+            return Err(format!(
+                "chaining `{technology}` is calibrated for hops of one forwarder each; `{other}` in a hop is not (yet) priced"
+            ));
+        }
+        let terms = vec![
+            self.term("chain ends (tester side I/O)".into(), &|s| w.fixed.at(s))?,
+            self.term(hops_term(w, n), &|s| Ok(n * w.per_hop.at(s)?.max(0.0)))?,
+        ];
+        let dut = core("dut core".into(), terms);
+        let mut shape = hops_overload(technology);
+        if !with_tester {
+            return Ok((dut, shape, None));
+        }
+        let tester = mean_over(&self.chain.frames, |s| w.tester_pps.at(s))?;
+        if let Some(drops) = w.software_drops.as_ref().filter(|_| shape.falls()) {
+            let wasted = mean_over(&self.chain.frames, |s| drops.at(n, s))?;
+            shape.saturated_pps = Some((hz / (dut.cycles_per_packet + wasted)).min(tester));
+            shape.software_drops_cycles = Some(wasted);
+        }
+        let tester = Resource {
+            name: "tester".into(),
+            cost_per_packet: hz / tester,
+            unit: "cycles".into(),
+            max_pps: tester,
+        };
+        Ok((dut, shape, Some(tester)))
+    }
+}
+
+/// The name of `n` hops' term. A per-hop cost its calibration could not tell from zero
+/// prices the hops as measured, said so; one measured below zero is priced at zero, the
+/// nearest cost there is, said so too.
+fn hops_term(w: &crate::calibration::WiredCalibration, n: f64) -> String {
+    let said = w
+        .per_hop
+        .points
+        .iter()
+        .find(|p| p.indistinct_from_zero() || p.cycles < 0.0);
+    match said.and_then(|p| Some((p, p.interval?))) {
+        Some((p, [lo, hi])) => format!(
+            "{n} hop(s) (per hop {}: 95% interval {lo:.0} to {hi:.0} at {} B{}; calibrate with more --repeat)",
+            if p.indistinct_from_zero() {
+                "not told from zero"
+            } else {
+                "measured below zero"
+            },
+            p.size,
+            if p.cycles < 0.0 { ", priced at 0" } else { "" }
+        ),
+        None => format!("{n} hop(s)"),
+    }
 }
 
 fn check_stages(stages: &[(Range<usize>, usize)], n: usize) -> Result<(), String> {
