@@ -587,6 +587,51 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
     settings: &PipelineSettings,
 ) -> Result<RunReport, RunError> {
     let run = &settings.run;
+    let (plans, gen_core) = plan_replicas(&replicas, settings)?;
+    let stage_count: usize = plans.iter().map(Vec::len).sum();
+    let sizes = QueueSizes::of(settings, replicas.len(), stage_count);
+    let mut pool = PacketPool::new(sizes.pool);
+    source.prime(&mut pool);
+    let names: Vec<String> = replicas[0].iter().map(|(n, _)| n.clone()).collect();
+    let kinds: Vec<&'static str> = replicas[0].iter().map(|(_, nf)| nf.kind()).collect();
+
+    let gen_done = Arc::new(AtomicBool::new(false));
+    let wired = wire_replicas(replicas, &plans, (&sizes, settings), &sink, &gen_done);
+    let replica_count = wired.ingress.len();
+    let gen_task = GenTask {
+        source,
+        pool,
+        batch: Batch::new(run.batch),
+        split: (0..replica_count).map(|_| Batch::new(run.batch)).collect(),
+        ingress: wired.ingress,
+        returns: wired.returns,
+        returned: Batch::new(run.batch),
+        supplies: wired.supplies,
+        supplying: Batch::new(run.batch),
+        counters: GenCounters::default(),
+        done: gen_done,
+        stopped: false,
+        flow_control: settings.flow_control,
+    };
+    let mut threads = threads_of(gen_core, gen_task, wired.stages);
+    let shared = Coordination {
+        epoch: AtomicU32::new(EPOCH_WARMUP),
+        stages: stage_count,
+        stages_done: AtomicUsize::new(0),
+        count: run.count,
+        count_reached: AtomicBool::new(false),
+    };
+    let (t_start, t_end, t_warm) = drive(&mut threads, &shared, run);
+    report(threads, &plans, &names, &kinds, settings, t_start, t_end, t_warm)
+}
+
+/// Checks the settings and places each replica's stages (replica r on the cores
+/// rotated by r); the generator's core.
+fn plan_replicas(
+    replicas: &[Vec<(String, Box<dyn NetworkFunction>)>],
+    settings: &PipelineSettings,
+) -> Result<(Vec<Vec<StagePlan>>, usize), RunError> {
+    let run = &settings.run;
     if run.reply {
         return Err(RunError::setting(
             "responder",
@@ -632,31 +677,65 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
             format!("core {gen_core} is not available"),
         ));
     }
-    let ring_size = settings.ring_size.next_power_of_two();
-    let rx_queue = settings.rx_queue.next_power_of_two();
-    let stage_count: usize = plans.iter().map(Vec::len).sum();
-    // A stage whose NFs create packets keeps up to two batches of buffers at hand.
-    let supply_size = (2 * run.batch).next_power_of_two();
-    // Enough buffers to fill every ring and batch in flight, so the generator is never
-    // short of buffers when the chain is not the bottleneck.
-    let pool_size = if run.pool_size > 0 {
-        run.pool_size
-    } else {
-        replicas.len() * rx_queue + stage_count * (ring_size + 4 * run.batch + supply_size) + 1024
-    };
-    let mut pool = PacketPool::new(pool_size);
-    source.prime(&mut pool);
-    let names: Vec<String> = replicas[0].iter().map(|(n, _)| n.clone()).collect();
-    let kinds: Vec<&'static str> = replicas[0].iter().map(|(_, nf)| nf.kind()).collect();
+    Ok((plans, gen_core))
+}
 
-    // Wire each replica: its rx-queue, links, return links and done flags.
-    let gen_done = Arc::new(AtomicBool::new(false));
+/// The sizes of a run's rings and pool.
+struct QueueSizes {
+    ring: usize,
+    rx_queue: usize,
+    /// A stage whose NFs create packets keeps up to two batches of buffers at hand.
+    supply: usize,
+    pool: usize,
+}
+
+impl QueueSizes {
+    fn of(settings: &PipelineSettings, replicas: usize, stage_count: usize) -> QueueSizes {
+        let run = &settings.run;
+        let ring = settings.ring_size.next_power_of_two();
+        let rx_queue = settings.rx_queue.next_power_of_two();
+        let supply = (2 * run.batch).next_power_of_two();
+        // Enough buffers to fill every ring and batch in flight, so the generator is
+        // never short of buffers when the chain is not the bottleneck.
+        let pool = if run.pool_size > 0 {
+            run.pool_size
+        } else {
+            replicas * rx_queue + stage_count * (ring + 4 * run.batch + supply) + 1024
+        };
+        QueueSizes {
+            ring,
+            rx_queue,
+            supply,
+            pool,
+        }
+    }
+}
+
+/// Every replica wired: the generator's ends of their rx-queues, return links and
+/// supplies, and each stage with its core.
+struct Wired<T: TxPort> {
+    ingress: Vec<RingProducer>,
+    returns: Vec<RingConsumer>,
+    supplies: Vec<RingProducer>,
+    stages: Vec<(usize, StageTask<T>)>,
+}
+
+/// Wires each replica: its rx-queue, links, return links and done flags.
+fn wire_replicas<T: TxPort>(
+    replicas: Vec<Vec<(String, Box<dyn NetworkFunction>)>>,
+    plans: &[Vec<StagePlan>],
+    (sizes, settings): (&QueueSizes, &PipelineSettings),
+    sink: &impl Fn() -> T,
+    gen_done: &Arc<AtomicBool>,
+) -> Wired<T> {
+    let run = &settings.run;
+    let (ring_size, rx_queue, supply_size, pool_size) = (sizes.ring, sizes.rx_queue, sizes.supply, sizes.pool);
     let replicated = replicas.len() > 1;
     let mut ingress = Vec::new();
     let mut returns = Vec::new();
     let mut supplies = Vec::new();
     let mut stages = Vec::new();
-    for (r, (nfs, plans)) in replicas.into_iter().zip(&plans).enumerate() {
+    for (r, (nfs, plans)) in replicas.into_iter().zip(plans).enumerate() {
         let (queue, mut input) = ring(rx_queue);
         ingress.push(queue);
         let mut upstream_done = gen_done.clone();
@@ -713,24 +792,20 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
             ));
         }
     }
-    let replica_count = ingress.len();
-    let gen_task = GenTask {
-        source,
-        pool,
-        batch: Batch::new(run.batch),
-        split: (0..replica_count).map(|_| Batch::new(run.batch)).collect(),
+    Wired {
         ingress,
         returns,
-        returned: Batch::new(run.batch),
         supplies,
-        supplying: Batch::new(run.batch),
-        counters: GenCounters::default(),
-        done: gen_done,
-        stopped: false,
-        flow_control: settings.flow_control,
-    };
+        stages,
+    }
+}
 
-    // One thread per core used, its tasks in chain order (generator first).
+/// One thread per core used, its tasks in chain order (generator first).
+fn threads_of<R: RxPort, T: TxPort>(
+    gen_core: usize,
+    gen_task: GenTask<R>,
+    stages: Vec<(usize, StageTask<T>)>,
+) -> Vec<CoreThread<R, T>> {
     let mut threads: Vec<CoreThread<R, T>> = Vec::new();
     let thread_for = |core: usize, threads: &mut Vec<CoreThread<R, T>>| -> usize {
         match threads.iter().position(|t| t.core == core) {
@@ -754,18 +829,21 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
         threads[i].tasks.push(Task::Stage(Box::new(stage)));
     }
 
-    let shared = Coordination {
-        epoch: AtomicU32::new(EPOCH_WARMUP),
-        stages: stage_count,
-        stages_done: AtomicUsize::new(0),
-        count: run.count,
-        count_reached: AtomicBool::new(false),
-    };
+    threads
+}
+
+/// Runs the threads through the warm-up and the window (ended by its duration, its
+/// count or a stop) and tells them it is done; the window's start and end and the
+/// warm-up, TSC.
+fn drive<R: RxPort + Send, T: TxPort + Send>(
+    threads: &mut [CoreThread<R, T>],
+    shared: &Coordination,
+    run: &RunSettings,
+) -> (u64, u64, u64) {
     let stop = run.stop.as_ref().map(Stop::flag);
     let stopped = || stop.is_some_and(|s| s.load(Ordering::Relaxed));
-    let (t_start, t_end, t_warm) = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         for t in threads.iter_mut() {
-            let shared = &shared;
             let accounting = run.accounting;
             s.spawn(move || {
                 if accounting {
@@ -784,8 +862,7 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
         let t_end = tsc::now();
         shared.epoch.store(EPOCH_DONE, Ordering::Release);
         (t_start, t_end, t_start - warm_start)
-    });
-    report(threads, &plans, &names, &kinds, settings, t_start, t_end, t_warm)
+    })
 }
 
 /// Sleeps for `d` in short steps, returning early if `stop` or `done` says so.
@@ -812,65 +889,14 @@ fn report<R: RxPort, T: TxPort>(
     let acc = run.accounting;
     let per = |cycles: u64, n: u64| (acc && n > 0).then(|| cycles as f64 / n as f64);
 
-    // Every task with its counters at the window's start and end (its thread's marks).
-    let mut source: Option<(Box<GenTask<R>>, GenCounters, GenCounters)> = None;
-    let mut stages: Vec<(Box<StageTask<T>>, StageCounters, StageCounters)> = Vec::new();
-    let mut cores = Vec::new();
-    for mut t in threads {
-        // A thread marks the window's start when it first sees it begin; one kept off its
-        // core through the whole window (an overloaded machine) can finish on what the
-        // window sent without having seen it start, and its counters cannot be split.
-        let (Some(start), Some(end)) = (t.marks[0].take(), t.marks[1].take()) else {
-            return Err(RunError::failed(
-                "pipeline",
-                format!(
-                    "the thread on core {} was not scheduled from before the window to its end: the machine is too busy to measure this run",
-                    t.core
-                ),
-            ));
-        };
-        // Every packet passes each task of a core once: the core handled as many
-        // packets as its busiest task.
-        let mut packets = 0;
-        let mut tasks = Vec::new();
-        let mut stage_marks = start.stages.into_iter().zip(end.stages);
-        for task in t.tasks {
-            match task {
-                Task::Gen(g) => {
-                    let (s, e) = (
-                        start.source.clone().expect("source marked"),
-                        end.source.clone().expect("source marked"),
-                    );
-                    packets = packets.max(e.port.packets - s.port.packets);
-                    tasks.push(g.source.info().kind);
-                    source = Some((g, s, e));
-                }
-                Task::Stage(st) => {
-                    let (s, e) = stage_marks.next().expect("stage marked");
-                    packets = packets.max(e.packets - s.packets);
-                    tasks.push(st.name.clone());
-                    stages.push((st, s, e));
-                }
-            }
-        }
-        let (busy, idle) = (end.busy - start.busy, end.idle - start.idle);
-        cores.push(CoreReport {
-            core: t.core,
-            tasks,
-            busy_cycles: busy,
-            idle_cycles: idle,
-            busy_share: if busy + idle > 0 {
-                busy as f64 / (busy + idle) as f64
-            } else {
-                0.0
-            },
-            packets,
-            cycles_per_packet: (packets > 0).then(|| busy as f64 / packets as f64),
-        });
-    }
+    let Marked {
+        source,
+        mut stages,
+        cores,
+    } = marked(threads)?;
     stages.sort_by_key(|(st, _, _)| (st.replica, st.index));
     let replicated = plans.len() > 1;
-    let (mut source, g_start, g_end) = source.expect("the generator task");
+    let (mut source, g_start, g_end) = source;
 
     // The window, place by place in the order packets pass them.
     let gw = g_end.port.since(&g_start.port);
@@ -893,63 +919,12 @@ fn report<R: RxPort, T: TxPort>(
             DropReason::RX_QUEUE_FULL,
         ),
     ];
-    let mut sink_w = TxCounts::default();
-    for (st, s, e) in &stages {
-        let (r, k) = (st.replica, st.index);
-        // Replicas name their places `name@r`, so that each can be told apart.
-        let at = if replicated { format!("@{r}") } else { String::new() };
-        for j in 0..st.chain.slots.len() {
-            let i = plans[r][k].nfs.start + j;
-            let name = format!("{}{at}", names[i]);
-            places.push(PlaceReport::from_nf(
-                &name,
-                kinds[i],
-                &e.nfs[j].since(&s.nfs[j]),
-                st.chain.slots[j].nf.drop_reasons(),
-                acc,
-                NfCounter::window(&s.nf_counters[j], &e.nf_counters[j]),
-            ));
-        }
-        if st.output.is_some() {
-            let (pin, dropped) = (e.link.packets_in - s.link.packets_in, e.link.dropped - s.link.dropped);
-            places.push(PlaceReport::queue(
-                format!("link{k}-{}{at}", k + 1),
-                "link",
-                pin,
-                dropped,
-                DropReason::LINK_FULL,
-            ));
-        }
-        let w = e.sink.since(&s.sink);
-        sink_w.add(&w);
-    }
+    let sink_w = stage_places(&stages, (plans, names, kinds), acc, &mut places);
     places.push(PlaceReport::sink("sink".into(), &sink_info.kind, &sink_w, None));
     let drops = RunReport::collect_drops(&places);
     let dropped_w: u64 = drops.iter().map(|d| d.packets).sum();
 
-    // The whole run, after every stage drained: exact.
-    let mut all = TxCounts::default();
-    let mut latency = LatencyRecord::default();
-    let mut total_dropped = source.counters.rx_queue_full + source.source.stats().dropped;
-    for (st, _, _) in &mut stages {
-        st.recycle.flush();
-        all.add(&TxCounts::of(&st.sink));
-        if let Some(l) = st.sink.latency() {
-            latency.merge(l);
-        }
-        total_dropped += st.link.dropped + st.chain.dropped();
-    }
-    source.reclaim();
-    let leaked = source.pool.in_use() as u64;
-    total_dropped += all.port.dropped;
-    let created: u64 = stages.iter().map(|(st, _, _)| st.chain.created()).sum();
-    let conservation = Conservation::check(
-        source.source.stats().packets,
-        created,
-        all.port.packets,
-        total_dropped,
-        leaked,
-    );
+    let (all, latency, conservation) = whole_run(&mut source, &mut stages);
     let window_loss = WindowLoss::new(generated, all.window_packets).map_err(|e| RunError::failed("window", e))?;
     let seconds = tsc::seconds(t_end - t_start);
     let shortfall = g_end.shortfall.since(&g_start.shortfall);
@@ -1007,6 +982,150 @@ fn report<R: RxPort, T: TxPort>(
     } else {
         Err(RunError::Conservation(Box::new(report)))
     }
+}
+
+/// Every task of a run with its counters at the window's start and end (its thread's
+/// marks), and each core's report.
+struct Marked<R: RxPort, T: TxPort> {
+    source: (Box<GenTask<R>>, GenCounters, GenCounters),
+    stages: Vec<(Box<StageTask<T>>, StageCounters, StageCounters)>,
+    cores: Vec<CoreReport>,
+}
+
+fn marked<R: RxPort, T: TxPort>(threads: Vec<CoreThread<R, T>>) -> Result<Marked<R, T>, RunError> {
+    let mut source: Option<(Box<GenTask<R>>, GenCounters, GenCounters)> = None;
+    let mut stages: Vec<(Box<StageTask<T>>, StageCounters, StageCounters)> = Vec::new();
+    let mut cores = Vec::new();
+    for mut t in threads {
+        // A thread marks the window's start when it first sees it begin; one kept off its
+        // core through the whole window (an overloaded machine) can finish on what the
+        // window sent without having seen it start, and its counters cannot be split.
+        let (Some(start), Some(end)) = (t.marks[0].take(), t.marks[1].take()) else {
+            return Err(RunError::failed(
+                "pipeline",
+                format!(
+                    "the thread on core {} was not scheduled from before the window to its end: the machine is too busy to measure this run",
+                    t.core
+                ),
+            ));
+        };
+        // Every packet passes each task of a core once: the core handled as many
+        // packets as its busiest task.
+        let mut packets = 0;
+        let mut tasks = Vec::new();
+        let mut stage_marks = start.stages.into_iter().zip(end.stages);
+        for task in t.tasks {
+            match task {
+                Task::Gen(g) => {
+                    let (s, e) = (
+                        start.source.clone().expect("source marked"),
+                        end.source.clone().expect("source marked"),
+                    );
+                    packets = packets.max(e.port.packets - s.port.packets);
+                    tasks.push(g.source.info().kind);
+                    source = Some((g, s, e));
+                }
+                Task::Stage(st) => {
+                    let (s, e) = stage_marks.next().expect("stage marked");
+                    packets = packets.max(e.packets - s.packets);
+                    tasks.push(st.name.clone());
+                    stages.push((st, s, e));
+                }
+            }
+        }
+        let (busy, idle) = (end.busy - start.busy, end.idle - start.idle);
+        cores.push(CoreReport {
+            core: t.core,
+            tasks,
+            busy_cycles: busy,
+            idle_cycles: idle,
+            busy_share: if busy + idle > 0 {
+                busy as f64 / (busy + idle) as f64
+            } else {
+                0.0
+            },
+            packets,
+            cycles_per_packet: (packets > 0).then(|| busy as f64 / packets as f64),
+        });
+    }
+    Ok(Marked {
+        source: source.expect("the generator task"),
+        stages,
+        cores,
+    })
+}
+
+/// Each stage's NFs and outgoing link as places of the window, into `places`; the
+/// stages' sinks' window counts, summed.
+fn stage_places<T: TxPort>(
+    stages: &[(Box<StageTask<T>>, StageCounters, StageCounters)],
+    (plans, names, kinds): (&[Vec<StagePlan>], &[String], &[&'static str]),
+    acc: bool,
+    places: &mut Vec<PlaceReport>,
+) -> TxCounts {
+    let replicated = plans.len() > 1;
+    let mut sink_w = TxCounts::default();
+    for (st, s, e) in stages {
+        let (r, k) = (st.replica, st.index);
+        // Replicas name their places `name@r`, so that each can be told apart.
+        let at = if replicated { format!("@{r}") } else { String::new() };
+        for j in 0..st.chain.slots.len() {
+            let i = plans[r][k].nfs.start + j;
+            let name = format!("{}{at}", names[i]);
+            places.push(PlaceReport::from_nf(
+                &name,
+                kinds[i],
+                &e.nfs[j].since(&s.nfs[j]),
+                st.chain.slots[j].nf.drop_reasons(),
+                acc,
+                NfCounter::window(&s.nf_counters[j], &e.nf_counters[j]),
+            ));
+        }
+        if st.output.is_some() {
+            let (pin, dropped) = (e.link.packets_in - s.link.packets_in, e.link.dropped - s.link.dropped);
+            places.push(PlaceReport::queue(
+                format!("link{k}-{}{at}", k + 1),
+                "link",
+                pin,
+                dropped,
+                DropReason::LINK_FULL,
+            ));
+        }
+        let w = e.sink.since(&s.sink);
+        sink_w.add(&w);
+    }
+    sink_w
+}
+
+/// The whole run, after every stage drained (exact): what the sinks sent, its latency,
+/// and whether every packet is accounted for.
+fn whole_run<R: RxPort, T: TxPort>(
+    source: &mut GenTask<R>,
+    stages: &mut [(Box<StageTask<T>>, StageCounters, StageCounters)],
+) -> (TxCounts, LatencyRecord, Conservation) {
+    let mut all = TxCounts::default();
+    let mut latency = LatencyRecord::default();
+    let mut total_dropped = source.counters.rx_queue_full + source.source.stats().dropped;
+    for (st, _, _) in stages.iter_mut() {
+        st.recycle.flush();
+        all.add(&TxCounts::of(&st.sink));
+        if let Some(l) = st.sink.latency() {
+            latency.merge(l);
+        }
+        total_dropped += st.link.dropped + st.chain.dropped();
+    }
+    source.reclaim();
+    let leaked = source.pool.in_use() as u64;
+    total_dropped += all.port.dropped;
+    let created: u64 = stages.iter().map(|(st, _, _)| st.chain.created()).sum();
+    let conservation = Conservation::check(
+        source.source.stats().packets,
+        created,
+        all.port.packets,
+        total_dropped,
+        leaked,
+    );
+    (all, latency, conservation)
 }
 
 #[cfg(test)]
