@@ -391,12 +391,12 @@ pub fn source_of(a: &RunArgs) -> ChainSource {
 }
 
 /// The experiment the run arguments describe.
-pub fn load_spec(a: &RunArgs) -> Result<Experiment, ChainFileError> {
+pub fn load_experiment(a: &RunArgs) -> Result<Experiment, ChainFileError> {
     Experiment::load(&source_of(a), &a.settings)
 }
 
 fn cmd_run(a: RunArgs) -> ExitCode {
-    let spec: Experiment = match load_spec(&a) {
+    let experiment: Experiment = match load_experiment(&a) {
         Ok(mut s) => {
             s.stop_on(&ctrl_c());
             s
@@ -405,11 +405,11 @@ fn cmd_run(a: RunArgs) -> ExitCode {
             return outcome::fail(outcome::USAGE, &e.to_string());
         }
     };
-    if spec.spans_hosts {
+    if experiment.spans_hosts {
         let file = a.file.clone().unwrap_or_else(|| "FILE".into());
         // In one process the hops have no hosts to sit on: the NFs are measured as ever.
         if !matches!(
-            spec.chaining,
+            experiment.chaining,
             sfclab_experiment::Chaining::Compound | sfclab_experiment::Chaining::Pipeline
         ) {
             return outcome::fail(
@@ -424,31 +424,31 @@ fn cmd_run(a: RunArgs) -> ExitCode {
         );
     }
     // With no file the embedded default's chain is there, not asked for.
-    if !spec.ports.runs_chain() && ((a.file.is_some() && !spec.nfs.is_empty()) || a.chain.is_some()) {
+    if !experiment.ports.runs_chain() && ((a.file.is_some() && !experiment.nfs.is_empty()) || a.chain.is_some()) {
         return outcome::fail(
             outcome::USAGE,
             &format!(
                 "--ports {}: the device under test is not an sfclab chain, so none runs: give no chain (a file of `traffic:` and `run:` only) or --chain",
-                spec.ports
+                experiment.ports
             ),
         );
     }
-    if spec.ports.served_hop().is_some_and(|hop| hop.control.is_some()) {
+    if experiment.ports.served_hop().is_some_and(|hop| hop.control.is_some()) {
         // A hop measured run after run by a tester elsewhere: each run's document to its
         // report file, the last (ended by SIGINT or SIGTERM) to stdout as well.
-        let document = |r: &sfclab_runtime::RunReport| RunDocument::of_chain(&spec, r).to_json() + "\n";
-        return match sfclab_experiment::remote_hops::serve_runs(&spec, &mut { document }) {
+        let document = |r: &sfclab_runtime::RunReport| RunDocument::of_chain(&experiment, r).to_json() + "\n";
+        return match sfclab_experiment::remote_hops::serve_runs(&experiment, &mut { document }) {
             Ok(r) => outcome::emit_then(&document(&r), outcome::done(r.interrupted)),
             Err(e) => outcome::fail(outcome::of_run_error(&e), &e.to_string()),
         };
     }
     let render = |reports: &Reports| match reports {
-        _ if a.json => RunDocument::new(&spec, reports).to_json() + "\n",
-        _ if a.csv => render::csv(&spec.name, reports.measured()),
-        Reports::Chain(r) => render::table(&spec.name, r),
-        Reports::Wired(w) => render::table_wired(&spec.name, w),
+        _ if a.json => RunDocument::new(&experiment, reports).to_json() + "\n",
+        _ if a.csv => render::csv(&experiment.name, reports.measured()),
+        Reports::Chain(r) => render::table(&experiment.name, r),
+        Reports::Wired(w) => render::table_wired(&experiment.name, w),
     };
-    match spec.run() {
+    match experiment.run() {
         Ok(reports) => {
             let measured = reports.measured();
             let status = match measured.verify_failed {

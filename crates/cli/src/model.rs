@@ -195,7 +195,7 @@ const DEFAULT_CHAIN_NAME: &str = "default";
 
 /// A chain named on the command line: `default` (the embedded chain), a chain file, or
 /// shorthand.
-fn chain_spec(chain: &str, flags: &Settings) -> Result<Experiment, ChainFileError> {
+fn experiment_of(chain: &str, flags: &Settings) -> Result<Experiment, ChainFileError> {
     let source = if chain == DEFAULT_CHAIN_NAME {
         ChainSource::Default
     } else if Path::new(chain).is_file() {
@@ -208,14 +208,14 @@ fn chain_spec(chain: &str, flags: &Settings) -> Result<Experiment, ChainFileErro
 
 /// The NFs (with their traffic) of a chain given as shorthand or a chain file.
 fn workloads_of(chain: &str) -> Result<Vec<NfWorkload>, String> {
-    let spec = chain_spec(chain, &Settings::default()).map_err(|e| format!("--chain {chain}: {e}"))?;
-    Ok(spec
+    let experiment = experiment_of(chain, &Settings::default()).map_err(|e| format!("--chain {chain}: {e}"))?;
+    Ok(experiment
         .nfs
         .iter()
         .map(|(_, nf)| NfWorkload {
             nf: nf.clone(),
-            flows: spec.traffic.flows,
-            destinations: spec.traffic.destinations.clone(),
+            flows: experiment.traffic.flows,
+            destinations: experiment.traffic.destinations.clone(),
         })
         .collect())
 }
@@ -398,19 +398,19 @@ fn demand(text: &str, size: Option<&str>) -> Result<sfclab_model::Demand, String
     if let Some(s) = size {
         flags.traffic.size = Some(s.parse().map_err(|e| format!("--size {s}: {e}"))?);
     }
-    let spec = chain_spec(chain, &flags).map_err(|e| format!("--demand {text}: {e}"))?;
-    let model = spec.chain_model().map_err(|e| format!("--demand {text}: {e}"))?;
+    let experiment = experiment_of(chain, &flags).map_err(|e| format!("--demand {text}: {e}"))?;
+    let model = experiment.chain_model().map_err(|e| format!("--demand {text}: {e}"))?;
     let total: f64 = model.frames.iter().map(|f| f.1).sum();
     let mean_frame = model.frames.iter().map(|(s, w)| s * w).sum::<f64>() / total;
     let rate = match rate {
         Some(r) => r.parse::<sfclab_traffic::Rate>()?,
-        None => spec.traffic.rate,
+        None => experiment.traffic.rate,
     };
     let target_pps = rate.pps(mean_frame).ok_or_else(|| {
         format!("--demand {text}: no target rate: write `CHAIN@RATE` (`@5Mpps`) or give the chain file a `rate`")
     })?;
     Ok(sfclab_model::Demand {
-        name: spec.name.clone(),
+        name: experiment.name.clone(),
         chain: model,
         target_pps,
     })
@@ -678,40 +678,40 @@ fn cmd_predict(a: PredictCli) -> ExitCode {
         Ok(c) => c,
         Err(e) => return outcome::fail(outcome::USAGE, &format!("--calibration {e}")),
     };
-    let spec = match crate::load_spec(&a.run) {
+    let experiment = match crate::load_experiment(&a.run) {
         Ok(s) => s,
         Err(e) => return outcome::fail(outcome::USAGE, &e.to_string()),
     };
     let offered = match &a.offered {
         Some(text) => match text.parse::<sfclab_traffic::Rate>() {
-            Ok(r) => r.pps(spec.mean_frame()),
+            Ok(r) => r.pps(experiment.mean_frame()),
             Err(e) => return outcome::fail(outcome::USAGE, &format!("--offered {text}: {e}")),
         },
-        None => spec.traffic.rate.pps(spec.mean_frame()),
+        None => experiment.traffic.rate.pps(experiment.mean_frame()),
     };
     let hardware = match a.hardware.as_deref().map(sfclab_model::hardware::load).transpose() {
         Ok(h) => h,
         Err(e) => return outcome::fail(outcome::USAGE, &format!("--hardware {e}")),
     };
-    let document = match spec.prediction((&a.calibration, &cal), hardware, offered) {
+    let document = match experiment.prediction((&a.calibration, &cal), hardware, offered) {
         Ok(d) => d,
-        Err(e) => return outcome::fail(outcome::USAGE, &format!("{}: {e}", spec.name)),
+        Err(e) => return outcome::fail(outcome::USAGE, &format!("{}: {e}", experiment.name)),
     };
     let text = if a.run.json {
         serde_json::to_string_pretty(&document).expect("serialisable") + "\n"
     } else {
-        prediction_table(&spec, &cal, &document.prediction, offered)
+        prediction_table(&experiment, &cal, &document.prediction, offered)
     };
     outcome::emit_then(&text, 0)
 }
 
-fn prediction_table(spec: &Experiment, cal: &Calibration, p: &ChainPrediction, offered: Option<f64>) -> String {
+fn prediction_table(experiment: &Experiment, cal: &Calibration, p: &ChainPrediction, offered: Option<f64>) -> String {
     let mut s = String::new();
-    let names: Vec<&str> = spec.nfs.iter().map(|(n, _)| n.as_str()).collect();
+    let names: Vec<&str> = experiment.nfs.iter().map(|(n, _)| n.as_str()).collect();
     let _ = writeln!(
         s,
         "sfclab model predict | {} ({}) | calibration of {} on {}",
-        spec.name,
+        experiment.name,
         names.join(" -> "),
         cal.date,
         cal.machine.cpu

@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use crate::outcome::{self, USAGE};
 use crate::progress::Progress;
 use crate::render::{ns, num, right};
-use crate::{RunArgs, ctrl_c, load_spec};
+use crate::{RunArgs, ctrl_c, load_experiment};
 use sfclab_experiment::Experiment;
 
 #[derive(Args)]
@@ -79,14 +79,14 @@ pub struct SearchArgs {
 }
 
 /// The search's settings from the flags; errors name the flag.
-fn search_config(a: &SearchArgs, spec: &Experiment) -> Result<SearchConfig, String> {
+fn search_config(a: &SearchArgs, experiment: &Experiment) -> Result<SearchConfig, String> {
     let method: Method = a.method.parse().map_err(|e| format!("--method: {e}"))?;
     if method == Method::Binary && (a.exceed_ratio.is_some() || a.duration_sum.is_some()) {
         return Err(
             "--exceed-ratio and --duration-sum are MLRsearch's: the binary search decides a load on one trial".into(),
         );
     }
-    let final_duration = spec.settings.duration.unwrap_or(Duration::from_secs(1));
+    let final_duration = experiment.settings.duration.unwrap_or(Duration::from_secs(1));
     let duration_sum = match &a.duration_sum {
         Some(d) => humantime::parse_duration(d)
             .map_err(|e| format!("--duration-sum `{d}`: {e}"))?
@@ -107,7 +107,7 @@ fn search_config(a: &SearchArgs, spec: &Experiment) -> Result<SearchConfig, Stri
     let initial = humantime::parse_duration(&a.initial_duration)
         .map_err(|e| format!("--initial-duration `{}`: {e}", a.initial_duration))?;
     // Without --max-rate the highest is set from a probe run once the chain is placed.
-    let (min_pps, max_pps) = parse_rate_range(&a.min_rate, a.max_rate.as_deref(), spec.traffic.sizes.mean())
+    let (min_pps, max_pps) = parse_rate_range(&a.min_rate, a.max_rate.as_deref(), experiment.traffic.sizes.mean())
         .map_err(|(flag, e)| format!("--{flag}: {e}"))?;
     let cfg = SearchConfig {
         method,
@@ -139,11 +139,11 @@ fn latency_percents(a: &SearchArgs) -> Result<Vec<f64>, String> {
 }
 
 pub fn cmd_search(a: SearchArgs) -> ExitCode {
-    let spec = match load_spec(&a.run) {
+    let experiment = match load_experiment(&a.run) {
         Ok(s) => s,
         Err(e) => return outcome::fail(USAGE, &e.to_string()),
     };
-    let plan = match (search_config(&a, &spec), latency_percents(&a)) {
+    let plan = match (search_config(&a, &experiment), latency_percents(&a)) {
         (Ok(config), Ok(latency_at_percent)) => SearchPlan {
             config,
             repeat: a.repeat,
@@ -154,7 +154,7 @@ pub fn cmd_search(a: SearchArgs) -> ExitCode {
     };
     let mut progress = Progress::new("trials", 0);
     let repeat = a.repeat;
-    let searched = search(spec, plan, ctrl_c(), &mut |step| match step {
+    let searched = search(experiment, plan, ctrl_c(), &mut |step| match step {
         SearchStep::Planned { trials } => progress.at(0, trials, "searching"),
         SearchStep::Trial { search, trial: t } => progress.step(&format!(
             "search {}/{repeat}: {:.3} Mpps for {:.2} s: loss {:.5}%{}",

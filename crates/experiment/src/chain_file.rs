@@ -179,30 +179,30 @@ impl Experiment {
         })
     }
 
-    /// Every run setting the spec runs with: the compound one, and the pipeline's if set.
+    /// Every run setting the experiment runs with: the compound one, and the pipeline's if set.
     pub fn run_settings_mut(&mut self) -> impl Iterator<Item = &mut RunSettings> {
         std::iter::once(&mut self.settings).chain(self.pipeline.as_mut().map(|p| &mut p.run))
     }
 
-    /// Ends the spec's runs early when `stop` is set (Ctrl-C).
+    /// Ends the experiment's runs early when `stop` is set (Ctrl-C).
     pub fn stop_on(&mut self, stop: &sfclab_runtime::Stop) {
         for s in self.run_settings_mut() {
             s.stop = Some(stop.clone());
         }
     }
 
-    /// The spec as one measurement: `rate` for a window of `duration` (no count), latency
+    /// The experiment as one measurement: `rate` for a window of `duration` (no count), latency
     /// probes at `probe_pps`, per-NF accounting off (it would cost the chain cycles).
     pub fn as_trial(&self, rate: Rate, probe_pps: f64, duration: Duration) -> Experiment {
-        let mut spec = self.clone();
-        spec.traffic.rate = rate;
-        spec.traffic.probe_pps = probe_pps;
-        for s in spec.run_settings_mut() {
+        let mut experiment = self.clone();
+        experiment.traffic.rate = rate;
+        experiment.traffic.probe_pps = probe_pps;
+        for s in experiment.run_settings_mut() {
             s.duration = Some(duration);
             s.count = None;
             s.accounting = false;
         }
-        spec
+        experiment
     }
 }
 
@@ -431,7 +431,7 @@ fn read_sections(tree: &Located, ctx: &Ctx) -> Result<ChainFile, ChainFileError>
     })
 }
 
-/// Builds a spec from `--chain` shorthand: `forwarder*4`, or
+/// Builds an experiment from `--chain` shorthand: `forwarder*4`, or
 /// `forwarder -> synthetic(cycles=100, working_set=64KiB) -> noop`.
 pub fn from_shorthand(spec: &str, flags: &Settings) -> Result<Experiment, ChainFileError> {
     let ctx = Ctx {
@@ -1726,8 +1726,8 @@ mod tests {
 
     #[test]
     fn default_chain_parses() {
-        let spec = parse(DEFAULT_CHAIN, "default", &Settings::default()).unwrap();
-        assert!(!spec.nfs.is_empty());
+        let experiment = parse(DEFAULT_CHAIN, "default", &Settings::default()).unwrap();
+        assert!(!experiment.nfs.is_empty());
     }
 
     /// `rules_file: sigs.rules` in a chain file is the chain file's neighbour, wherever
@@ -1742,9 +1742,9 @@ mod tests {
         .unwrap();
         let chain = dir.path().join("c.yaml");
         std::fs::write(&chain, "chain:\n  - dpi: { rules_file: sigs.rules }\n").unwrap();
-        let spec = load(chain.to_str().unwrap(), &Settings::default()).unwrap();
+        let experiment = load(chain.to_str().unwrap(), &Settings::default()).unwrap();
         assert_eq!(
-            spec.nfs[0].1.settings()["rules_file"],
+            experiment.nfs[0].1.settings()["rules_file"],
             dir.path().join("sigs.rules").display().to_string()
         );
         // Text that is not a file (the embedded default, a test's string) keeps them as written.
@@ -1761,9 +1761,9 @@ mod tests {
             "chain:\n  - nsh-proxy: { nf: { dpi: { rules_file: sigs.rules } } }\n",
         )
         .unwrap();
-        let spec = load(chain.to_str().unwrap(), &Settings::default()).unwrap();
+        let experiment = load(chain.to_str().unwrap(), &Settings::default()).unwrap();
         assert_eq!(
-            spec.nfs[0].1.settings()["nf"]["dpi"]["rules_file"],
+            experiment.nfs[0].1.settings()["nf"]["dpi"]["rules_file"],
             dir.path().join("sigs.rules").display().to_string()
         );
     }
@@ -1772,9 +1772,9 @@ mod tests {
     #[test]
     fn a_listed_entry_is_one_hop_of_several_nfs() {
         let text = "chain:\n  - [nat44, firewall: { default: allow }, qos]\n  - router: { routes: ['0.0.0.0/0 192.0.2.1 0'] }\n";
-        let spec = parse(text, "h.yaml", &Settings::default()).unwrap();
-        assert_eq!(spec.hops, vec![3, 1]);
-        let hops: Vec<Vec<&str>> = spec
+        let experiment = parse(text, "h.yaml", &Settings::default()).unwrap();
+        assert_eq!(experiment.hops, vec![3, 1]);
+        let hops: Vec<Vec<&str>> = experiment
             .hop_nfs()
             .iter()
             .map(|h| h.iter().map(|(n, _)| n.as_str()).collect())
@@ -1829,16 +1829,16 @@ mod tests {
 
     #[test]
     fn shorthand_expands_repeats_and_parameters() {
-        let spec = from_shorthand(
+        let experiment = from_shorthand(
             "forwarder*3 -> synthetic(cycles=100, working_set=64KiB) -> noop",
             &Settings::default(),
         )
         .unwrap();
-        let names: Vec<&str> = spec.nfs.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = experiment.nfs.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["forwarder1", "forwarder2", "forwarder3", "synthetic", "noop"]);
-        assert_eq!(spec.nfs[3].1.kind(), "synthetic");
+        assert_eq!(experiment.nfs[3].1.kind(), "synthetic");
         assert_eq!(
-            spec.nfs[3].1.settings(),
+            experiment.nfs[3].1.settings(),
             &serde_json::json!({"cycles": 100, "working_set": "64KiB"})
         );
     }
@@ -1863,18 +1863,18 @@ mod tests {
     #[test]
     fn overrides_win_and_count_replaces_duration() {
         let o = flags(&[("size", "imix"), ("count", "1000"), ("batch", "64")]);
-        let spec = parse("run: { duration: 9s }\nchain: [noop]\n", "f.yaml", &o).unwrap();
-        assert_eq!(spec.traffic.sizes, FrameSizes::imix());
-        assert_eq!(spec.settings.count, Some(1000));
-        assert_eq!(spec.settings.duration, None);
-        assert_eq!(spec.settings.batch, 64);
+        let experiment = parse("run: { duration: 9s }\nchain: [noop]\n", "f.yaml", &o).unwrap();
+        assert_eq!(experiment.traffic.sizes, FrameSizes::imix());
+        assert_eq!(experiment.settings.count, Some(1000));
+        assert_eq!(experiment.settings.duration, None);
+        assert_eq!(experiment.settings.batch, 64);
     }
 
     #[test]
     fn a_finite_replay_has_no_warm_up_unless_asked() {
         let finite = flags(&[("replay", "in.pcap"), ("replay_loops", "1")]);
-        let spec = parse("chain: [noop]\n", "f.yaml", &finite).unwrap();
-        assert_eq!(spec.settings.warmup, Duration::ZERO);
+        let experiment = parse("chain: [noop]\n", "f.yaml", &finite).unwrap();
+        assert_eq!(experiment.settings.warmup, Duration::ZERO);
         let asked = parse("run: { warmup: 100ms }\nchain: [noop]\n", "f.yaml", &finite).unwrap();
         assert_eq!(asked.settings.warmup, Duration::from_millis(100));
         let looping = parse("chain: [noop]\n", "f.yaml", &flags(&[("replay", "in.pcap")])).unwrap();
@@ -1952,9 +1952,9 @@ runn: {}
     fn a_testers_file_has_no_chain() {
         let tester = "traffic: { size: 128, rate: 1Mpps }\nrun: { duration: 2s }\n";
         let flags = Settings::default().with("ports", "tester:a,b").unwrap();
-        let spec = parse(tester, "tester.yaml", &flags).unwrap();
-        assert!(spec.nfs.is_empty());
-        assert_eq!(spec.settings.duration, Some(Duration::from_secs(2)));
+        let experiment = parse(tester, "tester.yaml", &flags).unwrap();
+        assert!(experiment.nfs.is_empty());
+        assert_eq!(experiment.settings.duration, Some(Duration::from_secs(2)));
         let e = parse(tester, "tester.yaml", &Settings::default()).unwrap_err();
         assert!(e.reason.contains("only a tester's file"), "{e}");
     }
@@ -2043,16 +2043,19 @@ runn: {}
 
     #[test]
     fn pipeline_settings_resolve_and_fail_clearly() {
-        let spec = parse(
+        let experiment = parse(
             "run: { runtime: pipeline, placement: s_core, links: backpressure }\nchain: [noop, noop]\n",
             "p.yaml",
             &Settings::default(),
         )
         .unwrap();
-        let p = spec.pipeline.unwrap();
+        let p = experiment.pipeline.unwrap();
         assert_eq!((p.placement, p.links), (Placement::SCore, LinkMode::Backpressure));
-        let spec = parse("chain: [noop]\n", "p.yaml", &flags(&[("placement", "s_core")])).unwrap();
-        assert!(spec.pipeline.is_some(), "a placement implies the pipeline runtime");
+        let experiment = parse("chain: [noop]\n", "p.yaml", &flags(&[("placement", "s_core")])).unwrap();
+        assert!(
+            experiment.pipeline.is_some(),
+            "a placement implies the pipeline runtime"
+        );
         for (text, key) in [
             ("run: { runtime: threads }\nchain: [noop]\n", "runtime"),
             ("run: { placement: bi:4096 }\nchain: [noop]\n", "placement"),
@@ -2173,9 +2176,9 @@ chain: [noop]
     #[test]
     fn wiring_replaces_edges_of_the_linear_chain() {
         let text = "chain: [forwarder, synthetic, noop]\nwiring:\n  - forwarder.out -> noop\n";
-        let spec = parse(text, "w.yaml", &Settings::default()).unwrap();
+        let experiment = parse(text, "w.yaml", &Settings::default()).unwrap();
         assert_eq!(
-            spec.wiring,
+            experiment.wiring,
             Some(vec![vec![Next::Nf(2)], vec![Next::Nf(2)], vec![Next::Egress(0)]])
         );
         let report = crate::run::run(&Experiment {
@@ -2183,9 +2186,9 @@ chain: [noop]
                 count: Some(1000),
                 duration: None,
                 warmup: Duration::ZERO,
-                ..spec.settings.clone()
+                ..experiment.settings.clone()
             },
-            ..spec
+            ..experiment
         })
         .unwrap()
         .into_measured();

@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 use crate::chain_file::Experiment;
 use sfclab_nf::NfSpec;
 
-/// The hops of `spec` as processes: a device under test for the wired runner.
-pub fn device(spec: &Experiment) -> Result<DeviceUnderTest, String> {
-    let hops = spec.hops.len();
-    let plan = HopPlan::of(spec)?;
+/// The hops of `experiment` as processes: a device under test for the wired runner.
+pub fn device(experiment: &Experiment) -> Result<DeviceUnderTest, String> {
+    let hops = experiment.hops.len();
+    let plan = HopPlan::of(experiment)?;
     Ok(DeviceUnderTest::External {
         label: format!(
             "sfclab chain of {hops} hops, each an sfclab process in its own namespace joined by veth ({})",
-            spec.ports.interface_io().copied().unwrap_or_default().kind()
+            experiment.ports.interface_io().copied().unwrap_or_default().kind()
         ),
         hops,
         start: Box::new(move |bed: &Testbed| {
@@ -53,8 +53,8 @@ pub struct HopPlan {
 }
 
 impl HopPlan {
-    pub fn of(spec: &Experiment) -> Result<HopPlan, String> {
-        let chains: Vec<(String, serde_json::Value)> = spec
+    pub fn of(experiment: &Experiment) -> Result<HopPlan, String> {
+        let chains: Vec<(String, serde_json::Value)> = experiment
             .hop_nfs()
             .into_iter()
             .map(|nfs| {
@@ -64,26 +64,30 @@ impl HopPlan {
             })
             .collect::<Result<_, String>>()?;
         Ok(HopPlan {
-            args: shared_args(spec),
+            args: shared_args(experiment),
             chains,
-            cores: spec.chaining.hop_cores().to_vec(),
+            cores: experiment.chaining.hop_cores().to_vec(),
             shared_cores: None,
         })
     }
 
-    /// Every NF of `spec` in one hop, joined by `wiring` (the chain file's own lines): a
+    /// Every NF of `experiment` in one hop, joined by `wiring` (the chain file's own lines): a
     /// graph with branches, which hops in a line cannot split, runs whole in one process,
     /// as `sfclab run FILE --ports dut:IN,OUT` runs it.
-    pub fn whole(spec: &Experiment, wiring: serde_json::Value) -> Result<HopPlan, String> {
-        let chain = spec.nfs.iter().map(hop_entry).collect::<Result<Vec<_>, String>>()?;
-        let mut file = serde_json::json!({ "name": spec.name, "chain": chain });
+    pub fn whole(experiment: &Experiment, wiring: serde_json::Value) -> Result<HopPlan, String> {
+        let chain = experiment
+            .nfs
+            .iter()
+            .map(hop_entry)
+            .collect::<Result<Vec<_>, String>>()?;
+        let mut file = serde_json::json!({ "name": experiment.name, "chain": chain });
         if !wiring.is_null() {
             file["wiring"] = wiring;
         }
         Ok(HopPlan {
-            args: shared_args(spec),
-            chains: vec![(spec.name.clone(), file)],
-            cores: spec.chaining.hop_cores().first().copied().into_iter().collect(),
+            args: shared_args(experiment),
+            chains: vec![(experiment.name.clone(), file)],
+            cores: experiment.chaining.hop_cores().first().copied().into_iter().collect(),
             shared_cores: None,
         })
     }
@@ -209,11 +213,11 @@ impl HopPlan {
     }
 }
 
-/// The flags every hop process of `spec` shares: its ports' kind and waits, its batch.
-fn shared_args(spec: &Experiment) -> Vec<String> {
-    let mut args = spec.ports.interface_io().copied().unwrap_or_default().flags();
-    args.extend(["--batch".into(), spec.settings.batch.to_string()]);
-    if !spec.settings.accounting {
+/// The flags every hop process of `experiment` shares: its ports' kind and waits, its batch.
+fn shared_args(experiment: &Experiment) -> Vec<String> {
+    let mut args = experiment.ports.interface_io().copied().unwrap_or_default().flags();
+    args.extend(["--batch".into(), experiment.settings.batch.to_string()]);
+    if !experiment.settings.accounting {
         args.push("--no-accounting".into());
     }
     args

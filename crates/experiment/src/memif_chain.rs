@@ -34,15 +34,15 @@ const CONNECT_LIMIT: Duration = Duration::from_secs(30);
 
 /// Builds the namespaces, starts the hops, runs the tester across them and takes
 /// everything down again (also on error: the topology's drop kills what runs inside).
-pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, RunError> {
-    let plan = HopPlan::of(spec).map_err(|e| RunError::setting("chaining", e))?;
+pub(crate) fn run(experiment: &Experiment, run: &RunSettings) -> Result<WiredReport, RunError> {
+    let plan = HopPlan::of(experiment).map_err(|e| RunError::setting("chaining", e))?;
     let mut topo = Topology::new().map_err(|e| RunError::failed("namespaces", e))?;
     let tester_ns = topo
         .namespace("tester")
         .map_err(|e| RunError::failed("namespaces", e))?;
     let tester_dir = tester_ns.state_dir().map_err(|e| RunError::failed("namespaces", e))?;
     let mut chain = MemifChain::start(
-        spec,
+        experiment,
         &plan,
         &mut topo,
         (&tester_ns, &tester_dir),
@@ -52,19 +52,19 @@ pub(crate) fn run(spec: &Experiment, run: &RunSettings) -> Result<WiredReport, R
     )?;
     chain.wait_ready()?;
     let (t_out, t_in) = chain.tester_ports()?;
-    let generator = Generator::new(spec.traffic.clone(), run.batch).map_err(|(k, r)| RunError::setting(k, r))?;
+    let generator = Generator::new(experiment.traffic.clone(), run.batch).map_err(|(k, r)| RunError::setting(k, r))?;
     let mut wire = TesterLink::new(generator, t_out, t_in, run.batch, TESTER_QUIET);
     let tester = run_compound_on(&mut wire, Sink::new(run.verify), sfclab_core::NamedNfs::new(), run);
-    let n = spec.hops.len();
+    let n = experiment.hops.len();
     let namespaces = std::iter::once(tester_ns.name().to_string())
         .chain(chain.namespaces.iter().map(|ns| ns.name().to_string()))
         .collect();
     let external = chain.stop();
     let tester = tester?;
-    let wait_mode = spec.chaining.memif_wait().unwrap_or(Wait::Poll);
+    let wait_mode = experiment.chaining.memif_wait().unwrap_or(Wait::Poll);
     let testbed = TestbedReport {
         run_name: topo.run_name().to_string(),
-        device_under_test: match spec.chaining.dpdk_hops().len() {
+        device_under_test: match experiment.chaining.dpdk_hops().len() {
             0 => format!(
                 "sfclab chain of {n} hops, each an sfclab process in its own namespace, joined by memif ({wait_mode})"
             ),
@@ -204,7 +204,7 @@ impl MemifChain {
     /// before they are ready ([`MemifChain::wait_ready`]), so that many chains start
     /// at once. `kernel_links` says which links are kernel interfaces instead of memif.
     pub(crate) fn start(
-        spec: &Experiment,
+        experiment: &Experiment,
         plan: &HopPlan,
         topo: &mut Topology,
         (tester_ns, tester_dir): (&Namespace, &std::path::Path),
@@ -212,7 +212,7 @@ impl MemifChain {
         tester_core: Option<usize>,
         kernel_links: KernelLinks<'_>,
     ) -> Result<MemifChain, RunError> {
-        let n = spec.hops.len();
+        let n = experiment.hops.len();
         if n == 0 {
             return Err(RunError::setting("chain", "a chain of hops needs at least one"));
         }
@@ -240,7 +240,13 @@ impl MemifChain {
         match kernel_links {
             KernelLinks::None => {}
             KernelLinks::Hosts { link, places } => {
-                if places.len() != n + 2 || spec.chaining.dpdk_hops().iter().any(|&i| places[i + 1] != places[0]) {
+                if places.len() != n + 2
+                    || experiment
+                        .chaining
+                        .dpdk_hops()
+                        .iter()
+                        .any(|&i| places[i + 1] != places[0])
+                {
                     return Err(RunError::setting(
                         "hosts",
                         "one host per place: the tester's sender, each hop, its receiver",
@@ -257,7 +263,7 @@ impl MemifChain {
                 }
             }
             KernelLinks::Veth => {
-                if !spec.chaining.dpdk_hops().is_empty() {
+                if !experiment.chaining.dpdk_hops().is_empty() {
                     return Err(RunError::setting("dpdk_hops", "DPDK hops join by memif"));
                 }
                 for k in 0..=n {
@@ -269,7 +275,7 @@ impl MemifChain {
             }
         }
         let crossing = |k: usize| links.iter().find(|(link, _, _)| *link == k);
-        let wait = spec.chaining.memif_wait().unwrap_or(Wait::Poll).endpoint_keys();
+        let wait = experiment.chaining.memif_wait().unwrap_or(Wait::Poll).endpoint_keys();
         // Hop i's end of link k: the tunnel's interface, or the memif socket.
         let endpoint = |k: usize, role: &str| match crossing(k) {
             Some((_, o, i)) => if role == "server" { i } else { o }.name().to_string(),
@@ -292,11 +298,11 @@ impl MemifChain {
         let mut processes = HopProcesses::new();
         let mut peers: Vec<Option<DpdkHop>> = (0..n).map(|_| None).collect();
         for i in (0..n).rev() {
-            if spec.chaining.dpdk_hops().contains(&i) {
+            if experiment.chaining.dpdk_hops().contains(&i) {
                 let hop = DpdkHop::start(
                     &namespaces[i],
                     (&sockets[i], &sockets[i + 1]),
-                    spec.chaining.hop_cores().get(i).copied().flatten(),
+                    experiment.chaining.hop_cores().get(i).copied().flatten(),
                     tester_core,
                     i,
                 )
@@ -334,12 +340,12 @@ impl MemifChain {
     /// ([`MemifChain::wait_ready`]), the last hop serving its output (a hop must be able
     /// to say it forwards before the tester is there).
     pub(crate) fn attach(
-        spec: &Experiment,
+        experiment: &Experiment,
         attachment: &crate::remote_hops::Attachment,
         label: &str,
         places: Option<&[usize]>,
     ) -> Result<MemifChain, RunError> {
-        let n = spec.hops.len();
+        let n = experiment.hops.len();
         if places.is_some_and(|p| p.len() != n + 2) {
             return Err(RunError::setting(
                 "hosts",

@@ -51,12 +51,15 @@ enum Ending {
     Ended,
 }
 
-/// Runs `spec` (a hop: `ports: dut:` with `control_files` or `control_port`) run after
+/// Runs `experiment` (a hop: `ports: dut:` with `control_files` or `control_port`) run after
 /// run, each ended when the tester asks and reported through `document` (its JSON
-/// text), until the spec's own stop (SIGINT, SIGTERM) ends one: that run's report is
+/// text), until the experiment's own stop (SIGINT, SIGTERM) ends one: that run's report is
 /// returned.
-pub fn serve_runs(spec: &Experiment, document: &mut dyn FnMut(&RunReport) -> String) -> Result<RunReport, RunError> {
-    let hop = spec.ports.served_hop().cloned().unwrap_or_default();
+pub fn serve_runs(
+    experiment: &Experiment,
+    document: &mut dyn FnMut(&RunReport) -> String,
+) -> Result<RunReport, RunError> {
+    let hop = experiment.ports.served_hop().cloned().unwrap_or_default();
     let served = match &hop.control {
         Some(ControlledBy::Files(prefix)) => Served::Files {
             stop: with_suffix(prefix, ".stop"),
@@ -79,7 +82,7 @@ pub fn serve_runs(spec: &Experiment, document: &mut dyn FnMut(&RunReport) -> Str
             ));
         }
     };
-    let ended = spec.settings.stop.clone().unwrap_or_default();
+    let ended = experiment.settings.stop.clone().unwrap_or_default();
     let ready_file = hop.ready_file.clone();
     // What a hop of an earlier deployment left in a directory that outlives it (a node's,
     // killed before it could tidy up) says nothing about this one.
@@ -94,7 +97,7 @@ pub fn serve_runs(spec: &Experiment, document: &mut dyn FnMut(&RunReport) -> Str
     std::thread::scope(|scope| {
         loop {
             let this_run = Stop::new();
-            let mut run = spec.clone();
+            let mut run = experiment.clone();
             run.stop_on(&this_run);
             let done = Arc::new(AtomicBool::new(false));
             let watcher = {

@@ -65,48 +65,50 @@ use sfclab_topology::ovs::OvsPort;
 
 /// Builds the chain's NFs (once per replica) and runs it, or the testbed a wired run
 /// names.
-pub(crate) fn run(spec: &Experiment) -> Result<Reports, RunError> {
-    let chain = match &spec.ports {
-        Ports::Veth(_) | Ports::Linux(_) => return run_wired(spec).map(Reports::Wired),
-        Ports::Dut { input, output, io, hop } => run_between_interfaces(spec, (input, output, io), hop),
-        Ports::Tester { output, input, io } => test_across_interfaces(spec, (output, input, io)),
-        Ports::Memory => run_in_memory(spec),
+pub(crate) fn run(experiment: &Experiment) -> Result<Reports, RunError> {
+    let chain = match &experiment.ports {
+        Ports::Veth(_) | Ports::Linux(_) => return run_wired(experiment).map(Reports::Wired),
+        Ports::Dut { input, output, io, hop } => run_between_interfaces(experiment, (input, output, io), hop),
+        Ports::Tester { output, input, io } => test_across_interfaces(experiment, (output, input, io)),
+        Ports::Memory => run_in_memory(experiment),
     };
     chain.map(Reports::Chain)
 }
 
 /// A chain in this process between in-memory ports.
-fn run_in_memory(spec: &Experiment) -> Result<RunReport, RunError> {
-    let build = || spec.build_nfs();
-    match &spec.pipeline {
-        Some(p) if spec.replicas > 1 => run_parallel(
-            spec.traffic.clone(),
-            (0..spec.replicas).map(|_| build()).collect::<Result<_, _>>()?,
+fn run_in_memory(experiment: &Experiment) -> Result<RunReport, RunError> {
+    let build = || experiment.build_nfs();
+    match &experiment.pipeline {
+        Some(p) if experiment.replicas > 1 => run_parallel(
+            experiment.traffic.clone(),
+            (0..experiment.replicas).map(|_| build()).collect::<Result<_, _>>()?,
             p,
         ),
-        Some(p) => run_pipeline(spec.traffic.clone(), spec.graph()?, p),
-        None => run_compound_between_ports(spec),
+        Some(p) => run_pipeline(experiment.traffic.clone(), experiment.graph()?, p),
+        None => run_compound_between_ports(experiment),
     }
 }
 
 /// Builds the testbed (tester and device-under-test namespaces joined by veth pairs),
 /// runs the tester's traffic across the device, and removes the testbed. The device
 /// under test runs on the run's core, the tester on another one.
-fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
-    if matches!(spec.chaining, Chaining::Memif { .. }) {
+fn run_wired(experiment: &Experiment) -> Result<WiredReport, RunError> {
+    if matches!(experiment.chaining, Chaining::Memif { .. }) {
         return crate::memif_chain::run(
-            spec,
+            experiment,
             &RunSettings {
-                core: tester_core(spec.settings.core),
-                ..spec.settings.clone()
+                core: tester_core(experiment.settings.core),
+                ..experiment.settings.clone()
             },
         );
     }
-    let io = spec.ports.interface_io().copied().unwrap_or_default();
-    let dut = match (&spec.chaining, &spec.ports) {
-        (Chaining::Linux { .. }, _) => DeviceUnderTest::Linux { hops: spec.hops.len() },
+    let io = experiment.ports.interface_io().copied().unwrap_or_default();
+    let dut = match (&experiment.chaining, &experiment.ports) {
+        (Chaining::Linux { .. }, _) => DeviceUnderTest::Linux {
+            hops: experiment.hops.len(),
+        },
         (Chaining::Ovs { .. }, _) => DeviceUnderTest::Ovs {
-            hops: spec.hops.len(),
+            hops: experiment.hops.len(),
             ports: match io {
                 InterfaceIo::AfXdp { .. } => OvsPort::AfXdp,
                 InterfaceIo::AfPacket => OvsPort::System,
@@ -120,23 +122,27 @@ fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
                 ..
             },
             _,
-        ) => crate::hop_processes::device(spec).map_err(|reason| RunError::setting("isolation", reason))?,
+        ) => crate::hop_processes::device(experiment).map_err(|reason| RunError::setting("isolation", reason))?,
         (Chaining::Veth { .. }, _) => DeviceUnderTest::Hops {
-            hops: hop_chains(spec)?,
+            hops: hop_chains(experiment)?,
             links: HopLinks::Veth,
         },
         (Chaining::NicSwitch { vepa, sriov, .. }, _) => DeviceUnderTest::Hops {
-            hops: hop_chains(spec)?,
+            hops: hop_chains(experiment)?,
             links: match sriov {
                 Some(nic) => HopLinks::Sriov(nic.clone()),
                 None => HopLinks::NicSwitch(if *vepa { MacvlanMode::Vepa } else { MacvlanMode::Bridge }),
             },
         },
         // One replica per queue: each builds its own NFs (their state is the replica's).
-        _ => DeviceUnderTest::Chain((0..spec.replicas).map(|_| spec.graph()).collect::<Result<_, _>>()?),
+        _ => DeviceUnderTest::Chain(
+            (0..experiment.replicas)
+                .map(|_| experiment.graph())
+                .collect::<Result<_, _>>()?,
+        ),
     };
     let ports = io.af_xdp_settings();
-    let dut_core = spec.settings.core;
+    let dut_core = experiment.settings.core;
     let tester_core = tester_core(dut_core);
     let wired = WiredSettings {
         io: io.kind(),
@@ -147,18 +153,18 @@ fn run_wired(spec: &Experiment) -> Result<WiredReport, RunError> {
     };
     let run = RunSettings {
         core: tester_core,
-        ..spec.settings.clone()
+        ..experiment.settings.clone()
     };
-    run_across_veth(spec.traffic.clone(), dut, &run, &wired)
+    run_across_veth(experiment.traffic.clone(), dut, &run, &wired)
 }
 
 type NamedNf = (String, Box<dyn sfclab_core::NetworkFunction>);
 
 /// Each hop's NFs (one, or the list a chain file grouped into it) as the chain it runs,
 /// on the hop's core.
-fn hop_chains(spec: &Experiment) -> Result<Vec<(ChainGraph, Option<usize>)>, RunError> {
-    let mut nfs = spec.build_nfs()?.into_iter();
-    Ok(spec
+fn hop_chains(experiment: &Experiment) -> Result<Vec<(ChainGraph, Option<usize>)>, RunError> {
+    let mut nfs = experiment.build_nfs()?.into_iter();
+    Ok(experiment
         .hops
         .iter()
         .enumerate()
@@ -166,7 +172,7 @@ fn hop_chains(spec: &Experiment) -> Result<Vec<(ChainGraph, Option<usize>)>, Run
             let chain: Vec<NamedNf> = nfs.by_ref().take(n).collect();
             (
                 ChainGraph::from(chain),
-                spec.chaining.hop_cores().get(i).copied().flatten(),
+                experiment.chaining.hop_cores().get(i).copied().flatten(),
             )
         })
         .collect())
@@ -179,12 +185,12 @@ const MEMIF_PEER_LIMIT: std::time::Duration = std::time::Duration::from_secs(30)
 /// for memif endpoints that name none. A tester (`wait_for_peers`) waits for its memif
 /// peers, until the run is told to stop (which then ends as soon as it starts).
 fn open_pair(
-    spec: &Experiment,
+    experiment: &Experiment,
     (input, output, io): (&str, &str, &InterfaceIo),
     role: sfclab_io::memif::Role,
     wait_for_peers: bool,
 ) -> Result<(InterfacePort, InterfacePort), RunError> {
-    let stop = spec.settings.stop.clone().unwrap_or_default();
+    let stop = experiment.settings.stop.clone().unwrap_or_default();
     let wait = wait_for_peers.then_some((MEMIF_PEER_LIMIT, stop.flag()));
     InterfacePort::open_pair(io.kind(), input, output, &io.af_xdp_settings(), role, wait)
         .map_err(|reason| RunError::failed("ports", reason))
@@ -193,25 +199,25 @@ fn open_pair(
 /// sfclab as the device under test: the chain forwards what arrives on `input` out of
 /// `output` for the window (or until Ctrl-C).
 fn run_between_interfaces(
-    spec: &Experiment,
+    experiment: &Experiment,
     (input, output, io): (&str, &str, &InterfaceIo),
     hop: &ServedHop,
 ) -> Result<RunReport, RunError> {
     // The NFs are built before the hop says it forwards: a router's table takes tens of
     // milliseconds to fill, which would otherwise come out of the tester's warm-up (or
     // window) on a shared core.
-    let graph = spec.graph()?;
+    let graph = experiment.graph()?;
     if hop.both_ways {
-        return run_both_ways(spec, (input, output), hop, graph);
+        return run_both_ways(experiment, (input, output), hop, graph);
     }
     let capacity = shared_capacity(hop)?;
-    let (rx, mut tx) = open_pair(spec, (input, output, io), sfclab_io::memif::Role::Server, false)?;
+    let (rx, mut tx) = open_pair(experiment, (input, output, io), sfclab_io::memif::Role::Server, false)?;
     if let InterfacePort::Memif(port) = &mut tx {
-        say_ready(spec, hop, port)?;
+        say_ready(experiment, hop, port)?;
     } else {
         say_ready_now(hop)?;
     }
-    run_compound_on(rx, behind(tx, capacity), graph, &spec.settings)
+    run_compound_on(rx, behind(tx, capacity), graph, &experiment.settings)
 }
 
 /// The capacity the hop's sending port shares with other processes, opened.
@@ -233,7 +239,7 @@ fn behind<P: sfclab_core::TxPort>(port: P, capacity: Option<sfclab_io::SharedLin
 
 /// A device under test between two memif interfaces that forwards both ways at once.
 fn run_both_ways(
-    spec: &Experiment,
+    experiment: &Experiment,
     (input, output): (&str, &str),
     hop: &ServedHop,
     graph: sfclab_runtime::ChainGraph,
@@ -253,20 +259,24 @@ fn run_both_ways(
     let (in_rx, in_tx) = open(input)?;
     let (out_rx, out_tx) = open(output)?;
     let mut tx = BothWaysOut::new(in_tx, out_tx);
-    say_ready(spec, hop, tx.output())?;
+    say_ready(experiment, hop, tx.output())?;
     run_compound_on(
         BothWaysIn::new(in_rx, out_rx),
         behind(tx, capacity),
         graph,
-        &spec.settings,
+        &experiment.settings,
     )
 }
 
 /// A hop says it forwards (its ready file) once its output reaches the next hop:
 /// frames it sent before would be dropped for want of a peer.
-fn say_ready(spec: &Experiment, hop: &ServedHop, output: &mut sfclab_io::memif::MemifPort) -> Result<(), RunError> {
+fn say_ready(
+    experiment: &Experiment,
+    hop: &ServedHop,
+    output: &mut sfclab_io::memif::MemifPort,
+) -> Result<(), RunError> {
     if hop.ready_file.is_some() && output.role() == sfclab_io::memif::Role::Client {
-        let stop = spec.settings.stop.clone().unwrap_or_default();
+        let stop = experiment.settings.stop.clone().unwrap_or_default();
         // Stopped while its next hop is gone (every pod deleted at once): not ready, and
         // the run about to start ends as soon as it begins.
         let connected = output
@@ -291,31 +301,37 @@ fn say_ready_now(hop: &ServedHop) -> Result<(), RunError> {
 /// sfclab as the tester: the generator's frames leave on `output`, come back on `input`
 /// through whatever joins them, and are measured as in memory (loss, latency, order).
 fn test_across_interfaces(
-    spec: &Experiment,
+    experiment: &Experiment,
     (output, input, io): (&str, &str, &InterfaceIo),
 ) -> Result<RunReport, RunError> {
     // A tester starts its traffic once the device under test is there to take it.
-    let (rx, tx) = open_pair(spec, (input, output, io), sfclab_io::memif::Role::Client, true)?;
-    let generator = Generator::new(spec.traffic.clone(), spec.settings.batch)
+    let (rx, tx) = open_pair(experiment, (input, output, io), sfclab_io::memif::Role::Client, true)?;
+    let generator = Generator::new(experiment.traffic.clone(), experiment.settings.batch)
         .map_err(|(key, reason)| RunError::setting(key, reason))?;
-    let mut wire = TesterLink::new(generator, tx, rx, spec.settings.batch, WiredSettings::default().quiet);
+    let mut wire = TesterLink::new(
+        generator,
+        tx,
+        rx,
+        experiment.settings.batch,
+        WiredSettings::default().quiet,
+    );
     run_compound_on(
         &mut wire,
-        Sink::new(spec.settings.verify),
+        Sink::new(experiment.settings.verify),
         sfclab_core::NamedNfs::new(),
-        &spec.settings,
+        &experiment.settings,
     )
 }
 
 /// A compound chain between its ports: a pcap file at an end that names one (`replay`,
 /// `capture`), the generator and the in-memory sink otherwise.
-fn run_compound_between_ports(spec: &Experiment) -> Result<RunReport, RunError> {
-    let settings = &spec.settings;
+fn run_compound_between_ports(experiment: &Experiment) -> Result<RunReport, RunError> {
+    let settings = &experiment.settings;
     let source = |replay: &crate::chain_file::Replay| {
         let pace = if replay.at_file_timestamps {
             ReplayPace::FileTimestamps
         } else {
-            ReplayPace::Rate(spec.traffic.rate)
+            ReplayPace::Rate(experiment.traffic.rate)
         };
         PcapSource::open(&replay.file, replay.loops)
             .map(|s| s.paced(pace, sfclab_core::tsc::hz(), settings.batch))
@@ -324,9 +340,10 @@ fn run_compound_between_ports(spec: &Experiment) -> Result<RunReport, RunError> 
     let sink = |path: &std::path::PathBuf| {
         PcapSink::create(path, sfclab_core::tsc::hz()).map_err(|e| RunError::setting("capture", e))
     };
-    let generator = || Generator::new(spec.traffic.clone(), settings.batch).map_err(|(k, r)| RunError::setting(k, r));
-    let graph = spec.graph()?;
-    match (&spec.io.replay, &spec.io.capture) {
+    let generator =
+        || Generator::new(experiment.traffic.clone(), settings.batch).map_err(|(k, r)| RunError::setting(k, r));
+    let graph = experiment.graph()?;
+    match (&experiment.io.replay, &experiment.io.capture) {
         (Some(r), Some(c)) => run_compound_on(source(r)?, sink(c)?, graph, settings),
         (Some(r), None) => run_compound_on(source(r)?, Sink::new(settings.verify), graph, settings),
         (None, Some(c)) => run_compound_on(generator()?, sink(c)?, graph, settings),

@@ -23,29 +23,29 @@ pub struct DutPlacement {
 /// pipeline (its rx-queue stands for the NIC ring), so that a rate above the chain's
 /// capacity overloads the chain and not the generator. Refused when no core is free,
 /// unless `shared_core`.
-pub fn isolate_dut(spec: &mut Experiment, shared_core: bool) -> Result<DutPlacement, String> {
+pub fn isolate_dut(experiment: &mut Experiment, shared_core: bool) -> Result<DutPlacement, String> {
     use sfclab_runtime::placement::{allowed_cores, default_chain_core};
     let allowed = allowed_cores();
-    if spec.pipeline.is_none() {
-        let chain_core = spec
+    if experiment.pipeline.is_none() {
+        let chain_core = experiment
             .settings
             .core
             .or_else(default_chain_core)
             .ok_or("this process may use no core")?;
-        let mut run = spec.settings.clone();
+        let mut run = experiment.settings.clone();
         run.core = None;
         run.pool_size = 0;
-        spec.pipeline = Some(PipelineSettings {
+        experiment.pipeline = Some(PipelineSettings {
             run,
             placement: Placement::SCore,
             cores: vec![chain_core],
             ..Default::default()
         });
     }
-    let p = spec.pipeline.as_mut().expect("a pipeline now");
+    let p = experiment.pipeline.as_mut().expect("a pipeline now");
     let chain_cores: Vec<usize> = p
         .placement
-        .stages(spec.nfs.len().max(1), &p.cores)
+        .stages(experiment.nfs.len().max(1), &p.cores)
         .map_err(|e| format!("placement: {e}"))?
         .iter()
         .map(|s| s.core)
@@ -132,10 +132,10 @@ pub fn parse_rate_pps(s: &str, frame: f64) -> Result<f64, String> {
         .ok_or_else(|| format!("`{s}`: give a number here, not max"))
 }
 
-/// A trial on a real chain: the spec at a paced rate for a duration, latency probes and
+/// A trial on a real chain: the experiment at a paced rate for a duration, latency probes and
 /// per-NF accounting off (they would cost the chain cycles), counts from the report.
 pub struct ChainTrial {
-    pub spec: Experiment,
+    pub experiment: Experiment,
     /// Every report, for the record.
     pub reports: Vec<RunReport>,
     /// Ctrl-C: no further trial starts, the current one ends early and is not counted.
@@ -153,17 +153,20 @@ impl ChainTrial {
         probe_pps: f64,
         empty_chain: bool,
     ) -> Result<RunReport, String> {
-        let mut spec = self.spec.as_trial(Rate::Pps(offered_pps), probe_pps, duration);
+        let mut experiment = self.experiment.as_trial(Rate::Pps(offered_pps), probe_pps, duration);
         if empty_chain {
-            spec.nfs.clear();
-            spec.hops.clear();
-            spec.wiring = None;
-            if let Some(p) = spec.pipeline.as_mut() {
+            experiment.nfs.clear();
+            experiment.hops.clear();
+            experiment.wiring = None;
+            if let Some(p) = experiment.pipeline.as_mut() {
                 p.placement = sfclab_runtime::Placement::SCore;
             }
         }
-        spec.stop_on(&self.stop);
-        spec.run().map(crate::Reports::into_measured).map_err(|e| e.to_string())
+        experiment.stop_on(&self.stop);
+        experiment
+            .run()
+            .map(crate::Reports::into_measured)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -176,9 +179,9 @@ impl Trial for ChainTrial {
         if self.interrupted() {
             return Err(format!("interrupted by Ctrl-C after {} trials", self.reports.len()));
         }
-        let mut spec = self.spec.as_trial(Rate::Pps(offered_pps), 0.0, duration);
-        spec.stop_on(&self.stop);
-        let r = spec.run().map_err(|e| e.to_string())?.into_measured();
+        let mut experiment = self.experiment.as_trial(Rate::Pps(offered_pps), 0.0, duration);
+        experiment.stop_on(&self.stop);
+        let r = experiment.run().map_err(|e| e.to_string())?.into_measured();
         if self.interrupted() {
             return Err(format!("interrupted by Ctrl-C after {} trials", self.reports.len()));
         }
@@ -263,9 +266,9 @@ pub fn search(
     }
     let dut = isolate_dut(&mut experiment, shared_core).map_err(SearchError::Invalid)?;
     experiment.stop_on(&stop);
-    let spec = experiment;
+    let experiment = experiment;
     let mut trial = ChainTrial {
-        spec: spec.clone(),
+        experiment: experiment.clone(),
         reports: Vec::new(),
         stop: stop.clone(),
     };
@@ -273,7 +276,7 @@ pub fn search(
         // Every valid trial is bounded by what the generator reaches against the chain:
         // the best of three runs, as a stalled vCPU only ever makes one look slower (one
         // run stalled for half its window capped a whole search at half the rate).
-        let probe = spec.as_trial(Rate::Max, 0.0, cfg.initial_duration.max(Duration::from_millis(200)));
+        let probe = experiment.as_trial(Rate::Max, 0.0, cfg.initial_duration.max(Duration::from_millis(200)));
         let mut reach: f64 = 0.0;
         for _ in 0..3 {
             // Pacing costs the generator a little: its paced ceiling is below this. What
@@ -297,8 +300,8 @@ pub fn search(
     // Latency at fractions of the last goal's rate, unless stopped.
     let mut latency = Vec::new();
     let base = result.goals.last().and_then(|g| g.lower_pps);
-    let probe_pps = if spec.traffic.probe_pps > 0.0 {
-        spec.traffic.probe_pps
+    let probe_pps = if experiment.traffic.probe_pps > 0.0 {
+        experiment.traffic.probe_pps
     } else {
         10_000.0
     };
@@ -337,10 +340,10 @@ pub fn search(
         schema: SEARCH_SCHEMA,
         version: env!("CARGO_PKG_VERSION"),
         machine: crate::Machine::read(),
-        name: spec.name.clone(),
-        traffic: spec.traffic.clone(),
-        chain_config: crate::NfOwned::of(&spec),
-        frame_size_mean: spec.traffic.sizes.mean(),
+        name: experiment.name.clone(),
+        traffic: experiment.traffic.clone(),
+        chain_config: crate::NfOwned::of(&experiment),
+        frame_size_mean: experiment.traffic.sizes.mean(),
         dut,
         interrupted,
         search: result,

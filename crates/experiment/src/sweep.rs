@@ -159,7 +159,7 @@ pub struct SweepPoint {
 }
 
 /// One point from its runs.
-pub fn point(value: &str, spec: &Experiment, reports: Vec<RunReport>) -> SweepPoint {
+pub fn point(value: &str, experiment: &Experiment, reports: Vec<RunReport>) -> SweepPoint {
     let mpps: Vec<f64> = reports.iter().map(|r| r.mpps).collect();
     let m = median(&mpps);
     let conservation_holds = reports.iter().all(|r| r.conservation.holds);
@@ -182,7 +182,7 @@ pub fn point(value: &str, spec: &Experiment, reports: Vec<RunReport>) -> SweepPo
         latency_p999_ns: lat(|l| l.p999_ns),
         window_lost: mid.window_loss.lost,
         conservation_holds,
-        chain_config: NfOwned::of(spec),
+        chain_config: NfOwned::of(experiment),
         report: mid,
     }
 }
