@@ -152,49 +152,22 @@ pub(super) fn resolve(
     flags: &ScenarioFlags,
     settings: &Settings,
 ) -> Result<Scenario, ScenarioError> {
-    let err = |key: &str, reason: String| ScenarioError {
-        origin: origin.to_string(),
-        key: key.to_string(),
-        reason,
-    };
-    let flag_err = |key: &str, reason: String| ScenarioError {
-        origin: format!("--{}", key.replace('_', "-")),
-        key: key.to_string(),
-        reason,
-    };
-
-    // The scenario's settings sit between each chain file's and the command line's.
-    let mut layered = settings.clone();
-    for (section, keys) in [("traffic", &f.traffic), ("run", &f.run)] {
-        layered = layer(layered, keys, settings).map_err(|(key, reason)| err(&format!("{section}.{key}"), reason))?;
-    }
-    // Scenarios join their VNFs by memif unless told (`veth` is the other chaining that
-    // runs many chains), in interrupt mode unless told: VNFs share cores.
-    if !layered.gives("chaining") {
-        layered = layered.with("chaining", "memif").expect("a chaining");
-    }
+    let blame = Blame { origin };
+    let layered = layered_settings(&f, settings, &blame)?;
     let veth = layered.run.chaining == Some(ChainingSetting::Veth);
-    if !layered.gives("memif_wait") && layered.run.chaining == Some(ChainingSetting::Memif) {
-        layered = layered.with("memif_wait", "interrupt").expect("a wait mode");
-    }
     let host_file = f.hosts.take().unwrap_or_default();
-    let max = sfclab_topology::MAX_HOSTS;
-    let host_count = match (flags.hosts, host_file.count) {
-        (Some(c), _) if c == 0 || c > max => return Err(flag_err("hosts", format!("{c} hosts: 1 to {max}"))),
-        (None, Some(c)) if c == 0 || c > max => return Err(err("hosts.count", format!("{c} hosts: 1 to {max}"))),
-        (a, b) => a.or(b).unwrap_or(1),
-    };
+    let host_count = host_count(flags, &host_file, &blame)?;
     let multi_host = host_count > 1;
     // A line rate by its flag, else by the file's key.
     let rate_of = |key: &str, flag: &Option<String>, file: &Option<String>| match (flag, file) {
-        (Some(text), _) => line_rate(text).map(Some).map_err(|r| flag_err(key, r)),
-        (None, Some(text)) => line_rate(text).map(Some).map_err(|r| err(key, r)),
+        (Some(text), _) => line_rate(text).map(Some).map_err(|r| blame.flag(key, r)),
+        (None, Some(text)) => line_rate(text).map(Some).map_err(|r| blame.file(key, r)),
         (None, None) => Ok(None),
     };
     let line_rate = rate_of("line_rate", &flags.line_rate, &f.line_rate)?;
     let nic_capacity = rate_of("nic_capacity", &flags.nic_capacity, &f.nic_capacity)?;
     if multi_host && nic_capacity.is_some() {
-        return Err(err(
+        return Err(blame.file(
             "nic_capacity",
             "is one NIC's, and each host has one: emulated on one host so far".into(),
         ));
@@ -213,105 +186,22 @@ pub(super) fn resolve(
         .into_iter()
         .map(|g| resolve_group(g, &cx))
         .collect::<Result<Vec<_>, _>>()?;
+    check_groups_agree(&resolved, &blame)?;
     let first = &resolved[0];
-    for (k, r) in resolved.iter().enumerate().skip(1) {
-        let key = |what: &str| format!("groups[{k}].{what}");
-        if let Some(j) = resolved[..k].iter().position(|o| o.group.name == r.group.name) {
-            return Err(err(
-                &key("name"),
-                format!(
-                    "`{}` names group {j} too: give each group a `name` of its own",
-                    r.group.name
-                ),
-            ));
-        }
-        if let Some(why) = run_differs(&first.template, &r.template) {
-            return Err(err(
-                &key("chain"),
-                format!(
-                    "its run settings differ from group 0's ({why}): a scenario has one run; give `run:` in the scenario"
-                ),
-            ));
-        }
-    }
     if veth && multi_host {
-        return Err(err(
+        return Err(blame.file(
             "run.chaining",
             "hosts join places on one host by memif and cross by tunnels: leave `chaining` out".into(),
         ));
     }
-
-    let hosts = if multi_host {
-        let vnfs = first.template.hops.len();
-        if let Some((k, r)) = resolved.iter().enumerate().find(|(_, r)| r.template.hops.len() != vnfs) {
-            return Err(err(
-                &format!("groups[{k}]"),
-                format!(
-                    "its chains have {} VNF(s), group 0's {vnfs}: the hosts place every chain's VNFs by one `hosts.vnfs`",
-                    r.template.hops.len()
-                ),
-            ));
-        }
-        Some(hosts_of(host_count, &host_file, flags, vnfs, origin)?)
-    } else {
-        let given = [
-            (flags.vnf_hosts.is_some() || host_file.vnfs.is_some(), "vnf_hosts"),
-            (flags.sink_host.is_some() || host_file.sink.is_some(), "sink_host"),
-            (flags.host_link.is_some() || host_file.link.is_some(), "host_link"),
-            (
-                flags.charge_tunnel || host_file.charge_tunnel.is_some(),
-                "charge_tunnel",
-            ),
-        ];
-        if let Some((_, key)) = given.iter().find(|g| g.0) {
-            return Err(err(
-                key,
-                "applies to several hosts: add `hosts: { count: 2 }` (`--hosts 2`)".into(),
-            ));
-        }
-        None
-    };
-
+    let hosts = hosts_placed((host_count, &host_file), flags, &resolved, &blame)?;
     let tester_core = crate::chain_file::tester_core(first.template.settings.core);
-    let vnf_cores = match flags.vnf_cores.clone().or_else(|| f.vnf_cores.as_ref().map(text_of)) {
-        Some(list) => parse_cpu_list(&list).map_err(|reason| match &flags.vnf_cores {
-            Some(_) => flag_err("vnf_cores", reason),
-            None => err("vnf_cores", reason),
-        })?,
-        None => default_vnf_cores(tester_core),
-    };
-    let allowed = allowed_cores();
-    if let Some(c) = vnf_cores.iter().find(|c| !allowed.contains(c)) {
-        return Err(err(
-            "vnf_cores",
-            format!("core {c} is not one this process may use ({allowed:?})"),
-        ));
-    }
-
-    let search = if flags.search || flags.search_per_chain {
-        if flags.search
-            && let Some(k) = resolved.iter().position(|r| r.own_rate)
-        {
-            return Err(err(
-                &format!("groups[{k}].traffic.rate"),
-                "a search sets every chain's rate, split evenly: leave the groups' rates out (or search per chain)"
-                    .into(),
-            ));
-        }
-        Some(
-            search_config(flags, &first.template).map_err(|(flag, reason)| ScenarioError {
-                origin: format!("--{}", flag.replace('_', "-")),
-                key: flag.replace('-', "_"),
-                reason,
-            })?,
-        )
-    } else {
-        None
-    };
+    let vnf_cores = vnf_cores_of(flags, &f, tester_core, &blame)?;
+    let search = scenario_search(flags, &resolved, &blame)?;
     // Checked last: everything else about the scenario was found sound first.
     let repeat = flags.repeat.or(f.repeat).unwrap_or(1);
     if repeat == 0 {
-        return Err(err("repeat", "at least one repetition".into()));
+        return Err(blame.file("repeat", "at least one repetition".into()));
     }
 
     let Shared {
@@ -319,7 +209,7 @@ pub(super) fn resolve(
         chains,
         standby,
         offered,
-    } = share_rates(resolved, &err)?;
+    } = share_rates(resolved, &|key: &str, reason: String| blame.file(key, reason))?;
     let name = f.name.unwrap_or_else(|| {
         groups
             .iter()
@@ -345,6 +235,176 @@ pub(super) fn resolve(
         repeat,
         attached: None,
     })
+}
+
+/// Who is to blame for a bad setting: the scenario file (`origin`) or a flag.
+struct Blame<'a> {
+    origin: &'a str,
+}
+
+impl Blame<'_> {
+    /// The file's `key` cannot work.
+    fn file(&self, key: &str, reason: String) -> ScenarioError {
+        ScenarioError {
+            origin: self.origin.to_string(),
+            key: key.to_string(),
+            reason,
+        }
+    }
+
+    /// The flag for `key` (`--key-name`) cannot work.
+    fn flag(&self, key: &str, reason: String) -> ScenarioError {
+        ScenarioError {
+            origin: format!("--{}", key.replace('_', "-")),
+            key: key.to_string(),
+            reason,
+        }
+    }
+}
+
+/// The scenario's settings, between each chain file's and the command line's. Scenarios
+/// join their VNFs by memif unless told (`veth` is the other chaining that runs many
+/// chains), in interrupt mode unless told: VNFs share cores.
+fn layered_settings(f: &ScenarioFile, settings: &Settings, blame: &Blame) -> Result<Settings, ScenarioError> {
+    let mut layered = settings.clone();
+    for (section, keys) in [("traffic", &f.traffic), ("run", &f.run)] {
+        layered =
+            layer(layered, keys, settings).map_err(|(key, reason)| blame.file(&format!("{section}.{key}"), reason))?;
+    }
+    if !layered.gives("chaining") {
+        layered = layered.with("chaining", "memif").expect("a chaining");
+    }
+    if !layered.gives("memif_wait") && layered.run.chaining == Some(ChainingSetting::Memif) {
+        layered = layered.with("memif_wait", "interrupt").expect("a wait mode");
+    }
+    Ok(layered)
+}
+
+/// The hosts the scenario runs on: `--hosts`, else `hosts.count`, else one.
+fn host_count(flags: &ScenarioFlags, host_file: &HostsFile, blame: &Blame) -> Result<usize, ScenarioError> {
+    let max = sfclab_topology::MAX_HOSTS;
+    match (flags.hosts, host_file.count) {
+        (Some(c), _) if c == 0 || c > max => Err(blame.flag("hosts", format!("{c} hosts: 1 to {max}"))),
+        (None, Some(c)) if c == 0 || c > max => Err(blame.file("hosts.count", format!("{c} hosts: 1 to {max}"))),
+        (a, b) => Ok(a.or(b).unwrap_or(1)),
+    }
+}
+
+/// Every group has a name of its own and group 0's run settings: a scenario has one run.
+fn check_groups_agree(resolved: &[Resolved], blame: &Blame) -> Result<(), ScenarioError> {
+    let first = &resolved[0];
+    for (k, r) in resolved.iter().enumerate().skip(1) {
+        let key = |what: &str| format!("groups[{k}].{what}");
+        if let Some(j) = resolved[..k].iter().position(|o| o.group.name == r.group.name) {
+            return Err(blame.file(
+                &key("name"),
+                format!(
+                    "`{}` names group {j} too: give each group a `name` of its own",
+                    r.group.name
+                ),
+            ));
+        }
+        if let Some(why) = run_differs(&first.template, &r.template) {
+            return Err(blame.file(
+                &key("chain"),
+                format!(
+                    "its run settings differ from group 0's ({why}): a scenario has one run; give `run:` in the scenario"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where each chain's VNFs and the tester sit across several hosts; `None` on one host,
+/// where a setting for several is refused.
+fn hosts_placed(
+    (host_count, host_file): (usize, &HostsFile),
+    flags: &ScenarioFlags,
+    resolved: &[Resolved],
+    blame: &Blame,
+) -> Result<Option<Hosts>, ScenarioError> {
+    if host_count > 1 {
+        let vnfs = resolved[0].template.hops.len();
+        if let Some((k, r)) = resolved.iter().enumerate().find(|(_, r)| r.template.hops.len() != vnfs) {
+            return Err(blame.file(
+                &format!("groups[{k}]"),
+                format!(
+                    "its chains have {} VNF(s), group 0's {vnfs}: the hosts place every chain's VNFs by one `hosts.vnfs`",
+                    r.template.hops.len()
+                ),
+            ));
+        }
+        return Ok(Some(hosts_of(host_count, host_file, flags, vnfs, blame.origin)?));
+    }
+    let given = [
+        (flags.vnf_hosts.is_some() || host_file.vnfs.is_some(), "vnf_hosts"),
+        (flags.sink_host.is_some() || host_file.sink.is_some(), "sink_host"),
+        (flags.host_link.is_some() || host_file.link.is_some(), "host_link"),
+        (
+            flags.charge_tunnel || host_file.charge_tunnel.is_some(),
+            "charge_tunnel",
+        ),
+    ];
+    if let Some((_, key)) = given.iter().find(|g| g.0) {
+        return Err(blame.file(
+            key,
+            "applies to several hosts: add `hosts: { count: 2 }` (`--hosts 2`)".into(),
+        ));
+    }
+    Ok(None)
+}
+
+/// The cores the VNFs share: `--vnf-cores`, else `vnf_cores`, else every core but the
+/// tester's; each one this process may use.
+fn vnf_cores_of(
+    flags: &ScenarioFlags,
+    f: &ScenarioFile,
+    tester_core: Option<usize>,
+    blame: &Blame,
+) -> Result<Vec<usize>, ScenarioError> {
+    let vnf_cores = match flags.vnf_cores.clone().or_else(|| f.vnf_cores.as_ref().map(text_of)) {
+        Some(list) => parse_cpu_list(&list).map_err(|reason| match &flags.vnf_cores {
+            Some(_) => blame.flag("vnf_cores", reason),
+            None => blame.file("vnf_cores", reason),
+        })?,
+        None => default_vnf_cores(tester_core),
+    };
+    let allowed = allowed_cores();
+    if let Some(c) = vnf_cores.iter().find(|c| !allowed.contains(c)) {
+        return Err(blame.file(
+            "vnf_cores",
+            format!("core {c} is not one this process may use ({allowed:?})"),
+        ));
+    }
+    Ok(vnf_cores)
+}
+
+/// The search the flags ask for, if any. A search of the aggregate sets every chain's
+/// rate: a group's own rate is refused.
+fn scenario_search(
+    flags: &ScenarioFlags,
+    resolved: &[Resolved],
+    blame: &Blame,
+) -> Result<Option<sfclab_measure::SearchConfig>, ScenarioError> {
+    if !(flags.search || flags.search_per_chain) {
+        return Ok(None);
+    }
+    if flags.search
+        && let Some(k) = resolved.iter().position(|r| r.own_rate)
+    {
+        return Err(blame.file(
+            &format!("groups[{k}].traffic.rate"),
+            "a search sets every chain's rate, split evenly: leave the groups' rates out (or search per chain)".into(),
+        ));
+    }
+    search_config(flags, &resolved[0].template)
+        .map(Some)
+        .map_err(|(flag, reason)| ScenarioError {
+            origin: format!("--{}", flag.replace('_', "-")),
+            key: flag.replace('-', "_"),
+            reason,
+        })
 }
 
 /// The groups as given: `groups:`'s entries, or one from the scenario's own keys and
