@@ -10,7 +10,7 @@ use crate::Stop;
 use serde::Serialize;
 use sfclab_core::tsc;
 use sfclab_nf::tables::acl::{BitVector, Key, TupleSpace, classbench};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::{Rounds, median, median_if_any, on_core};
@@ -105,157 +105,22 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str), stop: &
     let core = args.core.or_else(sfclab_runtime::placement::default_chain_core);
     let dir = tempfile::tempdir().map_err(|e| format!("cannot create a temporary directory: {e}"))?;
     let per_point = 1 + args.repeat * if args.peer { 4 } else { 2 };
-    let total = args.rules.len() * per_point;
-    let mut step = 0;
+    let mut steps = Steps {
+        done: 0,
+        total: args.rules.len() * per_point,
+        tell: &mut progress,
+    };
     let mut interrupted = false;
     let mut points = Vec::new();
     for &n in &args.rules {
-        progress(step, total, &format!("{n} rules: building"));
-        let rules = classbench::generate_rules(n, args.seed ^ n as u64);
-        let trace = classbench::generate_trace(&rules, args.trace, args.seed ^ !(n as u64));
-        let (rules_path, trace_path) = (
-            dir.path().join(format!("rules-{n}")),
-            dir.path().join(format!("trace-{n}")),
-        );
-        let write = |p: &Path, text: String| std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()));
-        write(&rules_path, classbench::format_rules(&rules))?;
-        write(&trace_path, classbench::format_trace(&trace))?;
-        let started = Instant::now();
-        let bv = BitVector::new(&rules);
-        let build_s = started.elapsed().as_secs_f64();
-        let ts = TupleSpace::new(&rules);
-        let mut ours = vec![None; trace.len()];
-        bv.classify_bulk(&trace, &mut ours);
-        let matched = ours.iter().filter(|r| r.is_some()).count();
-        step += 1;
-
-        let mut point = AclPoint {
-            rules: n,
-            matched_percent: matched as f64 * 100.0 / trace.len().max(1) as f64,
-            build_s,
-            memory_bytes: bv.memory_bytes(),
-            distinct_rows: bv.distinct_rows(),
-            bitvector_cycles: f64::NAN,
-            bitvector_runs: Vec::new(),
-            tuple_space_cycles: f64::NAN,
-            tuple_space_runs: Vec::new(),
-            tuple_space_tables: ts.tables(),
-            dpdk_method: None,
-            dpdk_cycles: None,
-            dpdk_runs: Vec::new(),
-            dpdk_scalar_cycles: None,
-            dpdk_scalar_runs: Vec::new(),
-            agreed: None,
-            compared: None,
-            dpdk_skipped: None,
-            ratio: None,
-            scalar_ratio: None,
-        };
-        let peer_core = core.unwrap_or(0);
+        steps.at(&format!("{n} rules: building"));
+        let set = RuleSet::build(args, n, dir.path())?;
+        steps.done += 1;
+        let mut point = set.point();
         if args.peer {
-            match sfclab_peers::dpdk_acl::acl_results(&rules_path, &trace_path, peer_core, &|| stop.requested()) {
-                Ok(theirs) => {
-                    let compared = theirs.len().min(ours.len());
-                    let agreed = theirs.iter().zip(&ours).filter(|(a, b)| a == b).count();
-                    if theirs.len() != ours.len() || agreed != compared {
-                        let first = theirs.iter().zip(&ours).position(|(a, b)| a != b);
-                        return Err(format!(
-                            "{n} rules: rte_acl and sfclab disagree on {} of {compared} headers (rte_acl classified {} of {}; first difference at header {first:?})",
-                            compared - agreed,
-                            theirs.len(),
-                            ours.len(),
-                        ));
-                    }
-                    point.agreed = Some(agreed);
-                    point.compared = Some(compared);
-                }
-                Err(e) => point.dpdk_skipped = Some(e),
-            }
+            set.check_against_rte_acl(core.unwrap_or(0), &mut point, stop)?;
         }
-        let min_headers = args.headers.max(trace.len());
-        let iterations = min_headers.div_ceil(trace.len().max(1)) as u32;
-        let mut rounds = Rounds::new(args.repeat, stop);
-        'rounds: while rounds.start_next() {
-            if args.peer && point.dpdk_skipped.is_none() {
-                for method in [None, Some("scalar")] {
-                    if !rounds.go_on() {
-                        break 'rounds;
-                    }
-                    progress(
-                        step,
-                        total,
-                        &format!("{n} rules: rte_acl ({})", method.unwrap_or("default method")),
-                    );
-                    let peer = sfclab_peers::dpdk_acl::acl_perf(
-                        &rules_path,
-                        &trace_path,
-                        peer_core,
-                        iterations,
-                        method,
-                        &|| stop.requested(),
-                    );
-                    match (peer, method) {
-                        (Ok(p), None) => {
-                            point.dpdk_method = Some(p.method);
-                            point.dpdk_runs.push(p.cycles_per_packet);
-                        }
-                        (Ok(p), Some(_)) => point.dpdk_scalar_runs.push(p.cycles_per_packet),
-                        (Err(_), _) if stop.requested() => rounds.cut(),
-                        (Err(e), None) => point.dpdk_skipped = Some(e),
-                        // Not every build has the scalar method; its figure is left out.
-                        (Err(_), Some(_)) => {}
-                    }
-                    step += 1;
-                }
-            }
-            if !rounds.go_on() {
-                break;
-            }
-            progress(step, total, &format!("{n} rules: sfclab bit vectors"));
-            match on_core(core, || {
-                cycles_per_header(&trace, min_headers, |k, o| bv.classify_bulk(k, o), stop)
-            }) {
-                Some(c) => point.bitvector_runs.push(c),
-                None => {
-                    rounds.cut();
-                    break;
-                }
-            }
-            step += 1;
-            if !rounds.go_on() {
-                break;
-            }
-            progress(step, total, &format!("{n} rules: sfclab tuple space search"));
-            // Tuple space search is slow on big rule sets: fewer headers, same trace.
-            let tuple_space = on_core(core, || {
-                cycles_per_header(
-                    &trace,
-                    trace.len(),
-                    |keys, out| {
-                        for (k, o) in keys.iter().zip(out) {
-                            *o = ts.classify(k);
-                        }
-                    },
-                    stop,
-                )
-            });
-            match tuple_space {
-                Some(c) => point.tuple_space_runs.push(c),
-                None => {
-                    rounds.cut();
-                    break;
-                }
-            }
-            step += 1;
-        }
-        for runs in [
-            &mut point.bitvector_runs,
-            &mut point.tuple_space_runs,
-            &mut point.dpdk_runs,
-            &mut point.dpdk_scalar_runs,
-        ] {
-            rounds.keep_completed(runs);
-        }
+        let rounds = measure_rounds(args, &set, (core, &mut point), &mut steps, stop);
         if rounds.interrupted() {
             interrupted = true;
             if rounds.completed() == 0 {
@@ -286,6 +151,210 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str), stop: &
         trace_headers: args.trace,
         points,
     })
+}
+
+/// Progress through the benchmark: steps done and in all.
+struct Steps<'p> {
+    done: usize,
+    total: usize,
+    tell: &'p mut dyn FnMut(usize, usize, &str),
+}
+
+impl Steps<'_> {
+    fn at(&mut self, what: &str) {
+        (self.tell)(self.done, self.total, what);
+    }
+}
+
+/// One point's rules and trace, in files both classifiers read, and sfclab's two
+/// classifiers built over the rules.
+struct RuleSet {
+    n: usize,
+    rules_path: PathBuf,
+    trace_path: PathBuf,
+    trace: Vec<Key>,
+    bv: BitVector,
+    build_s: f64,
+    ts: TupleSpace,
+    /// What the bit vectors classified each header of the trace as.
+    ours: Vec<Option<usize>>,
+}
+
+impl RuleSet {
+    fn build(args: &AclArgs, n: usize, dir: &Path) -> Result<RuleSet, String> {
+        let rules = classbench::generate_rules(n, args.seed ^ n as u64);
+        let trace = classbench::generate_trace(&rules, args.trace, args.seed ^ !(n as u64));
+        let (rules_path, trace_path) = (dir.join(format!("rules-{n}")), dir.join(format!("trace-{n}")));
+        let write = |p: &Path, text: String| std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()));
+        write(&rules_path, classbench::format_rules(&rules))?;
+        write(&trace_path, classbench::format_trace(&trace))?;
+        let started = Instant::now();
+        let bv = BitVector::new(&rules);
+        let build_s = started.elapsed().as_secs_f64();
+        let ts = TupleSpace::new(&rules);
+        let mut ours = vec![None; trace.len()];
+        bv.classify_bulk(&trace, &mut ours);
+        Ok(RuleSet {
+            n,
+            rules_path,
+            trace_path,
+            trace,
+            bv,
+            build_s,
+            ts,
+            ours,
+        })
+    }
+
+    /// The point before any measurement: what the rule set is.
+    fn point(&self) -> AclPoint {
+        let matched = self.ours.iter().filter(|r| r.is_some()).count();
+        AclPoint {
+            rules: self.n,
+            matched_percent: matched as f64 * 100.0 / self.trace.len().max(1) as f64,
+            build_s: self.build_s,
+            memory_bytes: self.bv.memory_bytes(),
+            distinct_rows: self.bv.distinct_rows(),
+            bitvector_cycles: f64::NAN,
+            bitvector_runs: Vec::new(),
+            tuple_space_cycles: f64::NAN,
+            tuple_space_runs: Vec::new(),
+            tuple_space_tables: self.ts.tables(),
+            dpdk_method: None,
+            dpdk_cycles: None,
+            dpdk_runs: Vec::new(),
+            dpdk_scalar_cycles: None,
+            dpdk_scalar_runs: Vec::new(),
+            agreed: None,
+            compared: None,
+            dpdk_skipped: None,
+            ratio: None,
+            scalar_ratio: None,
+        }
+    }
+
+    /// rte_acl classifies the same trace: every header as the bit vectors did, or the
+    /// benchmark fails; a peer that does not run is noted and skipped.
+    fn check_against_rte_acl(&self, peer_core: usize, point: &mut AclPoint, stop: &Stop) -> Result<(), String> {
+        let theirs = match sfclab_peers::dpdk_acl::acl_results(&self.rules_path, &self.trace_path, peer_core, &|| {
+            stop.requested()
+        }) {
+            Ok(theirs) => theirs,
+            Err(e) => {
+                point.dpdk_skipped = Some(e);
+                return Ok(());
+            }
+        };
+        let ours = &self.ours;
+        let compared = theirs.len().min(ours.len());
+        let agreed = theirs.iter().zip(ours).filter(|(a, b)| a == b).count();
+        if theirs.len() != ours.len() || agreed != compared {
+            let first = theirs.iter().zip(ours).position(|(a, b)| a != b);
+            return Err(format!(
+                "{} rules: rte_acl and sfclab disagree on {} of {compared} headers (rte_acl classified {} of {}; first difference at header {first:?})",
+                self.n,
+                compared - agreed,
+                theirs.len(),
+                ours.len(),
+            ));
+        }
+        point.agreed = Some(agreed);
+        point.compared = Some(compared);
+        Ok(())
+    }
+}
+
+/// The point's interleaved rounds: rte_acl (its default method, then scalar), sfclab's
+/// bit vectors, its tuple space search. Whole rounds are kept.
+fn measure_rounds(
+    args: &AclArgs,
+    set: &RuleSet,
+    (core, point): (Option<usize>, &mut AclPoint),
+    steps: &mut Steps,
+    stop: &Stop,
+) -> Rounds {
+    let (n, trace) = (set.n, &set.trace);
+    let min_headers = args.headers.max(trace.len());
+    let iterations = min_headers.div_ceil(trace.len().max(1)) as u32;
+    let mut rounds = Rounds::new(args.repeat, stop);
+    'rounds: while rounds.start_next() {
+        if args.peer && point.dpdk_skipped.is_none() {
+            for method in [None, Some("scalar")] {
+                if !rounds.go_on() {
+                    break 'rounds;
+                }
+                steps.at(&format!("{n} rules: rte_acl ({})", method.unwrap_or("default method")));
+                let peer = sfclab_peers::dpdk_acl::acl_perf(
+                    &set.rules_path,
+                    &set.trace_path,
+                    core.unwrap_or(0),
+                    iterations,
+                    method,
+                    &|| stop.requested(),
+                );
+                match (peer, method) {
+                    (Ok(p), None) => {
+                        point.dpdk_method = Some(p.method);
+                        point.dpdk_runs.push(p.cycles_per_packet);
+                    }
+                    (Ok(p), Some(_)) => point.dpdk_scalar_runs.push(p.cycles_per_packet),
+                    (Err(_), _) if stop.requested() => rounds.cut(),
+                    (Err(e), None) => point.dpdk_skipped = Some(e),
+                    // Not every build has the scalar method; its figure is left out.
+                    (Err(_), Some(_)) => {}
+                }
+                steps.done += 1;
+            }
+        }
+        if !rounds.go_on() {
+            break;
+        }
+        steps.at(&format!("{n} rules: sfclab bit vectors"));
+        match on_core(core, || {
+            cycles_per_header(trace, min_headers, |k, o| set.bv.classify_bulk(k, o), stop)
+        }) {
+            Some(c) => point.bitvector_runs.push(c),
+            None => {
+                rounds.cut();
+                break;
+            }
+        }
+        steps.done += 1;
+        if !rounds.go_on() {
+            break;
+        }
+        steps.at(&format!("{n} rules: sfclab tuple space search"));
+        // Tuple space search is slow on big rule sets: fewer headers, same trace.
+        let tuple_space = on_core(core, || {
+            cycles_per_header(
+                trace,
+                trace.len(),
+                |keys, out| {
+                    for (k, o) in keys.iter().zip(out) {
+                        *o = set.ts.classify(k);
+                    }
+                },
+                stop,
+            )
+        });
+        match tuple_space {
+            Some(c) => point.tuple_space_runs.push(c),
+            None => {
+                rounds.cut();
+                break;
+            }
+        }
+        steps.done += 1;
+    }
+    for runs in [
+        &mut point.bitvector_runs,
+        &mut point.tuple_space_runs,
+        &mut point.dpdk_runs,
+        &mut point.dpdk_scalar_runs,
+    ] {
+        rounds.keep_completed(runs);
+    }
+    rounds
 }
 
 benchmark!(AclBench, render_table);
