@@ -343,10 +343,10 @@ pub fn workload_names(nat_sessions: &[u32]) -> Vec<String> {
         "nat44",
         "firewall-acl",
         "firewall",
-        "fw-nat-router",
         "qos",
         "shaper",
         "dpi",
+        "fw-nat-router",
         "multi-feature",
         "ipsec",
         "nsh",
@@ -374,8 +374,34 @@ pub fn check_only(args: &NfsArgs) -> Result<(), String> {
 
 fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
     check_only(args)?;
+    let mut w = one_nf_workloads(args)?;
+    w.extend(chain_workloads(args)?);
+    w.extend(table_workloads()?);
+    for &n in &args.nat_sessions {
+        w.push(Workload {
+            name: format!("nat44@{n}"),
+            description: format!("NAPT at {n} active sessions (one flow each, round robin)"),
+            chain: vec![("nat44".into(), nat44(n)?)],
+            flows: n,
+            sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
+            ..Workload::default()
+        });
+    }
+    debug_assert_eq!(
+        w.iter().map(|x| x.name.clone()).collect::<Vec<_>>(),
+        workload_names(&args.nat_sessions)
+    );
+    if !args.only.is_empty() {
+        w.retain(|x| args.only.contains(&x.name));
+    }
+    Ok(w)
+}
+
+/// One NF each (the forwarding, classifying, metering and inspecting NFs), at the
+/// flows of `--flows`.
+fn one_nf_workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
     let f = args.flows;
-    let mut w = vec![
+    Ok(vec![
         Workload {
             name: "forwarder".into(),
             description: "MAC rewrite: the papers' single-feature forwarding chain".into(),
@@ -419,18 +445,6 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             ..Workload::default()
         },
         Workload {
-            name: "fw-nat-router".into(),
-            description: "firewall (conntrack) -> nat44 -> router, one core".into(),
-            chain: vec![
-                ("firewall".into(), firewall(args.rules, f, true)?),
-                ("nat44".into(), nat44(f)?),
-                ("router".into(), router()?),
-            ],
-            flows: f,
-            destinations: Destinations::Spread,
-            ..Workload::default()
-        },
-        Workload {
             name: "qos".into(),
             description: "3 classes by DSCP (EF, AF41, rest): srTCM, trTCM, srTCM at rates the core does not reach; remark per colour".into(),
             chain: vec![("qos".into(), qos()?)],
@@ -450,6 +464,26 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             description: "30 Snort-style signatures (examples/signatures/web.rules) over UDP payloads".into(),
             chain: vec![("dpi".into(), dpi()?)],
             flows: f,
+            ..Workload::default()
+        },
+    ])
+}
+
+/// Chains of several NFs on one core: the papers' multi-feature VNFs, an ESP tunnel's
+/// two ends, NSH paths.
+fn chain_workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
+    let f = args.flows;
+    Ok(vec![
+        Workload {
+            name: "fw-nat-router".into(),
+            description: "firewall (conntrack) -> nat44 -> router, one core".into(),
+            chain: vec![
+                ("firewall".into(), firewall(args.rules, f, true)?),
+                ("nat44".into(), nat44(f)?),
+                ("router".into(), router()?),
+            ],
+            flows: f,
+            destinations: Destinations::Spread,
             ..Workload::default()
         },
         Workload {
@@ -495,6 +529,13 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             flows: f,
             ..Workload::default()
         },
+    ])
+}
+
+/// A NAT's or firewall's table under pressure: churn through it, or answered flows
+/// that fill it with assured entries.
+fn table_workloads() -> Result<Vec<Workload>, String> {
+    Ok(vec![
         Workload {
             name: "nat44-churn".into(),
             description: "a new TCP mapping every 2 packets, 1M flows through the default table (1M, pool 1,032,192 pairs): each new flow takes an unassured one's place".into(),
@@ -555,25 +596,7 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             responder: true,
             ..Workload::default()
         },
-    ];
-    for &n in &args.nat_sessions {
-        w.push(Workload {
-            name: format!("nat44@{n}"),
-            description: format!("NAPT at {n} active sessions (one flow each, round robin)"),
-            chain: vec![("nat44".into(), nat44(n)?)],
-            flows: n,
-            sizes: vec![("64", FrameSizes::Fixed { size: 64 })],
-            ..Workload::default()
-        });
-    }
-    debug_assert_eq!(
-        w.iter().map(|x| x.name.clone()).collect::<Vec<_>>(),
-        workload_names(&args.nat_sessions)
-    );
-    if !args.only.is_empty() {
-        w.retain(|x| args.only.contains(&x.name));
-    }
-    Ok(w)
+    ])
 }
 
 struct Runs {
