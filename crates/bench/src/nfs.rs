@@ -661,44 +661,7 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str), stop: &
             last: None,
         })
         .collect();
-    let mut step = 0;
-    let mut rounds = crate::Rounds::new(args.repeat, stop);
-    'rounds: while rounds.start_next() {
-        for (c, &(i, s)) in cases.iter().enumerate() {
-            if !rounds.go_on() {
-                break 'rounds;
-            }
-            let (w, (label, sizes)) = (&work[i], &work[i].sizes[s]);
-            progress(step, total, &format!("{} {label} B, accounting off", w.name));
-            let off = run_once(w, sizes, args, false, stop)?;
-            if off.interrupted {
-                rounds.cut();
-                break 'rounds;
-            }
-            runs[c].mpps.push(off.mpps);
-            runs[c].cycles.push(off.busy_cycles_per_packet.unwrap_or(f64::NAN));
-            step += 1;
-            progress(step, total, &format!("{} {label} B, accounting on", w.name));
-            let on = run_once(w, sizes, args, true, stop)?;
-            if on.interrupted {
-                rounds.cut();
-                break 'rounds;
-            }
-            let nf_places = on.places.iter().filter(|p| p.role == Role::Nf);
-            for (k, p) in nf_places.enumerate().take(w.chain.len()) {
-                runs[c].nf_cycles[k].push(p.cycles_per_packet.unwrap_or(f64::NAN));
-            }
-            runs[c].last = Some(on);
-            step += 1;
-        }
-    }
-    for r in &mut runs {
-        rounds.keep_completed(&mut r.mpps);
-        rounds.keep_completed(&mut r.cycles);
-        for nf in &mut r.nf_cycles {
-            rounds.keep_completed(nf);
-        }
-    }
+    let rounds = measure_rounds(args, (&work, &cases), &mut runs, &mut progress, stop)?;
     let interrupted = rounds.interrupted();
     let tsc_hz = sfclab_core::tsc::hz();
     let mut points: Vec<NfsPoint> = cases
@@ -706,69 +669,7 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str), stop: &
         .zip(&runs)
         // Ctrl-C came before a round ended: no point.
         .filter(|(_, r)| !r.mpps.is_empty())
-        .map(|(&(i, s), r)| {
-            let w = &work[i];
-            let nfs: Vec<NfCost> = w
-                .chain
-                .iter()
-                .zip(&r.nf_cycles)
-                .map(|((name, spec), runs)| NfCost {
-                    name: name.clone(),
-                    kind: spec.kind().to_string(),
-                    cycles: median(runs),
-                    cycles_runs: runs.clone(),
-                })
-                .collect();
-            let chain_cycles: f64 = nfs.iter().map(|n| n.cycles).sum();
-            let last = r.last.as_ref();
-            let nf_places: Vec<_> = last
-                .map(|l| l.places.iter().filter(|p| p.role == Role::Nf).collect())
-                .unwrap_or_default();
-            let counter = |key: &str| nf_places.iter().find_map(|p| p.counters.get(key).copied());
-            let entries = counter("sessions").or_else(|| counter("connections"));
-            let bytes_per_entry = counter("table_bytes")
-                .zip(counter("capacity"))
-                .filter(|&(_, c)| c > 0)
-                .map(|(b, c)| b as f64 / c as f64);
-            // A chain's tables are several: the figures are a single NF's.
-            let single = w.chain.len() == 1;
-            let bytes_per_entry = bytes_per_entry.filter(|_| single);
-            let entries = entries.filter(|_| bytes_per_entry.is_some());
-            let mut drop_reasons: Vec<(String, u64)> = nf_places
-                .iter()
-                .flat_map(|p| p.drops.iter().map(|(k, v)| (format!("{}: {k}", p.name), *v)))
-                .collect();
-            drop_reasons.sort();
-            // The dpi NF's scan rate: its payload bytes per second of its own cycles.
-            let dpi_gbps = nf_places
-                .iter()
-                .zip(&nfs)
-                .find(|(_, n)| n.kind == "dpi")
-                .and_then(|(p, n)| {
-                    let bytes = *p.counters.get("inspected_bytes")? as f64;
-                    (p.packets_in > 0 && n.cycles > 0.0)
-                        .then(|| bytes / (n.cycles * p.packets_in as f64) * tsc_hz / 1e9)
-                });
-            NfsPoint {
-                workload: w.name.clone(),
-                description: w.description.clone(),
-                frames: w.sizes[s].0.to_string(),
-                flows: w.flows,
-                core_mpps: median(&r.mpps),
-                core_mpps_runs: r.mpps.clone(),
-                core_cycles: median(&r.cycles),
-                core_cycles_runs: r.cycles.clone(),
-                chain_mpps: tsc_hz / chain_cycles / 1e6,
-                chain_cycles,
-                nfs,
-                vs_forwarder: None,
-                dropped: nf_places.iter().map(|p| p.dropped).sum(),
-                drop_reasons,
-                table_entries: entries,
-                table_bytes_per_entry: bytes_per_entry,
-                dpi_gbps,
-            }
-        })
+        .map(|(&(i, s), r)| point_of(&work[i], s, r, tsc_hz))
         .collect();
     let baseline: Vec<(String, f64)> = points
         .iter()
@@ -814,6 +715,121 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str), stop: &
         matcher,
         crypto,
     })
+}
+
+/// Interleaved rounds over every workload at every size: a run with accounting off (the
+/// core's figures), then one with it on (each NF's), into `runs`. Whole rounds are kept.
+fn measure_rounds(
+    args: &NfsArgs,
+    (work, cases): (&[Workload], &[(usize, usize)]),
+    runs: &mut [Runs],
+    progress: &mut impl FnMut(usize, usize, &str),
+    stop: &Stop,
+) -> Result<crate::Rounds, String> {
+    let total = args.repeat * cases.len() * 2;
+    let mut step = 0;
+    let mut rounds = crate::Rounds::new(args.repeat, stop);
+    'rounds: while rounds.start_next() {
+        for (c, &(i, s)) in cases.iter().enumerate() {
+            if !rounds.go_on() {
+                break 'rounds;
+            }
+            let (w, (label, sizes)) = (&work[i], &work[i].sizes[s]);
+            progress(step, total, &format!("{} {label} B, accounting off", w.name));
+            let off = run_once(w, sizes, args, false, stop)?;
+            if off.interrupted {
+                rounds.cut();
+                break 'rounds;
+            }
+            runs[c].mpps.push(off.mpps);
+            runs[c].cycles.push(off.busy_cycles_per_packet.unwrap_or(f64::NAN));
+            step += 1;
+            progress(step, total, &format!("{} {label} B, accounting on", w.name));
+            let on = run_once(w, sizes, args, true, stop)?;
+            if on.interrupted {
+                rounds.cut();
+                break 'rounds;
+            }
+            let nf_places = on.places.iter().filter(|p| p.role == Role::Nf);
+            for (k, p) in nf_places.enumerate().take(w.chain.len()) {
+                runs[c].nf_cycles[k].push(p.cycles_per_packet.unwrap_or(f64::NAN));
+            }
+            runs[c].last = Some(on);
+            step += 1;
+        }
+    }
+    for r in runs.iter_mut() {
+        rounds.keep_completed(&mut r.mpps);
+        rounds.keep_completed(&mut r.cycles);
+        for nf in &mut r.nf_cycles {
+            rounds.keep_completed(nf);
+        }
+    }
+    Ok(rounds)
+}
+
+/// A workload's point at size `s`: the medians of its runs, each NF's cost, and what
+/// the last run with accounting says of its tables, drops and scan rate.
+fn point_of(w: &Workload, s: usize, r: &Runs, tsc_hz: f64) -> NfsPoint {
+    let nfs: Vec<NfCost> = w
+        .chain
+        .iter()
+        .zip(&r.nf_cycles)
+        .map(|((name, spec), runs)| NfCost {
+            name: name.clone(),
+            kind: spec.kind().to_string(),
+            cycles: median(runs),
+            cycles_runs: runs.clone(),
+        })
+        .collect();
+    let chain_cycles: f64 = nfs.iter().map(|n| n.cycles).sum();
+    let last = r.last.as_ref();
+    let nf_places: Vec<_> = last
+        .map(|l| l.places.iter().filter(|p| p.role == Role::Nf).collect())
+        .unwrap_or_default();
+    let counter = |key: &str| nf_places.iter().find_map(|p| p.counters.get(key).copied());
+    let entries = counter("sessions").or_else(|| counter("connections"));
+    let bytes_per_entry = counter("table_bytes")
+        .zip(counter("capacity"))
+        .filter(|&(_, c)| c > 0)
+        .map(|(b, c)| b as f64 / c as f64);
+    // A chain's tables are several: the figures are a single NF's.
+    let single = w.chain.len() == 1;
+    let bytes_per_entry = bytes_per_entry.filter(|_| single);
+    let entries = entries.filter(|_| bytes_per_entry.is_some());
+    let mut drop_reasons: Vec<(String, u64)> = nf_places
+        .iter()
+        .flat_map(|p| p.drops.iter().map(|(k, v)| (format!("{}: {k}", p.name), *v)))
+        .collect();
+    drop_reasons.sort();
+    // The dpi NF's scan rate: its payload bytes per second of its own cycles.
+    let dpi_gbps = nf_places
+        .iter()
+        .zip(&nfs)
+        .find(|(_, n)| n.kind == "dpi")
+        .and_then(|(p, n)| {
+            let bytes = *p.counters.get("inspected_bytes")? as f64;
+            (p.packets_in > 0 && n.cycles > 0.0).then(|| bytes / (n.cycles * p.packets_in as f64) * tsc_hz / 1e9)
+        });
+    NfsPoint {
+        workload: w.name.clone(),
+        description: w.description.clone(),
+        frames: w.sizes[s].0.to_string(),
+        flows: w.flows,
+        core_mpps: median(&r.mpps),
+        core_mpps_runs: r.mpps.clone(),
+        core_cycles: median(&r.cycles),
+        core_cycles_runs: r.cycles.clone(),
+        chain_mpps: tsc_hz / chain_cycles / 1e6,
+        chain_cycles,
+        nfs,
+        vs_forwarder: None,
+        dropped: nf_places.iter().map(|p| p.dropped).sum(),
+        drop_reasons,
+        table_entries: entries,
+        table_bytes_per_entry: bytes_per_entry,
+        dpi_gbps,
+    }
 }
 
 /// Operations per size and run for the cipher checks: about a window's worth.
