@@ -661,28 +661,7 @@ pub fn calibrate(
     sizes.sort_unstable();
     sizes.dedup();
     let cores = cores_from(args.core);
-    if !args.wired.is_empty() {
-        if !sfclab_topology::running_as_root() {
-            return Err(format!(
-                "--technologies {}: chains in namespaces need root (namespaces, veth, XDP)",
-                args.wired.join(",")
-            ));
-        }
-        if let Some(bad) = args
-            .wired
-            .iter()
-            .find(|t| *t == "compound" || !crate::chaining::TECHNOLOGIES.contains(&t.as_str()))
-        {
-            return Err(format!(
-                "--technologies {bad}: not a chaining in namespaces (veth, nic-switch, linux, ovs)"
-            ));
-        }
-        if args.wired.iter().any(|t| t == "ovs")
-            && let Some(why) = crate::chaining::ovs_missing()
-        {
-            return Err(format!("--technologies ovs: {why}"));
-        }
-    }
+    check_technologies(args)?;
     let steps_per_round = steps_per_repetition(args) / sizes.len();
     let total = args.repeat * sizes.len() * steps_per_round;
     let mut done = 0;
@@ -700,36 +679,19 @@ pub fn calibrate(
     if rounds[0].is_empty() {
         return Err("interrupted before the first repetition finished: no calibration".into());
     }
-    // Differences of measurements (an NF's cost less the base) at least zero: a cost
-    // below is the noise of a term too small to see (the forwarder's).
-    let curve = |f: &dyn Fn(&Round) -> f64| {
-        let mut c = measured_curve(&sizes, &rounds, f, &|_| None);
-        c.points.iter_mut().for_each(|p| p.cycles = p.cycles.max(0.0));
-        c
+    let curves = Curves {
+        sizes: &sizes,
+        rounds: &rounds,
     };
     let has_pipeline = rounds[0][0].pipeline.is_some();
-    let mut nfs: Vec<NfCalibration> = Vec::new();
-    for (k, w) in args.nfs.iter().enumerate() {
-        let key = nf_key(w.nf.kind(), &w.nf.cost_settings());
-        if nfs.iter().any(|n| n.key == key) {
-            continue;
-        }
-        nfs.push(NfCalibration {
-            key,
-            kind: w.nf.kind().to_string(),
-            cycles: curve(&|r| r.nfs[k]),
-            in_stage: has_pipeline.then(|| curve(&|r| r.nfs_in_stage[k])),
-            across: has_pipeline.then(|| curve(&|r| r.nfs_across[k])),
-        });
-    }
+    let nfs = nf_calibrations(args, &curves, has_pipeline);
     let pipeline = has_pipeline.then(|| PipelineCalibration {
-        single_stage: curve(&|r| r.pipeline.map_or(f64::NAN, |p| p[0])),
-        first_stage: curve(&|r| r.pipeline.map_or(f64::NAN, |p| p[1])),
-        last_stage: curve(&|r| r.pipeline.map_or(f64::NAN, |p| p[2])),
-        same_core_link: curve(&|r| r.pipeline.map_or(f64::NAN, |p| p[3])),
+        single_stage: curves.of(&|r| r.pipeline.map_or(f64::NAN, |p| p[0])),
+        first_stage: curves.of(&|r| r.pipeline.map_or(f64::NAN, |p| p[1])),
+        last_stage: curves.of(&|r| r.pipeline.map_or(f64::NAN, |p| p[2])),
+        same_core_link: curves.of(&|r| r.pipeline.map_or(f64::NAN, |p| p[3])),
     });
-    let noop = curve(&|r| r.noop);
-    let machine = crate::Machine::read();
+    let noop = curves.of(&|r| r.noop);
     let mut notes = vec![
         "noop = (compound noop×5 − noop×1) / 4; base = noop×1 − noop; NF = compound [NF] − base, a stateless NF (no table) = (compound [NF×5] − [NF]) / 4".to_string(),
         "pipeline (flow control, backpressure; one stage = s_core on one core: generator, ingress queue, stage, sink): single = s_core [noop] − stage noop, stage noop = (s_core [noop×5] − s_core [noop]) / 4; NF in_stage = s_core [NF] − single, a stateless NF = (s_core [NF×5] − s_core [NF]) / 4; S = noop -> synthetic(cycles=100), L = noop -> synthetic(cycles=60), S in a stage = s_core [S] − single; first = core 0 of bi:2 [S | L] − S in a stage; last = core 1 of bi:2 [L | S] − S in a stage; NF across (first in a stage fed from another core) = core 1 of bi:2 [L | NF, synthetic(cycles=100)] − core 1 of bi:2 [L | S] + stage noop; same_core_link = (pbp:1 [S S] − s_core [S S]) / 3".to_string(),
@@ -750,53 +712,9 @@ pub fn calibrate(
     {
         notes.push(core_distance_note(guard));
     }
-    let (short, long) = (WIRED_LENGTHS[0], WIRED_LENGTHS[WIRED_LENGTHS.len() - 1]);
-    let wired: Vec<WiredCalibration> = args
-        .wired
-        .iter()
-        .enumerate()
-        .map(|(k, t)| {
-            // The per-hop term's interval: the line through every repetition's points.
-            let interval = |i: usize| {
-                let points: Vec<(f64, f64)> = rounds[i].iter().flat_map(|r| r.wired[k].points()).collect();
-                LineFit::of(&points).and_then(|f| f.slope_ci95).map(|(lo, hi)| [lo, hi])
-            };
-            WiredCalibration {
-                technology: t.clone(),
-                fixed: curve(&|r| r.wired[k].fit().intercept),
-                per_hop: measured_curve(&sizes, &rounds, &|r| r.wired[k].fit().slope, &interval),
-                tester_pps: curve(&|r| r.wired[k].tester_pps),
-                software_drops: sfclab_model::hops_overload(t).falls().then(|| SoftwareDrops {
-                    lengths: [short, long],
-                    short: curve(&|r| r.wired[k].software_drops[0]),
-                    long: curve(&|r| r.wired[k].software_drops[1]),
-                }),
-            }
-        })
-        .collect();
-    if !args.wired.is_empty() {
-        notes.push(format!(
-            "chains in namespaces: n = {} forwarders, sfclab's AF_XDP tester on one core, offered more than the chain forwards; DUT-core cycles per delivered frame = TSC / throughput (the DUT core saturated); per_hop = the slope of the line through the lengths (each repetition's; its interval the 95% one of the line through every repetition's points), fixed = that line at no hop (at least 0), per_hop not clamped; tester_pps = what the tester offered at n = {short}; where the chaining drops inside the chain (linux) its maximum is climbed to, and software_drops (C_SWdrops) at n = {short} and {long} = TSC / what it delivered offered all the tester sends − the cycles per frame at its maximum (at least 0)",
-            lengths_in_words()
-        ));
-    }
-    for w in &wired {
-        for p in &w.per_hop.points {
-            let Some([lo, hi]) = p.interval else { continue };
-            let what = if p.indistinct_from_zero() {
-                "cannot be told from zero"
-            } else if p.cycles < 0.0 {
-                "is below zero: longer chains cost the DUT core no more (another limit, such as the tester, bound every length)"
-            } else {
-                continue;
-            };
-            notes.push(format!(
-                "wired `{}` per_hop at {} B {what}: {:.0} cycles, 95% interval {lo:.0} to {hi:.0} (predictions price it at no less than 0; calibrate with more --repeat)",
-                w.technology, p.size, p.cycles
-            ));
-        }
-    }
-    let compound_base = curve(&|r| r.base);
+    let wired = wired_calibrations(args, &curves);
+    notes.extend(wired_notes(args, &wired));
+    let machine = crate::Machine::read();
     let cal = Calibration {
         schema: CALIBRATION_SCHEMA.into(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -815,13 +733,136 @@ pub fn calibrate(
             notes,
         },
         sizes: sizes.clone(),
-        compound_base,
+        compound_base: curves.of(&|r| r.base),
         nfs,
         pipeline,
         wired,
     };
     cal.check()?;
     Ok(cal)
+}
+
+/// The chainings in namespaces to calibrate can run here: as root, known, installed.
+fn check_technologies(args: &CalibrateArgs) -> Result<(), String> {
+    if args.wired.is_empty() {
+        return Ok(());
+    }
+    if !sfclab_topology::running_as_root() {
+        return Err(format!(
+            "--technologies {}: chains in namespaces need root (namespaces, veth, XDP)",
+            args.wired.join(",")
+        ));
+    }
+    if let Some(bad) = args
+        .wired
+        .iter()
+        .find(|t| *t == "compound" || !crate::chaining::TECHNOLOGIES.contains(&t.as_str()))
+    {
+        return Err(format!(
+            "--technologies {bad}: not a chaining in namespaces (veth, nic-switch, linux, ovs)"
+        ));
+    }
+    if args.wired.iter().any(|t| t == "ovs")
+        && let Some(why) = crate::chaining::ovs_missing()
+    {
+        return Err(format!("--technologies ovs: {why}"));
+    }
+    Ok(())
+}
+
+/// Every repetition's rounds at every size, made into curves over the sizes.
+struct Curves<'a> {
+    sizes: &'a [u16],
+    rounds: &'a [Vec<Round>],
+}
+
+impl Curves<'_> {
+    /// The curve of `f`, at least zero: `f` is a difference of measurements (an NF's
+    /// cost less the base), and a cost below zero is the noise of a term too small to
+    /// see (the forwarder's).
+    fn of(&self, f: &dyn Fn(&Round) -> f64) -> Curve {
+        let mut c = measured_curve(self.sizes, self.rounds, f, &|_| None);
+        c.points.iter_mut().for_each(|p| p.cycles = p.cycles.max(0.0));
+        c
+    }
+}
+
+/// Each NF's costs, once per calibration key.
+fn nf_calibrations(args: &CalibrateArgs, curves: &Curves, has_pipeline: bool) -> Vec<NfCalibration> {
+    let mut nfs: Vec<NfCalibration> = Vec::new();
+    for (k, w) in args.nfs.iter().enumerate() {
+        let key = nf_key(w.nf.kind(), &w.nf.cost_settings());
+        if nfs.iter().any(|n| n.key == key) {
+            continue;
+        }
+        nfs.push(NfCalibration {
+            key,
+            kind: w.nf.kind().to_string(),
+            cycles: curves.of(&|r| r.nfs[k]),
+            in_stage: has_pipeline.then(|| curves.of(&|r| r.nfs_in_stage[k])),
+            across: has_pipeline.then(|| curves.of(&|r| r.nfs_across[k])),
+        });
+    }
+    nfs
+}
+
+/// Each chaining in namespaces: the line through its lengths (fixed and per hop), the
+/// tester's rate, and the software drops where the chaining falls.
+fn wired_calibrations(args: &CalibrateArgs, curves: &Curves) -> Vec<WiredCalibration> {
+    let (short, long) = (WIRED_LENGTHS[0], WIRED_LENGTHS[WIRED_LENGTHS.len() - 1]);
+    let rounds = curves.rounds;
+    args.wired
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            // The per-hop term's interval: the line through every repetition's points.
+            let interval = |i: usize| {
+                let points: Vec<(f64, f64)> = rounds[i].iter().flat_map(|r| r.wired[k].points()).collect();
+                LineFit::of(&points).and_then(|f| f.slope_ci95).map(|(lo, hi)| [lo, hi])
+            };
+            WiredCalibration {
+                technology: t.clone(),
+                fixed: curves.of(&|r| r.wired[k].fit().intercept),
+                per_hop: measured_curve(curves.sizes, rounds, &|r| r.wired[k].fit().slope, &interval),
+                tester_pps: curves.of(&|r| r.wired[k].tester_pps),
+                software_drops: sfclab_model::hops_overload(t).falls().then(|| SoftwareDrops {
+                    lengths: [short, long],
+                    short: curves.of(&|r| r.wired[k].software_drops[0]),
+                    long: curves.of(&|r| r.wired[k].software_drops[1]),
+                }),
+            }
+        })
+        .collect()
+}
+
+/// The method of the chainings in namespaces, and each per-hop term that cannot be told
+/// from zero or is below it.
+fn wired_notes(args: &CalibrateArgs, wired: &[WiredCalibration]) -> Vec<String> {
+    let (short, long) = (WIRED_LENGTHS[0], WIRED_LENGTHS[WIRED_LENGTHS.len() - 1]);
+    let mut notes = Vec::new();
+    if !args.wired.is_empty() {
+        notes.push(format!(
+            "chains in namespaces: n = {} forwarders, sfclab's AF_XDP tester on one core, offered more than the chain forwards; DUT-core cycles per delivered frame = TSC / throughput (the DUT core saturated); per_hop = the slope of the line through the lengths (each repetition's; its interval the 95% one of the line through every repetition's points), fixed = that line at no hop (at least 0), per_hop not clamped; tester_pps = what the tester offered at n = {short}; where the chaining drops inside the chain (linux) its maximum is climbed to, and software_drops (C_SWdrops) at n = {short} and {long} = TSC / what it delivered offered all the tester sends − the cycles per frame at its maximum (at least 0)",
+            lengths_in_words()
+        ));
+    }
+    for w in wired {
+        for p in &w.per_hop.points {
+            let Some([lo, hi]) = p.interval else { continue };
+            let what = if p.indistinct_from_zero() {
+                "cannot be told from zero"
+            } else if p.cycles < 0.0 {
+                "is below zero: longer chains cost the DUT core no more (another limit, such as the tester, bound every length)"
+            } else {
+                continue;
+            };
+            notes.push(format!(
+                "wired `{}` per_hop at {} B {what}: {:.0} cycles, 95% interval {lo:.0} to {hi:.0} (predictions price it at no less than 0; calibrate with more --repeat)",
+                w.technology, p.size, p.cycles
+            ));
+        }
+    }
+    notes
 }
 
 #[cfg(test)]
