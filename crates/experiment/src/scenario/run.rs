@@ -433,45 +433,7 @@ fn chain_result(
     kernel_links: Vec<LinkFlow>,
 ) -> ChainResult {
     let lost = wire_loss(links, outcome);
-    // Over kernel links (here, or a cluster's between attached VNFs) the kernel
-    // carries frames too: what its sockets and the links' interfaces dropped explains
-    // loss as the hops' drops do (over memif alone there is none of either).
-    let mut explained = lost.explained.clone();
-    let socket = |hop: usize| {
-        outcome
-            .socket_drops
-            .iter()
-            .filter(|(h, _)| *h == hop)
-            .map(|(_, n)| n)
-            .sum::<u64>()
-    };
-    for &(hop, n) in outcome.socket_drops.iter().filter(|(_, n)| *n > 0) {
-        explained.insert(format!("kernel receive (hop {})", hop + 1), n);
-    }
-    let tester_kernel: u64 = links
-        .iter()
-        .flat_map(sfclab_core::RxPort::counters)
-        .filter(|c| sfclab_runtime::KERNEL_RECEIVE_DROPS.contains(&c.name))
-        .map(|c| c.value)
-        .sum();
-    if tester_kernel > 0 {
-        explained.insert("kernel receive (tester)".into(), tester_kernel);
-    }
-    for l in &kernel_links {
-        let full = if l.kind == "tunnel" { "cable full" } else { "peer full" };
-        // A veth's XDP hands frames to the receiver's socket: what the socket had no
-        // room for the veth counts too; only the rest is the veth's own.
-        let rx_own = match (l.kind.as_str(), l.receiver) {
-            ("veth", Some(hop)) => l.rx_dropped.saturating_sub(socket(hop)),
-            ("veth", None) => l.rx_dropped.saturating_sub(tester_kernel),
-            _ => l.rx_dropped,
-        };
-        for (n, what) in [(l.tx_dropped, full), (rx_own, "receive")] {
-            if n > 0 {
-                explained.insert(format!("{} {} ({what})", l.kind, l.link), n);
-            }
-        }
-    }
+    let explained = explained_by_the_kernel(lost.explained.clone(), links, outcome, &kernel_links);
     let lost = sfclab_runtime::WireLoss::balance(lost.tester, explained);
     let mut drops: BTreeMap<String, u64> = lost
         .tester
@@ -493,55 +455,7 @@ fn chain_result(
         .documents
         .iter()
         .enumerate()
-        .map(|(i, doc)| {
-            for d in doc["drops"].as_array().into_iter().flatten() {
-                let (place, reason) = (d["place"].as_str().unwrap_or("?"), d["reason"].as_str().unwrap_or("?"));
-                *drops.entry(format!("hop {} {place} {reason}", i + 1)).or_default() +=
-                    d["packets"].as_u64().unwrap_or(0);
-            }
-            let count = |key: &str| doc["conservation"][key].as_u64().unwrap_or(0);
-            let (rx, tx) = (count("generated"), count("received"));
-            // A hop that forwards both ways counts each side's frames at its ports.
-            let counter = |name: &str| {
-                doc["places"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find_map(|p| p["counters"][name].as_u64())
-            };
-            let directions = names
-                .iter()
-                .map(|&d| {
-                    let (rx, tx) = match names.len() {
-                        1 => (rx, tx),
-                        _ => (
-                            counter(&format!("{d}_in")).unwrap_or(0),
-                            counter(&format!("{d}_out")).unwrap_or(0),
-                        ),
-                    };
-                    HopDirection {
-                        direction: d.to_string(),
-                        rx,
-                        tx,
-                        dropped: rx.saturating_sub(tx),
-                    }
-                })
-                .collect();
-            HopFlow {
-                hop: i + 1,
-                nfs: doc["chain"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|n| n.as_str().map(str::to_string))
-                    .collect(),
-                rx,
-                tx,
-                dropped: count("dropped"),
-                directions,
-                error: doc["error"].as_str().map(str::to_string),
-            }
-        })
+        .map(|(i, doc)| hop_flow(i, doc, &names, &mut drops))
         .collect();
     let directions: Vec<DirectionResult> = reports
         .iter()
@@ -573,6 +487,103 @@ fn chain_result(
         conserved: reports.iter().all(|r| r.conservation.holds) && lost.unaccounted == 0 && lost.counted_beyond == 0,
         hops,
         kernel_links,
+    }
+}
+
+/// What the wire lost, explained also by the kernel where it carries frames (here, or a
+/// cluster's links between attached VNFs): its sockets' and the links' interfaces'
+/// drops explain loss as the hops' drops do (over memif alone there is none of either).
+fn explained_by_the_kernel(
+    mut explained: BTreeMap<String, u64>,
+    links: &[Link],
+    outcome: &ExternalOutcome,
+    kernel_links: &[LinkFlow],
+) -> BTreeMap<String, u64> {
+    let socket = |hop: usize| {
+        outcome
+            .socket_drops
+            .iter()
+            .filter(|(h, _)| *h == hop)
+            .map(|(_, n)| n)
+            .sum::<u64>()
+    };
+    for &(hop, n) in outcome.socket_drops.iter().filter(|(_, n)| *n > 0) {
+        explained.insert(format!("kernel receive (hop {})", hop + 1), n);
+    }
+    let tester_kernel: u64 = links
+        .iter()
+        .flat_map(sfclab_core::RxPort::counters)
+        .filter(|c| sfclab_runtime::KERNEL_RECEIVE_DROPS.contains(&c.name))
+        .map(|c| c.value)
+        .sum();
+    if tester_kernel > 0 {
+        explained.insert("kernel receive (tester)".into(), tester_kernel);
+    }
+    for l in kernel_links {
+        let full = if l.kind == "tunnel" { "cable full" } else { "peer full" };
+        // A veth's XDP hands frames to the receiver's socket: what the socket had no
+        // room for the veth counts too; only the rest is the veth's own.
+        let rx_own = match (l.kind.as_str(), l.receiver) {
+            ("veth", Some(hop)) => l.rx_dropped.saturating_sub(socket(hop)),
+            ("veth", None) => l.rx_dropped.saturating_sub(tester_kernel),
+            _ => l.rx_dropped,
+        };
+        for (n, what) in [(l.tx_dropped, full), (rx_own, "receive")] {
+            if n > 0 {
+                explained.insert(format!("{} {} ({what})", l.kind, l.link), n);
+            }
+        }
+    }
+    explained
+}
+
+/// Hop `i`'s flow from its own document, each of its drops added to `drops`.
+fn hop_flow(i: usize, doc: &serde_json::Value, names: &[&str], drops: &mut BTreeMap<String, u64>) -> HopFlow {
+    for d in doc["drops"].as_array().into_iter().flatten() {
+        let (place, reason) = (d["place"].as_str().unwrap_or("?"), d["reason"].as_str().unwrap_or("?"));
+        *drops.entry(format!("hop {} {place} {reason}", i + 1)).or_default() += d["packets"].as_u64().unwrap_or(0);
+    }
+    let count = |key: &str| doc["conservation"][key].as_u64().unwrap_or(0);
+    let (rx, tx) = (count("generated"), count("received"));
+    // A hop that forwards both ways counts each side's frames at its ports.
+    let counter = |name: &str| {
+        doc["places"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find_map(|p| p["counters"][name].as_u64())
+    };
+    let directions = names
+        .iter()
+        .map(|&d| {
+            let (rx, tx) = match names.len() {
+                1 => (rx, tx),
+                _ => (
+                    counter(&format!("{d}_in")).unwrap_or(0),
+                    counter(&format!("{d}_out")).unwrap_or(0),
+                ),
+            };
+            HopDirection {
+                direction: d.to_string(),
+                rx,
+                tx,
+                dropped: rx.saturating_sub(tx),
+            }
+        })
+        .collect();
+    HopFlow {
+        hop: i + 1,
+        nfs: doc["chain"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n.as_str().map(str::to_string))
+            .collect(),
+        rx,
+        tx,
+        dropped: count("dropped"),
+        directions,
+        error: doc["error"].as_str().map(str::to_string),
     }
 }
 
