@@ -301,21 +301,7 @@ fn loops_of(choice: &[&Candidate]) -> Vec<Loop> {
 
 /// The plan with the fewest cores for `demands`, or the reasons none fits.
 pub fn plan(cal: &Calibration, demands: &[Demand], limits: &PlanLimits) -> Result<PlanResult, String> {
-    if demands.is_empty() {
-        return Err("nothing to plan: no chain with a target".into());
-    }
-    if limits.cores == 0 {
-        return Err("no core to plan on".into());
-    }
-    if !(limits.max_utilisation > 0.0 && limits.max_utilisation <= 1.0) {
-        return Err(format!(
-            "max utilisation {} is not a share of a core in (0, 1]",
-            limits.max_utilisation
-        ));
-    }
-    if !limits.compound && !limits.pipeline {
-        return Err("no layout allowed: allow compound, pipeline or both".into());
-    }
+    check_limits(demands, limits)?;
     let mut per_chain = Vec::with_capacity(demands.len());
     let mut reasons = Vec::new();
     for d in demands {
@@ -333,11 +319,76 @@ pub fn plan(cal: &Calibration, demands: &[Demand], limits: &PlanLimits) -> Resul
         .iter()
         .try_fold(1usize, |acc, c| acc.checked_mul(c.len().max(1)));
     let exact = combinations.is_some_and(|n| n <= MAX_COMBINATIONS);
+    let search = if exact { "exact" } else { "chain by chain" }.to_string();
+    let best = if reasons.is_empty() {
+        best_choice(&per_chain, u, exact)
+    } else {
+        None
+    };
+    let Some(index) = best else {
+        return Ok(PlanResult {
+            feasible: false,
+            cores_available: limits.cores,
+            cores_used: 0,
+            chains: Vec::new(),
+            cores: Vec::new(),
+            reasons,
+            search,
+        });
+    };
+    let choice: Vec<&Candidate> = index.iter().zip(&per_chain).map(|(&i, c)| &c[i]).collect();
+    let loops = loops_of(&choice);
+    let packed = pack(&loops, u);
+    let (chains, cores) = placed(&choice, demands, &loops, &packed);
+    let feasible = packed.len() <= limits.cores;
+    if !feasible {
+        reasons.push(format!(
+            "together the chains need {} cores at their targets; {} are available",
+            packed.len(),
+            limits.cores
+        ));
+    }
+    Ok(PlanResult {
+        feasible,
+        cores_available: limits.cores,
+        cores_used: packed.len(),
+        chains,
+        cores,
+        reasons,
+        search,
+    })
+}
+
+/// Something to plan, and room to plan it in.
+fn check_limits(demands: &[Demand], limits: &PlanLimits) -> Result<(), String> {
+    if demands.is_empty() {
+        return Err("nothing to plan: no chain with a target".into());
+    }
+    if limits.cores == 0 {
+        return Err("no core to plan on".into());
+    }
+    if !(limits.max_utilisation > 0.0 && limits.max_utilisation <= 1.0) {
+        return Err(format!(
+            "max utilisation {} is not a share of a core in (0, 1]",
+            limits.max_utilisation
+        ));
+    }
+    if !limits.compound && !limits.pipeline {
+        return Err("no layout allowed: allow compound, pipeline or both".into());
+    }
+    Ok(())
+}
+
+/// The candidate of each chain that packs on the fewest cores, then the least loaded
+/// busiest core, then the fewest loops: every combination when there are few enough
+/// (`exact`), else each chain's first (its fewest cores, then fewest cycles).
+fn best_choice(per_chain: &[Vec<Candidate>], u: f64, exact: bool) -> Option<Vec<usize>> {
     let mut best: Option<(usize, f64, usize, Vec<usize>)> = None;
-    if reasons.is_empty() {
+    // `score` holds `best` until the end of this block.
+    {
         let mut index = vec![0usize; per_chain.len()];
         let mut score = |index: &[usize]| {
-            let choice: Vec<&Candidate> = index.iter().zip(&per_chain).map(|(&i, c)| &c[i]).collect();
+            let choice: Vec<&Candidate> = index.iter().zip(per_chain).map(|(&i, c)| &c[i]).collect();
             let loops = loops_of(&choice);
             let cores = pack(&loops, u);
             let peak = cores
@@ -371,20 +422,17 @@ pub fn plan(cal: &Calibration, demands: &[Demand], limits: &PlanLimits) -> Resul
             score(&index);
         }
     }
-    let Some((_, _, _, index)) = best else {
-        return Ok(PlanResult {
-            feasible: false,
-            cores_available: limits.cores,
-            cores_used: 0,
-            chains: Vec::new(),
-            cores: Vec::new(),
-            reasons,
-            search: if exact { "exact" } else { "chain by chain" }.into(),
-        });
-    };
-    let choice: Vec<&Candidate> = index.iter().zip(&per_chain).map(|(&i, c)| &c[i]).collect();
-    let loops = loops_of(&choice);
-    let packed = pack(&loops, u);
+    best.map(|(_, _, _, index)| index)
+}
+
+/// The chosen candidates as placed on the packed cores: each chain's plan (its
+/// replicas' cores and capacity) and each core's runs.
+fn placed(
+    choice: &[&Candidate],
+    demands: &[Demand],
+    loops: &[Loop],
+    packed: &[Vec<usize>],
+) -> (Vec<ChainPlan>, Vec<PlannedCore>) {
     let mut chains: Vec<ChainPlan> = choice
         .iter()
         .zip(demands)
@@ -433,23 +481,7 @@ pub fn plan(cal: &Calibration, demands: &[Demand], limits: &PlanLimits) -> Resul
     for (c, r) in chains.iter_mut().zip(&replica_pps) {
         c.capacity_pps = r.iter().sum();
     }
-    let feasible = packed.len() <= limits.cores;
-    if !feasible {
-        reasons.push(format!(
-            "together the chains need {} cores at their targets; {} are available",
-            packed.len(),
-            limits.cores
-        ));
-    }
-    Ok(PlanResult {
-        feasible,
-        cores_available: limits.cores,
-        cores_used: packed.len(),
-        chains,
-        cores,
-        reasons,
-        search: if exact { "exact" } else { "chain by chain" }.into(),
-    })
+    (chains, cores)
 }
 
 /// Why one chain alone cannot reach its target on the cores available: the most it can.
