@@ -4,7 +4,7 @@
 
 use crate::Stop;
 use serde::Serialize;
-use sfclab_runtime::{RunSettings, run_compound};
+use sfclab_runtime::{RunReport, RunSettings, run_compound};
 use sfclab_traffic::{FrameSizes, GeneratorConfig};
 use std::time::Duration;
 
@@ -135,22 +135,7 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str), st
                 if !rounds.go_on() {
                     break 'rounds;
                 }
-                let traffic = GeneratorConfig {
-                    sizes: FrameSizes::Fixed { size: args.size },
-                    flows: args.flows,
-                    probe_pps: 0.0,
-                    ..Default::default()
-                };
-                let settings = RunSettings {
-                    batch: args.batch,
-                    duration: Some(args.duration),
-                    warmup: args.warmup,
-                    core: args.core,
-                    accounting,
-                    stop: Some(stop.clone()),
-                    ..Default::default()
-                };
-                let r = run_compound(traffic, forwarders(n), &settings).map_err(|e| e.to_string())?;
+                let r = run_forwarders(args, n, accounting, stop)?;
                 if r.interrupted {
                     // Its window was cut short: not a measurement of the point.
                     rounds.cut();
@@ -191,25 +176,7 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str), st
     }
     rounds.keep_completed(&mut bare_runs);
     rounds.keep_completed(&mut peer_runs);
-    let mut points = Vec::new();
-    for (m, &accounting) in modes.iter().enumerate() {
-        for (h, &n) in args.hops.iter().enumerate() {
-            let r = &runs[m * args.hops.len() + h];
-            if r.is_empty() {
-                continue; // Ctrl-C came before a round ended
-            }
-            let mpps_runs: Vec<f64> = r.iter().map(|x| x.0).collect();
-            let cycles_runs: Vec<f64> = r.iter().map(|x| x.1).collect();
-            points.push(HopPoint {
-                hops: n,
-                accounting,
-                mpps: median(&mpps_runs),
-                cycles_per_packet: median(&cycles_runs),
-                mpps_runs,
-                cycles_runs,
-            });
-        }
-    }
+    let points = points_of(args, &modes, &runs);
     let fit = |acc: bool| {
         let (xs, ys): (Vec<f64>, Vec<f64>) = points
             .iter()
@@ -248,6 +215,51 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str), st
         peer_skipped: if peer.is_some() { None } else { peer_skipped },
         peer,
     })
+}
+
+/// `n` forwarders in one compound loop, accounting on or off.
+fn run_forwarders(args: &HopBenchArgs, n: usize, accounting: bool, stop: &Stop) -> Result<RunReport, String> {
+    let traffic = GeneratorConfig {
+        sizes: FrameSizes::Fixed { size: args.size },
+        flows: args.flows,
+        probe_pps: 0.0,
+        ..Default::default()
+    };
+    let settings = RunSettings {
+        batch: args.batch,
+        duration: Some(args.duration),
+        warmup: args.warmup,
+        core: args.core,
+        accounting,
+        stop: Some(stop.clone()),
+        ..Default::default()
+    };
+    run_compound(traffic, forwarders(n), &settings).map_err(|e| e.to_string())
+}
+
+/// A point per mode and length with its rounds' (Mpps, cycles per packet); none where
+/// Ctrl-C came before a round ended.
+fn points_of(args: &HopBenchArgs, modes: &[bool], runs: &[Vec<(f64, f64)>]) -> Vec<HopPoint> {
+    let mut points = Vec::new();
+    for (m, &accounting) in modes.iter().enumerate() {
+        for (h, &n) in args.hops.iter().enumerate() {
+            let r = &runs[m * args.hops.len() + h];
+            if r.is_empty() {
+                continue; // Ctrl-C came before a round ended
+            }
+            let mpps_runs: Vec<f64> = r.iter().map(|x| x.0).collect();
+            let cycles_runs: Vec<f64> = r.iter().map(|x| x.1).collect();
+            points.push(HopPoint {
+                hops: n,
+                accounting,
+                mpps: median(&mpps_runs),
+                cycles_per_packet: median(&cycles_runs),
+                mpps_runs,
+                cycles_runs,
+            });
+        }
+    }
+    points
 }
 
 /// Runs testpmd in mac mode between two ring ports for `duration`; returns the median
