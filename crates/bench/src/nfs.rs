@@ -1102,35 +1102,7 @@ fn render_table(b: &NfsBench) -> String {
             );
         }
     }
-    if !b.meters.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nmeters alone, TSC cycles per 64-byte packet (clock +40 cycles a packet; colours G/Y/R):"
-        );
-        for m in &b.meters {
-            wide += [&m.sfclab_cycles_runs, &m.rte_meter_cycles_runs]
-                .iter()
-                .filter(|v| crate::is_wide(v))
-                .count();
-            let peer = match (m.rte_meter_cycles, &m.peer_error) {
-                (Some(_), _) => format!(
-                    "rte_meter {:>14} {:?}  sfclab/rte_meter {:.2}x",
-                    crate::with_range(&m.rte_meter_cycles_runs, 2),
-                    m.rte_meter_colours.unwrap_or_default(),
-                    m.ratio.unwrap_or(f64::NAN)
-                ),
-                (None, Some(e)) => format!("rte_meter SKIPPED: {e}"),
-                (None, None) => "rte_meter -".into(),
-            };
-            let _ = writeln!(
-                s,
-                "  {:<12} sfclab {:>14} {:?}  {peer}",
-                m.check,
-                crate::with_range(&m.sfclab_cycles_runs, 2),
-                m.sfclab_colours,
-            );
-        }
-    }
+    wide += write_meters(&mut s, &b.meters);
     if !b.matcher.is_empty() {
         let _ = writeln!(s, "\ndpi matcher alone on the workload's payloads (the limit):");
         for m in &b.matcher {
@@ -1145,45 +1117,89 @@ fn render_table(b: &NfsBench) -> String {
             );
         }
     }
-    if !b.crypto.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nESP against AES-GCM alone, TSC cycles per packet or operation (per byte in brackets):"
-        );
-        for c in &b.crypto {
-            wide += [&c.aead_cycles_runs, &c.ring_cycles_runs, &c.pmd_cycles_runs]
-                .iter()
-                .filter(|v| crate::is_wide(v))
-                .count();
-            let per_byte = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1} [{:.3}]", v / c.bytes as f64));
-            let peer = match (&c.pmd_cycles, &c.peer_error) {
-                (Some(_), _) => format!(
-                    "{} {}  esp-encrypt/PMD {:.2}x, aead/PMD {:.2}x",
-                    c.pmd.as_deref().unwrap_or("PMD"),
-                    per_byte(c.pmd_cycles),
-                    c.encrypt_vs_pmd.unwrap_or(f64::NAN),
-                    c.aead_vs_pmd.unwrap_or(f64::NAN)
-                ),
-                (None, Some(e)) => format!("PMD SKIPPED: {e}"),
-                (None, None) => "PMD -".into(),
-            };
-            let ring = c
-                .ring_cycles
-                .map_or(String::new(), |v| format!(", ring alone {}", per_byte(Some(v))));
-            let _ = writeln!(
-                s,
-                "  {:>5} B: esp-encrypt {}, esp-decrypt {}, {} alone {} (framing {}){ring}  {peer}",
-                c.bytes,
-                per_byte(c.esp_encrypt_cycles),
-                per_byte(c.esp_decrypt_cycles),
-                c.aead,
-                per_byte(Some(c.aead_cycles)),
-                c.encrypt_vs_aead.map_or("-".into(), |r| format!("{r:.2}x")),
-            );
-        }
-    }
+    wide += write_crypto(&mut s, &b.crypto);
     s.push_str(&crate::footer(wide, b.header.interrupted, b.header.repeat));
     s
+}
+
+/// The meters alone against rte_meter; the figures that spread wide.
+fn write_meters(s: &mut String, meters: &[MeterRow]) -> usize {
+    if meters.is_empty() {
+        return 0;
+    }
+    let mut wide = 0;
+    let _ = writeln!(
+        s,
+        "\nmeters alone, TSC cycles per 64-byte packet (clock +40 cycles a packet; colours G/Y/R):"
+    );
+    for m in meters {
+        wide += [&m.sfclab_cycles_runs, &m.rte_meter_cycles_runs]
+            .iter()
+            .filter(|v| crate::is_wide(v))
+            .count();
+        let peer = match (m.rte_meter_cycles, &m.peer_error) {
+            (Some(_), _) => format!(
+                "rte_meter {:>14} {:?}  sfclab/rte_meter {:.2}x",
+                crate::with_range(&m.rte_meter_cycles_runs, 2),
+                m.rte_meter_colours.unwrap_or_default(),
+                m.ratio.unwrap_or(f64::NAN)
+            ),
+            (None, Some(e)) => format!("rte_meter SKIPPED: {e}"),
+            (None, None) => "rte_meter -".into(),
+        };
+        let _ = writeln!(
+            s,
+            "  {:<12} sfclab {:>14} {:?}  {peer}",
+            m.check,
+            crate::with_range(&m.sfclab_cycles_runs, 2),
+            m.sfclab_colours,
+        );
+    }
+    wide
+}
+
+/// The ESP NFs against their cipher alone and DPDK's PMD; the figures that spread wide.
+fn write_crypto(s: &mut String, crypto: &[CryptoRow]) -> usize {
+    if crypto.is_empty() {
+        return 0;
+    }
+    let mut wide = 0;
+    let _ = writeln!(
+        s,
+        "\nESP against AES-GCM alone, TSC cycles per packet or operation (per byte in brackets):"
+    );
+    for c in crypto {
+        wide += [&c.aead_cycles_runs, &c.ring_cycles_runs, &c.pmd_cycles_runs]
+            .iter()
+            .filter(|v| crate::is_wide(v))
+            .count();
+        let per_byte = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1} [{:.3}]", v / c.bytes as f64));
+        let peer = match (&c.pmd_cycles, &c.peer_error) {
+            (Some(_), _) => format!(
+                "{} {}  esp-encrypt/PMD {:.2}x, aead/PMD {:.2}x",
+                c.pmd.as_deref().unwrap_or("PMD"),
+                per_byte(c.pmd_cycles),
+                c.encrypt_vs_pmd.unwrap_or(f64::NAN),
+                c.aead_vs_pmd.unwrap_or(f64::NAN)
+            ),
+            (None, Some(e)) => format!("PMD SKIPPED: {e}"),
+            (None, None) => "PMD -".into(),
+        };
+        let ring = c
+            .ring_cycles
+            .map_or(String::new(), |v| format!(", ring alone {}", per_byte(Some(v))));
+        let _ = writeln!(
+            s,
+            "  {:>5} B: esp-encrypt {}, esp-decrypt {}, {} alone {} (framing {}){ring}  {peer}",
+            c.bytes,
+            per_byte(c.esp_encrypt_cycles),
+            per_byte(c.esp_decrypt_cycles),
+            c.aead,
+            per_byte(Some(c.aead_cycles)),
+            c.encrypt_vs_aead.map_or("-".into(), |r| format!("{r:.2}x")),
+        );
+    }
+    wide
 }
 
 fn render_csv(b: &NfsBench) -> String {
