@@ -496,56 +496,9 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
         let generated = source_w.packets;
         let received: u64 = sink_w.iter().map(|s| s.port.packets).sum();
         let acc = settings.accounting;
-        let per = |cycles: u64, n: u64| (acc && n > 0).then(|| cycles as f64 / n as f64);
 
         let (source_info, sink_info) = (self.source.info(), self.sinks[0].info());
-        let mut places = vec![PlaceReport::source(
-            &source_info.kind,
-            &source_w,
-            NfCounter::window(&start.source_drops, &end.source_drops),
-            NfCounter::window(&start.source_counters, &end.source_counters),
-            per(window.source_cycles, generated),
-        )];
-        for (i, slot) in self.chain.slots.iter().enumerate() {
-            places.push(PlaceReport::from_nf(
-                &slot.name,
-                slot.nf.kind(),
-                &end.nfs[i].since(&start.nfs[i]),
-                slot.nf.drop_reasons(),
-                acc,
-                NfCounter::window(&start.nf_counters[i], &end.nf_counters[i]),
-            ));
-        }
-        // The way back: the responder, then the NFs last to first.
-        if let (Some((r_end, back_end)), Some((r_start, back_start))) = (&end.reply, &start.reply) {
-            places.push(PlaceReport::from_nf(
-                "responder",
-                "responder",
-                &r_end.since(r_start),
-                crate::chain::RESPONDER_REASONS,
-                acc,
-                Vec::new(),
-            ));
-            for (i, slot) in self.chain.slots.iter().enumerate().rev() {
-                places.push(PlaceReport::from_nf(
-                    &format!("{} (reply)", slot.name),
-                    slot.nf.kind(),
-                    &back_end[i].since(&back_start[i]),
-                    slot.nf.drop_reasons(),
-                    acc,
-                    Vec::new(),
-                ));
-            }
-        }
-        for (i, st) in sink_w.iter().enumerate() {
-            let name = if i == 0 { "sink".into() } else { format!("sink{i}") };
-            places.push(PlaceReport::sink(
-                name,
-                &sink_info.kind,
-                st,
-                per(window.sink_cycles, st.port.packets),
-            ));
-        }
+        let places = self.places(acc, window, (start, end), &sink_w);
         let drops = RunReport::collect_drops(&places);
         let dropped: u64 = drops.iter().map(|d| d.packets).sum();
         let leaked = self.pool.in_use() as u64;
@@ -610,6 +563,69 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
         } else {
             Err(RunError::Conservation(Box::new(report)))
         }
+    }
+
+    /// The window's places in the order packets pass them: the source, the NFs, on the
+    /// way back the responder and the NFs last to first, the sinks.
+    fn places(
+        &self,
+        acc: bool,
+        window: &Phase,
+        (start, end): (&Snapshot, &Snapshot),
+        sink_w: &[TxCounts],
+    ) -> Vec<PlaceReport> {
+        let per = |cycles: u64, n: u64| (acc && n > 0).then(|| cycles as f64 / n as f64);
+        let (source_info, sink_info) = (self.source.info(), self.sinks[0].info());
+        let source_w = end.source.since(&start.source);
+        let generated = source_w.packets;
+        let mut places = vec![PlaceReport::source(
+            &source_info.kind,
+            &source_w,
+            NfCounter::window(&start.source_drops, &end.source_drops),
+            NfCounter::window(&start.source_counters, &end.source_counters),
+            per(window.source_cycles, generated),
+        )];
+        for (i, slot) in self.chain.slots.iter().enumerate() {
+            places.push(PlaceReport::from_nf(
+                &slot.name,
+                slot.nf.kind(),
+                &end.nfs[i].since(&start.nfs[i]),
+                slot.nf.drop_reasons(),
+                acc,
+                NfCounter::window(&start.nf_counters[i], &end.nf_counters[i]),
+            ));
+        }
+        // The way back: the responder, then the NFs last to first.
+        if let (Some((r_end, back_end)), Some((r_start, back_start))) = (&end.reply, &start.reply) {
+            places.push(PlaceReport::from_nf(
+                "responder",
+                "responder",
+                &r_end.since(r_start),
+                crate::chain::RESPONDER_REASONS,
+                acc,
+                Vec::new(),
+            ));
+            for (i, slot) in self.chain.slots.iter().enumerate().rev() {
+                places.push(PlaceReport::from_nf(
+                    &format!("{} (reply)", slot.name),
+                    slot.nf.kind(),
+                    &back_end[i].since(&back_start[i]),
+                    slot.nf.drop_reasons(),
+                    acc,
+                    Vec::new(),
+                ));
+            }
+        }
+        for (i, st) in sink_w.iter().enumerate() {
+            let name = if i == 0 { "sink".into() } else { format!("sink{i}") };
+            places.push(PlaceReport::sink(
+                name,
+                &sink_info.kind,
+                st,
+                per(window.sink_cycles, st.port.packets),
+            ));
+        }
+        places
     }
 }
 
