@@ -1043,54 +1043,7 @@ fn render_table(b: &ModelBench) -> String {
         ]);
     }
     let _ = writeln!(s, "{t}");
-    for p in b.points.iter().filter(|p| p.largest_miss.is_some()) {
-        let _ = writeln!(
-            s,
-            "  {} ({}, {} B) {:+.1} %: {}",
-            p.chain,
-            p.layout,
-            p.size,
-            p.error_pct,
-            p.largest_miss.as_deref().unwrap_or("")
-        );
-    }
-    for p in &b.points {
-        let trips = &p.core_round_trip_cycles;
-        let (low, high) = trips
-            .iter()
-            .fold((f64::INFINITY, 0.0_f64), |(l, h), &c| (l.min(c), h.max(c)));
-        // The host moved a vCPU during the cell: its rings cost something else meanwhile.
-        if !trips.is_empty() && high > 1.5 * low {
-            let _ = writeln!(
-                s,
-                "  {} ({}, {} B): the two cores' round trip moved between {:.0} and {:.0} cycles during the cell",
-                p.chain, p.layout, p.size, low, high
-            );
-        }
-    }
-    // Where throughput falls past the maximum, the rate the maximum was found at.
-    for p in b
-        .points
-        .iter()
-        .filter(|p| sfclab_model::hops_overload(&p.layout).falls())
-    {
-        let _ = writeln!(
-            s,
-            "  {} ({}, {} B): delivered most at {} Mpps offered (past it, the kernel drops inside the chain)",
-            p.chain,
-            p.layout,
-            p.size,
-            crate::with_range(&p.measured_offered_mpps, 3)
-        );
-        if let Some(error) = p.saturated_error_pct {
-            let _ = writeln!(
-                s,
-                "    offered all the tester sends: predicted {} Mpps (its software drops priced), measured {} ({error:+.1} %)",
-                crate::with_range(&p.predicted_saturated_runs, 3),
-                crate::with_range(&p.measured_saturated_runs, 3)
-            );
-        }
-    }
+    write_cell_notes(&mut s, &b.points);
     for e in &b.errors {
         let _ = writeln!(
             s,
@@ -1137,6 +1090,55 @@ fn render_table(b: &ModelBench) -> String {
         b.header.repeat,
     );
     s
+}
+
+/// What each cell's row cannot say: its largest miss, a round trip between its cores
+/// that moved, and where a falling chaining delivered most.
+fn write_cell_notes(s: &mut String, points: &[ModelPoint]) {
+    for p in points.iter().filter(|p| p.largest_miss.is_some()) {
+        let _ = writeln!(
+            s,
+            "  {} ({}, {} B) {:+.1} %: {}",
+            p.chain,
+            p.layout,
+            p.size,
+            p.error_pct,
+            p.largest_miss.as_deref().unwrap_or("")
+        );
+    }
+    for p in points {
+        let trips = &p.core_round_trip_cycles;
+        let (low, high) = trips
+            .iter()
+            .fold((f64::INFINITY, 0.0_f64), |(l, h), &c| (l.min(c), h.max(c)));
+        // The host moved a vCPU during the cell: its rings cost something else meanwhile.
+        if !trips.is_empty() && high > 1.5 * low {
+            let _ = writeln!(
+                s,
+                "  {} ({}, {} B): the two cores' round trip moved between {:.0} and {:.0} cycles during the cell",
+                p.chain, p.layout, p.size, low, high
+            );
+        }
+    }
+    // Where throughput falls past the maximum, the rate the maximum was found at.
+    for p in points.iter().filter(|p| sfclab_model::hops_overload(&p.layout).falls()) {
+        let _ = writeln!(
+            s,
+            "  {} ({}, {} B): delivered most at {} Mpps offered (past it, the kernel drops inside the chain)",
+            p.chain,
+            p.layout,
+            p.size,
+            crate::with_range(&p.measured_offered_mpps, 3)
+        );
+        if let Some(error) = p.saturated_error_pct {
+            let _ = writeln!(
+                s,
+                "    offered all the tester sends: predicted {} Mpps (its software drops priced), measured {} ({error:+.1} %)",
+                crate::with_range(&p.predicted_saturated_runs, 3),
+                crate::with_range(&p.measured_saturated_runs, 3)
+            );
+        }
+    }
 }
 
 /// `bench model --csv`: a row per cell.
