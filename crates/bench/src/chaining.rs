@@ -47,6 +47,10 @@ pub const TECHNOLOGIES: [&str; 6] = ["compound", "veth", "nic-switch", "linux", 
 /// One technology at one chain length.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ChainingCell {
+    /// `TECHNOLOGY n=HOPS`, as progress names the cell.
+    #[serde(skip)]
+    #[schemars(skip)]
+    label: String,
     /// `compound`, `veth`, `nic-switch`, `linux`, `ovs` or `memif`.
     pub technology: String,
     /// How the tester reaches the chain: `veth (AF_XDP)`, or `memif` for memif chains.
@@ -262,6 +266,23 @@ pub(crate) fn ovs_missing() -> Option<String> {
 }
 
 /// Runs the rounds: in each, every length, and at each length every technology in turn.
+impl crate::RoundRow for ChainingCell {
+    fn name(&self) -> &str {
+        &self.label
+    }
+
+    fn skipped(&self) -> bool {
+        self.skipped.is_some()
+    }
+
+    fn keep_completed(&mut self, rounds: &crate::Rounds) {
+        rounds.keep_completed(&mut self.runs_mpps);
+        rounds.keep_completed(&mut self.runs_offered_mpps);
+        rounds.keep_completed(&mut self.runs_loss_pct);
+        rounds.keep_completed(&mut self.runs_dut_core_cycles);
+    }
+}
+
 pub fn run(
     args: &ChainingBenchArgs,
     tick: &mut dyn FnMut(usize, usize, &str),
@@ -285,6 +306,7 @@ pub fn run(
             .filter(|t| args.technologies.iter().any(|a| a == *t))
         {
             cells.push(ChainingCell {
+                label: format!("{t} n={n}"),
                 technology: t.to_string(),
                 tester_link: if *t == "memif" { "memif" } else { "veth (AF_XDP)" }.to_string(),
                 hops: n,
@@ -300,46 +322,34 @@ pub fn run(
             });
         }
     }
-    let total = args.repeat * cells.iter().filter(|c| c.skipped.is_none()).count();
-    let (mut done, mut interrupted, mut repeat) = (0, false, 0);
-    'rounds: for k in 0..args.repeat {
-        for c in cells.iter_mut() {
-            if stop.requested() {
-                interrupted = true;
-                break 'rounds;
+    // Interleaved whole rounds: a round Ctrl-C cut is dropped from every cell.
+    let rounds = crate::row_rounds(args.repeat, &mut cells, (stop, tick), |c| {
+        match round(
+            &c.technology,
+            c.hops,
+            args.size,
+            Rate::Max,
+            (args.duration, args.warmup),
+            (tester_core, dut_core),
+        ) {
+            Ok(x) => {
+                c.runs_mpps.push(x.mpps);
+                c.runs_offered_mpps.push(x.offered_mpps);
+                c.runs_loss_pct.push(x.loss_pct);
+                c.runs_dut_core_cycles.extend(x.core_cycles);
+                c.device = x.device;
+                c.drops = x.drops;
+                Ok(())
             }
-            if c.skipped.is_some() {
-                continue;
+            // A peer technology that fails says so in its cell; sfclab's own failing
+            // is the bench's failure.
+            Err(e) if c.technology == "linux" || c.technology == "ovs" => {
+                c.skipped = Some(e);
+                Ok(())
             }
-            match round(
-                &c.technology,
-                c.hops,
-                args.size,
-                Rate::Max,
-                (args.duration, args.warmup),
-                (tester_core, dut_core),
-            ) {
-                Ok(x) => {
-                    c.runs_mpps.push(x.mpps);
-                    c.runs_offered_mpps.push(x.offered_mpps);
-                    c.runs_loss_pct.push(x.loss_pct);
-                    c.runs_dut_core_cycles.extend(x.core_cycles);
-                    c.device = x.device;
-                    c.drops = x.drops;
-                }
-                // A peer technology that fails says so in its cell; sfclab's own failing
-                // is the bench's failure.
-                Err(e) if c.technology == "linux" || c.technology == "ovs" => c.skipped = Some(e),
-                Err(e) => return Err(format!("{} n={}: {e}", c.technology, c.hops)),
-            }
-            done += 1;
-            tick(done, total, &format!("round {}: {} n={}", k + 1, c.technology, c.hops));
+            Err(e) => Err(format!("{} n={}: {e}", c.technology, c.hops)),
         }
-        repeat = k + 1;
-    }
-    if cells.iter().all(|c| c.runs_mpps.is_empty()) {
-        return Err("interrupted before the first round finished".into());
-    }
+    })?;
     for c in cells.iter_mut() {
         c.mpps = median_if_any(&c.runs_mpps);
         c.dut_core_cycles = median_if_any(&c.runs_dut_core_cycles);
@@ -373,7 +383,7 @@ pub fn run(
         }
     }
     Ok(ChainingBench {
-        header: crate::BenchHeader::new(CHAINING_SCHEMA, repeat.max(1), interrupted),
+        header: crate::BenchHeader::after(CHAINING_SCHEMA, &rounds),
         frame_size: args.size,
         duration_s: args.duration.as_secs_f64(),
         tester_core,
