@@ -286,6 +286,35 @@ pub fn table_wired(name: &str, w: &WiredReport) -> String {
             d["error"].as_str().map_or(String::new(), |e| format!(" ({e})")),
         );
     }
+    if !bed.interfaces.is_empty() {
+        s += &format!(
+            "\nkernel interface counters over the whole run (warm-up included)\n{}\n",
+            interface_table(bed)
+        );
+    }
+    if !bed.processes.is_empty() || !bed.switch.is_empty() {
+        let counters: Vec<String> = bed
+            .switch
+            .iter()
+            .filter(|c| *c.1 > 0)
+            .map(|(k, v)| format!("{k} {}", num(*v)))
+            .collect();
+        s += &format!(
+            "switch      {}; over the run: {}\n",
+            bed.processes.join(", "),
+            if counters.is_empty() {
+                "every counter 0".to_string()
+            } else {
+                counters.join(", ")
+            }
+        );
+    }
+    s += &lost_line(&w.lost);
+    s
+}
+
+/// What the kernel counted on each interface of the testbed.
+fn interface_table(bed: &sfclab_runtime::wired::TestbedReport) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::NOTHING);
     t.set_header([
@@ -310,27 +339,11 @@ pub fn table_wired(name: &str, w: &WiredReport) -> String {
             i.tx_errors.to_string(),
         ]);
     }
-    if !bed.interfaces.is_empty() {
-        s += &format!("\nkernel interface counters over the whole run (warm-up included)\n{t}\n");
-    }
-    if !bed.processes.is_empty() || !bed.switch.is_empty() {
-        let counters: Vec<String> = bed
-            .switch
-            .iter()
-            .filter(|c| *c.1 > 0)
-            .map(|(k, v)| format!("{k} {}", num(*v)))
-            .collect();
-        s += &format!(
-            "switch      {}; over the run: {}\n",
-            bed.processes.join(", "),
-            if counters.is_empty() {
-                "every counter 0".to_string()
-            } else {
-                counters.join(", ")
-            }
-        );
-    }
-    let l = &w.lost;
+    t
+}
+
+/// Where what the tester lost went, whole run.
+fn lost_line(l: &sfclab_runtime::wired::WireLoss) -> String {
     let list = |m: &std::collections::BTreeMap<String, u64>| {
         let parts: Vec<String> = m
             .iter()
@@ -343,7 +356,7 @@ pub fn table_wired(name: &str, w: &WiredReport) -> String {
             parts.join(", ")
         }
     };
-    s += &format!(
+    format!(
         "lost (whole run) tester: {}; seen by: {}; unaccounted {}{}\n",
         list(&l.tester),
         list(&l.explained),
@@ -356,8 +369,7 @@ pub fn table_wired(name: &str, w: &WiredReport) -> String {
         } else {
             String::new()
         }
-    );
-    s
+    )
 }
 
 /// A wired run's summary, first: the path from the tester through each hop and back
