@@ -41,6 +41,7 @@ macro_rules! benchmark {
 
 pub mod acl;
 pub mod calibrate;
+pub mod catalogue;
 pub mod chaining;
 pub mod cores;
 mod cpu_time;

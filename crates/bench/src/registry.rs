@@ -1,7 +1,7 @@
-//! Every benchmark `sfclab bench` runs, one entry each: its name, its flags (a clap
-//! `Args` struct in its own file), its document's schema and its run. The command line
-//! iterates [`all`] to build its subcommands, run the one asked and print its schema, so
-//! a new benchmark is its own file and one line here.
+//! What a benchmark is to the command line: its name, its flags (a clap `Args` struct in
+//! its own file), its document's schema and its run ([`Entry`], [`Bench`]); and what
+//! benchmarks share (windows, peers, table flags). Each benchmark's file declares its
+//! entry; [`crate::catalogue`] lists them all.
 
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
 
@@ -160,31 +160,6 @@ where
             interrupted: done.header().interrupted,
         })
     }
-}
-
-/// Every benchmark, in the order `sfclab bench --help` lists them.
-pub fn all() -> [&'static dyn Bench; 14] {
-    [
-        &crate::io::BENCH,
-        &crate::forward::BENCH,
-        &crate::chaining::BENCH,
-        &crate::memif::BENCH,
-        &crate::hop::BENCH,
-        &crate::placement::BENCH,
-        &crate::overload::BENCH,
-        &crate::ring::BENCH,
-        &crate::pipeline::BENCH,
-        &crate::lpm::BENCH,
-        &crate::acl::BENCH,
-        &crate::lpm6::BENCH,
-        &crate::nfs::BENCH,
-        &crate::model::BENCH,
-    ]
-}
-
-/// The benchmark named `name`.
-pub fn find(name: &str) -> Option<&'static dyn Bench> {
-    all().into_iter().find(|b| b.name() == name)
 }
 
 /// A measured window and warm-up given as text (`1s`, `200ms`), checked.

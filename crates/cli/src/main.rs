@@ -14,7 +14,8 @@ mod search;
 mod sweep;
 
 use clap::{Args, Parser, Subcommand};
-use sfclab_bench::registry::{self, Bench, BenchError};
+use sfclab_bench::catalogue;
+use sfclab_bench::registry::{Bench, BenchError};
 use sfclab_experiment::{ChainFileError, ChainSource, Experiment, Reports, RunDocument, settings};
 use sfclab_runtime::{RunError, Stop};
 use std::process::ExitCode;
@@ -144,7 +145,7 @@ impl clap::FromArgMatches for BenchCmd {
         let (name, flags) = matches
             .subcommand()
             .ok_or_else(|| clap::Error::new(clap::error::ErrorKind::MissingSubcommand))?;
-        let bench = registry::find(name).ok_or_else(|| clap::Error::new(clap::error::ErrorKind::InvalidSubcommand))?;
+        let bench = catalogue::find(name).ok_or_else(|| clap::Error::new(clap::error::ErrorKind::InvalidSubcommand))?;
         Ok(BenchCmd {
             bench,
             flags: flags.clone(),
@@ -159,7 +160,7 @@ impl clap::FromArgMatches for BenchCmd {
 
 impl clap::Subcommand for BenchCmd {
     fn augment_subcommands(command: clap::Command) -> clap::Command {
-        registry::all()
+        catalogue::all()
             .into_iter()
             .fold(command, |c, bench| c.subcommand(bench.command()))
     }
@@ -169,7 +170,7 @@ impl clap::Subcommand for BenchCmd {
     }
 
     fn has_subcommand(name: &str) -> bool {
-        registry::find(name).is_some()
+        catalogue::find(name).is_some()
     }
 }
 
@@ -339,7 +340,7 @@ pub const SCHEMA_NAMES: [&str; 22] = [
 
 /// The JSON Schema of a published document, by name.
 pub fn schema(name: &str) -> Option<String> {
-    if let Some(bench) = name.strip_prefix("bench-").and_then(registry::find) {
+    if let Some(bench) = name.strip_prefix("bench-").and_then(catalogue::find) {
         return Some(bench_schema_of(bench));
     }
     match name {
@@ -487,7 +488,7 @@ mod tests {
     /// is a subcommand of `sfclab bench` with a published schema.
     #[test]
     fn every_benchmark_s_json_help_names_its_schema() {
-        let schemas: Vec<(&str, &str)> = sfclab_bench::registry::all()
+        let schemas: Vec<(&str, &str)> = sfclab_bench::catalogue::all()
             .into_iter()
             .map(|b| (b.name(), b.schema()))
             .collect();

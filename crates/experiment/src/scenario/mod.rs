@@ -74,10 +74,10 @@ pub use file::parse_cpu_list;
 
 pub use document::{
     Aggregate, ChainResult, DirectionResult, HopDirection, HopFlow, ProcessSched, ScenarioDocument, ScenarioRun,
-    ScenarioSearch, ScenarioSummary,
+    ScenarioSearch, ScenarioStep, ScenarioSummary,
 };
 pub use presets::{VNF_PRESETS, WEB_RULES, web_rules};
-pub use repetitions::{ScenarioStep, run};
+pub use repetitions::run;
 
 /// The shape of each chain when a scenario names its VNF: seed 001's PVP and PVVP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema, clap::ValueEnum)]

@@ -11,7 +11,7 @@ use sfclab_runtime::{RunError, RunSettings};
 use sfclab_traffic::Rate;
 
 use super::document::ScenarioSearch;
-use super::repetitions::ScenarioStep;
+use super::document::ScenarioStep;
 use super::run::ChainsUp;
 use super::{Scenario, ScenarioRun};
 
