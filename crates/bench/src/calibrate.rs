@@ -449,30 +449,7 @@ fn round(
     step: &mut dyn FnMut(&str),
     stop: &Stop,
 ) -> Result<Round, String> {
-    // Chains in namespaces first, then a pause until the kernel has torn them down, so
-    // its clean-up does not share a core with the in-memory runs.
-    let mut wired = Vec::with_capacity(args.wired.len());
-    for t in &args.wired {
-        step(&format!(
-            "{size} B: {t} chains of {} forwarders in namespaces",
-            lengths_in_words()
-        ));
-        let window = (args.duration, args.warmup);
-        let guard = args.core_distance.as_deref();
-        let capacities = WIRED_LENGTHS
-            .iter()
-            .map(|&n| chain_capacity(t, n, size, window, cores, guard, stop))
-            .collect::<Result<Vec<_>, _>>()?;
-        let (first, last) = (&capacities[0], &capacities[capacities.len() - 1]);
-        wired.push(WiredRound {
-            cycles: std::array::from_fn(|k| capacities[k].cycles_per_frame),
-            tester_pps: first.tester_pps,
-            software_drops: [first.software_drops_cycles(), last.software_drops_cycles()],
-        });
-    }
-    if !args.wired.is_empty() {
-        crate::wait_for_idle_cores(Duration::from_secs(10));
-    }
+    let wired = wired_round(args, size, cores, step, stop)?;
     let plain = || traffic(size, 1024, Destinations::Spread);
     step(&format!("{size} B: noop×1, noop×5"));
     let (one, noop) = one_and_per_copy(&noop_spec(), &mut |c| compound_cycles(args, c, plain(), stop))?;
@@ -570,6 +547,41 @@ fn round(
         pipeline,
         wired,
     })
+}
+
+/// Each chaining in namespaces at every length, at `size`; then a pause until the
+/// kernel has torn them down, so its clean-up does not share a core with the in-memory
+/// runs that follow.
+fn wired_round(
+    args: &CalibrateArgs,
+    size: u16,
+    cores: &[usize],
+    step: &mut dyn FnMut(&str),
+    stop: &Stop,
+) -> Result<Vec<WiredRound>, String> {
+    let mut wired = Vec::with_capacity(args.wired.len());
+    for t in &args.wired {
+        step(&format!(
+            "{size} B: {t} chains of {} forwarders in namespaces",
+            lengths_in_words()
+        ));
+        let window = (args.duration, args.warmup);
+        let guard = args.core_distance.as_deref();
+        let capacities = WIRED_LENGTHS
+            .iter()
+            .map(|&n| chain_capacity(t, n, size, window, cores, guard, stop))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (first, last) = (&capacities[0], &capacities[capacities.len() - 1]);
+        wired.push(WiredRound {
+            cycles: std::array::from_fn(|k| capacities[k].cycles_per_frame),
+            tester_pps: first.tester_pps,
+            software_drops: [first.software_drops_cycles(), last.software_drops_cycles()],
+        });
+    }
+    if !args.wired.is_empty() {
+        crate::wait_for_idle_cores(Duration::from_secs(10));
+    }
+    Ok(wired)
 }
 
 /// The cores runs use: `first` (default: the chain's default core), then the others

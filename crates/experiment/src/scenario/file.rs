@@ -552,37 +552,7 @@ fn resolve_group(g: GroupInput, cx: &Context) -> Result<Resolved, ScenarioError>
             let vnf = exp.nfs.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(" -> ");
             (exp, format!("chain file {}", path.display()), vnf)
         }
-        None => {
-            let shape = g.shape.unwrap_or(Shape::Pvp);
-            let vnf = g.vnf.clone().unwrap_or_else(|| Value::String("router".into()));
-            let (entries, label) = presets::vnf_entries(&vnf).map_err(|reason| err("vnf", reason))?;
-            let vnfs = shape.vnfs();
-            let chain: Vec<Value> = (1..=vnfs)
-                .map(|k| {
-                    let mut hop = entries.clone();
-                    if let Some(cap) = cap_bps {
-                        // Named per VNF as the chain names repeated NFs: `licence`, or
-                        // `licence1`, `licence2`.
-                        let name = if vnfs == 1 {
-                            "licence".to_string()
-                        } else {
-                            format!("licence{k}")
-                        };
-                        hop.push(presets::licence(&name, cap));
-                    }
-                    Value::Array(hop)
-                })
-                .collect();
-            let shape_label = format!("{shape:?}").to_uppercase();
-            let text = serde_json::json!({ "name": format!("{shape_label} {label}"), "chain": chain }).to_string();
-            // Seed 001's traffic profile, unless told (a chain file keeps its own).
-            if !layered.gives("size") {
-                layered = layered.with("size", "imix").expect("a size");
-            }
-            // Relative paths in the VNF (dpi's rules) are read beside the scenario file.
-            let exp = crate::chain_file::parse(&text, cx.origin, &layered).map_err(|e| err("vnf", e.reason))?;
-            (exp, shape_label, label)
-        }
+        None => preset_template(&g, cap_bps, &mut layered, cx, &err)?,
     };
     if !matches!(template.chaining, Chaining::Memif { .. } | Chaining::Veth { .. }) {
         return Err(ScenarioError {
@@ -617,6 +587,47 @@ fn resolve_group(g: GroupInput, cx: &Context) -> Result<Resolved, ScenarioError>
         template,
         own_rate,
     })
+}
+
+/// A group's template from its `shape` and `vnf` (a preset, or entries of its own):
+/// its experiment, the shape's label and the VNF's; each VNF capped by `cap_bps` (a
+/// licence) when given. Seed 001's traffic profile (IMIX) unless told.
+fn preset_template(
+    g: &GroupInput,
+    cap_bps: Option<u64>,
+    layered: &mut Settings,
+    cx: &Context,
+    err: &dyn Fn(&str, String) -> ScenarioError,
+) -> Result<(Experiment, String, String), ScenarioError> {
+    let shape = g.shape.unwrap_or(Shape::Pvp);
+    let vnf = g.vnf.clone().unwrap_or_else(|| Value::String("router".into()));
+    let (entries, label) = presets::vnf_entries(&vnf).map_err(|reason| err("vnf", reason))?;
+    let vnfs = shape.vnfs();
+    let chain: Vec<Value> = (1..=vnfs)
+        .map(|k| {
+            let mut hop = entries.clone();
+            if let Some(cap) = cap_bps {
+                // Named per VNF as the chain names repeated NFs: `licence`, or
+                // `licence1`, `licence2`.
+                let name = if vnfs == 1 {
+                    "licence".to_string()
+                } else {
+                    format!("licence{k}")
+                };
+                hop.push(presets::licence(&name, cap));
+            }
+            Value::Array(hop)
+        })
+        .collect();
+    let shape_label = format!("{shape:?}").to_uppercase();
+    let text = serde_json::json!({ "name": format!("{shape_label} {label}"), "chain": chain }).to_string();
+    // Seed 001's traffic profile, unless told (a chain file keeps its own).
+    if !layered.gives("size") {
+        *layered = layered.with("size", "imix").expect("a size");
+    }
+    // Relative paths in the VNF (dpi's rules) are read beside the scenario file.
+    let exp = crate::chain_file::parse(&text, cx.origin, layered).map_err(|e| err("vnf", e.reason))?;
+    Ok((exp, shape_label, label))
 }
 
 /// What differs between two groups' tester settings (the scenario's run is one), if
