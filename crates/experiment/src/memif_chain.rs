@@ -198,6 +198,102 @@ pub(crate) struct MemifChain {
     kernel_links: Vec<(usize, sfclab_topology::Interface, sfclab_topology::Interface)>,
 }
 
+/// Where a chain's links end: link k runs from its sender (the tester for k = 0, else
+/// hop k) to its receiver (hop k + 1, or the tester for k = n).
+struct LinkEnds<'a> {
+    tester_ns: &'a Namespace,
+    namespaces: &'a [Namespace],
+    label: &'a str,
+}
+
+impl LinkEnds<'_> {
+    fn sender(&self, k: usize) -> &Namespace {
+        if k == 0 {
+            self.tester_ns
+        } else {
+            &self.namespaces[k - 1]
+        }
+    }
+
+    fn receiver(&self, k: usize) -> &Namespace {
+        if k == self.namespaces.len() {
+            self.tester_ns
+        } else {
+            &self.namespaces[k]
+        }
+    }
+
+    /// A kernel link's ends: `out` at the sender and `in` at the receiver (`<label>o`,
+    /// `<label>i` in the tester's namespace).
+    fn out_name(&self, k: usize) -> String {
+        if k == 0 {
+            format!("{}o", self.label)
+        } else {
+            "out".to_string()
+        }
+    }
+
+    fn in_name(&self, k: usize) -> String {
+        if k == self.namespaces.len() {
+            format!("{}i", self.label)
+        } else {
+            "in".to_string()
+        }
+    }
+
+    /// The links that are kernel interfaces (tunnels between hosts, or veth), built.
+    fn kernel_links(
+        &self,
+        experiment: &Experiment,
+        topo: &mut Topology,
+        kernel_links: KernelLinks<'_>,
+    ) -> Result<Vec<(usize, sfclab_topology::Interface, sfclab_topology::Interface)>, RunError> {
+        let n = self.namespaces.len();
+        let mut links = Vec::new();
+        match kernel_links {
+            KernelLinks::None => {}
+            KernelLinks::Hosts { link, places } => {
+                if places.len() != n + 2
+                    || experiment
+                        .chaining
+                        .dpdk_hops()
+                        .iter()
+                        .any(|&i| places[i + 1] != places[0])
+                {
+                    return Err(RunError::setting(
+                        "hosts",
+                        "one host per place: the tester's sender, each hop, its receiver",
+                    ));
+                }
+                for k in (0..=n).filter(|&k| places[k] != places[k + 1]) {
+                    let (o, i) = link
+                        .tunnel(
+                            (places[k], self.sender(k), &self.out_name(k)),
+                            (places[k + 1], self.receiver(k), &self.in_name(k)),
+                        )
+                        .map_err(|e| RunError::failed("hosts", e))?;
+                    links.push((k, o, i));
+                }
+            }
+            KernelLinks::Veth => {
+                if !experiment.chaining.dpdk_hops().is_empty() {
+                    return Err(RunError::setting("dpdk_hops", "DPDK hops join by memif"));
+                }
+                for k in 0..=n {
+                    let (o, i) = topo
+                        .veth(
+                            (self.sender(k), &self.out_name(k)),
+                            (self.receiver(k), &self.in_name(k)),
+                        )
+                        .map_err(|e| RunError::failed("veth", e))?;
+                    links.push((k, o, i));
+                }
+            }
+        }
+        Ok(links)
+    }
+}
+
 impl MemifChain {
     /// Builds a namespace per hop (`<label>hop<i>`), listens for the last hop at
     /// `<tester_dir>/<label>in.sock` and starts every hop, last to first; returns
@@ -230,50 +326,12 @@ impl MemifChain {
             );
         }
         sockets.push(tester_dir.join(format!("{label}in.sock")));
-        // Links over kernel interfaces: their ends `out` at the sender and `in` at the
-        // receiver (`<label>o`, `<label>i` in the tester's namespace).
-        let sender = |k: usize| if k == 0 { tester_ns } else { &namespaces[k - 1] };
-        let receiver = |k: usize| if k == n { tester_ns } else { &namespaces[k] };
-        let out_name = |k: usize| if k == 0 { format!("{label}o") } else { "out".to_string() };
-        let in_name = |k: usize| if k == n { format!("{label}i") } else { "in".to_string() };
-        let mut links = Vec::new();
-        match kernel_links {
-            KernelLinks::None => {}
-            KernelLinks::Hosts { link, places } => {
-                if places.len() != n + 2
-                    || experiment
-                        .chaining
-                        .dpdk_hops()
-                        .iter()
-                        .any(|&i| places[i + 1] != places[0])
-                {
-                    return Err(RunError::setting(
-                        "hosts",
-                        "one host per place: the tester's sender, each hop, its receiver",
-                    ));
-                }
-                for k in (0..=n).filter(|&k| places[k] != places[k + 1]) {
-                    let (o, i) = link
-                        .tunnel(
-                            (places[k], sender(k), &out_name(k)),
-                            (places[k + 1], receiver(k), &in_name(k)),
-                        )
-                        .map_err(|e| RunError::failed("hosts", e))?;
-                    links.push((k, o, i));
-                }
-            }
-            KernelLinks::Veth => {
-                if !experiment.chaining.dpdk_hops().is_empty() {
-                    return Err(RunError::setting("dpdk_hops", "DPDK hops join by memif"));
-                }
-                for k in 0..=n {
-                    let (o, i) = topo
-                        .veth((sender(k), &out_name(k)), (receiver(k), &in_name(k)))
-                        .map_err(|e| RunError::failed("veth", e))?;
-                    links.push((k, o, i));
-                }
-            }
-        }
+        let ends = LinkEnds {
+            tester_ns,
+            namespaces: &namespaces,
+            label,
+        };
+        let links = ends.kernel_links(experiment, topo, kernel_links)?;
         let crossing = |k: usize| links.iter().find(|(link, _, _)| *link == k);
         let wait = experiment.chaining.memif_wait().unwrap_or(Wait::Poll).endpoint_keys();
         // Hop i's end of link k: the tunnel's interface, or the memif socket.
