@@ -13,7 +13,7 @@ use sfclab_nf::tables::acl::{BitVector, Key, TupleSpace, classbench};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::{Rounds, median, median_if_any, on_core};
+use crate::{Rounds, Steps, median, median_if_any, on_core};
 use std::fmt::Write as _;
 
 pub const ACL_SCHEMA: &str = "sfclab.bench.acl/1";
@@ -151,19 +151,6 @@ pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str), stop: &
         trace_headers: args.trace,
         points,
     })
-}
-
-/// Progress through the benchmark: steps done and in all.
-struct Steps<'p> {
-    done: usize,
-    total: usize,
-    tell: &'p mut dyn FnMut(usize, usize, &str),
-}
-
-impl Steps<'_> {
-    fn at(&mut self, what: &str) {
-        (self.tell)(self.done, self.total, what);
-    }
 }
 
 /// One point's rules and trace, in files both classifiers read, and sfclab's two

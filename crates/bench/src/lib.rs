@@ -138,6 +138,21 @@ pub fn footer(wide: usize, interrupted: bool, repeat_done: usize) -> String {
     s
 }
 
+/// Progress through a benchmark: steps done and in all (a step taken again adds to
+/// `total`), told to `tell` as `(done, total, what)`.
+pub(crate) struct Steps<'p> {
+    pub done: usize,
+    pub total: usize,
+    pub tell: &'p mut dyn FnMut(usize, usize, &str),
+}
+
+impl Steps<'_> {
+    /// Tells `what` runs now.
+    pub fn at(&mut self, what: &str) {
+        (self.tell)(self.done, self.total, what);
+    }
+}
+
 /// A benchmark's interleaved rounds (every configuration once per round) under Ctrl-C:
 /// [`Rounds::start_next`] starts a round, [`Rounds::go_on`] is asked before each
 /// measurement. Once Ctrl-C comes both say no; the rounds that completed are counted,

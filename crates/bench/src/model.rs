@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::calibrate::NfWorkload;
 use crate::cores::{CoreDistance, Keep};
-use crate::{Rounds, Stop, median};
+use crate::{Rounds, Steps, Stop, median};
 use std::fmt::Write as _;
 
 pub const MODEL_SCHEMA: &str = "sfclab.bench.model/6";
@@ -320,32 +320,31 @@ fn models(matrix: &[Case], sizes: &[u16], nfs: &[NfWorkload], cores: &[usize]) -
 /// Measures one cell's terms (`args`) and prices `model` with them. A term is a
 /// difference of runs; on this host a swing between them can leave one at zero and the
 /// cell without a cost: its terms are then measured again, at most
-/// `CELL_CALIBRATION_TRIES` times. `done` counts the progress steps.
+/// `CELL_CALIBRATION_TRIES` times. Each term measured is a step.
 fn price_cell(
     args: &crate::calibrate::CalibrateArgs,
     model: &ChainModel,
     label: &str,
-    (done, total): (&mut usize, usize),
-    progress: &mut impl FnMut(usize, usize, &str),
+    steps: &mut Steps,
     stop: &Stop,
 ) -> Result<(Calibration, ChainPrediction), String> {
     let mut tries = 0;
     loop {
         tries += 1;
-        let base = *done;
+        let (base, total) = (steps.done, steps.total);
         let cal = crate::calibrate::calibrate(
             args,
             |d, _, what| {
-                progress(base + d, total, &format!("{label}: its terms: {what}"));
+                (steps.tell)(base + d, total, &format!("{label}: its terms: {what}"));
             },
             stop,
         )
         .map_err(|e| format!("{label}: calibrating its terms: {e}"))?;
-        *done = base + crate::calibrate::steps_per_repetition(args);
+        steps.done = base + crate::calibrate::steps_per_repetition(args);
         match predict_chain(&cal, model, None) {
             Ok(p) => return Ok((cal, p)),
             Err(e) if tries < CELL_CALIBRATION_TRIES => {
-                progress(*done, total, &format!("{label}: {e}; measuring its terms again"));
+                steps.at(&format!("{label}: {e}; measuring its terms again"));
             }
             Err(e) => return Err(format!("{label}: {e} ({tries} times)")),
         }
@@ -378,13 +377,6 @@ struct CellRuns {
     states: Vec<f64>,
     taken_again: usize,
     in_two_states: usize,
-}
-
-/// Progress of the rounds: steps done and in all (taking a cell again adds steps).
-struct Steps<'p, P> {
-    done: usize,
-    total: usize,
-    tell: &'p mut P,
 }
 
 pub fn run(
@@ -522,11 +514,11 @@ fn cells_of<'a>(args: &'a ModelBenchArgs, source: &CalibrationSource) -> Result<
 /// Interleaved rounds over the cells, each priced then measured into `runs`. A failure
 /// that Ctrl-C caused ends the rounds (the one under way is not counted); any other ends
 /// the benchmark. The last calibration measured, if the cells measure their own.
-fn measure_rounds<P: FnMut(usize, usize, &str)>(
+fn measure_rounds(
     cells: &Cells,
     runs: &mut [CellRuns],
     rounds: &mut Rounds,
-    steps: &mut Steps<P>,
+    steps: &mut Steps,
     stop: &Stop,
 ) -> Result<Option<Calibration>, String> {
     let args = cells.args;
@@ -568,7 +560,7 @@ fn measure_rounds<P: FnMut(usize, usize, &str)>(
                 }
                 steps.done += 1;
                 if round == 0 && case.hops.is_none() {
-                    (steps.tell)(steps.done, steps.total, &format!("{label}, per-NF accounting"));
+                    steps.at(&format!("{label}, per-NF accounting"));
                     match measure(args, &cells.nfs, case, size, &cells.cores, true, stop) {
                         Ok(m) => runs[cell].nf_cycles = m.nf_cycles,
                         Err(e) => {
@@ -590,11 +582,11 @@ fn measure_rounds<P: FnMut(usize, usize, &str)>(
 /// episode of the core-distance guard: with the one-state guard its terms and
 /// measurement are taken again when they ended in two states (with a given calibration,
 /// only the measurement is its own). The calibration measured, if any.
-fn measure_cell<P: FnMut(usize, usize, &str)>(
+fn measure_cell(
     cells: &Cells,
     (cell, case, size, label): (usize, &Case, u16, &str),
     runs: &mut CellRuns,
-    steps: &mut Steps<P>,
+    steps: &mut Steps,
     stop: &Stop,
 ) -> Result<Option<Calibration>, String> {
     let args = cells.args;
@@ -621,19 +613,12 @@ fn measure_cell<P: FnMut(usize, usize, &str)>(
         let prediction = match &cells.given {
             Some(g) => g[cell].clone(),
             None => {
-                let (cal, prediction) = price_cell(
-                    &cells.calibrations[cell],
-                    &cells.models[cell],
-                    label,
-                    (&mut steps.done, steps.total),
-                    &mut *steps.tell,
-                    stop,
-                )?;
+                let (cal, prediction) = price_cell(&cells.calibrations[cell], &cells.models[cell], label, steps, stop)?;
                 calibration = Some(cal);
                 prediction
             }
         };
-        (steps.tell)(steps.done, steps.total, label);
+        steps.at(label);
         let m =
             measure(args, &cells.nfs, case, size, &cells.cores, false, stop).map_err(|e| format!("{label}: {e}"))?;
         if stop.requested() {
@@ -652,11 +637,9 @@ fn measure_cell<P: FnMut(usize, usize, &str)>(
         }
         runs.taken_again += 1;
         steps.total += crate::calibrate::steps_per_repetition(&cells.calibrations[cell]);
-        (steps.tell)(
-            steps.done,
-            steps.total,
-            &format!("{label}: its runs ended in two states of the cores' distance; taken again"),
-        );
+        steps.at(&format!(
+            "{label}: its runs ended in two states of the cores' distance; taken again"
+        ));
     };
     runs.predicted.push(prediction);
     runs.measured.push(m);

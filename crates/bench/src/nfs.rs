@@ -661,7 +661,12 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str), stop: &
             last: None,
         })
         .collect();
-    let rounds = measure_rounds(args, (&work, &cases), &mut runs, &mut progress, stop)?;
+    let mut steps = crate::Steps {
+        done: 0,
+        total,
+        tell: &mut progress,
+    };
+    let rounds = measure_rounds(args, (&work, &cases), &mut runs, &mut steps, stop)?;
     let interrupted = rounds.interrupted();
     let tsc_hz = sfclab_core::tsc::hz();
     let mut points: Vec<NfsPoint> = cases
@@ -723,11 +728,9 @@ fn measure_rounds(
     args: &NfsArgs,
     (work, cases): (&[Workload], &[(usize, usize)]),
     runs: &mut [Runs],
-    progress: &mut impl FnMut(usize, usize, &str),
+    steps: &mut crate::Steps,
     stop: &Stop,
 ) -> Result<crate::Rounds, String> {
-    let total = args.repeat * cases.len() * 2;
-    let mut step = 0;
     let mut rounds = crate::Rounds::new(args.repeat, stop);
     'rounds: while rounds.start_next() {
         for (c, &(i, s)) in cases.iter().enumerate() {
@@ -735,7 +738,7 @@ fn measure_rounds(
                 break 'rounds;
             }
             let (w, (label, sizes)) = (&work[i], &work[i].sizes[s]);
-            progress(step, total, &format!("{} {label} B, accounting off", w.name));
+            steps.at(&format!("{} {label} B, accounting off", w.name));
             let off = run_once(w, sizes, args, false, stop)?;
             if off.interrupted {
                 rounds.cut();
@@ -743,8 +746,8 @@ fn measure_rounds(
             }
             runs[c].mpps.push(off.mpps);
             runs[c].cycles.push(off.busy_cycles_per_packet.unwrap_or(f64::NAN));
-            step += 1;
-            progress(step, total, &format!("{} {label} B, accounting on", w.name));
+            steps.done += 1;
+            steps.at(&format!("{} {label} B, accounting on", w.name));
             let on = run_once(w, sizes, args, true, stop)?;
             if on.interrupted {
                 rounds.cut();
@@ -755,7 +758,7 @@ fn measure_rounds(
                 runs[c].nf_cycles[k].push(p.cycles_per_packet.unwrap_or(f64::NAN));
             }
             runs[c].last = Some(on);
-            step += 1;
+            steps.done += 1;
         }
     }
     for r in runs.iter_mut() {

@@ -7,7 +7,6 @@
 //! read between phases are exact.
 
 use crate::Stop;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sfclab_core::{Batch, NfCounter, NfStats, PacketPool, PortStats, RxPort, Shortfall, TxPort, tsc};
@@ -49,11 +48,7 @@ enum Step {
 
 /// Runs generator -> chain -> sinks until `until` (TSC), the source runs dry, or `stop`.
 #[inline(never)]
-fn run_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
-    rig: &mut Rig<R, T>,
-    until: u64,
-    stop: Option<&AtomicBool>,
-) -> Phase {
+fn run_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(rig: &mut Rig<R, T>, until: u64, stop: Option<&Stop>) -> Phase {
     let mut phase = Phase::default();
     let start = tsc::now();
     let mut iterations = 0u32;
@@ -79,7 +74,7 @@ fn run_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
         }
         iterations = iterations.wrapping_add(1);
         if iterations.is_multiple_of(1024) {
-            if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            if stop.is_some_and(Stop::requested) {
                 break;
             }
             rig.chain.tick(now);
@@ -92,7 +87,7 @@ fn run_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
                 // interrupt mode, up to milliseconds): the end of the window and a stop
                 // request are looked at now, not a thousand sleeps later. Off the busy
                 // path, so it costs nothing there.
-                if stop.is_some_and(|s| s.load(Ordering::Relaxed)) || tsc::now() >= until {
+                if stop.is_some_and(Stop::requested) || tsc::now() >= until {
                     break;
                 }
             }
@@ -112,7 +107,7 @@ fn run_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
 fn run_rigs_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
     rigs: &mut [Rig<R, T>],
     until: u64,
-    stop: Option<&AtomicBool>,
+    stop: Option<&Stop>,
 ) -> Vec<Phase> {
     let mut phases = vec![Phase::default(); rigs.len()];
     let start = tsc::now();
@@ -124,7 +119,7 @@ fn run_rigs_phase<const ACCOUNT: bool, R: RxPort, T: TxPort>(
         }
         iterations = iterations.wrapping_add(1);
         if iterations.is_multiple_of(1024) {
-            if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            if stop.is_some_and(Stop::requested) {
                 break;
             }
             rigs.iter_mut().for_each(|r| r.chain.tick(now));
@@ -210,7 +205,7 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
         true
     }
 
-    fn phase(&mut self, accounting: bool, until: u64, stop: Option<&AtomicBool>) -> Phase {
+    fn phase(&mut self, accounting: bool, until: u64, stop: Option<&Stop>) -> Phase {
         if accounting {
             run_phase::<true, _, _>(self, until, stop)
         } else {
@@ -294,7 +289,7 @@ pub fn run_compound_on<R: RxPort + Send, T: TxPort + Send>(
     let (warm, window, start, end) = std::thread::scope(|s| {
         s.spawn(|| {
             pin(settings.core);
-            let stop = settings.stop.as_ref().map(Stop::flag);
+            let stop = settings.stop.as_ref();
             // Warm-up: caches, branch predictors, page tables; counted but not reported.
             let mut warm = rig.phase(settings.accounting, tsc::now() + tsc::ticks(settings.warmup), stop);
             // Frames still crossing a wire arrive before the window opens.
@@ -332,7 +327,7 @@ pub fn run_hops_on<R: RxPort + Send, T: TxPort + Send>(
         rigs.push(rig);
         names.push(n);
     }
-    let phase = |rigs: &mut [Rig<R, T>], until: u64, stop: Option<&AtomicBool>| {
+    let phase = |rigs: &mut [Rig<R, T>], until: u64, stop: Option<&Stop>| {
         if settings.accounting {
             run_rigs_phase::<true, _, _>(rigs, until, stop)
         } else {
@@ -342,7 +337,7 @@ pub fn run_hops_on<R: RxPort + Send, T: TxPort + Send>(
     let (warm, window, start, end) = std::thread::scope(|s| {
         s.spawn(|| {
             pin(settings.core);
-            let stop = settings.stop.as_ref().map(Stop::flag);
+            let stop = settings.stop.as_ref();
             let warm = phase(&mut rigs, tsc::now() + tsc::ticks(settings.warmup), stop);
             // Frames still crossing a wire arrive before the window opens.
             drain_all(&mut rigs, settings.accounting);

@@ -840,8 +840,7 @@ fn drive<R: RxPort + Send, T: TxPort + Send>(
     shared: &Coordination,
     run: &RunSettings,
 ) -> (u64, u64, u64) {
-    let stop = run.stop.as_ref().map(Stop::flag);
-    let stopped = || stop.is_some_and(|s| s.load(Ordering::Relaxed));
+    let stopped = || run.stop.as_ref().is_some_and(Stop::requested);
     std::thread::scope(|s| {
         for t in threads.iter_mut() {
             let accounting = run.accounting;

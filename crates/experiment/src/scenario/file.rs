@@ -73,11 +73,7 @@ struct HostsFile {
 /// A scenario file, or a chain file (its `chain:` a list) as a scenario of one chain of
 /// it: its `hosts:` place that chain, its traffic and run settings are the chain's.
 pub(super) fn parse_file(text: &str, origin: &str, path: &Path) -> Result<ScenarioFile, ScenarioError> {
-    let err = |key: String, reason: String| ScenarioError {
-        origin: origin.to_string(),
-        key,
-        reason,
-    };
+    let err = |key: String, reason: String| Blame { origin }.file(&key, reason);
     let de_err = |e: serde_path_to_error::Error<serde_json::Error>, prefix: &str| {
         let key = e.path().to_string();
         err(
@@ -400,11 +396,7 @@ fn scenario_search(
     }
     search_config(flags, &resolved[0].template)
         .map(Some)
-        .map_err(|(flag, reason)| ScenarioError {
-            origin: format!("--{}", flag.replace('_', "-")),
-            key: flag.replace('-', "_"),
-            reason,
-        })
+        .map_err(|(flag, reason)| blame.flag(&flag.replace('-', "_"), reason))
 }
 
 /// The groups as given: `groups:`'s entries, or one from the scenario's own keys and
@@ -438,11 +430,7 @@ fn group_inputs(
             bidirectional: f.bidirectional,
         }]);
     };
-    let err = |key: &str, reason: String| ScenarioError {
-        origin: origin.to_string(),
-        key: key.to_string(),
-        reason,
-    };
+    let err = |key: &str, reason: String| Blame { origin }.file(key, reason);
     if list.is_empty() {
         return Err(err("groups", "at least one group".into()));
     }
@@ -467,11 +455,10 @@ fn group_inputs(
         (flags.standby.is_some(), "standby"),
     ];
     if let Some((_, key)) = own_flags.iter().find(|k| k.0) {
-        return Err(ScenarioError {
-            origin: format!("--{}", key.replace('_', "-")),
-            key: key.to_string(),
-            reason: format!("{origin} gives its chains by `groups`, each its own: edit the file"),
-        });
+        return Err(Blame { origin }.flag(
+            key,
+            format!("{origin} gives its chains by `groups`, each its own: edit the file"),
+        ));
     }
     Ok(list
         .into_iter()
@@ -495,11 +482,8 @@ fn group_inputs(
 /// shape of a VNF, its directions; checked on its own.
 fn resolve_group(g: GroupInput, cx: &Context) -> Result<Resolved, ScenarioError> {
     let key = |k: &str| format!("{}{k}", g.key);
-    let err = |k: &str, reason: String| ScenarioError {
-        origin: cx.origin.to_string(),
-        key: key(k),
-        reason,
-    };
+    let blame = Blame { origin: cx.origin };
+    let err = |k: &str, reason: String| blame.file(&key(k), reason);
     if g.count == 0 {
         return Err(err("chains", "at least one chain".into()));
     }
@@ -524,11 +508,7 @@ fn resolve_group(g: GroupInput, cx: &Context) -> Result<Resolved, ScenarioError>
     let cap_bps = match &g.vnf_rate_cap {
         Some((cap_origin, cap)) => Some(
             cap.parse::<sfclab_nf::classes::Rate>()
-                .map_err(|reason| ScenarioError {
-                    origin: cap_origin.clone(),
-                    key: key("vnf_rate_cap"),
-                    reason,
-                })?
+                .map_err(|reason| Blame { origin: cap_origin }.file(&key("vnf_rate_cap"), reason))?
                 .0,
         ),
         None => None,
@@ -536,11 +516,10 @@ fn resolve_group(g: GroupInput, cx: &Context) -> Result<Resolved, ScenarioError>
     let (template, shape, vnf) = match &g.chain {
         Some(path) => {
             if let Some((cap_origin, _)) = &g.vnf_rate_cap {
-                return Err(ScenarioError {
-                    origin: cap_origin.clone(),
-                    key: key("vnf_rate_cap"),
-                    reason: "caps the VNFs of `shape` and `vnf`; with a chain file, write the cap into it (a qos policer at the end of each hop)".into(),
-                });
+                return Err(Blame { origin: cap_origin }.file(
+                    &key("vnf_rate_cap"),
+                    "caps the VNFs of `shape` and `vnf`; with a chain file, write the cap into it (a qos policer at the end of each hop)".into(),
+                ));
             }
             if g.shape.is_some() || g.vnf.is_some() {
                 return Err(err(
@@ -555,21 +534,16 @@ fn resolve_group(g: GroupInput, cx: &Context) -> Result<Resolved, ScenarioError>
         None => preset_template(&g, cap_bps, &mut layered, cx, &err)?,
     };
     if !matches!(template.chaining, Chaining::Memif { .. } | Chaining::Veth { .. }) {
-        return Err(ScenarioError {
-            origin: cx.origin.to_string(),
-            key: "run.chaining".into(),
-            reason: format!(
+        return Err(blame.file(
+            "run.chaining",
+            format!(
                 "scenarios join their VNFs by memif or veth so far, not `{}`",
                 template.chaining
             ),
-        });
+        ));
     }
     if !template.chaining.dpdk_hops().is_empty() {
-        return Err(ScenarioError {
-            origin: cx.origin.to_string(),
-            key: "run.dpdk_hops".into(),
-            reason: "scenarios run sfclab VNFs only".into(),
-        });
+        return Err(blame.file("run.dpdk_hops", "scenarios run sfclab VNFs only".into()));
     }
     Ok(Resolved {
         group: ChainGroup {
@@ -762,14 +736,13 @@ fn hosts_of(
     vnfs: usize,
     origin: &str,
 ) -> Result<Hosts, ScenarioError> {
-    let at = |flag: bool, key: &str, reason: String| ScenarioError {
-        origin: if flag {
-            format!("--{}", key.replace('_', "-"))
+    let blame = Blame { origin };
+    let at = |flag: bool, key: &str, reason: String| {
+        if flag {
+            blame.flag(key, reason)
         } else {
-            origin.to_string()
-        },
-        key: if flag { key.to_string() } else { format!("hosts.{key}") },
-        reason,
+            blame.file(&format!("hosts.{key}"), reason)
+        }
     };
     let on_a_host = |h: usize| (1..=count).contains(&h);
     let range = format!("hosts are 1 to {count}");
