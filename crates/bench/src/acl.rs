@@ -6,14 +6,14 @@
 //! space search. Before timing, every header's first matching rule from rte_acl is
 //! compared with sfclab's: a disagreement is a failed benchmark, not a figure.
 
-use crate::Stop;
+use crate::{Progress, Stop};
 use serde::Serialize;
 use sfclab_core::tsc;
 use sfclab_nf::tables::acl::{BitVector, Key, TupleSpace, classbench};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::{Rounds, Steps, median, median_if_any, on_core};
+use crate::{Rounds, median, median_if_any, on_core};
 use std::fmt::Write as _;
 
 pub const ACL_SCHEMA: &str = "sfclab.bench.acl/1";
@@ -101,26 +101,22 @@ fn cycles_per_header(
     Some((tsc::now() - t0) as f64 / done as f64)
 }
 
-pub fn acl(args: &AclArgs, mut progress: impl FnMut(usize, usize, &str), stop: &Stop) -> Result<AclBench, String> {
+pub fn acl(args: &AclArgs, progress: &mut Progress, stop: &Stop) -> Result<AclBench, String> {
     let core = args.core.or_else(sfclab_runtime::placement::default_chain_core);
     let dir = tempfile::tempdir().map_err(|e| format!("cannot create a temporary directory: {e}"))?;
     let per_point = 1 + args.repeat * if args.peer { 4 } else { 2 };
-    let mut steps = Steps {
-        done: 0,
-        total: args.rules.len() * per_point,
-        tell: &mut progress,
-    };
+    progress.plan(args.rules.len() * per_point);
     let mut interrupted = false;
     let mut points = Vec::new();
     for &n in &args.rules {
-        steps.at(&format!("{n} rules: building"));
+        progress.working(&format!("{n} rules: building"));
         let set = RuleSet::build(args, n, dir.path())?;
-        steps.done += 1;
+        progress.advance();
         let mut point = set.point();
         if args.peer {
             set.check_against_rte_acl(core.unwrap_or(0), &mut point, stop)?;
         }
-        let rounds = measure_rounds(args, &set, (core, &mut point), &mut steps, stop);
+        let rounds = measure_rounds(args, &set, (core, &mut point), progress, stop);
         if rounds.interrupted() {
             interrupted = true;
             if rounds.completed() == 0 {
@@ -257,7 +253,7 @@ fn measure_rounds(
     args: &AclArgs,
     set: &RuleSet,
     (core, point): (Option<usize>, &mut AclPoint),
-    steps: &mut Steps,
+    progress: &mut Progress,
     stop: &Stop,
 ) -> Rounds {
     let (n, trace) = (set.n, &set.trace);
@@ -270,7 +266,7 @@ fn measure_rounds(
                 if !rounds.go_on() {
                     break 'rounds;
                 }
-                steps.at(&format!("{n} rules: rte_acl ({})", method.unwrap_or("default method")));
+                progress.working(&format!("{n} rules: rte_acl ({})", method.unwrap_or("default method")));
                 let peer = sfclab_peers::dpdk_acl::acl_perf(
                     &set.rules_path,
                     &set.trace_path,
@@ -290,13 +286,13 @@ fn measure_rounds(
                     // Not every build has the scalar method; its figure is left out.
                     (Err(_), Some(_)) => {}
                 }
-                steps.done += 1;
+                progress.advance();
             }
         }
         if !rounds.go_on() {
             break;
         }
-        steps.at(&format!("{n} rules: sfclab bit vectors"));
+        progress.working(&format!("{n} rules: sfclab bit vectors"));
         match on_core(core, || {
             cycles_per_header(trace, min_headers, |k, o| set.bv.classify_bulk(k, o), stop)
         }) {
@@ -306,11 +302,11 @@ fn measure_rounds(
                 break;
             }
         }
-        steps.done += 1;
+        progress.advance();
         if !rounds.go_on() {
             break;
         }
-        steps.at(&format!("{n} rules: sfclab tuple space search"));
+        progress.working(&format!("{n} rules: sfclab tuple space search"));
         // Tuple space search is slow on big rule sets: fewer headers, same trace.
         let tuple_space = on_core(core, || {
             cycles_per_header(
@@ -331,7 +327,7 @@ fn measure_rounds(
                 break;
             }
         }
-        steps.done += 1;
+        progress.advance();
     }
     for runs in [
         &mut point.bitvector_runs,
@@ -433,7 +429,7 @@ pub static BENCH: crate::registry::Entry<AclFlags, AclBench> = crate::registry::
     name: "acl",
     schema: ACL_SCHEMA,
     about: "The firewall's 5-tuple classifier (bit vectors; tuple space search beside it) against DPDK's rte_acl (dpdk-test-acl) on the same ClassBench-style rules and trace, same run; every header's match is checked against rte_acl's first",
-    run: |f, stop, tick| {
+    run: |f, stop, progress| {
         if f.repeat == 0 || f.rules.is_empty() || f.trace == 0 {
             return Err(crate::registry::BenchError::Usage(
                 "need at least one repetition, one rule set size and one trace header".into(),
@@ -448,7 +444,7 @@ pub static BENCH: crate::registry::Entry<AclFlags, AclBench> = crate::registry::
             seed: f.seed,
             headers: f.headers,
         };
-        Ok(acl(&args, tick, stop)?)
+        Ok(acl(&args, progress, stop)?)
     },
     figure: None,
 };
@@ -470,7 +466,7 @@ mod tests {
             seed: 7,
             headers: 4096,
         };
-        let b = acl(&args, |_, _, _| {}, &Stop::new()).unwrap();
+        let b = acl(&args, &mut Progress::quiet(), &Stop::new()).unwrap();
         let p = &b.points[0];
         assert_eq!(p.matched_percent, 100.0);
         assert!(p.bitvector_cycles > 0.0 && p.tuple_space_cycles > 0.0);

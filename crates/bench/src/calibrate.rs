@@ -31,7 +31,7 @@
 //!
 //! Repetitions are interleaved (every run once per round) so a machine's drift hits all.
 
-use crate::Stop;
+use crate::{Progress, Stop};
 use serde_json::json;
 use sfclab_model::calibration::{
     CalibratedMachine, Calibration, Curve, CurvePoint, Method, NfCalibration, PipelineCalibration, SoftwareDrops,
@@ -446,17 +446,17 @@ fn round(
     args: &CalibrateArgs,
     size: u16,
     cores: &[usize],
-    step: &mut dyn FnMut(&str),
+    progress: &mut Progress,
     stop: &Stop,
 ) -> Result<Round, String> {
-    let wired = wired_round(args, size, cores, step, stop)?;
+    let wired = wired_round(args, size, cores, progress, stop)?;
     let plain = || traffic(size, 1024, Destinations::Spread);
-    step(&format!("{size} B: noop×1, noop×5"));
+    progress.next(&format!("{size} B: noop×1, noop×5"));
     let (one, noop) = one_and_per_copy(&noop_spec(), &mut |c| compound_cycles(args, c, plain(), stop))?;
     let base = one - noop;
     let mut nfs = Vec::with_capacity(args.nfs.len());
     for w in &args.nfs {
-        step(&format!("{size} B: {}", nf_key(w.nf.kind(), &w.nf.cost_settings())));
+        progress.next(&format!("{size} B: {}", nf_key(w.nf.kind(), &w.nf.cost_settings())));
         // The noop as an NF is the slope just measured: the same runs again.
         nfs.push(if is_noop(&w.nf) {
             noop
@@ -470,7 +470,7 @@ fn round(
         [a, b, ..] if args.pipeline => {
             // One stage on one core (generator, ingress queue, stage, sink): its own cost
             // from noop×1 and noop×5 as in the compound loop, each NF's from the NF alone.
-            step(&format!("{size} B: one stage: noop×1, noop×5"));
+            progress.next(&format!("{size} B: one stage: noop×1, noop×5"));
             let s_core = |chain: sfclab_core::NamedNfs, t: GeneratorConfig| {
                 Ok::<f64, String>(pipeline_cycles(args, Placement::SCore, chain, t, &[*a], stop)?[0])
             };
@@ -488,7 +488,7 @@ fn round(
             let (one, stage_noop) = one_and_per_copy(&noop_spec(), &mut |c| s_core(c, plain()))?;
             let single = one - stage_noop;
             for w in &args.nfs {
-                step(&format!(
+                progress.next(&format!(
                     "{size} B: {} in a stage",
                     nf_key(w.nf.kind(), &w.nf.cost_settings())
                 ));
@@ -507,7 +507,7 @@ fn round(
             // first NF of a stage fed from the other core pays for the frame's lines is
             // measured as that NF's own (`across`). First stage = core 0 of bi:2 [S | L]
             // − S in a stage; last stage = core 1 of bi:2 [L | S] − S in a stage.
-            step(&format!("{size} B: pipeline ends: bi:2 [S | L], [L | S]"));
+            progress.next(&format!("{size} B: pipeline ends: bi:2 [S | L], [L | S]"));
             let stage_s = s_core(chain_of(&[noop_spec(), work(100)]), plain())? - single;
             let first = bi2(
                 2,
@@ -521,7 +521,7 @@ fn round(
                 plain(),
             )?[1];
             // Each NF X first in the second stage: bi:2 [L | X, work], core 1 against [L | S].
-            step(&format!("{size} B: bi:2, each NF first in the second stage"));
+            progress.next(&format!("{size} B: bi:2, each NF first in the second stage"));
             for w in &args.nfs {
                 let with_x = bi2(
                     2,
@@ -556,12 +556,12 @@ fn wired_round(
     args: &CalibrateArgs,
     size: u16,
     cores: &[usize],
-    step: &mut dyn FnMut(&str),
+    progress: &mut Progress,
     stop: &Stop,
 ) -> Result<Vec<WiredRound>, String> {
     let mut wired = Vec::with_capacity(args.wired.len());
     for t in &args.wired {
-        step(&format!(
+        progress.next(&format!(
             "{size} B: {t} chains of {} forwarders in namespaces",
             lengths_in_words()
         ));
@@ -660,12 +660,8 @@ fn core_distance_note(guard: &CoreDistance) -> String {
     )
 }
 
-/// Measures the calibration; `progress` is told after each step (done, total, what).
-pub fn calibrate(
-    args: &CalibrateArgs,
-    mut progress: impl FnMut(usize, usize, &str),
-    stop: &Stop,
-) -> Result<Calibration, String> {
+/// Measures the calibration; `progress` is told as each step starts.
+pub fn calibrate(args: &CalibrateArgs, progress: &mut Progress, stop: &Stop) -> Result<Calibration, String> {
     if args.sizes.is_empty() {
         return Err("no frame size to calibrate".into());
     }
@@ -675,17 +671,12 @@ pub fn calibrate(
     let cores = cores_from(args.core);
     check_technologies(args)?;
     let steps_per_round = steps_per_repetition(args) / sizes.len();
-    let total = args.repeat * sizes.len() * steps_per_round;
-    let mut done = 0;
+    progress.plan(args.repeat * sizes.len() * steps_per_round);
     let mut rounds: Vec<Vec<Round>> = (0..sizes.len()).map(|_| Vec::new()).collect();
     let mut interrupted = false;
     for _ in repetitions(args.repeat, stop, &mut interrupted) {
         for (i, &size) in sizes.iter().enumerate() {
-            let mut step = |what: &str| {
-                progress(done, total, what);
-                done += 1;
-            };
-            rounds[i].push(round(args, size, &cores, &mut step, stop)?);
+            rounds[i].push(round(args, size, &cores, progress, stop)?);
         }
     }
     if rounds[0].is_empty() {

@@ -26,7 +26,7 @@
 //! core's cycles per delivered frame (`/proc/stat`: all its non-idle time), and the
 //! drops the kernel, OVS and the hops counted, by place.
 
-use crate::Stop;
+use crate::{Progress, Stop};
 use serde::Serialize;
 use sfclab_io::IoKind;
 use sfclab_runtime::{DeviceUnderTest, HopLinks, RunSettings, WiredSettings, run_across_veth};
@@ -283,11 +283,7 @@ impl crate::RoundRow for ChainingCell {
     }
 }
 
-pub fn run(
-    args: &ChainingBenchArgs,
-    tick: &mut dyn FnMut(usize, usize, &str),
-    stop: &Stop,
-) -> Result<ChainingBench, String> {
+pub fn run(args: &ChainingBenchArgs, progress: &mut Progress, stop: &Stop) -> Result<ChainingBench, String> {
     let cores = sfclab_runtime::placement::allowed_cores();
     let (tester_core, dut_core) = match cores.as_slice() {
         [a, b, ..] => (*a, *b),
@@ -323,7 +319,7 @@ pub fn run(
         }
     }
     // Interleaved whole rounds: a round Ctrl-C cut is dropped from every cell.
-    let rounds = crate::row_rounds(args.repeat, &mut cells, (stop, tick), |c| {
+    let rounds = crate::row_rounds(args.repeat, &mut cells, (stop, progress), |c| {
         match round(
             &c.technology,
             c.hops,
@@ -524,7 +520,7 @@ pub static BENCH: crate::registry::Entry<ChainingFlags, ChainingBench> = crate::
     name: "chaining",
     schema: CHAINING_SCHEMA,
     about: "Chains of n forwarders over every chaining technology sfclab builds (compound, veth, nic-switch, Linux forwarding, Open vSwitch, memif), the same sfclab tester for all, interleaved rounds (needs root)",
-    run: |f, stop, tick| {
+    run: |f, stop, progress| {
         let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
         let args = ChainingBenchArgs {
             duration,
@@ -534,7 +530,7 @@ pub static BENCH: crate::registry::Entry<ChainingFlags, ChainingBench> = crate::
             lengths: f.lengths,
             technologies: f.technologies,
         };
-        Ok(run(&args, tick, stop)?)
+        Ok(run(&args, progress, stop)?)
     },
     figure: Some(figure),
 };

@@ -16,7 +16,7 @@
 //! (everything that core did, kernel and user, over the run, at the TSC rate: a
 //! busy-polling DUT counts its idle polls too), beside sfclab's own busy cycles per packet.
 
-use crate::Stop;
+use crate::{Progress, Stop};
 use serde::Serialize;
 use sfclab_io::IoKind;
 use sfclab_runtime::{DeviceUnderTest, RunSettings, WiredSettings, run_across_veth};
@@ -263,11 +263,7 @@ fn row(name: &str) -> ForwardRow {
 }
 
 /// Runs the rounds, every row once per round in turn; `tick` is told after each.
-pub fn run(
-    args: &ForwardBenchArgs,
-    tick: &mut dyn FnMut(usize, usize, &str),
-    stop: &Stop,
-) -> Result<ForwardBench, String> {
+pub fn run(args: &ForwardBenchArgs, progress: &mut Progress, stop: &Stop) -> Result<ForwardBench, String> {
     let cores = sfclab_runtime::placement::allowed_cores();
     let (tester_core, dut_core) = match cores.as_slice() {
         [a, b, ..] => (*a, *b),
@@ -286,7 +282,7 @@ pub fn run(
         _ => None,
     };
     let commands = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let rounds = crate::row_rounds(args.repeat, &mut rows, (stop, tick), |r| {
+    let rounds = crate::row_rounds(args.repeat, &mut rows, (stop, progress), |r| {
         let forwarder = || {
             let nfs: sfclab_core::NamedNfs = vec![(
                 "forwarder".to_string(),
@@ -465,7 +461,7 @@ pub static BENCH: crate::registry::Entry<ForwardFlags, ForwardBench> = crate::re
     name: "forward",
     schema: FORWARD_SCHEMA,
     about: "One forwarder between two veth pairs (tester - DUT - tester, namespaces it builds): sfclab AF_XDP and AF_PACKET against Linux IP forwarding and DPDK testpmd with two net_af_xdp vdevs, the same sfclab tester for all, interleaved rounds (needs root)",
-    run: |f, stop, tick| {
+    run: |f, stop, progress| {
         let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
         let args = ForwardBenchArgs {
             duration,
@@ -475,7 +471,7 @@ pub static BENCH: crate::registry::Entry<ForwardFlags, ForwardBench> = crate::re
             peer: f.peer == crate::registry::TestpmdPeer::Testpmd,
             busy_poll: f.busy_poll,
         };
-        Ok(run(&args, tick, stop)?)
+        Ok(run(&args, progress, stop)?)
     },
     figure: None,
 };

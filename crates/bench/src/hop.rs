@@ -2,7 +2,7 @@
 //! against chain length, a least-squares line), beside a bare loop that does the same
 //! stores with no framework and DPDK's testpmd forwarding on the same core.
 
-use crate::Stop;
+use crate::{Progress, Stop};
 use serde::Serialize;
 use sfclab_runtime::{RunReport, RunSettings, run_compound};
 use sfclab_traffic::{FrameSizes, GeneratorConfig};
@@ -106,7 +106,7 @@ pub fn bare_loop_cycles_per_hop(core: Option<usize>, duration: Duration) -> f64 
 }
 
 /// Runs the benchmark; `progress` is told after each trial (done, total).
-pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str), stop: &Stop) -> Result<HopBench, String> {
+pub fn hop(args: &HopBenchArgs, progress: &mut Progress, stop: &Stop) -> Result<HopBench, String> {
     let modes: Vec<bool> = if args.accounting_too {
         vec![false, true]
     } else {
@@ -143,7 +143,7 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str), st
                 }
                 runs[m * args.hops.len() + h].push((r.mpps, r.busy_cycles_per_packet.unwrap_or(f64::NAN)));
                 done += 1;
-                progress(
+                progress.at(
                     done,
                     total,
                     &format!("n={n} accounting {}", if accounting { "on" } else { "off" }),
@@ -168,7 +168,7 @@ pub fn hop(args: &HopBenchArgs, mut progress: impl FnMut(usize, usize, &str), st
                 Err(e) => peer_skipped = Some(e),
             }
             done += 1;
-            progress(done, total, "dpdk-testpmd");
+            progress.at(done, total, "dpdk-testpmd");
         }
     }
     for r in &mut runs {
@@ -434,7 +434,7 @@ pub static BENCH: crate::registry::Entry<HopFlags, HopBench> = crate::registry::
     name: "hop",
     schema: HOP_SCHEMA,
     about: "Per-hop cost of forwarders in a compound chain, and DPDK testpmd as the peer",
-    run: |f, stop, tick| {
+    run: |f, stop, progress| {
         let (duration, warmup) = crate::registry::window(&f.duration, &f.warmup)?;
         if f.hops.is_empty() || f.repeat == 0 || duration == Duration::ZERO {
             return Err(crate::registry::BenchError::Usage(
@@ -453,7 +453,7 @@ pub static BENCH: crate::registry::Entry<HopFlags, HopBench> = crate::registry::
             accounting_too: !f.no_accounting_compare,
             peer: f.peer == crate::registry::TestpmdPeer::Testpmd,
         };
-        Ok(hop(&args, tick, stop)?)
+        Ok(hop(&args, progress, stop)?)
     },
     figure: None,
 };

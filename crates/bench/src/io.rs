@@ -18,7 +18,7 @@
 //!   over the window (frames the pair delivered), so it has less work per frame than the
 //!   rows that also receive.
 
-use crate::Stop;
+use crate::{Progress, Stop};
 use serde::Serialize;
 use sfclab_core::NamedNfs;
 use sfclab_io::{AfXdpSettings, InterfacePort, IoKind, TesterLink};
@@ -296,7 +296,7 @@ fn row(name: &str, tool: &str, io: IoKind, does: &str, cores: usize) -> IoRow {
 }
 
 /// Runs the rounds, every row once per round in turn; `tick` is told after each.
-pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str), stop: &Stop) -> Result<IoBench, String> {
+pub fn run(args: &IoBenchArgs, progress: &mut Progress, stop: &Stop) -> Result<IoBench, String> {
     let cores = sfclab_runtime::placement::allowed_cores();
     let (c0, c1) = match cores.as_slice() {
         [a, b, ..] => (*a, *b),
@@ -334,7 +334,7 @@ pub fn run(args: &IoBenchArgs, tick: &mut dyn FnMut(usize, usize, &str), stop: &
     };
     rows.push(t);
 
-    let rounds = crate::row_rounds(args.repeat, &mut rows, (stop, tick), |r| {
+    let rounds = crate::row_rounds(args.repeat, &mut rows, (stop, progress), |r| {
         let io: IoKind = r.io.parse().expect("a row's io is a kind");
         match r.tool.as_str() {
             "sfclab" => {
@@ -505,7 +505,7 @@ pub static BENCH: crate::registry::Entry<IoFlags, IoBench> = crate::registry::En
     name: "io",
     schema: IO_SCHEMA,
     about: "Packet I/O over a veth pair between two namespaces it builds: sfclab's generator -> sink over AF_XDP and AF_PACKET against DPDK testpmd txonly -> rxonly with net_af_xdp and net_af_packet vdevs, and trafgen, on the same pair, interleaved rounds (needs root)",
-    run: |f, stop, tick| {
+    run: |f, stop, progress| {
         let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
         let args = IoBenchArgs {
             duration,
@@ -516,7 +516,7 @@ pub static BENCH: crate::registry::Entry<IoFlags, IoBench> = crate::registry::En
             xdp_mode: f.xdp_mode,
             busy_poll: f.busy_poll,
         };
-        Ok(run(&args, tick, stop)?)
+        Ok(run(&args, progress, stop)?)
     },
     figure: None,
 };

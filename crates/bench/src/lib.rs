@@ -63,7 +63,7 @@ use serde::Serialize;
 pub use sfclab_experiment::Machine;
 pub use sfclab_measure::median;
 use sfclab_nf::NfSpec;
-pub use sfclab_runtime::Stop;
+pub use sfclab_runtime::{Progress, Step, Stop};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -136,21 +136,6 @@ pub fn footer(wide: usize, interrupted: bool, repeat_done: usize) -> String {
         ));
     }
     s
-}
-
-/// Progress through a benchmark: steps done and in all (a step taken again adds to
-/// `total`), told to `tell` as `(done, total, what)`.
-pub(crate) struct Steps<'p> {
-    pub done: usize,
-    pub total: usize,
-    pub tell: &'p mut dyn FnMut(usize, usize, &str),
-}
-
-impl Steps<'_> {
-    /// Tells `what` runs now.
-    pub fn at(&mut self, what: &str) {
-        (self.tell)(self.done, self.total, what);
-    }
 }
 
 /// A benchmark's interleaved rounds (every configuration once per round) under Ctrl-C:
@@ -230,14 +215,14 @@ pub(crate) trait RoundRow {
 }
 
 /// Interleaved rounds over `rows`: each round measures every row not skipped, in order,
-/// with `measure` (an error fails the benchmark); `tick(done, total, label)` tells each
+/// with `measure` (an error fails the benchmark); `progress.at(done, total, label)` tells each
 /// step. Whole rounds only: a measurement Ctrl-C cut short ends the rounds, and what the
 /// round that did not end measured is dropped from every row. The rounds, or
 /// [`INTERRUPTED_BEFORE_A_ROUND`] when none ended.
 pub(crate) fn row_rounds<R: RoundRow>(
     repeat: usize,
     rows: &mut [R],
-    (stop, tick): (&Stop, registry::Tick),
+    (stop, progress): (&Stop, &mut Progress),
     mut measure: impl FnMut(&mut R) -> Result<(), String>,
 ) -> Result<Rounds, String> {
     let total = repeat * rows.iter().filter(|r| !r.skipped()).count();
@@ -258,7 +243,7 @@ pub(crate) fn row_rounds<R: RoundRow>(
                 break;
             }
             done += 1;
-            tick(done, total, &format!("round {round}: {}", r.name()));
+            progress.at(done, total, &format!("round {round}: {}", r.name()));
         }
     }
     for r in rows.iter_mut() {

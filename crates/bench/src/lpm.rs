@@ -4,7 +4,7 @@
 //! fresh random addresses, TSC cycles of the lookups alone, one address at a time and
 //! in bursts of 32. Both tables are DIR-24-8; the ratio says what the code adds.
 
-use crate::Stop;
+use crate::{Progress, Stop};
 use serde::Serialize;
 use sfclab_core::tsc;
 use sfclab_nf::tables::lpm::{BGP4_SHAPE, Lpm4, SplitMix, counts_of, random_table4};
@@ -80,21 +80,19 @@ fn measure(table: &Lpm4, seed: u64, stop: &Stop) -> Option<(f64, f64, f64)> {
     Some((single as f64 / n, bulk as f64 / n, misses as f64 / n * 100.0))
 }
 
-pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str), stop: &Stop) -> Result<LpmBench, String> {
+pub fn lpm(args: &LpmArgs, progress: &mut Progress, stop: &Stop) -> Result<LpmBench, String> {
     let core = args.core.or_else(sfclab_runtime::placement::default_chain_core);
-    let total = args.repeat * if args.peer { 2 } else { 1 } + 1;
-    let mut step = 0;
+    progress.plan(args.repeat * if args.peer { 2 } else { 1 } + 1);
     // The peer first: its table's shape is the one sfclab builds.
     let mut peer_runs = Vec::new();
     let mut skipped = None;
     if args.peer {
-        progress(step, total, "dpdk-test lpm_perf_autotest");
+        progress.next("dpdk-test lpm_perf_autotest");
         match sfclab_peers::dpdk_test::lpm_perf(core.unwrap_or(0), &|| stop.requested()) {
             Ok(p) => peer_runs.push(p),
             Err(_) if stop.requested() => {}
             Err(e) => skipped = Some(e),
         }
-        step += 1;
     }
     let (shape, shape_source) = match peer_runs.first() {
         Some(p) => (p.shape.clone(), "dpdk lpm_perf_autotest's table (same run)".to_string()),
@@ -104,16 +102,11 @@ pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str), stop: &
     if stop.requested() {
         return Err(crate::INTERRUPTED_BEFORE_A_ROUND.into());
     }
-    progress(step, total, "building the table");
+    progress.next("building the table");
     let started = Instant::now();
     let table = Lpm4::new(&random_table4(&shape, 1 << 16, 42))?;
     let build_s = started.elapsed().as_secs_f64();
-    step += 1;
     let mut peer = || sfclab_peers::dpdk_test::lpm_perf(core.unwrap_or(0), &|| stop.requested());
-    let mut next = |label: &str| {
-        progress(step, total, label);
-        step += 1;
-    };
     let done = lookup_rounds(
         args.repeat,
         args.peer.then_some(("dpdk-test lpm_perf_autotest", &mut peer as _)),
@@ -121,7 +114,7 @@ pub fn lpm(args: &LpmArgs, mut progress: impl FnMut(usize, usize, &str), stop: &
         skipped,
         |p| (p.single_cycles, p.bulk_cycles),
         |round| on_core(core, || measure(&table, round as u64 + 1, stop)),
-        (&mut next, stop),
+        (progress, stop),
     );
     Ok(LpmBench {
         header: crate::BenchHeader::new(LPM_SCHEMA, done.repeat, done.interrupted),
@@ -266,7 +259,7 @@ pub(crate) struct LookupRounds<P> {
 /// An LPM benchmark's rounds once its table is built: each round the peer (from the
 /// second on: the first ran before the table, for its shape) then sfclab's lookups
 /// (`sfclab(round)`: single and bulk cycles, misses percent; `None` when stopped).
-/// Whole rounds only; `next(label)` tells each step; `stop` (Ctrl-C) ends them early.
+/// Whole rounds only; `progress` is told each step; `stop` (Ctrl-C) ends them early.
 pub(crate) fn lookup_rounds<P>(
     repeat: usize,
     mut peer: Option<(&str, &mut PeerRun<P>)>,
@@ -274,7 +267,7 @@ pub(crate) fn lookup_rounds<P>(
     mut skipped: Option<String>,
     cycles_of: fn(&P) -> (f64, f64),
     mut sfclab: impl FnMut(usize) -> Option<(f64, f64, f64)>,
-    (next, stop): (&mut dyn FnMut(&str), &Stop),
+    (progress, stop): (&mut Progress, &Stop),
 ) -> LookupRounds<P> {
     let (mut single_runs, mut bulk_runs, mut fails) = (Vec::new(), Vec::new(), 0.0);
     let mut rounds = Rounds::new(repeat, stop);
@@ -285,7 +278,7 @@ pub(crate) fn lookup_rounds<P>(
             && r > 0
             && rounds.go_on()
         {
-            next(label);
+            progress.next(label);
             match run() {
                 Ok(p) => peer_runs.push(p),
                 Err(_) if stop.requested() => rounds.cut(),
@@ -295,7 +288,7 @@ pub(crate) fn lookup_rounds<P>(
         if !rounds.go_on() {
             break;
         }
-        next("sfclab lookups");
+        progress.next("sfclab lookups");
         let Some((s, b, f)) = sfclab(r) else {
             rounds.cut();
             break;
@@ -337,7 +330,7 @@ pub static BENCH: crate::registry::Entry<crate::registry::TableFlags, LpmBench> 
     name: "lpm",
     schema: LPM_SCHEMA,
     about: "IPv4 longest-prefix match (the router's DIR-24-8) against DPDK's rte_lpm (dpdk-test lpm_perf_autotest) on a table of the same size and shape, same run",
-    run: |f, stop, tick| {
+    run: |f, stop, progress| {
         if f.repeat == 0 {
             return Err(crate::registry::BenchError::Usage(
                 "need at least one repetition".into(),
@@ -348,7 +341,7 @@ pub static BENCH: crate::registry::Entry<crate::registry::TableFlags, LpmBench> 
             core: f.core,
             peer: f.peer == crate::registry::DpdkPeer::Dpdk,
         };
-        Ok(lpm(&args, tick, stop)?)
+        Ok(lpm(&args, progress, stop)?)
     },
     figure: None,
 };

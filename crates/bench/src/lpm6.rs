@@ -5,7 +5,7 @@
 //! cycles of the lookups alone, one address at a time and the whole set in bulk. Both
 //! tables walk a 24-bit first level, then one byte per level.
 
-use crate::Stop;
+use crate::{Progress, Stop};
 use serde::Serialize;
 use sfclab_core::tsc;
 use sfclab_nf::tables::lpm::{Lpm6, Route, SplitMix, random_table6};
@@ -93,10 +93,9 @@ fn fallback_shape() -> Vec<(u8, usize)> {
     (1..=128u8).map(|l| (l, 7 + usize::from(l <= 104))).collect()
 }
 
-pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str), stop: &Stop) -> Result<Lpm6Bench, String> {
+pub fn lpm6(args: &Lpm6Args, progress: &mut Progress, stop: &Stop) -> Result<Lpm6Bench, String> {
     let core = args.core.or_else(sfclab_runtime::placement::default_chain_core);
-    let total = args.repeat * if args.peer { 2 } else { 1 };
-    let mut step = 0;
+    progress.plan(args.repeat * if args.peer { 2 } else { 1 });
     let mut peer_runs = Vec::new();
     let mut skipped = None;
     let run_peer = |peer_runs: &mut Vec<_>, skipped: &mut Option<String>| match sfclab_peers::dpdk_test::lpm6_perf(
@@ -109,9 +108,8 @@ pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str), stop:
     };
     // The peer first: its table's shape is the one sfclab builds.
     if args.peer {
-        progress(step, total, "dpdk-test lpm6_perf_autotest");
+        progress.next("dpdk-test lpm6_perf_autotest");
         run_peer(&mut peer_runs, &mut skipped);
-        step += 1;
     }
     let (shape, shape_source) = match peer_runs.first() {
         Some(p) => (
@@ -131,10 +129,6 @@ pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str), stop:
     let table = Lpm6::new(&routes)?;
     let addrs = addresses(&routes, 7);
     let mut peer = || sfclab_peers::dpdk_test::lpm6_perf(core.unwrap_or(0), &|| stop.requested());
-    let mut next = |label: &str| {
-        progress(step, total, label);
-        step += 1;
-    };
     let done = crate::lpm::lookup_rounds(
         args.repeat,
         args.peer.then_some(("dpdk-test lpm6_perf_autotest", &mut peer as _)),
@@ -142,7 +136,7 @@ pub fn lpm6(args: &Lpm6Args, mut progress: impl FnMut(usize, usize, &str), stop:
         skipped,
         |p| (p.single_cycles, p.bulk_cycles),
         |_| on_core(core, || measure(&table, &addrs, stop)),
-        (&mut next, stop),
+        (progress, stop),
     );
     Ok(Lpm6Bench {
         header: crate::BenchHeader::new(LPM6_SCHEMA, done.repeat, done.interrupted),
@@ -191,7 +185,7 @@ pub static BENCH: crate::registry::Entry<crate::registry::TableFlags, Lpm6Bench>
     name: "lpm6",
     schema: LPM6_SCHEMA,
     about: "IPv6 longest-prefix match (the router's 24-8-8... table) against DPDK's rte_lpm6 (dpdk-test lpm6_perf_autotest) on a table of the same shape, same run",
-    run: |f, stop, tick| {
+    run: |f, stop, progress| {
         if f.repeat == 0 {
             return Err(crate::registry::BenchError::Usage(
                 "need at least one repetition".into(),
@@ -202,7 +196,7 @@ pub static BENCH: crate::registry::Entry<crate::registry::TableFlags, Lpm6Bench>
             core: f.core,
             peer: f.peer == crate::registry::DpdkPeer::Dpdk,
         };
-        Ok(lpm6(&args, tick, stop)?)
+        Ok(lpm6(&args, progress, stop)?)
     },
     figure: None,
 };

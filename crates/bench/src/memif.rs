@@ -21,7 +21,7 @@
 //!   processes joined by memif, all on core 1 in interrupt mode: what putting the
 //!   features in one VNF saves (three memif crossings and three processes' scheduling).
 
-use crate::Stop;
+use crate::{Progress, Stop};
 use serde::Serialize;
 use sfclab_experiment::chain_file::{ChainSource, Experiment};
 use sfclab_experiment::settings::{ChainingSetting, PortsSetting, ReceiveWait, Settings, Span};
@@ -329,11 +329,7 @@ fn chain_on_one_core(
     Ok(())
 }
 
-pub fn run_bench(
-    args: &MemifBenchArgs,
-    tick: &mut dyn FnMut(usize, usize, &str),
-    stop: &Stop,
-) -> Result<MemifBench, String> {
+pub fn run_bench(args: &MemifBenchArgs, progress: &mut Progress, stop: &Stop) -> Result<MemifBench, String> {
     let cores = sfclab_runtime::placement::allowed_cores();
     let (tester_core, device_core) = match cores.as_slice() {
         [a, b, ..] => (*a, *b),
@@ -364,7 +360,7 @@ pub fn run_bench(
     for name in [MULTI_FEATURE_ONE_HOP, MULTI_FEATURE_FOUR_HOPS] {
         rows.push(row(name.into(), None, None));
     }
-    let rounds = crate::row_rounds(args.repeat, &mut rows, (stop, tick), |r| {
+    let rounds = crate::row_rounds(args.repeat, &mut rows, (stop, progress), |r| {
         let result = match (r.name.as_str(), r.hops_per_core) {
             ("sfclab forwarder", _) => sfclab_device(args, r, (tester_core, device_core), stop),
             ("testpmd io", _) => testpmd_device(
@@ -526,7 +522,7 @@ pub static BENCH: crate::registry::Entry<MemifFlags, MemifBench> = crate::regist
     name: "memif",
     schema: MEMIF_SCHEMA,
     about: "memif links: one forwarder (sfclab's, and DPDK testpmd's) between two memif ports, and chains of 1-8 hop processes sharing one core, polling against interrupt mode (needs root for the chains' namespaces)",
-    run: |f, stop, tick| {
+    run: |f, stop, progress| {
         let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
         let args = MemifBenchArgs {
             duration,
@@ -536,7 +532,7 @@ pub static BENCH: crate::registry::Entry<MemifFlags, MemifBench> = crate::regist
             hops: f.hops,
             peer: f.peer == crate::registry::TestpmdPeer::Testpmd,
         };
-        Ok(run_bench(&args, tick, stop)?)
+        Ok(run_bench(&args, progress, stop)?)
     },
     figure: None,
 };

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::calibrate::NfWorkload;
 use crate::cores::{CoreDistance, Keep};
-use crate::{Rounds, Steps, Stop, median};
+use crate::{Progress, Rounds, Step, Stop, median};
 use std::fmt::Write as _;
 
 pub const MODEL_SCHEMA: &str = "sfclab.bench.model/6";
@@ -325,26 +325,29 @@ fn price_cell(
     args: &crate::calibrate::CalibrateArgs,
     model: &ChainModel,
     label: &str,
-    steps: &mut Steps,
+    progress: &mut Progress,
     stop: &Stop,
 ) -> Result<(Calibration, ChainPrediction), String> {
     let mut tries = 0;
     loop {
         tries += 1;
-        let (base, total) = (steps.done, steps.total);
-        let cal = crate::calibrate::calibrate(
-            args,
-            |d, _, what| {
-                (steps.tell)(base + d, total, &format!("{label}: its terms: {what}"));
-            },
-            stop,
-        )
-        .map_err(|e| format!("{label}: calibrating its terms: {e}"))?;
-        steps.done = base + crate::calibrate::steps_per_repetition(args);
+        let (base, total) = (progress.done(), progress.total());
+        let calibrated = {
+            // The calibration's own steps, told as this benchmark's.
+            let mut terms = Progress::new(|step| {
+                if let Step::Working { done, what, .. } = step {
+                    progress.at(base + done, total, &format!("{label}: its terms: {what}"));
+                }
+            });
+            crate::calibrate::calibrate(args, &mut terms, stop)
+        };
+        let cal = calibrated.map_err(|e| format!("{label}: calibrating its terms: {e}"))?;
+        let after = base + crate::calibrate::steps_per_repetition(args);
+        progress.at(after, total, &format!("{label}: its terms measured"));
         match predict_chain(&cal, model, None) {
             Ok(p) => return Ok((cal, p)),
             Err(e) if tries < CELL_CALIBRATION_TRIES => {
-                steps.at(&format!("{label}: {e}; measuring its terms again"));
+                progress.working(&format!("{label}: {e}; measuring its terms again"));
             }
             Err(e) => return Err(format!("{label}: {e} ({tries} times)")),
         }
@@ -382,7 +385,7 @@ struct CellRuns {
 pub fn run(
     args: &ModelBenchArgs,
     source: CalibrationSource,
-    mut progress: impl FnMut(usize, usize, &str),
+    progress: &mut Progress,
     stop: &Stop,
 ) -> Result<ModelBench, String> {
     let cells = cells_of(args, &source)?;
@@ -391,15 +394,13 @@ pub fn run(
         .iter()
         .map(crate::calibrate::steps_per_repetition)
         .sum();
-    let mut steps = Steps {
-        done: 0,
-        total: args.repeat * (cells.models.len() + calibration_steps)
+    progress.plan(
+        args.repeat * (cells.models.len() + calibration_steps)
             + cells.matrix.iter().filter(|c| c.hops.is_none()).count() * args.sizes.len(),
-        tell: &mut progress,
-    };
+    );
     let mut runs: Vec<CellRuns> = (0..cells.models.len()).map(|_| CellRuns::default()).collect();
     let mut rounds = Rounds::new(args.repeat, stop);
-    let last_calibration = measure_rounds(&cells, &mut runs, &mut rounds, &mut steps, stop)?;
+    let last_calibration = measure_rounds(&cells, &mut runs, &mut rounds, progress, stop)?;
     // Every cell keeps the rounds that ran to their end.
     for r in runs.iter_mut() {
         rounds.keep_completed(&mut r.measured);
@@ -518,7 +519,7 @@ fn measure_rounds(
     cells: &Cells,
     runs: &mut [CellRuns],
     rounds: &mut Rounds,
-    steps: &mut Steps,
+    progress: &mut Progress,
     stop: &Stop,
 ) -> Result<Option<Calibration>, String> {
     let args = cells.args;
@@ -546,7 +547,7 @@ fn measure_rounds(
                     crate::wait_for_idle_cores(Duration::from_secs(10));
                 }
                 after_hops = case.hops.is_some();
-                match measure_cell(cells, (cell, case, size, &label), &mut runs[cell], steps, stop) {
+                match measure_cell(cells, (cell, case, size, &label), &mut runs[cell], progress, stop) {
                     Ok(Some(cal)) => last_calibration = Some(cal),
                     Ok(None) => {}
                     Err(e) => {
@@ -558,9 +559,9 @@ fn measure_rounds(
                     rounds.cut();
                     break 'rounds;
                 }
-                steps.done += 1;
+                progress.advance();
                 if round == 0 && case.hops.is_none() {
-                    steps.at(&format!("{label}, per-NF accounting"));
+                    progress.working(&format!("{label}, per-NF accounting"));
                     match measure(args, &cells.nfs, case, size, &cells.cores, true, stop) {
                         Ok(m) => runs[cell].nf_cycles = m.nf_cycles,
                         Err(e) => {
@@ -568,7 +569,7 @@ fn measure_rounds(
                             break 'rounds;
                         }
                     }
-                    steps.done += 1;
+                    progress.advance();
                 }
                 cell += 1;
             }
@@ -586,7 +587,7 @@ fn measure_cell(
     cells: &Cells,
     (cell, case, size, label): (usize, &Case, u16, &str),
     runs: &mut CellRuns,
-    steps: &mut Steps,
+    progress: &mut Progress,
     stop: &Stop,
 ) -> Result<Option<Calibration>, String> {
     let args = cells.args;
@@ -613,12 +614,13 @@ fn measure_cell(
         let prediction = match &cells.given {
             Some(g) => g[cell].clone(),
             None => {
-                let (cal, prediction) = price_cell(&cells.calibrations[cell], &cells.models[cell], label, steps, stop)?;
+                let (cal, prediction) =
+                    price_cell(&cells.calibrations[cell], &cells.models[cell], label, progress, stop)?;
                 calibration = Some(cal);
                 prediction
             }
         };
-        steps.at(label);
+        progress.working(label);
         let m =
             measure(args, &cells.nfs, case, size, &cells.cores, false, stop).map_err(|e| format!("{label}: {e}"))?;
         if stop.requested() {
@@ -636,8 +638,8 @@ fn measure_cell(
             break (prediction, m);
         }
         runs.taken_again += 1;
-        steps.total += crate::calibrate::steps_per_repetition(&cells.calibrations[cell]);
-        steps.at(&format!(
+        progress.plan_more(crate::calibrate::steps_per_repetition(&cells.calibrations[cell]));
+        progress.working(&format!(
             "{label}: its runs ended in two states of the cores' distance; taken again"
         ));
     };
@@ -1199,7 +1201,7 @@ pub static BENCH: crate::registry::Entry<ModelFlags, ModelBench> = crate::regist
     name: "model",
     schema: MODEL_SCHEMA,
     about: "The model checked: chains x placements x frame sizes the calibration did not run, each predicted and measured in the same run; error per layout, scatter plot",
-    run: |f, stop, tick| {
+    run: |f, stop, progress| {
         use crate::registry::BenchError::Usage;
         let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
         let given = match &f.calibration {
@@ -1233,7 +1235,7 @@ pub static BENCH: crate::registry::Entry<ModelFlags, ModelBench> = crate::regist
             technologies: f.technologies,
             core_distance: near,
         };
-        Ok(run(&args, source, tick, stop)?)
+        Ok(run(&args, source, progress, stop)?)
     },
     figure: Some(figure),
 };

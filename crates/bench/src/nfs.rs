@@ -21,7 +21,7 @@
 //!
 //! Repetitions are interleaved (every workload once per round).
 
-use crate::Stop;
+use crate::{Progress, Stop};
 use serde::Serialize;
 use serde_json::json;
 use sfclab_nf::NfSpec;
@@ -643,8 +643,8 @@ fn run_once(
     Ok(r)
 }
 
-pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str), stop: &Stop) -> Result<NfsBench, String> {
-    progress(0, 1, "building the NFs' tables");
+pub fn nfs(args: &NfsArgs, progress: &mut Progress, stop: &Stop) -> Result<NfsBench, String> {
+    progress.at(0, 1, "building the NFs' tables");
     let work = workloads(args)?;
     let cases: Vec<(usize, usize)> = work
         .iter()
@@ -661,12 +661,8 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str), stop: &
             last: None,
         })
         .collect();
-    let mut steps = crate::Steps {
-        done: 0,
-        total,
-        tell: &mut progress,
-    };
-    let rounds = measure_rounds(args, (&work, &cases), &mut runs, &mut steps, stop)?;
+    progress.plan(total);
+    let rounds = measure_rounds(args, (&work, &cases), &mut runs, progress, stop)?;
     let interrupted = rounds.interrupted();
     let tsc_hz = sfclab_core::tsc::hz();
     let mut points: Vec<NfsPoint> = cases
@@ -690,7 +686,7 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str), stop: &
     let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
     let repeat = runs.first().map_or(0, |r| r.mpps.len());
     let meters = if wanted("qos") && !interrupted {
-        progress(total, total, "the meters alone: sfclab's and DPDK's rte_meter");
+        progress.at(total, total, "the meters alone: sfclab's and DPDK's rte_meter");
         meter_rows(args, repeat.max(1), stop)
     } else {
         Vec::new()
@@ -701,7 +697,7 @@ pub fn nfs(args: &NfsArgs, mut progress: impl FnMut(usize, usize, &str), stop: &
         Vec::new()
     };
     let crypto = if wanted("ipsec") && !interrupted {
-        progress(
+        progress.at(
             total,
             total,
             "AES-GCM alone: the NFs' cipher, ring and DPDK's crypto PMD",
@@ -728,7 +724,7 @@ fn measure_rounds(
     args: &NfsArgs,
     (work, cases): (&[Workload], &[(usize, usize)]),
     runs: &mut [Runs],
-    steps: &mut crate::Steps,
+    progress: &mut Progress,
     stop: &Stop,
 ) -> Result<crate::Rounds, String> {
     let mut rounds = crate::Rounds::new(args.repeat, stop);
@@ -738,7 +734,7 @@ fn measure_rounds(
                 break 'rounds;
             }
             let (w, (label, sizes)) = (&work[i], &work[i].sizes[s]);
-            steps.at(&format!("{} {label} B, accounting off", w.name));
+            progress.working(&format!("{} {label} B, accounting off", w.name));
             let off = run_once(w, sizes, args, false, stop)?;
             if off.interrupted {
                 rounds.cut();
@@ -746,8 +742,8 @@ fn measure_rounds(
             }
             runs[c].mpps.push(off.mpps);
             runs[c].cycles.push(off.busy_cycles_per_packet.unwrap_or(f64::NAN));
-            steps.done += 1;
-            steps.at(&format!("{} {label} B, accounting on", w.name));
+            progress.advance();
+            progress.working(&format!("{} {label} B, accounting on", w.name));
             let on = run_once(w, sizes, args, true, stop)?;
             if on.interrupted {
                 rounds.cut();
@@ -758,7 +754,7 @@ fn measure_rounds(
                 runs[c].nf_cycles[k].push(p.cycles_per_packet.unwrap_or(f64::NAN));
             }
             runs[c].last = Some(on);
-            steps.done += 1;
+            progress.advance();
         }
     }
     for r in runs.iter_mut() {
@@ -1265,7 +1261,7 @@ pub static BENCH: crate::registry::Entry<NfsFlags, NfsBench> = crate::registry::
     name: "nfs",
     schema: NFS_SCHEMA,
     about: "Each NF's cost on one core at 64 B and IMIX (router, nat44, firewall, their chain) beside plain forwarding, and NAT44 at 1k/100k/1M sessions with memory per session",
-    run: |f, stop, tick| {
+    run: |f, stop, progress| {
         use crate::registry::BenchError::Usage;
         let (duration, warmup) = crate::registry::window(&f.duration, &f.warmup)?;
         let max = sfclab_traffic::flows::MAX_FLOWS;
@@ -1287,7 +1283,7 @@ pub static BENCH: crate::registry::Entry<NfsFlags, NfsBench> = crate::registry::
             only: f.only,
         };
         check_only(&args).map_err(|e| Usage(format!("--only: {e}")))?;
-        Ok(nfs(&args, tick, stop)?)
+        Ok(nfs(&args, progress, stop)?)
     },
     figure: Some(figure),
 };
@@ -1334,7 +1330,7 @@ mod tests {
     fn every_workload_forwards_and_is_costed() {
         let b = nfs(
             &args(&["forwarder", "firewall", "fw-nat-router", "nat44@1000"]),
-            |_, _, _| {},
+            &mut Progress::quiet(),
             &Stop::new(),
         )
         .unwrap();
@@ -1354,7 +1350,7 @@ mod tests {
 
     #[test]
     fn unknown_workloads_are_named() {
-        let err = nfs(&args(&["nat66"]), |_, _, _| {}, &Stop::new()).unwrap_err();
+        let err = nfs(&args(&["nat66"]), &mut Progress::quiet(), &Stop::new()).unwrap_err();
         assert!(
             err.contains("no workload `nat66`") && err.contains("fw-nat-router"),
             "{err}"

@@ -5,7 +5,7 @@
 //! packets are wasted: past the peak, throughput falls. With `backpressure` links only
 //! the rx-queue drops (the NIC), which costs the chain nothing: throughput stays flat.
 
-use crate::Stop;
+use crate::{Progress, Stop};
 use serde::Serialize;
 use sfclab_runtime::{
     LinkMode, PipelineSettings, Placement, RunReport, RunSettings, placement::allowed_cores, run_pipeline,
@@ -99,11 +99,7 @@ fn trial(
     run_pipeline(traffic, nfs, &settings).map_err(|e| e.to_string())
 }
 
-pub fn run(
-    args: &OverloadArgs,
-    mut progress: impl FnMut(usize, usize, &str),
-    stop: &Stop,
-) -> Result<OverloadBench, String> {
+pub fn run(args: &OverloadArgs, progress: &mut Progress, stop: &Stop) -> Result<OverloadBench, String> {
     let cores = allowed_cores();
     if cores.len() < 2 {
         return Err(format!(
@@ -133,7 +129,7 @@ pub fn run(
             }
             caps.push(r.mpps);
             done += 1;
-            progress(done, total, &format!("n={n} capacity"));
+            progress.at(done, total, &format!("n={n} capacity"));
         }
         let cap = median(&caps);
         capacity.push((n, cap));
@@ -153,7 +149,7 @@ pub fn run(
                     }
                     rs.push(r);
                     done += 1;
-                    progress(
+                    progress.at(
                         done,
                         total,
                         &format!("n={n} load {:.0}% {}", load * 100.0, links.name()),
@@ -318,7 +314,7 @@ pub static BENCH: crate::registry::Entry<OverloadFlags, OverloadBench> = crate::
     name: "overload",
     schema: OVERLOAD_SCHEMA,
     about: "Throughput against offered load when a chain's stages share a core, with drop links (software drops waste cycles) and backpressure links (seed 002, Section IV)",
-    run: |f, stop, tick| {
+    run: |f, stop, progress| {
         let (duration, warmup) = crate::registry::window(&f.duration, &f.warmup)?;
         if f.hops.is_empty()
             || f.hops.contains(&0)
@@ -340,7 +336,7 @@ pub static BENCH: crate::registry::Entry<OverloadFlags, OverloadBench> = crate::
             stage_budget: f.stage_budget,
             ring_size: f.ring_size,
         };
-        Ok(run(&args, tick, stop)?)
+        Ok(run(&args, progress, stop)?)
     },
     figure: None,
 };

@@ -13,7 +13,7 @@
 //! sfclab's figure is packets through the whole chain per second with its generator
 //! and sink on the same cores; testpmd's is the Rx-pps of the chain's last process.
 
-use crate::Stop;
+use crate::{Progress, Stop};
 use serde::Serialize;
 use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunReport, RunSettings, run_pipeline};
 use sfclab_traffic::GeneratorConfig;
@@ -150,11 +150,7 @@ fn configs() -> Vec<Config> {
     ]
 }
 
-pub fn run(
-    args: &PipelineBenchArgs,
-    mut progress: impl FnMut(usize, usize, &str),
-    stop: &Stop,
-) -> Result<PipelineBench, String> {
+pub fn run(args: &PipelineBenchArgs, progress: &mut Progress, stop: &Stop) -> Result<PipelineBench, String> {
     let cores = sfclab_runtime::placement::allowed_cores();
     if cores.len() < 2 {
         return Err(format!("needs two cores; this process has {}", cores.len()));
@@ -202,7 +198,7 @@ pub fn run(
                 _ => {}
             }
             done += 1;
-            progress(done, total, &format!("{} {}", c.system, c.setup));
+            progress.at(done, total, &format!("{} {}", c.system, c.setup));
         }
     }
     let rows: Vec<Row> = configs
@@ -485,7 +481,7 @@ pub static BENCH: crate::registry::Entry<PipelineFlags, PipelineBench> = crate::
     name: "pipeline",
     schema: PIPELINE_SCHEMA,
     about: "Pipelines against DPDK testpmd processes joined by memif: two stages on two cores, and three stages on two cores (stages sharing a core)",
-    run: |f, stop, tick| {
+    run: |f, stop, progress| {
         let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
         let args = PipelineBenchArgs {
             duration,
@@ -493,7 +489,7 @@ pub static BENCH: crate::registry::Entry<PipelineFlags, PipelineBench> = crate::
             repeat: f.repeat,
             peer: f.peer == crate::registry::TestpmdPeer::Testpmd,
         };
-        Ok(run(&args, tick, stop)?)
+        Ok(run(&args, progress, stop)?)
     },
     figure: None,
 };

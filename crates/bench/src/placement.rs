@@ -6,7 +6,7 @@
 //! is measured is the chain's capacity: nothing is dropped, and no cycle is spent on
 //! packets that would be.
 
-use crate::Stop;
+use crate::{Progress, Stop};
 use serde::Serialize;
 use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings, run_pipeline};
 use sfclab_traffic::{FrameSizes, GeneratorConfig};
@@ -63,11 +63,7 @@ pub struct PlacementBench {
     pub break_even: Vec<BreakEven>,
 }
 
-pub fn run(
-    args: &PlacementArgs,
-    mut progress: impl FnMut(usize, usize, &str),
-    stop: &Stop,
-) -> Result<PlacementBench, String> {
+pub fn run(args: &PlacementArgs, progress: &mut Progress, stop: &Stop) -> Result<PlacementBench, String> {
     let total = args.repeat * args.lengths.len() * args.placements.len();
     let mut done = 0;
     let mut runs: Vec<Vec<(f64, f64, usize)>> = vec![Vec::new(); args.lengths.len() * args.placements.len()];
@@ -120,7 +116,7 @@ pub fn run(
                     bottleneck.core,
                 ));
                 done += 1;
-                progress(done, total, &format!("{placement} n={n}"));
+                progress.at(done, total, &format!("{placement} n={n}"));
             }
         }
     }
@@ -308,7 +304,7 @@ pub static BENCH: crate::registry::Entry<PlacementFlags, PlacementBench> = crate
     name: "placement",
     schema: PLACEMENT_SCHEMA,
     about: "Maximum throughput against chain length for s_core, bi:K and pbp:K placements, and the break-even chain length n0 (seed 002, Fig. 7)",
-    run: |f, stop, tick| {
+    run: |f, stop, progress| {
         use crate::registry::BenchError::Usage;
         let placements = f
             .placements
@@ -333,7 +329,7 @@ pub static BENCH: crate::registry::Entry<PlacementFlags, PlacementBench> = crate
             batch: f.batch,
             size: f.size,
         };
-        Ok(run(&args, tick, stop)?)
+        Ok(run(&args, progress, stop)?)
     },
     figure: None,
 };

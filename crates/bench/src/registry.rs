@@ -5,10 +5,7 @@
 
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
 
-use crate::{Benchmark, Stop};
-
-/// Progress of a benchmark: (runs done, runs in all, what runs now).
-pub type Tick<'a> = &'a mut dyn FnMut(usize, usize, &str);
+use crate::{Benchmark, Progress, Stop};
 
 /// Why a benchmark did not finish.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +81,7 @@ pub trait Bench: Sync {
     /// Its subcommand: what it measures, its flags and the output flags it has.
     fn command(&self) -> Command;
     /// Runs it with the flags `command` parsed until it ends or `stop` is asked.
-    fn run(&self, flags: &ArgMatches, stop: &Stop, tick: Tick) -> Result<Finished, BenchError>;
+    fn run(&self, flags: &ArgMatches, stop: &Stop, progress: &mut Progress) -> Result<Finished, BenchError>;
 }
 
 /// A benchmark of flags `F` and document `R`.
@@ -94,7 +91,7 @@ pub struct Entry<F, R> {
     /// The subcommand's help: what it measures, against which peer.
     pub about: &'static str,
     /// Its flags checked and its measurement run, until it ends or the stop is asked.
-    pub run: fn(F, &Stop, Tick) -> Result<R, BenchError>,
+    pub run: fn(F, &Stop, &mut Progress) -> Result<R, BenchError>,
     /// What `--plot` draws, where it draws.
     pub figure: Option<fn(&R) -> Figure>,
 }
@@ -149,9 +146,9 @@ where
         command
     }
 
-    fn run(&self, flags: &ArgMatches, stop: &Stop, tick: Tick) -> Result<Finished, BenchError> {
+    fn run(&self, flags: &ArgMatches, stop: &Stop, progress: &mut Progress) -> Result<Finished, BenchError> {
         let parsed = F::from_arg_matches(flags).map_err(|e| BenchError::Usage(e.to_string()))?;
-        let done = (self.run)(parsed, stop, tick)?;
+        let done = (self.run)(parsed, stop, progress)?;
         Ok(Finished {
             json: serde_json::to_string_pretty(&done).expect("a benchmark's document serialises") + "\n",
             table: done.table(),

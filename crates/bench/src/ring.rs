@@ -14,7 +14,7 @@
 //!    cores together, which include the buffers' cache lines going back to the
 //!    generator's core for reuse.
 
-use crate::Stop;
+use crate::{Progress, Stop};
 use serde::Serialize;
 use sfclab_core::{Batch, PacketPool, ReturnLink, RingConsumer, RingProducer, ring, tsc};
 use sfclab_nf::NfSpec;
@@ -295,7 +295,7 @@ pub fn run(
     repeat: usize,
     duration: Duration,
     burst: usize,
-    mut progress: impl FnMut(usize, usize, &str),
+    progress: &mut Progress,
     stop: &Stop,
 ) -> Result<RingBench, String> {
     let cores = allowed_cores();
@@ -318,7 +318,7 @@ pub fn run(
             }
         }
         done += 1;
-        progress(done, total, what);
+        progress.at(done, total, what);
         Ok::<(), String>(())
     };
     while rounds.start_next() {
@@ -471,7 +471,7 @@ pub static BENCH: crate::registry::Entry<RingFlags, RingBench> = crate::registry
     name: "ring",
     schema: RING_SCHEMA,
     about: "Cost of a link between cores: the SPSC ring alone (DPDK ring_perf_autotest as the peer), a full hop with a forwarder on the far core (a bare loop as the reference), and a 2-stage forwarder pipeline against one core",
-    run: |f, stop, tick| {
+    run: |f, stop, progress| {
         let duration = humantime::parse_duration(&f.duration)
             .map_err(|e| crate::registry::BenchError::Usage(format!("--duration `{}`: {e}", f.duration)))?;
         if f.repeat == 0 || !(1..=256).contains(&f.burst) {
@@ -479,7 +479,7 @@ pub static BENCH: crate::registry::Entry<RingFlags, RingBench> = crate::registry
                 "need at least one repetition and a burst of 1..=256".into(),
             ));
         }
-        Ok(run(f.repeat, duration, f.burst, tick, stop)?)
+        Ok(run(f.repeat, duration, f.burst, progress, stop)?)
     },
     figure: None,
 };

@@ -261,7 +261,7 @@ fn cmd_bench(r: BenchCmd) -> ExitCode {
         .ok()
         .flatten()
         .cloned();
-    let done = match with_progress(|tick| r.bench.run(&r.flags, &ctrl_c(), tick)) {
+    let done = match progress::shown("runs", |progress| r.bench.run(&r.flags, &ctrl_c(), progress)) {
         Ok(done) => done,
         Err(BenchError::Usage(e)) => return outcome::fail(outcome::USAGE, &e),
         // Ctrl-C before anything finished: nothing to write, and the status says why.
@@ -468,16 +468,6 @@ fn cmd_run(a: RunArgs) -> ExitCode {
         }
         Err(e) => outcome::fail(outcome::of_run_error(&e), &e.to_string()),
     }
-}
-
-/// Runs `work` with a progress bar on stderr, told (done, total, what) after each trial.
-pub(crate) fn with_progress<T, E>(
-    work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> Result<T, E>,
-) -> Result<T, E> {
-    let mut progress = progress::Progress::new("runs", 0);
-    let result = work(&mut |done: usize, total: usize, what: &str| progress.at(done, total, what));
-    progress.finish();
-    result
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! rendering only; the measuring is `sfclab_bench::calibrate` and `::model`, the
 //! arithmetic `sfclab_model`.
 
-use crate::{RunArgs, outcome, with_progress};
+use crate::{RunArgs, outcome};
 use clap::{Args, Subcommand};
 use sfclab_bench::calibrate::{CalibrateArgs, NfWorkload};
 use sfclab_experiment::{ChainFileError, ChainSource, Experiment, Settings};
@@ -271,7 +271,9 @@ fn cmd_calibrate(a: CalibrateCli) -> ExitCode {
         Ok(x) => x,
         Err(e) => return outcome::fail(outcome::USAGE, &e),
     };
-    let cal = match with_progress(|tick| sfclab_bench::calibrate::calibrate(&args, tick, &crate::ctrl_c())) {
+    let cal = match crate::progress::shown("steps", |progress| {
+        sfclab_bench::calibrate::calibrate(&args, progress, &crate::ctrl_c())
+    }) {
         Ok(c) => c,
         Err(e) => return outcome::fail(outcome::FAILURE, &e),
     };

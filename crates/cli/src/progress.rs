@@ -1,22 +1,37 @@
 //! Progress of long work on stderr: a bar with an ETA on a terminal, and a line per
 //! finished step otherwise (logs, CI, `2> file`), so that no run is silent for minutes.
+//! The work tells its [`Step`]s through a [`Progress`]; this only shows them.
 
 use std::io::IsTerminal;
 use std::time::Instant;
 
-pub struct Progress {
+use sfclab_runtime::{Progress, Step};
+
+/// Runs `work` with its progress shown on stderr, counted in `unit` (runs, trials,
+/// repetitions).
+pub fn shown<T>(unit: &'static str, work: impl FnOnce(&mut Progress) -> T) -> T {
+    let mut shown = Shown::new(unit);
+    let result = {
+        let mut progress = Progress::new(|step| shown.show(step));
+        work(&mut progress)
+    };
+    shown.finish();
+    result
+}
+
+/// The bar, or the log lines, of one piece of work.
+struct Shown {
     bar: Option<indicatif::ProgressBar>,
     unit: &'static str,
-    done: u64,
-    total: u64,
+    /// The last step logged (without a terminal, a line is logged each time it grows).
+    logged: usize,
     started: Instant,
 }
 
-impl Progress {
-    /// `total` steps of `unit` (trials, points, runs); a guess, adjusted with `set_total`.
-    pub fn new(unit: &'static str, total: usize) -> Progress {
+impl Shown {
+    fn new(unit: &'static str) -> Shown {
         let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = indicatif::ProgressBar::new(total as u64);
+            let bar = indicatif::ProgressBar::new(0);
             bar.set_style(
                 indicatif::ProgressStyle::with_template(&format!(
                     "{{spinner}} [{{elapsed_precise}}] {{bar:30}} {{pos}}/{{len}} {unit}, ETA {{eta}} {{msg}}"
@@ -25,52 +40,42 @@ impl Progress {
             );
             bar
         });
-        Progress {
+        Shown {
             bar,
             unit,
-            done: 0,
-            total: total as u64,
+            logged: 0,
             started: Instant::now(),
         }
     }
 
-    /// What is running now (shown on the bar; not logged line by line).
-    pub fn working_on(&self, what: &str) {
-        if let Some(b) = &self.bar {
-            b.set_message(what.to_string());
+    fn show(&mut self, step: Step) {
+        match step {
+            Step::Working { done, total, what } | Step::Finished { done, total, what } => match &self.bar {
+                Some(b) => {
+                    b.set_length(total as u64);
+                    b.set_position(done as u64);
+                    b.set_message(what.to_string());
+                }
+                // Work that is only under way is not a line; a step that finished is,
+                // once.
+                None if done > self.logged => {
+                    self.logged = done;
+                    eprintln!(
+                        "[{:>7.1} s] {} {done}/{total}: {what}",
+                        self.started.elapsed().as_secs_f64(),
+                        self.unit,
+                    );
+                }
+                None => {}
+            },
+            Step::Warning(what) => match &self.bar {
+                Some(b) => b.suspend(|| eprintln!("{what}")),
+                None => eprintln!("{what}"),
+            },
         }
     }
 
-    /// One step finished: `what` says which and how it went.
-    pub fn step(&mut self, what: &str) {
-        self.done += 1;
-        self.total = self.total.max(self.done);
-        match &self.bar {
-            Some(b) => {
-                b.set_length(self.total);
-                b.set_position(self.done);
-                b.set_message(what.to_string());
-            }
-            None => eprintln!(
-                "[{:>7.1} s] {} {}/{}: {what}",
-                self.started.elapsed().as_secs_f64(),
-                self.unit,
-                self.done,
-                self.total
-            ),
-        }
-    }
-
-    /// Jumps to `done` of `total` (work that counts its own steps).
-    pub fn at(&mut self, done: usize, total: usize, what: &str) {
-        self.total = total as u64;
-        if done as u64 > self.done {
-            self.done = done as u64 - 1;
-            self.step(what);
-        }
-    }
-
-    pub fn finish(self) {
+    fn finish(self) {
         if let Some(b) = self.bar {
             b.finish_and_clear();
         }

@@ -4,7 +4,6 @@ use clap::Args;
 use comfy_table::Table;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use sfclab_experiment::remote_hops::HopControl;
-use sfclab_experiment::scenario::ScenarioStep;
 use sfclab_experiment::scenario::{Attachment, Scenario, ScenarioDocument, ScenarioFlags};
 use sfclab_experiment::settings;
 use sfclab_measure::Summary;
@@ -70,13 +69,9 @@ pub fn cmd_scenario(a: ScenarioArgs) -> ExitCode {
         return outcome::fail(outcome::USAGE, &format!("--out {}: {e}", dir.display()));
     }
     scenario.stop_on(&crate::ctrl_c());
-    let mut progress = crate::progress::Progress::new("repetitions", scenario.repeat);
-    let result = sfclab_experiment::scenario::run(&scenario, &mut |step: ScenarioStep| match step {
-        // A repetition's end is a step; its start and a search's trials, what it is doing.
-        ScenarioStep::Ended { .. } => progress.step(&step.to_string()),
-        _ => progress.working_on(&step.to_string()),
+    let result = crate::progress::shown("repetitions", |progress| {
+        sfclab_experiment::scenario::run(&scenario, progress)
     });
-    progress.finish();
     let doc = match result {
         Ok(d) => d,
         Err(e) => return outcome::fail(outcome::of_run_error(&e), &e.to_string()),

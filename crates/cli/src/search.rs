@@ -3,8 +3,7 @@
 
 use clap::Args;
 use sfclab_experiment::search::{
-    LatencyMeasured, SearchDocument, SearchError, SearchPlan, SearchStep, parse_goal, parse_rate_range,
-    parse_resolution, search,
+    LatencyMeasured, SearchDocument, SearchError, SearchPlan, parse_goal, parse_rate_range, parse_resolution, search,
 };
 use sfclab_measure::{Method, SearchConfig};
 use std::process::ExitCode;
@@ -15,7 +14,7 @@ use comfy_table::{Cell, Table};
 use std::fmt::Write as _;
 
 use crate::outcome::{self, USAGE};
-use crate::progress::Progress;
+use crate::progress::shown;
 use crate::render::{ns, num, right};
 use crate::{RunArgs, ctrl_c, load_experiment};
 use sfclab_experiment::Experiment;
@@ -152,25 +151,7 @@ pub fn cmd_search(a: SearchArgs) -> ExitCode {
         },
         (Err(e), _) | (_, Err(e)) => return outcome::fail(USAGE, &e),
     };
-    let mut progress = Progress::new("trials", 0);
-    let repeat = a.repeat;
-    let searched = search(experiment, plan, ctrl_c(), &mut |step| match step {
-        SearchStep::Planned { trials } => progress.at(0, trials, "searching"),
-        SearchStep::Trial { search, trial: t } => progress.step(&format!(
-            "search {}/{repeat}: {:.3} Mpps for {:.2} s: loss {:.5}%{}",
-            search + 1,
-            t.offered_pps / 1e6,
-            t.duration_s,
-            t.loss_ratio * 100.0,
-            if t.valid {
-                ""
-            } else {
-                " (invalid: the generator fell short)"
-            }
-        )),
-        SearchStep::LatencyFailed { level, error } => eprintln!("latency at {level}: {error}"),
-    });
-    progress.finish();
+    let searched = shown("trials", |progress| search(experiment, plan, ctrl_c(), progress));
     let doc = match searched {
         Ok(d) => d,
         Err(SearchError::Invalid(e)) => return outcome::fail(USAGE, &e),

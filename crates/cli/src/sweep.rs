@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::outcome::{self, FAILURE, USAGE};
-use crate::progress::Progress;
+use crate::progress::shown;
 use crate::{RunArgs, ctrl_c, render, report, source_of};
-use sfclab_experiment::sweep::{SWEEP_SCHEMA, SweepDocument, SweepPlan, SweepStep, sweep, values};
+use sfclab_experiment::sweep::{SWEEP_SCHEMA, SweepDocument, SweepPlan, sweep, values};
 
 #[derive(Args)]
 pub struct SweepArgs {
@@ -93,12 +93,7 @@ pub fn cmd_sweep(a: SweepArgs) -> ExitCode {
         .clone()
         .or(a.run.file.clone())
         .unwrap_or_else(|| "default".into());
-    let mut progress = Progress::new("runs", plan.values.len() * plan.repeat);
-    let swept = sweep(&plan, name, points, ctrl_c(), &mut |step| match step {
-        SweepStep::Running(what) => progress.working_on(&what),
-        SweepStep::Ran(what) => progress.step(&what),
-    });
-    progress.finish();
+    let swept = shown("runs", |progress| sweep(&plan, name, points, ctrl_c(), progress));
     let doc = match swept {
         Ok(d) => d,
         Err(e) => return outcome::fail(FAILURE, &e),

@@ -39,3 +39,4 @@ pub use ports::{ControlledBy, InterfaceIo, Ports, ServedHop};
 pub use run::Reports;
 pub use run_document::{RUN_SCHEMA, RunDocument};
 pub use settings::Settings;
+pub use sfclab_runtime::{Progress, Step, Stop};

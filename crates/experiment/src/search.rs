@@ -2,7 +2,7 @@
 //! core(s), the generator on another as the tester, and each trial one paced run.
 
 use sfclab_measure::{Goal, RepeatedSearch, SearchConfig, Trial, TrialResult, latency_plan, repeated_search};
-use sfclab_runtime::{PipelineSettings, Placement, RunError, RunReport, Stop};
+use sfclab_runtime::{PipelineSettings, Placement, Progress, RunError, RunReport, Stop};
 use sfclab_traffic::Rate;
 use std::time::Duration;
 
@@ -210,14 +210,20 @@ pub struct SearchPlan {
     pub shared_core: bool,
 }
 
-/// What a search tells while it works.
-pub enum SearchStep<'a> {
-    /// The trials it expects to run, once the maximum rate is known.
-    Planned { trials: usize },
-    /// A trial of search `search` (from 0) ended.
-    Trial { search: usize, trial: &'a TrialResult },
-    /// A latency level could not be measured (the rest are skipped).
-    LatencyFailed { level: &'a str, error: String },
+/// A trial of search `search` (from 0) of `repeat`, in a line: its rate, window, loss.
+fn trial_line(search: usize, repeat: usize, t: &TrialResult) -> String {
+    format!(
+        "search {}/{repeat}: {:.3} Mpps for {:.2} s: loss {:.5}%{}",
+        search + 1,
+        t.offered_pps / 1e6,
+        t.duration_s,
+        t.loss_ratio * 100.0,
+        if t.valid {
+            ""
+        } else {
+            " (invalid: the generator fell short)"
+        }
+    )
 }
 
 /// Why a search did not finish.
@@ -243,12 +249,14 @@ impl From<RunError> for SearchError {
 /// Searches `experiment` (NDR/PDR per the plan's goals) with the chain as the device under
 /// test and the generator as its tester on a core of its own, then measures latency at
 /// fractions of the last goal's rate. `stop` (Ctrl-C) ends it at the next trial; what
-/// finished is returned, marked interrupted.
+/// finished is returned, marked interrupted. Each trial is a step of `progress` (planned
+/// once the maximum rate is known); a latency level that cannot be measured, a warning
+/// (the rest are skipped).
 pub fn search(
     mut experiment: Experiment,
     plan: SearchPlan,
     stop: Stop,
-    tell: &mut dyn FnMut(SearchStep),
+    progress: &mut Progress,
 ) -> Result<SearchDocument, SearchError> {
     if experiment.io.replay.as_ref().is_some_and(|r| r.at_file_timestamps) {
         return Err(SearchError::Invalid(
@@ -289,11 +297,10 @@ pub fn search(
     }
     cfg.validate()
         .map_err(|(k, r)| SearchError::Invalid(format!("{k}: {r}")))?;
-    tell(SearchStep::Planned {
-        trials: cfg.expected_trials() * repeat,
-    });
+    progress.plan(cfg.expected_trials() * repeat);
+    progress.working("searching");
     let RepeatedSearch { result, per_search } = repeated_search(&mut trial, &cfg, repeat, &mut |search, trial| {
-        tell(SearchStep::Trial { search, trial })
+        progress.finished(&trial_line(search, repeat, trial))
     })
     .map_err(SearchError::Failed)?;
 
@@ -316,10 +323,7 @@ pub fn search(
                     latency: rep.latency,
                 }),
                 Err(error) => {
-                    tell(SearchStep::LatencyFailed {
-                        level: &level.label,
-                        error,
-                    });
+                    progress.warn(&format!("latency at {}: {error}", level.label));
                     break;
                 }
             }

@@ -3,7 +3,7 @@
 //! `sfclab.sweep/3`).
 
 use serde::Serialize;
-use sfclab_runtime::{RunReport, Stop};
+use sfclab_runtime::{Progress, RunReport, Stop};
 
 use crate::settings::{self, Settings};
 use crate::{ChainSource, Experiment, Machine, NfOwned};
@@ -22,14 +22,6 @@ pub struct SweepPlan {
     pub values: Vec<String>,
     /// Runs per point.
     pub repeat: usize,
-}
-
-/// What a sweep tells while it works.
-pub enum SweepStep {
-    /// A run of this point starts.
-    Running(String),
-    /// A run ended, with what it measured.
-    Ran(String),
 }
 
 impl SweepPlan {
@@ -76,25 +68,27 @@ impl SweepPlan {
 }
 
 /// Runs every point `repeat` times. Ctrl-C (`stop`) ends it after the current run; the
-/// points finished are kept and the document is marked interrupted.
+/// points finished are kept and the document is marked interrupted. Each run is a step
+/// of `progress`.
 pub fn sweep(
     plan: &SweepPlan,
     name: String,
     points: Vec<(String, Experiment)>,
     stop: Stop,
-    tell: &mut dyn FnMut(SweepStep),
+    progress: &mut Progress,
 ) -> Result<SweepDocument, String> {
+    progress.plan(points.len() * plan.repeat);
     let mut done = Vec::new();
     'points: for (v, mut experiment) in points {
         experiment.stop_on(&stop);
         let mut reports = Vec::new();
         for _ in 0..plan.repeat {
-            tell(SweepStep::Running(format!("{} = {v}", plan.param)));
+            progress.working(&format!("{} = {v}", plan.param));
             match experiment.run().map(crate::Reports::into_measured) {
                 // A run cut short by Ctrl-C is not a full measurement of its point.
                 Ok(r) if r.interrupted => break 'points,
                 Ok(r) => {
-                    tell(SweepStep::Ran(format!("{} = {v}: {:.2} Mpps", plan.param, r.mpps)));
+                    progress.finished(&format!("{} = {v}: {:.2} Mpps", plan.param, r.mpps));
                     reports.push(r);
                 }
                 Err(e) => return Err(format!("{} = {v}: {e}", plan.param)),

@@ -10,6 +10,7 @@
 //! use the in-memory generator and sink.
 //! - [`pipeline`]: NF blocks on several cores joined by rings, placed by [`placement`].
 //! - [`settings`]: what every runtime is told about a run, and how a run fails.
+//! - [`progress`]: how long work tells how far it got (one typed stream of steps).
 //! - [`report`]: the figures of a run and the exact conservation check.
 //! - [`wired`]: runs across real interfaces: sfclab as the tester of a device under
 //!   test (an sfclab chain, the Linux kernel) in a namespace, over veth and AF_XDP.
@@ -20,6 +21,7 @@ pub mod chain;
 pub mod compound;
 pub mod pipeline;
 pub mod placement;
+pub mod progress;
 pub mod report;
 pub mod settings;
 pub mod stop;
@@ -29,6 +31,7 @@ pub use chain::{Chain, ChainGraph, Next, WiringError};
 pub use compound::{run_compound, run_compound_on, run_hops_on};
 pub use pipeline::{LinkMode, PipelineSettings, run_parallel, run_parallel_on, run_pipeline};
 pub use placement::{Placement, StagePlan};
+pub use progress::{Progress, Step};
 pub use report::{Conservation, CoreReport, DropRecord, PlaceReport, Role, RunReport, TxCounts, WindowLoss};
 pub use settings::{RunError, RunSettings};
 pub use stop::Stop;

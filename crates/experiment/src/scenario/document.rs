@@ -426,24 +426,3 @@ pub struct ScenarioSearch {
     /// bound; the minimum rate when it had none), packets per second.
     pub measured_at_pps: f64,
 }
-
-/// What a scenario's run tells as it goes ([`super::run`]'s progress).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ScenarioStep {
-    /// A repetition (from 1, of `of`) starts: what it runs.
-    Starting { repetition: usize, of: usize, what: String },
-    /// Work inside a repetition: a search's top, a trial.
-    Working(String),
-    /// A repetition ended: its figures in a line.
-    Ended { repetition: usize, summary: String },
-}
-
-impl std::fmt::Display for ScenarioStep {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ScenarioStep::Starting { repetition, of, what } => write!(f, "repetition {repetition}/{of}: {what}"),
-            ScenarioStep::Working(what) => f.write_str(what),
-            ScenarioStep::Ended { repetition, summary } => write!(f, "repetition {repetition}: {summary}"),
-        }
-    }
-}

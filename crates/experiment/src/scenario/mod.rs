@@ -74,7 +74,7 @@ pub use file::parse_cpu_list;
 
 pub use document::{
     Aggregate, ChainResult, DirectionResult, HopDirection, HopFlow, ProcessSched, ScenarioDocument, ScenarioRun,
-    ScenarioSearch, ScenarioStep, ScenarioSummary,
+    ScenarioSearch, ScenarioSummary,
 };
 pub use presets::{VNF_PRESETS, WEB_RULES, web_rules};
 pub use repetitions::run;

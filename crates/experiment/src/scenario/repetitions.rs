@@ -1,15 +1,16 @@
 //! A scenario's repetitions: each one every chain up, measured (or searched), down;
 //! the document of them all.
 
-use sfclab_runtime::RunError;
+use sfclab_runtime::{Progress, RunError};
 
 use super::Scenario;
-use super::document::{HostsReport, ScenarioDocument, ScenarioStep, summarize};
+use super::document::{HostsReport, ScenarioDocument, summarize};
 use super::run::run_once;
 use crate::document::Machine;
 
-/// Runs every repetition of `scenario`; `progress` hears a line per step.
-pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(ScenarioStep)) -> Result<ScenarioDocument, RunError> {
+/// Runs every repetition of `scenario`; each is a step of `progress`, and what runs
+/// inside one (a search's top, a trial) is told as work.
+pub fn run(scenario: &Scenario, progress: &mut Progress) -> Result<ScenarioDocument, RunError> {
     let template = scenario
         .chains()
         .first()
@@ -17,40 +18,35 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(ScenarioStep)) -> Resul
     let settings = &template.settings;
     let stopped = || settings.stop.as_ref().is_some_and(sfclab_runtime::Stop::requested);
     let mut runs = Vec::new();
+    progress.plan(scenario.repeat);
     for k in 1..=scenario.repeat {
         if stopped() {
             break;
         }
-        progress(ScenarioStep::Starting {
-            repetition: k,
-            of: scenario.repeat,
-            what: format!(
-                "{}, {} standby, on cores {:?}",
-                scenario
-                    .groups()
-                    .iter()
-                    .map(|g| format!("{} chain(s) of {}", g.chains, g.name))
-                    .collect::<Vec<_>>()
-                    .join(" + "),
-                scenario.standby().len(),
-                scenario.vnf_cores
-            ),
-        });
+        progress.working(&format!(
+            "repetition {k}/{}: {}, {} standby, on cores {:?}",
+            scenario.repeat,
+            scenario
+                .groups()
+                .iter()
+                .map(|g| format!("{} chain(s) of {}", g.chains, g.name))
+                .collect::<Vec<_>>()
+                .join(" + "),
+            scenario.standby().len(),
+            scenario.vnf_cores
+        ));
         let r = match &scenario.search {
             Some(cfg) if scenario.search_per_chain => super::search::search_each_chain(scenario, cfg, k, progress)?,
             Some(cfg) => super::search::search_once(scenario, cfg, k, progress)?,
             None => run_once(scenario, k)?,
         };
-        progress(ScenarioStep::Ended {
-            repetition: k,
-            summary: format!(
-                "{:.3} Mpps in all, loss {:.4}%, set up in {:.1} s, torn down in {:.1} s",
-                r.aggregate.throughput_mpps,
-                r.aggregate.loss_ratio * 100.0,
-                r.setup_s,
-                r.teardown_s
-            ),
-        });
+        progress.finished(&format!(
+            "repetition {k}: {:.3} Mpps in all, loss {:.4}%, set up in {:.1} s, torn down in {:.1} s",
+            r.aggregate.throughput_mpps,
+            r.aggregate.loss_ratio * 100.0,
+            r.setup_s,
+            r.teardown_s
+        ));
         runs.push(r);
     }
     let interrupted = runs.len() < scenario.repeat || runs.iter().any(|r| r.interrupted);

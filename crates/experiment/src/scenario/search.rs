@@ -7,11 +7,10 @@
 use std::time::Duration;
 
 use sfclab_measure::{SearchConfig, Trial, TrialResult};
-use sfclab_runtime::{RunError, RunSettings};
+use sfclab_runtime::{Progress, RunError, RunSettings};
 use sfclab_traffic::Rate;
 
 use super::document::ScenarioSearch;
-use super::document::ScenarioStep;
 use super::run::ChainsUp;
 use super::{Scenario, ScenarioRun};
 
@@ -21,7 +20,7 @@ pub(super) fn search_once(
     scenario: &Scenario,
     cfg: &SearchConfig,
     repetition: usize,
-    progress: &mut dyn FnMut(ScenarioStep),
+    progress: &mut Progress,
 ) -> Result<ScenarioRun, RunError> {
     let mut bed = ChainsUp::up(scenario)?;
     let found = search_on(&mut bed, scenario, cfg, None, progress)?;
@@ -41,7 +40,7 @@ pub(super) fn search_each_chain(
     scenario: &Scenario,
     cfg: &SearchConfig,
     repetition: usize,
-    progress: &mut dyn FnMut(ScenarioStep),
+    progress: &mut Progress,
 ) -> Result<ScenarioRun, RunError> {
     let mut bed = ChainsUp::up(scenario)?;
     let found = (0..scenario.chains().len())
@@ -65,7 +64,7 @@ fn search_on(
     scenario: &Scenario,
     cfg: &SearchConfig,
     chain: Option<usize>,
-    progress: &mut dyn FnMut(ScenarioStep),
+    progress: &mut Progress,
 ) -> Result<ScenarioSearch, RunError> {
     let run = bed.run_settings(scenario);
     // The links whose streams the searched rate is split over: one chain's, or all.
@@ -88,10 +87,10 @@ fn search_on(
         let reports = &reports[searched.clone()];
         let reached: f64 = reports.iter().map(|r| r.generated_mpps * 1e6).sum();
         cfg.max_pps = reached.max(cfg.min_pps * 2.0);
-        progress(ScenarioStep::Working(format!(
+        progress.working(&format!(
             "{name}the tester reaches {:.3} Mpps: the search's top",
             cfg.max_pps / 1e6
-        )));
+        ));
     }
     let result = {
         let mut trial = ScenarioTrial {
@@ -102,12 +101,12 @@ fn search_on(
             chain,
         };
         sfclab_measure::search(&mut trial, &cfg, &mut |t: &TrialResult| {
-            progress(ScenarioStep::Working(format!(
+            progress.working(&format!(
                 "{name}trial at {:.3} Mpps: loss {:.5}%{}",
                 t.offered_pps / 1e6,
                 t.loss_ratio * 100.0,
                 if t.valid { "" } else { " (not offered: not counted)" }
-            )))
+            ))
         })
         .map_err(|reason| RunError::failed("search", reason))?
     };
