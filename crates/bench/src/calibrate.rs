@@ -374,7 +374,7 @@ pub(crate) fn chain_capacity(
     };
     let run = |rate: Rate| {
         let once = || {
-            crate::chaining::round(technology, n, size, rate, window, (*tester, *dut))
+            crate::chaining::round(technology, n, size, rate, window, (*tester, *dut), stop)
                 .map_err(|e| format!("{technology} n={n}: {e}"))
         };
         crate::cores::run_guarded(core_distance, *tester, *dut, once)

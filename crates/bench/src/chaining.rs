@@ -159,7 +159,7 @@ pub(crate) struct Round {
 
 /// One run of `n` hops chained by `technology` at frames of `size` bytes offered at
 /// `rate`, measured for `window` (duration, warmup), sfclab's tester on `cores.0`, the
-/// chain on `cores.1`.
+/// chain on `cores.1`. Ctrl-C (`stop`) ends the window at once.
 pub(crate) fn round(
     technology: &str,
     n: usize,
@@ -167,6 +167,7 @@ pub(crate) fn round(
     rate: Rate,
     (duration, warmup): (Duration, Duration),
     cores: (usize, usize),
+    stop: &Stop,
 ) -> Result<Round, String> {
     let traffic = GeneratorConfig {
         sizes: sfclab_traffic::FrameSizes::Fixed { size },
@@ -180,6 +181,7 @@ pub(crate) fn round(
         warmup,
         core: Some(cores.0),
         accounting: false,
+        stop: Some(stop.clone()),
         ..RunSettings::default()
     };
     let wired = WiredSettings {
@@ -189,7 +191,7 @@ pub(crate) fn round(
     };
     let load = crate::forward::CoreLoad::start(cores.1);
     let w = if technology == "memif" {
-        memif_chain(n, size, rate, (duration, warmup), cores.1)?
+        memif_chain(n, size, rate, (duration, warmup), (cores.1, stop))?
     } else {
         run_across_veth(traffic, device(technology, n, cores.1), &run, &wired).map_err(|e| e.to_string())?
     };
@@ -225,24 +227,25 @@ fn memif_chain(
     size: u16,
     rate: Rate,
     (duration, warmup): (Duration, Duration),
-    core: usize,
+    (core, stop): (usize, &Stop),
 ) -> Result<sfclab_runtime::WiredReport, String> {
     use sfclab_experiment::chain_file::{ChainSource, Experiment};
-    use sfclab_experiment::settings::{ChainingSetting, ReceiveWait, Settings, Span};
-    let mut s = Settings::default();
-    s.run.chaining = Some(ChainingSetting::Memif);
-    s.run.memif_wait = Some(ReceiveWait(sfclab_io::memif::Wait::Interrupt {
-        spin: sfclab_io::memif::DEFAULT_SPIN,
-    }));
-    s.run.core = Some(core);
-    s.run.duration = Some(Span(duration));
-    s.run.warmup = Some(Span(warmup));
-    s.run.accounting = Some(false);
-    s.traffic.size = Some(sfclab_traffic::FrameSizes::Fixed { size });
-    s.traffic.flows = Some(256);
-    s.traffic.rate = Some(rate);
-    s.traffic.latency_probe_pps = Some(0.0);
-    let exp = Experiment::load(&ChainSource::Shorthand(format!("forwarder*{n}")), &s).map_err(|e| e.to_string())?;
+    use sfclab_experiment::settings::{ChainingSetting, Settings};
+    let s = Settings::default()
+        .chaining(ChainingSetting::Memif)
+        .memif_wait(sfclab_io::memif::Wait::Interrupt {
+            spin: sfclab_io::memif::DEFAULT_SPIN,
+        })
+        .core(core)
+        .duration(duration)
+        .warmup(warmup)
+        .accounting(false)
+        .size(sfclab_traffic::FrameSizes::Fixed { size })
+        .flows(256u32)
+        .rate(rate)
+        .latency_probe_pps(0.0);
+    let mut exp = Experiment::load(&ChainSource::Shorthand(format!("forwarder*{n}")), &s).map_err(|e| e.to_string())?;
+    exp.stop_on(stop);
     match exp.run().map_err(|e| e.to_string())? {
         sfclab_experiment::Reports::Wired(w) => Ok(w),
         sfclab_experiment::Reports::Chain(_) => Err("a memif chain ran in one process".into()),
@@ -327,6 +330,7 @@ pub fn run(args: &ChainingBenchArgs, progress: &mut Progress, stop: &Stop) -> Re
             Rate::Max,
             (args.duration, args.warmup),
             (tester_core, dut_core),
+            stop,
         ) {
             Ok(x) => {
                 c.runs_mpps.push(x.mpps);

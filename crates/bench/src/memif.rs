@@ -24,7 +24,7 @@
 use crate::{Progress, Stop};
 use serde::Serialize;
 use sfclab_experiment::chain_file::{ChainSource, Experiment};
-use sfclab_experiment::settings::{ChainingSetting, PortsSetting, ReceiveWait, Settings, Span};
+use sfclab_experiment::settings::{ChainingSetting, PortsSetting, Settings};
 use sfclab_io::memif::Wait;
 use sfclab_runtime::RunReport;
 use sfclab_traffic::Rate;
@@ -120,19 +120,20 @@ fn row(name: String, hops_per_core: Option<usize>, wait: Option<Wait>) -> MemifR
 /// Settings of one run: the window, 64-byte frames in 256 flows at `rate`, `probes`
 /// latency probes per second.
 fn settings(args: &MemifBenchArgs, rate: Rate, probes: f64) -> Settings {
-    let mut s = Settings::default();
-    s.run.duration = Some(Span(args.duration));
-    s.run.warmup = Some(Span(args.warmup));
-    s.run.accounting = Some(false);
-    s.traffic.size = Some(sfclab_traffic::FrameSizes::Fixed { size: args.size });
-    s.traffic.flows = Some(256);
-    s.traffic.rate = Some(rate);
-    s.traffic.latency_probe_pps = Some(probes);
-    s
+    Settings::default()
+        .duration(args.duration)
+        .warmup(args.warmup)
+        .accounting(false)
+        .size(sfclab_traffic::FrameSizes::Fixed { size: args.size })
+        .flows(256u32)
+        .rate(rate)
+        .latency_probe_pps(probes)
 }
 
-fn run(s: &Settings, chain: &str) -> Result<RunReport, String> {
-    let exp = Experiment::load(&ChainSource::Shorthand(chain.to_string()), s).map_err(|e| e.to_string())?;
+/// Runs `chain` with `s`; Ctrl-C (`stop`) ends its window at once.
+fn run(s: &Settings, chain: &str, stop: &Stop) -> Result<RunReport, String> {
+    let mut exp = Experiment::load(&ChainSource::Shorthand(chain.to_string()), s).map_err(|e| e.to_string())?;
+    exp.stop_on(stop);
     exp.run()
         .map(sfclab_experiment::Reports::into_measured)
         .map_err(|e| e.to_string())
@@ -148,14 +149,14 @@ fn record(r: &mut MemifRow, t: &RunReport) {
 }
 
 /// The tester across the device listening on `dir`'s `a.sock` and `b.sock`.
-fn test_device(args: &MemifBenchArgs, dir: &Path, tester_core: usize) -> Result<RunReport, String> {
-    let mut s = settings(args, Rate::Max, 0.0);
-    s.run.core = Some(tester_core);
-    s.run.ports = Some(PortsSetting::Tester {
-        output: format!("memif:{}", dir.join("a.sock").display()),
-        input: format!("memif:{}", dir.join("b.sock").display()),
-    });
-    run(&s, "forwarder")
+fn test_device(args: &MemifBenchArgs, dir: &Path, tester_core: usize, stop: &Stop) -> Result<RunReport, String> {
+    let s = settings(args, Rate::Max, 0.0)
+        .core(tester_core)
+        .ports(PortsSetting::Tester {
+            output: format!("memif:{}", dir.join("a.sock").display()),
+            input: format!("memif:{}", dir.join("b.sock").display()),
+        });
+    run(&s, "forwarder", stop)
 }
 
 /// Waits until `path` exists (a server listens), at most 60 s.
@@ -195,7 +196,7 @@ fn sfclab_device(args: &MemifBenchArgs, r: &mut MemifRow, cores: (usize, usize),
         .spawn()
         .map_err(|e| format!("starting the sfclab device: {e}"))?;
     let tested = wait_for(&dir.path().join("b.sock"), "the sfclab device", stop)
-        .and_then(|()| test_device(args, dir.path(), cores.0));
+        .and_then(|()| test_device(args, dir.path(), cores.0, stop));
     if let Ok(pid) = i32::try_from(child.id()) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT);
     }
@@ -237,7 +238,7 @@ fn testpmd_device(
     let tested = wait_for(&dir.path().join("b.sock"), "dpdk-testpmd", stop).and_then(|()| {
         // Its forwarding starts a moment after its ports listen.
         std::thread::sleep(Duration::from_millis(500));
-        test_device(args, dir.path(), cores.0)
+        test_device(args, dir.path(), cores.0, stop)
     });
     p.stop();
     let t = tested?;
@@ -258,7 +259,7 @@ fn multi_feature_on_one_core(
     args: &MemifBenchArgs,
     grouped: bool,
     r: &mut MemifRow,
-    device_core: usize,
+    (device_core, stop): (usize, &Stop),
 ) -> Result<(), String> {
     let nfs: Vec<serde_json::Value> = crate::nfs::multi_feature(256)?
         .iter()
@@ -280,13 +281,14 @@ fn multi_feature_on_one_core(
         serde_json::json!({ "name": "multi-feature", "chain": chain }).to_string(),
     )
     .map_err(|e| e.to_string())?;
-    let mut s = settings(args, Rate::Max, 0.0);
-    s.run.chaining = Some(ChainingSetting::Memif);
-    s.run.memif_wait = Some(ReceiveWait(Wait::Interrupt {
-        spin: sfclab_io::memif::DEFAULT_SPIN,
-    }));
-    s.run.core = Some(device_core);
-    let exp = Experiment::load(&ChainSource::File(file.path().to_path_buf()), &s).map_err(|e| e.to_string())?;
+    let s = settings(args, Rate::Max, 0.0)
+        .chaining(ChainingSetting::Memif)
+        .memif_wait(Wait::Interrupt {
+            spin: sfclab_io::memif::DEFAULT_SPIN,
+        })
+        .core(device_core);
+    let mut exp = Experiment::load(&ChainSource::File(file.path().to_path_buf()), &s).map_err(|e| e.to_string())?;
+    exp.stop_on(stop);
     let t = exp.run().map_err(|e| e.to_string())?.into_measured();
     r.device = format!(
         "nat44 -> firewall -> qos -> dpi in {} on core {device_core}, joined by memif, interrupt mode",
@@ -305,20 +307,19 @@ fn chain_on_one_core(
     n: usize,
     wait: Wait,
     r: &mut MemifRow,
-    device_core: usize,
+    (device_core, stop): (usize, &Stop),
 ) -> Result<(), String> {
     let chain = format!("forwarder*{n}");
     let at = |rate: Rate, probes: f64| {
-        let mut s = settings(args, rate, probes);
-        s.run.chaining = Some(ChainingSetting::Memif);
-        s.run.memif_wait = Some(ReceiveWait(wait));
-        s.run.core = Some(device_core);
-        s
+        settings(args, rate, probes)
+            .chaining(ChainingSetting::Memif)
+            .memif_wait(wait)
+            .core(device_core)
     };
-    let full = run(&at(Rate::Max, 0.0), &chain)?;
+    let full = run(&at(Rate::Max, 0.0), &chain, stop)?;
     r.device = format!("{n} sfclab forwarder process(es) on core {device_core}, joined by memif, {wait}");
     record(r, &full);
-    let light = run(&at(Rate::Pps(LIGHT_PPS), 10_000.0), &chain)?;
+    let light = run(&at(Rate::Pps(LIGHT_PPS), 10_000.0), &chain, stop)?;
     if let Some(l) = &light.latency {
         r.runs_light_p50_us.push(l.p50_ns / 1e3);
         r.runs_light_p99_us.push(l.p99_ns / 1e3);
@@ -370,15 +371,15 @@ pub fn run_bench(args: &MemifBenchArgs, progress: &mut Progress, stop: &Stop) ->
                 (tester_core, device_core),
                 stop,
             ),
-            (MULTI_FEATURE_ONE_HOP, _) => multi_feature_on_one_core(args, true, r, device_core),
-            (MULTI_FEATURE_FOUR_HOPS, _) => multi_feature_on_one_core(args, false, r, device_core),
+            (MULTI_FEATURE_ONE_HOP, _) => multi_feature_on_one_core(args, true, r, (device_core, stop)),
+            (MULTI_FEATURE_FOUR_HOPS, _) => multi_feature_on_one_core(args, false, r, (device_core, stop)),
             (_, Some(n)) => {
                 let wait = if r.name.starts_with("polling") {
                     Wait::Poll
                 } else {
                     interrupt
                 };
-                chain_on_one_core(args, n, wait, r, device_core)
+                chain_on_one_core(args, n, wait, r, (device_core, stop))
             }
             _ => Ok(()),
         };

@@ -398,7 +398,10 @@ fn demand(text: &str, size: Option<&str>) -> Result<sfclab_model::Demand, String
     };
     let mut flags = Settings::default();
     if let Some(s) = size {
-        flags.traffic.size = Some(s.parse().map_err(|e| format!("--size {s}: {e}"))?);
+        flags = flags.size(
+            s.parse::<sfclab_traffic::FrameSizes>()
+                .map_err(|e| format!("--size {s}: {e}"))?,
+        );
     }
     let experiment = experiment_of(chain, &flags).map_err(|e| format!("--demand {text}: {e}"))?;
     let model = experiment.chain_model().map_err(|e| format!("--demand {text}: {e}"))?;

@@ -16,6 +16,7 @@ use std::path::Path;
 
 use sfclab_experiment::remote_hops::HopControl;
 use sfclab_experiment::scenario::{Attachment, Scenario, ScenarioFlags};
+use sfclab_experiment::settings::{ChainingSetting, PortsSetting};
 use sfclab_experiment::{HopPlan, Settings, chain_file};
 
 pub use k8s::{DeployError, DeployOptions, Manifests, Object};
@@ -81,9 +82,7 @@ fn chain_file(source: &Source<'_>, options: &DeployOptions) -> Result<Manifests,
             (experiment, plan)
         }
         None => {
-            let overrides = Settings::default()
-                .with("chaining", "memif")
-                .map_err(|e| error("chaining", e))?;
+            let overrides = Settings::default().chaining(ChainingSetting::Memif);
             let experiment = chain_file::parse(&source.text, &source.origin, &overrides)?;
             let plan = HopPlan::of(&experiment);
             (experiment, plan)
@@ -258,9 +257,10 @@ fn tester_file(file: &serde_json::Value) -> Result<String, DeployError> {
     );
     let tester = serde_json::to_string_pretty(&tester).expect("JSON");
     // Read as the tester will read it: its file with interfaces for ports.
-    let ports = Settings::default()
-        .with("ports", "tester:t-out,t-in")
-        .map_err(|e| error("ports", e))?;
+    let ports = Settings::default().ports(PortsSetting::Tester {
+        output: "t-out".into(),
+        input: "t-in".into(),
+    });
     chain_file::parse(&tester, "tester.json", &ports)
         .map_err(|e| error("traffic", format!("the tester would refuse this chain's traffic: {e}")))?;
     Ok(tester)

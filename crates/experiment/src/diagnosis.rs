@@ -35,13 +35,12 @@ fn diagnose(place: &PlaceReport) -> Option<String> {
 mod tests {
     use super::*;
     use crate::{ChainSource, Experiment, Settings};
+    use std::time::Duration;
 
     fn run(chain: &str) -> RunReport {
         let settings = Settings::default()
-            .with("duration", "50ms")
-            .unwrap()
-            .with("warmup", "0s")
-            .unwrap();
+            .duration(Duration::from_millis(50))
+            .warmup(Duration::ZERO);
         Experiment::load(&ChainSource::Shorthand(chain.into()), &settings)
             .unwrap()
             .run()

@@ -333,6 +333,46 @@ impl Settings {
     }
 }
 
+/// A typed setter per setting: `Settings::default().duration(Duration::from_millis(50))
+/// .chaining(ChainingSetting::Memif)` sets what `--duration 50ms --chaining memif` sets,
+/// each value of its own type (no text to parse, no error to handle).
+macro_rules! setters {
+    ($($section:ident: $($field:ident: $ty:ty),+;)+) => {
+        impl Settings {
+            $($(
+                #[doc = concat!("These settings with `", stringify!($field), "` set.")]
+                #[must_use]
+                pub fn $field(mut self, value: impl Into<$ty>) -> Settings {
+                    self.$section.$field = Some(value.into());
+                    self
+                }
+            )+)+
+        }
+
+        /// Every setting that has a setter (every setting: a test checks).
+        #[cfg(test)]
+        const SETTERS: &[&str] = &[$($(stringify!($field)),+),+];
+    };
+}
+
+setters! {
+    traffic: size: FrameSizes, flows: u32, ip: IpVersion, rate: Rate, latency_probe_pps: f64,
+        destinations: Destinations, proto: L4, session_packets: u32, dscp: DscpMix,
+        responder: bool, replay: String, replay_loops: u64, replay_timestamps: bool,
+        profile: String;
+    run: duration: Span, warmup: Span, count: u64, batch: usize, core: usize, accounting: bool,
+        verify: bool, pool_size: usize, capture: String, tap: Vec<String>, ports: PortsSetting,
+        io: sfclab_io::IoKind, xdp_mode: sfclab_io::XdpMode, busy_poll: u32,
+        xdp_wait: ReceiveWait, chaining: ChainingSetting, isolation: Isolation,
+        memif_wait: ReceiveWait, both_ways: bool, dpdk_hops: String,
+        sriov: sfclab_topology::SriovNic, ready_file: String, control_files: String,
+        control_port: u16, shared_capacity: String, take_turns: String, runtime: Runtime,
+        replicas: usize;
+    pipeline: placement: Placement, cores: Vec<usize>,
+        generator_core: usize, links: LinkMode, ring_size: usize, rx_queue: usize,
+        stage_budget: usize, flow_control: bool;
+}
+
 /// What a hop of a chain in namespaces runs as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Isolation {
@@ -444,6 +484,13 @@ impl Display for ChainingSetting {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReceiveWait(pub sfclab_io::memif::Wait);
 
+impl ReceiveWait {
+    /// Interrupt mode with the default spin (`interrupt`).
+    pub const INTERRUPT: ReceiveWait = ReceiveWait(sfclab_io::memif::Wait::Interrupt {
+        spin: sfclab_io::memif::DEFAULT_SPIN,
+    });
+}
+
 impl FromStr for ReceiveWait {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -451,9 +498,7 @@ impl FromStr for ReceiveWait {
         let t = s.trim().to_ascii_lowercase();
         match t.split_once(':') {
             None if t == "polling" || t == "poll" => Ok(ReceiveWait(Wait::Poll)),
-            None if t == "interrupt" => Ok(ReceiveWait(Wait::Interrupt {
-                spin: sfclab_io::memif::DEFAULT_SPIN,
-            })),
+            None if t == "interrupt" => Ok(ReceiveWait::INTERRUPT),
             Some(("interrupt", spin)) => {
                 let spin: Span = spin.parse()?;
                 Ok(ReceiveWait(Wait::Interrupt { spin: spin.0 }))
@@ -606,6 +651,18 @@ impl FromStr for Span {
         humantime::parse_duration(s.trim())
             .map(Span)
             .map_err(|e| format!("`{s}` is not a duration ({e}); write e.g. 5s or 500ms"))
+    }
+}
+
+impl From<Duration> for Span {
+    fn from(d: Duration) -> Span {
+        Span(d)
+    }
+}
+
+impl From<sfclab_io::memif::Wait> for ReceiveWait {
+    fn from(wait: sfclab_io::memif::Wait) -> ReceiveWait {
+        ReceiveWait(wait)
     }
 }
 
@@ -981,6 +1038,32 @@ mod tests {
     }
 
     /// Every key is in one section only, so a key names its setting everywhere.
+    #[test]
+    fn every_setting_has_a_typed_setter_that_sets_what_its_flag_sets() {
+        let mut keys = keys_of::<Settings>();
+        let mut setters: Vec<String> = SETTERS.iter().map(ToString::to_string).collect();
+        keys.sort();
+        setters.sort();
+        assert_eq!(keys, setters);
+        let typed = Settings::default()
+            .duration(Duration::from_millis(1500))
+            .chaining(ChainingSetting::Memif)
+            .memif_wait(sfclab_io::memif::Wait::Poll)
+            .flows(7u32)
+            .cores(vec![0, 1]);
+        let parsed = [
+            ("duration", "1500ms"),
+            ("chaining", "memif"),
+            ("memif_wait", "polling"),
+            ("flows", "7"),
+            ("cores", "0,1"),
+        ]
+        .iter()
+        .try_fold(Settings::default(), |s, (k, v)| s.with(k, v))
+        .unwrap();
+        assert_eq!(format!("{typed:?}"), format!("{parsed:?}"));
+    }
+
     #[test]
     fn keys_are_unique_across_sections() {
         let all = keys_of::<Settings>();

@@ -13,7 +13,7 @@ use sfclab_traffic::Rate;
 use super::{ChainGroup, Hosts, Scenario, ScenarioError, ScenarioFlags, Shape, presets};
 use crate::chain_file::Experiment;
 use crate::chaining::Chaining;
-use crate::settings::{ChainingSetting, Settings};
+use crate::settings::{ChainingSetting, ReceiveWait, Settings};
 
 /// A scenario file's keys. Without `groups`, the chains' own keys (`chains`, `shape`,
 /// `vnf`, `chain`, `vnf_rate_cap`, `standby`, `bidirectional`) describe one group.
@@ -268,10 +268,10 @@ fn layered_settings(f: &ScenarioFile, settings: &Settings, blame: &Blame) -> Res
             layer(layered, keys, settings).map_err(|(key, reason)| blame.file(&format!("{section}.{key}"), reason))?;
     }
     if !layered.gives("chaining") {
-        layered = layered.with("chaining", "memif").expect("a chaining");
+        layered = layered.chaining(ChainingSetting::Memif);
     }
     if !layered.gives("memif_wait") && layered.run.chaining == Some(ChainingSetting::Memif) {
-        layered = layered.with("memif_wait", "interrupt").expect("a wait mode");
+        layered = layered.memif_wait(ReceiveWait::INTERRUPT);
     }
     Ok(layered)
 }
@@ -597,7 +597,7 @@ fn preset_template(
     let text = serde_json::json!({ "name": format!("{shape_label} {label}"), "chain": chain }).to_string();
     // Seed 001's traffic profile, unless told (a chain file keeps its own).
     if !layered.gives("size") {
-        *layered = layered.with("size", "imix").expect("a size");
+        *layered = layered.clone().size(sfclab_traffic::FrameSizes::imix());
     }
     // Relative paths in the VNF (dpi's rules) are read beside the scenario file.
     let exp = crate::chain_file::parse(&text, cx.origin, layered).map_err(|e| err("vnf", e.reason))?;
