@@ -727,60 +727,7 @@ impl Base<'_> {
         if let Some(resource) = options.link.resource() {
             amounts.insert(resource.to_string(), Quantity(nets.len().to_string()));
         }
-        let mut mounts = vec![
-            VolumeMount {
-                name: "config".into(),
-                mount_path: CONFIG_DIR.into(),
-                read_only: Some(true),
-                ..Default::default()
-            },
-            VolumeMount {
-                name: "state".into(),
-                mount_path: STATE_DIR.into(),
-                ..Default::default()
-            },
-            // The image is the binary alone: no /tmp unless given one.
-            VolumeMount {
-                name: "tmp".into(),
-                mount_path: "/tmp".into(),
-                ..Default::default()
-            },
-        ];
-        let mut volumes = vec![
-            Volume {
-                name: "config".into(),
-                config_map: Some(ConfigMapVolumeSource {
-                    name: "chain".into(),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            Volume {
-                name: "state".into(),
-                empty_dir: Some(EmptyDirVolumeSource::default()),
-                ..Default::default()
-            },
-            Volume {
-                name: "tmp".into(),
-                empty_dir: Some(EmptyDirVolumeSource::default()),
-                ..Default::default()
-            },
-        ];
-        if uses_memif {
-            mounts.push(VolumeMount {
-                name: "memif".into(),
-                mount_path: MEMIF_DIR.into(),
-                ..Default::default()
-            });
-            volumes.push(Volume {
-                name: "memif".into(),
-                host_path: Some(HostPathVolumeSource {
-                    path: format!("/run/sfclab/{}", self.name),
-                    type_: Some("DirectoryOrCreate".into()),
-                }),
-                ..Default::default()
-            });
-        }
+        let (mounts, volumes) = self.volumes(uses_memif);
         // What the ports need: AF_XDP loads its XDP program (BPF, NET_ADMIN), opens
         // XDP sockets (NET_RAW) and locks its UMEM (IPC_LOCK: beyond the default
         // memlock limit, which a Pod cannot raise); memif needs none of them.
@@ -835,6 +782,66 @@ impl Base<'_> {
             termination_grace_period_seconds: Some(10),
             ..Default::default()
         }
+    }
+
+    /// The pod's volumes and where its container mounts them: the chain's ConfigMap, its
+    /// state, a /tmp, and the host's memif socket directory when its links are memif.
+    fn volumes(&self, uses_memif: bool) -> (Vec<VolumeMount>, Vec<Volume>) {
+        let mut mounts = vec![
+            VolumeMount {
+                name: "config".into(),
+                mount_path: CONFIG_DIR.into(),
+                read_only: Some(true),
+                ..Default::default()
+            },
+            VolumeMount {
+                name: "state".into(),
+                mount_path: STATE_DIR.into(),
+                ..Default::default()
+            },
+            // The image is the binary alone: no /tmp unless given one.
+            VolumeMount {
+                name: "tmp".into(),
+                mount_path: "/tmp".into(),
+                ..Default::default()
+            },
+        ];
+        let mut volumes = vec![
+            Volume {
+                name: "config".into(),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: "chain".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            Volume {
+                name: "state".into(),
+                empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Default::default()
+            },
+            Volume {
+                name: "tmp".into(),
+                empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Default::default()
+            },
+        ];
+        if uses_memif {
+            mounts.push(VolumeMount {
+                name: "memif".into(),
+                mount_path: MEMIF_DIR.into(),
+                ..Default::default()
+            });
+            volumes.push(Volume {
+                name: "memif".into(),
+                host_path: Some(HostPathVolumeSource {
+                    path: format!("/run/sfclab/{}", self.name),
+                    type_: Some("DirectoryOrCreate".into()),
+                }),
+                ..Default::default()
+            });
+        }
+        (mounts, volumes)
     }
 
     /// The pods of one host on one node, those of different hosts on different nodes.

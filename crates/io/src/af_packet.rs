@@ -155,6 +155,84 @@ fn bind(fd: &OwnedFd, ifindex: i32, protocol: u16) -> io::Result<()> {
     }
 }
 
+/// The receiving socket on `ifindex`: TPACKET_V3 with its ring of blocks mapped, deaf to
+/// what it sends itself, in its fanout group when there is one.
+fn receive_socket(settings: &AfPacketSettings, ifindex: i32) -> io::Result<(OwnedFd, MmapMut)> {
+    let fd = packet_socket(libc::ETH_P_ALL as u16)?;
+    setsockopt(
+        &fd,
+        libc::SOL_PACKET,
+        libc::PACKET_VERSION,
+        &(libc::tpacket_versions::TPACKET_V3 as libc::c_int),
+        "TPACKET_V3",
+    )?;
+    let req = libc::tpacket_req3 {
+        tp_block_size: settings.block_size,
+        tp_block_nr: settings.blocks,
+        tp_frame_size: TX_FRAME as u32,
+        tp_frame_nr: settings.block_size / TX_FRAME as u32 * settings.blocks,
+        tp_retire_blk_tov: settings.block_timeout_ms,
+        tp_sizeof_priv: 0,
+        tp_feature_req_word: 0,
+    };
+    setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req, "the RX ring")?;
+    // What this socket sends itself is not received back.
+    setsockopt(
+        &fd,
+        libc::SOL_PACKET,
+        libc::PACKET_IGNORE_OUTGOING,
+        &1i32,
+        "ignoring outgoing",
+    )?;
+    let ring = map_ring(&fd, settings.block_size as usize * settings.blocks as usize)?;
+    bind(&fd, ifindex, libc::ETH_P_ALL as u16)?;
+    if let Some(group) = settings.fanout {
+        // The group id in the low 16 bits, the mode (spread by flow hash) above.
+        let arg = i32::from(group) | (libc::PACKET_FANOUT_HASH as i32) << 16;
+        setsockopt(
+            &fd,
+            libc::SOL_PACKET,
+            libc::PACKET_FANOUT,
+            &arg,
+            "joining the fanout group",
+        )?;
+    }
+    Ok((fd, ring))
+}
+
+/// The sending socket on `ifindex`: TPACKET_V2 with its ring of frames mapped, past the
+/// qdisc when asked.
+fn send_socket(settings: &AfPacketSettings, ifindex: i32) -> io::Result<(OwnedFd, MmapMut)> {
+    let tx_fd = packet_socket(0)?;
+    setsockopt(
+        &tx_fd,
+        libc::SOL_PACKET,
+        libc::PACKET_VERSION,
+        &(libc::tpacket_versions::TPACKET_V2 as libc::c_int),
+        "TPACKET_V2",
+    )?;
+    let per_block = 4096 / TX_FRAME;
+    let req = libc::tpacket_req {
+        tp_block_size: 4096,
+        tp_block_nr: settings.tx_frames.div_ceil(per_block as u32),
+        tp_frame_size: TX_FRAME as u32,
+        tp_frame_nr: settings.tx_frames.div_ceil(per_block as u32) * per_block as u32,
+    };
+    setsockopt(&tx_fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &req, "the TX ring")?;
+    if settings.qdisc_bypass {
+        setsockopt(
+            &tx_fd,
+            libc::SOL_PACKET,
+            libc::PACKET_QDISC_BYPASS,
+            &1i32,
+            "bypassing the qdisc",
+        )?;
+    }
+    let tx_ring = map_ring(&tx_fd, req.tp_frame_nr as usize * TX_FRAME)?;
+    bind(&tx_fd, ifindex, 0)?;
+    Ok((tx_fd, tx_ring))
+}
+
 fn map_ring(fd: &OwnedFd, len: usize) -> io::Result<MmapMut> {
     // SAFETY: the socket's ring is `len` bytes (the size set with PACKET_*_RING); the
     // mapping is shared with the kernel and reached only through raw pointers.
@@ -207,82 +285,12 @@ impl AfPacketPort {
         let ifindex = ifindex as i32;
 
         let (rx_fd, rx_ring) = if s.receive {
-            let fd = packet_socket(libc::ETH_P_ALL as u16).map_err(fail)?;
-            setsockopt(
-                &fd,
-                libc::SOL_PACKET,
-                libc::PACKET_VERSION,
-                &(libc::tpacket_versions::TPACKET_V3 as libc::c_int),
-                "TPACKET_V3",
-            )
-            .map_err(fail)?;
-            let req = libc::tpacket_req3 {
-                tp_block_size: s.block_size,
-                tp_block_nr: s.blocks,
-                tp_frame_size: TX_FRAME as u32,
-                tp_frame_nr: s.block_size / TX_FRAME as u32 * s.blocks,
-                tp_retire_blk_tov: s.block_timeout_ms,
-                tp_sizeof_priv: 0,
-                tp_feature_req_word: 0,
-            };
-            setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req, "the RX ring").map_err(fail)?;
-            // What this socket sends itself is not received back.
-            setsockopt(
-                &fd,
-                libc::SOL_PACKET,
-                libc::PACKET_IGNORE_OUTGOING,
-                &1i32,
-                "ignoring outgoing",
-            )
-            .map_err(fail)?;
-            let ring = map_ring(&fd, s.block_size as usize * s.blocks as usize).map_err(fail)?;
-            bind(&fd, ifindex, libc::ETH_P_ALL as u16).map_err(fail)?;
-            if let Some(group) = s.fanout {
-                // The group id in the low 16 bits, the mode (spread by flow hash) above.
-                let arg = i32::from(group) | (libc::PACKET_FANOUT_HASH as i32) << 16;
-                setsockopt(
-                    &fd,
-                    libc::SOL_PACKET,
-                    libc::PACKET_FANOUT,
-                    &arg,
-                    "joining the fanout group",
-                )
-                .map_err(fail)?;
-            }
+            let (fd, ring) = receive_socket(s, ifindex).map_err(fail)?;
             (Some(fd), Some(ring))
         } else {
             (None, None)
         };
-
-        let tx_fd = packet_socket(0).map_err(fail)?;
-        setsockopt(
-            &tx_fd,
-            libc::SOL_PACKET,
-            libc::PACKET_VERSION,
-            &(libc::tpacket_versions::TPACKET_V2 as libc::c_int),
-            "TPACKET_V2",
-        )
-        .map_err(fail)?;
-        let per_block = 4096 / TX_FRAME;
-        let req = libc::tpacket_req {
-            tp_block_size: 4096,
-            tp_block_nr: s.tx_frames.div_ceil(per_block as u32),
-            tp_frame_size: TX_FRAME as u32,
-            tp_frame_nr: s.tx_frames.div_ceil(per_block as u32) * per_block as u32,
-        };
-        setsockopt(&tx_fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &req, "the TX ring").map_err(fail)?;
-        if s.qdisc_bypass {
-            setsockopt(
-                &tx_fd,
-                libc::SOL_PACKET,
-                libc::PACKET_QDISC_BYPASS,
-                &1i32,
-                "bypassing the qdisc",
-            )
-            .map_err(fail)?;
-        }
-        let tx_ring = map_ring(&tx_fd, req.tp_frame_nr as usize * TX_FRAME).map_err(fail)?;
-        bind(&tx_fd, ifindex, 0).map_err(fail)?;
+        let (tx_fd, tx_ring) = send_socket(s, ifindex).map_err(fail)?;
 
         Ok(AfPacketPort {
             rx_ring,

@@ -670,6 +670,23 @@ pub fn parse_rule(line: &str) -> Result<Rule, String> {
         "<>" => true,
         other => return Err(format!("`{other}` is not a direction: write -> or <>")),
     };
+    let headers = header_matches(proto, [src, sport, dst, dport])?;
+    let (contents, sid, msg) = rule_options(&line[open + 1..line.len() - 1])?;
+    if contents.is_empty() {
+        return Err("a rule needs at least one `content`".into());
+    }
+    Ok(Rule {
+        action,
+        headers,
+        both_ways,
+        contents,
+        sid: sid.ok_or("a rule needs a `sid`")?,
+        msg,
+    })
+}
+
+/// The header's matches: every combination of its address and port lists (at most 1024).
+fn header_matches(proto: Option<&str>, [src, sport, dst, dport]: [&str; 4]) -> Result<Vec<Match>, String> {
     let mut headers = Vec::new();
     for s in list(src, "address")? {
         for sp in list(sport, "port")? {
@@ -686,9 +703,15 @@ pub fn parse_rule(line: &str) -> Result<Rule, String> {
     if headers.len() > 1024 {
         return Err("the header's lists expand to more than 1024 matches".into());
     }
+    Ok(headers)
+}
+
+/// A rule's options (`text` between its parentheses): its contents with their
+/// modifiers, its sid and its message.
+fn rule_options(text: &str) -> Result<(Vec<Content>, Option<u32>, String), String> {
     let mut contents: Vec<Content> = Vec::new();
     let (mut sid, mut msg) = (None, String::new());
-    for opt in options(&line[open + 1..line.len() - 1])? {
+    for opt in options(text)? {
         let (name, value) = match opt.split_once(':') {
             Some((n, v)) => (n.trim(), Some(v.trim())),
             None => (opt.trim(), None),
@@ -750,17 +773,7 @@ pub fn parse_rule(line: &str) -> Result<Rule, String> {
             }
         }
     }
-    if contents.is_empty() {
-        return Err("a rule needs at least one `content`".into());
-    }
-    Ok(Rule {
-        action,
-        headers,
-        both_ways,
-        contents,
-        sid: sid.ok_or("a rule needs a `sid`")?,
-        msg,
-    })
+    Ok((contents, sid, msg))
 }
 
 /// The header's words; a `[...]` list is one word, spaces and all.

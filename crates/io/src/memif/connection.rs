@@ -159,37 +159,7 @@ fn serve_steps(channel: &Channel, config: &Config) -> Result<Connection, Handsha
         )
         .map_err(failed("sending HELLO"))?;
     let (init, _) = channel.recv().map_err(failed("waiting for INIT"))?;
-    let Msg::Init {
-        version,
-        id,
-        mode,
-        secret,
-        name,
-    } = init
-    else {
-        return Err(HandshakeError::Failed(format!("expected INIT, got {init:?}")));
-    };
-    if version != VERSION {
-        return Err(HandshakeError::Failed(format!(
-            "unsupported version {}.{}",
-            version >> 8,
-            version & 0xff
-        )));
-    }
-    if id != config.id {
-        return Err(HandshakeError::Failed(format!(
-            "ID not found: {id} (this is {})",
-            config.id
-        )));
-    }
-    if secret != config.secret {
-        return Err(HandshakeError::Failed("incorrect secret".into()));
-    }
-    if mode != Mode::Ethernet {
-        return Err(HandshakeError::Failed(format!(
-            "mode {mode:?} not supported: ethernet only"
-        )));
-    }
+    let name = accepted_init(init, config)?;
     channel.send(&Msg::Ack, None).map_err(failed("sending ACK"))?;
     let mut regions: Vec<Arc<Region>> = Vec::new();
     let (mut c2s, mut s2c): (Vec<Queue>, Vec<Queue>) = (Vec::new(), Vec::new());
@@ -226,19 +196,8 @@ fn serve_steps(channel: &Channel, config: &Config) -> Result<Connection, Handsha
                 if private_hdr_size != 0 {
                     return Err(HandshakeError::Failed("private headers are not supported".into()));
                 }
-                let region = regions
-                    .get(usize::from(region))
-                    .ok_or_else(|| HandshakeError::Failed(format!("a ring in region {region}, never added")))?;
-                let ring =
-                    Ring::new(region.clone(), offset as usize, log2_ring_size).map_err(HandshakeError::Failed)?;
-                if ring.cookie() != COOKIE {
-                    return Err(HandshakeError::Failed(format!(
-                        "wrong ring cookie {:#x} at offset {offset}",
-                        ring.cookie()
-                    )));
-                }
                 list.push(Queue {
-                    ring,
+                    ring: added_ring(&regions, region, offset, log2_ring_size)?,
                     interrupt,
                     buffers: None,
                 });
@@ -274,6 +233,58 @@ fn serve_steps(channel: &Channel, config: &Config) -> Result<Connection, Handsha
     }
 }
 
+/// The client's INIT, if this server takes it: its name.
+fn accepted_init(init: Msg, config: &Config) -> Result<String, HandshakeError> {
+    let Msg::Init {
+        version,
+        id,
+        mode,
+        secret,
+        name,
+    } = init
+    else {
+        return Err(HandshakeError::Failed(format!("expected INIT, got {init:?}")));
+    };
+    if version != VERSION {
+        return Err(HandshakeError::Failed(format!(
+            "unsupported version {}.{}",
+            version >> 8,
+            version & 0xff
+        )));
+    }
+    if id != config.id {
+        return Err(HandshakeError::Failed(format!(
+            "ID not found: {id} (this is {})",
+            config.id
+        )));
+    }
+    if secret != config.secret {
+        return Err(HandshakeError::Failed("incorrect secret".into()));
+    }
+    if mode != Mode::Ethernet {
+        return Err(HandshakeError::Failed(format!(
+            "mode {mode:?} not supported: ethernet only"
+        )));
+    }
+    Ok(name)
+}
+
+/// The ring a client added at `offset` of its region `region`, if that region was
+/// added and the ring carries memif's cookie.
+fn added_ring(regions: &[Arc<Region>], region: u16, offset: u32, log2_ring_size: u8) -> Result<Ring, HandshakeError> {
+    let memory = regions
+        .get(usize::from(region))
+        .ok_or_else(|| HandshakeError::Failed(format!("a ring in region {region}, never added")))?;
+    let ring = Ring::new(memory.clone(), offset as usize, log2_ring_size).map_err(HandshakeError::Failed)?;
+    if ring.cookie() != COOKIE {
+        return Err(HandshakeError::Failed(format!(
+            "wrong ring cookie {:#x} at offset {offset}",
+            ring.cookie()
+        )));
+    }
+    Ok(ring)
+}
+
 /// The client's half: the server's HELLO, INIT, the memory and its rings, CONNECT.
 pub fn join(channel: &Channel, config: &Config) -> Result<Connection, HandshakeError> {
     channel
@@ -282,6 +293,51 @@ pub fn join(channel: &Channel, config: &Config) -> Result<Connection, HandshakeE
     let result = join_steps(channel, config);
     let _ = channel.set_timeout(None);
     result
+}
+
+/// The client's shared memory: one region of `rings` rings of 2^`log2` slots, then
+/// their buffers, every slot's descriptor pointing at its buffer, and an eventfd per ring.
+fn client_memory(config: &Config, rings: usize, log2: u8) -> Result<(Arc<Region>, Vec<Queue>), HandshakeError> {
+    let per_ring = ring_bytes(log2);
+    let buffers_at = rings * per_ring;
+    let slots = 1usize << log2;
+    let size = buffers_at + rings * slots * config.buffer_size as usize;
+    if u32::try_from(size).is_err() || config.buffer_size == 0 {
+        return Err(HandshakeError::Failed(format!(
+            "{rings} rings of 2^{log2} buffers of {} bytes: descriptors address 4 GiB at most",
+            config.buffer_size
+        )));
+    }
+    let region = Arc::new(
+        Region::create(&format!("sfclab-memif-{}", config.id), size).map_err(failed("creating shared memory"))?,
+    );
+    let mut queues = Vec::with_capacity(rings);
+    for r in 0..rings {
+        let ring = Ring::new(region.clone(), r * per_ring, log2).map_err(HandshakeError::Failed)?;
+        ring.init(COOKIE);
+        let first = buffers_at + r * slots * config.buffer_size as usize;
+        for s in 0..slots {
+            ring.set_desc(
+                s as u16,
+                Desc {
+                    flags: 0,
+                    region: 0,
+                    length: config.buffer_size,
+                    offset: (first + s * config.buffer_size as usize) as u32,
+                    metadata: 0,
+                },
+            );
+        }
+        let interrupt = EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)
+            .map(OwnedFd::from)
+            .map_err(|e| HandshakeError::Failed(format!("eventfd: {e}")))?;
+        queues.push(Queue {
+            ring,
+            interrupt,
+            buffers: Some((first, config.buffer_size)),
+        });
+    }
+    Ok((region, queues))
 }
 
 fn join_steps(channel: &Channel, config: &Config) -> Result<Connection, HandshakeError> {
@@ -331,45 +387,8 @@ fn join_steps(channel: &Channel, config: &Config) -> Result<Connection, Handshak
     expect_ack("INIT")?;
 
     let rings = usize::from(c2s_rings) + usize::from(s2c_rings);
-    let per_ring = ring_bytes(log2);
-    let buffers_at = rings * per_ring;
-    let slots = 1usize << log2;
-    let size = buffers_at + rings * slots * config.buffer_size as usize;
-    if u32::try_from(size).is_err() || config.buffer_size == 0 {
-        return Err(HandshakeError::Failed(format!(
-            "{rings} rings of 2^{log2} buffers of {} bytes: descriptors address 4 GiB at most",
-            config.buffer_size
-        )));
-    }
-    let region = Arc::new(
-        Region::create(&format!("sfclab-memif-{}", config.id), size).map_err(failed("creating shared memory"))?,
-    );
-    let mut queues = Vec::with_capacity(rings);
-    for r in 0..rings {
-        let ring = Ring::new(region.clone(), r * per_ring, log2).map_err(HandshakeError::Failed)?;
-        ring.init(COOKIE);
-        let first = buffers_at + r * slots * config.buffer_size as usize;
-        for s in 0..slots {
-            ring.set_desc(
-                s as u16,
-                Desc {
-                    flags: 0,
-                    region: 0,
-                    length: config.buffer_size,
-                    offset: (first + s * config.buffer_size as usize) as u32,
-                    metadata: 0,
-                },
-            );
-        }
-        let interrupt = EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)
-            .map(OwnedFd::from)
-            .map_err(|e| HandshakeError::Failed(format!("eventfd: {e}")))?;
-        queues.push(Queue {
-            ring,
-            interrupt,
-            buffers: Some((first, config.buffer_size)),
-        });
-    }
+    let (region, mut queues) = client_memory(config, rings, log2)?;
+    let size = region.len();
     channel
         .send(
             &Msg::AddRegion {
