@@ -1,6 +1,9 @@
 //! `sfclab bench hop`: what one more NF costs in a compound chain (cycles per packet
 //! against chain length, a least-squares line), beside a bare loop that does the same
 //! stores with no framework and DPDK's testpmd forwarding on the same core.
+//!
+//! It measures the compound runtime itself, below the library: its line starts at n = 0
+//! (generator and sink, no NF), a chain no chain file can hold.
 
 use crate::{Progress, Stop};
 use serde::Serialize;
@@ -8,7 +11,7 @@ use sfclab_runtime::{RunReport, RunSettings, run_compound};
 use sfclab_traffic::{FrameSizes, GeneratorConfig};
 use std::time::Duration;
 
-use crate::{Fit, Rounds, forwarders, least_squares, median, on_core};
+use crate::{Fit, Rounds, least_squares, median, on_core};
 use std::fmt::Write as _;
 
 pub const HOP_SCHEMA: &str = "sfclab.bench.hop/2";
@@ -234,7 +237,11 @@ fn run_forwarders(args: &HopBenchArgs, n: usize, accounting: bool, stop: &Stop) 
         stop: Some(stop.clone()),
         ..Default::default()
     };
-    run_compound(traffic, forwarders(n), &settings).map_err(|e| e.to_string())
+    let chain = crate::copies(
+        &sfclab_nf::NfSpec::default_of("forwarder").map_err(|e| e.to_string())?,
+        n,
+    );
+    run_compound(traffic, chain, &settings).map_err(|e| e.to_string())
 }
 
 /// A point per mode and length with its rounds' (Mpps, cycles per packet); none where

@@ -399,9 +399,23 @@ pub fn copies(nf: &NfSpec, n: usize) -> sfclab_core::NamedNfs {
         .collect()
 }
 
-/// `forwarder*n` with default MACs.
-pub(crate) fn forwarders(n: usize) -> sfclab_core::NamedNfs {
-    copies(&NfSpec::default_of("forwarder").expect("the default forwarder"), n)
+/// Runs `chain` (the shorthand: `forwarder*4`, `synthetic(cycles=100)*2`) with
+/// `settings` as the library runs it (`Experiment::load`, `Experiment::run`), Ctrl-C
+/// (`stop`) ending its window at once: how a benchmark runs a chain of its own; the
+/// report of the run that crossed it.
+pub(crate) fn run_chain(
+    chain: &str,
+    settings: &sfclab_experiment::Settings,
+    stop: &Stop,
+) -> Result<sfclab_runtime::RunReport, String> {
+    use sfclab_experiment::{ChainSource, Experiment, Reports};
+    let mut experiment =
+        Experiment::load(&ChainSource::Shorthand(chain.into()), settings).map_err(|e| format!("{chain}: {e}"))?;
+    experiment.stop_on(stop);
+    experiment
+        .run()
+        .map(Reports::into_measured)
+        .map_err(|e| format!("{chain}: {e}"))
 }
 
 /// `v` with thousands separated by commas, as the tables print counts.

@@ -19,14 +19,18 @@
 //! cipher alone (Intel's ipsec-mb where the build has it, as the PMD; and ring) on
 //! buffers of the same sizes.
 //!
-//! Repetitions are interleaved (every workload once per round).
+//! Each workload is a chain file (its NFs, named) run through the library
+//! (`Experiment::load`, `Experiment::run`), its traffic and the flags' window as the
+//! command line's settings over it. Repetitions are interleaved (every workload once per
+//! round).
 
 use crate::{Progress, Stop};
 use serde::Serialize;
 use serde_json::json;
+use sfclab_experiment::{ChainSource, Experiment, Settings};
 use sfclab_nf::NfSpec;
 use sfclab_nf::tables::acl::{Match, classbench};
-use sfclab_runtime::{Role, RunReport, RunSettings, run_compound};
+use sfclab_runtime::{Role, RunReport};
 use sfclab_traffic::{Destinations, DscpMix, FrameSizes, GeneratorConfig, L4};
 use std::time::Duration;
 
@@ -200,6 +204,46 @@ struct Workload {
     /// A responder answers every packet through the chain (NAT and conntrack entries
     /// become assured).
     responder: bool,
+}
+
+impl Workload {
+    /// The workload at frames of `size` as the library runs a chain file: its NFs, each
+    /// named, in a chain file; its traffic and the flags' window, batch and core as the
+    /// command line's settings over it (no latency probes: every frame is the chain's
+    /// load).
+    fn experiment(&self, size: &FrameSizes, args: &NfsArgs) -> Result<Experiment, String> {
+        let chain: Vec<serde_json::Value> = self
+            .chain
+            .iter()
+            .map(|(name, spec)| {
+                let mut settings = spec.settings().as_object().cloned().unwrap_or_default();
+                settings.insert("name".into(), name.clone().into());
+                json!({ spec.kind(): settings })
+            })
+            .collect();
+        let file = json!({ "name": self.name, "description": self.description, "chain": chain });
+        let mut settings = Settings::default()
+            .size(size.clone())
+            .flows(self.flows)
+            .destinations(self.destinations.clone())
+            .dscp(self.dscp.clone())
+            .responder(self.responder)
+            .latency_probe_pps(0.0)
+            .batch(args.batch)
+            .duration(args.duration)
+            .warmup(args.warmup);
+        if let Some(packets) = self.churn {
+            settings = settings.proto(L4::Tcp).session_packets(packets);
+        }
+        if let Some(core) = args.core {
+            settings = settings.core(core);
+        }
+        let source = ChainSource::Text {
+            text: file.to_string(),
+            origin: format!("the {} workload", self.name),
+        };
+        Experiment::load(&source, &settings).map_err(|e| e.to_string())
+    }
 }
 
 impl Default for Workload {
@@ -606,38 +650,20 @@ struct Runs {
     last: Option<RunReport>,
 }
 
-fn run_once(
-    w: &Workload,
-    sizes: &FrameSizes,
-    args: &NfsArgs,
-    accounting: bool,
-    stop: &Stop,
-) -> Result<RunReport, String> {
-    let traffic = GeneratorConfig {
-        sizes: sizes.clone(),
-        flows: w.flows,
-        destinations: w.destinations.clone(),
-        dscp: w.dscp.clone(),
-        l4: if w.churn.is_some() { L4::Tcp } else { L4::Udp },
-        session_packets: w.churn,
-        ..Default::default()
-    };
-    let settings = RunSettings {
-        batch: args.batch,
-        duration: Some(args.duration),
-        warmup: args.warmup,
-        core: args.core,
-        accounting,
-        stop: Some(stop.clone()),
-        reply: w.responder,
-        ..Default::default()
-    };
-    let chain: sfclab_core::NamedNfs = w.chain.iter().map(|(n, s)| (n.clone(), s.build())).collect();
-    let r = run_compound(traffic, chain, &settings).map_err(|e| format!("{}: {e}", w.name))?;
+/// One run of a case's experiment with accounting on or off; Ctrl-C (`stop`) ends its
+/// window at once.
+fn run_once(experiment: &Experiment, accounting: bool, stop: &Stop) -> Result<RunReport, String> {
+    let mut experiment = experiment.clone();
+    experiment.settings.accounting = accounting;
+    experiment.stop_on(stop);
+    let r = experiment
+        .run()
+        .map_err(|e| format!("{}: {e}", experiment.name))?
+        .into_measured();
     if r.received > r.generated + r.conservation.created {
         return Err(format!(
             "{}: {} received of {} generated: the run contradicts itself",
-            w.name, r.received, r.generated
+            experiment.name, r.received, r.generated
         ));
     }
     Ok(r)
@@ -651,6 +677,10 @@ pub fn nfs(args: &NfsArgs, progress: &mut Progress, stop: &Stop) -> Result<NfsBe
         .enumerate()
         .flat_map(|(i, w)| (0..w.sizes.len()).map(move |s| (i, s)))
         .collect();
+    let experiments = cases
+        .iter()
+        .map(|&(i, s)| work[i].experiment(&work[i].sizes[s].1, args))
+        .collect::<Result<Vec<_>, _>>()?;
     let total = args.repeat * cases.len() * 2;
     let mut runs: Vec<Runs> = cases
         .iter()
@@ -662,7 +692,7 @@ pub fn nfs(args: &NfsArgs, progress: &mut Progress, stop: &Stop) -> Result<NfsBe
         })
         .collect();
     progress.plan(total);
-    let rounds = measure_rounds(args, (&work, &cases), &mut runs, progress, stop)?;
+    let rounds = measure_rounds(args, (&work, &cases, &experiments), &mut runs, progress, stop)?;
     let interrupted = rounds.interrupted();
     let tsc_hz = sfclab_core::tsc::hz();
     let mut points: Vec<NfsPoint> = cases
@@ -722,7 +752,7 @@ pub fn nfs(args: &NfsArgs, progress: &mut Progress, stop: &Stop) -> Result<NfsBe
 /// core's figures), then one with it on (each NF's), into `runs`. Whole rounds are kept.
 fn measure_rounds(
     args: &NfsArgs,
-    (work, cases): (&[Workload], &[(usize, usize)]),
+    (work, cases, experiments): (&[Workload], &[(usize, usize)], &[Experiment]),
     runs: &mut [Runs],
     progress: &mut Progress,
     stop: &Stop,
@@ -733,9 +763,9 @@ fn measure_rounds(
             if !rounds.go_on() {
                 break 'rounds;
             }
-            let (w, (label, sizes)) = (&work[i], &work[i].sizes[s]);
+            let (w, label) = (&work[i], work[i].sizes[s].0);
             progress.working(&format!("{} {label} B, accounting off", w.name));
-            let off = run_once(w, sizes, args, false, stop)?;
+            let off = run_once(&experiments[c], false, stop)?;
             if off.interrupted {
                 rounds.cut();
                 break 'rounds;
@@ -744,7 +774,7 @@ fn measure_rounds(
             runs[c].cycles.push(off.busy_cycles_per_packet.unwrap_or(f64::NAN));
             progress.advance();
             progress.working(&format!("{} {label} B, accounting on", w.name));
-            let on = run_once(w, sizes, args, true, stop)?;
+            let on = run_once(&experiments[c], true, stop)?;
             if on.interrupted {
                 rounds.cut();
                 break 'rounds;

@@ -7,10 +7,10 @@
 
 use crate::{Progress, Stop};
 use serde::Serialize;
-use sfclab_runtime::{
-    LinkMode, PipelineSettings, Placement, RunReport, RunSettings, placement::allowed_cores, run_pipeline,
-};
-use sfclab_traffic::{FrameSizes, GeneratorConfig, Rate};
+use sfclab_experiment::Settings;
+use sfclab_experiment::settings::Runtime;
+use sfclab_runtime::{LinkMode, Placement, RunReport, placement::allowed_cores};
+use sfclab_traffic::{FrameSizes, Rate};
 use std::time::Duration;
 
 use crate::median;
@@ -21,9 +21,9 @@ pub const OVERLOAD_SCHEMA: &str = "sfclab.bench.overload/2";
 #[derive(Debug, Clone)]
 pub struct OverloadArgs {
     pub hops: Vec<usize>,
-    /// The chain element as given, for the record, and its settings (repeated n times).
+    /// The chain element as given (`forwarder`, `synthetic(cycles=100)`), repeated n
+    /// times (`forwarder*n`).
     pub nf: String,
-    pub nf_config: sfclab_nf::NfSpec,
     /// Offered load as fractions of the chain's capacity.
     pub loads: Vec<f64>,
     pub duration: Duration,
@@ -70,33 +70,24 @@ fn trial(
     cores: (usize, usize),
     stop: &Stop,
 ) -> Result<RunReport, String> {
-    let nfs = crate::copies(&args.nf_config, n);
-    let settings = PipelineSettings {
-        run: RunSettings {
-            duration: Some(args.duration),
-            warmup: args.warmup,
-            accounting: true,
-            pool_size: 0,
-            stop: Some(stop.clone()),
-            ..Default::default()
-        },
-        placement: Placement::Pbp(1),
-        cores: vec![cores.1],
-        generator_core: Some(cores.0),
-        links,
-        ring_size: args.ring_size,
-        rx_queue: 1024,
-        stage_budget: args.stage_budget,
-        flow_control,
-    };
-    let traffic = GeneratorConfig {
-        sizes: FrameSizes::Fixed { size: 64 },
-        flows: 1024,
-        rate,
-        probe_pps: 0.0,
-        ..Default::default()
-    };
-    run_pipeline(traffic, nfs, &settings).map_err(|e| e.to_string())
+    let settings = Settings::default()
+        .runtime(Runtime::Pipeline)
+        .placement(Placement::Pbp(1))
+        .cores(vec![cores.1])
+        .generator_core(cores.0)
+        .links(links)
+        .ring_size(args.ring_size)
+        .rx_queue(1024usize)
+        .stage_budget(args.stage_budget)
+        .flow_control(flow_control)
+        .size(FrameSizes::Fixed { size: 64 })
+        .flows(1024u32)
+        .rate(rate)
+        .latency_probe_pps(0.0)
+        .duration(args.duration)
+        .warmup(args.warmup)
+        .accounting(true);
+    crate::run_chain(&format!("{}*{n}", args.nf), &settings, stop)
 }
 
 pub fn run(args: &OverloadArgs, progress: &mut Progress, stop: &Stop) -> Result<OverloadBench, String> {
@@ -325,9 +316,10 @@ pub static BENCH: crate::registry::Entry<OverloadFlags, OverloadBench> = crate::
                 "need chain lengths of at least 1, positive loads and at least one repetition".into(),
             ));
         }
+        // One NF, repeated: refused here (exit 2) when it is not.
+        crate::registry::one_nf(&f.nf)?;
         let args = OverloadArgs {
             hops: f.hops,
-            nf_config: crate::registry::one_nf(&f.nf)?,
             nf: f.nf,
             loads: f.loads,
             duration,

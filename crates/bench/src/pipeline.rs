@@ -15,8 +15,9 @@
 
 use crate::{Progress, Stop};
 use serde::Serialize;
-use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunReport, RunSettings, run_pipeline};
-use sfclab_traffic::GeneratorConfig;
+use sfclab_experiment::Settings;
+use sfclab_experiment::settings::Runtime;
+use sfclab_runtime::{LinkMode, Placement, RunReport};
 use std::time::Duration;
 
 use crate::median;
@@ -279,28 +280,20 @@ pub fn forwarder_pipeline(
     cores: &[usize],
     stop: &Stop,
 ) -> Result<RunReport, String> {
-    let chain = format!("forwarder*{hops}");
-    let settings = PipelineSettings {
-        run: RunSettings {
-            duration: Some(duration),
-            warmup,
-            accounting: false,
-            pool_size: 0,
-            stop: Some(stop.clone()),
-            ..Default::default()
-        },
-        placement: placement.clone(),
-        cores: cores.to_vec(),
-        links,
-        flow_control: links == LinkMode::Backpressure,
-        ..Default::default()
-    };
-    let traffic = GeneratorConfig {
-        flows: 1024,
-        probe_pps: 0.0,
-        ..Default::default()
-    };
-    run_pipeline(traffic, crate::forwarders(hops), &settings).map_err(|e| format!("{chain} {placement}: {e}"))
+    let mut settings = Settings::default()
+        .runtime(Runtime::Pipeline)
+        .placement(placement.clone())
+        .links(links)
+        .flow_control(links == LinkMode::Backpressure)
+        .flows(1024u32)
+        .latency_probe_pps(0.0)
+        .duration(duration)
+        .warmup(warmup)
+        .accounting(false);
+    if !cores.is_empty() {
+        settings = settings.cores(cores.to_vec());
+    }
+    crate::run_chain(&format!("forwarder*{hops}"), &settings, stop).map_err(|e| format!("{placement}: {e}"))
 }
 
 /// Runs `processes` testpmd in a line joined by memif links and returns the Rx-pps of

@@ -8,8 +8,10 @@
 
 use crate::{Progress, Stop};
 use serde::Serialize;
-use sfclab_runtime::{LinkMode, PipelineSettings, Placement, RunSettings, run_pipeline};
-use sfclab_traffic::{FrameSizes, GeneratorConfig};
+use sfclab_experiment::Settings;
+use sfclab_experiment::settings::Runtime;
+use sfclab_runtime::{LinkMode, Placement};
+use sfclab_traffic::FrameSizes;
 use std::time::Duration;
 
 use crate::median;
@@ -21,10 +23,9 @@ pub const PLACEMENT_SCHEMA: &str = "sfclab.bench.placement/2";
 pub struct PlacementArgs {
     pub lengths: Vec<usize>,
     pub placements: Vec<Placement>,
-    /// The chain element as given (`forwarder`, `synthetic(cycles=100)`), for the record.
+    /// The chain element as given (`forwarder`, `synthetic(cycles=100)`), repeated n
+    /// times (`forwarder*n`).
     pub nf: String,
-    /// That element, repeated n times.
-    pub nf_config: sfclab_nf::NfSpec,
     pub duration: Duration,
     pub warmup: Duration,
     pub repeat: usize,
@@ -74,29 +75,20 @@ pub fn run(args: &PlacementArgs, progress: &mut Progress, stop: &Stop) -> Result
                 if !rounds.go_on() {
                     break 'rounds;
                 }
-                let nfs = crate::copies(&args.nf_config, n);
-                let settings = PipelineSettings {
-                    run: RunSettings {
-                        batch: args.batch,
-                        duration: Some(args.duration),
-                        warmup: args.warmup,
-                        accounting: false,
-                        pool_size: 0,
-                        stop: Some(stop.clone()),
-                        ..Default::default()
-                    },
-                    placement: placement.clone(),
-                    links: LinkMode::Backpressure,
-                    flow_control: true,
-                    ..Default::default()
-                };
-                let traffic = GeneratorConfig {
-                    sizes: FrameSizes::Fixed { size: args.size },
-                    flows: 1024,
-                    probe_pps: 0.0,
-                    ..Default::default()
-                };
-                let r = run_pipeline(traffic, nfs, &settings).map_err(|e| format!("{placement} n={n}: {e}"))?;
+                let settings = Settings::default()
+                    .runtime(Runtime::Pipeline)
+                    .placement(placement.clone())
+                    .links(LinkMode::Backpressure)
+                    .flow_control(true)
+                    .size(FrameSizes::Fixed { size: args.size })
+                    .flows(1024u32)
+                    .latency_probe_pps(0.0)
+                    .batch(args.batch)
+                    .duration(args.duration)
+                    .warmup(args.warmup)
+                    .accounting(false);
+                let r = crate::run_chain(&format!("{}*{n}", args.nf), &settings, stop)
+                    .map_err(|e| format!("{placement} n={n}: {e}"))?;
                 if r.interrupted {
                     rounds.cut();
                     break 'rounds;
@@ -313,15 +305,17 @@ pub static BENCH: crate::registry::Entry<PlacementFlags, PlacementBench> = crate
             .collect::<Result<Vec<Placement>, String>>()
             .map_err(Usage)?;
         let (duration, warmup) = crate::registry::window(&f.duration, &f.warmup)?;
-        if f.lengths.is_empty() || f.repeat == 0 || !placements.contains(&Placement::SCore) {
+        if f.lengths.is_empty() || f.lengths.contains(&0) || f.repeat == 0 || !placements.contains(&Placement::SCore) {
             return Err(Usage(
-                "need lengths, at least one repetition, and s_core among the placements (the reference)".into(),
+                "need lengths of at least 1, at least one repetition, and s_core among the placements (the reference)"
+                    .into(),
             ));
         }
+        // One NF, repeated: refused here (exit 2) when it is not.
+        crate::registry::one_nf(&f.nf)?;
         let args = PlacementArgs {
             lengths: f.lengths,
             placements,
-            nf_config: crate::registry::one_nf(&f.nf)?,
             nf: f.nf,
             duration,
             warmup,

@@ -174,8 +174,13 @@ impl std::str::FromStr for DscpMix {
     }
 }
 
+/// As `FromStr` reads it; no mix (every flow best effort) is written `0`, so that the
+/// text of every mix reads back as a mix that marks flows alike.
 impl std::fmt::Display for DscpMix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("0");
+        }
         let list: Vec<String> = self.0.iter().map(u8::to_string).collect();
         f.write_str(&list.join(","))
     }
@@ -467,6 +472,17 @@ pub(crate) fn apply_patch(frame: &mut [u8], offsets: [usize; 4], patch: &Patch) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_dscp_mix_reads_back_from_its_text_marking_flows_alike() {
+        for mix in [DscpMix::default(), "ef,af41,be".parse().unwrap(), "46".parse().unwrap()] {
+            let back: DscpMix = mix.to_string().parse().unwrap();
+            assert!(
+                (0..8).all(|k| back.of(k) == mix.of(k)),
+                "{mix:?} -> `{mix}` -> {back:?}"
+            );
+        }
+    }
 
     /// Builds the full frame of (flow, class) the way the generator does and checks it
     /// with etherparse, which computes its own checksums.
