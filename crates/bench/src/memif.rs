@@ -130,14 +130,6 @@ fn settings(args: &MemifBenchArgs, rate: Rate, probes: f64) -> Settings {
         .latency_probe_pps(probes)
 }
 
-/// Runs `chain` with `s`; Ctrl-C (`stop`) ends its window at once.
-fn run(s: &Settings, chain: &str, stop: &Stop) -> Result<RunReport, String> {
-    let mut exp = Experiment::load(&ChainSource::Shorthand(chain.to_string()), s).map_err(|e| e.to_string())?;
-    exp.stop_on(stop);
-    exp.run()
-        .map(sfclab_experiment::Reports::into_measured)
-        .map_err(|e| e.to_string())
-}
 
 /// What one tester run measured, into `r`.
 fn record(r: &mut MemifRow, t: &RunReport) {
@@ -156,7 +148,7 @@ fn test_device(args: &MemifBenchArgs, dir: &Path, tester_core: usize, stop: &Sto
             output: format!("memif:{}", dir.join("a.sock").display()),
             input: format!("memif:{}", dir.join("b.sock").display()),
         });
-    run(&s, "forwarder", stop)
+    crate::run_chain("forwarder", &s, stop)
 }
 
 /// Waits until `path` exists (a server listens), at most 60 s.
@@ -271,23 +263,17 @@ fn multi_feature_on_one_core(
         serde_json::json!(nfs)
     };
     // JSON is YAML: the chain file as the library reads any other.
-    let file = tempfile::Builder::new()
-        .prefix("sfclab-multi-feature-")
-        .suffix(".yaml")
-        .tempfile()
-        .map_err(|e| e.to_string())?;
-    std::fs::write(
-        file.path(),
-        serde_json::json!({ "name": "multi-feature", "chain": chain }).to_string(),
-    )
-    .map_err(|e| e.to_string())?;
+    let source = ChainSource::Text {
+        text: serde_json::json!({ "name": "multi-feature", "chain": chain }).to_string(),
+        origin: "the multi-feature chain".into(),
+    };
     let s = settings(args, Rate::Max, 0.0)
         .chaining(ChainingSetting::Memif)
         .memif_wait(Wait::Interrupt {
             spin: sfclab_io::memif::DEFAULT_SPIN,
         })
         .core(device_core);
-    let mut exp = Experiment::load(&ChainSource::File(file.path().to_path_buf()), &s).map_err(|e| e.to_string())?;
+    let mut exp = Experiment::load(&source, &s).map_err(|e| e.to_string())?;
     exp.stop_on(stop);
     let t = exp.run().map_err(|e| e.to_string())?.into_measured();
     r.device = format!(
@@ -316,10 +302,10 @@ fn chain_on_one_core(
             .memif_wait(wait)
             .core(device_core)
     };
-    let full = run(&at(Rate::Max, 0.0), &chain, stop)?;
+    let full = crate::run_chain(&chain, &at(Rate::Max, 0.0), stop)?;
     r.device = format!("{n} sfclab forwarder process(es) on core {device_core}, joined by memif, {wait}");
     record(r, &full);
-    let light = run(&at(Rate::Pps(LIGHT_PPS), 10_000.0), &chain, stop)?;
+    let light = crate::run_chain(&chain, &at(Rate::Pps(LIGHT_PPS), 10_000.0), stop)?;
     if let Some(l) = &light.latency {
         r.runs_light_p50_us.push(l.p50_ns / 1e3);
         r.runs_light_p99_us.push(l.p99_ns / 1e3);
