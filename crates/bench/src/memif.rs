@@ -130,7 +130,6 @@ fn settings(args: &MemifBenchArgs, rate: Rate, probes: f64) -> Settings {
         .latency_probe_pps(probes)
 }
 
-
 /// What one tester run measured, into `r`.
 fn record(r: &mut MemifRow, t: &RunReport) {
     let (placed_mpps, loss_pct) = crate::chaining::placed_and_lost(t);

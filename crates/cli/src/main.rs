@@ -110,7 +110,7 @@ enum Cmd {
     /// Print the JSON Schema of a result document: `run` (what `sfclab run --json`
     /// prints), `search`; each is published in docs/schema/.
     Schema {
-        #[arg(value_parser = SCHEMA_NAMES, default_value = "run")]
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(schema_names()), default_value = "run")]
         document: String,
     },
 }
@@ -312,31 +312,28 @@ fn cmd_cleanup(all: bool) -> ExitCode {
     }
 }
 
-/// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json).
-pub const SCHEMA_NAMES: [&str; 22] = [
+/// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json) besides the
+/// benchmarks'.
+const DOCUMENTS: [&str; 8] = [
     "run",
     "search",
     "sweep",
     "scenario",
-    "bench-hop",
-    "bench-placement",
-    "bench-overload",
-    "bench-ring",
-    "bench-pipeline",
-    "bench-lpm",
-    "bench-acl",
-    "bench-nfs",
-    "bench-lpm6",
-    "bench-io",
-    "bench-forward",
-    "bench-chaining",
-    "bench-memif",
-    "bench-model",
     "calibration",
     "prediction",
     "plan",
     "rc",
 ];
+
+/// Every document `sfclab schema` publishes: [`DOCUMENTS`], then `bench-NAME` for each
+/// benchmark of the catalogue.
+pub fn schema_names() -> Vec<&'static str> {
+    let benches = catalogue::all()
+        .into_iter()
+        // Once per process, for clap's list of possible values.
+        .map(|b| &*Box::leak(format!("bench-{}", b.name()).into_boxed_str()));
+    DOCUMENTS.into_iter().chain(benches).collect()
+}
 
 /// The JSON Schema of a published document, by name.
 pub fn schema(name: &str) -> Option<String> {
@@ -485,8 +482,8 @@ mod tests {
         for (name, _) in &schemas {
             let doc = format!("bench-{name}");
             assert!(
-                super::SCHEMA_NAMES.contains(&doc.as_str()),
-                "{doc} is not in SCHEMA_NAMES"
+                super::schema_names().contains(&doc.as_str()),
+                "{doc} is not in schema_names()"
             );
             assert!(super::schema(&doc).is_some(), "no schema for {doc}");
         }

@@ -1,5 +1,5 @@
-//! `sfclab model calibrate | predict` and `sfclab bench model`: argument parsing and
-//! rendering only; the measuring is `sfclab_bench::calibrate` and `::model`, the
+//! `sfclab model calibrate | predict | rc | hardware` and `sfclab plan`: argument
+//! parsing and rendering only; the measuring is `sfclab_bench::calibrate`, the
 //! arithmetic `sfclab_model`.
 
 use crate::{RunArgs, outcome};
