@@ -52,3 +52,29 @@ pub fn of_run_error(e: &sfclab_runtime::RunError) -> u8 {
 pub fn done(interrupted: bool) -> u8 {
     if interrupted { INTERRUPTED } else { 0 }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sfclab_experiment::{ChainSource, Experiment, Settings};
+    use sfclab_runtime::RunError;
+
+    /// Bad input, a failure of the machine and broken conservation end with three
+    /// statuses, as the README says (the CLI tests run each end to end where the machine
+    /// can produce it; a run cannot be made to lose packets through a chain file).
+    #[test]
+    fn each_kind_of_run_error_has_its_own_status() {
+        assert_eq!(of_run_error(&RunError::setting("batch", "at least 1")), USAGE);
+        assert_eq!(of_run_error(&RunError::failed("ports", "no peer connected")), FAILURE);
+        let report = Experiment::load(
+            &ChainSource::Shorthand("noop".into()),
+            &Settings::default().count(1000u64).warmup(std::time::Duration::ZERO),
+        )
+        .unwrap()
+        .run()
+        .unwrap()
+        .into_measured();
+        assert_eq!(of_run_error(&RunError::Conservation(Box::new(report))), CONSERVATION);
+        assert_eq!((done(false), done(true)), (0, INTERRUPTED));
+    }
+}

@@ -503,9 +503,17 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
         let total_received: u64 = end.sinks.iter().map(|s| s.port.packets).sum();
         let window_received: u64 = end.sinks.iter().map(|s| s.window_packets).sum();
         let window_loss = WindowLoss::new(generated, window_received).map_err(|e| RunError::failed("window", e))?;
+        let conservation = Conservation::check(
+            end.source.packets - self.source_base.packets,
+            self.chain.created(),
+            total_received,
+            total_dropped,
+            leaked,
+        );
         // One thread, batches whole: the window's place counters are exact too (when no NF
         // created packets, whose drops count at places but are not the window's traffic).
-        debug_assert!(self.chain.created() > 0 || window_loss.lost == dropped);
+        // A run that lost packets is not: it ends in `RunError::Conservation` below.
+        debug_assert!(!conservation.holds || self.chain.created() > 0 || window_loss.lost == dropped);
         let seconds = tsc::seconds(window.ticks);
         let l2_bytes: u64 = sink_w.iter().map(|s| s.port.bytes + 4 * s.port.packets).sum();
         let shortfall = end.shortfall.since(&start.shortfall);
@@ -537,13 +545,7 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
             latency: self.sinks[0].latency().and_then(|l| l.summary()),
             window_loss,
             verify_failed,
-            conservation: Conservation::check(
-                end.source.packets - self.source_base.packets,
-                self.chain.created(),
-                total_received,
-                total_dropped,
-                leaked,
-            ),
+            conservation,
             pool: self.pool.stats(),
             pool_empty: shortfall.pool_empty,
             pacing_behind: shortfall.behind,

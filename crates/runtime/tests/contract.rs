@@ -5,7 +5,7 @@
 use sfclab_core::{BatchView, Context, NetworkFunction, PacketRef, Verdicts};
 use sfclab_nf::NfSpec;
 use sfclab_runtime::placement::allowed_cores;
-use sfclab_runtime::{PipelineSettings, Placement, RunReport, RunSettings, run_compound, run_pipeline};
+use sfclab_runtime::{PipelineSettings, Placement, RunError, RunReport, RunSettings, run_compound, run_pipeline};
 use sfclab_traffic::GeneratorConfig;
 use std::time::Duration;
 
@@ -59,6 +59,33 @@ impl NetworkFunction for Echo {
 
     fn release_held(&mut self, give_back: &mut dyn FnMut(PacketRef)) {
         self.held.drain(..).for_each(give_back);
+    }
+}
+
+/// A broken NF: asks to hold every 100th packet, then lets its handle go (the buffer
+/// never returns to the pool) and says it holds none.
+#[derive(Default)]
+struct Leaky {
+    seen: u64,
+}
+
+impl NetworkFunction for Leaky {
+    fn kind(&self) -> &'static str {
+        "leaky"
+    }
+
+    fn process(&mut self, _ctx: &mut Context<'_>, batch: BatchView<'_>, verdicts: &mut Verdicts) {
+        for i in 0..batch.len() {
+            self.seen += 1;
+            if self.seen.is_multiple_of(100) {
+                verdicts.hold(i);
+            }
+        }
+    }
+
+    fn hold(&mut self, lost: PacketRef) -> Result<(), PacketRef> {
+        drop(lost);
+        Ok(())
     }
 }
 
@@ -129,4 +156,49 @@ fn a_pipeline_stage_creates_packets_from_its_supply() {
     };
     let r = run_pipeline(GeneratorConfig::default(), chain(), &settings).unwrap();
     check(&r);
+}
+
+/// What an NF loses is caught: the run ends in `RunError::Conservation` with its report,
+/// the packets missing from `generated = received + dropped` exactly the buffers that
+/// never came back to the pool.
+#[test]
+fn packets_an_nf_loses_break_conservation_and_the_run_says_so() {
+    let chain = || -> Vec<(String, Box<dyn NetworkFunction>)> {
+        vec![
+            ("fwd".into(), NfSpec::default_of("forwarder").unwrap().build()),
+            ("leaky".into(), Box::new(Leaky::default())),
+        ]
+    };
+    let pipeline = PipelineSettings {
+        run: RunSettings {
+            core: None,
+            pool_size: 0,
+            ..run_settings()
+        },
+        cores: allowed_cores(),
+        flow_control: true,
+        ..Default::default()
+    };
+    for (runtime, ran) in [
+        (
+            "compound",
+            run_compound(GeneratorConfig::default(), chain(), &run_settings()),
+        ),
+        ("pipeline", run_pipeline(GeneratorConfig::default(), chain(), &pipeline)),
+    ] {
+        match ran {
+            Err(RunError::Conservation(r)) => {
+                let c = &r.conservation;
+                assert!(!c.holds, "{runtime}: {c}");
+                let missing = c.generated + c.created - c.received - c.dropped;
+                assert!(missing > 0, "{runtime}: {c}");
+                assert_eq!(c.buffers_leaked, missing, "{runtime}: {c}");
+            }
+            Err(e) => panic!("{runtime}: another error: {e}"),
+            Ok(r) => panic!(
+                "{runtime}: a run that lost packets was reported whole: {}",
+                r.conservation
+            ),
+        }
+    }
 }
