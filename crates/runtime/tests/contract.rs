@@ -83,8 +83,7 @@ impl NetworkFunction for Leaky {
         }
     }
 
-    fn hold(&mut self, lost: PacketRef) -> Result<(), PacketRef> {
-        drop(lost);
+    fn hold(&mut self, _lost: PacketRef) -> Result<(), PacketRef> {
         Ok(())
     }
 }
