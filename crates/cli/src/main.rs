@@ -408,7 +408,7 @@ fn cmd_run(a: RunArgs) -> ExitCode {
         // In one process the hops have no hosts to sit on: the NFs are measured as ever.
         if !matches!(
             experiment.chaining,
-            sfclab_experiment::Chaining::Compound | sfclab_experiment::Chaining::Pipeline
+            sfclab_experiment::Chaining::Compound | sfclab_experiment::Chaining::Pipeline { .. }
         ) {
             return outcome::fail(
                 outcome::USAGE,

@@ -76,10 +76,6 @@ pub struct Experiment {
     /// is the linear chain.
     pub wiring: Option<Vec<Vec<Next>>>,
     pub settings: RunSettings,
-    /// Set when the chain runs as a pipeline across cores; compound otherwise.
-    pub pipeline: Option<PipelineSettings>,
-    /// Copies of the chain run side by side, flows spread by hash (pipeline runtime).
-    pub replicas: usize,
     /// Real I/O instead of the generator and the in-memory sink.
     pub io: FileIo,
     /// Where the traffic flows, with the settings of that kind of ports.
@@ -179,9 +175,23 @@ impl Experiment {
         })
     }
 
+    /// The pipeline runtime's settings, when the chain runs as a pipeline across cores.
+    pub fn pipeline(&self) -> Option<&PipelineSettings> {
+        self.chaining.pipeline()
+    }
+
+    /// Copies of the chain run side by side: 1 but in a pipeline of replicas.
+    pub fn replicas(&self) -> usize {
+        self.chaining.replicas()
+    }
+
     /// Every run setting the experiment runs with: the compound one, and the pipeline's if set.
     pub fn run_settings_mut(&mut self) -> impl Iterator<Item = &mut RunSettings> {
-        std::iter::once(&mut self.settings).chain(self.pipeline.as_mut().map(|p| &mut p.run))
+        let pipeline = match &mut self.chaining {
+            Chaining::Pipeline { settings, .. } => Some(&mut settings.run),
+            _ => None,
+        };
+        std::iter::once(&mut self.settings).chain(pipeline)
     }
 
     /// Ends the experiment's runs early when `stop` is set (Ctrl-C).
@@ -539,8 +549,10 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
     };
     let ports = ports_of(given, &layers, &runs, ctx)?;
     let chaining = match given_chaining {
-        ChainingSetting::Compound | ChainingSetting::Pipeline if pipeline.is_some() => Chaining::Pipeline,
-        ChainingSetting::Compound | ChainingSetting::Pipeline => Chaining::Compound,
+        ChainingSetting::Compound | ChainingSetting::Pipeline => match pipeline {
+            Some(settings) => Chaining::Pipeline { settings, replicas },
+            None => Chaining::Compound,
+        },
         ChainingSetting::Veth => Chaining::Veth { hop_cores, isolation },
         ChainingSetting::Linux => Chaining::Linux { hop_cores },
         ChainingSetting::Ovs => Chaining::Ovs { hop_cores },
@@ -563,8 +575,6 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         hops,
         wiring,
         settings,
-        pipeline,
-        replicas,
         io,
         ports,
         chaining,
@@ -2035,9 +2045,10 @@ runn: {}
         .unwrap_err();
         assert!(e.to_string().starts_with("--memif-wait: chooses how the hops"), "{e}");
         let piped = from_shorthand("forwarder*2", &flags(&[("runtime", "pipeline")])).unwrap();
-        assert_eq!(
-            (piped.chaining.clone(), piped.pipeline.is_some()),
-            (Chaining::Pipeline, true)
+        assert!(
+            matches!(piped.chaining, Chaining::Pipeline { replicas: 1, .. }),
+            "{:?}",
+            piped.chaining
         );
     }
 
@@ -2049,11 +2060,14 @@ runn: {}
             &Settings::default(),
         )
         .unwrap();
-        let p = experiment.pipeline.unwrap();
-        assert_eq!((p.placement, p.links), (Placement::SCore, LinkMode::Backpressure));
+        let p = experiment.pipeline().unwrap();
+        assert_eq!(
+            (p.placement.clone(), p.links),
+            (Placement::SCore, LinkMode::Backpressure)
+        );
         let experiment = parse("chain: [noop]\n", "p.yaml", &flags(&[("placement", "s_core")])).unwrap();
         assert!(
-            experiment.pipeline.is_some(),
+            experiment.pipeline().is_some(),
             "a placement implies the pipeline runtime"
         );
         for (text, key) in [

@@ -7,16 +7,22 @@
 
 use std::fmt::{self, Display};
 
+use sfclab_runtime::PipelineSettings;
+
 use crate::settings::{ChainingSetting, Isolation};
 
 /// How the NFs of a chain are joined, resolved.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, Default)]
 pub enum Chaining {
     /// Function calls in one thread (the compound runtime).
     #[default]
     Compound,
-    /// Rings between cores (the pipeline runtime, with the experiment's `pipeline`).
-    Pipeline,
+    /// Rings between cores (the pipeline runtime): its placement, cores and links, and
+    /// the copies of the chain run side by side (flows spread by hash).
+    Pipeline {
+        settings: PipelineSettings,
+        replicas: usize,
+    },
     /// Namespaces joined by veth pairs, an sfclab NF in each.
     Veth {
         hop_cores: HopCores,
@@ -54,7 +60,7 @@ impl Chaining {
     pub fn kind(&self) -> ChainingSetting {
         match self {
             Chaining::Compound => ChainingSetting::Compound,
-            Chaining::Pipeline => ChainingSetting::Pipeline,
+            Chaining::Pipeline { .. } => ChainingSetting::Pipeline,
             Chaining::Veth { .. } => ChainingSetting::Veth,
             Chaining::Linux { .. } => ChainingSetting::Linux,
             Chaining::Ovs { .. } => ChainingSetting::Ovs,
@@ -71,12 +77,28 @@ impl Chaining {
     /// The core of each hop; empty for a chain in one process.
     pub fn hop_cores(&self) -> &[Option<usize>] {
         match self {
-            Chaining::Compound | Chaining::Pipeline => &[],
+            Chaining::Compound | Chaining::Pipeline { .. } => &[],
             Chaining::Veth { hop_cores, .. }
             | Chaining::Linux { hop_cores }
             | Chaining::Ovs { hop_cores }
             | Chaining::NicSwitch { hop_cores, .. }
             | Chaining::Memif { hop_cores, .. } => hop_cores,
+        }
+    }
+
+    /// The pipeline runtime's settings, when the chain runs as a pipeline across cores.
+    pub fn pipeline(&self) -> Option<&PipelineSettings> {
+        match self {
+            Chaining::Pipeline { settings, .. } => Some(settings),
+            _ => None,
+        }
+    }
+
+    /// Copies of the chain run side by side: 1 but in a pipeline of replicas.
+    pub fn replicas(&self) -> usize {
+        match self {
+            Chaining::Pipeline { replicas, .. } => *replicas,
+            _ => 1,
         }
     }
 

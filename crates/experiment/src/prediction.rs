@@ -17,7 +17,7 @@ impl Experiment {
                 "`{name}` with its default settings drops every packet ({reason}): {fix}; price the chain as it runs, e.g. `sfclab model predict examples/chains/edge.yaml`"
             ));
         }
-        if self.replicas > 1 {
+        if self.replicas() > 1 {
             return Err("replicas are not priced yet: predict one replica (its cores are its own)".into());
         }
         if let Some(w) = &self.wiring
@@ -63,7 +63,7 @@ impl Experiment {
                 self.ports
             ));
         }
-        Ok(match &self.pipeline {
+        Ok(match self.pipeline() {
             Some(p) => Layout::Pipeline {
                 stages: p
                     .placement
@@ -73,7 +73,7 @@ impl Experiment {
                     .collect(),
             },
             None => {
-                debug_assert!(matches!(self.chaining, Chaining::Compound | Chaining::Pipeline));
+                debug_assert!(matches!(self.chaining, Chaining::Compound));
                 Layout::Compound
             }
         })

@@ -78,14 +78,14 @@ pub(crate) fn run(experiment: &Experiment) -> Result<Reports, RunError> {
 /// A chain in this process between in-memory ports.
 fn run_in_memory(experiment: &Experiment) -> Result<RunReport, RunError> {
     let build = || experiment.build_nfs();
-    match &experiment.pipeline {
-        Some(p) if experiment.replicas > 1 => run_parallel(
+    match &experiment.chaining {
+        Chaining::Pipeline { settings, replicas } if *replicas > 1 => run_parallel(
             experiment.traffic.clone(),
-            (0..experiment.replicas).map(|_| build()).collect::<Result<_, _>>()?,
-            p,
+            (0..*replicas).map(|_| build()).collect::<Result<_, _>>()?,
+            settings,
         ),
-        Some(p) => run_pipeline(experiment.traffic.clone(), experiment.graph()?, p),
-        None => run_compound_between_ports(experiment),
+        Chaining::Pipeline { settings, .. } => run_pipeline(experiment.traffic.clone(), experiment.graph()?, settings),
+        _ => run_compound_between_ports(experiment),
     }
 }
 
@@ -136,7 +136,7 @@ fn run_wired(experiment: &Experiment) -> Result<WiredReport, RunError> {
         },
         // One replica per queue: each builds its own NFs (their state is the replica's).
         _ => DeviceUnderTest::Chain(
-            (0..experiment.replicas)
+            (0..experiment.replicas())
                 .map(|_| experiment.graph())
                 .collect::<Result<_, _>>()?,
         ),

@@ -6,7 +6,7 @@ use sfclab_runtime::{PipelineSettings, Placement, Progress, RunError, RunReport,
 use sfclab_traffic::Rate;
 use std::time::Duration;
 
-use crate::Experiment;
+use crate::{Chaining, Experiment, Ports};
 
 /// Where the tester and the device under test run.
 #[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
@@ -26,7 +26,10 @@ pub struct DutPlacement {
 pub fn isolate_dut(experiment: &mut Experiment, shared_core: bool) -> Result<DutPlacement, String> {
     use sfclab_runtime::placement::{allowed_cores, default_chain_core};
     let allowed = allowed_cores();
-    if experiment.pipeline.is_none() {
+    // A chain in this process that runs compound becomes a one-stage pipeline; a chain
+    // elsewhere (interfaces, namespaces) is placed on its core as one, for the record.
+    let mut elsewhere = None;
+    if experiment.pipeline().is_none() {
         let chain_core = experiment
             .settings
             .core
@@ -35,14 +38,27 @@ pub fn isolate_dut(experiment: &mut Experiment, shared_core: bool) -> Result<Dut
         let mut run = experiment.settings.clone();
         run.core = None;
         run.pool_size = 0;
-        experiment.pipeline = Some(PipelineSettings {
+        let settings = PipelineSettings {
             run,
             placement: Placement::SCore,
             cores: vec![chain_core],
             ..Default::default()
-        });
+        };
+        if matches!(
+            (&experiment.chaining, &experiment.ports),
+            (Chaining::Compound, Ports::Memory)
+        ) {
+            experiment.chaining = Chaining::Pipeline { settings, replicas: 1 };
+        } else {
+            elsewhere = Some(settings);
+        }
     }
-    let p = experiment.pipeline.as_mut().expect("a pipeline now");
+    let p = match &mut experiment.chaining {
+        Chaining::Pipeline { settings, .. } => settings,
+        _ => elsewhere
+            .as_mut()
+            .ok_or("a chain outside a pipeline has no placement")?,
+    };
     let chain_cores: Vec<usize> = p
         .placement
         .stages(experiment.nfs.len().max(1), &p.cores)
@@ -158,8 +174,8 @@ impl ChainTrial {
             experiment.nfs.clear();
             experiment.hops.clear();
             experiment.wiring = None;
-            if let Some(p) = experiment.pipeline.as_mut() {
-                p.placement = sfclab_runtime::Placement::SCore;
+            if let crate::Chaining::Pipeline { settings, .. } = &mut experiment.chaining {
+                settings.placement = sfclab_runtime::Placement::SCore;
             }
         }
         experiment.stop_on(&self.stop);
