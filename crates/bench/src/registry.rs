@@ -213,9 +213,9 @@ pub fn one_nf(text: &str) -> Result<sfclab_nf::NfSpec, BenchError> {
     let source = sfclab_experiment::ChainSource::Shorthand(text.into());
     let experiment = sfclab_experiment::Experiment::load(&source, &sfclab_experiment::Settings::default())
         .map_err(|e| BenchError::Usage(format!("--nf: {e}")))?;
-    match <[_; 1]>::try_from(experiment.nfs) {
-        Ok([(_, nf)]) => Ok(nf),
-        Err(_) => Err(BenchError::Usage(format!(
+    match experiment.nfs() {
+        [(_, nf)] => Ok(nf.clone()),
+        _ => Err(BenchError::Usage(format!(
             "--nf `{text}`: give one NF (the benchmark repeats it)"
         ))),
     }

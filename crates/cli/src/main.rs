@@ -407,7 +407,7 @@ fn cmd_run(a: RunArgs) -> ExitCode {
         let file = a.file.clone().unwrap_or_else(|| "FILE".into());
         // In one process the hops have no hosts to sit on: the NFs are measured as ever.
         if !matches!(
-            experiment.chaining,
+            experiment.chaining(),
             sfclab_experiment::Chaining::Compound | sfclab_experiment::Chaining::Pipeline { .. }
         ) {
             return outcome::fail(
@@ -422,16 +422,16 @@ fn cmd_run(a: RunArgs) -> ExitCode {
         );
     }
     // With no file the embedded default's chain is there, not asked for.
-    if !experiment.ports.runs_chain() && ((a.file.is_some() && !experiment.nfs.is_empty()) || a.chain.is_some()) {
+    if !experiment.ports().runs_chain() && ((a.file.is_some() && !experiment.nfs().is_empty()) || a.chain.is_some()) {
         return outcome::fail(
             outcome::USAGE,
             &format!(
                 "--ports {}: the device under test is not an sfclab chain, so none runs: give no chain (a file of `traffic:` and `run:` only) or --chain",
-                experiment.ports
+                experiment.ports()
             ),
         );
     }
-    if experiment.ports.served_hop().is_some_and(|hop| hop.control.is_some()) {
+    if experiment.ports().served_hop().is_some_and(|hop| hop.control.is_some()) {
         // A hop measured run after run by a tester elsewhere: each run's document to its
         // report file, the last (ended by SIGINT or SIGTERM) to stdout as well.
         let document = |r: &sfclab_runtime::RunReport| RunDocument::of_chain(&experiment, r).to_json() + "\n";

@@ -210,7 +210,7 @@ fn experiment_of(chain: &str, flags: &Settings) -> Result<Experiment, ChainFileE
 fn workloads_of(chain: &str) -> Result<Vec<NfWorkload>, String> {
     let experiment = experiment_of(chain, &Settings::default()).map_err(|e| format!("--chain {chain}: {e}"))?;
     Ok(experiment
-        .nfs
+        .nfs()
         .iter()
         .map(|(_, nf)| NfWorkload {
             nf: nf.clone(),
@@ -712,7 +712,7 @@ fn cmd_predict(a: PredictCli) -> ExitCode {
 
 fn prediction_table(experiment: &Experiment, cal: &Calibration, p: &ChainPrediction, offered: Option<f64>) -> String {
     let mut s = String::new();
-    let names: Vec<&str> = experiment.nfs.iter().map(|(n, _)| n.as_str()).collect();
+    let names: Vec<&str> = experiment.nfs().iter().map(|(n, _)| n.as_str()).collect();
     let _ = writeln!(
         s,
         "sfclab model predict | {} ({}) | calibration of {} on {}",

@@ -93,7 +93,7 @@ fn chain_file(source: &Source<'_>, options: &DeployOptions) -> Result<Manifests,
     let layout = ChainLayout {
         hosts: vec![1; plan.hops() + 2],
         memif_wait: experiment
-            .chaining
+            .chaining()
             .memif_wait()
             .unwrap_or(sfclab_io::memif::Wait::Poll)
             .endpoint_keys(),
@@ -160,7 +160,7 @@ fn scenario_file(source: Source<'_>, options: &DeployOptions) -> Result<Manifest
                 memif_within_host: true,
                 addresses: c,
                 memif_wait: exp
-                    .chaining
+                    .chaining()
                     .memif_wait()
                     .unwrap_or(sfclab_io::memif::Wait::Poll)
                     .endpoint_keys(),

@@ -66,22 +66,24 @@ impl std::error::Error for ChainFileError {}
 pub struct Experiment {
     pub name: String,
     pub traffic: GeneratorConfig,
-    pub nfs: Vec<(String, NfSpec)>,
+    /// The NFs, named, in order ([`Experiment::nfs`]). Private with `hops` and `wiring`,
+    /// which hold one entry per NF: only the chain file's resolution builds them.
+    pub(crate) nfs: Vec<(String, NfSpec)>,
     /// How many of `nfs`, in order, each hop holds (a chain file's entry that lists NFs
     /// is one hop of several): where the chaining puts hops in namespaces or processes
     /// of their own; one NF a hop unless grouped. Runtimes in one process run them all
-    /// as one chain.
-    pub hops: Vec<usize>,
-    /// Where each NF's outputs lead, when the chain file wires them (`wiring:`); `None`
-    /// is the linear chain.
-    pub wiring: Option<Vec<Vec<Next>>>,
+    /// as one chain. They add up to `nfs.len()`.
+    pub(crate) hops: Vec<usize>,
+    /// Where each NF's outputs lead, when the chain file wires them (`wiring:`), one
+    /// entry per NF; `None` is the linear chain.
+    pub(crate) wiring: Option<Vec<Vec<Next>>>,
     pub settings: RunSettings,
     /// Real I/O instead of the generator and the in-memory sink.
     pub io: FileIo,
     /// Where the traffic flows, with the settings of that kind of ports.
-    pub ports: Ports,
+    pub(crate) ports: Ports,
     /// How the NFs are joined, with the settings of that chaining.
-    pub chaining: Chaining,
+    pub(crate) chaining: Chaining,
     /// The file gives `hosts:`: its chain spans emulated hosts, as a scenario of one
     /// chain runs it (`sfclab scenario FILE`), not `sfclab run`.
     pub spans_hosts: bool,
@@ -173,6 +175,32 @@ impl Experiment {
             nfs: self.build_nfs()?,
             wiring: self.wiring.clone(),
         })
+    }
+
+    /// Where the traffic flows, with the settings of that kind of ports. Private with
+    /// `chaining`: which ports a chaining runs on is checked when the chain is resolved.
+    pub fn ports(&self) -> &Ports {
+        &self.ports
+    }
+
+    /// How the NFs are joined, with the settings of that chaining.
+    pub fn chaining(&self) -> &Chaining {
+        &self.chaining
+    }
+
+    /// The NFs, named, in order.
+    pub fn nfs(&self) -> &[(String, NfSpec)] {
+        &self.nfs
+    }
+
+    /// How many NFs, in order, each hop holds (they add up to every NF).
+    pub fn hops(&self) -> &[usize] {
+        &self.hops
+    }
+
+    /// Where each NF's outputs lead when the chain file wires them; `None`: in a line.
+    pub fn wiring(&self) -> Option<&[Vec<Next>]> {
+        self.wiring.as_deref()
     }
 
     /// The pipeline runtime's settings, when the chain runs as a pipeline across cores.
