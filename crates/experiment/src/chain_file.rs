@@ -78,6 +78,9 @@ pub struct Experiment {
     /// entry per NF; `None` is the linear chain.
     pub(crate) wiring: Option<Vec<Vec<Next>>>,
     pub settings: RunSettings,
+    /// Copies of the chain run side by side ([`Experiment::replicas`]); more than one only
+    /// where the resolution allows them (a pipeline in memory, queues of a testbed).
+    pub(crate) replicas: usize,
     /// Real I/O instead of the generator and the in-memory sink.
     pub io: FileIo,
     /// Where the traffic flows, with the settings of that kind of ports.
@@ -208,9 +211,10 @@ impl Experiment {
         self.chaining.pipeline()
     }
 
-    /// Copies of the chain run side by side: 1 but in a pipeline of replicas.
+    /// Copies of the chain run side by side, flows spread by hash: a pipeline's replicas
+    /// in memory, or one compound run per queue between a testbed's interfaces.
     pub fn replicas(&self) -> usize {
-        self.chaining.replicas()
+        self.replicas
     }
 
     /// Every run setting the experiment runs with: the compound one, and the pipeline's if set.
@@ -578,7 +582,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
     let ports = ports_of(given, &layers, &runs, ctx)?;
     let chaining = match given_chaining {
         ChainingSetting::Compound | ChainingSetting::Pipeline => match pipeline {
-            Some(settings) => Chaining::Pipeline { settings, replicas },
+            Some(settings) => Chaining::Pipeline { settings },
             None => Chaining::Compound,
         },
         ChainingSetting::Veth => Chaining::Veth { hop_cores, isolation },
@@ -603,6 +607,7 @@ fn resolve(file: ChainFile, ctx: &Ctx, flags: &Settings) -> Result<Experiment, C
         hops,
         wiring,
         settings,
+        replicas,
         io,
         ports,
         chaining,
@@ -2074,7 +2079,7 @@ runn: {}
         assert!(e.to_string().starts_with("--memif-wait: chooses how the hops"), "{e}");
         let piped = from_shorthand("forwarder*2", &flags(&[("runtime", "pipeline")])).unwrap();
         assert!(
-            matches!(piped.chaining, Chaining::Pipeline { replicas: 1, .. }),
+            matches!(piped.chaining, Chaining::Pipeline { .. }) && piped.replicas() == 1,
             "{:?}",
             piped.chaining
         );

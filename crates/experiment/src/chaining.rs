@@ -17,12 +17,8 @@ pub enum Chaining {
     /// Function calls in one thread (the compound runtime).
     #[default]
     Compound,
-    /// Rings between cores (the pipeline runtime): its placement, cores and links, and
-    /// the copies of the chain run side by side (flows spread by hash).
-    Pipeline {
-        settings: PipelineSettings,
-        replicas: usize,
-    },
+    /// Rings between cores (the pipeline runtime): its placement, cores and links.
+    Pipeline { settings: PipelineSettings },
     /// Namespaces joined by veth pairs, an sfclab NF in each.
     Veth {
         hop_cores: HopCores,
@@ -91,14 +87,6 @@ impl Chaining {
         match self {
             Chaining::Pipeline { settings, .. } => Some(settings),
             _ => None,
-        }
-    }
-
-    /// Copies of the chain run side by side: 1 but in a pipeline of replicas.
-    pub fn replicas(&self) -> usize {
-        match self {
-            Chaining::Pipeline { replicas, .. } => *replicas,
-            _ => 1,
         }
     }
 

@@ -79,9 +79,9 @@ pub(crate) fn run(experiment: &Experiment) -> Result<Reports, RunError> {
 fn run_in_memory(experiment: &Experiment) -> Result<RunReport, RunError> {
     let build = || experiment.build_nfs();
     match &experiment.chaining {
-        Chaining::Pipeline { settings, replicas } if *replicas > 1 => run_parallel(
+        Chaining::Pipeline { settings } if experiment.replicas > 1 => run_parallel(
             experiment.traffic.clone(),
-            (0..*replicas).map(|_| build()).collect::<Result<_, _>>()?,
+            (0..experiment.replicas).map(|_| build()).collect::<Result<_, _>>()?,
             settings,
         ),
         Chaining::Pipeline { settings, .. } => run_pipeline(experiment.traffic.clone(), experiment.graph()?, settings),

@@ -48,7 +48,7 @@ pub fn isolate_dut(experiment: &mut Experiment, shared_core: bool) -> Result<Dut
             (&experiment.chaining, &experiment.ports),
             (Chaining::Compound, Ports::Memory)
         ) {
-            experiment.chaining = Chaining::Pipeline { settings, replicas: 1 };
+            experiment.chaining = Chaining::Pipeline { settings };
         } else {
             elsewhere = Some(settings);
         }
