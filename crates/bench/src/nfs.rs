@@ -672,15 +672,21 @@ fn run_once(experiment: &Experiment, accounting: bool, stop: &Stop) -> Result<Ru
 pub fn nfs(args: &NfsArgs, progress: &mut Progress, stop: &Stop) -> Result<NfsBench, String> {
     progress.at(0, 1, "building the NFs' tables");
     let work = workloads(args)?;
-    let cases: Vec<(usize, usize)> = work
+    let mut cases: Vec<(usize, usize)> = work
         .iter()
         .enumerate()
         .flat_map(|(i, w)| (0..w.sizes.len()).map(move |s| (i, s)))
         .collect();
-    let experiments = cases
-        .iter()
-        .map(|&(i, s)| work[i].experiment(&work[i].sizes[s].1, args))
-        .collect::<Result<Vec<_>, _>>()?;
+    // Each case resolved once (its tables built to check them); Ctrl-C is heard between,
+    // and the rounds then end at once (the document says interrupted, with no point).
+    let mut experiments = Vec::with_capacity(cases.len());
+    for &(i, s) in &cases {
+        if stop.requested() {
+            break;
+        }
+        experiments.push(work[i].experiment(&work[i].sizes[s].1, args)?);
+    }
+    cases.truncate(experiments.len());
     let total = args.repeat * cases.len() * 2;
     let mut runs: Vec<Runs> = cases
         .iter()
