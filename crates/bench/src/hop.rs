@@ -108,15 +108,14 @@ pub fn bare_loop_cycles_per_hop(core: Option<usize>, duration: Duration) -> f64 
     })
 }
 
-/// Runs the benchmark; `progress` is told after each trial (done, total).
+/// Runs the benchmark; `progress` is told after each trial.
 pub fn hop(args: &HopBenchArgs, progress: &mut Progress, stop: &Stop) -> Result<HopBench, String> {
     let modes: Vec<bool> = if args.accounting_too {
         vec![false, true]
     } else {
         vec![false]
     };
-    let total = args.repeat * (modes.len() * args.hops.len() + usize::from(args.peer));
-    let mut done = 0;
+    progress.plan(args.repeat * (modes.len() * args.hops.len() + usize::from(args.peer)));
     let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); modes.len() * args.hops.len()];
     let testpmd = sfclab_peers::which("dpdk-testpmd");
     let mut peer_runs = Vec::new();
@@ -145,12 +144,7 @@ pub fn hop(args: &HopBenchArgs, progress: &mut Progress, stop: &Stop) -> Result<
                     break 'rounds;
                 }
                 runs[m * args.hops.len() + h].push((r.mpps, r.busy_cycles_per_packet.unwrap_or(f64::NAN)));
-                done += 1;
-                progress.at(
-                    done,
-                    total,
-                    &format!("n={n} accounting {}", if accounting { "on" } else { "off" }),
-                );
+                progress.finished(&format!("n={n} accounting {}", if accounting { "on" } else { "off" }));
             }
         }
         if !rounds.go_on() {
@@ -170,8 +164,7 @@ pub fn hop(args: &HopBenchArgs, progress: &mut Progress, stop: &Stop) -> Result<
                 Err(_) if stop.requested() => rounds.cut(),
                 Err(e) => peer_skipped = Some(e),
             }
-            done += 1;
-            progress.at(done, total, "dpdk-testpmd");
+            progress.finished("dpdk-testpmd");
         }
     }
     for r in &mut runs {

@@ -225,8 +225,7 @@ pub(crate) fn row_rounds<R: RoundRow>(
     (stop, progress): (&Stop, &mut Progress),
     mut measure: impl FnMut(&mut R) -> Result<(), String>,
 ) -> Result<Rounds, String> {
-    let total = repeat * rows.iter().filter(|r| !r.skipped()).count();
-    let mut done = 0;
+    progress.plan(repeat * rows.iter().filter(|r| !r.skipped()).count());
     let mut rounds = Rounds::new(repeat, stop);
     while rounds.start_next() {
         let round = rounds.completed() + 1;
@@ -242,8 +241,7 @@ pub(crate) fn row_rounds<R: RoundRow>(
                 rounds.cut();
                 break;
             }
-            done += 1;
-            progress.at(done, total, &format!("round {round}: {}", r.name()));
+            progress.finished(&format!("round {round}: {}", r.name()));
         }
     }
     for r in rows.iter_mut() {

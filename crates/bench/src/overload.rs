@@ -99,8 +99,7 @@ pub fn run(args: &OverloadArgs, progress: &mut Progress, stop: &Stop) -> Result<
         ));
     }
     let pair = (cores[0], cores[1]);
-    let total = args.hops.len() * (args.repeat + args.loads.len() * 2 * args.repeat);
-    let mut done = 0;
+    progress.plan(args.hops.len() * (args.repeat + args.loads.len() * 2 * args.repeat));
     let mut capacity = Vec::new();
     let mut points = Vec::new();
     let mut interrupted = false;
@@ -119,8 +118,7 @@ pub fn run(args: &OverloadArgs, progress: &mut Progress, stop: &Stop) -> Result<
                 break 'lengths;
             }
             caps.push(r.mpps);
-            done += 1;
-            progress.at(done, total, &format!("n={n} capacity"));
+            progress.finished(&format!("n={n} capacity"));
         }
         let cap = median(&caps);
         capacity.push((n, cap));
@@ -139,12 +137,7 @@ pub fn run(args: &OverloadArgs, progress: &mut Progress, stop: &Stop) -> Result<
                         break 'lengths;
                     }
                     rs.push(r);
-                    done += 1;
-                    progress.at(
-                        done,
-                        total,
-                        &format!("n={n} load {:.0}% {}", load * 100.0, links.name()),
-                    );
+                    progress.finished(&format!("n={n} load {:.0}% {}", load * 100.0, links.name()));
                 }
                 let mpps: Vec<f64> = rs.iter().map(|r| r.mpps).collect();
                 let mid = rs

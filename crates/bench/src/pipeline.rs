@@ -163,8 +163,7 @@ pub fn run(args: &PipelineBenchArgs, progress: &mut Progress, stop: &Stop) -> Re
         _ => None,
     };
     let configs = configs();
-    let total = args.repeat * configs.len();
-    let mut done = 0;
+    progress.plan(args.repeat * configs.len());
     let mut runs: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut commands = vec![String::new(); configs.len()];
     // Interleaved repetitions: a noisy machine's drifts hit every configuration alike.
@@ -198,8 +197,7 @@ pub fn run(args: &PipelineBenchArgs, progress: &mut Progress, stop: &Stop) -> Re
                 }
                 _ => {}
             }
-            done += 1;
-            progress.at(done, total, &format!("{} {}", c.system, c.setup));
+            progress.finished(&format!("{} {}", c.system, c.setup));
         }
     }
     let rows: Vec<Row> = configs

@@ -65,8 +65,7 @@ pub struct PlacementBench {
 }
 
 pub fn run(args: &PlacementArgs, progress: &mut Progress, stop: &Stop) -> Result<PlacementBench, String> {
-    let total = args.repeat * args.lengths.len() * args.placements.len();
-    let mut done = 0;
+    progress.plan(args.repeat * args.lengths.len() * args.placements.len());
     let mut runs: Vec<Vec<(f64, f64, usize)>> = vec![Vec::new(); args.lengths.len() * args.placements.len()];
     let mut rounds = crate::Rounds::new(args.repeat, stop);
     'rounds: while rounds.start_next() {
@@ -107,8 +106,7 @@ pub fn run(args: &PlacementArgs, progress: &mut Progress, stop: &Stop) -> Result
                     bottleneck.cycles_per_packet.unwrap_or(f64::NAN),
                     bottleneck.core,
                 ));
-                done += 1;
-                progress.at(done, total, &format!("{placement} n={n}"));
+                progress.finished(&format!("{placement} n={n}"));
             }
         }
     }

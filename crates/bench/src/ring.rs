@@ -302,8 +302,7 @@ pub fn run(
     if cores.len() < 2 {
         return Err(format!("needs two cores; this process has {}", cores.len()));
     }
-    let total = repeat * 6;
-    let mut done = 0;
+    progress.plan(repeat * 6);
     let (mut ring_runs, mut s_runs, mut b_runs) = (Vec::new(), Vec::new(), Vec::new());
     let (mut hop_runs, mut bare_runs, mut dpdk_runs) = (Vec::new(), Vec::new(), Vec::new());
     let mut dpdk_skipped = None;
@@ -317,8 +316,7 @@ pub fn run(
                 rounds.cut();
             }
         }
-        done += 1;
-        progress.at(done, total, what);
+        progress.finished(what);
         Ok::<(), String>(())
     };
     while rounds.start_next() {
