@@ -1,5 +1,5 @@
 //! `sfclab model calibrate`: measures every in-memory cost term the model uses on this
-//! machine, as a calibration (`sfclab_model::Calibration`, JSON `sfclab.calibration/3`).
+//! machine, as a calibration (`sfclab_model::Calibration`, JSON `sfclab.calibration/4`).
 //!
 //! Every run is a capacity run: the compound runtime's generator never makes more than
 //! the chain takes, and the pipeline runs with flow control and backpressure links, so
@@ -53,9 +53,27 @@ pub struct NfWorkload {
     pub nf: NfSpec,
     pub flows: u32,
     pub destinations: Destinations,
+    /// The NFs it follows in its chain, whose output is its traffic (a firewall after a
+    /// NAT allows the translated sources only): its cost is then compound [before, NF] −
+    /// compound [before], and it has no pipeline terms (a stage would start with it).
+    pub before: Vec<NfSpec>,
 }
 
 impl NfWorkload {
+    /// Its key, shortened to a line (a DPI NF's key holds its every rule).
+    pub fn label(&self) -> String {
+        let key = nf_key(self.nf.kind(), &self.nf.cost_settings());
+        let mut short: String = key.chars().take(72).collect();
+        if short.len() < key.len() {
+            short.push_str("...");
+        }
+        if !self.before.is_empty() {
+            let before: Vec<&str> = self.before.iter().map(|n| n.kind()).collect();
+            short.push_str(&format!(" after {}", before.join(", ")));
+        }
+        short
+    }
+
     /// Its traffic at frames of `size` bytes.
     fn traffic(&self, size: u16) -> GeneratorConfig {
         traffic(size, self.flows, self.destinations.clone())
@@ -79,6 +97,19 @@ pub struct CalibrateArgs {
     pub wired: Vec<String>,
     /// Runs on two cores taken at one distance between the cores (`None`: as they come).
     pub core_distance: Option<std::sync::Arc<CoreDistance>>,
+    /// Scenarios' terms (VNF processes joined by memif, the tester; needs root): `nfs`
+    /// must hold the synthetic NF their VNFs run ([`memif_workload`]).
+    pub memif: Option<crate::memif_terms::MemifTermsArgs>,
+}
+
+/// The NF the VNFs of the memif terms' runs do, whose compound cost they subtract.
+pub fn memif_workload() -> NfWorkload {
+    NfWorkload {
+        nf: NfSpec::new("synthetic", json!({ "cycles": crate::memif_terms::VNF_WORK_CYCLES })).expect("a synthetic NF"),
+        flows: 1024,
+        destinations: Destinations::Spread,
+        before: Vec::new(),
+    }
 }
 
 /// The NFs a calibration measures unless told otherwise: every NF type with settings
@@ -95,6 +126,7 @@ pub fn default_nfs() -> Result<Vec<NfWorkload>, String> {
         nf,
         flows: 1024,
         destinations: Destinations::Spread,
+        before: Vec::new(),
     };
     Ok(vec![
         one(spec("noop", json!({}))?),
@@ -106,6 +138,7 @@ pub fn default_nfs() -> Result<Vec<NfWorkload>, String> {
             )?,
             flows: 1024,
             destinations: Destinations::Spread,
+            before: Vec::new(),
         },
         one(spec(
             "nat44",
@@ -456,10 +489,14 @@ fn round(
     let base = one - noop;
     let mut nfs = Vec::with_capacity(args.nfs.len());
     for w in &args.nfs {
-        progress.next(&format!("{size} B: {}", nf_key(w.nf.kind(), &w.nf.cost_settings())));
+        progress.next(&format!("{size} B: {}", w.label()));
         // The noop as an NF is the slope just measured: the same runs again.
         nfs.push(if is_noop(&w.nf) {
             noop
+        } else if !w.before.is_empty() {
+            let with = [&w.before[..], std::slice::from_ref(&w.nf)].concat();
+            compound_cycles(args, chain_of(&with), w.traffic(size), stop)?
+                - compound_cycles(args, chain_of(&w.before), w.traffic(size), stop)?
         } else {
             nf_cost(&w.nf, base, &mut |c| compound_cycles(args, c, w.traffic(size), stop))?
         });
@@ -488,12 +525,11 @@ fn round(
             let (one, stage_noop) = one_and_per_copy(&noop_spec(), &mut |c| s_core(c, plain()))?;
             let single = one - stage_noop;
             for w in &args.nfs {
-                progress.next(&format!(
-                    "{size} B: {} in a stage",
-                    nf_key(w.nf.kind(), &w.nf.cost_settings())
-                ));
+                progress.next(&format!("{size} B: {} in a stage", w.label()));
                 nfs_in_stage.push(if is_noop(&w.nf) {
                     stage_noop
+                } else if !w.before.is_empty() {
+                    f64::NAN
                 } else {
                     nf_cost(&w.nf, single, &mut |c| s_core(c, w.traffic(size)))?
                 });
@@ -523,6 +559,10 @@ fn round(
             // Each NF X first in the second stage: bi:2 [L | X, work], core 1 against [L | S].
             progress.next(&format!("{size} B: bi:2, each NF first in the second stage"));
             for w in &args.nfs {
+                if !w.before.is_empty() {
+                    nfs_across.push(f64::NAN);
+                    continue;
+                }
                 let with_x = bi2(
                     2,
                     &|| chain_of(&[noop_spec(), work(60), w.nf.clone(), work(100)]),
@@ -636,6 +676,7 @@ pub fn steps_per_repetition(args: &CalibrateArgs) -> usize {
     sizes.dedup();
     let pipeline = usize::from(args.pipeline && cores_from(args.core).len() >= 2);
     sizes.len() * (1 + args.nfs.len() + pipeline * (3 + args.nfs.len()) + args.wired.len())
+        + args.memif.as_ref().map_or(0, |m| m.runs(sizes.len()))
 }
 
 /// What a calibration's runs on two cores were taken at, in words.
@@ -670,8 +711,7 @@ pub fn calibrate(args: &CalibrateArgs, progress: &mut Progress, stop: &Stop) -> 
     sizes.dedup();
     let cores = cores_from(args.core);
     check_technologies(args)?;
-    let steps_per_round = steps_per_repetition(args) / sizes.len();
-    progress.plan(args.repeat * sizes.len() * steps_per_round);
+    progress.plan(args.repeat * steps_per_repetition(args));
     let mut rounds: Vec<Vec<Round>> = (0..sizes.len()).map(|_| Vec::new()).collect();
     let mut interrupted = false;
     for _ in repetitions(args.repeat, stop, &mut interrupted) {
@@ -717,6 +757,13 @@ pub fn calibrate(args: &CalibrateArgs, progress: &mut Progress, stop: &Stop) -> 
     }
     let wired = wired_calibrations(args, &curves);
     notes.extend(wired_notes(args, &wired));
+    let memif = match &args.memif {
+        Some(m) => Some(memif_calibration(m, args.repeat, &sizes, &nfs, progress, stop)?),
+        None => None,
+    };
+    if memif.is_some() {
+        notes.push(crate::memif_terms::NOTE.to_string());
+    }
     let machine = crate::Machine::read();
     let cal = Calibration {
         schema: CALIBRATION_SCHEMA.into(),
@@ -740,12 +787,52 @@ pub fn calibrate(args: &CalibrateArgs, progress: &mut Progress, stop: &Stop) -> 
         nfs,
         pipeline,
         wired,
+        memif,
     };
     cal.check()?;
     Ok(cal)
 }
 
 /// The chainings in namespaces to calibrate can run here: as root, known, installed.
+/// The memif terms, their repetitions interleaved over sizes; the VNFs' synthetic work
+/// priced from its compound calibration in `nfs`.
+fn memif_calibration(
+    m: &crate::memif_terms::MemifTermsArgs,
+    repeat: usize,
+    sizes: &[u16],
+    nfs: &[NfCalibration],
+    progress: &mut Progress,
+    stop: &Stop,
+) -> Result<sfclab_model::calibration::MemifCalibration, String> {
+    let work = memif_workload();
+    let key = nf_key(work.nf.kind(), &work.nf.cost_settings());
+    let work = nfs
+        .iter()
+        .find(|n| n.key == key)
+        .ok_or_else(|| format!("the memif terms need `{key}` calibrated"))?;
+    let hz = crate::Machine::read().tsc_hz;
+    let mut rounds: Vec<Vec<crate::memif_terms::MemifRound>> = vec![Vec::new(); sizes.len()];
+    let mut interrupted = false;
+    for _ in repetitions(repeat, stop, &mut interrupted) {
+        for (i, &size) in sizes.iter().enumerate() {
+            let cost = work.cycles.at(f64::from(size))?;
+            rounds[i].push(crate::memif_terms::round(m, size, cost, hz, i == 0, progress, stop)?);
+        }
+    }
+    if rounds[0].is_empty() {
+        return Err("interrupted before the memif terms' first repetition finished: no calibration".into());
+    }
+    // Every size as many repetitions as the first (an interrupted round leaves fewer).
+    let done = rounds.iter().map(Vec::len).min().unwrap_or(0);
+    if done == 0 {
+        return Err("interrupted before the memif terms covered every size: no calibration".into());
+    }
+    for r in &mut rounds {
+        r.truncate(done);
+    }
+    Ok(crate::memif_terms::terms(m, sizes, &rounds))
+}
+
 fn check_technologies(args: &CalibrateArgs) -> Result<(), String> {
     if args.wired.is_empty() {
         return Ok(());
@@ -802,8 +889,8 @@ fn nf_calibrations(args: &CalibrateArgs, curves: &Curves, has_pipeline: bool) ->
             key,
             kind: w.nf.kind().to_string(),
             cycles: curves.of(&|r| r.nfs[k]),
-            in_stage: has_pipeline.then(|| curves.of(&|r| r.nfs_in_stage[k])),
-            across: has_pipeline.then(|| curves.of(&|r| r.nfs_across[k])),
+            in_stage: (has_pipeline && w.before.is_empty()).then(|| curves.of(&|r| r.nfs_in_stage[k])),
+            across: (has_pipeline && w.before.is_empty()).then(|| curves.of(&|r| r.nfs_across[k])),
         });
     }
     nfs

@@ -51,6 +51,7 @@ pub mod io;
 pub mod lpm;
 pub mod lpm6;
 pub mod memif;
+pub mod memif_terms;
 pub mod model;
 pub mod nfs;
 pub mod overload;

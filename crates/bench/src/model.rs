@@ -244,7 +244,7 @@ pub enum CalibrationSource<'a> {
     /// by up to 1.6x for tens of seconds (another guest on the core), so a term measured
     /// a minute before its cell prices another machine. `sizes` are the calibration's;
     /// `nfs` and `wired` what the cells may need.
-    EachCell(crate::calibrate::CalibrateArgs),
+    EachCell(Box<crate::calibrate::CalibrateArgs>),
 }
 
 /// The calibration of one cell: only the terms it uses, at the calibrated sizes next to
@@ -1212,7 +1212,7 @@ pub static BENCH: crate::registry::Entry<ModelFlags, ModelBench> = crate::regist
         let near = CoreDistance::from_flag(&f.max_core_round_trip).map_err(Usage)?;
         let source = match &given {
             Some(c) => CalibrationSource::Given(c),
-            None => CalibrationSource::EachCell(crate::calibrate::CalibrateArgs {
+            None => CalibrationSource::EachCell(Box::new(crate::calibrate::CalibrateArgs {
                 sizes: vec![64, 512, 1518],
                 nfs: crate::calibrate::default_nfs()?,
                 duration,
@@ -1223,7 +1223,8 @@ pub static BENCH: crate::registry::Entry<ModelFlags, ModelBench> = crate::regist
                 pipeline: true,
                 wired: f.technologies.clone(),
                 core_distance: near.clone(),
-            }),
+                memif: None,
+            })),
         };
         let args = ModelBenchArgs {
             duration,
@@ -1317,6 +1318,7 @@ mod tests {
             pipeline: true,
             wired: vec!["veth".into(), "linux".into()],
             core_distance: None,
+            memif: None,
         };
         let compound = Case {
             kinds: vec!["firewall", "nat44", "firewall"],

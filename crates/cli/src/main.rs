@@ -314,13 +314,14 @@ fn cmd_cleanup(all: bool) -> ExitCode {
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json) besides the
 /// benchmarks'.
-const DOCUMENTS: [&str; 8] = [
+const DOCUMENTS: [&str; 9] = [
     "run",
     "search",
     "sweep",
     "scenario",
     "calibration",
     "prediction",
+    "scenario-prediction",
     "plan",
     "rc",
 ];
@@ -346,9 +347,15 @@ pub fn schema(name: &str) -> Option<String> {
         "sweep" => Some(sweep::schema()),
         "scenario" => Some(scenario::schema()),
         "calibration" => Some(render::schema_of::<sfclab_model::Calibration>(
-            "calibration-3.json",
-            "`sfclab model calibrate` (the file it writes), schema sfclab.calibration/3.",
+            "calibration-4.json",
+            "`sfclab model calibrate` (the file it writes), schema sfclab.calibration/4.",
         )),
+        "scenario-prediction" => Some(
+            render::schema_of::<sfclab_model::documents::ScenarioPredictionDocument>(
+                "scenario-prediction-1.json",
+                "`sfclab model predict --scenario FILE --json`, schema sfclab.scenario-prediction/1.",
+            ),
+        ),
         "prediction" => Some(render::schema_of::<sfclab_model::documents::PredictionDocument>(
             "prediction-1.json",
             "`sfclab model predict --json`, schema sfclab.prediction/1.",

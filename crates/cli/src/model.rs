@@ -5,8 +5,9 @@
 use crate::{RunArgs, outcome};
 use clap::{Args, Subcommand};
 use sfclab_bench::calibrate::{CalibrateArgs, NfWorkload};
+use sfclab_experiment::scenario::{Scenario, ScenarioFlags};
 use sfclab_experiment::{ChainFileError, ChainSource, Experiment, Settings};
-use sfclab_model::documents::{CalibrationRef, PlanDocument, RcDocument};
+use sfclab_model::documents::{CalibrationRef, PlanDocument, RcDocument, ScenarioPredictionDocument};
 use sfclab_model::{Calibration, ChainPrediction, nf_key};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 #[derive(Subcommand)]
 pub enum ModelCmd {
     /// Measure every cost term of the model on this machine and store it (JSON,
-    /// schema `sfclab.calibration/3`, with the machine and date): the compound base,
+    /// schema `sfclab.calibration/4`, with the machine and date): the compound base,
     /// each NF (every NF type's usual settings, and those of the chains given), the
     /// pipeline's stages and rings, per frame size.
     Calibrate(CalibrateCli),
@@ -53,6 +54,17 @@ pub struct CalibrateCli {
     /// `linux`, `ovs`; chains of 1 and 3 forwarders, sfclab's tester on one core.
     #[arg(long, value_delimiter = ',')]
     technologies: Vec<String>,
+    /// Also calibrate scenarios' terms (needs root): the tester thread and a VNF process
+    /// joined by memif, per frame, and what sharing a core costs VNFs; with the NFs of
+    /// the VNF presets and a licence.
+    #[arg(long)]
+    memif: bool,
+    /// With --memif: the VNFs' wait modes to calibrate.
+    #[arg(long, value_delimiter = ',', default_value = "interrupt,polling")]
+    memif_waits: Vec<String>,
+    /// Also calibrate the NFs of this scenario's VNFs (implies --memif); repeatable.
+    #[arg(long)]
+    scenario: Vec<PathBuf>,
     #[arg(long, default_value = "500ms")]
     duration: String,
     #[arg(long, default_value = "200ms")]
@@ -95,6 +107,13 @@ pub struct PredictCli {
     /// a profile's JSON file.
     #[arg(long, value_name = "PRESET|FILE")]
     hardware: Option<String>,
+    /// Price a scenario (many chains of VNF processes joined by memif, as `sfclab
+    /// scenario` runs it) instead of a chain: its file; `--chains`, `--shape`, `--vnf` or
+    /// `--chain-file` ask for one too. `--offered` is then the aggregate, split evenly.
+    #[arg(long, value_name = "FILE", help_heading = "Scenario")]
+    scenario: Option<PathBuf>,
+    #[command(flatten)]
+    scenario_flags: ScenarioFlags,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -216,6 +235,7 @@ fn workloads_of(chain: &str) -> Result<Vec<NfWorkload>, String> {
             nf: nf.clone(),
             flows: experiment.traffic.flows,
             destinations: experiment.traffic.destinations.clone(),
+            before: Vec::new(),
         })
         .collect())
 }
@@ -250,6 +270,33 @@ fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
             }
         }
     }
+    let memif = (a.memif || !a.scenario.is_empty())
+        .then(|| sfclab_bench::memif_terms::MemifTermsArgs::new(a.memif_waits.clone(), duration, warmup));
+    if memif.is_some() {
+        if let Some(w) = a
+            .memif_waits
+            .iter()
+            .find(|w| !["polling", "interrupt"].contains(&w.as_str()))
+        {
+            return Err(format!("--memif-waits: `{w}` is neither `polling` nor `interrupt`"));
+        }
+        let mut scenario_nfs = sfclab_bench::memif_terms::preset_workloads()?;
+        scenario_nfs.push(sfclab_bench::calibrate::memif_workload());
+        for path in &a.scenario {
+            let s = Scenario::load(Some(path), &ScenarioFlags::default(), &Settings::default())
+                .map_err(|e| format!("--scenario {e}"))?;
+            scenario_nfs.extend(sfclab_bench::memif_terms::scenario_workloads(&s));
+        }
+        for w in scenario_nfs {
+            let key = nf_key(w.nf.kind(), &w.nf.cost_settings());
+            if !nfs
+                .iter()
+                .any(|n: &NfWorkload| nf_key(n.nf.kind(), &n.nf.cost_settings()) == key)
+            {
+                nfs.push(w);
+            }
+        }
+    }
     // The noop chain is the reference every term is measured against: always there.
     Ok(CalibrateArgs {
         sizes: a.sizes.clone(),
@@ -262,6 +309,7 @@ fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
         pipeline: true,
         wired: a.technologies.clone(),
         core_distance: sfclab_bench::cores::CoreDistance::from_flag(&a.max_core_round_trip)?,
+        memif,
     })
 }
 
@@ -309,11 +357,15 @@ pub fn calibration_table(cal: &Calibration) -> String {
     let mut header = vec!["term (TSC cycles per packet)".to_string()];
     header.extend(cal.sizes.iter().map(|s| format!("{s} B [min–max]")));
     t.set_header(header);
-    let mut row = |name: String, c: &sfclab_model::Curve| {
+    // `range`: the interval is the repetitions' range (shown in the cell), not a 95%
+    // interval of a fitted slope.
+    let mut row = |name: String, c: &sfclab_model::Curve, range: bool| {
         let mut cells = vec![name];
         cells.extend(c.points.iter().map(|p| {
             let cell = sfclab_bench::with_range(&p.runs, 0);
             match p.interval {
+                Some(_) if range && p.indistinct_from_zero() => format!("{cell}: not told from zero"),
+                Some(_) if range => cell,
                 Some([lo, hi]) if p.indistinct_from_zero() => {
                     format!("{cell}, 95% {lo:.0} to {hi:.0}: not told from zero")
                 }
@@ -323,22 +375,35 @@ pub fn calibration_table(cal: &Calibration) -> String {
         }));
         t.add_row(cells);
     };
-    row("compound base (generator, loop, sink)".into(), &cal.compound_base);
+    row(
+        "compound base (generator, loop, sink)".into(),
+        &cal.compound_base,
+        false,
+    );
     for nf in &cal.nfs {
-        row(format!("nf {}", short(&nf.key)), &nf.cycles);
+        row(format!("nf {}", short(&nf.key)), &nf.cycles, false);
     }
     if let Some(p) = &cal.pipeline {
         row(
             "pipeline: one stage (generator, ingress queue, sink)".into(),
             &p.single_stage,
+            false,
         );
-        row("pipeline: first of two stages (+ enqueue)".into(), &p.first_stage);
-        row("pipeline: last of two stages (dequeue +)".into(), &p.last_stage);
-        row("pipeline: ring between stages on one core".into(), &p.same_core_link);
+        row(
+            "pipeline: first of two stages (+ enqueue)".into(),
+            &p.first_stage,
+            false,
+        );
+        row("pipeline: last of two stages (dequeue +)".into(), &p.last_stage, false);
+        row(
+            "pipeline: ring between stages on one core".into(),
+            &p.same_core_link,
+            false,
+        );
     }
     for w in &cal.wired {
-        row(format!("{}: chain ends (DUT core)", w.technology), &w.fixed);
-        row(format!("{}: each hop (DUT core)", w.technology), &w.per_hop);
+        row(format!("{}: chain ends (DUT core)", w.technology), &w.fixed, false);
+        row(format!("{}: each hop (DUT core)", w.technology), &w.per_hop, false);
         if let Some(d) = &w.software_drops {
             let [short, long] = d.lengths;
             row(
@@ -347,6 +412,7 @@ pub fn calibration_table(cal: &Calibration) -> String {
                     w.technology
                 ),
                 &d.short,
+                false,
             );
             row(
                 format!(
@@ -354,6 +420,7 @@ pub fn calibration_table(cal: &Calibration) -> String {
                     w.technology
                 ),
                 &d.long,
+                false,
             );
         }
         let kpps = sfclab_model::Curve::new(
@@ -371,9 +438,34 @@ pub fn calibration_table(cal: &Calibration) -> String {
         row(
             format!("{}: the tester's ceiling (kpps, not cycles)", w.technology),
             &kpps,
+            false,
         );
     }
+    if let Some(m) = &cal.memif {
+        row("memif tester: per frame generated".into(), &m.tester_generate, true);
+        row("memif tester: per frame a ring took".into(), &m.tester_send, true);
+        row("memif tester: per frame received".into(), &m.tester_receive, true);
+        for w in &m.waits {
+            row(format!("memif {}: a VNF's hop (its NFs aside)", w.wait), &w.hop, true);
+        }
+    }
     let _ = writeln!(s, "{t}");
+    if let Some(m) = &cal.memif {
+        for w in &m.waits {
+            let points: Vec<String> = w
+                .sharing
+                .iter()
+                .map(|p| format!("{} per core {}", p.per_core, sfclab_bench::with_range(&p.runs, 0)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "memif {}: sharing a core, cycles per frame beyond the hop (at {} B): {}",
+                w.wait,
+                cal.sizes[0],
+                points.join("; ")
+            );
+        }
+    }
     for n in &cal.method.notes {
         let _ = writeln!(s, "  {n}");
     }
@@ -683,6 +775,13 @@ fn cmd_predict(a: PredictCli) -> ExitCode {
         Ok(c) => c,
         Err(e) => return outcome::fail(outcome::USAGE, &format!("--calibration {e}")),
     };
+    let f = &a.scenario_flags;
+    if a.scenario.is_some() || f.chains.is_some() || f.shape.is_some() || f.vnf.is_some() || f.chain_file.is_some() {
+        return match predict_scenario(&a, &cal) {
+            Ok(text) => outcome::emit_then(&text, 0),
+            Err(e) => outcome::fail(outcome::USAGE, &e),
+        };
+    }
     let experiment = match crate::load_experiment(&a.run) {
         Ok(s) => s,
         Err(e) => return outcome::fail(outcome::USAGE, &e.to_string()),
@@ -765,5 +864,141 @@ fn prediction_table(experiment: &Experiment, cal: &Calibration, p: &ChainPredict
             pps / 1e6
         );
     }
+    s
+}
+
+/// `model predict` of a scenario: its document as JSON, or its tables.
+fn predict_scenario(a: &PredictCli, cal: &Calibration) -> Result<String, String> {
+    if a.hardware.is_some() {
+        return Err("--hardware prices a chain's NIC; a scenario's NIC is its --line-rate and --nic-capacity".into());
+    }
+    let scenario =
+        Scenario::load(a.scenario.as_deref(), &a.scenario_flags, &a.run.settings).map_err(|e| e.to_string())?;
+    let mut model = scenario.model().map_err(|e| format!("{}: {e}", scenario.name))?;
+    if let Some(text) = &a.offered {
+        let rate = text
+            .parse::<sfclab_traffic::Rate>()
+            .map_err(|e| format!("--offered {text}: {e}"))?;
+        let streams = model.streams.len() as f64;
+        for s in &mut model.streams {
+            let mean = s.frames.iter().map(|(b, w)| b * w).sum::<f64>() / s.frames.iter().map(|f| f.1).sum::<f64>();
+            s.offered_pps = rate.pps(mean).map(|p| p / streams);
+        }
+    }
+    let doc = ScenarioPredictionDocument::new(scenario.name.clone(), (&a.calibration, cal), &model)?;
+    Ok(if a.run.json {
+        serde_json::to_string_pretty(&doc).expect("serialisable") + "\n"
+    } else {
+        scenario_prediction_table(&doc, cal)
+    })
+}
+
+fn mpps(pps: f64) -> String {
+    format!("{:.3}", pps / 1e6)
+}
+
+fn scenario_prediction_table(d: &ScenarioPredictionDocument, cal: &Calibration) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab model predict | scenario `{}` | calibration of {} on {}",
+        d.scenario, cal.date, cal.machine.cpu
+    );
+    let limits = [
+        d.line_bps.map(|b| format!("line {:.2} Gbit/s per direction", b / 1e9)),
+        d.nic_capacity_bps
+            .map(|b| format!("NIC capacity {:.2} Gbit/s", b / 1e9)),
+    ];
+    let limits: Vec<String> = limits.into_iter().flatten().collect();
+    let _ = writeln!(
+        s,
+        "{} VNF process(es) on {} core(s), memif {}{}",
+        d.at_offered.processes.len(),
+        d.vnf_cores,
+        d.wait,
+        if limits.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", limits.join(", "))
+        }
+    );
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header([
+        "VNF process",
+        "term",
+        "TSC cycles/frame",
+        "arriving Mpps",
+        "worked Mpps",
+        "core share",
+    ]);
+    for p in &d.at_offered.processes {
+        for (what, cycles) in &p.terms {
+            t.add_row([
+                p.name.clone(),
+                short(what),
+                format!("{cycles:.1}"),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+        }
+        t.add_row([
+            p.name.clone(),
+            "total".into(),
+            format!("{:.1}", p.cycles_per_frame),
+            mpps(p.arriving_pps),
+            mpps(p.worked_pps),
+            format!("{:.0} %", p.core_share * 100.0),
+        ]);
+    }
+    let _ = writeln!(s, "{t}");
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header([
+        "chain",
+        "direction",
+        "offered Mpps",
+        "generated Mpps",
+        "received Mpps",
+        "lost where (Mpps)",
+        "limited by",
+    ]);
+    for st in &d.at_offered.streams {
+        t.add_row([
+            st.chain.clone(),
+            if st.reverse { "reverse" } else { "forward" }.into(),
+            st.offered_pps.map_or("max".into(), mpps),
+            mpps(st.generated_pps),
+            mpps(st.received_pps),
+            st.dropped
+                .iter()
+                .map(|(w, p)| format!("{w} {}", mpps(*p)))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            st.bottleneck.as_ref().map_or("-".into(), ToString::to_string),
+        ]);
+    }
+    let _ = writeln!(s, "{t}");
+    let f = &d.at_offered;
+    let _ = writeln!(
+        s,
+        "at the offered load: {} Mpps received of {} generated; the tester's core {:.0} % busy",
+        mpps(f.received_pps),
+        mpps(f.generated_pps),
+        f.tester_utilisation.min(1.0) * 100.0
+    );
+    let c = &d.capacity;
+    let _ = writeln!(
+        s,
+        "capacity: {} Mpps in all without loss{}, limited by {}",
+        mpps(c.aggregate_pps),
+        if f.streams.iter().all(|s| s.offered_pps.is_none()) {
+            " (offered all the tester sends)".to_string()
+        } else {
+            format!(" ({:.3} x the offered rates)", c.scale)
+        },
+        c.bottleneck.as_ref().map_or("nothing".into(), ToString::to_string)
+    );
     s
 }

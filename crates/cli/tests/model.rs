@@ -34,7 +34,7 @@ fn calibrate(dir: &std::path::Path, chains: &[&str]) -> std::path::PathBuf {
     let printed: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(printed, written, "--json prints what it writes");
-    assert_follows_schema("calibration-3.json", &written);
+    assert_follows_schema("calibration-4.json", &written);
     out
 }
 
@@ -81,7 +81,7 @@ fn a_prediction_adds_up_the_calibrations_terms() {
         &["forwarder(dst_mac=02:00:00:00:00:09) -> nat44(max_sessions=4096)"],
     );
     let cal: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(cal["schema"], "sfclab.calibration/3");
+    assert_eq!(cal["schema"], "sfclab.calibration/4");
     assert_eq!(cal["method"]["repeat"], 2);
     assert!(cal["machine"]["tsc_hz"].as_f64().unwrap() > 1e8);
     // The MAC names a port, it does not change the forwarder's work: one key `forwarder`.
@@ -485,7 +485,7 @@ fn chains_in_namespaces_are_calibrated_and_priced_per_hop() {
     let o = sfclab(&args);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     let cal: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_follows_schema("calibration-3.json", &cal);
+    assert_follows_schema("calibration-4.json", &cal);
     let veth = &cal["wired"][0];
     assert_eq!(veth["technology"], "veth");
     let fixed = at(&veth["fixed"], 64);
@@ -584,4 +584,207 @@ fn predicting(cal: &std::path::Path, chaining: &str, chain: &str, extra: &[&str]
     ];
     args.extend_from_slice(extra);
     sfclab(&args)
+}
+
+/// `memif` terms written into a calibration by hand: the tester 100 cycles per frame
+/// generated, sent and received; a VNF's hop `hop`; sharing 100 more at 4 per core; and
+/// a licence policer's cost (50), which scenarios with `--vnf-rate-cap` are priced with.
+fn with_memif_terms(cal: &std::path::Path, hop: f64) -> Value {
+    let mut c: Value = serde_json::from_str(&std::fs::read_to_string(cal).unwrap()).unwrap();
+    let sizes: Vec<u64> = c["sizes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_u64().unwrap())
+        .collect();
+    let flat = |v: f64| serde_json::json!({ "points": sizes.iter().map(|s| serde_json::json!({"size": s, "cycles": v, "runs": [v]})).collect::<Vec<_>>() });
+    c["memif"] = serde_json::json!({
+        "tester_generate": flat(100.0),
+        "tester_send": flat(100.0),
+        "tester_receive": flat(100.0),
+        "waits": [{ "wait": "interrupt", "hop": flat(hop), "sharing": [{ "per_core": 4.0, "cycles": 100.0, "runs": [100.0] }] }],
+    });
+    c["nfs"].as_array_mut().unwrap().push(serde_json::json!({
+        "key": sfclab_experiment::scenario::licence_key(),
+        "kind": "qos",
+        "cycles": flat(50.0),
+        "in_stage": null,
+        "across": null,
+    }));
+    std::fs::write(cal, serde_json::to_string_pretty(&c).unwrap()).unwrap();
+    c
+}
+
+#[test]
+fn a_scenario_is_priced_from_the_memif_terms_and_the_nfs_as_the_model_adds_them_up() {
+    let dir = temp("scenario-predict");
+    let cal = calibrate(&dir, &["forwarder"]);
+    let c = with_memif_terms(&cal, 300.0);
+    assert_follows_schema("calibration-4.json", &c);
+    let hz = c["machine"]["tsc_hz"].as_f64().unwrap();
+    let forwarder = at(nf_curve(&c, "forwarder"), 64);
+    let predict = |extra: &[&str]| {
+        let mut args = vec![
+            "model",
+            "predict",
+            "--calibration",
+            cal.to_str().unwrap(),
+            "--chains",
+            "2",
+            "--vnf",
+            "forwarder",
+            "--vnf-cores",
+            "1",
+            "--one-way",
+            "--size",
+            "64",
+            "--json",
+        ];
+        args.extend(extra);
+        let o = sfclab(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_follows_schema("scenario-prediction-1.json", &doc);
+        doc
+    };
+    // Two VNFs on one core, each frame its hop, the forwarder and sharing at 2 per core
+    // (a third of the way to 4's 100): the core carries TSC / that in all.
+    let doc = predict(&["--rate", "100Mpps"]);
+    let per_frame = 300.0 + forwarder + 100.0 / 3.0;
+    let capacity = hz / per_frame;
+    let received = doc["at_offered"]["received_pps"].as_f64().unwrap();
+    assert!(
+        (received - capacity).abs() / capacity < 1e-4,
+        "{received} against {capacity}"
+    );
+    for s in doc["at_offered"]["streams"].as_array().unwrap() {
+        // Every frame generated is received or lost at a named place.
+        let lost: f64 = s["dropped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d[1].as_f64().unwrap())
+            .sum();
+        let (g, r) = (
+            s["generated_pps"].as_f64().unwrap(),
+            s["received_pps"].as_f64().unwrap(),
+        );
+        assert!((g - r - lost).abs() <= 1e-6 * g, "{s}");
+        assert_eq!(s["dropped"][0][0], "tester tx-refused", "{s}");
+        assert_eq!(s["bottleneck"]["kind"], "vnf_core", "{s}");
+    }
+    assert_eq!(doc["capacity"]["bottleneck"]["kind"], "vnf_cores");
+    // A licence below what the core carries limits each VNF, and is named.
+    let doc = predict(&["--rate", "100Mpps", "--vnf-rate-cap", "100Mbit"]);
+    let terms = doc["at_offered"]["processes"][0]["terms"].as_array().unwrap();
+    assert!(terms.iter().any(|t| t[1] == 50.0), "the licence's cost: {terms:?}");
+    for s in doc["at_offered"]["streams"].as_array().unwrap() {
+        assert_eq!(s["bottleneck"]["kind"], "licence", "{s}");
+        // 64 B frames carry 46 B of IP: 100 Mbit/s of them.
+        let want = 100e6 / (46.0 * 8.0);
+        let r = s["received_pps"].as_f64().unwrap();
+        assert!((r - want).abs() / want < 1e-4, "{r} against {want}");
+    }
+    // The table says the same, in words.
+    let o = sfclab(&[
+        "model",
+        "predict",
+        "--calibration",
+        cal.to_str().unwrap(),
+        "--chains",
+        "2",
+        "--vnf",
+        "forwarder",
+        "--vnf-cores",
+        "1",
+        "--size",
+        "64",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("memif hop (interrupt)") && text.contains("capacity:"),
+        "{text}"
+    );
+    // A calibration without memif terms says how to make them.
+    let plain = dir.join("plain.json");
+    let mut c = c;
+    c.as_object_mut().unwrap().remove("memif");
+    std::fs::write(&plain, c.to_string()).unwrap();
+    let o = sfclab(&[
+        "model",
+        "predict",
+        "--calibration",
+        plain.to_str().unwrap(),
+        "--chains",
+        "2",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("calibrate --memif"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn the_memif_terms_are_calibrated_from_scenarios_and_price_one() {
+    sfclab_topology::require_root("namespaces");
+    let _cores = both_cores();
+    let dir = temp("memif-terms");
+    let out = dir.join("cal.json");
+    let o = sfclab(&[
+        "model",
+        "calibrate",
+        "--memif",
+        "--memif-waits",
+        "interrupt",
+        "--only-chains",
+        "--chain",
+        "forwarder",
+        "--sizes",
+        "64",
+        "--repeat",
+        "1",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "100ms",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("memif interrupt: a VNF's hop"), "{}", stdout(&o));
+    let c: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_follows_schema("calibration-4.json", &c);
+    let m = &c["memif"];
+    assert_eq!(m["waits"][0]["wait"], "interrupt");
+    let ks: Vec<f64> = m["waits"][0]["sharing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["per_core"].as_f64().unwrap())
+        .collect();
+    assert_eq!(ks, vec![2.0, 4.0, 8.0]);
+    for term in ["tester_generate", "tester_send", "tester_receive"] {
+        assert!(at(&m[term], 64).is_finite(), "{term}: {m}");
+    }
+    // The presets' NFs were calibrated with it: the router preset's scenario is priced.
+    let o = sfclab(&[
+        "model",
+        "predict",
+        "--calibration",
+        out.to_str().unwrap(),
+        "--chains",
+        "2",
+        "--shape",
+        "pvvp",
+        "--vnf",
+        "router",
+        "--size",
+        "64",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(doc["capacity"]["aggregate_pps"].as_f64().unwrap() > 0.0, "{doc}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -37,7 +37,7 @@ impl Experiment {
     }
 
     /// The frame sizes offered with their weights, bytes with FCS.
-    fn frames(&self) -> Vec<(f64, f64)> {
+    pub(crate) fn frames(&self) -> Vec<(f64, f64)> {
         match &self.traffic.sizes {
             FrameSizes::Fixed { size } => vec![(f64::from(*size), 1.0)],
             FrameSizes::Mix { sizes, .. } => sizes.iter().map(|&(s, w)| (f64::from(s), f64::from(w))).collect(),

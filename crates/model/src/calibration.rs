@@ -1,12 +1,15 @@
 //! A calibration: every cost term the model uses, as measured on one machine on one
-//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/3`) and reused by
+//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/4`; /3 read as one without memif terms) and reused by
 //! `model predict`, `plan` and `bench model`. A term is a curve over frame sizes; a
 //! prediction at a size between two calibrated ones interpolates, one outside them or
 //! for an NF the calibration did not measure is refused, not guessed.
 
 use serde::{Deserialize, Serialize};
 
-pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/3";
+pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/4";
+
+/// The schema before the memif terms: read as one without them.
+const CALIBRATION_SCHEMA_3: &str = "sfclab.calibration/3";
 
 /// A cost at each calibrated frame size (with FCS), TSC cycles per packet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -21,8 +24,10 @@ pub struct CurvePoint {
     pub cycles: f64,
     /// Every repetition's estimate, for the spread.
     pub runs: Vec<f64>,
-    /// The 95% confidence interval of a term fitted as a slope (the cost per hop of a
-    /// chaining in namespaces), low and high; absent for the other terms.
+    /// Where the term lies, low and high: the 95% confidence interval of a term fitted
+    /// as a slope (the cost per hop of a chaining in namespaces), or the range of the
+    /// repetitions of a memif term taken as a difference of runs; absent for the other
+    /// terms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<[f64; 2]>,
 }
@@ -115,7 +120,8 @@ pub struct NfCalibration {
     /// In a pipeline's stage: behind an ingress queue the generator keeps full, the
     /// frames in flight are the queue's (a thousand buffers, not a batch), and an NF's
     /// tables share the caches with them; stateful NFs cost 10–20 cycles more there than
-    /// in a compound loop. `None` when the calibration has no pipeline terms.
+    /// in a compound loop. `None` when the calibration has no pipeline terms, or the NF
+    /// was calibrated after the NFs it follows in a VNF (a stage would start with it).
     pub in_stage: Option<Curve>,
     /// First in a stage whose frames come from another core (bi:2's second stage): its
     /// in-stage work and the frame's cache lines it is first to need there. An NF that
@@ -218,6 +224,81 @@ pub struct Calibration {
     /// `None` where the machine has one core (no second core to measure a ring across).
     pub pipeline: Option<PipelineCalibration>,
     pub wired: Vec<WiredCalibration>,
+    /// Scenarios' terms: VNF processes joined by memif and the tester that drives them
+    /// (`None`: not calibrated; `model calibrate --memif`, needs root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memif: Option<MemifCalibration>,
+}
+
+/// What a scenario's parts cost (seed 001's VNFs as sfclab processes joined by memif,
+/// one tester thread driving every chain), cycles per frame on their cores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MemifCalibration {
+    /// The tester, per frame it generates, whether a chain's ring takes it or refuses it.
+    pub tester_generate: Curve,
+    /// The tester, per frame a chain's ring took (the copy into shared memory), beyond
+    /// `tester_generate`.
+    pub tester_send: Curve,
+    /// The tester, per frame it receives back (its checks and counters).
+    pub tester_receive: Curve,
+    /// A VNF process's own work per frame, per way its memif ends wait.
+    pub waits: Vec<MemifWaitCalibration>,
+}
+
+/// A VNF process's costs in one wait mode of its memif ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MemifWaitCalibration {
+    /// `polling` or `interrupt`.
+    pub wait: String,
+    /// Per frame it receives and sends over memif, its NFs aside, alone on its core.
+    pub hop: Curve,
+    /// Per frame, beyond `hop`, when k processes busy at once share each core (wake-ups,
+    /// switches, caches refilled): measured at a few k, linear between them, the
+    /// largest measured beyond it; 0 at k = 1.
+    pub sharing: Vec<SharingPoint>,
+}
+
+/// The cost of sharing a core at `per_core` processes per core.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SharingPoint {
+    pub per_core: f64,
+    /// The median of the repetitions, cycles per frame.
+    pub cycles: f64,
+    pub runs: Vec<f64>,
+}
+
+impl MemifWaitCalibration {
+    /// The sharing cost at `k` processes per core: linear between measured k, the
+    /// largest k's cost beyond it, nothing at one or fewer.
+    pub fn sharing_at(&self, k: f64) -> f64 {
+        let mut points = vec![(1.0, 0.0)];
+        points.extend(self.sharing.iter().map(|p| (p.per_core, p.cycles)));
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if k <= 1.0 {
+            return 0.0;
+        }
+        match points.iter().position(|p| p.0 >= k) {
+            None => points.last().map_or(0.0, |p| p.1),
+            Some(0) => points[0].1,
+            Some(i) => {
+                let ((k0, c0), (k1, c1)) = (points[i - 1], points[i]);
+                c0 + (c1 - c0) * (k - k0) / (k1 - k0)
+            }
+        }
+    }
+}
+
+impl MemifCalibration {
+    /// The terms of wait mode `wait` (`polling`, `interrupt`), or why there are none.
+    pub fn wait(&self, wait: &str) -> Result<&MemifWaitCalibration, String> {
+        self.waits.iter().find(|w| w.wait == wait).ok_or_else(|| {
+            let known: Vec<&str> = self.waits.iter().map(|w| w.wait.as_str()).collect();
+            format!(
+                "memif wait `{wait}` is not in the calibration (it has {}): calibrate with --memif-waits {wait}",
+                known.join(", ")
+            )
+        })
+    }
 }
 
 /// How an NF is named in a calibration: its kind, and its settings as compact JSON
@@ -243,7 +324,7 @@ impl Calibration {
     pub fn from_json(text: &str, origin: &str) -> Result<Calibration, String> {
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("{origin}: not JSON: {e}"))?;
         match value.get("schema").and_then(|s| s.as_str()) {
-            Some(CALIBRATION_SCHEMA) => {}
+            Some(CALIBRATION_SCHEMA | CALIBRATION_SCHEMA_3) => {}
             Some(other) => {
                 return Err(format!(
                     "{origin}: schema `{other}`; this sfclab reads `{CALIBRATION_SCHEMA}` (calibrate again)"
@@ -266,16 +347,20 @@ impl Calibration {
         let mut curves: Vec<(String, &Curve)> = vec![("compound_base".into(), &self.compound_base)];
         for nf in &self.nfs {
             curves.push((format!("nf `{}`", nf.key), &nf.cycles));
+            // Both pipeline terms or neither (an NF calibrated after the NFs before it in
+            // its VNF has neither: it is priced in compound loops only).
+            if nf.in_stage.is_some() != nf.across.is_some() {
+                let (has, lacks) = if nf.in_stage.is_some() {
+                    ("in_stage", "across")
+                } else {
+                    ("across", "in_stage")
+                };
+                return Err(format!("nf `{}` has an {has} cost but no {lacks} cost", nf.key));
+            }
             for (name, term) in [("in_stage", &nf.in_stage), ("across", &nf.across)] {
                 match (term, &self.pipeline) {
                     (Some(c), Some(_)) => curves.push((format!("nf `{}` {name}", nf.key), c)),
-                    (None, None) => {}
-                    (None, Some(_)) => {
-                        return Err(format!(
-                            "nf `{}` has no {name} cost, but the pipeline is calibrated",
-                            nf.key
-                        ));
-                    }
+                    (None, _) => {}
                     (Some(_), None) => {
                         return Err(format!(
                             "nf `{}` has an {name} cost, but no pipeline is calibrated",
@@ -298,6 +383,20 @@ impl Calibration {
             if let Some(d) = &w.software_drops {
                 curves.push((format!("wired `{}` software_drops.short", w.technology), &d.short));
                 curves.push((format!("wired `{}` software_drops.long", w.technology), &d.long));
+            }
+        }
+        if let Some(m) = &self.memif {
+            curves.push(("memif.tester_generate".into(), &m.tester_generate));
+            curves.push(("memif.tester_send".into(), &m.tester_send));
+            curves.push(("memif.tester_receive".into(), &m.tester_receive));
+            for w in &m.waits {
+                curves.push((format!("memif `{}` hop", w.wait), &w.hop));
+                if let Some(p) = w.sharing.iter().find(|p| !(p.per_core > 1.0 && p.cycles.is_finite())) {
+                    return Err(format!(
+                        "memif `{}` sharing at {} per core is {}: not a cost",
+                        w.wait, p.per_core, p.cycles
+                    ));
+                }
             }
         }
         for (name, curve) in curves {
@@ -354,7 +453,12 @@ impl Calibration {
         };
         curve
             .as_ref()
-            .ok_or("the calibration has no pipeline terms (it was measured on one core)")?
+            .ok_or_else(|| match &self.pipeline {
+                None => "the calibration has no pipeline terms (it was measured on one core)".to_string(),
+                Some(_) => {
+                    format!("NF `{key}` was calibrated after the NFs before it in a VNF, not in a pipeline's stage")
+                }
+            })?
             .at(size)
             .map_err(|e| format!("NF `{key}` {where_}: {e}"))
     }

@@ -133,7 +133,7 @@ enum NfAt {
 }
 
 /// The traffic-weighted mean of `f` over the chain's frame sizes.
-fn mean_over(frames: &[(f64, f64)], f: impl Fn(f64) -> Result<f64, String>) -> Result<f64, String> {
+pub(crate) fn mean_over(frames: &[(f64, f64)], f: impl Fn(f64) -> Result<f64, String>) -> Result<f64, String> {
     let total: f64 = frames.iter().map(|(_, w)| w).sum();
     if frames.is_empty() || total.is_nan() || total <= 0.0 {
         return Err("the chain's traffic has no frame size".into());
@@ -514,6 +514,7 @@ pub(crate) mod tests {
                 tester_pps: Curve::flat(&sizes, 500_000.0),
                 software_drops: None,
             }],
+            memif: None,
         }
     }
 
@@ -836,10 +837,26 @@ pub(crate) mod tests {
         assert!(c.check().unwrap_err().contains("calibrated twice"));
         let mut c = cal();
         c.nfs[1].in_stage = None;
-        assert!(c.check().unwrap_err().contains("nat44` has no in_stage cost"));
+        assert!(
+            c.check()
+                .unwrap_err()
+                .contains("nat44` has an across cost but no in_stage cost")
+        );
         let mut c = cal();
         c.nfs[0].across = None;
-        assert!(c.check().unwrap_err().contains("forwarder` has no across cost"));
+        assert!(
+            c.check()
+                .unwrap_err()
+                .contains("forwarder` has an in_stage cost but no across cost")
+        );
+        // Neither: an NF calibrated after the NFs before it in a VNF, priced in compound
+        // loops only, and refused in a stage saying why.
+        let mut c = cal();
+        c.nfs[1].in_stage = None;
+        c.nfs[1].across = None;
+        c.check().unwrap();
+        let e = c.nf_stage_cycles("nat44", 64.0, false).unwrap_err();
+        assert!(e.contains("after the NFs before it"), "{e}");
         let mut c = cal();
         c.pipeline = None;
         assert!(c.check().unwrap_err().contains("has an in_stage cost, but no pipeline"));

@@ -7,6 +7,52 @@ use crate::{Calibration, ChainPrediction, HardwareProfile, PlanResult, RcPoint};
 pub const PREDICTION_SCHEMA: &str = "sfclab.prediction/1";
 pub const PLAN_SCHEMA: &str = "sfclab.plan/1";
 pub const RC_SCHEMA: &str = "sfclab.rc/1";
+pub const SCENARIO_PREDICTION_SCHEMA: &str = "sfclab.scenario-prediction/1";
+
+/// `sfclab model predict SCENARIO --json`: a scenario priced at its offered load, and
+/// where it stops carrying all it is offered.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct ScenarioPredictionDocument {
+    pub schema: &'static str,
+    pub version: &'static str,
+    pub scenario: String,
+    pub calibration: CalibrationRef,
+    /// How the VNFs' memif ends wait (`polling`, `interrupt`).
+    pub wait: String,
+    /// Cores the VNF processes share.
+    pub vnf_cores: usize,
+    /// The NIC's line per direction and its capacity, bits per second at layer 1.
+    pub line_bps: Option<f64>,
+    pub nic_capacity_bps: Option<f64>,
+    /// Every stream and VNF process at the offered load (the scenario's rates, or `--offered`).
+    pub at_offered: crate::scenario::ScenarioFlow,
+    /// The offered rates scaled until something gives: the aggregate there and what
+    /// limits each stream and the whole.
+    pub capacity: crate::scenario::Capacity,
+}
+
+impl ScenarioPredictionDocument {
+    /// `model` priced with `cal` (read from `file`).
+    pub fn new(
+        scenario: String,
+        (file, cal): (&std::path::Path, &Calibration),
+        model: &crate::scenario::ScenarioModel,
+    ) -> Result<ScenarioPredictionDocument, String> {
+        let priced = crate::scenario::PricedScenario::new(cal, model)?;
+        Ok(ScenarioPredictionDocument {
+            schema: SCENARIO_PREDICTION_SCHEMA,
+            version: env!("CARGO_PKG_VERSION"),
+            scenario,
+            calibration: CalibrationRef::of(file, cal),
+            wait: model.wait.clone(),
+            vnf_cores: model.vnf_cores,
+            line_bps: model.line_bps,
+            nic_capacity_bps: model.nic_capacity_bps,
+            at_offered: priced.flow(1.0),
+            capacity: priced.capacity(),
+        })
+    }
+}
 
 /// `sfclab model rc --json`.
 #[derive(serde::Serialize, schemars::JsonSchema)]

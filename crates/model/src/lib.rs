@@ -17,6 +17,7 @@ pub mod documents;
 pub mod hardware;
 pub mod plan;
 pub mod rc;
+pub mod scenario;
 
 pub use calibration::{CALIBRATION_SCHEMA, Calibration, Curve, CurvePoint, nf_key};
 pub use chain::{ChainModel, ChainPrediction, Layout, Overload, Term, hops_overload, predict_chain};

@@ -53,6 +53,7 @@
 
 mod document;
 mod file;
+mod model;
 mod presets;
 mod repetitions;
 mod run;
@@ -76,6 +77,7 @@ pub use document::{
     Aggregate, ChainResult, DirectionResult, HopDirection, HopFlow, ProcessSched, ScenarioDocument, ScenarioRun,
     ScenarioSearch, ScenarioSummary,
 };
+pub use model::{POLICED_AT_BPS, licence_key, licence_spec, priced_key, priced_spec};
 pub use presets::{VNF_PRESETS, WEB_RULES, web_rules};
 pub use repetitions::run;
 

@@ -1,0 +1,423 @@
+//! The model's terms for scenarios (`model calibrate --memif`): what the tester thread and
+//! a VNF process joined to it by memif cost per frame, and what sharing a core costs the
+//! VNF processes, each measured by running small scenarios as `sfclab scenario` runs
+//! them (every VNF an sfclab process in a namespace of its own, the tester on its core,
+//! the VNFs on the others), offered all the tester sends.
+//!
+//! - The tester always polls: its core is full whatever it carries, so in a run where it
+//!   is the limit its clock is spent on what it did: `TSC = g T_gen + a T_send + r T_recv`
+//!   per second, g frames generated, a taken by the first VNF's ring, r received back.
+//!   Three chains make three such runs, solved for the three terms: a forwarder (all
+//!   come back), a firewall without rules (every frame taken, none back) and a VNF far
+//!   slower than the tester (most refused at its ring).
+//! - A VNF process: alone on its core, doing `synthetic(cycles=600)`, it is the limit:
+//!   `hop = TSC / what it forwards − the synthetic NF's cost` (its compound calibration).
+//! - Sharing a core: k such chains, one VNF each on one core: `sharing(k) = TSC / what
+//!   they forward together − the NF − hop`.
+
+use std::path::Path;
+
+use sfclab_experiment::Settings;
+use sfclab_experiment::scenario::{Scenario, ScenarioFlags, ScenarioRun, priced_spec};
+use sfclab_model::calibration::{MemifCalibration, MemifWaitCalibration, SharingPoint};
+use sfclab_model::{Curve, CurvePoint};
+use sfclab_runtime::{Progress, Stop};
+
+use crate::median;
+
+/// The work each VNF does in the runs that measure its hop and its sharing: enough that
+/// it, not the tester, is the limit at every size (the tester's round trip is ~460
+/// cycles a 64 B frame here, ~900 at 1518 B; with 600, the runs at 512 and 1518 B were
+/// sometimes the tester's, and their hop read 900 to 2,000 cycles). TSC time, so it
+/// adds no noise of its own.
+pub const VNF_WORK_CYCLES: u64 = 1500;
+
+/// How the terms were measured, for the calibration's notes.
+pub const NOTE: &str = "memif (scenarios: VNF processes in namespaces joined by memif, one tester thread; PVP chains one way, offered all the tester sends): the tester's T_gen, T_send, T_recv solved from TSC = generated T_gen + taken T_send + received T_recv over three runs (a polling forwarder, a firewall without rules, a synthetic NF of 4 W cycles); W = the larger of 1500 and 3 × the tester's round trip; hop = TSC / forwarded − synthetic(cycles=W) for one VNF alone on its core (its ring refusing frames: the VNF, not the tester, the limit); sharing(k) = TSC / forwarded by k such VNFs on one core − synthetic(cycles=W) − hop (at the smallest size); each point's interval is its repetitions' range";
+
+/// The NFs of every VNF of `scenario` with their chains' traffic, each as the model
+/// prices it (a policer at a rate nothing reaches), after the NFs before it in its VNF;
+/// each once.
+pub fn scenario_workloads(scenario: &Scenario) -> Vec<crate::calibrate::NfWorkload> {
+    let mut out: Vec<crate::calibrate::NfWorkload> = Vec::new();
+    for exp in scenario.instances() {
+        // Each NF after the NFs before it in its VNF: their output is its traffic.
+        let mut hop_of = Vec::new();
+        for (h, &n) in exp.hops().iter().enumerate() {
+            hop_of.extend(std::iter::repeat_n(h, n));
+        }
+        for (i, (_, nf)) in exp.nfs().iter().enumerate() {
+            let first_of_hop = hop_of.iter().position(|&h| h == hop_of[i]).unwrap_or(i);
+            let before: Vec<sfclab_nf::NfSpec> =
+                exp.nfs()[first_of_hop..i].iter().map(|(_, n)| priced_spec(n)).collect();
+            let nf = priced_spec(nf);
+            let key = sfclab_model::nf_key(nf.kind(), &nf.cost_settings());
+            if !out
+                .iter()
+                .any(|w| sfclab_model::nf_key(w.nf.kind(), &w.nf.cost_settings()) == key)
+            {
+                out.push(crate::calibrate::NfWorkload {
+                    nf,
+                    flows: exp.traffic.flows,
+                    destinations: exp.traffic.destinations.clone(),
+                    before,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The NFs of the VNF presets (`forwarder`, `router`, `multi-feature`) and a licence, as
+/// scenarios run them: what `model calibrate --memif` prices scenarios with unless told.
+pub fn preset_workloads() -> Result<Vec<crate::calibrate::NfWorkload>, String> {
+    let mut out: Vec<crate::calibrate::NfWorkload> = Vec::new();
+    for vnf in sfclab_experiment::scenario::VNF_PRESETS {
+        let yaml = format!("chains: 1\nvnf: {vnf}\nvnf_rate_cap: 1Gbit\n");
+        let s = Scenario::from_text(&yaml, Path::new(vnf), &ScenarioFlags::default(), &Settings::default())
+            .map_err(|e| e.to_string())?;
+        for w in scenario_workloads(&s) {
+            let key = sfclab_model::nf_key(w.nf.kind(), &w.nf.cost_settings());
+            if !out
+                .iter()
+                .any(|o| sfclab_model::nf_key(o.nf.kind(), &o.nf.cost_settings()) == key)
+            {
+                out.push(w);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct MemifTermsArgs {
+    /// `polling`, `interrupt`.
+    pub waits: Vec<String>,
+    /// Processes per core at which sharing is measured, per wait (polling: a polling
+    /// process spends its whole share whatever it carries; k = 2 says what it costs).
+    pub sharing: Vec<usize>,
+    pub duration: std::time::Duration,
+    pub warmup: std::time::Duration,
+}
+
+impl MemifTermsArgs {
+    pub fn new(waits: Vec<String>, duration: std::time::Duration, warmup: std::time::Duration) -> Self {
+        MemifTermsArgs {
+            waits,
+            sharing: vec![2, 4, 8],
+            duration,
+            warmup,
+        }
+    }
+
+    /// Runs of one repetition at `sizes` frame sizes (for the progress bar).
+    pub fn runs(&self, sizes: usize) -> usize {
+        sizes * (3 + self.waits.len()) + self.waits.iter().map(|w| self.sharing_of(w).len()).sum::<usize>()
+    }
+
+    fn sharing_of(&self, wait: &str) -> Vec<usize> {
+        match wait {
+            // Polling processes on one core each spin their share: 2 and 4 say enough.
+            "polling" => self.sharing.iter().copied().filter(|&k| k <= 4).collect(),
+            _ => self.sharing.clone(),
+        }
+    }
+}
+
+/// One repetition at one frame size: each term's estimate.
+#[derive(Clone, Debug)]
+pub struct MemifRound {
+    /// `T_gen`, `T_send`, `T_recv`.
+    tester: [f64; 3],
+    /// Per wait of the args, in order.
+    hops: Vec<f64>,
+    /// Per wait, per k of its sharing: cycles per frame beyond the hop (only at the
+    /// smallest size).
+    sharing: Vec<Vec<f64>>,
+}
+
+/// What a run gives the terms, packets per second: generated, taken by the first ring,
+/// received; and the busiest VNF process's share of a core.
+struct Rates {
+    generated: f64,
+    taken: f64,
+    received: f64,
+}
+
+fn run(yaml: &str, stop: &Stop) -> Result<ScenarioRun, String> {
+    let mut s = Scenario::from_text(
+        yaml,
+        Path::new("model calibrate --memif"),
+        &ScenarioFlags::default(),
+        &Settings::default(),
+    )
+    .map_err(|e| e.to_string())?;
+    s.stop_on(stop);
+    let doc = sfclab_experiment::scenario::run(&s, &mut Progress::quiet()).map_err(|e| e.to_string())?;
+    doc.runs
+        .into_iter()
+        .next()
+        .ok_or_else(|| "the scenario ran no repetition".to_string())
+}
+
+fn rates(r: &ScenarioRun) -> Rates {
+    let a = &r.aggregate;
+    let refused = if a.window.sent == 0 {
+        0.0
+    } else {
+        a.not_offered as f64 / a.window.sent as f64
+    };
+    Rates {
+        generated: a.generated_mpps * 1e6,
+        taken: a.generated_mpps * 1e6 * (1.0 - refused),
+        received: a.throughput_mpps * 1e6,
+    }
+}
+
+/// The scenario of `chains` PVP chains of one VNF doing `vnf`, one way, as fast as the
+/// tester goes, at frames of `size`.
+fn scenario(args: &MemifTermsArgs, chains: usize, vnf: &str, size: u16, wait: &str) -> String {
+    format!(
+        "name: model calibrate --memif\nchains: {chains}\nshape: pvp\nvnf: [{vnf}]\nbidirectional: false\n\
+         traffic: {{ rate: max, size: {size}, flows: 256 }}\n\
+         run: {{ duration: {}ms, warmup: {}ms, memif_wait: {wait} }}\nrepeat: 1\n",
+        args.duration.as_millis(),
+        args.warmup.as_millis()
+    )
+}
+
+/// One repetition at `size`: the tester's three runs, each wait's hop, and (`sharing`)
+/// each wait's sharing runs. `work` is the compound cost of the synthetic NF of
+/// [`VNF_WORK_CYCLES`] at
+/// `size`.
+pub fn round(
+    args: &MemifTermsArgs,
+    size: u16,
+    work: f64,
+    hz: f64,
+    sharing: bool,
+    progress: &mut Progress,
+    stop: &Stop,
+) -> Result<MemifRound, String> {
+    let mut measure = |chains: usize, vnf: &str, wait: &str, what: &str| -> Result<Rates, String> {
+        let r = run(&scenario(args, chains, vnf, size, wait), stop)?;
+        progress.finished(&format!("memif {what} at {size} B"));
+        Ok(rates(&r))
+    };
+    // The VNFs are the limit only where their rings refuse frames.
+    let vnf_bound = |r: &Rates, what: &str| {
+        if r.taken < r.generated * 0.99 {
+            Ok(())
+        } else {
+            Err(format!(
+                "memif {what} at {size} B: the VNF's ring refused nothing, so the tester, not the VNF, was the limit ({:.2} Mpps) though the VNF had work of three of its round trips a frame",
+                r.received / 1e6
+            ))
+        }
+    };
+    // The tester is the limit in the first two: the VNF polls on its own core.
+    let pass = measure(1, "forwarder", "polling", "tester: forwarder")?;
+    // The VNFs' work: at least [`VNF_WORK_CYCLES`], and three times the tester's round
+    // trip just measured (a slower tester, as a debug build's, needs heavier VNFs to be
+    // the limit); a synthetic NF costs its cycles and a constant, known from `work`.
+    let cycles = (3.0 * hz / pass.received.max(1.0)).max(VNF_WORK_CYCLES as f64).round() as u64;
+    let work = work - VNF_WORK_CYCLES as f64 + cycles as f64;
+    let heavy = format!("{{synthetic: {{cycles: {cycles}}}}}");
+    let slow = format!("{{synthetic: {{cycles: {}}}}}", cycles * 4);
+    let drop = measure(1, "firewall", "polling", "tester: firewall without rules")?;
+    let refuse = measure(1, &slow, "polling", "tester: a VNF slower than the tester")?;
+    let rows = [
+        [pass.generated, pass.taken, pass.received],
+        [drop.generated, drop.taken, drop.received],
+        [refuse.generated, refuse.taken, refuse.received],
+    ];
+    let tester = solve3(rows, [hz, hz, hz]).ok_or_else(|| {
+        let said: Vec<String> = rows
+            .iter()
+            .zip(["forwarder", "firewall without rules", "a slow VNF"])
+            .map(|(r, what)| format!("{what}: generated {:.3}, taken {:.3}, received {:.3} Mpps", r[0] / 1e6, r[1] / 1e6, r[2] / 1e6))
+            .collect();
+        format!(
+            "memif at {size} B: the tester's three runs do not tell its terms apart ({}): was the tester the limit in the first two?",
+            said.join("; ")
+        )
+    })?;
+    let mut hops = Vec::new();
+    let mut shared = Vec::new();
+    for wait in &args.waits {
+        let alone = measure(1, &heavy, wait, &format!("{wait} hop"))?;
+        vnf_bound(&alone, &format!("{wait} hop"))?;
+        let hop = hz / alone.received - work;
+        hops.push(hop);
+        let mut per_k = Vec::new();
+        if sharing {
+            for k in args.sharing_of(wait) {
+                let r = measure(k, &heavy, wait, &format!("{wait} sharing at {k} per core"))?;
+                vnf_bound(&r, &format!("{wait} sharing at {k} per core"))?;
+                per_k.push(hz / r.received - work - hop);
+            }
+        }
+        shared.push(per_k);
+    }
+    Ok(MemifRound {
+        tester,
+        hops,
+        sharing: shared,
+    })
+}
+
+/// `m x = b` for three unknowns (Cramer's rule, each row scaled to its first element);
+/// `None` when the rows are too nearly alike to tell the unknowns apart.
+fn solve3(m: [[f64; 3]; 3], b: [f64; 3]) -> Option<[f64; 3]> {
+    let det = |m: [[f64; 3]; 3]| {
+        m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+            + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+    };
+    let mut m = m;
+    let mut b = b;
+    for (row, bv) in m.iter_mut().zip(&mut b) {
+        let scale = row[0];
+        if !(scale.is_finite() && scale > 0.0) {
+            return None;
+        }
+        row.iter_mut().for_each(|v| *v /= scale);
+        *bv /= scale;
+    }
+    let d = det(m);
+    if !d.is_finite() || d.abs() < 1e-3 {
+        return None;
+    }
+    let mut x = [0.0; 3];
+    for (i, xi) in x.iter_mut().enumerate() {
+        let mut mi = m;
+        for (row, &bv) in mi.iter_mut().zip(&b) {
+            row[i] = bv;
+        }
+        *xi = det(mi) / d;
+    }
+    Some(x)
+}
+
+/// A point of repetitions' estimates: their median, and their range as its interval (a
+/// term taken as a difference of runs may not be told from zero).
+fn point(size: u16, runs: Vec<f64>) -> CurvePoint {
+    let lo = runs.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = runs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    CurvePoint {
+        size,
+        cycles: median(&runs),
+        interval: Some([lo, hi]),
+        runs,
+    }
+}
+
+/// The terms from every repetition's rounds, `rounds[i]` at `sizes[i]` (the first size's
+/// rounds carry the sharing runs).
+pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -> MemifCalibration {
+    let curve = |f: &dyn Fn(&MemifRound) -> f64| {
+        Curve::new(
+            sizes
+                .iter()
+                .zip(rounds)
+                .map(|(&size, rs)| point(size, rs.iter().map(f).collect()))
+                .collect(),
+        )
+    };
+    let waits = args
+        .waits
+        .iter()
+        .enumerate()
+        .map(|(w, wait)| MemifWaitCalibration {
+            wait: wait.clone(),
+            hop: curve(&|r| r.hops[w]),
+            sharing: args
+                .sharing_of(wait)
+                .iter()
+                .enumerate()
+                .map(|(i, &k)| {
+                    let runs: Vec<f64> = rounds[0].iter().map(|r| r.sharing[w][i]).collect();
+                    SharingPoint {
+                        per_core: k as f64,
+                        cycles: median(&runs),
+                        runs,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    MemifCalibration {
+        tester_generate: curve(&|r| r.tester[0]),
+        tester_send: curve(&|r| r.tester[1]),
+        tester_receive: curve(&|r| r.tester[2]),
+        waits,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn three_runs_tell_the_testers_three_terms_apart() {
+        // T_gen 135, T_send 145, T_recv 180 on a 2.445 GHz clock.
+        let t = [135.0, 145.0, 180.0];
+        let hz = 2.445e9;
+        let rows = [[1.0, 1.0, 1.0], [1.0, 0.86, 0.0], [1.0, 0.07, 0.07]];
+        let m = rows.map(|r| {
+            let per_frame: f64 = r.iter().zip(&t).map(|(a, b)| a * b).sum();
+            let g = hz / per_frame;
+            r.map(|v| v * g)
+        });
+        let x = solve3(m, [hz; 3]).unwrap();
+        for (got, want) in x.iter().zip(t) {
+            assert!((got - want).abs() < 1e-6, "{x:?}");
+        }
+        assert!(solve3([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 0.0]], [1.0; 3]).is_none());
+    }
+
+    #[test]
+    fn a_calibration_scenario_is_one_the_scenario_loader_takes() {
+        let args = MemifTermsArgs::new(
+            vec!["interrupt".into()],
+            std::time::Duration::from_millis(500),
+            std::time::Duration::from_millis(200),
+        );
+        let yaml = scenario(&args, 4, "{synthetic: {cycles: 1500}}", 512, "interrupt");
+        let s = Scenario::from_text(&yaml, Path::new("t"), &ScenarioFlags::default(), &Settings::default()).unwrap();
+        assert_eq!(s.chains().len(), 4);
+        let m = s.model().unwrap();
+        assert_eq!(m.wait, "interrupt");
+        assert_eq!(m.streams.len(), 4);
+        assert_eq!(m.streams[0].offered_pps, None);
+        assert_eq!(m.streams[0].frames, vec![(512.0, 1.0)]);
+        assert_eq!(args.runs(3), 3 * 4 + 3);
+    }
+
+    #[test]
+    fn the_presets_nfs_and_the_licence_are_what_scenarios_are_priced_with() {
+        let w = preset_workloads().unwrap();
+        let keys: Vec<String> = w
+            .iter()
+            .map(|w| sfclab_model::nf_key(w.nf.kind(), &w.nf.cost_settings()))
+            .collect();
+        assert!(keys.contains(&sfclab_experiment::scenario::licence_key()), "{keys:?}");
+        assert!(keys.contains(&"forwarder".to_string()), "{keys:?}");
+        for kind in ["router", "nat44", "firewall", "qos", "dpi"] {
+            assert!(keys.iter().any(|k| k.starts_with(kind)), "{kind} in {keys:?}");
+        }
+        // A preset scenario's model names only keys the workloads calibrate.
+        let s = Scenario::from_text(
+            "chains: 2\nshape: pvvp\nvnf: multi-feature\nvnf_rate_cap: 2.5Gbit\n",
+            Path::new("t"),
+            &ScenarioFlags::default(),
+            &Settings::default(),
+        )
+        .unwrap();
+        for p in s.model().unwrap().processes {
+            for k in p.nfs {
+                assert!(keys.contains(&k), "{k} not in {keys:?}");
+            }
+        }
+    }
+}

@@ -1,0 +1,868 @@
+//! Scenarios priced (seed 001's many chains on one machine): every chain's streams pass
+//! the tester's core, the NIC's line per direction, each VNF process's share of the cores
+//! the VNFs share, its licence, and the NIC's capacity every VNF send draws on. Unlike a
+//! chain alone, the resources are shared between chains and what one cannot carry is
+//! dropped at a place that still spent work on it (the tester generated a frame a full
+//! ring refuses; a first VNF worked on a frame the second's ring drops), so the model is
+//! a flow model solved to its fixed point, each resource passing what it can of what
+//! reaches it, in the order the frames meet them:
+//!
+//! - the line (`line_bps`, layer 1, per direction): the tester offers at most what it
+//!   carries, the direction's streams cut in proportion (not a loss: not offered);
+//! - the tester's core: one thread generating every stream in turn, so a tester that
+//!   cannot keep up generates the streams alike (each at most its offer), paying per
+//!   frame generated, per frame a ring took and per frame received back;
+//! - each VNF process: its frames cost the memif hop, its NFs and the sharing of its core
+//!   at k busy processes per core; the cores are shared as the OS scheduler shares CPU
+//!   time, evenly between the processes that want more than an even share (a waiting
+//!   interrupt-mode process wants only what its frames cost; a polling one always all);
+//!   what a process cannot work through is dropped at its input ring;
+//! - its licence (IP bytes per second, both directions together): a policer after its NFs;
+//! - the NIC's capacity (layer 1): every frame any VNF sends draws on it, in proportion.
+
+use serde::Serialize;
+
+use crate::calibration::{Calibration, MemifWaitCalibration};
+use crate::chain::mean_over;
+
+/// Ethernet header and FCS: a frame's bytes that are not its IP packet.
+const NOT_IP_BYTES: f64 = 18.0;
+/// Preamble, delimiter and gap: what a frame costs a line beyond its bytes.
+const L1_OVERHEAD_BYTES: f64 = 20.0;
+
+/// One direction of one chain's traffic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamModel {
+    /// The chain's label (`c1`).
+    pub chain: String,
+    /// The reverse direction (the tester's second port to its first).
+    pub reverse: bool,
+    /// Packets per second asked; `None`: as fast as the tester goes.
+    pub offered_pps: Option<f64>,
+    /// Frame sizes with FCS and their weights.
+    pub frames: Vec<(f64, f64)>,
+    /// The VNF processes it crosses, in order (indices into [`ScenarioModel::processes`]).
+    pub path: Vec<usize>,
+}
+
+/// One VNF process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessModel {
+    /// `c1 hop 1`, `s2 hop 1` (standby).
+    pub name: String,
+    /// Its NFs' calibration keys ([`crate::nf_key`]), in order.
+    pub nfs: Vec<String>,
+    /// Its licence, IP bits per second both directions together.
+    pub licence_bps: Option<f64>,
+}
+
+/// A scenario as the model prices it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScenarioModel {
+    pub streams: Vec<StreamModel>,
+    /// Every VNF process, standby instances' too (a polling one takes its share).
+    pub processes: Vec<ProcessModel>,
+    /// Cores the VNF processes share.
+    pub vnf_cores: usize,
+    /// `polling` or `interrupt`: how every VNF's memif ends wait.
+    pub wait: String,
+    /// The NIC's line per direction, bits per second at layer 1.
+    pub line_bps: Option<f64>,
+    /// The NIC's capacity every VNF send draws on, bits per second at layer 1.
+    pub nic_capacity_bps: Option<f64>,
+}
+
+/// A place that limits what passes, as a prediction names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Bottleneck {
+    /// The NIC's line in one direction.
+    Line { reverse: bool },
+    /// The tester's core.
+    Tester,
+    /// The cores the VNF processes share (this process could not work through its frames).
+    VnfCore { process: String },
+    /// The cores the VNF processes share, as the whole's limit (several processes could
+    /// not work through their frames).
+    VnfCores,
+    /// A VNF's licence.
+    Licence { process: String },
+    /// The NIC's capacity.
+    NicCapacity,
+}
+
+impl std::fmt::Display for Bottleneck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bottleneck::Line { reverse: false } => f.write_str("line (forward)"),
+            Bottleneck::Line { reverse: true } => f.write_str("line (reverse)"),
+            Bottleneck::Tester => f.write_str("tester core"),
+            Bottleneck::VnfCore { process } => write!(f, "VNF core ({process})"),
+            Bottleneck::VnfCores => f.write_str("the VNFs' cores"),
+            Bottleneck::Licence { process } => write!(f, "licence ({process})"),
+            Bottleneck::NicCapacity => f.write_str("NIC capacity"),
+        }
+    }
+}
+
+/// One stream's fate at the offered load, packets per second.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct StreamFlow {
+    pub chain: String,
+    pub reverse: bool,
+    /// Asked (`None`: as fast as the tester goes).
+    pub offered_pps: Option<f64>,
+    /// What the tester generated.
+    pub generated_pps: f64,
+    pub received_pps: f64,
+    /// Where the rest was lost, packets per second (`tester tx-refused` when the first
+    /// VNF's ring was full, `c1 hop 2 ring-full`, `c1 hop 1 licence`, `c1 hop 1
+    /// nic-capacity`).
+    pub dropped: Vec<(String, f64)>,
+    /// What limits it: the resource that drops or holds back its frames, or none.
+    pub bottleneck: Option<Bottleneck>,
+}
+
+/// A VNF process at the offered load.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ProcessLoad {
+    pub name: String,
+    /// Cycles per frame: hop, NFs, sharing.
+    pub cycles_per_frame: f64,
+    /// The terms of `cycles_per_frame`.
+    pub terms: Vec<(String, f64)>,
+    /// Frames per second reaching its input ring, and worked through.
+    pub arriving_pps: f64,
+    pub worked_pps: f64,
+    /// Its share of one core's cycles.
+    pub core_share: f64,
+}
+
+/// The scenario at one offered load.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ScenarioFlow {
+    pub streams: Vec<StreamFlow>,
+    pub processes: Vec<ProcessLoad>,
+    pub generated_pps: f64,
+    pub received_pps: f64,
+    /// The tester's cycles per second at this load over its clock (1: it cannot go faster).
+    pub tester_utilisation: f64,
+}
+
+/// Streams' per-frame figures from their mixes, computed once.
+struct StreamFigures {
+    l1_bits: f64,
+    ip_bits: f64,
+    tester_generate: f64,
+    tester_send: f64,
+    tester_receive: f64,
+}
+
+/// A scenario priced with a calibration: per-frame costs fixed, the flow solved per load.
+pub struct PricedScenario<'a> {
+    model: &'a ScenarioModel,
+    hz: f64,
+    figures: Vec<StreamFigures>,
+    /// Per process: total cycles per frame and its terms.
+    costs: Vec<(f64, Vec<(String, f64)>)>,
+    polling: bool,
+}
+
+impl<'a> PricedScenario<'a> {
+    /// Prices every stream's and process's frames; an error names the term missing.
+    pub fn new(cal: &Calibration, model: &'a ScenarioModel) -> Result<PricedScenario<'a>, String> {
+        let memif = cal.memif.as_ref().ok_or(
+            "the calibration has no memif terms (scenarios' VNF processes and tester): calibrate with `sfclab model calibrate --memif` (needs root)",
+        )?;
+        let wait = memif.wait(&model.wait)?;
+        if model.streams.is_empty() {
+            return Err("the scenario has no chain given traffic".into());
+        }
+        if model.vnf_cores == 0 {
+            return Err("the VNF processes have no core".into());
+        }
+        let mut figures = Vec::new();
+        for s in &model.streams {
+            if let Some(&p) = s.path.iter().find(|&&p| p >= model.processes.len()) {
+                return Err(format!("stream of {} crosses process {p}, which is not there", s.chain));
+            }
+            figures.push(StreamFigures {
+                l1_bits: mean_over(&s.frames, |b| Ok((b + L1_OVERHEAD_BYTES) * 8.0))?,
+                ip_bits: mean_over(&s.frames, |b| Ok((b - NOT_IP_BYTES) * 8.0))?,
+                // Differences of runs: one below zero is a term too small to see.
+                tester_generate: mean_over(&s.frames, |b| memif.tester_generate.at(b))?.max(0.0),
+                tester_send: mean_over(&s.frames, |b| memif.tester_send.at(b))?.max(0.0),
+                tester_receive: mean_over(&s.frames, |b| memif.tester_receive.at(b))?.max(0.0),
+            });
+        }
+        let polling = model.wait == "polling";
+        let costs = model
+            .processes
+            .iter()
+            .enumerate()
+            .map(|(i, p)| process_cost(cal, wait, model, i, p, polling))
+            .collect::<Result<_, _>>()?;
+        Ok(PricedScenario {
+            model,
+            hz: cal.machine.tsc_hz,
+            figures,
+            costs,
+            polling,
+        })
+    }
+
+    /// Every stream at its offered rate times `scale` (1: as asked).
+    pub fn flow(&self, scale: f64) -> ScenarioFlow {
+        Solver::new(self, scale).solve()
+    }
+
+    /// The largest `scale` of every stream's offer at which nothing is lost and the
+    /// tester generates all of it (streams offered `max` are offered what the tester
+    /// generates), with the flow just past it naming what limits each stream.
+    pub fn capacity(&self) -> Capacity {
+        let lossless = |scale: f64| {
+            let f = self.flow(scale);
+            let offered: f64 = self.offered_at(scale);
+            let lost = f.generated_pps - f.received_pps;
+            lost <= 1e-6 * f.generated_pps.max(1.0) && f.generated_pps >= offered * (1.0 - 1e-6)
+        };
+        let all_max = self.model.streams.iter().all(|s| s.offered_pps.is_none());
+        let scale = if all_max {
+            1.0
+        } else {
+            // Double until something gives, then halve the interval.
+            let (mut lo, mut hi) = (0.0, 1.0);
+            let mut tries = 0;
+            while lossless(hi) && tries < 60 {
+                lo = hi;
+                hi *= 2.0;
+                tries += 1;
+            }
+            for _ in 0..50 {
+                let mid = (lo + hi) / 2.0;
+                if lossless(mid) { lo = mid } else { hi = mid }
+            }
+            lo
+        };
+        let at = self.flow(scale);
+        // What limits each stream: where it loses frames just past the capacity.
+        let past = self.flow(if all_max { 1.0 } else { scale * 1.02 });
+        let streams: Vec<Option<Bottleneck>> = past.streams.iter().map(|s| s.bottleneck.clone()).collect();
+        let mut whole: Vec<(Bottleneck, usize)> = Vec::new();
+        for b in streams.iter().flatten() {
+            // The processes share their cores: for the whole, one resource.
+            let b = match b {
+                Bottleneck::VnfCore { .. } => &Bottleneck::VnfCores,
+                other => other,
+            };
+            match whole.iter_mut().find(|(w, _)| w == b) {
+                Some((_, n)) => *n += 1,
+                None => whole.push((b.clone(), 1)),
+            }
+        }
+        whole.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        Capacity {
+            scale,
+            aggregate_pps: at.received_pps,
+            per_stream_pps: at.streams.iter().map(|s| s.received_pps).collect(),
+            stream_bottlenecks: streams,
+            bottleneck: whole.into_iter().next().map(|(b, _)| b),
+        }
+    }
+
+    fn offered_at(&self, scale: f64) -> f64 {
+        self.model
+            .streams
+            .iter()
+            .filter_map(|s| s.offered_pps)
+            .map(|o| o * scale)
+            .sum()
+    }
+}
+
+/// Where a scenario stops carrying everything it is offered.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct Capacity {
+    /// The factor of the offered rates at which it does (1 where every stream is offered
+    /// `max`: the capacity is then what the tester's full speed delivers).
+    pub scale: f64,
+    /// What it delivers there in all, packets per second.
+    pub aggregate_pps: f64,
+    pub per_stream_pps: Vec<f64>,
+    /// What limits each stream just past it.
+    pub stream_bottlenecks: Vec<Option<Bottleneck>>,
+    /// What limits most streams.
+    pub bottleneck: Option<Bottleneck>,
+}
+
+/// Process `i`'s cycles per frame and their terms.
+fn process_cost(
+    cal: &Calibration,
+    wait: &MemifWaitCalibration,
+    model: &ScenarioModel,
+    i: usize,
+    p: &ProcessModel,
+    polling: bool,
+) -> Result<(f64, Vec<(String, f64)>), String> {
+    // Its frames' sizes: those of every stream through it (a standby process has none;
+    // it is priced at the first stream's, and only matters when polling).
+    let through: Vec<&StreamModel> = model.streams.iter().filter(|s| s.path.contains(&i)).collect();
+    let frames: Vec<(f64, f64)> = if through.is_empty() {
+        model.streams[0].frames.clone()
+    } else {
+        through.iter().flat_map(|s| s.frames.iter().copied()).collect()
+    };
+    let mut terms = vec![(
+        format!("memif hop ({})", model.wait),
+        mean_over(&frames, |b| wait.hop.at(b))?.max(0.0),
+    )];
+    for key in &p.nfs {
+        terms.push((key.clone(), mean_over(&frames, |b| cal.nf_cycles(key, b))?));
+    }
+    // Busy processes per core: every process with traffic (and every polling one).
+    let busy = model
+        .processes
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| polling || model.streams.iter().any(|s| s.path.contains(j)))
+        .count();
+    let k = busy as f64 / model.vnf_cores as f64;
+    let sharing = wait.sharing_at(k).max(0.0);
+    if k > 1.0 {
+        terms.push((format!("sharing ({k:.2} per core)"), sharing));
+    }
+    Ok((terms.iter().map(|t| t.1).sum::<f64>().max(1.0), terms))
+}
+
+/// The fixed point of the flow at one load.
+struct Solver<'p, 'a> {
+    priced: &'p PricedScenario<'a>,
+    /// What each stream may offer after its line, packets per second (infinite: `max`).
+    allowed: Vec<f64>,
+    generated: Vec<f64>,
+    /// Per process: the fraction of arriving frames its ring takes, its licence passes.
+    admitted: Vec<f64>,
+    licensed: Vec<f64>,
+    /// The fraction of VNF sends the NIC's capacity passes.
+    nic: f64,
+}
+
+/// A stream's frames along its path, packets per second: arriving at each process,
+/// and received back.
+struct Path {
+    arriving: Vec<f64>,
+    received: f64,
+}
+
+impl<'p, 'a> Solver<'p, 'a> {
+    fn new(priced: &'p PricedScenario<'a>, scale: f64) -> Self {
+        let m = priced.model;
+        let mut allowed: Vec<f64> = m
+            .streams
+            .iter()
+            .map(|s| s.offered_pps.map_or(f64::INFINITY, |o| o * scale))
+            .collect();
+        if let Some(line) = m.line_bps {
+            for reverse in [false, true] {
+                let ours: Vec<usize> = (0..m.streams.len())
+                    .filter(|&i| m.streams[i].reverse == reverse)
+                    .collect();
+                let level = water_fill(
+                    &ours.iter().map(|&i| allowed[i]).collect::<Vec<_>>(),
+                    &ours.iter().map(|&i| priced.figures[i].l1_bits).collect::<Vec<_>>(),
+                    line,
+                    Share::Proportional,
+                );
+                for (&i, a) in ours.iter().zip(level) {
+                    allowed[i] = a;
+                }
+            }
+        }
+        let n = m.processes.len();
+        // A start the tester can make: everything it is allowed, or its full speed.
+        let generated = allowed
+            .iter()
+            .zip(&priced.figures)
+            .map(|(&a, f)| a.min(priced.hz / (f.tester_generate + f.tester_send + f.tester_receive)))
+            .collect();
+        Solver {
+            priced,
+            generated,
+            allowed,
+            admitted: vec![1.0; n],
+            licensed: vec![1.0; n],
+            nic: 1.0,
+        }
+    }
+
+    fn path(&self, s: usize, generated: f64) -> Path {
+        let stream = &self.priced.model.streams[s];
+        let mut rate = generated;
+        let mut arriving = Vec::with_capacity(stream.path.len());
+        for &p in &stream.path {
+            arriving.push(rate);
+            rate *= self.admitted[p] * self.licensed[p] * self.nic;
+        }
+        Path {
+            arriving,
+            received: rate,
+        }
+    }
+
+    fn solve(mut self) -> ScenarioFlow {
+        let m = self.priced.model;
+        let hz = self.priced.hz;
+        let (n_p, n_s) = (m.processes.len(), m.streams.len());
+        let mut share = vec![0.0; n_p];
+        for _ in 0..400 {
+            // Arrivals at each process from what the tester generates now.
+            let paths: Vec<Path> = (0..n_s).map(|s| self.path(s, self.generated[s])).collect();
+            let mut arriving = vec![0.0; n_p];
+            for (s, path) in paths.iter().enumerate() {
+                for (&p, a) in m.streams[s].path.iter().zip(&path.arriving) {
+                    arriving[p] += a;
+                }
+            }
+            // The cores: each process wants its frames' cycles (a polling one: all it gets).
+            let wants: Vec<f64> = (0..n_p)
+                .map(|p| {
+                    if self.priced.polling {
+                        f64::INFINITY
+                    } else {
+                        arriving[p] * self.priced.costs[p].0
+                    }
+                })
+                .collect();
+            let cycles = water_fill_capped(&wants, hz, hz * m.vnf_cores as f64);
+            let mut admitted = vec![1.0; n_p];
+            let mut licensed = vec![1.0; n_p];
+            let mut worked_ip_bits = vec![0.0; n_p];
+            for p in 0..n_p {
+                share[p] = cycles[p] / hz;
+                let can = cycles[p] / self.priced.costs[p].0;
+                if arriving[p] > can {
+                    admitted[p] = can / arriving[p];
+                }
+            }
+            for (s, path) in paths.iter().enumerate() {
+                for (&p, a) in m.streams[s].path.iter().zip(&path.arriving) {
+                    worked_ip_bits[p] += a * admitted[p] * self.priced.figures[s].ip_bits;
+                }
+            }
+            for p in 0..n_p {
+                if let Some(cap) = m.processes[p].licence_bps
+                    && worked_ip_bits[p] > cap
+                {
+                    licensed[p] = cap / worked_ip_bits[p];
+                }
+            }
+            let mut sends_l1 = 0.0;
+            for (s, path) in paths.iter().enumerate() {
+                for (&p, a) in m.streams[s].path.iter().zip(&path.arriving) {
+                    sends_l1 += a * admitted[p] * licensed[p] * self.priced.figures[s].l1_bits;
+                }
+            }
+            let nic = match m.nic_capacity_bps {
+                Some(cap) if sends_l1 > cap => cap / sends_l1,
+                _ => 1.0,
+            };
+            // The tester: a stream's frames cost it by how many its first ring takes and
+            // how many come back.
+            let unit: Vec<f64> = (0..n_s)
+                .map(|s| {
+                    let f = &self.priced.figures[s];
+                    let probe = self.path(s, 1.0);
+                    let first = m.streams[s].path.first().map_or(1.0, |&p| self.admitted[p]);
+                    f.tester_generate + first * f.tester_send + probe.received * f.tester_receive
+                })
+                .collect();
+            let generated = water_fill(&self.allowed, &unit, hz, Share::Even);
+            // Halfway to the new point: the fractions feed each other (a first VNF's
+            // admissions set a second's arrivals, which set both one's share of the core).
+            let mix = |old: f64, new: f64| 0.5 * old + 0.5 * new;
+            let moved = generated
+                .iter()
+                .zip(&self.generated)
+                .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
+                .chain(admitted.iter().zip(&self.admitted).map(|(a, b)| (a - b).abs()))
+                .chain(licensed.iter().zip(&self.licensed).map(|(a, b)| (a - b).abs()))
+                .fold((nic - self.nic).abs(), f64::max);
+            for (old, new) in self.generated.iter_mut().zip(generated) {
+                *old = mix(*old, new);
+            }
+            for p in 0..n_p {
+                self.admitted[p] = mix(self.admitted[p], admitted[p]);
+                self.licensed[p] = mix(self.licensed[p], licensed[p]);
+            }
+            self.nic = mix(self.nic, nic);
+            if moved < 1e-9 {
+                break;
+            }
+        }
+        self.report(share)
+    }
+
+    fn report(&self, share: Vec<f64>) -> ScenarioFlow {
+        let m = self.priced.model;
+        let mut processes: Vec<ProcessLoad> = m
+            .processes
+            .iter()
+            .zip(&self.priced.costs)
+            .zip(share)
+            .map(|((p, (cycles, terms)), core_share)| ProcessLoad {
+                name: p.name.clone(),
+                cycles_per_frame: *cycles,
+                terms: terms.clone(),
+                arriving_pps: 0.0,
+                worked_pps: 0.0,
+                core_share,
+            })
+            .collect();
+        let mut streams = Vec::new();
+        let mut tester_cycles = 0.0;
+        for (s, stream) in m.streams.iter().enumerate() {
+            let generated = self.generated[s];
+            let path = self.path(s, generated);
+            let mut dropped = Vec::new();
+            // What sets what comes out is the last place that drops: past it nothing
+            // more is lost (a VNF whose core refuses frames and whose licence drops more
+            // of what it works through is held by its licence).
+            let mut last: Option<Bottleneck> = None;
+            let mut note = |what: String, pps: f64, b: Bottleneck| {
+                if pps > 1e-9 * generated.max(1.0) {
+                    dropped.push((what, pps));
+                    last = Some(b);
+                }
+            };
+            for (hop, (&p, &a)) in stream.path.iter().zip(&path.arriving).enumerate() {
+                let name = &m.processes[p].name;
+                processes[p].arriving_pps += a;
+                processes[p].worked_pps += a * self.admitted[p];
+                let refused = a * (1.0 - self.admitted[p]);
+                let place = if hop == 0 {
+                    "tester tx-refused".to_string()
+                } else {
+                    format!("{name} ring-full")
+                };
+                note(place, refused, Bottleneck::VnfCore { process: name.clone() });
+                let worked = a * self.admitted[p];
+                note(
+                    format!("{name} licence"),
+                    worked * (1.0 - self.licensed[p]),
+                    Bottleneck::Licence { process: name.clone() },
+                );
+                note(
+                    format!("{name} nic-capacity"),
+                    worked * self.licensed[p] * (1.0 - self.nic),
+                    Bottleneck::NicCapacity,
+                );
+            }
+            let f = &self.priced.figures[s];
+            let first = stream.path.first().map_or(1.0, |&p| self.admitted[p]);
+            tester_cycles += generated * (f.tester_generate + first * f.tester_send) + path.received * f.tester_receive;
+            let held_back = |by: f64| stream.offered_pps.is_some() && by < 1.0 - 1e-6;
+            let bottleneck = match last {
+                Some(b) => Some(b),
+                // Nothing lost: held back before the chain, by the line or the tester.
+                None if stream.offered_pps.is_none() => Some(Bottleneck::Tester),
+                None => {
+                    let asked = stream.offered_pps.unwrap_or(f64::INFINITY);
+                    if held_back(self.allowed[s] / asked) {
+                        Some(Bottleneck::Line {
+                            reverse: stream.reverse,
+                        })
+                    } else if held_back(generated / self.allowed[s]) {
+                        Some(Bottleneck::Tester)
+                    } else {
+                        None
+                    }
+                }
+            };
+            streams.push(StreamFlow {
+                chain: stream.chain.clone(),
+                reverse: stream.reverse,
+                offered_pps: stream.offered_pps,
+                generated_pps: generated,
+                received_pps: path.received,
+                dropped,
+                bottleneck,
+            });
+        }
+        ScenarioFlow {
+            generated_pps: streams.iter().map(|s| s.generated_pps).sum(),
+            received_pps: streams.iter().map(|s| s.received_pps).sum(),
+            streams,
+            processes,
+            tester_utilisation: tester_cycles / self.priced.hz,
+        }
+    }
+}
+
+/// How a limited resource is shared between those who want it.
+#[derive(Clone, Copy)]
+enum Share {
+    /// Each cut by the same factor (a pacer or policer: drops in proportion).
+    Proportional,
+    /// Each given the same rate, up to what it wants (a round robin).
+    Even,
+}
+
+/// Rates `x_i <= want_i` with `sum x_i * unit_i <= budget`, shared as `share` says.
+fn water_fill(want: &[f64], unit: &[f64], budget: f64, share: Share) -> Vec<f64> {
+    let total: f64 = want.iter().zip(unit).map(|(w, u)| w * u).sum();
+    if total <= budget {
+        return want.to_vec();
+    }
+    match share {
+        Share::Proportional if total.is_finite() => want.iter().map(|w| w * budget / total).collect(),
+        // Streams asking for everything share evenly what the finite ones leave.
+        Share::Proportional | Share::Even => {
+            let mut x = vec![0.0; want.len()];
+            let mut open: Vec<usize> = (0..want.len()).collect();
+            let mut left = budget;
+            while !open.is_empty() {
+                let per_unit: f64 = open.iter().map(|&i| unit[i]).sum();
+                let level = left / per_unit.max(f64::MIN_POSITIVE);
+                let (done, rest): (Vec<usize>, Vec<usize>) = open.iter().partition(|&&i| want[i] <= level);
+                if done.is_empty() {
+                    for &i in &open {
+                        x[i] = level;
+                    }
+                    break;
+                }
+                for &i in &done {
+                    x[i] = want[i];
+                    left -= want[i] * unit[i];
+                }
+                open = rest;
+            }
+            x
+        }
+    }
+}
+
+/// CPU time shared as the scheduler does: each wants `want_i` cycles a second, none gets
+/// more than `cap` (one core), all together no more than `pool`; those wanting more
+/// than an even share get the same.
+fn water_fill_capped(want: &[f64], cap: f64, pool: f64) -> Vec<f64> {
+    let capped: Vec<f64> = want.iter().map(|w| w.min(cap)).collect();
+    water_fill(&capped, &vec![1.0; want.len()], pool, Share::Even)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calibration::{Curve, MemifCalibration, SharingPoint};
+
+    const HZ: f64 = 2.0e9;
+
+    /// Tester: 100 per frame generated, 100 more sent, 100 received (300 a round trip);
+    /// a hop 200 in interrupt mode, 100 more per frame at 4 per core; the router 300.
+    fn cal() -> Calibration {
+        let mut c = crate::chain::tests::cal();
+        c.machine.tsc_hz = HZ;
+        let sizes = c.sizes.clone();
+        let flat = |v: f64| Curve::flat(&sizes, v);
+        c.nfs.push(crate::calibration::NfCalibration {
+            key: "router".into(),
+            kind: "router".into(),
+            cycles: flat(300.0),
+            in_stage: Some(flat(300.0)),
+            across: Some(flat(300.0)),
+        });
+        c.memif = Some(MemifCalibration {
+            tester_generate: flat(100.0),
+            tester_send: flat(100.0),
+            tester_receive: flat(100.0),
+            waits: vec![MemifWaitCalibration {
+                wait: "interrupt".into(),
+                hop: flat(200.0),
+                sharing: vec![SharingPoint {
+                    per_core: 4.0,
+                    cycles: 100.0,
+                    runs: vec![100.0],
+                }],
+            }],
+        });
+        c
+    }
+
+    /// `chains` PVP (or PVVP) chains of routers, one way, each offered `pps`.
+    fn scenario(chains: usize, vnfs: usize, pps: Option<f64>) -> ScenarioModel {
+        let mut processes = Vec::new();
+        let mut streams = Vec::new();
+        for c in 0..chains {
+            let first = processes.len();
+            for h in 0..vnfs {
+                processes.push(ProcessModel {
+                    name: format!("c{} hop {}", c + 1, h + 1),
+                    nfs: vec!["router".into()],
+                    licence_bps: None,
+                });
+            }
+            streams.push(StreamModel {
+                chain: format!("c{}", c + 1),
+                reverse: false,
+                offered_pps: pps,
+                frames: vec![(64.0, 1.0)],
+                path: (first..first + vnfs).collect(),
+            });
+        }
+        ScenarioModel {
+            streams,
+            processes,
+            vnf_cores: 1,
+            wait: "interrupt".into(),
+            line_bps: None,
+            nic_capacity_bps: None,
+        }
+    }
+
+    fn total_dropped(f: &ScenarioFlow) -> f64 {
+        f.streams.iter().flat_map(|s| s.dropped.iter().map(|d| d.1)).sum()
+    }
+
+    #[test]
+    fn what_is_generated_is_received_or_dropped_somewhere() {
+        let cal = cal();
+        for (chains, vnfs, pps) in [(1, 1, 1e6), (3, 2, 2e6), (8, 1, 1e6), (2, 2, 1e5)] {
+            let m = scenario(chains, vnfs, Some(pps));
+            let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
+            let lost = f.generated_pps - f.received_pps;
+            assert!(
+                (lost - total_dropped(&f)).abs() <= 1e-6 * f.generated_pps,
+                "{chains}x{vnfs}: {f:#?}"
+            );
+            assert!(f.received_pps <= f.generated_pps * (1.0 + 1e-9));
+        }
+    }
+
+    #[test]
+    fn one_chain_loses_nothing_below_what_its_vnfs_core_carries_which_limits_it() {
+        // The hop and router cost 500 a frame (4 Mpps on a 2 GHz core); the tester 300
+        // (6.67 Mpps): offered all it can, the VNF's core limits, and refuses at its ring.
+        let cal = cal();
+        let m = scenario(1, 1, Some(1e6));
+        let p = PricedScenario::new(&cal, &m).unwrap();
+        let f = p.flow(1.0);
+        assert!((f.received_pps - 1e6).abs() < 1.0, "{f:#?}");
+        assert!(f.streams[0].bottleneck.is_none());
+        let c = p.capacity();
+        assert!((c.aggregate_pps - 4e6).abs() / 4e6 < 1e-3, "{c:#?}");
+        assert_eq!(
+            c.stream_bottlenecks[0],
+            Some(Bottleneck::VnfCore {
+                process: "c1 hop 1".into()
+            })
+        );
+        assert_eq!(c.bottleneck, Some(Bottleneck::VnfCores));
+    }
+
+    #[test]
+    fn vnfs_sharing_a_core_split_it_and_pay_for_sharing() {
+        // Four routers on one core, each 500 + 100 sharing: 2e9 / 600 in all.
+        let cal = cal();
+        let m = scenario(4, 1, Some(10e6));
+        let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
+        let want = HZ / 600.0;
+        assert!(
+            (f.received_pps - want).abs() / want < 1e-3,
+            "{} against {want}",
+            f.received_pps
+        );
+        for s in &f.streams {
+            assert!((s.received_pps - want / 4.0).abs() / want < 1e-3);
+        }
+    }
+
+    #[test]
+    fn a_cheap_vnf_beside_a_heavy_one_gets_the_time_it_needs_and_the_heavy_one_the_rest() {
+        let mut cal = cal();
+        cal.nfs.push(crate::calibration::NfCalibration {
+            key: "heavy".into(),
+            kind: "synthetic".into(),
+            cycles: Curve::flat(&cal.sizes, 1800.0),
+            in_stage: Some(Curve::flat(&cal.sizes, 1800.0)),
+            across: Some(Curve::flat(&cal.sizes, 1800.0)),
+        });
+        let mut m = scenario(2, 1, Some(1e6));
+        m.processes[1].nfs = vec!["heavy".into()];
+        // Two per core: a third of the 100 cycles that sharing costs at four. The light
+        // VNF needs 1e6 * 533.3 cycles a second; the heavy one gets the rest of the core.
+        let light = 500.0 + 100.0 / 3.0;
+        let heavy = 2000.0 + 100.0 / 3.0;
+        let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
+        assert!((f.streams[0].received_pps - 1e6).abs() < 10.0, "{f:#?}");
+        let rest = (HZ - 1e6 * light) / heavy;
+        assert!((f.streams[1].received_pps - rest).abs() < 1e3, "{f:#?}");
+        assert_eq!(
+            f.streams[1].bottleneck,
+            Some(Bottleneck::VnfCore {
+                process: "c2 hop 1".into()
+            })
+        );
+    }
+
+    #[test]
+    fn pvvp_pays_the_nic_capacity_twice_and_pvp_is_held_by_the_line() {
+        let cal = cal();
+        // 64 B frames: 672 bits at layer 1; a 672 Mbit/s capacity carries 1 Mpps of sends.
+        let mut pvvp = scenario(1, 2, Some(0.8e6));
+        pvvp.vnf_cores = 2;
+        pvvp.nic_capacity_bps = Some(672e6);
+        let p = PricedScenario::new(&cal, &pvvp).unwrap();
+        let c = p.capacity();
+        assert!((c.aggregate_pps - 0.5e6).abs() / 0.5e6 < 1e-3, "{c:#?}");
+        assert_eq!(c.bottleneck, Some(Bottleneck::NicCapacity));
+        let mut pvp = scenario(2, 1, Some(1e6));
+        pvp.vnf_cores = 2;
+        pvp.line_bps = Some(672e6);
+        pvp.nic_capacity_bps = Some(672e6 * 2.0);
+        let f = PricedScenario::new(&cal, &pvp).unwrap().flow(1.0);
+        // The line carries 1 Mpps in all: each chain offered 0.5, none lost.
+        assert!((f.received_pps - 1e6).abs() < 1.0, "{f:#?}");
+        assert_eq!(total_dropped(&f), 0.0);
+        assert_eq!(f.streams[0].bottleneck, Some(Bottleneck::Line { reverse: false }));
+    }
+
+    #[test]
+    fn a_licence_limits_its_vnf_and_is_named_not_the_core() {
+        let cal = cal();
+        let mut m = scenario(1, 1, Some(3e6));
+        // 64 B frames carry 46 B of IP: a 184 Mbit/s licence passes 0.5 Mpps.
+        m.processes[0].licence_bps = Some(46.0 * 8.0 * 0.5e6);
+        let p = PricedScenario::new(&cal, &m).unwrap();
+        let f = p.flow(1.0);
+        assert!((f.received_pps - 0.5e6).abs() < 1.0, "{f:#?}");
+        assert_eq!(
+            f.streams[0].bottleneck,
+            Some(Bottleneck::Licence {
+                process: "c1 hop 1".into()
+            })
+        );
+        assert_eq!(p.capacity().bottleneck, f.streams[0].bottleneck);
+    }
+
+    #[test]
+    fn offered_everything_the_tester_limits_and_refused_frames_cost_it_less() {
+        let cal = cal();
+        // One cheap chain: 500 a frame on the VNF core (4 Mpps), the tester 300 a frame
+        // round trip (6.67 Mpps): the VNF limits; the tester generates more than that,
+        // each refused frame costing it 100.
+        let m = scenario(1, 1, None);
+        let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
+        assert!((f.received_pps - 4e6).abs() / 4e6 < 1e-3, "{f:#?}");
+        // 4e6 * 300 + refused * 100 = 2e9: 8e6 refused.
+        assert!((f.generated_pps - 12e6).abs() / 12e6 < 1e-3, "{f:#?}");
+        assert!((f.tester_utilisation - 1.0).abs() < 1e-3);
+    }
+
+    #[test]
+    fn a_scenario_without_memif_terms_is_refused_saying_how_to_calibrate() {
+        let mut cal = cal();
+        cal.memif = None;
+        let m = scenario(1, 1, None);
+        let e = PricedScenario::new(&cal, &m).err().unwrap();
+        assert!(e.contains("model calibrate --memif"), "{e}");
+    }
+}
