@@ -53,6 +53,7 @@ pub mod lpm6;
 pub mod memif;
 pub mod memif_terms;
 pub mod model;
+pub mod model_scenarios;
 pub mod nfs;
 pub mod overload;
 pub mod pipeline;

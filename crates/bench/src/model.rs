@@ -20,7 +20,7 @@ use crate::cores::{CoreDistance, Keep};
 use crate::{Progress, Rounds, Step, Stop, median};
 use std::fmt::Write as _;
 
-pub const MODEL_SCHEMA: &str = "sfclab.bench.model/6";
+pub const MODEL_SCHEMA: &str = "sfclab.bench.model/7";
 
 #[derive(Clone)]
 pub struct ModelBenchArgs {
@@ -171,6 +171,10 @@ pub struct ModelBench {
     pub two_core_runs_repeated: usize,
     /// Runs on two cores kept at another distance after 10 tries.
     pub two_core_runs_kept_apart: usize,
+    /// With `--scenarios`: scenario cells instead of chains (`points` and `errors` are
+    /// then empty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scenarios: Option<crate::model_scenarios::ScenarioCheck>,
 }
 
 /// One chain of the matrix: its NFs (workloads of the calibration, by kind).
@@ -451,6 +455,37 @@ pub fn run(
         },
         two_core_runs_repeated: args.core_distance.as_ref().map_or(0, |g| g.repeated()),
         two_core_runs_kept_apart: args.core_distance.as_ref().map_or(0, |g| g.kept_apart()),
+        scenarios: None,
+    })
+}
+
+/// `--scenarios`: the scenario cells, each round's terms measured right before them.
+fn run_scenarios(
+    duration: std::time::Duration,
+    warmup: std::time::Duration,
+    repeat: usize,
+    progress: &mut Progress,
+    stop: &Stop,
+) -> Result<ModelBench, String> {
+    let (check, cal, rounds, interrupted) = crate::model_scenarios::run(duration, warmup, repeat, progress, stop)?;
+    Ok(ModelBench {
+        header: crate::BenchHeader::new(MODEL_SCHEMA, rounds, interrupted),
+        calibration: match cal {
+            Some(cal) => format!(
+                "the memif terms and the VNFs' NFs measured right before the cells in each of the {rounds} rounds, last {} on {} ({})",
+                cal.date, cal.machine.cpu, cal.version
+            ),
+            None => "none".into(),
+        },
+        duration_s: duration.as_secs_f64(),
+        points: Vec::new(),
+        errors: Vec::new(),
+        goal_met: check.goal_met,
+        core_distance: "as they came".into(),
+        near_limit_cycles: None,
+        two_core_runs_repeated: 0,
+        two_core_runs_kept_apart: 0,
+        scenarios: Some(check),
     })
 }
 
@@ -996,6 +1031,9 @@ benchmark!(ModelBench, render_table, render_csv);
 /// The terminal view of `bench model`: predicted against measured per cell, and the
 /// error per layout against the goal.
 fn render_table(b: &ModelBench) -> String {
+    if let Some(check) = &b.scenarios {
+        return crate::model_scenarios::render_table(b, check);
+    }
     let mut s = String::new();
     let _ = writeln!(s, "{}", b.header.title("model"));
     let _ = writeln!(
@@ -1128,6 +1166,9 @@ fn write_cell_notes(s: &mut String, points: &[ModelPoint]) {
 
 /// `bench model --csv`: a row per cell.
 fn render_csv(b: &ModelBench) -> String {
+    if let Some(check) = &b.scenarios {
+        return crate::model_scenarios::render_csv(check);
+    }
     let mut s = String::from(
         "chain,layout,size,predicted_mpps,bottleneck,predicted_cycles,measured_mpps,measured_spread_pct,measured_cycles,error_pct,measured_offered_mpps,predicted_saturated_mpps,measured_saturated_mpps,saturated_error_pct\n",
     );
@@ -1195,6 +1236,12 @@ pub struct ModelFlags {
     /// --calibration is given).
     #[arg(long, value_delimiter = ',')]
     technologies: Vec<String>,
+    /// Check scenarios instead of chains (needs root): PVP and PVVP chains of the router
+    /// and multi-feature VNFs at 1:1 to 6:1 processes per core, with a licence or the
+    /// NIC's capacity, offered all the tester sends; the memif terms and the VNFs' NFs
+    /// measured right before the cells in each round.
+    #[arg(long, conflicts_with_all = ["calibration", "technologies"])]
+    scenarios: bool,
 }
 
 pub static BENCH: crate::registry::Entry<ModelFlags, ModelBench> = crate::registry::Entry {
@@ -1204,6 +1251,9 @@ pub static BENCH: crate::registry::Entry<ModelFlags, ModelBench> = crate::regist
     run: |f, stop, progress| {
         use crate::registry::BenchError::Usage;
         let (duration, warmup) = crate::registry::repeated_window(f.repeat, &f.duration, &f.warmup)?;
+        if f.scenarios {
+            return Ok(run_scenarios(duration, warmup, f.repeat, progress, stop)?);
+        }
         let given = match &f.calibration {
             Some(path) => Some(Calibration::load(path).map_err(|e| Usage(format!("--calibration {e}")))?),
             None => None,
@@ -1244,6 +1294,14 @@ pub static BENCH: crate::registry::Entry<ModelFlags, ModelBench> = crate::regist
 /// Predicted against measured, a colour per layout, with the y = x line.
 fn figure(b: &ModelBench) -> crate::registry::Figure {
     let mut groups: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    if let Some(check) = &b.scenarios {
+        let points = check
+            .cells
+            .iter()
+            .map(|c| (c.measured_mpps, c.predicted_mpps))
+            .collect();
+        groups.push(("scenarios".into(), points));
+    }
     for p in &b.points {
         let kind = p.layout.split(' ').next().unwrap_or("").to_string();
         match groups.iter_mut().find(|(k, _)| *k == kind) {

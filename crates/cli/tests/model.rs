@@ -295,7 +295,7 @@ fn bench_document(o: &std::process::Output) -> (Value, String) {
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(o));
     let b: Value = serde_json::from_str(&stdout(o))
         .unwrap_or_else(|e| panic!("no document ({e}), exit {:?}: {}", o.status.code(), stderr(o)));
-    assert_follows_schema("bench-model-6.json", &b);
+    assert_follows_schema("bench-model-7.json", &b);
     (b, stderr(o))
 }
 

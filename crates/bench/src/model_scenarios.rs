@@ -1,0 +1,461 @@
+//! `sfclab bench model --scenarios`: scenario cells (seed 001's PVP and PVVP chains of a
+//! router or the multi-feature VNF, 1:1 to 8:1 VNF processes per core, with and without
+//! a licence or the NIC's capacity) predicted and measured in the same run, offered all
+//! the tester sends. Each round first calibrates the terms the cells use (the memif
+//! terms and the VNFs' NFs, at 64 B) and then measures every cell right after: this
+//! host's speed swings for tens of seconds at a time, so terms measured long before
+//! their cells price another machine. The cells' oversubscriptions are not all the
+//! calibrated ones (sharing is measured at 2, 4 and 8 per core; cells run 1, 2, 3, 4, 5
+//! and 6).
+
+use std::path::Path;
+
+use serde::Serialize;
+use sfclab_experiment::Settings;
+use sfclab_experiment::scenario::{Scenario, ScenarioFlags, ScenarioRun};
+use sfclab_model::Calibration;
+use sfclab_model::scenario::{Bottleneck, PricedScenario};
+use sfclab_runtime::{Progress, Stop};
+
+use crate::{Rounds, median};
+
+/// One cell: a scenario, as its file would say it.
+struct Cell {
+    name: &'static str,
+    yaml: &'static str,
+}
+
+/// Every cell: 64 B frames, offered all the tester sends, the VNFs on core 1.
+const CELLS: [Cell; 10] = [
+    Cell {
+        name: "1 PVP forwarder, one way (tester)",
+        yaml: "chains: 1\nvnf: forwarder\nbidirectional: false",
+    },
+    Cell {
+        name: "2 PVP router (2:1)",
+        yaml: "chains: 2\nvnf: router",
+    },
+    Cell {
+        name: "3 PVP router (3:1)",
+        yaml: "chains: 3\nvnf: router",
+    },
+    Cell {
+        name: "5 PVP router (5:1)",
+        yaml: "chains: 5\nvnf: router",
+    },
+    Cell {
+        name: "2 PVVP router (4:1)",
+        yaml: "chains: 2\nshape: pvvp\nvnf: router",
+    },
+    Cell {
+        name: "3 PVVP router (6:1)",
+        yaml: "chains: 3\nshape: pvvp\nvnf: router",
+    },
+    Cell {
+        name: "1 PVP multi-feature (1:1)",
+        yaml: "chains: 1\nvnf: multi-feature",
+    },
+    Cell {
+        name: "2 PVVP multi-feature (4:1)",
+        yaml: "chains: 2\nshape: pvvp\nvnf: multi-feature",
+    },
+    Cell {
+        name: "3 PVP router, licence 200 Mbit/s",
+        yaml: "chains: 3\nvnf: router\nvnf_rate_cap: 200Mbit",
+    },
+    Cell {
+        name: "2 PVVP router, NIC capacity 1 Gbit/s",
+        yaml: "chains: 2\nshape: pvvp\nvnf: router\nnic_capacity: 1Gbit/s",
+    },
+];
+
+/// One cell predicted and measured, each the median of its rounds.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ScenarioCell {
+    pub cell: String,
+    /// The scenario file it runs.
+    pub scenario: String,
+    /// Aggregate received, Mpps, offered all the tester sends.
+    pub predicted_mpps: f64,
+    pub measured_mpps: f64,
+    /// Each round's prediction against the measurement seconds after it, percent.
+    pub round_errors_pct: Vec<f64>,
+    /// The median of `round_errors_pct`.
+    pub error_pct: f64,
+    /// How well the measurement repeats: the median absolute deviation of its rounds
+    /// from their median, percent of it.
+    pub measured_spread_pct: f64,
+    /// What limits the whole, as the model says and as the measurement shows (where it
+    /// lost frames last along the chains' paths: a licence's or the NIC's policer, a
+    /// VNF's full ring; none lost: the tester), in most rounds.
+    pub predicted_bottleneck: String,
+    pub measured_bottleneck: String,
+    pub bottleneck_agrees: bool,
+}
+
+/// Every cell, and the errors the goal is judged on.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ScenarioCheck {
+    pub cells: Vec<ScenarioCell>,
+    pub median_abs_error_pct: f64,
+    pub worst_abs_error_pct: f64,
+    /// The worst cell, in words.
+    pub worst: String,
+    pub median_measured_spread_pct: f64,
+    /// Cells whose named bottleneck is the one measured.
+    pub bottlenecks_agreeing: usize,
+    /// Median ≤ 10 %, worst ≤ 25 %, every bottleneck named as measured.
+    pub goal_met: bool,
+}
+
+/// Cells run per round, and the calibration's steps before them.
+pub fn steps_per_round(cal: &crate::calibrate::CalibrateArgs) -> usize {
+    CELLS.len() + crate::calibrate::steps_per_repetition(cal)
+}
+
+/// The calibration a round starts with: the memif terms (both wait modes' hops,
+/// interrupt sharing) and the NFs of the presets, at 64 B, once.
+pub fn calibration_args(
+    duration: std::time::Duration,
+    warmup: std::time::Duration,
+) -> Result<crate::calibrate::CalibrateArgs, String> {
+    let mut nfs = crate::memif_terms::preset_workloads()?;
+    nfs.push(crate::calibrate::memif_workload());
+    Ok(crate::calibrate::CalibrateArgs {
+        sizes: vec![64],
+        nfs,
+        duration,
+        warmup,
+        repeat: 1,
+        batch: 32,
+        core: None,
+        pipeline: false,
+        wired: Vec::new(),
+        core_distance: None,
+        memif: Some(crate::memif_terms::MemifTermsArgs::new(
+            vec!["interrupt".into()],
+            duration,
+            warmup,
+        )),
+    })
+}
+
+fn yaml(cell: &Cell, duration: std::time::Duration, warmup: std::time::Duration) -> String {
+    format!(
+        "name: {}\n{}\ntraffic: {{ rate: max, size: 64, flows: 256 }}\nrun: {{ duration: {}ms, warmup: {}ms, memif_wait: interrupt }}\nvnf_cores: \"1\"\nrepeat: 1\n",
+        cell.name,
+        cell.yaml,
+        duration.as_millis(),
+        warmup.as_millis()
+    )
+}
+
+fn scenario(cell: &Cell, duration: std::time::Duration, warmup: std::time::Duration) -> Result<Scenario, String> {
+    Scenario::from_text(
+        &yaml(cell, duration, warmup),
+        Path::new(cell.name),
+        &ScenarioFlags::default(),
+        &Settings::default(),
+    )
+    .map_err(|e| format!("{}: {e}", cell.name))
+}
+
+/// The whole's bottleneck in a measured run: the last place along the chains' paths
+/// where frames were lost, as the model names it.
+fn measured_bottleneck(run: &ScenarioRun) -> String {
+    let lost = |cause: &str| -> u64 {
+        run.chains
+            .iter()
+            .flat_map(|c| c.drops.iter())
+            .filter(|(place, _)| place.ends_with(cause))
+            .map(|(_, n)| *n)
+            .sum()
+    };
+    let (licence, capacity, refused, ring) = (
+        lost("policed-red"),
+        lost("shared-capacity"),
+        lost("tx-refused"),
+        lost("ring-full"),
+    );
+    // A handful of ring-full drops as the window closes are not a limit.
+    let total = run.aggregate.window.sent.max(1);
+    let counts = |n: u64| n * 1000 > total;
+    if counts(capacity) {
+        Bottleneck::NicCapacity.to_string()
+    } else if counts(licence) {
+        "licence".into()
+    } else if counts(refused) || counts(ring) {
+        Bottleneck::VnfCores.to_string()
+    } else {
+        Bottleneck::Tester.to_string()
+    }
+}
+
+/// The model's bottleneck for the whole, in the words [`measured_bottleneck`] uses.
+fn predicted_bottleneck(b: Option<&Bottleneck>) -> String {
+    match b {
+        Some(Bottleneck::Licence { .. }) => "licence".into(),
+        Some(Bottleneck::VnfCore { .. }) => Bottleneck::VnfCores.to_string(),
+        Some(other) => other.to_string(),
+        None => "nothing".into(),
+    }
+}
+
+/// The most frequent of `names` (the first of equals).
+fn most(names: &[String]) -> String {
+    let mut best = (0, String::new());
+    for n in names {
+        let count = names.iter().filter(|m| *m == n).count();
+        if count > best.0 {
+            best = (count, n.clone());
+        }
+    }
+    best.1
+}
+
+#[derive(Default)]
+struct Runs {
+    predicted: Vec<f64>,
+    measured: Vec<f64>,
+    predicted_bottleneck: Vec<String>,
+    measured_bottleneck: Vec<String>,
+}
+
+/// Every round: calibrate, then predict and measure each cell.
+pub fn run(
+    duration: std::time::Duration,
+    warmup: std::time::Duration,
+    repeat: usize,
+    progress: &mut Progress,
+    stop: &Stop,
+) -> Result<(ScenarioCheck, Option<Calibration>, usize, bool), String> {
+    let cal_args = calibration_args(duration, warmup)?;
+    let cells: Vec<Scenario> = CELLS
+        .iter()
+        .map(|c| scenario(c, duration, warmup))
+        .collect::<Result<_, _>>()?;
+    let models: Vec<_> = cells
+        .iter()
+        .zip(&CELLS)
+        .map(|(s, c)| s.model().map_err(|e| format!("{}: {e}", c.name)))
+        .collect::<Result<_, _>>()?;
+    progress.plan(repeat * steps_per_round(&cal_args));
+    let mut runs: Vec<Runs> = CELLS.iter().map(|_| Runs::default()).collect();
+    let mut rounds = Rounds::new(repeat, stop);
+    let mut last = None;
+    while rounds.start_next() {
+        let cal = crate::calibrate::calibrate(&cal_args, progress, stop)?;
+        if stop.requested() {
+            break;
+        }
+        for (k, ((mut s, model), cell)) in cells.iter().cloned().zip(&models).zip(&CELLS).enumerate() {
+            let priced = PricedScenario::new(&cal, model).map_err(|e| format!("{}: {e}", cell.name))?;
+            let flow = priced.flow(1.0);
+            let capacity = priced.capacity();
+            s.stop_on(stop);
+            let doc = sfclab_experiment::scenario::run(&s, &mut Progress::quiet())
+                .map_err(|e| format!("{}: {e}", cell.name))?;
+            let Some(measured) = doc.runs.first() else { break };
+            if measured.interrupted {
+                break;
+            }
+            runs[k].predicted.push(flow.received_pps / 1e6);
+            runs[k].measured.push(measured.aggregate.throughput_mpps);
+            runs[k]
+                .predicted_bottleneck
+                .push(predicted_bottleneck(capacity.bottleneck.as_ref()));
+            runs[k].measured_bottleneck.push(measured_bottleneck(measured));
+            progress.finished(&format!(
+                "{}: predicted {:.3} Mpps, measured {:.3}",
+                cell.name,
+                flow.received_pps / 1e6,
+                measured.aggregate.throughput_mpps
+            ));
+        }
+        last = Some(cal);
+    }
+    for r in runs.iter_mut() {
+        rounds.keep_completed(&mut r.predicted);
+        rounds.keep_completed(&mut r.measured);
+        rounds.keep_completed(&mut r.predicted_bottleneck);
+        rounds.keep_completed(&mut r.measured_bottleneck);
+    }
+    let interrupted = rounds.interrupted();
+    let completed = rounds.completed();
+    if completed == 0 {
+        return Err(crate::INTERRUPTED_BEFORE_A_ROUND.into());
+    }
+    let cells: Vec<ScenarioCell> = CELLS
+        .iter()
+        .zip(runs)
+        .map(|(c, r)| cell_of(c, r, duration, warmup))
+        .collect();
+    Ok((check_of(cells), last, completed, interrupted))
+}
+
+fn cell_of(c: &Cell, r: Runs, duration: std::time::Duration, warmup: std::time::Duration) -> ScenarioCell {
+    let round_errors_pct: Vec<f64> = r
+        .predicted
+        .iter()
+        .zip(&r.measured)
+        .map(|(p, m)| (p - m) / m.max(1e-9) * 100.0)
+        .collect();
+    let measured = median(&r.measured);
+    let deviations: Vec<f64> = r.measured.iter().map(|m| (m - measured).abs()).collect();
+    let (predicted_bottleneck, measured_bottleneck) = (most(&r.predicted_bottleneck), most(&r.measured_bottleneck));
+    ScenarioCell {
+        cell: c.name.into(),
+        scenario: yaml(c, duration, warmup),
+        predicted_mpps: median(&r.predicted),
+        measured_mpps: measured,
+        error_pct: median(&round_errors_pct),
+        round_errors_pct,
+        measured_spread_pct: median(&deviations) / measured.max(1e-9) * 100.0,
+        bottleneck_agrees: predicted_bottleneck == measured_bottleneck,
+        predicted_bottleneck,
+        measured_bottleneck,
+    }
+}
+
+/// The errors over `cells` and whether they meet the goal.
+pub fn check_of(cells: Vec<ScenarioCell>) -> ScenarioCheck {
+    let errors: Vec<f64> = cells.iter().map(|c| c.error_pct.abs()).collect();
+    let worst = cells
+        .iter()
+        .max_by(|a, b| a.error_pct.abs().total_cmp(&b.error_pct.abs()))
+        .map(|c| {
+            format!(
+                "{}: predicted {:.3} Mpps, measured {:.3} ({:+.1} %)",
+                c.cell, c.predicted_mpps, c.measured_mpps, c.error_pct
+            )
+        })
+        .unwrap_or_default();
+    let agreeing = cells.iter().filter(|c| c.bottleneck_agrees).count();
+    let median_abs_error_pct = median(&errors);
+    let worst_abs_error_pct = errors.iter().copied().fold(0.0, f64::max);
+    ScenarioCheck {
+        median_measured_spread_pct: median(&cells.iter().map(|c| c.measured_spread_pct).collect::<Vec<_>>()),
+        goal_met: !cells.is_empty()
+            && median_abs_error_pct <= 10.0
+            && worst_abs_error_pct <= 25.0
+            && agreeing == cells.len(),
+        bottlenecks_agreeing: agreeing,
+        median_abs_error_pct,
+        worst_abs_error_pct,
+        worst,
+        cells,
+    }
+}
+
+/// The cells as a table: predicted against measured, error, spread, bottlenecks.
+pub fn render_table(b: &crate::model::ModelBench, check: &ScenarioCheck) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "{}", b.header.title("model --scenarios"));
+    let _ = writeln!(
+        s,
+        "calibration: {} | measured: aggregate received offered all the tester sends, 64 B, VNFs on core 1, memif interrupt, {} x {:.1} s, medians\n",
+        b.calibration, b.header.repeat, b.duration_s
+    );
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header([
+        "scenario",
+        "predicted Mpps",
+        "measured Mpps",
+        "error (rounds)",
+        "spread",
+        "bottleneck predicted / measured",
+    ]);
+    for c in &check.cells {
+        let rounds: Vec<String> = c.round_errors_pct.iter().map(|e| format!("{e:+.0}")).collect();
+        t.add_row([
+            c.cell.clone(),
+            format!("{:.3}", c.predicted_mpps),
+            format!("{:.3}", c.measured_mpps),
+            format!("{:+.1} % ({})", c.error_pct, rounds.join(", ")),
+            format!("{:.1} %", c.measured_spread_pct),
+            format!(
+                "{} / {}{}",
+                c.predicted_bottleneck,
+                c.measured_bottleneck,
+                if c.bottleneck_agrees { "" } else { "  DIFFER" }
+            ),
+        ]);
+    }
+    let _ = writeln!(s, "{t}");
+    let _ = writeln!(
+        s,
+        "median |error| {:.1} %, worst {:.1} % ({}); measurement spread median {:.1} %; bottleneck named as measured in {} of {} cells; goal (median <= 10 %, worst <= 25 %, every bottleneck as measured): {}",
+        check.median_abs_error_pct,
+        check.worst_abs_error_pct,
+        check.worst,
+        check.median_measured_spread_pct,
+        check.bottlenecks_agreeing,
+        check.cells.len(),
+        if check.goal_met { "met" } else { "NOT met" }
+    );
+    s
+}
+
+/// One row per cell.
+pub fn render_csv(check: &ScenarioCheck) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::from(
+        "scenario,predicted_mpps,measured_mpps,error_pct,measured_spread_pct,predicted_bottleneck,measured_bottleneck\n",
+    );
+    for c in &check.cells {
+        let _ = writeln!(
+            s,
+            "\"{}\",{:.4},{:.4},{:.2},{:.2},{},{}",
+            c.cell,
+            c.predicted_mpps,
+            c.measured_mpps,
+            c.error_pct,
+            c.measured_spread_pct,
+            c.predicted_bottleneck,
+            c.measured_bottleneck
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_cell_is_a_scenario_the_model_prices_as_asked() {
+        let d = std::time::Duration::from_millis(500);
+        for c in &CELLS {
+            let s = scenario(c, d, d).unwrap();
+            let m = s.model().unwrap();
+            assert_eq!(m.wait, "interrupt", "{}", c.name);
+            assert_eq!(m.vnf_cores, 1, "{}", c.name);
+            assert!(m.streams.iter().all(|s| s.offered_pps.is_none()), "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn the_goal_needs_small_errors_and_every_bottleneck_named_as_measured() {
+        let cell = |error: f64, agrees: bool| ScenarioCell {
+            cell: "c".into(),
+            scenario: String::new(),
+            predicted_mpps: 1.0 + error / 100.0,
+            measured_mpps: 1.0,
+            round_errors_pct: vec![error],
+            error_pct: error,
+            measured_spread_pct: 1.0,
+            predicted_bottleneck: "a".into(),
+            measured_bottleneck: if agrees { "a" } else { "b" }.into(),
+            bottleneck_agrees: agrees,
+        };
+        assert!(check_of(vec![cell(5.0, true), cell(-8.0, true), cell(20.0, true)]).goal_met);
+        assert!(!check_of(vec![cell(5.0, true), cell(-8.0, true), cell(30.0, true)]).goal_met);
+        assert!(!check_of(vec![cell(5.0, true), cell(-12.0, true), cell(-11.0, true)]).goal_met);
+        assert!(!check_of(vec![cell(5.0, true), cell(1.0, false)]).goal_met);
+        let c = check_of(vec![cell(5.0, true), cell(-30.0, true)]);
+        assert_eq!(c.worst_abs_error_pct, 30.0);
+        assert!(c.worst.contains("-30.0 %"), "{}", c.worst);
+    }
+}
