@@ -758,7 +758,7 @@ pub fn calibrate(args: &CalibrateArgs, progress: &mut Progress, stop: &Stop) -> 
     let wired = wired_calibrations(args, &curves);
     notes.extend(wired_notes(args, &wired));
     let memif = match &args.memif {
-        Some(m) => Some(memif_calibration(m, args.repeat, &sizes, &nfs, progress, stop)?),
+        Some(m) => Some(memif_calibration(m, args, &sizes, &nfs, progress, stop)?),
         None => None,
     };
     if memif.is_some() {
@@ -798,7 +798,7 @@ pub fn calibrate(args: &CalibrateArgs, progress: &mut Progress, stop: &Stop) -> 
 /// priced from its compound calibration in `nfs`.
 fn memif_calibration(
     m: &crate::memif_terms::MemifTermsArgs,
-    repeat: usize,
+    args: &CalibrateArgs,
     sizes: &[u16],
     nfs: &[NfCalibration],
     progress: &mut Progress,
@@ -813,10 +813,25 @@ fn memif_calibration(
     let hz = crate::Machine::read().tsc_hz;
     let mut rounds: Vec<Vec<crate::memif_terms::MemifRound>> = vec![Vec::new(); sizes.len()];
     let mut interrupted = false;
-    for _ in repetitions(repeat, stop, &mut interrupted) {
+    // The scenarios' tester runs on the first allowed core, the VNFs on the others.
+    let cores = cores_from(None);
+    let guard = (
+        args.core_distance.as_deref(),
+        [cores[0], *cores.get(1).unwrap_or(&cores[0])],
+    );
+    for _ in repetitions(args.repeat, stop, &mut interrupted) {
         for (i, &size) in sizes.iter().enumerate() {
             let cost = work.cycles.at(f64::from(size))?;
-            rounds[i].push(crate::memif_terms::round(m, size, cost, hz, i == 0, progress, stop)?);
+            rounds[i].push(crate::memif_terms::round(
+                m,
+                size,
+                cost,
+                hz,
+                i == 0,
+                guard,
+                progress,
+                stop,
+            )?);
         }
     }
     if rounds[0].is_empty() {

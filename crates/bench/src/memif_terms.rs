@@ -191,17 +191,23 @@ fn scenario(args: &MemifTermsArgs, chains: usize, vnf: &str, size: u16, wait: &s
 /// each wait's sharing runs. `work` is the compound cost of the synthetic NF of
 /// [`VNF_WORK_CYCLES`] at
 /// `size`.
+/// `guard`, when given, takes every run at one distance between the tester's core and
+/// the VNFs' (`cores`): frames cross between them twice per round trip.
+#[allow(clippy::too_many_arguments)]
 pub fn round(
     args: &MemifTermsArgs,
     size: u16,
     work: f64,
     hz: f64,
     sharing: bool,
+    guard: (Option<&crate::cores::CoreDistance>, [usize; 2]),
     progress: &mut Progress,
     stop: &Stop,
 ) -> Result<MemifRound, String> {
     let mut measure = |chains: usize, vnf: &str, wait: &str, what: &str| -> Result<Rates, String> {
-        let r = run(&scenario(args, chains, vnf, size, wait), stop)?;
+        let yaml = scenario(args, chains, vnf, size, wait);
+        let (distance, [tester, vnfs]) = guard;
+        let r = crate::cores::run_guarded(distance, tester, vnfs, || run(&yaml, stop))?;
         progress.finished(&format!("memif {what} at {size} B"));
         Ok(rates(&r))
     };

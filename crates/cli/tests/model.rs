@@ -788,3 +788,30 @@ fn the_memif_terms_are_calibrated_from_scenarios_and_price_one() {
     assert!(doc["capacity"]["aggregate_pps"].as_f64().unwrap() > 0.0, "{doc}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+#[ignore = "needs root for namespaces (CI runs it)"]
+fn bench_model_checks_scenario_cells_against_their_predictions() {
+    sfclab_topology::require_root("namespaces");
+    let _cores = both_cores();
+    let (b, progress) = bench_model(&["--scenarios", "--repeat", "1", "--duration", "200ms"]);
+    let check = &b["scenarios"];
+    let cells = check["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 10, "{check}");
+    for c in cells {
+        // Each cell predicted and measured in the round, its error theirs.
+        let (p, m) = (
+            c["predicted_mpps"].as_f64().unwrap(),
+            c["measured_mpps"].as_f64().unwrap(),
+        );
+        assert!(p > 0.0 && m > 0.0, "{c}");
+        let e = c["error_pct"].as_f64().unwrap();
+        assert!((e - (p - m) / m * 100.0).abs() < 1e-6, "{c}");
+        assert_eq!(c["round_errors_pct"].as_array().unwrap().len(), 1);
+        assert!(c["scenario"].as_str().unwrap().contains("rate: max"), "{c}");
+    }
+    assert!(
+        progress.contains("3 PVP router, licence 200 Mbit/s: predicted"),
+        "{progress}"
+    );
+}
