@@ -33,7 +33,7 @@ use crate::median;
 pub const VNF_WORK_CYCLES: u64 = 1500;
 
 /// How the terms were measured, for the calibration's notes.
-pub const NOTE: &str = "memif (scenarios: VNF processes in namespaces joined by memif, one tester thread; PVP chains one way, offered all the tester sends): the tester's T_gen, T_send, T_recv solved from TSC = generated T_gen + taken T_send + received T_recv over three runs (a polling forwarder, a firewall without rules, a synthetic NF of 4 W cycles); W = the larger of 1500 and 3 × the tester's round trip; hop = TSC / forwarded − synthetic(cycles=W) for one VNF alone on its core (its ring refusing frames: the VNF, not the tester, the limit); sharing(k) = TSC / forwarded by k such VNFs on one core − synthetic(cycles=W) − hop (at the smallest size); each point's interval is its repetitions' range";
+pub const NOTE: &str = "memif (scenarios: VNF processes in namespaces joined by memif, one tester thread; PVP chains offered all the tester sends, one way for the tester's terms, both ways for the VNFs'): the tester's T_gen, T_send, T_recv solved from TSC = generated T_gen + taken T_send + received T_recv over three runs (a polling forwarder, a firewall without rules, a synthetic NF of 4 W cycles); W = the larger of 1500 and 3 × the tester's round trip; hop = TSC / forwarded − synthetic(cycles=W) for one VNF alone on its core (its ring refusing frames: the VNF, not the tester, the limit); sharing(k) = TSC / forwarded by k such VNFs on one core − synthetic(cycles=W) − hop (at the smallest size); each point's interval is its repetitions' range";
 
 /// The NFs of every VNF of `scenario` with their chains' traffic, each as the model
 /// prices it (a policer at a rate nothing reaches), after the NFs before it in its VNF;
@@ -177,9 +177,9 @@ fn rates(r: &ScenarioRun) -> Rates {
 
 /// The scenario of `chains` PVP chains of one VNF doing `vnf`, one way, as fast as the
 /// tester goes, at frames of `size`.
-fn scenario(args: &MemifTermsArgs, chains: usize, vnf: &str, size: u16, wait: &str) -> String {
+fn scenario(args: &MemifTermsArgs, chains: usize, vnf: &str, size: u16, wait: &str, both_ways: bool) -> String {
     format!(
-        "name: model calibrate --memif\nchains: {chains}\nshape: pvp\nvnf: [{vnf}]\nbidirectional: false\n\
+        "name: model calibrate --memif\nchains: {chains}\nshape: pvp\nvnf: [{vnf}]\nbidirectional: {both_ways}\n\
          traffic: {{ rate: max, size: {size}, flows: 256 }}\n\
          run: {{ duration: {}ms, warmup: {}ms, memif_wait: {wait} }}\nrepeat: 1\n",
         args.duration.as_millis(),
@@ -204,8 +204,10 @@ pub fn round(
     progress: &mut Progress,
     stop: &Stop,
 ) -> Result<MemifRound, String> {
-    let mut measure = |chains: usize, vnf: &str, wait: &str, what: &str| -> Result<Rates, String> {
-        let yaml = scenario(args, chains, vnf, size, wait);
+    // The tester's runs one way (its three terms apart); the VNFs' both ways, as
+    // scenarios run them unless told (a VNF working both directions wakes for both).
+    let mut measure = |chains: usize, vnf: &str, wait: &str, both_ways: bool, what: &str| -> Result<Rates, String> {
+        let yaml = scenario(args, chains, vnf, size, wait, both_ways);
         let (distance, [tester, vnfs]) = guard;
         let r = crate::cores::run_guarded(distance, tester, vnfs, || run(&yaml, stop))?;
         progress.finished(&format!("memif {what} at {size} B"));
@@ -223,7 +225,7 @@ pub fn round(
         }
     };
     // The tester is the limit in the first two: the VNF polls on its own core.
-    let pass = measure(1, "forwarder", "polling", "tester: forwarder")?;
+    let pass = measure(1, "forwarder", "polling", false, "tester: forwarder")?;
     // The VNFs' work: at least [`VNF_WORK_CYCLES`], and three times the tester's round
     // trip just measured (a slower tester, as a debug build's, needs heavier VNFs to be
     // the limit); a synthetic NF costs its cycles and a constant, known from `work`.
@@ -231,8 +233,8 @@ pub fn round(
     let work = work - VNF_WORK_CYCLES as f64 + cycles as f64;
     let heavy = format!("{{synthetic: {{cycles: {cycles}}}}}");
     let slow = format!("{{synthetic: {{cycles: {}}}}}", cycles * 4);
-    let drop = measure(1, "firewall", "polling", "tester: firewall without rules")?;
-    let refuse = measure(1, &slow, "polling", "tester: a VNF slower than the tester")?;
+    let drop = measure(1, "firewall", "polling", false, "tester: firewall without rules")?;
+    let refuse = measure(1, &slow, "polling", false, "tester: a VNF slower than the tester")?;
     let rows = [
         [pass.generated, pass.taken, pass.received],
         [drop.generated, drop.taken, drop.received],
@@ -252,14 +254,14 @@ pub fn round(
     let mut hops = Vec::new();
     let mut shared = Vec::new();
     for wait in &args.waits {
-        let alone = measure(1, &heavy, wait, &format!("{wait} hop"))?;
+        let alone = measure(1, &heavy, wait, true, &format!("{wait} hop"))?;
         vnf_bound(&alone, &format!("{wait} hop"))?;
         let hop = hz / alone.received - work;
         hops.push(hop);
         let mut per_k = Vec::new();
         if sharing {
             for k in args.sharing_of(wait) {
-                let r = measure(k, &heavy, wait, &format!("{wait} sharing at {k} per core"))?;
+                let r = measure(k, &heavy, wait, true, &format!("{wait} sharing at {k} per core"))?;
                 vnf_bound(&r, &format!("{wait} sharing at {k} per core"))?;
                 per_k.push(hz / r.received - work - hop);
             }
@@ -389,12 +391,12 @@ mod tests {
             std::time::Duration::from_millis(500),
             std::time::Duration::from_millis(200),
         );
-        let yaml = scenario(&args, 4, "{synthetic: {cycles: 1500}}", 512, "interrupt");
+        let yaml = scenario(&args, 4, "{synthetic: {cycles: 1500}}", 512, "interrupt", true);
         let s = Scenario::from_text(&yaml, Path::new("t"), &ScenarioFlags::default(), &Settings::default()).unwrap();
         assert_eq!(s.chains().len(), 4);
         let m = s.model().unwrap();
         assert_eq!(m.wait, "interrupt");
-        assert_eq!(m.streams.len(), 4);
+        assert_eq!(m.streams.len(), 8, "both ways");
         assert_eq!(m.streams[0].offered_pps, None);
         assert_eq!(m.streams[0].frames, vec![(512.0, 1.0)]);
         assert_eq!(args.runs(3), 3 * 4 + 3);

@@ -340,8 +340,11 @@ struct Solver<'p, 'a> {
     /// What each stream may offer after its line, packets per second (infinite: `max`).
     allowed: Vec<f64>,
     generated: Vec<f64>,
-    /// Per process: the fraction of arriving frames its ring takes, its licence passes.
-    admitted: Vec<f64>,
+    /// Per stream, per process of its path: the fraction of its frames arriving there
+    /// that the process's input ring for it takes (a process takes from its rings in
+    /// turn, a batch from each: evenly, not in proportion to what each holds).
+    admitted: Vec<Vec<f64>>,
+    /// Per process: the fraction of what it worked through that its licence passes.
     licensed: Vec<f64>,
     /// The fraction of VNF sends the NIC's capacity passes.
     nic: f64,
@@ -389,7 +392,7 @@ impl<'p, 'a> Solver<'p, 'a> {
             priced,
             generated,
             allowed,
-            admitted: vec![1.0; n],
+            admitted: m.streams.iter().map(|s| vec![1.0; s.path.len()]).collect(),
             licensed: vec![1.0; n],
             nic: 1.0,
         }
@@ -399,9 +402,9 @@ impl<'p, 'a> Solver<'p, 'a> {
         let stream = &self.priced.model.streams[s];
         let mut rate = generated;
         let mut arriving = Vec::with_capacity(stream.path.len());
-        for &p in &stream.path {
+        for (h, &p) in stream.path.iter().enumerate() {
             arriving.push(rate);
-            rate *= self.admitted[p] * self.licensed[p] * self.nic;
+            rate *= self.admitted[s][h] * self.licensed[p] * self.nic;
         }
         Path {
             arriving,
@@ -434,19 +437,37 @@ impl<'p, 'a> Solver<'p, 'a> {
                 })
                 .collect();
             let cycles = water_fill_capped(&wants, hz, hz * m.vnf_cores as f64);
-            let mut admitted = vec![1.0; n_p];
+            let mut admitted: Vec<Vec<f64>> = m.streams.iter().map(|s| vec![1.0; s.path.len()]).collect();
             let mut licensed = vec![1.0; n_p];
             let mut worked_ip_bits = vec![0.0; n_p];
             for p in 0..n_p {
                 share[p] = cycles[p] / hz;
                 let can = cycles[p] / self.priced.costs[p].0;
-                if arriving[p] > can {
-                    admitted[p] = can / arriving[p];
+                if arriving[p] <= can {
+                    continue;
+                }
+                // Its input rings (one per stream through it), taken from in turn.
+                let rings: Vec<(usize, usize, f64)> = paths
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(s, path)| {
+                        let stream = &m.streams[s];
+                        (0..stream.path.len())
+                            .filter(move |&h| stream.path[h] == p)
+                            .map(move |h| (s, h, path.arriving[h]))
+                    })
+                    .collect();
+                let want: Vec<f64> = rings.iter().map(|r| r.2).collect();
+                let taken = water_fill(&want, &vec![1.0; want.len()], can, Share::Even);
+                for ((s, h, a), t) in rings.into_iter().zip(taken) {
+                    if a > 0.0 {
+                        admitted[s][h] = (t / a).min(1.0);
+                    }
                 }
             }
             for (s, path) in paths.iter().enumerate() {
-                for (&p, a) in m.streams[s].path.iter().zip(&path.arriving) {
-                    worked_ip_bits[p] += a * admitted[p] * self.priced.figures[s].ip_bits;
+                for (h, (&p, a)) in m.streams[s].path.iter().zip(&path.arriving).enumerate() {
+                    worked_ip_bits[p] += a * admitted[s][h] * self.priced.figures[s].ip_bits;
                 }
             }
             for p in 0..n_p {
@@ -458,8 +479,8 @@ impl<'p, 'a> Solver<'p, 'a> {
             }
             let mut sends_l1 = 0.0;
             for (s, path) in paths.iter().enumerate() {
-                for (&p, a) in m.streams[s].path.iter().zip(&path.arriving) {
-                    sends_l1 += a * admitted[p] * licensed[p] * self.priced.figures[s].l1_bits;
+                for (h, (&p, a)) in m.streams[s].path.iter().zip(&path.arriving).enumerate() {
+                    sends_l1 += a * admitted[s][h] * licensed[p] * self.priced.figures[s].l1_bits;
                 }
             }
             let nic = match m.nic_capacity_bps {
@@ -472,7 +493,7 @@ impl<'p, 'a> Solver<'p, 'a> {
                 .map(|s| {
                     let f = &self.priced.figures[s];
                     let probe = self.path(s, 1.0);
-                    let first = m.streams[s].path.first().map_or(1.0, |&p| self.admitted[p]);
+                    let first = self.admitted[s].first().copied().unwrap_or(1.0);
                     f.tester_generate + first * f.tester_send + probe.received * f.tester_receive
                 })
                 .collect();
@@ -484,15 +505,23 @@ impl<'p, 'a> Solver<'p, 'a> {
                 .iter()
                 .zip(&self.generated)
                 .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
-                .chain(admitted.iter().zip(&self.admitted).map(|(a, b)| (a - b).abs()))
+                .chain(
+                    admitted
+                        .iter()
+                        .flatten()
+                        .zip(self.admitted.iter().flatten())
+                        .map(|(a, b)| (a - b).abs()),
+                )
                 .chain(licensed.iter().zip(&self.licensed).map(|(a, b)| (a - b).abs()))
                 .fold((nic - self.nic).abs(), f64::max);
             for (old, new) in self.generated.iter_mut().zip(generated) {
                 *old = mix(*old, new);
             }
-            for p in 0..n_p {
-                self.admitted[p] = mix(self.admitted[p], admitted[p]);
-                self.licensed[p] = mix(self.licensed[p], licensed[p]);
+            for (old, new) in self.admitted.iter_mut().flatten().zip(admitted.iter().flatten()) {
+                *old = mix(*old, *new);
+            }
+            for (old, new) in self.licensed.iter_mut().zip(licensed) {
+                *old = mix(*old, new);
             }
             self.nic = mix(self.nic, nic);
             if moved < 1e-9 {
@@ -537,15 +566,15 @@ impl<'p, 'a> Solver<'p, 'a> {
             for (hop, (&p, &a)) in stream.path.iter().zip(&path.arriving).enumerate() {
                 let name = &m.processes[p].name;
                 processes[p].arriving_pps += a;
-                processes[p].worked_pps += a * self.admitted[p];
-                let refused = a * (1.0 - self.admitted[p]);
+                processes[p].worked_pps += a * self.admitted[s][hop];
+                let refused = a * (1.0 - self.admitted[s][hop]);
                 let place = if hop == 0 {
                     "tester tx-refused".to_string()
                 } else {
                     format!("{name} ring-full")
                 };
                 note(place, refused, Bottleneck::VnfCore { process: name.clone() });
-                let worked = a * self.admitted[p];
+                let worked = a * self.admitted[s][hop];
                 note(
                     format!("{name} licence"),
                     worked * (1.0 - self.licensed[p]),
@@ -558,7 +587,7 @@ impl<'p, 'a> Solver<'p, 'a> {
                 );
             }
             let f = &self.priced.figures[s];
-            let first = stream.path.first().map_or(1.0, |&p| self.admitted[p]);
+            let first = self.admitted[s].first().copied().unwrap_or(1.0);
             tester_cycles += generated * (f.tester_generate + first * f.tester_send) + path.received * f.tester_receive;
             let held_back = |by: f64| stream.offered_pps.is_some() && by < 1.0 - 1e-6;
             let bottleneck = match last {
@@ -823,6 +852,35 @@ mod tests {
         assert!((f.received_pps - 1e6).abs() < 1.0, "{f:#?}");
         assert_eq!(total_dropped(&f), 0.0);
         assert_eq!(f.streams[0].bottleneck, Some(Bottleneck::Line { reverse: false }));
+    }
+
+    #[test]
+    fn a_vnf_takes_from_its_rings_in_turn_so_a_frame_past_the_first_vnf_is_not_dropped_at_the_second() {
+        // One PVVP chain both ways on one core: each VNF is first for one direction (fed
+        // by the tester's flood) and second for the other (fed by its peer). Taking a
+        // batch from each ring in turn, it serves its peer's frames, fewer than an even
+        // share, in full: the excess is refused at the tester's rings, where no work
+        // was spent on it.
+        let cal = cal();
+        let mut m = scenario(1, 2, None);
+        let reverse = StreamModel {
+            reverse: true,
+            path: vec![1, 0],
+            ..m.streams[0].clone()
+        };
+        m.streams.push(reverse);
+        let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
+        for s in &f.streams {
+            assert_eq!(s.dropped.len(), 1, "{s:#?}");
+            assert_eq!(s.dropped[0].0, "tester tx-refused");
+        }
+        // The core works every frame twice (once per VNF), at 500 + 33.3 cycles each.
+        let want = HZ / (2.0 * (500.0 + 100.0 / 3.0));
+        assert!(
+            (f.received_pps - want).abs() / want < 1e-3,
+            "{} against {want}",
+            f.received_pps
+        );
     }
 
     #[test]
