@@ -60,6 +60,7 @@ pub mod pipeline;
 pub mod placement;
 pub mod registry;
 pub mod ring;
+pub mod vnf_workloads;
 
 use serde::Serialize;
 pub use sfclab_experiment::Machine;

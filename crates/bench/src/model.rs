@@ -1032,7 +1032,12 @@ benchmark!(ModelBench, render_table, render_csv);
 /// error per layout against the goal.
 fn render_table(b: &ModelBench) -> String {
     if let Some(check) = &b.scenarios {
-        return crate::model_scenarios::render_table(b, check);
+        return crate::model_scenarios::render_table(
+            &b.header.title("model --scenarios"),
+            &b.calibration,
+            (b.header.repeat, b.duration_s),
+            check,
+        );
     }
     let mut s = String::new();
     let _ = writeln!(s, "{}", b.header.title("model"));

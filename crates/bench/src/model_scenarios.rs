@@ -125,7 +125,7 @@ pub fn calibration_args(
     warmup: std::time::Duration,
     guard: Option<std::sync::Arc<crate::cores::CoreDistance>>,
 ) -> Result<crate::calibrate::CalibrateArgs, String> {
-    let mut nfs = crate::memif_terms::preset_workloads()?;
+    let mut nfs = crate::vnf_workloads::preset_workloads()?;
     nfs.push(crate::calibrate::memif_workload());
     Ok(crate::calibrate::CalibrateArgs {
         sizes: vec![64],
@@ -371,14 +371,20 @@ pub fn check_of(cells: Vec<ScenarioCell>) -> ScenarioCheck {
 }
 
 /// The cells as a table: predicted against measured, error, spread, bottlenecks.
-pub fn render_table(b: &crate::model::ModelBench, check: &ScenarioCheck) -> String {
+/// `title` and `calibration` as the benchmark's document says them; `rounds` of
+/// `duration_s` each.
+pub fn render_table(
+    title: &str,
+    calibration: &str,
+    (rounds, duration_s): (usize, f64),
+    check: &ScenarioCheck,
+) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
-    let _ = writeln!(s, "{}", b.header.title("model --scenarios"));
+    let _ = writeln!(s, "{title}");
     let _ = writeln!(
         s,
-        "calibration: {} | measured: aggregate received offered all the tester sends, 64 B, VNFs on core 1, memif interrupt, {} x {:.1} s, medians\n",
-        b.calibration, b.header.repeat, b.duration_s
+        "calibration: {calibration} | measured: aggregate received offered all the tester sends, 64 B, VNFs on core 1, memif interrupt, {rounds} x {duration_s:.1} s, medians\n"
     );
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);

@@ -280,12 +280,12 @@ fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
         {
             return Err(format!("--memif-waits: `{w}` is neither `polling` nor `interrupt`"));
         }
-        let mut scenario_nfs = sfclab_bench::memif_terms::preset_workloads()?;
+        let mut scenario_nfs = sfclab_bench::vnf_workloads::preset_workloads()?;
         scenario_nfs.push(sfclab_bench::calibrate::memif_workload());
         for path in &a.scenario {
             let s = Scenario::load(Some(path), &ScenarioFlags::default(), &Settings::default())
                 .map_err(|e| format!("--scenario {e}"))?;
-            scenario_nfs.extend(sfclab_bench::memif_terms::scenario_workloads(&s));
+            scenario_nfs.extend(sfclab_bench::vnf_workloads::scenario_workloads(&s));
         }
         for w in scenario_nfs {
             let key = nf_key(w.nf.kind(), &w.nf.cost_settings());
