@@ -748,7 +748,11 @@ pub fn calibrate(args: &CalibrateArgs, progress: &mut Progress, stop: &Stop) -> 
         notes.push("interrupted (Ctrl-C): the repetitions finished are kept".into());
     }
     if pipeline.is_none() {
-        notes.push("one core: no pipeline terms (a ring across cores needs two)".into());
+        notes.push(if args.pipeline {
+            "one core: no pipeline terms (a ring across cores needs two)".into()
+        } else {
+            "no pipeline terms: not asked for (the chains priced run on one core)".into()
+        });
     }
     if let Some(guard) = &args.core_distance
         && (pipeline.is_some() || !args.wired.is_empty())

@@ -771,12 +771,20 @@ fn plan_table(p: &sfclab_model::PlanResult, cal: &Calibration, demands: &[String
 
 /// The chain as the model sees it: its NFs' keys, frame sizes and layout.
 fn cmd_predict(a: PredictCli) -> ExitCode {
+    let f = &a.scenario_flags;
+    let is_scenario =
+        a.scenario.is_some() || f.chains.is_some() || f.shape.is_some() || f.vnf.is_some() || f.chain_file.is_some();
+    if !a.calibration.exists() {
+        // Nothing to price with: measure what this chain or scenario needs, and keep it.
+        if let Err(e) = calibrate_for(&a, is_scenario) {
+            return outcome::fail(outcome::FAILURE, &e);
+        }
+    }
     let cal = match Calibration::load(&a.calibration) {
         Ok(c) => c,
         Err(e) => return outcome::fail(outcome::USAGE, &format!("--calibration {e}")),
     };
-    let f = &a.scenario_flags;
-    if a.scenario.is_some() || f.chains.is_some() || f.shape.is_some() || f.vnf.is_some() || f.chain_file.is_some() {
+    if is_scenario {
         return match predict_scenario(&a, &cal) {
             Ok(text) => outcome::emit_then(&text, 0),
             Err(e) => outcome::fail(outcome::USAGE, &e),
@@ -865,6 +873,75 @@ fn prediction_table(experiment: &Experiment, cal: &Calibration, p: &ChainPredict
         );
     }
     s
+}
+
+/// A calibration of what `a` prices (a chain's NFs and runtime; a scenario's memif terms
+/// and its VNFs' NFs, which needs root), measured with the usual settings, with progress,
+/// and written to `--calibration`.
+fn calibrate_for(a: &PredictCli, is_scenario: bool) -> Result<(), String> {
+    let (duration, warmup) = (
+        std::time::Duration::from_millis(500),
+        std::time::Duration::from_millis(200),
+    );
+    let file = a.calibration.display();
+    let mut args = CalibrateArgs {
+        sizes: vec![64, 512, 1518],
+        nfs: Vec::new(),
+        duration,
+        warmup,
+        repeat: 3,
+        batch: 32,
+        core: None,
+        pipeline: false,
+        wired: Vec::new(),
+        core_distance: sfclab_bench::cores::CoreDistance::from_flag("auto")?,
+        memif: None,
+    };
+    if is_scenario {
+        if !sfclab_topology::running_as_root() {
+            return Err(format!(
+                "no calibration at {file}, and making one for a scenario needs root (its VNFs in namespaces): `sudo sfclab model calibrate --memif --scenario FILE -o {file}`"
+            ));
+        }
+        let scenario =
+            Scenario::load(a.scenario.as_deref(), &a.scenario_flags, &a.run.settings).map_err(|e| e.to_string())?;
+        let wait = scenario.model().map_err(|e| format!("{}: {e}", scenario.name))?.wait;
+        args.nfs = sfclab_bench::vnf_workloads::scenario_workloads(&scenario);
+        args.nfs.push(sfclab_bench::calibrate::memif_workload());
+        args.memif = Some(sfclab_bench::memif_terms::MemifTermsArgs::new(
+            vec![wait],
+            duration,
+            warmup,
+        ));
+    } else {
+        let experiment = crate::load_experiment(&a.run).map_err(|e| e.to_string())?;
+        if experiment.chaining().in_namespaces() {
+            return Err(format!(
+                "no calibration at {file}: a chain in namespaces is calibrated with `sudo sfclab model calibrate --technologies {} -o {file}`",
+                experiment.chaining()
+            ));
+        }
+        args.pipeline = experiment.pipeline().is_some();
+        args.nfs = experiment
+            .nfs()
+            .iter()
+            .map(|(_, nf)| NfWorkload {
+                nf: nf.clone(),
+                flows: experiment.traffic.flows,
+                destinations: experiment.traffic.destinations.clone(),
+                before: Vec::new(),
+            })
+            .collect();
+    }
+    eprintln!("no calibration at {file}: measuring the terms this needs, then keeping them there");
+    let cal = crate::progress::shown("steps", |progress| {
+        sfclab_bench::calibrate::calibrate(&args, progress, &crate::ctrl_c())
+    })?;
+    if cal.method.notes.iter().any(|n| n.starts_with("interrupted")) {
+        return Err("interrupted while calibrating: nothing kept, nothing priced".into());
+    }
+    let text = serde_json::to_string_pretty(&cal).expect("serialisable") + "\n";
+    std::fs::write(&a.calibration, text).map_err(|e| format!("--calibration {file}: {e}"))
 }
 
 /// `model predict` of a scenario: its document as JSON, or its tables.

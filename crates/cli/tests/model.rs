@@ -815,3 +815,35 @@ fn bench_model_checks_scenario_cells_against_their_predictions() {
         "{progress}"
     );
 }
+
+#[test]
+fn predict_without_a_calibration_measures_one_keeps_it_and_prices_with_it() {
+    let dir = temp("auto-calibration");
+    let cal = dir.join("made.json");
+    let predict = || {
+        sfclab(&[
+            "model",
+            "predict",
+            "--chain",
+            "forwarder",
+            "--calibration",
+            cal.to_str().unwrap(),
+            "--json",
+        ])
+    };
+    let o = predict();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no calibration at"), "{}", stderr(&o));
+    let made: Value = serde_json::from_str(&std::fs::read_to_string(&cal).unwrap()).unwrap();
+    assert_follows_schema("calibration-4.json", &made);
+    nf_curve(&made, "forwarder");
+    let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(doc["max_mpps"].as_f64().unwrap() > 0.0, "{doc}");
+    // The second time, the kept calibration prices it: nothing measured again.
+    let o = predict();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("no calibration at"), "{}", stderr(&o));
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&cal).unwrap()).unwrap();
+    assert_eq!(kept, made);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
