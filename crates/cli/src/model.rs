@@ -884,6 +884,17 @@ fn calibrate_for(a: &PredictCli, is_scenario: bool) -> Result<(), String> {
         std::time::Duration::from_millis(200),
     );
     let file = a.calibration.display();
+    let dir = match a.calibration.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        // Said before measuring for minutes, not after.
+        return Err(format!(
+            "--calibration {file}: no calibration there, and no directory {} to keep one in",
+            dir.display()
+        ));
+    }
     let mut args = CalibrateArgs {
         sizes: vec![64, 512, 1518],
         nfs: Vec::new(),
