@@ -95,7 +95,8 @@ pub struct CalibrateCli {
 
 #[derive(Args)]
 pub struct PredictCli {
-    /// The calibration to price the chain with (`sfclab model calibrate`).
+    /// The calibration to price the chain or scenario with (`sfclab model calibrate`);
+    /// where there is none, one is measured for what is priced and kept here.
     #[arg(long, default_value = "calibration.json")]
     calibration: PathBuf,
     /// Offered load to show each resource's utilisation at (`2Mpps`; default: the
