@@ -429,7 +429,15 @@ impl Calibration {
     /// NF `key`'s calibration, or why there is none.
     fn nf(&self, key: &str) -> Result<&NfCalibration, String> {
         self.nfs.iter().find(|n| n.key == key).ok_or_else(|| {
-            let known: Vec<&str> = self.nfs.iter().map(|n| n.key.as_str()).collect();
+            // Keys as long as a DPI NF's rule set are cut to a line each.
+            let short = |k: &str| {
+                if k.chars().count() > 48 {
+                    format!("{}…", k.chars().take(47).collect::<String>())
+                } else {
+                    k.to_string()
+                }
+            };
+            let known: Vec<String> = self.nfs.iter().map(|n| short(&n.key)).collect();
             format!(
                 "NF `{key}` is not in the calibration (it has {}): calibrate it with `sfclab model calibrate --chain ...` naming it",
                 if known.is_empty() { "none".to_string() } else { known.join(", ") }

@@ -201,7 +201,14 @@ impl<'a> PricedScenario<'a> {
             .iter()
             .enumerate()
             .map(|(i, p)| process_cost(cal, wait, model, i, p, polling))
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_, _>>()
+            .map_err(|e: String| match e.split_once(": calibrate it with") {
+                // A scenario's NFs are calibrated in their VNFs, after the NFs before them.
+                Some((what, _)) => format!(
+                    "{what}: calibrate the scenario's NFs with `sudo sfclab model calibrate --memif --scenario FILE`"
+                ),
+                None => e,
+            })?;
         Ok(PricedScenario {
             model,
             hz: cal.machine.tsc_hz,
