@@ -60,9 +60,14 @@ pub struct NfWorkload {
 }
 
 impl NfWorkload {
+    /// What the calibration names it by ([`nf_key`]).
+    pub fn key(&self) -> String {
+        nf_key(self.nf.kind(), &self.nf.cost_settings())
+    }
+
     /// Its key, shortened to a line (a DPI NF's key holds its every rule).
     pub fn label(&self) -> String {
-        let key = nf_key(self.nf.kind(), &self.nf.cost_settings());
+        let key = self.key();
         let mut short: String = key.chars().take(72).collect();
         if short.len() < key.len() {
             short.push_str("...");
@@ -100,6 +105,16 @@ pub struct CalibrateArgs {
     /// Scenarios' terms (VNF processes joined by memif, the tester; needs root): `nfs`
     /// must hold the synthetic NF their VNFs run ([`memif_workload`]).
     pub memif: Option<crate::memif_terms::MemifTermsArgs>,
+}
+
+/// `more` added to `workloads`, each NF once by its calibration key (the first kept).
+pub fn add_new(workloads: &mut Vec<NfWorkload>, more: impl IntoIterator<Item = NfWorkload>) {
+    for w in more {
+        let key = w.key();
+        if !workloads.iter().any(|n| n.key() == key) {
+            workloads.push(w);
+        }
+    }
 }
 
 /// The NF the VNFs of the memif terms' runs do, whose compound cost they subtract.
@@ -900,7 +915,7 @@ impl Curves<'_> {
 fn nf_calibrations(args: &CalibrateArgs, curves: &Curves, has_pipeline: bool) -> Vec<NfCalibration> {
     let mut nfs: Vec<NfCalibration> = Vec::new();
     for (k, w) in args.nfs.iter().enumerate() {
-        let key = nf_key(w.nf.kind(), &w.nf.cost_settings());
+        let key = w.key();
         if nfs.iter().any(|n| n.key == key) {
             continue;
         }

@@ -15,27 +15,18 @@ use crate::calibrate::NfWorkload;
 pub fn scenario_workloads(scenario: &Scenario) -> Vec<NfWorkload> {
     let mut out: Vec<NfWorkload> = Vec::new();
     for exp in scenario.instances() {
-        // Each NF after the NFs before it in its VNF: their output is its traffic.
-        let mut hop_of = Vec::new();
-        for (h, &n) in exp.hops().iter().enumerate() {
-            hop_of.extend(std::iter::repeat_n(h, n));
-        }
-        for (i, (_, nf)) in exp.nfs().iter().enumerate() {
-            let first_of_hop = hop_of.iter().position(|&h| h == hop_of[i]).unwrap_or(i);
-            let before: Vec<sfclab_nf::NfSpec> =
-                exp.nfs()[first_of_hop..i].iter().map(|(_, n)| priced_spec(n)).collect();
-            let nf = priced_spec(nf);
-            let key = sfclab_model::nf_key(nf.kind(), &nf.cost_settings());
-            if !out
-                .iter()
-                .any(|w| sfclab_model::nf_key(w.nf.kind(), &w.nf.cost_settings()) == key)
-            {
-                out.push(NfWorkload {
-                    nf,
+        // Each NF after the NFs before it in its VNF (a hop): their output is its traffic.
+        let mut nfs = exp.nfs().iter();
+        for &count in exp.hops() {
+            let hop: Vec<sfclab_nf::NfSpec> = nfs.by_ref().take(count).map(|(_, n)| priced_spec(n)).collect();
+            for (j, nf) in hop.iter().enumerate() {
+                let workload = NfWorkload {
+                    nf: nf.clone(),
                     flows: exp.traffic.flows,
                     destinations: exp.traffic.destinations.clone(),
-                    before,
-                });
+                    before: hop[..j].to_vec(),
+                };
+                crate::calibrate::add_new(&mut out, [workload]);
             }
         }
     }
@@ -50,15 +41,7 @@ pub fn preset_workloads() -> Result<Vec<NfWorkload>, String> {
         let yaml = format!("chains: 1\nvnf: {vnf}\nvnf_rate_cap: 1Gbit\n");
         let s = Scenario::from_text(&yaml, Path::new(vnf), &ScenarioFlags::default(), &Settings::default())
             .map_err(|e| e.to_string())?;
-        for w in scenario_workloads(&s) {
-            let key = sfclab_model::nf_key(w.nf.kind(), &w.nf.cost_settings());
-            if !out
-                .iter()
-                .any(|o| sfclab_model::nf_key(o.nf.kind(), &o.nf.cost_settings()) == key)
-            {
-                out.push(w);
-            }
-        }
+        crate::calibrate::add_new(&mut out, scenario_workloads(&s));
     }
     Ok(out)
 }
@@ -70,10 +53,7 @@ mod tests {
     #[test]
     fn the_presets_nfs_and_the_licence_are_what_scenarios_are_priced_with() {
         let w = preset_workloads().unwrap();
-        let keys: Vec<String> = w
-            .iter()
-            .map(|w| sfclab_model::nf_key(w.nf.kind(), &w.nf.cost_settings()))
-            .collect();
+        let keys: Vec<String> = w.iter().map(NfWorkload::key).collect();
         assert!(keys.contains(&sfclab_experiment::scenario::licence_key()), "{keys:?}");
         assert!(keys.contains(&"forwarder".to_string()), "{keys:?}");
         for kind in ["router", "nat44", "firewall", "qos", "dpi"] {

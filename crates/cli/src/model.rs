@@ -8,7 +8,7 @@ use sfclab_bench::calibrate::{CalibrateArgs, NfWorkload};
 use sfclab_experiment::scenario::{Scenario, ScenarioFlags};
 use sfclab_experiment::{ChainFileError, ChainSource, Experiment, Settings};
 use sfclab_model::documents::{CalibrationRef, PlanDocument, RcDocument, ScenarioPredictionDocument};
-use sfclab_model::{Calibration, ChainPrediction, nf_key};
+use sfclab_model::{Calibration, ChainPrediction};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -229,7 +229,12 @@ fn experiment_of(chain: &str, flags: &Settings) -> Result<Experiment, ChainFileE
 /// The NFs (with their traffic) of a chain given as shorthand or a chain file.
 fn workloads_of(chain: &str) -> Result<Vec<NfWorkload>, String> {
     let experiment = experiment_of(chain, &Settings::default()).map_err(|e| format!("--chain {chain}: {e}"))?;
-    Ok(experiment
+    Ok(workloads_in(&experiment))
+}
+
+/// The NFs of `experiment`, each with its traffic.
+fn workloads_in(experiment: &Experiment) -> Vec<NfWorkload> {
+    experiment
         .nfs()
         .iter()
         .map(|(_, nf)| NfWorkload {
@@ -238,7 +243,7 @@ fn workloads_of(chain: &str) -> Result<Vec<NfWorkload>, String> {
             destinations: experiment.traffic.destinations.clone(),
             before: Vec::new(),
         })
-        .collect())
+        .collect()
 }
 
 fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
@@ -261,15 +266,7 @@ fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
         &a.chain[..]
     };
     for chain in chains {
-        for w in workloads_of(chain)? {
-            let key = nf_key(w.nf.kind(), &w.nf.cost_settings());
-            if !nfs
-                .iter()
-                .any(|n: &NfWorkload| nf_key(n.nf.kind(), &n.nf.cost_settings()) == key)
-            {
-                nfs.push(w);
-            }
-        }
+        sfclab_bench::calibrate::add_new(&mut nfs, workloads_of(chain)?);
     }
     let memif = (a.memif || !a.scenario.is_empty())
         .then(|| sfclab_bench::memif_terms::MemifTermsArgs::new(a.memif_waits.clone(), duration, warmup));
@@ -288,15 +285,7 @@ fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
                 .map_err(|e| format!("--scenario {e}"))?;
             scenario_nfs.extend(sfclab_bench::vnf_workloads::scenario_workloads(&s));
         }
-        for w in scenario_nfs {
-            let key = nf_key(w.nf.kind(), &w.nf.cost_settings());
-            if !nfs
-                .iter()
-                .any(|n: &NfWorkload| nf_key(n.nf.kind(), &n.nf.cost_settings()) == key)
-            {
-                nfs.push(w);
-            }
-        }
+        sfclab_bench::calibrate::add_new(&mut nfs, scenario_nfs);
     }
     // The noop chain is the reference every term is measured against: always there.
     Ok(CalibrateArgs {
@@ -934,16 +923,7 @@ fn calibrate_for(a: &PredictCli, is_scenario: bool) -> Result<(), String> {
             ));
         }
         args.pipeline = experiment.pipeline().is_some();
-        args.nfs = experiment
-            .nfs()
-            .iter()
-            .map(|(_, nf)| NfWorkload {
-                nf: nf.clone(),
-                flows: experiment.traffic.flows,
-                destinations: experiment.traffic.destinations.clone(),
-                before: Vec::new(),
-            })
-            .collect();
+        args.nfs = workloads_in(&experiment);
     }
     eprintln!("no calibration at {file}: measuring the terms this needs, then keeping them there");
     let cal = crate::progress::shown("steps", |progress| {
