@@ -67,11 +67,7 @@ impl NfWorkload {
 
     /// Its key, shortened to a line (a DPI NF's key holds its every rule).
     pub fn label(&self) -> String {
-        let key = self.key();
-        let mut short: String = key.chars().take(72).collect();
-        if short.len() < key.len() {
-            short.push_str("...");
-        }
+        let mut short = sfclab_model::calibration::short_key(&self.key(), 72);
         if !self.before.is_empty() {
             let before: Vec<&str> = self.before.iter().map(|n| n.kind()).collect();
             short.push_str(&format!(" after {}", before.join(", ")));
@@ -853,13 +849,10 @@ fn memif_calibration(
             )?);
         }
     }
-    if rounds[0].is_empty() {
-        return Err("interrupted before the memif terms' first repetition finished: no calibration".into());
-    }
-    // Every size as many repetitions as the first (an interrupted round leaves fewer).
+    // Every size as many repetitions as the fewest (an interrupted round leaves fewer).
     let done = rounds.iter().map(Vec::len).min().unwrap_or(0);
     if done == 0 {
-        return Err("interrupted before the memif terms covered every size: no calibration".into());
+        return Err("interrupted before the memif terms' first repetition finished: no calibration".into());
     }
     for r in &mut rounds {
         r.truncate(done);

@@ -84,7 +84,7 @@ pub struct MemifRound {
 }
 
 /// What a run gives the terms, packets per second: generated, taken by the first ring,
-/// received; and the busiest VNF process's share of a core.
+/// received.
 struct Rates {
     generated: f64,
     taken: f64,

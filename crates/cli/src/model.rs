@@ -464,11 +464,7 @@ pub fn calibration_table(cal: &Calibration) -> String {
 
 /// A key short enough for a table cell (the router's generated table is long).
 fn short(key: &str) -> String {
-    if key.chars().count() > 60 {
-        format!("{}…", key.chars().take(59).collect::<String>())
-    } else {
-        key.to_string()
-    }
+    sfclab_model::calibration::short_key(key, 60)
 }
 
 /// One `--demand CHAIN@RATE` as the model sees it. The rate is what follows the last
@@ -950,8 +946,7 @@ fn predict_scenario(a: &PredictCli, cal: &Calibration) -> Result<String, String>
             .map_err(|e| format!("--offered {text}: {e}"))?;
         let streams = model.streams.len() as f64;
         for s in &mut model.streams {
-            let mean = s.frames.iter().map(|(b, w)| b * w).sum::<f64>() / s.frames.iter().map(|f| f.1).sum::<f64>();
-            s.offered_pps = rate.pps(mean).map(|p| p / streams);
+            s.offered_pps = rate.pps(s.mean_frame()).map(|p| p / streams);
         }
     }
     let doc = ScenarioPredictionDocument::new(scenario.name.clone(), (&a.calibration, cal), &model)?;

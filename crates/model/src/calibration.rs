@@ -8,6 +8,11 @@ use serde::{Deserialize, Serialize};
 
 pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/4";
 
+/// How to calibrate a missing NF of a chain, and of a scenario's VNF.
+const CALIBRATE_A_CHAINS_NFS: &str = "calibrate it with `sfclab model calibrate --chain ...` naming it";
+const CALIBRATE_A_SCENARIOS_NFS: &str =
+    "calibrate the scenario's NFs with `sudo sfclab model calibrate --memif --scenario FILE`";
+
 /// The schema before the memif terms: read as one without them.
 const CALIBRATION_SCHEMA_3: &str = "sfclab.calibration/3";
 
@@ -311,6 +316,16 @@ pub fn nf_key(kind: &str, settings: &serde_json::Value) -> String {
     }
 }
 
+/// `key` cut to at most `chars` characters, `…` ending it where it was cut (a DPI NF's
+/// key holds its every rule).
+pub fn short_key(key: &str, chars: usize) -> String {
+    if key.chars().count() > chars {
+        format!("{}…", key.chars().take(chars.saturating_sub(1)).collect::<String>())
+    } else {
+        key.to_string()
+    }
+}
+
 impl Calibration {
     /// Reads the calibration file at `path`; an error names it and how to make one.
     pub fn load(path: &std::path::Path) -> Result<Calibration, String> {
@@ -428,19 +443,22 @@ impl Calibration {
 
     /// NF `key`'s calibration, or why there is none.
     fn nf(&self, key: &str) -> Result<&NfCalibration, String> {
+        self.nf_or(key, CALIBRATE_A_CHAINS_NFS)
+    }
+
+    /// NF `key`'s calibration, or why there is none and the command (`calibrate_with`)
+    /// that measures it.
+    fn nf_or(&self, key: &str, calibrate_with: &str) -> Result<&NfCalibration, String> {
         self.nfs.iter().find(|n| n.key == key).ok_or_else(|| {
             // Keys as long as a DPI NF's rule set are cut to a line each.
-            let short = |k: &str| {
-                if k.chars().count() > 48 {
-                    format!("{}…", k.chars().take(47).collect::<String>())
-                } else {
-                    k.to_string()
-                }
-            };
-            let known: Vec<String> = self.nfs.iter().map(|n| short(&n.key)).collect();
+            let known: Vec<String> = self.nfs.iter().map(|n| short_key(&n.key, 48)).collect();
             format!(
-                "NF `{key}` is not in the calibration (it has {}): calibrate it with `sfclab model calibrate --chain ...` naming it",
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                "NF `{key}` is not in the calibration (it has {}): {calibrate_with}",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
             )
         })
     }
@@ -448,6 +466,16 @@ impl Calibration {
     /// The cost of NF `key` at `size`, or why there is none.
     pub fn nf_cycles(&self, key: &str, size: f64) -> Result<f64, String> {
         self.nf(key)?.cycles.at(size).map_err(|e| format!("NF `{key}`: {e}"))
+    }
+
+    /// As [`Calibration::nf_cycles`], for an NF of a scenario's VNF: where it is missing,
+    /// the command that calibrates a scenario's NFs (in their VNFs, after the NFs before
+    /// them) is named.
+    pub fn vnf_nf_cycles(&self, key: &str, size: f64) -> Result<f64, String> {
+        self.nf_or(key, CALIBRATE_A_SCENARIOS_NFS)?
+            .cycles
+            .at(size)
+            .map_err(|e| format!("NF `{key}`: {e}"))
     }
 
     /// The cost of NF `key` in a pipeline's stage at `size` (`across`: first in a stage

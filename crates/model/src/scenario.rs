@@ -45,6 +45,13 @@ pub struct StreamModel {
     pub path: Vec<usize>,
 }
 
+impl StreamModel {
+    /// Its mean frame, bytes with FCS (an empty mix: none).
+    pub fn mean_frame(&self) -> f64 {
+        mean_over(&self.frames, Ok).unwrap_or(0.0)
+    }
+}
+
 /// One VNF process.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProcessModel {
@@ -201,14 +208,7 @@ impl<'a> PricedScenario<'a> {
             .iter()
             .enumerate()
             .map(|(i, p)| process_cost(cal, wait, model, i, p, polling))
-            .collect::<Result<_, _>>()
-            .map_err(|e: String| match e.split_once(": calibrate it with") {
-                // A scenario's NFs are calibrated in their VNFs, after the NFs before them.
-                Some((what, _)) => format!(
-                    "{what}: calibrate the scenario's NFs with `sudo sfclab model calibrate --memif --scenario FILE`"
-                ),
-                None => e,
-            })?;
+            .collect::<Result<_, _>>()?;
         Ok(PricedScenario {
             model,
             hz: cal.machine.tsc_hz,
@@ -324,7 +324,7 @@ fn process_cost(
         mean_over(&frames, |b| wait.hop.at(b))?.max(0.0),
     )];
     for key in &p.nfs {
-        terms.push((key.clone(), mean_over(&frames, |b| cal.nf_cycles(key, b))?));
+        terms.push((key.clone(), mean_over(&frames, |b| cal.vnf_nf_cycles(key, b))?));
     }
     // Busy processes per core: every process with traffic (and every polling one).
     let busy = model

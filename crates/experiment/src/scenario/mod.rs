@@ -438,11 +438,7 @@ impl Scenario {
         if i < n {
             self.directions(i) == 2
         } else {
-            let mut standby = self
-                .groups
-                .iter()
-                .flat_map(|g| std::iter::repeat_n(g.bidirectional, g.standby));
-            standby.nth(i - n).unwrap_or(true)
+            self.standby_group(i - n).is_none_or(|g| g.bidirectional)
         }
     }
 

@@ -145,7 +145,7 @@ impl Scenario {
     }
 
     /// Standby instance `k`'s group (from 0, group after group).
-    fn standby_group(&self, k: usize) -> Option<&super::ChainGroup> {
+    pub(super) fn standby_group(&self, k: usize) -> Option<&super::ChainGroup> {
         self.groups
             .iter()
             .flat_map(|g| std::iter::repeat_n(g, g.standby))
