@@ -18,6 +18,7 @@ pub mod hardware;
 pub mod plan;
 pub mod rc;
 pub mod scenario;
+pub mod scenario_plan;
 
 pub use calibration::{CALIBRATION_SCHEMA, Calibration, Curve, CurvePoint, nf_key};
 pub use chain::{ChainModel, ChainPrediction, Layout, Overload, Term, hops_overload, predict_chain};

@@ -218,6 +218,17 @@ impl<'a> PricedScenario<'a> {
         })
     }
 
+    /// The same with the tester's costs left out: traffic that comes from outside the
+    /// machine (a plan's demand), where the tester here is not part of the deployment.
+    pub fn tester_outside(mut self) -> Self {
+        for f in &mut self.figures {
+            f.tester_generate = 0.0;
+            f.tester_send = 0.0;
+            f.tester_receive = 0.0;
+        }
+        self
+    }
+
     /// Every stream at its offered rate times `scale` (1: as asked).
     pub fn flow(&self, scale: f64) -> ScenarioFlow {
         Solver::new(self, scale).solve()
