@@ -142,8 +142,15 @@ pub fn plan_scenario(
     if limits.waits.is_empty() {
         return Err("no wait mode to plan with".into());
     }
-    if let Some(g) = demand.groups.iter().find(|g| !(g.target_pps > 0.0)) {
-        return Err(format!("group `{}` asks for no rate: a plan needs each group's target", g.name));
+    if let Some(g) = demand
+        .groups
+        .iter()
+        .find(|g| g.target_pps.is_nan() || g.target_pps <= 0.0)
+    {
+        return Err(format!(
+            "group `{}` asks for no rate: a plan needs each group's target",
+            g.name
+        ));
     }
     if let Some(g) = demand.groups.iter().find(|g| g.features.is_empty()) {
         return Err(format!("group `{}` has no feature", g.name));
@@ -264,7 +271,10 @@ fn mean(frames: &[(f64, f64)], f: impl Fn(f64) -> f64) -> f64 {
 /// Every combination of the groups' options; past [`MAX_WAYS`], each group's options
 /// beside the others' first.
 fn combine(options: &[Vec<GroupDeployment>]) -> Vec<Way> {
-    let count = options.iter().map(|o| o.len()).try_fold(1usize, |n, k| n.checked_mul(k));
+    let count = options
+        .iter()
+        .map(|o| o.len())
+        .try_fold(1usize, |n, k| n.checked_mul(k));
     if count.is_some_and(|n| n <= MAX_WAYS) {
         let mut ways: Vec<Way> = vec![Vec::new()];
         for opts in options {
@@ -388,7 +398,9 @@ fn price(
         .iter()
         .find(|p| p.arriving_pps * p.cycles_per_frame > cal.machine.tsc_hz * 1.001);
     let bottleneck = match (&capacity.bottleneck, over_a_core, meets) {
-        (Some(Bottleneck::VnfCores), Some(p), false) => Some(Bottleneck::VnfCore { process: p.name.clone() }),
+        (Some(Bottleneck::VnfCores), Some(p), false) => Some(Bottleneck::VnfCore {
+            process: p.name.clone(),
+        }),
         _ => capacity.bottleneck,
     };
     Ok(DeploymentRow {
@@ -408,7 +420,10 @@ fn price(
 
 /// Why no row meets the demand: the best one and what holds it, with what would lift it.
 fn why_not(demand: &ScenarioDemand, limits: &DeploymentLimits, rows: &[DeploymentRow]) -> Vec<String> {
-    let Some(best) = rows.iter().max_by(|a, b| a.worst_delivered.total_cmp(&b.worst_delivered)) else {
+    let Some(best) = rows
+        .iter()
+        .max_by(|a, b| a.worst_delivered.total_cmp(&b.worst_delivered))
+    else {
         return vec!["no deployment could be priced".into()];
     };
     let mut reasons = vec![format!(
@@ -464,7 +479,12 @@ pub fn describe(groups: &[GroupDeployment]) -> String {
                 0 => String::new(),
                 n => format!(" + {n} standby"),
             };
-            format!("{}: {} chain(s) of {how} ({}){standby}", g.group, g.chains, vnfs.join(" -> "))
+            format!(
+                "{}: {} chain(s) of {how} ({}){standby}",
+                g.group,
+                g.chains,
+                vnfs.join(" -> ")
+            )
         })
         .collect::<Vec<_>>()
         .join("; ")
@@ -674,6 +694,9 @@ mod tests {
         let m = deployment_model(&d, &chosen.groups, "interrupt", 1);
         assert_eq!(m.streams.len(), 4, "two one way, one both ways");
         assert_eq!(m.streams[2].offered_pps, Some(2.5e5));
-        assert_eq!(describe(&chosen.groups), "a: 2 chain(s) of one VNF (light); b: 1 chain(s) of one VNF (light+heavy)");
+        assert_eq!(
+            describe(&chosen.groups),
+            "a: 2 chain(s) of one VNF (light); b: 1 chain(s) of one VNF (light+heavy)"
+        );
     }
 }
