@@ -224,7 +224,7 @@ fn shared_args(experiment: &Experiment) -> Vec<String> {
 }
 
 /// An NF as a hop's chain file names it: its settings with its name.
-fn hop_entry((name, nf): &(String, NfSpec)) -> Result<serde_json::Value, String> {
+pub(crate) fn hop_entry((name, nf): &(String, NfSpec)) -> Result<serde_json::Value, String> {
     let mut entry = serde_json::to_value(nf).map_err(|e| e.to_string())?;
     if let Some(settings) = entry.as_object_mut().and_then(|m| m.values_mut().next()) {
         if settings.is_null() {

@@ -29,6 +29,7 @@ pub(super) struct ScenarioFile {
     vnf_rate_cap: Option<String>,
     standby: Option<usize>,
     bidirectional: Option<bool>,
+    split: Option<bool>,
     groups: Option<Vec<GroupFile>>,
     #[serde(default)]
     traffic: BTreeMap<String, Value>,
@@ -57,6 +58,7 @@ struct GroupFile {
     vnf_rate_cap: Option<String>,
     standby: Option<usize>,
     bidirectional: Option<bool>,
+    split: Option<bool>,
 }
 
 /// A scenario file's `hosts:`.
@@ -118,6 +120,8 @@ struct GroupInput {
     vnf_rate_cap: Option<(String, String)>,
     standby: usize,
     bidirectional: Option<bool>,
+    /// Each NF of `vnf` a VNF of its own.
+    split: bool,
 }
 
 /// What the scenario as a whole says that every group's resolution needs.
@@ -428,6 +432,7 @@ fn group_inputs(
             vnf_rate_cap,
             standby: flags.standby.or(f.standby).unwrap_or(0),
             bidirectional: f.bidirectional,
+            split: flags.split || f.split.unwrap_or(false),
         }]);
     };
     let err = |key: &str, reason: String| Blame { origin }.file(key, reason);
@@ -442,6 +447,7 @@ fn group_inputs(
         (f.vnf_rate_cap.is_some(), "vnf_rate_cap"),
         (f.standby.is_some(), "standby"),
         (f.bidirectional.is_some(), "bidirectional"),
+        (f.split.is_some(), "split"),
     ];
     if let Some((_, key)) = own_keys.iter().find(|k| k.0) {
         return Err(err(key, format!("with `groups`, each group gives its own `{key}`")));
@@ -453,6 +459,7 @@ fn group_inputs(
         (flags.chain_file.is_some(), "chain_file"),
         (flags.vnf_rate_cap.is_some(), "vnf_rate_cap"),
         (flags.standby.is_some(), "standby"),
+        (flags.split, "split"),
     ];
     if let Some((_, key)) = own_flags.iter().find(|k| k.0) {
         return Err(Blame { origin }.flag(
@@ -474,6 +481,7 @@ fn group_inputs(
             vnf_rate_cap: g.vnf_rate_cap.map(|c| (origin.to_string(), c)),
             standby: g.standby.unwrap_or(0),
             bidirectional: g.bidirectional,
+            split: g.split.unwrap_or(false),
         })
         .collect())
 }
@@ -521,10 +529,10 @@ fn resolve_group(g: GroupInput, cx: &Context) -> Result<Resolved, ScenarioError>
                     "caps the VNFs of `shape` and `vnf`; with a chain file, write the cap into it (a qos policer at the end of each hop)".into(),
                 ));
             }
-            if g.shape.is_some() || g.vnf.is_some() {
+            if g.shape.is_some() || g.vnf.is_some() || g.split {
                 return Err(err(
                     "chain",
-                    "a chain file gives each chain's hops: leave `shape` and `vnf` out".into(),
+                    "a chain file gives each chain's hops: leave `shape`, `vnf` and `split` out".into(),
                 ));
             }
             let exp = crate::chain_file::load(&path.display().to_string(), &layered)?;
@@ -573,27 +581,52 @@ fn preset_template(
     cx: &Context,
     err: &dyn Fn(&str, String) -> ScenarioError,
 ) -> Result<(Experiment, String, String), ScenarioError> {
+    if g.split && g.shape.is_some() {
+        return Err(err(
+            "split",
+            "gives each NF of `vnf` a VNF of its own, chained in order: leave `shape` out".into(),
+        ));
+    }
     let shape = g.shape.unwrap_or(Shape::Pvp);
     let vnf = g.vnf.clone().unwrap_or_else(|| Value::String("router".into()));
     let (entries, label) = presets::vnf_entries(&vnf).map_err(|reason| err("vnf", reason))?;
-    let vnfs = shape.vnfs();
-    let chain: Vec<Value> = (1..=vnfs)
-        .map(|k| {
-            let mut hop = entries.clone();
+    // Each VNF's NFs: the VNF's, once per VNF of the shape; or split, one NF each.
+    let vnfs: Vec<Vec<Value>> = match g.split {
+        true => entries.iter().map(|e| vec![e.clone()]).collect(),
+        false => vec![entries.clone(); shape.vnfs()],
+    };
+    let count = vnfs.len();
+    let chain: Vec<Value> = vnfs
+        .into_iter()
+        .enumerate()
+        .map(|(k, mut hop)| {
             if let Some(cap) = cap_bps {
                 // Named per VNF as the chain names repeated NFs: `licence`, or
                 // `licence1`, `licence2`.
-                let name = if vnfs == 1 {
+                let name = if count == 1 {
                     "licence".to_string()
                 } else {
-                    format!("licence{k}")
+                    format!("licence{}", k + 1)
                 };
                 hop.push(presets::licence(&name, cap));
             }
             Value::Array(hop)
         })
         .collect();
-    let shape_label = format!("{shape:?}").to_uppercase();
+    // Seed 001's names: PVP, PVVP; a split VNF of n NFs, a P, n Vs and a P.
+    let shape_label = format!("P{}P", "V".repeat(count));
+    let label = match g.split {
+        true => entries
+            .iter()
+            .map(|e| match e {
+                Value::Object(m) => m.keys().next().cloned().unwrap_or_default(),
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(" -> "),
+        false => label,
+    };
     let text = serde_json::json!({ "name": format!("{shape_label} {label}"), "chain": chain }).to_string();
     // Seed 001's traffic profile, unless told (a chain file keeps its own).
     if !layered.gives("size") {
@@ -959,6 +992,50 @@ mod tests {
         assert!(s.single_group().is_none());
         // 2 + 2 + 1 chain VNFs and 2 standby, over the cores.
         assert_eq!(s.oversubscription(), 7.0 / s.vnf_cores.len() as f64);
+    }
+
+    /// `split`: each NF of the VNF a VNF of its own, in order, each with its licence.
+    #[test]
+    fn a_split_vnf_is_a_chain_of_single_feature_vnfs() {
+        let s = scenario(
+            "chains: 2\nvnf: multi-feature\nsplit: true\nvnf_rate_cap: 1Gbit\ntraffic: { rate: 40kpps }\n",
+            &ScenarioFlags::default(),
+        )
+        .unwrap();
+        let g = s.single_group().unwrap();
+        assert_eq!(g.shape, "PVVVVP");
+        assert_eq!(g.vnf, "nat44 -> firewall -> qos -> dpi");
+        assert_eq!(g.vnfs_per_chain, 4);
+        let hops: Vec<Vec<&str>> = s.chains()[0]
+            .hop_nfs()
+            .iter()
+            .map(|h| h.iter().map(|(n, _)| n.as_str()).collect())
+            .collect();
+        assert_eq!(
+            hops,
+            [
+                ["nat44", "licence1"],
+                ["firewall", "licence2"],
+                ["qos3", "licence3"],
+                ["dpi", "licence4"]
+            ]
+        );
+        // (The chain numbers a repeated kind: the licences are qos policers too.)
+        // The flag says the same; with a shape it is refused, naming the key.
+        let flags = ScenarioFlags {
+            split: true,
+            vnf: Some("multi-feature".into()),
+            ..ScenarioFlags::default()
+        };
+        assert_eq!(scenario("chains: 1\n", &flags).unwrap().chains()[0].hops.len(), 4);
+        let e = scenario(
+            "vnf: multi-feature\nsplit: true\nshape: pvvp\n",
+            &ScenarioFlags::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "split", "{e}");
+        let e = scenario("groups: [{ chains: 1 }]\nsplit: true\n", &ScenarioFlags::default()).unwrap_err();
+        assert_eq!(e.key, "split", "{e}");
     }
 
     /// A scenario without groups is one group of its own keys, as before.

@@ -112,6 +112,10 @@ pub struct ScenarioFlags {
     /// Each VNF: a preset (forwarder, router, multi-feature).
     #[arg(long, help_heading = "Scenario")]
     pub vnf: Option<String>,
+    /// Each NF of --vnf a VNF of its own, chained in order (seed 001's single-feature
+    /// VNFs) instead of all in one (its multi-feature VNF); not with --shape.
+    #[arg(long, help_heading = "Scenario")]
+    pub split: bool,
     /// Each chain's chain file (its hops are the VNFs) instead of --shape and --vnf.
     #[arg(long, help_heading = "Scenario")]
     pub chain_file: Option<PathBuf>,

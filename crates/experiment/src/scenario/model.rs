@@ -2,8 +2,10 @@
 //! every chain's streams with their paths through the VNF processes, each process's NFs
 //! and licence, the cores they share and the NIC's limits.
 
+use serde_json::{Value, json};
 use sfclab_model::nf_key;
 use sfclab_model::scenario::{ProcessModel, ScenarioModel, StreamModel};
+use sfclab_model::scenario_plan::{GroupDemand, GroupDeployment, Licence, ScenarioDemand};
 
 use super::Scenario;
 
@@ -144,6 +146,125 @@ impl Scenario {
         })
     }
 
+    /// What the scenario asks for, as a plan takes it: each group's features (its
+    /// chains' NFs in order, whichever VNFs they are in, the licences apart), chains,
+    /// standby instances, rate and frames; the NIC's limits; `loss` the share of each
+    /// stream's frames it may lose.
+    pub fn demand(&self, loss: f64) -> Result<ScenarioDemand, String> {
+        if self.hosts.is_some() || self.veth {
+            return Err("chains over kernel links (hosts:, chaining: veth) are not planned yet: the plan deploys VNFs joined by memif".into());
+        }
+        let mut groups = Vec::new();
+        for (g, range) in self.group_chains() {
+            let exp = &self.chains[range.start];
+            let streams = (range.len() * self.directions(range.start)) as f64;
+            let target_pps = exp
+                .traffic
+                .rate
+                .pps(exp.mean_frame())
+                .map(|p| p * streams)
+                .ok_or_else(|| {
+                    format!(
+                        "group `{}` is offered `max`: a plan needs the rate each group must carry (traffic.rate)",
+                        g.name
+                    )
+                })?;
+            let licence_bps = g
+                .vnf_rate_cap
+                .as_deref()
+                .map(|cap| cap.parse::<sfclab_nf::classes::Rate>().map(|r| r.0 as f64))
+                .transpose()
+                .map_err(|e| format!("vnf_rate_cap: {e}"))?;
+            let features = feature_nfs(exp, licence_bps.is_some())
+                .map(|(_, nf)| (nf.kind().to_string(), priced_key(nf)))
+                .collect();
+            groups.push(GroupDemand {
+                name: g.name.clone(),
+                features,
+                chains: g.chains,
+                standby: g.standby,
+                bidirectional: self.directions(range.start) == 2,
+                target_pps,
+                frames: exp.frames(),
+                licence: licence_bps.map(|bps| Licence {
+                    bps,
+                    key: licence_key(),
+                }),
+            });
+        }
+        Ok(ScenarioDemand {
+            groups,
+            line_bps: self.line_rate,
+            nic_capacity_bps: self.nic_capacity,
+            loss,
+        })
+    }
+
+    /// This scenario deployed as `way` says (a plan's row), its VNFs' memif ends
+    /// waiting as `wait`, on the first `cores` of its VNF cores: a scenario file
+    /// `sfclab scenario` runs. Without that many cores here, `vnf_cores` is left out
+    /// (every core but the tester's).
+    pub fn deployed(&self, way: &[GroupDeployment], wait: &str, cores: usize) -> Result<String, String> {
+        let mut groups = Vec::new();
+        for ((g, range), d) in self.group_chains().zip(way) {
+            let exp = &self.chains[range.start];
+            let vnf: Vec<Value> = feature_nfs(exp, g.vnf_rate_cap.is_some())
+                .map(|(name, nf)| crate::hop_processes::hop_entry(&(name.clone(), nf.clone())))
+                .collect::<Result<_, _>>()?;
+            let t = &exp.traffic;
+            let mut traffic = json!({
+                "rate": g.rate.to_string(),
+                "size": t.sizes.to_string(),
+                "flows": t.flows,
+            });
+            if !t.dscp.is_empty() {
+                traffic["dscp"] = json!(t.dscp.to_string());
+            }
+            let mut group = json!({
+                "name": g.name,
+                "chains": d.chains,
+                "vnf": vnf,
+                "split": d.split,
+                "bidirectional": self.directions(range.start) == 2,
+                "traffic": traffic,
+            });
+            if d.standby > 0 {
+                group["standby"] = json!(d.standby);
+            }
+            if let Some(cap) = &g.vnf_rate_cap {
+                group["vnf_rate_cap"] = json!(cap);
+            }
+            groups.push(group);
+        }
+        let first = &self.chains[0];
+        let mut run = json!({ "memif_wait": wait });
+        if let Some(d) = first.settings.duration {
+            run["duration"] = json!(format!("{}ms", d.as_millis()));
+        }
+        let mut file = json!({
+            "name": format!("{} (planned)", self.name),
+            "description": format!(
+                "Planned by `sfclab plan` for {}: {}",
+                self.name,
+                sfclab_model::scenario_plan::describe(way)
+            ),
+            "groups": groups,
+            "run": run,
+            "repeat": self.repeat,
+        });
+        if cores <= self.vnf_cores.len() {
+            let list: Vec<String> = self.vnf_cores[..cores].iter().map(|c| c.to_string()).collect();
+            file["vnf_cores"] = json!(list.join(","));
+        }
+        if let Some(bps) = self.line_rate {
+            file["line_rate"] = json!(format!("{bps}bit/s"));
+        }
+        if let Some(bps) = self.nic_capacity {
+            file["nic_capacity"] = json!(format!("{bps}bit/s"));
+        }
+        serde_saphyr::to_string(&file).map_err(|e| e.to_string())
+    }
+
     /// Standby instance `k`'s group (from 0, group after group).
     pub(super) fn standby_group(&self, k: usize) -> Option<&super::ChainGroup> {
         self.groups
@@ -151,6 +272,14 @@ impl Scenario {
             .flat_map(|g| std::iter::repeat_n(g, g.standby))
             .nth(k)
     }
+}
+
+/// A chain's NFs but its licence policers (`licence`, `licence1`...: the preset's,
+/// added per VNF when `licensed`).
+fn feature_nfs(exp: &crate::Experiment, licensed: bool) -> impl Iterator<Item = &(String, sfclab_nf::NfSpec)> {
+    exp.nfs()
+        .iter()
+        .filter(move |(name, nf)| !(licensed && nf.kind() == "qos" && name.starts_with("licence")))
 }
 
 #[cfg(test)]
@@ -208,6 +337,79 @@ mod tests {
         assert!(licence_key().contains(&POLICED_AT_BPS.to_string()), "{}", licence_key());
         let fwd = sfclab_nf::NfSpec::new("forwarder", serde_json::json!({})).unwrap();
         assert_eq!(priced_key(&fwd), "forwarder");
+    }
+
+    #[test]
+    fn the_demand_is_each_groups_features_rate_and_frames_without_its_licences() {
+        let s = scenario(
+            "groups:\n\
+             - { name: web, chains: 2, shape: pvvp, vnf: multi-feature, vnf_rate_cap: 1Gbit, standby: 1 }\n\
+             - { name: fw, chains: 1, vnf: [firewall, router], bidirectional: false, traffic: { rate: 30kpps, size: 512 } }\n\
+             traffic: { rate: 40kpps, size: 64 }\nline_rate: 10Gbit/s\n",
+        );
+        let d = s.demand(1e-5).unwrap();
+        assert_eq!(d.groups.len(), 2);
+        let web = &d.groups[0];
+        // Both VNFs' NFs, in order, the licences apart.
+        let kinds: Vec<&str> = web.features.iter().map(|f| f.0.as_str()).collect();
+        assert_eq!(
+            kinds,
+            ["nat44", "firewall", "qos", "dpi", "nat44", "firewall", "qos", "dpi"]
+        );
+        assert_eq!((web.chains, web.standby, web.bidirectional), (2, 1, true));
+        assert_eq!(web.target_pps, 40e3);
+        assert_eq!(
+            web.licence.as_ref().map(|l| (l.bps, l.key.clone())),
+            Some((1e9, licence_key()))
+        );
+        let fw = &d.groups[1];
+        assert_eq!(fw.features.len(), 2);
+        assert_eq!((fw.target_pps, fw.bidirectional), (30e3, false));
+        assert_eq!(fw.frames, vec![(512.0, 1.0)]);
+        assert!(fw.licence.is_none());
+        assert_eq!((d.line_bps, d.loss), (Some(10e9), 1e-5));
+        let max = scenario("chains: 1\nvnf: router\ntraffic: { rate: max }\n");
+        assert!(max.demand(0.0).unwrap_err().contains("offered `max`"));
+    }
+
+    /// A plan's deployment written as a scenario file reads back as that deployment.
+    #[test]
+    fn a_deployment_written_as_a_scenario_runs_as_planned() {
+        let s = scenario(
+            "chains: 2\nvnf: multi-feature\nvnf_rate_cap: 2.5Gbit\nstandby: 1\n\
+             traffic: { rate: 100kpps, size: imix, flows: 512, dscp: \"ef,af11,be,be\" }\n\
+             nic_capacity: 20Gbit/s\nrun: { duration: 2s }\n",
+        );
+        let d = s.demand(0.0).unwrap();
+        let way = vec![GroupDeployment {
+            group: d.groups[0].name.clone(),
+            vnfs: d.groups[0].features.iter().map(|f| vec![f.0.clone()]).collect(),
+            split: true,
+            chains: 3,
+            standby: 1,
+        }];
+        let text = s.deployed(&way, "polling", 1).unwrap();
+        let back = scenario(&text);
+        let g = back.single_group().expect("one group");
+        assert_eq!((g.chains, g.standby, g.vnfs_per_chain), (3, 1, 4), "{text}");
+        assert_eq!(g.vnf_rate_cap.as_deref(), Some("2.5Gbit"));
+        assert_eq!(g.rate, s.groups()[0].rate, "the group's rate, now over three chains");
+        assert_eq!(back.nic_capacity, Some(20e9));
+        assert_eq!(back.vnf_cores, s.vnf_cores[..1].to_vec());
+        let exp = &back.chains()[0];
+        assert_eq!(exp.traffic.flows, 512);
+        assert_eq!(exp.traffic.dscp, s.chains()[0].traffic.dscp);
+        assert_eq!(exp.traffic.sizes.to_string(), "imix");
+        assert_eq!(exp.chaining.memif_wait(), Some(sfclab_io::Wait::Poll), "{text}");
+        assert_eq!(exp.settings.duration, Some(std::time::Duration::from_secs(2)));
+        // Its demand is the one planned: the same features and rate.
+        let again = back.demand(0.0).unwrap();
+        assert_eq!(again.groups[0].features, d.groups[0].features);
+        assert!((again.groups[0].target_pps - d.groups[0].target_pps).abs() < 1e-6);
+        let m = back.model().unwrap();
+        assert_eq!(m.processes.len(), 3 * 4 + 4);
+        assert_eq!(m.processes[0].nfs.last(), Some(&licence_key()));
+        assert_eq!(m.wait, "polling");
     }
 
     #[test]
