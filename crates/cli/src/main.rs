@@ -85,7 +85,10 @@ enum Cmd {
     /// Place chains with target rates on the fewest cores the model says meet them:
     /// compound or pipeline (stage cuts and core maps), replicas, cores shared by
     /// compound instances (oversubscription); or say which target cannot be met and why.
-    Plan(model::PlanCli),
+    /// With --scenario (or --chains, --vnf...): deploy a scenario's VNF chains so they
+    /// carry its rates on the fewest cores (features in one VNF or split, chains, VNFs
+    /// per core, wait mode), with the cost/throughput trade-off of every deployment tried.
+    Plan(Box<model::PlanCli>),
     /// Deploy a chain elsewhere: Kubernetes manifests (`deploy k8s`).
     #[command(subcommand)]
     Deploy(deploy::DeployCmd),
@@ -224,7 +227,7 @@ fn main() -> ExitCode {
         Cmd::Scenario(args) => scenario::cmd_scenario(*args),
         Cmd::Bench(cmd) => cmd_bench(cmd),
         Cmd::Model(cmd) => model::cmd_model(cmd),
-        Cmd::Plan(a) => model::cmd_plan(a),
+        Cmd::Plan(a) => model::cmd_plan(*a),
         Cmd::Schema { document } => match schema(&document) {
             Some(s) => outcome::emit_then(&s, 0),
             None => outcome::fail(outcome::USAGE, &format!("no schema named `{document}`")),
@@ -314,7 +317,7 @@ fn cmd_cleanup(all: bool) -> ExitCode {
 
 /// The documents `sfclab schema` publishes (docs/schema/NAME-VERSION.json) besides the
 /// benchmarks'.
-const DOCUMENTS: [&str; 9] = [
+const DOCUMENTS: [&str; 10] = [
     "run",
     "search",
     "sweep",
@@ -323,6 +326,7 @@ const DOCUMENTS: [&str; 9] = [
     "prediction",
     "scenario-prediction",
     "plan",
+    "scenario-plan",
     "rc",
 ];
 
@@ -363,6 +367,10 @@ pub fn schema(name: &str) -> Option<String> {
         "rc" => Some(render::schema_of::<sfclab_model::documents::RcDocument>(
             "rc-1.json",
             "`sfclab model rc --json`, schema sfclab.rc/1.",
+        )),
+        "scenario-plan" => Some(render::schema_of::<sfclab_model::documents::ScenarioPlanDocument>(
+            "scenario-plan-1.json",
+            "`sfclab plan --scenario FILE --json`, schema sfclab.scenario-plan/1.",
         )),
         "plan" => Some(render::schema_of::<sfclab_model::documents::PlanDocument>(
             "plan-1.json",

@@ -163,8 +163,41 @@ pub struct RcCli {
 pub struct PlanCli {
     /// A chain and the rate it must carry: `CHAIN@RATE` (`'firewall -> nat44 -> router@5Mpps'`,
     /// `chain.yaml@2Gbit/s`), or a chain file with a `rate`; repeatable.
-    #[arg(long = "demand", required = true, value_name = "CHAIN@RATE")]
+    #[arg(
+        long = "demand",
+        value_name = "CHAIN@RATE",
+        required_unless_present_any = ["scenario", "chains", "shape", "vnf", "chain_file"],
+        conflicts_with_all = ["scenario", "chains", "shape", "vnf", "chain_file"]
+    )]
     demands: Vec<String>,
+    /// Plan a scenario instead (seed 001): its chains' features and rates are the demand;
+    /// the plan chooses each VNF's features (all in one, or split), the chains sharing a
+    /// group's rate (--scale-out), the VNF cores and the wait mode. `--chains`,
+    /// `--vnf`, `--split`... ask for one too; `--cores` is the most cores to use.
+    #[arg(long, value_name = "FILE", help_heading = "Scenario")]
+    scenario: Option<PathBuf>,
+    #[command(flatten)]
+    scenario_flags: ScenarioFlags,
+    /// The scenario's demand in all (`2Mpps`, `10Gbit/s`), split evenly over its streams,
+    /// instead of its rates.
+    #[arg(long, help_heading = "Scenario")]
+    offered: Option<String>,
+    /// The share of each stream's frames it may lose (seed 001's 0.001 %).
+    #[arg(long, default_value = "0.001%", help_heading = "Scenario")]
+    loss: String,
+    /// Let the plan spread a group's rate over more chains than it asks for (VNF
+    /// instances and licences are then part of the cost).
+    #[arg(long, help_heading = "Scenario")]
+    scale_out: bool,
+    /// With --scale-out: chains per group at most.
+    #[arg(long, default_value_t = 64, help_heading = "Scenario")]
+    max_chains: usize,
+    /// The VNFs' wait modes to try (default: every one the calibration has).
+    #[arg(long, value_delimiter = ',', help_heading = "Scenario")]
+    waits: Vec<String>,
+    /// Write the chosen deployment as a scenario file here (`sfclab scenario FILE` runs it).
+    #[arg(long, value_name = "FILE", help_heading = "Scenario")]
+    write: Option<PathBuf>,
     /// The calibration to price the chains with (`sfclab model calibrate`).
     #[arg(long, default_value = "calibration.json")]
     calibration: PathBuf,
@@ -640,6 +673,12 @@ pub fn cmd_plan(a: PlanCli) -> ExitCode {
         Ok(c) => c,
         Err(e) => return outcome::fail(outcome::USAGE, &format!("--calibration {e}")),
     };
+    if a.demands.is_empty() {
+        return match plan_scenario(&a, &cal) {
+            Ok((text, feasible)) => outcome::emit_then(&text, if feasible { 0 } else { 1 }),
+            Err(e) => outcome::fail(outcome::USAGE, &e),
+        };
+    }
     let mut demands = Vec::with_capacity(a.demands.len());
     for d in &a.demands {
         match demand(d, a.size.as_deref()) {
@@ -685,6 +724,199 @@ pub fn cmd_plan(a: PlanCli) -> ExitCode {
     };
     // Exit 1 when the targets cannot be met: a script can tell.
     outcome::emit_then(&text, if feasible { 0 } else { 1 })
+}
+
+/// `sfclab plan --scenario`: the plan's document as JSON, or its tables; and whether the
+/// demand can be met.
+fn plan_scenario(a: &PlanCli, cal: &Calibration) -> Result<(String, bool), String> {
+    use sfclab_model::scenario_plan::{DeploymentLimits, describe, plan_scenario};
+    let mut settings = Settings::default();
+    if let Some(size) = &a.size {
+        settings = settings.size(
+            size.parse::<sfclab_traffic::FrameSizes>()
+                .map_err(|e| format!("--size {size}: {e}"))?,
+        );
+    }
+    if let Some(text) = &a.offered {
+        // The aggregate, split evenly over the streams as `sfclab scenario --rate` splits it.
+        settings = settings.rate(
+            text.parse::<sfclab_traffic::Rate>()
+                .map_err(|e| format!("--offered {text}: {e}"))?,
+        );
+    }
+    let scenario = Scenario::load(a.scenario.as_deref(), &a.scenario_flags, &settings).map_err(|e| e.to_string())?;
+    let loss = parse_loss(&a.loss).map_err(|e| format!("--loss {}: {e}", a.loss))?;
+    let demand = scenario.demand(loss).map_err(|e| format!("{}: {e}", scenario.name))?;
+    let waits = match a.waits.is_empty() {
+        false => a.waits.clone(),
+        true => cal
+            .memif
+            .as_ref()
+            .map(|m| m.waits.iter().map(|w| w.wait.clone()).collect())
+            .unwrap_or_default(),
+    };
+    let limits = DeploymentLimits {
+        max_cores: a.cores.unwrap_or(scenario.vnf_cores.len().max(1)),
+        waits,
+        scale_out: a.scale_out,
+        max_chains: a.max_chains,
+    };
+    let plan = plan_scenario(cal, &demand, &limits)?;
+    let chosen = plan.chosen.map(|i| &plan.rows[i]);
+    // What this machine's tester would need to offer the demand to the chosen deployment.
+    let tester_utilisation = match chosen {
+        Some(row) => {
+            let model = sfclab_model::scenario_plan::deployment_model(&demand, &row.groups, &row.wait, row.cores);
+            Some(
+                sfclab_model::scenario::PricedScenario::new(cal, &model)?
+                    .flow(1.0)
+                    .tester_utilisation,
+            )
+        }
+        None => None,
+    };
+    let scenario_file = match chosen {
+        Some(row) => Some(scenario.deployed(&row.groups, &row.wait, row.cores)?),
+        None => None,
+    };
+    if let (Some(path), Some(text)) = (&a.write, &scenario_file) {
+        std::fs::write(path, text).map_err(|e| format!("--write {}: {e}", path.display()))?;
+    }
+    let feasible = plan.feasible;
+    let doc = sfclab_model::documents::ScenarioPlanDocument {
+        schema: sfclab_model::documents::SCENARIO_PLAN_SCHEMA,
+        version: env!("CARGO_PKG_VERSION"),
+        scenario: scenario.name.clone(),
+        calibration: CalibrationRef::of(&a.calibration, cal),
+        cores_available: limits.max_cores,
+        waits: limits.waits.clone(),
+        scale_out: a.scale_out,
+        loss,
+        line_bps: demand.line_bps,
+        nic_capacity_bps: demand.nic_capacity_bps,
+        plan,
+        tester_utilisation,
+        scenario_file,
+    };
+    if a.json {
+        return Ok((
+            serde_json::to_string_pretty(&doc).expect("serialisable") + "\n",
+            feasible,
+        ));
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sfclab plan | scenario `{}` | demand {} Mpps, loss at most {} % | up to {} core(s), memif {} | calibration of {} on {}",
+        doc.scenario,
+        mpps(doc.plan.demand_pps),
+        loss * 100.0,
+        doc.cores_available,
+        doc.waits.join(" or "),
+        cal.date,
+        cal.machine.cpu
+    );
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header([
+        "",
+        "cores",
+        "VNF processes",
+        "per core",
+        "deployment",
+        "memif",
+        "demand carried",
+        "capacity Mpps",
+        "headroom",
+        "bottleneck",
+    ]);
+    for (i, r) in doc.plan.rows.iter().enumerate() {
+        t.add_row([
+            match (Some(i) == doc.plan.chosen, r.meets) {
+                (true, _) => "chosen".to_string(),
+                (false, true) => "meets".to_string(),
+                (false, false) => String::new(),
+            },
+            r.cores.to_string(),
+            r.processes.to_string(),
+            format!("{:.1}", r.vnfs_per_core),
+            describe(&r.groups),
+            r.wait.clone(),
+            format!("{:.1} %", r.worst_delivered * 100.0),
+            mpps(r.capacity_pps),
+            format!("{:.2}x", r.headroom),
+            r.bottleneck.as_ref().map_or("-".into(), |b| b.to_string()),
+        ]);
+    }
+    let _ = writeln!(s, "{t}");
+    let _ = writeln!(
+        s,
+        "(demand carried: the worst stream's share of its demand; capacity: the demand scaled until something drops; the traffic comes from outside, so this machine's tester is not in the price)"
+    );
+    match chosen_row(&doc.plan) {
+        Some(row) => {
+            let _ = writeln!(
+                s,
+                "plan: {} on {} core(s) ({} VNF processes, {:.1} per core), memif {}: the demand with {:.0} % to spare, {} next",
+                describe(&row.groups),
+                row.cores,
+                row.processes,
+                row.vnfs_per_core,
+                row.wait,
+                (row.headroom - 1.0) * 100.0,
+                row.bottleneck.as_ref().map_or("nothing".into(), |b| b.to_string())
+            );
+            if let Some(u) = doc.tester_utilisation.filter(|u| *u > 1.0) {
+                let _ = writeln!(
+                    s,
+                    "note: this machine's tester would need {u:.2} of its core to offer the demand: measured here, the plan is held by the tester"
+                );
+            }
+            match &a.write {
+                Some(path) => {
+                    let _ = writeln!(
+                        s,
+                        "written to {}: run it with `sudo sfclab scenario {}`",
+                        path.display(),
+                        path.display()
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        s,
+                        "--write FILE writes it as a scenario file `sfclab scenario FILE` runs"
+                    );
+                }
+            }
+        }
+        None => {
+            let _ = writeln!(s, "NOT feasible:");
+            for r in &doc.plan.reasons {
+                let _ = writeln!(s, "  {r}");
+            }
+        }
+    }
+    Ok((s, feasible))
+}
+
+fn chosen_row(p: &sfclab_model::scenario_plan::ScenarioPlan) -> Option<&sfclab_model::scenario_plan::DeploymentRow> {
+    p.chosen.map(|i| &p.rows[i])
+}
+
+/// A share of frames that may be lost: `0.001%`, `ndr` (none), `pdr` (0.5 %).
+fn parse_loss(text: &str) -> Result<f64, String> {
+    let share = match text.trim().to_ascii_lowercase().as_str() {
+        "ndr" => 0.0,
+        "pdr" => 0.005,
+        t => {
+            let number = t.strip_suffix('%').ok_or("a percentage (`0.001%`), `ndr` or `pdr`")?;
+            number.trim().parse::<f64>().map_err(|e| e.to_string())? / 100.0
+        }
+    };
+    if !(0.0..1.0).contains(&share) {
+        return Err("from 0 % up to (not including) 100 %".into());
+    }
+    Ok(share)
 }
 
 fn plan_table(p: &sfclab_model::PlanResult, cal: &Calibration, demands: &[String]) -> String {

@@ -724,6 +724,115 @@ fn a_scenario_is_priced_from_the_memif_terms_and_the_nfs_as_the_model_adds_them_
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `sfclab plan` of a scenario: the fewest cores that carry its demand as the model
+/// prices it, the trade-off of what it tried, why not when nothing does, and the chosen
+/// deployment written as a scenario that plans the same.
+#[test]
+fn a_scenario_is_planned_on_the_fewest_cores_and_written_to_run() {
+    let dir = temp("scenario-plan");
+    let cal = calibrate(&dir, &["forwarder"]);
+    let c = with_memif_terms(&cal, 300.0);
+    let hz = c["machine"]["tsc_hz"].as_f64().unwrap();
+    let forwarder = at(nf_curve(&c, "forwarder"), 64);
+    // One VNF alone on a core carries this; two of them on one core pay sharing too.
+    let alone_pps = hz / (300.0 + forwarder);
+    let plan = |offered: f64, extra: &[&str]| {
+        let offered = format!("{}pps", offered.round());
+        let mut args = vec![
+            "plan",
+            "--calibration",
+            cal.to_str().unwrap(),
+            "--chains",
+            "2",
+            "--vnf",
+            "forwarder",
+            "--one-way",
+            "--size",
+            "64",
+            "--offered",
+            &offered,
+        ];
+        args.extend(extra);
+        sfclab(&args)
+    };
+    let json = |o: &std::process::Output| -> Value {
+        let doc: Value = serde_json::from_str(&stdout(o)).unwrap();
+        assert_follows_schema("scenario-plan-1.json", &doc);
+        doc
+    };
+    // Half a core's worth fits on one.
+    let o = plan(0.5 * alone_pps, &["--cores", "4", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc = json(&o);
+    let chosen = &doc["plan"]["rows"][doc["plan"]["chosen"].as_u64().unwrap() as usize];
+    assert_eq!(
+        (chosen["cores"].as_u64(), chosen["processes"].as_u64()),
+        (Some(1), Some(2)),
+        "{chosen}"
+    );
+    assert!(chosen["headroom"].as_f64().unwrap() > 1.0);
+    // One and a half cores' worth needs two, each VNF on its own; on one it does not
+    // fit, which the trade-off shows with what holds it.
+    let o = plan(1.5 * alone_pps, &["--cores", "4", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc = json(&o);
+    let rows = doc["plan"]["rows"].as_array().unwrap();
+    let chosen = &rows[doc["plan"]["chosen"].as_u64().unwrap() as usize];
+    assert_eq!(chosen["cores"].as_u64(), Some(2), "{chosen}");
+    let one = rows.iter().find(|r| r["cores"] == 1).expect("the one-core row");
+    assert_eq!(one["meets"], false);
+    assert_eq!(one["bottleneck"]["kind"], "vnf_cores", "{one}");
+    // With one core only, it cannot be met: exit 1, saying what holds it.
+    let o = plan(1.5 * alone_pps, &["--cores", "1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("NOT feasible") && text.contains("more than 1 core(s)"),
+        "{text}"
+    );
+    // A licence: 1 Mpps of 64 B frames is 368 Mbit/s of IP bytes; at 100 Mbit/s a VNF,
+    // two chains cannot carry it, four can, when the plan may add chains.
+    let o = plan(1e6, &["--cores", "4", "--vnf-rate-cap", "100Mbit"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("--scale-out"), "{}", stdout(&o));
+    let written = dir.join("planned.yaml");
+    let o = plan(
+        1e6,
+        &[
+            "--cores",
+            "4",
+            "--vnf-rate-cap",
+            "100Mbit",
+            "--scale-out",
+            "--write",
+            written.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("4 chain(s) of one VNF (forwarder)"),
+        "{}",
+        stdout(&o)
+    );
+    // The file runs the plan: planned again without scaling out, it needs nothing more.
+    let o = sfclab(&[
+        "plan",
+        "--calibration",
+        cal.to_str().unwrap(),
+        "--scenario",
+        written.to_str().unwrap(),
+        "--cores",
+        "4",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc = json(&o);
+    let chosen = &doc["plan"]["rows"][doc["plan"]["chosen"].as_u64().unwrap() as usize];
+    assert_eq!(chosen["groups"][0]["chains"], 4, "{chosen}");
+    assert!((doc["plan"]["demand_pps"].as_f64().unwrap() - 1e6).abs() < 1.0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 #[ignore = "needs root for namespaces (CI runs it)"]
 fn the_memif_terms_are_calibrated_from_scenarios_and_price_one() {

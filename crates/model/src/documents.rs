@@ -8,6 +8,35 @@ pub const PREDICTION_SCHEMA: &str = "sfclab.prediction/1";
 pub const PLAN_SCHEMA: &str = "sfclab.plan/1";
 pub const RC_SCHEMA: &str = "sfclab.rc/1";
 pub const SCENARIO_PREDICTION_SCHEMA: &str = "sfclab.scenario-prediction/1";
+pub const SCENARIO_PLAN_SCHEMA: &str = "sfclab.scenario-plan/1";
+
+/// `sfclab plan --scenario FILE --json`: the deployment that meets a scenario's demand
+/// on the fewest cores, and every deployment tried.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct ScenarioPlanDocument {
+    pub schema: &'static str,
+    pub version: &'static str,
+    /// The scenario whose chains and rates are the demand.
+    pub scenario: String,
+    pub calibration: CalibrationRef,
+    /// Cores the plan could use at most.
+    pub cores_available: usize,
+    /// The VNFs' wait modes tried.
+    pub waits: Vec<String>,
+    /// Whether a group's demand could be spread over more chains than it asks for.
+    pub scale_out: bool,
+    /// The share of each stream's frames it may lose.
+    pub loss: f64,
+    /// The NIC's line per direction and its capacity, bits per second at layer 1.
+    pub line_bps: Option<f64>,
+    pub nic_capacity_bps: Option<f64>,
+    pub plan: crate::scenario_plan::ScenarioPlan,
+    /// The share of this machine's tester core the chosen deployment's demand needs (above
+    /// 1: a measurement of it here is held by the tester, not by the deployment).
+    pub tester_utilisation: Option<f64>,
+    /// The scenario file of the chosen deployment (`sfclab scenario` runs it).
+    pub scenario_file: Option<String>,
+}
 
 /// `sfclab model predict SCENARIO --json`: a scenario priced at its offered load, and
 /// where it stops carrying all it is offered.

@@ -179,7 +179,11 @@ impl Scenario {
                 .map(|(_, nf)| (nf.kind().to_string(), priced_key(nf)))
                 .collect();
             groups.push(GroupDemand {
-                name: g.name.clone(),
+                // A name of its own, or what it runs (its shape is the plan's to choose).
+                name: match g.name == auto_name(g) {
+                    true => g.vnf.clone(),
+                    false => g.name.clone(),
+                },
                 features,
                 chains: g.chains,
                 standby: g.standby,
@@ -221,13 +225,15 @@ impl Scenario {
                 traffic["dscp"] = json!(t.dscp.to_string());
             }
             let mut group = json!({
-                "name": g.name,
                 "chains": d.chains,
                 "vnf": vnf,
                 "split": d.split,
                 "bidirectional": self.directions(range.start) == 2,
                 "traffic": traffic,
             });
+            if g.name != auto_name(g) {
+                group["name"] = json!(g.name);
+            }
             if d.standby > 0 {
                 group["standby"] = json!(d.standby);
             }
@@ -272,6 +278,11 @@ impl Scenario {
             .flat_map(|g| std::iter::repeat_n(g, g.standby))
             .nth(k)
     }
+}
+
+/// The name a group is given when it gives none.
+fn auto_name(g: &super::ChainGroup) -> String {
+    format!("{} {}", g.shape, g.vnf)
 }
 
 /// A chain's NFs but its licence policers (`licence`, `licence1`...: the preset's,
