@@ -833,6 +833,108 @@ fn a_scenario_is_planned_on_the_fewest_cores_and_written_to_run() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The plan's promise checked on this machine: the deployment it chooses carries the
+/// demand when run, and the one it turned down (the same features split into a VNF each,
+/// on the same core) does not.
+#[test]
+#[ignore = "measures: a planned scenario and the deployment the plan turned down, each run here (CI runs it alone, as root)"]
+fn a_planned_scenario_carries_its_demand_and_the_deployment_turned_down_does_not() {
+    sfclab_topology::require_root("namespaces");
+    let _cores = both_cores();
+    let dir = temp("plan-run");
+    let cal = dir.join("cal.json");
+    let o = sfclab(&[
+        "model",
+        "calibrate",
+        "--memif",
+        "--memif-waits",
+        "interrupt",
+        "--only-chains",
+        "--chain",
+        "forwarder",
+        "--sizes",
+        "64",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "100ms",
+        "-o",
+        cal.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    // Two chains of four cheap features: in one VNF a frame pays one memif hop, split
+    // it pays four and eight VNFs share the core.
+    let scenario = dir.join("demand.yaml");
+    std::fs::write(
+        &scenario,
+        "chains: 2\nvnf: [forwarder, forwarder, forwarder, forwarder]\nbidirectional: false\n\
+         traffic: { rate: 1Mpps, size: 64, flows: 64 }\nrun: { duration: 2s, warmup: 500ms, memif_wait: interrupt }\n",
+    )
+    .unwrap();
+    let plan = |offered: &str, extra: &[&str]| -> Value {
+        let mut args = vec![
+            "plan",
+            "--calibration",
+            cal.to_str().unwrap(),
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--cores",
+            "1",
+            "--offered",
+            offered,
+            "--json",
+        ];
+        args.extend(extra);
+        let o = sfclab(&args);
+        assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+        serde_json::from_str(&stdout(&o)).unwrap()
+    };
+    let capacity_of = |doc: &Value, split: bool| -> f64 {
+        doc["plan"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["groups"][0]["split"] == split)
+            .map(|r| r["capacity_pps"].as_f64().unwrap())
+            .unwrap()
+    };
+    let all = plan("100Mpps", &[]);
+    let (together, split) = (capacity_of(&all, false), capacity_of(&all, true));
+    // Well inside what the model says one VNF per chain carries, well past the split's.
+    let demand = 0.35 * together;
+    assert!(
+        split < 0.7 * demand,
+        "the split is not turned down: {split} against {demand}"
+    );
+    let planned = dir.join("planned.yaml");
+    let doc = plan(
+        &format!("{}pps", demand.round()),
+        &["--loss", "0.1%", "--write", planned.to_str().unwrap()],
+    );
+    let chosen = &doc["plan"]["rows"][doc["plan"]["chosen"].as_u64().expect("a plan") as usize];
+    assert_eq!(chosen["groups"][0]["split"], false, "{chosen}");
+    let run = |file: &std::path::Path| -> Value {
+        let o = sfclab(&["scenario", file.to_str().unwrap(), "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        doc["runs"][0]["aggregate"].clone()
+    };
+    let measured = run(&planned);
+    assert_eq!(measured["conserved"], true, "{measured}");
+    let loss = measured["loss_ratio"].as_f64().unwrap();
+    assert!(loss < 0.01, "the plan's deployment lost {loss}: {measured}");
+    // The deployment it turned down, run at the same demand on the same core.
+    let text = std::fs::read_to_string(&planned).unwrap();
+    assert!(text.contains("split: false"), "{text}");
+    let turned_down = dir.join("split.yaml");
+    std::fs::write(&turned_down, text.replace("split: false", "split: true")).unwrap();
+    let measured = run(&turned_down);
+    assert_eq!(measured["conserved"], true, "{measured}");
+    let loss = measured["loss_ratio"].as_f64().unwrap();
+    assert!(loss > 0.1, "the split deployment lost only {loss}: {measured}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 #[ignore = "needs root for namespaces (CI runs it)"]
 fn the_memif_terms_are_calibrated_from_scenarios_and_price_one() {

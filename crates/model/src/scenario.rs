@@ -366,6 +366,8 @@ struct Solver<'p, 'a> {
     licensed: Vec<f64>,
     /// The fraction of VNF sends the NIC's capacity passes.
     nic: f64,
+    /// The factor of every stream's offer asked at this load.
+    scale: f64,
 }
 
 /// A stream's frames along its path, packets per second: arriving at each process,
@@ -413,6 +415,7 @@ impl<'p, 'a> Solver<'p, 'a> {
             admitted: m.streams.iter().map(|s| vec![1.0; s.path.len()]).collect(),
             licensed: vec![1.0; n],
             nic: 1.0,
+            scale,
         }
     }
 
@@ -613,7 +616,7 @@ impl<'p, 'a> Solver<'p, 'a> {
                 // Nothing lost: held back before the chain, by the line or the tester.
                 None if stream.offered_pps.is_none() => Some(Bottleneck::Tester),
                 None => {
-                    let asked = stream.offered_pps.unwrap_or(f64::INFINITY);
+                    let asked = stream.offered_pps.map_or(f64::INFINITY, |o| o * self.scale);
                     if held_back(self.allowed[s] / asked) {
                         Some(Bottleneck::Line {
                             reverse: stream.reverse,
@@ -931,6 +934,18 @@ mod tests {
         // 4e6 * 300 + refused * 100 = 2e9: 8e6 refused.
         assert!((f.generated_pps - 12e6).abs() / 12e6 < 1e-3, "{f:#?}");
         assert!((f.tester_utilisation - 1.0).abs() < 1e-3);
+    }
+
+    #[test]
+    fn a_capacity_the_tester_holds_is_named_the_tester_not_the_line() {
+        // Sixteen chains offered 100 Mpps each: the tester (6.67 Mpps round trip) holds
+        // them far below the offer, and there is no line to blame.
+        let cal = cal();
+        let mut m = scenario(16, 1, Some(100e6));
+        m.vnf_cores = 16;
+        let c = PricedScenario::new(&cal, &m).unwrap().capacity();
+        assert!(c.scale < 0.01, "{c:#?}");
+        assert_eq!(c.bottleneck, Some(Bottleneck::Tester), "{c:#?}");
     }
 
     #[test]
