@@ -14,6 +14,9 @@
 //!   `hop = TSC / what it forwards − the synthetic NF's cost` (its compound calibration).
 //! - Sharing a core: k such chains, one VNF each on one core: `sharing(k) = TSC / what
 //!   they forward together − the NF − hop`.
+//! - A polling process's turn on a shared core: a chain of four polling forwarders on
+//!   one core passes one ring of frames per link while each has its turn once, so
+//!   `turn = ring / (4 × what it forwards)`.
 
 use std::path::Path;
 
@@ -33,7 +36,7 @@ use crate::median;
 pub const VNF_WORK_CYCLES: u64 = 1500;
 
 /// How the terms were measured, for the calibration's notes.
-pub const NOTE: &str = "memif (scenarios: VNF processes in namespaces joined by memif, one tester thread; PVP chains offered all the tester sends, one way for the tester's terms, both ways for the VNFs'): the tester's T_gen, T_send, T_recv solved from TSC = generated T_gen + taken T_send + received T_recv over three runs (a polling forwarder, a firewall without rules, a synthetic NF of 4 W cycles); W = the larger of 1500 and 3 × the tester's round trip; hop = TSC / forwarded − synthetic(cycles=W) for one VNF alone on its core (its ring refusing frames: the VNF, not the tester, the limit); sharing(k) = TSC / forwarded by k such VNFs on one core − synthetic(cycles=W) − hop (at the smallest size); each point's interval is its repetitions' range";
+pub const NOTE: &str = "memif (scenarios: VNF processes in namespaces joined by memif, one tester thread; PVP chains offered all the tester sends, one way for the tester's terms, both ways for the VNFs'): the tester's T_gen, T_send, T_recv solved from TSC = generated T_gen + taken T_send + received T_recv over three runs (a polling forwarder, a firewall without rules, a synthetic NF of 4 W cycles); W = the larger of 1500 and 3 × the tester's round trip; hop = TSC / forwarded − synthetic(cycles=W) for one VNF alone on its core (its ring refusing frames: the VNF, not the tester, the limit); sharing(k) = TSC / forwarded by k such VNFs on one core − synthetic(cycles=W) − hop (at the smallest size); polling turn = ring / (4 × forwarded) by a chain of 4 polling forwarders on one core (each link passes a ring of frames per round of turns); each point's interval is its repetitions' range";
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -59,7 +62,9 @@ impl MemifTermsArgs {
 
     /// Runs of one repetition at `sizes` frame sizes (for the progress bar).
     pub fn runs(&self, sizes: usize) -> usize {
-        sizes * (3 + self.waits.len()) + self.waits.iter().map(|w| self.sharing_of(w).len()).sum::<usize>()
+        sizes * (3 + self.waits.len())
+            + self.waits.iter().map(|w| self.sharing_of(w).len()).sum::<usize>()
+            + self.waits.iter().filter(|w| *w == "polling").count()
     }
 
     fn sharing_of(&self, wait: &str) -> Vec<usize> {
@@ -81,7 +86,13 @@ pub struct MemifRound {
     /// Per wait, per k of its sharing: cycles per frame beyond the hop (only at the
     /// smallest size).
     sharing: Vec<Vec<f64>>,
+    /// Per wait: a polling process's turn on a shared core, seconds (polling, at the
+    /// smallest size).
+    turns: Vec<Option<f64>>,
 }
+
+/// Polling hops on one core in the run that measures a turn.
+const TURN_HOPS: usize = 4;
 
 /// What a run gives the terms, packets per second: generated, taken by the first ring,
 /// received.
@@ -122,14 +133,38 @@ fn rates(r: &ScenarioRun) -> Rates {
 }
 
 /// The scenario of `chains` PVP chains of one VNF doing `vnf`, one way, as fast as the
-/// tester goes, at frames of `size`.
-fn scenario(args: &MemifTermsArgs, chains: usize, vnf: &str, size: u16, wait: &str, both_ways: bool) -> String {
+/// tester goes, at frames of `size`, every VNF on `vnf_core` (the tester on its usual).
+fn scenario(
+    args: &MemifTermsArgs,
+    chains: usize,
+    vnf: &str,
+    size: u16,
+    wait: &str,
+    both_ways: bool,
+    vnf_core: usize,
+) -> String {
     format!(
         "name: model calibrate --memif\nchains: {chains}\nshape: pvp\nvnf: [{vnf}]\nbidirectional: {both_ways}\n\
+         vnf_cores: \"{}\"\n\
          traffic: {{ rate: max, size: {size}, flows: 256 }}\n\
          run: {{ duration: {}ms, warmup: {}ms, memif_wait: {wait} }}\nrepeat: 1\n",
+        vnf_core,
         args.duration.as_millis(),
-        args.warmup.as_millis()
+        args.warmup.as_millis(),
+    )
+}
+
+/// One chain of [`TURN_HOPS`] forwarders, each a polling VNF, one way, all on `vnf_core`.
+fn turn_scenario(args: &MemifTermsArgs, size: u16, vnf_core: usize) -> String {
+    format!(
+        "name: model calibrate --memif\nchains: 1\nvnf: [{}]\nsplit: true\nbidirectional: false\n\
+         vnf_cores: \"{}\"\n\
+         traffic: {{ rate: max, size: {size}, flows: 256 }}\n\
+         run: {{ duration: {}ms, warmup: {}ms, memif_wait: polling }}\nrepeat: 1\n",
+        ["forwarder"; TURN_HOPS].join(", "),
+        vnf_core,
+        args.duration.as_millis(),
+        args.warmup.as_millis(),
     )
 }
 
@@ -152,12 +187,18 @@ pub fn round(
 ) -> Result<MemifRound, String> {
     // The tester's runs one way (its three terms apart); the VNFs' both ways, as
     // scenarios run them unless told (a VNF working both directions wakes for both).
-    let mut measure = |chains: usize, vnf: &str, wait: &str, both_ways: bool, what: &str| -> Result<Rates, String> {
-        let yaml = scenario(args, chains, vnf, size, wait, both_ways);
-        let (distance, [tester, vnfs]) = guard;
+    let (distance, [tester, vnfs]) = guard;
+    // The scenarios' tester takes the first allowed core; the VNFs one other, all of
+    // them on it (the sharing runs' k per core).
+    let allowed = sfclab_runtime::placement::allowed_cores();
+    let vnf_core = allowed.get(1).or(allowed.first()).copied().unwrap_or(0);
+    let mut measure_yaml = |yaml: String, what: &str| -> Result<Rates, String> {
         let r = crate::cores::run_guarded(distance, tester, vnfs, || run(&yaml, stop))?;
         progress.finished(&format!("memif {what} at {size} B"));
         Ok(rates(&r))
+    };
+    let mut measure = |chains: usize, vnf: &str, wait: &str, both_ways: bool, what: &str| -> Result<Rates, String> {
+        measure_yaml(scenario(args, chains, vnf, size, wait, both_ways, vnf_core), what)
     };
     // The VNFs are the limit only where their rings refuse frames.
     let vnf_bound = |r: &Rates, what: &str| {
@@ -199,6 +240,7 @@ pub fn round(
     })?;
     let mut hops = Vec::new();
     let mut shared = Vec::new();
+    let mut turns = Vec::new();
     for wait in &args.waits {
         let alone = measure(1, &heavy, wait, true, &format!("{wait} hop"))?;
         vnf_bound(&alone, &format!("{wait} hop"))?;
@@ -213,11 +255,22 @@ pub fn round(
             }
         }
         shared.push(per_k);
+        turns.push(None);
+    }
+    // Polling hops on one core take turns: each link passes at most a ring of frames
+    // while every hop has its turn once.
+    if sharing && let Some(w) = args.waits.iter().position(|w| w == "polling") {
+        let what = format!("polling turns of {TURN_HOPS} hops on one core");
+        let r = measure_yaml(turn_scenario(args, size, vnf_core), &what)?;
+        vnf_bound(&r, &what)?;
+        let ring = f64::from(1u32 << sfclab_io::memif::Config::default().log2_ring_size);
+        turns[w] = Some(ring / (TURN_HOPS as f64 * r.received.max(1.0)));
     }
     Ok(MemifRound {
         tester,
         hops,
         sharing: shared,
+        turns,
     })
 }
 
@@ -285,6 +338,13 @@ pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -
         .map(|(w, wait)| MemifWaitCalibration {
             wait: wait.clone(),
             hop: curve(&|r| r.hops[w]),
+            turn: {
+                let runs: Vec<f64> = rounds[0].iter().filter_map(|r| r.turns[w]).collect();
+                (!runs.is_empty()).then(|| sfclab_model::calibration::Turn {
+                    seconds: median(&runs),
+                    runs,
+                })
+            },
             sharing: args
                 .sharing_of(wait)
                 .iter()
@@ -337,7 +397,7 @@ mod tests {
             std::time::Duration::from_millis(500),
             std::time::Duration::from_millis(200),
         );
-        let yaml = scenario(&args, 4, "{synthetic: {cycles: 1500}}", 512, "interrupt", true);
+        let yaml = scenario(&args, 4, "{synthetic: {cycles: 1500}}", 512, "interrupt", true, 1);
         let s = Scenario::from_text(&yaml, Path::new("t"), &ScenarioFlags::default(), &Settings::default()).unwrap();
         assert_eq!(s.chains().len(), 4);
         let m = s.model().unwrap();

@@ -487,6 +487,15 @@ pub fn calibration_table(cal: &Calibration) -> String {
                 cal.sizes[0],
                 points.join("; ")
             );
+            if let Some(turn) = &w.turn {
+                let ms: Vec<f64> = turn.runs.iter().map(|r| r * 1e3).collect();
+                let _ = writeln!(
+                    s,
+                    "memif {}: a process's turn on a shared core, ms: {}",
+                    w.wait,
+                    sfclab_bench::with_range(&ms, 2)
+                );
+            }
         }
     }
     for n in &cal.method.notes {

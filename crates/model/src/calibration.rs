@@ -261,6 +261,19 @@ pub struct MemifWaitCalibration {
     /// switches, caches refilled): measured at a few k, linear between them, the
     /// largest measured beyond it; 0 at k = 1.
     pub sharing: Vec<SharingPoint>,
+    /// Polling: how long a process keeps a shared core before the scheduler gives it
+    /// to the next (a process that never sleeps only leaves it when preempted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<Turn>,
+}
+
+/// How long a polling process keeps a shared core: a chain of polling hops on one core
+/// passes at most a ring of frames per link each time every hop has had its turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Turn {
+    /// The median of the repetitions.
+    pub seconds: f64,
+    pub runs: Vec<f64>,
 }
 
 /// The cost of sharing a core at `per_core` processes per core.

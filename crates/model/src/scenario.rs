@@ -75,6 +75,9 @@ pub struct ScenarioModel {
     pub wait: String,
     /// The NIC's line per direction, bits per second at layer 1.
     pub line_bps: Option<f64>,
+    /// Descriptors per memif ring: what a link between two processes taking turns on a
+    /// core can hold between their turns.
+    pub ring_frames: f64,
     /// The NIC's capacity every VNF send draws on, bits per second at layer 1.
     pub nic_capacity_bps: Option<f64>,
 }
@@ -173,6 +176,9 @@ pub struct PricedScenario<'a> {
     /// Per process: total cycles per frame and its terms.
     costs: Vec<(f64, Vec<(String, f64)>)>,
     polling: bool,
+    /// Per stream: the most its chain passes when its processes take turns on shared
+    /// cores (polling: a ring of frames per link per round of turns); infinite otherwise.
+    turn_caps: Vec<f64>,
 }
 
 impl<'a> PricedScenario<'a> {
@@ -203,6 +209,17 @@ impl<'a> PricedScenario<'a> {
             });
         }
         let polling = model.wait == "polling";
+        // Polling processes that share a core never sleep: each holds it for its turn,
+        // and a link between two of them passes at most a ring between their turns.
+        let per_core = model.processes.len() as f64 / model.vnf_cores as f64;
+        let turn_caps = model
+            .streams
+            .iter()
+            .map(|s| match (&wait.turn, polling && per_core > 1.0 && s.path.len() > 1) {
+                (Some(turn), true) => model.ring_frames / (per_core * turn.seconds),
+                _ => f64::INFINITY,
+            })
+            .collect();
         let costs = model
             .processes
             .iter()
@@ -215,6 +232,7 @@ impl<'a> PricedScenario<'a> {
             figures,
             costs,
             polling,
+            turn_caps,
         })
     }
 
@@ -486,6 +504,15 @@ impl<'p, 'a> Solver<'p, 'a> {
                     }
                 }
             }
+            // Frames past what a chain's turns pass back up to the tester, which the
+            // first ring refuses (its hops wait on a full ring rather than drop).
+            for (s, path) in paths.iter().enumerate() {
+                let cap = self.priced.turn_caps[s];
+                let first = path.arriving.first().copied().unwrap_or(0.0);
+                if first * admitted[s][0] > cap {
+                    admitted[s][0] = cap / first;
+                }
+            }
             for (s, path) in paths.iter().enumerate() {
                 for (h, (&p, a)) in m.streams[s].path.iter().zip(&path.arriving).enumerate() {
                     worked_ip_bits[p] += a * admitted[s][h] * self.priced.figures[s].ip_bits;
@@ -732,6 +759,7 @@ mod tests {
                     cycles: 100.0,
                     runs: vec![100.0],
                 }],
+                turn: None,
             }],
         });
         c
@@ -764,6 +792,7 @@ mod tests {
             vnf_cores: 1,
             wait: "interrupt".into(),
             line_bps: None,
+            ring_frames: 1024.0,
             nic_capacity_bps: None,
         }
     }
@@ -934,6 +963,42 @@ mod tests {
         // 4e6 * 300 + refused * 100 = 2e9: 8e6 refused.
         assert!((f.generated_pps - 12e6).abs() / 12e6 < 1e-3, "{f:#?}");
         assert!((f.tester_utilisation - 1.0).abs() < 1e-3);
+    }
+
+    #[test]
+    fn polling_hops_taking_turns_on_a_core_pass_a_ring_per_round_of_turns() {
+        // Four polling routers on one core, turns of 3 ms: each link holds 1024 frames
+        // between its ends' turns, so the chain passes 1024 per 12 ms (85 kpps), far
+        // below the 1e9 cycles a second the core gives it, and the tester's ring refuses
+        // the rest (the hops wait on a full ring).
+        let mut cal = cal();
+        let mut polling = cal.memif.as_ref().unwrap().waits[0].clone();
+        polling.wait = "polling".into();
+        polling.turn = Some(crate::calibration::Turn {
+            seconds: 0.003,
+            runs: vec![0.003],
+        });
+        cal.memif.as_mut().unwrap().waits.push(polling);
+        let mut m = scenario(1, 4, Some(1e6));
+        m.wait = "polling".into();
+        let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
+        let cap = 1024.0 / (4.0 * 0.003);
+        assert!((f.received_pps - cap).abs() / cap < 1e-6, "{f:#?}");
+        assert_eq!(f.streams[0].dropped[0].0, "tester tx-refused");
+        assert!((f.generated_pps - f.received_pps - total_dropped(&f)).abs() < 1e-3);
+        // Each on a core of its own, or one hop alone: no turns to wait for.
+        m.vnf_cores = 4;
+        let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
+        assert!((f.received_pps - 1e6).abs() < 1.0, "{f:#?}");
+        let mut one = scenario(4, 1, Some(1e5));
+        one.wait = "polling".into();
+        let f = PricedScenario::new(&cal, &one).unwrap().flow(1.0);
+        assert!((f.received_pps - 4e5).abs() < 1.0, "{f:#?}");
+        // Interrupt-mode hops yield when they have nothing: no turns either.
+        m.vnf_cores = 1;
+        m.wait = "interrupt".into();
+        let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
+        assert!(f.received_pps > 2.0 * cap, "{f:#?}");
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub struct ScenarioDemand {
     pub line_bps: Option<f64>,
     /// The NIC's capacity every VNF send draws on, bits per second at layer 1.
     pub nic_capacity_bps: Option<f64>,
+    /// Descriptors per memif ring.
+    pub ring_frames: f64,
     /// The share of each stream's frames it may lose (1e-5 for seed 001's 0.001 %).
     pub loss: f64,
 }
@@ -368,6 +370,7 @@ pub fn deployment_model(demand: &ScenarioDemand, way: &[GroupDeployment], wait: 
         vnf_cores: cores,
         wait: wait.into(),
         line_bps: demand.line_bps,
+        ring_frames: demand.ring_frames,
         nic_capacity_bps: demand.nic_capacity_bps,
     }
 }
@@ -525,6 +528,7 @@ mod tests {
                     cycles: 100.0,
                     runs: vec![100.0],
                 }],
+                turn: None,
             }],
         });
         c
@@ -548,6 +552,7 @@ mod tests {
             groups,
             line_bps: None,
             nic_capacity_bps: None,
+            ring_frames: 1024.0,
             loss: 0.0,
         }
     }

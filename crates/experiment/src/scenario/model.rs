@@ -142,6 +142,7 @@ impl Scenario {
             vnf_cores: self.vnf_cores.len().max(1),
             wait: wait.into(),
             line_bps: self.line_rate,
+            ring_frames: ring_frames(),
             nic_capacity_bps: self.nic_capacity,
         })
     }
@@ -200,6 +201,7 @@ impl Scenario {
             groups,
             line_bps: self.line_rate,
             nic_capacity_bps: self.nic_capacity,
+            ring_frames: ring_frames(),
             loss,
         })
     }
@@ -278,6 +280,11 @@ impl Scenario {
             .flat_map(|g| std::iter::repeat_n(g, g.standby))
             .nth(k)
     }
+}
+
+/// Descriptors per memif ring, as the scenarios' links are made.
+fn ring_frames() -> f64 {
+    f64::from(1u32 << sfclab_io::memif::Config::default().log2_ring_size)
 }
 
 /// The name a group is given when it gives none.
