@@ -1,12 +1,13 @@
 //! `sfclab bench model --scenarios`: scenario cells (seed 001's PVP and PVVP chains of a
-//! router or the multi-feature VNF, 1:1 to 8:1 VNF processes per core, with and without
-//! a licence or the NIC's capacity) predicted and measured in the same run, offered all
-//! the tester sends. Each round first calibrates the terms the cells use (the memif
+//! router or the multi-feature VNF, 1:1 to 6:1 VNF processes per core, with and without
+//! a licence or the NIC's capacity; memif chains of 1, 4 and 10 forwarder hops on one
+//! core, polling and in interrupt mode) predicted and measured in the same run, offered
+//! all the tester sends. Each round first calibrates the terms the cells use (the memif
 //! terms and the VNFs' NFs, at 64 B) and then measures every cell right after: this
 //! host's speed swings for tens of seconds at a time, so terms measured long before
 //! their cells price another machine. The cells' oversubscriptions are not all the
-//! calibrated ones (sharing is measured at 2, 4 and 8 per core; cells run 1, 2, 3, 4, 5
-//! and 6).
+//! calibrated ones (sharing is measured at 2, 4 and 8 per core, a polling turn with
+//! four hops; cells run 1, 2, 3, 4, 5, 6 and 10).
 
 use std::path::Path;
 
@@ -19,53 +20,90 @@ use sfclab_runtime::{Progress, Stop};
 
 use crate::{Rounds, median};
 
-/// One cell: a scenario, as its file would say it.
+/// One cell: a scenario, as its file would say it, and how its VNFs' memif ends wait.
 struct Cell {
     name: &'static str,
     yaml: &'static str,
+    wait: &'static str,
 }
 
-/// Every cell: 64 B frames, offered all the tester sends, the VNFs on core 1.
-const CELLS: [Cell; 10] = [
+/// Every cell: 64 B frames, offered all the tester sends, the VNFs on core 1. The chain
+/// cells' hops are each a VNF (`split`), one way.
+const CELLS: [Cell; 15] = [
     Cell {
         name: "1 PVP forwarder, one way (tester)",
         yaml: "chains: 1\nvnf: forwarder\nbidirectional: false",
+        wait: "interrupt",
     },
     Cell {
         name: "2 PVP router (2:1)",
         yaml: "chains: 2\nvnf: router",
+        wait: "interrupt",
     },
     Cell {
         name: "3 PVP router (3:1)",
         yaml: "chains: 3\nvnf: router",
+        wait: "interrupt",
     },
     Cell {
         name: "5 PVP router (5:1)",
         yaml: "chains: 5\nvnf: router",
+        wait: "interrupt",
     },
     Cell {
         name: "2 PVVP router (4:1)",
         yaml: "chains: 2\nshape: pvvp\nvnf: router",
+        wait: "interrupt",
     },
     Cell {
         name: "3 PVVP router (6:1)",
         yaml: "chains: 3\nshape: pvvp\nvnf: router",
+        wait: "interrupt",
     },
     Cell {
         name: "1 PVP multi-feature (1:1)",
         yaml: "chains: 1\nvnf: multi-feature",
+        wait: "interrupt",
     },
     Cell {
         name: "2 PVVP multi-feature (4:1)",
         yaml: "chains: 2\nshape: pvvp\nvnf: multi-feature",
+        wait: "interrupt",
     },
     Cell {
         name: "3 PVP router, licence 200 Mbit/s",
         yaml: "chains: 3\nvnf: router\nvnf_rate_cap: 200Mbit",
+        wait: "interrupt",
     },
     Cell {
         name: "2 PVVP router, NIC capacity 1 Gbit/s",
         yaml: "chains: 2\nshape: pvvp\nvnf: router\nnic_capacity: 1Gbit/s",
+        wait: "interrupt",
+    },
+    Cell {
+        name: "memif chain of 1 hop, polling",
+        yaml: "chains: 1\nvnf: forwarder\nbidirectional: false",
+        wait: "polling",
+    },
+    Cell {
+        name: "memif chain of 4 hops, polling (4:1)",
+        yaml: "chains: 1\nvnf: [forwarder, forwarder, forwarder, forwarder]\nsplit: true\nbidirectional: false",
+        wait: "polling",
+    },
+    Cell {
+        name: "memif chain of 10 hops, polling (10:1)",
+        yaml: "chains: 1\nvnf: [forwarder, forwarder, forwarder, forwarder, forwarder, forwarder, forwarder, forwarder, forwarder, forwarder]\nsplit: true\nbidirectional: false",
+        wait: "polling",
+    },
+    Cell {
+        name: "memif chain of 4 hops, interrupt (4:1)",
+        yaml: "chains: 1\nvnf: [forwarder, forwarder, forwarder, forwarder]\nsplit: true\nbidirectional: false",
+        wait: "interrupt",
+    },
+    Cell {
+        name: "memif chain of 10 hops, interrupt (10:1)",
+        yaml: "chains: 1\nvnf: [forwarder, forwarder, forwarder, forwarder, forwarder, forwarder, forwarder, forwarder, forwarder, forwarder]\nsplit: true\nbidirectional: false",
+        wait: "interrupt",
     },
 ];
 
@@ -118,7 +156,7 @@ pub fn steps_per_round(cal: &crate::calibrate::CalibrateArgs) -> usize {
     CELLS.len() + crate::calibrate::steps_per_repetition(cal)
 }
 
-/// The calibration a round starts with: the memif terms (interrupt mode, as the cells
+/// The calibration a round starts with: the memif terms (both wait modes, as the cells
 /// run) and the NFs of the presets, at 64 B, once; its runs under `guard`.
 pub fn calibration_args(
     duration: std::time::Duration,
@@ -139,7 +177,7 @@ pub fn calibration_args(
         wired: Vec::new(),
         core_distance: guard,
         memif: Some(crate::memif_terms::MemifTermsArgs::new(
-            vec!["interrupt".into()],
+            vec!["interrupt".into(), "polling".into()],
             duration,
             warmup,
         )),
@@ -148,11 +186,12 @@ pub fn calibration_args(
 
 fn yaml(cell: &Cell, duration: std::time::Duration, warmup: std::time::Duration) -> String {
     format!(
-        "name: {}\n{}\ntraffic: {{ rate: max, size: 64, flows: 256 }}\nrun: {{ duration: {}ms, warmup: {}ms, memif_wait: interrupt }}\nvnf_cores: \"1\"\nrepeat: 1\n",
+        "name: {}\n{}\ntraffic: {{ rate: max, size: 64, flows: 256 }}\nrun: {{ duration: {}ms, warmup: {}ms, memif_wait: {} }}\nvnf_cores: \"1\"\nrepeat: 1\n",
         cell.name,
         cell.yaml,
         duration.as_millis(),
-        warmup.as_millis()
+        warmup.as_millis(),
+        cell.wait
     )
 }
 
@@ -459,9 +498,14 @@ mod tests {
         for c in &CELLS {
             let s = scenario(c, d, d).unwrap();
             let m = s.model().unwrap();
-            assert_eq!(m.wait, "interrupt", "{}", c.name);
+            assert_eq!(m.wait, c.wait, "{}", c.name);
             assert_eq!(m.vnf_cores, 1, "{}", c.name);
             assert!(m.streams.iter().all(|s| s.offered_pps.is_none()), "{}", c.name);
+            // A chain cell's hops are each a VNF, one way.
+            if let Some(n) = c.name.strip_prefix("memif chain of ") {
+                let hops: usize = n.split(' ').next().unwrap().parse().unwrap();
+                assert_eq!((m.processes.len(), m.streams.len()), (hops, 1), "{}", c.name);
+            }
         }
     }
 

@@ -999,7 +999,7 @@ fn bench_model_checks_scenario_cells_against_their_predictions() {
     let (b, progress) = bench_model(&["--scenarios", "--repeat", "1", "--duration", "200ms"]);
     let check = &b["scenarios"];
     let cells = check["cells"].as_array().unwrap();
-    assert_eq!(cells.len(), 10, "{check}");
+    assert_eq!(cells.len(), 15, "{check}");
     for c in cells {
         // Each cell predicted and measured in the round, its error theirs.
         let (p, m) = (

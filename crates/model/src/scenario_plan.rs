@@ -459,7 +459,8 @@ fn why_not(demand: &ScenarioDemand, limits: &DeploymentLimits, rows: &[Deploymen
             limits.max_cores
         ),
         Some(Bottleneck::VnfCore { process }) => format!(
-            "it is held by {process}, which needs more than a core of its own: its features split over VNFs, or more chains (--scale-out), share the work"
+            "it is held by {process}, which needs more than a core of its own: its features split over VNFs, or more chains (--scale-out), share the work, on more than {} core(s) (--cores) where they do not fit",
+            limits.max_cores
         ),
         Some(Bottleneck::Tester) | None => "nothing the model names holds it".into(),
     };
