@@ -198,6 +198,9 @@ pub struct PlanCli {
     /// Write the chosen deployment as a scenario file here (`sfclab scenario FILE` runs it).
     #[arg(long, value_name = "FILE", help_heading = "Scenario")]
     write: Option<PathBuf>,
+    /// Print the trade-off as CSV, one row per deployment tried (with --scenario).
+    #[arg(long, conflicts_with = "json", help_heading = "Scenario")]
+    csv: bool,
     /// The calibration to price the chains with (`sfclab model calibrate`).
     #[arg(long, default_value = "calibration.json")]
     calibration: PathBuf,
@@ -682,6 +685,12 @@ pub fn cmd_plan(a: PlanCli) -> ExitCode {
         Ok(c) => c,
         Err(e) => return outcome::fail(outcome::USAGE, &format!("--calibration {e}")),
     };
+    if a.csv && !a.demands.is_empty() {
+        return outcome::fail(
+            outcome::USAGE,
+            "--csv is the trade-off of a scenario's plan (--scenario): a chain plan prints a table or --json",
+        );
+    }
     if a.demands.is_empty() {
         return match plan_scenario(&a, &cal) {
             Ok((text, feasible)) => outcome::emit_then(&text, if feasible { 0 } else { 1 }),
@@ -813,6 +822,9 @@ fn plan_scenario(a: &PlanCli, cal: &Calibration) -> Result<(String, bool), Strin
             feasible,
         ));
     }
+    if a.csv {
+        return Ok((plan_csv(&doc.plan), feasible));
+    }
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -906,6 +918,41 @@ fn plan_scenario(a: &PlanCli, cal: &Calibration) -> Result<(String, bool), Strin
         }
     }
     Ok((s, feasible))
+}
+
+/// The trade-off, one row per deployment tried; the columns are the JSON's rows' (schema
+/// `sfclab.scenario-plan/1`), the deployment in words.
+fn plan_csv(p: &sfclab_model::scenario_plan::ScenarioPlan) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record([
+        "chosen",
+        "meets",
+        "cores",
+        "processes",
+        "vnfs_per_core",
+        "deployment",
+        "wait",
+        "worst_delivered",
+        "capacity_mpps",
+        "headroom",
+        "bottleneck",
+    ]);
+    for (i, r) in p.rows.iter().enumerate() {
+        let _ = w.write_record([
+            (Some(i) == p.chosen).to_string(),
+            r.meets.to_string(),
+            r.cores.to_string(),
+            r.processes.to_string(),
+            format!("{:.3}", r.vnfs_per_core),
+            sfclab_model::scenario_plan::describe(&r.groups),
+            r.wait.clone(),
+            format!("{:.6}", r.worst_delivered),
+            format!("{:.6}", r.capacity_pps / 1e6),
+            format!("{:.4}", r.headroom),
+            r.bottleneck.as_ref().map_or(String::new(), |b| b.to_string()),
+        ]);
+    }
+    String::from_utf8(w.into_inner().expect("a Vec takes every write")).expect("CSV of UTF-8 fields")
 }
 
 fn chosen_row(p: &sfclab_model::scenario_plan::ScenarioPlan) -> Option<&sfclab_model::scenario_plan::DeploymentRow> {

@@ -782,6 +782,18 @@ fn a_scenario_is_planned_on_the_fewest_cores_and_written_to_run() {
     let one = rows.iter().find(|r| r["cores"] == 1).expect("the one-core row");
     assert_eq!(one["meets"], false);
     assert_eq!(one["bottleneck"]["kind"], "vnf_cores", "{one}");
+    // The same trade-off as CSV: a row per deployment tried, one of them chosen.
+    let o = plan(1.5 * alone_pps, &["--cores", "4", "--csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = stdout(&o);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("chosen,meets,cores,processes"), "{csv}");
+    assert_eq!(lines.len() - 1, rows.len(), "{csv}");
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("true,true,2,")).count(),
+        1,
+        "{csv}"
+    );
     // With one core only, it cannot be met: exit 1, saying what holds it.
     let o = plan(1.5 * alone_pps, &["--cores", "1"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
