@@ -845,6 +845,31 @@ fn a_scenario_is_planned_on_the_fewest_cores_and_written_to_run() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `model calibrate --memif` in interrupt mode at 64 B, short runs, the forwarder the
+/// only chain besides what `extra` adds, written to `out`.
+fn calibrate_memif(out: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "model",
+        "calibrate",
+        "--memif",
+        "--memif-waits",
+        "interrupt",
+        "--only-chains",
+        "--chain",
+        "forwarder",
+        "--sizes",
+        "64",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "100ms",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    sfclab(&args)
+}
+
 /// The plan's promise checked on this machine: the deployment it chooses carries the
 /// demand when run, and the one it turned down (the chains the scenario asked for, each
 /// VNF held by its licence) does not.
@@ -864,26 +889,7 @@ fn a_planned_scenario_carries_its_demand_and_the_deployment_turned_down_does_not
     )
     .unwrap();
     let cal = dir.join("cal.json");
-    let o = sfclab(&[
-        "model",
-        "calibrate",
-        "--memif",
-        "--memif-waits",
-        "interrupt",
-        "--only-chains",
-        "--chain",
-        "forwarder",
-        "--scenario",
-        scenario.to_str().unwrap(),
-        "--sizes",
-        "64",
-        "--duration",
-        "300ms",
-        "--warmup",
-        "100ms",
-        "-o",
-        cal.to_str().unwrap(),
-    ]);
+    let o = calibrate_memif(&cal, &["--repeat", "3", "--scenario", scenario.to_str().unwrap()]);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     let planned = dir.join("planned.yaml");
     let o = sfclab(&[
@@ -945,26 +951,7 @@ fn the_memif_terms_are_calibrated_from_scenarios_and_price_one() {
     let _cores = both_cores();
     let dir = temp("memif-terms");
     let out = dir.join("cal.json");
-    let o = sfclab(&[
-        "model",
-        "calibrate",
-        "--memif",
-        "--memif-waits",
-        "interrupt",
-        "--only-chains",
-        "--chain",
-        "forwarder",
-        "--sizes",
-        "64",
-        "--repeat",
-        "1",
-        "--duration",
-        "300ms",
-        "--warmup",
-        "100ms",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let o = calibrate_memif(&out, &["--repeat", "1"]);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("memif interrupt: a VNF's hop"), "{}", stdout(&o));
     let c: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();

@@ -727,7 +727,7 @@ fn water_fill_capped(want: &[f64], cap: f64, pool: f64) -> Vec<f64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::calibration::{Curve, MemifCalibration, SharingPoint};
 
@@ -735,7 +735,7 @@ mod tests {
 
     /// Tester: 100 per frame generated, 100 more sent, 100 received (300 a round trip);
     /// a hop 200 in interrupt mode, 100 more per frame at 4 per core; the router 300.
-    fn cal() -> Calibration {
+    pub(crate) fn cal() -> Calibration {
         let mut c = crate::chain::tests::cal();
         c.machine.tsc_hz = HZ;
         let sizes = c.sizes.clone();

@@ -497,41 +497,23 @@ pub fn describe(groups: &[GroupDeployment]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibration::{Curve, MemifCalibration, MemifWaitCalibration, NfCalibration, SharingPoint};
+    use crate::calibration::{Curve, NfCalibration};
 
-    const HZ: f64 = 2.0e9;
-
-    /// A hop 200 cycles a frame in interrupt mode (100 more at 4 per core); `light`
-    /// 100, `heavy` 1800, the licence 50.
+    /// The scenario model's test calibration (a hop 200 cycles a frame in interrupt
+    /// mode, 100 more at 4 per core) with NFs `light` 100, `heavy` 1800, the licence 50.
     fn cal() -> Calibration {
-        let mut c = crate::chain::tests::cal();
-        c.machine.tsc_hz = HZ;
+        let mut c = crate::scenario::tests::cal();
         let sizes = c.sizes.clone();
-        let flat = |v: f64| Curve::flat(&sizes, v);
         for (key, cycles) in [("light", 100.0), ("heavy", 1800.0), ("licence", 50.0)] {
+            let flat = Curve::flat(&sizes, cycles);
             c.nfs.push(NfCalibration {
                 key: key.into(),
                 kind: key.into(),
-                cycles: flat(cycles),
-                in_stage: Some(flat(cycles)),
-                across: Some(flat(cycles)),
+                cycles: flat.clone(),
+                in_stage: Some(flat.clone()),
+                across: Some(flat),
             });
         }
-        c.memif = Some(MemifCalibration {
-            tester_generate: flat(100.0),
-            tester_send: flat(100.0),
-            tester_receive: flat(100.0),
-            waits: vec![MemifWaitCalibration {
-                wait: "interrupt".into(),
-                hop: flat(200.0),
-                sharing: vec![SharingPoint {
-                    per_core: 4.0,
-                    cycles: 100.0,
-                    runs: vec![100.0],
-                }],
-                turn: None,
-            }],
-        });
         c
     }
 
