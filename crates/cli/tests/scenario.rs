@@ -453,7 +453,11 @@ fn a_bad_scenario_names_its_file_key_and_reason_and_runs_nothing() {
             "joined by veth carry one direction",
         ),
         ("run: { chaining: veth }\nhosts: { count: 2 }\n", "leave `chaining` out"),
-        ("chain: x.yaml\nshape: pvp\n", "leave `shape` and `vnf` out"),
+        ("chain: x.yaml\nshape: pvp\n", "leave `shape`, `vnf` and `split` out"),
+        (
+            "vnf: multi-feature\nsplit: true\nshape: pvvp\n",
+            "`split`: gives each NF of `vnf` a VNF of its own",
+        ),
         ("vnf_cores: 0-\n", "not a core list"),
         ("bidirectional: sometimes\n", "bidirectional"),
         ("line_rate: 2Mpps\n", "`line_rate`: `2Mpps` is not a line rate"),
