@@ -192,13 +192,13 @@ pub fn round(
     // them on it (the sharing runs' k per core).
     let allowed = sfclab_runtime::placement::allowed_cores();
     let vnf_core = allowed.get(1).or(allowed.first()).copied().unwrap_or(0);
-    let mut measure_yaml = |yaml: String, what: &str| -> Result<Rates, String> {
+    let mut measure = |yaml: String, what: &str| -> Result<Rates, String> {
         let r = crate::cores::run_guarded(distance, tester, vnfs, || run(&yaml, stop))?;
         progress.finished(&format!("memif {what} at {size} B"));
         Ok(rates(&r))
     };
-    let mut measure = |chains: usize, vnf: &str, wait: &str, both_ways: bool, what: &str| -> Result<Rates, String> {
-        measure_yaml(scenario(args, chains, vnf, size, wait, both_ways, vnf_core), what)
+    let pvp = |chains: usize, vnf: &str, wait: &str, both_ways: bool| {
+        scenario(args, chains, vnf, size, wait, both_ways, vnf_core)
     };
     // The VNFs are the limit only where their rings refuse frames.
     let vnf_bound = |r: &Rates, what: &str| {
@@ -212,7 +212,7 @@ pub fn round(
         }
     };
     // The tester is the limit in the first two: the VNF polls on its own core.
-    let pass = measure(1, "forwarder", "polling", false, "tester: forwarder")?;
+    let pass = measure(pvp(1, "forwarder", "polling", false), "tester: forwarder")?;
     // The VNFs' work: at least [`VNF_WORK_CYCLES`], and three times the tester's round
     // trip just measured (a slower tester, as a debug build's, needs heavier VNFs to be
     // the limit); a synthetic NF costs its cycles and a constant, known from `work`.
@@ -220,8 +220,8 @@ pub fn round(
     let work = work - VNF_WORK_CYCLES as f64 + cycles as f64;
     let heavy = format!("{{synthetic: {{cycles: {cycles}}}}}");
     let slow = format!("{{synthetic: {{cycles: {}}}}}", cycles * 4);
-    let drop = measure(1, "firewall", "polling", false, "tester: firewall without rules")?;
-    let refuse = measure(1, &slow, "polling", false, "tester: a VNF slower than the tester")?;
+    let drop = measure(pvp(1, "firewall", "polling", false), "tester: firewall without rules")?;
+    let refuse = measure(pvp(1, &slow, "polling", false), "tester: a VNF slower than the tester")?;
     let rows = [
         [pass.generated, pass.taken, pass.received],
         [drop.generated, drop.taken, drop.received],
@@ -242,29 +242,30 @@ pub fn round(
     let mut shared = Vec::new();
     let mut turns = Vec::new();
     for wait in &args.waits {
-        let alone = measure(1, &heavy, wait, true, &format!("{wait} hop"))?;
+        let alone = measure(pvp(1, &heavy, wait, true), &format!("{wait} hop"))?;
         vnf_bound(&alone, &format!("{wait} hop"))?;
         let hop = hz / alone.received - work;
         hops.push(hop);
         let mut per_k = Vec::new();
         if sharing {
             for k in args.sharing_of(wait) {
-                let r = measure(k, &heavy, wait, true, &format!("{wait} sharing at {k} per core"))?;
+                let r = measure(pvp(k, &heavy, wait, true), &format!("{wait} sharing at {k} per core"))?;
                 vnf_bound(&r, &format!("{wait} sharing at {k} per core"))?;
                 per_k.push(hz / r.received - work - hop);
             }
         }
         shared.push(per_k);
-        turns.push(None);
-    }
-    // Polling hops on one core take turns: each link passes at most a ring of frames
-    // while every hop has its turn once.
-    if sharing && let Some(w) = args.waits.iter().position(|w| w == "polling") {
-        let what = format!("polling turns of {TURN_HOPS} hops on one core");
-        let r = measure_yaml(turn_scenario(args, size, vnf_core), &what)?;
-        vnf_bound(&r, &what)?;
-        let ring = f64::from(1u32 << sfclab_io::memif::Config::default().log2_ring_size);
-        turns[w] = Some(ring / (TURN_HOPS as f64 * r.received.max(1.0)));
+        // Polling hops on one core take turns: each link passes at most a ring of
+        // frames while every hop has its turn once.
+        turns.push(if sharing && wait == "polling" {
+            let what = format!("polling turns of {TURN_HOPS} hops on one core");
+            let r = measure(turn_scenario(args, size, vnf_core), &what)?;
+            vnf_bound(&r, &what)?;
+            let ring = f64::from(sfclab_io::memif::Config::default().ring_frames());
+            Some(ring / (TURN_HOPS as f64 * r.received.max(1.0)))
+        } else {
+            None
+        });
     }
     Ok(MemifRound {
         tester,

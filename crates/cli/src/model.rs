@@ -763,7 +763,9 @@ fn plan_scenario(a: &PlanCli, cal: &Calibration) -> Result<(String, bool), Strin
         );
     }
     let scenario = Scenario::load(a.scenario.as_deref(), &a.scenario_flags, &settings).map_err(|e| e.to_string())?;
-    let loss = parse_loss(&a.loss).map_err(|e| format!("--loss {}: {e}", a.loss))?;
+    let loss = sfclab_experiment::search::parse_goal(&a.loss)
+        .map_err(|e| format!("--loss {e}"))?
+        .loss_ratio;
     let demand = scenario.demand(loss).map_err(|e| format!("{}: {e}", scenario.name))?;
     let waits = match a.waits.is_empty() {
         false => a.waits.clone(),
@@ -780,7 +782,7 @@ fn plan_scenario(a: &PlanCli, cal: &Calibration) -> Result<(String, bool), Strin
         max_chains: a.max_chains,
     };
     let plan = plan_scenario(cal, &demand, &limits)?;
-    let chosen = plan.chosen.map(|i| &plan.rows[i]);
+    let chosen = plan.chosen_row();
     // What this machine's tester would need to offer the demand to the chosen deployment.
     let tester_utilisation = match chosen {
         Some(row) => {
@@ -874,7 +876,7 @@ fn plan_scenario(a: &PlanCli, cal: &Calibration) -> Result<(String, bool), Strin
         s,
         "(demand carried: the worst stream's share of its demand; capacity: the demand scaled until something drops; the traffic comes from outside, so this machine's tester is not in the price)"
     );
-    match chosen_row(&doc.plan) {
+    match doc.plan.chosen_row() {
         Some(row) => {
             let _ = writeln!(
                 s,
@@ -953,26 +955,6 @@ fn plan_csv(p: &sfclab_model::scenario_plan::ScenarioPlan) -> String {
         ]);
     }
     String::from_utf8(w.into_inner().expect("a Vec takes every write")).expect("CSV of UTF-8 fields")
-}
-
-fn chosen_row(p: &sfclab_model::scenario_plan::ScenarioPlan) -> Option<&sfclab_model::scenario_plan::DeploymentRow> {
-    p.chosen.map(|i| &p.rows[i])
-}
-
-/// A share of frames that may be lost: `0.001%`, `ndr` (none), `pdr` (0.5 %).
-fn parse_loss(text: &str) -> Result<f64, String> {
-    let share = match text.trim().to_ascii_lowercase().as_str() {
-        "ndr" => 0.0,
-        "pdr" => 0.005,
-        t => {
-            let number = t.strip_suffix('%').ok_or("a percentage (`0.001%`), `ndr` or `pdr`")?;
-            number.trim().parse::<f64>().map_err(|e| e.to_string())? / 100.0
-        }
-    };
-    if !(0.0..1.0).contains(&share) {
-        return Err("from 0 % up to (not including) 100 %".into());
-    }
-    Ok(share)
 }
 
 fn plan_table(p: &sfclab_model::PlanResult, cal: &Calibration, demands: &[String]) -> String {

@@ -724,6 +724,12 @@ fn a_scenario_is_priced_from_the_memif_terms_and_the_nfs_as_the_model_adds_them_
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The row a scenario plan's JSON chose; there must be one.
+fn chosen_row(doc: &Value) -> &Value {
+    let i = doc["plan"]["chosen"].as_u64().expect("a deployment chosen");
+    &doc["plan"]["rows"][i as usize]
+}
+
 /// `sfclab plan` of a scenario: the fewest cores that carry its demand as the model
 /// prices it, the trade-off of what it tried, why not when nothing does, and the chosen
 /// deployment written as a scenario that plans the same.
@@ -764,7 +770,7 @@ fn a_scenario_is_planned_on_the_fewest_cores_and_written_to_run() {
     let o = plan(0.5 * alone_pps, &["--cores", "4", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let doc = json(&o);
-    let chosen = &doc["plan"]["rows"][doc["plan"]["chosen"].as_u64().unwrap() as usize];
+    let chosen = chosen_row(&doc);
     assert_eq!(
         (chosen["cores"].as_u64(), chosen["processes"].as_u64()),
         (Some(1), Some(2)),
@@ -777,7 +783,7 @@ fn a_scenario_is_planned_on_the_fewest_cores_and_written_to_run() {
     assert!(o.status.success(), "{}", stderr(&o));
     let doc = json(&o);
     let rows = doc["plan"]["rows"].as_array().unwrap();
-    let chosen = &rows[doc["plan"]["chosen"].as_u64().unwrap() as usize];
+    let chosen = chosen_row(&doc);
     assert_eq!(chosen["cores"].as_u64(), Some(2), "{chosen}");
     let one = rows.iter().find(|r| r["cores"] == 1).expect("the one-core row");
     assert_eq!(one["meets"], false);
@@ -839,7 +845,7 @@ fn a_scenario_is_planned_on_the_fewest_cores_and_written_to_run() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let doc = json(&o);
-    let chosen = &doc["plan"]["rows"][doc["plan"]["chosen"].as_u64().unwrap() as usize];
+    let chosen = chosen_row(&doc);
     assert_eq!(chosen["groups"][0]["chains"], 4, "{chosen}");
     assert!((doc["plan"]["demand_pps"].as_f64().unwrap() - 1e6).abs() < 1.0);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -909,7 +915,7 @@ fn a_planned_scenario_carries_its_demand_and_the_deployment_turned_down_does_not
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let chosen = &doc["plan"]["rows"][doc["plan"]["chosen"].as_u64().expect("a plan") as usize];
+    let chosen = chosen_row(&doc);
     assert_eq!(chosen["groups"][0]["chains"], 4, "{chosen}");
     assert_eq!(chosen["groups"][0]["split"], false, "{chosen}");
     assert!(

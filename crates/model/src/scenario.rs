@@ -26,7 +26,7 @@ use crate::calibration::{Calibration, MemifWaitCalibration};
 use crate::chain::mean_over;
 
 /// Ethernet header and FCS: a frame's bytes that are not its IP packet.
-const NOT_IP_BYTES: f64 = 18.0;
+pub(crate) const NOT_IP_BYTES: f64 = 18.0;
 /// Preamble, delimiter and gap: what a frame costs a line beyond its bytes.
 const L1_OVERHEAD_BYTES: f64 = 20.0;
 

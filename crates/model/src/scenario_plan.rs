@@ -14,7 +14,8 @@
 use serde::Serialize;
 
 use crate::calibration::Calibration;
-use crate::scenario::{Bottleneck, PricedScenario, ProcessModel, ScenarioModel, StreamModel};
+use crate::chain::mean_over;
+use crate::scenario::{Bottleneck, NOT_IP_BYTES, PricedScenario, ProcessModel, ScenarioModel, StreamModel};
 
 /// A VNF's licence: a policer of IP bytes after its features.
 #[derive(Debug, Clone, PartialEq)]
@@ -121,6 +122,13 @@ pub struct ScenarioPlan {
     pub reasons: Vec<String>,
     /// The demand in all, packets per second.
     pub demand_pps: f64,
+}
+
+impl ScenarioPlan {
+    /// The deployment chosen, if any meets the demand.
+    pub fn chosen_row(&self) -> Option<&DeploymentRow> {
+        self.chosen.map(|i| &self.rows[i])
+    }
 }
 
 /// Ways to deploy tried at most (groups' options multiplied); beyond, each group alone.
@@ -237,7 +245,7 @@ fn group_options(
         }
         // The fewest chains that could carry it: under every licence, and no VNF over
         // a core of its own (its cost alone, on the first wait tried).
-        let ip_bps = g.target_pps * mean(&g.frames, |b| (b - 18.0) * 8.0);
+        let ip_bps = g.target_pps * mean_over(&g.frames, |b| Ok((b - NOT_IP_BYTES) * 8.0))?;
         let by_licence = g.licence.as_ref().map_or(1.0, |l| (ip_bps / l.bps).ceil());
         let alone = GroupDemand {
             chains: 1,
@@ -263,11 +271,6 @@ fn group_options(
         }
     }
     Ok(out)
-}
-
-fn mean(frames: &[(f64, f64)], f: impl Fn(f64) -> f64) -> f64 {
-    let weight: f64 = frames.iter().map(|x| x.1).sum();
-    frames.iter().map(|&(b, w)| f(b) * w).sum::<f64>() / weight.max(f64::MIN_POSITIVE)
 }
 
 /// Every combination of the groups' options; past [`MAX_WAYS`], each group's options
@@ -314,17 +317,14 @@ pub fn deployment_model(demand: &ScenarioDemand, way: &[GroupDeployment], wait: 
     let mut standby_no = 0;
     for (g, d) in demand.groups.iter().zip(way) {
         // Each VNF's NF keys: every feature in one, or one each; then its licence.
-        let features: Vec<String> = g.features.iter().map(|f| f.1.clone()).collect();
+        let keys = g.features.iter().map(|f| f.1.clone());
         let vnf_keys: Vec<Vec<String>> = match d.split {
-            true => features.iter().map(|f| vec![f.clone()]).collect(),
-            false => vec![features],
+            true => keys.map(|k| vec![k]).collect(),
+            false => vec![keys.collect()],
         };
         let vnf_keys: Vec<Vec<String>> = vnf_keys
             .into_iter()
-            .map(|mut keys| {
-                keys.extend(g.licence.iter().map(|l| l.key.clone()));
-                keys
-            })
+            .map(|vnf| vnf.into_iter().chain(g.licence.iter().map(|l| l.key.clone())).collect())
             .collect();
         let directions = if g.bidirectional { 2 } else { 1 };
         let per_stream = g.target_pps / (d.chains * directions) as f64;
@@ -556,7 +556,7 @@ mod tests {
         let cal = cal();
         let d = demand(vec![group(&["light", "heavy"], 4, 1e6)]);
         let p = plan_scenario(&cal, &d, &limits(4)).unwrap();
-        let chosen = &p.rows[p.chosen.unwrap()];
+        let chosen = p.chosen_row().unwrap();
         assert!(p.feasible);
         assert_eq!(chosen.cores, 2, "{p:#?}");
         assert!(!chosen.groups[0].split, "one VNF per chain is cheaper: {chosen:#?}");
@@ -594,7 +594,7 @@ mod tests {
         });
         let d = demand(vec![group(&["light", "heavy", "heavy2"], 1, 0.95e6)]);
         let p = plan_scenario(&cal, &d, &limits(4)).unwrap();
-        let chosen = &p.rows[p.chosen.unwrap()];
+        let chosen = p.chosen_row().unwrap();
         assert!(chosen.groups[0].split, "{chosen:#?}");
         assert_eq!(chosen.groups[0].vnfs.len(), 3);
         assert_eq!(chosen.cores, 3, "{chosen:#?}");
@@ -611,7 +611,7 @@ mod tests {
         let mut l = limits(4);
         l.scale_out = true;
         let p = plan_scenario(&cal, &d, &l).unwrap();
-        let chosen = &p.rows[p.chosen.unwrap()];
+        let chosen = p.chosen_row().unwrap();
         assert_eq!((chosen.cores, chosen.groups[0].chains), (2, 2), "{chosen:#?}");
         assert!(!chosen.groups[0].split);
     }
@@ -633,7 +633,7 @@ mod tests {
         let mut l = limits(2);
         l.scale_out = true;
         let p = plan_scenario(&cal, &d, &l).unwrap();
-        let chosen = &p.rows[p.chosen.unwrap()];
+        let chosen = p.chosen_row().unwrap();
         assert_eq!(chosen.groups[0].chains, 4, "{p:#?}");
         assert_eq!(chosen.cores, 1);
     }
@@ -658,7 +658,7 @@ mod tests {
         g.standby = 1;
         let d = demand(vec![g]);
         let p = plan_scenario(&cal, &d, &limits(2)).unwrap();
-        let chosen = &p.rows[p.chosen.unwrap()];
+        let chosen = p.chosen_row().unwrap();
         assert_eq!(chosen.processes, 3);
         let m = deployment_model(&d, &chosen.groups, "interrupt", 1);
         assert_eq!(m.processes[2].name, "s1 hop 1");
@@ -675,7 +675,7 @@ mod tests {
         b.bidirectional = true;
         let d = demand(vec![a, b]);
         let p = plan_scenario(&cal, &d, &limits(4)).unwrap();
-        let chosen = &p.rows[p.chosen.unwrap()];
+        let chosen = p.chosen_row().unwrap();
         // a: 2e6 * 300 = 0.6e9; b: 5e5 * 2100 = 1.05e9; at 3 per core 67 more a frame:
         // 1.81e9 of 2e9, and b's one process under a core: one core.
         assert_eq!(chosen.cores, 1, "{chosen:#?}");

@@ -555,7 +555,7 @@ fn resolve_group(g: GroupInput, cx: &Context) -> Result<Resolved, ScenarioError>
     }
     Ok(Resolved {
         group: ChainGroup {
-            name: g.name.unwrap_or_else(|| format!("{shape} {vnf}")),
+            name: g.name.unwrap_or_else(|| super::default_group_name(&shape, &vnf)),
             shape,
             vnf,
             chains: g.count,
@@ -616,15 +616,7 @@ fn preset_template(
     // Seed 001's names: PVP, PVVP; a split VNF of n NFs, a P, n Vs and a P.
     let shape_label = format!("P{}P", "V".repeat(count));
     let label = match g.split {
-        true => entries
-            .iter()
-            .map(|e| match e {
-                Value::Object(m) => m.keys().next().cloned().unwrap_or_default(),
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join(" -> "),
+        true => entries.iter().map(presets::entry_kind).collect::<Vec<_>>().join(" -> "),
         false => label,
     };
     let text = serde_json::json!({ "name": format!("{shape_label} {label}"), "chain": chain }).to_string();

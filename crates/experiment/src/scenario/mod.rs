@@ -258,6 +258,27 @@ pub struct ChainGroup {
     pub frame_sizes: String,
 }
 
+/// The name of a group that gives none: its shape and what its VNFs run.
+fn default_group_name(shape: &str, vnf: &str) -> String {
+    format!("{shape} {vnf}")
+}
+
+impl ChainGroup {
+    /// Whether the group was named in its file, not after its shape and VNF.
+    fn named(&self) -> bool {
+        self.name != default_group_name(&self.shape, &self.vnf)
+    }
+
+    /// Each VNF's licence, bits per second of IP bytes, if it has one.
+    fn licence_bps(&self) -> Result<Option<f64>, String> {
+        self.vnf_rate_cap
+            .as_deref()
+            .map(|cap| cap.parse::<sfclab_nf::classes::Rate>().map(|r| r.0 as f64))
+            .transpose()
+            .map_err(|e| format!("vnf_rate_cap: {e}"))
+    }
+}
+
 /// A rate as its text (`0.5Mpps`).
 fn as_text<S: serde::Serializer>(rate: &Rate, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(rate)

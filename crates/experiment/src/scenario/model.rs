@@ -86,20 +86,19 @@ impl Scenario {
             }
             let label = self.instance_label(i);
             let licence_bps = match i < n {
-                true => self.group_of(i).vnf_rate_cap.as_deref(),
-                false => self.standby_group(i - n).and_then(|g| g.vnf_rate_cap.as_deref()),
+                true => Some(self.group_of(i)),
+                false => self.standby_group(i - n),
             }
-            .map(|cap| cap.parse::<sfclab_nf::classes::Rate>().map(|r| r.0 as f64))
-            .transpose()
-            .map_err(|e| format!("vnf_rate_cap: {e}"))?;
+            .map(super::ChainGroup::licence_bps)
+            .transpose()?
+            .flatten();
             let first = processes.len();
             let mut nfs = exp.nfs().iter();
             for (h, &count) in exp.hops().iter().enumerate() {
                 let mut keys = Vec::new();
                 let mut licensed = false;
                 for (name, nf) in nfs.by_ref().take(count) {
-                    // The preset's policer (`licence`, `licence1`, ...) is the licence.
-                    if licence_bps.is_some() && nf.kind() == "qos" && name.starts_with("licence") {
+                    if is_licence(name, nf, licence_bps.is_some()) {
                         licensed = true;
                     } else if let Some((reason, fix)) = nf.drops_all() {
                         return Err(format!("`{name}` drops every packet ({reason}): {fix}"));
@@ -170,20 +169,15 @@ impl Scenario {
                         g.name
                     )
                 })?;
-            let licence_bps = g
-                .vnf_rate_cap
-                .as_deref()
-                .map(|cap| cap.parse::<sfclab_nf::classes::Rate>().map(|r| r.0 as f64))
-                .transpose()
-                .map_err(|e| format!("vnf_rate_cap: {e}"))?;
+            let licence_bps = g.licence_bps()?;
             let features = feature_nfs(exp, licence_bps.is_some())
                 .map(|(_, nf)| (nf.kind().to_string(), priced_key(nf)))
                 .collect();
             groups.push(GroupDemand {
                 // A name of its own, or what it runs (its shape is the plan's to choose).
-                name: match g.name == auto_name(g) {
-                    true => g.vnf.clone(),
-                    false => g.name.clone(),
+                name: match g.named() {
+                    true => g.name.clone(),
+                    false => g.vnf.clone(),
                 },
                 features,
                 chains: g.chains,
@@ -233,7 +227,7 @@ impl Scenario {
                 "bidirectional": self.directions(range.start) == 2,
                 "traffic": traffic,
             });
-            if g.name != auto_name(g) {
+            if g.named() {
                 group["name"] = json!(g.name);
             }
             if d.standby > 0 {
@@ -284,20 +278,20 @@ impl Scenario {
 
 /// Descriptors per memif ring, as the scenarios' links are made.
 fn ring_frames() -> f64 {
-    f64::from(1u32 << sfclab_io::memif::Config::default().log2_ring_size)
+    f64::from(sfclab_io::memif::Config::default().ring_frames())
 }
 
-/// The name a group is given when it gives none.
-fn auto_name(g: &super::ChainGroup) -> String {
-    format!("{} {}", g.shape, g.vnf)
+/// Whether NF `name` is the licence of a VNF whose group has one (`licensed`): the
+/// preset's policer, `licence`, `licence1`, ...
+fn is_licence(name: &str, nf: &sfclab_nf::NfSpec, licensed: bool) -> bool {
+    licensed && nf.kind() == "qos" && name.starts_with("licence")
 }
 
-/// A chain's NFs but its licence policers (`licence`, `licence1`...: the preset's,
-/// added per VNF when `licensed`).
+/// A chain's NFs but its licence policers.
 fn feature_nfs(exp: &crate::Experiment, licensed: bool) -> impl Iterator<Item = &(String, sfclab_nf::NfSpec)> {
     exp.nfs()
         .iter()
-        .filter(move |(name, nf)| !(licensed && nf.kind() == "qos" && name.starts_with("licence")))
+        .filter(move |(name, nf)| !is_licence(name, nf, licensed))
 }
 
 #[cfg(test)]

@@ -26,17 +26,18 @@ pub(super) fn vnf_entries(vnf: &Value) -> Result<(Vec<Value>, String), String> {
     };
     let label = match vnf {
         Value::String(name) => name.clone(),
-        _ => entries
-            .iter()
-            .map(|e| match e {
-                Value::String(s) => s.clone(),
-                Value::Object(m) => m.keys().next().cloned().unwrap_or_default(),
-                other => other.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join("+"),
+        _ => entries.iter().map(entry_kind).collect::<Vec<_>>().join("+"),
     };
     Ok((entries, label))
+}
+
+/// The NF kind a chain-file entry runs (`nat44`, `{firewall: {...}}` is `firewall`).
+pub(super) fn entry_kind(entry: &Value) -> String {
+    match entry {
+        Value::String(s) => s.clone(),
+        Value::Object(m) => m.keys().next().cloned().unwrap_or_default(),
+        other => other.to_string(),
+    }
 }
 
 /// The signatures of [`WEB_RULES`], one per line, comments and blank lines left out.

@@ -54,6 +54,13 @@ pub struct Config {
     pub buffer_size: u32,
 }
 
+impl Config {
+    /// Descriptors per ring this side asks for.
+    pub fn ring_frames(&self) -> u32 {
+        1 << self.log2_ring_size
+    }
+}
+
 impl Default for Config {
     fn default() -> Config {
         Config {
