@@ -1,5 +1,5 @@
 //! `sfclab model calibrate`: measures every in-memory cost term the model uses on this
-//! machine, as a calibration (`sfclab_model::Calibration`, JSON `sfclab.calibration/4`).
+//! machine, as a calibration (`sfclab_model::Calibration`, JSON `sfclab.calibration/5`).
 //!
 //! Every run is a capacity run: the compound runtime's generator never makes more than
 //! the chain takes, and the pipeline runs with flow control and backpressure links, so
@@ -48,7 +48,7 @@ use crate::{median, repetitions};
 use sfclab_measure::LineFit;
 
 /// One NF to calibrate and the traffic it gets (a router needs destinations in its table).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct NfWorkload {
     pub nf: NfSpec,
     pub flows: u32,
@@ -738,7 +738,7 @@ pub fn calibrate(args: &CalibrateArgs, progress: &mut Progress, stop: &Stop) -> 
         rounds: &rounds,
     };
     let has_pipeline = rounds[0][0].pipeline.is_some();
-    let nfs = nf_calibrations(args, &curves, has_pipeline);
+    let mut nfs = nf_calibrations(args, &curves, has_pipeline);
     let pipeline = has_pipeline.then(|| PipelineCalibration {
         single_stage: curves.of(&|r| r.pipeline.map_or(f64::NAN, |p| p[0])),
         first_stage: curves.of(&|r| r.pipeline.map_or(f64::NAN, |p| p[1])),
@@ -773,7 +773,15 @@ pub fn calibrate(args: &CalibrateArgs, progress: &mut Progress, stop: &Stop) -> 
     let wired = wired_calibrations(args, &curves);
     notes.extend(wired_notes(args, &wired));
     let memif = match &args.memif {
-        Some(m) => Some(memif_calibration(m, args, &sizes, &nfs, progress, stop)?),
+        Some(m) => {
+            let (memif, in_vnf) = memif_calibration(m, args, &sizes, &nfs, progress, stop)?;
+            for (key, curve) in in_vnf {
+                if let Some(nf) = nfs.iter_mut().find(|n| n.key == key) {
+                    nf.in_vnf = Some(curve);
+                }
+            }
+            Some(memif)
+        }
         None => None,
     };
     if memif.is_some() {
@@ -818,7 +826,7 @@ fn memif_calibration(
     nfs: &[NfCalibration],
     progress: &mut Progress,
     stop: &Stop,
-) -> Result<sfclab_model::calibration::MemifCalibration, String> {
+) -> Result<(sfclab_model::calibration::MemifCalibration, Vec<(String, Curve)>), String> {
     let work = memif_workload();
     let key = nf_key(work.nf.kind(), &work.nf.cost_settings());
     let work = nfs
@@ -857,7 +865,10 @@ fn memif_calibration(
     for r in &mut rounds {
         r.truncate(done);
     }
-    Ok(crate::memif_terms::terms(m, sizes, &rounds))
+    Ok((
+        crate::memif_terms::terms(m, sizes, &rounds),
+        crate::memif_terms::in_vnf_terms(m, sizes, &rounds),
+    ))
 }
 
 fn check_technologies(args: &CalibrateArgs) -> Result<(), String> {
@@ -918,6 +929,7 @@ fn nf_calibrations(args: &CalibrateArgs, curves: &Curves, has_pipeline: bool) ->
             cycles: curves.of(&|r| r.nfs[k]),
             in_stage: (has_pipeline && w.before.is_empty()).then(|| curves.of(&|r| r.nfs_in_stage[k])),
             across: (has_pipeline && w.before.is_empty()).then(|| curves.of(&|r| r.nfs_across[k])),
+            in_vnf: None,
         });
     }
     nfs

@@ -10,10 +10,22 @@
 //!   Three chains make three such runs, solved for the three terms: a forwarder (all
 //!   come back), a firewall without rules (every frame taken, none back) and a VNF far
 //!   slower than the tester (most refused at its ring).
-//! - A VNF process: alone on its core, doing `synthetic(cycles=600)`, it is the limit:
-//!   `hop = TSC / what it forwards − the synthetic NF's cost` (its compound calibration).
-//! - Sharing a core: k such chains, one VNF each on one core: `sharing(k) = TSC / what
-//!   they forward together − the NF − hop`.
+//! - A VNF process alone on its core, doing a synthetic NF of `W` cycles (TSC time),
+//!   forwards `TSC / ((hop + W) / a)` frames a second: its core gives it a share `a` of
+//!   its time (the rest goes to interrupts, kernel threads, the hypervisor), so the
+//!   cycles a frame takes grow with its work by `1 / a`, not 1. Two works, a light one
+//!   (the tester's round trip: the VNF still the limit) and a heavy one, give `a` and
+//!   `hop`; the light work one way only gives the one-way hop.
+//! - Sharing a core, polling: k such chains, one heavy VNF each on one core:
+//!   `sharing(k) = a × TSC / what they forward together − the NF − hop`.
+//! - Taking turns, interrupt mode: k chains of one forwarder each on one core. A VNF
+//!   that empties its ring sleeps; woken, it waits its turn on the core, and its ring,
+//!   full meanwhile, refuses the tester's frames: what the k carry in all is a ceiling
+//!   whatever their work.
+//! - A link between two VNFs on one core, interrupt mode: the light work split between
+//!   the two VNFs of one chain, both ways: `link = a × TSC / what it forwards − hop −
+//!   their NFs` (their switching included), in place of the two half hops a link to
+//!   the tester costs.
 //! - A polling process's turn on a shared core: a chain of four polling forwarders on
 //!   one core passes one ring of frames per link while each has its turn once, so
 //!   `turn = ring / (4 × what it forwards)`.
@@ -26,6 +38,7 @@ use sfclab_model::calibration::{MemifCalibration, MemifWaitCalibration, SharingP
 use sfclab_model::{Curve, CurvePoint};
 use sfclab_runtime::{Progress, Stop};
 
+use crate::calibrate::NfWorkload;
 use crate::median;
 
 /// The work each VNF does in the runs that measure its hop and its sharing: enough that
@@ -36,7 +49,7 @@ use crate::median;
 pub const VNF_WORK_CYCLES: u64 = 1500;
 
 /// How the terms were measured, for the calibration's notes.
-pub const NOTE: &str = "memif (scenarios: VNF processes in namespaces joined by memif, one tester thread; PVP chains offered all the tester sends, one way for the tester's terms, both ways for the VNFs'): the tester's T_gen, T_send, T_recv solved from TSC = generated T_gen + taken T_send + received T_recv over three runs (a polling forwarder, a firewall without rules, a synthetic NF of 4 W cycles); W = the larger of 1500 and 3 × the tester's round trip; hop = TSC / forwarded − synthetic(cycles=W) for one VNF alone on its core (its ring refusing frames: the VNF, not the tester, the limit); sharing(k) = TSC / forwarded by k such VNFs on one core − synthetic(cycles=W) − hop (at the smallest size); polling turn = ring / (4 × forwarded) by a chain of 4 polling forwarders on one core (each link passes a ring of frames per round of turns); each point's interval is its repetitions' range";
+pub const NOTE: &str = "memif (scenarios: VNF processes in namespaces joined by memif, one tester thread; PVP chains offered all the tester sends, one way for the tester's terms, both ways for the VNFs' unless said): the tester's T_gen, T_send, T_recv solved from TSC = generated T_gen + taken T_send + received T_recv over three runs (a polling forwarder, a firewall without rules, a synthetic NF of 4 W cycles); W = the larger of 1500 and 3 × the tester's round trip R; one VNF alone on its core (its ring refusing frames: the VNF, not the tester, the limit) doing synthetic(cycles=W) and synthetic(cycles=R) takes TSC / forwarded = (hop + synthetic) / a, solved for its core's availability a and hop; hop one way = a × TSC / forwarded − synthetic(cycles=R) one way; polling: sharing(k) = a × TSC / forwarded by k VNFs of synthetic(cycles=W) on one core − synthetic(cycles=W) − hop (at the smallest size); interrupt: what k PVP forwarders on one core, taking turns, carry in all (at the smallest size), and a link between two VNFs on one core = a × TSC / forwarded by one chain of two VNFs of synthetic(cycles=R/2) each − hop − their NFs; polling turn = ring / (4 × forwarded) by a chain of 4 polling forwarders on one core (each link passes a ring of frames per round of turns); each point's interval is its repetitions' range";
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -48,6 +61,9 @@ pub struct MemifTermsArgs {
     pub sharing: Vec<usize>,
     pub duration: std::time::Duration,
     pub warmup: std::time::Duration,
+    /// The NFs of scenarios' VNFs, each after the NFs before it in its VNF, to price in
+    /// a VNF process (`in_vnf`) besides their compound calibration.
+    pub vnf_nfs: Vec<NfWorkload>,
 }
 
 impl MemifTermsArgs {
@@ -57,12 +73,37 @@ impl MemifTermsArgs {
             sharing: vec![2, 4, 8],
             duration,
             warmup,
+            vnf_nfs: Vec::new(),
         }
+    }
+
+    /// The same, pricing `nfs` (scenarios' VNFs' NFs) in a VNF process too.
+    pub fn with_vnf_nfs(mut self, nfs: Vec<NfWorkload>) -> Self {
+        self.vnf_nfs = nfs;
+        self
+    }
+
+    /// The VNFs run to price the VNFs' NFs at frames of `size`, each once: every NF
+    /// after the NFs before it, and those before it alone, each followed by `work`.
+    fn vnf_nf_runs(&self, size: u16, work: &str, vnf_core: usize) -> Vec<String> {
+        let mut runs: Vec<String> = Vec::new();
+        for w in &self.vnf_nfs {
+            for with in [true, false] {
+                let yaml = vnf_nf_scenario(self, w, with, work, size, vnf_core);
+                if !runs.contains(&yaml) {
+                    runs.push(yaml);
+                }
+            }
+        }
+        runs
     }
 
     /// Runs of one repetition at `sizes` frame sizes (for the progress bar).
     pub fn runs(&self, sizes: usize) -> usize {
-        sizes * (3 + self.waits.len())
+        sizes
+            * (3 + 3 * self.waits.len()
+                + self.waits.iter().filter(|w| *w != "polling").count()
+                + self.vnf_nf_runs(64, "noop", 0).len())
             + self.waits.iter().map(|w| self.sharing_of(w).len()).sum::<usize>()
             + self.waits.iter().filter(|w| *w == "polling").count()
     }
@@ -81,14 +122,25 @@ impl MemifTermsArgs {
 pub struct MemifRound {
     /// `T_gen`, `T_send`, `T_recv`.
     tester: [f64; 3],
-    /// Per wait of the args, in order.
+    /// Per wait of the args, in order: the hop both ways and one way, and the share of
+    /// its core's time the VNF got.
     hops: Vec<f64>,
+    hops_one_way: Vec<f64>,
+    availability: Vec<f64>,
+    /// Per wait: a link between two VNFs on one core with the sharing of their core
+    /// (taken out with the sharing runs' k = 2); `None` where not measured (polling).
+    linked: Vec<Option<f64>>,
     /// Per wait, per k of its sharing: cycles per frame beyond the hop (only at the
     /// smallest size).
     sharing: Vec<Vec<f64>>,
     /// Per wait: a polling process's turn on a shared core, seconds (polling, at the
     /// smallest size).
     turns: Vec<Option<f64>>,
+    /// Per wait, per k of its sharing (interrupt, at the smallest size): what k
+    /// chains of forwarders on one core carry in all, frames a second.
+    taking_turns: Vec<Vec<f64>>,
+    /// Per NF of the args' `vnf_nfs`: its cycles in a VNF process.
+    in_vnf: Vec<f64>,
 }
 
 /// Polling hops on one core in the run that measures a turn.
@@ -154,14 +206,57 @@ fn scenario(
     )
 }
 
-/// One chain of [`TURN_HOPS`] forwarders, each a polling VNF, one way, all on `vnf_core`.
-fn turn_scenario(args: &MemifTermsArgs, size: u16, vnf_core: usize) -> String {
+/// One PVP chain, both ways, whose VNF does the NFs before `w`'s NF, its NF (`with`)
+/// and then `work`, with `w`'s traffic at frames of `size`, on `vnf_core`.
+fn vnf_nf_scenario(
+    args: &MemifTermsArgs,
+    w: &NfWorkload,
+    with: bool,
+    work: &str,
+    size: u16,
+    vnf_core: usize,
+) -> String {
+    let entry = |nf: &sfclab_nf::NfSpec| {
+        let mut m = serde_json::Map::new();
+        m.insert(nf.kind().to_string(), nf.settings().clone());
+        serde_json::Value::Object(m).to_string()
+    };
+    let mut vnf: Vec<String> = w.before.iter().map(entry).collect();
+    if with {
+        vnf.push(entry(&w.nf));
+    }
+    vnf.push(work.to_string());
+    let destinations = match &w.destinations {
+        sfclab_traffic::Destinations::One => String::new(),
+        other => format!(", destinations: \"{other}\""),
+    };
     format!(
-        "name: model calibrate --memif\nchains: 1\nvnf: [{}]\nsplit: true\nbidirectional: false\n\
+        "name: model calibrate --memif\nchains: 1\nshape: pvp\nvnf: [{}]\nbidirectional: true\n\
+         vnf_cores: \"{vnf_core}\"\n\
+         traffic: {{ rate: max, size: {size}, flows: {}{destinations} }}\n\
+         run: {{ duration: {}ms, warmup: {}ms, memif_wait: interrupt }}\nrepeat: 1\n",
+        vnf.join(", "),
+        w.flows,
+        args.duration.as_millis(),
+        args.warmup.as_millis(),
+    )
+}
+
+/// One chain of VNFs doing `vnfs` in turn, each a process of its own, all on `vnf_core`.
+fn split_scenario(
+    args: &MemifTermsArgs,
+    vnfs: &[&str],
+    size: u16,
+    wait: &str,
+    both_ways: bool,
+    vnf_core: usize,
+) -> String {
+    format!(
+        "name: model calibrate --memif\nchains: 1\nvnf: [{}]\nsplit: true\nbidirectional: {both_ways}\n\
          vnf_cores: \"{}\"\n\
          traffic: {{ rate: max, size: {size}, flows: 256 }}\n\
-         run: {{ duration: {}ms, warmup: {}ms, memif_wait: polling }}\nrepeat: 1\n",
-        ["forwarder"; TURN_HOPS].join(", "),
+         run: {{ duration: {}ms, warmup: {}ms, memif_wait: {wait} }}\nrepeat: 1\n",
+        vnfs.join(", "),
         vnf_core,
         args.duration.as_millis(),
         args.warmup.as_millis(),
@@ -216,9 +311,14 @@ pub fn round(
     // The VNFs' work: at least [`VNF_WORK_CYCLES`], and three times the tester's round
     // trip just measured (a slower tester, as a debug build's, needs heavier VNFs to be
     // the limit); a synthetic NF costs its cycles and a constant, known from `work`.
-    let cycles = (3.0 * hz / pass.received.max(1.0)).max(VNF_WORK_CYCLES as f64).round() as u64;
-    let work = work - VNF_WORK_CYCLES as f64 + cycles as f64;
+    let round_trip = hz / pass.received.max(1.0);
+    let cycles = (3.0 * round_trip).max(VNF_WORK_CYCLES as f64).round() as u64;
+    // A synthetic NF's compound cost is its cycles and a constant.
+    let work_of = |c: u64| work - VNF_WORK_CYCLES as f64 + c as f64;
+    let light_work_cycles = round_trip.round() as u64;
+    let (work, light_work) = (work_of(cycles), work_of(light_work_cycles));
     let heavy = format!("{{synthetic: {{cycles: {cycles}}}}}");
+    let light = format!("{{synthetic: {{cycles: {light_work_cycles}}}}}");
     let slow = format!("{{synthetic: {{cycles: {}}}}}", cycles * 4);
     let drop = measure(pvp(1, "firewall", "polling", false), "tester: firewall without rules")?;
     let refuse = measure(pvp(1, &slow, "polling", false), "tester: a VNF slower than the tester")?;
@@ -239,27 +339,86 @@ pub fn round(
         )
     })?;
     let mut hops = Vec::new();
+    let mut hops_one_way = Vec::new();
+    let mut availability = Vec::new();
+    let mut linked = Vec::new();
     let mut shared = Vec::new();
+    let mut taking_turns = Vec::new();
     let mut turns = Vec::new();
     for wait in &args.waits {
-        let alone = measure(pvp(1, &heavy, wait, true), &format!("{wait} hop"))?;
-        vnf_bound(&alone, &format!("{wait} hop"))?;
-        let hop = hz / alone.received - work;
+        let mut vnf_run = |vnf: &str, both_ways: bool, what: String| -> Result<f64, String> {
+            let r = measure(pvp(1, vnf, wait, both_ways), &what)?;
+            vnf_bound(&r, &what)?;
+            Ok(hz / r.received)
+        };
+        let heavy_cycles = vnf_run(&heavy, true, format!("{wait} hop"))?;
+        let light_cycles = vnf_run(&light, true, format!("{wait} hop, light work"))?;
+        let one_way_cycles = vnf_run(&light, false, format!("{wait} hop one way"))?;
+        // The light work split between two VNFs on one core, both ways: one link
+        // between them in place of two half hops (polling VNFs there take turns, and
+        // the turn is their limit, not the link).
+        let halves = light_cycles_each(light_work_cycles);
+        let pair = if wait == "polling" {
+            None
+        } else {
+            let what = format!("{wait} link between two VNFs on one core");
+            let half = format!("{{synthetic: {{cycles: {halves}}}}}");
+            let r = measure(split_scenario(args, &[&half, &half], size, wait, true, vnf_core), &what)?;
+            vnf_bound(&r, &what)?;
+            Some(hz / r.received)
+        };
+        // cycles a frame = (hop + work) / a at both works; noise can put a past 1.
+        let share = ((work - light_work) / (heavy_cycles - light_cycles)).clamp(0.5, 1.0);
+        let hop = share * light_cycles - light_work;
         hops.push(hop);
+        hops_one_way.push(share * one_way_cycles - light_work);
+        linked.push(pair.map(|cycles| share * cycles - hop - 2.0 * work_of(halves)));
+        availability.push(share);
         let mut per_k = Vec::new();
-        if sharing {
+        let mut carried = Vec::new();
+        if sharing && wait == "polling" {
+            // Polling VNFs never sleep: they share a core by preemption, and what that
+            // costs each frame is measured with busy ones. Where the tester, driving k
+            // chains, cannot keep k of them busy, more per core is not measured (the
+            // largest measured k's is priced beyond).
+            let mut tester_bound = false;
             for k in args.sharing_of(wait) {
-                let r = measure(pvp(k, &heavy, wait, true), &format!("{wait} sharing at {k} per core"))?;
-                vnf_bound(&r, &format!("{wait} sharing at {k} per core"))?;
-                per_k.push(hz / r.received - work - hop);
+                let what = format!("{wait} sharing at {k} per core");
+                if tester_bound {
+                    per_k.push(f64::NAN);
+                    continue;
+                }
+                let r = measure(pvp(k, &heavy, wait, true), &what)?;
+                tester_bound = vnf_bound(&r, &what).is_err();
+                per_k.push(if tester_bound {
+                    f64::NAN
+                } else {
+                    share * hz / r.received - work - hop
+                });
+            }
+        } else if sharing {
+            // Waiting VNFs sleep and wake and take turns on their core: what k chains
+            // of forwarders carry in all (their sharing shows there and in the link,
+            // not as a cost per frame: measured so with busy VNFs, it swung from −47 to
+            // 693 cycles between rounds a minute apart).
+            for k in args.sharing_of(wait) {
+                let r = measure(
+                    pvp(k, "forwarder", wait, true),
+                    &format!("{wait} {k} forwarders taking turns"),
+                )?;
+                carried.push(r.received);
             }
         }
         shared.push(per_k);
+        taking_turns.push(carried);
         // Polling hops on one core take turns: each link passes at most a ring of
         // frames while every hop has its turn once.
         turns.push(if sharing && wait == "polling" {
             let what = format!("polling turns of {TURN_HOPS} hops on one core");
-            let r = measure(turn_scenario(args, size, vnf_core), &what)?;
+            let r = measure(
+                split_scenario(args, &["forwarder"; TURN_HOPS], size, wait, false, vnf_core),
+                &what,
+            )?;
             vnf_bound(&r, &what)?;
             let ring = f64::from(sfclab_io::memif::Config::default().ring_frames());
             Some(ring / (TURN_HOPS as f64 * r.received.max(1.0)))
@@ -267,12 +426,42 @@ pub fn round(
             None
         });
     }
+    // The VNFs' NFs in a VNF process, after the NFs before them, the light work after
+    // them: each NF's cycles are the share of the run with it over the run without.
+    let share = availability.first().copied().unwrap_or(1.0);
+    let mut priced: Vec<(String, f64)> = Vec::new();
+    for yaml in args.vnf_nf_runs(size, &light, vnf_core) {
+        let what = "an NF in a VNF".to_string();
+        let r = measure(yaml.clone(), &what)?;
+        vnf_bound(&r, &what)?;
+        priced.push((yaml, hz / r.received));
+    }
+    let cycles_of = |yaml: &str| priced.iter().find(|(y, _)| y == yaml).map_or(f64::NAN, |p| p.1);
+    let in_vnf = args
+        .vnf_nfs
+        .iter()
+        .map(|w| {
+            let with = cycles_of(&vnf_nf_scenario(args, w, true, &light, size, vnf_core));
+            let without = cycles_of(&vnf_nf_scenario(args, w, false, &light, size, vnf_core));
+            share * (with - without)
+        })
+        .collect();
     Ok(MemifRound {
+        in_vnf,
         tester,
         hops,
+        hops_one_way,
+        availability,
+        linked,
         sharing: shared,
+        taking_turns,
         turns,
     })
+}
+
+/// Each VNF's work in the link's run: the light work split in two.
+fn light_cycles_each(light: u64) -> u64 {
+    light.div_ceil(2)
 }
 
 /// `m x = b` for three unknowns (Cramer's rule, each row scaled to its first element);
@@ -322,6 +511,24 @@ fn point(size: u16, runs: Vec<f64>) -> CurvePoint {
 
 /// The terms from every repetition's rounds, `rounds[i]` at `sizes[i]` (the first size's
 /// rounds carry the sharing runs).
+/// Each of the args' `vnf_nfs`, by its calibration key, with its cycles in a VNF process.
+pub fn in_vnf_terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -> Vec<(String, Curve)> {
+    args.vnf_nfs
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let curve = Curve::new(
+                sizes
+                    .iter()
+                    .zip(rounds)
+                    .map(|(&size, rs)| point(size, rs.iter().map(|r| r.in_vnf[i]).collect()))
+                    .collect(),
+            );
+            (w.key(), curve)
+        })
+        .collect()
+}
+
 pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -> MemifCalibration {
     let curve = |f: &dyn Fn(&MemifRound) -> f64| {
         Curve::new(
@@ -339,6 +546,19 @@ pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -
         .map(|(w, wait)| MemifWaitCalibration {
             wait: wait.clone(),
             hop: curve(&|r| r.hops[w]),
+            hop_one_way: Some(curve(&|r| r.hops_one_way[w])),
+            // Its switching between the pair included.
+            same_core_link: rounds[0]
+                .first()
+                .is_some_and(|r| r.linked[w].is_some())
+                .then(|| curve(&|r| r.linked[w].unwrap_or(f64::NAN))),
+            availability: {
+                let runs: Vec<f64> = rounds.iter().flatten().map(|r| r.availability[w]).collect();
+                Some(sfclab_model::calibration::Availability {
+                    share: median(&runs),
+                    runs,
+                })
+            },
             turn: {
                 let runs: Vec<f64> = rounds[0].iter().filter_map(|r| r.turns[w]).collect();
                 (!runs.is_empty()).then(|| sfclab_model::calibration::Turn {
@@ -346,17 +566,39 @@ pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -
                     runs,
                 })
             },
+            taking_turns: match rounds[0].first() {
+                Some(r) if !r.taking_turns[w].is_empty() => args
+                    .sharing_of(wait)
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &k)| {
+                        let runs: Vec<f64> = rounds[0].iter().map(|r| r.taking_turns[w][i]).collect();
+                        sfclab_model::calibration::TurnsPoint {
+                            per_core: k as f64,
+                            pps: median(&runs),
+                            runs,
+                        }
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            },
             sharing: args
                 .sharing_of(wait)
                 .iter()
                 .enumerate()
-                .map(|(i, &k)| {
-                    let runs: Vec<f64> = rounds[0].iter().map(|r| r.sharing[w][i]).collect();
-                    SharingPoint {
+                .filter(|_| rounds[0].first().is_some_and(|r| !r.sharing[w].is_empty()))
+                .filter_map(|(i, &k)| {
+                    // A k the tester could not keep busy in a repetition is not in it.
+                    let runs: Vec<f64> = rounds[0]
+                        .iter()
+                        .map(|r| r.sharing[w][i])
+                        .filter(|c| c.is_finite())
+                        .collect();
+                    (!runs.is_empty()).then(|| SharingPoint {
                         per_core: k as f64,
                         cycles: median(&runs),
                         runs,
-                    }
+                    })
                 })
                 .collect(),
         })
@@ -406,6 +648,6 @@ mod tests {
         assert_eq!(m.streams.len(), 8, "both ways");
         assert_eq!(m.streams[0].offered_pps, None);
         assert_eq!(m.streams[0].frames, vec![(512.0, 1.0)]);
-        assert_eq!(args.runs(3), 3 * 4 + 3);
+        assert_eq!(args.runs(3), 3 * 7 + 3);
     }
 }

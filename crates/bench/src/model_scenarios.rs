@@ -163,7 +163,8 @@ pub fn calibration_args(
     warmup: std::time::Duration,
     guard: Option<std::sync::Arc<crate::cores::CoreDistance>>,
 ) -> Result<crate::calibrate::CalibrateArgs, String> {
-    let mut nfs = crate::vnf_workloads::preset_workloads()?;
+    let vnf_nfs = crate::vnf_workloads::preset_workloads()?;
+    let mut nfs = vnf_nfs.clone();
     nfs.push(crate::calibrate::memif_workload());
     Ok(crate::calibrate::CalibrateArgs {
         sizes: vec![64],
@@ -176,11 +177,10 @@ pub fn calibration_args(
         pipeline: false,
         wired: Vec::new(),
         core_distance: guard,
-        memif: Some(crate::memif_terms::MemifTermsArgs::new(
-            vec!["interrupt".into(), "polling".into()],
-            duration,
-            warmup,
-        )),
+        memif: Some(
+            crate::memif_terms::MemifTermsArgs::new(vec!["interrupt".into(), "polling".into()], duration, warmup)
+                .with_vnf_nfs(vnf_nfs),
+        ),
     })
 }
 

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 #[derive(Subcommand)]
 pub enum ModelCmd {
     /// Measure every cost term of the model on this machine and store it (JSON,
-    /// schema `sfclab.calibration/4`, with the machine and date): the compound base,
+    /// schema `sfclab.calibration/5`, with the machine and date): the compound base,
     /// each NF (every NF type's usual settings, and those of the chains given), the
     /// pipeline's stages and rings, per frame size.
     Calibrate(CalibrateCli),
@@ -304,9 +304,9 @@ fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
     for chain in chains {
         sfclab_bench::calibrate::add_new(&mut nfs, workloads_of(chain)?);
     }
-    let memif = (a.memif || !a.scenario.is_empty())
+    let mut memif = (a.memif || !a.scenario.is_empty())
         .then(|| sfclab_bench::memif_terms::MemifTermsArgs::new(a.memif_waits.clone(), duration, warmup));
-    if memif.is_some() {
+    if let Some(m) = &mut memif {
         if let Some(w) = a
             .memif_waits
             .iter()
@@ -315,13 +315,15 @@ fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
             return Err(format!("--memif-waits: `{w}` is neither `polling` nor `interrupt`"));
         }
         let mut scenario_nfs = sfclab_bench::vnf_workloads::preset_workloads()?;
-        scenario_nfs.push(sfclab_bench::calibrate::memif_workload());
         for path in &a.scenario {
             let s = Scenario::load(Some(path), &ScenarioFlags::default(), &Settings::default())
                 .map_err(|e| format!("--scenario {e}"))?;
-            scenario_nfs.extend(sfclab_bench::vnf_workloads::scenario_workloads(&s));
+            sfclab_bench::calibrate::add_new(&mut scenario_nfs, sfclab_bench::vnf_workloads::scenario_workloads(&s));
         }
+        // Every VNF's NF is priced in a VNF too.
+        m.vnf_nfs = scenario_nfs.clone();
         sfclab_bench::calibrate::add_new(&mut nfs, scenario_nfs);
+        sfclab_bench::calibrate::add_new(&mut nfs, [sfclab_bench::calibrate::memif_workload()]);
     }
     // The noop chain is the reference every term is measured against: always there.
     Ok(CalibrateArgs {
@@ -473,6 +475,16 @@ pub fn calibration_table(cal: &Calibration) -> String {
         row("memif tester: per frame received".into(), &m.tester_receive, true);
         for w in &m.waits {
             row(format!("memif {}: a VNF's hop (its NFs aside)", w.wait), &w.hop, true);
+            if let Some(h) = &w.hop_one_way {
+                row(format!("memif {}: a VNF's hop, frames one way", w.wait), h, true);
+            }
+            if let Some(l) = &w.same_core_link {
+                row(
+                    format!("memif {}: a link between two VNFs on one core", w.wait),
+                    l,
+                    true,
+                );
+            }
         }
     }
     let _ = writeln!(s, "{t}");
@@ -490,6 +502,32 @@ pub fn calibration_table(cal: &Calibration) -> String {
                 cal.sizes[0],
                 points.join("; ")
             );
+            if !w.taking_turns.is_empty() {
+                let points: Vec<String> = w
+                    .taking_turns
+                    .iter()
+                    .map(|p| {
+                        let mpps: Vec<f64> = p.runs.iter().map(|r| r / 1e6).collect();
+                        format!("{} per core {}", p.per_core, sfclab_bench::with_range(&mpps, 2))
+                    })
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "memif {}: VNFs taking turns on one core carry in all, Mpps (forwarders, at {} B): {}",
+                    w.wait,
+                    cal.sizes[0],
+                    points.join("; ")
+                );
+            }
+            if let Some(a) = &w.availability {
+                let pct: Vec<f64> = a.runs.iter().map(|r| r * 100.0).collect();
+                let _ = writeln!(
+                    s,
+                    "memif {}: the share of its core's time a lone VNF gets, %: {}",
+                    w.wait,
+                    sfclab_bench::with_range(&pct, 1)
+                );
+            }
             if let Some(turn) = &w.turn {
                 let ms: Vec<f64> = turn.runs.iter().map(|r| r * 1e3).collect();
                 let _ = writeln!(
@@ -1173,13 +1211,11 @@ fn calibrate_for(a: &PredictCli, is_scenario: bool) -> Result<(), String> {
         let scenario =
             Scenario::load(a.scenario.as_deref(), &a.scenario_flags, &a.run.settings).map_err(|e| e.to_string())?;
         let wait = scenario.model().map_err(|e| format!("{}: {e}", scenario.name))?.wait;
-        args.nfs = sfclab_bench::vnf_workloads::scenario_workloads(&scenario);
+        let vnf_nfs = sfclab_bench::vnf_workloads::scenario_workloads(&scenario);
+        args.nfs = vnf_nfs.clone();
         args.nfs.push(sfclab_bench::calibrate::memif_workload());
-        args.memif = Some(sfclab_bench::memif_terms::MemifTermsArgs::new(
-            vec![wait],
-            duration,
-            warmup,
-        ));
+        args.memif =
+            Some(sfclab_bench::memif_terms::MemifTermsArgs::new(vec![wait], duration, warmup).with_vnf_nfs(vnf_nfs));
     } else {
         let experiment = crate::load_experiment(&a.run).map_err(|e| e.to_string())?;
         if experiment.chaining().in_namespaces() {

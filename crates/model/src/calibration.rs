@@ -1,12 +1,14 @@
 //! A calibration: every cost term the model uses, as measured on one machine on one
-//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/4`; /3 read as one without memif terms) and reused by
+//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/5`; /4 read as one
+//! whose memif hop holds the time its core was not the VNF's, /3 as one without memif
+//! terms) and reused by
 //! `model predict`, `plan` and `bench model`. A term is a curve over frame sizes; a
 //! prediction at a size between two calibrated ones interpolates, one outside them or
 //! for an NF the calibration did not measure is refused, not guessed.
 
 use serde::{Deserialize, Serialize};
 
-pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/4";
+pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/5";
 
 /// How to calibrate a missing NF of a chain, and of a scenario's VNF.
 const CALIBRATE_A_CHAINS_NFS: &str = "calibrate it with `sfclab model calibrate --chain ...` naming it";
@@ -15,6 +17,9 @@ const CALIBRATE_A_SCENARIOS_NFS: &str =
 
 /// The schema before the memif terms: read as one without them.
 const CALIBRATION_SCHEMA_3: &str = "sfclab.calibration/3";
+/// The schema before the VNF core's availability and the one-way hop: read as one whose
+/// hop holds both (an availability of 1, the same hop either way).
+const CALIBRATION_SCHEMA_4: &str = "sfclab.calibration/4";
 
 /// A cost at each calibrated frame size (with FCS), TSC cycles per packet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -135,6 +140,13 @@ pub struct NfCalibration {
     /// forwarder's MAC rewrite) or overlaps its loads pays little. `None` when the
     /// calibration has no pipeline terms.
     pub across: Option<Curve>,
+    /// In a VNF process joined by memif, frames both ways, after the NFs before it in
+    /// its VNF: its cycles there (a scenario's NF sees other frames than a compound
+    /// chain's, the way back's too, and other caches: the DPI NF at 64 B costs about
+    /// half what it does in a compound loop). `None` where not calibrated: priced at
+    /// `cycles`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_vnf: Option<Curve>,
 }
 
 /// The pipeline runtime's terms: stages on cores joined by rings.
@@ -255,12 +267,37 @@ pub struct MemifCalibration {
 pub struct MemifWaitCalibration {
     /// `polling` or `interrupt`.
     pub wait: String,
-    /// Per frame it receives and sends over memif, its NFs aside, alone on its core.
+    /// Per frame it receives and sends over memif, its NFs aside, alone on its core, with
+    /// frames both ways (a stream each way through it), in cycles it ran (the core's
+    /// time it did not get is `availability`'s).
     pub hop: Curve,
+    /// The same with frames one way only (its other side polled and found empty):
+    /// `None` in a calibration before it (`hop` either way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop_one_way: Option<Curve>,
+    /// The share of a VNF core's time a VNF process that never sleeps gets there alone
+    /// (the rest goes to interrupts, kernel threads, the hypervisor): its cycles per
+    /// frame grow with its work by 1 / availability, so every process's cycles are
+    /// priced over it. `None` in a calibration before it (1: folded into `hop`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability: Option<Availability>,
+    /// A memif link between two VNF processes on one core, per frame, both its ends
+    /// (the copy out of one process and into the next, and the switch between them):
+    /// what replaces, at that link, the halves of their hops that a link to the tester's
+    /// core costs. `None` where not calibrated (polling: VNFs on one core take turns,
+    /// and the turn is their limit), priced as those halves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_core_link: Option<Curve>,
     /// Per frame, beyond `hop`, when k processes busy at once share each core (wake-ups,
     /// switches, caches refilled): measured at a few k, linear between them, the
     /// largest measured beyond it; 0 at k = 1.
     pub sharing: Vec<SharingPoint>,
+    /// Interrupt: what k chains of one forwarder each on one core carry in all, at a
+    /// few k. A VNF that empties its ring sleeps; woken, it waits its turn on the core
+    /// while its ring, full, refuses frames: a ceiling on what VNFs taking turns pass
+    /// whatever their work. Linear between the measured k, the largest k's beyond.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taking_turns: Vec<TurnsPoint>,
     /// Polling: how long a process keeps a shared core before the scheduler gives it
     /// to the next (a process that never sleeps only leaves it when preempted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -276,6 +313,23 @@ pub struct Turn {
     pub runs: Vec<f64>,
 }
 
+/// What VNFs taking turns on a core carry in all at `per_core` per core.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TurnsPoint {
+    pub per_core: f64,
+    /// Frames a second, the median of the repetitions.
+    pub pps: f64,
+    pub runs: Vec<f64>,
+}
+
+/// The share of its core's time a lone VNF process gets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Availability {
+    /// The median of the repetitions, between 0 and 1.
+    pub share: f64,
+    pub runs: Vec<f64>,
+}
+
 /// The cost of sharing a core at `per_core` processes per core.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SharingPoint {
@@ -286,6 +340,38 @@ pub struct SharingPoint {
 }
 
 impl MemifWaitCalibration {
+    /// What VNFs taking turns on a core carry in all at `k` per core (interrupt mode):
+    /// linear between measured k, the largest k's beyond; none (infinite) at one or
+    /// fewer or where not calibrated.
+    pub fn taking_turns_at(&self, k: f64) -> f64 {
+        if k <= 1.0 || self.taking_turns.is_empty() {
+            return f64::INFINITY;
+        }
+        let mut points: Vec<(f64, f64)> = self.taking_turns.iter().map(|p| (p.per_core, p.pps)).collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        match points.iter().position(|p| p.0 >= k) {
+            None => points.last().map_or(f64::INFINITY, |p| p.1),
+            Some(0) => points[0].1,
+            Some(i) => {
+                let ((k0, c0), (k1, c1)) = (points[i - 1], points[i]);
+                c0 + (c1 - c0) * (k - k0) / (k1 - k0)
+            }
+        }
+    }
+
+    /// The hop of a process whose frames go `one_way` (or both ways).
+    pub fn hop_of(&self, one_way: bool) -> &Curve {
+        match (&self.hop_one_way, one_way) {
+            (Some(h), true) => h,
+            _ => &self.hop,
+        }
+    }
+
+    /// The share of a VNF core's time its processes get (1 where not calibrated).
+    pub fn available_share(&self) -> f64 {
+        self.availability.as_ref().map_or(1.0, |a| a.share)
+    }
+
     /// The sharing cost at `k` processes per core: linear between measured k, the
     /// largest k's cost beyond it, nothing at one or fewer.
     pub fn sharing_at(&self, k: f64) -> f64 {
@@ -352,7 +438,7 @@ impl Calibration {
     pub fn from_json(text: &str, origin: &str) -> Result<Calibration, String> {
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("{origin}: not JSON: {e}"))?;
         match value.get("schema").and_then(|s| s.as_str()) {
-            Some(CALIBRATION_SCHEMA | CALIBRATION_SCHEMA_3) => {}
+            Some(CALIBRATION_SCHEMA | CALIBRATION_SCHEMA_4 | CALIBRATION_SCHEMA_3) => {}
             Some(other) => {
                 return Err(format!(
                     "{origin}: schema `{other}`; this sfclab reads `{CALIBRATION_SCHEMA}` (calibrate again)"
@@ -375,6 +461,9 @@ impl Calibration {
         let mut curves: Vec<(String, &Curve)> = vec![("compound_base".into(), &self.compound_base)];
         for nf in &self.nfs {
             curves.push((format!("nf `{}`", nf.key), &nf.cycles));
+            if let Some(c) = &nf.in_vnf {
+                curves.push((format!("nf `{}` in_vnf", nf.key), c));
+            }
             // Both pipeline terms or neither (an NF calibrated after the NFs before it in
             // its VNF has neither: it is priced in compound loops only).
             if nf.in_stage.is_some() != nf.across.is_some() {
@@ -419,6 +508,28 @@ impl Calibration {
             curves.push(("memif.tester_receive".into(), &m.tester_receive));
             for w in &m.waits {
                 curves.push((format!("memif `{}` hop", w.wait), &w.hop));
+                if let Some(h) = &w.hop_one_way {
+                    curves.push((format!("memif `{}` hop_one_way", w.wait), h));
+                }
+                if let Some(l) = &w.same_core_link {
+                    curves.push((format!("memif `{}` same_core_link", w.wait), l));
+                }
+                if let Some(p) = w
+                    .taking_turns
+                    .iter()
+                    .find(|p| !(p.per_core > 1.0 && p.pps.is_finite() && p.pps > 0.0))
+                {
+                    return Err(format!(
+                        "memif `{}` taking turns at {} per core carries {}: not a rate",
+                        w.wait, p.per_core, p.pps
+                    ));
+                }
+                if let Some(a) = w.availability.as_ref().filter(|a| !(a.share > 0.0 && a.share <= 1.0)) {
+                    return Err(format!(
+                        "memif `{}` availability {} is not a share of a core's time",
+                        w.wait, a.share
+                    ));
+                }
                 if let Some(p) = w.sharing.iter().find(|p| !(p.per_core > 1.0 && p.cycles.is_finite())) {
                     return Err(format!(
                         "memif `{}` sharing at {} per core is {}: not a cost",
@@ -481,12 +592,15 @@ impl Calibration {
         self.nf(key)?.cycles.at(size).map_err(|e| format!("NF `{key}`: {e}"))
     }
 
-    /// As [`Calibration::nf_cycles`], for an NF of a scenario's VNF: where it is missing,
+    /// As [`Calibration::nf_cycles`], for an NF of a scenario's VNF (its cost in a VNF
+    /// where calibrated there, `in_vnf`): where it is missing,
     /// the command that calibrates a scenario's NFs (in their VNFs, after the NFs before
     /// them) is named.
     pub fn vnf_nf_cycles(&self, key: &str, size: f64) -> Result<f64, String> {
-        self.nf_or(key, CALIBRATE_A_SCENARIOS_NFS)?
-            .cycles
+        let nf = self.nf_or(key, CALIBRATE_A_SCENARIOS_NFS)?;
+        nf.in_vnf
+            .as_ref()
+            .unwrap_or(&nf.cycles)
             .at(size)
             .map_err(|e| format!("NF `{key}`: {e}"))
     }

@@ -492,6 +492,7 @@ pub(crate) mod tests {
                     cycles: Curve::flat(&sizes, 20.0),
                     in_stage: Some(Curve::flat(&sizes, 20.0)),
                     across: Some(Curve::flat(&sizes, 25.0)),
+                    in_vnf: None,
                 },
                 NfCalibration {
                     key: "nat44".into(),
@@ -499,6 +500,7 @@ pub(crate) mod tests {
                     cycles: two(60.0, 90.0),
                     in_stage: Some(two(75.0, 105.0)),
                     across: Some(two(85.0, 115.0)),
+                    in_vnf: None,
                 },
             ],
             pipeline: Some(PipelineCalibration {

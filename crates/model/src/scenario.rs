@@ -177,7 +177,8 @@ pub struct PricedScenario<'a> {
     costs: Vec<(f64, Vec<(String, f64)>)>,
     polling: bool,
     /// Per stream: the most its chain passes when its processes take turns on shared
-    /// cores (polling: a ring of frames per link per round of turns); infinite otherwise.
+    /// cores (polling: a ring of frames per link per round of turns; interrupt: its
+    /// share of what VNFs taking turns on one core carry); infinite otherwise.
     turn_caps: Vec<f64>,
 }
 
@@ -212,12 +213,25 @@ impl<'a> PricedScenario<'a> {
         // Polling processes that share a core never sleep: each holds it for its turn,
         // and a link between two of them passes at most a ring between their turns.
         let per_core = model.processes.len() as f64 / model.vnf_cores as f64;
+        // Waiting processes on a shared core take turns too: woken, each waits its turn
+        // while its ring refuses frames; what they carry in all is shared by the
+        // streams entering them.
+        // The processes the tester wakes: each counted by the share of its frames that
+        // come from the tester (a PVP VNF 1, each of a PVVP pair both ways 1/2, a VNF
+        // behind another on its core 0: that one wakes it, in turn).
+        let woken_by_tester: f64 = (0..model.processes.len()).map(|p| from_tester(model, p)).sum();
+        let carried = if polling || model.vnf_cores > 1 {
+            // Measured on one core; how processes spread over several take turns is not.
+            f64::INFINITY
+        } else {
+            wait.taking_turns_at(woken_by_tester)
+        };
         let turn_caps = model
             .streams
             .iter()
             .map(|s| match (&wait.turn, polling && per_core > 1.0 && s.path.len() > 1) {
                 (Some(turn), true) => model.ring_frames / (per_core * turn.seconds),
-                _ => f64::INFINITY,
+                _ => carried / model.streams.len() as f64,
             })
             .collect();
         let costs = model
@@ -331,6 +345,16 @@ pub struct Capacity {
     pub bottleneck: Option<Bottleneck>,
 }
 
+/// The share of process `i`'s streams that enter the chain at it, from the tester (0
+/// where none pass it).
+fn from_tester(model: &ScenarioModel, i: usize) -> f64 {
+    let through: Vec<&StreamModel> = model.streams.iter().filter(|s| s.path.contains(&i)).collect();
+    if through.is_empty() {
+        return 0.0;
+    }
+    through.iter().filter(|s| s.path.first() == Some(&i)).count() as f64 / through.len() as f64
+}
+
 /// Process `i`'s cycles per frame and their terms.
 fn process_cost(
     cal: &Calibration,
@@ -348,10 +372,34 @@ fn process_cost(
     } else {
         through.iter().flat_map(|s| s.frames.iter().copied()).collect()
     };
-    let mut terms = vec![(
-        format!("memif hop ({})", model.wait),
-        mean_over(&frames, |b| wait.hop.at(b))?.max(0.0),
-    )];
+    // Frames one way only: its other side is polled and found empty.
+    let one_way = through.windows(2).all(|w| w[0].reverse == w[1].reverse);
+    let hop = mean_over(&frames, |b| wait.hop_of(one_way).at(b))?.max(0.0);
+    let hop_label = format!("memif hop ({}{})", model.wait, if one_way { ", one way" } else { "" });
+    // Its ends that join another VNF rather than the tester, per frame (0 to 2): on
+    // one core such a link costs its own term, in place of those ends' half hops.
+    let vnf_ends = if through.is_empty() {
+        0.0
+    } else {
+        through
+            .iter()
+            .map(|s| {
+                let at = s.path.iter().position(|&p| p == i).expect("the stream passes it");
+                f64::from(u8::from(at > 0)) + f64::from(u8::from(at + 1 < s.path.len()))
+            })
+            .sum::<f64>()
+            / through.len() as f64
+    };
+    let mut terms = match (&wait.same_core_link, model.vnf_cores == 1 && vnf_ends > 0.0) {
+        (Some(link), true) => vec![
+            (hop_label, hop * (2.0 - vnf_ends) / 2.0),
+            (
+                "memif links to VNFs on its core".to_string(),
+                mean_over(&frames, |b| link.at(b))?.max(0.0) * vnf_ends / 2.0,
+            ),
+        ],
+        _ => vec![(hop_label, hop)],
+    };
     for key in &p.nfs {
         terms.push((key.clone(), mean_over(&frames, |b| cal.vnf_nf_cycles(key, b))?));
     }
@@ -363,9 +411,20 @@ fn process_cost(
         .filter(|(j, _)| polling || model.streams.iter().any(|s| s.path.contains(j)))
         .count();
     let k = busy as f64 / model.vnf_cores as f64;
+    // Per frame where calibrated so (polling VNFs, preempted); waiting ones take turns
+    // instead (the link's term, and the ceiling on what the tester's wake carry).
     let sharing = wait.sharing_at(k).max(0.0);
-    if k > 1.0 {
+    if k > 1.0 && !wait.sharing.is_empty() {
         terms.push((format!("sharing ({k:.2} per core)"), sharing));
+    }
+    // The core's time the process does not get, whatever it does.
+    let share = wait.available_share();
+    if share < 1.0 {
+        let ran: f64 = terms.iter().map(|t| t.1).sum();
+        terms.push((
+            format!("its core's time not its ({:.1} %)", 100.0 * (1.0 - share)),
+            ran * (1.0 / share - 1.0),
+        ));
     }
     Ok((terms.iter().map(|t| t.1).sum::<f64>().max(1.0), terms))
 }
@@ -746,6 +805,7 @@ pub(crate) mod tests {
             cycles: flat(300.0),
             in_stage: Some(flat(300.0)),
             across: Some(flat(300.0)),
+            in_vnf: None,
         });
         c.memif = Some(MemifCalibration {
             tester_generate: flat(100.0),
@@ -754,6 +814,10 @@ pub(crate) mod tests {
             waits: vec![MemifWaitCalibration {
                 wait: "interrupt".into(),
                 hop: flat(200.0),
+                hop_one_way: None,
+                availability: None,
+                same_core_link: None,
+                taking_turns: Vec::new(),
                 sharing: vec![SharingPoint {
                     per_core: 4.0,
                     cycles: 100.0,
@@ -863,6 +927,7 @@ pub(crate) mod tests {
             cycles: Curve::flat(&cal.sizes, 1800.0),
             in_stage: Some(Curve::flat(&cal.sizes, 1800.0)),
             across: Some(Curve::flat(&cal.sizes, 1800.0)),
+            in_vnf: None,
         });
         let mut m = scenario(2, 1, Some(1e6));
         m.processes[1].nfs = vec!["heavy".into()];
@@ -999,6 +1064,87 @@ pub(crate) mod tests {
         m.wait = "interrupt".into();
         let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
         assert!(f.received_pps > 2.0 * cap, "{f:#?}");
+    }
+
+    #[test]
+    fn a_vnf_is_priced_by_its_cores_time_its_links_its_wakeups_and_its_nfs_in_a_vnf() {
+        let mut cal = cal();
+        let sizes = cal.sizes.clone();
+        {
+            let w = &mut cal.memif.as_mut().unwrap().waits[0];
+            w.hop_one_way = Some(Curve::flat(&sizes, 150.0));
+            w.availability = Some(crate::calibration::Availability {
+                share: 0.8,
+                runs: vec![0.8],
+            });
+            w.same_core_link = Some(Curve::flat(&sizes, 60.0));
+        }
+        let cycles = |cal: &Calibration, m: &ScenarioModel| -> Vec<f64> {
+            let f = PricedScenario::new(cal, m).unwrap().flow(1.0);
+            f.processes.iter().map(|p| p.cycles_per_frame).collect()
+        };
+        let close = |got: &[f64], want: &[f64]| {
+            assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(want) {
+                assert!((g - w).abs() < 1e-6, "{got:?} against {want:?}");
+            }
+        };
+        // Two routers chained on one core, one way: each half a one-way hop (75), half
+        // the link (30), the router (300), and the sharing at 2 per core (a third of
+        // the 100 at 4), over the 80 % of its core's time it gets.
+        let mut m = scenario(1, 2, Some(1e5));
+        let each = (75.0 + 30.0 + 300.0 + 100.0 / 3.0) / 0.8;
+        close(&cycles(&cal, &m), &[each, each]);
+        // On two cores the link may cross them: priced as two half hops, and one VNF a
+        // core shares nothing.
+        m.vnf_cores = 2;
+        close(&cycles(&cal, &m), &[(150.0 + 300.0) / 0.8, (150.0 + 300.0) / 0.8]);
+        // Frames both ways through one VNF: the hop both ways.
+        let mut m = scenario(1, 1, Some(1e5));
+        let mut back = m.streams[0].clone();
+        back.reverse = true;
+        m.streams.push(back);
+        close(&cycles(&cal, &m), &[(200.0 + 300.0) / 0.8]);
+        // The router's cycles in a VNF, where calibrated, over its compound ones.
+        let router = cal.nfs.iter_mut().find(|n| n.key == "router").unwrap();
+        router.in_vnf = Some(Curve::flat(&sizes, 100.0));
+        close(&cycles(&cal, &m), &[(200.0 + 100.0) / 0.8]);
+    }
+
+    #[test]
+    fn waiting_vnfs_the_tester_wakes_take_turns_on_their_core_and_carry_at_most_what_forwarders_did() {
+        let mut cal = cal();
+        cal.memif.as_mut().unwrap().waits[0].taking_turns = [(2.0, 3e6), (4.0, 2e6)]
+            .map(|(per_core, pps)| crate::calibration::TurnsPoint {
+                per_core,
+                pps,
+                runs: vec![pps],
+            })
+            .to_vec();
+        // Four PVP chains on one core: their cycles carry 2e9 / 600 = 3.33 Mpps, but four
+        // VNFs the tester wakes carry 2 in all: the rest refused at the tester.
+        let m = scenario(4, 1, None);
+        let c = PricedScenario::new(&cal, &m).unwrap().capacity();
+        assert!((c.aggregate_pps - 2e6).abs() / 2e6 < 1e-3, "{c:#?}");
+        assert_eq!(c.bottleneck, Some(Bottleneck::VnfCores));
+        let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
+        assert!(
+            f.streams
+                .iter()
+                .all(|s| s.dropped.iter().all(|d| d.0 == "tester tx-refused")),
+            "{f:#?}"
+        );
+        // Two PVVP chains, four VNFs too, but the tester wakes two (each second VNF is
+        // woken by the first): 3 Mpps in all, more than their cycles carry (1.67).
+        let m = scenario(2, 2, None);
+        let c = PricedScenario::new(&cal, &m).unwrap().capacity();
+        let cycles = HZ / (2.0 * 600.0);
+        assert!((c.aggregate_pps - cycles).abs() / cycles < 1e-3, "{c:#?}");
+        // Spread over two cores (not measured): no such ceiling.
+        let mut m = scenario(4, 1, None);
+        m.vnf_cores = 2;
+        let c = PricedScenario::new(&cal, &m).unwrap().capacity();
+        assert!(c.aggregate_pps > 2e6 * 1.1, "{c:#?}");
     }
 
     #[test]

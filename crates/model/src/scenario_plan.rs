@@ -512,6 +512,7 @@ mod tests {
                 cycles: flat.clone(),
                 in_stage: Some(flat.clone()),
                 across: Some(flat),
+                in_vnf: None,
             });
         }
         c

@@ -10,9 +10,10 @@ use sfclab_model::scenario_plan::{GroupDemand, GroupDeployment, Licence, Scenari
 use super::Scenario;
 
 /// A policer's cost does not depend on its rates: it is calibrated, and priced, at this
-/// rate (one no traffic here reaches, in memory either: 30 Mpps of 1518 B frames is 360
-/// Gbit/s), its buckets the largest it takes.
-pub const POLICED_AT_BPS: u64 = 800_000_000_000;
+/// rate (one no traffic here reaches, in memory either: a compound forwarder and policer
+/// pass 1518 B frames at over 70 Mpps, 850 Gbit/s, which 800 Gbit/s policed), its
+/// buckets the largest it takes.
+pub const POLICED_AT_BPS: u64 = 20_000_000_000_000;
 const POLICER_BUCKET: &str = "1GiB";
 
 /// `nf` as the model prices it: a qos NF's rates and buckets as [`POLICED_AT_BPS`] (its
