@@ -964,16 +964,38 @@ fn the_memif_terms_are_calibrated_from_scenarios_and_price_one() {
     assert_follows_schema("calibration-5.json", &c);
     let m = &c["memif"];
     assert_eq!(m["waits"][0]["wait"], "interrupt");
-    let ks: Vec<f64> = m["waits"][0]["sharing"]
+    // Waiting VNFs take turns on a shared core: what k of them carried, at 2, 4 and 8
+    // per core; their sharing is not a cost per frame.
+    let interrupt = &m["waits"][0];
+    let ks: Vec<f64> = interrupt["taking_turns"]
         .as_array()
         .unwrap()
         .iter()
         .map(|p| p["per_core"].as_f64().unwrap())
         .collect();
     assert_eq!(ks, vec![2.0, 4.0, 8.0]);
+    assert!(
+        interrupt
+            .get("sharing")
+            .is_none_or(|s| s.as_array().unwrap().is_empty()),
+        "{interrupt}"
+    );
+    let share = interrupt["availability"]["share"].as_f64().unwrap();
+    assert!(share > 0.0 && share <= 1.0, "{interrupt}");
+    for term in ["hop", "hop_one_way", "same_core_link"] {
+        assert!(at(&interrupt[term], 64).is_finite(), "{term}: {interrupt}");
+    }
     for term in ["tester_generate", "tester_send", "tester_receive"] {
         assert!(at(&m[term], 64).is_finite(), "{term}: {m}");
     }
+    // The presets' NFs are measured in a VNF too.
+    let router = c["nfs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["kind"] == "router" && n["key"].as_str().unwrap().contains("\"ipv4\":1000"))
+        .expect("the router preset's NF");
+    assert!(at(&router["in_vnf"], 64).is_finite(), "{router}");
     // The presets' NFs were calibrated with it: the router preset's scenario is priced.
     let o = sfclab(&[
         "model",
