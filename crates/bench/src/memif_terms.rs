@@ -184,8 +184,37 @@ fn rates(r: &ScenarioRun) -> Rates {
     }
 }
 
-/// The scenario of `chains` PVP chains of one VNF doing `vnf`, one way, as fast as the
-/// tester goes, at frames of `size`, every VNF on `vnf_core` (the tester on its usual).
+/// How a calibration run lays out its chains.
+struct Layout<'a> {
+    chains: usize,
+    /// Each entry of the VNF a VNF of its own, chained (else one PVP VNF doing them all).
+    split: bool,
+    both_ways: bool,
+    wait: &'a str,
+}
+
+/// A calibration run: chains of the VNF entries `vnf` laid out as `layout`, as fast as
+/// the tester goes, frames of `size` with `traffic`'s flows, every VNF on `vnf_core`
+/// (the tester on its usual).
+fn scenario_of(args: &MemifTermsArgs, layout: Layout, vnf: &str, traffic: &str, size: u16, vnf_core: usize) -> String {
+    format!(
+        "name: model calibrate --memif\nchains: {}\n{}vnf: [{vnf}]\nbidirectional: {}\n\
+         vnf_cores: \"{vnf_core}\"\n\
+         traffic: {{ rate: max, size: {size}, {traffic} }}\n\
+         run: {{ duration: {}ms, warmup: {}ms, memif_wait: {} }}\nrepeat: 1\n",
+        layout.chains,
+        if layout.split { "split: true\n" } else { "shape: pvp\n" },
+        layout.both_ways,
+        args.duration.as_millis(),
+        args.warmup.as_millis(),
+        layout.wait,
+    )
+}
+
+/// The calibration runs' usual flows.
+const FLOWS: &str = "flows: 256";
+
+/// `chains` PVP chains of one VNF doing `vnf`, one way or both.
 fn scenario(
     args: &MemifTermsArgs,
     chains: usize,
@@ -195,19 +224,17 @@ fn scenario(
     both_ways: bool,
     vnf_core: usize,
 ) -> String {
-    format!(
-        "name: model calibrate --memif\nchains: {chains}\nshape: pvp\nvnf: [{vnf}]\nbidirectional: {both_ways}\n\
-         vnf_cores: \"{}\"\n\
-         traffic: {{ rate: max, size: {size}, flows: 256 }}\n\
-         run: {{ duration: {}ms, warmup: {}ms, memif_wait: {wait} }}\nrepeat: 1\n",
-        vnf_core,
-        args.duration.as_millis(),
-        args.warmup.as_millis(),
-    )
+    let layout = Layout {
+        chains,
+        split: false,
+        both_ways,
+        wait,
+    };
+    scenario_of(args, layout, vnf, FLOWS, size, vnf_core)
 }
 
 /// One PVP chain, both ways, whose VNF does the NFs before `w`'s NF, its NF (`with`)
-/// and then `work`, with `w`'s traffic at frames of `size`, on `vnf_core`.
+/// and then `work`, with `w`'s traffic (interrupt mode).
 fn vnf_nf_scenario(
     args: &MemifTermsArgs,
     w: &NfWorkload,
@@ -226,23 +253,20 @@ fn vnf_nf_scenario(
         vnf.push(entry(&w.nf));
     }
     vnf.push(work.to_string());
-    let destinations = match &w.destinations {
-        sfclab_traffic::Destinations::One => String::new(),
-        other => format!(", destinations: \"{other}\""),
+    let traffic = match &w.destinations {
+        sfclab_traffic::Destinations::One => format!("flows: {}", w.flows),
+        other => format!("flows: {}, destinations: \"{other}\"", w.flows),
     };
-    format!(
-        "name: model calibrate --memif\nchains: 1\nshape: pvp\nvnf: [{}]\nbidirectional: true\n\
-         vnf_cores: \"{vnf_core}\"\n\
-         traffic: {{ rate: max, size: {size}, flows: {}{destinations} }}\n\
-         run: {{ duration: {}ms, warmup: {}ms, memif_wait: interrupt }}\nrepeat: 1\n",
-        vnf.join(", "),
-        w.flows,
-        args.duration.as_millis(),
-        args.warmup.as_millis(),
-    )
+    let layout = Layout {
+        chains: 1,
+        split: false,
+        both_ways: true,
+        wait: "interrupt",
+    };
+    scenario_of(args, layout, &vnf.join(", "), &traffic, size, vnf_core)
 }
 
-/// One chain of VNFs doing `vnfs` in turn, each a process of its own, all on `vnf_core`.
+/// One chain of VNFs doing `vnfs` in turn, each a process of its own.
 fn split_scenario(
     args: &MemifTermsArgs,
     vnfs: &[&str],
@@ -251,16 +275,13 @@ fn split_scenario(
     both_ways: bool,
     vnf_core: usize,
 ) -> String {
-    format!(
-        "name: model calibrate --memif\nchains: 1\nvnf: [{}]\nsplit: true\nbidirectional: {both_ways}\n\
-         vnf_cores: \"{}\"\n\
-         traffic: {{ rate: max, size: {size}, flows: 256 }}\n\
-         run: {{ duration: {}ms, warmup: {}ms, memif_wait: {wait} }}\nrepeat: 1\n",
-        vnfs.join(", "),
-        vnf_core,
-        args.duration.as_millis(),
-        args.warmup.as_millis(),
-    )
+    let layout = Layout {
+        chains: 1,
+        split: true,
+        both_ways,
+        wait,
+    };
+    scenario_of(args, layout, &vnfs.join(", "), FLOWS, size, vnf_core)
 }
 
 /// One repetition at `size`: the tester's three runs, each wait's hop, and (`sharing`)

@@ -519,23 +519,21 @@ pub fn calibration_table(cal: &Calibration) -> String {
                     points.join("; ")
                 );
             }
-            if let Some(a) = &w.availability {
-                let pct: Vec<f64> = a.runs.iter().map(|r| r * 100.0).collect();
+            // A measured share or time: its repetitions scaled to the unit shown.
+            let mut scaled = |what: &str, runs: &[f64], scale: f64, decimals: usize| {
+                let shown: Vec<f64> = runs.iter().map(|r| r * scale).collect();
                 let _ = writeln!(
                     s,
-                    "memif {}: the share of its core's time a lone VNF gets, %: {}",
+                    "memif {}: {what}: {}",
                     w.wait,
-                    sfclab_bench::with_range(&pct, 1)
+                    sfclab_bench::with_range(&shown, decimals)
                 );
+            };
+            if let Some(a) = &w.availability {
+                scaled("the share of its core's time a lone VNF gets, %", &a.runs, 100.0, 1);
             }
             if let Some(turn) = &w.turn {
-                let ms: Vec<f64> = turn.runs.iter().map(|r| r * 1e3).collect();
-                let _ = writeln!(
-                    s,
-                    "memif {}: a process's turn on a shared core, ms: {}",
-                    w.wait,
-                    sfclab_bench::with_range(&ms, 2)
-                );
+                scaled("a process's turn on a shared core, ms", &turn.runs, 1e3, 2);
             }
         }
     }
