@@ -86,16 +86,21 @@ impl MemifTermsArgs {
     /// The VNFs run to price the VNFs' NFs at frames of `size`, each once: every NF
     /// after the NFs before it, and those before it alone, each followed by `work`.
     fn vnf_nf_runs(&self, size: u16, work: &str, vnf_core: usize) -> Vec<String> {
-        let mut runs: Vec<String> = Vec::new();
+        let runs = Runs {
+            args: self,
+            size,
+            vnf_core,
+        };
+        let mut yamls: Vec<String> = Vec::new();
         for w in &self.vnf_nfs {
             for with in [true, false] {
-                let yaml = vnf_nf_scenario(self, w, with, work, size, vnf_core);
-                if !runs.contains(&yaml) {
-                    runs.push(yaml);
+                let yaml = runs.vnf_nf(w, with, work);
+                if !yamls.contains(&yaml) {
+                    yamls.push(yaml);
                 }
             }
         }
-        runs
+        yamls
     }
 
     /// Runs of one repetition at `sizes` frame sizes (for the progress bar).
@@ -193,95 +198,83 @@ struct Layout<'a> {
     wait: &'a str,
 }
 
-/// A calibration run: chains of the VNF entries `vnf` laid out as `layout`, as fast as
-/// the tester goes, frames of `size` with `traffic`'s flows, every VNF on `vnf_core`
-/// (the tester on its usual).
-fn scenario_of(args: &MemifTermsArgs, layout: Layout, vnf: &str, traffic: &str, size: u16, vnf_core: usize) -> String {
-    format!(
-        "name: model calibrate --memif\nchains: {}\n{}vnf: [{vnf}]\nbidirectional: {}\n\
-         vnf_cores: \"{vnf_core}\"\n\
-         traffic: {{ rate: max, size: {size}, {traffic} }}\n\
-         run: {{ duration: {}ms, warmup: {}ms, memif_wait: {} }}\nrepeat: 1\n",
-        layout.chains,
-        if layout.split { "split: true\n" } else { "shape: pvp\n" },
-        layout.both_ways,
-        args.duration.as_millis(),
-        args.warmup.as_millis(),
-        layout.wait,
-    )
-}
-
 /// The calibration runs' usual flows.
 const FLOWS: &str = "flows: 256";
 
-/// `chains` PVP chains of one VNF doing `vnf`, one way or both.
-fn scenario(
-    args: &MemifTermsArgs,
-    chains: usize,
-    vnf: &str,
+/// The runs of one repetition at one frame size, every VNF on one core (the tester on
+/// its usual), each as fast as the tester goes.
+struct Runs<'a> {
+    args: &'a MemifTermsArgs,
     size: u16,
-    wait: &str,
-    both_ways: bool,
     vnf_core: usize,
-) -> String {
-    let layout = Layout {
-        chains,
-        split: false,
-        both_ways,
-        wait,
-    };
-    scenario_of(args, layout, vnf, FLOWS, size, vnf_core)
 }
 
-/// One PVP chain, both ways, whose VNF does the NFs before `w`'s NF, its NF (`with`)
-/// and then `work`, with `w`'s traffic (interrupt mode).
-fn vnf_nf_scenario(
-    args: &MemifTermsArgs,
-    w: &NfWorkload,
-    with: bool,
-    work: &str,
-    size: u16,
-    vnf_core: usize,
-) -> String {
-    let entry = |nf: &sfclab_nf::NfSpec| {
-        let mut m = serde_json::Map::new();
-        m.insert(nf.kind().to_string(), nf.settings().clone());
-        serde_json::Value::Object(m).to_string()
-    };
-    let mut vnf: Vec<String> = w.before.iter().map(entry).collect();
-    if with {
-        vnf.push(entry(&w.nf));
+impl Runs<'_> {
+    /// Chains of the VNF entries `vnf` laid out as `layout`, with `traffic`'s flows.
+    fn scenario(&self, layout: Layout, vnf: &str, traffic: &str) -> String {
+        format!(
+            "name: model calibrate --memif\nchains: {}\n{}vnf: [{vnf}]\nbidirectional: {}\n\
+             vnf_cores: \"{}\"\n\
+             traffic: {{ rate: max, size: {}, {traffic} }}\n\
+             run: {{ duration: {}ms, warmup: {}ms, memif_wait: {} }}\nrepeat: 1\n",
+            layout.chains,
+            if layout.split { "split: true\n" } else { "shape: pvp\n" },
+            layout.both_ways,
+            self.vnf_core,
+            self.size,
+            self.args.duration.as_millis(),
+            self.args.warmup.as_millis(),
+            layout.wait,
+        )
     }
-    vnf.push(work.to_string());
-    let traffic = match &w.destinations {
-        sfclab_traffic::Destinations::One => format!("flows: {}", w.flows),
-        other => format!("flows: {}, destinations: \"{other}\"", w.flows),
-    };
-    let layout = Layout {
-        chains: 1,
-        split: false,
-        both_ways: true,
-        wait: "interrupt",
-    };
-    scenario_of(args, layout, &vnf.join(", "), &traffic, size, vnf_core)
-}
 
-/// One chain of VNFs doing `vnfs` in turn, each a process of its own.
-fn split_scenario(
-    args: &MemifTermsArgs,
-    vnfs: &[&str],
-    size: u16,
-    wait: &str,
-    both_ways: bool,
-    vnf_core: usize,
-) -> String {
-    let layout = Layout {
-        chains: 1,
-        split: true,
-        both_ways,
-        wait,
-    };
-    scenario_of(args, layout, &vnfs.join(", "), FLOWS, size, vnf_core)
+    /// `chains` PVP chains of one VNF doing `vnf`, one way or both.
+    fn pvp(&self, chains: usize, vnf: &str, wait: &str, both_ways: bool) -> String {
+        let layout = Layout {
+            chains,
+            split: false,
+            both_ways,
+            wait,
+        };
+        self.scenario(layout, vnf, FLOWS)
+    }
+
+    /// One chain of VNFs doing `vnfs` in turn, each a process of its own.
+    fn split(&self, vnfs: &[&str], wait: &str, both_ways: bool) -> String {
+        let layout = Layout {
+            chains: 1,
+            split: true,
+            both_ways,
+            wait,
+        };
+        self.scenario(layout, &vnfs.join(", "), FLOWS)
+    }
+
+    /// One PVP chain, both ways, whose VNF does the NFs before `w`'s NF, its NF
+    /// (`with`) and then `work`, with `w`'s traffic (interrupt mode).
+    fn vnf_nf(&self, w: &NfWorkload, with: bool, work: &str) -> String {
+        let entry = |nf: &sfclab_nf::NfSpec| {
+            let mut m = serde_json::Map::new();
+            m.insert(nf.kind().to_string(), nf.settings().clone());
+            serde_json::Value::Object(m).to_string()
+        };
+        let mut vnf: Vec<String> = w.before.iter().map(entry).collect();
+        if with {
+            vnf.push(entry(&w.nf));
+        }
+        vnf.push(work.to_string());
+        let traffic = match &w.destinations {
+            sfclab_traffic::Destinations::One => format!("flows: {}", w.flows),
+            other => format!("flows: {}, destinations: \"{other}\"", w.flows),
+        };
+        let layout = Layout {
+            chains: 1,
+            split: false,
+            both_ways: true,
+            wait: "interrupt",
+        };
+        self.scenario(layout, &vnf.join(", "), &traffic)
+    }
 }
 
 /// One repetition at `size`: the tester's three runs, each wait's hop, and (`sharing`)
@@ -313,9 +306,8 @@ pub fn round(
         progress.finished(&format!("memif {what} at {size} B"));
         Ok(rates(&r))
     };
-    let pvp = |chains: usize, vnf: &str, wait: &str, both_ways: bool| {
-        scenario(args, chains, vnf, size, wait, both_ways, vnf_core)
-    };
+    let runs = Runs { args, size, vnf_core };
+    let pvp = |chains: usize, vnf: &str, wait: &str, both_ways: bool| runs.pvp(chains, vnf, wait, both_ways);
     // The VNFs are the limit only where their rings refuse frames.
     let vnf_bound = |r: &Rates, what: &str| {
         if r.taken < r.generated * 0.99 {
@@ -384,7 +376,7 @@ pub fn round(
         } else {
             let what = format!("{wait} link between two VNFs on one core");
             let half = format!("{{synthetic: {{cycles: {halves}}}}}");
-            let r = measure(split_scenario(args, &[&half, &half], size, wait, true, vnf_core), &what)?;
+            let r = measure(runs.split(&[&half, &half], wait, true), &what)?;
             vnf_bound(&r, &what)?;
             Some(hz / r.received)
         };
@@ -436,10 +428,7 @@ pub fn round(
         // frames while every hop has its turn once.
         turns.push(if sharing && wait == "polling" {
             let what = format!("polling turns of {TURN_HOPS} hops on one core");
-            let r = measure(
-                split_scenario(args, &["forwarder"; TURN_HOPS], size, wait, false, vnf_core),
-                &what,
-            )?;
+            let r = measure(runs.split(&["forwarder"; TURN_HOPS], wait, false), &what)?;
             vnf_bound(&r, &what)?;
             let ring = f64::from(sfclab_io::memif::Config::default().ring_frames());
             Some(ring / (TURN_HOPS as f64 * r.received.max(1.0)))
@@ -462,8 +451,8 @@ pub fn round(
         .vnf_nfs
         .iter()
         .map(|w| {
-            let with = cycles_of(&vnf_nf_scenario(args, w, true, &light, size, vnf_core));
-            let without = cycles_of(&vnf_nf_scenario(args, w, false, &light, size, vnf_core));
+            let with = cycles_of(&runs.vnf_nf(w, true, &light));
+            let without = cycles_of(&runs.vnf_nf(w, false, &light));
             share * (with - without)
         })
         .collect();
@@ -655,13 +644,50 @@ mod tests {
     }
 
     #[test]
+    fn every_presets_nf_is_priced_in_a_vnf_after_the_nfs_before_it_and_without_itself() {
+        let args = MemifTermsArgs::new(
+            vec!["interrupt".into()],
+            std::time::Duration::from_millis(500),
+            std::time::Duration::from_millis(200),
+        )
+        .with_vnf_nfs(crate::vnf_workloads::preset_workloads().unwrap());
+        let runs = Runs {
+            args: &args,
+            size: 64,
+            vnf_core: 1,
+        };
+        let work = "{synthetic: {cycles: 300}}";
+        for w in &args.vnf_nfs {
+            for with in [true, false] {
+                let yaml = runs.vnf_nf(w, with, work);
+                let s = Scenario::from_text(&yaml, Path::new("t"), &ScenarioFlags::default(), &Settings::default())
+                    .unwrap_or_else(|e| panic!("{e}: {yaml}"));
+                let m = s.model().unwrap();
+                assert_eq!(m.processes.len(), 1, "{yaml}");
+                let nfs = &m.processes[0].nfs;
+                // The NFs before it, it (or not), the work.
+                assert_eq!(nfs.len(), w.before.len() + usize::from(with) + 1, "{nfs:?}");
+                assert_eq!(nfs.contains(&w.key()), with, "{nfs:?}");
+                assert_eq!(m.streams.len(), 2, "both ways");
+            }
+        }
+        // Each prefix run once: the multi-feature VNF's four NFs take five runs, not eight.
+        assert!(args.vnf_nf_runs(64, work, 1).len() < 2 * args.vnf_nfs.len());
+    }
+
+    #[test]
     fn a_calibration_scenario_is_one_the_scenario_loader_takes() {
         let args = MemifTermsArgs::new(
             vec!["interrupt".into()],
             std::time::Duration::from_millis(500),
             std::time::Duration::from_millis(200),
         );
-        let yaml = scenario(&args, 4, "{synthetic: {cycles: 1500}}", 512, "interrupt", true, 1);
+        let runs = Runs {
+            args: &args,
+            size: 512,
+            vnf_core: 1,
+        };
+        let yaml = runs.pvp(4, "{synthetic: {cycles: 1500}}", "interrupt", true);
         let s = Scenario::from_text(&yaml, Path::new("t"), &ScenarioFlags::default(), &Settings::default()).unwrap();
         assert_eq!(s.chains().len(), 4);
         let m = s.model().unwrap();
