@@ -216,25 +216,41 @@ fn measured_bottleneck(run: &ScenarioRun) -> String {
             .map(|(_, n)| *n)
             .sum()
     };
-    let (licence, capacity, refused, ring) = (
-        lost("policed-red"),
-        lost("shared-capacity"),
-        lost("tx-refused"),
-        lost("ring-full"),
-    );
+    let total = run.aggregate.window.sent;
+    bottleneck_of(
+        total,
+        Losses {
+            licence: lost("policed-red"),
+            capacity: lost("shared-capacity"),
+            refused: lost("tx-refused"),
+            ring: lost("ring-full"),
+        },
+    )
+}
+
+/// Frames a run lost, by cause.
+struct Losses {
+    licence: u64,
+    capacity: u64,
+    refused: u64,
+    ring: u64,
+}
+
+/// What limited a run that sent `sent` frames and lost `lost`.
+fn bottleneck_of(sent: u64, lost: Losses) -> String {
     // A handful of ring-full drops as the window closes are not a limit.
-    let total = run.aggregate.window.sent.max(1);
+    let total = sent.max(1);
     let counts = |n: u64| n * 1000 > total;
     // Nor is a VNF off its core for a moment (its core's time not its): its ring then
     // refuses 0.1–0.4 % of what a tester that is the limit sends. VNFs that are the
     // limit refuse all the tester makes beyond them, 2 % and more here (a refused frame
     // costs the tester little, so it makes few more than they take).
     let limits = |n: u64| n * 100 > total;
-    if counts(capacity) {
+    if counts(lost.capacity) {
         Bottleneck::NicCapacity.to_string()
-    } else if counts(licence) {
+    } else if counts(lost.licence) {
         "licence".into()
-    } else if limits(refused) || limits(ring) {
+    } else if limits(lost.refused) || limits(lost.ring) {
         Bottleneck::VnfCores.to_string()
     } else {
         Bottleneck::Tester.to_string()
@@ -512,6 +528,38 @@ mod tests {
                 assert_eq!((m.processes.len(), m.streams.len()), (hops, 1), "{}", c.name);
             }
         }
+    }
+
+    #[test]
+    fn a_run_is_limited_by_what_lost_its_frames_and_a_vnfs_moment_off_its_core_is_not_a_limit() {
+        let lost = |licence, capacity, refused, ring| Losses {
+            licence,
+            capacity,
+            refused,
+            ring,
+        };
+        let sent = 8_000_000;
+        // One hop at the tester's pace: 0.4 % refused while the VNF was off its core.
+        assert_eq!(
+            bottleneck_of(sent, lost(0, 0, 32_000, 0)),
+            Bottleneck::Tester.to_string()
+        );
+        // VNFs taking turns: 2 % refused.
+        assert_eq!(
+            bottleneck_of(sent, lost(0, 0, 160_000, 0)),
+            Bottleneck::VnfCores.to_string()
+        );
+        assert_eq!(
+            bottleneck_of(sent, lost(0, 0, 0, 100_000)),
+            Bottleneck::VnfCores.to_string()
+        );
+        // A policer or the NIC's capacity past 0.1 %, whatever the rings refused.
+        assert_eq!(bottleneck_of(sent, lost(9_000, 0, 200_000, 0)), "licence");
+        assert_eq!(
+            bottleneck_of(sent, lost(9_000, 9_000, 0, 0)),
+            Bottleneck::NicCapacity.to_string()
+        );
+        assert_eq!(bottleneck_of(0, lost(0, 0, 0, 0)), Bottleneck::Tester.to_string());
     }
 
     #[test]
