@@ -132,8 +132,8 @@ pub struct MemifRound {
     hops: Vec<f64>,
     hops_one_way: Vec<f64>,
     availability: Vec<f64>,
-    /// Per wait: a link between two VNFs on one core with the sharing of their core
-    /// (taken out with the sharing runs' k = 2); `None` where not measured (polling).
+    /// Per wait: a link between two VNFs on one core, their switching between them
+    /// included; `None` where not measured (polling).
     linked: Vec<Option<f64>>,
     /// Per wait, per k of its sharing: cycles per frame beyond the hop (only at the
     /// smallest size).
@@ -307,7 +307,6 @@ pub fn round(
         Ok(rates(&r))
     };
     let runs = Runs { args, size, vnf_core };
-    let pvp = |chains: usize, vnf: &str, wait: &str, both_ways: bool| runs.pvp(chains, vnf, wait, both_ways);
     // The VNFs are the limit only where their rings refuse frames.
     let vnf_bound = |r: &Rates, what: &str| {
         if r.taken < r.generated * 0.99 {
@@ -320,7 +319,7 @@ pub fn round(
         }
     };
     // The tester is the limit in the first two: the VNF polls on its own core.
-    let pass = measure(pvp(1, "forwarder", "polling", false), "tester: forwarder")?;
+    let pass = measure(runs.pvp(1, "forwarder", "polling", false), "tester: forwarder")?;
     // The VNFs' work: at least [`VNF_WORK_CYCLES`], and three times the tester's round
     // trip just measured (a slower tester, as a debug build's, needs heavier VNFs to be
     // the limit); a synthetic NF costs its cycles and a constant, known from `work`.
@@ -333,8 +332,14 @@ pub fn round(
     let heavy = format!("{{synthetic: {{cycles: {cycles}}}}}");
     let light = format!("{{synthetic: {{cycles: {light_work_cycles}}}}}");
     let slow = format!("{{synthetic: {{cycles: {}}}}}", cycles * 4);
-    let drop = measure(pvp(1, "firewall", "polling", false), "tester: firewall without rules")?;
-    let refuse = measure(pvp(1, &slow, "polling", false), "tester: a VNF slower than the tester")?;
+    let drop = measure(
+        runs.pvp(1, "firewall", "polling", false),
+        "tester: firewall without rules",
+    )?;
+    let refuse = measure(
+        runs.pvp(1, &slow, "polling", false),
+        "tester: a VNF slower than the tester",
+    )?;
     let rows = [
         [pass.generated, pass.taken, pass.received],
         [drop.generated, drop.taken, drop.received],
@@ -360,7 +365,7 @@ pub fn round(
     let mut turns = Vec::new();
     for wait in &args.waits {
         let mut vnf_run = |vnf: &str, both_ways: bool, what: String| -> Result<f64, String> {
-            let r = measure(pvp(1, vnf, wait, both_ways), &what)?;
+            let r = measure(runs.pvp(1, vnf, wait, both_ways), &what)?;
             vnf_bound(&r, &what)?;
             Ok(hz / r.received)
         };
@@ -370,7 +375,7 @@ pub fn round(
         // The light work split between two VNFs on one core, both ways: one link
         // between them in place of two half hops (polling VNFs there take turns, and
         // the turn is their limit, not the link).
-        let halves = light_cycles_each(light_work_cycles);
+        let halves = light_work_cycles.div_ceil(2);
         let pair = if wait == "polling" {
             None
         } else {
@@ -401,7 +406,7 @@ pub fn round(
                     per_k.push(f64::NAN);
                     continue;
                 }
-                let r = measure(pvp(k, &heavy, wait, true), &what)?;
+                let r = measure(runs.pvp(k, &heavy, wait, true), &what)?;
                 tester_bound = vnf_bound(&r, &what).is_err();
                 per_k.push(if tester_bound {
                     f64::NAN
@@ -416,7 +421,7 @@ pub fn round(
             // 693 cycles between rounds a minute apart).
             for k in args.sharing_of(wait) {
                 let r = measure(
-                    pvp(k, "forwarder", wait, true),
+                    runs.pvp(k, "forwarder", wait, true),
                     &format!("{wait} {k} forwarders taking turns"),
                 )?;
                 carried.push(r.received);
@@ -438,24 +443,25 @@ pub fn round(
     }
     // The VNFs' NFs in a VNF process, after the NFs before them, the light work after
     // them: each NF's cycles are the share of the run with it over the run without.
+    // Each run once: NFs of one VNF share their prefixes.
     let share = availability.first().copied().unwrap_or(1.0);
     let mut priced: Vec<(String, f64)> = Vec::new();
-    for yaml in args.vnf_nf_runs(size, &light, vnf_core) {
-        let what = "an NF in a VNF".to_string();
-        let r = measure(yaml.clone(), &what)?;
-        vnf_bound(&r, &what)?;
+    let mut cycles_of = |yaml: String| -> Result<f64, String> {
+        if let Some((_, cycles)) = priced.iter().find(|(y, _)| *y == yaml) {
+            return Ok(*cycles);
+        }
+        let what = "an NF in a VNF";
+        let r = measure(yaml.clone(), what)?;
+        vnf_bound(&r, what)?;
         priced.push((yaml, hz / r.received));
+        Ok(hz / r.received)
+    };
+    let mut in_vnf = Vec::new();
+    for w in &args.vnf_nfs {
+        let with = cycles_of(runs.vnf_nf(w, true, &light))?;
+        let without = cycles_of(runs.vnf_nf(w, false, &light))?;
+        in_vnf.push(share * (with - without));
     }
-    let cycles_of = |yaml: &str| priced.iter().find(|(y, _)| y == yaml).map_or(f64::NAN, |p| p.1);
-    let in_vnf = args
-        .vnf_nfs
-        .iter()
-        .map(|w| {
-            let with = cycles_of(&runs.vnf_nf(w, true, &light));
-            let without = cycles_of(&runs.vnf_nf(w, false, &light));
-            share * (with - without)
-        })
-        .collect();
     Ok(MemifRound {
         in_vnf,
         tester,
@@ -467,11 +473,6 @@ pub fn round(
         taking_turns,
         turns,
     })
-}
-
-/// Each VNF's work in the link's run: the light work split in two.
-fn light_cycles_each(light: u64) -> u64 {
-    light.div_ceil(2)
 }
 
 /// `m x = b` for three unknowns (Cramer's rule, each row scaled to its first element);
@@ -576,29 +577,28 @@ pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -
                     runs,
                 })
             },
-            taking_turns: match rounds[0].first() {
-                Some(r) if !r.taking_turns[w].is_empty() => args
-                    .sharing_of(wait)
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &k)| {
-                        let runs: Vec<f64> = rounds[0].iter().map(|r| r.taking_turns[w][i]).collect();
-                        sfclab_model::calibration::TurnsPoint {
-                            per_core: k as f64,
-                            pps: median(&runs),
-                            runs,
-                        }
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            },
+            // Measured for interrupt mode only.
+            taking_turns: args
+                .sharing_of(wait)
+                .iter()
+                .enumerate()
+                .take(rounds[0].first().map_or(0, |r| r.taking_turns[w].len()))
+                .map(|(i, &k)| {
+                    let runs: Vec<f64> = rounds[0].iter().map(|r| r.taking_turns[w][i]).collect();
+                    sfclab_model::calibration::TurnsPoint {
+                        per_core: k as f64,
+                        pps: median(&runs),
+                        runs,
+                    }
+                })
+                .collect(),
+            // Measured for polling only (a k the tester could not keep busy left out).
             sharing: args
                 .sharing_of(wait)
                 .iter()
                 .enumerate()
-                .filter(|_| rounds[0].first().is_some_and(|r| !r.sharing[w].is_empty()))
+                .take(rounds[0].first().map_or(0, |r| r.sharing[w].len()))
                 .filter_map(|(i, &k)| {
-                    // A k the tester could not keep busy in a repetition is not in it.
                     let runs: Vec<f64> = rounds[0]
                         .iter()
                         .map(|r| r.sharing[w][i])

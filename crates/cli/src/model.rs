@@ -490,35 +490,36 @@ pub fn calibration_table(cal: &Calibration) -> String {
     let _ = writeln!(s, "{t}");
     if let Some(m) = &cal.memif {
         for w in &m.waits {
-            let points: Vec<String> = w
-                .sharing
-                .iter()
-                .map(|p| format!("{} per core {}", p.per_core, sfclab_bench::with_range(&p.runs, 0)))
-                .collect();
-            let _ = writeln!(
-                s,
-                "memif {}: sharing a core, cycles per frame beyond the hop (at {} B): {}",
-                w.wait,
-                cal.sizes[0],
-                points.join("; ")
-            );
-            if !w.taking_turns.is_empty() {
-                let points: Vec<String> = w
-                    .taking_turns
+            // A term measured at a few k per core, its repetitions in the unit shown.
+            let mut per_k = |what: &str, points: Vec<(f64, Vec<f64>)>, decimals: usize| {
+                if points.is_empty() {
+                    return;
+                }
+                let shown: Vec<String> = points
                     .iter()
-                    .map(|p| {
-                        let mpps: Vec<f64> = p.runs.iter().map(|r| r / 1e6).collect();
-                        format!("{} per core {}", p.per_core, sfclab_bench::with_range(&mpps, 2))
-                    })
+                    .map(|(k, runs)| format!("{k} per core {}", sfclab_bench::with_range(runs, decimals)))
                     .collect();
                 let _ = writeln!(
                     s,
-                    "memif {}: VNFs taking turns on one core carry in all, Mpps (forwarders, at {} B): {}",
+                    "memif {}: {what} (at {} B): {}",
                     w.wait,
                     cal.sizes[0],
-                    points.join("; ")
+                    shown.join("; ")
                 );
-            }
+            };
+            per_k(
+                "sharing a core, cycles per frame beyond the hop",
+                w.sharing.iter().map(|p| (p.per_core, p.runs.clone())).collect(),
+                0,
+            );
+            per_k(
+                "VNFs (forwarders) taking turns on one core carry in all, Mpps",
+                w.taking_turns
+                    .iter()
+                    .map(|p| (p.per_core, p.runs.iter().map(|r| r / 1e6).collect()))
+                    .collect(),
+                2,
+            );
             // A measured share or time: its repetitions scaled to the unit shown.
             let mut scaled = |what: &str, runs: &[f64], scale: f64, decimals: usize| {
                 let shown: Vec<f64> = runs.iter().map(|r| r * scale).collect();

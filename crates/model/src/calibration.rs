@@ -344,19 +344,11 @@ impl MemifWaitCalibration {
     /// linear between measured k, the largest k's beyond; none (infinite) at one or
     /// fewer or where not calibrated.
     pub fn taking_turns_at(&self, k: f64) -> f64 {
-        if k <= 1.0 || self.taking_turns.is_empty() {
+        if k <= 1.0 {
             return f64::INFINITY;
         }
-        let mut points: Vec<(f64, f64)> = self.taking_turns.iter().map(|p| (p.per_core, p.pps)).collect();
-        points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        match points.iter().position(|p| p.0 >= k) {
-            None => points.last().map_or(f64::INFINITY, |p| p.1),
-            Some(0) => points[0].1,
-            Some(i) => {
-                let ((k0, c0), (k1, c1)) = (points[i - 1], points[i]);
-                c0 + (c1 - c0) * (k - k0) / (k1 - k0)
-            }
-        }
+        let points = self.taking_turns.iter().map(|p| (p.per_core, p.pps)).collect();
+        linear_in_k(points, k).unwrap_or(f64::INFINITY)
     }
 
     /// The hop of a process whose frames go `one_way` (or both ways).
@@ -375,19 +367,25 @@ impl MemifWaitCalibration {
     /// The sharing cost at `k` processes per core: linear between measured k, the
     /// largest k's cost beyond it, nothing at one or fewer.
     pub fn sharing_at(&self, k: f64) -> f64 {
-        let mut points = vec![(1.0, 0.0)];
-        points.extend(self.sharing.iter().map(|p| (p.per_core, p.cycles)));
-        points.sort_by(|a, b| a.0.total_cmp(&b.0));
         if k <= 1.0 {
             return 0.0;
         }
-        match points.iter().position(|p| p.0 >= k) {
-            None => points.last().map_or(0.0, |p| p.1),
-            Some(0) => points[0].1,
-            Some(i) => {
-                let ((k0, c0), (k1, c1)) = (points[i - 1], points[i]);
-                c0 + (c1 - c0) * (k - k0) / (k1 - k0)
-            }
+        let mut points = vec![(1.0, 0.0)];
+        points.extend(self.sharing.iter().map(|p| (p.per_core, p.cycles)));
+        linear_in_k(points, k).unwrap_or(0.0)
+    }
+}
+
+/// A term measured at a few `(k, value)`, at `k`: linear between the measured k, the
+/// nearest measured value outside them; `None` where none was measured.
+fn linear_in_k(mut points: Vec<(f64, f64)>, k: f64) -> Option<f64> {
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    match points.iter().position(|p| p.0 >= k) {
+        None => points.last().map(|p| p.1),
+        Some(0) => Some(points[0].1),
+        Some(i) => {
+            let ((k0, c0), (k1, c1)) = (points[i - 1], points[i]);
+            Some(c0 + (c1 - c0) * (k - k0) / (k1 - k0))
         }
     }
 }

@@ -215,10 +215,9 @@ impl<'a> PricedScenario<'a> {
         let per_core = model.processes.len() as f64 / model.vnf_cores as f64;
         // Waiting processes on a shared core take turns too: woken, each waits its turn
         // while its ring refuses frames; what they carry in all is shared by the
-        // streams entering them.
-        // The processes the tester wakes: each counted by the share of its frames that
-        // come from the tester (a PVP VNF 1, each of a PVVP pair both ways 1/2, a VNF
-        // behind another on its core 0: that one wakes it, in turn).
+        // streams entering them. They count by the share of their frames the tester
+        // sends (a PVP VNF 1, each of a PVVP pair both ways 1/2, a VNF behind another
+        // on its core 0: that one wakes it, in turn).
         let woken_by_tester: f64 = (0..model.processes.len()).map(|p| from_tester(model, p)).sum();
         let carried = if polling || model.vnf_cores > 1 {
             // Measured on one core; how processes spread over several take turns is not.
