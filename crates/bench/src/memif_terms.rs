@@ -49,7 +49,7 @@ use crate::median;
 pub const VNF_WORK_CYCLES: u64 = 1500;
 
 /// How the terms were measured, for the calibration's notes.
-pub const NOTE: &str = "memif (scenarios: VNF processes in namespaces joined by memif, one tester thread; PVP chains offered all the tester sends, one way for the tester's terms, both ways for the VNFs' unless said): the tester's T_gen, T_send, T_recv solved from TSC = generated T_gen + taken T_send + received T_recv over three runs (a polling forwarder, a firewall without rules, a synthetic NF of 4 W cycles); W = the larger of 1500 and 3 × the tester's round trip R; one VNF alone on its core (its ring refusing frames: the VNF, not the tester, the limit) doing synthetic(cycles=W) and synthetic(cycles=R) takes TSC / forwarded = (hop + synthetic) / a, solved for its core's availability a and hop; hop one way = a × TSC / forwarded − synthetic(cycles=R) one way; polling: sharing(k) = a × TSC / forwarded by k VNFs of synthetic(cycles=W) on one core − synthetic(cycles=W) − hop (at the smallest size); interrupt: what k PVP forwarders on one core, taking turns, carry in all (at the smallest size), and a link between two VNFs on one core = a × TSC / forwarded by one chain of two VNFs of synthetic(cycles=R/2) each − hop − their NFs; polling turn = ring / (4 × forwarded) by a chain of 4 polling forwarders on one core (each link passes a ring of frames per round of turns); each point's interval is its repetitions' range";
+pub const NOTE: &str = "memif (scenarios: VNF processes in namespaces joined by memif, one tester thread; PVP chains offered all the tester sends, one way for the tester's terms, both ways for the VNFs' unless said): the tester's T_gen, T_send, T_recv solved from TSC = generated T_gen + taken T_send + received T_recv over three runs (a polling forwarder, a firewall without rules, a synthetic NF of 4 W cycles); W = the larger of 1500 and 3 × the tester's round trip R; one VNF alone on its core (its ring refusing frames: the VNF, not the tester, the limit) doing synthetic(cycles=W) and synthetic(cycles=R) takes TSC / forwarded = (hop + synthetic) / a, solved for its core's availability a and hop; hop one way = a × TSC / forwarded − synthetic(cycles=R) one way; polling: sharing(k) = a × TSC / forwarded by k VNFs of synthetic(cycles=W) on one core − synthetic(cycles=W) − hop (at the smallest size); interrupt: what k PVP forwarders on one core, taking turns, carry in all, and k PVP VNFs of synthetic(cycles=60) beside them (at the smallest size), a link between two VNFs on one core = a × TSC / forwarded by one chain of two VNFs of synthetic(cycles=R/2) each − hop − their NFs, and a link one way in a chain of k = 2, 6 forwarders on one core = (a × TSC / forwarded − hop one way) / (k − 1) (at the smallest size); polling turn = ring / (4 × forwarded) by a chain of 4 polling forwarders on one core (each link passes a ring of frames per round of turns); each point's interval is its repetitions' range";
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -109,7 +109,16 @@ impl MemifTermsArgs {
             * (3 + 3 * self.waits.len()
                 + self.waits.iter().filter(|w| *w != "polling").count()
                 + self.vnf_nf_runs(64, "noop", 0).len())
-            + self.waits.iter().map(|w| self.sharing_of(w).len()).sum::<usize>()
+            // Interrupt mode's turns (forwarders and VNFs with work at each k) and
+            // one-way links.
+            + self
+                .waits
+                .iter()
+                .map(|w| match w.as_str() {
+                    "polling" => self.sharing_of(w).len(),
+                    _ => 2 * self.sharing_of(w).len() + LINK_CHAINS.len(),
+                })
+                .sum::<usize>()
             + self.waits.iter().filter(|w| *w == "polling").count()
     }
 
@@ -135,6 +144,9 @@ pub struct MemifRound {
     /// Per wait: a link between two VNFs on one core, their switching between them
     /// included; `None` where not measured (polling).
     linked: Vec<Option<f64>>,
+    /// Per wait, per k of [`LINK_CHAINS`] (interrupt, at the smallest size): a link one
+    /// way in a chain of k forwarders on one core (NaN where the tester was the limit).
+    links_one_way: Vec<Vec<f64>>,
     /// Per wait, per k of its sharing: cycles per frame beyond the hop (only at the
     /// smallest size).
     sharing: Vec<Vec<f64>>,
@@ -142,14 +154,27 @@ pub struct MemifRound {
     /// smallest size).
     turns: Vec<Option<f64>>,
     /// Per wait, per k of its sharing (interrupt, at the smallest size): what k
-    /// chains of forwarders on one core carry in all, frames a second.
+    /// chains of forwarders on one core carry in all, frames a second; and k chains of
+    /// VNFs doing [`TURNS_WORK_CYCLES`] of synthetic work.
     taking_turns: Vec<Vec<f64>>,
+    taking_turns_working: Vec<Vec<f64>>,
+    /// That work's compound cost, cycles per frame.
+    turns_work: f64,
     /// Per NF of the args' `vnf_nfs`: its cycles in a VNF process.
     in_vnf: Vec<f64>,
 }
 
 /// Polling hops on one core in the run that measures a turn.
 const TURN_HOPS: usize = 4;
+
+/// The chains of forwarders one way on one core that price a link one way: the
+/// scenarios' cells run 4 and 10.
+const LINK_CHAINS: [usize; 2] = [2, 6];
+
+/// The synthetic work of the VNFs whose turns are measured beside forwarders': about a
+/// router's (45 to 60 cycles in a VNF here), light enough that two of them on a core
+/// are still held by their turns, not by their cycles.
+const TURNS_WORK_CYCLES: u64 = 60;
 
 /// What a run gives the terms, packets per second: generated, taken by the first ring,
 /// received.
@@ -360,8 +385,10 @@ pub fn round(
     let mut hops_one_way = Vec::new();
     let mut availability = Vec::new();
     let mut linked = Vec::new();
+    let mut links_one_way = Vec::new();
     let mut shared = Vec::new();
     let mut taking_turns = Vec::new();
+    let mut taking_turns_working = Vec::new();
     let mut turns = Vec::new();
     for wait in &args.waits {
         let mut vnf_run = |vnf: &str, both_ways: bool, what: String| -> Result<f64, String> {
@@ -388,12 +415,29 @@ pub fn round(
         // cycles a frame = (hop + work) / a at both works; noise can put a past 1.
         let share = ((work - light_work) / (heavy_cycles - light_cycles)).clamp(0.5, 1.0);
         let hop = share * light_cycles - light_work;
+        let hop_one_way = share * one_way_cycles - light_work;
         hops.push(hop);
-        hops_one_way.push(share * one_way_cycles - light_work);
+        hops_one_way.push(hop_one_way);
         linked.push(pair.map(|cycles| share * cycles - hop - 2.0 * work_of(halves)));
+        // Chains of k forwarders one way on one core (interrupt): the tester's ends a
+        // hop one way, the k − 1 links what is left (the forwarders' few cycles in
+        // them). A chain the tester could not keep busy is left out.
+        let mut per_k_links = Vec::new();
+        if sharing && wait != "polling" {
+            for k in LINK_CHAINS {
+                let what = format!("{wait} chain of {k} forwarders on one core, one way");
+                let r = measure(runs.split(&["forwarder"; LINK_CHAINS[1]][..k], wait, false), &what)?;
+                per_k_links.push(match vnf_bound(&r, &what) {
+                    Ok(()) => (share * hz / r.received - hop_one_way) / (k - 1) as f64,
+                    Err(_) => f64::NAN,
+                });
+            }
+        }
+        links_one_way.push(per_k_links);
         availability.push(share);
         let mut per_k = Vec::new();
         let mut carried = Vec::new();
+        let mut carried_working = Vec::new();
         if sharing && wait == "polling" {
             // Polling VNFs never sleep: they share a core by preemption, and what that
             // costs each frame is measured with busy ones. Where the tester, driving k
@@ -418,17 +462,25 @@ pub fn round(
             // Waiting VNFs sleep and wake and take turns on their core: what k chains
             // of forwarders carry in all (their sharing shows there and in the link,
             // not as a cost per frame: measured so with busy VNFs, it swung from −47 to
-            // 693 cycles between rounds a minute apart).
+            // 693 cycles between rounds a minute apart). VNFs with work sleep less
+            // often: measured beside, interleaved.
+            let working = format!("{{synthetic: {{cycles: {TURNS_WORK_CYCLES}}}}}");
             for k in args.sharing_of(wait) {
                 let r = measure(
                     runs.pvp(k, "forwarder", wait, true),
                     &format!("{wait} {k} forwarders taking turns"),
                 )?;
                 carried.push(r.received);
+                let r = measure(
+                    runs.pvp(k, &working, wait, true),
+                    &format!("{wait} {k} VNFs with work taking turns"),
+                )?;
+                carried_working.push(r.received);
             }
         }
         shared.push(per_k);
         taking_turns.push(carried);
+        taking_turns_working.push(carried_working);
         // Polling hops on one core take turns: each link passes at most a ring of
         // frames while every hop has its turn once.
         turns.push(if sharing && wait == "polling" {
@@ -469,8 +521,11 @@ pub fn round(
         hops_one_way,
         availability,
         linked,
+        links_one_way,
         sharing: shared,
         taking_turns,
+        taking_turns_working,
+        turns_work: work_of(TURNS_WORK_CYCLES),
         turns,
     })
 }
@@ -540,6 +595,27 @@ pub fn in_vnf_terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRou
         .collect()
 }
 
+/// What the rounds' runs at each k (`carried` of a round, in the order of `ks`) carried,
+/// the median of the rounds at each.
+fn turns_points(
+    ks: Vec<usize>,
+    rounds: &[MemifRound],
+    carried: impl Fn(&MemifRound) -> &Vec<f64>,
+) -> Vec<sfclab_model::calibration::TurnsPoint> {
+    ks.iter()
+        .enumerate()
+        .take(rounds.first().map_or(0, |r| carried(r).len()))
+        .map(|(i, &k)| {
+            let runs: Vec<f64> = rounds.iter().map(|r| carried(r)[i]).collect();
+            sfclab_model::calibration::TurnsPoint {
+                per_core: k as f64,
+                pps: median(&runs),
+                runs,
+            }
+        })
+        .collect()
+}
+
 pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -> MemifCalibration {
     let curve = |f: &dyn Fn(&MemifRound) -> f64| {
         Curve::new(
@@ -563,6 +639,23 @@ pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -
                 .first()
                 .is_some_and(|r| r.linked[w].is_some())
                 .then(|| curve(&|r| r.linked[w].unwrap_or(f64::NAN))),
+            same_core_link_one_way: LINK_CHAINS
+                .iter()
+                .enumerate()
+                .take(rounds[0].first().map_or(0, |r| r.links_one_way[w].len()))
+                .filter_map(|(i, &k)| {
+                    let runs: Vec<f64> = rounds[0]
+                        .iter()
+                        .map(|r| r.links_one_way[w][i])
+                        .filter(|c| c.is_finite())
+                        .collect();
+                    (!runs.is_empty()).then(|| sfclab_model::calibration::LinkPoint {
+                        per_core: k as f64,
+                        cycles: median(&runs),
+                        runs,
+                    })
+                })
+                .collect(),
             availability: {
                 let runs: Vec<f64> = rounds.iter().flatten().map(|r| r.availability[w]).collect();
                 Some(sfclab_model::calibration::Availability {
@@ -578,20 +671,15 @@ pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -
                 })
             },
             // Measured for interrupt mode only.
-            taking_turns: args
-                .sharing_of(wait)
-                .iter()
-                .enumerate()
-                .take(rounds[0].first().map_or(0, |r| r.taking_turns[w].len()))
-                .map(|(i, &k)| {
-                    let runs: Vec<f64> = rounds[0].iter().map(|r| r.taking_turns[w][i]).collect();
-                    sfclab_model::calibration::TurnsPoint {
-                        per_core: k as f64,
-                        pps: median(&runs),
-                        runs,
-                    }
+            taking_turns: turns_points(args.sharing_of(wait), &rounds[0], |r| &r.taking_turns[w]),
+            taking_turns_working: {
+                let points = turns_points(args.sharing_of(wait), &rounds[0], |r| &r.taking_turns_working[w]);
+                let works: Vec<f64> = rounds[0].iter().map(|r| r.turns_work).collect();
+                (!points.is_empty()).then(|| sfclab_model::calibration::WorkingTurns {
+                    work_cycles: median(&works),
+                    points,
                 })
-                .collect(),
+            },
             // Measured for polling only (a k the tester could not keep busy left out).
             sharing: args
                 .sharing_of(wait)
@@ -695,6 +783,8 @@ mod tests {
         assert_eq!(m.streams.len(), 8, "both ways");
         assert_eq!(m.streams[0].offered_pps, None);
         assert_eq!(m.streams[0].frames, vec![(512.0, 1.0)]);
-        assert_eq!(args.runs(3), 3 * 7 + 3);
+        // Three sizes of 7 runs; forwarders and VNFs with work taking turns at 2, 4 and
+        // 8, chains of 2 and 6 forwarders one way.
+        assert_eq!(args.runs(3), 3 * 7 + 2 * 3 + 2);
     }
 }

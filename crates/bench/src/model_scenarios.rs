@@ -319,7 +319,7 @@ pub fn run(
         if let Some(g) = &guard {
             g.begin_episode();
         }
-        let cal = crate::calibrate::calibrate(&cal_args, progress, stop)?;
+        let cal = crate::calibrate::calibrate(&cal_args, &mut progress.part("the model's terms"), stop)?;
         if stop.requested() {
             break;
         }

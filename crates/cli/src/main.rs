@@ -351,8 +351,8 @@ pub fn schema(name: &str) -> Option<String> {
         "sweep" => Some(sweep::schema()),
         "scenario" => Some(scenario::schema()),
         "calibration" => Some(render::schema_of::<sfclab_model::Calibration>(
-            "calibration-5.json",
-            "`sfclab model calibrate` (the file it writes), schema sfclab.calibration/5.",
+            "calibration-6.json",
+            "`sfclab model calibrate` (the file it writes), schema sfclab.calibration/6.",
         )),
         "scenario-prediction" => Some(
             render::schema_of::<sfclab_model::documents::ScenarioPredictionDocument>(

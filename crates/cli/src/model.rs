@@ -16,7 +16,7 @@ use std::process::ExitCode;
 #[derive(Subcommand)]
 pub enum ModelCmd {
     /// Measure every cost term of the model on this machine and store it (JSON,
-    /// schema `sfclab.calibration/5`, with the machine and date): the compound base,
+    /// schema `sfclab.calibration/6`, with the machine and date): the compound base,
     /// each NF (every NF type's usual settings, and those of the chains given), the
     /// pipeline's stages and rings, per frame size.
     Calibrate(CalibrateCli),
@@ -520,6 +520,27 @@ pub fn calibration_table(cal: &Calibration) -> String {
                     .collect(),
                 2,
             );
+            per_k(
+                "a link one way in a chain of k forwarders on one core, cycles per frame",
+                w.same_core_link_one_way
+                    .iter()
+                    .map(|p| (p.per_core, p.runs.clone()))
+                    .collect(),
+                0,
+            );
+            if let Some(t) = &w.taking_turns_working {
+                per_k(
+                    &format!(
+                        "VNFs with {:.0} cycles of work taking turns carry in all, Mpps",
+                        t.work_cycles
+                    ),
+                    t.points
+                        .iter()
+                        .map(|p| (p.per_core, p.runs.iter().map(|r| r / 1e6).collect()))
+                        .collect(),
+                    2,
+                );
+            }
             // A measured share or time: its repetitions scaled to the unit shown.
             let mut scaled = |what: &str, runs: &[f64], scale: f64, decimals: usize| {
                 let shown: Vec<f64> = runs.iter().map(|r| r * scale).collect();

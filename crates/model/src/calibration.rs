@@ -1,14 +1,14 @@
 //! A calibration: every cost term the model uses, as measured on one machine on one
-//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/5`; /4 read as one
-//! whose memif hop holds the time its core was not the VNF's, /3 as one without memif
-//! terms) and reused by
+//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/6`; /5 read as one
+//! whose VNFs take turns alike whatever their work, /4 as one whose memif hop holds the
+//! time its core was not the VNF's, /3 as one without memif terms) and reused by
 //! `model predict`, `plan` and `bench model`. A term is a curve over frame sizes; a
 //! prediction at a size between two calibrated ones interpolates, one outside them or
 //! for an NF the calibration did not measure is refused, not guessed.
 
 use serde::{Deserialize, Serialize};
 
-pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/5";
+pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/6";
 
 /// How to calibrate a missing NF of a chain, and of a scenario's VNF.
 const CALIBRATE_A_CHAINS_NFS: &str = "calibrate it with `sfclab model calibrate --chain ...` naming it";
@@ -20,6 +20,9 @@ const CALIBRATION_SCHEMA_3: &str = "sfclab.calibration/3";
 /// The schema before the VNF core's availability and the one-way hop: read as one whose
 /// hop holds both (an availability of 1, the same hop either way).
 const CALIBRATION_SCHEMA_4: &str = "sfclab.calibration/4";
+/// The schema before the turns of VNFs with work: read as one whose VNFs carry what
+/// forwarders carry, whatever their work.
+const CALIBRATION_SCHEMA_5: &str = "sfclab.calibration/5";
 
 /// A cost at each calibrated frame size (with FCS), TSC cycles per packet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -288,16 +291,31 @@ pub struct MemifWaitCalibration {
     /// and the turn is their limit), priced as those halves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub same_core_link: Option<Curve>,
+    /// Interrupt: the same with frames one way only, in a chain of k forwarders on one
+    /// core, at a few k, at the smallest size. It falls with k (measured 225 cycles at
+    /// 2, 148 at 4, 117 at 10): with more VNFs on the core each waits longer for its
+    /// turn and takes more frames per wake-up. Priced `L + S / k` through the smallest
+    /// and largest k measured, the smallest k's below it, the size's effect as both
+    /// ways'; empty in a calibration before it (priced as both ways).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub same_core_link_one_way: Vec<LinkPoint>,
     /// Per frame, beyond `hop`, when k processes busy at once share each core (wake-ups,
     /// switches, caches refilled): measured at a few k, linear between them, the
     /// largest measured beyond it; 0 at k = 1.
     pub sharing: Vec<SharingPoint>,
     /// Interrupt: what k chains of one forwarder each on one core carry in all, at a
-    /// few k. A VNF that empties its ring sleeps; woken, it waits its turn on the core
-    /// while its ring, full, refuses frames: a ceiling on what VNFs taking turns pass
-    /// whatever their work. Linear between the measured k, the largest k's beyond.
+    /// few k. A VNF that empties its ring sleeps, and the tester's next frame wakes it
+    /// (a system call on the tester's core, a switch on the VNF's); woken, it waits its
+    /// turn while its ring, full, refuses frames: a ceiling on what VNFs taking turns
+    /// pass. Linear between the measured k, the largest k's beyond.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub taking_turns: Vec<TurnsPoint>,
+    /// Interrupt: the same with VNFs that work a while on each frame. They empty their
+    /// rings, sleep and are woken less often, so they carry more (measured: 10 to 25 %
+    /// more at 60 cycles of work); `None` in a calibration before it (priced as
+    /// forwarders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taking_turns_working: Option<WorkingTurns>,
     /// Polling: how long a process keeps a shared core before the scheduler gives it
     /// to the next (a process that never sleeps only leaves it when preempted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -322,11 +340,28 @@ pub struct TurnsPoint {
     pub runs: Vec<f64>,
 }
 
+/// What VNFs doing `work_cycles` of work a frame beyond a forwarder's carry taking turns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WorkingTurns {
+    /// The work's compound cost, cycles per frame.
+    pub work_cycles: f64,
+    pub points: Vec<TurnsPoint>,
+}
+
 /// The share of its core's time a lone VNF process gets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Availability {
     /// The median of the repetitions, between 0 and 1.
     pub share: f64,
+    pub runs: Vec<f64>,
+}
+
+/// A link between VNFs on one core of `per_core` VNFs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LinkPoint {
+    pub per_core: f64,
+    /// The median of the repetitions, cycles per frame.
+    pub cycles: f64,
     pub runs: Vec<f64>,
 }
 
@@ -340,15 +375,26 @@ pub struct SharingPoint {
 }
 
 impl MemifWaitCalibration {
-    /// What VNFs taking turns on a core carry in all at `k` per core (interrupt mode):
-    /// linear between measured k, the largest k's beyond; none (infinite) at one or
-    /// fewer or where not calibrated.
-    pub fn taking_turns_at(&self, k: f64) -> f64 {
+    /// What VNFs doing `work` cycles a frame beyond a forwarder's carry in all, taking
+    /// turns at `k` per core (interrupt mode): linear between measured k, the largest
+    /// k's beyond; linear in the work between forwarders and the working VNFs, theirs
+    /// beyond (heavier ones carry as much or more, and their cycles soon bind first); none
+    /// (infinite) at one or fewer or where not calibrated.
+    pub fn taking_turns_at(&self, k: f64, work: f64) -> f64 {
         if k <= 1.0 {
             return f64::INFINITY;
         }
-        let points = self.taking_turns.iter().map(|p| (p.per_core, p.pps)).collect();
-        linear_in_k(points, k).unwrap_or(f64::INFINITY)
+        let at_k = |points: &[TurnsPoint]| linear_in_k(points.iter().map(|p| (p.per_core, p.pps)).collect(), k);
+        let Some(forwarders) = at_k(&self.taking_turns) else {
+            return f64::INFINITY;
+        };
+        match &self.taking_turns_working {
+            Some(w) if w.work_cycles > 0.0 => {
+                let working = at_k(&w.points).unwrap_or(forwarders);
+                forwarders + (working - forwarders) * (work / w.work_cycles).clamp(0.0, 1.0)
+            }
+            _ => forwarders,
+        }
     }
 
     /// The hop of a process whose frames go `one_way` (or both ways).
@@ -357,6 +403,30 @@ impl MemifWaitCalibration {
             (Some(h), true) => h,
             _ => &self.hop,
         }
+    }
+
+    /// A link between two VNFs on one core of `k` VNFs, frames of `size`, `one_way` or
+    /// both ways; `None` where not calibrated.
+    pub fn link_at(&self, one_way: bool, k: f64, size: f64) -> Result<Option<f64>, String> {
+        let Some(both) = &self.same_core_link else {
+            return Ok(None);
+        };
+        let at_size = both.at(size)?;
+        let (Some(first), Some(last)) = (self.same_core_link_one_way.first(), self.same_core_link_one_way.last())
+        else {
+            return Ok(Some(at_size));
+        };
+        if !one_way {
+            return Ok(Some(at_size));
+        }
+        let smallest = f64::from(both.points.first().map_or(64, |p| p.size));
+        let one_way_at_k = if last.per_core > first.per_core {
+            let slope = (last.cycles - first.cycles) / (1.0 / last.per_core - 1.0 / first.per_core);
+            first.cycles + slope * (1.0 / k.max(first.per_core) - 1.0 / first.per_core)
+        } else {
+            first.cycles
+        };
+        Ok(Some(one_way_at_k + at_size - both.at(smallest)?))
     }
 
     /// The share of a VNF core's time its processes get (1 where not calibrated).
@@ -436,7 +506,7 @@ impl Calibration {
     pub fn from_json(text: &str, origin: &str) -> Result<Calibration, String> {
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("{origin}: not JSON: {e}"))?;
         match value.get("schema").and_then(|s| s.as_str()) {
-            Some(CALIBRATION_SCHEMA | CALIBRATION_SCHEMA_4 | CALIBRATION_SCHEMA_3) => {}
+            Some(CALIBRATION_SCHEMA | CALIBRATION_SCHEMA_5 | CALIBRATION_SCHEMA_4 | CALIBRATION_SCHEMA_3) => {}
             Some(other) => {
                 return Err(format!(
                     "{origin}: schema `{other}`; this sfclab reads `{CALIBRATION_SCHEMA}` (calibrate again)"
@@ -512,9 +582,26 @@ impl Calibration {
                 if let Some(l) = &w.same_core_link {
                     curves.push((format!("memif `{}` same_core_link", w.wait), l));
                 }
+                let links = &w.same_core_link_one_way;
+                if links.iter().any(|p| !(p.per_core >= 2.0 && p.cycles.is_finite()))
+                    || !links.is_sorted_by(|a, b| a.per_core < b.per_core)
+                {
+                    return Err(format!(
+                        "memif `{}` same_core_link_one_way: each point a number of cycles at 2 or more VNFs per core, in increasing order",
+                        w.wait
+                    ));
+                }
+                let working = w.taking_turns_working.as_ref();
+                if let Some(t) = working.filter(|t| !(t.work_cycles.is_finite() && t.work_cycles > 0.0)) {
+                    return Err(format!(
+                        "memif `{}` taking turns with {} cycles of work: not a work",
+                        w.wait, t.work_cycles
+                    ));
+                }
                 if let Some(p) = w
                     .taking_turns
                     .iter()
+                    .chain(working.into_iter().flat_map(|t| &t.points))
                     .find(|p| !(p.per_core > 1.0 && p.pps.is_finite() && p.pps > 0.0))
                 {
                     return Err(format!(

@@ -218,12 +218,33 @@ impl<'a> PricedScenario<'a> {
         // streams entering them. They count by the share of their frames the tester
         // sends (a PVP VNF 1, each of a PVVP pair both ways 1/2, a VNF behind another
         // on its core 0: that one wakes it, in turn).
+        let costs: Vec<(f64, Vec<(String, f64)>)> = model
+            .processes
+            .iter()
+            .enumerate()
+            .map(|(i, p)| process_cost(cal, wait, model, i, p, polling))
+            .collect::<Result<_, _>>()?;
         let woken_by_tester: f64 = (0..model.processes.len()).map(|p| from_tester(model, p)).sum();
         let carried = if polling || model.vnf_cores > 1 {
             // Measured on one core; how processes spread over several take turns is not.
             f64::INFINITY
         } else {
-            wait.taking_turns_at(woken_by_tester)
+            // Their work, as the tester wakes them: VNFs that work longer on each frame
+            // sleep and are woken less often.
+            let work: f64 = (0..model.processes.len())
+                .map(|i| {
+                    let nfs = &model.processes[i].nfs;
+                    let of_nfs: f64 = costs[i]
+                        .1
+                        .iter()
+                        .filter(|(what, _)| nfs.contains(what))
+                        .map(|t| t.1)
+                        .sum();
+                    from_tester(model, i) * of_nfs
+                })
+                .sum::<f64>()
+                / woken_by_tester.max(f64::MIN_POSITIVE);
+            wait.taking_turns_at(woken_by_tester, work)
         };
         let turn_caps = model
             .streams
@@ -233,12 +254,6 @@ impl<'a> PricedScenario<'a> {
                 _ => carried / model.streams.len() as f64,
             })
             .collect();
-        let costs = model
-            .processes
-            .iter()
-            .enumerate()
-            .map(|(i, p)| process_cost(cal, wait, model, i, p, polling))
-            .collect::<Result<_, _>>()?;
         Ok(PricedScenario {
             model,
             hz: cal.machine.tsc_hz,
@@ -389,19 +404,6 @@ fn process_cost(
             .sum::<f64>()
             / through.len() as f64
     };
-    let mut terms = match (&wait.same_core_link, model.vnf_cores == 1 && vnf_ends > 0.0) {
-        (Some(link), true) => vec![
-            (hop_label, hop * (2.0 - vnf_ends) / 2.0),
-            (
-                "memif links to VNFs on its core".to_string(),
-                mean_over(&frames, |b| link.at(b))?.max(0.0) * vnf_ends / 2.0,
-            ),
-        ],
-        _ => vec![(hop_label, hop)],
-    };
-    for key in &p.nfs {
-        terms.push((key.clone(), mean_over(&frames, |b| cal.vnf_nf_cycles(key, b))?));
-    }
     // Busy processes per core: every process with traffic (and every polling one).
     let busy = model
         .processes
@@ -410,6 +412,22 @@ fn process_cost(
         .filter(|(j, _)| polling || model.streams.iter().any(|s| s.path.contains(j)))
         .count();
     let k = busy as f64 / model.vnf_cores as f64;
+    let calibrated_link = wait.same_core_link.is_some();
+    let mut terms = if calibrated_link && model.vnf_cores == 1 && vnf_ends > 0.0 {
+        let link = mean_over(&frames, |b| Ok(wait.link_at(one_way, k, b)?.unwrap_or(0.0)))?;
+        vec![
+            (hop_label, hop * (2.0 - vnf_ends) / 2.0),
+            (
+                "memif links to VNFs on its core".to_string(),
+                link.max(0.0) * vnf_ends / 2.0,
+            ),
+        ]
+    } else {
+        vec![(hop_label, hop)]
+    };
+    for key in &p.nfs {
+        terms.push((key.clone(), mean_over(&frames, |b| cal.vnf_nf_cycles(key, b))?));
+    }
     // Per frame where calibrated so (polling VNFs, preempted); waiting ones take turns
     // instead (the link's term, and the ceiling on what the tester's wake carry).
     let sharing = wait.sharing_at(k).max(0.0);
@@ -816,7 +834,9 @@ pub(crate) mod tests {
                 hop_one_way: None,
                 availability: None,
                 same_core_link: None,
+                same_core_link_one_way: Vec::new(),
                 taking_turns: Vec::new(),
+                taking_turns_working: None,
                 sharing: vec![SharingPoint {
                     per_core: 4.0,
                     cycles: 100.0,
@@ -1094,6 +1114,24 @@ pub(crate) mod tests {
         let mut m = scenario(1, 2, Some(1e5));
         let each = (75.0 + 30.0 + 300.0 + 100.0 / 3.0) / 0.8;
         close(&cycles(&cal, &m), &[each, each]);
+        // A link one way, where calibrated so, for frames one way: 100 cycles at 2 per
+        // core, 40 at 6, so 70 at 3 (`L + S / k`: S = 180, L = 10), half of it each.
+        let w = &mut cal.memif.as_mut().unwrap().waits[0];
+        w.same_core_link_one_way = [(2.0, 100.0), (6.0, 40.0)]
+            .map(|(per_core, cycles)| crate::calibration::LinkPoint {
+                per_core,
+                cycles,
+                runs: vec![cycles],
+            })
+            .to_vec();
+        let each = (75.0 + 50.0 + 300.0 + 100.0 / 3.0) / 0.8;
+        close(&cycles(&cal, &m), &[each, each]);
+        let m3 = scenario(1, 3, Some(1e5));
+        let ends = (75.0 + 35.0 + 300.0 + 100.0 * 2.0 / 3.0) / 0.8;
+        close(
+            &cycles(&cal, &m3),
+            &[ends, (70.0 + 300.0 + 100.0 * 2.0 / 3.0) / 0.8, ends],
+        );
         // On two cores the link may cross them: priced as two half hops, and one VNF a
         // core shares nothing.
         m.vnf_cores = 2;
@@ -1111,15 +1149,17 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn waiting_vnfs_the_tester_wakes_take_turns_on_their_core_and_carry_at_most_what_forwarders_did() {
+    fn waiting_vnfs_the_tester_wakes_take_turns_on_their_core_and_carry_at_most_what_vnfs_of_their_work_did() {
         let mut cal = cal();
-        cal.memif.as_mut().unwrap().waits[0].taking_turns = [(2.0, 3e6), (4.0, 2e6)]
-            .map(|(per_core, pps)| crate::calibration::TurnsPoint {
+        let points = |at: [(f64, f64); 2]| {
+            at.map(|(per_core, pps)| crate::calibration::TurnsPoint {
                 per_core,
                 pps,
                 runs: vec![pps],
             })
-            .to_vec();
+            .to_vec()
+        };
+        cal.memif.as_mut().unwrap().waits[0].taking_turns = points([(2.0, 3e6), (4.0, 2e6)]);
         // Four PVP chains on one core: their cycles carry 2e9 / 600 = 3.33 Mpps, but four
         // VNFs the tester wakes carry 2 in all: the rest refused at the tester.
         let m = scenario(4, 1, None);
@@ -1144,6 +1184,23 @@ pub(crate) mod tests {
         m.vnf_cores = 2;
         let c = PricedScenario::new(&cal, &m).unwrap().capacity();
         assert!(c.aggregate_pps > 2e6 * 1.1, "{c:#?}");
+        // VNFs that work longer sleep less: the routers' 300 cycles are half the way
+        // from forwarders to VNFs of 600 cycles' work, which carry 3 Mpps at four.
+        let wait = &mut cal.memif.as_mut().unwrap().waits[0];
+        wait.taking_turns_working = Some(crate::calibration::WorkingTurns {
+            work_cycles: 600.0,
+            points: points([(2.0, 4e6), (4.0, 3e6)]),
+        });
+        let m = scenario(4, 1, None);
+        let carried = |cal: &Calibration| PricedScenario::new(cal, &m).unwrap().capacity().aggregate_pps;
+        assert!((carried(&cal) - 2.5e6).abs() / 2.5e6 < 1e-3);
+        // Past the working VNFs' work, theirs.
+        cal.memif.as_mut().unwrap().waits[0]
+            .taking_turns_working
+            .as_mut()
+            .unwrap()
+            .work_cycles = 150.0;
+        assert!((carried(&cal) - 3e6).abs() / 3e6 < 1e-3);
     }
 
     #[test]

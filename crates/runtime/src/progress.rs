@@ -89,6 +89,28 @@ impl<'a> Progress<'a> {
         self.working(what);
     }
 
+    /// A part of this work that counts (and plans) its own steps: each told here, after
+    /// the steps done before it and within this work's plan, `label` before what it
+    /// says.
+    pub fn part<'p>(&'p mut self, label: &'p str) -> Progress<'p> {
+        let base = self.done;
+        Progress::new(move |step| {
+            let named = |what: &str| format!("{label}: {what}");
+            match step {
+                Step::Working { done, what, .. } => {
+                    self.done = base + done;
+                    self.total = self.total.max(self.done);
+                    self.working(&named(what));
+                }
+                Step::Finished { done, what, .. } => {
+                    self.done = base + done.saturating_sub(1);
+                    self.finished(&named(what));
+                }
+                Step::Warning(what) => self.warn(what),
+            }
+        })
+    }
+
     /// Something went wrong that the work carries on past.
     pub fn warn(&mut self, what: &str) {
         (self.tell)(Step::Warning(what));
@@ -157,5 +179,31 @@ mod tests {
             assert_eq!((p.done(), p.total()), (4, 12));
         });
         assert_eq!(seen[0], r#"Working { done: 3, total: 10, what: "round 2" }"#);
+    }
+
+    #[test]
+    fn a_part_that_plans_its_own_steps_is_counted_within_the_whole() {
+        let seen = recorded(|p| {
+            p.plan(10);
+            p.finished("first");
+            {
+                let mut part = p.part("calibrating");
+                part.plan(3);
+                part.working("x");
+                part.finished("x ran");
+                part.next("y");
+                part.finished("z ran");
+            }
+            assert_eq!((p.done(), p.total()), (4, 10));
+        });
+        assert_eq!(
+            seen[1..],
+            [
+                r#"Working { done: 1, total: 10, what: "calibrating: x" }"#,
+                r#"Finished { done: 2, total: 10, what: "calibrating: x ran" }"#,
+                r#"Working { done: 2, total: 10, what: "calibrating: y" }"#,
+                r#"Finished { done: 4, total: 10, what: "calibrating: z ran" }"#,
+            ]
+        );
     }
 }
