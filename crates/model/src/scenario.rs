@@ -174,7 +174,7 @@ pub struct PricedScenario<'a> {
     hz: f64,
     figures: Vec<StreamFigures>,
     /// Per process: total cycles per frame and its terms.
-    costs: Vec<(f64, Vec<(String, f64)>)>,
+    costs: Vec<ProcessCost>,
     polling: bool,
     /// Per stream: the most its chain passes when its processes take turns on shared
     /// cores (polling: a ring of frames per link per round of turns; interrupt: its
@@ -218,7 +218,7 @@ impl<'a> PricedScenario<'a> {
         // streams entering them. They count by the share of their frames the tester
         // sends (a PVP VNF 1, each of a PVVP pair both ways 1/2, a VNF behind another
         // on its core 0: that one wakes it, in turn).
-        let costs: Vec<(f64, Vec<(String, f64)>)> = model
+        let costs: Vec<ProcessCost> = model
             .processes
             .iter()
             .enumerate()
@@ -235,7 +235,7 @@ impl<'a> PricedScenario<'a> {
                 .map(|i| {
                     let nfs = &model.processes[i].nfs;
                     let of_nfs: f64 = costs[i]
-                        .1
+                        .terms
                         .iter()
                         .filter(|(what, _)| nfs.contains(what))
                         .map(|t| t.1)
@@ -377,7 +377,7 @@ fn process_cost(
     i: usize,
     p: &ProcessModel,
     polling: bool,
-) -> Result<(f64, Vec<(String, f64)>), String> {
+) -> Result<ProcessCost, String> {
     // Its frames' sizes: those of every stream through it (a standby process has none;
     // it is priced at the first stream's, and only matters when polling).
     let through: Vec<&StreamModel> = model.streams.iter().filter(|s| s.path.contains(&i)).collect();
@@ -425,6 +425,9 @@ fn process_cost(
     } else {
         vec![(hop_label, hop)]
     };
+    // Its memif ends, half of which is the copy out and the signal a frame dropped
+    // before it leaves (by a policer, the NIC's capacity) never costs.
+    let memif: f64 = terms.iter().map(|t| t.1).sum();
     for key in &p.nfs {
         terms.push((key.clone(), mean_over(&frames, |b| cal.vnf_nf_cycles(key, b))?));
     }
@@ -443,7 +446,25 @@ fn process_cost(
             ran * (1.0 / share - 1.0),
         ));
     }
-    Ok((terms.iter().map(|t| t.1).sum::<f64>().max(1.0), terms))
+    Ok(ProcessCost {
+        cycles: terms.iter().map(|t| t.1).sum::<f64>().max(1.0),
+        send: memif / 2.0 / share,
+        terms,
+    })
+}
+
+/// What a frame costs a process: cycles in all, its terms, and the part that sends it.
+struct ProcessCost {
+    cycles: f64,
+    terms: Vec<(String, f64)>,
+    send: f64,
+}
+
+impl ProcessCost {
+    /// A frame's cycles when `passing` of those worked through are sent.
+    fn worked(&self, passing: f64) -> f64 {
+        (self.cycles - (1.0 - passing.clamp(0.0, 1.0)) * self.send).max(1.0)
+    }
 }
 
 /// The fixed point of the flow at one load.
@@ -547,7 +568,7 @@ impl<'p, 'a> Solver<'p, 'a> {
                     if self.priced.polling {
                         f64::INFINITY
                     } else {
-                        arriving[p] * self.priced.costs[p].0
+                        arriving[p] * self.priced.costs[p].worked(self.licensed[p] * self.nic)
                     }
                 })
                 .collect();
@@ -557,7 +578,7 @@ impl<'p, 'a> Solver<'p, 'a> {
             let mut worked_ip_bits = vec![0.0; n_p];
             for p in 0..n_p {
                 share[p] = cycles[p] / hz;
-                let can = cycles[p] / self.priced.costs[p].0;
+                let can = cycles[p] / self.priced.costs[p].worked(self.licensed[p] * self.nic);
                 if arriving[p] <= can {
                     continue;
                 }
@@ -662,10 +683,10 @@ impl<'p, 'a> Solver<'p, 'a> {
             .iter()
             .zip(&self.priced.costs)
             .zip(share)
-            .map(|((p, (cycles, terms)), core_share)| ProcessLoad {
+            .map(|((p, cost), core_share)| ProcessLoad {
                 name: p.name.clone(),
-                cycles_per_frame: *cycles,
-                terms: terms.clone(),
+                cycles_per_frame: cost.cycles,
+                terms: cost.terms.clone(),
                 arriving_pps: 0.0,
                 worked_pps: 0.0,
                 core_share,
@@ -1033,6 +1054,15 @@ pub(crate) mod tests {
             })
         );
         assert_eq!(p.capacity().bottleneck, f.streams[0].bottleneck);
+        // Offered more than its core works through (500 cycles a frame: 4 Mpps): a frame
+        // its licence drops is never sent, so costs it the hop's receiving half only
+        // (400 a frame): W (400 + 100 x 0.5e6 / W) = 2e9, W = 4.875 Mpps worked.
+        let mut m = m.clone();
+        m.streams[0].offered_pps = Some(6e6);
+        let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
+        let worked = f.processes[0].worked_pps;
+        assert!((worked - 4.875e6).abs() / 4.875e6 < 1e-3, "{f:#?}");
+        assert!((f.received_pps - 0.5e6).abs() / 0.5e6 < 1e-3, "{f:#?}");
     }
 
     #[test]
