@@ -34,7 +34,7 @@ use std::path::Path;
 
 use sfclab_experiment::Settings;
 use sfclab_experiment::scenario::{Scenario, ScenarioFlags, ScenarioRun};
-use sfclab_model::calibration::{MemifCalibration, MemifWaitCalibration, SharingPoint};
+use sfclab_model::calibration::{LinkPoint, MemifCalibration, MemifWaitCalibration, SharingPoint, TurnsPoint};
 use sfclab_model::{Curve, CurvePoint};
 use sfclab_runtime::{Progress, Stop};
 
@@ -595,24 +595,25 @@ pub fn in_vnf_terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRou
         .collect()
 }
 
-/// What the rounds' runs at each k (`carried` of a round, in the order of `ks`) carried,
-/// the median of the rounds at each.
-fn turns_points(
-    ks: Vec<usize>,
-    rounds: &[MemifRound],
-    carried: impl Fn(&MemifRound) -> &Vec<f64>,
-) -> Vec<sfclab_model::calibration::TurnsPoint> {
+/// At each k of `ks`, what the rounds measured (`of` a round, in the order of `ks`): k,
+/// the median and the runs. A run that is NaN (a k the tester could not keep busy) is
+/// left out, and a k with none left.
+fn per_k(ks: &[usize], rounds: &[MemifRound], of: impl Fn(&MemifRound) -> &Vec<f64>) -> Vec<(f64, f64, Vec<f64>)> {
     ks.iter()
         .enumerate()
-        .take(rounds.first().map_or(0, |r| carried(r).len()))
-        .map(|(i, &k)| {
-            let runs: Vec<f64> = rounds.iter().map(|r| carried(r)[i]).collect();
-            sfclab_model::calibration::TurnsPoint {
-                per_core: k as f64,
-                pps: median(&runs),
-                runs,
-            }
+        .take(rounds.first().map_or(0, |r| of(r).len()))
+        .filter_map(|(i, &k)| {
+            let runs: Vec<f64> = rounds.iter().map(|r| of(r)[i]).filter(|c| c.is_finite()).collect();
+            (!runs.is_empty()).then(|| (k as f64, median(&runs), runs))
         })
+        .collect()
+}
+
+/// What k VNFs taking turns carried, per k.
+fn turns_points(ks: &[usize], rounds: &[MemifRound], of: impl Fn(&MemifRound) -> &Vec<f64>) -> Vec<TurnsPoint> {
+    per_k(ks, rounds, of)
+        .into_iter()
+        .map(|(per_core, pps, runs)| TurnsPoint { per_core, pps, runs })
         .collect()
 }
 
@@ -639,22 +640,9 @@ pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -
                 .first()
                 .is_some_and(|r| r.linked[w].is_some())
                 .then(|| curve(&|r| r.linked[w].unwrap_or(f64::NAN))),
-            same_core_link_one_way: LINK_CHAINS
-                .iter()
-                .enumerate()
-                .take(rounds[0].first().map_or(0, |r| r.links_one_way[w].len()))
-                .filter_map(|(i, &k)| {
-                    let runs: Vec<f64> = rounds[0]
-                        .iter()
-                        .map(|r| r.links_one_way[w][i])
-                        .filter(|c| c.is_finite())
-                        .collect();
-                    (!runs.is_empty()).then(|| sfclab_model::calibration::LinkPoint {
-                        per_core: k as f64,
-                        cycles: median(&runs),
-                        runs,
-                    })
-                })
+            same_core_link_one_way: per_k(&LINK_CHAINS, &rounds[0], |r| &r.links_one_way[w])
+                .into_iter()
+                .map(|(per_core, cycles, runs)| LinkPoint { per_core, cycles, runs })
                 .collect(),
             availability: {
                 let runs: Vec<f64> = rounds.iter().flatten().map(|r| r.availability[w]).collect();
@@ -671,9 +659,9 @@ pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -
                 })
             },
             // Measured for interrupt mode only.
-            taking_turns: turns_points(args.sharing_of(wait), &rounds[0], |r| &r.taking_turns[w]),
+            taking_turns: turns_points(&args.sharing_of(wait), &rounds[0], |r| &r.taking_turns[w]),
             taking_turns_working: {
-                let points = turns_points(args.sharing_of(wait), &rounds[0], |r| &r.taking_turns_working[w]);
+                let points = turns_points(&args.sharing_of(wait), &rounds[0], |r| &r.taking_turns_working[w]);
                 let works: Vec<f64> = rounds[0].iter().map(|r| r.turns_work).collect();
                 (!points.is_empty()).then(|| sfclab_model::calibration::WorkingTurns {
                     work_cycles: median(&works),
@@ -681,23 +669,9 @@ pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -
                 })
             },
             // Measured for polling only (a k the tester could not keep busy left out).
-            sharing: args
-                .sharing_of(wait)
-                .iter()
-                .enumerate()
-                .take(rounds[0].first().map_or(0, |r| r.sharing[w].len()))
-                .filter_map(|(i, &k)| {
-                    let runs: Vec<f64> = rounds[0]
-                        .iter()
-                        .map(|r| r.sharing[w][i])
-                        .filter(|c| c.is_finite())
-                        .collect();
-                    (!runs.is_empty()).then(|| SharingPoint {
-                        per_core: k as f64,
-                        cycles: median(&runs),
-                        runs,
-                    })
-                })
+            sharing: per_k(&args.sharing_of(wait), &rounds[0], |r| &r.sharing[w])
+                .into_iter()
+                .map(|(per_core, cycles, runs)| SharingPoint { per_core, cycles, runs })
                 .collect(),
         })
         .collect();
