@@ -426,7 +426,7 @@ pub fn round(
         if sharing && wait != "polling" {
             for k in LINK_CHAINS {
                 let what = format!("{wait} chain of {k} forwarders on one core, one way");
-                let r = measure(runs.split(&["forwarder"; LINK_CHAINS[1]][..k], wait, false), &what)?;
+                let r = measure(runs.split(&vec!["forwarder"; k], wait, false), &what)?;
                 per_k_links.push(match vnf_bound(&r, &what) {
                     Ok(()) => (share * hz / r.received - hop_one_way) / (k - 1) as f64,
                     Err(_) => f64::NAN,

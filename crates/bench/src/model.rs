@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::calibrate::NfWorkload;
 use crate::cores::{CoreDistance, Keep};
-use crate::{Progress, Rounds, Step, Stop, median};
+use crate::{Progress, Rounds, Stop, median};
 use std::fmt::Write as _;
 
 pub const MODEL_SCHEMA: &str = "sfclab.bench.model/8";
@@ -336,15 +336,9 @@ fn price_cell(
     loop {
         tries += 1;
         let (base, total) = (progress.done(), progress.total());
-        let calibrated = {
-            // The calibration's own steps, told as this benchmark's.
-            let mut terms = Progress::new(|step| {
-                if let Step::Working { done, what, .. } = step {
-                    progress.at(base + done, total, &format!("{label}: its terms: {what}"));
-                }
-            });
-            crate::calibrate::calibrate(args, &mut terms, stop)
-        };
+        // The calibration's own steps, told as this benchmark's.
+        let terms_of = format!("{label}: its terms");
+        let calibrated = crate::calibrate::calibrate(args, &mut progress.part(&terms_of), stop);
         let cal = calibrated.map_err(|e| format!("{label}: calibrating its terms: {e}"))?;
         let after = base + crate::calibrate::steps_per_repetition(args);
         progress.at(after, total, &format!("{label}: its terms measured"));

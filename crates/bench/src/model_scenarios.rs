@@ -131,8 +131,8 @@ pub struct ScenarioCell {
     pub bottleneck_agrees: bool,
     /// The share of the VNF cores' time their processes ran (CPU time over the run's,
     /// per core), percent, the median of the rounds. Waiting VNFs that are the limit
-    /// leave their core idle a third of the time here, woken too late to keep their
-    /// rings from filling; polling ones always near 100.
+    /// often leave their core idle while their rings fill (67 % busy in several cells
+    /// here); polling ones always near 100.
     pub vnf_cores_busy_pct: f64,
 }
 

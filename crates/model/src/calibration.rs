@@ -412,13 +412,10 @@ impl MemifWaitCalibration {
             return Ok(None);
         };
         let at_size = both.at(size)?;
-        let (Some(first), Some(last)) = (self.same_core_link_one_way.first(), self.same_core_link_one_way.last())
-        else {
+        let points = &self.same_core_link_one_way;
+        let (true, Some(first), Some(last)) = (one_way, points.first(), points.last()) else {
             return Ok(Some(at_size));
         };
-        if !one_way {
-            return Ok(Some(at_size));
-        }
         let smallest = f64::from(both.points.first().map_or(64, |p| p.size));
         let one_way_at_k = if last.per_core > first.per_core {
             let slope = (last.cycles - first.cycles) / (1.0 / last.per_core - 1.0 / first.per_core);

@@ -232,16 +232,7 @@ impl<'a> PricedScenario<'a> {
             // Their work, as the tester wakes them: VNFs that work longer on each frame
             // sleep and are woken less often.
             let work: f64 = (0..model.processes.len())
-                .map(|i| {
-                    let nfs = &model.processes[i].nfs;
-                    let of_nfs: f64 = costs[i]
-                        .terms
-                        .iter()
-                        .filter(|(what, _)| nfs.contains(what))
-                        .map(|t| t.1)
-                        .sum();
-                    from_tester(model, i) * of_nfs
-                })
+                .map(|i| from_tester(model, i) * costs[i].work)
                 .sum::<f64>()
                 / woken_by_tester.max(f64::MIN_POSITIVE);
             wait.taking_turns_at(woken_by_tester, work)
@@ -428,8 +419,11 @@ fn process_cost(
     // Its memif ends, half of which is the copy out and the signal a frame dropped
     // before it leaves (by a policer, the NIC's capacity) never costs.
     let memif: f64 = terms.iter().map(|t| t.1).sum();
+    let mut work = 0.0;
     for key in &p.nfs {
-        terms.push((key.clone(), mean_over(&frames, |b| cal.vnf_nf_cycles(key, b))?));
+        let cycles = mean_over(&frames, |b| cal.vnf_nf_cycles(key, b))?;
+        work += cycles;
+        terms.push((key.clone(), cycles));
     }
     // Per frame where calibrated so (polling VNFs, preempted); waiting ones take turns
     // instead (the link's term, and the ceiling on what the tester's wake carry).
@@ -449,15 +443,18 @@ fn process_cost(
     Ok(ProcessCost {
         cycles: terms.iter().map(|t| t.1).sum::<f64>().max(1.0),
         send: memif / 2.0 / share,
+        work,
         terms,
     })
 }
 
-/// What a frame costs a process: cycles in all, its terms, and the part that sends it.
+/// What a frame costs a process: cycles in all, its terms, the part that sends it, and
+/// its NFs' work.
 struct ProcessCost {
     cycles: f64,
     terms: Vec<(String, f64)>,
     send: f64,
+    work: f64,
 }
 
 impl ProcessCost {
@@ -563,12 +560,15 @@ impl<'p, 'a> Solver<'p, 'a> {
                 }
             }
             // The cores: each process wants its frames' cycles (a polling one: all it gets).
+            let per_frame: Vec<f64> = (0..n_p)
+                .map(|p| self.priced.costs[p].worked(self.licensed[p] * self.nic))
+                .collect();
             let wants: Vec<f64> = (0..n_p)
                 .map(|p| {
                     if self.priced.polling {
                         f64::INFINITY
                     } else {
-                        arriving[p] * self.priced.costs[p].worked(self.licensed[p] * self.nic)
+                        arriving[p] * per_frame[p]
                     }
                 })
                 .collect();
@@ -578,7 +578,7 @@ impl<'p, 'a> Solver<'p, 'a> {
             let mut worked_ip_bits = vec![0.0; n_p];
             for p in 0..n_p {
                 share[p] = cycles[p] / hz;
-                let can = cycles[p] / self.priced.costs[p].worked(self.licensed[p] * self.nic);
+                let can = cycles[p] / per_frame[p];
                 if arriving[p] <= can {
                     continue;
                 }
