@@ -25,7 +25,7 @@ pub struct ScenarioArgs {
     /// split evenly across the chains.
     #[command(flatten)]
     settings: settings::Settings,
-    /// Print the result as JSON (schema `sfclab.scenario/3`).
+    /// Print the result as JSON (schema `sfclab.scenario/4`).
     #[arg(long, help_heading = "Output")]
     json: bool,
     /// Also write scenario.json and an HTML report (per-chain tables, figures) here;
@@ -112,8 +112,8 @@ fn write_out(doc: &ScenarioDocument, dir: &std::path::Path) -> Result<(), String
 
 pub fn schema() -> String {
     crate::render::schema_of::<ScenarioDocument>(
-        "scenario-3.json",
-        "One sfclab scenario (`sfclab scenario --json`), schema sfclab.scenario/3.",
+        "scenario-4.json",
+        "One sfclab scenario (`sfclab scenario --json`), schema sfclab.scenario/4.",
     )
 }
 
@@ -257,7 +257,7 @@ fn chain_table(d: &ScenarioDocument, last: &sfclab_experiment::scenario::Scenari
         "lost",
         "loss %",
         "latency avg/p99 us",
-        "hops: in / out / dropped",
+        "hops: in / out / dropped, busy cycles a frame",
         "conserved",
     ]);
     for c in &last.chains {
@@ -317,6 +317,9 @@ fn chain_row(name: String, c: &sfclab_experiment::scenario::ChainResult) -> Vec<
                 .iter()
                 .map(|h| {
                     let mut line = format!("{}: {} / {} / {}", h.hop, num(h.rx), num(h.tx), num(h.dropped));
+                    if let Some(busy) = h.busy_cycles_per_frame {
+                        let _ = write!(line, ", {busy:.0}");
+                    }
                     if h.directions.len() > 1 {
                         for d in &h.directions {
                             let _ = write!(

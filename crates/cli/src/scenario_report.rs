@@ -17,11 +17,11 @@ use crate::render::{num, right};
 use crate::report;
 
 /// The schema a scenario document carries.
-pub const SCENARIO_SCHEMA: &str = "sfclab.scenario/3";
+pub const SCENARIO_SCHEMA: &str = "sfclab.scenario/4";
 
 /// Earlier schemas this report still reads: /2 has no `groups` (its one group's keys
 /// at the top, as /3 writes them for one group).
-const READS: [&str; 2] = ["sfclab.scenario/2", SCENARIO_SCHEMA];
+const READS: [&str; 3] = ["sfclab.scenario/2", "sfclab.scenario/3", SCENARIO_SCHEMA];
 
 /// Reads scenario documents: each path a document, or a directory whose `*.json` files
 /// are (in name order); every one must be a scenario of this schema.

@@ -172,7 +172,7 @@ fn a_deployed_scenario_runs_its_repetitions_through_the_pods_and_conserves() {
         "tester: {}",
         String::from_utf8_lossy(&tester.stderr)
     );
-    assert_eq!(doc["schema"], "sfclab.scenario/3", "{doc}");
+    assert_eq!(doc["schema"], "sfclab.scenario/4", "{doc}");
     assert!(doc["chaining"].as_str().unwrap().contains("attached"), "{doc}");
     assert!(
         doc.get("oversubscription").is_none(),

@@ -27,7 +27,7 @@ fn scenario(args: &[&str]) -> Value {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "sfclab {all:?}: {}", stderr(&out));
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_follows_schema("scenario-3.json", &doc);
+    assert_follows_schema("scenario-4.json", &doc);
     // Nothing the scenario built is left.
     assert_eq!(namespaces_of(pid), Vec::<String>::new(), "left behind");
     doc
@@ -131,6 +131,9 @@ fn pvp_chains_each_conserve_and_the_aggregate_is_their_sum() {
         // whole run reached it, and it routed both.
         let hop = &c["hops"][0]["directions"];
         assert!(u(&hop[0]["rx"]) > 0 && u(&hop[1]["rx"]) > 0, "{c}");
+        // ... and said what a frame cost it, measured in its turns that moved frames.
+        let busy = c["hops"][0]["busy_cycles_per_frame"].as_f64().unwrap();
+        assert!(busy.is_finite() && busy > 0.0, "{c}");
     }
     let sum: f64 = chains.iter().map(|c| c["throughput_mpps"].as_f64().unwrap()).sum();
     assert!((a["throughput_mpps"].as_f64().unwrap() - sum).abs() < 1e-9);
@@ -227,6 +230,14 @@ fn a_vnf_that_drops_is_named_in_its_chains_drops_and_nothing_goes_missing() {
         assert_eq!(c["drops"]["hop 1 router no-route"], hop["dropped"], "{c}");
     }
     assert_eq!(run["aggregate"]["loss_ratio"].as_f64(), Some(1.0));
+    // With every frame lost, the tester waits its quiet time (300 ms) for them after the
+    // warm-up and after the window: the VNFs' CPU time is the window's alone, not those
+    // waits' (a polling VNF spins through them). Loaded machines stretch a window, by
+    // far less than the two waits.
+    for p in run["processes"].as_array().unwrap() {
+        let window_s = p["cpu_s"].as_f64().unwrap() / p["cpu_share"].as_f64().unwrap();
+        assert!((0.5..1.1).contains(&window_s), "{window_s} s: {p}");
+    }
 }
 
 #[test]

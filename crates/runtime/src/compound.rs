@@ -319,6 +319,27 @@ pub fn run_hops_on<R: RxPort + Send, T: TxPort + Send>(
     hops: Vec<(R, T, ChainGraph)>,
     settings: &RunSettings,
 ) -> Result<Vec<RunReport>, RunError> {
+    run_hops_observed(hops, settings, &|_| {})
+}
+
+/// An edge of the measured window, as [`run_hops_observed`] tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowEdge {
+    /// The window is about to open: the warm-up's frames are back, none sent since.
+    Opening,
+    /// The window's last frame was sent; what is in flight is drained after this.
+    Closed,
+}
+
+/// [`run_hops_on`], calling `at_edge` on the run's thread as the window opens and as it
+/// closes: what is read there (other processes' CPU time) is the window's alone, not
+/// the drains' around it, which wait up to the tester's quiet time for frames lost on
+/// the way.
+pub fn run_hops_observed<R: RxPort + Send, T: TxPort + Send>(
+    hops: Vec<(R, T, ChainGraph)>,
+    settings: &RunSettings,
+    at_edge: &(dyn Fn(WindowEdge) + Sync),
+) -> Result<Vec<RunReport>, RunError> {
     settings.validate()?;
     let mut rigs = Vec::with_capacity(hops.len());
     let mut names = Vec::with_capacity(hops.len());
@@ -341,9 +362,11 @@ pub fn run_hops_on<R: RxPort + Send, T: TxPort + Send>(
             let warm = phase(&mut rigs, tsc::now() + tsc::ticks(settings.warmup), stop);
             // Frames still crossing a wire arrive before the window opens.
             drain_all(&mut rigs, settings.accounting);
+            at_edge(WindowEdge::Opening);
             let start: Vec<Snapshot> = rigs.iter_mut().map(|r| r.open_window(settings.count)).collect();
             let until = settings.duration.map_or(u64::MAX, |d| tsc::now() + tsc::ticks(d));
             let window = phase(&mut rigs, until, stop);
+            at_edge(WindowEdge::Closed);
             drain_all(&mut rigs, settings.accounting);
             let end: Vec<Snapshot> = rigs.iter_mut().map(Rig::close_drained_window).collect();
             (warm, window, start, end)
@@ -693,6 +716,34 @@ mod tests {
             "forwarded frames keep valid checksums"
         );
         assert_eq!(r.pool.available, r.pool.capacity);
+    }
+
+    /// What is read at the edges (a VNF's CPU time) covers the window and nothing else:
+    /// told once each, in order, the warm-up before the first and the window between.
+    #[test]
+    fn the_window_edges_are_told_once_each_around_the_window() {
+        let s = RunSettings {
+            duration: Some(Duration::from_millis(100)),
+            warmup: Duration::from_millis(50),
+            ..Default::default()
+        };
+        let hops = (0..2)
+            .map(|_| {
+                let g = Generator::new(GeneratorConfig::default(), s.batch).unwrap();
+                (g, Sink::new(false), ChainGraph::from(nfs(&["forwarder"])))
+            })
+            .collect();
+        let seen = std::sync::Mutex::new(Vec::new());
+        let began = tsc::now();
+        let reports = run_hops_observed(hops, &s, &|edge| seen.lock().unwrap().push((edge, tsc::now()))).unwrap();
+        let seen = seen.into_inner().unwrap();
+        let edges: Vec<WindowEdge> = seen.iter().map(|e| e.0).collect();
+        assert_eq!(edges, [WindowEdge::Opening, WindowEdge::Closed]);
+        // Lower bounds only: a loaded machine stretches phases, never shortens them.
+        assert!(seen[0].1 - began >= tsc::ticks(s.warmup));
+        assert!(seen[1].1 - seen[0].1 >= tsc::ticks(s.duration.unwrap()));
+        assert_eq!(reports.len(), 2);
+        assert!(reports.iter().all(|r| r.window_loss.sent > 0 && r.conservation.holds));
     }
 
     #[test]

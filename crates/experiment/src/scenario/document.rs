@@ -1,4 +1,4 @@
-//! A scenario's result document (`sfclab scenario --json`, schema `sfclab.scenario/3`):
+//! A scenario's result document (`sfclab scenario --json`, schema `sfclab.scenario/4`):
 //! each repetition's chains, hops and processes, and the summary over the repetitions.
 
 use std::collections::BTreeMap;
@@ -10,7 +10,7 @@ use sfclab_runtime::WindowLoss;
 
 use crate::document::Machine;
 
-/// The scenario's result document (`sfclab scenario --json`, schema `sfclab.scenario/3`).
+/// The scenario's result document (`sfclab scenario --json`, schema `sfclab.scenario/4`).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ScenarioDocument {
     pub schema: &'static str,
@@ -169,7 +169,7 @@ pub struct ScenarioRun {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<GroupAggregate>,
     pub chains: Vec<ChainResult>,
-    /// Every VNF process, over the tester's run (warm-up, window and drain).
+    /// Every VNF process over the measured window (empty when stopped before it).
     pub processes: Vec<ProcessSched>,
     /// With `--search`: what the search found; the chains above were measured at its
     /// first goal's rate.
@@ -278,6 +278,12 @@ pub struct HopFlow {
     pub rx: u64,
     pub tx: u64,
     pub dropped: u64,
+    /// TSC cycles the VNF spent per frame it took in, counting only its loop's turns
+    /// that moved frames (not polling an empty ring, spinning or asleep): its cost as
+    /// the model prices it, measured in place. Time the OS gave another process in
+    /// the middle of such a turn is in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_cycles_per_frame: Option<f64>,
     /// Per direction: `forward`, then `reverse` (`dropped`: in minus out).
     pub directions: Vec<HopDirection>,
     /// Its process's report was missing (it failed): what it left on stderr.
@@ -302,7 +308,9 @@ pub struct ProcessSched {
     pub hop: usize,
     pub standby: bool,
     pub pid: u32,
-    /// CPU time over the tester's run, seconds, and as a share of its length.
+    /// CPU time over the measured window, seconds, and as a share of its length (read
+    /// as the window opened and closed, not over the drains after the warm-up and the
+    /// window, which wait for frames lost on the way). The counts below over it too.
     pub cpu_s: f64,
     pub cpu_share: f64,
     /// Time spent runnable but waiting for a core.

@@ -53,7 +53,7 @@ pub fn run(scenario: &Scenario, progress: &mut Progress) -> Result<ScenarioDocum
     let summary = summarize(&runs, scenario.chains().len(), scenario.groups());
     let one = scenario.single_group();
     Ok(ScenarioDocument {
-        schema: "sfclab.scenario/3",
+        schema: "sfclab.scenario/4",
         version: env!("CARGO_PKG_VERSION"),
         machine: Machine::read(),
         name: scenario.name.clone(),

@@ -8,7 +8,9 @@ use std::time::Instant;
 
 use sfclab_core::LatencySummary;
 use sfclab_io::{Line, LinePort, TesterLink};
-use sfclab_runtime::{ChainGraph, ExternalOutcome, RunError, RunReport, RunSettings, WindowLoss, run_hops_on};
+use sfclab_runtime::{
+    ChainGraph, ExternalOutcome, RunError, RunReport, RunSettings, WindowEdge, WindowLoss, run_hops_observed,
+};
 use sfclab_topology::{HostLink, LinkEndCounters, Topology};
 use sfclab_traffic::{Generator, Rate, Sink};
 
@@ -63,12 +65,18 @@ pub(super) struct ChainsUp {
 }
 
 /// One measurement over every chain: each link's report, and what the OS did with each
-/// VNF meanwhile.
+/// VNF over its window.
 pub(super) struct Measured {
     reports: Result<Vec<RunReport>, RunError>,
-    tester_s: f64,
-    before: Vec<Option<SchedCounters>>,
-    after: Vec<Option<SchedCounters>>,
+    /// The VNFs' counters as the window opened and as it closed, and the time between.
+    window: Option<WindowSched>,
+}
+
+/// Every VNF's scheduling counters at the window's edges (in `pids`' order).
+struct WindowSched {
+    opened: Vec<Option<SchedCounters>>,
+    closed: Vec<Option<SchedCounters>>,
+    seconds: f64,
 }
 
 impl Measured {
@@ -279,24 +287,48 @@ impl ChainsUp {
     }
 
     /// One measurement: the tester drives every link for `run`'s warm-up and window.
+    /// The VNFs' scheduling counters are read as the window opens and closes by a
+    /// thread of their own, told by the tester's: the tester keeps draining meanwhile
+    /// (reading /proc for every VNF takes some hundred microseconds, in which the
+    /// frames coming back would fill its rings).
     pub(super) fn measure(&mut self, run: &RunSettings) -> Measured {
-        let before = self.pids.iter().map(|&(_, _, pid)| SchedCounters::of(pid)).collect();
-        let began = Instant::now();
-        let reports = run_hops_on(
-            self.links
-                .iter_mut()
-                .map(|l| (l, Sink::new(run.verify), ChainGraph::from(sfclab_core::NamedNfs::new())))
-                .collect(),
-            run,
-        );
-        let tester_s = began.elapsed().as_secs_f64();
-        let after = self.pids.iter().map(|&(_, _, pid)| SchedCounters::of(pid)).collect();
-        Measured {
-            reports,
-            tester_s,
-            before,
-            after,
-        }
+        let pids: Vec<u32> = self.pids.iter().map(|&(_, _, pid)| pid).collect();
+        let (tell, edges) = std::sync::mpsc::channel::<WindowEdge>();
+        let links = &mut self.links;
+        std::thread::scope(|scope| {
+            let reader = scope.spawn(move || {
+                let mut read: Vec<(Instant, Vec<Option<SchedCounters>>)> = Vec::with_capacity(2);
+                for _edge in edges.iter() {
+                    let at = Instant::now();
+                    read.push((at, pids.iter().map(|&pid| SchedCounters::of(pid)).collect()));
+                }
+                read
+            });
+            let reports = run_hops_observed(
+                links
+                    .iter_mut()
+                    .map(|l| (l, Sink::new(run.verify), ChainGraph::from(sfclab_core::NamedNfs::new())))
+                    .collect(),
+                run,
+                // Sending fails only once the reader is gone, which it is not before
+                // `tell` is dropped below.
+                &|edge: WindowEdge| {
+                    let _ = tell.send(edge);
+                },
+            );
+            drop(tell);
+            let read = reader.join().unwrap_or_default();
+            let window = match read.as_slice() {
+                [(opened_at, opened), (closed_at, closed)] => Some(WindowSched {
+                    opened: opened.clone(),
+                    closed: closed.clone(),
+                    seconds: closed_at.duration_since(*opened_at).as_secs_f64(),
+                }),
+                // Stopped before the window opened.
+                _ => None,
+            };
+            Measured { reports, window }
+        })
     }
 
     /// Stops every VNF and takes everything down; the run's result from the last
@@ -343,10 +375,15 @@ impl ChainsUp {
         let reports = m.reports?;
         let cable_counters = cable_counters.map_err(|e| RunError::failed("hosts", e))?;
 
-        let processes = pids
+        let processes = m
+            .window
             .iter()
-            .zip(m.before.iter().zip(&m.after))
-            .filter_map(|(&(c, hop, pid), (b, a))| {
+            .flat_map(|w| {
+                pids.iter()
+                    .zip(w.opened.iter().zip(&w.closed))
+                    .map(move |(pid, edges)| (pid, edges, w.seconds))
+            })
+            .filter_map(|(&(c, hop, pid), (b, a), seconds)| {
                 let d = a.as_ref()?.since(b.as_ref()?);
                 Some(ProcessSched {
                     chain: c + 1,
@@ -354,7 +391,7 @@ impl ChainsUp {
                     standby: c >= n,
                     pid,
                     cpu_s: d.cpu_ns as f64 / 1e9,
-                    cpu_share: d.cpu_ns as f64 / 1e9 / m.tester_s.max(f64::MIN_POSITIVE),
+                    cpu_share: d.cpu_ns as f64 / 1e9 / seconds.max(f64::MIN_POSITIVE),
                     run_queue_delay_s: d.run_queue_ns as f64 / 1e9,
                     timeslices: d.timeslices,
                     voluntary_switches: d.voluntary_switches,
@@ -582,6 +619,7 @@ fn hop_flow(i: usize, doc: &serde_json::Value, names: &[&str], drops: &mut BTree
         rx,
         tx,
         dropped: count("dropped"),
+        busy_cycles_per_frame: doc["busy_cycles_per_packet"].as_f64(),
         directions,
         error: doc["error"].as_str().map(str::to_string),
     }
