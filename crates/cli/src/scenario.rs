@@ -168,7 +168,7 @@ pub fn table(d: &ScenarioDocument) -> String {
     );
     write_whole_run(&mut s, last);
     write_searches(&mut s, last);
-    let _ = writeln!(s, "VNF processes over the tester's run\n{}", process_table(last));
+    let _ = writeln!(s, "VNF processes over the measured window\n{}", process_table(last));
     write_summary(&mut s, d);
     s
 }
@@ -468,7 +468,7 @@ fn write_searches(s: &mut String, last: &sfclab_experiment::scenario::ScenarioRu
     }
 }
 
-/// Each VNF process's CPU over the tester's run.
+/// Each VNF process's CPU over the measured window.
 fn process_table(last: &sfclab_experiment::scenario::ScenarioRun) -> Table {
     let mut procs = Table::new();
     procs.load_preset(UTF8_FULL_CONDENSED);
