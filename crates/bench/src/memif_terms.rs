@@ -120,6 +120,9 @@ impl MemifTermsArgs {
                 })
                 .sum::<usize>()
             + self.waits.iter().filter(|w| *w == "polling").count()
+            // A crossing between hosts, into a VNF, out of one and between two
+            // (interrupt).
+            + 3 * self.waits.iter().filter(|w| *w != "polling").count()
     }
 
     fn sharing_of(&self, wait: &str) -> Vec<usize> {
@@ -162,6 +165,9 @@ pub struct MemifRound {
     turns_work: f64,
     /// Per NF of the args' `vnf_nfs`: its cycles in a VNF process.
     in_vnf: Vec<f64>,
+    /// Per wait (at the smallest size): a crossing between hosts into a VNF, out of
+    /// one, between two, and the tester's send into one, cycles per frame.
+    tunnels: Vec<Option<[f64; 4]>>,
 }
 
 /// Polling hops on one core in the run that measures a turn.
@@ -262,6 +268,28 @@ impl Runs<'_> {
             wait,
         };
         self.scenario(layout, vnf, FLOWS)
+    }
+
+    /// Forwarders one way on hosts `vnf_hosts` of two, each a VNF of its own, the tester
+    /// sending from host 1 and receiving on host 2: one forwarder on host 2 receives
+    /// through the tunnel between the hosts, one on host 1 sends through it, two on
+    /// hosts 1 and 2 pass it between them. The cable is fast enough never to be the
+    /// limit.
+    fn across(&self, vnf_hosts: &[usize], wait: &str) -> String {
+        let hosts: Vec<String> = vnf_hosts.iter().map(usize::to_string).collect();
+        format!(
+            "name: model calibrate --memif\nchains: 1\nvnf: [{}]\nsplit: true\nbidirectional: false\n\
+             hosts: {{ count: 2, vnfs: [{}], sink: 2, link: 400Gbit/s }}\n\
+             vnf_cores: \"{}\"\n\
+             traffic: {{ rate: max, size: {}, {FLOWS} }}\n\
+             run: {{ duration: {}ms, warmup: {}ms, memif_wait: {wait} }}\nrepeat: 1\n",
+            vec!["forwarder"; vnf_hosts.len()].join(", "),
+            hosts.join(", "),
+            self.vnf_core,
+            self.size,
+            self.args.duration.as_millis(),
+            self.args.warmup.as_millis(),
+        )
     }
 
     /// One chain of VNFs doing `vnfs` in turn, each a process of its own.
@@ -386,6 +414,7 @@ pub fn round(
     let mut availability = Vec::new();
     let mut linked = Vec::new();
     let mut links_one_way = Vec::new();
+    let mut tunnels = Vec::new();
     let mut shared = Vec::new();
     let mut taking_turns = Vec::new();
     let mut taking_turns_working = Vec::new();
@@ -434,6 +463,31 @@ pub fn round(
             }
         }
         links_one_way.push(per_k_links);
+        // A crossing between hosts in place of a memif end: one forwarder one way whose
+        // input crosses, then one whose output does; its core saturated by the kernel's
+        // work (receive steering puts it there), the forwarder's few cycles in each.
+        // Interrupt mode only: polling VNFs on one core take turns, and two of them
+        // across the tunnel are held by their turns, not by its costs.
+        tunnels.push(if sharing && wait != "polling" {
+            let what = format!("{wait} link between hosts into a VNF");
+            let into = measure(runs.across(&[2], wait), &what)?;
+            let what = format!("{wait} link between hosts out of a VNF");
+            let out = measure(runs.across(&[1], wait), &what)?;
+            let what = format!("{wait} link between hosts, between two VNFs on one core");
+            let between = measure(runs.across(&[1, 2], wait), &what)?;
+            let half = hop_one_way / 2.0;
+            let [t_gen, _, t_recv] = tester;
+            Some([
+                share * hz / into.received.max(1.0) - half,
+                share * hz / out.received.max(1.0) - half,
+                // Both its ends' work, and the kernel's between them, once.
+                share * hz / between.received.max(1.0) - hop_one_way,
+                // The tester's thread runs throughout: its time is every frame's.
+                (hz - into.generated * t_gen - into.received * t_recv) / into.taken.max(1.0),
+            ])
+        } else {
+            None
+        });
         availability.push(share);
         let mut per_k = Vec::new();
         let mut carried = Vec::new();
@@ -516,6 +570,7 @@ pub fn round(
     }
     Ok(MemifRound {
         in_vnf,
+        tunnels,
         tester,
         hops,
         hops_one_way,
@@ -668,6 +723,23 @@ pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -
                     points,
                 })
             },
+            tunnel: {
+                let runs =
+                    |i: usize| -> Vec<f64> { rounds[0].iter().filter_map(|r| r.tunnels[w]).map(|t| t[i]).collect() };
+                let measured = |i: usize| {
+                    let runs = runs(i);
+                    sfclab_model::calibration::Measured {
+                        cycles: median(&runs),
+                        runs,
+                    }
+                };
+                (!runs(0).is_empty()).then(|| sfclab_model::calibration::TunnelTerms {
+                    into_vnf: measured(0),
+                    out_of_vnf: measured(1),
+                    between_vnfs: measured(2),
+                    tester_send: measured(3),
+                })
+            },
             // Measured for polling only (a k the tester could not keep busy left out).
             sharing: per_k(&args.sharing_of(wait), &rounds[0], |r| &r.sharing[w])
                 .into_iter()
@@ -758,7 +830,21 @@ mod tests {
         assert_eq!(m.streams[0].offered_pps, None);
         assert_eq!(m.streams[0].frames, vec![(512.0, 1.0)]);
         // Three sizes of 7 runs; forwarders and VNFs with work taking turns at 2, 4 and
-        // 8, chains of 2 and 6 forwarders one way.
-        assert_eq!(args.runs(3), 3 * 7 + 2 * 3 + 2);
+        // 8, chains of 2 and 6 forwarders one way; the links between hosts into a VNF,
+        // out of one and between two.
+        assert_eq!(args.runs(3), 3 * 7 + 2 * 3 + 2 + 3);
+        // Those cross the hosts' cable where their places change host.
+        for (hosts, crossings) in [
+            (vec![2], vec![Some(0), None]),
+            (vec![1], vec![None, Some(0)]),
+            (vec![1, 2], vec![None, Some(0), None]),
+        ] {
+            let yaml = runs.across(&hosts, "interrupt");
+            let s =
+                Scenario::from_text(&yaml, Path::new("t"), &ScenarioFlags::default(), &Settings::default()).unwrap();
+            let m = s.model().unwrap();
+            assert_eq!(m.streams.len(), 1, "one way");
+            assert_eq!(m.streams[0].crossings, crossings, "{yaml}");
+        }
     }
 }

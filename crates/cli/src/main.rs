@@ -351,13 +351,13 @@ pub fn schema(name: &str) -> Option<String> {
         "sweep" => Some(sweep::schema()),
         "scenario" => Some(scenario::schema()),
         "calibration" => Some(render::schema_of::<sfclab_model::Calibration>(
-            "calibration-6.json",
-            "`sfclab model calibrate` (the file it writes), schema sfclab.calibration/6.",
+            "calibration-7.json",
+            "`sfclab model calibrate` (the file it writes), schema sfclab.calibration/7.",
         )),
         "scenario-prediction" => Some(
             render::schema_of::<sfclab_model::documents::ScenarioPredictionDocument>(
-                "scenario-prediction-1.json",
-                "`sfclab model predict --scenario FILE --json`, schema sfclab.scenario-prediction/1.",
+                "scenario-prediction-2.json",
+                "`sfclab model predict --scenario FILE --json`, schema sfclab.scenario-prediction/2.",
             ),
         ),
         "prediction" => Some(render::schema_of::<sfclab_model::documents::PredictionDocument>(
@@ -369,8 +369,8 @@ pub fn schema(name: &str) -> Option<String> {
             "`sfclab model rc --json`, schema sfclab.rc/1.",
         )),
         "scenario-plan" => Some(render::schema_of::<sfclab_model::documents::ScenarioPlanDocument>(
-            "scenario-plan-1.json",
-            "`sfclab plan --scenario FILE --json`, schema sfclab.scenario-plan/1.",
+            "scenario-plan-2.json",
+            "`sfclab plan --scenario FILE --json`, schema sfclab.scenario-plan/2.",
         )),
         "plan" => Some(render::schema_of::<sfclab_model::documents::PlanDocument>(
             "plan-1.json",

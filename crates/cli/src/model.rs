@@ -16,7 +16,7 @@ use std::process::ExitCode;
 #[derive(Subcommand)]
 pub enum ModelCmd {
     /// Measure every cost term of the model on this machine and store it (JSON,
-    /// schema `sfclab.calibration/6`, with the machine and date): the compound base,
+    /// schema `sfclab.calibration/7`, with the machine and date): the compound base,
     /// each NF (every NF type's usual settings, and those of the chains given), the
     /// pipeline's stages and rings, per frame size.
     Calibrate(CalibrateCli),
@@ -557,6 +557,32 @@ pub fn calibration_table(cal: &Calibration) -> String {
             if let Some(turn) = &w.turn {
                 scaled("a process's turn on a shared core, ms", &turn.runs, 1e3, 2);
             }
+            if let Some(t) = &w.tunnel {
+                scaled(
+                    "a link between hosts into a VNF, cycles per frame on its core",
+                    &t.into_vnf.runs,
+                    1.0,
+                    0,
+                );
+                scaled(
+                    "a link between hosts out of a VNF, cycles per frame on its core",
+                    &t.out_of_vnf.runs,
+                    1.0,
+                    0,
+                );
+                scaled(
+                    "a link between hosts between two VNFs on one core, cycles per frame there",
+                    &t.between_vnfs.runs,
+                    1.0,
+                    0,
+                );
+                scaled(
+                    "the tester sending into a link between hosts, cycles per frame",
+                    &t.tester_send.runs,
+                    1.0,
+                    0,
+                );
+            }
         }
     }
     for n in &cal.method.notes {
@@ -981,7 +1007,7 @@ fn plan_scenario(a: &PlanCli, cal: &Calibration) -> Result<(String, bool), Strin
 }
 
 /// The trade-off, one row per deployment tried; the columns are the JSON's rows' (schema
-/// `sfclab.scenario-plan/1`), the deployment in words.
+/// `sfclab.scenario-plan/2`), the deployment in words.
 fn plan_csv(p: &sfclab_model::scenario_plan::ScenarioPlan) -> String {
     let mut w = csv::Writer::from_writer(Vec::new());
     let _ = w.write_record([

@@ -34,7 +34,7 @@ fn calibrate(dir: &std::path::Path, chains: &[&str]) -> std::path::PathBuf {
     let printed: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(printed, written, "--json prints what it writes");
-    assert_follows_schema("calibration-6.json", &written);
+    assert_follows_schema("calibration-7.json", &written);
     out
 }
 
@@ -81,7 +81,7 @@ fn a_prediction_adds_up_the_calibrations_terms() {
         &["forwarder(dst_mac=02:00:00:00:00:09) -> nat44(max_sessions=4096)"],
     );
     let cal: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(cal["schema"], "sfclab.calibration/6");
+    assert_eq!(cal["schema"], "sfclab.calibration/7");
     assert_eq!(cal["method"]["repeat"], 2);
     assert!(cal["machine"]["tsc_hz"].as_f64().unwrap() > 1e8);
     // The MAC names a port, it does not change the forwarder's work: one key `forwarder`.
@@ -485,7 +485,7 @@ fn chains_in_namespaces_are_calibrated_and_priced_per_hop() {
     let o = sfclab(&args);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     let cal: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_follows_schema("calibration-6.json", &cal);
+    assert_follows_schema("calibration-7.json", &cal);
     let veth = &cal["wired"][0];
     assert_eq!(veth["technology"], "veth");
     let fixed = at(&veth["fixed"], 64);
@@ -620,7 +620,7 @@ fn a_scenario_is_priced_from_the_memif_terms_and_the_nfs_as_the_model_adds_them_
     let dir = temp("scenario-predict");
     let cal = calibrate(&dir, &["forwarder"]);
     let c = with_memif_terms(&cal, 300.0);
-    assert_follows_schema("calibration-6.json", &c);
+    assert_follows_schema("calibration-7.json", &c);
     let hz = c["machine"]["tsc_hz"].as_f64().unwrap();
     let forwarder = at(nf_curve(&c, "forwarder"), 64);
     let predict = |extra: &[&str]| {
@@ -644,7 +644,7 @@ fn a_scenario_is_priced_from_the_memif_terms_and_the_nfs_as_the_model_adds_them_
         let o = sfclab(&args);
         assert!(o.status.success(), "{}", stderr(&o));
         let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
-        assert_follows_schema("scenario-prediction-1.json", &doc);
+        assert_follows_schema("scenario-prediction-2.json", &doc);
         doc
     };
     // Two VNFs on one core, each frame its hop, the forwarder and sharing at 2 per core
@@ -763,7 +763,7 @@ fn a_scenario_is_planned_on_the_fewest_cores_and_written_to_run() {
     };
     let json = |o: &std::process::Output| -> Value {
         let doc: Value = serde_json::from_str(&stdout(o)).unwrap();
-        assert_follows_schema("scenario-plan-1.json", &doc);
+        assert_follows_schema("scenario-plan-2.json", &doc);
         doc
     };
     // Half a core's worth fits on one.
@@ -961,7 +961,7 @@ fn the_memif_terms_are_calibrated_from_scenarios_and_price_one() {
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("memif interrupt: a VNF's hop"), "{}", stdout(&o));
     let c: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_follows_schema("calibration-6.json", &c);
+    assert_follows_schema("calibration-7.json", &c);
     let m = &c["memif"];
     assert_eq!(m["waits"][0]["wait"], "interrupt");
     // Waiting VNFs take turns on a shared core: what k of them carried, at 2, 4 and 8
@@ -1004,6 +1004,12 @@ fn the_memif_terms_are_calibrated_from_scenarios_and_price_one() {
     for term in ["hop", "hop_one_way", "same_core_link"] {
         assert!(at(&interrupt[term], 64).is_finite(), "{term}: {interrupt}");
     }
+    // A link between two hosts: the kernel's work makes it dearer than memif's hop.
+    let hop = at(&interrupt["hop_one_way"], 64);
+    for term in ["into_vnf", "out_of_vnf", "between_vnfs", "tester_send"] {
+        let cycles = interrupt["tunnel"][term]["cycles"].as_f64().unwrap();
+        assert!(cycles > hop, "{term}: {cycles} against the hop's {hop}: {interrupt}");
+    }
     for term in ["tester_generate", "tester_send", "tester_receive"] {
         assert!(at(&m[term], 64).is_finite(), "{term}: {m}");
     }
@@ -1034,6 +1040,29 @@ fn the_memif_terms_are_calibrated_from_scenarios_and_price_one() {
     assert!(o.status.success(), "{}", stderr(&o));
     let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert!(doc["capacity"]["aggregate_pps"].as_f64().unwrap() > 0.0, "{doc}");
+    // Chains across two hosts are priced with the tunnel's terms, a slow cable named.
+    let hosts = dir.join("hosts.yaml");
+    std::fs::write(
+        &hosts,
+        "chains: 2\nshape: pvvp\nvnf: router\nbidirectional: false\nhosts: { count: 2, vnfs: [1, 2], sink: 1, link: 10Mbit/s }\n\
+         traffic: { rate: max, size: 64 }\nrun: { memif_wait: interrupt }\n",
+    )
+    .unwrap();
+    let o = sfclab(&[
+        "model",
+        "predict",
+        "--calibration",
+        out.to_str().unwrap(),
+        "--scenario",
+        hosts.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["capacity"]["bottleneck"]["kind"], "cable", "{doc}");
+    // 10 Mbit/s of 64 B frames (672 bits at layer 1) each way, shared by the chains.
+    let carried = doc["capacity"]["aggregate_pps"].as_f64().unwrap();
+    assert!((carried - 10e6 / 672.0).abs() < 1.0, "{doc}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -1089,7 +1118,7 @@ fn predict_without_a_calibration_measures_one_keeps_it_and_prices_with_it() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("no calibration at"), "{}", stderr(&o));
     let made: Value = serde_json::from_str(&std::fs::read_to_string(&cal).unwrap()).unwrap();
-    assert_follows_schema("calibration-6.json", &made);
+    assert_follows_schema("calibration-7.json", &made);
     nf_curve(&made, "forwarder");
     let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert!(doc["max_mpps"].as_f64().unwrap() > 0.0, "{doc}");

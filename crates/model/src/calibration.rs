@@ -1,6 +1,6 @@
 //! A calibration: every cost term the model uses, as measured on one machine on one
-//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/6`; /5 read as one
-//! whose VNFs take turns alike whatever their work, /4 as one whose memif hop holds the
+//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/7`; /6 read as one
+//! without the links between hosts, /5 as one whose VNFs take turns alike whatever their work, /4 as one whose memif hop holds the
 //! time its core was not the VNF's, /3 as one without memif terms) and reused by
 //! `model predict`, `plan` and `bench model`. A term is a curve over frame sizes; a
 //! prediction at a size between two calibrated ones interpolates, one outside them or
@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/6";
+pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/7";
 
 /// How to calibrate a missing NF of a chain, and of a scenario's VNF.
 const CALIBRATE_A_CHAINS_NFS: &str = "calibrate it with `sfclab model calibrate --chain ...` naming it";
@@ -23,6 +23,9 @@ const CALIBRATION_SCHEMA_4: &str = "sfclab.calibration/4";
 /// The schema before the turns of VNFs with work: read as one whose VNFs carry what
 /// forwarders carry, whatever their work.
 const CALIBRATION_SCHEMA_5: &str = "sfclab.calibration/5";
+/// The schema before the links between hosts: read as one without them (scenarios over
+/// hosts are then refused, as before).
+const CALIBRATION_SCHEMA_6: &str = "sfclab.calibration/6";
 
 /// A cost at each calibrated frame size (with FCS), TSC cycles per packet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -320,6 +323,69 @@ pub struct MemifWaitCalibration {
     /// to the next (a process that never sleeps only leaves it when preempted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<Turn>,
+    /// A link that crosses between two hosts (a VXLAN tunnel over the hosts' cable, each
+    /// end an AF_XDP socket in generic mode, as `hosts:` scenarios join places on
+    /// different hosts), at the smallest size, from one forwarder one way with its input
+    /// or its output crossing; `None` where not calibrated (scenarios over hosts are then
+    /// refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<TunnelTerms>,
+}
+
+/// What a crossing between hosts costs, per frame, in place of memif's ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TunnelTerms {
+    /// A VNF that receives through a tunnel: its core's cycles in place of the receiving
+    /// half of its hop one way (the kernel's receive work is in it: receive steering
+    /// puts it on the VNF cores, as a NIC's interrupts land on its host's cores).
+    pub into_vnf: Measured,
+    /// A VNF that sends through a tunnel: its core's cycles in place of the sending half
+    /// of its hop one way (the encapsulation and the far end's receive work with it).
+    pub out_of_vnf: Measured,
+    /// Two VNFs on one core, one sending through a tunnel to the other: their core's
+    /// cycles in place of the sending half of one's hop and the receiving half of the
+    /// other's (the kernel's work between them counted once, where `into_vnf` and
+    /// `out_of_vnf` each hold it).
+    pub between_vnfs: Measured,
+    /// The tester sending into a tunnel: its cycles per frame the socket took, in place
+    /// of `tester_send`.
+    pub tester_send: Measured,
+}
+
+impl TunnelTerms {
+    /// The three parts the runs tell apart (`into_vnf` = socket in + kernel, `out_of_vnf`
+    /// = socket out + kernel, `between_vnfs` = socket out + kernel + socket in), cycles
+    /// per frame, none below zero: a receiving socket's, a sending socket's (with the
+    /// encapsulation), and the kernel's receive work between them, which receive
+    /// steering runs on the VNF cores in softirq, outside the scheduler's shares.
+    pub fn parts(&self) -> TunnelParts {
+        let (into, out, between) = (
+            self.into_vnf.cycles.max(0.0),
+            self.out_of_vnf.cycles.max(0.0),
+            self.between_vnfs.cycles.max(0.0),
+        );
+        let kernel = (into + out - between).clamp(0.0, into.min(out));
+        TunnelParts {
+            receiving: into - kernel,
+            sending: out - kernel,
+            kernel,
+        }
+    }
+}
+
+/// A crossing's cycles per frame, apart.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TunnelParts {
+    pub receiving: f64,
+    pub sending: f64,
+    pub kernel: f64,
+}
+
+/// A term measured once per repetition: the median, and every repetition's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Measured {
+    pub cycles: f64,
+    pub runs: Vec<f64>,
 }
 
 /// How long a polling process keeps a shared core: a chain of polling hops on one core
@@ -503,7 +569,10 @@ impl Calibration {
     pub fn from_json(text: &str, origin: &str) -> Result<Calibration, String> {
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("{origin}: not JSON: {e}"))?;
         match value.get("schema").and_then(|s| s.as_str()) {
-            Some(CALIBRATION_SCHEMA | CALIBRATION_SCHEMA_5 | CALIBRATION_SCHEMA_4 | CALIBRATION_SCHEMA_3) => {}
+            Some(
+                CALIBRATION_SCHEMA | CALIBRATION_SCHEMA_6 | CALIBRATION_SCHEMA_5 | CALIBRATION_SCHEMA_4
+                | CALIBRATION_SCHEMA_3,
+            ) => {}
             Some(other) => {
                 return Err(format!(
                     "{origin}: schema `{other}`; this sfclab reads `{CALIBRATION_SCHEMA}` (calibrate again)"

@@ -43,9 +43,19 @@ pub struct StreamModel {
     pub frames: Vec<(f64, f64)>,
     /// The VNF processes it crosses, in order (indices into [`ScenarioModel::processes`]).
     pub path: Vec<usize>,
+    /// Per link, from the tester to the first process, between processes, to the tester
+    /// (`path.len() + 1` of them): the way it crosses the hosts' cable (0: host 1 to
+    /// host 2, 1: back), or `None` where both ends are on one host (memif). Empty:
+    /// none crosses.
+    pub crossings: Vec<Option<usize>>,
 }
 
 impl StreamModel {
+    /// The way link `link` crosses the hosts' cable, if it does.
+    pub fn crosses(&self, link: usize) -> Option<usize> {
+        self.crossings.get(link).copied().flatten()
+    }
+
     /// Its mean frame, bytes with FCS (an empty mix: none).
     pub fn mean_frame(&self) -> f64 {
         mean_over(&self.frames, Ok).unwrap_or(0.0)
@@ -80,6 +90,17 @@ pub struct ScenarioModel {
     pub ring_frames: f64,
     /// The NIC's capacity every VNF send draws on, bits per second at layer 1.
     pub nic_capacity_bps: Option<f64>,
+    /// The cable between two hosts, when the chains span them.
+    pub cable: Option<Cable>,
+}
+
+/// The cable between two hosts: a line each way, shaped at layer 1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cable {
+    pub bps: f64,
+    /// Bits per frame it carries beyond the frame's own (the tunnel's headers, where
+    /// they are charged).
+    pub extra_bits: f64,
 }
 
 /// A place that limits what passes, as a prediction names it.
@@ -99,6 +120,8 @@ pub enum Bottleneck {
     Licence { process: String },
     /// The NIC's capacity.
     NicCapacity,
+    /// The cable between two hosts, one way (0: host 1 to host 2, 1: back).
+    Cable { way: usize },
 }
 
 impl std::fmt::Display for Bottleneck {
@@ -111,6 +134,8 @@ impl std::fmt::Display for Bottleneck {
             Bottleneck::VnfCores => f.write_str("the VNFs' cores"),
             Bottleneck::Licence { process } => write!(f, "licence ({process})"),
             Bottleneck::NicCapacity => f.write_str("NIC capacity"),
+            Bottleneck::Cable { way: 0 } => f.write_str("cable (host 1 to 2)"),
+            Bottleneck::Cable { .. } => f.write_str("cable (host 2 to 1)"),
         }
     }
 }
@@ -162,6 +187,8 @@ pub struct ScenarioFlow {
 /// Streams' per-frame figures from their mixes, computed once.
 struct StreamFigures {
     l1_bits: f64,
+    /// What a frame of it costs the hosts' cable.
+    cable_bits: f64,
     ip_bits: f64,
     tester_generate: f64,
     tester_send: f64,
@@ -195,17 +222,34 @@ impl<'a> PricedScenario<'a> {
         if model.vnf_cores == 0 {
             return Err("the VNF processes have no core".into());
         }
+        let crossing = model.streams.iter().any(|s| s.crossings.iter().any(Option::is_some));
+        let tunnel = match (&wait.tunnel, crossing) {
+            (Some(t), _) => Some(t),
+            (None, false) => None,
+            (None, true) => {
+                return Err(
+                    "the calibration has no links between hosts (a calibration before sfclab.calibration/7): calibrate with `sudo sfclab model calibrate --memif`".into(),
+                );
+            }
+        };
         let mut figures = Vec::new();
         for s in &model.streams {
             if let Some(&p) = s.path.iter().find(|&&p| p >= model.processes.len()) {
                 return Err(format!("stream of {} crosses process {p}, which is not there", s.chain));
             }
+            let l1_bits = mean_over(&s.frames, |b| Ok((b + L1_OVERHEAD_BYTES) * 8.0))?;
             figures.push(StreamFigures {
-                l1_bits: mean_over(&s.frames, |b| Ok((b + L1_OVERHEAD_BYTES) * 8.0))?,
+                l1_bits,
+                cable_bits: l1_bits + model.cable.map_or(0.0, |c| c.extra_bits),
                 ip_bits: mean_over(&s.frames, |b| Ok((b - NOT_IP_BYTES) * 8.0))?,
                 // Differences of runs: one below zero is a term too small to see.
                 tester_generate: mean_over(&s.frames, |b| memif.tester_generate.at(b))?.max(0.0),
-                tester_send: mean_over(&s.frames, |b| memif.tester_send.at(b))?.max(0.0),
+                // Into a tunnel: measured at the smallest size, priced at every size
+                // (the kernel's work per frame, not per byte, is most of it).
+                tester_send: match (s.crosses(0), tunnel) {
+                    (Some(_), Some(t)) => t.tester_send.cycles.max(0.0),
+                    _ => mean_over(&s.frames, |b| memif.tester_send.at(b))?.max(0.0),
+                },
                 tester_receive: mean_over(&s.frames, |b| memif.tester_receive.at(b))?.max(0.0),
             });
         }
@@ -357,7 +401,13 @@ fn from_tester(model: &ScenarioModel, i: usize) -> f64 {
     if through.is_empty() {
         return 0.0;
     }
-    through.iter().filter(|s| s.path.first() == Some(&i)).count() as f64 / through.len() as f64
+    // A tester's frame through a tunnel wakes the VNF through the kernel, not the
+    // tester's signal.
+    through
+        .iter()
+        .filter(|s| s.path.first() == Some(&i) && s.crosses(0).is_none())
+        .count() as f64
+        / through.len() as f64
 }
 
 /// Process `i`'s cycles per frame and their terms.
@@ -381,20 +431,6 @@ fn process_cost(
     let one_way = through.windows(2).all(|w| w[0].reverse == w[1].reverse);
     let hop = mean_over(&frames, |b| wait.hop_of(one_way).at(b))?.max(0.0);
     let hop_label = format!("memif hop ({}{})", model.wait, if one_way { ", one way" } else { "" });
-    // Its ends that join another VNF rather than the tester, per frame (0 to 2): on
-    // one core such a link costs its own term, in place of those ends' half hops.
-    let vnf_ends = if through.is_empty() {
-        0.0
-    } else {
-        through
-            .iter()
-            .map(|s| {
-                let at = s.path.iter().position(|&p| p == i).expect("the stream passes it");
-                f64::from(u8::from(at > 0)) + f64::from(u8::from(at + 1 < s.path.len()))
-            })
-            .sum::<f64>()
-            / through.len() as f64
-    };
     // Busy processes per core: every process with traffic (and every polling one).
     let busy = model
         .processes
@@ -403,22 +439,68 @@ fn process_cost(
         .filter(|(j, _)| polling || model.streams.iter().any(|s| s.path.contains(j)))
         .count();
     let k = busy as f64 / model.vnf_cores as f64;
-    let calibrated_link = wait.same_core_link.is_some();
-    let mut terms = if calibrated_link && model.vnf_cores == 1 && vnf_ends > 0.0 {
-        let link = mean_over(&frames, |b| Ok(wait.link_at(one_way, k, b)?.unwrap_or(0.0)))?;
-        vec![
-            (hop_label, hop * (2.0 - vnf_ends) / 2.0),
-            (
-                "memif links to VNFs on its core".to_string(),
-                link.max(0.0) * vnf_ends / 2.0,
-            ),
-        ]
+    // On one core a link to another VNF costs its own term, in place of that end's half
+    // hop; an end that crosses between hosts costs the tunnel's.
+    let links = wait.same_core_link.is_some() && model.vnf_cores == 1;
+    let link = if links && through.iter().any(|s| s.path.len() > 1) {
+        mean_over(&frames, |b| Ok(wait.link_at(one_way, k, b)?.unwrap_or(0.0)))?.max(0.0)
     } else {
-        vec![(hop_label, hop)]
+        0.0
     };
-    // Its memif ends, half of which is the copy out and the signal a frame dropped
-    // before it leaves (by a policer, the NIC's capacity) never costs.
-    let memif: f64 = terms.iter().map(|t| t.1).sum();
+    let tunnel = wait.tunnel.as_ref().map(|t| t.parts());
+    // Per frame, averaged over its streams: its ends of each kind, its sending end's
+    // cycles, and the kernel's receive work for its frames (for those it receives
+    // through a tunnel, and those it sends through one to the tester).
+    let (mut halves, mut linked, mut into, mut out_of, mut sending) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    let (mut kernel_arriving, mut kernel_sent) = (0.0, 0.0);
+    for st in &through {
+        let at = st.path.iter().position(|&q| q == i).expect("the stream passes it");
+        let n = through.len() as f64;
+        for (end, crosses, to_vnf) in [
+            (0, st.crosses(at), at > 0),
+            (1, st.crosses(at + 1), at + 1 < st.path.len()),
+        ] {
+            let cycles = match (crosses, tunnel) {
+                (Some(_), Some(t)) if end == 0 => {
+                    into += 1.0 / n;
+                    kernel_arriving += t.kernel / n;
+                    t.receiving
+                }
+                (Some(_), Some(t)) => {
+                    out_of += 1.0 / n;
+                    if !to_vnf {
+                        kernel_sent += t.kernel / n;
+                    }
+                    t.sending
+                }
+                _ if to_vnf && links => {
+                    linked += 1.0 / n;
+                    link / 2.0
+                }
+                _ => {
+                    halves += 1.0 / n;
+                    hop / 2.0
+                }
+            };
+            if end == 1 {
+                sending += cycles / n;
+            }
+        }
+    }
+    if through.is_empty() {
+        halves = 2.0;
+        sending = hop / 2.0;
+    }
+    let mut terms = vec![(hop_label, hop * halves / 2.0)];
+    if linked > 0.0 {
+        terms.push(("memif links to VNFs on its core".to_string(), link * linked / 2.0));
+    }
+    if let Some(t) = tunnel.filter(|_| into > 0.0) {
+        terms.push(("link between hosts, its socket in".to_string(), t.receiving * into));
+    }
+    if let Some(t) = tunnel.filter(|_| out_of > 0.0) {
+        terms.push(("link between hosts, its socket out".to_string(), t.sending * out_of));
+    }
     let mut work = 0.0;
     for key in &p.nfs {
         let cycles = mean_over(&frames, |b| cal.vnf_nf_cycles(key, b))?;
@@ -442,9 +524,11 @@ fn process_cost(
     }
     Ok(ProcessCost {
         cycles: terms.iter().map(|t| t.1).sum::<f64>().max(1.0),
-        send: memif / 2.0 / share,
+        send: sending / share,
         work,
         terms,
+        kernel_arriving,
+        kernel_sent,
     })
 }
 
@@ -455,6 +539,12 @@ struct ProcessCost {
     terms: Vec<(String, f64)>,
     send: f64,
     work: f64,
+    /// The kernel's receive work on its core outside the scheduler's shares (softirq),
+    /// per frame arriving at it through a tunnel (refused ones too: the kernel drops
+    /// them at its socket after the work), and per frame it sends to the tester
+    /// through one.
+    kernel_arriving: f64,
+    kernel_sent: f64,
 }
 
 impl ProcessCost {
@@ -478,6 +568,9 @@ struct Solver<'p, 'a> {
     licensed: Vec<f64>,
     /// The fraction of VNF sends the NIC's capacity passes.
     nic: f64,
+    /// Each way of the hosts' cable: the fraction of what is sent across it that it
+    /// carries.
+    cable: [f64; 2],
     /// The factor of every stream's offer asked at this load.
     scale: f64,
 }
@@ -527,21 +620,33 @@ impl<'p, 'a> Solver<'p, 'a> {
             admitted: m.streams.iter().map(|s| vec![1.0; s.path.len()]).collect(),
             licensed: vec![1.0; n],
             nic: 1.0,
+            cable: [1.0; 2],
             scale,
         }
     }
 
     fn path(&self, s: usize, generated: f64) -> Path {
         let stream = &self.priced.model.streams[s];
-        let mut rate = generated;
+        let across = |link: usize| stream.crosses(link).map_or(1.0, |way| self.cable[way]);
+        let mut rate = generated * across(0);
         let mut arriving = Vec::with_capacity(stream.path.len());
         for (h, &p) in stream.path.iter().enumerate() {
             arriving.push(rate);
-            rate *= self.admitted[s][h] * self.licensed[p] * self.nic;
+            rate *= self.admitted[s][h] * self.licensed[p] * self.nic * across(h + 1);
         }
         Path {
             arriving,
             received: rate,
+        }
+    }
+
+    /// The share of stream `s`'s generated frames its tester pays a send for: those
+    /// the first VNF's ring takes, or every one it sends into a tunnel (the kernel takes
+    /// them all; the cable or the VNF's socket drops them later).
+    fn tester_sends(&self, s: usize) -> f64 {
+        match self.priced.model.streams[s].crosses(0) {
+            Some(_) => 1.0,
+            None => self.admitted[s].first().copied().unwrap_or(1.0),
         }
     }
 
@@ -572,7 +677,22 @@ impl<'p, 'a> Solver<'p, 'a> {
                     }
                 })
                 .collect();
-            let cycles = water_fill_capped(&wants, hz, hz * m.vnf_cores as f64);
+            // The kernel's receive work for frames crossing between hosts runs on the VNF
+            // cores before the scheduler shares what is left.
+            let mut worked = vec![0.0; n_p];
+            for (s, path) in paths.iter().enumerate() {
+                for (h, (&p, a)) in m.streams[s].path.iter().zip(&path.arriving).enumerate() {
+                    worked[p] += a * self.admitted[s][h];
+                }
+            }
+            let kernel: f64 = (0..n_p)
+                .map(|p| {
+                    let c = &self.priced.costs[p];
+                    let sent = worked[p] * self.licensed[p] * self.nic;
+                    arriving[p] * c.kernel_arriving + sent * c.kernel_sent
+                })
+                .sum();
+            let cycles = water_fill_capped(&wants, hz, (hz * m.vnf_cores as f64 - kernel).max(0.0));
             let mut admitted: Vec<Vec<f64>> = m.streams.iter().map(|s| vec![1.0; s.path.len()]).collect();
             let mut licensed = vec![1.0; n_p];
             let mut worked_ip_bits = vec![0.0; n_p];
@@ -632,13 +752,31 @@ impl<'p, 'a> Solver<'p, 'a> {
                 Some(cap) if sends_l1 > cap => cap / sends_l1,
                 _ => 1.0,
             };
+            // The hosts' cable, each way: what is sent across it, before it.
+            let mut across = [0.0; 2];
+            for (s, path) in paths.iter().enumerate() {
+                let stream = &m.streams[s];
+                let bits = self.priced.figures[s].cable_bits;
+                if let Some(way) = stream.crosses(0) {
+                    across[way] += self.generated[s] * bits;
+                }
+                for (h, (&p, a)) in stream.path.iter().zip(&path.arriving).enumerate() {
+                    if let Some(way) = stream.crosses(h + 1) {
+                        across[way] += a * admitted[s][h] * licensed[p] * nic * bits;
+                    }
+                }
+            }
+            let cable = across.map(|bits| match m.cable {
+                Some(c) if bits > c.bps => c.bps / bits,
+                _ => 1.0,
+            });
             // The tester: a stream's frames cost it by how many its first ring takes and
             // how many come back.
             let unit: Vec<f64> = (0..n_s)
                 .map(|s| {
                     let f = &self.priced.figures[s];
                     let probe = self.path(s, 1.0);
-                    let first = self.admitted[s].first().copied().unwrap_or(1.0);
+                    let first = self.tester_sends(s);
                     f.tester_generate + first * f.tester_send + probe.received * f.tester_receive
                 })
                 .collect();
@@ -658,6 +796,7 @@ impl<'p, 'a> Solver<'p, 'a> {
                         .map(|(a, b)| (a - b).abs()),
                 )
                 .chain(licensed.iter().zip(&self.licensed).map(|(a, b)| (a - b).abs()))
+                .chain(cable.iter().zip(&self.cable).map(|(a, b)| (a - b).abs()))
                 .fold((nic - self.nic).abs(), f64::max);
             for (old, new) in self.generated.iter_mut().zip(generated) {
                 *old = mix(*old, new);
@@ -669,6 +808,9 @@ impl<'p, 'a> Solver<'p, 'a> {
                 *old = mix(*old, new);
             }
             self.nic = mix(self.nic, nic);
+            for (old, new) in self.cable.iter_mut().zip(cable) {
+                *old = mix(*old, new);
+            }
             if moved < 1e-9 {
                 break;
             }
@@ -708,15 +850,26 @@ impl<'p, 'a> Solver<'p, 'a> {
                     last = Some(b);
                 }
             };
+            // What the cable refuses is lost at the tunnel that sends it.
+            let cable_lost = |link: usize, sent: f64| {
+                stream
+                    .crosses(link)
+                    .map(|way| (sent * (1.0 - self.cable[way]), Bottleneck::Cable { way }))
+            };
+            if let Some((lost, b)) = cable_lost(0, generated) {
+                note("tester cable".into(), lost, b);
+            }
             for (hop, (&p, &a)) in stream.path.iter().zip(&path.arriving).enumerate() {
                 let name = &m.processes[p].name;
                 processes[p].arriving_pps += a;
                 processes[p].worked_pps += a * self.admitted[s][hop];
                 let refused = a * (1.0 - self.admitted[s][hop]);
-                let place = if hop == 0 {
-                    "tester tx-refused".to_string()
-                } else {
-                    format!("{name} ring-full")
+                let place = match (hop, stream.crosses(hop)) {
+                    // Through a tunnel the kernel takes every frame; the VNF's socket
+                    // refuses what it cannot take.
+                    (_, Some(_)) => format!("{name} socket-full"),
+                    (0, None) => "tester tx-refused".to_string(),
+                    _ => format!("{name} ring-full"),
                 };
                 note(place, refused, Bottleneck::VnfCore { process: name.clone() });
                 let worked = a * self.admitted[s][hop];
@@ -730,9 +883,12 @@ impl<'p, 'a> Solver<'p, 'a> {
                     worked * self.licensed[p] * (1.0 - self.nic),
                     Bottleneck::NicCapacity,
                 );
+                if let Some((lost, b)) = cable_lost(hop + 1, worked * self.licensed[p] * self.nic) {
+                    note(format!("{name} cable"), lost, b);
+                }
             }
             let f = &self.priced.figures[s];
-            let first = self.admitted[s].first().copied().unwrap_or(1.0);
+            let first = self.tester_sends(s);
             tester_cycles += generated * (f.tester_generate + first * f.tester_send) + path.received * f.tester_receive;
             let held_back = |by: f64| stream.offered_pps.is_some() && by < 1.0 - 1e-6;
             let bottleneck = match last {
@@ -864,6 +1020,7 @@ pub(crate) mod tests {
                     runs: vec![100.0],
                 }],
                 turn: None,
+                tunnel: None,
             }],
         });
         c
@@ -888,6 +1045,7 @@ pub(crate) mod tests {
                 offered_pps: pps,
                 frames: vec![(64.0, 1.0)],
                 path: (first..first + vnfs).collect(),
+                crossings: Vec::new(),
             });
         }
         ScenarioModel {
@@ -898,7 +1056,91 @@ pub(crate) mod tests {
             line_bps: None,
             ring_frames: 1024.0,
             nic_capacity_bps: None,
+            cable: None,
         }
+    }
+
+    /// [`cal`] with links between hosts: into a VNF 1,000 cycles (its socket 400, the
+    /// kernel 600), out of one 1,100 (its socket 500), between two 1,500.
+    fn cal_with_tunnels() -> Calibration {
+        let mut c = cal();
+        let m = |cycles: f64| crate::calibration::Measured {
+            cycles,
+            runs: vec![cycles],
+        };
+        c.memif.as_mut().unwrap().waits[0].tunnel = Some(crate::calibration::TunnelTerms {
+            into_vnf: m(1000.0),
+            out_of_vnf: m(1100.0),
+            between_vnfs: m(1500.0),
+            tester_send: m(900.0),
+        });
+        c
+    }
+
+    #[test]
+    fn a_crossing_between_hosts_costs_its_sockets_and_the_kernels_work_outside_the_share() {
+        let cal = cal_with_tunnels();
+        let t = cal.memif.as_ref().unwrap().waits[0].tunnel.as_ref().unwrap().parts();
+        assert_eq!((t.receiving, t.sending, t.kernel), (400.0, 500.0, 600.0));
+        // One router on host 2, the tester on host 1: its input and its output cross.
+        let mut m = scenario(1, 1, None);
+        m.streams[0].crossings = vec![Some(0), Some(1)];
+        m.cable = Some(Cable {
+            bps: 1e12,
+            extra_bits: 0.0,
+        });
+        let p = PricedScenario::new(&cal, &m).unwrap();
+        // Its own: half hops none, its sockets 400 + 500, the router 300.
+        let terms: Vec<(&str, f64)> = p.costs[0].terms.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+        assert!(
+            terms.contains(&("link between hosts, its socket in", 400.0)),
+            "{terms:?}"
+        );
+        assert!(
+            terms.contains(&("link between hosts, its socket out", 500.0)),
+            "{terms:?}"
+        );
+        assert_eq!(p.costs[0].cycles, 1200.0);
+        // The tester pays its tunnel send for every frame it generates (g), its receive
+        // for every one back (x): g (100 + 900) + 100 x = HZ.
+        let f = p.flow(1.0);
+        let (g, x) = (f.generated_pps, f.received_pps);
+        assert!((g * 1000.0 + x * 100.0 - HZ).abs() / HZ < 1e-3, "{f:#?}");
+        // The kernel's 600 for every frame arriving (the socket refuses the excess after
+        // it) and every frame sent back come off the core before the router's 1,200:
+        // 600 g + (600 + 1200) x = HZ.
+        assert!((600.0 * g + 1800.0 * x - HZ).abs() / HZ < 1e-3, "{f:#?}");
+        let refused = &f.streams[0].dropped;
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].0, "c1 hop 1 socket-full");
+        // Without the links' terms it is refused, saying so.
+        let e = PricedScenario::new(&super::tests::cal(), &m).err().unwrap();
+        assert!(e.contains("no links between hosts"), "{e}");
+    }
+
+    #[test]
+    fn the_cable_carries_its_line_each_way_and_drops_the_rest_at_the_sending_tunnel() {
+        let cal = cal_with_tunnels();
+        // PVVP across two hosts: hop 1 on host 1, hop 2 on host 2, back to host 1; each
+        // way of the cable 672 Mbit/s: 1 Mpps of 64 B frames.
+        let mut m = scenario(1, 2, Some(3e6));
+        m.vnf_cores = 2;
+        m.streams[0].crossings = vec![None, Some(0), Some(1)];
+        m.cable = Some(Cable {
+            bps: 672e6,
+            extra_bits: 0.0,
+        });
+        let f = PricedScenario::new(&cal, &m).unwrap().flow(0.1);
+        // 0.3 Mpps offered: nothing lost.
+        assert!((f.received_pps - 0.3e6).abs() < 1.0, "{f:#?}");
+        let c = PricedScenario::new(&cal, &m).unwrap().capacity();
+        assert!((c.aggregate_pps - 1e6).abs() / 1e6 < 1e-3, "{c:#?}");
+        assert_eq!(c.bottleneck, Some(Bottleneck::Cable { way: 0 }));
+        let over = PricedScenario::new(&cal, &m).unwrap().flow(0.5);
+        let lost: Vec<&(String, f64)> = over.streams[0].dropped.iter().collect();
+        assert_eq!(lost.len(), 1, "{lost:?}");
+        assert_eq!(lost[0].0, "c1 hop 1 cable");
+        assert!((lost[0].1 - 0.5e6).abs() / 0.5e6 < 1e-3, "{lost:?}");
     }
 
     fn total_dropped(f: &ScenarioFlow) -> f64 {

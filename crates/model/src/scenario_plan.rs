@@ -360,6 +360,7 @@ pub fn deployment_model(demand: &ScenarioDemand, way: &[GroupDeployment], wait: 
                     } else {
                         path.clone()
                     },
+                    crossings: Vec::new(),
                 });
             }
         }
@@ -372,6 +373,7 @@ pub fn deployment_model(demand: &ScenarioDemand, way: &[GroupDeployment], wait: 
         line_bps: demand.line_bps,
         ring_frames: demand.ring_frames,
         nic_capacity_bps: demand.nic_capacity_bps,
+        cable: None,
     }
 }
 
@@ -462,7 +464,8 @@ fn why_not(demand: &ScenarioDemand, limits: &DeploymentLimits, rows: &[Deploymen
             "it is held by {process}, which needs more than a core of its own: its features split over VNFs, or more chains (--scale-out), share the work, on more than {} core(s) (--cores) where they do not fit",
             limits.max_cores
         ),
-        Some(Bottleneck::Tester) | None => "nothing the model names holds it".into(),
+        // A plan deploys on one host.
+        Some(Bottleneck::Tester | Bottleneck::Cable { .. }) | None => "nothing the model names holds it".into(),
     };
     reasons.push(fix);
     reasons

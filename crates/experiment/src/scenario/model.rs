@@ -72,12 +72,32 @@ pub fn licence_spec(bps: u64) -> sfclab_nf::NfSpec {
 impl Scenario {
     /// The scenario as the model prices it; an error names what it cannot price yet.
     pub fn model(&self) -> Result<ScenarioModel, String> {
-        if self.hosts.is_some() || self.veth {
+        if self.veth {
             return Err(
-                "chains over kernel links (hosts:, chaining: veth) are not priced yet: the model prices VNFs joined by memif"
+                "chains joined by veth (chaining: veth) are not priced yet: the model prices VNFs joined by memif, and by tunnels between two hosts"
                     .into(),
             );
         }
+        // Each link's way across the hosts' cable, from the tester to the first VNF, ...,
+        // to the tester (0: host 1 to host 2, 1: back).
+        let crossings: Vec<Option<usize>> = match &self.hosts {
+            None => Vec::new(),
+            Some(h) if h.count != 2 => {
+                return Err(format!(
+                    "chains over {} hosts (each cabled to a top-of-rack switch) are not priced yet: the model prices two hosts on one cable",
+                    h.count
+                ));
+            }
+            Some(h) => h
+                .places()
+                .windows(2)
+                .map(|w| (w[0] != w[1]).then_some(w[0].min(1)))
+                .collect(),
+        };
+        let cable = self.hosts.as_ref().map(|h| sfclab_model::scenario::Cable {
+            bps: h.link.rate_bps,
+            extra_bits: if h.link.charge_tunnel { 50.0 * 8.0 } else { 0.0 },
+        });
         let mut processes = Vec::new();
         let mut streams = Vec::new();
         let n = self.chains.len();
@@ -129,6 +149,8 @@ impl Scenario {
                     } else {
                         path.clone()
                     },
+                    // Chains across hosts go one way.
+                    crossings: crossings.clone(),
                 });
             }
         }
@@ -144,6 +166,7 @@ impl Scenario {
             line_bps: self.line_rate,
             ring_frames: ring_frames(),
             nic_capacity_bps: self.nic_capacity,
+            cable,
         })
     }
 
@@ -426,9 +449,32 @@ mod tests {
     }
 
     #[test]
-    fn kernel_links_are_refused_saying_so() {
+    fn veth_and_more_than_two_hosts_are_refused_saying_so() {
         let s = scenario("chains: 1\nvnf: forwarder\nrun: { chaining: veth }\n");
         let e = s.model().unwrap_err();
-        assert!(e.contains("kernel links"), "{e}");
+        assert!(e.contains("chaining: veth") && e.contains("not priced yet"), "{e}");
+        let s = scenario(
+            "chains: 1\nshape: pvvp\nvnf: router\nbidirectional: false\nhosts: { count: 3, vnfs: [2, 3], sink: 1 }\n",
+        );
+        let e = s.model().unwrap_err();
+        assert!(e.contains("3 hosts") && e.contains("not priced yet"), "{e}");
+    }
+
+    #[test]
+    fn chains_across_two_hosts_cross_the_cable_where_their_places_change_host() {
+        // Seed 003's dual host: the tester on host 1, a router there and one on host 2,
+        // back to host 1, over a 1 Gbit/s cable.
+        let s = scenario(
+            "chains: 2\nshape: pvvp\nvnf: router\nbidirectional: false\nhosts: { count: 2, vnfs: [1, 2], sink: 1, link: 1Gbit/s }\n",
+        );
+        let m = s.model().unwrap();
+        assert_eq!(m.streams.len(), 2);
+        for st in &m.streams {
+            // Tester to hop 1 on host 1 (memif), hop 1 to hop 2 across (host 1 to 2),
+            // hop 2 to the tester across (back).
+            assert_eq!(st.crossings, vec![None, Some(0), Some(1)]);
+        }
+        let cable = m.cable.unwrap();
+        assert_eq!((cable.bps, cable.extra_bits), (1e9, 0.0));
     }
 }
