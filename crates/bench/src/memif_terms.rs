@@ -278,17 +278,9 @@ impl Runs<'_> {
     fn across(&self, vnf_hosts: &[usize], wait: &str) -> String {
         let hosts: Vec<String> = vnf_hosts.iter().map(usize::to_string).collect();
         format!(
-            "name: model calibrate --memif\nchains: 1\nvnf: [{}]\nsplit: true\nbidirectional: false\n\
-             hosts: {{ count: 2, vnfs: [{}], sink: 2, link: 400Gbit/s }}\n\
-             vnf_cores: \"{}\"\n\
-             traffic: {{ rate: max, size: {}, {FLOWS} }}\n\
-             run: {{ duration: {}ms, warmup: {}ms, memif_wait: {wait} }}\nrepeat: 1\n",
-            vec!["forwarder"; vnf_hosts.len()].join(", "),
-            hosts.join(", "),
-            self.vnf_core,
-            self.size,
-            self.args.duration.as_millis(),
-            self.args.warmup.as_millis(),
+            "{}hosts: {{ count: 2, vnfs: [{}], sink: 2, link: 400Gbit/s }}\n",
+            self.split(&vec!["forwarder"; vnf_hosts.len()], wait, false),
+            hosts.join(", ")
         )
     }
 

@@ -135,7 +135,7 @@ pub struct ScenarioCell {
     pub vnf_cores_busy_pct: f64,
     /// The share of the VNF core's time its VNFs spent in turns of their loops that
     /// moved frames (each VNF's busy cycles per frame times its frames, over the
-    /// tester's run), added up, percent, the median of the rounds: an upper bound of
+    /// tester's sending: warm-up and window), added up, percent, the median of the rounds: an upper bound of
     /// the core's working share (a turn the OS interrupted counts whole, with the time
     /// another VNF had). Refusals do not make VNFs the measured limit where this is
     /// below 90 %: the tester kept them below their pace.
@@ -219,8 +219,8 @@ fn scenario(cell: &Cell, duration: std::time::Duration, warmup: std::time::Durat
 /// The whole's bottleneck in a measured run: the last place along the chains' paths
 /// where frames were lost, as the model names it. The tester's refusals are the
 /// window's (VNFs still starting refuse frames in the warm-up); the hops' drops are
-/// their processes' whole run.
-fn measured_bottleneck(run: &ScenarioRun, tsc_hz: f64, warmup_s: f64) -> String {
+/// their processes' whole run. `vnfs_busy` is [`vnfs_turns_busy`].
+fn measured_bottleneck(run: &ScenarioRun, vnfs_busy: Option<f64>) -> String {
     let lost = |cause: &str| -> u64 {
         run.chains
             .iter()
@@ -241,31 +241,22 @@ fn measured_bottleneck(run: &ScenarioRun, tsc_hz: f64, warmup_s: f64) -> String 
         // turns fill the core's time. VNFs taking turns spend the core's time on their
         // switches too, and each one's turns count the others' time when the OS
         // interrupted it mid-turn: their sum tells nothing.
-        match run.processes.len() {
-            1 => vnfs_turns_busy(run, tsc_hz, warmup_s),
-            _ => None,
-        },
+        vnfs_busy.filter(|_| run.processes.len() == 1),
     )
 }
 
-/// The share of the tester's sending (warm-up `warmup_s` and window) the VNFs spent in
-/// turns of their loops that moved frames, added up (the cells' VNFs share one core): an
-/// upper bound of their core's busy share, as a turn the OS interrupted counts whole.
-/// `None` when a VNF did not say.
-fn vnfs_turns_busy(run: &ScenarioRun, tsc_hz: f64, warmup_s: f64) -> Option<f64> {
-    // The processes' CPU shares are over the window: it is their CPU time over it.
-    let window_s = run
-        .processes
-        .iter()
-        .find(|p| p.cpu_share > 0.0)
-        .map(|p| p.cpu_s / p.cpu_share)?;
+/// The share of the tester's sending (`sending_s`: warm-up and window) the VNFs spent
+/// in turns of their loops that moved frames, added up (the cells' VNFs share one
+/// core): an upper bound of their core's busy share, as a turn the OS interrupted
+/// counts whole. `None` when a VNF did not say.
+fn vnfs_turns_busy(run: &ScenarioRun, tsc_hz: f64, sending_s: f64) -> Option<f64> {
     let busy_cycles: Option<f64> = run
         .chains
         .iter()
         .flat_map(|c| c.hops.iter())
         .map(|h| h.busy_cycles_per_frame.map(|c| c * h.rx as f64))
         .sum();
-    Some(busy_cycles? / (tsc_hz * (warmup_s + window_s)))
+    Some(busy_cycles? / (tsc_hz * sending_s))
 }
 
 /// Frames a run lost, by cause.
@@ -384,14 +375,13 @@ pub fn run(
             runs[k]
                 .predicted_bottleneck
                 .push(predicted_bottleneck(capacity.bottleneck.as_ref()));
+            let turns_busy = vnfs_turns_busy(measured, cal.machine.tsc_hz, (warmup + duration).as_secs_f64());
             runs[k]
                 .measured_bottleneck
-                .push(measured_bottleneck(measured, cal.machine.tsc_hz, warmup.as_secs_f64()));
+                .push(measured_bottleneck(measured, turns_busy));
             let ran: f64 = measured.processes.iter().map(|p| p.cpu_share).sum();
             runs[k].vnf_cores_busy.push(100.0 * ran / model.vnf_cores.max(1) as f64);
-            runs[k].vnf_turns_busy.push(
-                vnfs_turns_busy(measured, cal.machine.tsc_hz, warmup.as_secs_f64()).map_or(f64::NAN, |b| 100.0 * b),
-            );
+            runs[k].vnf_turns_busy.push(turns_busy.map_or(f64::NAN, |b| 100.0 * b));
             progress.finished(&format!(
                 "{}: predicted {:.3} Mpps, measured {:.3}",
                 cell.name,

@@ -558,30 +558,26 @@ pub fn calibration_table(cal: &Calibration) -> String {
                 scaled("a process's turn on a shared core, ms", &turn.runs, 1e3, 2);
             }
             if let Some(t) = &w.tunnel {
-                scaled(
-                    "a link between hosts into a VNF, cycles per frame on its core",
-                    &t.into_vnf.runs,
-                    1.0,
-                    0,
-                );
-                scaled(
-                    "a link between hosts out of a VNF, cycles per frame on its core",
-                    &t.out_of_vnf.runs,
-                    1.0,
-                    0,
-                );
-                scaled(
-                    "a link between hosts between two VNFs on one core, cycles per frame there",
-                    &t.between_vnfs.runs,
-                    1.0,
-                    0,
-                );
-                scaled(
-                    "the tester sending into a link between hosts, cycles per frame",
-                    &t.tester_send.runs,
-                    1.0,
-                    0,
-                );
+                for (what, term) in [
+                    (
+                        "a link between hosts into a VNF, cycles per frame on its core",
+                        &t.into_vnf,
+                    ),
+                    (
+                        "a link between hosts out of a VNF, cycles per frame on its core",
+                        &t.out_of_vnf,
+                    ),
+                    (
+                        "a link between hosts between two VNFs on one core, cycles per frame there",
+                        &t.between_vnfs,
+                    ),
+                    (
+                        "the tester sending into a link between hosts, cycles per frame",
+                        &t.tester_send,
+                    ),
+                ] {
+                    scaled(what, &term.runs, 1.0, 0);
+                }
             }
         }
     }

@@ -223,15 +223,11 @@ impl<'a> PricedScenario<'a> {
             return Err("the VNF processes have no core".into());
         }
         let crossing = model.streams.iter().any(|s| s.crossings.iter().any(Option::is_some));
-        let tunnel = match (&wait.tunnel, crossing) {
-            (Some(t), _) => Some(t),
-            (None, false) => None,
-            (None, true) => {
-                return Err(
-                    "the calibration has no links between hosts (a calibration before sfclab.calibration/7): calibrate with `sudo sfclab model calibrate --memif`".into(),
-                );
-            }
-        };
+        if crossing && wait.tunnel.is_none() {
+            return Err(
+                "the calibration has no links between hosts (a calibration before sfclab.calibration/7): calibrate with `sudo sfclab model calibrate --memif`".into(),
+            );
+        }
         let mut figures = Vec::new();
         for s in &model.streams {
             if let Some(&p) = s.path.iter().find(|&&p| p >= model.processes.len()) {
@@ -246,7 +242,7 @@ impl<'a> PricedScenario<'a> {
                 tester_generate: mean_over(&s.frames, |b| memif.tester_generate.at(b))?.max(0.0),
                 // Into a tunnel: measured at the smallest size, priced at every size
                 // (the kernel's work per frame, not per byte, is most of it).
-                tester_send: match (s.crosses(0), tunnel) {
+                tester_send: match (s.crosses(0), &wait.tunnel) {
                     (Some(_), Some(t)) => t.tester_send.cycles.max(0.0),
                     _ => mean_over(&s.frames, |b| memif.tester_send.at(b))?.max(0.0),
                 },
@@ -453,9 +449,9 @@ fn process_cost(
     // through a tunnel, and those it sends through one to the tester).
     let (mut halves, mut linked, mut into, mut out_of, mut sending) = (0.0, 0.0, 0.0, 0.0, 0.0);
     let (mut kernel_arriving, mut kernel_sent) = (0.0, 0.0);
+    let n = through.len() as f64;
     for st in &through {
         let at = st.path.iter().position(|&q| q == i).expect("the stream passes it");
-        let n = through.len() as f64;
         for (end, crosses, to_vnf) in [
             (0, st.crosses(at), at > 0),
             (1, st.crosses(at + 1), at + 1 < st.path.len()),
@@ -742,33 +738,33 @@ impl<'p, 'a> Solver<'p, 'a> {
                     licensed[p] = cap / worked_ip_bits[p];
                 }
             }
+            // Every VNF send draws on the NIC's capacity; the hosts' cable carries, each
+            // way, what the tester and the VNFs send across it (theirs past the NIC's).
             let mut sends_l1 = 0.0;
+            let (mut tester_across, mut vnfs_across) = ([0.0; 2], [0.0; 2]);
             for (s, path) in paths.iter().enumerate() {
-                for (h, (&p, a)) in m.streams[s].path.iter().zip(&path.arriving).enumerate() {
-                    sends_l1 += a * admitted[s][h] * licensed[p] * self.priced.figures[s].l1_bits;
+                let (stream, f) = (&m.streams[s], &self.priced.figures[s]);
+                if let Some(way) = stream.crosses(0) {
+                    tester_across[way] += self.generated[s] * f.cable_bits;
+                }
+                for (h, (&p, a)) in stream.path.iter().zip(&path.arriving).enumerate() {
+                    let sent = a * admitted[s][h] * licensed[p];
+                    sends_l1 += sent * f.l1_bits;
+                    if let Some(way) = stream.crosses(h + 1) {
+                        vnfs_across[way] += sent * f.cable_bits;
+                    }
                 }
             }
             let nic = match m.nic_capacity_bps {
                 Some(cap) if sends_l1 > cap => cap / sends_l1,
                 _ => 1.0,
             };
-            // The hosts' cable, each way: what is sent across it, before it.
-            let mut across = [0.0; 2];
-            for (s, path) in paths.iter().enumerate() {
-                let stream = &m.streams[s];
-                let bits = self.priced.figures[s].cable_bits;
-                if let Some(way) = stream.crosses(0) {
-                    across[way] += self.generated[s] * bits;
+            let cable: [f64; 2] = std::array::from_fn(|way| {
+                let bits = tester_across[way] + vnfs_across[way] * nic;
+                match m.cable {
+                    Some(c) if bits > c.bps => c.bps / bits,
+                    _ => 1.0,
                 }
-                for (h, (&p, a)) in stream.path.iter().zip(&path.arriving).enumerate() {
-                    if let Some(way) = stream.crosses(h + 1) {
-                        across[way] += a * admitted[s][h] * licensed[p] * nic * bits;
-                    }
-                }
-            }
-            let cable = across.map(|bits| match m.cable {
-                Some(c) if bits > c.bps => c.bps / bits,
-                _ => 1.0,
             });
             // The tester: a stream's frames cost it by how many its first ring takes and
             // how many come back.

@@ -88,11 +88,7 @@ impl Scenario {
                     h.count
                 ));
             }
-            Some(h) => h
-                .places()
-                .windows(2)
-                .map(|w| (w[0] != w[1]).then_some(w[0].min(1)))
-                .collect(),
+            Some(h) => h.places().windows(2).map(|w| (w[0] != w[1]).then_some(w[0])).collect(),
         };
         let cable = self.hosts.as_ref().map(|h| sfclab_model::scenario::Cable {
             bps: h.link.rate_bps,

@@ -317,16 +317,14 @@ impl ChainsUp {
                 },
             );
             drop(tell);
-            let read = reader.join().unwrap_or_default();
-            let window = match read.as_slice() {
-                [(opened_at, opened), (closed_at, closed)] => Some(WindowSched {
-                    opened: opened.clone(),
-                    closed: closed.clone(),
-                    seconds: closed_at.duration_since(*opened_at).as_secs_f64(),
-                }),
-                // Stopped before the window opened.
-                _ => None,
-            };
+            // None when stopped before the window opened.
+            let window = <[_; 2]>::try_from(reader.join().unwrap_or_default()).ok().map(
+                |[(opened_at, opened), (closed_at, closed)]| WindowSched {
+                    opened,
+                    closed,
+                    seconds: closed_at.duration_since(opened_at).as_secs_f64(),
+                },
+            );
             Measured { reports, window }
         })
     }
