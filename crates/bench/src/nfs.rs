@@ -37,7 +37,7 @@ use std::time::Duration;
 use crate::median;
 use std::fmt::Write as _;
 
-pub const NFS_SCHEMA: &str = "sfclab.bench.nfs/5";
+pub const NFS_SCHEMA: &str = "sfclab.bench.nfs/6";
 
 #[derive(Debug, Clone)]
 pub struct NfsArgs {
@@ -130,14 +130,21 @@ pub struct MeterRow {
     pub peer_error: Option<String>,
 }
 
-/// The DPI matcher alone on the payloads the dpi workload carries, against the NF.
+/// A DPI search engine alone on the payloads the dpi workload carries, against the NF
+/// searching with it.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MatcherRow {
+    /// `vectorscan` or `aho-corasick`.
+    pub engine: String,
+    /// The workload whose dpi NF searches with it (`dpi`, `dpi-aho-corasick`).
+    pub workload: String,
     /// `64` or `imix`.
     pub frames: String,
     /// Mean payload bytes scanned per packet.
     pub payload_bytes: f64,
-    /// The matcher alone: GB/s one core scans (lowering, leftmost and overlapping search).
+    /// The engine alone: GB/s one core scans (vectorscan: one block-mode scan per
+    /// payload, as `hsbench` measures it; aho-corasick: lowering, the leftmost and the
+    /// overlapping search, as the NF runs it).
     pub matcher_gbps: f64,
     pub matcher_gbps_runs: Vec<f64>,
     /// The dpi NF in its workload: payload bytes it scanned per second of its own
@@ -368,8 +375,27 @@ fn qos() -> Result<NfSpec, String> {
 pub use sfclab_experiment::scenario::WEB_RULES;
 
 fn dpi() -> Result<NfSpec, String> {
+    dpi_with(None)
+}
+
+/// The dpi NF with the web rules, searching with `engine` (none: its default).
+fn dpi_with(engine: Option<&str>) -> Result<NfSpec, String> {
     let rules = sfclab_experiment::scenario::web_rules();
-    spec("dpi", json!({ "rules": rules }))
+    match engine {
+        None => spec("dpi", json!({ "rules": rules })),
+        Some(e) => spec("dpi", json!({ "rules": rules, "engine": e })),
+    }
+}
+
+/// The dpi workloads and their engines: `dpi` with the NF's default (vectorscan where
+/// built in), and where that is vectorscan, `dpi-aho-corasick` beside it.
+fn dpi_workloads() -> Vec<(&'static str, &'static str)> {
+    let engines = sfclab_nf::dpi::engines();
+    let mut out = vec![("dpi", engines[0])];
+    if engines.len() > 1 {
+        out.push(("dpi-aho-corasick", "aho-corasick"));
+    }
+    out
 }
 
 fn router() -> Result<NfSpec, String> {
@@ -390,6 +416,7 @@ pub fn workload_names(nat_sessions: &[u32]) -> Vec<String> {
         "qos",
         "shaper",
         "dpi",
+        "dpi-aho-corasick",
         "fw-nat-router",
         "multi-feature",
         "ipsec",
@@ -445,7 +472,7 @@ fn workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
 /// flows of `--flows`.
 fn one_nf_workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
     let f = args.flows;
-    Ok(vec![
+    let mut all = vec![
         Workload {
             name: "forwarder".into(),
             description: "MAC rewrite: the papers' single-feature forwarding chain".into(),
@@ -503,14 +530,19 @@ fn one_nf_workloads(args: &NfsArgs) -> Result<Vec<Workload>, String> {
             flows: f,
             ..Workload::default()
         },
-        Workload {
-            name: "dpi".into(),
-            description: "30 Snort-style signatures (examples/signatures/web.rules) over UDP payloads".into(),
-            chain: vec![("dpi".into(), dpi()?)],
+    ];
+    for (name, engine) in dpi_workloads() {
+        all.push(Workload {
+            name: name.into(),
+            description: format!(
+                "30 Snort-style signatures (examples/signatures/web.rules) over UDP payloads, searched with {engine}"
+            ),
+            chain: vec![("dpi".into(), dpi_with(Some(engine))?)],
             flows: f,
             ..Workload::default()
-        },
-    ])
+        });
+    }
+    Ok(all)
 }
 
 /// Chains of several NFs on one core: the papers' multi-feature VNFs, an ESP tunnel's
@@ -727,8 +759,9 @@ pub fn nfs(args: &NfsArgs, progress: &mut Progress, stop: &Stop) -> Result<NfsBe
     } else {
         Vec::new()
     };
-    let matcher = if wanted("dpi") && !interrupted {
-        matcher_rows(args, &points, repeat.max(1))?
+    let dpi: Vec<(&str, &str)> = dpi_workloads().into_iter().filter(|(w, _)| wanted(w)).collect();
+    let matcher = if !dpi.is_empty() && !interrupted {
+        matcher_rows(args, &dpi, &points, repeat.max(1))?
     } else {
         Vec::new()
     };
@@ -1012,32 +1045,50 @@ fn meter_rows(args: &NfsArgs, repeat: usize, stop: &Stop) -> Vec<MeterRow> {
         .collect()
 }
 
-/// The dpi workload's payloads (the generator's frames at each size), scanned by the
-/// matcher alone, against what the NF did on them.
-fn matcher_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize) -> Result<Vec<MatcherRow>, String> {
+/// The dpi workloads' payloads (the generator's frames at each size), scanned by each
+/// workload's engine alone, against what its NF did on them.
+fn matcher_rows(
+    args: &NfsArgs,
+    workloads: &[(&str, &str)],
+    points: &[NfsPoint],
+    repeat: usize,
+) -> Result<Vec<MatcherRow>, String> {
     let mut out = Vec::new();
     for (label, sizes) in [("64", FrameSizes::Fixed { size: 64 }), ("imix", FrameSizes::imix())] {
         let payloads = generated_payloads(&sizes, args.flows)?;
-        let mut nf = sfclab_nf::dpi::Dpi::new(&sfclab_nf::typed(dpi()?.settings()).map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
+        let mut nfs = Vec::new();
+        for (_, engine) in workloads {
+            let config = sfclab_nf::typed(dpi_with(Some(engine))?.settings()).map_err(|e| e.to_string())?;
+            nfs.push(sfclab_nf::dpi::Dpi::new(&config).map_err(|e| e.to_string())?);
+        }
         // About as long as a window: 2000 passes over the payloads for 1 s windows.
         let passes = ((args.duration.as_secs_f64() * 2000.0) as usize).clamp(5, 2000);
-        let runs: Vec<f64> = (0..repeat)
-            .map(|_| crate::on_core(args.core, || nf.matcher_alone(&payloads, passes)) * sfclab_core::tsc::hz() / 1e9)
-            .collect();
-        let matcher_gbps = median(&runs);
-        let nf_gbps = points
-            .iter()
-            .find(|p| p.workload == "dpi" && p.frames == label)
-            .and_then(|p| p.dpi_gbps);
-        out.push(MatcherRow {
-            frames: label.into(),
-            payload_bytes: payloads.iter().map(Vec::len).sum::<usize>() as f64 / payloads.len().max(1) as f64,
-            matcher_gbps,
-            matcher_gbps_runs: runs,
-            nf_gbps,
-            share: nf_gbps.map(|n| n / matcher_gbps),
-        });
+        // The engines in turn within each repetition.
+        let mut runs = vec![Vec::new(); workloads.len()];
+        for _ in 0..repeat {
+            for (nf, r) in nfs.iter_mut().zip(&mut runs) {
+                r.push(
+                    crate::on_core(args.core, || nf.matcher_alone(&payloads, passes)) * sfclab_core::tsc::hz() / 1e9,
+                );
+            }
+        }
+        for (&(workload, engine), runs) in workloads.iter().zip(runs) {
+            let matcher_gbps = median(&runs);
+            let nf_gbps = points
+                .iter()
+                .find(|p| p.workload == workload && p.frames == label)
+                .and_then(|p| p.dpi_gbps);
+            out.push(MatcherRow {
+                engine: engine.into(),
+                workload: workload.into(),
+                frames: label.into(),
+                payload_bytes: payloads.iter().map(Vec::len).sum::<usize>() as f64 / payloads.len().max(1) as f64,
+                matcher_gbps,
+                matcher_gbps_runs: runs,
+                nf_gbps,
+                share: nf_gbps.map(|n| n / matcher_gbps),
+            });
+        }
     }
     Ok(out)
 }
@@ -1139,11 +1190,12 @@ fn render_table(b: &NfsBench) -> String {
     }
     wide += write_meters(&mut s, &b.meters);
     if !b.matcher.is_empty() {
-        let _ = writeln!(s, "\ndpi matcher alone on the workload's payloads (the limit):");
+        let _ = writeln!(s, "\ndpi search engines alone on the workload's payloads (the limit):");
         for m in &b.matcher {
             let _ = writeln!(
                 s,
-                "  {:>5} B frames, {:.0} B payload: matcher {} GB/s, dpi NF {} GB/s ({} of the matcher)",
+                "  {:>12} {:>5} B frames, {:.0} B payload: alone {} GB/s, dpi NF {} GB/s ({} of the engine alone)",
+                m.engine,
                 m.frames,
                 m.payload_bytes,
                 crate::with_range(&m.matcher_gbps_runs, 2),

@@ -35,10 +35,11 @@ struct Cli {
 /// The version, the commit it was built from and what it was built with.
 static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
-        "{} (commit {})\nESP's AES-GCM: {}",
+        "{} (commit {})\nESP's AES-GCM: {}\nDPI's search: {}",
         env!("CARGO_PKG_VERSION"),
         env!("SFCLAB_COMMIT"),
-        sfclab_aead::in_use()
+        sfclab_aead::in_use(),
+        sfclab_vectorscan::in_use()
     )
 });
 

@@ -638,5 +638,10 @@ pub fn nf_types() -> String {
         "esp-encrypt and esp-decrypt seal with AES-GCM from {}",
         sfclab_aead::in_use()
     );
+    let _ = writeln!(
+        s,
+        "dpi searches with {} unless its `engine` says",
+        sfclab_vectorscan::in_use()
+    );
     s
 }

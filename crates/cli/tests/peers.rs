@@ -202,7 +202,7 @@ fn bench_nfs_prices_qos_dpi_and_esp_beside_their_peers() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    common::assert_follows_schema("bench-nfs-5.json", &v);
+    common::assert_follows_schema("bench-nfs-6.json", &v);
     let meters = v["meters"].as_array().unwrap();
     assert_eq!(meters.len(), 4, "srTCM and trTCM, blind and aware");
     for m in meters {
@@ -226,8 +226,13 @@ fn bench_nfs_prices_qos_dpi_and_esp_beside_their_peers() {
         }
     }
     let matcher = v["matcher"].as_array().unwrap();
-    assert_eq!(matcher.len(), 2, "64 B and IMIX");
+    assert_eq!(matcher.len(), 2, "64 B and IMIX, the dpi workload's engine");
     for m in matcher {
+        assert_eq!(m["workload"], "dpi", "{m}");
+        assert!(
+            ["vectorscan", "aho-corasick"].contains(&m["engine"].as_str().unwrap()),
+            "{m}"
+        );
         assert!(m["matcher_gbps"].as_f64().unwrap() > 0.0, "{m}");
         assert!(m["nf_gbps"].as_f64().unwrap() > 0.0, "{m}");
     }

@@ -1,11 +1,14 @@
 //! `dpi`: multi-pattern payload inspection with signatures in a documented subset of
 //! Snort/Suricata rule syntax ([`rules`](crate::dpi::parse_rules)), as an IPS does it:
 //! each rule's longest content (its fast pattern, as Snort and Suricata pick it) goes
-//! into one Aho-Corasick automaton (the `aho-corasick` crate) in lower case, and runs
-//! over the payload lowered as it is copied into the scan window: a case-sensitive
+//! into one multi-pattern search, whose every match is a candidate rule. The search
+//! (`engine`) is vectorscan's where the build has it (Hyperscan's open fork, the engine
+//! of Suricata and Snort 3: each pattern compiled with its own case, the payload
+//! scanned as it is), else an Aho-Corasick automaton (the `aho-corasick` crate) in lower
+//! case over the payload lowered as it is copied into the scan window: a case-sensitive
 //! automaton keeps the crate's SIMD prefilters (a case-insensitive one loses them: 0.7
 //! against 1.6 GB/s here), and case-sensitive contents are checked byte for byte on a
-//! hit. One leftmost search finds whether anything matches at all (the common case:
+//! hit; one leftmost search finds whether anything matches at all (the common case:
 //! nothing), and from the first match on, an overlapping search finds every fast
 //! pattern. A rule whose fast pattern matched is then checked
 //! whole: its other contents searched where their `offset`/`depth` allow, its header
@@ -21,17 +24,21 @@
 //! them are in one scan window (the kept bytes and the packet).
 //!
 //! Actions: `alert` (counts the rule and leaves its sid in the packet's
-//! `Note::SIGNATURE`, the first alert's), `log` (counts only), `drop` (counts, drops the
+//! `Note::SIGNATURE`, the first alerting rule's in rule order), `log` (counts only), `drop` (counts, drops the
 //! packet and every later packet of its TCP flow, as an IPS does). One packet can fire
 //! several rules; a drop wins.
 //!
 //! Keys: `rules` (signature lines) and/or `rules_file` (a file of them, `#` comments),
-//! `stream_depth` (1MiB), `max_flows` (65536).
+//! `stream_depth` (1MiB), `max_flows` (65536), `engine` (`vectorscan` where built in,
+//! else `aho-corasick`).
 //!
 //! Counters: `inspected` (packets scanned), `inspected_bytes`, `alerts`, `drops`,
 //! `flows` (gauge), `table_bytes` (gauge: the flow table, preallocated), `flows_evicted`, `stream_gaps`, `past_depth` (packets of flows past
-//! `stream_depth`, not scanned), `matcher_bytes` (gauge: the automata's memory), and
+//! `stream_depth`, not scanned), `matcher_bytes` (gauge: the automata's or the compiled
+//! database's memory), `scan_errors` (vectorscan scans that failed: none expected), and
 //! `sid_<n>` per rule that fired. Drops: `malformed`, and its own `dpi-drop`.
+
+use std::sync::Arc;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use hashbrown::HashMap;
@@ -101,12 +108,43 @@ struct Flow {
     dropped: bool,
 }
 
+/// The search for every rule's fast pattern, pattern k being rule k's.
+enum Engine {
+    /// Over the window lowered: one leftmost search (does anything match, and where
+    /// first) and one overlapping (every match from there).
+    AhoCorasick { probe: AhoCorasick, matcher: AhoCorasick },
+    /// Over the window as it is, each pattern with its own case.
+    Vectorscan {
+        db: Arc<sfclab_vectorscan::Database>,
+        scanner: sfclab_vectorscan::Scanner,
+    },
+}
+
+impl Engine {
+    fn name(&self) -> &'static str {
+        match self {
+            Engine::AhoCorasick { .. } => AHO_CORASICK,
+            Engine::Vectorscan { .. } => VECTORSCAN,
+        }
+    }
+}
+
+const AHO_CORASICK: &str = "aho-corasick";
+const VECTORSCAN: &str = "vectorscan";
+
+/// The search engines this build (and CPU) has, the default first.
+pub fn engines() -> &'static [&'static str] {
+    if sfclab_vectorscan::available() {
+        &[VECTORSCAN, AHO_CORASICK]
+    } else {
+        &[AHO_CORASICK]
+    }
+}
+
 pub struct Dpi {
     rules: Vec<Rule>,
-    /// Each rule's fast pattern, pattern k being rule k's: one leftmost (does anything
-    /// match, and where first) and one overlapping (every match from there).
-    probe: Option<AhoCorasick>,
-    matcher: Option<AhoCorasick>,
+    /// None without rules.
+    engine: Option<Engine>,
     /// Per rule, which of its contents is the fast pattern.
     fast: Vec<u8>,
     tail_keep: usize,
@@ -121,11 +159,13 @@ pub struct Dpi {
     /// Per rule: times fired; the counter names of rules that fired.
     fired: Vec<u64>,
     names: Vec<&'static str>,
-    /// Scratch: the scan window (kept bytes and payload) as it is and in lower case,
-    /// and the rules checked for this packet (a fast pattern can match more than once),
-    /// with their marks.
+    /// Scratch: the scan window (kept bytes and payload) as it is and in lower case
+    /// (`lowered`: made for this window; vectorscan needs it only for a candidate rule's
+    /// other contents), and the rules checked for this packet (a fast pattern can match
+    /// more than once), with their marks.
     window: Vec<u8>,
     lower: Vec<u8>,
+    lowered: bool,
     checked: Vec<bool>,
     touched: Vec<u32>,
     counts: Counts,
@@ -140,6 +180,7 @@ struct Counts {
     evicted: u64,
     gaps: u64,
     past_depth: u64,
+    scan_errors: u64,
 }
 
 impl NetworkFunction for Dpi {
@@ -152,7 +193,7 @@ impl NetworkFunction for Dpi {
     }
 
     fn process(&mut self, _: &mut Context<'_>, mut batch: BatchView<'_>, verdicts: &mut Verdicts) {
-        if self.matcher.is_none() {
+        if self.engine.is_none() {
             return;
         }
         for (i, p) in batch.iter_mut().enumerate() {
@@ -181,8 +222,15 @@ impl NetworkFunction for Dpi {
             NfCounter::total("past_depth", c.past_depth),
             NfCounter::gauge(
                 "matcher_bytes",
-                self.matcher.as_ref().map_or(0, |m| m.memory_usage() as u64),
+                match &self.engine {
+                    None => 0,
+                    Some(Engine::AhoCorasick { probe, matcher }) => {
+                        (probe.memory_usage() + matcher.memory_usage()) as u64
+                    }
+                    Some(Engine::Vectorscan { db, .. }) => db.bytes() as u64,
+                },
             ),
+            NfCounter::total("scan_errors", c.scan_errors),
         ];
         out.extend(
             self.fired
@@ -302,8 +350,7 @@ impl Dpi {
         }
         let kept = window.len();
         window.extend_from_slice(&p.data()[start..start + room]);
-        self.lower.clear();
-        self.lower.extend(self.window.iter().map(u8::to_ascii_lowercase));
+        self.lowered = false;
         counts.inspected += 1;
         counts.inspected_bytes += room as u64;
         let verdict = self.scan(&parsed.key, base, kept, p);
@@ -324,37 +371,67 @@ impl Dpi {
     /// first `kept` bytes were scanned with the previous segment) and acts on the rules
     /// that fire. True when one drops.
     fn scan(&mut self, key: &Key, base: u32, kept: usize, p: &mut Packet) -> bool {
-        let (Some(probe), Some(matcher)) = (self.probe.as_ref(), self.matcher.as_ref()) else {
-            return false;
-        };
-        // No match starts before the leftmost one: the overlapping search starts there.
-        let Some(first) = probe.find(&self.lower[..]) else {
-            return false;
-        };
-        let from = first.start();
-        for m in matcher.find_overlapping_iter(&self.lower[from..]) {
-            let (start, end) = (from + m.start(), from + m.end());
+        let Dpi {
+            engine,
+            rules,
+            fast,
+            window,
+            lower,
+            lowered,
+            checked,
+            touched,
+            counts,
+            ..
+        } = self;
+        // A candidate: rule k's fast pattern at `start..end` of the window.
+        let mut candidate = |k: usize, start: usize, end: usize| {
             // Whole in the kept bytes: found with the segment before.
-            if end <= kept {
-                continue;
+            if end <= kept || checked[k] {
+                return;
             }
-            let k = m.pattern().as_usize();
-            if self.checked[k] {
-                continue;
+            if rules[k].contents[usize::from(fast[k])].admits(base, start, end) {
+                checked[k] = true;
+                touched.push(k as u32);
             }
-            let rule = &self.rules[k];
-            let content = &rule.contents[usize::from(self.fast[k])];
-            if !content.nocase && self.window[start..end] != content.bytes[..] {
-                continue;
+        };
+        match engine {
+            None => return false,
+            Some(Engine::AhoCorasick { probe, matcher }) => {
+                lower_into(lower, lowered, window);
+                // No match starts before the leftmost one: the overlapping search starts there.
+                let Some(first) = probe.find(&lower[..]) else {
+                    return false;
+                };
+                let from = first.start();
+                for m in matcher.find_overlapping_iter(&lower[from..]) {
+                    let (start, end) = (from + m.start(), from + m.end());
+                    let k = m.pattern().as_usize();
+                    let content = &rules[k].contents[usize::from(fast[k])];
+                    if content.nocase || window[start..end] == content.bytes[..] {
+                        candidate(k, start, end);
+                    }
+                }
             }
-            if !content.admits(base, start, end) {
-                continue;
+            Some(Engine::Vectorscan { scanner, .. }) => {
+                let scanned = scanner.scan(window, |k, end| {
+                    let k = k as usize;
+                    candidate(k, end - rules[k].contents[usize::from(fast[k])].bytes.len(), end);
+                    true
+                });
+                if scanned.is_err() {
+                    counts.scan_errors += 1;
+                }
             }
-            self.checked[k] = true;
-            self.touched.push(k as u32);
         }
+        if self.touched.is_empty() {
+            return false;
+        }
+        lower_into(&mut self.lower, &mut self.lowered, &self.window);
         let mut drop = false;
         let mut noted = false;
+        // In rule order, whatever order the engine found them in: the note is the
+        // first alerting rule's.
+        self.touched.sort_unstable();
         for k in self.touched.drain(..) {
             let k = k as usize;
             self.checked[k] = false;
@@ -385,6 +462,15 @@ impl Dpi {
             self.counts.drops += 1;
         }
         drop
+    }
+}
+
+/// `window` in lower case into `lower`, once per window (`lowered` says it is done).
+fn lower_into(lower: &mut Vec<u8>, lowered: &mut bool, window: &[u8]) {
+    if !*lowered {
+        lower.clear();
+        lower.extend(window.iter().map(u8::to_ascii_lowercase));
+        *lowered = true;
     }
 }
 
@@ -420,22 +506,37 @@ impl Content {
 }
 
 impl Dpi {
-    /// For `sfclab bench nfs`: the matcher alone over `payloads`, as the NF runs it on a
-    /// packet (lowered into the window, the leftmost search, the overlapping one from a
-    /// match on), without parsing, flows or rules. Bytes scanned per TSC cycle.
+    /// The search engine in use: `vectorscan` or `aho-corasick` (`None` without rules).
+    pub fn engine(&self) -> Option<&'static str> {
+        self.engine.as_ref().map(Engine::name)
+    }
+
+    /// For `sfclab bench nfs`: the NF's search engine alone over `payloads`, as the NF
+    /// runs it on a packet (aho-corasick: lowered into the window, the leftmost search,
+    /// the overlapping one from a match on; vectorscan: a scan of each payload as it is),
+    /// without parsing, flows or rules. Bytes scanned per TSC cycle.
     pub fn matcher_alone(&mut self, payloads: &[Vec<u8>], rounds: usize) -> f64 {
-        let (Some(probe), Some(matcher)) = (self.probe.as_ref(), self.matcher.as_ref()) else {
-            return f64::NAN;
-        };
         let mut found = 0usize;
         let mut bytes = 0u64;
         let t0 = sfclab_core::tsc::now();
         for _ in 0..rounds {
             for payload in payloads {
-                self.lower.clear();
-                self.lower.extend(payload.iter().map(u8::to_ascii_lowercase));
-                if let Some(first) = probe.find(&self.lower[..]) {
-                    found += matcher.find_overlapping_iter(&self.lower[first.start()..]).count();
+                match &mut self.engine {
+                    None => return f64::NAN,
+                    Some(Engine::AhoCorasick { probe, matcher }) => {
+                        self.lower.clear();
+                        self.lower.extend(payload.iter().map(u8::to_ascii_lowercase));
+                        if let Some(first) = probe.find(&self.lower[..]) {
+                            found += matcher.find_overlapping_iter(&self.lower[first.start()..]).count();
+                        }
+                    }
+                    // As `hsbench` measures it: one scan per payload, matches counted.
+                    Some(Engine::Vectorscan { scanner, .. }) => {
+                        let _ = scanner.scan(payload, |_, _| {
+                            found += 1;
+                            true
+                        });
+                    }
                 }
                 bytes += payload.len() as u64;
             }
@@ -534,6 +635,9 @@ pub struct DpiConfig {
     pub stream_depth: Option<ByteSize>,
     /// TCP flows whose stream state is kept (default 65536).
     pub max_flows: Option<usize>,
+    /// The search for the rules' fast patterns: `vectorscan` (the default where this
+    /// build has it) or `aho-corasick` (the default otherwise).
+    pub engine: Option<String>,
 }
 
 impl Dpi {
@@ -571,25 +675,55 @@ impl Dpi {
                 r.contents.iter().position(|c| c.bytes.len() == longest).unwrap_or(0) as u8
             })
             .collect();
-        let patterns: Vec<&[u8]> = rules
+        let engine = match cfg.engine.as_deref() {
+            None => engines()[0],
+            Some(VECTORSCAN) if !sfclab_vectorscan::available() => {
+                return Err(ConfigError::new("engine", sfclab_vectorscan::NOT_BUILT));
+            }
+            Some(e @ (VECTORSCAN | AHO_CORASICK)) => e,
+            Some(other) => {
+                return Err(ConfigError::new(
+                    "engine",
+                    format!("`{other}` is not a search engine: write vectorscan or aho-corasick"),
+                ));
+            }
+        };
+        let fast_contents: Vec<&Content> = rules
             .iter()
             .zip(&fast)
-            .map(|(r, &f)| &r.contents[usize::from(f)].lowered[..])
+            .map(|(r, &f)| &r.contents[usize::from(f)])
             .collect();
-        let automaton = |kind: MatchKind| {
-            AhoCorasick::builder()
-                .match_kind(kind)
-                .kind(Some(AhoCorasickKind::DFA))
-                .build(&patterns)
-                .map_err(|e| ConfigError::new("rules", format!("the contents make no automaton: {e}")))
-        };
-        let (probe, matcher) = if patterns.is_empty() {
-            (None, None)
-        } else {
-            (
-                Some(automaton(MatchKind::LeftmostFirst)?),
-                Some(automaton(MatchKind::Standard)?),
-            )
+        let engine = match engine {
+            _ if rules.is_empty() => None,
+            VECTORSCAN => {
+                let literals: Vec<sfclab_vectorscan::Literal> = fast_contents
+                    .iter()
+                    .map(|c| sfclab_vectorscan::Literal {
+                        bytes: &c.bytes,
+                        caseless: c.nocase,
+                    })
+                    .collect();
+                let db = Arc::new(
+                    sfclab_vectorscan::Database::block(&literals)
+                        .map_err(|e| ConfigError::new("rules", format!("vectorscan: {e}")))?,
+                );
+                let scanner = sfclab_vectorscan::Scanner::new(db.clone()).map_err(|e| ConfigError::new("engine", e))?;
+                Some(Engine::Vectorscan { db, scanner })
+            }
+            _ => {
+                let patterns: Vec<&[u8]> = fast_contents.iter().map(|c| &c.lowered[..]).collect();
+                let automaton = |kind: MatchKind| {
+                    AhoCorasick::builder()
+                        .match_kind(kind)
+                        .kind(Some(AhoCorasickKind::DFA))
+                        .build(&patterns)
+                        .map_err(|e| ConfigError::new("rules", format!("the contents make no automaton: {e}")))
+                };
+                Some(Engine::AhoCorasick {
+                    probe: automaton(MatchKind::LeftmostFirst)?,
+                    matcher: automaton(MatchKind::Standard)?,
+                })
+            }
         };
         let longest = rules
             .iter()
@@ -602,8 +736,7 @@ impl Dpi {
             .collect();
         let n = rules.len();
         Ok(Dpi {
-            probe,
-            matcher,
+            engine,
             fast,
             tail_keep: longest - 1,
             stream_depth: stream_depth as u32,
@@ -618,6 +751,7 @@ impl Dpi {
             names,
             window: Vec::with_capacity(MAX_CONTENT + sfclab_core::packet::MAX_FRAME),
             lower: Vec::with_capacity(MAX_CONTENT + sfclab_core::packet::MAX_FRAME),
+            lowered: false,
             checked: vec![false; n],
             touched: Vec::with_capacity(n),
             rules,
@@ -918,9 +1052,10 @@ mod tests {
         f
     }
 
-    fn dpi(rules: &[&str]) -> Dpi {
+    fn dpi(engine: &str, rules: &[&str]) -> Dpi {
         Dpi::new(&DpiConfig {
             rules: rules.iter().map(|r| r.to_string()).collect(),
+            engine: Some(engine.into()),
             ..Default::default()
         })
         .unwrap()
@@ -984,36 +1119,41 @@ mod tests {
 
     #[test]
     fn alerts_note_the_sid_and_drop_rules_drop() {
-        let mut nf = dpi(&[
-            r#"alert tcp any any -> any 80 (msg:"web"; content:"GET "; nocase; depth:4; sid:10;)"#,
-            r#"drop udp any any -> any 53 (msg:"bad dns"; content:"|07|example"; sid:20;)"#,
-            r#"log udp any any -> any any (content:"EXAMPLE"; sid:30;)"#,
-        ]);
-        let got = run(
-            &mut nf,
-            &[
-                tcp(1, 80, 0, b"get /index.html"),
-                tcp(2, 80, 0, b"xx GET /"),
-                tcp(3, 8080, 0, b"GET /"),
-                udp(53, b"\x07example\x03com"),
-                udp(54, b"\x07EXAMPLE"),
-            ],
-        );
-        assert_eq!(got[0], (Verdict::Continue, Some(10)), "nocase, within depth");
-        assert_eq!(got[1], (Verdict::Continue, None), "past depth 4");
-        assert_eq!(got[2], (Verdict::Continue, None), "another port");
-        assert_eq!(got[3], (Verdict::Drop(DPI_DROP), None));
-        assert_eq!(got[4], (Verdict::Continue, None), "log: counted, not noted");
-        let c = nf.counters();
-        let get = |n: &str| c.iter().find(|x| x.name == n).map(|x| x.value);
-        assert_eq!(
-            (get("sid_10"), get("sid_20"), get("sid_30")),
-            (Some(1), Some(1), Some(1))
-        );
-        assert_eq!(
-            (get("alerts"), get("drops"), get("inspected")),
-            (Some(1), Some(1), Some(5))
-        );
+        for &engine in engines() {
+            let mut nf = dpi(
+                engine,
+                &[
+                    r#"alert tcp any any -> any 80 (msg:"web"; content:"GET "; nocase; depth:4; sid:10;)"#,
+                    r#"drop udp any any -> any 53 (msg:"bad dns"; content:"|07|example"; sid:20;)"#,
+                    r#"log udp any any -> any any (content:"EXAMPLE"; sid:30;)"#,
+                ],
+            );
+            let got = run(
+                &mut nf,
+                &[
+                    tcp(1, 80, 0, b"get /index.html"),
+                    tcp(2, 80, 0, b"xx GET /"),
+                    tcp(3, 8080, 0, b"GET /"),
+                    udp(53, b"\x07example\x03com"),
+                    udp(54, b"\x07EXAMPLE"),
+                ],
+            );
+            assert_eq!(got[0], (Verdict::Continue, Some(10)), "nocase, within depth");
+            assert_eq!(got[1], (Verdict::Continue, None), "past depth 4");
+            assert_eq!(got[2], (Verdict::Continue, None), "another port");
+            assert_eq!(got[3], (Verdict::Drop(DPI_DROP), None));
+            assert_eq!(got[4], (Verdict::Continue, None), "log: counted, not noted");
+            let c = nf.counters();
+            let get = |n: &str| c.iter().find(|x| x.name == n).map(|x| x.value);
+            assert_eq!(
+                (get("sid_10"), get("sid_20"), get("sid_30")),
+                (Some(1), Some(1), Some(1))
+            );
+            assert_eq!(
+                (get("alerts"), get("drops"), get("inspected")),
+                (Some(1), Some(1), Some(5))
+            );
+        }
     }
 
     /// A rule fires when its fast pattern (the longest content) and every other content
@@ -1021,103 +1161,230 @@ mod tests {
     /// rules both count.
     #[test]
     fn every_content_of_a_rule_must_match_and_overlaps_count() {
-        let mut nf = dpi(&[
-            r#"alert udp any any -> any any (content:"ab"; offset:2; content:"longer"; sid:40;)"#,
-            r#"alert udp any any -> any any (content:"gerx"; sid:41;)"#,
-        ]);
-        assert_eq!(nf.fast, vec![1, 0], "the longest content is the fast pattern");
-        let got = run(
-            &mut nf,
-            &[udp(9, b"xxab longerx"), udp(9, b"ab longer"), udp(9, b"xxab longe")],
-        );
-        assert_eq!(got[0].1, Some(40));
-        assert_eq!(nf.fired, vec![1, 1], "`longer` and `gerx` overlap: both fire");
-        assert_eq!(got[1].1, None, "`ab` at offset 0, before its offset 2");
-        assert_eq!(got[2].1, None, "no fast pattern");
+        for &engine in engines() {
+            let mut nf = dpi(
+                engine,
+                &[
+                    r#"alert udp any any -> any any (content:"ab"; offset:2; content:"longer"; sid:40;)"#,
+                    r#"alert udp any any -> any any (content:"gerx"; sid:41;)"#,
+                ],
+            );
+            assert_eq!(nf.fast, vec![1, 0], "the longest content is the fast pattern");
+            let got = run(
+                &mut nf,
+                &[udp(9, b"xxab longerx"), udp(9, b"ab longer"), udp(9, b"xxab longe")],
+            );
+            assert_eq!(got[0].1, Some(40));
+            assert_eq!(nf.fired, vec![1, 1], "`longer` and `gerx` overlap: both fire");
+            assert_eq!(got[1].1, None, "`ab` at offset 0, before its offset 2");
+            assert_eq!(got[2].1, None, "no fast pattern");
+        }
     }
 
     #[test]
     fn a_pattern_split_across_segments_of_a_flow_matches_once() {
-        let mut nf = dpi(&[r#"alert tcp any any -> any any (content:"attack"; sid:1;)"#]);
-        let first = tcp(5, 80, 1000, b"xxxxatt");
-        let second = tcp(5, 80, 1007, b"ack and more");
-        assert_eq!(run(&mut nf, &[first, second])[1], (Verdict::Continue, Some(1)));
-        // The next segment does not find it again in the kept bytes.
-        let third = tcp(5, 80, 1019, b"zzz");
-        assert_eq!(run(&mut nf, &[third])[0], (Verdict::Continue, None));
-        assert_eq!(nf.fired[0], 1);
-        // A gap (a lost segment) restarts the window: no false match across it.
-        let mut nf = dpi(&[r#"alert tcp any any -> any any (content:"attack"; sid:1;)"#]);
-        let got = run(&mut nf, &[tcp(6, 80, 0, b"att"), tcp(6, 80, 100, b"ack")]);
-        assert_eq!(got[1], (Verdict::Continue, None));
-        assert_eq!(nf.counts.gaps, 1);
+        for &engine in engines() {
+            let mut nf = dpi(engine, &[r#"alert tcp any any -> any any (content:"attack"; sid:1;)"#]);
+            let first = tcp(5, 80, 1000, b"xxxxatt");
+            let second = tcp(5, 80, 1007, b"ack and more");
+            assert_eq!(run(&mut nf, &[first, second])[1], (Verdict::Continue, Some(1)));
+            // The next segment does not find it again in the kept bytes.
+            let third = tcp(5, 80, 1019, b"zzz");
+            assert_eq!(run(&mut nf, &[third])[0], (Verdict::Continue, None));
+            assert_eq!(nf.fired[0], 1);
+            // A gap (a lost segment) restarts the window: no false match across it.
+            let mut nf = dpi(engine, &[r#"alert tcp any any -> any any (content:"attack"; sid:1;)"#]);
+            let got = run(&mut nf, &[tcp(6, 80, 0, b"att"), tcp(6, 80, 100, b"ack")]);
+            assert_eq!(got[1], (Verdict::Continue, None));
+            assert_eq!(nf.counts.gaps, 1);
+        }
     }
 
     #[test]
     fn offset_and_depth_count_from_the_start_of_the_stream() {
-        let mut nf = dpi(&[r#"alert tcp any any -> any any (content:"HTTP"; offset:4; depth:8; sid:2;)"#]);
-        // Bytes 4..12 of the stream: the second segment's first bytes are 6..
-        let got = run(&mut nf, &[tcp(7, 80, 0, b"GET /x"), tcp(7, 80, 6, b"HTTP/1.1")]);
-        assert_eq!(got[1].1, Some(2), "at stream offset 6, inside 4..12");
-        let got = run(&mut nf, &[tcp(8, 80, 0, b"GET /xxxxxxxx"), tcp(8, 80, 13, b"HTTP")]);
-        assert_eq!(got[1].1, None, "at stream offset 13: past the depth");
+        for &engine in engines() {
+            let mut nf = dpi(
+                engine,
+                &[r#"alert tcp any any -> any any (content:"HTTP"; offset:4; depth:8; sid:2;)"#],
+            );
+            // Bytes 4..12 of the stream: the second segment's first bytes are 6..
+            let got = run(&mut nf, &[tcp(7, 80, 0, b"GET /x"), tcp(7, 80, 6, b"HTTP/1.1")]);
+            assert_eq!(got[1].1, Some(2), "at stream offset 6, inside 4..12");
+            let got = run(&mut nf, &[tcp(8, 80, 0, b"GET /xxxxxxxx"), tcp(8, 80, 13, b"HTTP")]);
+            assert_eq!(got[1].1, None, "at stream offset 13: past the depth");
+        }
     }
 
     #[test]
     fn a_dropped_flow_stays_dropped_and_inspection_stops_at_the_stream_depth() {
-        let mut nf = dpi(&[r#"drop tcp any any -> any any (content:"evil"; sid:3;)"#]);
-        let got = run(
-            &mut nf,
-            &[tcp(9, 80, 0, b"evil"), tcp(9, 80, 4, b"fine"), tcp(10, 80, 0, b"fine")],
+        for &engine in engines() {
+            let mut nf = dpi(engine, &[r#"drop tcp any any -> any any (content:"evil"; sid:3;)"#]);
+            let got = run(
+                &mut nf,
+                &[tcp(9, 80, 0, b"evil"), tcp(9, 80, 4, b"fine"), tcp(10, 80, 0, b"fine")],
+            );
+            assert_eq!(
+                got.iter().map(|g| g.0).collect::<Vec<_>>(),
+                vec![Verdict::Drop(DPI_DROP), Verdict::Drop(DPI_DROP), Verdict::Continue]
+            );
+            let mut nf = Dpi::new(&DpiConfig {
+                rules: vec![r#"alert tcp any any -> any any (content:"late"; sid:4;)"#.into()],
+                stream_depth: Some(ByteSize(8)),
+                engine: Some(engine.into()),
+                ..Default::default()
+            })
+            .unwrap();
+            let got = run(&mut nf, &[tcp(11, 80, 0, b"12345678"), tcp(11, 80, 8, b"late")]);
+            assert_eq!(got[1].1, None, "past the stream depth");
+            assert_eq!(nf.counts.past_depth, 1);
+        }
+    }
+
+    /// Rules and traffic drawn at random from a small alphabet (so that patterns match,
+    /// overlap, straddle segments and fall either side of their offsets and depths):
+    /// every engine gives every frame the same verdict and note, and fires the same rules.
+    #[test]
+    fn every_engine_finds_the_same_rules_in_the_same_traffic() {
+        use proptest::prelude::*;
+        let alphabet = || prop::sample::select(vec![b'a', b'b', b'A', b'B', 0u8, b'|']);
+        let content = (
+            prop::collection::vec(alphabet(), 1..5),
+            any::<bool>(),
+            prop::option::of(0u32..8),
+            prop::option::of(0u32..12),
         );
-        assert_eq!(
-            got.iter().map(|g| g.0).collect::<Vec<_>>(),
-            vec![Verdict::Drop(DPI_DROP), Verdict::Drop(DPI_DROP), Verdict::Continue]
+        let rule = (
+            prop::sample::select(vec!["alert", "log", "drop"]),
+            prop::sample::select(vec!["tcp", "udp", "ip"]),
+            prop::collection::vec(content, 1..4),
         );
-        let mut nf = Dpi::new(&DpiConfig {
-            rules: vec![r#"alert tcp any any -> any any (content:"late"; sid:4;)"#.into()],
-            stream_depth: Some(ByteSize(8)),
-            ..Default::default()
-        })
-        .unwrap();
-        let got = run(&mut nf, &[tcp(11, 80, 0, b"12345678"), tcp(11, 80, 8, b"late")]);
-        assert_eq!(got[1].1, None, "past the stream depth");
-        assert_eq!(nf.counts.past_depth, 1);
+        // A frame: TCP on one of three flows (its next segment, or one after a gap), or UDP.
+        let frame = (0u8..4, any::<bool>(), prop::collection::vec(alphabet(), 0..24));
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(256));
+        let engines = engines();
+        if engines.len() < 2 {
+            eprintln!("SKIPPED: this build has one engine");
+            return;
+        }
+        runner
+            .run(
+                &(prop::collection::vec(rule, 1..7), prop::collection::vec(frame, 1..30)),
+                |(rules, frames)| {
+                    let lines: Vec<String> = rules
+                        .iter()
+                        .enumerate()
+                        .map(|(sid, (action, proto, contents))| {
+                            let options: String = contents
+                                .iter()
+                                .map(|(bytes, nocase, offset, depth)| {
+                                    let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                                    let mut o = format!("content:\"|{}|\";", hex.join(" "));
+                                    if *nocase {
+                                        o += " nocase;";
+                                    }
+                                    if let Some(off) = offset {
+                                        o += &format!(" offset:{off};");
+                                    }
+                                    if let Some(d) = depth {
+                                        o += &format!(" depth:{};", *d as usize + bytes.len());
+                                    }
+                                    o
+                                })
+                                .collect::<Vec<_>>()
+                                .join(" ");
+                            format!("{action} {proto} any any -> any any ({options} sid:{};)", sid + 1)
+                        })
+                        .collect();
+                    let mut seq = [0u32; 3];
+                    let frames: Vec<Vec<u8>> = frames
+                        .iter()
+                        .map(|(which, gap, payload)| match *which {
+                            3 => udp(53, payload),
+                            f => {
+                                let f = usize::from(f);
+                                if *gap {
+                                    seq[f] = seq[f].wrapping_add(5);
+                                }
+                                let at = seq[f];
+                                seq[f] = seq[f].wrapping_add(payload.len() as u32);
+                                tcp(2000 + f as u16, 80, at, payload)
+                            }
+                        })
+                        .collect();
+                    let rules: Vec<&str> = lines.iter().map(String::as_str).collect();
+                    let results: Vec<_> = engines
+                        .iter()
+                        .map(|e| {
+                            let mut nf = dpi(e, &rules);
+                            let got = run(&mut nf, &frames);
+                            (got, nf.fired.clone(), nf.counts.alerts, nf.counts.drops)
+                        })
+                        .collect();
+                    prop_assert_eq!(&results[0], &results[1], "{:?}", lines);
+                    Ok(())
+                },
+            )
+            .unwrap();
+    }
+
+    #[test]
+    fn an_engine_this_build_lacks_or_does_not_know_is_refused_saying_so() {
+        let with = |engine: &str| {
+            Dpi::new(&DpiConfig {
+                rules: vec![r#"alert udp any any -> any any (content:"x"; sid:1;)"#.into()],
+                engine: Some(engine.into()),
+                ..Default::default()
+            })
+        };
+        let e = with("hyperscan").err().unwrap();
+        assert_eq!(e.key, "engine");
+        assert!(e.reason.contains("vectorscan or aho-corasick"), "{e}");
+        match with(VECTORSCAN) {
+            Ok(nf) => assert_eq!(nf.engine(), Some(VECTORSCAN)),
+            Err(e) => assert!(
+                !sfclab_vectorscan::available() && e.reason.contains("libvectorscan-dev"),
+                "{e}"
+            ),
+        }
+        assert_eq!(with(AHO_CORASICK).unwrap().engine(), Some(AHO_CORASICK));
     }
 
     #[test]
     fn the_flow_table_is_bounded() {
-        let mut nf = Dpi::new(&DpiConfig {
-            rules: vec![r#"alert tcp any any -> any any (content:"x"; sid:4;)"#.into()],
-            max_flows: Some(4),
-            ..Default::default()
-        })
-        .unwrap();
-        let frames: Vec<_> = (0..10).map(|k| tcp(100 + k, 80, 0, b"abc")).collect();
-        let bytes = nf.counters().iter().find(|c| c.name == "table_bytes").unwrap().value;
-        run(&mut nf, &frames);
-        assert_eq!((nf.flows.len(), nf.slab.len()), (4, 4));
-        assert_eq!(nf.counts.evicted, 6);
-        // The last four flows are the ones kept, each in its place.
-        for k in 6..10u16 {
-            let key = Key {
-                src: u32::from_be_bytes([10, 0, 0, 1]),
-                dst: u32::from_be_bytes([10, 0, 0, 2]),
-                proto: TCP,
-                sport: 100 + k,
-                dport: 80,
-            };
-            let at = nf.flows[&key] as usize;
-            assert_eq!(nf.slab[at].key, key);
-        }
-        // A long churn allocates nothing.
-        for round in 0..200u16 {
-            let frames: Vec<_> = (0..10).map(|k| tcp(1000 + round * 10 + k, 80, 0, b"abc")).collect();
+        for &engine in engines() {
+            let mut nf = Dpi::new(&DpiConfig {
+                rules: vec![r#"alert tcp any any -> any any (content:"x"; sid:4;)"#.into()],
+                max_flows: Some(4),
+                engine: Some(engine.into()),
+                ..Default::default()
+            })
+            .unwrap();
+            let frames: Vec<_> = (0..10).map(|k| tcp(100 + k, 80, 0, b"abc")).collect();
+            let bytes = nf.counters().iter().find(|c| c.name == "table_bytes").unwrap().value;
             run(&mut nf, &frames);
+            assert_eq!((nf.flows.len(), nf.slab.len()), (4, 4));
+            assert_eq!(nf.counts.evicted, 6);
+            // The last four flows are the ones kept, each in its place.
+            for k in 6..10u16 {
+                let key = Key {
+                    src: u32::from_be_bytes([10, 0, 0, 1]),
+                    dst: u32::from_be_bytes([10, 0, 0, 2]),
+                    proto: TCP,
+                    sport: 100 + k,
+                    dport: 80,
+                };
+                let at = nf.flows[&key] as usize;
+                assert_eq!(nf.slab[at].key, key);
+            }
+            // A long churn allocates nothing.
+            for round in 0..200u16 {
+                let frames: Vec<_> = (0..10).map(|k| tcp(1000 + round * 10 + k, 80, 0, b"abc")).collect();
+                run(&mut nf, &frames);
+            }
+            assert_eq!(
+                nf.counters().iter().find(|c| c.name == "table_bytes").unwrap().value,
+                bytes
+            );
         }
-        assert_eq!(
-            nf.counters().iter().find(|c| c.name == "table_bytes").unwrap().value,
-            bytes
-        );
     }
 }
