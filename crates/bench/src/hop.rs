@@ -280,6 +280,7 @@ fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration, stop: &Stop) 
         vdevs: vec!["net_ring0".into(), "net_ring1".into()],
         mode: "mac",
         tx_first: true,
+        record_core_cycles: false,
     };
     let proc = sfclab_peers::testpmd::Testpmd::start(bin, &spec, &format!("sfclab-bench-{}", std::process::id()))?;
     let command = proc.command.clone();

@@ -201,6 +201,7 @@ fn testpmd_round(
         vdevs: vec![vdev(end)],
         mode,
         tx_first: false,
+        record_core_cycles: false,
         netns: Some(end.namespace().name().to_string()),
     };
     let prefix = format!("sfclab-io-{}", std::process::id());

@@ -34,7 +34,7 @@ use std::time::Duration;
 use crate::{RowRatio, median_if_any, row_ratios};
 use std::fmt::Write as _;
 
-pub const MEMIF_SCHEMA: &str = "sfclab.bench.memif/1";
+pub const MEMIF_SCHEMA: &str = "sfclab.bench.memif/2";
 
 /// The rate of the latency runs, packets per second: light enough that every
 /// configuration that does not collapse forwards it all.
@@ -59,8 +59,11 @@ pub struct MemifRow {
     pub runs_loss_pct: Vec<f64>,
     /// The tester's busy TSC cycles per frame (generator, memif send and receive, sink).
     pub runs_tester_cycles: Vec<f64>,
-    /// The sfclab device's busy TSC cycles per frame it forwarded (polls that found
-    /// nothing not counted); none for testpmd and for chains (see the hops' own reports).
+    /// The device's busy TSC cycles per frame it forwarded, polls that found nothing
+    /// not counted: sfclab's forwarder by its own busy cycles, testpmd by its
+    /// `--record-core-cycles` (TSC read around each burst that received frames) over
+    /// the frames the tester got back across it in the whole run; none for chains (see
+    /// the hops' own reports).
     pub runs_device_cycles: Vec<f64>,
     pub device_cycles: Option<f64>,
     /// At 100 kpps with probes: median and 99th-percentile latency, microseconds, and
@@ -81,8 +84,13 @@ pub struct MemifBench {
     pub tester_core: usize,
     pub device_core: usize,
     pub rows: Vec<MemifRow>,
-    /// sfclab forwarder over testpmd io; interrupt over polling at each hops-per-core.
+    /// Throughput: sfclab forwarder over testpmd io; interrupt over polling at each
+    /// hops-per-core.
     pub ratios: Vec<RowRatio>,
+    /// The devices' own cost, which decides the comparison (both are limited by the
+    /// tester, whose cost per frame is the same against either): sfclab forwarder's
+    /// busy cycles per frame over testpmd io's (below 1: sfclab's costs less).
+    pub device_cycle_ratios: Vec<RowRatio>,
 }
 
 pub struct MemifBenchArgs {
@@ -222,6 +230,7 @@ fn testpmd_device(
         vdevs: vec![vdev(0, "a.sock"), vdev(1, "b.sock")],
         mode: "io",
         tx_first: false,
+        record_core_cycles: true,
         netns: None,
     };
     let p = Testpmd::start(bin, &spec, &format!("sfclab-memif-{}", std::process::id()))?;
@@ -231,9 +240,21 @@ fn testpmd_device(
         std::thread::sleep(Duration::from_millis(500));
         test_device(args, dir.path(), cores.0, stop)
     });
-    p.stop();
+    let stopped = p.stop_reading();
     let t = tested?;
-    r.device = format!("dpdk-testpmd io forwarding on core {}, net_memif servers", cores.1);
+    // Over the frames that crossed it in the whole run, as the tester got them back
+    // (testpmd's own count is gone: net_memif clears it when the tester leaves).
+    let crossed = t.conservation.received;
+    r.runs_device_cycles.extend(
+        stopped
+            .busy_cycles
+            .filter(|_| crossed > 0)
+            .map(|c| c as f64 / crossed as f64),
+    );
+    r.device = format!(
+        "dpdk-testpmd io forwarding on core {}, net_memif servers, --record-core-cycles",
+        cores.1
+    );
     record(r, &t);
     Ok(())
 }
@@ -389,6 +410,9 @@ pub fn run_bench(args: &MemifBenchArgs, progress: &mut Progress, stop: &Stop) ->
     pairs.push((MULTI_FEATURE_ONE_HOP.into(), MULTI_FEATURE_FOUR_HOPS.into()));
     let pairs: Vec<(&str, &str)> = pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     let ratios = row_ratios(&pairs, |name| rows.iter().find(|r| r.name == name).and_then(|r| r.mpps));
+    let device_cycle_ratios = row_ratios(&pairs[..1], |name| {
+        rows.iter().find(|r| r.name == name).and_then(|r| r.device_cycles)
+    });
     Ok(MemifBench {
         header: crate::BenchHeader::new(MEMIF_SCHEMA, rounds.completed(), rounds.interrupted()),
         frame_size: args.size,
@@ -397,6 +421,7 @@ pub fn run_bench(args: &MemifBenchArgs, progress: &mut Progress, stop: &Stop) ->
         device_core,
         rows,
         ratios,
+        device_cycle_ratios,
     })
 }
 
@@ -479,6 +504,13 @@ fn render_table(b: &MemifBench) -> String {
     );
     for r in &b.ratios {
         let _ = writeln!(s, "ratio  {} / {} = {:.2}x", r.row, r.over, r.ratio);
+    }
+    for r in &b.device_cycle_ratios {
+        let _ = writeln!(
+            s,
+            "device cycles/frame  {} / {} = {:.2}x (what each device costs; the throughput above is the tester's)",
+            r.row, r.over, r.ratio
+        );
     }
     s
 }

@@ -336,6 +336,7 @@ fn testpmd_line(
             vdevs,
             mode,
             tx_first: !server,
+            record_core_cycles: false,
         }
     };
     let start = |k: usize| Testpmd::start(bin, &spec(k), &format!("sfclab-memif-{id}-{k}"));

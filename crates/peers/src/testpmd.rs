@@ -27,6 +27,10 @@ pub struct TestpmdSpec {
     pub mode: &'static str,
     /// Send a first burst on every port when forwarding starts.
     pub tx_first: bool,
+    /// `--record-core-cycles`: the forwarding core's TSC cycles over the bursts that
+    /// received something ([`Stopped::busy_cycles`]). It reads the TSC twice a burst,
+    /// so it is left off where only throughput counts.
+    pub record_core_cycles: bool,
     /// The network namespace to run in (`ip netns exec`), for vdevs on its interfaces.
     pub netns: Option<String>,
 }
@@ -63,6 +67,9 @@ impl TestpmdSpec {
         );
         if self.tx_first {
             args.push("--tx-first".into());
+        }
+        if self.record_core_cycles {
+            args.push("--record-core-cycles".into());
         }
         args
     }
@@ -136,6 +143,12 @@ impl Testpmd {
     /// files; a process still there after 10 s is killed) and returns its Rx-pps samples
     /// from the moment forwarding started (all, if it never said so).
     pub fn stop(self) -> Vec<Vec<f64>> {
+        self.stop_reading().samples
+    }
+
+    /// As [`Testpmd::stop`], with the forwarding core's cycles per packet where it
+    /// recorded them.
+    pub fn stop_reading(self) -> Stopped {
         self.interrupt();
         self.finish()
     }
@@ -149,7 +162,7 @@ impl Testpmd {
     }
 
     /// Waits for an interrupted process (killing it after 10 s) and reads its samples.
-    fn finish(mut self) -> Vec<Vec<f64>> {
+    fn finish(mut self) -> Stopped {
         if let Some(mut child) = self.child.take()
             && !wait_timeout(&mut child, Duration::from_secs(10))
         {
@@ -158,7 +171,10 @@ impl Testpmd {
         }
         remove_runtime_dir(&self.prefix);
         let lines = self.output();
-        rx_pps_samples(&lines[forwarding_start(&lines).unwrap_or(0)..])
+        Stopped {
+            samples: rx_pps_samples(&lines[forwarding_start(&lines).unwrap_or(0)..]),
+            busy_cycles: busy_cycles(&lines),
+        }
     }
 
     /// Everything it printed, once its stdout has closed.
@@ -201,7 +217,30 @@ pub fn remove_runtime_dir(prefix: &str) {
 /// their last samples cover the same seconds.
 pub fn stop_all(procs: Vec<Testpmd>) -> Vec<Vec<Vec<f64>>> {
     procs.iter().for_each(Testpmd::interrupt);
-    procs.into_iter().map(Testpmd::finish).collect()
+    procs.into_iter().map(|p| p.finish().samples).collect()
+}
+
+/// What a stopped testpmd said.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stopped {
+    /// Per statistics period since forwarding started, each port's Rx-pps.
+    pub samples: Vec<Vec<f64>>,
+    /// With `record_core_cycles`: the `total cycles=B` of its closing line `CPU
+    /// cycles/packet=C (total cycles=B / total io packets=N)`: the forwarding core's TSC
+    /// cycles over the bursts that received something (polls that found nothing are not
+    /// counted, as in sfclab's busy cycles). Its `C` and `N` are not taken: `N` is the
+    /// ports' counters since forwarding started, which a PMD that clears them when its
+    /// peer leaves (net_memif) makes wrap below zero.
+    pub busy_cycles: Option<u64>,
+}
+
+/// The last `total cycles=` figure testpmd printed (its accumulated statistics).
+fn busy_cycles(lines: &[String]) -> Option<u64> {
+    lines.iter().rev().find_map(|l| {
+        let rest = l.split("CPU cycles/packet=").nth(1)?.split("total cycles=").nth(1)?;
+        let figure: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        figure.parse().ok()
+    })
 }
 
 /// Polls `procs` until `ready` holds for their [`Testpmd::periods_forwarding`]; an error
@@ -278,6 +317,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn reads_the_forwarding_cores_busy_cycles_from_its_closing_statistics() {
+        // As DPDK 22.11's testpmd prints it at the end with --record-core-cycles, behind
+        // net_memif ports whose counters its peer's leaving cleared.
+        let lines: Vec<String> = [
+            "  +++++++++++++++ Accumulated forward statistics for all ports+++++++++++++++",
+            "  RX-packets: 186861376      RX-dropped: 0             RX-total: 186861376",
+            "",
+            "  CPU cycles/packet=0.00 (total cycles=7574059162 / total io packets=18446744073709549568) at 2600 MHz Clock",
+            "",
+            "Done.",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(busy_cycles(&lines), Some(7_574_059_162));
+        assert_eq!(busy_cycles(&lines[..2]), None, "not recorded: none");
+    }
+
+    #[test]
     fn reads_every_ports_rx_pps_per_period() {
         let text = "Port statistics ====\n  ### NIC statistics for port 0 ###\n  Rx-pps:      4871391          Rx-bps:   2494152400\n  Tx-pps:            0\n  ### NIC statistics for port 1 ###\n  Rx-pps:         12          Rx-bps: 6\nPort statistics ====\n  Rx-pps:  15171964  Rx-bps: 1\n  Rx-pps:  7  Rx-bps: 1\n";
         let lines: Vec<String> = text.lines().map(String::from).collect();
@@ -300,6 +357,7 @@ mod tests {
             ],
             mode: "mac",
             tx_first: true,
+            record_core_cycles: false,
         };
         let args = spec.args("p").join(" ");
         assert!(args.starts_with("-l 0,1 --main-lcore 0 --no-huge"), "{args}");
