@@ -55,14 +55,48 @@ fn main() {
     // Linked statically where the archive is there, so the binary runs where the
     // library is not installed (it is C++: its runtime comes along); dynamically
     // otherwise.
+    // A fully static build (`-C target-feature=+crt-static`, the container image's)
+    // takes the C++ runtime's archive too: a shared libstdc++ in a static executable
+    // does not run.
+    let crt_static = std::env::var("CARGO_CFG_TARGET_FEATURE").is_ok_and(|f| f.split(',').any(|f| f == "crt-static"));
     match dirs.iter().find(|d| d.join("libhs.a").exists()) {
         Some(dir) => {
             println!("cargo::rustc-link-search=native={}", dir.display());
             println!("cargo::rustc-link-lib=static=hs");
-            println!("cargo::rustc-link-lib=dylib=stdc++");
-            println!("cargo::rustc-link-lib=dylib=m");
+            if crt_static {
+                let Some(cxx) = archive_of(&cc::Build::new(), "libstdc++.a") else {
+                    println!(
+                        "cargo::warning=a static build needs libstdc++.a for vectorscan, which the C compiler does not know: the dpi NF uses aho-corasick"
+                    );
+                    return;
+                };
+                println!("cargo::rustc-link-search=native={}", cxx.display());
+                println!("cargo::rustc-link-lib=static=stdc++");
+            } else {
+                println!("cargo::rustc-link-lib=dylib=stdc++");
+            }
+            println!("cargo::rustc-link-lib=m");
+        }
+        None if crt_static => {
+            println!(
+                "cargo::warning=a static build needs libhs.a, which is not installed: the dpi NF uses aho-corasick"
+            );
+            return;
         }
         None => println!("cargo::rustc-link-lib=hs"),
     }
     println!("cargo::rustc-cfg=vectorscan");
+}
+
+/// The directory of the archive `name` the C compiler links with, where it has one.
+fn archive_of(build: &cc::Build, name: &str) -> Option<PathBuf> {
+    let out = build
+        .get_compiler()
+        .to_command()
+        .arg(format!("-print-file-name={name}"))
+        .output()
+        .ok()?;
+    let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    // Without it the compiler prints the bare name back.
+    path.is_absolute().then(|| path.parent().map(PathBuf::from)).flatten()
 }
