@@ -72,8 +72,10 @@ pub struct MemifPort {
     /// Frames on the ring when the run ended, taken and dropped (`discard_unread`).
     rx_unread_at_end: u64,
     tx_ring_full: u64,
-    /// Yields while the send ring was full (backpressure).
+    /// Yields while the send ring was full (backpressure), and the TSC ticks spent
+    /// waiting so: the receiver's time, not this port's work.
     tx_full_waits: u64,
+    tx_full_wait_ticks: u64,
     /// How long a send waits for a full ring to free slots before it drops the rest.
     full_wait: std::time::Duration,
     tx_no_peer: u64,
@@ -107,6 +109,7 @@ impl MemifPort {
             rx_unread_at_end: 0,
             tx_ring_full: 0,
             tx_full_waits: 0,
+            tx_full_wait_ticks: 0,
             full_wait: FULL_WAIT,
             tx_no_peer: 0,
             tx_bad_desc: 0,
@@ -638,6 +641,7 @@ impl TxPort for MemifPort {
                         // overloaded hop does not spend its core on frames the next one
                         // cannot take. A receiver stalled for longer costs drops.
                         let deadline = Instant::now() + self.full_wait;
+                        let waiting_since = sfclab_core::tsc::now();
                         while sent < n && !broken && Instant::now() < deadline {
                             let _ = nix::sched::sched_yield();
                             self.tx_full_waits += 1;
@@ -645,6 +649,7 @@ impl TxPort for MemifPort {
                             sent += more;
                             broken = stopped;
                         }
+                        self.tx_full_wait_ticks += sfclab_core::tsc::now() - waiting_since;
                         if !broken {
                             self.tx_ring_full += (n - sent) as u64;
                         }
@@ -691,6 +696,7 @@ impl TxPort for MemifPort {
         vec![
             NfCounter::total("tx_ring_full", self.tx_ring_full),
             NfCounter::total("tx_full_waits", self.tx_full_waits),
+            NfCounter::total("tx_full_wait_ticks", self.tx_full_wait_ticks),
             NfCounter::total("tx_no_peer", self.tx_no_peer),
             NfCounter::total("tx_bad_descriptor", self.tx_bad_desc),
             NfCounter::total("tx_in_flight_at_disconnect", self.tx_in_flight_at_disconnect),
