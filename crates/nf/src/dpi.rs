@@ -349,33 +349,45 @@ impl Dpi {
             return Ok(false);
         }
         let kept = window.len();
-        window.extend_from_slice(&p.data()[start..start + room]);
-        self.lowered = false;
         counts.inspected += 1;
         counts.inspected_bytes += room as u64;
-        let verdict = self.scan(&parsed.key, base, kept, p);
+        self.lowered = false;
+        // With nothing kept from before (UDP, a flow's first segment or one after a gap)
+        // the payload is scanned where it is; else the kept bytes and it, copied into
+        // the window (taken out for the scan: no allocation, nothing borrowed twice).
+        let mut joined = std::mem::take(&mut self.window);
+        let payload = &p.data()[start..start + room];
+        let data = if kept == 0 {
+            payload
+        } else {
+            joined.extend_from_slice(payload);
+            &joined[..]
+        };
+        let (verdict, note) = self.scan(data, &parsed.key, base, kept);
         if let Some(seq) = parsed.seq {
-            let keep = self.tail_keep.min(self.window.len());
-            let from = self.window.len() - keep;
+            let keep = self.tail_keep.min(data.len());
             let flow = &mut self.slab[place];
-            flow.tail[..keep].copy_from_slice(&self.window[from..]);
+            flow.tail[..keep].copy_from_slice(&data[data.len() - keep..]);
             flow.tail_len = keep as u8;
             flow.offset = flow.offset.saturating_add(payload_len as u32);
             flow.next_seq = seq.wrapping_add(payload_len as u32);
             flow.dropped |= verdict;
         }
+        self.window = joined;
+        if let Some(sid) = note {
+            p.notes.set(Note::SIGNATURE, sid);
+        }
         Ok(verdict)
     }
 
-    /// Runs the automaton over the window (whose byte 0 is stream offset `base`; the
-    /// first `kept` bytes were scanned with the previous segment) and acts on the rules
-    /// that fire. True when one drops.
-    fn scan(&mut self, key: &Key, base: u32, kept: usize, p: &mut Packet) -> bool {
+    /// Searches `data` (whose byte 0 is stream offset `base`; its first `kept` bytes
+    /// were scanned with the previous segment) and acts on the rules that fire: whether
+    /// one drops, and the sid to note (the first alerting rule's).
+    fn scan(&mut self, data: &[u8], key: &Key, base: u32, kept: usize) -> (bool, Option<u32>) {
         let Dpi {
             engine,
             rules,
             fast,
-            window,
             lower,
             lowered,
             checked,
@@ -395,25 +407,25 @@ impl Dpi {
             }
         };
         match engine {
-            None => return false,
+            None => return (false, None),
             Some(Engine::AhoCorasick { probe, matcher }) => {
-                lower_into(lower, lowered, window);
+                lower_into(lower, lowered, data);
                 // No match starts before the leftmost one: the overlapping search starts there.
                 let Some(first) = probe.find(&lower[..]) else {
-                    return false;
+                    return (false, None);
                 };
                 let from = first.start();
                 for m in matcher.find_overlapping_iter(&lower[from..]) {
                     let (start, end) = (from + m.start(), from + m.end());
                     let k = m.pattern().as_usize();
                     let content = &rules[k].contents[usize::from(fast[k])];
-                    if content.nocase || window[start..end] == content.bytes[..] {
+                    if content.nocase || data[start..end] == content.bytes[..] {
                         candidate(k, start, end);
                     }
                 }
             }
             Some(Engine::Vectorscan { scanner, .. }) => {
-                let scanned = scanner.scan(window, |k, end| {
+                let scanned = scanner.scan(data, |k, end| {
                     let k = k as usize;
                     candidate(k, end - rules[k].contents[usize::from(fast[k])].bytes.len(), end);
                     true
@@ -424,11 +436,11 @@ impl Dpi {
             }
         }
         if self.touched.is_empty() {
-            return false;
+            return (false, None);
         }
-        lower_into(&mut self.lower, &mut self.lowered, &self.window);
+        lower_into(&mut self.lower, &mut self.lowered, data);
         let mut drop = false;
-        let mut noted = false;
+        let mut note = None;
         // In rule order, whatever order the engine found them in: the note is the
         // first alerting rule's.
         self.touched.sort_unstable();
@@ -441,7 +453,7 @@ impl Dpi {
                 .contents
                 .iter()
                 .enumerate()
-                .all(|(c, content)| c == fast || content.find_in(&self.window, &self.lower, base));
+                .all(|(c, content)| c == fast || content.find_in(data, &self.lower, base));
             if !whole || !rule.header_matches(key) {
                 continue;
             }
@@ -450,10 +462,7 @@ impl Dpi {
                 Action::Drop => drop = true,
                 Action::Alert => {
                     self.counts.alerts += 1;
-                    if !noted {
-                        p.notes.set(Note::SIGNATURE, rule.sid);
-                        noted = true;
-                    }
+                    note = note.or(Some(rule.sid));
                 }
                 Action::Log => {}
             }
@@ -461,7 +470,7 @@ impl Dpi {
         if drop {
             self.counts.drops += 1;
         }
-        drop
+        (drop, note)
     }
 }
 
