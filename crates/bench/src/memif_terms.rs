@@ -64,6 +64,9 @@ pub struct MemifTermsArgs {
     /// The NFs of scenarios' VNFs, each after the NFs before it in its VNF, to price in
     /// a VNF process (`in_vnf`) besides their compound calibration.
     pub vnf_nfs: Vec<NfWorkload>,
+    /// VNF presets (`router`, `multi-feature`) whose own turns are measured at each k
+    /// of the sharing (interrupt mode): what VNFs of that kind carry taking turns.
+    pub turn_vnfs: Vec<String>,
 }
 
 impl MemifTermsArgs {
@@ -74,7 +77,24 @@ impl MemifTermsArgs {
             duration,
             warmup,
             vnf_nfs: Vec::new(),
+            turn_vnfs: Vec::new(),
         }
+    }
+
+    /// The VNF presets whose own turns a calibration measures: every one but the
+    /// forwarder (measured anyway).
+    pub fn preset_turn_vnfs() -> Vec<String> {
+        sfclab_experiment::scenario::VNF_PRESETS
+            .iter()
+            .filter(|p| **p != "forwarder")
+            .map(|p| p.to_string())
+            .collect()
+    }
+
+    /// The same, measuring the turns of VNFs of these presets too.
+    pub fn with_turn_vnfs(mut self, presets: Vec<String>) -> Self {
+        self.turn_vnfs = presets;
+        self
     }
 
     /// The same, pricing `nfs` (scenarios' VNFs' NFs) in a VNF process too.
@@ -116,7 +136,7 @@ impl MemifTermsArgs {
                 .iter()
                 .map(|w| match w.as_str() {
                     "polling" => self.sharing_of(w).len(),
-                    _ => 2 * self.sharing_of(w).len() + LINK_CHAINS.len(),
+                    _ => (2 + self.turn_vnfs.len()) * self.sharing_of(w).len() + LINK_CHAINS.len(),
                 })
                 .sum::<usize>()
             + self.waits.iter().filter(|w| *w == "polling").count()
@@ -161,6 +181,11 @@ pub struct MemifRound {
     /// VNFs doing [`TURNS_WORK_CYCLES`] of synthetic work.
     taking_turns: Vec<Vec<f64>>,
     taking_turns_working: Vec<Vec<f64>>,
+    /// Per wait, per preset of the args' `turn_vnfs`, per k (interrupt): what k PVP
+    /// VNFs of that preset carry in all.
+    vnf_turns: Vec<Vec<Vec<f64>>>,
+    /// Per preset of the args' `turn_vnfs`: its NFs' calibration keys.
+    turn_vnf_keys: Vec<Vec<String>>,
     /// That work's compound cost, cycles per frame.
     turns_work: f64,
     /// Per NF of the args' `vnf_nfs`: its cycles in a VNF process.
@@ -282,6 +307,13 @@ impl Runs<'_> {
             self.split(&vec!["forwarder"; vnf_hosts.len()], wait, false),
             hosts.join(", ")
         )
+    }
+
+    /// `chains` PVP chains of the VNF preset `preset` (`router`, `multi-feature`), both
+    /// ways.
+    fn preset_pvp(&self, chains: usize, preset: &str, wait: &str) -> String {
+        self.pvp(chains, "forwarder", wait, true)
+            .replacen("vnf: [forwarder]", &format!("vnf: {preset}"), 1)
     }
 
     /// One chain of VNFs doing `vnfs` in turn, each a process of its own.
@@ -410,6 +442,7 @@ pub fn round(
     let mut shared = Vec::new();
     let mut taking_turns = Vec::new();
     let mut taking_turns_working = Vec::new();
+    let mut vnf_turns = Vec::new();
     let mut turns = Vec::new();
     for wait in &args.waits {
         let mut vnf_run = |vnf: &str, both_ways: bool, what: String| -> Result<f64, String> {
@@ -527,6 +560,21 @@ pub fn round(
         shared.push(per_k);
         taking_turns.push(carried);
         taking_turns_working.push(carried_working);
+        let mut per_vnf = Vec::new();
+        for preset in &args.turn_vnfs {
+            let mut carried = Vec::new();
+            if sharing && wait != "polling" {
+                for k in args.sharing_of(wait) {
+                    let r = measure(
+                        runs.preset_pvp(k, preset, wait),
+                        &format!("{wait} {k} {preset} VNFs taking turns"),
+                    )?;
+                    carried.push(r.received);
+                }
+            }
+            per_vnf.push(carried);
+        }
+        vnf_turns.push(per_vnf);
         // Polling hops on one core take turns: each link passes at most a ring of
         // frames while every hop has its turn once.
         turns.push(if sharing && wait == "polling" {
@@ -572,6 +620,12 @@ pub fn round(
         sharing: shared,
         taking_turns,
         taking_turns_working,
+        vnf_turns,
+        turn_vnf_keys: args
+            .turn_vnfs
+            .iter()
+            .map(|p| preset_keys(p))
+            .collect::<Result<_, _>>()?,
         turns_work: work_of(TURNS_WORK_CYCLES),
         turns,
     })
@@ -642,6 +696,23 @@ pub fn in_vnf_terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRou
         .collect()
 }
 
+/// The calibration keys of a VNF preset's NFs, as a scenario's model names them.
+fn preset_keys(preset: &str) -> Result<Vec<String>, String> {
+    let s = Scenario::from_text(
+        &format!("chains: 1\nvnf: {preset}\n"),
+        Path::new(preset),
+        &ScenarioFlags::default(),
+        &Settings::default(),
+    )
+    .map_err(|e| e.to_string())?;
+    let model = s.model().map_err(|e| e.to_string())?;
+    model
+        .processes
+        .first()
+        .map(|p| p.nfs.clone())
+        .ok_or_else(|| format!("the VNF preset {preset} makes no process"))
+}
+
 /// At each k of `ks`, what the rounds measured (`of` a round, in the order of `ks`): k,
 /// the median and the runs. A run that is NaN (a k the tester could not keep busy) is
 /// left out, and a k with none left.
@@ -707,6 +778,16 @@ pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -
             },
             // Measured for interrupt mode only.
             taking_turns: turns_points(&args.sharing_of(wait), &rounds[0], |r| &r.taking_turns[w]),
+            vnf_turns: args
+                .turn_vnfs
+                .iter()
+                .enumerate()
+                .filter_map(|(v, _)| {
+                    let points = turns_points(&args.sharing_of(wait), &rounds[0], |r| &r.vnf_turns[w][v]);
+                    let nfs = rounds[0].first()?.turn_vnf_keys[v].clone();
+                    (!points.is_empty()).then_some(sfclab_model::calibration::VnfTurns { nfs, points })
+                })
+                .collect(),
             taking_turns_working: {
                 let points = turns_points(&args.sharing_of(wait), &rounds[0], |r| &r.taking_turns_working[w]);
                 let works: Vec<f64> = rounds[0].iter().map(|r| r.turns_work).collect();

@@ -6,8 +6,9 @@
 //! terms and the VNFs' NFs, at 64 B) and then measures every cell right after: this
 //! host's speed swings for tens of seconds at a time, so terms measured long before
 //! their cells price another machine. The cells' oversubscriptions are not all the
-//! calibrated ones (sharing is measured at 2, 4 and 8 per core, a polling turn with
-//! four hops; cells run 1, 2, 3, 4, 5, 6 and 10).
+//! calibrated ones (sharing and the presets' own turns are measured at 2, 4 and 8 per
+//! core, a polling turn with four hops; cells run 1, 3, 4, 5, 6 and 10, and PVP routers
+//! at 3, 5 and 6).
 
 use std::path::Path;
 
@@ -36,8 +37,8 @@ const CELLS: [Cell; 15] = [
         wait: "interrupt",
     },
     Cell {
-        name: "2 PVP router (2:1)",
-        yaml: "chains: 2\nvnf: router",
+        name: "6 PVP router (6:1)",
+        yaml: "chains: 6\nvnf: router",
         wait: "interrupt",
     },
     Cell {
@@ -190,7 +191,8 @@ pub fn calibration_args(
         core_distance: guard,
         memif: Some(
             crate::memif_terms::MemifTermsArgs::new(vec!["interrupt".into(), "polling".into()], duration, warmup)
-                .with_vnf_nfs(vnf_nfs),
+                .with_vnf_nfs(vnf_nfs)
+                .with_turn_vnfs(crate::memif_terms::MemifTermsArgs::preset_turn_vnfs()),
         ),
     })
 }

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 #[derive(Subcommand)]
 pub enum ModelCmd {
     /// Measure every cost term of the model on this machine and store it (JSON,
-    /// schema `sfclab.calibration/7`, with the machine and date): the compound base,
+    /// schema `sfclab.calibration/8`, with the machine and date): the compound base,
     /// each NF (every NF type's usual settings, and those of the chains given), the
     /// pipeline's stages and rings, per frame size.
     Calibrate(CalibrateCli),
@@ -304,8 +304,10 @@ fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
     for chain in chains {
         sfclab_bench::calibrate::add_new(&mut nfs, workloads_of(chain)?);
     }
-    let mut memif = (a.memif || !a.scenario.is_empty())
-        .then(|| sfclab_bench::memif_terms::MemifTermsArgs::new(a.memif_waits.clone(), duration, warmup));
+    let mut memif = (a.memif || !a.scenario.is_empty()).then(|| {
+        sfclab_bench::memif_terms::MemifTermsArgs::new(a.memif_waits.clone(), duration, warmup)
+            .with_turn_vnfs(sfclab_bench::memif_terms::MemifTermsArgs::preset_turn_vnfs())
+    });
     if let Some(m) = &mut memif {
         if let Some(w) = a
             .memif_waits

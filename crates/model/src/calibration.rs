@@ -1,6 +1,6 @@
 //! A calibration: every cost term the model uses, as measured on one machine on one
-//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/7`; /6 read as one
-//! without the links between hosts, /5 as one whose VNFs take turns alike whatever their work, /4 as one whose memif hop holds the
+//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/8`; /7 read as one
+//! without VNFs' own turns, /6 as one without the links between hosts, /5 as one whose VNFs take turns alike whatever their work, /4 as one whose memif hop holds the
 //! time its core was not the VNF's, /3 as one without memif terms) and reused by
 //! `model predict`, `plan` and `bench model`. A term is a curve over frame sizes; a
 //! prediction at a size between two calibrated ones interpolates, one outside them or
@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/7";
+pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/8";
 
 /// How to calibrate a missing NF of a chain, and of a scenario's VNF.
 const CALIBRATE_A_CHAINS_NFS: &str = "calibrate it with `sfclab model calibrate --chain ...` naming it";
@@ -26,6 +26,9 @@ const CALIBRATION_SCHEMA_5: &str = "sfclab.calibration/5";
 /// The schema before the links between hosts: read as one without them (scenarios over
 /// hosts are then refused, as before).
 const CALIBRATION_SCHEMA_6: &str = "sfclab.calibration/6";
+/// The schema before VNFs' own turns: read as one whose VNFs take turns as forwarders
+/// and VNFs of light synthetic work do, by their work.
+const CALIBRATION_SCHEMA_7: &str = "sfclab.calibration/7";
 
 /// A cost at each calibrated frame size (with FCS), TSC cycles per packet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -319,6 +322,13 @@ pub struct MemifWaitCalibration {
     /// forwarders).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taking_turns_working: Option<WorkingTurns>,
+    /// Interrupt: the same with VNFs of given kinds (the presets' NFs), each kind at a
+    /// few k: what sets the turns is not their cycles alone (5 PVP VNFs a core carried
+    /// 3.4–3.7 Mpps as forwarders, 4.1–4.6 as routers, 4.0–4.2 doing 50 cycles of
+    /// synthetic work, 3.9–4.9 doing 75), so a VNF of a measured kind is priced by its
+    /// own; empty in a calibration before it (priced by its work).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vnf_turns: Vec<VnfTurns>,
     /// Polling: how long a process keeps a shared core before the scheduler gives it
     /// to the next (a process that never sleeps only leaves it when preempted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -406,6 +416,14 @@ pub struct TurnsPoint {
     pub runs: Vec<f64>,
 }
 
+/// What k PVP VNFs of one kind (their NFs, by calibration key, in order) carry in all
+/// taking turns on one core.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct VnfTurns {
+    pub nfs: Vec<String>,
+    pub points: Vec<TurnsPoint>,
+}
+
 /// What VNFs doing `work_cycles` of work a frame beyond a forwarder's carry taking turns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkingTurns {
@@ -461,6 +479,14 @@ impl MemifWaitCalibration {
             }
             _ => forwarders,
         }
+    }
+
+    /// What VNFs whose NFs are `nfs` carry in all taking turns at `k` per core, where
+    /// that kind was measured (linear between its measured k, the largest k's beyond);
+    /// `None` otherwise.
+    pub fn vnf_turns_at(&self, nfs: &[String], k: f64) -> Option<f64> {
+        let kind = self.vnf_turns.iter().find(|v| v.nfs == nfs)?;
+        linear_in_k(kind.points.iter().map(|p| (p.per_core, p.pps)).collect(), k)
     }
 
     /// The hop of a process whose frames go `one_way` (or both ways).
@@ -570,8 +596,8 @@ impl Calibration {
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("{origin}: not JSON: {e}"))?;
         match value.get("schema").and_then(|s| s.as_str()) {
             Some(
-                CALIBRATION_SCHEMA | CALIBRATION_SCHEMA_6 | CALIBRATION_SCHEMA_5 | CALIBRATION_SCHEMA_4
-                | CALIBRATION_SCHEMA_3,
+                CALIBRATION_SCHEMA | CALIBRATION_SCHEMA_7 | CALIBRATION_SCHEMA_6 | CALIBRATION_SCHEMA_5
+                | CALIBRATION_SCHEMA_4 | CALIBRATION_SCHEMA_3,
             ) => {}
             Some(other) => {
                 return Err(format!(

@@ -269,13 +269,28 @@ impl<'a> PricedScenario<'a> {
             // Measured on one core; how processes spread over several take turns is not.
             f64::INFINITY
         } else {
-            // Their work, as the tester wakes them: VNFs that work longer on each frame
-            // sleep and are woken less often.
-            let work: f64 = (0..model.processes.len())
-                .map(|i| from_tester(model, i) * costs[i].work)
-                .sum::<f64>()
-                / woken_by_tester.max(f64::MIN_POSITIVE);
-            wait.taking_turns_at(woken_by_tester, work)
+            // VNFs of a kind the calibration ran taking turns carry what that kind did
+            // (averaged as the tester wakes them); else by their work, as the tester wakes
+            // them: VNFs that work longer on each frame sleep and are woken less often.
+            let woken: Vec<(f64, &ProcessModel)> = (0..model.processes.len())
+                .map(|i| (from_tester(model, i), &model.processes[i]))
+                .filter(|(w, _)| *w > 0.0)
+                .collect();
+            let own: Option<f64> = woken
+                .iter()
+                .map(|(w, p)| wait.vnf_turns_at(&p.nfs, woken_by_tester).map(|pps| w * pps))
+                .sum::<Option<f64>>()
+                .filter(|_| !woken.is_empty());
+            match own {
+                Some(sum) => sum / woken_by_tester,
+                None => {
+                    let work: f64 = (0..model.processes.len())
+                        .map(|i| from_tester(model, i) * costs[i].work)
+                        .sum::<f64>()
+                        / woken_by_tester.max(f64::MIN_POSITIVE);
+                    wait.taking_turns_at(woken_by_tester, work)
+                }
+            }
         };
         let turn_caps = model
             .streams
@@ -1010,6 +1025,7 @@ pub(crate) mod tests {
                 same_core_link_one_way: Vec::new(),
                 taking_turns: Vec::new(),
                 taking_turns_working: None,
+                vnf_turns: Vec::new(),
                 sharing: vec![SharingPoint {
                     per_core: 4.0,
                     cycles: 100.0,
@@ -1469,6 +1485,25 @@ pub(crate) mod tests {
             .unwrap()
             .work_cycles = 150.0;
         assert!((carried(&cal) - 3e6).abs() / 3e6 < 1e-3);
+        // VNFs of a kind the calibration ran taking turns carry what that kind did,
+        // whatever their work says; another kind beside them is still priced by work.
+        let nfs = m.processes[0].nfs.clone();
+        cal.memif.as_mut().unwrap().waits[0].vnf_turns = vec![crate::calibration::VnfTurns {
+            nfs: nfs.clone(),
+            points: points([(2.0, 3.5e6), (8.0, 2.3e6)]),
+        }];
+        assert!(
+            (carried(&cal) - 3.1e6).abs() / 3.1e6 < 1e-3,
+            "linear in k: {}",
+            carried(&cal)
+        );
+        let mut mixed = m.clone();
+        // (the same NF twice: another kind, still past the working VNFs' work)
+        mixed.processes[3].nfs = [nfs.clone(), nfs.clone()].concat();
+        let with_kinds = PricedScenario::new(&cal, &mixed).unwrap().capacity();
+        cal.memif.as_mut().unwrap().waits[0].vnf_turns.clear();
+        let by_work = PricedScenario::new(&cal, &mixed).unwrap().capacity();
+        assert_eq!(with_kinds, by_work);
     }
 
     #[test]
