@@ -13,61 +13,38 @@ use std::path::PathBuf;
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(vectorscan)");
     println!("cargo::rerun-if-changed=shim/check.c");
-    println!("cargo::rerun-if-env-changed=VECTORSCAN_INCLUDE");
-    println!("cargo::rerun-if-env-changed=VECTORSCAN_LIB");
-    println!("cargo::rerun-if-env-changed=SFCLAB_NO_VECTORSCAN");
-    if std::env::var_os("SFCLAB_NO_VECTORSCAN").is_some_and(|v| v != "0") {
-        return;
-    }
-    let include = std::env::var_os("VECTORSCAN_INCLUDE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/include"));
-    let header = include.join("hs/hs.h");
-    if !header.exists() {
-        // The directory changes when the header is installed (a missing file would make
-        // cargo run this script on every build).
-        println!("cargo::rerun-if-changed={}", include.display());
-        println!(
-            "cargo::warning=hs/hs.h not found in {}: the dpi NF uses aho-corasick (apt-get install libvectorscan-dev for vectorscan)",
-            include.display()
-        );
-        return;
-    }
-    println!("cargo::rerun-if-changed={}", header.display());
+    let lib = sfclab_syslib::Library {
+        header: "hs/hs.h",
+        include_var: "VECTORSCAN_INCLUDE",
+        lib_var: "VECTORSCAN_LIB",
+        disable_var: "SFCLAB_NO_VECTORSCAN",
+        archive: "libhs.a",
+        without: "the dpi NF uses aho-corasick",
+        package: "libvectorscan-dev",
+    };
+    let Some(found) = lib.find() else { return };
     if let Err(e) = cc::Build::new()
         .file("shim/check.c")
-        .include(&include)
+        .include(&found.include)
         .try_compile("sfclab_hs_check")
     {
-        println!(
-            "cargo::warning=vectorscan's header does not match what sfclab declares ({e}): the dpi NF uses aho-corasick"
-        );
+        lib.warn(&format!(
+            "vectorscan's header does not match what sfclab declares ({e})"
+        ));
         return;
     }
-    let dirs: Vec<PathBuf> = std::env::var_os("VECTORSCAN_LIB")
-        .map(|d| vec![PathBuf::from(d)])
-        .unwrap_or_else(|| {
-            ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"]
-                .iter()
-                .map(PathBuf::from)
-                .collect()
-        });
     // Linked statically where the archive is there, so the binary runs where the
     // library is not installed (it is C++: its runtime comes along); dynamically
-    // otherwise.
-    // A fully static build (`-C target-feature=+crt-static`, the container image's)
-    // takes the C++ runtime's archive too: a shared libstdc++ in a static executable
-    // does not run.
-    let crt_static = std::env::var("CARGO_CFG_TARGET_FEATURE").is_ok_and(|f| f.split(',').any(|f| f == "crt-static"));
-    match dirs.iter().find(|d| d.join("libhs.a").exists()) {
+    // otherwise. A fully static build (`-C target-feature=+crt-static`, the container
+    // image's) takes the C++ runtime's archive too: a shared libstdc++ in a static
+    // executable does not run.
+    match &found.archive_dir {
         Some(dir) => {
             println!("cargo::rustc-link-search=native={}", dir.display());
             println!("cargo::rustc-link-lib=static=hs");
-            if crt_static {
+            if sfclab_syslib::crt_static() {
                 let Some(cxx) = archive_of(&cc::Build::new(), "libstdc++.a") else {
-                    println!(
-                        "cargo::warning=a static build needs libstdc++.a for vectorscan, which the C compiler does not know: the dpi NF uses aho-corasick"
-                    );
+                    lib.warn("a static build needs libstdc++.a, which the C compiler does not know");
                     return;
                 };
                 println!("cargo::rustc-link-search=native={}", cxx.display());
@@ -77,10 +54,8 @@ fn main() {
             }
             println!("cargo::rustc-link-lib=m");
         }
-        None if crt_static => {
-            println!(
-                "cargo::warning=a static build needs libhs.a, which is not installed: the dpi NF uses aho-corasick"
-            );
+        None if sfclab_syslib::crt_static() => {
+            lib.warn("a static build needs libhs.a, which is not installed");
             return;
         }
         None => println!("cargo::rustc-link-lib=hs"),
