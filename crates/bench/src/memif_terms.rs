@@ -66,7 +66,15 @@ pub struct MemifTermsArgs {
     pub vnf_nfs: Vec<NfWorkload>,
     /// VNF presets (`router`, `multi-feature`) whose own turns are measured at each k
     /// of the sharing (interrupt mode): what VNFs of that kind carry taking turns.
-    pub turn_vnfs: Vec<String>,
+    pub turn_vnfs: Vec<TurnVnf>,
+}
+
+/// A VNF preset whose turns are measured, with its NFs' calibration keys (what the
+/// model matches a scenario's processes by).
+#[derive(Clone, Debug)]
+pub struct TurnVnf {
+    pub preset: String,
+    pub nfs: Vec<String>,
 }
 
 impl MemifTermsArgs {
@@ -83,16 +91,21 @@ impl MemifTermsArgs {
 
     /// The VNF presets whose own turns a calibration measures: every one but the
     /// forwarder (measured anyway).
-    pub fn preset_turn_vnfs() -> Vec<String> {
+    pub fn preset_turn_vnfs() -> Result<Vec<TurnVnf>, String> {
         sfclab_experiment::scenario::VNF_PRESETS
             .iter()
             .filter(|p| **p != "forwarder")
-            .map(|p| p.to_string())
+            .map(|p| {
+                Ok(TurnVnf {
+                    preset: p.to_string(),
+                    nfs: preset_keys(p)?,
+                })
+            })
             .collect()
     }
 
     /// The same, measuring the turns of VNFs of these presets too.
-    pub fn with_turn_vnfs(mut self, presets: Vec<String>) -> Self {
+    pub fn with_turn_vnfs(mut self, presets: Vec<TurnVnf>) -> Self {
         self.turn_vnfs = presets;
         self
     }
@@ -184,8 +197,6 @@ pub struct MemifRound {
     /// Per wait, per preset of the args' `turn_vnfs`, per k (interrupt): what k PVP
     /// VNFs of that preset carry in all.
     vnf_turns: Vec<Vec<Vec<f64>>>,
-    /// Per preset of the args' `turn_vnfs`: its NFs' calibration keys.
-    turn_vnf_keys: Vec<Vec<String>>,
     /// That work's compound cost, cycles per frame.
     turns_work: f64,
     /// Per NF of the args' `vnf_nfs`: its cycles in a VNF process.
@@ -266,10 +277,11 @@ struct Runs<'a> {
 }
 
 impl Runs<'_> {
-    /// Chains of the VNF entries `vnf` laid out as `layout`, with `traffic`'s flows.
+    /// Chains of the VNF `vnf` (as a scenario writes it: `[forwarder, ...]` or a preset)
+    /// laid out as `layout`, with `traffic`'s flows.
     fn scenario(&self, layout: Layout, vnf: &str, traffic: &str) -> String {
         format!(
-            "name: model calibrate --memif\nchains: {}\n{}vnf: [{vnf}]\nbidirectional: {}\n\
+            "name: model calibrate --memif\nchains: {}\n{}vnf: {vnf}\nbidirectional: {}\n\
              vnf_cores: \"{}\"\n\
              traffic: {{ rate: max, size: {}, {traffic} }}\n\
              run: {{ duration: {}ms, warmup: {}ms, memif_wait: {} }}\nrepeat: 1\n",
@@ -292,7 +304,7 @@ impl Runs<'_> {
             both_ways,
             wait,
         };
-        self.scenario(layout, vnf, FLOWS)
+        self.scenario(layout, &format!("[{vnf}]"), FLOWS)
     }
 
     /// Forwarders one way on hosts `vnf_hosts` of two, each a VNF of its own, the tester
@@ -312,8 +324,13 @@ impl Runs<'_> {
     /// `chains` PVP chains of the VNF preset `preset` (`router`, `multi-feature`), both
     /// ways.
     fn preset_pvp(&self, chains: usize, preset: &str, wait: &str) -> String {
-        self.pvp(chains, "forwarder", wait, true)
-            .replacen("vnf: [forwarder]", &format!("vnf: {preset}"), 1)
+        let layout = Layout {
+            chains,
+            split: false,
+            both_ways: true,
+            wait,
+        };
+        self.scenario(layout, preset, FLOWS)
     }
 
     /// One chain of VNFs doing `vnfs` in turn, each a process of its own.
@@ -324,7 +341,7 @@ impl Runs<'_> {
             both_ways,
             wait,
         };
-        self.scenario(layout, &vnfs.join(", "), FLOWS)
+        self.scenario(layout, &format!("[{}]", vnfs.join(", ")), FLOWS)
     }
 
     /// One PVP chain, both ways, whose VNF does the NFs before `w`'s NF, its NF
@@ -350,7 +367,7 @@ impl Runs<'_> {
             both_ways: true,
             wait: "interrupt",
         };
-        self.scenario(layout, &vnf.join(", "), &traffic)
+        self.scenario(layout, &format!("[{}]", vnf.join(", ")), &traffic)
     }
 }
 
@@ -561,7 +578,7 @@ pub fn round(
         taking_turns.push(carried);
         taking_turns_working.push(carried_working);
         let mut per_vnf = Vec::new();
-        for preset in &args.turn_vnfs {
+        for TurnVnf { preset, .. } in &args.turn_vnfs {
             let mut carried = Vec::new();
             if sharing && wait != "polling" {
                 for k in args.sharing_of(wait) {
@@ -621,11 +638,6 @@ pub fn round(
         taking_turns,
         taking_turns_working,
         vnf_turns,
-        turn_vnf_keys: args
-            .turn_vnfs
-            .iter()
-            .map(|p| preset_keys(p))
-            .collect::<Result<_, _>>()?,
         turns_work: work_of(TURNS_WORK_CYCLES),
         turns,
     })
@@ -782,10 +794,12 @@ pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -
                 .turn_vnfs
                 .iter()
                 .enumerate()
-                .filter_map(|(v, _)| {
+                .filter_map(|(v, kind)| {
                     let points = turns_points(&args.sharing_of(wait), &rounds[0], |r| &r.vnf_turns[w][v]);
-                    let nfs = rounds[0].first()?.turn_vnf_keys[v].clone();
-                    (!points.is_empty()).then_some(sfclab_model::calibration::VnfTurns { nfs, points })
+                    (!points.is_empty()).then(|| sfclab_model::calibration::VnfTurns {
+                        nfs: kind.nfs.clone(),
+                        points,
+                    })
                 })
                 .collect(),
             taking_turns_working: {

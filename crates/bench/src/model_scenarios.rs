@@ -192,7 +192,7 @@ pub fn calibration_args(
         memif: Some(
             crate::memif_terms::MemifTermsArgs::new(vec!["interrupt".into(), "polling".into()], duration, warmup)
                 .with_vnf_nfs(vnf_nfs)
-                .with_turn_vnfs(crate::memif_terms::MemifTermsArgs::preset_turn_vnfs()),
+                .with_turn_vnfs(crate::memif_terms::MemifTermsArgs::preset_turn_vnfs()?),
         ),
     })
 }

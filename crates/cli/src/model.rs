@@ -304,10 +304,14 @@ fn calibrate_args(a: &CalibrateCli) -> Result<CalibrateArgs, String> {
     for chain in chains {
         sfclab_bench::calibrate::add_new(&mut nfs, workloads_of(chain)?);
     }
-    let mut memif = (a.memif || !a.scenario.is_empty()).then(|| {
-        sfclab_bench::memif_terms::MemifTermsArgs::new(a.memif_waits.clone(), duration, warmup)
-            .with_turn_vnfs(sfclab_bench::memif_terms::MemifTermsArgs::preset_turn_vnfs())
-    });
+    let mut memif = if a.memif || !a.scenario.is_empty() {
+        Some(
+            sfclab_bench::memif_terms::MemifTermsArgs::new(a.memif_waits.clone(), duration, warmup)
+                .with_turn_vnfs(sfclab_bench::memif_terms::MemifTermsArgs::preset_turn_vnfs()?),
+        )
+    } else {
+        None
+    };
     if let Some(m) = &mut memif {
         if let Some(w) = a
             .memif_waits

@@ -5,7 +5,7 @@
 //! (`engine`) is vectorscan's where the build has it (Hyperscan's open fork, the engine
 //! of Suricata and Snort 3: each pattern compiled with its own case, the payload
 //! scanned as it is), else an Aho-Corasick automaton (the `aho-corasick` crate) in lower
-//! case over the payload lowered as it is copied into the scan window: a case-sensitive
+//! case over a lowered copy of the payload: a case-sensitive
 //! automaton keeps the crate's SIMD prefilters (a case-insensitive one loses them: 0.7
 //! against 1.6 GB/s here), and case-sensitive contents are checked byte for byte on a
 //! hit; one leftmost search finds whether anything matches at all (the common case:
@@ -114,17 +114,14 @@ enum Engine {
     /// first) and one overlapping (every match from there).
     AhoCorasick { probe: AhoCorasick, matcher: AhoCorasick },
     /// Over the window as it is, each pattern with its own case.
-    Vectorscan {
-        db: Arc<sfclab_vectorscan::Database>,
-        scanner: sfclab_vectorscan::Scanner,
-    },
+    Vectorscan(sfclab_vectorscan::Scanner),
 }
 
 impl Engine {
     fn name(&self) -> &'static str {
         match self {
             Engine::AhoCorasick { .. } => AHO_CORASICK,
-            Engine::Vectorscan { .. } => VECTORSCAN,
+            Engine::Vectorscan(_) => VECTORSCAN,
         }
     }
 }
@@ -227,7 +224,7 @@ impl NetworkFunction for Dpi {
                     Some(Engine::AhoCorasick { probe, matcher }) => {
                         (probe.memory_usage() + matcher.memory_usage()) as u64
                     }
-                    Some(Engine::Vectorscan { db, .. }) => db.bytes() as u64,
+                    Some(Engine::Vectorscan(scanner)) => scanner.database().bytes() as u64,
                 },
             ),
             NfCounter::total("scan_errors", c.scan_errors),
@@ -424,7 +421,7 @@ impl Dpi {
                     }
                 }
             }
-            Some(Engine::Vectorscan { scanner, .. }) => {
+            Some(Engine::Vectorscan(scanner)) => {
                 let scanned = scanner.scan(data, |k, end| {
                     let k = k as usize;
                     candidate(k, end - rules[k].contents[usize::from(fast[k])].bytes.len(), end);
@@ -540,7 +537,7 @@ impl Dpi {
                         }
                     }
                     // As `hsbench` measures it: one scan per payload, matches counted.
-                    Some(Engine::Vectorscan { scanner, .. }) => {
+                    Some(Engine::Vectorscan(scanner)) => {
                         let _ = scanner.scan(payload, |_, _| {
                             found += 1;
                             true
@@ -712,12 +709,11 @@ impl Dpi {
                         caseless: c.nocase,
                     })
                     .collect();
-                let db = Arc::new(
-                    sfclab_vectorscan::Database::block(&literals)
-                        .map_err(|e| ConfigError::new("rules", format!("vectorscan: {e}")))?,
-                );
-                let scanner = sfclab_vectorscan::Scanner::new(db.clone()).map_err(|e| ConfigError::new("engine", e))?;
-                Some(Engine::Vectorscan { db, scanner })
+                let db = sfclab_vectorscan::Database::block(&literals)
+                    .map_err(|e| ConfigError::new("rules", format!("vectorscan: {e}")))?;
+                let scanner =
+                    sfclab_vectorscan::Scanner::new(Arc::new(db)).map_err(|e| ConfigError::new("engine", e))?;
+                Some(Engine::Vectorscan(scanner))
             }
             _ => {
                 let patterns: Vec<&[u8]> = fast_contents.iter().map(|c| &c.lowered[..]).collect();

@@ -106,6 +106,11 @@ impl Scanner {
     pub fn scan<F: FnMut(u32, usize) -> bool>(&mut self, data: &[u8], on_match: F) -> Result<(), ScanError> {
         self.imp.scan(data, on_match)
     }
+
+    /// The database it scans for.
+    pub fn database(&self) -> &Database {
+        self.imp.database()
+    }
 }
 
 impl std::fmt::Debug for Scanner {
@@ -299,6 +304,10 @@ mod imp {
             }
         }
 
+        pub fn database(&self) -> &super::Database {
+            &self.db
+        }
+
         #[inline]
         pub fn scan<F: FnMut(u32, usize) -> bool>(&mut self, data: &[u8], on_match: F) -> Result<(), ScanError> {
             let length = c_uint::try_from(data.len()).map_err(|_| ScanError(-1))?;
@@ -403,6 +412,10 @@ mod imp {
         }
 
         pub fn scan<F: FnMut(u32, usize) -> bool>(&mut self, _: &[u8], _: F) -> Result<(), ScanError> {
+            match self.0 {}
+        }
+
+        pub fn database(&self) -> &super::Database {
             match self.0 {}
         }
     }
