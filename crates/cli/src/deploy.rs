@@ -69,8 +69,30 @@ pub struct K8sArgs {
     #[arg(long, default_value = "1Gi")]
     memory: String,
     /// Write `chain.yaml` and `tester.yaml` here instead of printing both.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["apply", "delete"])]
     out: Option<PathBuf>,
+    /// Apply them to the cluster (server-side, as sfclab's field manager) and follow
+    /// the deployment as `--until` says, with a line per step: the hops' pods scheduled,
+    /// ready, then the tester's Job applied and its result document printed.
+    #[arg(long, conflicts_with = "delete")]
+    apply: bool,
+    /// Delete the deployment from the cluster (its Namespace and everything in it) and
+    /// wait until it is gone.
+    #[arg(long)]
+    delete: bool,
+    /// The kubeconfig of the cluster (default: KUBECONFIG, else ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig's context (default: its current one).
+    #[arg(long)]
+    context: Option<String>,
+    /// How far `--apply` follows: `scheduled` (every hop's pod placed), `ready` (every
+    /// hop forwarding), `result` (the tester's Job complete, its document printed).
+    #[arg(long, default_value = "result", value_parser = clap::value_parser!(sfclab_deploy::cluster::Until))]
+    until: sfclab_deploy::cluster::Until,
+    /// How long each step may take before `--apply` or `--delete` gives up.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    timeout: std::time::Duration,
 }
 
 pub fn run(cmd: &DeployCmd) -> ExitCode {
@@ -112,6 +134,9 @@ fn k8s(a: &K8sArgs) -> ExitCode {
         Ok(m) => m,
         Err(e) => return outcome::fail(outcome::USAGE, &e.to_string()),
     };
+    if a.apply || a.delete {
+        return on_cluster(a, &manifests);
+    }
     match &a.out {
         None => outcome::emit_then(
             &format!("{}---\n{}", manifests.chain_yaml(), manifests.tester_yaml()),
@@ -133,6 +158,57 @@ fn k8s(a: &K8sArgs) -> ExitCode {
                 Err(e) => outcome::fail(outcome::FAILURE, &format!("{}: {e}", dir.display())),
             }
         }
+    }
+}
+
+/// `--apply` or `--delete`: the deployment on the cluster, a line per step on stderr.
+fn on_cluster(a: &K8sArgs, manifests: &sfclab_deploy::Manifests) -> ExitCode {
+    use sfclab_deploy::cluster::{self, Cluster, Target, Until};
+    let target = Target {
+        kubeconfig: a.kubeconfig.clone(),
+        context: a.context.clone(),
+    };
+    let mut say = |line: &str| eprintln!("{line}");
+    let done = (|| {
+        let cluster = Cluster::connect(&target)?;
+        let namespace = cluster::namespace_of(manifests);
+        if a.delete {
+            return Ok(if cluster.delete(namespace, a.timeout, &mut say)? {
+                format!("deleted {namespace}\n")
+            } else {
+                format!("no deployment {namespace}: nothing to delete\n")
+            });
+        }
+        cluster.apply(&manifests.chain, &mut say)?;
+        let hops = cluster::hop_pods(manifests);
+        let placed = cluster.wait_pods(namespace, "hop", hops, a.until.min(Until::Ready), a.timeout, &mut say)?;
+        let mut report: String = placed.iter().map(|p| format!("{} on {}\n", p.pod, p.node)).collect();
+        if a.until < Until::Result {
+            return Ok(report);
+        }
+        cluster.apply(&manifests.tester, &mut say)?;
+        let document = cluster.job_result(namespace, "tester", a.timeout, &mut say)?;
+        // The tester's document, as its local run prints it: a scenario's is drawn as a
+        // local scenario's is by `sfclab report`.
+        let schema = serde_json::from_str::<serde_json::Value>(&document)
+            .ok()
+            .and_then(|d| d["schema"].as_str().map(String::from));
+        match schema {
+            Some(s) if s.starts_with("sfclab.scenario/") => say(&format!(
+                "the tester's result ({s}) follows; `sfclab report FILE` draws it"
+            )),
+            Some(s) => say(&format!("the tester's result ({s}) follows")),
+            None => say("the tester's log follows (not a result document: it did not end as a measurement)"),
+        }
+        report = document;
+        if !report.ends_with('\n') {
+            report.push('\n');
+        }
+        Ok::<_, cluster::ClusterError>(report)
+    })();
+    match done {
+        Ok(text) => outcome::emit_then(&text, 0),
+        Err(e) => outcome::fail(outcome::FAILURE, &e.to_string()),
     }
 }
 

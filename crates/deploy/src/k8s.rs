@@ -31,7 +31,7 @@ const STATE_DIR: &str = "/run/sfclab";
 pub(crate) const MEMIF_DIR: &str = "/run/sfclab/memif";
 /// The label every object of one deployment carries (`kubectl delete -l`).
 pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
-const ROLE_LABEL: &str = "app.kubernetes.io/component";
+pub(crate) const ROLE_LABEL: &str = "app.kubernetes.io/component";
 const HOST_LABEL: &str = "sfclab.io/host";
 /// Node label a host is placed by when no node is named for it.
 const HOSTNAME_KEY: &str = "kubernetes.io/hostname";

@@ -6,6 +6,7 @@
 //! flags the local runs start that hop's process with ([`sfclab_experiment::HopPlan`]),
 //! so what is tested here is what runs there. [`image`] builds the container image.
 
+pub mod cluster;
 pub mod image;
 pub mod k8s;
 pub mod links;
