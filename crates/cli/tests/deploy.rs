@@ -718,18 +718,16 @@ fn objects(path: &Path) -> Vec<Value> {
 
 #[test]
 fn apply_without_a_cluster_names_the_kubeconfig_or_the_object_it_could_not_send() {
+    let router = |extra: &[&str]| {
+        let o = sfclab(&[&["deploy", "k8s", "examples/chains/router.yaml"], extra].concat());
+        assert!(!o.status.success(), "{extra:?} succeeded");
+        stderr(&o)
+    };
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.kubeconfig");
-    let o = sfclab(&[
-        "deploy",
-        "k8s",
-        "examples/chains/router.yaml",
-        "--apply",
-        "--kubeconfig",
-        missing.to_str().unwrap(),
-    ]);
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains(missing.to_str().unwrap()), "{}", stderr(&o));
+    let missing = missing.to_str().unwrap();
+    let said = router(&["--apply", "--kubeconfig", missing]);
+    assert!(said.contains(missing), "{said}");
     // A cluster that does not answer: the first object's request fails, named.
     let nobody = dir.path().join("nobody.kubeconfig");
     std::fs::write(
@@ -737,51 +735,18 @@ fn apply_without_a_cluster_names_the_kubeconfig_or_the_object_it_could_not_send(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: { server: 'http://127.0.0.1:1' }\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: x\n  context: { cluster: c, user: u }\ncurrent-context: x\n",
     )
     .unwrap();
-    let o = sfclab(&[
-        "deploy",
-        "k8s",
-        "examples/chains/router.yaml",
-        "--apply",
-        "--kubeconfig",
-        nobody.to_str().unwrap(),
-    ]);
-    assert!(!o.status.success());
+    let nobody = nobody.to_str().unwrap();
+    let said = router(&["--apply", "--kubeconfig", nobody]);
     assert!(
-        stderr(&o).contains("Namespace/sfclab-router: no answer from the API server at http://127.0.0.1:1/"),
-        "{}",
-        stderr(&o)
+        said.contains("Namespace/sfclab-router: no answer from the API server at http://127.0.0.1:1/"),
+        "{said}"
     );
     // A context the kubeconfig does not have.
-    let o = sfclab(&[
-        "deploy",
-        "k8s",
-        "examples/chains/router.yaml",
-        "--delete",
-        "--kubeconfig",
-        nobody.to_str().unwrap(),
-        "--context",
-        "elsewhere",
-    ]);
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains("context `elsewhere`"), "{}", stderr(&o));
+    let said = router(&["--delete", "--kubeconfig", nobody, "--context", "elsewhere"]);
+    assert!(said.contains("context `elsewhere`"), "{said}");
     // How far to follow is one of three; writing files and applying exclude each other.
-    let o = sfclab(&[
-        "deploy",
-        "k8s",
-        "examples/chains/router.yaml",
-        "--apply",
-        "--until",
-        "running",
-    ]);
-    assert!(
-        !o.status.success() && stderr(&o).contains("one of scheduled, ready, result"),
-        "{}",
-        stderr(&o)
-    );
-    let o = sfclab(&["deploy", "k8s", "examples/chains/router.yaml", "--apply", "--out", "x"]);
-    assert!(
-        !o.status.success() && stderr(&o).contains("cannot be used with"),
-        "{}",
-        stderr(&o)
-    );
+    let said = router(&["--apply", "--until", "running"]);
+    assert!(said.contains("one of scheduled, ready, result"), "{said}");
+    let said = router(&["--apply", "--out", "x"]);
+    assert!(said.contains("cannot be used with"), "{said}");
 }
