@@ -142,22 +142,17 @@ fn k8s(a: &K8sArgs) -> ExitCode {
             &format!("{}---\n{}", manifests.chain_yaml(), manifests.tester_yaml()),
             0,
         ),
-        Some(dir) => {
-            let written = std::fs::create_dir_all(dir)
-                .and_then(|()| std::fs::write(dir.join("chain.yaml"), manifests.chain_yaml()))
-                .and_then(|()| std::fs::write(dir.join("tester.yaml"), manifests.tester_yaml()));
-            match written {
-                Ok(()) => outcome::emit_then(
-                    &format!(
-                        "wrote {0}/chain.yaml and {0}/tester.yaml (namespace {1}):\n  kubectl apply -f {0}/chain.yaml\n  kubectl wait -n {1} --for=condition=Ready pod -l app.kubernetes.io/component=hop --timeout=120s\n  kubectl apply -f {0}/tester.yaml\n  kubectl wait -n {1} --for=condition=complete job/tester --timeout=1h\n  kubectl logs -n {1} job/tester > result.json\n  kubectl delete namespace {1}\n",
-                        dir.display(),
-                        manifests.name
-                    ),
-                    0,
+        Some(dir) => match write_manifests(dir, &manifests) {
+            Ok(()) => outcome::emit_then(
+                &format!(
+                    "wrote {0}/chain.yaml and {0}/tester.yaml (namespace {1}):\n  kubectl apply -f {0}/chain.yaml\n  kubectl wait -n {1} --for=condition=Ready pod -l app.kubernetes.io/component=hop --timeout=120s\n  kubectl apply -f {0}/tester.yaml\n  kubectl wait -n {1} --for=condition=complete job/tester --timeout=1h\n  kubectl logs -n {1} job/tester > result.json\n  kubectl delete namespace {1}\n",
+                    dir.display(),
+                    manifests.name
                 ),
-                Err(e) => outcome::fail(outcome::FAILURE, &format!("{}: {e}", dir.display())),
-            }
-        }
+                0,
+            ),
+            Err(e) => outcome::fail(outcome::FAILURE, &e),
+        },
     }
 }
 
@@ -169,6 +164,12 @@ fn on_cluster(a: &K8sArgs, manifests: &sfclab_deploy::Manifests) -> ExitCode {
         context: a.context.clone(),
     };
     let mut say = |line: &str| eprintln!("{line}");
+    // What is applied, kept beside its result.
+    if let Some(dir) = &a.out
+        && let Err(e) = write_manifests(dir, manifests)
+    {
+        return outcome::fail(outcome::FAILURE, &e);
+    }
     let done = (|| {
         let cluster = Cluster::connect(&target)?;
         let namespace = cluster::namespace_of(manifests);
@@ -182,34 +183,93 @@ fn on_cluster(a: &K8sArgs, manifests: &sfclab_deploy::Manifests) -> ExitCode {
         cluster.apply(&manifests.chain, &mut say)?;
         let hops = cluster::hop_pods(manifests);
         let placed = cluster.wait_pods(namespace, "hop", hops, a.until.min(Until::Ready), a.timeout, &mut say)?;
-        let mut report: String = placed.iter().map(|p| format!("{} on {}\n", p.pod, p.node)).collect();
+        let report: String = placed.iter().map(|p| format!("{} on {}\n", p.pod, p.node)).collect();
         if a.until < Until::Result {
             return Ok(report);
         }
         cluster.apply(&manifests.tester, &mut say)?;
-        let document = cluster.job_result(namespace, "tester", a.timeout, &mut say)?;
-        // The tester's document, as its local run prints it: a scenario's is drawn as a
-        // local scenario's is by `sfclab report`.
-        let schema = serde_json::from_str::<serde_json::Value>(&document)
-            .ok()
-            .and_then(|d| d["schema"].as_str().map(String::from));
-        match schema {
-            Some(s) if s.starts_with("sfclab.scenario/") => say(&format!(
-                "the tester's result ({s}) follows; `sfclab report FILE` draws it"
-            )),
-            Some(s) => say(&format!("the tester's result ({s}) follows")),
-            None => say("the tester's log follows (not a result document: it did not end as a measurement)"),
-        }
-        report = document;
-        if !report.ends_with('\n') {
-            report.push('\n');
-        }
-        Ok::<_, cluster::ClusterError>(report)
+        cluster.job_result(namespace, "tester", a.timeout, &mut say)
     })();
-    match done {
-        Ok(text) => outcome::emit_then(&text, 0),
-        Err(e) => outcome::fail(outcome::FAILURE, &e.to_string()),
+    let text = match done {
+        Ok(text) => text,
+        Err(e) => return outcome::fail(outcome::FAILURE, &e.to_string()),
+    };
+    if a.delete || a.until < Until::Result {
+        return outcome::emit_then(&text, 0);
     }
+    match tester_result(&text, a.out.as_deref()) {
+        Ok(result) => {
+            eprint!("{}", result.summary);
+            for f in result.written {
+                eprintln!("wrote {}", f.display());
+            }
+            outcome::emit_then(&result.document, 0)
+        }
+        Err(e) => outcome::fail(outcome::FAILURE, &e),
+    }
+}
+
+/// The tester's result, given as its local run gives it.
+#[derive(Debug)]
+struct TesterResult {
+    /// The document, for stdout.
+    document: String,
+    /// A scenario's summary table (the one `sfclab report` prints), or nothing.
+    summary: String,
+    /// What was written under `--out`.
+    written: Vec<PathBuf>,
+}
+
+/// The tester Job's log read as its result document: a scenario's summarised and, with
+/// `out`, written with its report as `sfclab scenario --out` writes them; a chain's
+/// written as `result.json`. A log that is not a document is an error that shows its
+/// end (the tester failed before measuring).
+fn tester_result(log: &str, out: Option<&std::path::Path>) -> Result<TesterResult, String> {
+    let doc: serde_json::Value = serde_json::from_str(log)
+        .ok()
+        .filter(|d: &serde_json::Value| d["schema"].as_str().is_some_and(|s| s.starts_with("sfclab.")))
+        .ok_or_else(|| {
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(10)..];
+            format!(
+                "the tester's log is not a result document (it did not end as a measurement); its end:\n{}",
+                tail.join("\n")
+            )
+        })?;
+    let scenario = doc["schema"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("sfclab.scenario/"));
+    let mut document = serde_json::to_string_pretty(&doc).expect("a JSON value prints");
+    document.push('\n');
+    let mut written = Vec::new();
+    if let Some(dir) = out {
+        let path = dir.join(if scenario { "scenario.json" } else { "result.json" });
+        std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::write(&path, &document))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        written.push(path);
+        if scenario {
+            written.extend(crate::scenario_report::write_all(std::slice::from_ref(&doc), dir)?);
+        }
+    }
+    let summary = if scenario {
+        crate::scenario_report::table(std::slice::from_ref(&doc))
+    } else {
+        String::new()
+    };
+    Ok(TesterResult {
+        document,
+        summary,
+        written,
+    })
+}
+
+/// `chain.yaml` and `tester.yaml` in `dir`.
+fn write_manifests(dir: &std::path::Path, manifests: &sfclab_deploy::Manifests) -> Result<(), String> {
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(dir.join("chain.yaml"), manifests.chain_yaml()))
+        .and_then(|()| std::fs::write(dir.join("tester.yaml"), manifests.tester_yaml()))
+        .map_err(|e| format!("{}: {e}", dir.display()))
 }
 
 fn options(a: &K8sArgs) -> Result<DeployOptions, String> {
@@ -244,4 +304,46 @@ fn options(a: &K8sArgs) -> Result<DeployOptions, String> {
 /// Exit 0 when `file` exists (a hop's ready file), 1 otherwise.
 pub fn ready(file: &std::path::Path) -> ExitCode {
     ExitCode::from(if file.exists() { 0 } else { outcome::FAILURE })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scenario_testers_log_is_summarised_and_written_with_its_report() {
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/scenarios/pvvp-router-4-c2.json"
+        );
+        let log = std::fs::read_to_string(fixture).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let r = tester_result(&log, Some(dir.path())).unwrap();
+        let again: serde_json::Value = serde_json::from_str(&r.document).unwrap();
+        assert_eq!(again, serde_json::from_str::<serde_json::Value>(&log).unwrap());
+        assert!(
+            r.summary.contains("Mpps") && r.summary.contains("conserved"),
+            "{}",
+            r.summary
+        );
+        assert!(dir.path().join("scenario.json").exists());
+        assert!(r.written.iter().any(|f| f.ends_with("report.html")), "{:?}", r.written);
+        // A chain's document is written as it is, with no summary of a scenario's.
+        let chain = r#"{"schema": "sfclab.run/4", "runs": []}"#;
+        let r = tester_result(chain, Some(dir.path())).unwrap();
+        assert!(r.summary.is_empty());
+        assert!(dir.path().join("result.json").exists());
+    }
+
+    #[test]
+    fn a_testers_log_that_is_not_a_document_is_an_error_showing_its_end() {
+        let log = "starting\nerror: the hop c1-hop-1 did not answer on c1-hop-1.vnfs:7000\n";
+        let e = tester_result(log, None).unwrap_err();
+        assert!(
+            e.contains("not a result document") && e.contains("did not answer"),
+            "{e}"
+        );
+        // JSON, but not sfclab's.
+        assert!(tester_result("{\"kind\": \"Status\"}", None).is_err());
+    }
 }
