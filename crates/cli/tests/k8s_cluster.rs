@@ -294,3 +294,20 @@ fn the_tester_job_lands_with_its_host_and_delete_leaves_nothing_on_a_control_pla
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("nothing to delete"), "{}", stdout(&o));
 }
+
+#[test]
+#[ignore = "needs a Kubernetes control plane: KUBECONFIG from k8s/local/cluster run (see the file's head)"]
+fn delete_leaves_a_namespace_sfclab_did_not_make_on_a_control_plane() {
+    let d = Deployment::new("t-foreign");
+    let made = kubectl(&["create", "namespace", &d.name]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    let o = d.sfclab("examples/chains/router.yaml", &[], &["--delete"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("Namespace/t-foreign is not an sfclab deployment"),
+        "{}",
+        stderr(&o)
+    );
+    let kept = kubectl_json(&["get", "namespace", &d.name]);
+    assert_eq!(kept["status"]["phase"], "Active", "{kept}");
+}

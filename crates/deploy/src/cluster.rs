@@ -71,6 +71,9 @@ pub enum ClusterError {
     /// The API server refused a request about an object: its own reason.
     #[error("{object}: the API server refused it: {reason}")]
     Refused { object: String, reason: String },
+    /// `--delete` of a Namespace sfclab did not make: left alone.
+    #[error("{object} is not an sfclab deployment (it has no label {label}): left as it is")]
+    NotOurs { object: String, label: String },
     /// No answer from the API server.
     #[error("{object}: {reason}")]
     Unreachable { object: String, reason: String },
@@ -348,9 +351,9 @@ impl Cluster {
             .and_then(|l| l.get(INSTANCE_LABEL))
             .is_some_and(|v| v == name);
         if !ours {
-            return Err(ClusterError::Refused {
+            return Err(ClusterError::NotOurs {
                 object,
-                reason: format!("not an sfclab deployment (no label {INSTANCE_LABEL}={name}); left as it is"),
+                label: format!("{INSTANCE_LABEL}={name}"),
             });
         }
         self.runtime
