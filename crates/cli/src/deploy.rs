@@ -68,8 +68,10 @@ pub struct K8sArgs {
     /// Memory each pod requests and is limited to.
     #[arg(long, default_value = "1Gi")]
     memory: String,
-    /// Write `chain.yaml` and `tester.yaml` here instead of printing both.
-    #[arg(long, conflicts_with_all = ["apply", "delete"])]
+    /// Write `chain.yaml` and `tester.yaml` here instead of printing both; with
+    /// `--apply`, also the tester's result (a scenario's `scenario.json` and its report,
+    /// as `sfclab scenario --out` writes them; a chain's `result.json`).
+    #[arg(long, conflicts_with = "delete")]
     out: Option<PathBuf>,
     /// Apply them to the cluster (server-side, as sfclab's field manager) and follow
     /// the deployment as `--until` says, with a line per step: the hops' pods scheduled,
@@ -172,7 +174,7 @@ fn on_cluster(a: &K8sArgs, manifests: &sfclab_deploy::Manifests) -> ExitCode {
     }
     let done = (|| {
         let cluster = Cluster::connect(&target)?;
-        let namespace = cluster::namespace_of(manifests);
+        let namespace = manifests.name.as_str();
         if a.delete {
             return Ok(if cluster.delete(namespace, a.timeout, &mut say)? {
                 format!("deleted {namespace}\n")

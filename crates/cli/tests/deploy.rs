@@ -744,9 +744,9 @@ fn apply_without_a_cluster_names_the_kubeconfig_or_the_object_it_could_not_send(
     // A context the kubeconfig does not have.
     let said = router(&["--delete", "--kubeconfig", nobody, "--context", "elsewhere"]);
     assert!(said.contains("context `elsewhere`"), "{said}");
-    // How far to follow is one of three; writing files and applying exclude each other.
+    // How far to follow is one of three; writing files and deleting exclude each other.
     let said = router(&["--apply", "--until", "running"]);
     assert!(said.contains("one of scheduled, ready, result"), "{said}");
-    let said = router(&["--apply", "--out", "x"]);
+    let said = router(&["--delete", "--out", "x"]);
     assert!(said.contains("cannot be used with"), "{said}");
 }

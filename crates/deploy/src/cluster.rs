@@ -170,13 +170,13 @@ impl Cluster {
     pub fn apply(&self, objects: &[Object], progress: &mut dyn FnMut(&str)) -> Result<Vec<Applied>, ClusterError> {
         let mut applied = Vec::new();
         for object in objects {
-            let (api, name, value) = self.api_of(object)?;
-            let label = format!("{}/{}", api_kind(object), name);
+            let (api, label, value) = self.api_of(object);
+            let name = value["metadata"]["name"].as_str().unwrap_or_default();
             let outcome = self.runtime.block_on(async {
-                let before = api.get_opt(&name).await.map_err(|e| self.refused(&label, e))?;
+                let before = api.get_opt(name).await.map_err(|e| self.refused(&label, e))?;
                 let params = PatchParams::apply(FIELD_MANAGER).force();
                 let after = api
-                    .patch(&name, &params, &Patch::Apply(&value))
+                    .patch(name, &params, &Patch::Apply(&value))
                     .await
                     .map_err(|e| self.refused(&label, e))?;
                 Ok::<_, ClusterError>(match before {
@@ -384,11 +384,10 @@ impl Cluster {
         refused_by(&self.server, object, e)
     }
 
-    /// The API of an object's kind, its name and its document.
-    fn api_of(&self, object: &Object) -> Result<(Api<DynamicObject>, String, serde_json::Value), ClusterError> {
+    /// The API of an object's kind, the object as `Kind/name`, and its document.
+    fn api_of(&self, object: &Object) -> (Api<DynamicObject>, String, serde_json::Value) {
         let value = serde_json::to_value(object).expect("Kubernetes objects serialize");
         let meta = &value["metadata"];
-        let name = meta["name"].as_str().unwrap_or_default().to_string();
         let resource = match object {
             Object::Namespace(_) => ApiResource::erase::<Namespace>(&()),
             Object::ConfigMap(_) => ApiResource::erase::<ConfigMap>(&()),
@@ -404,29 +403,14 @@ impl Cluster {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
             None => Api::all_with(self.client.clone(), &resource),
         };
-        Ok((api, name, value))
+        let label = format!("{}/{}", resource.kind, meta["name"].as_str().unwrap_or_default());
+        (api, label, value)
     }
-}
-
-/// The namespace every object of `manifests` is in.
-pub fn namespace_of(manifests: &Manifests) -> &str {
-    &manifests.name
 }
 
 /// How many hop pods `manifests` makes.
 pub fn hop_pods(manifests: &Manifests) -> usize {
     manifests.chain.iter().filter(|o| matches!(o, Object::Pod(_))).count()
-}
-
-fn api_kind(object: &Object) -> &'static str {
-    match object {
-        Object::Namespace(_) => "Namespace",
-        Object::ConfigMap(_) => "ConfigMap",
-        Object::Network(_) => "NetworkAttachmentDefinition",
-        Object::Pod(_) => "Pod",
-        Object::Service(_) => "Service",
-        Object::Job(_) => "Job",
-    }
 }
 
 /// A pod's condition of `kind`: its status and message.
