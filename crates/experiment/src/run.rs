@@ -255,17 +255,16 @@ fn run_both_ways(
             i.port(0, false, true).map_err(failed)?,
         ))
     };
-    let capacity = shared_capacity(hop)?;
     let (in_rx, in_tx) = open(input)?;
     let (out_rx, out_tx) = open(output)?;
-    let mut tx = BothWaysOut::new(in_tx, out_tx);
-    say_ready(experiment, hop, tx.output())?;
-    run_compound_on(
-        BothWaysIn::new(in_rx, out_rx),
-        behind(tx, capacity),
-        graph,
-        &experiment.settings,
-    )
+    // Each side sends as a sender of its own on a shared capacity (a VNF's two virtual
+    // functions, two queues its NIC serves in turn).
+    let mut tx = BothWaysOut::new(
+        behind(in_tx, shared_capacity(hop)?),
+        behind(out_tx, shared_capacity(hop)?),
+    );
+    say_ready(experiment, hop, tx.output().inner_mut())?;
+    run_compound_on(BothWaysIn::new(in_rx, out_rx), tx, graph, &experiment.settings)
 }
 
 /// A hop says it forwards (its ready file) once its output reaches the next hop:

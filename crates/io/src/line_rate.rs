@@ -118,19 +118,27 @@ impl Line {
 
 /// A capacity shared by the senders of several processes (seed 001's NIC, whose
 /// virtual functions every VNF process sends through): a token bucket of layer-1 bits in
-/// a small file every process maps, drawn on with atomics once per batch. Unlike
-/// [`Line`] it deals no fair shares: a sender takes what the bucket holds when it comes,
-/// as DMA requests are served as they arrive. Its depth is stated (a NIC's packet
-/// buffer, in time at the rate: senders that share cores send in bursts after each
-/// wake-up, which a shallow bucket would refuse though the rate is met on average).
+/// a small file every process maps, drawn on with atomics once per batch. Shared as
+/// a NIC's transmit arbiter serves its queues in turn: the bits that accrue are dealt
+/// out equally to every sender's credit, and what a sender leaves unused beyond its
+/// credit's cap goes to a common spare any sender may draw on. So a VNF that works
+/// through more frames does not take the capacity from the VNF after it in its chain
+/// (seed 001: PVVP chains carry half of what PVP chains do, not less). The cap, and the
+/// spare's, is the stated depth: each sender's queue, which the NIC serves while the
+/// sender sleeps (senders that share cores send in bursts after each wake-up, some
+/// milliseconds apart, which a shallow queue would refuse though their share is met
+/// on average).
 pub struct SharedLine {
     map: memmap2::MmapRaw,
     /// The file, for the report.
     path: std::path::PathBuf,
     bits_per_second: f64,
-    /// Bits that accrue per TSC tick (the creator's TSC rate: one clock for every process).
-    bits_per_tick: f64,
+    /// Units of [`UNITS_PER_BIT`] that accrue per TSC tick (the creator's TSC rate: one
+    /// clock for every process).
+    units_per_tick: f64,
     depth: i64,
+    /// This sender's credit slot.
+    sender: usize,
 }
 
 impl std::fmt::Debug for SharedLine {
@@ -138,51 +146,57 @@ impl std::fmt::Debug for SharedLine {
         f.debug_struct("SharedLine")
             .field("path", &self.path)
             .field("bits_per_second", &self.bits_per_second)
-            .field("depth", &self.depth)
+            .field("depth_bits", &(self.depth / UNITS_PER_BIT))
+            .field("sender", &self.sender)
             .finish()
     }
 }
 
 /// The shared file: what the creator writes once, then what the senders update.
-const SHARED_MAGIC: u64 = u64::from_le_bytes(*b"sfclbus1");
-const SHARED_LEN: usize = 64;
+const SHARED_MAGIC: u64 = u64::from_le_bytes(*b"sfclbus2");
 const AT_MAGIC: usize = 0;
 const AT_BITS_PER_SECOND: usize = 8;
-const AT_BITS_PER_TICK: usize = 16;
+const AT_UNITS_PER_TICK: usize = 16;
 const AT_DEPTH: usize = 24;
 const AT_LAST: usize = 32;
-const AT_TOKENS: usize = 40;
+const AT_SPARE: usize = 40;
+const AT_SENDERS: usize = 48;
+const AT_CREDIT: usize = 64;
+/// Senders one capacity serves at most (a VNF process each).
+pub const MAX_SHARED_SENDERS: usize = 1024;
+const SHARED_LEN: usize = AT_CREDIT + 8 * MAX_SHARED_SENDERS;
+/// Credits count 1/256 bit: an accrual split between senders loses no bits to rounding.
+const UNITS_PER_BIT: i64 = 256;
 
 impl SharedLine {
-    /// A new shared line of `bits_per_second` at layer 1, `depth` deep, in a file at
-    /// `path` (made whole beside it, then renamed: an opener never sees it half
-    /// written), full.
-    pub fn create(
-        path: &std::path::Path,
-        bits_per_second: f64,
-        depth: std::time::Duration,
-    ) -> std::io::Result<SharedLine> {
+    /// Writes a new shared line of `bits_per_second` at layer 1, `depth` deep, to a file
+    /// at `path` (made whole beside it, then renamed: an opener never sees it half
+    /// written). Senders join it with [`SharedLine::open`], each given its share of a
+    /// full bucket.
+    pub fn create(path: &std::path::Path, bits_per_second: f64, depth: std::time::Duration) -> std::io::Result<()> {
         if !(bits_per_second.is_finite() && bits_per_second > 0.0) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!("a line rate of {bits_per_second} bits per second"),
             ));
         }
-        let depth = (bits_per_second * depth.as_secs_f64()).max(2.0 * MAX_FRAME_BITS) as i64;
-        let mut bytes = [0u8; SHARED_LEN];
+        let depth_bits = (bits_per_second * depth.as_secs_f64()).max(2.0 * MAX_FRAME_BITS);
+        let mut bytes = vec![0u8; SHARED_LEN];
         let mut put = |at: usize, v: u64| bytes[at..at + 8].copy_from_slice(&v.to_le_bytes());
         put(AT_MAGIC, SHARED_MAGIC);
         put(AT_BITS_PER_SECOND, bits_per_second.to_bits());
-        put(AT_BITS_PER_TICK, (bits_per_second / tsc::hz()).to_bits());
-        put(AT_DEPTH, depth as u64);
-        put(AT_TOKENS, depth as u64);
+        put(
+            AT_UNITS_PER_TICK,
+            (bits_per_second * UNITS_PER_BIT as f64 / tsc::hz()).to_bits(),
+        );
+        put(AT_DEPTH, (depth_bits as i64 * UNITS_PER_BIT) as u64);
         let part = path.with_extension("part");
         std::fs::write(&part, bytes)?;
-        std::fs::rename(&part, path)?;
-        SharedLine::open(path)
+        std::fs::rename(&part, path)
     }
 
-    /// The shared line in the file at `path`, made by [`SharedLine::create`].
+    /// Joins the shared line in the file at `path` (made by [`SharedLine::create`]) as
+    /// a sender of its own.
     pub fn open(path: &std::path::Path) -> std::io::Result<SharedLine> {
         let bad =
             |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {why}", path.display()));
@@ -195,8 +209,9 @@ impl SharedLine {
             map,
             path: path.to_path_buf(),
             bits_per_second: 0.0,
-            bits_per_tick: 0.0,
+            units_per_tick: 0.0,
             depth: 0,
+            sender: 0,
         };
         let word = |at| line.word(at).load(Ordering::Acquire);
         if word(AT_MAGIC) != SHARED_MAGIC {
@@ -204,14 +219,27 @@ impl SharedLine {
         }
         let (bps, per_tick, depth) = (
             f64::from_bits(word(AT_BITS_PER_SECOND)),
-            f64::from_bits(word(AT_BITS_PER_TICK)),
+            f64::from_bits(word(AT_UNITS_PER_TICK)),
             word(AT_DEPTH) as i64,
         );
         if !(bps > 0.0 && per_tick > 0.0 && depth > 0) {
             return Err(bad("its rate or depth is not positive"));
         }
-        (line.bits_per_second, line.bits_per_tick, line.depth) = (bps, per_tick, depth);
+        (line.bits_per_second, line.units_per_tick, line.depth) = (bps, per_tick, depth);
+        line.sender = line.join().map_err(|why| bad(&why))?;
         Ok(line)
+    }
+
+    /// A new sender's slot, its credit full (its queue empty).
+    fn join(&self) -> Result<usize, String> {
+        let senders = self.word(AT_SENDERS);
+        let me = senders.fetch_add(1, Ordering::AcqRel) as usize;
+        if me >= MAX_SHARED_SENDERS {
+            senders.fetch_sub(1, Ordering::AcqRel);
+            return Err(format!("more than {MAX_SHARED_SENDERS} senders share it"));
+        }
+        self.credit(me).store(self.depth as u64, Ordering::Release);
+        Ok(me)
     }
 
     /// The 8-byte word at `at` of the mapping, as an atomic.
@@ -228,41 +256,101 @@ impl SharedLine {
         unsafe { &*self.map.as_mut_ptr().add(at).cast::<AtomicU64>() }
     }
 
-    /// How many of `batch`'s frames, in order, the line carries at TSC `now`.
-    fn take(&self, now: u64, batch: &Batch) -> usize {
-        let (last, tokens) = (self.word(AT_LAST), self.word(AT_TOKENS));
-        // The time since the last refill accrues once: to whoever moves `last` on.
+    /// Sender `i`'s credit, in units (a signed count stored as its bits).
+    fn credit(&self, i: usize) -> &AtomicU64 {
+        self.word(AT_CREDIT + 8 * i)
+    }
+
+    /// Deals out what accrued since the last refill (once: to whoever moves `last` on)
+    /// equally to every sender's credit, what passes a credit's cap (the depth) to the
+    /// spare.
+    fn refill(&self, now: u64) {
+        let last = self.word(AT_LAST);
         let then = last.load(Ordering::Acquire);
-        if now > then
-            && last
+        if now <= then
+            || last
                 .compare_exchange(then, now, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
+                .is_err()
         {
-            let add = if then == 0 {
-                0
-            } else {
-                ((now - then) as f64 * self.bits_per_tick) as i64
-            };
-            let _ = tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
-                Some((t as i64).saturating_add(add).min(self.depth) as u64)
+            return;
+        }
+        if then == 0 {
+            return;
+        }
+        let add = ((now - then) as f64 * self.units_per_tick).min(self.depth as f64) as i64;
+        let senders = (self.word(AT_SENDERS).load(Ordering::Acquire) as usize).clamp(1, MAX_SHARED_SENDERS);
+        let each = add / senders as i64;
+        let cap = self.depth;
+        let mut over = add - each * senders as i64;
+        for i in 0..senders {
+            let mut spilled = 0;
+            let _ = self.credit(i).fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                let c = c as i64;
+                let next = (c + each).min(cap);
+                spilled = c + each - next;
+                Some(next as u64)
+            });
+            over += spilled;
+        }
+        let depth = self.depth;
+        let _ = self
+            .word(AT_SPARE)
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                Some(((s as i64).saturating_add(over)).min(depth) as u64)
+            });
+    }
+
+    /// How many of `batch`'s frames, in order, the line carries at TSC `now`: from this
+    /// sender's credit, then the spare.
+    fn take(&self, now: u64, batch: &Batch) -> usize {
+        self.refill(now);
+        let (credit, spare) = (self.credit(self.sender), self.word(AT_SPARE));
+        let have = credit.load(Ordering::Acquire) as i64 + spare.load(Ordering::Acquire) as i64;
+        let units = |n: usize| -> i64 {
+            batch
+                .iter()
+                .take(n)
+                .map(|p| wire_bits(p.data().len()) as i64 * UNITS_PER_BIT)
+                .sum()
+        };
+        let fits = |have: i64| -> usize {
+            let mut used = 0;
+            batch
+                .iter()
+                .take_while(|p| {
+                    used += wire_bits(p.data().len()) as i64 * UNITS_PER_BIT;
+                    used <= have
+                })
+                .count()
+        };
+        let n = fits(have);
+        if n == 0 {
+            return 0;
+        }
+        let need = units(n);
+        // Only this sender draws on its credit; a refill only adds to it, so what is
+        // taken is what was there.
+        let mut own = 0;
+        let _ = credit.fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+            own = (c as i64).clamp(0, need);
+            Some((c as i64 - own) as u64)
+        });
+        let mut from_spare = 0;
+        if own < need {
+            let _ = spare.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                from_spare = (s as i64).clamp(0, need - own);
+                Some((s as i64 - from_spare) as u64)
             });
         }
-        let mut taken = 0;
-        let _ = tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
-            let have = t as i64;
-            let (mut n, mut bits) = (0, 0i64);
-            for p in batch.iter() {
-                let b = wire_bits(p.data().len()) as i64;
-                if bits + b > have {
-                    break;
-                }
-                bits += b;
-                n += 1;
-            }
-            taken = n;
-            (n > 0).then_some((have - bits) as u64)
-        });
-        taken
+        // Other senders drew on the spare meanwhile: as many frames as what was taken
+        // covers, the rest given back.
+        let got = own + from_spare;
+        let carried = if got >= need { n } else { fits(got) };
+        let surplus = got - units(carried);
+        if surplus > 0 {
+            credit.fetch_add(surplus as u64, Ordering::AcqRel);
+        }
+        carried
     }
 }
 
@@ -488,11 +576,107 @@ mod tests {
         assert!(through.iter().all(|t| t.0 + t.1 == 320_000), "{through:?}");
     }
 
+    /// Offers `frames` of `len` bytes on `port` at `now`: how many it carried.
+    fn send(port: &mut LinePort<Counting>, pool: &mut PacketPool, now: u64, frames: usize, len: usize) -> u64 {
+        let before = port.port.0;
+        let mut batch = Batch::new(frames.max(1));
+        assert_eq!(pool.alloc_into(&mut batch, frames), frames);
+        batch.iter_mut().for_each(|p| {
+            p.reset(len);
+        });
+        port.tx(now, &mut batch, pool);
+        assert!(batch.is_empty());
+        port.port.0 - before
+    }
+
+    /// Seed 001's PVVP chain behind the NIC: the first VNF floods the capacity, the
+    /// second sends only what the first passed. Served in turn, the second gets its
+    /// share, so the chain carries half the capacity (taken as it comes, the first
+    /// would take most of it and the second refuse most of what it got).
+    #[test]
+    fn a_vnf_behind_one_that_floods_the_capacity_still_gets_its_share() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nic");
+        SharedLine::create(&path, 1e9, std::time::Duration::from_micros(200)).unwrap();
+        let mut first = LinePort::shared(Counting::default(), SharedLine::open(&path).unwrap());
+        let mut second = LinePort::shared(Counting::default(), SharedLine::open(&path).unwrap());
+        let mut pool = PacketPool::new(512);
+        // On one core, in turns of 100 us: the first sends 32 frames of 64 B (704 bits
+        // on the wire) every 10 us (2.25 Gbit/s), then the second what it passed, for 1 s.
+        let us = tsc::hz() * 1e-6;
+        let mut offered_second = 0;
+        for turn in 0..10_000u64 {
+            let start = 1_000_000 + (turn as f64 * 100.0 * us) as u64;
+            let mut passed = 0;
+            for i in 0..9 {
+                passed += send(&mut first, &mut pool, start + (i as f64 * 10.0 * us) as u64, 32, 64);
+            }
+            offered_second += passed;
+            let mut left = passed as usize;
+            while left > 0 {
+                let n = left.min(32);
+                send(&mut second, &mut pool, start + (95.0 * us) as u64, n, 64);
+                left -= n;
+            }
+        }
+        let (a, b) = (first.port.0 as f64, second.port.0 as f64);
+        let line = 1e9 / 704.0;
+        assert!(((a + b) - line).abs() < line * 0.01, "{a} + {b}, {line} expected");
+        assert!(
+            (b - line / 2.0).abs() < line * 0.02,
+            "the second VNF carried {b} of {line}"
+        );
+        assert!(
+            offered_second - second.port.0 < offered_second / 100,
+            "the second refused {} of {offered_second}",
+            offered_second - second.port.0
+        );
+        assert_eq!(second.stats().dropped, offered_second - second.port.0);
+    }
+
+    /// A sender that sends less than its share loses nothing; what it leaves, another
+    /// may use, so the capacity stays full.
+    #[test]
+    fn what_a_quiet_sender_leaves_on_a_shared_line_a_busy_one_may_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nic");
+        SharedLine::create(&path, 1e9, std::time::Duration::from_micros(200)).unwrap();
+        let mut quiet = LinePort::shared(Counting::default(), SharedLine::open(&path).unwrap());
+        let mut busy = LinePort::shared(Counting::default(), SharedLine::open(&path).unwrap());
+        // A third that joined and never sends: its share is the spare's.
+        let _gone = SharedLine::open(&path).unwrap();
+        let mut pool = PacketPool::new(512);
+        let step = (tsc::hz() * 100e-6) as u64;
+        for k in 0..10_000u64 {
+            let now = 1_000_000 + k * step;
+            send(&mut quiet, &mut pool, now, 1, 1000);
+            send(&mut busy, &mut pool, now, 32, 1000);
+        }
+        let (q, b) = (quiet.port.0, busy.port.0);
+        assert_eq!(q, 10_000, "the quiet sender loses nothing");
+        let expect = 1e9 / 8192.0;
+        let total = (q + b) as f64;
+        assert!((total - expect).abs() < expect * 0.02, "{q} + {b}, {expect} expected");
+    }
+
+    #[test]
+    fn a_shared_line_takes_at_most_its_number_of_senders() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nic");
+        SharedLine::create(&path, 1e9, std::time::Duration::from_millis(1)).unwrap();
+        let senders: Vec<SharedLine> = (0..MAX_SHARED_SENDERS)
+            .map(|_| SharedLine::open(&path).unwrap())
+            .collect();
+        let err = SharedLine::open(&path).unwrap_err().to_string();
+        assert!(err.contains("more than 1024 senders"), "{err}");
+        assert_eq!(senders.last().unwrap().sender, MAX_SHARED_SENDERS - 1);
+    }
+
     #[test]
     fn a_shared_line_refuses_a_file_that_is_not_one() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("nic");
-        std::fs::write(&path, [0u8; 64]).unwrap();
+        std::fs::write(&path, vec![0u8; SHARED_LEN]).unwrap();
         assert!(
             SharedLine::open(&path)
                 .unwrap_err()

@@ -18,7 +18,9 @@
 //!   interrupt-mode process wants only what its frames cost; a polling one always all);
 //!   what a process cannot work through is dropped at its input ring;
 //! - its licence (IP bytes per second, both directions together): a policer after its NFs;
-//! - the NIC's capacity (layer 1): every frame any VNF sends draws on it, in proportion.
+//! - the NIC's capacity (layer 1): every frame any VNF sends draws on it, shared evenly
+//!   between the VNFs that send (its arbiter serves their queues in turn), what one
+//!   leaves the others'.
 
 use serde::Serialize;
 
@@ -577,8 +579,9 @@ struct Solver<'p, 'a> {
     admitted: Vec<Vec<f64>>,
     /// Per process: the fraction of what it worked through that its licence passes.
     licensed: Vec<f64>,
-    /// The fraction of VNF sends the NIC's capacity passes.
-    nic: f64,
+    /// Per process, per way it sends (forward, reverse: each out of a side of its own,
+    /// a queue of the NIC's): the fraction of those sends the NIC's capacity passes.
+    nic: Vec<[f64; 2]>,
     /// Each way of the hosts' cable: the fraction of what is sent across it that it
     /// carries.
     cable: [f64; 2],
@@ -630,7 +633,7 @@ impl<'p, 'a> Solver<'p, 'a> {
             allowed,
             admitted: m.streams.iter().map(|s| vec![1.0; s.path.len()]).collect(),
             licensed: vec![1.0; n],
-            nic: 1.0,
+            nic: vec![[1.0; 2]; n],
             cable: [1.0; 2],
             scale,
         }
@@ -643,7 +646,7 @@ impl<'p, 'a> Solver<'p, 'a> {
         let mut arriving = Vec::with_capacity(stream.path.len());
         for (h, &p) in stream.path.iter().enumerate() {
             arriving.push(rate);
-            rate *= self.admitted[s][h] * self.licensed[p] * self.nic * across(h + 1);
+            rate *= self.admitted[s][h] * self.licensed[p] * self.nic[p][usize::from(stream.reverse)] * across(h + 1);
         }
         Path {
             arriving,
@@ -675,9 +678,28 @@ impl<'p, 'a> Solver<'p, 'a> {
                     arriving[p] += a;
                 }
             }
+            // What each process works through, each way, and the share of it the NIC's
+            // capacity passes.
+            let mut worked = vec![[0.0; 2]; n_p];
+            for (s, path) in paths.iter().enumerate() {
+                let way = usize::from(m.streams[s].reverse);
+                for (h, (&p, a)) in m.streams[s].path.iter().zip(&path.arriving).enumerate() {
+                    worked[p][way] += a * self.admitted[s][h];
+                }
+            }
+            let passing: Vec<f64> = (0..n_p)
+                .map(|p| {
+                    let [f, r] = worked[p];
+                    if f + r > 0.0 {
+                        (f * self.nic[p][0] + r * self.nic[p][1]) / (f + r)
+                    } else {
+                        1.0
+                    }
+                })
+                .collect();
             // The cores: each process wants its frames' cycles (a polling one: all it gets).
             let per_frame: Vec<f64> = (0..n_p)
-                .map(|p| self.priced.costs[p].worked(self.licensed[p] * self.nic))
+                .map(|p| self.priced.costs[p].worked(self.licensed[p] * passing[p]))
                 .collect();
             let wants: Vec<f64> = (0..n_p)
                 .map(|p| {
@@ -690,16 +712,10 @@ impl<'p, 'a> Solver<'p, 'a> {
                 .collect();
             // The kernel's receive work for frames crossing between hosts runs on the VNF
             // cores before the scheduler shares what is left.
-            let mut worked = vec![0.0; n_p];
-            for (s, path) in paths.iter().enumerate() {
-                for (h, (&p, a)) in m.streams[s].path.iter().zip(&path.arriving).enumerate() {
-                    worked[p] += a * self.admitted[s][h];
-                }
-            }
             let kernel: f64 = (0..n_p)
                 .map(|p| {
                     let c = &self.priced.costs[p];
-                    let sent = worked[p] * self.licensed[p] * self.nic;
+                    let sent = (worked[p][0] + worked[p][1]) * self.licensed[p] * passing[p];
                     arriving[p] * c.kernel_arriving + sent * c.kernel_sent
                 })
                 .sum();
@@ -753,29 +769,44 @@ impl<'p, 'a> Solver<'p, 'a> {
                     licensed[p] = cap / worked_ip_bits[p];
                 }
             }
-            // Every VNF send draws on the NIC's capacity; the hosts' cable carries, each
-            // way, what the tester and the VNFs send across it (theirs past the NIC's).
-            let mut sends_l1 = 0.0;
-            let (mut tester_across, mut vnfs_across) = ([0.0; 2], [0.0; 2]);
+            // Every VNF send draws on the NIC's capacity, shared evenly between its
+            // senders, each way of each VNF one (a VNF that floods it leaves the one after
+            // it its share); the hosts' cable carries, each way, what the tester and the
+            // VNFs send across it (theirs past the NIC's).
+            let mut sends_l1 = vec![0.0; 2 * n_p];
+            let mut tester_across = [0.0; 2];
+            // (sender, way across the cable, bits a second)
+            let mut vnfs_across = Vec::new();
             for (s, path) in paths.iter().enumerate() {
                 let (stream, f) = (&m.streams[s], &self.priced.figures[s]);
                 if let Some(way) = stream.crosses(0) {
                     tester_across[way] += self.generated[s] * f.cable_bits;
                 }
                 for (h, (&p, a)) in stream.path.iter().zip(&path.arriving).enumerate() {
+                    let sender = 2 * p + usize::from(stream.reverse);
                     let sent = a * admitted[s][h] * licensed[p];
-                    sends_l1 += sent * f.l1_bits;
+                    sends_l1[sender] += sent * f.l1_bits;
                     if let Some(way) = stream.crosses(h + 1) {
-                        vnfs_across[way] += sent * f.cable_bits;
+                        vnfs_across.push((sender, way, sent * f.cable_bits));
                     }
                 }
             }
-            let nic = match m.nic_capacity_bps {
-                Some(cap) if sends_l1 > cap => cap / sends_l1,
-                _ => 1.0,
+            let carried = match m.nic_capacity_bps {
+                Some(cap) => water_fill(&sends_l1, &vec![1.0; 2 * n_p], cap, Share::Even),
+                None => sends_l1.clone(),
             };
+            let nic: Vec<f64> = carried
+                .iter()
+                .zip(&sends_l1)
+                .map(|(c, sent)| if *sent > 0.0 { c / sent } else { 1.0 })
+                .collect();
             let cable: [f64; 2] = std::array::from_fn(|way| {
-                let bits = tester_across[way] + vnfs_across[way] * nic;
+                let vnfs: f64 = vnfs_across
+                    .iter()
+                    .filter(|a| a.1 == way)
+                    .map(|&(sender, _, bits)| bits * nic[sender])
+                    .sum();
+                let bits = tester_across[way] + vnfs;
                 match m.cable {
                     Some(c) if bits > c.bps => c.bps / bits,
                     _ => 1.0,
@@ -808,7 +839,8 @@ impl<'p, 'a> Solver<'p, 'a> {
                 )
                 .chain(licensed.iter().zip(&self.licensed).map(|(a, b)| (a - b).abs()))
                 .chain(cable.iter().zip(&self.cable).map(|(a, b)| (a - b).abs()))
-                .fold((nic - self.nic).abs(), f64::max);
+                .chain(nic.iter().zip(self.nic.iter().flatten()).map(|(a, b)| (a - b).abs()))
+                .fold(0.0, f64::max);
             for (old, new) in self.generated.iter_mut().zip(generated) {
                 *old = mix(*old, new);
             }
@@ -818,7 +850,9 @@ impl<'p, 'a> Solver<'p, 'a> {
             for (old, new) in self.licensed.iter_mut().zip(licensed) {
                 *old = mix(*old, new);
             }
-            self.nic = mix(self.nic, nic);
+            for (old, new) in self.nic.iter_mut().flatten().zip(nic) {
+                *old = mix(*old, new);
+            }
             for (old, new) in self.cable.iter_mut().zip(cable) {
                 *old = mix(*old, new);
             }
@@ -870,6 +904,7 @@ impl<'p, 'a> Solver<'p, 'a> {
             if let Some((lost, b)) = cable_lost(0, generated) {
                 note("tester cable".into(), lost, b);
             }
+            let way = usize::from(stream.reverse);
             for (hop, (&p, &a)) in stream.path.iter().zip(&path.arriving).enumerate() {
                 let name = &m.processes[p].name;
                 processes[p].arriving_pps += a;
@@ -891,10 +926,10 @@ impl<'p, 'a> Solver<'p, 'a> {
                 );
                 note(
                     format!("{name} nic-capacity"),
-                    worked * self.licensed[p] * (1.0 - self.nic),
+                    worked * self.licensed[p] * (1.0 - self.nic[p][way]),
                     Bottleneck::NicCapacity,
                 );
-                if let Some((lost, b)) = cable_lost(hop + 1, worked * self.licensed[p] * self.nic) {
+                if let Some((lost, b)) = cable_lost(hop + 1, worked * self.licensed[p] * self.nic[p][way]) {
                     note(format!("{name} cable"), lost, b);
                 }
             }
@@ -1261,6 +1296,40 @@ pub(crate) mod tests {
         assert!((f.received_pps - 1e6).abs() < 1.0, "{f:#?}");
         assert_eq!(total_dropped(&f), 0.0);
         assert_eq!(f.streams[0].bottleneck, Some(Bottleneck::Line { reverse: false }));
+    }
+
+    #[test]
+    fn over_offered_the_nic_capacity_is_shared_evenly_so_pvvp_chains_carry_half_of_it() {
+        let cal = cal();
+        // Two PVVP chains offered 3 Mpps each behind 1 Mpps of sends (64 B): the four
+        // VNFs get 0.25 Mpps of sends each. The first VNFs work through far more and
+        // drop the rest at the capacity; the second send all the first passed.
+        let mut pvvp = scenario(2, 2, Some(3e6));
+        pvvp.vnf_cores = 4;
+        pvvp.nic_capacity_bps = Some(672e6);
+        let f = PricedScenario::new(&cal, &pvvp).unwrap().flow(1.0);
+        assert!((f.received_pps - 0.5e6).abs() / 0.5e6 < 1e-3, "{f:#?}");
+        for s in &f.streams {
+            let at = |place: &str| s.dropped.iter().find(|d| d.0.ends_with(place)).map_or(0.0, |d| d.1);
+            assert!(at("hop 1 nic-capacity") > 1e6, "{s:#?}");
+            assert!(
+                at("hop 2 nic-capacity") < 1.0,
+                "the second VNF sends all it gets: {s:#?}"
+            );
+            assert_eq!(s.bottleneck, Some(Bottleneck::NicCapacity));
+        }
+        // Both ways each VNF is first for one direction and second for the other; each
+        // way out of it is a sender of its own, so the second position keeps its share.
+        let mut both = pvvp.clone();
+        for s in pvvp.streams.clone() {
+            both.streams.push(StreamModel {
+                reverse: true,
+                path: s.path.iter().rev().copied().collect(),
+                ..s
+            });
+        }
+        let f = PricedScenario::new(&cal, &both).unwrap().flow(1.0);
+        assert!((f.received_pps - 0.5e6).abs() / 0.5e6 < 1e-3, "{f:#?}");
     }
 
     #[test]

@@ -26,8 +26,9 @@ use crate::memif_chain::{KernelLinks, MemifChain, TESTER_QUIET, wire_loss};
 /// `ChainsUp::up`).
 const TUNNEL_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// The emulated NIC's buffer, in time at its capacity: VNFs that share cores send in
-/// bursts after each wake-up, some milliseconds apart.
+/// The emulated NIC's queue per VNF, in time at its capacity: VNFs that share cores send
+/// in bursts after each wake-up, some milliseconds apart, and the NIC serves a queue
+/// while its VNF sleeps.
 const NIC_BUFFER: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// How long the VNFs of one place in the chains may take to stop.

@@ -34,8 +34,10 @@ pub struct BothWaysIn {
 }
 
 /// The sending sides: `[input, output]`; a packet that came in on one leaves on the other.
-pub struct BothWaysOut {
-    sides: [MemifPort; 2],
+/// Each side is a port of its own (a memif port, or one behind a capacity it draws on
+/// as a sender of its own, as a VNF's two virtual functions are two queues of its NIC).
+pub struct BothWaysOut<P = MemifPort> {
+    sides: [P; 2],
     /// Per side, the packets of a batch that leave there: filled and emptied in each
     /// `tx`, allocated once.
     split: [Batch; 2],
@@ -169,9 +171,9 @@ impl RxPort for BothWaysIn {
     }
 }
 
-impl BothWaysOut {
+impl<P: TxPort> BothWaysOut<P> {
     /// `input` and `output` send only.
-    pub fn new(input: MemifPort, output: MemifPort) -> BothWaysOut {
+    pub fn new(input: P, output: P) -> BothWaysOut<P> {
         BothWaysOut {
             sides: [input, output],
             split: [Batch::new(MAX_BATCH), Batch::new(MAX_BATCH)],
@@ -181,12 +183,12 @@ impl BothWaysOut {
     }
 
     /// The output side (to wait for the next hop before saying the hop forwards).
-    pub fn output(&mut self) -> &mut MemifPort {
+    pub fn output(&mut self) -> &mut P {
         &mut self.sides[1]
     }
 }
 
-impl TxPort for BothWaysOut {
+impl<P: TxPort> TxPort for BothWaysOut<P> {
     fn tx<R: Recycle>(&mut self, now: u64, batch: &mut Batch, recycle: &mut R) {
         // A packet leaves by the side it did not come in on; a batch is at most
         // MAX_BATCH, so each side's share fits.
