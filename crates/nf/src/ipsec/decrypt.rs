@@ -406,6 +406,48 @@ mod tests {
         );
     }
 
+    /// esp-encrypt frames a batch, then seals it: each packet it kept is sealed with its
+    /// own SA and sequence number, past the ones it dropped or let by in clear.
+    #[test]
+    fn a_batch_of_two_sas_drops_and_bypasses_is_sealed_packet_by_packet() {
+        let sas = serde_json::json!([
+            {"spi": SPI, "key": KEY, "tunnel": {"src": "192.0.2.1", "dst": "192.0.2.2"}, "match": {"dport": "53"}},
+            {"spi": 0x3000, "key": "0x000102030405060708090a0b0c0d0e0f 10111213", "tunnel": {"src": "192.0.2.1", "dst": "192.0.2.2"}, "match": {"proto": "udp"}}
+        ]);
+        let cfg: EspEncryptConfig =
+            crate::typed(&serde_json::json!({"sas": sas, "bypass": [{"dport": "22"}]})).unwrap();
+        let mut enc = EspEncrypt::new(&cfg).unwrap();
+        let frame = |port: u16, proto: u8, fill: u8| {
+            let mut f = udp_frame();
+            f[23] = proto;
+            f[36..38].copy_from_slice(&port.to_be_bytes());
+            f[42..].fill(fill);
+            Ipv4Header::fill_checksum(&mut f[14..34]);
+            f
+        };
+        let frames: Vec<Vec<u8>> = (0..40u8)
+            .map(|k| match k % 5 {
+                0 => frame(53, 17, k),
+                1 => frame(80, 6, k),
+                2 => frame(1024, 17, k),
+                3 => frame(22, 17, k),
+                _ => frame(53, 17, k),
+            })
+            .collect();
+        let (sealed, v) = run_one_batch(&mut enc, &frames);
+        let kept: Vec<usize> = (0..frames.len()).filter(|k| k % 5 != 1 && k % 5 != 3).collect();
+        assert_eq!(v.iter().filter(|v| **v == Verdict::Continue).count(), 32);
+        assert_eq!(sealed[3], frames[3], "bypassed in clear");
+        let mut dec = decryptor(serde_json::json!({"sas": sas}));
+        let esp: Vec<Vec<u8>> = kept.iter().map(|&k| sealed[k].clone()).collect();
+        let (out, v) = run_one_batch(&mut dec, &esp);
+        assert_eq!(v, vec![Verdict::Continue; kept.len()]);
+        for (o, &k) in out.iter().zip(&kept) {
+            assert_eq!(o, &frames[k], "packet {k}");
+        }
+        assert_eq!((dec.top_seq(SPI), dec.top_seq(0x3000)), (Some(16), Some(8)));
+    }
+
     #[test]
     fn the_replay_window_refuses_repeats_and_the_too_old_but_takes_late_ones_inside_it() {
         let mut enc = encryptor(serde_json::json!({}));

