@@ -406,8 +406,8 @@ mod tests {
         );
     }
 
-    /// esp-encrypt frames a batch, then seals it: each packet it kept is sealed with its
-    /// own SA and sequence number, past the ones it dropped or let by in clear.
+    /// In a batch that mixes two SAs, drops and bypasses, each packet esp-encrypt keeps
+    /// is sealed with its own SA and sequence number, and comes out as it went in.
     #[test]
     fn a_batch_of_two_sas_drops_and_bypasses_is_sealed_packet_by_packet() {
         let sas = serde_json::json!([

@@ -50,22 +50,7 @@ struct OutboundSa {
     usage: Usage,
 }
 
-/// A packet framed in a batch's first pass, sealed in its second.
-#[derive(Clone, Copy)]
-struct Framed {
-    /// Its place in the batch.
-    at: usize,
-    sa: usize,
-    seq: u64,
-    /// Where the encrypted part begins, and its length.
-    body: usize,
-    sealed: usize,
-}
-
 pub struct EspEncrypt {
-    /// The batch's packets framed and waiting for the cipher (reused: room for a whole
-    /// batch, never grown on the data path).
-    framed: Vec<Framed>,
     bypass: Classifier,
     /// The SAs' selectors, in order: the SPD's protect entries.
     spd: Classifier,
@@ -86,7 +71,6 @@ impl NetworkFunction for EspEncrypt {
     }
 
     fn process(&mut self, _ctx: &mut Context<'_>, mut batch: BatchView<'_>, verdicts: &mut Verdicts) {
-        self.framed.clear();
         for (i, p) in batch.iter_mut().enumerate() {
             let ip = match classes::ip_facts(p) {
                 Ok(Some(ip)) => ip,
@@ -107,28 +91,9 @@ impl NetworkFunction for EspEncrypt {
                 verdicts.drop(i, NO_POLICY);
                 continue;
             };
-            match self.frame(p, &ip, k) {
-                Ok(f) => self.framed.push(Framed { at: i, ..f }),
-                Err(reason) => verdicts.drop(i, reason),
+            if let Err(reason) = self.protect(p, &ip, k) {
+                verdicts.drop(i, reason);
             }
-        }
-        // Sealed in a pass of their own: the trailer's byte stores have reached the cache
-        // by the time the cipher reads them. Read right after they are written, the
-        // cipher's wide loads wait for them (a failed store-to-load forward).
-        let mut framed = self.framed.iter().peekable();
-        for (i, p) in batch.iter_mut().enumerate() {
-            let Some(f) = framed.next_if(|f| f.at == i) else {
-                continue;
-            };
-            let sa = &self.sas[f.sa];
-            let d = p.data_mut();
-            let (body, sealed) = (f.body, f.sealed);
-            let icv = sa.cipher.seal(
-                f.seq.to_be_bytes(),
-                &AadBytes::new(sa.spi, f.seq, sa.esn),
-                &mut d[body..body + sealed],
-            );
-            d[body + sealed..].copy_from_slice(&icv);
         }
     }
 
@@ -143,10 +108,9 @@ impl NetworkFunction for EspEncrypt {
 }
 
 impl EspEncrypt {
-    /// Encapsulates the datagram `ip` of `p` under SA `k`, all but its encryption and
-    /// ICV: what the cipher is to seal.
+    /// Encapsulates the datagram `ip` of `p` under SA `k`.
     #[inline]
-    fn frame(&mut self, p: &mut Packet, ip: &IpFacts, k: usize) -> Result<Framed, DropReason> {
+    fn protect(&mut self, p: &mut Packet, ip: &IpFacts, k: usize) -> Result<(), DropReason> {
         let sa = &mut self.sas[k];
         let (l3, inner) = (ip.l3, ip.len as usize);
         if !sa.usage.allows(inner) {
@@ -203,18 +167,18 @@ impl EspEncrypt {
         let esp = l3 + 20;
         d[esp..esp + 4].copy_from_slice(&sa.spi.to_be_bytes());
         d[esp + 4..esp + 8].copy_from_slice(&(seq as u32).to_be_bytes());
-        d[esp + 8..esp + 16].copy_from_slice(&seq.to_be_bytes());
+        let iv = seq.to_be_bytes();
+        d[esp + 8..esp + 16].copy_from_slice(&iv);
+        let body = esp + ESP_HEADER + IV;
+        let icv = sa
+            .cipher
+            .seal(iv, &AadBytes::new(sa.spi, seq, sa.esn), &mut d[body..body + sealed]);
+        d[body + sealed..].copy_from_slice(&icv);
 
         sa.seq = seq;
         sa.usage.add(inner);
         self.protected += 1;
-        Ok(Framed {
-            at: 0,
-            sa: k,
-            seq,
-            body: esp + ESP_HEADER + IV,
-            sealed,
-        })
+        Ok(())
     }
 }
 
@@ -295,7 +259,6 @@ impl EspEncrypt {
             None => usize::MAX,
         };
         Ok(EspEncrypt {
-            framed: Vec::with_capacity(sfclab_core::MAX_BATCH),
             bypass,
             spd,
             sas,

@@ -153,8 +153,9 @@ impl Cipher {
 
     /// The RFC 4106 nonce: salt then the explicit IV. Written as the cipher reads it, 8
     /// bytes then 4: a read that spans two writes still in flight waits for both to
-    /// reach the cache (a failed store-to-load forward), which cost ipsec-mb's 64-byte
-    /// seal 40 cycles of its 150 when the nonce was written 4 bytes then 8.
+    /// reach the cache (a failed store-to-load forward). Written 4 bytes then 8 it cost
+    /// ipsec-mb's 64-byte seal 30 cycles of its 150 in the release profile (the bench
+    /// profile's LTO wrote it whole either way).
     #[inline(always)]
     fn nonce(&self, iv: [u8; IV]) -> [u8; sfclab_aead::NONCE] {
         let iv = u64::from_le_bytes(iv);
