@@ -403,7 +403,7 @@ fn a_licence_caps_each_vnf_and_the_line_caps_them_all() {
 }
 
 #[test]
-#[ignore = "needs root for namespaces (CI runs it)"]
+#[ignore = "measures: the NDR a search finds on this machine (needs root for namespaces; CI runs it alone)"]
 fn a_search_finds_the_rate_the_licences_allow_and_measures_every_chain_there() {
     // Two chains, each VNF licensed for 200 Mbit/s of IP (both directions): 1,000-byte
     // frames carry 986 bytes of IP, so the chains together pass 2 x 200e6 / 7,888 =
