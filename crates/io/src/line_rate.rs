@@ -306,28 +306,22 @@ impl SharedLine {
         self.refill(now);
         let (credit, spare) = (self.credit(self.sender), self.word(AT_SPARE));
         let have = credit.load(Ordering::Acquire) as i64 + spare.load(Ordering::Acquire) as i64;
-        let units = |n: usize| -> i64 {
-            batch
-                .iter()
-                .take(n)
-                .map(|p| wire_bits(p.data().len()) as i64 * UNITS_PER_BIT)
-                .sum()
-        };
-        let fits = |have: i64| -> usize {
+        // How many frames, in order, `have` covers, and the units they use: one walk.
+        let fits = |have: i64| -> (usize, i64) {
             let mut used = 0;
-            batch
-                .iter()
-                .take_while(|p| {
-                    used += wire_bits(p.data().len()) as i64 * UNITS_PER_BIT;
-                    used <= have
-                })
-                .count()
+            for (n, p) in batch.iter().enumerate() {
+                let more = wire_bits(p.data().len()) as i64 * UNITS_PER_BIT;
+                if used + more > have {
+                    return (n, used);
+                }
+                used += more;
+            }
+            (batch.len(), used)
         };
-        let n = fits(have);
+        let (n, need) = fits(have);
         if n == 0 {
             return 0;
         }
-        let need = units(n);
         // Only this sender draws on its credit; a refill only adds to it, so what is
         // taken is what was there.
         let mut own = 0;
@@ -345,8 +339,8 @@ impl SharedLine {
         // Other senders drew on the spare meanwhile: as many frames as what was taken
         // covers, the rest given back.
         let got = own + from_spare;
-        let carried = if got >= need { n } else { fits(got) };
-        let surplus = got - units(carried);
+        let (carried, used) = if got >= need { (n, need) } else { fits(got) };
+        let surplus = got - used;
         if surplus > 0 {
             credit.fetch_add(surplus as u64, Ordering::AcqRel);
         }
@@ -530,13 +524,7 @@ mod tests {
         let start = 1_000_000;
         for k in 0..steps {
             for port in ports.iter_mut() {
-                let mut batch = Batch::new(per_batch);
-                assert_eq!(pool.alloc_into(&mut batch, per_batch), per_batch);
-                for p in batch.iter_mut() {
-                    p.reset(len);
-                }
-                port.tx(start + k * step, &mut batch, &mut pool);
-                assert!(batch.is_empty());
+                send(port, &mut pool, start + k * step, per_batch, len);
             }
         }
         ports.iter().map(|p| p.port.0).collect()
