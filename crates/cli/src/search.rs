@@ -184,7 +184,7 @@ pub fn search_text(d: &SearchDocument) -> String {
         r.total_trial_s,
         r.invalid_trials,
         if accepted > 0 {
-            format!("; {accepted} counted though the generator fell up to 5% short at a load it had paced: its stalls")
+            format!("; {accepted} counted though the generator fell up to 5% short: its stalls, not its speed")
         } else {
             String::new()
         }

@@ -35,6 +35,10 @@
 //! At a load the source has already paced in a valid trial, a shortfall of at most
 //! 5% that outlasts the retries is its stalls, not its capacity: the fullest of those
 //! trials counts (marked `shortfall_accepted`), and the ceiling stays.
+//! A trial whose source says it was stalled (its pacer skipped the shortfall while it
+//! had time to spare, `TrialResult::count_despite_stalls`) arrives valid and counts at
+//! once: the reference counts every trial against what was sent, and retrying those
+//! cost sfclab trials and, when the retries ran out, capped a search below the chain.
 //!
 //! Goals that differ only in their loss ratio are ordered: a looser goal's throughput is
 //! never below a stricter one's (PDR >= NDR). MLRsearch guarantees it by classifying every
