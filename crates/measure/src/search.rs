@@ -790,9 +790,18 @@ impl<'c> Selector<'c> {
             }
             self.previous = relevant_bounds(log, self.target());
             self.current += 1;
-            self.step_up = self.target().width;
-            self.step_down = self.target().width;
-            self.tried_mrr = false;
+            // The reference's expander: a bound of the preceding target that the longer
+            // trials overturn is looked for again a step beyond it, the step starting at
+            // the preceding bounds' width (the load moved by about that much), never at
+            // the maximum receive rate again (it jumped a search from 7.8 to 6.5 Mpps
+            // for a bound 7% lower, and bisected back up at the longer duration).
+            let preceding = match self.previous {
+                (Some(l), Some(u)) => width(l, u),
+                _ => 0.0,
+            };
+            self.step_up = self.target().width.max(preceding);
+            self.step_down = self.target().width.max(preceding);
+            self.tried_mrr = true;
             self.last = None;
         }
     }
