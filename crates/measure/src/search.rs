@@ -1264,6 +1264,57 @@ mod tests {
         }
     }
 
+    /// A DUT whose RX queue absorbs a burst above its capacity (short trials pass above
+    /// it), and that forwards less than its capacity when flooded (the maximum receive
+    /// rate is low), as sfclab's chain behind a 32k-packet queue does.
+    struct QueuedDut {
+        capacity: f64,
+        queue: f64,
+        flooded_share: f64,
+    }
+
+    impl Trial for QueuedDut {
+        fn run(&mut self, offered: f64, duration: Duration) -> Result<TrialResult, String> {
+            let d = duration.as_secs_f64();
+            let sent = (offered * d).round() as u64;
+            let carried = if offered > 2.0 * self.capacity {
+                self.capacity * self.flooded_share * d
+            } else {
+                (self.capacity * d + self.queue).min(sent as f64)
+            };
+            Ok(TrialResult::new(offered, d, sent, carried.floor() as u64))
+        }
+    }
+
+    #[test]
+    fn a_bound_the_longer_trials_overturn_is_looked_for_next_to_it() {
+        // Short trials pass up to 8% above the capacity; the flooded DUT forwards 80% of
+        // it. At the longer targets the search steps down from the overturned bound; it
+        // never goes back to the maximum receive rate, 20% below.
+        let capacity = 10e6;
+        let mut dut = QueuedDut {
+            capacity,
+            queue: 0.08 * capacity * 0.125,
+            flooded_share: 0.8,
+        };
+        let c = cfg(Method::Mlr);
+        let r = search(&mut dut, &c, &mut |_| {}).unwrap();
+        // What a final trial carries: the capacity and the queue over its duration.
+        let truth = capacity + dut.queue / c.final_duration.as_secs_f64();
+        for g in &r.goals {
+            let (l, u) = (g.lower_pps.unwrap(), g.upper_pps.unwrap());
+            assert!(l <= truth && u > truth && g.converged, "{g:?}");
+        }
+        let initial = c.initial_duration.as_secs_f64();
+        let far_below: Vec<_> = r
+            .trials
+            .iter()
+            .filter(|t| t.intended_duration_s > initial * 1.001 && t.offered_pps < 0.9 * capacity)
+            .map(|t| (t.offered_pps, t.intended_duration_s))
+            .collect();
+        assert!(far_below.is_empty(), "longer trials far below the bound: {far_below:?}");
+    }
+
     /// The case: PDR 0.5% at exceed ratio 0.5 on a DUT that stalls now and then.
     /// A lossy trial at a low load must not end the search there (sfclab found 0.66 Mpps
     /// where the reference found 8.12).
