@@ -15,8 +15,7 @@
 //!   searched one after another, where the reference lets them compete for each trial,
 //!   lowest load first: ported that way without the rest of its machinery (shared
 //!   width, halving), the search needed 1.3-2.0x the reference's trial time on the
-//!   simulated DUTs, one goal after another 0.8-1.2x (CI checks it). Of that machinery
-//!   the halving is ported: a later target first splits the preceding one's bounds. A load is
+//!   simulated DUTs, one goal after another 0.8-1.2x (CI checks it). A load is
 //!   classified from the durations of all its trials: long ones (at least the target's
 //!   trial duration) count in full, short ones only by their excess of bad time (the reference's
 //!   `TargetStat.estimates`). A load is a lower bound when even bad results for the rest
