@@ -827,20 +827,6 @@ impl<'c> Selector<'c> {
         // trials could only turn it into a loss inversion, nor at or above the upper.
         let met = matches!((lower, upper), (Some(l), Some(u)) if width(l, u) <= target.width);
         let worth = |load: f64| !met && lower.is_none_or(|l| load > l) && upper.is_none_or(|u| load < u);
-        // The reference's halving: the preceding target's bounds, at most twice this
-        // target's width apart, are split in the middle first, at this target's trial
-        // duration. Whichever way the middle goes, one of them is then below the new
-        // lower bound or above the new upper one, not worth a trial; refining both and
-        // bisecting after (as sfclab did) took a load more in every target, two full
-        // trials in the final one at an exceed ratio of 0.5.
-        // The middle is geometric, so that both halves have one relative width.
-        if let (Some(l), Some(u)) = self.previous {
-            let middle = (l * u).sqrt();
-            let halves = width(l, middle).max(width(middle, u));
-            if width(l, u) > target.width && halves <= target.width && middle <= log.ceiling && worth(middle) {
-                return Some((middle, Nomination::Refine));
-            }
-        }
         // A load still undecided gets more trials first: the one tried last, then the
         // previous target's bounds (the reference's refine strategies).
         let pending = [self.last, self.previous.0, self.previous.1]
@@ -1275,30 +1261,6 @@ mod tests {
             }
             let received = ((sent as f64) * (1.0 - loss.min(1.0))).floor() as u64;
             Ok(TrialResult::new(offered, d, sent, received))
-        }
-    }
-
-    #[test]
-    fn each_later_target_splits_the_preceding_bounds_first_and_measures_two_loads() {
-        // A DUT without noise: each preceding target's bounds hold at the longer
-        // trials, so a later target needs the middle and the one bound on its other
-        // side, as the reference's halving does, not both bounds and then the middle.
-        for capacity in (0..40).map(|k| 1e6 * 1.12f64.powi(k)) {
-            let mut c = cfg(Method::Mlr);
-            c.goals = vec![Goal::ndr()];
-            c.goals[0].exceed_ratio = 0.5;
-            c.goals[0].duration_sum_s = 3.0;
-            c.final_duration = Duration::from_secs(1);
-            let r = search(&mut Sim::new(capacity), &c, &mut |_| {}).unwrap();
-            check(&r, capacity, 0.005);
-            let mut finals: Vec<f64> = r
-                .trials
-                .iter()
-                .filter(|t| t.intended_duration_s >= c.final_duration.as_secs_f64() * 0.999)
-                .map(|t| t.offered_pps)
-                .collect();
-            finals.dedup();
-            assert!(finals.len() <= 2, "capacity {capacity}: final trials at {finals:?}");
         }
     }
 
