@@ -48,7 +48,7 @@
 use serde::Serialize;
 use std::time::Duration;
 
-use crate::trial::{Trial, TrialResult};
+use crate::trial::{STALL_SHORTFALL_SHARE, Trial, TrialResult};
 
 /// A loss goal.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
@@ -113,8 +113,9 @@ impl std::str::FromStr for Method {
 pub const INVALID_RETRIES: usize = 3;
 
 /// A source that reaches less than this share of the load is at its capacity: the load is
-/// beyond it at once, without retries.
-pub const SOURCE_CAPACITY_SHARE: f64 = 0.95;
+/// beyond it at once, without retries. A shortfall within it may be stalls, as a trial
+/// judges its own (`TrialResult::count_despite_stalls`).
+pub const SOURCE_CAPACITY_SHARE: f64 = 1.0 - STALL_SHORTFALL_SHARE;
 
 /// A shortfall at a load below this share of the highest rate the source has sent at is
 /// a stall (a descheduled vCPU skips milliseconds of packets, however many), not its

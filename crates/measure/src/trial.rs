@@ -37,7 +37,8 @@ pub const MIN_OFFERED_SHARE: f64 = 0.99;
 pub const SOURCE_HEADROOM_BUSY_SHARE: f64 = 0.9;
 
 /// The largest shortfall a stall may explain and the trial still count (5%: a 10 ms gap
-/// in a 200 ms trial); past it the trial is retried.
+/// in a 200 ms trial); past it the trial is retried, and a search takes a source that
+/// falls further short for one at its capacity.
 pub const STALL_SHORTFALL_SHARE: f64 = 0.05;
 
 impl TrialResult {
