@@ -203,11 +203,11 @@ mod tests {
             seed: 1,
             source_limit_pps: None,
         };
-        let mut dut = StopsAfter { inner, left: 12 };
+        let mut dut = StopsAfter { inner, left: 5 };
         let r = repeated_search(&mut dut, &cfg(), 3, &mut |_, _| {}).unwrap();
         assert!(r.result.interrupted);
         assert_eq!(r.per_search.len(), 1);
-        assert_eq!(r.result.trial_count, 12, "every finished trial is kept");
+        assert_eq!(r.result.trial_count, 5, "every finished trial is kept");
     }
 
     #[test]

@@ -742,6 +742,8 @@ enum Nomination {
     Down { widened: bool },
     /// The maximum receive rate, the first guess.
     Mrr,
+    /// The middle between the bounds; `half` is the width of the lower half.
+    Bisect { half: f64 },
 }
 
 /// One goal's search through its targets (the reference's `Selector`): its current
@@ -750,7 +752,10 @@ struct Selector<'c> {
     goal: &'c Goal,
     chain: &'c [Target],
     current: usize,
-    /// The relevant bounds of the preceding target, refined first.
+    /// The relevant bounds of the preceding target (for the first, the load where the
+    /// receive rate was tried): refined first, and where the external search steps
+    /// from when the current bounds are wider than a step (the reference's initial
+    /// bounds).
     previous: (Option<f64>, Option<f64>),
     /// External search widens its step geometrically (the reference's expander), and
     /// only once the last step's load was classified the way it was aimed.
@@ -812,7 +817,18 @@ impl<'c> Selector<'c> {
         match how {
             Nomination::Up { widened: true } => self.step_up *= 2.0,
             Nomination::Down { widened: true } => self.step_down *= 2.0,
-            Nomination::Mrr => self.tried_mrr = true,
+            // The first target's initial bounds, as the reference's initial trials
+            // give them: where the receive rate was tried.
+            Nomination::Mrr => {
+                self.tried_mrr = true;
+                self.previous = (Some(load), Some(load));
+            }
+            // Bounds closing in: the next external step starts from their width again
+            // (the reference's `expander.limit`).
+            Nomination::Bisect { half } => {
+                self.step_up = half.max(self.target().width);
+                self.step_down = self.step_up;
+            }
             _ => {}
         }
         self.last = Some(load);
@@ -839,7 +855,7 @@ impl<'c> Selector<'c> {
         }
         match (lower, upper) {
             (Some(l), Some(u)) if width(l, u) <= target.width => None,
-            (Some(l), Some(u)) => Some(((l + u) / 2.0, Nomination::Refine)),
+            (Some(l), Some(u)) => Some(self.between(l, u)),
             (Some(l), None) if l >= log.ceiling => None,
             (Some(l), None) => {
                 let widened = self.last == Some(l);
@@ -861,6 +877,39 @@ impl<'c> Selector<'c> {
             (None, None) if !self.tried_mrr && mrr < log.ceiling => Some((mrr, Nomination::Mrr)),
             (None, None) => Some((log.ceiling, Nomination::Refine)),
         }
+    }
+
+    /// Between two bounds: a step from the bound that moved away from where the
+    /// preceding target (or the maximum receive rate) left it, when that step lands
+    /// nearer than the middle; the middle otherwise (the reference's `BisectStrategy`,
+    /// which does this external search before it bisects). A first target whose
+    /// maximum receive rate passed would otherwise bisect up to the maximum load,
+    /// trials far above the chain, where steps up from the receive rate end in two or
+    /// three.
+    fn between(&self, l: f64, u: f64) -> (f64, Nomination) {
+        let middle = (l + u) / 2.0;
+        let (initial_lower, initial_upper) = self.previous;
+        if let Some(initial) = initial_upper
+            && middle < initial
+        {
+            let widened = self.last == Some(u);
+            let step = if widened { self.step_down * 2.0 } else { self.step_down };
+            let down = u * (1.0 - step.min(0.5));
+            if down > middle && down < initial {
+                return (down, Nomination::Down { widened });
+            }
+        }
+        if let Some(initial) = initial_lower
+            && middle > initial
+        {
+            let widened = self.last == Some(l);
+            let step = if widened { self.step_up * 2.0 } else { self.step_up };
+            let up = l * (1.0 + step);
+            if up < middle && up > initial {
+                return (up, Nomination::Up { widened });
+            }
+        }
+        (middle, Nomination::Bisect { half: width(l, middle) })
     }
 }
 
@@ -971,6 +1020,25 @@ mod tests {
                 b.total_trial_s
             );
             assert!(m.trial_count < b.trial_count * 2, "MLR trials stay in proportion");
+        }
+    }
+
+    #[test]
+    fn a_receive_rate_that_passes_is_stepped_up_from_not_bisected_to_the_maximum() {
+        // The maximum load (100 Mpps) fails and the receive rate there (the capacity)
+        // passes: the bounds are 10x apart. The reference steps up from the lower bound
+        // while a step lands below the middle; bisecting instead runs the first
+        // target's trials at 55, 32, 21, 15 ... Mpps, all lost.
+        for capacity in [1e6, 10e6, 30e6] {
+            let r = search(&mut Sim::new(capacity), &cfg(Method::Mlr), &mut |_| {}).unwrap();
+            check(&r, capacity, 0.005);
+            let far = r.trials[1..].iter().filter(|t| t.offered_pps > 1.2 * capacity).count();
+            assert_eq!(
+                far,
+                0,
+                "{capacity}: {:?}",
+                r.trials.iter().map(|t| t.offered_pps).collect::<Vec<_>>()
+            );
         }
     }
 
