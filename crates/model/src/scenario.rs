@@ -188,11 +188,10 @@ pub struct ScenarioFlow {
 
 /// Streams' per-frame figures from their mixes, computed once.
 struct StreamFigures {
-    /// Its share of frames of each of the scenario's sizes ([`PricedScenario::sizes`]).
-    mix: Vec<f64>,
     l1_bits: f64,
     /// What a frame of it costs the hosts' cable.
     cable_bits: f64,
+    ip_bits: f64,
     tester_generate: f64,
     tester_send: f64,
     tester_receive: f64,
@@ -202,9 +201,6 @@ struct StreamFigures {
 pub struct PricedScenario<'a> {
     model: &'a ScenarioModel,
     hz: f64,
-    /// Every frame size of every stream, bytes with FCS, smallest first: a licence
-    /// passes frames by size (see [`licence_by_size`]).
-    sizes: Vec<f64>,
     figures: Vec<StreamFigures>,
     /// Per process: total cycles per frame and its terms.
     costs: Vec<ProcessCost>,
@@ -234,28 +230,16 @@ impl<'a> PricedScenario<'a> {
                 "the calibration has no links between hosts (a calibration before sfclab.calibration/7): calibrate with `sudo sfclab model calibrate --memif`".into(),
             );
         }
-        let mut sizes: Vec<f64> = model
-            .streams
-            .iter()
-            .flat_map(|s| s.frames.iter().map(|f| f.0))
-            .collect();
-        sizes.sort_by(f64::total_cmp);
-        sizes.dedup();
         let mut figures = Vec::new();
         for s in &model.streams {
             if let Some(&p) = s.path.iter().find(|&&p| p >= model.processes.len()) {
                 return Err(format!("stream of {} crosses process {p}, which is not there", s.chain));
             }
             let l1_bits = mean_over(&s.frames, |b| Ok((b + L1_OVERHEAD_BYTES) * 8.0))?;
-            let total: f64 = s.frames.iter().map(|f| f.1).sum();
-            let mix = sizes
-                .iter()
-                .map(|&b| s.frames.iter().filter(|f| f.0 == b).map(|f| f.1).sum::<f64>() / total)
-                .collect();
             figures.push(StreamFigures {
-                mix,
                 l1_bits,
                 cable_bits: l1_bits + model.cable.map_or(0.0, |c| c.extra_bits),
+                ip_bits: mean_over(&s.frames, |b| Ok((b - NOT_IP_BYTES) * 8.0))?,
                 // Differences of runs: one below zero is a term too small to see.
                 tester_generate: mean_over(&s.frames, |b| memif.tester_generate.at(b))?.max(0.0),
                 // Into a tunnel: measured at the smallest size, priced at every size
@@ -321,7 +305,6 @@ impl<'a> PricedScenario<'a> {
         Ok(PricedScenario {
             model,
             hz: cal.machine.tsc_hz,
-            sizes,
             figures,
             costs,
             polling,
@@ -594,9 +577,8 @@ struct Solver<'p, 'a> {
     /// that the process's input ring for it takes (a process takes from its rings in
     /// turn, a batch from each: evenly, not in proportion to what each holds).
     admitted: Vec<Vec<f64>>,
-    /// Per process, per frame size: the fraction of what it worked through that its
-    /// licence passes.
-    licensed: Vec<Vec<f64>>,
+    /// Per process: the fraction of what it worked through that its licence passes.
+    licensed: Vec<f64>,
     /// Per process, per way it sends (forward, reverse: each out of a side of its own,
     /// a queue of the NIC's): the fraction of those sends the NIC's capacity passes.
     nic: Vec<[f64; 2]>,
@@ -607,23 +589,11 @@ struct Solver<'p, 'a> {
     scale: f64,
 }
 
-/// A stream's frames along its path, packets per second: arriving at each process (in
-/// all, and per frame size), and received back.
+/// A stream's frames along its path, packets per second: arriving at each process,
+/// and received back.
 struct Path {
     arriving: Vec<f64>,
-    by_size: Vec<Vec<f64>>,
     received: f64,
-}
-
-impl Path {
-    /// Of the frames process `p` at hop `h` works through, those its licence passes.
-    fn licensed(&self, h: usize, worked: f64, licensed: &[f64]) -> f64 {
-        let arriving = self.arriving[h];
-        if arriving <= 0.0 {
-            return 0.0;
-        }
-        worked / arriving * self.by_size[h].iter().zip(licensed).map(|(a, l)| a * l).sum::<f64>()
-    }
 }
 
 impl<'p, 'a> Solver<'p, 'a> {
@@ -662,7 +632,7 @@ impl<'p, 'a> Solver<'p, 'a> {
             generated,
             allowed,
             admitted: m.streams.iter().map(|s| vec![1.0; s.path.len()]).collect(),
-            licensed: vec![vec![1.0; priced.sizes.len()]; n],
+            licensed: vec![1.0; n],
             nic: vec![[1.0; 2]; n],
             cable: [1.0; 2],
             scale,
@@ -672,24 +642,15 @@ impl<'p, 'a> Solver<'p, 'a> {
     fn path(&self, s: usize, generated: f64) -> Path {
         let stream = &self.priced.model.streams[s];
         let across = |link: usize| stream.crosses(link).map_or(1.0, |way| self.cable[way]);
-        let mut rate: Vec<f64> = self.priced.figures[s]
-            .mix
-            .iter()
-            .map(|w| generated * across(0) * w)
-            .collect();
-        let (mut arriving, mut by_size) = (Vec::new(), Vec::new());
+        let mut rate = generated * across(0);
+        let mut arriving = Vec::with_capacity(stream.path.len());
         for (h, &p) in stream.path.iter().enumerate() {
-            arriving.push(rate.iter().sum());
-            by_size.push(rate.clone());
-            let passed = self.admitted[s][h] * self.nic[p][usize::from(stream.reverse)] * across(h + 1);
-            for (r, l) in rate.iter_mut().zip(&self.licensed[p]) {
-                *r *= passed * l;
-            }
+            arriving.push(rate);
+            rate *= self.admitted[s][h] * self.licensed[p] * self.nic[p][usize::from(stream.reverse)] * across(h + 1);
         }
         Path {
             arriving,
-            by_size,
-            received: rate.iter().sum(),
+            received: rate,
         }
     }
 
@@ -720,21 +681,12 @@ impl<'p, 'a> Solver<'p, 'a> {
             // What each process works through, each way, and the share of it the NIC's
             // capacity passes.
             let mut worked = vec![[0.0; 2]; n_p];
-            let mut licensed_worked = vec![0.0; n_p];
             for (s, path) in paths.iter().enumerate() {
                 let way = usize::from(m.streams[s].reverse);
                 for (h, (&p, a)) in m.streams[s].path.iter().zip(&path.arriving).enumerate() {
                     worked[p][way] += a * self.admitted[s][h];
-                    licensed_worked[p] += path.licensed(h, a * self.admitted[s][h], &self.licensed[p]);
                 }
             }
-            // The share of what each process works through that its licence passes.
-            let licence_share: Vec<f64> = (0..n_p)
-                .map(|p| {
-                    let all = worked[p][0] + worked[p][1];
-                    if all > 0.0 { licensed_worked[p] / all } else { 1.0 }
-                })
-                .collect();
             let passing: Vec<f64> = (0..n_p)
                 .map(|p| {
                     let [f, r] = worked[p];
@@ -747,7 +699,7 @@ impl<'p, 'a> Solver<'p, 'a> {
                 .collect();
             // The cores: each process wants its frames' cycles (a polling one: all it gets).
             let per_frame: Vec<f64> = (0..n_p)
-                .map(|p| self.priced.costs[p].worked(licence_share[p] * passing[p]))
+                .map(|p| self.priced.costs[p].worked(self.licensed[p] * passing[p]))
                 .collect();
             let wants: Vec<f64> = (0..n_p)
                 .map(|p| {
@@ -763,14 +715,14 @@ impl<'p, 'a> Solver<'p, 'a> {
             let kernel: f64 = (0..n_p)
                 .map(|p| {
                     let c = &self.priced.costs[p];
-                    let sent = (worked[p][0] + worked[p][1]) * licence_share[p] * passing[p];
+                    let sent = (worked[p][0] + worked[p][1]) * self.licensed[p] * passing[p];
                     arriving[p] * c.kernel_arriving + sent * c.kernel_sent
                 })
                 .sum();
             let cycles = water_fill_capped(&wants, hz, (hz * m.vnf_cores as f64 - kernel).max(0.0));
             let mut admitted: Vec<Vec<f64>> = m.streams.iter().map(|s| vec![1.0; s.path.len()]).collect();
-            let sizes = &self.priced.sizes;
-            let mut worked_ip_bits = vec![vec![0.0; sizes.len()]; n_p];
+            let mut licensed = vec![1.0; n_p];
+            let mut worked_ip_bits = vec![0.0; n_p];
             for p in 0..n_p {
                 share[p] = cycles[p] / hz;
                 let can = cycles[p] / per_frame[p];
@@ -806,15 +758,17 @@ impl<'p, 'a> Solver<'p, 'a> {
                 }
             }
             for (s, path) in paths.iter().enumerate() {
-                for (h, &p) in m.streams[s].path.iter().enumerate() {
-                    for ((bits, a), size) in worked_ip_bits[p].iter_mut().zip(&path.by_size[h]).zip(sizes) {
-                        *bits += a * admitted[s][h] * (size - NOT_IP_BYTES) * 8.0;
-                    }
+                for (h, (&p, a)) in m.streams[s].path.iter().zip(&path.arriving).enumerate() {
+                    worked_ip_bits[p] += a * admitted[s][h] * self.priced.figures[s].ip_bits;
                 }
             }
-            let licensed: Vec<Vec<f64>> = (0..n_p)
-                .map(|p| licence_by_size(&worked_ip_bits[p], m.processes[p].licence_bps))
-                .collect();
+            for p in 0..n_p {
+                if let Some(cap) = m.processes[p].licence_bps
+                    && worked_ip_bits[p] > cap
+                {
+                    licensed[p] = cap / worked_ip_bits[p];
+                }
+            }
             // Every VNF send draws on the NIC's capacity, shared evenly between its
             // senders, each way of each VNF one (a VNF that floods it leaves the one after
             // it its share); the hosts' cable carries, each way, what the tester and the
@@ -828,19 +782,12 @@ impl<'p, 'a> Solver<'p, 'a> {
                 if let Some(way) = stream.crosses(0) {
                     tester_across[way] += self.generated[s] * f.cable_bits;
                 }
-                for (h, &p) in stream.path.iter().enumerate() {
+                for (h, (&p, a)) in stream.path.iter().zip(&path.arriving).enumerate() {
                     let sender = 2 * p + usize::from(stream.reverse);
-                    // Its frames past the licence, by size: their bits.
-                    let sent_l1: f64 = path.by_size[h]
-                        .iter()
-                        .zip(&licensed[p])
-                        .zip(sizes)
-                        .map(|((a, l), size)| a * admitted[s][h] * l * (size + L1_OVERHEAD_BYTES) * 8.0)
-                        .sum();
-                    sends_l1[sender] += sent_l1;
+                    let sent = a * admitted[s][h] * licensed[p];
+                    sends_l1[sender] += sent * f.l1_bits;
                     if let Some(way) = stream.crosses(h + 1) {
-                        let frames = path.licensed(h, path.arriving[h] * admitted[s][h], &licensed[p]);
-                        vnfs_across.push((sender, way, sent_l1 + frames * (f.cable_bits - f.l1_bits)));
+                        vnfs_across.push((sender, way, sent * f.cable_bits));
                     }
                 }
             }
@@ -890,13 +837,7 @@ impl<'p, 'a> Solver<'p, 'a> {
                         .zip(self.admitted.iter().flatten())
                         .map(|(a, b)| (a - b).abs()),
                 )
-                .chain(
-                    licensed
-                        .iter()
-                        .flatten()
-                        .zip(self.licensed.iter().flatten())
-                        .map(|(a, b)| (a - b).abs()),
-                )
+                .chain(licensed.iter().zip(&self.licensed).map(|(a, b)| (a - b).abs()))
                 .chain(cable.iter().zip(&self.cable).map(|(a, b)| (a - b).abs()))
                 .chain(nic.iter().zip(self.nic.iter().flatten()).map(|(a, b)| (a - b).abs()))
                 .fold(0.0, f64::max);
@@ -906,8 +847,8 @@ impl<'p, 'a> Solver<'p, 'a> {
             for (old, new) in self.admitted.iter_mut().flatten().zip(admitted.iter().flatten()) {
                 *old = mix(*old, *new);
             }
-            for (old, new) in self.licensed.iter_mut().flatten().zip(licensed.iter().flatten()) {
-                *old = mix(*old, *new);
+            for (old, new) in self.licensed.iter_mut().zip(licensed) {
+                *old = mix(*old, new);
             }
             for (old, new) in self.nic.iter_mut().flatten().zip(nic) {
                 *old = mix(*old, new);
@@ -978,18 +919,17 @@ impl<'p, 'a> Solver<'p, 'a> {
                 };
                 note(place, refused, Bottleneck::VnfCore { process: name.clone() });
                 let worked = a * self.admitted[s][hop];
-                let licensed = path.licensed(hop, worked, &self.licensed[p]);
                 note(
                     format!("{name} licence"),
-                    worked - licensed,
+                    worked * (1.0 - self.licensed[p]),
                     Bottleneck::Licence { process: name.clone() },
                 );
                 note(
                     format!("{name} nic-capacity"),
-                    licensed * (1.0 - self.nic[p][way]),
+                    worked * self.licensed[p] * (1.0 - self.nic[p][way]),
                     Bottleneck::NicCapacity,
                 );
-                if let Some((lost, b)) = cable_lost(hop + 1, licensed * self.nic[p][way]) {
+                if let Some((lost, b)) = cable_lost(hop + 1, worked * self.licensed[p] * self.nic[p][way]) {
                     note(format!("{name} cable"), lost, b);
                 }
             }
@@ -1032,29 +972,6 @@ impl<'p, 'a> Solver<'p, 'a> {
             tester_utilisation: tester_cycles / self.priced.hz,
         }
     }
-}
-
-/// The share of each frame size a licence of `cap` IP bits a second passes, when the
-/// process works through `want` IP bits a second of each size (sizes smallest first).
-/// A policer's bucket over-offered is drained by whichever frames fit when they come:
-/// the small ones, seven times as frequent in IMIX, keep it below a full-size frame's
-/// bits. So the licence passes the smallest sizes whole and the first size it cannot
-/// pass whole in part (measured: one PVP router, IMIX over a 40 Mbit/s licence, 52.6
-/// kpps, mostly 64 B, where the mix kept through would be 14.5).
-fn licence_by_size(want: &[f64], cap: Option<f64>) -> Vec<f64> {
-    let mut left = cap.unwrap_or(f64::INFINITY);
-    want.iter()
-        .map(|&w| {
-            if w <= left {
-                left -= w;
-                1.0
-            } else {
-                let share = left / w;
-                left = 0.0;
-                share
-            }
-        })
-        .collect()
 }
 
 /// How a limited resource is shared between those who want it.
@@ -1469,35 +1386,6 @@ pub(crate) mod tests {
         let worked = f.processes[0].worked_pps;
         assert!((worked - 4.875e6).abs() / 4.875e6 < 1e-3, "{f:#?}");
         assert!((f.received_pps - 0.5e6).abs() / 0.5e6 < 1e-3, "{f:#?}");
-    }
-
-    #[test]
-    fn a_licence_over_offered_a_mix_passes_its_small_frames_first() {
-        // 100 kpps of IMIX (64, 594, 1518 B at 7:4:1) through a 40 Mbit/s licence: the
-        // 64 B frames take 21.5 Mbit/s of IP bits and all pass; the 594 B frames (576 B
-        // of IP) the 18.5 Mbit/s left, 4.02 kpps; no 1518 B frame. The mix kept through
-        // it would pass 13.7 kpps.
-        let cal = cal();
-        let mut m = scenario(1, 1, Some(0.1e6));
-        m.streams[0].frames = vec![(64.0, 7.0), (594.0, 4.0), (1518.0, 1.0)];
-        m.processes[0].licence_bps = Some(40e6);
-        let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
-        let small = 0.1e6 * 7.0 / 12.0;
-        let medium = (40e6 - small * 46.0 * 8.0) / (576.0 * 8.0);
-        assert!(
-            (f.received_pps - (small + medium)).abs() < 1.0,
-            "{} received, {} expected: {f:#?}",
-            f.received_pps,
-            small + medium
-        );
-        assert_eq!(
-            f.streams[0].bottleneck,
-            Some(Bottleneck::Licence {
-                process: "c1 hop 1".into()
-            })
-        );
-        let dropped: f64 = f.streams[0].dropped.iter().map(|d| d.1).sum();
-        assert!((f.received_pps + dropped - 0.1e6).abs() < 1.0, "{f:#?}");
     }
 
     #[test]
