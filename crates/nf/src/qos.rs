@@ -1,8 +1,11 @@
 //! `qos`: per-class policing and marking, as VPP's policer or a router's service policy.
 //! Each IP packet goes to the first class that matches it (by DSCP, an IPv4 5-tuple
 //! rule, or both; [`crate::classes`]), where a three-colour meter colours it: the
-//! single-rate srTCM (RFC 2697: CIR, CBS, EBS) or the two-rate trTCM (RFC 2698: CIR,
-//! CBS, PIR, PBS), colour-blind or colour-aware (the colour a meter before left in the
+//! single-rate srTCM (RFC 2697: CIR, CBS, EBS), the two-rate trTCM (RFC 2698: CIR,
+//! CBS, PIR, PBS) or a throughput `limit` (two colours: green while its bucket holds
+//! any tokens, whatever the packet's size, which owes the rest; a licence's cap, that
+//! passes a mix of sizes as it comes where an srTCM over-offered passes the small
+//! packets first), colour-blind or colour-aware (the colour a meter before left in the
 //! packet's note, or the drop precedence of its AF codepoint, RFC 2597). Each colour
 //! then has an action: `pass`, `remark <dscp>` (DSCP rewritten, ECN kept, the IPv4
 //! checksum fixed) or `drop`. A class with no meter colours everything green: a marker.
@@ -15,7 +18,8 @@
 //! rate: exact integer arithmetic, no division per packet.
 //!
 //! Keys: `classes` (list of `{ name, match: { dscp, proto, src, dst, sport, dport },
-//! srtcm: { cir, cbs, ebs } | trtcm: { cir, cbs, pir, pbs }, colour_aware (false),
+//! srtcm: { cir, cbs, ebs } | trtcm: { cir, cbs, pir, pbs } | limit: { rate, burst },
+//! colour_aware (false),
 //! per_flow (1), green (pass), yellow (pass), red (drop) }`; rates as `10Mbit`, sizes as
 //! `16KiB`), `precolour` (`note`, the default, or `dscp`: where colour-aware meters read
 //! the colour a packet came with).
@@ -93,6 +97,17 @@ enum Meter {
         committed: Bucket,
         last_ns: u64,
     },
+    /// A throughput limit: green while the bucket holds any tokens, the packet's bytes
+    /// owed beyond them (nano-bytes, below zero until the refills pay them back).
+    Limit {
+        tokens: i64,
+        size: i64,
+        /// Bytes per second.
+        rate: u64,
+        /// Nanoseconds that fill the bucket from the most it can owe.
+        fill_ns: u64,
+        last_ns: u64,
+    },
 }
 
 impl Meter {
@@ -145,6 +160,27 @@ impl Meter {
                     peak.take(len);
                     committed.take(len);
                     Colour::Green
+                }
+            }
+            Meter::Limit {
+                tokens,
+                size,
+                rate,
+                fill_ns,
+                last_ns,
+            } => {
+                let elapsed = now_ns.saturating_sub(*last_ns);
+                if elapsed != 0 {
+                    *last_ns = now_ns;
+                    // At most `fill_ns` (under 2^63 nano-bytes in all: checked when built).
+                    let add = (elapsed.min(*fill_ns) * *rate) as i64;
+                    *tokens = (*tokens + add).min(*size);
+                }
+                if pre == Colour::Green && *tokens > 0 {
+                    *tokens -= i64::from(len) * NANO as i64;
+                    Colour::Green
+                } else {
+                    Colour::Red
                 }
             }
         }
@@ -340,6 +376,12 @@ pub struct ClassConfig {
     pub srtcm: Option<SrTcmConfig>,
     /// A two-rate three-colour meter (RFC 2698).
     pub trtcm: Option<TrTcmConfig>,
+    /// A throughput limit (two colours): a packet is green while the bucket holds any
+    /// tokens, whatever its size, and its bytes are owed beyond them. Over-offered a mix
+    /// of sizes it passes them as they come, where an srTCM passes the small packets
+    /// first (a large one rarely finds its bytes in a bucket the small ones drain): a
+    /// licence's cap on throughput.
+    pub limit: Option<LimitConfig>,
     /// Meter in colour-aware mode: a packet never leaves greener than it came (default
     /// false: colour-blind).
     pub colour_aware: Option<bool>,
@@ -363,6 +405,15 @@ pub struct SrTcmConfig {
     pub cbs: ByteSize,
     /// Excess burst size: 0 makes the meter two-colour (green or red).
     pub ebs: ByteSize,
+}
+
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitConfig {
+    /// The rate (`40Mbit`).
+    pub rate: Rate,
+    /// The bucket (`256KiB`, more than 0): what may pass at once after a quiet spell.
+    pub burst: ByteSize,
 }
 
 #[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
@@ -413,12 +464,27 @@ impl Qos {
             if cfg.classes[..k].iter().any(|o| o.name == c.name) {
                 return Err(ConfigError::new(at("name"), format!("`{}` names two classes", c.name)));
             }
-            let meter = match (&c.srtcm, &c.trtcm) {
-                (Some(_), Some(_)) => {
-                    return Err(ConfigError::new(at("trtcm"), "a class has one meter: srtcm or trtcm"));
+            let meter = match (&c.srtcm, &c.trtcm, &c.limit) {
+                (None, None, None) => Meter::Unmetered,
+                (None, None, Some(m)) => {
+                    let key = |f: &str| at(&format!("limit.{f}"));
+                    if m.burst.0 == 0 {
+                        return Err(ConfigError::new(key("burst"), "must be more than 0"));
+                    }
+                    classes::check_bucket(&key("burst"), m.burst.0, &key("rate"), m.rate)?;
+                    let rate = m.rate.bytes_per_s();
+                    // It owes at most a packet (64 KiB): a refill from there to full is
+                    // under 2^61 nano-bytes, as are the tokens.
+                    let span = (m.burst.0 + 65_536) * NANO;
+                    Meter::Limit {
+                        tokens: (m.burst.0 * NANO) as i64,
+                        size: (m.burst.0 * NANO) as i64,
+                        rate,
+                        fill_ns: span.div_ceil(rate),
+                        last_ns: 0,
+                    }
                 }
-                (None, None) => Meter::Unmetered,
-                (Some(m), None) => {
+                (Some(m), None, None) => {
                     let key = |f: &str| at(&format!("srtcm.{f}"));
                     if m.cbs.0 == 0 {
                         return Err(ConfigError::new(key("cbs"), "must be more than 0"));
@@ -433,7 +499,7 @@ impl Qos {
                         last_ns: 0,
                     }
                 }
-                (None, Some(m)) => {
+                (None, Some(m), None) => {
                     let key = |f: &str| at(&format!("trtcm.{f}"));
                     for (f, size) in [("cbs", m.cbs), ("pbs", m.pbs)] {
                         if size.0 == 0 {
@@ -450,6 +516,13 @@ impl Qos {
                         committed: Bucket::new(m.cbs.0, m.cir.bytes_per_s()),
                         last_ns: 0,
                     }
+                }
+                _ => {
+                    let second = if c.limit.is_some() { "limit" } else { "trtcm" };
+                    return Err(ConfigError::new(
+                        at(second),
+                        "a class has one meter: srtcm, trtcm or limit",
+                    ));
                 }
             };
             let per_flow = c.per_flow.unwrap_or(1);
@@ -528,6 +601,55 @@ mod tests {
     const G: Option<u32> = Some(1);
     const Y: Option<u32> = Some(2);
     const R: Option<u32> = Some(3);
+
+    #[test]
+    fn a_limit_passes_whatever_comes_while_it_has_tokens_and_owes_the_rest() {
+        // 100 bytes/ms, a 150-byte bucket: the first 100-byte datagram leaves 50, the
+        // second goes too and leaves 50 owed, the third finds none.
+        let mut nf = qos(serde_json::json!({"classes": [
+            {"name": "all", "limit": {"rate": 800_000, "burst": 150}}
+        ]}));
+        let f = frame(100, 0, 1);
+        let at0 = colours(&mut nf, &vec![f.clone(); 3], 0);
+        assert_eq!(at0.iter().map(|c| c.0).collect::<Vec<_>>(), vec![G, G, R]);
+        assert_eq!(at0[2].1, Verdict::Drop(POLICED[2]));
+        // 0.5 ms pays the debt back (50 bytes): still none to spend.
+        assert_eq!(colours(&mut nf, &[f.clone()], 500_000)[0].0, R);
+        // 0.01 ms more: a byte of credit lets a whole datagram through.
+        assert_eq!(colours(&mut nf, &[f.clone()], 510_000)[0].0, G);
+        assert_eq!(colours(&mut nf, &[f.clone()], 510_000)[0].0, R);
+        assert_eq!(nf.classes[0].packets, [3, 0, 3]);
+    }
+
+    #[test]
+    fn over_offered_a_limit_passes_a_mix_as_it_comes_where_an_srtcm_passes_the_small_first() {
+        // 40 and 1,500-byte datagrams, half each in a random order, one every 10 us
+        // (616 Mbit/s) into 100 Mbit/s: the limit passes both sizes alike; an srTCM of
+        // the same rate every small one and a seventh of the large.
+        let passed = |meter: serde_json::Value| {
+            let mut nf = qos(serde_json::json!({"classes": [
+                {"name": "all", "limit": meter["limit"], "srtcm": meter["srtcm"]}
+            ]}));
+            let (small, large) = (frame(40, 0, 1), frame(1500, 0, 1));
+            let (mut through, mut rng) = ([0u64; 2], 0x9e37_79b9_7f4a_7c15u64);
+            for k in 0..20_000u64 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let big = usize::from(rng >> 63 == 1);
+                let f = if big == 1 { &large } else { &small };
+                through[big] += u64::from(colours(&mut nf, std::slice::from_ref(f), k * 10_000)[0].0 == G);
+            }
+            through
+        };
+        let limit = passed(serde_json::json!({"limit": {"rate": "100Mbit", "burst": 3000}}));
+        let ratio = limit[1] as f64 / limit[0] as f64;
+        assert!((ratio - 1.0).abs() < 0.1, "large to small through a limit: {limit:?}");
+        let bits = (limit[0] * 40 + limit[1] * 1500) as f64 * 8.0 / 0.2;
+        assert!((bits - 100e6).abs() < 2e6, "{bits} bit/s through a 100 Mbit/s limit");
+        let srtcm = passed(serde_json::json!({"srtcm": {"cir": "100Mbit", "cbs": 3000, "ebs": 0}}));
+        assert!(srtcm[0] > 3 * srtcm[1], "an srTCM's small to large: {srtcm:?}");
+    }
 
     #[test]
     fn srtcm_colour_blind_follows_rfc_2697() {
@@ -699,6 +821,17 @@ mod tests {
         };
         let trtcm = |cir: u64, pir: u64| serde_json::json!({"classes": [{"name": "a", "trtcm": {"cir": cir, "cbs": 100, "pir": pir, "pbs": 100}}]});
         assert_eq!(err(trtcm(2000, 1000)).key, "classes[0].trtcm.pir");
+        let e = err(serde_json::json!({"classes": [{"name": "a", "limit": {"rate": "1Mbit", "burst": 0}}]}));
+        assert_eq!(e.key, "classes[0].limit.burst");
+        let e = err(
+            serde_json::json!({"classes": [{"name": "a", "limit": {"rate": "1Mbit", "burst": 10},
+            "srtcm": {"cir": "1Mbit", "cbs": 10, "ebs": 0}}]}),
+        );
+        assert_eq!(
+            (e.key.as_str(), e.reason.contains("one meter")),
+            ("classes[0].limit", true),
+            "{e}"
+        );
         let e = err(serde_json::json!({"classes": [{"name": "a", "yellow": "paint it"}]}));
         assert_eq!(e.key, "classes[0].yellow");
         let e = err(serde_json::json!({"classes": [{"name": "a", "match": {"dscp": ["af99"]}}]}));

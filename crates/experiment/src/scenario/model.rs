@@ -28,8 +28,8 @@ pub fn priced_spec(nf: &sfclab_nf::NfSpec) -> sfclab_nf::NfSpec {
             serde_json::Value::Object(m) => {
                 for (k, v) in m.iter_mut() {
                     match k.as_str() {
-                        "cir" | "pir" => *v = serde_json::json!(POLICED_AT_BPS),
-                        "cbs" | "ebs" | "pbs" => *v = serde_json::json!(POLICER_BUCKET),
+                        "cir" | "pir" | "rate" => *v = serde_json::json!(POLICED_AT_BPS),
+                        "cbs" | "ebs" | "pbs" | "burst" => *v = serde_json::json!(POLICER_BUCKET),
                         _ => unpoliced(v),
                     }
                 }

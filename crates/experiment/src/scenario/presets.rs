@@ -82,20 +82,22 @@ fn preset(name: &str) -> Option<Vec<Value>> {
     })
 }
 
-/// A VNF's licence (seed 001's CSR 1000v: 2.5 Gbit/s): a qos policer `name`d after its
-/// NFs, one class that takes every IP packet, its single-rate meter at `cap` bits per
-/// second (IP bytes, both directions together) with no excess burst: what exceeds is
-/// red and dropped (`licence policed-red`). Its committed burst is 10 ms of the cap, at
-/// least 256 KiB: a VNF that shares a core reads its ring in bursts after each wake-up,
-/// and a licence limits the rate, not the batching.
+/// A VNF's licence (seed 001's CSR 1000v: 2.5 Gbit/s): a qos limit `name`d after its
+/// NFs, one class that takes every IP packet, its throughput limit at `cap` bits per
+/// second (IP bytes, both directions together): what exceeds is red and dropped
+/// (`licence policed-red`). A limit, not an srTCM: over-offered IMIX, an srTCM passes
+/// the small frames first (a 40 Mbit/s one passed 52.6 kpps, mostly 64 B, where the
+/// mix's 14.5 fit), and how many depends on the batches the VNF reads; a licence caps
+/// throughput whatever the sizes. Its bucket is 10 ms of the cap, at least 256 KiB: a
+/// VNF that shares a core reads its ring in bursts after each wake-up, and a licence
+/// limits the rate, not the batching.
 pub(super) fn licence(name: &str, cap: u64) -> Value {
     let burst = (cap / 8 / 100).max(256 * 1024);
     json!({ "qos": {
         "name": name,
         "classes": [{
             "name": "licence",
-            "srtcm": { "cir": cap, "cbs": format!("{burst}B"), "ebs": "0B" },
-            "yellow": "drop",
+            "limit": { "rate": cap, "burst": format!("{burst}B") },
             "red": "drop",
         }],
     }})
