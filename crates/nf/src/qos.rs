@@ -614,10 +614,10 @@ mod tests {
         assert_eq!(at0.iter().map(|c| c.0).collect::<Vec<_>>(), vec![G, G, R]);
         assert_eq!(at0[2].1, Verdict::Drop(POLICED[2]));
         // 0.5 ms pays the debt back (50 bytes): still none to spend.
-        assert_eq!(colours(&mut nf, &[f.clone()], 500_000)[0].0, R);
+        assert_eq!(colours(&mut nf, std::slice::from_ref(&f), 500_000)[0].0, R);
         // 0.01 ms more: a byte of credit lets a whole datagram through.
-        assert_eq!(colours(&mut nf, &[f.clone()], 510_000)[0].0, G);
-        assert_eq!(colours(&mut nf, &[f.clone()], 510_000)[0].0, R);
+        assert_eq!(colours(&mut nf, std::slice::from_ref(&f), 510_000)[0].0, G);
+        assert_eq!(colours(&mut nf, std::slice::from_ref(&f), 510_000)[0].0, R);
         assert_eq!(nf.classes[0].packets, [3, 0, 3]);
     }
 
