@@ -12,8 +12,8 @@
 # of 400 Mbit/s that every VNF's sends share, a 40 Mbit/s licence per VNF), so that the
 # limits appear for the paper's reasons on a machine with one core for VNFs and no NIC:
 # the licence makes throughput additive per chain, the line flattens PVP at about the
-# paper's ninth chain, and the NIC's capacity flattens PVVP below it (half of it at NDR,
-# less at this over-offered load, where the first VNF's sends are partly wasted). What differs (printed with the
+# paper's ninth chain, and the NIC's capacity flattens PVVP at half of it (its senders,
+# each way out of each VNF, served in turn). What differs (printed with the
 # figures): the measurement is the received rate at an offered load above both limits
 # (not RFC 2544 NDR search at 0.001% loss with 60 s trials), one repetition per point
 # in quick mode; the "oversubscription" is VNF processes per core on one core (the
@@ -77,8 +77,7 @@ then; multi-feature PVP reaches 16.7 Gbit/s at 1:1, less steeply at 2:1, its max
 by 45% at 4:1, delay ~320 us; PVVP about half of PVP, delay 450-480 us multi-feature.
 Here (scaled limits above): the same additive-then-flat shape comes from the licence and
 the line; PVVP flattens below PVP because each of its frames is sent to the NIC by both
-VNFs (the NIC's capacity): half at NDR (`--search`), 0.37 at this over-offered load,
-where the first VNF's sends take capacity for frames the second then cannot send; the
+VNFs (the NIC's capacity), half of PVP's plateau (its senders served in turn); the
 oversubscription effect depends on whether the one VNF core runs out, which at these
 rates only the multi-feature VNF approaches.
 NOTE
