@@ -112,12 +112,10 @@ impl Line {
             }
             // Paid from its credit, then the spare; what they lack is owed (the credit
             // goes below zero, and the refills pay it back first).
-            let mut bits = wire_bits(len) as f64;
-            let own = b.credit[sender].clamp(0.0, bits);
-            bits -= own;
-            let spare = b.spare.clamp(0.0, bits);
-            b.spare -= spare;
-            b.credit[sender] -= own + bits - spare;
+            let bits = wire_bits(len) as f64;
+            let from_spare = b.spare.clamp(0.0, bits - b.credit[sender].clamp(0.0, bits));
+            b.spare -= from_spare;
+            b.credit[sender] -= bits - from_spare;
             n += 1;
         }
         n
