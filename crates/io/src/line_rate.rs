@@ -125,13 +125,14 @@ impl Line {
 /// A capacity shared by the senders of several processes (seed 001's NIC, whose
 /// virtual functions every VNF process sends through): a token bucket of layer-1 bits in
 /// a small file every process maps, drawn on with atomics once per batch. Shared as
-/// a NIC's transmit arbiter serves its queues in turn: the bits that accrue are dealt
-/// out equally to every sender's credit, and what a sender leaves unused beyond its
-/// credit's cap goes to a common spare any sender may draw on. So a VNF that works
-/// through more frames does not take the capacity from the VNF after it in its chain
-/// (seed 001: PVVP chains carry half of what PVP chains do, not less). The cap, and the
-/// spare's, is the stated depth: each sender's queue, which the NIC serves while the
-/// sender sleeps (senders that share cores send in bursts after each wake-up, some
+/// a NIC's transmit arbiter serves its backlogged queues in turn (max-min fair): the
+/// bits that accrue are dealt out equally to every sender whose credit is below its
+/// cap, and what passes a cap is dealt again among those still below theirs. An idle
+/// sender's credit is full, so its share goes to the busy ones, evenly however each
+/// sends; a VNF that works through more frames does not take the capacity from the VNF
+/// after it in its chain (seed 001: PVVP chains carry half of what PVP chains do, not
+/// less). The cap is the stated depth: each sender's queue, which the NIC serves while
+/// the sender sleeps (senders that share cores send in bursts after each wake-up, some
 /// milliseconds apart, which a shallow queue would refuse though their share is met
 /// on average).
 pub struct SharedLine {
@@ -143,6 +144,8 @@ pub struct SharedLine {
     /// clock for every process).
     units_per_tick: f64,
     depth: i64,
+    /// TSC ticks between refills at least: a refill touches every sender's credit.
+    refill_ticks: u64,
     /// This sender's credit slot.
     sender: usize,
 }
@@ -159,13 +162,14 @@ impl std::fmt::Debug for SharedLine {
 }
 
 /// The shared file: what the creator writes once, then what the senders update.
-const SHARED_MAGIC: u64 = u64::from_le_bytes(*b"sfclbus2");
+const SHARED_MAGIC: u64 = u64::from_le_bytes(*b"sfclbus3");
 const AT_MAGIC: usize = 0;
 const AT_BITS_PER_SECOND: usize = 8;
 const AT_UNITS_PER_TICK: usize = 16;
 const AT_DEPTH: usize = 24;
 const AT_LAST: usize = 32;
-const AT_SPARE: usize = 40;
+/// What a refill could not deal out evenly (under one unit a sender), for the next.
+const AT_UNDEALT: usize = 40;
 const AT_SENDERS: usize = 48;
 const AT_CREDIT: usize = 64;
 /// Senders one capacity serves at most (a VNF process each).
@@ -173,6 +177,13 @@ pub const MAX_SHARED_SENDERS: usize = 1024;
 const SHARED_LEN: usize = AT_CREDIT + 8 * MAX_SHARED_SENDERS;
 /// Credits count 1/256 bit: an accrual split between senders loses no bits to rounding.
 const UNITS_PER_BIT: i64 = 256;
+/// Rounds of dealing in one refill: the first fills the busy senders and finds the
+/// idle ones full, the second deals what those left; more only where a sender's
+/// credit reaches its cap on the way.
+const DEAL_ROUNDS: usize = 4;
+/// The longest a refill waits for the next, seconds (a sixteenth of the depth where
+/// that is shorter).
+const REFILL_EVERY_S: f64 = 50e-6;
 
 impl SharedLine {
     /// Writes a new shared line of `bits_per_second` at layer 1, `depth` deep, to a file
@@ -217,6 +228,7 @@ impl SharedLine {
             bits_per_second: 0.0,
             units_per_tick: 0.0,
             depth: 0,
+            refill_ticks: 0,
             sender: 0,
         };
         let word = |at| line.word(at).load(Ordering::Acquire);
@@ -232,6 +244,8 @@ impl SharedLine {
             return Err(bad("its rate or depth is not positive"));
         }
         (line.bits_per_second, line.units_per_tick, line.depth) = (bps, per_tick, depth);
+        let hz = bps * UNITS_PER_BIT as f64 / per_tick;
+        line.refill_ticks = (REFILL_EVERY_S * hz).min(depth as f64 / per_tick / 16.0) as u64;
         line.sender = line.join().map_err(|why| bad(&why))?;
         Ok(line)
     }
@@ -267,13 +281,14 @@ impl SharedLine {
         self.word(AT_CREDIT + 8 * i)
     }
 
-    /// Deals out what accrued since the last refill (once: to whoever moves `last` on)
-    /// equally to every sender's credit, what passes a credit's cap (the depth) to the
-    /// spare.
+    /// Deals out what accrued since the last refill (once: to whoever moves `last` on),
+    /// in rounds: equally to every sender below its cap (the depth), what passes a cap
+    /// to those still below theirs. What is left when every credit is full is lost, as
+    /// a full bucket's.
     fn refill(&self, now: u64) {
         let last = self.word(AT_LAST);
         let then = last.load(Ordering::Acquire);
-        if now <= then
+        if now <= then.saturating_add(self.refill_ticks)
             || last
                 .compare_exchange(then, now, Ordering::AcqRel, Ordering::Relaxed)
                 .is_err()
@@ -283,37 +298,50 @@ impl SharedLine {
         if then == 0 {
             return;
         }
-        let add = ((now - then) as f64 * self.units_per_tick).min(self.depth as f64) as i64;
+        let undealt = self.word(AT_UNDEALT);
+        let accrued = ((now - then) as f64 * self.units_per_tick).min(self.depth as f64) as i64;
+        let mut left = accrued + undealt.swap(0, Ordering::AcqRel) as i64;
         let senders = (self.word(AT_SENDERS).load(Ordering::Acquire) as usize).clamp(1, MAX_SHARED_SENDERS);
-        let each = add / senders as i64;
         let cap = self.depth;
-        let mut over = add - each * senders as i64;
-        for i in 0..senders {
-            let mut spilled = 0;
-            let _ = self.credit(i).fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
-                let c = c as i64;
-                let next = (c + each).min(cap);
-                spilled = c + each - next;
-                Some(next as u64)
-            });
-            over += spilled;
+        let mut open = senders as i64;
+        for _ in 0..DEAL_ROUNDS {
+            let each = left / open.max(1);
+            if each == 0 {
+                break;
+            }
+            let (mut given, mut below) = (0, 0);
+            for i in 0..senders {
+                let _ = self.credit(i).fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                    let c = c as i64;
+                    if c >= cap {
+                        return None;
+                    }
+                    let next = (c + each).min(cap);
+                    given += next - c;
+                    below += i64::from(next < cap);
+                    Some(next as u64)
+                });
+            }
+            left -= given;
+            open = below;
+            if open == 0 {
+                // Every credit full: the rest is lost.
+                return;
+            }
         }
-        let depth = self.depth;
-        let _ = self
-            .word(AT_SPARE)
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-                Some(((s as i64).saturating_add(over)).min(depth) as u64)
-            });
+        // Under a unit for each sender below its cap: the next refill deals it.
+        undealt.fetch_add(left.max(0) as u64, Ordering::AcqRel);
     }
 
-    /// How many of `batch`'s frames, in order, the line carries at TSC `now`: from this
-    /// sender's credit, then the spare.
+    /// How many of `batch`'s frames, in order, the line carries at TSC `now`: they go
+    /// while this sender's credit is above zero, whatever their size, and what they
+    /// cost beyond it is owed (the credit goes below zero, a two's complement count,
+    /// and this sender sends nothing more until the refills have paid it back).
     fn take(&self, now: u64, batch: &Batch) -> usize {
         self.refill(now);
-        let (credit, spare) = (self.credit(self.sender), self.word(AT_SPARE));
-        let have = (credit.load(Ordering::Acquire) as i64).max(0) + (spare.load(Ordering::Acquire) as i64).max(0);
-        // Frames go, in order, while some of `have` is left, whatever their size (see
-        // `Line::take`).
+        let credit = self.credit(self.sender);
+        // Only this sender draws on its credit; a refill only adds to it.
+        let have = credit.load(Ordering::Acquire) as i64;
         let (mut n, mut need) = (0, 0);
         for p in batch.iter() {
             if need >= have {
@@ -322,29 +350,8 @@ impl SharedLine {
             need += wire_bits(p.data().len()) as i64 * UNITS_PER_BIT;
             n += 1;
         }
-        if n == 0 {
-            return 0;
-        }
-        // Only this sender draws on its credit; a refill only adds to it, so what is
-        // taken is what was there.
-        let mut own = 0;
-        let _ = credit.fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
-            own = (c as i64).clamp(0, need);
-            Some((c as i64 - own) as u64)
-        });
-        let mut from_spare = 0;
-        if own < need {
-            let _ = spare.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-                from_spare = (s as i64).clamp(0, need - own);
-                Some((s as i64 - from_spare) as u64)
-            });
-        }
-        // The rest is owed: the credit goes below zero (a two's complement count) and
-        // this sender sends nothing more until the refills have paid it back. Other
-        // senders that drew on the spare meanwhile make it more than one frame.
-        let owed = need - own - from_spare;
-        if owed > 0 {
-            credit.fetch_sub(owed as u64, Ordering::AcqRel);
+        if n > 0 {
+            credit.fetch_sub(need as u64, Ordering::AcqRel);
         }
         n
     }
@@ -633,7 +640,7 @@ mod tests {
         SharedLine::create(&path, 1e9, std::time::Duration::from_micros(200)).unwrap();
         let mut quiet = LinePort::shared(Counting::default(), SharedLine::open(&path).unwrap());
         let mut busy = LinePort::shared(Counting::default(), SharedLine::open(&path).unwrap());
-        // A third that joined and never sends: its share is the spare's.
+        // A third that joined and never sends: its credit full, its share the others'.
         let _gone = SharedLine::open(&path).unwrap();
         let mut pool = PacketPool::new(512);
         let step = (tsc::hz() * 100e-6) as u64;
@@ -647,6 +654,49 @@ mod tests {
         let expect = 1e9 / 8192.0;
         let total = (q + b) as f64;
         assert!((total - expect).abs() < expect * 0.02, "{q} + {b}, {expect} expected");
+    }
+
+    /// Seed 001's 40 VNF processes of which a few carry traffic: the idle senders'
+    /// shares go to the busy ones evenly, however each sends (a NIC's arbiter serves
+    /// its backlogged queues in turn), not to whichever comes first after a refill.
+    #[test]
+    fn what_idle_senders_leave_the_busy_ones_share_evenly_however_they_send() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nic");
+        SharedLine::create(&path, 1e9, std::time::Duration::from_millis(10)).unwrap();
+        let mut busy: Vec<LinePort<Counting>> = (0..3)
+            .map(|_| LinePort::shared(Counting::default(), SharedLine::open(&path).unwrap()))
+            .collect();
+        let _idle: Vec<SharedLine> = (0..7).map(|_| SharedLine::open(&path).unwrap()).collect();
+        let mut pool = PacketPool::new(512);
+        // One second, each far above a third of the line in 1,000-byte frames: 32
+        // frames every 100 us, 2 every 6 us, 8 every 25 us, each at its own times.
+        let us = tsc::hz() * 1e-6;
+        let patterns = [(32, 100.0), (2, 6.0), (8, 25.0)];
+        let mut next = [0.0f64; 3];
+        loop {
+            let (i, at) = next
+                .iter()
+                .copied()
+                .enumerate()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .unwrap();
+            if at >= 1e6 {
+                break;
+            }
+            let (frames, every) = patterns[i];
+            send(&mut busy[i], &mut pool, 1_000_000 + (at * us) as u64, frames, 1000);
+            next[i] += every;
+        }
+        // Past the full buckets at the start (10 ms each of ten senders at most).
+        let third = 1e9 / 8192.0 / 3.0;
+        let got: Vec<u64> = busy.iter().map(|p| p.port.0).collect();
+        for g in &got {
+            assert!(
+                (*g as f64 - third).abs() < third * 0.06,
+                "each busy sender carried {got:?}, a third of the line is {third:.0}"
+            );
+        }
     }
 
     #[test]
