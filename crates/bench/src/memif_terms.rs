@@ -423,10 +423,10 @@ pub fn round(
     let work_of = |c: u64| work - VNF_WORK_CYCLES as f64 + c as f64;
     let mut light_work_cycles = round_trip.round() as u64;
     let (work, mut light_work) = (work_of(cycles), work_of(light_work_cycles));
-    let heavy = format!("{{synthetic: {{cycles: {cycles}}}}}");
     let synthetic = |c: u64| format!("{{synthetic: {{cycles: {c}}}}}");
+    let heavy = synthetic(cycles);
     let mut light = synthetic(light_work_cycles);
-    let slow = format!("{{synthetic: {{cycles: {}}}}}", cycles * 4);
+    let slow = synthetic(cycles * 4);
     let drop = measure(
         runs.pvp(1, "firewall", "polling", false),
         "tester: firewall without rules",
@@ -500,7 +500,7 @@ pub fn round(
             None
         } else {
             let what = format!("{wait} link between two VNFs on one core");
-            let half = format!("{{synthetic: {{cycles: {halves}}}}}");
+            let half = synthetic(halves);
             let r = measure(runs.split(&[&half, &half], wait, true), &what)?;
             vnf_bound(&r, &what)?;
             Some(hz / r.received)
@@ -582,7 +582,7 @@ pub fn round(
             // not as a cost per frame: measured so with busy VNFs, it swung from −47 to
             // 693 cycles between rounds a minute apart). VNFs with work sleep less
             // often: measured beside, interleaved.
-            let working = format!("{{synthetic: {{cycles: {TURNS_WORK_CYCLES}}}}}");
+            let working = synthetic(TURNS_WORK_CYCLES);
             for k in args.sharing_of(wait) {
                 let r = measure(
                     runs.pvp(k, "forwarder", wait, true),

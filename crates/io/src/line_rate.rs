@@ -181,8 +181,8 @@ const UNITS_PER_BIT: i64 = 256;
 /// idle ones full, the second deals what those left; more only where a sender's
 /// credit reaches its cap on the way.
 const DEAL_ROUNDS: usize = 4;
-/// The longest a refill waits for the next, seconds (a sixteenth of the depth where
-/// that is shorter).
+/// Refills come at most this often, seconds (a sixteenth of the depth where that is
+/// shorter): each touches every sender's credit.
 const REFILL_EVERY_S: f64 = 50e-6;
 
 impl SharedLine {
@@ -305,22 +305,28 @@ impl SharedLine {
         let cap = self.depth;
         let mut open = senders as i64;
         for _ in 0..DEAL_ROUNDS {
-            let each = left / open.max(1);
+            let each = left / open;
             if each == 0 {
                 break;
             }
             let (mut given, mut below) = (0, 0);
             for i in 0..senders {
-                let _ = self.credit(i).fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                // Counted once it is stored: the closure runs again when the sender
+                // drew on its credit meanwhile.
+                let (mut added, mut open_after) = (0, false);
+                let dealt = self.credit(i).fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
                     let c = c as i64;
                     if c >= cap {
                         return None;
                     }
                     let next = (c + each).min(cap);
-                    given += next - c;
-                    below += i64::from(next < cap);
+                    (added, open_after) = (next - c, next < cap);
                     Some(next as u64)
                 });
+                if dealt.is_ok() {
+                    given += added;
+                    below += i64::from(open_after);
+                }
             }
             left -= given;
             open = below;
