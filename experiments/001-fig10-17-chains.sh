@@ -21,7 +21,8 @@
 # every VNF process draws on (no PCIe, no switch engine).
 # With CALIBRATION=FILE (`sudo sfclab model calibrate --memif -o FILE`), each point is
 # also priced by the model (`sfclab model predict` with the same flags) and the model's
-# curve printed beside the measured one.
+# curve printed beside the measured one, with each point's error and the bottleneck each
+# names (experiments/model_beside.py).
 # Needs root; says skipped otherwise.
 source "$(dirname "$0")/common.sh"
 if [ "$(id -u)" != 0 ]; then echo "skipped: needs root (namespaces)"; exit 0; fi
@@ -51,14 +52,6 @@ for shape in pvp pvvp; do
         if [ -n "${CALIBRATION:-}" ]; then
           "$SFCLAB" model predict --calibration "$CALIBRATION" --chains "$n" --shape "$shape" --vnf "$vnf" \
             --standby "$standby" "${CAPS[@]}" --json > "$out/$shape-$vnf-$total-c$n.model.json"
-          python3 - "$f" "$out/$shape-$vnf-$total-c$n.model.json" "$shape $vnf $total c$n" >> "$out/model.txt" <<'PY'
-import json, sys
-measured = json.load(open(sys.argv[1]))["summary"]["aggregate_mpps"]
-predicted = json.load(open(sys.argv[2]))
-flow = predicted["at_offered"]
-print(f"{sys.argv[3]:32s} measured {measured['median']:.3f} Mpps  model {flow['received_pps'] / 1e6:.3f} Mpps  "
-      f"limited by {predicted['capacity']['bottleneck']}")
-PY
         fi
       done
     done
@@ -67,8 +60,8 @@ done
 "$SFCLAB" report "$out"/*-c*[0-9].json --out "$out" > "$out/summary.txt"
 cat "$out/summary.txt"
 if [ -n "${CALIBRATION:-}" ]; then
-  echo "The model's curve beside the measured one (aggregate received at the offered load):"
-  cat "$out/model.txt"
+  echo "The model's curve beside the measured one (aggregate received at the offered load; also $out/model.csv):"
+  python3 "$(dirname "$0")/model_beside.py" "$out" | tee "$out/model.txt"
 fi
 cat <<'NOTE'
 The paper (Figs. 10-17): single-feature PVP throughput adds 2.23 Gbit/s per chain up to

@@ -774,7 +774,8 @@ pub fn calibrate(args: &CalibrateArgs, progress: &mut Progress, stop: &Stop) -> 
     notes.extend(wired_notes(args, &wired));
     let memif = match &args.memif {
         Some(m) => {
-            let (memif, in_vnf) = memif_calibration(m, args, &sizes, &nfs, progress, stop)?;
+            let (memif, in_vnf, memif_notes) = memif_calibration(m, args, &sizes, &nfs, progress, stop)?;
+            notes.extend(memif_notes);
             for (key, curve) in in_vnf {
                 if let Some(nf) = nfs.iter_mut().find(|n| n.key == key) {
                     nf.in_vnf = Some(curve);
@@ -816,7 +817,13 @@ pub fn calibrate(args: &CalibrateArgs, progress: &mut Progress, stop: &Stop) -> 
     Ok(cal)
 }
 
-/// The chainings in namespaces to calibrate can run here: as root, known, installed.
+/// The memif terms and the notes on repetitions measured again or left out.
+type MemifTerms = (
+    sfclab_model::calibration::MemifCalibration,
+    Vec<(String, Curve)>,
+    Vec<String>,
+);
+
 /// The memif terms, their repetitions interleaved over sizes; the VNFs' synthetic work
 /// priced from its compound calibration in `nfs`.
 fn memif_calibration(
@@ -826,7 +833,7 @@ fn memif_calibration(
     nfs: &[NfCalibration],
     progress: &mut Progress,
     stop: &Stop,
-) -> Result<(sfclab_model::calibration::MemifCalibration, Vec<(String, Curve)>), String> {
+) -> Result<MemifTerms, String> {
     let work = memif_workload();
     let key = nf_key(work.nf.kind(), &work.nf.cost_settings());
     let work = nfs
@@ -834,43 +841,99 @@ fn memif_calibration(
         .find(|n| n.key == key)
         .ok_or_else(|| format!("the memif terms need `{key}` calibrated"))?;
     let hz = crate::Machine::read().tsc_hz;
-    let mut rounds: Vec<Vec<crate::memif_terms::MemifRound>> = vec![Vec::new(); sizes.len()];
-    let mut interrupted = false;
+    // Per repetition, per size: the round, or None where it failed twice.
+    let mut repetitions_done: Vec<Vec<Option<crate::memif_terms::MemifRound>>> = Vec::new();
+    let mut notes = Vec::new();
+    let (mut interrupted, mut stopped) = (false, false);
     // The scenarios' tester runs on the first allowed core, the VNFs on the others.
     let cores = cores_from(None);
     let guard = (
         args.core_distance.as_deref(),
         [cores[0], *cores.get(1).unwrap_or(&cores[0])],
     );
-    for _ in repetitions(args.repeat, stop, &mut interrupted) {
+    'repetitions: for _ in repetitions(args.repeat, stop, &mut interrupted) {
+        let mut repetition = Vec::with_capacity(sizes.len());
         for (i, &size) in sizes.iter().enumerate() {
             let cost = work.cycles.at(f64::from(size))?;
-            rounds[i].push(crate::memif_terms::round(
-                m,
-                size,
-                cost,
-                hz,
-                i == 0,
-                guard,
-                progress,
-                stop,
-            )?);
+            let what = format!("memif terms at {size} B");
+            match once_more(&what, stop, &mut notes, || {
+                crate::memif_terms::round(m, size, cost, hz, i == 0, guard, progress, stop)
+            }) {
+                Ok(round) => repetition.push(round),
+                // Ctrl-C: the repetitions finished are kept, this one is not.
+                Err(_) => {
+                    stopped = true;
+                    break 'repetitions;
+                }
+            }
         }
+        repetitions_done.push(repetition);
     }
-    // Every size as many repetitions as the fewest (an interrupted round leaves fewer).
-    let done = rounds.iter().map(Vec::len).min().unwrap_or(0);
-    if done == 0 {
+    if interrupted || stopped {
+        notes.push("memif terms interrupted (Ctrl-C): the repetitions finished are kept".into());
+    }
+    if repetitions_done.is_empty() {
         return Err("interrupted before the memif terms' first repetition finished: no calibration".into());
     }
-    for r in &mut rounds {
-        r.truncate(done);
-    }
+    let rounds = per_size(repetitions_done, sizes).map_err(|i| {
+        format!(
+            "the memif terms at {} B failed in every repetition: {}",
+            sizes[i],
+            notes.join("; ")
+        )
+    })?;
     Ok((
         crate::memif_terms::terms(m, sizes, &rounds),
         crate::memif_terms::in_vnf_terms(m, sizes, &rounds),
+        notes,
     ))
 }
 
+/// One measurement, measured once more if it fails: a check of who was the limit can
+/// fail on a moment of the host's (a vCPU stalled, a neighbour's burst), and one failed
+/// term should not lose minutes of others. `None` where it failed twice; an error only
+/// where Ctrl-C stopped it. `notes` says which was measured again or left out.
+fn once_more<T>(
+    what: &str,
+    stop: &Stop,
+    notes: &mut Vec<String>,
+    mut attempt: impl FnMut() -> Result<T, String>,
+) -> Result<Option<T>, String> {
+    let why = match attempt() {
+        Ok(r) => return Ok(Some(r)),
+        Err(why) if stop.requested() => return Err(why),
+        Err(why) => why,
+    };
+    match attempt() {
+        Ok(r) => {
+            notes.push(format!("{what}: a repetition failed and was measured again ({why})"));
+            Ok(Some(r))
+        }
+        Err(again) if stop.requested() => Err(again),
+        Err(again) => {
+            notes.push(format!(
+                "{what}: a repetition left out, it failed twice ({why}; again: {again})"
+            ));
+            Ok(None)
+        }
+    }
+}
+
+/// Repetitions of rounds per size (`None` where one was left out) as each size's rounds,
+/// over the repetitions every size finished (Ctrl-C leaves the last one short). The
+/// index of a size no repetition measured is the error.
+fn per_size<T>(mut repetitions: Vec<Vec<Option<T>>>, sizes: &[u16]) -> Result<Vec<Vec<T>>, usize> {
+    repetitions.retain(|r| r.len() == sizes.len());
+    let rounds: Vec<Vec<T>> = (0..sizes.len())
+        .map(|i| repetitions.iter_mut().filter_map(|r| r[i].take()).collect())
+        .collect();
+    match rounds.iter().position(Vec::is_empty) {
+        Some(i) => Err(i),
+        None => Ok(rounds),
+    }
+}
+
+/// The chainings in namespaces to calibrate can run here: as root, known, installed.
 fn check_technologies(args: &CalibrateArgs) -> Result<(), String> {
     if args.wired.is_empty() {
         return Ok(());
@@ -997,6 +1060,64 @@ fn wired_notes(args: &CalibrateArgs, wired: &[WiredCalibration]) -> Vec<String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A measurement that fails its first `failures` attempts, then measures `value`.
+    fn flaky(failures: usize, value: u32) -> impl FnMut() -> Result<u32, String> {
+        let mut tried = 0;
+        move || {
+            tried += 1;
+            if tried <= failures {
+                Err(format!("attempt {tried}: the tester was the limit"))
+            } else {
+                Ok(value)
+            }
+        }
+    }
+
+    #[test]
+    fn a_term_that_fails_once_is_measured_again_and_one_that_fails_twice_is_left_out_saying_why() {
+        let stop = Stop::new();
+        let mut notes = Vec::new();
+        assert_eq!(once_more("t", &stop, &mut notes, flaky(0, 7)), Ok(Some(7)));
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(once_more("at 64 B", &stop, &mut notes, flaky(1, 8)), Ok(Some(8)));
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].contains("at 64 B") && notes[0].contains("measured again") && notes[0].contains("attempt 1"),
+            "{notes:?}"
+        );
+        assert_eq!(once_more("at 1518 B", &stop, &mut notes, flaky(2, 9)), Ok(None));
+        assert_eq!(notes.len(), 2);
+        assert!(
+            notes[1].contains("at 1518 B")
+                && notes[1].contains("left out")
+                && notes[1].contains("attempt 1")
+                && notes[1].contains("attempt 2"),
+            "{notes:?}"
+        );
+        // Ctrl-C: no second attempt, the error returned.
+        stop.request();
+        let mut tries = 0;
+        let r = once_more("t", &stop, &mut notes, || {
+            tries += 1;
+            Err::<u32, _>("stopped".to_string())
+        });
+        assert_eq!((r, tries), (Err("stopped".to_string()), 1));
+    }
+
+    #[test]
+    fn each_size_keeps_the_repetitions_that_measured_it_and_a_size_none_measured_is_named() {
+        let sizes = [64, 512, 1518];
+        let repetitions = vec![
+            vec![Some(1), None, Some(3)],
+            vec![Some(4), Some(5), Some(6)],
+            // Ctrl-C during the third: it is not kept.
+            vec![Some(7)],
+        ];
+        assert_eq!(per_size(repetitions, &sizes), Ok(vec![vec![1, 4], vec![5], vec![3, 6]]));
+        let none_at_512 = vec![vec![Some(1), None, Some(3)], vec![Some(4), None, Some(6)]];
+        assert_eq!(per_size(none_at_512, &sizes), Err(1));
+    }
 
     /// A chain that forwards up to `capacity` and, offered more, delivers less by
     /// `fall` per unit of excess (drops inside after work), behind a tester that sends

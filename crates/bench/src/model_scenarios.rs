@@ -236,7 +236,7 @@ fn measured_bottleneck(run: &ScenarioRun, vnfs_busy: Option<f64>) -> String {
         Losses {
             licence: lost("policed-red"),
             capacity: lost("shared-capacity"),
-            refused: run.aggregate.not_offered + lost("tx-refused"),
+            refused: run.aggregate.not_offered,
             ring: lost("ring-full"),
         },
         // A VNF alone on its core that is the limit always has frames waiting, so its

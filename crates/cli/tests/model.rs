@@ -670,7 +670,7 @@ fn a_scenario_is_priced_from_the_memif_terms_and_the_nfs_as_the_model_adds_them_
             s["received_pps"].as_f64().unwrap(),
         );
         assert!((g - r - lost).abs() <= 1e-6 * g, "{s}");
-        assert_eq!(s["dropped"][0][0], "tester tx-refused", "{s}");
+        assert_eq!(s["dropped"][0][0], "tester ring-full", "{s}");
         assert_eq!(s["bottleneck"]["kind"], "vnf_core", "{s}");
     }
     assert_eq!(doc["capacity"]["bottleneck"]["kind"], "vnf_cores");

@@ -2,7 +2,7 @@
 //! that every chain's traffic crosses (seed 001's 10GbE ports, shared by every virtual
 //! function behind them). Frames beyond what the line carries are refused at the sender,
 //! as a NIC whose transmit queue is full refuses them: a tester counts them as not
-//! offered (`tx-refused`), never as the device's loss.
+//! offered (`line-rate`, `shared-capacity`), never as the device's loss.
 //!
 //! The line is a token bucket of bits at layer 1 (each frame with its FCS, preamble and
 //! inter-frame gap, as `10Gbit/s` counts everywhere in sfclab), refilled from the TSC

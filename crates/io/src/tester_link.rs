@@ -11,7 +11,7 @@
 //!
 //! [`TesterLink`] is an [`RxPort`]: it produces what comes back. Its `stats()` count what its
 //! source generated; what did not come back is dropped there, by cause: refused by the
-//! sending port, too short to carry a signature, or `unaccounted` (sent and never seen
+//! sending port (by the cause it names: `line-rate`, `ring-full`, ...), too short to carry a signature, or `unaccounted` (sent and never seen
 //! again: dropped by the device under test or the kernel where sfclab cannot see; the
 //! counters of the DUT and of the interfaces, reported beside, say where).
 //!
@@ -407,12 +407,23 @@ impl<G: RxPort, O: TxPort, I: RxPort> RxPort for TesterLink<G, O, I> {
         // Of what never came back, what the sending port's peer left on its ring when
         // it went away has a known place; the rest is unaccounted.
         let in_flight = self.out.lost_in_flight().min(self.written_off);
-        vec![
-            ("tx-refused", self.refused),
+        // What the sending port refused, by the cause it names (its line's credit, its
+        // ring full, no peer): a line that is the limit and a device under test that
+        // is are told apart. What it does not name is `tx-refused`.
+        let mut d: Vec<(&'static str, u64)> = Vec::new();
+        let mut named = 0;
+        for (cause, n) in self.out.drops() {
+            let n = n.min(self.refused - named);
+            named += n;
+            d.push((cause, n));
+        }
+        d.extend([
+            ("tx-refused", self.refused - named),
             ("unsignable", self.unsignable),
             (IN_FLIGHT_AT_DISCONNECT, in_flight),
             ("unaccounted", self.written_off - in_flight),
-        ]
+        ]);
+        d
     }
 
     fn finish(&mut self) -> bool {

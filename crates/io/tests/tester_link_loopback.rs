@@ -4,8 +4,8 @@
 
 use sfclab_core::port::{PortInfo, PortStats};
 use sfclab_core::{Batch, PacketPool, PacketRef, Recycle, RxPort, TxPort};
-use sfclab_io::TesterLink;
 use sfclab_io::tester_link::{Signature, read_signature, sign};
+use sfclab_io::{Line, LinePort, TesterLink};
 use sfclab_runtime::{RunSettings, run_compound_on};
 use sfclab_traffic::{FrameSizes, Generator, GeneratorConfig, IpVersion, L4, Sink};
 use sfclab_wire::build::FrameRepr;
@@ -66,6 +66,10 @@ impl TxPort for LoopOut {
     fn window_packets(&self) -> u64 {
         0
     }
+    // Its refusals named, as a memif ring's are.
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        vec![("ring-full", self.stats.dropped)]
+    }
     fn info(&self) -> PortInfo {
         PortInfo {
             kind: "loop-out".into(),
@@ -124,6 +128,19 @@ fn loop_wire(
     delay: usize,
     probe_pps: f64,
 ) -> (TesterLink<Generator, LoopOut, LoopBack>, Arc<Mutex<u64>>) {
+    let (out, back, lost) = loop_ports(lose_every, refuse_every, delay);
+    let wire = TesterLink::new(
+        generator(IpVersion::V4, L4::Udp, 64, probe_pps),
+        out,
+        back,
+        32,
+        Duration::from_millis(20),
+    );
+    (wire, lost)
+}
+
+/// The loop's two ends, as [`loop_wire`] joins them.
+fn loop_ports(lose_every: u64, refuse_every: u64, delay: usize) -> (LoopOut, LoopBack, Arc<Mutex<u64>>) {
     let queue = Arc::new(Mutex::new(VecDeque::new()));
     let lost = Arc::new(Mutex::new(0));
     let out = LoopOut {
@@ -141,14 +158,7 @@ fn loop_wire(
         delay,
         stats: PortStats::default(),
     };
-    let wire = TesterLink::new(
-        generator(IpVersion::V4, L4::Udp, 64, probe_pps),
-        out,
-        back,
-        32,
-        Duration::from_millis(20),
-    );
-    (wire, lost)
+    (out, back, lost)
 }
 
 #[test]
@@ -314,8 +324,8 @@ fn a_stopped_run_still_counts_the_frames_on_the_wire() {
 }
 
 /// Frames the tester's own transmit refused are its shortfall (`not_offered`), not the
-/// device's loss: counted as the source's `tx-refused` drops and in the window's loss,
-/// and reported apart so a trial can tell the two.
+/// device's loss: counted as the source's drops by the cause its port names (here a
+/// ring full) and in the window's loss, and reported apart so a trial can tell the two.
 #[test]
 fn frames_the_tester_could_not_send_are_not_offered() {
     let (wire, _) = loop_wire(0, 10, 0, 0.0);
@@ -327,10 +337,41 @@ fn frames_the_tester_could_not_send_are_not_offered() {
     };
     let report = run_compound_on(wire, Sink::new(false), sfclab_core::NamedNfs::new(), &settings).unwrap();
     assert!(report.conservation.holds, "{}", report.conservation);
-    let refused = report.places[0].drops.get("tx-refused").copied().unwrap_or(0);
+    let drops = &report.places[0].drops;
+    let refused = drops.get("ring-full").copied().unwrap_or(0);
     assert_eq!(report.not_offered, refused);
     assert!((1999..=2001).contains(&refused), "every tenth of 20000: {refused}");
     assert_eq!(report.window_loss.lost, refused, "nothing else was lost");
+    assert_eq!(drops.get("tx-refused"), None, "every refusal has its cause: {drops:?}");
+}
+
+/// Behind a line, the tester's refusals say which were the line's (its credit spent) and
+/// which the port's (its ring full): a line that is the limit is not the device's.
+#[test]
+fn what_the_line_refused_is_told_from_what_the_ring_refused() {
+    let (out, back, _) = loop_ports(0, 10, 0);
+    let wire = TesterLink::new(
+        generator(IpVersion::V4, L4::Udp, 64, 0.0),
+        LinePort::new(out, Some(Line::new(20e6))),
+        back,
+        32,
+        Duration::from_millis(20),
+    );
+    let settings = RunSettings {
+        duration: None,
+        count: Some(20_000),
+        warmup: Duration::from_millis(10),
+        ..RunSettings::default()
+    };
+    let report = run_compound_on(wire, Sink::new(false), sfclab_core::NamedNfs::new(), &settings).unwrap();
+    assert!(report.conservation.holds, "{}", report.conservation);
+    let drops = &report.places[0].drops;
+    let of = |cause: &str| drops.get(cause).copied().unwrap_or(0);
+    // Unpaced, the generator outruns a 20 Mbit/s line (about 30 kpps of 64 B frames).
+    assert!(of("line-rate") > 0, "{drops:?}");
+    assert!(of("ring-full") > 0, "every tenth frame the line passed: {drops:?}");
+    assert_eq!(of("tx-refused"), 0, "{drops:?}");
+    assert_eq!(report.not_offered, of("line-rate") + of("ring-full"), "{drops:?}");
 }
 
 /// The receiving half of a wire that holds every frame until its gate opens.

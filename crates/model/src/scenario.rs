@@ -152,7 +152,7 @@ pub struct StreamFlow {
     /// What the tester generated.
     pub generated_pps: f64,
     pub received_pps: f64,
-    /// Where the rest was lost, packets per second (`tester tx-refused` when the first
+    /// Where the rest was lost, packets per second (`tester ring-full` when the first
     /// VNF's ring was full, `c1 hop 2 ring-full`, `c1 hop 1 licence`, `c1 hop 1
     /// nic-capacity`).
     pub dropped: Vec<(String, f64)>,
@@ -914,7 +914,7 @@ impl<'p, 'a> Solver<'p, 'a> {
                     // Through a tunnel the kernel takes every frame; the VNF's socket
                     // refuses what it cannot take.
                     (_, Some(_)) => format!("{name} socket-full"),
-                    (0, None) => "tester tx-refused".to_string(),
+                    (0, None) => "tester ring-full".to_string(),
                     _ => format!("{name} ring-full"),
                 };
                 note(place, refused, Bottleneck::VnfCore { process: name.clone() });
@@ -1350,7 +1350,7 @@ pub(crate) mod tests {
         let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
         for s in &f.streams {
             assert_eq!(s.dropped.len(), 1, "{s:#?}");
-            assert_eq!(s.dropped[0].0, "tester tx-refused");
+            assert_eq!(s.dropped[0].0, "tester ring-full");
         }
         // The core works every frame twice (once per VNF), at 500 + 33.3 cycles each.
         let want = HZ / (2.0 * (500.0 + 100.0 / 3.0));
@@ -1421,7 +1421,7 @@ pub(crate) mod tests {
         let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
         let cap = 1024.0 / (4.0 * 0.003);
         assert!((f.received_pps - cap).abs() / cap < 1e-6, "{f:#?}");
-        assert_eq!(f.streams[0].dropped[0].0, "tester tx-refused");
+        assert_eq!(f.streams[0].dropped[0].0, "tester ring-full");
         assert!((f.generated_pps - f.received_pps - total_dropped(&f)).abs() < 1e-3);
         // Each on a core of its own, or one hop alone: no turns to wait for.
         m.vnf_cores = 4;
@@ -1523,7 +1523,7 @@ pub(crate) mod tests {
         assert!(
             f.streams
                 .iter()
-                .all(|s| s.dropped.iter().all(|d| d.0 == "tester tx-refused")),
+                .all(|s| s.dropped.iter().all(|d| d.0 == "tester ring-full")),
             "{f:#?}"
         );
         // Two PVVP chains, four VNFs too, but the tester wakes two (each second VNF is

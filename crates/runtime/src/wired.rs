@@ -639,7 +639,8 @@ pub fn open_queues_in_namespace(
 #[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct WireLoss {
     /// Frames the tester produced that did not come back, by cause on its side:
-    /// `tx-refused`, `unsignable`, `in-flight-at-disconnect` (on its memif ring when the
+    /// what its port refused by the cause the port names (`line-rate`, `ring-full`,
+    /// `no-peer`; `tx-refused` unnamed), `unsignable`, `in-flight-at-disconnect` (on its memif ring when the
     /// peer went away), `unaccounted` (sent, never seen again).
     pub tester: BTreeMap<String, u64>,
     /// The kernel's drops on the testbed's interfaces (`d-in rx_dropped`: XDP could
@@ -770,7 +771,7 @@ impl WiredReport {
         steps
     }
 
-    /// What the tester's own sending refused, by cause (`tester tx-refused`): frames it
+    /// What the tester's own sending refused, by cause (`tester ring-full`, ...): frames it
     /// made that never went on the path.
     fn tester_refusals(&self) -> BTreeMap<String, u64> {
         self.lost

@@ -239,7 +239,7 @@ pub struct ChainResult {
     /// Each direction as its tester measured it: `forward`, then `reverse`.
     pub directions: Vec<DirectionResult>,
     /// Whole run (warm-up, window, drain), by place and cause: the tester's own
-    /// (`tester tx-refused`, ...) and each hop's (`hop 1 router no-route`).
+    /// (`tester line-rate`, `tester ring-full`, ...) and each hop's (`hop 1 router no-route`).
     pub drops: BTreeMap<String, u64>,
     /// The tester's loss no hop's counter explains (memif itself loses nothing).
     pub unaccounted: u64,

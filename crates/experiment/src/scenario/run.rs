@@ -225,7 +225,7 @@ impl ChainsUp {
                 };
                 if let sfclab_io::InterfacePort::Memif(port) = &mut out {
                     // One thread sends for every chain: a chain whose ring is full
-                    // refuses what does not fit at once (its tester's `tx-refused`),
+                    // refuses what does not fit at once (its tester's `ring-full`),
                     // never stalls the others.
                     port.set_full_wait(std::time::Duration::ZERO);
                 }
