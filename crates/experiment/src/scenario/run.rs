@@ -28,7 +28,8 @@ const TUNNEL_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The emulated NIC's queue per VNF, in time at its capacity: VNFs that share cores send
 /// in bursts after each wake-up, some milliseconds apart, and the NIC serves a queue
-/// while its VNF sleeps.
+/// while its VNF sleeps. (2 ms refused 0.5-2 % of what licence-limited VNFs sent, in
+/// bursts, where the capacity was not the limit.)
 const NIC_BUFFER: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// How long the VNFs of one place in the chains may take to stop.
