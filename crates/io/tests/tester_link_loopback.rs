@@ -323,12 +323,8 @@ fn a_stopped_run_still_counts_the_frames_on_the_wire() {
     assert!(unaccounted > 0, "every 13th frame is lost on the wire");
 }
 
-/// Frames the tester's own transmit refused are its shortfall (`not_offered`), not the
-/// device's loss: counted as the source's drops by the cause its port names (here a
-/// ring full) and in the window's loss, and reported apart so a trial can tell the two.
-#[test]
-fn frames_the_tester_could_not_send_are_not_offered() {
-    let (wire, _) = loop_wire(0, 10, 0, 0.0);
+/// 20,000 frames through `wire` after a 10 ms warm-up: its report, conservation checked.
+fn twenty_thousand_through<O: TxPort + Send + 'static>(wire: TesterLink<Generator, O, LoopBack>) -> sfclab_runtime::RunReport {
     let settings = RunSettings {
         duration: None,
         count: Some(20_000),
@@ -337,6 +333,16 @@ fn frames_the_tester_could_not_send_are_not_offered() {
     };
     let report = run_compound_on(wire, Sink::new(false), sfclab_core::NamedNfs::new(), &settings).unwrap();
     assert!(report.conservation.holds, "{}", report.conservation);
+    report
+}
+
+/// Frames the tester's own transmit refused are its shortfall (`not_offered`), not the
+/// device's loss: counted as the source's drops by the cause its port names (here a
+/// ring full) and in the window's loss, and reported apart so a trial can tell the two.
+#[test]
+fn frames_the_tester_could_not_send_are_not_offered() {
+    let (wire, _) = loop_wire(0, 10, 0, 0.0);
+    let report = twenty_thousand_through(wire);
     let drops = &report.places[0].drops;
     let refused = drops.get("ring-full").copied().unwrap_or(0);
     assert_eq!(report.not_offered, refused);
@@ -357,14 +363,7 @@ fn what_the_line_refused_is_told_from_what_the_ring_refused() {
         32,
         Duration::from_millis(20),
     );
-    let settings = RunSettings {
-        duration: None,
-        count: Some(20_000),
-        warmup: Duration::from_millis(10),
-        ..RunSettings::default()
-    };
-    let report = run_compound_on(wire, Sink::new(false), sfclab_core::NamedNfs::new(), &settings).unwrap();
-    assert!(report.conservation.holds, "{}", report.conservation);
+    let report = twenty_thousand_through(wire);
     let drops = &report.places[0].drops;
     let of = |cause: &str| drops.get(cause).copied().unwrap_or(0);
     // Unpaced, the generator outruns a 20 Mbit/s line (about 30 kpps of 64 B frames).
