@@ -324,7 +324,9 @@ fn a_stopped_run_still_counts_the_frames_on_the_wire() {
 }
 
 /// 20,000 frames through `wire` after a 10 ms warm-up: its report, conservation checked.
-fn twenty_thousand_through<O: TxPort + Send + 'static>(wire: TesterLink<Generator, O, LoopBack>) -> sfclab_runtime::RunReport {
+fn twenty_thousand_through<O: TxPort + Send + 'static>(
+    wire: TesterLink<Generator, O, LoopBack>,
+) -> sfclab_runtime::RunReport {
     let settings = RunSettings {
         duration: None,
         count: Some(20_000),
