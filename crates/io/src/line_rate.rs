@@ -148,6 +148,8 @@ pub struct SharedLine {
     refill_ticks: u64,
     /// This sender's credit slot.
     sender: usize,
+    /// This sender has marked its slot as sending (once: not a shared word per batch).
+    marked_sent: std::cell::Cell<bool>,
 }
 
 impl std::fmt::Debug for SharedLine {
@@ -233,6 +235,7 @@ impl SharedLine {
             depth: 0,
             refill_ticks: 0,
             sender: 0,
+            marked_sent: std::cell::Cell::new(false),
         };
         let word = |at| line.word(at).load(Ordering::Acquire);
         if word(AT_MAGIC) != SHARED_MAGIC {
@@ -375,9 +378,8 @@ impl SharedLine {
         }
         if n > 0 {
             credit.fetch_sub(need as u64, Ordering::AcqRel);
-            let sent = self.has_sent(self.sender);
-            if sent.load(Ordering::Relaxed) == 0 {
-                sent.store(1, Ordering::Relaxed);
+            if !self.marked_sent.replace(true) {
+                self.has_sent(self.sender).store(1, Ordering::Relaxed);
             }
         }
         n
