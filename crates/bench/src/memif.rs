@@ -8,9 +8,10 @@
 //!   - `testpmd io`: `dpdk-testpmd` with two `net_memif` servers, io forwarding on
 //!     core 1 (the same copies as sfclab: into an mbuf on receive, out on send).
 //!
-//!   Per row the frames back per second, the tester's busy cycles per frame and, for
-//!   sfclab, the device's busy cycles per frame (testpmd's memif counters restart when
-//!   its peer leaves, before it can print its own).
+//!   Per row the frames back per second, the tester's busy cycles per frame and each
+//!   device's busy cycles per frame (sfclab's less its waits for room on the ring back
+//!   to the tester, shown apart: testpmd io drops there instead), compared round by
+//!   round.
 //! - **Hops per core**: `chaining: memif` chains of 1, 2, 4 and 8 forwarders, every hop
 //!   an sfclab process in its own namespace, all pinned to core 1, polling or in
 //!   interrupt mode: the throughput as fast as the tester sends, and the latency at a
@@ -34,7 +35,7 @@ use std::time::Duration;
 use crate::{RowRatio, median_if_any, row_ratios};
 use std::fmt::Write as _;
 
-pub const MEMIF_SCHEMA: &str = "sfclab.bench.memif/2";
+pub const MEMIF_SCHEMA: &str = "sfclab.bench.memif/3";
 
 /// The rate of the latency runs, packets per second: light enough that every
 /// configuration that does not collapse forwards it all.
@@ -60,12 +61,17 @@ pub struct MemifRow {
     /// The tester's busy TSC cycles per frame (generator, memif send and receive, sink).
     pub runs_tester_cycles: Vec<f64>,
     /// The device's busy TSC cycles per frame it forwarded, polls that found nothing
-    /// not counted: sfclab's forwarder by its own busy cycles, testpmd by its
-    /// `--record-core-cycles` (TSC read around each burst that received frames) over
-    /// the frames the tester got back across it in the whole run; none for chains (see
-    /// the hops' own reports).
+    /// not counted: sfclab's forwarder by its own busy cycles less its waits for room
+    /// on the ring back (`runs_device_wait_cycles`), testpmd by its
+    /// `--record-core-cycles` (TSC read around each burst that received frames; its io
+    /// forwarding drops what a full ring refuses, it does not wait) over the frames the
+    /// tester got back across it in the whole run; none for chains (see the hops' own
+    /// reports).
     pub runs_device_cycles: Vec<f64>,
     pub device_cycles: Option<f64>,
+    /// sfclab's forwarder: TSC cycles per frame it waited for the tester to free room
+    /// on the ring back (yielding; its `tx_full_wait_ticks`), left out of its cost.
+    pub runs_device_wait_cycles: Vec<f64>,
     /// At 100 kpps with probes: median and 99th-percentile latency, microseconds, and
     /// the loss, percent, per round (hops-per-core rows).
     pub runs_light_p50_us: Vec<f64>,
@@ -89,7 +95,10 @@ pub struct MemifBench {
     pub ratios: Vec<RowRatio>,
     /// The devices' own cost, which decides the comparison (both are limited by the
     /// tester, whose cost per frame is the same against either): sfclab forwarder's
-    /// busy cycles per frame over testpmd io's (below 1: sfclab's costs less).
+    /// busy cycles per frame over testpmd io's (below 1: sfclab's costs less), the
+    /// median of the rounds' own ratios (the two measured one after the other, so a
+    /// host that changes speed between rounds moves both), or the ratio of the medians
+    /// where a round lacks one of them.
     pub device_cycle_ratios: Vec<RowRatio>,
 }
 
@@ -117,6 +126,7 @@ fn row(name: String, hops_per_core: Option<usize>, wait: Option<Wait>) -> MemifR
         runs_tester_cycles: Vec::new(),
         runs_device_cycles: Vec::new(),
         device_cycles: None,
+        runs_device_wait_cycles: Vec::new(),
         runs_light_p50_us: Vec::new(),
         runs_light_p99_us: Vec::new(),
         runs_light_loss_pct: Vec::new(),
@@ -202,10 +212,29 @@ fn sfclab_device(args: &MemifBenchArgs, r: &mut MemifRow, cores: (usize, usize),
     let out = child.wait_with_output().map_err(|e| e.to_string())?;
     let t = tested?;
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    r.runs_device_cycles.extend(doc["busy_cycles_per_packet"].as_f64());
+    if let Some((work, waits)) = device_work_and_waits(&doc) {
+        r.runs_device_cycles.push(work);
+        r.runs_device_wait_cycles.push(waits);
+    }
     r.device = format!("sfclab forwarder process on core {}, memif servers, polling", cores.1);
     record(r, &t);
     Ok(())
+}
+
+/// From an sfclab device's run report: its busy cycles per frame less its waits for room
+/// on the ring back to the tester, and those waits per frame. Its sends wait there
+/// (backpressure) where testpmd io's drop, so the waits are the tester's slowness, not
+/// the device's cost.
+fn device_work_and_waits(doc: &serde_json::Value) -> Option<(f64, f64)> {
+    let busy = doc["busy_cycles_per_packet"].as_f64()?;
+    let frames = doc["generated"].as_u64().filter(|&n| n > 0)? as f64;
+    let waited: f64 = doc["places"]
+        .as_array()?
+        .iter()
+        .filter_map(|p| p["counters"]["tx_full_wait_ticks"].as_f64())
+        .sum();
+    let waits = waited / frames;
+    Some((busy - waits, waits))
 }
 
 /// testpmd io forwarding between two memif servers, and the tester across it.
@@ -426,9 +455,7 @@ pub fn run_bench(args: &MemifBenchArgs, progress: &mut Progress, stop: &Stop) ->
     pairs.push((MULTI_FEATURE_ONE_HOP.into(), MULTI_FEATURE_FOUR_HOPS.into()));
     let pairs: Vec<(&str, &str)> = pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     let ratios = row_ratios(&pairs, |name| rows.iter().find(|r| r.name == name).and_then(|r| r.mpps));
-    let device_cycle_ratios = row_ratios(&pairs[..1], |name| {
-        rows.iter().find(|r| r.name == name).and_then(|r| r.device_cycles)
-    });
+    let device_cycle_ratios = device_ratio(&rows[0], &rows[1]).into_iter().collect();
     Ok(MemifBench {
         header: crate::BenchHeader::new(MEMIF_SCHEMA, rounds.completed(), rounds.interrupted()),
         frame_size: args.size,
@@ -438,6 +465,22 @@ pub fn run_bench(args: &MemifBenchArgs, progress: &mut Progress, stop: &Stop) ->
         rows,
         ratios,
         device_cycle_ratios,
+    })
+}
+
+/// `row`'s device cycles over `over`'s: round by round where both have every round.
+fn device_ratio(row: &MemifRow, over: &MemifRow) -> Option<RowRatio> {
+    let (a, b) = (&row.runs_device_cycles, &over.runs_device_cycles);
+    let ratio = if !a.is_empty() && a.len() == b.len() && b.iter().all(|&y| y > 0.0) {
+        let per_round: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+        crate::median(&per_round)
+    } else {
+        row.device_cycles? / over.device_cycles.filter(|&y| y > 0.0)?
+    };
+    Some(RowRatio {
+        row: row.name.clone(),
+        over: over.name.clone(),
+        ratio,
     })
 }
 
@@ -457,6 +500,7 @@ impl crate::RoundRow for MemifRow {
             &mut self.runs_loss_pct,
             &mut self.runs_tester_cycles,
             &mut self.runs_device_cycles,
+            &mut self.runs_device_wait_cycles,
             &mut self.runs_light_p50_us,
             &mut self.runs_light_p99_us,
             &mut self.runs_light_loss_pct,
@@ -489,6 +533,7 @@ fn render_table(b: &MemifBench) -> String {
         "loss %",
         "tester cycles/frame",
         "device cycles/frame",
+        "device waits/frame",
         "p50 us @100kpps",
         "p99 us @100kpps",
         "loss % @100kpps",
@@ -505,6 +550,7 @@ fn render_table(b: &MemifBench) -> String {
             crate::or_dash(&r.runs_loss_pct, 2),
             crate::or_dash(&r.runs_tester_cycles, 0),
             crate::or_dash(&r.runs_device_cycles, 0),
+            crate::or_dash(&r.runs_device_wait_cycles, 0),
             crate::or_dash(&r.runs_light_p50_us, 1),
             crate::or_dash(&r.runs_light_p99_us, 1),
             crate::or_dash(&r.runs_light_loss_pct, 2),
@@ -516,7 +562,7 @@ fn render_table(b: &MemifBench) -> String {
     }
     let _ = writeln!(
         s,
-        "Busy cycles count work on frames, not polls that found nothing. Loss: frames the tester placed on its ring and did not get back."
+        "Busy cycles count work on frames, not polls that found nothing; an sfclab device's waits for room on the ring back (backpressure: testpmd io drops there) are shown apart, not in its cost. Loss: frames the tester placed on its ring and did not get back."
     );
     for r in &b.ratios {
         let _ = writeln!(s, "ratio  {} / {} = {:.2}x", r.row, r.over, r.ratio);
@@ -570,3 +616,45 @@ pub static BENCH: crate::registry::Entry<MemifFlags, MemifBench> = crate::regist
     },
     figure: None,
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_is_charged_its_work_not_its_waits_for_the_tester() {
+        // 1,000 frames in 300,000 busy cycles (300 a frame), of which the sink waited
+        // 120,000 for room: its work is 180 a frame.
+        let doc = serde_json::json!({
+            "busy_cycles_per_packet": 300.0,
+            "generated": 1000,
+            "places": [
+                { "name": "memif", "counters": { "sleeps": 0 } },
+                { "name": "forwarder" },
+                { "name": "sink", "counters": { "tx_full_wait_ticks": 120000 } },
+            ],
+        });
+        assert_eq!(device_work_and_waits(&doc), Some((180.0, 120.0)));
+        // Nothing forwarded: no cost per frame.
+        let idle = serde_json::json!({ "busy_cycles_per_packet": 0.0, "generated": 0, "places": [] });
+        assert_eq!(device_work_and_waits(&idle), None);
+    }
+
+    #[test]
+    fn devices_are_compared_round_by_round() {
+        let mut sfclab = row("sfclab forwarder".into(), None, None);
+        let mut testpmd = row("testpmd io".into(), None, None);
+        // The host ran at half speed in the second round: both sides' cycles doubled.
+        sfclab.runs_device_cycles = vec![100.0, 200.0, 104.0];
+        testpmd.runs_device_cycles = vec![150.0, 300.0, 150.0];
+        sfclab.device_cycles = median_if_any(&sfclab.runs_device_cycles);
+        testpmd.device_cycles = median_if_any(&testpmd.runs_device_cycles);
+        let r = device_ratio(&sfclab, &testpmd).unwrap();
+        assert!((r.ratio - 100.0 / 150.0).abs() < 1e-12, "{}", r.ratio);
+        // A round without testpmd's figure: the medians' ratio.
+        testpmd.runs_device_cycles.pop();
+        testpmd.device_cycles = median_if_any(&testpmd.runs_device_cycles);
+        let r = device_ratio(&sfclab, &testpmd).unwrap();
+        assert!((r.ratio - 104.0 / 225.0).abs() < 1e-12, "{}", r.ratio);
+    }
+}

@@ -372,7 +372,7 @@ fn bench_memif_measures_devices_and_both_modes_at_each_hops_per_core() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_follows_schema("bench-memif-2.json", &v);
+    assert_follows_schema("bench-memif-3.json", &v);
     let rows = v["rows"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(
@@ -391,6 +391,10 @@ fn bench_memif_measures_devices_and_both_modes_at_each_hops_per_core() {
     let sfclab_row = &rows[0];
     assert!(sfclab_row["mpps"].as_f64().unwrap() > 0.0, "{sfclab_row}");
     assert!(sfclab_row["device_cycles"].as_f64().unwrap() > 0.0, "{sfclab_row}");
+    // Its waits for room on the ring back are shown apart, one figure per round.
+    let waits = sfclab_row["runs_device_wait_cycles"].as_array().unwrap();
+    assert_eq!(waits.len(), 1, "{sfclab_row}");
+    assert!(waits[0].as_f64().unwrap() >= 0.0, "{sfclab_row}");
     let testpmd = &rows[1];
     assert!(
         testpmd["mpps"].as_f64().is_some_and(|m| m > 0.0)

@@ -73,7 +73,8 @@ pub struct MemifPort {
     rx_unread_at_end: u64,
     tx_ring_full: u64,
     /// Yields while the send ring was full (backpressure), and the TSC ticks spent
-    /// waiting so: the receiver's time, not this port's work.
+    /// waiting so (yielding, and looking for room that was not there): the
+    /// receiver's time, not this port's work, which placing frames once room came is.
     tx_full_waits: u64,
     tx_full_wait_ticks: u64,
     /// How long a send waits for a full ring to free slots before it drops the rest.
@@ -641,15 +642,19 @@ impl TxPort for MemifPort {
                         // overloaded hop does not spend its core on frames the next one
                         // cannot take. A receiver stalled for longer costs drops.
                         let deadline = Instant::now() + self.full_wait;
-                        let waiting_since = sfclab_core::tsc::now();
                         while sent < n && !broken && Instant::now() < deadline {
+                            let yielded = sfclab_core::tsc::now();
                             let _ = nix::sched::sched_yield();
+                            let looking = sfclab_core::tsc::now();
                             self.tx_full_waits += 1;
                             let (more, stopped) = self.send_to(c, batch, sent);
+                            // Waiting is the yield and a look that found no room;
+                            // placing frames once there is room is this port's work.
+                            self.tx_full_wait_ticks +=
+                                if more == 0 { sfclab_core::tsc::now() } else { looking } - yielded;
                             sent += more;
                             broken = stopped;
                         }
-                        self.tx_full_wait_ticks += sfclab_core::tsc::now() - waiting_since;
                         if !broken {
                             self.tx_ring_full += (n - sent) as u64;
                         }
