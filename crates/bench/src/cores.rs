@@ -114,6 +114,8 @@ struct Episode {
     samples: Vec<f64>,
     /// A run was kept in another state than the episode's first, or across two.
     mixed: bool,
+    /// The round trips sampled right before and after the last run kept.
+    last: Option<(Option<f64>, Option<f64>)>,
 }
 
 /// What the runs of an episode were taken at.
@@ -196,6 +198,16 @@ impl CoreDistance {
         }
     }
 
+    /// A round trip of the state the last run kept was taken in (the mean of the two
+    /// samples around it); `None` when they disagree or one is missing: the host moved
+    /// the cores during it.
+    pub fn last_run_state(&self) -> Option<f64> {
+        match lock(&self.episode).last {
+            Some((Some(before), Some(after))) if same_state(before, after) => Some((before + after) / 2.0),
+            _ => None,
+        }
+    }
+
     /// Whether a run between round trips `before` and `after` was taken in the state
     /// wanted.
     fn wanted(&self, before: Option<f64>, after: Option<f64>) -> bool {
@@ -236,6 +248,7 @@ impl CoreDistance {
                     episode.state = before;
                 }
                 episode.samples.extend(before.into_iter().chain(after));
+                episode.last = Some((before, after));
                 return Ok(value);
             }
             self.repeated.fetch_add(1, Ordering::Relaxed);
@@ -314,6 +327,14 @@ mod tests {
                 one_state: true
             }
         );
+        // The state of the last run kept: its two samples', unless they disagree.
+        assert_eq!(guard.last_run_state(), None, "no run yet");
+        lock(&guard.episode).last = Some((Some(1300.0), Some(1400.0)));
+        assert_eq!(guard.last_run_state(), Some(1350.0));
+        lock(&guard.episode).last = Some((Some(300.0), Some(1400.0)));
+        assert_eq!(guard.last_run_state(), None, "the host moved the cores during it");
+        lock(&guard.episode).last = Some((None, Some(300.0)));
+        assert_eq!(guard.last_run_state(), None);
         // A limit wants near whatever the episode.
         let near = CoreDistance::new(Keep::Near(600.0));
         lock(&near.episode).state = Some(1300.0);

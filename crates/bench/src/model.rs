@@ -20,7 +20,7 @@ use crate::cores::{CoreDistance, Keep};
 use crate::{Progress, Rounds, Stop, median};
 use std::fmt::Write as _;
 
-pub const MODEL_SCHEMA: &str = "sfclab.bench.model/9";
+pub const MODEL_SCHEMA: &str = "sfclab.bench.model/10";
 
 #[derive(Clone)]
 pub struct ModelBenchArgs {
@@ -1297,7 +1297,7 @@ fn figure(b: &ModelBench) -> crate::registry::Figure {
         let points = check
             .cells
             .iter()
-            .map(|c| (c.measured_mpps, c.predicted_mpps))
+            .filter_map(|c| Some((c.measured_mpps, c.predicted_mpps?)))
             .collect();
         groups.push(("scenarios".into(), points));
     }

@@ -114,13 +114,23 @@ pub struct ScenarioCell {
     pub cell: String,
     /// The scenario file it runs.
     pub scenario: String,
-    /// Aggregate received, Mpps, offered all the tester sends.
-    pub predicted_mpps: f64,
+    /// Aggregate received, Mpps, offered all the tester sends: the medians of the
+    /// rounds compared (`measured_mpps` of every round where none was).
+    pub predicted_mpps: Option<f64>,
     pub measured_mpps: f64,
-    /// Each round's prediction against the measurement seconds after it, percent.
+    /// Each round's prediction against the measurement seconds after it, percent: the
+    /// rounds compared, each priced by terms measured at the distance between the
+    /// tester's core and the VNFs' the cell ran at (the round's own terms, or where the
+    /// host had moved the cores since, an earlier round's of that distance).
     pub round_errors_pct: Vec<f64>,
-    /// The median of `round_errors_pct`.
-    pub error_pct: f64,
+    /// The median of `round_errors_pct`; `None`: no round compared.
+    pub error_pct: Option<f64>,
+    /// Rounds not compared: no round's terms were measured at the distance the cell
+    /// ran at (terms measured across two distances count for none), or the host moved
+    /// the cores while it ran.
+    pub rounds_not_compared: usize,
+    /// Rounds priced by an earlier round's terms (those of the distance it ran at).
+    pub rounds_by_earlier_terms: usize,
     /// How well the measurement repeats: the median absolute deviation of its rounds
     /// from their median, percent of it.
     pub measured_spread_pct: f64,
@@ -154,8 +164,11 @@ pub struct ScenarioCheck {
     pub median_measured_spread_pct: f64,
     /// Cells whose named bottleneck is the one measured.
     pub bottlenecks_agreeing: usize,
-    /// Median ≤ 10 %, worst ≤ 25 %, every bottleneck named as measured.
+    /// Median ≤ 10 %, worst ≤ 25 %, every bottleneck named as measured, every cell
+    /// compared in some round.
     pub goal_met: bool,
+    /// Cells compared in no round (left out of the median and the worst).
+    pub cells_not_compared: usize,
     /// Runs taken again because the round trip between the tester's core and the VNFs'
     /// was not in the round's state right before or after them, and runs kept after 10
     /// tries at another.
@@ -316,9 +329,14 @@ fn most(names: &[String]) -> String {
 
 #[derive(Default)]
 struct Runs {
-    predicted: Vec<f64>,
+    /// Per round: the prediction by terms measured at the core distance the cell was
+    /// measured at (`None`: no terms were, and the round is not compared).
+    predicted: Vec<Option<f64>>,
+    /// Per round: priced by terms of an earlier round (the host had moved the cores
+    /// since this round's terms were measured).
+    by_earlier_terms: Vec<bool>,
     measured: Vec<f64>,
-    predicted_bottleneck: Vec<String>,
+    predicted_bottleneck: Vec<Option<String>>,
     measured_bottleneck: Vec<String>,
     vnf_cores_busy: Vec<f64>,
     vnf_turns_busy: Vec<f64>,
@@ -352,18 +370,31 @@ pub fn run(
     let mut runs: Vec<Runs> = CELLS.iter().map(|_| Runs::default()).collect();
     let mut rounds = Rounds::new(repeat, stop);
     let mut last = None;
+    // Every round's terms, by the core distance they were measured at (a round trip of
+    // that state), the latest of each state first: a cell the host measured at another
+    // distance than its round's terms is priced by terms of its own distance, or not
+    // compared. The two distances here are two machines (one PVP forwarder chain
+    // forwarded 4.7 and 10.6 Mpps), and a prediction for one says nothing of the other.
+    let mut terms_by_distance: Vec<(f64, std::rc::Rc<Calibration>)> = Vec::new();
     while rounds.start_next() {
         if let Some(g) = &guard {
             g.begin_episode();
         }
-        let cal = crate::calibrate::calibrate(&cal_args, &mut progress.part("the model's terms"), stop)?;
+        let cal = std::rc::Rc::new(crate::calibrate::calibrate(
+            &cal_args,
+            &mut progress.part("the model's terms"),
+            stop,
+        )?);
         if stop.requested() {
             break;
         }
+        // Terms the host measured at two distances (a run kept after the guard's tries)
+        // are of neither machine: kept for none.
+        let episode = guard.as_ref().map(|g| g.episode());
+        if let Some(d) = episode.filter(|e| e.one_state).and_then(|e| e.round_trip_cycles) {
+            keep_terms(&mut terms_by_distance, d, cal.clone());
+        }
         for (k, ((mut s, model), cell)) in cells.iter().cloned().zip(&models).zip(&CELLS).enumerate() {
-            let priced = PricedScenario::new(&cal, model).map_err(|e| format!("{}: {e}", cell.name))?;
-            let flow = priced.flow(1.0);
-            let capacity = priced.capacity();
             s.stop_on(stop);
             let doc = crate::cores::run_guarded(guard.as_deref(), pair[0], pair[1], || {
                 sfclab_experiment::scenario::run(&s, &mut Progress::quiet()).map_err(|e| format!("{}: {e}", cell.name))
@@ -372,11 +403,30 @@ pub fn run(
             if measured.interrupted {
                 break;
             }
-            runs[k].predicted.push(flow.received_pps / 1e6);
-            runs[k].measured.push(measured.aggregate.throughput_mpps);
+            // Terms of the distance the cell ran at (this round's where none is known).
+            let terms = match &guard {
+                Some(g) => g.last_run_state().and_then(|at| terms_at(&terms_by_distance, at)),
+                None => Some(cal.clone()),
+            };
+            let prediction = match &terms {
+                Some(t) => {
+                    let priced = PricedScenario::new(t, model).map_err(|e| format!("{}: {e}", cell.name))?;
+                    Some((priced.flow(1.0), priced.capacity()))
+                }
+                None => None,
+            };
             runs[k]
-                .predicted_bottleneck
-                .push(predicted_bottleneck(capacity.bottleneck.as_ref()));
+                .predicted
+                .push(prediction.as_ref().map(|(flow, _)| flow.received_pps / 1e6));
+            runs[k]
+                .by_earlier_terms
+                .push(terms.as_ref().is_some_and(|t| !std::rc::Rc::ptr_eq(t, &cal)));
+            runs[k].measured.push(measured.aggregate.throughput_mpps);
+            runs[k].predicted_bottleneck.push(
+                prediction
+                    .as_ref()
+                    .map(|(_, capacity)| predicted_bottleneck(capacity.bottleneck.as_ref())),
+            );
             let turns_busy = vnfs_turns_busy(measured, cal.machine.tsc_hz, (warmup + duration).as_secs_f64());
             runs[k]
                 .measured_bottleneck
@@ -385,9 +435,12 @@ pub fn run(
             runs[k].vnf_cores_busy.push(100.0 * ran / model.vnf_cores.max(1) as f64);
             runs[k].vnf_turns_busy.push(turns_busy.map_or(f64::NAN, |b| 100.0 * b));
             progress.finished(&format!(
-                "{}: predicted {:.3} Mpps, measured {:.3}",
+                "{}: predicted {}, measured {:.3} Mpps",
                 cell.name,
-                flow.received_pps / 1e6,
+                prediction.as_ref().map_or(
+                    "nothing (no terms at the cores' distance it ran at)".into(),
+                    |(flow, _)| { format!("{:.3}", flow.received_pps / 1e6) }
+                ),
                 measured.aggregate.throughput_mpps
             ));
         }
@@ -395,6 +448,7 @@ pub fn run(
     }
     for r in runs.iter_mut() {
         rounds.keep_completed(&mut r.predicted);
+        rounds.keep_completed(&mut r.by_earlier_terms);
         rounds.keep_completed(&mut r.measured);
         rounds.keep_completed(&mut r.predicted_bottleneck);
         rounds.keep_completed(&mut r.measured_bottleneck);
@@ -416,29 +470,54 @@ pub fn run(
         check.two_core_runs_repeated = g.repeated();
         check.two_core_runs_kept_apart = g.kept_apart();
     }
-    Ok((check, last, completed, interrupted))
+    Ok((check, last.map(|c| (*c).clone()), completed, interrupted))
+}
+
+/// Keeps `terms` measured at round trip `distance` as the latest of its state.
+fn keep_terms<T>(by_distance: &mut Vec<(f64, T)>, distance: f64, terms: T) {
+    by_distance.retain(|(d, _)| !crate::cores::same_state(*d, distance));
+    by_distance.insert(0, (distance, terms));
+}
+
+/// The latest terms measured in the state of round trip `at`, if any were.
+fn terms_at<T: Clone>(by_distance: &[(f64, T)], at: f64) -> Option<T> {
+    by_distance
+        .iter()
+        .find(|(d, _)| crate::cores::same_state(*d, at))
+        .map(|(_, t)| t.clone())
 }
 
 fn cell_of(c: &Cell, r: Runs, duration: std::time::Duration, warmup: std::time::Duration) -> ScenarioCell {
-    let round_errors_pct: Vec<f64> = r
+    // The rounds compared: those priced by terms of the distance the cell ran at.
+    let compared: Vec<(f64, f64)> = r
         .predicted
         .iter()
         .zip(&r.measured)
-        .map(|(p, m)| (p - m) / m.max(1e-9) * 100.0)
+        .filter_map(|(p, m)| p.map(|p| (p, *m)))
         .collect();
-    let measured = median(&r.measured);
-    let deviations: Vec<f64> = r.measured.iter().map(|m| (m - measured).abs()).collect();
-    let (predicted_bottleneck, measured_bottleneck) = (most(&r.predicted_bottleneck), most(&r.measured_bottleneck));
+    let round_errors_pct: Vec<f64> = compared.iter().map(|(p, m)| (p - m) / m.max(1e-9) * 100.0).collect();
+    let measured_rounds: Vec<f64> = if compared.is_empty() {
+        r.measured.clone()
+    } else {
+        compared.iter().map(|c| c.1).collect()
+    };
+    let measured = median(&measured_rounds);
+    let deviations: Vec<f64> = measured_rounds.iter().map(|m| (m - measured).abs()).collect();
+    let said: Vec<String> = r.predicted_bottleneck.iter().flatten().cloned().collect();
+    let predicted_bottleneck = (!said.is_empty()).then(|| most(&said));
+    let measured_bottleneck = most(&r.measured_bottleneck);
     ScenarioCell {
         cell: c.name.into(),
         scenario: yaml(c, duration, warmup),
-        predicted_mpps: median(&r.predicted),
+        predicted_mpps: (!compared.is_empty()).then(|| median(&compared.iter().map(|c| c.0).collect::<Vec<_>>())),
         measured_mpps: measured,
-        error_pct: median(&round_errors_pct),
+        error_pct: (!round_errors_pct.is_empty()).then(|| median(&round_errors_pct)),
         round_errors_pct,
+        rounds_not_compared: r.predicted.iter().filter(|p| p.is_none()).count(),
+        rounds_by_earlier_terms: r.by_earlier_terms.iter().filter(|&&b| b).count(),
         measured_spread_pct: median(&deviations) / measured.max(1e-9) * 100.0,
-        bottleneck_agrees: predicted_bottleneck == measured_bottleneck,
-        predicted_bottleneck,
+        bottleneck_agrees: predicted_bottleneck.as_ref() == Some(&measured_bottleneck),
+        predicted_bottleneck: predicted_bottleneck.unwrap_or_else(|| "-".into()),
         measured_bottleneck,
         vnf_cores_busy_pct: median(&r.vnf_cores_busy),
         vnf_turns_busy_pct: {
@@ -450,26 +529,30 @@ fn cell_of(c: &Cell, r: Runs, duration: std::time::Duration, warmup: std::time::
 
 /// The errors over `cells` and whether they meet the goal.
 pub fn check_of(cells: Vec<ScenarioCell>) -> ScenarioCheck {
-    let errors: Vec<f64> = cells.iter().map(|c| c.error_pct.abs()).collect();
+    let errors: Vec<f64> = cells.iter().filter_map(|c| c.error_pct.map(f64::abs)).collect();
+    let not_compared = cells.iter().filter(|c| c.error_pct.is_none()).count();
     let worst = cells
         .iter()
-        .max_by(|a, b| a.error_pct.abs().total_cmp(&b.error_pct.abs()))
-        .map(|c| {
+        .filter_map(|c| Some((c, c.error_pct?, c.predicted_mpps?)))
+        .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+        .map(|(c, error, predicted)| {
             format!(
-                "{}: predicted {:.3} Mpps, measured {:.3} ({:+.1} %)",
-                c.cell, c.predicted_mpps, c.measured_mpps, c.error_pct
+                "{}: predicted {predicted:.3} Mpps, measured {:.3} ({error:+.1} %)",
+                c.cell, c.measured_mpps
             )
         })
         .unwrap_or_default();
     let agreeing = cells.iter().filter(|c| c.bottleneck_agrees).count();
-    let median_abs_error_pct = median(&errors);
+    let median_abs_error_pct = if errors.is_empty() { 0.0 } else { median(&errors) };
     let worst_abs_error_pct = errors.iter().copied().fold(0.0, f64::max);
     ScenarioCheck {
         median_measured_spread_pct: median(&cells.iter().map(|c| c.measured_spread_pct).collect::<Vec<_>>()),
         goal_met: !cells.is_empty()
+            && not_compared == 0
             && median_abs_error_pct <= 10.0
             && worst_abs_error_pct <= 25.0
             && agreeing == cells.len(),
+        cells_not_compared: not_compared,
         bottlenecks_agreeing: agreeing,
         two_core_runs_repeated: 0,
         two_core_runs_kept_apart: 0,
@@ -508,12 +591,21 @@ pub fn render_table(
         "VNF core ran / moved frames",
     ]);
     for c in &check.cells {
-        let rounds: Vec<String> = c.round_errors_pct.iter().map(|e| format!("{e:+.0}")).collect();
+        let mut rounds: Vec<String> = c.round_errors_pct.iter().map(|e| format!("{e:+.0}")).collect();
+        rounds.extend((0..c.rounds_not_compared).map(|_| "-".to_string()));
         t.add_row([
             c.cell.clone(),
-            format!("{:.3}", c.predicted_mpps),
+            c.predicted_mpps.map_or("-".into(), |p| format!("{p:.3}")),
             format!("{:.3}", c.measured_mpps),
-            format!("{:+.1} % ({})", c.error_pct, rounds.join(", ")),
+            format!(
+                "{} ({}){}",
+                c.error_pct.map_or("-".into(), |e| format!("{e:+.1} %")),
+                rounds.join(", "),
+                match c.rounds_by_earlier_terms {
+                    0 => String::new(),
+                    n => format!(", {n} by an earlier round's terms"),
+                }
+            ),
             format!("{:.1} %", c.measured_spread_pct),
             format!(
                 "{} / {}{}",
@@ -531,13 +623,18 @@ pub fn render_table(
     let _ = writeln!(s, "{t}");
     let _ = writeln!(
         s,
-        "median |error| {:.1} %, worst {:.1} % ({}); measurement spread median {:.1} %; bottleneck named as measured in {} of {} cells; goal (median <= 10 %, worst <= 25 %, every bottleneck as measured): {}",
+        "A round is compared where terms were measured at the distance between the tester's core and the VNFs' the cell ran at (`-`: none were; the host moves the cores between two distances, two machines to the model)."
+    );
+    let _ = writeln!(
+        s,
+        "median |error| {:.1} %, worst {:.1} % ({}); measurement spread median {:.1} %; bottleneck named as measured in {} of {} cells; compared in no round: {}; goal (median <= 10 %, worst <= 25 %, every bottleneck as measured, every cell compared): {}",
         check.median_abs_error_pct,
         check.worst_abs_error_pct,
         check.worst,
         check.median_measured_spread_pct,
         check.bottlenecks_agreeing,
         check.cells.len(),
+        check.cells_not_compared,
         if check.goal_met { "met" } else { "NOT met" }
     );
     s
@@ -552,11 +649,11 @@ pub fn render_csv(check: &ScenarioCheck) -> String {
     for c in &check.cells {
         let _ = writeln!(
             s,
-            "\"{}\",{:.4},{:.4},{:.2},{:.2},{},{},{:.1},{}",
+            "\"{}\",{},{:.4},{},{:.2},{},{},{:.1},{}",
             c.cell,
-            c.predicted_mpps,
+            c.predicted_mpps.map_or(String::new(), |p| format!("{p:.4}")),
             c.measured_mpps,
-            c.error_pct,
+            c.error_pct.map_or(String::new(), |e| format!("{e:.2}")),
             c.measured_spread_pct,
             c.predicted_bottleneck,
             c.measured_bottleneck,
@@ -617,14 +714,31 @@ mod tests {
     }
 
     #[test]
+    fn a_cell_is_priced_by_terms_of_the_distance_it_ran_at() {
+        let mut by_distance = Vec::new();
+        // Round 1's terms near, round 2's far, round 3's near again.
+        keep_terms(&mut by_distance, 300.0, "round 1");
+        keep_terms(&mut by_distance, 1300.0, "round 2");
+        keep_terms(&mut by_distance, 250.0, "round 3");
+        assert_eq!(by_distance.len(), 2, "one set of terms per distance, the latest");
+        assert_eq!(terms_at(&by_distance, 320.0), Some("round 3"));
+        assert_eq!(terms_at(&by_distance, 1250.0), Some("round 2"));
+        // A distance no round's terms were measured at: not priced.
+        assert_eq!(terms_at(&by_distance, 5000.0), None);
+        assert_eq!(terms_at(&Vec::<(f64, &str)>::new(), 300.0), None);
+    }
+
+    #[test]
     fn the_goal_needs_small_errors_and_every_bottleneck_named_as_measured() {
         let cell = |error: f64, agrees: bool| ScenarioCell {
             cell: "c".into(),
             scenario: String::new(),
-            predicted_mpps: 1.0 + error / 100.0,
+            predicted_mpps: Some(1.0 + error / 100.0),
             measured_mpps: 1.0,
             round_errors_pct: vec![error],
-            error_pct: error,
+            error_pct: Some(error),
+            rounds_not_compared: 0,
+            rounds_by_earlier_terms: 0,
             measured_spread_pct: 1.0,
             predicted_bottleneck: "a".into(),
             measured_bottleneck: if agrees { "a" } else { "b" }.into(),
@@ -639,5 +753,12 @@ mod tests {
         let c = check_of(vec![cell(5.0, true), cell(-30.0, true)]);
         assert_eq!(c.worst_abs_error_pct, 30.0);
         assert!(c.worst.contains("-30.0 %"), "{}", c.worst);
+        // A cell compared in no round is left out of the errors, and the goal is not met.
+        let mut apart = cell(90.0, true);
+        (apart.error_pct, apart.predicted_mpps, apart.round_errors_pct) = (None, None, Vec::new());
+        apart.rounds_not_compared = 1;
+        let c = check_of(vec![cell(5.0, true), cell(-8.0, true), apart]);
+        assert_eq!((c.worst_abs_error_pct, c.cells_not_compared), (8.0, 1));
+        assert!(!c.goal_met);
     }
 }

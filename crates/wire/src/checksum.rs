@@ -158,7 +158,10 @@ mod tests {
     fn all_ones_and_zeros_keep_their_sums() {
         // The largest words, many of them: the carries come back in.
         assert_eq!(fold(sum(0, &[0xff; 1500])), 0xffff);
-        assert_eq!(fold(sum(0x3_fffc, &[0xff; 9])), fold(sum_word_by_word(0x3_fffc, &[0xff; 9])));
+        assert_eq!(
+            fold(sum(0x3_fffc, &[0xff; 9])),
+            fold(sum_word_by_word(0x3_fffc, &[0xff; 9]))
+        );
         // Nothing at all sums to zero, not to the other zero.
         assert_eq!(sum(0, &[0; 64]), 0);
         assert_eq!(sum(0, &[]), 0);
