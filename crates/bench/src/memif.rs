@@ -468,19 +468,19 @@ pub fn run_bench(args: &MemifBenchArgs, progress: &mut Progress, stop: &Stop) ->
     })
 }
 
-/// `row`'s device cycles over `over`'s: round by round where both have every round.
+/// `row`'s device cycles over `over`'s: round by round where both have every round,
+/// else as `row_ratios` takes medians.
 fn device_ratio(row: &MemifRow, over: &MemifRow) -> Option<RowRatio> {
     let (a, b) = (&row.runs_device_cycles, &over.runs_device_cycles);
-    let ratio = if !a.is_empty() && a.len() == b.len() && b.iter().all(|&y| y > 0.0) {
-        let per_round: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
-        crate::median(&per_round)
-    } else {
-        row.device_cycles? / over.device_cycles.filter(|&y| y > 0.0)?
-    };
+    if a.is_empty() || a.len() != b.len() || b.iter().any(|&y| y <= 0.0) {
+        let median_of = |name: &str| [row, over].into_iter().find(|r| r.name == name)?.device_cycles;
+        return row_ratios(&[(&row.name, &over.name)], median_of).pop();
+    }
+    let per_round: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
     Some(RowRatio {
         row: row.name.clone(),
         over: over.name.clone(),
-        ratio,
+        ratio: crate::median(&per_round),
     })
 }
 

@@ -470,7 +470,9 @@ pub fn run(
         check.two_core_runs_repeated = g.repeated();
         check.two_core_runs_kept_apart = g.kept_apart();
     }
-    Ok((check, last.map(|c| (*c).clone()), completed, interrupted))
+    // The rounds' list of terms goes first: the last round's is then its only holder.
+    drop(terms_by_distance);
+    Ok((check, last.map(std::rc::Rc::unwrap_or_clone), completed, interrupted))
 }
 
 /// Keeps `terms` measured at round trip `distance` as the latest of its state.

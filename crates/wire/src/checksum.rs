@@ -28,12 +28,11 @@ pub fn sum(acc: u32, data: &[u8]) -> u32 {
     if let [last] = words.remainder() {
         wide = add(wide, u64::from(*last) << 8);
     }
-    // Down to 16 bits, each step an end-around carry (a sum that was not zero stays so).
-    let mut x = (wide >> 32) + (wide & 0xffff_ffff);
-    while x > 0xffff {
-        x = (x >> 16) + (x & 0xffff);
-    }
-    x as u32
+    // Down to 32 bits by two end-around carries (at most 2^33 - 2, then at most
+    // 2^32 - 1; a sum that was not zero stays so), then `fold`.
+    let x = (wide >> 32) + (wide & 0xffff_ffff);
+    let x = (x >> 32) + (x & 0xffff_ffff);
+    u32::from(fold(x as u32))
 }
 
 /// Folds a partial sum to 16 bits (one's complement addition of the carries).

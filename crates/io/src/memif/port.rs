@@ -641,17 +641,20 @@ impl TxPort for MemifPort {
                         // up to FULL_WAIT: backpressure instead of drops, so that an
                         // overloaded hop does not spend its core on frames the next one
                         // cannot take. A receiver stalled for longer costs drops.
-                        let deadline = Instant::now() + self.full_wait;
-                        while sent < n && !broken && Instant::now() < deadline {
-                            let yielded = sfclab_core::tsc::now();
+                        use sfclab_core::tsc;
+                        // One clock for the deadline and the waits' ticks.
+                        let mut yielded = tsc::now();
+                        let deadline = yielded + tsc::ticks(self.full_wait);
+                        while sent < n && !broken && yielded < deadline {
                             let _ = nix::sched::sched_yield();
-                            let looking = sfclab_core::tsc::now();
+                            let looking = tsc::now();
                             self.tx_full_waits += 1;
                             let (more, stopped) = self.send_to(c, batch, sent);
+                            let looked = tsc::now();
                             // Waiting is the yield and a look that found no room;
                             // placing frames once there is room is this port's work.
-                            self.tx_full_wait_ticks +=
-                                if more == 0 { sfclab_core::tsc::now() } else { looking } - yielded;
+                            self.tx_full_wait_ticks += if more == 0 { looked } else { looking } - yielded;
+                            yielded = looked;
                             sent += more;
                             broken = stopped;
                         }
