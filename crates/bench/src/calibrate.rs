@@ -1,5 +1,5 @@
 //! `sfclab model calibrate`: measures every in-memory cost term the model uses on this
-//! machine, as a calibration (`sfclab_model::Calibration`, JSON `sfclab.calibration/8`).
+//! machine, as a calibration (`sfclab_model::Calibration`, JSON `sfclab.calibration/9`).
 //!
 //! Every run is a capacity run: the compound runtime's generator never makes more than
 //! the chain takes, and the pipeline runs with flow control and backpressure links, so

@@ -26,9 +26,9 @@
 //!   the two VNFs of one chain, both ways: `link = a × TSC / what it forwards − hop −
 //!   their NFs` (their switching included), in place of the two half hops a link to
 //!   the tester costs.
-//! - A polling process's turn on a shared core: a chain of four polling forwarders on
-//!   one core passes one ring of frames per link while each has its turn once, so
-//!   `turn = ring / (4 × what it forwards)`.
+//! - A polling process's turn on a shared core: a chain of k polling forwarders on one
+//!   core passes one ring of frames per link while each has its turn once, so
+//!   `turn(k) = ring / (k × what it forwards)`, at k = 2, 6 and 12.
 
 use std::path::Path;
 
@@ -49,7 +49,7 @@ use crate::median;
 pub const VNF_WORK_CYCLES: u64 = 1500;
 
 /// How the terms were measured, for the calibration's notes.
-pub const NOTE: &str = "memif (scenarios: VNF processes in namespaces joined by memif, one tester thread; PVP chains offered all the tester sends, one way for the tester's terms, both ways for the VNFs' unless said): the tester's T_gen, T_send, T_recv solved from TSC = generated T_gen + taken T_send + received T_recv over three runs (a polling forwarder, a firewall without rules, a synthetic NF of 4 W cycles); W = the larger of 1500 and 3 × the tester's round trip R; one VNF alone on its core (its ring refusing frames: the VNF, not the tester, the limit) doing synthetic(cycles=W) and synthetic(cycles=R) takes TSC / forwarded = (hop + synthetic) / a, solved for its core's availability a and hop; hop one way = a × TSC / forwarded − synthetic(cycles=R) one way; polling: sharing(k) = a × TSC / forwarded by k VNFs of synthetic(cycles=W) on one core − synthetic(cycles=W) − hop (at the smallest size); interrupt: what k PVP forwarders on one core, taking turns, carry in all, and k PVP VNFs of synthetic(cycles=60) beside them (at the smallest size), a link between two VNFs on one core = a × TSC / forwarded by one chain of two VNFs of synthetic(cycles=R/2) each − hop − their NFs, and a link one way in a chain of k = 2, 6 forwarders on one core = (a × TSC / forwarded − hop one way) / (k − 1) (at the smallest size); polling turn = ring / (4 × forwarded) by a chain of 4 polling forwarders on one core (each link passes a ring of frames per round of turns); each point's interval is its repetitions' range";
+pub const NOTE: &str = "memif (scenarios: VNF processes in namespaces joined by memif, one tester thread; PVP chains offered all the tester sends, one way for the tester's terms, both ways for the VNFs' unless said): the tester's T_gen, T_send, T_recv solved from TSC = generated T_gen + taken T_send + received T_recv over three runs (a polling forwarder, a firewall without rules, a synthetic NF of 4 W cycles); W = the larger of 1500 and 3 × the tester's round trip R; one VNF alone on its core (its ring refusing frames: the VNF, not the tester, the limit) doing synthetic(cycles=W) and synthetic(cycles=R) takes TSC / forwarded = (hop + synthetic) / a, solved for its core's availability a and hop; hop one way = a × TSC / forwarded − synthetic(cycles=R) one way; polling: sharing(k) = a × TSC / forwarded by k VNFs of synthetic(cycles=W) on one core − synthetic(cycles=W) − hop (at the smallest size); interrupt: what k PVP forwarders on one core, taking turns, carry in all, and k PVP VNFs of synthetic(cycles=60) beside them (at the smallest size), a link between two VNFs on one core = a × TSC / forwarded by one chain of two VNFs of synthetic(cycles=R/2) each − hop − their NFs, and a link one way in a chain of k = 5, 8, 12 forwarders on one core, fitted L + S / k = (a × TSC / forwarded − hop one way) / (k − 1) (at the smallest size); polling turn(k) = ring / (k × forwarded) by a chain of k = 2, 6, 12 polling forwarders on one core (each link passes a ring of frames per round of turns), fitted L + S / k; each point's interval is its repetitions' range";
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -152,7 +152,7 @@ impl MemifTermsArgs {
                     _ => (2 + self.turn_vnfs.len()) * self.sharing_of(w).len() + LINK_CHAINS.len(),
                 })
                 .sum::<usize>()
-            + self.waits.iter().filter(|w| *w == "polling").count()
+            + TURN_CHAINS.len() * self.waits.iter().filter(|w| *w == "polling").count()
             // A crossing between hosts, into a VNF, out of one and between two
             // (interrupt).
             + 3 * self.waits.iter().filter(|w| *w != "polling").count()
@@ -186,9 +186,9 @@ pub struct MemifRound {
     /// Per wait, per k of its sharing: cycles per frame beyond the hop (only at the
     /// smallest size).
     sharing: Vec<Vec<f64>>,
-    /// Per wait: a polling process's turn on a shared core, seconds (polling, at the
-    /// smallest size).
-    turns: Vec<Option<f64>>,
+    /// Per wait, per k of [`TURN_CHAINS`]: a polling process's turn on a core shared by
+    /// k, seconds (polling, at the smallest size; empty elsewhere).
+    turns: Vec<Vec<f64>>,
     /// Per wait, per k of its sharing (interrupt, at the smallest size): what k
     /// chains of forwarders on one core carry in all, frames a second; and k chains of
     /// VNFs doing [`TURNS_WORK_CYCLES`] of synthetic work.
@@ -206,12 +206,17 @@ pub struct MemifRound {
     tunnels: Vec<Option<[f64; 4]>>,
 }
 
-/// Polling hops on one core in the run that measures a turn.
-const TURN_HOPS: usize = 4;
+/// The chains of polling hops on one core that measure a turn: the scenarios' cells
+/// run 4 and 10, between them (the turn grows with the hops, 2.0 ms at 2 to 3.5 at 12,
+/// and one measured at 4 priced 10 hops 17 % high).
+const TURN_CHAINS: [usize; 3] = [2, 6, 12];
 
-/// The chains of forwarders one way on one core that price a link one way: the
-/// scenarios' cells run 4 and 10.
-const LINK_CHAINS: [usize; 2] = [2, 6];
+/// The chains of forwarders one way on one core that price a link one way: long enough
+/// that the link sets their pace. Chains of 2 and 3 are held by how often the tester
+/// wakes their first VNF: 2 forwarded 2.6 Mpps in the host's slow state and 5.5 in its
+/// fast one, 3 forwarded less than 4 in both; from 4 to 12 the link costs 95 to 130
+/// cycles in either (X, 2026-12-05). The scenarios' cells run 4 and 10.
+const LINK_CHAINS: [usize; 3] = [5, 8, 12];
 
 /// The synthetic work of the VNFs whose turns are measured beside forwarders': about a
 /// router's (45 to 60 cycles in a VNF here), light enough that two of them on a core
@@ -616,15 +621,17 @@ pub fn round(
         vnf_turns.push(per_vnf);
         // Polling hops on one core take turns: each link passes at most a ring of
         // frames while every hop has its turn once.
-        turns.push(if sharing && wait == "polling" {
-            let what = format!("polling turns of {TURN_HOPS} hops on one core");
-            let r = measure(runs.split(&["forwarder"; TURN_HOPS], wait, false), &what)?;
-            vnf_bound(&r, &what)?;
+        let mut per_k_turns = Vec::new();
+        if sharing && wait == "polling" {
             let ring = f64::from(sfclab_io::memif::Config::default().ring_frames());
-            Some(ring / (TURN_HOPS as f64 * r.received.max(1.0)))
-        } else {
-            None
-        });
+            for k in TURN_CHAINS {
+                let what = format!("polling turns of {k} hops on one core");
+                let r = measure(runs.split(&vec!["forwarder"; k], wait, false), &what)?;
+                vnf_bound(&r, &what)?;
+                per_k_turns.push(ring / (k as f64 * r.received.max(1.0)));
+            }
+        }
+        turns.push(per_k_turns);
     }
     // The VNFs' NFs in a VNF process, after the NFs before them, the light work after
     // them: each NF's cycles are the share of the run with it over the run without.
@@ -813,13 +820,14 @@ pub fn terms(args: &MemifTermsArgs, sizes: &[u16], rounds: &[Vec<MemifRound>]) -
                     runs,
                 })
             },
-            turn: {
-                let runs: Vec<f64> = rounds[0].iter().filter_map(|r| r.turns[w]).collect();
-                (!runs.is_empty()).then(|| sfclab_model::calibration::Turn {
-                    seconds: median(&runs),
+            turns: per_k(&TURN_CHAINS, &rounds[0], |r| &r.turns[w])
+                .into_iter()
+                .map(|(per_core, seconds, runs)| sfclab_model::calibration::Turn {
+                    per_core,
+                    seconds,
                     runs,
                 })
-            },
+                .collect(),
             // Measured for interrupt mode only.
             taking_turns: turns_points(&args.sharing_of(wait), &rounds[0], |r| &r.taking_turns[w]),
             vnf_turns: args
@@ -949,9 +957,9 @@ mod tests {
         assert_eq!(m.streams[0].offered_pps, None);
         assert_eq!(m.streams[0].frames, vec![(512.0, 1.0)]);
         // Three sizes of 7 runs; forwarders and VNFs with work taking turns at 2, 4 and
-        // 8, chains of 2 and 6 forwarders one way; the links between hosts into a VNF,
-        // out of one and between two.
-        assert_eq!(args.runs(3), 3 * 7 + 2 * 3 + 2 + 3);
+        // 8, chains of 5, 8 and 12 forwarders one way; the links between hosts into a
+        // VNF, out of one and between two.
+        assert_eq!(args.runs(3), 3 * 7 + 2 * 3 + 3 + 3);
         // Those cross the hosts' cable where their places change host.
         for (hosts, crossings) in [
             (vec![2], vec![Some(0), None]),

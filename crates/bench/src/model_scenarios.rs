@@ -7,8 +7,8 @@
 //! host's speed swings for tens of seconds at a time, so terms measured long before
 //! their cells price another machine. The cells' oversubscriptions are not all the
 //! calibrated ones (sharing and the presets' own turns are measured at 2, 4 and 8 per
-//! core, a polling turn with four hops; cells run 1, 3, 4, 5, 6 and 10, and PVP routers
-//! at 3, 5 and 6).
+//! core, the one-way link at 5, 8 and 12, the polling turn at 2, 6 and 12; cells run 1,
+//! 3, 4, 5, 6 and 10, and PVP routers at 3, 5 and 6).
 
 use std::path::Path;
 
@@ -174,7 +174,13 @@ pub struct ScenarioCheck {
     /// tries at another.
     pub two_core_runs_repeated: usize,
     pub two_core_runs_kept_apart: usize,
+    /// Rounds' terms measured again because the host moved the cores during them (at
+    /// most `TERMS_TRIES − 1` a round).
+    pub terms_taken_again: usize,
 }
+
+/// How often a round's terms are measured when the host moves the cores during them.
+const TERMS_TRIES: usize = 3;
 
 /// Cells run per round, and the calibration's steps before them.
 pub fn steps_per_round(cal: &crate::calibrate::CalibrateArgs) -> usize {
@@ -376,24 +382,40 @@ pub fn run(
     // compared. The two distances here are two machines (one PVP forwarder chain
     // forwarded 4.7 and 10.6 Mpps), and a prediction for one says nothing of the other.
     let mut terms_by_distance: Vec<(f64, std::rc::Rc<Calibration>)> = Vec::new();
+    let mut terms_taken_again = 0;
     while rounds.start_next() {
-        if let Some(g) = &guard {
-            g.begin_episode();
-        }
-        let cal = std::rc::Rc::new(crate::calibrate::calibrate(
-            &cal_args,
-            &mut progress.part("the model's terms"),
-            stop,
-        )?);
-        if stop.requested() {
-            break;
-        }
         // Terms the host measured at two distances (a run kept after the guard's tries)
-        // are of neither machine: kept for none.
-        let episode = guard.as_ref().map(|g| g.episode());
-        if let Some(d) = episode.filter(|e| e.one_state).and_then(|e| e.round_trip_cycles) {
-            keep_terms(&mut terms_by_distance, d, cal.clone());
-        }
+        // are of neither machine: kept for none, and measured again, up to
+        // `TERMS_TRIES` times, in whichever state the host holds then. Without it, three
+        // rounds' terms in a row were mixed (one run in sixty kept apart each) and no
+        // cell was compared.
+        let mut tries = 0;
+        let cal = loop {
+            tries += 1;
+            if let Some(g) = &guard {
+                g.begin_episode();
+            }
+            let cal = match crate::calibrate::calibrate(&cal_args, &mut progress.part("the model's terms"), stop) {
+                Ok(cal) => std::rc::Rc::new(cal),
+                // Ctrl-C: the rounds before this one are kept, this one is cut.
+                Err(_) if stop.requested() => break None,
+                Err(e) => return Err(e),
+            };
+            let episode = guard.as_ref().map(|g| g.episode());
+            if let Some(d) = episode.filter(|e| e.one_state).and_then(|e| e.round_trip_cycles) {
+                keep_terms(&mut terms_by_distance, d, cal.clone());
+                break Some(cal);
+            }
+            if stop.requested() || episode.is_none() || tries == TERMS_TRIES {
+                break Some(cal);
+            }
+            terms_taken_again += 1;
+            progress.warn("the host moved the cores while the model's terms were measured: measuring them again");
+            progress.plan_more(crate::calibrate::steps_per_repetition(&cal_args));
+        };
+        let Some(cal) = cal.filter(|_| !stop.requested()) else {
+            break;
+        };
         for (k, ((mut s, model), cell)) in cells.iter().cloned().zip(&models).zip(&CELLS).enumerate() {
             s.stop_on(stop);
             let doc = crate::cores::run_guarded(guard.as_deref(), pair[0], pair[1], || {
@@ -470,6 +492,7 @@ pub fn run(
         check.two_core_runs_repeated = g.repeated();
         check.two_core_runs_kept_apart = g.kept_apart();
     }
+    check.terms_taken_again = terms_taken_again;
     // The rounds' list of terms goes first: the last round's is then its only holder.
     drop(terms_by_distance);
     Ok((check, last.map(std::rc::Rc::unwrap_or_clone), completed, interrupted))
@@ -558,6 +581,7 @@ pub fn check_of(cells: Vec<ScenarioCell>) -> ScenarioCheck {
         bottlenecks_agreeing: agreeing,
         two_core_runs_repeated: 0,
         two_core_runs_kept_apart: 0,
+        terms_taken_again: 0,
         median_abs_error_pct,
         worst_abs_error_pct,
         worst,
@@ -625,7 +649,8 @@ pub fn render_table(
     let _ = writeln!(s, "{t}");
     let _ = writeln!(
         s,
-        "A round is compared where terms were measured at the distance between the tester's core and the VNFs' the cell ran at (`-`: none were; the host moves the cores between two distances, two machines to the model)."
+        "A round is compared where terms were measured at the distance between the tester's core and the VNFs' the cell ran at (`-`: none were; the host moves the cores between two distances, two machines to the model). Terms measured again because the host moved the cores during them: {}.",
+        check.terms_taken_again
     );
     let _ = writeln!(
         s,

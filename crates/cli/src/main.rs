@@ -352,8 +352,8 @@ pub fn schema(name: &str) -> Option<String> {
         "sweep" => Some(sweep::schema()),
         "scenario" => Some(scenario::schema()),
         "calibration" => Some(render::schema_of::<sfclab_model::Calibration>(
-            "calibration-8.json",
-            "`sfclab model calibrate` (the file it writes), schema sfclab.calibration/8.",
+            "calibration-9.json",
+            "`sfclab model calibrate` (the file it writes), schema sfclab.calibration/9.",
         )),
         "scenario-prediction" => Some(
             render::schema_of::<sfclab_model::documents::ScenarioPredictionDocument>(

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 #[derive(Subcommand)]
 pub enum ModelCmd {
     /// Measure every cost term of the model on this machine and store it (JSON,
-    /// schema `sfclab.calibration/8`, with the machine and date): the compound base,
+    /// schema `sfclab.calibration/9`, with the machine and date): the compound base,
     /// each NF (every NF type's usual settings, and those of the chains given), the
     /// pipeline's stages and rings, per frame size.
     Calibrate(CalibrateCli),
@@ -560,8 +560,13 @@ pub fn calibration_table(cal: &Calibration) -> String {
             if let Some(a) = &w.availability {
                 scaled("the share of its core's time a lone VNF gets, %", &a.runs, 100.0, 1);
             }
-            if let Some(turn) = &w.turn {
-                scaled("a process's turn on a shared core, ms", &turn.runs, 1e3, 2);
+            for turn in &w.turns {
+                scaled(
+                    &format!("a process's turn on a core shared by {}, ms", turn.per_core),
+                    &turn.runs,
+                    1e3,
+                    2,
+                );
             }
             if let Some(t) = &w.tunnel {
                 for (what, term) in [

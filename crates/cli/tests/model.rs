@@ -34,7 +34,7 @@ fn calibrate(dir: &std::path::Path, chains: &[&str]) -> std::path::PathBuf {
     let printed: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(printed, written, "--json prints what it writes");
-    assert_follows_schema("calibration-8.json", &written);
+    assert_follows_schema("calibration-9.json", &written);
     out
 }
 
@@ -81,7 +81,7 @@ fn a_prediction_adds_up_the_calibrations_terms() {
         &["forwarder(dst_mac=02:00:00:00:00:09) -> nat44(max_sessions=4096)"],
     );
     let cal: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(cal["schema"], "sfclab.calibration/8");
+    assert_eq!(cal["schema"], "sfclab.calibration/9");
     assert_eq!(cal["method"]["repeat"], 2);
     assert!(cal["machine"]["tsc_hz"].as_f64().unwrap() > 1e8);
     // The MAC names a port, it does not change the forwarder's work: one key `forwarder`.
@@ -295,7 +295,7 @@ fn bench_document(o: &std::process::Output) -> (Value, String) {
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(o));
     let b: Value = serde_json::from_str(&stdout(o))
         .unwrap_or_else(|e| panic!("no document ({e}), exit {:?}: {}", o.status.code(), stderr(o)));
-    assert_follows_schema("bench-model-10.json", &b);
+    assert_follows_schema("bench-model-11.json", &b);
     (b, stderr(o))
 }
 
@@ -485,7 +485,7 @@ fn chains_in_namespaces_are_calibrated_and_priced_per_hop() {
     let o = sfclab(&args);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     let cal: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_follows_schema("calibration-8.json", &cal);
+    assert_follows_schema("calibration-9.json", &cal);
     let veth = &cal["wired"][0];
     assert_eq!(veth["technology"], "veth");
     let fixed = at(&veth["fixed"], 64);
@@ -620,7 +620,7 @@ fn a_scenario_is_priced_from_the_memif_terms_and_the_nfs_as_the_model_adds_them_
     let dir = temp("scenario-predict");
     let cal = calibrate(&dir, &["forwarder"]);
     let c = with_memif_terms(&cal, 300.0);
-    assert_follows_schema("calibration-8.json", &c);
+    assert_follows_schema("calibration-9.json", &c);
     let hz = c["machine"]["tsc_hz"].as_f64().unwrap();
     let forwarder = at(nf_curve(&c, "forwarder"), 64);
     let predict = |extra: &[&str]| {
@@ -961,7 +961,7 @@ fn the_memif_terms_are_calibrated_from_scenarios_and_price_one() {
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("memif interrupt: a VNF's hop"), "{}", stdout(&o));
     let c: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_follows_schema("calibration-8.json", &c);
+    assert_follows_schema("calibration-9.json", &c);
     let m = &c["memif"];
     assert_eq!(m["waits"][0]["wait"], "interrupt");
     // Waiting VNFs take turns on a shared core: what k of them carried, at 2, 4 and 8
@@ -1130,7 +1130,7 @@ fn predict_without_a_calibration_measures_one_keeps_it_and_prices_with_it() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("no calibration at"), "{}", stderr(&o));
     let made: Value = serde_json::from_str(&std::fs::read_to_string(&cal).unwrap()).unwrap();
-    assert_follows_schema("calibration-8.json", &made);
+    assert_follows_schema("calibration-9.json", &made);
     nf_curve(&made, "forwarder");
     let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert!(doc["max_mpps"].as_f64().unwrap() > 0.0, "{doc}");

@@ -1,6 +1,6 @@
 //! A calibration: every cost term the model uses, as measured on one machine on one
-//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/8`; /7 read as one
-//! without VNFs' own turns, /6 as one without the links between hosts, /5 as one whose VNFs take turns alike whatever their work, /4 as one whose memif hop holds the
+//! day (`sfclab model calibrate`), stored as JSON (`sfclab.calibration/9`; /8 read as one
+//! whose polling turn holds at every k, /7 as one without VNFs' own turns, /6 as one without the links between hosts, /5 as one whose VNFs take turns alike whatever their work, /4 as one whose memif hop holds the
 //! time its core was not the VNF's, /3 as one without memif terms) and reused by
 //! `model predict`, `plan` and `bench model`. A term is a curve over frame sizes; a
 //! prediction at a size between two calibrated ones interpolates, one outside them or
@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/8";
+pub const CALIBRATION_SCHEMA: &str = "sfclab.calibration/9";
 
 /// How to calibrate a missing NF of a chain, and of a scenario's VNF.
 const CALIBRATE_A_CHAINS_NFS: &str = "calibrate it with `sfclab model calibrate --chain ...` naming it";
@@ -29,6 +29,9 @@ const CALIBRATION_SCHEMA_6: &str = "sfclab.calibration/6";
 /// The schema before VNFs' own turns: read as one whose VNFs take turns as forwarders
 /// and VNFs of light synthetic work do, by their work.
 const CALIBRATION_SCHEMA_7: &str = "sfclab.calibration/7";
+/// The schema before the polling turn at several k: read as one whose turn, measured at
+/// 4 per core, holds at every k.
+const CALIBRATION_SCHEMA_8: &str = "sfclab.calibration/8";
 
 /// A cost at each calibrated frame size (with FCS), TSC cycles per packet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -299,10 +302,12 @@ pub struct MemifWaitCalibration {
     pub same_core_link: Option<Curve>,
     /// Interrupt: the same with frames one way only, in a chain of k forwarders on one
     /// core, at a few k, at the smallest size. It falls with k (measured 225 cycles at
-    /// 2, 148 at 4, 117 at 10): with more VNFs on the core each waits longer for its
-    /// turn and takes more frames per wake-up. Priced `L + S / k` through the smallest
-    /// and largest k measured, the smallest k's below it, the size's effect as both
-    /// ways'; empty in a calibration before it (priced as both ways).
+    /// 2, 148 at 4, 117 at 10) and levels off from about 4 (95 to 130 cycles up to 12):
+    /// with more VNFs on the core each waits longer for its turn and takes more frames
+    /// per wake-up. Priced `L + S / k` fitted to every k measured by least squares (a
+    /// line through two noisy points, at 2 and 6, once put 10 per core at 61 cycles
+    /// where 115 were measured), the smallest k's below it, the size's effect as both ways'; empty in a calibration before it
+    /// (priced as both ways).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub same_core_link_one_way: Vec<LinkPoint>,
     /// Per frame, beyond `hop`, when k processes busy at once share each core (wake-ups,
@@ -330,9 +335,19 @@ pub struct MemifWaitCalibration {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub vnf_turns: Vec<VnfTurns>,
     /// Polling: how long a process keeps a shared core before the scheduler gives it
-    /// to the next (a process that never sleeps only leaves it when preempted).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn: Option<Turn>,
+    /// to the next (a process that never sleeps only leaves it when preempted), at a
+    /// few numbers of processes per core, in increasing order. It grows with them
+    /// (measured 2.0 ms at 2, 2.9 at 4, 3.3 at 6, 3.5 at 10 and 12): priced `L + S /
+    /// k` fitted to every k measured, the smallest k's below it. Read from `turn`, one
+    /// measured at 4 per core, in a calibration before /9.
+    #[serde(
+        default,
+        rename = "turns",
+        alias = "turn",
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub turns: Vec<Turn>,
     /// A link that crosses between two hosts (a VXLAN tunnel over the hosts' cable, each
     /// end an AF_XDP socket in generic mode, as `hosts:` scenarios join places on
     /// different hosts), at the smallest size, from one forwarder one way with its input
@@ -398,13 +413,41 @@ pub struct Measured {
     pub runs: Vec<f64>,
 }
 
-/// How long a polling process keeps a shared core: a chain of polling hops on one core
-/// passes at most a ring of frames per link each time every hop has had its turn.
+/// How long a polling process keeps a shared core of `per_core` such processes: a chain
+/// of polling hops on one core passes at most a ring of frames per link each time every
+/// hop has had its turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Turn {
+    /// Before /9 the turn was measured with four hops on the core only.
+    #[serde(default = "Turn::per_core_before_9")]
+    pub per_core: f64,
     /// The median of the repetitions.
     pub seconds: f64,
     pub runs: Vec<f64>,
+}
+
+impl Turn {
+    fn per_core_before_9() -> f64 {
+        4.0
+    }
+}
+
+/// A field that held one value before it held several: either, as a list.
+fn one_or_many<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany<T> {
+        One(T),
+        Many(Vec<T>),
+    }
+    Ok(match OneOrMany::deserialize(deserializer)? {
+        OneOrMany::One(one) => vec![one],
+        OneOrMany::Many(many) => many,
+    })
 }
 
 /// What VNFs taking turns on a core carry in all at `per_core` per core.
@@ -505,17 +548,27 @@ impl MemifWaitCalibration {
         };
         let at_size = both.at(size)?;
         let points = &self.same_core_link_one_way;
-        let (true, Some(first), Some(last)) = (one_way, points.first(), points.last()) else {
+        let (true, Some(first)) = (one_way, points.first()) else {
             return Ok(Some(at_size));
         };
         let smallest = f64::from(both.points.first().map_or(64, |p| p.size));
-        let one_way_at_k = if last.per_core > first.per_core {
-            let slope = (last.cycles - first.cycles) / (1.0 / last.per_core - 1.0 / first.per_core);
-            first.cycles + slope * (1.0 / k.max(first.per_core) - 1.0 / first.per_core)
-        } else {
-            first.cycles
-        };
+        let (intercept, slope) = fit_in_reciprocal(points.iter().map(|p| (p.per_core, p.cycles)));
+        let one_way_at_k = intercept + slope / k.max(first.per_core);
         Ok(Some(one_way_at_k + at_size - both.at(smallest)?))
+    }
+
+    /// A polling process's turn on a core shared by `k`, seconds; `None` where not
+    /// calibrated.
+    pub fn turn_at(&self, k: f64) -> Option<f64> {
+        let first = self.turns.first()?;
+        let (intercept, slope) = fit_in_reciprocal(self.turns.iter().map(|t| (t.per_core, t.seconds)));
+        let fitted = intercept + slope / k.max(first.per_core);
+        // Points far off the curve can put it below zero: the shortest turn measured then.
+        Some(if fitted > 0.0 {
+            fitted
+        } else {
+            self.turns.iter().map(|t| t.seconds).fold(f64::INFINITY, f64::min)
+        })
     }
 
     /// The share of a VNF core's time its processes get (1 where not calibrated).
@@ -533,6 +586,22 @@ impl MemifWaitCalibration {
         points.extend(self.sharing.iter().map(|p| (p.per_core, p.cycles)));
         linear_in_k(points, k).unwrap_or(0.0)
     }
+}
+
+/// `value = L + S / k` fitted to points `(k, value)` by least squares: `(L, S)`; a
+/// single k's value (or their mean) with no slope where the points hold one k.
+fn fit_in_reciprocal(points: impl Iterator<Item = (f64, f64)>) -> (f64, f64) {
+    let points: Vec<(f64, f64)> = points.map(|(k, v)| (1.0 / k, v)).collect();
+    let n = points.len().max(1) as f64;
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    if sxx <= f64::EPSILON {
+        return (mean_y, 0.0);
+    }
+    let slope = sxy / sxx;
+    (mean_y - slope * mean_x, slope)
 }
 
 /// A term measured at a few `(k, value)`, at `k`: linear between the measured k, the
@@ -596,8 +665,8 @@ impl Calibration {
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("{origin}: not JSON: {e}"))?;
         match value.get("schema").and_then(|s| s.as_str()) {
             Some(
-                CALIBRATION_SCHEMA | CALIBRATION_SCHEMA_7 | CALIBRATION_SCHEMA_6 | CALIBRATION_SCHEMA_5
-                | CALIBRATION_SCHEMA_4 | CALIBRATION_SCHEMA_3,
+                CALIBRATION_SCHEMA | CALIBRATION_SCHEMA_8 | CALIBRATION_SCHEMA_7 | CALIBRATION_SCHEMA_6
+                | CALIBRATION_SCHEMA_5 | CALIBRATION_SCHEMA_4 | CALIBRATION_SCHEMA_3,
             ) => {}
             Some(other) => {
                 return Err(format!(
@@ -680,6 +749,16 @@ impl Calibration {
                 {
                     return Err(format!(
                         "memif `{}` same_core_link_one_way: each point a number of cycles at 2 or more VNFs per core, in increasing order",
+                        w.wait
+                    ));
+                }
+                if w.turns
+                    .iter()
+                    .any(|t| !(t.per_core >= 2.0 && t.seconds.is_finite() && t.seconds > 0.0))
+                    || !w.turns.is_sorted_by(|a, b| a.per_core < b.per_core)
+                {
+                    return Err(format!(
+                        "memif `{}` turns: each a time in seconds at 2 or more processes per core, in increasing order",
                         w.wait
                     ));
                 }
@@ -844,6 +923,54 @@ mod tests {
         assert!(e.contains("outside the calibrated frame sizes 64..1518"), "{e}");
         assert!(c.at(60.0).is_err());
         assert!(curve(&[]).at(64.0).is_err());
+    }
+
+    #[test]
+    fn a_term_falling_in_one_over_k_is_fitted_to_every_point() {
+        let close = |(l, s): (f64, f64), (el, es): (f64, f64)| {
+            assert!(
+                (l - el).abs() < 1e-9 && (s - es).abs() < 1e-9,
+                "({l}, {s}) against ({el}, {es})"
+            );
+        };
+        // Exactly on `90 + 270 / k`.
+        close(
+            fit_in_reciprocal([(2.0, 225.0), (10.0, 117.0)].into_iter()),
+            (90.0, 270.0),
+        );
+        // A middle point 20 cycles high pulls the line through both ends up and flatter:
+        // x = 1/k at 1/2, 1/6, 1/12 (mean 1/4), the residuals' sum zero.
+        let (l, s) = fit_in_reciprocal([(2.0, 225.0), (6.0, 135.0 + 20.0), (12.0, 112.5)].into_iter());
+        assert!(l > 90.0 && s < 270.0, "({l}, {s})");
+        let residuals: f64 = [(2.0, 225.0), (6.0, 155.0), (12.0, 112.5)]
+            .iter()
+            .map(|(k, v)| v - (l + s / k))
+            .sum();
+        assert!(residuals.abs() < 1e-9, "{residuals}");
+        // One k, or the same k twice: its value (their mean), flat.
+        close(fit_in_reciprocal([(4.0, 150.0)].into_iter()), (150.0, 0.0));
+        close(
+            fit_in_reciprocal([(4.0, 140.0), (4.0, 160.0)].into_iter()),
+            (150.0, 0.0),
+        );
+    }
+
+    #[test]
+    fn a_turn_measured_at_four_per_core_before_9_is_read_as_the_one_point() {
+        let hop = serde_json::json!({ "points": [{ "size": 64, "cycles": 200.0, "runs": [200.0] }] });
+        let before = serde_json::json!({
+            "wait": "polling", "hop": hop, "sharing": [],
+            "turn": { "seconds": 0.003, "runs": [0.003] },
+        });
+        let w: MemifWaitCalibration = serde_json::from_value(before).unwrap();
+        assert_eq!(w.turns.len(), 1);
+        assert_eq!((w.turns[0].per_core, w.turns[0].seconds), (4.0, 0.003));
+        // One point holds at every k; written back as the list it now is.
+        assert_eq!(w.turn_at(10.0), Some(0.003));
+        let written = serde_json::to_value(&w).unwrap();
+        assert_eq!(written["turns"][0]["per_core"], 4.0);
+        let again: MemifWaitCalibration = serde_json::from_value(written).unwrap();
+        assert_eq!(again, w);
     }
 
     #[test]

@@ -297,10 +297,12 @@ impl<'a> PricedScenario<'a> {
         let turn_caps = model
             .streams
             .iter()
-            .map(|s| match (&wait.turn, polling && per_core > 1.0 && s.path.len() > 1) {
-                (Some(turn), true) => model.ring_frames / (per_core * turn.seconds),
-                _ => carried / model.streams.len() as f64,
-            })
+            .map(
+                |s| match (wait.turn_at(per_core), polling && per_core > 1.0 && s.path.len() > 1) {
+                    (Some(turn), true) => model.ring_frames / (per_core * turn),
+                    _ => carried / model.streams.len() as f64,
+                },
+            )
             .collect();
         Ok(PricedScenario {
             model,
@@ -1066,7 +1068,7 @@ pub(crate) mod tests {
                     cycles: 100.0,
                     runs: vec![100.0],
                 }],
-                turn: None,
+                turns: Vec::new(),
                 tunnel: None,
             }],
         });
@@ -1411,10 +1413,11 @@ pub(crate) mod tests {
         let mut cal = cal();
         let mut polling = cal.memif.as_ref().unwrap().waits[0].clone();
         polling.wait = "polling".into();
-        polling.turn = Some(crate::calibration::Turn {
+        polling.turns = vec![crate::calibration::Turn {
+            per_core: 4.0,
             seconds: 0.003,
             runs: vec![0.003],
-        });
+        }];
         cal.memif.as_mut().unwrap().waits.push(polling);
         let mut m = scenario(1, 4, Some(1e6));
         m.wait = "polling".into();
@@ -1423,6 +1426,19 @@ pub(crate) mod tests {
         assert!((f.received_pps - cap).abs() / cap < 1e-6, "{f:#?}");
         assert_eq!(f.streams[0].dropped[0].0, "tester ring-full");
         assert!((f.generated_pps - f.received_pps - total_dropped(&f)).abs() < 1e-3);
+        // Turns measured at 2 and 12 per core, 2 and 3.5 ms: `L + S / k` through them
+        // (S = −3.6 ms, L = 3.8 ms) gives 2.9 ms at 4.
+        let w = &mut cal.memif.as_mut().unwrap().waits[1];
+        w.turns = [(2.0, 0.002), (12.0, 0.0035)]
+            .map(|(per_core, seconds)| crate::calibration::Turn {
+                per_core,
+                seconds,
+                runs: vec![seconds],
+            })
+            .to_vec();
+        let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
+        let cap = 1024.0 / (4.0 * 0.0029);
+        assert!((f.received_pps - cap).abs() / cap < 1e-6, "{f:#?}");
         // Each on a core of its own, or one hop alone: no turns to wait for.
         m.vnf_cores = 4;
         let f = PricedScenario::new(&cal, &m).unwrap().flow(1.0);
