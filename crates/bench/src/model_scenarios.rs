@@ -396,9 +396,9 @@ pub fn run(
                 g.begin_episode();
             }
             let cal = match crate::calibrate::calibrate(&cal_args, &mut progress.part("the model's terms"), stop) {
-                Ok(cal) => std::rc::Rc::new(cal),
                 // Ctrl-C: the rounds before this one are kept, this one is cut.
-                Err(_) if stop.requested() => break None,
+                _ if stop.requested() => break None,
+                Ok(cal) => std::rc::Rc::new(cal),
                 Err(e) => return Err(e),
             };
             let episode = guard.as_ref().map(|g| g.episode());
@@ -406,14 +406,14 @@ pub fn run(
                 keep_terms(&mut terms_by_distance, d, cal.clone());
                 break Some(cal);
             }
-            if stop.requested() || episode.is_none() || tries == TERMS_TRIES {
+            if episode.is_none() || tries == TERMS_TRIES {
                 break Some(cal);
             }
             terms_taken_again += 1;
             progress.warn("the host moved the cores while the model's terms were measured: measuring them again");
             progress.plan_more(crate::calibrate::steps_per_repetition(&cal_args));
         };
-        let Some(cal) = cal.filter(|_| !stop.requested()) else {
+        let Some(cal) = cal else {
             break;
         };
         for (k, ((mut s, model), cell)) in cells.iter().cloned().zip(&models).zip(&CELLS).enumerate() {

@@ -306,8 +306,8 @@ pub struct MemifWaitCalibration {
     /// with more VNFs on the core each waits longer for its turn and takes more frames
     /// per wake-up. Priced `L + S / k` fitted to every k measured by least squares (a
     /// line through two noisy points, at 2 and 6, once put 10 per core at 61 cycles
-    /// where 115 were measured), the smallest k's below it, the size's effect as both ways'; empty in a calibration before it
-    /// (priced as both ways).
+    /// where 115 were measured), the smallest k's below it, the size's effect as both
+    /// ways'; empty in a calibration before it (priced as both ways).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub same_core_link_one_way: Vec<LinkPoint>,
     /// Per frame, beyond `hop`, when k processes busy at once share each core (wake-ups,
@@ -552,8 +552,7 @@ impl MemifWaitCalibration {
             return Ok(Some(at_size));
         };
         let smallest = f64::from(both.points.first().map_or(64, |p| p.size));
-        let (intercept, slope) = fit_in_reciprocal(points.iter().map(|p| (p.per_core, p.cycles)));
-        let one_way_at_k = intercept + slope / k.max(first.per_core);
+        let one_way_at_k = in_reciprocal(points.iter().map(|p| (p.per_core, p.cycles)), first.per_core, k);
         Ok(Some(one_way_at_k + at_size - both.at(smallest)?))
     }
 
@@ -561,8 +560,7 @@ impl MemifWaitCalibration {
     /// calibrated.
     pub fn turn_at(&self, k: f64) -> Option<f64> {
         let first = self.turns.first()?;
-        let (intercept, slope) = fit_in_reciprocal(self.turns.iter().map(|t| (t.per_core, t.seconds)));
-        let fitted = intercept + slope / k.max(first.per_core);
+        let fitted = in_reciprocal(self.turns.iter().map(|t| (t.per_core, t.seconds)), first.per_core, k);
         // Points far off the curve can put it below zero: the shortest turn measured then.
         Some(if fitted > 0.0 {
             fitted
@@ -588,8 +586,16 @@ impl MemifWaitCalibration {
     }
 }
 
+/// A term measured at a few k (the smallest `smallest`) that moves with k as `L + S /
+/// k`, at `k`: the fit through every point, the smallest k's value below it.
+fn in_reciprocal(points: impl Iterator<Item = (f64, f64)>, smallest: f64, k: f64) -> f64 {
+    let (intercept, slope) = fit_in_reciprocal(points);
+    intercept + slope / k.max(smallest)
+}
+
 /// `value = L + S / k` fitted to points `(k, value)` by least squares: `(L, S)`; a
-/// single k's value (or their mean) with no slope where the points hold one k.
+/// single k's value (or their mean) with no slope where the points hold one k. (Not
+/// `sfclab_measure::LineFit`: the model depends on no sfclab crate.)
 fn fit_in_reciprocal(points: impl Iterator<Item = (f64, f64)>) -> (f64, f64) {
     let points: Vec<(f64, f64)> = points.map(|(k, v)| (1.0 / k, v)).collect();
     let n = points.len().max(1) as f64;
