@@ -43,6 +43,7 @@ pub struct Desc {
 }
 
 impl Desc {
+    #[inline(always)]
     pub fn to_bytes(self) -> [u8; DESC] {
         let mut b = [0u8; DESC];
         b[0..2].copy_from_slice(&self.flags.to_le_bytes());
@@ -53,6 +54,7 @@ impl Desc {
         b
     }
 
+    #[inline(always)]
     pub fn from_bytes(b: &[u8; DESC]) -> Desc {
         let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);

@@ -259,6 +259,47 @@ impl MemifPort {
         }
     }
 
+    /// Before reading `n` frames from `slot` on: asks for their buffers' first lines, so
+    /// that the misses on lines the peer's core wrote overlap instead of coming one
+    /// frame after another. The descriptors are read here too (the server's buffers
+    /// are where the client says); a wrong one is only a wasted hint.
+    #[inline(always)]
+    fn will_read(conn: &Connection, q: &Queue, slot: u16, n: usize) {
+        for i in 0..n as u16 {
+            let s = slot.wrapping_add(i);
+            match q.own_buffer(s) {
+                Some((at, _)) => conn.regions[0].will_read(at),
+                None => {
+                    let d = q.ring.desc(s);
+                    if let Some(r) = conn.regions.get(usize::from(d.region)) {
+                        r.will_read(d.offset as usize);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Before writing `n` frames from `slot` on: asks for ownership of their
+    /// descriptors' and buffers' first lines, so that the stores do not wait in turn
+    /// for the peer's core to give up each line (measured: without it a quarter of a
+    /// forwarder's time stalled on a full store buffer).
+    #[inline(always)]
+    fn will_write(conn: &Connection, q: &Queue, slot: u16, n: usize) {
+        for i in 0..n as u16 {
+            let s = slot.wrapping_add(i);
+            q.ring.will_write_desc(s);
+            match q.own_buffer(s) {
+                Some((at, _)) => conn.regions[0].will_write(at),
+                None => {
+                    let d = q.ring.desc(s);
+                    if let Some(r) = conn.regions.get(usize::from(d.region)) {
+                        r.will_write(d.offset as usize);
+                    }
+                }
+            }
+        }
+    }
+
     /// How far the peer has filled receive ring `q`: the head it moves as producer
     /// (client to server), or the tail it moves as it fills the client's buffers.
     #[inline(always)]
@@ -287,8 +328,9 @@ impl MemifPort {
         if got < want {
             self.rx_pool_empty += 1;
         }
-        let (mut slot, mut taken, mut frames, mut bytes) = (self.rx_next, 0usize, 0usize, 0u64);
         let available = available.min(ring.size());
+        Self::will_read(conn, q, self.rx_next, got.min(usize::from(available)));
+        let (mut slot, mut taken, mut frames, mut bytes) = (self.rx_next, 0usize, 0usize, 0u64);
         let flags = self.window.flags();
         while frames < got && slot != end {
             // One frame: its first descriptor and those its NEXT flags chain on.
@@ -447,6 +489,10 @@ impl MemifPort {
             }
             Role::Server => (ring.tail().load(Ordering::Relaxed), ring.head().load(Ordering::Acquire)),
         };
+        let room = limit.wrapping_sub(slot);
+        if room <= ring.size() {
+            Self::will_write(conn, q, slot, (batch.len() - from).min(usize::from(room)));
+        }
         let (mut sent, mut bytes, mut window, mut broken) = (0usize, 0u64, 0u64, false);
         'frames: for p in batch.iter().skip(from) {
             let data = p.data();

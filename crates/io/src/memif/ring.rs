@@ -123,6 +123,13 @@ impl Ring {
         Desc::from_bytes(&bytes)
     }
 
+    /// Hints that the descriptor at `slot` will be written soon.
+    #[inline(always)]
+    pub fn will_write_desc(&self, slot: u16) {
+        self.region
+            .will_write(self.offset + RING_HEADER + usize::from(slot & self.mask()) * DESC);
+    }
+
     #[inline(always)]
     pub fn set_desc(&self, slot: u16, d: Desc) {
         let at = self.offset + RING_HEADER + usize::from(slot & self.mask()) * DESC;
