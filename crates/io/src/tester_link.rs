@@ -48,6 +48,7 @@ pub struct Signature {
 }
 
 /// Where a frame's signature goes.
+#[derive(Debug, PartialEq, Eq)]
 struct Place {
     /// Offset of the signature: the last 16 bytes of the L4 payload (inside the IP
     /// packet, not in Ethernet padding, which a forwarding kernel does not keep).
@@ -59,7 +60,22 @@ struct Place {
 
 /// `None` for frames that cannot carry a signature (not UDP/TCP over IP, a fragment,
 /// fewer than 16 bytes of payload).
+#[inline(always)]
 fn place(p: &mut Packet) -> Option<Place> {
+    // The common frame read straight from its bytes, as `Layers::parse`'s own fast
+    // path reads it: untagged IPv4 without options, not a fragment. A tester signs and
+    // checks every frame twice, and the general walk was an eighth of its time.
+    if let Some(&[0x08, 0x00, 0x45, _, t0, t1, _, _, f0, f1, _, protocol]) = p.data().get(12..24)
+        && (f0 & 0x3f) | f1 == 0
+    {
+        return place_after(p.data(), protocol, 34, 14 + usize::from(u16::from_be_bytes([t0, t1])));
+    }
+    place_walked(p)
+}
+
+/// [`place`] through the frame's parsed layers: VLAN tags, IP options, IPv6.
+#[inline(never)]
+fn place_walked(p: &mut Packet) -> Option<Place> {
     let layers = p.layers().ok()?;
     if layers.is_fragment() {
         return None;
@@ -71,7 +87,14 @@ fn place(p: &mut Packet) -> Option<Place> {
         Network::Ipv6 => l3 + 40 + usize::from(u16::from_be_bytes([data[l3 + 4], data[l3 + 5]])),
         _ => return None,
     };
-    let (header, check) = match layers.protocol() {
+    place_after(data, layers.protocol(), l4, ip_end)
+}
+
+/// Where the signature goes in a segment of `protocol` at `l4` of an IP packet that
+/// ends at `ip_end`.
+#[inline(always)]
+fn place_after(data: &[u8], protocol: u8, l4: usize, ip_end: usize) -> Option<Place> {
+    let (header, check) = match protocol {
         PROTO_UDP => (8, l4 + 6),
         PROTO_TCP => (usize::from(data.get(l4 + 12)? >> 4) * 4, l4 + 16),
         _ => return None,
@@ -81,7 +104,7 @@ fn place(p: &mut Packet) -> Option<Place> {
     }
     let at = ip_end - SIGNATURE_LEN;
     // An IPv4 UDP checksum of 0 means "none": it stays none.
-    let none = layers.protocol() == PROTO_UDP && data[check..check + 2] == [0, 0];
+    let none = protocol == PROTO_UDP && data[check..check + 2] == [0, 0];
     Some(Place {
         at,
         checksum: (!none).then_some((check, (at - l4) % 2 == 1)),
@@ -444,6 +467,45 @@ impl<G: RxPort, O: TxPort, I: RxPort> RxPort for TesterLink<G, O, I> {
             kind: "tester".into(),
             summary: format!("{} out {}, back {}", g.summary, o.summary, b.summary),
             settings,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use sfclab_core::PacketPool;
+
+    proptest! {
+        /// The bytes-first path finds the signature where the walk through the parsed
+        /// layers does, on frames shaped like the common one and broken in any header
+        /// byte: a total length past the frame or too short, a fragment, another
+        /// protocol, TCP with any data offset, options, VLAN tags, too short a frame.
+        #[test]
+        fn the_common_frames_place_is_the_walks(
+            len in 14usize..200,
+            common in any::<bool>(),
+            header in proptest::collection::vec(any::<u8>(), 60),
+            total in 0u16..220,
+            protocol in prop_oneof![Just(PROTO_UDP), Just(PROTO_TCP), any::<u8>()],
+            fragment in prop_oneof![Just(0u16), any::<u16>()],
+        ) {
+            let mut pool = PacketPool::new(1);
+            let mut p = pool.alloc().unwrap();
+            let frame = p.reset(len);
+            let n = frame.len().min(header.len());
+            frame[..n].copy_from_slice(&header[..n]);
+            if common && len >= 24 {
+                frame[12..15].copy_from_slice(&[0x08, 0x00, 0x45]);
+                frame[16..18].copy_from_slice(&total.to_be_bytes());
+                frame[20..22].copy_from_slice(&fragment.to_be_bytes());
+                frame[23] = protocol;
+            }
+            let fast = place(&mut p);
+            let walked = place_walked(&mut p);
+            prop_assert_eq!(fast, walked);
+            pool.free(p);
         }
     }
 }
