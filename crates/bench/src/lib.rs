@@ -365,6 +365,21 @@ pub fn wait_for_idle_cores(limit: Duration) -> Duration {
 }
 
 /// The median of a peer's runs, `None` when it did not run.
+/// A worst cell in words: its figures and error, and where the error is the median of
+/// several rounds' (the figures then medians too, which need not give that error), the
+/// rounds' errors.
+pub(crate) fn worst_cell(what: &str, predicted: f64, measured: f64, error: f64, rounds: &[f64]) -> String {
+    if rounds.len() < 2 {
+        return format!("{what}: predicted {predicted:.3} Mpps, measured {measured:.3} ({error:+.1} %)");
+    }
+    let each: Vec<String> = rounds.iter().map(|e| format!("{e:+.1}")).collect();
+    format!(
+        "{what}: predicted {predicted:.3} Mpps, measured {measured:.3}, medians of {} rounds; error {error:+.1} %, the median of the rounds' {} %",
+        rounds.len(),
+        each.join(", ")
+    )
+}
+
 pub fn median_if_any(v: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| median(v))
 }

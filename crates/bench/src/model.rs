@@ -867,9 +867,17 @@ pub fn errors_of(points: &[ModelPoint]) -> Vec<ModelError> {
                 median_abs_error_pct: median(&cells.iter().map(|c| c.1.error.abs()).collect::<Vec<_>>()),
                 worst_abs_error_pct: w.error.abs(),
                 median_measured_spread_pct: median(&cells.iter().map(|c| c.1.spread).collect::<Vec<_>>()),
-                worst: format!(
-                    "{} ({}, {} B): predicted {:.3} Mpps, measured {:.3} ({:+.1} %)",
-                    worst.chain, worst.layout, worst.size, w.predicted, w.measured, w.error
+                worst: crate::worst_cell(
+                    &format!("{} ({}, {} B)", worst.chain, worst.layout, worst.size),
+                    w.predicted,
+                    w.measured,
+                    w.error,
+                    // The saturated figure's error is of the rounds' medians.
+                    if suffix.is_empty() {
+                        &worst.round_errors_pct
+                    } else {
+                        &[]
+                    },
                 ),
                 counts_for_goal: suffix.is_empty(),
             });
@@ -1417,6 +1425,19 @@ mod tests {
         assert_eq!(e[0].median_abs_error_pct, 4.0);
         assert_eq!(e[0].worst_abs_error_pct, 8.0);
         assert!(e[0].worst.contains("-8.0 %"), "{}", e[0].worst);
+        // An error that is the median of rounds says so, with the rounds'.
+        let rounds = ModelPoint {
+            round_errors_pct: vec![87.5, 2.7, 31.0],
+            ..point("compound", 31.0)
+        };
+        let e = errors_of(&[rounds]);
+        assert!(
+            e[0].worst
+                .ends_with("medians of 3 rounds; error +31.0 %, the median of the rounds' +87.5, +2.7, +31.0 %"),
+            "{}",
+            e[0].worst
+        );
+        let e = errors_of(&pts);
         assert_eq!((e[1].layout.as_str(), e[1].cells), ("pipeline", 2));
         assert_eq!(e[1].median_abs_error_pct, 20.0);
         assert_eq!(e[1].worst_abs_error_pct, 30.0);

@@ -560,12 +560,7 @@ pub fn check_of(cells: Vec<ScenarioCell>) -> ScenarioCheck {
         .iter()
         .filter_map(|c| Some((c, c.error_pct?, c.predicted_mpps?)))
         .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
-        .map(|(c, error, predicted)| {
-            format!(
-                "{}: predicted {predicted:.3} Mpps, measured {:.3} ({error:+.1} %)",
-                c.cell, c.measured_mpps
-            )
-        })
+        .map(|(c, error, predicted)| crate::worst_cell(&c.cell, predicted, c.measured_mpps, error, &c.round_errors_pct))
         .unwrap_or_default();
     let agreeing = cells.iter().filter(|c| c.bottleneck_agrees).count();
     let median_abs_error_pct = if errors.is_empty() { 0.0 } else { median(&errors) };
