@@ -25,6 +25,7 @@ use sfclab_core::{Batch, NfCounter, PacketMeta, PacketPool, Recycle, RxPort, TxP
 
 use super::connection::{Connection, Queue, Role};
 use super::layout::{DESC_FLAG_NEXT, Desc, RING_FLAG_MASK_INT};
+use super::region::Region;
 use super::settings::Wait;
 use super::shared::Control;
 use crate::window::Window;
@@ -259,22 +260,29 @@ impl MemifPort {
         }
     }
 
+    /// Where slot `slot`'s buffer starts, for a hint: the client's own, or where the
+    /// descriptor says (a wrong one is only a wasted hint; copies check their bounds).
+    #[inline(always)]
+    fn buffer_start<'c>(conn: &'c Connection, q: &Queue, slot: u16) -> Option<(&'c Region, usize)> {
+        match q.own_buffer(slot) {
+            Some((at, _)) => conn.regions.first().map(|r| (&**r, at)),
+            None => {
+                let d = q.ring.desc(slot);
+                conn.regions
+                    .get(usize::from(d.region))
+                    .map(|r| (&**r, d.offset as usize))
+            }
+        }
+    }
+
     /// Before reading `n` frames from `slot` on: asks for their buffers' first lines, so
     /// that the misses on lines the peer's core wrote overlap instead of coming one
-    /// frame after another. The descriptors are read here too (the server's buffers
-    /// are where the client says); a wrong one is only a wasted hint.
+    /// frame after another.
     #[inline(always)]
     fn will_read(conn: &Connection, q: &Queue, slot: u16, n: usize) {
         for i in 0..n as u16 {
-            let s = slot.wrapping_add(i);
-            match q.own_buffer(s) {
-                Some((at, _)) => conn.regions[0].will_read(at),
-                None => {
-                    let d = q.ring.desc(s);
-                    if let Some(r) = conn.regions.get(usize::from(d.region)) {
-                        r.will_read(d.offset as usize);
-                    }
-                }
+            if let Some((region, at)) = Self::buffer_start(conn, q, slot.wrapping_add(i)) {
+                region.will_read(at);
             }
         }
     }
@@ -288,14 +296,8 @@ impl MemifPort {
         for i in 0..n as u16 {
             let s = slot.wrapping_add(i);
             q.ring.will_write_desc(s);
-            match q.own_buffer(s) {
-                Some((at, _)) => conn.regions[0].will_write(at),
-                None => {
-                    let d = q.ring.desc(s);
-                    if let Some(r) = conn.regions.get(usize::from(d.region)) {
-                        r.will_write(d.offset as usize);
-                    }
-                }
+            if let Some((region, at)) = Self::buffer_start(conn, q, s) {
+                region.will_write(at);
             }
         }
     }
