@@ -364,7 +364,6 @@ pub fn wait_for_idle_cores(limit: Duration) -> Duration {
     start.elapsed()
 }
 
-/// The median of a peer's runs, `None` when it did not run.
 /// A worst cell in words: its figures and error, and where the error is the median of
 /// several rounds' (the figures then medians too, which need not give that error), the
 /// rounds' errors.
@@ -380,6 +379,7 @@ pub(crate) fn worst_cell(what: &str, predicted: f64, measured: f64, error: f64, 
     )
 }
 
+/// The median of a peer's runs, `None` when it did not run.
 pub fn median_if_any(v: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| median(v))
 }
