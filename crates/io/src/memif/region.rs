@@ -105,51 +105,38 @@ impl Region {
     }
 }
 
-/// Asks the core for the cache line at `at` to be written soon (`prefetchw`: the line is
-/// fetched for ownership, so a store to it later does not wait in the store buffer for
-/// the peer's core to give it up). A hint: it never faults, reads or writes nothing a
-/// program can see; a CPU without the instruction (Intel before Broadwell) runs it as a
-/// no-op.
-#[inline(always)]
-fn prefetch_write(at: *const u8) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // SAFETY: `prefetchw` takes any address, mapped or not, without faulting, and
-    // changes no memory, register or flag.
-    unsafe {
-        std::arch::asm!("prefetchw [{}]", in(reg) at, options(nostack, preserves_flags, readonly));
-    }
-    #[cfg(any(not(target_arch = "x86_64"), miri))]
-    let _ = at;
-}
-
-/// Asks the core for the cache line at `at` to be read soon (`prefetcht0`).
-#[inline(always)]
-fn prefetch_read(at: *const u8) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // SAFETY: as `prefetch_write`: a prefetch never faults and changes nothing visible.
-    unsafe {
-        std::arch::asm!("prefetcht0 [{}]", in(reg) at, options(nostack, preserves_flags, readonly));
-    }
-    #[cfg(any(not(target_arch = "x86_64"), miri))]
-    let _ = at;
-}
-
 impl Region {
-    /// Hints that the bytes at `offset` will be written soon (see `prefetch_write`);
-    /// nothing happens for an offset outside the region.
+    /// Hints that the bytes at `offset` will be written soon: their line is fetched for
+    /// ownership (`prefetchw`), so a store to it later does not wait in the store buffer
+    /// for the peer's core to give it up. Nothing happens for an offset outside the
+    /// region; a CPU without the instruction (Intel before Broadwell) runs it as a no-op.
     #[inline(always)]
     pub fn will_write(&self, offset: usize) {
-        if offset < self.map.len() {
-            prefetch_write(self.at(offset));
+        if offset >= self.map.len() {
+            return;
+        }
+        // Not `_mm_prefetch::<_MM_HINT_ET0>`: without the `prfchw` target feature, which
+        // the baseline x86-64 target lacks, it compiles to a read prefetch.
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        // SAFETY: `prefetchw` takes any address without faulting (this one is inside the
+        // mapping) and changes no memory, register or flag.
+        unsafe {
+            std::arch::asm!("prefetchw [{}]", in(reg) self.at(offset), options(nostack, preserves_flags, readonly));
         }
     }
 
-    /// Hints that the bytes at `offset` will be read soon; nothing happens for an
-    /// offset outside the region.
+    /// Hints that the bytes at `offset` will be read soon, as [`sfclab_core::Batch::prefetch`]
+    /// does; nothing happens for an offset outside the region.
     #[inline(always)]
     pub fn will_read(&self, offset: usize) {
-        if offset < self.map.len() {
-            prefetch_read(self.at(offset));
+        if offset >= self.map.len() {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults; the address is inside the mapping.
+        unsafe {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            _mm_prefetch::<_MM_HINT_T0>(self.at(offset).cast::<i8>());
         }
     }
 }
