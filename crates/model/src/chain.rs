@@ -180,6 +180,24 @@ pub fn predict_chain(
             (vec![dut], overload)
         }
     };
+    // Each term is at least zero, but a short calibration on a loaded host can leave
+    // every term of a core at zero (differences of runs, clamped): a core that costs
+    // nothing is the same failed measurement as a term below zero.
+    if let Some(free) = cores
+        .iter()
+        .find(|c| !(c.cycles_per_packet.is_finite() && c.cycles_per_packet > 0.0))
+    {
+        return Err(format!(
+            "{} comes to {} cycles/packet from this calibration ({}): a core that costs nothing is a failed measurement, not a price; calibrate again (`sfclab model calibrate`)",
+            free.core,
+            free.cycles_per_packet,
+            free.terms
+                .iter()
+                .map(|t| t.what.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let mut resources: Vec<Resource> = cores
         .iter()
         .map(|c| Resource {
@@ -201,7 +219,7 @@ pub fn predict_chain(
     }
     if let Some(bad) = resources.iter().find(|r| !(r.max_pps.is_finite() && r.max_pps > 0.0)) {
         return Err(format!(
-            "{} costs {} {} per packet: the calibration's terms do not add up to a cost here",
+            "{} costs {} {} per packet: not a resource with a capacity",
             bad.name, bad.cost_per_packet, bad.unit
         ));
     }
@@ -824,6 +842,38 @@ pub(crate) mod tests {
         assert!(close(p.max_pps, 10e9 / 672.0));
         let u = p.utilisation(p.max_pps);
         assert!(close(u.iter().find(|(n, _)| n == "nic line").unwrap().1, 1.0));
+    }
+
+    #[test]
+    fn a_term_below_zero_or_a_core_that_costs_nothing_is_refused_as_a_failed_measurement() {
+        let two_stages = Layout::Pipeline {
+            stages: vec![(0..1, 0), (1..2, 1)],
+        };
+        let fwd2 = chain(&["forwarder", "forwarder"], two_stages, 64.0);
+        predict_chain(&cal(), &fwd2, None).unwrap();
+        // A first stage measured at nothing (a difference of runs, clamped at zero; the
+        // last stage as dear as a single one, so the ring between costs nothing) and a
+        // forwarder too cheap to see: core 0 has no cost, and no capacity.
+        let mut c = cal();
+        let p = c.pipeline.as_mut().unwrap();
+        p.first_stage = Curve::flat(&[64, 1518], 0.0);
+        p.last_stage = p.single_stage.clone();
+        c.nfs[0].in_stage = Some(Curve::flat(&[64, 1518], 0.0));
+        let e = predict_chain(&c, &fwd2, None).unwrap_err();
+        assert!(e.starts_with("core 0 comes to 0 cycles/packet"), "{e}");
+        assert!(e.contains("a failed measurement, not a price; calibrate again"), "{e}");
+        // Core 1 still costs its sink: only the core without a cost is refused.
+        let mut c = cal();
+        c.nfs[0].in_stage = Some(Curve::flat(&[64, 1518], 0.0));
+        predict_chain(&c, &fwd2, None).unwrap();
+        // An NF priced below zero (a calibration written by hand): a term below zero.
+        let mut c = cal();
+        c.nfs[0].cycles = Curve::flat(&[64, 1518], -5.0);
+        let e = predict_chain(&c, &chain(&["forwarder"], Layout::Compound, 64.0), None).unwrap_err();
+        assert!(
+            e.contains("a term below zero is a failed measurement, not a price"),
+            "{e}"
+        );
     }
 
     #[test]
