@@ -236,6 +236,35 @@ fn traffic(size: u16, flows: u32, destinations: Destinations) -> GeneratorConfig
 }
 
 /// Busy cycles per packet of one compound run.
+/// Short runs of the host-speed probe, of which the least is taken.
+const SPEED_PROBE_RUNS: usize = 3;
+const SPEED_PROBE_WINDOW: Duration = Duration::from_millis(100);
+const SPEED_PROBE_WARMUP: Duration = Duration::from_millis(20);
+
+/// The host's speed as the compound runs' core sees it: TSC cycles per frame of the
+/// compound noop×1 at `size` (generator, loop and sink, of which every compound term is
+/// a difference), the least of [`SPEED_PROBE_RUNS`] runs of 100 ms. An interrupt slows
+/// one run; a host that gives the vCPU less of its core, or a slower clock, slows them
+/// all, and every term and measurement taken meanwhile with them.
+pub fn speed_probe(args: &CalibrateArgs, size: u16, stop: &Stop) -> Result<f64, String> {
+    let short = CalibrateArgs {
+        duration: SPEED_PROBE_WINDOW,
+        warmup: SPEED_PROBE_WARMUP,
+        ..args.clone()
+    };
+    let mut least = f64::INFINITY;
+    for _ in 0..SPEED_PROBE_RUNS {
+        let cycles = compound_cycles(
+            &short,
+            chain_of(&[noop_spec()]),
+            traffic(size, 1024, Destinations::Spread),
+            stop,
+        )?;
+        least = least.min(cycles);
+    }
+    Ok(least)
+}
+
 fn compound_cycles(
     args: &CalibrateArgs,
     chain: sfclab_core::NamedNfs,

@@ -20,7 +20,7 @@ use crate::cores::{CoreDistance, Keep};
 use crate::{Progress, Rounds, Stop, median};
 use std::fmt::Write as _;
 
-pub const MODEL_SCHEMA: &str = "sfclab.bench.model/11";
+pub const MODEL_SCHEMA: &str = "sfclab.bench.model/12";
 
 #[derive(Clone)]
 pub struct ModelBenchArgs {
@@ -94,10 +94,20 @@ pub struct ModelPoint {
     /// runs of its terms and measurement (what they were taken at), TSC cycles.
     pub core_state_cycles: Vec<f64>,
     /// Rounds whose terms and measurement were taken again because they ended in two
-    /// states of the cores' distance (one-state guard, at most 2 more times a round).
+    /// states of the cores' distance (one-state guard) or, on one core, at two speeds
+    /// of the host (at most 2 more times a round).
     pub rounds_taken_again: usize,
     /// Rounds kept with their runs in two states after the last try.
     pub rounds_in_two_states: usize,
+    /// Compound cells whose terms are measured right before them: the host's speed as
+    /// their core saw it right before the terms and right after the measurement, per
+    /// round kept, in that order (TSC cycles per frame of the compound noop alone, the
+    /// least of three 100 ms runs). This host gives a vCPU more or less of its core for
+    /// seconds at a time; where the two differ by more than 10 % the terms priced
+    /// another machine than the one measured, and the round is taken again.
+    pub host_speed_probe_cycles: Vec<f64>,
+    /// Rounds kept with the host at two speeds after the last try.
+    pub rounds_at_two_speeds: usize,
     /// Each NF's predicted cycles against what it spent in this chain (a run with
     /// per-NF accounting, first repetition), so a miss is traced to its term.
     pub terms: Vec<TermCheck>,
@@ -190,9 +200,15 @@ struct Case {
 /// ends the benchmark.
 const CELL_CALIBRATION_TRIES: usize = 3;
 
-/// How often a cell on two cores is taken in one round (its terms and its measurement)
-/// before it is kept with its runs in two states of the cores' distance.
+/// How often a cell is taken in one round (its terms and its measurement) before it is
+/// kept with its runs in two states of the cores' distance, or at two speeds of the host.
 const CELL_STATE_TRIES: usize = 3;
+
+/// How far the host-speed probe may move between a compound cell's terms and its
+/// measurement before the round is taken again: around a `forwarder*6` run the probe
+/// repeated within 5 % while the host held one speed, and moved 1.5–2x with the chain
+/// when its core was shared for part of the time (X', 2026-12-05; docs/MODEL.md).
+const HOST_SPEED_TOLERANCE: f64 = 0.10;
 
 /// Chain lengths of the cells in namespaces: none the calibration ran (1 and 3).
 const HOP_LENGTHS: [usize; 2] = [2, 5];
@@ -378,6 +394,8 @@ struct CellRuns {
     states: Vec<f64>,
     taken_again: usize,
     in_two_states: usize,
+    speed_probes: Vec<f64>,
+    at_two_speeds: usize,
 }
 
 pub fn run(
@@ -611,7 +629,9 @@ fn measure_rounds(
 /// calibration was given) and its measurement, into `runs`. A cell on two cores is one
 /// episode of the core-distance guard: with the one-state guard its terms and
 /// measurement are taken again when they ended in two states (with a given calibration,
-/// only the measurement is its own). The calibration measured, if any.
+/// only the measurement is its own). A compound cell whose terms it measures is taken
+/// again when the host's speed moved between its terms and its measurement. The
+/// calibration measured, if any.
 fn measure_cell(
     cells: &Cells,
     (cell, case, size, label): (usize, &Case, u16, &str),
@@ -633,6 +653,9 @@ fn measure_cell(
         .core_distance
         .as_deref()
         .filter(|_| case.hops.is_some() || case.layout.is_some());
+    // The host's speed on the compound runs' core, where this round measures the terms.
+    let speed_probe = || crate::calibrate::speed_probe(&cells.calibrations[cell], size, stop);
+    let probes_speed = cells.given.is_none() && case.hops.is_none() && case.layout.is_none();
     let mut calibration = None;
     let mut tries = 0;
     let (prediction, m) = loop {
@@ -640,6 +663,10 @@ fn measure_cell(
         if let Some(g) = guard {
             g.begin_episode();
         }
+        let speed_before = probes_speed
+            .then(speed_probe)
+            .transpose()
+            .map_err(|e| format!("{label}: the host-speed probe: {e}"))?;
         let prediction = match &cells.given {
             Some(g) => g[cell].clone(),
             None => {
@@ -655,6 +682,24 @@ fn measure_cell(
         if stop.requested() {
             // Its window ended at Ctrl-C: not a measurement of the cell; the round is cut.
             return Ok(calibration);
+        }
+        if let Some(before) = speed_before {
+            let after = speed_probe().map_err(|e| format!("{label}: the host-speed probe: {e}"))?;
+            if stop.requested() {
+                return Ok(calibration);
+            }
+            let moved = host_speed_moved(before, after);
+            if !moved || tries == CELL_STATE_TRIES {
+                runs.speed_probes.extend([before, after]);
+                runs.at_two_speeds += usize::from(moved);
+                break (prediction, m);
+            }
+            runs.taken_again += 1;
+            progress.plan_more(crate::calibrate::steps_per_repetition(&cells.calibrations[cell]));
+            progress.working(&format!(
+                "{label}: the host ran at another speed for its terms than for its measurement ({before:.1} then {after:.1} cycles a frame of the probe); taken again"
+            ));
+            continue;
         }
         let Some(g) = guard else { break (prediction, m) };
         let taken = g.episode();
@@ -676,6 +721,12 @@ fn measure_cell(
     runs.measured.push(m);
     sample_round_trip(&mut runs.round_trips);
     Ok(calibration)
+}
+
+/// Whether the host-speed probe moved by more than [`HOST_SPEED_TOLERANCE`] from
+/// `before` to `after` (either way; a probe that is not a cost counts as moved).
+fn host_speed_moved(before: f64, after: f64) -> bool {
+    !(before > 0.0 && after > 0.0 && (after / before - 1.0).abs() <= HOST_SPEED_TOLERANCE)
 }
 
 /// A cell's point: the median of its rounds' predictions and measurements, its errors,
@@ -728,6 +779,8 @@ fn point_of(case: &Case, size: u16, cell: CellRuns) -> ModelPoint {
         core_state_cycles: cell.states,
         rounds_taken_again: cell.taken_again,
         rounds_in_two_states: cell.in_two_states,
+        host_speed_probe_cycles: cell.speed_probes,
+        rounds_at_two_speeds: cell.at_two_speeds,
         measured_offered_mpps: cell.measured.iter().filter_map(|m| m.offered_mpps).collect(),
         measured_runs: runs,
         predicted_runs,
@@ -1091,11 +1144,24 @@ fn render_table(b: &ModelBench) -> String {
             }
         );
     }
+    // Cells with the host-speed probe are one-core cells: their rounds taken again are
+    // the probe's, the others' the core-distance guard's.
+    let (probed, two_core): (Vec<&ModelPoint>, Vec<&ModelPoint>) =
+        b.points.iter().partition(|p| !p.host_speed_probe_cycles.is_empty());
+    if !probed.is_empty() {
+        let _ = writeln!(
+            s,
+            "compound cells taken at one speed of the host (its probe within {:.0} % right before the terms and right after the measurement): {} cell rounds taken again, {} kept at two speeds",
+            HOST_SPEED_TOLERANCE * 100.0,
+            probed.iter().map(|p| p.rounds_taken_again).sum::<usize>(),
+            probed.iter().map(|p| p.rounds_at_two_speeds).sum::<usize>()
+        );
+    }
     let taken = match (b.core_distance.as_str(), b.near_limit_cycles) {
         ("one state", _) => Some(format!(
             "each cell's terms and measurement in one state of the cores' round trip (within 2.5x of its first run's); {} cell rounds taken again, {} kept in two states",
-            b.points.iter().map(|p| p.rounds_taken_again).sum::<usize>(),
-            b.points.iter().map(|p| p.rounds_in_two_states).sum::<usize>()
+            two_core.iter().map(|p| p.rounds_taken_again).sum::<usize>(),
+            two_core.iter().map(|p| p.rounds_in_two_states).sum::<usize>()
         )),
         (_, Some(limit)) => Some(format!(
             "while the cores' round trip was <= {limit:.0} cycles before and after"
@@ -1328,6 +1394,22 @@ fn figure(b: &ModelBench) -> crate::registry::Figure {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_host_moved_when_its_probe_moved_by_more_than_a_tenth_either_way() {
+        assert!(!host_speed_moved(10.0, 10.0));
+        assert!(!host_speed_moved(10.0, 10.99));
+        assert!(!host_speed_moved(10.0, 9.01));
+        assert!(host_speed_moved(10.0, 11.01));
+        assert!(host_speed_moved(10.0, 8.99));
+        // A spell of this host: 1.6x slower, or faster.
+        assert!(host_speed_moved(10.7, 17.1));
+        assert!(host_speed_moved(17.1, 10.7));
+        // A probe that is not a cost cannot show the host steady.
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(host_speed_moved(10.0, bad) && host_speed_moved(bad, 10.0), "{bad}");
+        }
+    }
+
     fn point(layout: &str, error_pct: f64) -> ModelPoint {
         ModelPoint {
             chain: "forwarder".into(),
@@ -1351,6 +1433,8 @@ mod tests {
             core_state_cycles: Vec::new(),
             rounds_taken_again: 0,
             rounds_in_two_states: 0,
+            host_speed_probe_cycles: Vec::new(),
+            rounds_at_two_speeds: 0,
             terms: Vec::new(),
             largest_miss: None,
             cores: Vec::new(),

@@ -296,7 +296,7 @@ fn bench_document(o: &std::process::Output) -> (Value, String) {
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(o));
     let b: Value = serde_json::from_str(&stdout(o))
         .unwrap_or_else(|e| panic!("no document ({e}), exit {:?}: {}", o.status.code(), stderr(o)));
-    assert_follows_schema("bench-model-11.json", &b);
+    assert_follows_schema("bench-model-12.json", &b);
     (b, stderr(o))
 }
 
@@ -329,8 +329,19 @@ fn bench_model_without_a_calibration_measures_each_cell_s_terms_before_it() {
             assert!(states.iter().all(|c| c.as_f64().is_some_and(|c| c > 10.0)), "{p}");
             assert!(mixed <= 2 && again >= 2 * mixed, "{p}");
         } else {
-            // One core, no distance between two.
-            assert!(states.is_empty() && again == 0 && mixed == 0, "{p}");
+            // One core, no distance between two; the host's speed probed right before the
+            // terms and right after the measurement of each round kept, and a round taken
+            // again only when the probe moved (at most twice a round, two rounds).
+            assert!(states.is_empty() && mixed == 0, "{p}");
+            let probes = p["host_speed_probe_cycles"].as_array().unwrap();
+            assert_eq!(probes.len(), 4, "{p}");
+            assert!(probes.iter().all(|c| c.as_f64().is_some_and(|c| c > 0.0)), "{p}");
+            let two_speeds = p["rounds_at_two_speeds"].as_u64().unwrap();
+            assert!(two_speeds <= 2 && again <= 4 && again >= 2 * two_speeds, "{p}");
+        }
+        if p["layout"] != "compound" {
+            assert!(p["host_speed_probe_cycles"].as_array().unwrap().is_empty(), "{p}");
+            assert_eq!(p["rounds_at_two_speeds"], 0, "{p}");
         }
     }
     assert!(
