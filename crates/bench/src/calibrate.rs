@@ -235,7 +235,6 @@ fn traffic(size: u16, flows: u32, destinations: Destinations) -> GeneratorConfig
     }
 }
 
-/// Busy cycles per packet of one compound run.
 /// Short runs of the host-speed probe, of which the least is taken.
 const SPEED_PROBE_RUNS: usize = 3;
 const SPEED_PROBE_WINDOW: Duration = Duration::from_millis(100);
@@ -265,6 +264,7 @@ pub fn speed_probe(args: &CalibrateArgs, size: u16, stop: &Stop) -> Result<f64, 
     Ok(least)
 }
 
+/// Busy cycles per packet of one compound run.
 fn compound_cycles(
     args: &CalibrateArgs,
     chain: sfclab_core::NamedNfs,

@@ -207,7 +207,7 @@ const CELL_STATE_TRIES: usize = 3;
 /// How far the host-speed probe may move between a compound cell's terms and its
 /// measurement before the round is taken again: around a `forwarder*6` run the probe
 /// repeated within 5 % while the host held one speed, and moved 1.5–2x with the chain
-/// when its core was shared for part of the time (X', 2026-12-05; docs/MODEL.md).
+/// when its core was shared for part of the time (E'', 2026-12-06; docs/MODEL.md).
 const HOST_SPEED_TOLERANCE: f64 = 0.10;
 
 /// Chain lengths of the cells in namespaces: none the calibration ran (1 and 3).
@@ -683,7 +683,9 @@ fn measure_cell(
             // Its window ended at Ctrl-C: not a measurement of the cell; the round is cut.
             return Ok(calibration);
         }
-        if let Some(before) = speed_before {
+        // Why this try is taken again, from whichever guard watches the cell; `None`:
+        // it is kept.
+        let why_again = if let Some(before) = speed_before {
             let after = speed_probe().map_err(|e| format!("{label}: the host-speed probe: {e}"))?;
             if stop.requested() {
                 return Ok(calibration);
@@ -692,30 +694,29 @@ fn measure_cell(
             if !moved || tries == CELL_STATE_TRIES {
                 runs.speed_probes.extend([before, after]);
                 runs.at_two_speeds += usize::from(moved);
-                break (prediction, m);
+                None
+            } else {
+                Some(format!(
+                    "the host ran at another speed for its terms than for its measurement ({before:.1} then {after:.1} cycles a frame of the probe)"
+                ))
             }
-            runs.taken_again += 1;
-            progress.plan_more(crate::calibrate::steps_per_repetition(&cells.calibrations[cell]));
-            progress.working(&format!(
-                "{label}: the host ran at another speed for its terms than for its measurement ({before:.1} then {after:.1} cycles a frame of the probe); taken again"
-            ));
-            continue;
-        }
-        let Some(g) = guard else { break (prediction, m) };
-        let taken = g.episode();
-        let again = cells.given.is_none() && g.keep() == Keep::OneState && !taken.one_state;
-        if !again || tries == CELL_STATE_TRIES {
-            runs.states.extend(taken.round_trip_cycles);
-            if !taken.one_state {
-                runs.in_two_states += 1;
+        } else if let Some(g) = guard {
+            let taken = g.episode();
+            let again = cells.given.is_none() && g.keep() == Keep::OneState && !taken.one_state;
+            if !again || tries == CELL_STATE_TRIES {
+                runs.states.extend(taken.round_trip_cycles);
+                runs.in_two_states += usize::from(!taken.one_state);
+                None
+            } else {
+                Some("its runs ended in two states of the cores' distance".to_string())
             }
-            break (prediction, m);
-        }
+        } else {
+            None
+        };
+        let Some(why) = why_again else { break (prediction, m) };
         runs.taken_again += 1;
         progress.plan_more(crate::calibrate::steps_per_repetition(&cells.calibrations[cell]));
-        progress.working(&format!(
-            "{label}: its runs ended in two states of the cores' distance; taken again"
-        ));
+        progress.working(&format!("{label}: {why}; taken again"));
     };
     runs.predicted.push(prediction);
     runs.measured.push(m);
