@@ -20,7 +20,7 @@ use crate::cores::{CoreDistance, Keep};
 use crate::{Progress, Rounds, Stop, median};
 use std::fmt::Write as _;
 
-pub const MODEL_SCHEMA: &str = "sfclab.bench.model/12";
+pub const MODEL_SCHEMA: &str = "sfclab.bench.model/13";
 
 #[derive(Clone)]
 pub struct ModelBenchArgs {

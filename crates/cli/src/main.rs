@@ -357,8 +357,8 @@ pub fn schema(name: &str) -> Option<String> {
         )),
         "scenario-prediction" => Some(
             render::schema_of::<sfclab_model::documents::ScenarioPredictionDocument>(
-                "scenario-prediction-2.json",
-                "`sfclab model predict --scenario FILE --json`, schema sfclab.scenario-prediction/2.",
+                "scenario-prediction-3.json",
+                "`sfclab model predict --scenario FILE --json`, schema sfclab.scenario-prediction/3.",
             ),
         ),
         "prediction" => Some(render::schema_of::<sfclab_model::documents::PredictionDocument>(

@@ -1423,5 +1423,19 @@ fn scenario_prediction_table(d: &ScenarioPredictionDocument, cal: &Calibration) 
         },
         c.bottleneck.as_ref().map_or("nothing".into(), ToString::to_string)
     );
+    if let Some(next) = &c.next_limit {
+        let _ = writeln!(
+            s,
+            "next limit, were that one lifted: {} at {} Mpps ({:+.1} %){}",
+            next.bottleneck,
+            mpps(next.aggregate_pps),
+            next.margin_pct,
+            if next.at_an_edge() {
+                "; an edge: a measurement may meet either first"
+            } else {
+                ""
+            }
+        );
+    }
     s
 }

@@ -296,7 +296,7 @@ fn bench_document(o: &std::process::Output) -> (Value, String) {
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(o));
     let b: Value = serde_json::from_str(&stdout(o))
         .unwrap_or_else(|e| panic!("no document ({e}), exit {:?}: {}", o.status.code(), stderr(o)));
-    assert_follows_schema("bench-model-12.json", &b);
+    assert_follows_schema("bench-model-13.json", &b);
     (b, stderr(o))
 }
 
@@ -656,7 +656,7 @@ fn a_scenario_is_priced_from_the_memif_terms_and_the_nfs_as_the_model_adds_them_
         let o = sfclab(&args);
         assert!(o.status.success(), "{}", stderr(&o));
         let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
-        assert_follows_schema("scenario-prediction-2.json", &doc);
+        assert_follows_schema("scenario-prediction-3.json", &doc);
         doc
     };
     // Two VNFs on one core, each frame its hop, the forwarder and sharing at 2 per core
@@ -686,6 +686,16 @@ fn a_scenario_is_priced_from_the_memif_terms_and_the_nfs_as_the_model_adds_them_
         assert_eq!(s["bottleneck"]["kind"], "vnf_core", "{s}");
     }
     assert_eq!(doc["capacity"]["bottleneck"]["kind"], "vnf_cores");
+    // Behind the core, the tester: what the whole would carry there, and how much more.
+    let next = &doc["capacity"]["next_limit"];
+    assert_eq!(next["bottleneck"]["kind"], "tester", "{doc}");
+    let (behind, margin) = (
+        next["aggregate_pps"].as_f64().unwrap(),
+        next["margin_pct"].as_f64().unwrap(),
+    );
+    let first = doc["capacity"]["aggregate_pps"].as_f64().unwrap();
+    assert!(behind > first, "{doc}");
+    assert!((margin - 100.0 * (behind / first - 1.0)).abs() < 1e-6, "{doc}");
     // A licence below what the core carries limits each VNF, and is named.
     let doc = predict(&["--rate", "100Mpps", "--vnf-rate-cap", "100Mbit"]);
     let terms = doc["at_offered"]["processes"][0]["terms"].as_array().unwrap();
@@ -697,6 +707,10 @@ fn a_scenario_is_priced_from_the_memif_terms_and_the_nfs_as_the_model_adds_them_
         let r = s["received_pps"].as_f64().unwrap();
         assert!((r - want).abs() / want < 1e-4, "{r} against {want}");
     }
+    assert_eq!(
+        doc["capacity"]["next_limit"]["bottleneck"]["kind"], "vnf_cores",
+        "{doc}"
+    );
     // The table says the same, in words.
     let o = sfclab(&[
         "model",
@@ -715,7 +729,9 @@ fn a_scenario_is_priced_from_the_memif_terms_and_the_nfs_as_the_model_adds_them_
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
     assert!(
-        text.contains("memif hop (interrupt)") && text.contains("capacity:"),
+        text.contains("memif hop (interrupt)")
+            && text.contains("capacity:")
+            && text.contains("next limit, were that one lifted: tester core"),
         "{text}"
     );
     // A calibration without memif terms says how to make them.
@@ -1114,7 +1130,18 @@ fn bench_model_checks_scenario_cells_against_their_predictions() {
         // ... and moved frames for some of it: every VNF says its busy cycles.
         let moving = c["vnf_turns_busy_pct"].as_f64().unwrap();
         assert!(moving.is_finite() && moving > 0.0, "{c}");
+        // The tester's refusals are a share of what it sent.
+        let refused = c["measured_refused_pct"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&refused), "{c}");
+        // A cell at an edge: named otherwise, the measured one next and close behind.
+        if c["bottleneck_at_edge"] == true {
+            assert_eq!(c["bottleneck_agrees"], false, "{c}");
+            assert_eq!(c["predicted_next_limit"], c["measured_bottleneck"], "{c}");
+            assert!(c["predicted_margin_pct"].as_f64().unwrap() <= 10.0, "{c}");
+        }
     }
+    let at_edge = cells.iter().filter(|c| c["bottleneck_at_edge"] == true).count();
+    assert_eq!(check["bottlenecks_at_edge"], at_edge, "{check}");
     assert!(
         progress.contains("3 PVP router, licence 200 Mbit/s: predicted"),
         "{progress}"

@@ -7,7 +7,7 @@ use crate::{Calibration, ChainPrediction, HardwareProfile, PlanResult, RcPoint};
 pub const PREDICTION_SCHEMA: &str = "sfclab.prediction/1";
 pub const PLAN_SCHEMA: &str = "sfclab.plan/1";
 pub const RC_SCHEMA: &str = "sfclab.rc/1";
-pub const SCENARIO_PREDICTION_SCHEMA: &str = "sfclab.scenario-prediction/2";
+pub const SCENARIO_PREDICTION_SCHEMA: &str = "sfclab.scenario-prediction/3";
 pub const SCENARIO_PLAN_SCHEMA: &str = "sfclab.scenario-plan/2";
 
 /// `sfclab plan --scenario FILE --json`: the deployment that meets a scenario's demand

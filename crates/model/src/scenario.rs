@@ -187,6 +187,7 @@ pub struct ScenarioFlow {
 }
 
 /// Streams' per-frame figures from their mixes, computed once.
+#[derive(Clone)]
 struct StreamFigures {
     l1_bits: f64,
     /// What a frame of it costs the hosts' cable.
@@ -209,7 +210,23 @@ pub struct PricedScenario<'a> {
     /// cores (polling: a ring of frames per link per round of turns; interrupt: its
     /// share of what VNFs taking turns on one core carry); infinite otherwise.
     turn_caps: Vec<f64>,
+    /// The configured limits taken away, to find what limits the whole next.
+    lifted: LiftedLimits,
 }
+
+/// Configured limits a priced scenario leaves out (the tester's and the VNFs' cores
+/// are lifted by pricing their frames [`LIFT`] times cheaper instead).
+#[derive(Clone, Copy, Default)]
+struct LiftedLimits {
+    line: bool,
+    licences: bool,
+    nic_capacity: bool,
+    cable: bool,
+}
+
+/// How many times faster a core is made to find the limit behind it (10 polling hops
+/// on one core carry 0.03 Mpps, the tester 7 to 8).
+const LIFT: f64 = 10_000.0;
 
 impl<'a> PricedScenario<'a> {
     /// Prices every stream's and process's frames; an error names the term missing.
@@ -311,7 +328,48 @@ impl<'a> PricedScenario<'a> {
             costs,
             polling,
             turn_caps,
+            lifted: LiftedLimits::default(),
         })
+    }
+
+    /// The same with `limit` taken away: its kind everywhere (every licence, both
+    /// directions of the line, every VNF core), a core by being [`LIFT`] times faster.
+    fn lifting(&self, limit: &Bottleneck) -> PricedScenario<'a> {
+        let mut lifted = PricedScenario {
+            model: self.model,
+            hz: self.hz,
+            figures: self.figures.clone(),
+            costs: self.costs.clone(),
+            polling: self.polling,
+            turn_caps: self.turn_caps.clone(),
+            lifted: self.lifted,
+        };
+        match limit {
+            Bottleneck::Tester => {
+                for f in &mut lifted.figures {
+                    f.tester_generate /= LIFT;
+                    f.tester_send /= LIFT;
+                    f.tester_receive /= LIFT;
+                }
+            }
+            Bottleneck::VnfCore { .. } | Bottleneck::VnfCores => {
+                for c in &mut lifted.costs {
+                    c.cycles /= LIFT;
+                    c.send /= LIFT;
+                    c.work /= LIFT;
+                    c.kernel_arriving /= LIFT;
+                    c.kernel_sent /= LIFT;
+                }
+                for cap in &mut lifted.turn_caps {
+                    *cap *= LIFT;
+                }
+            }
+            Bottleneck::Line { .. } => lifted.lifted.line = true,
+            Bottleneck::Licence { .. } => lifted.lifted.licences = true,
+            Bottleneck::NicCapacity => lifted.lifted.nic_capacity = true,
+            Bottleneck::Cable { .. } => lifted.lifted.cable = true,
+        }
+        lifted
     }
 
     /// The same with the tester's costs left out: traffic that comes from outside the
@@ -332,8 +390,27 @@ impl<'a> PricedScenario<'a> {
 
     /// The largest `scale` of every stream's offer at which nothing is lost and the
     /// tester generates all of it (streams offered `max` are offered what the tester
-    /// generates), with the flow just past it naming what limits each stream.
+    /// generates), with the flow just past it naming what limits each stream, and the
+    /// limit the whole would meet next were that one taken away.
     pub fn capacity(&self) -> Capacity {
+        let mut first = self.first_limit();
+        if let Some(limit) = &first.bottleneck {
+            let behind = self.lifting(limit).first_limit();
+            first.next_limit = behind
+                .bottleneck
+                .filter(|b| !same_kind(b, limit) && behind.aggregate_pps.is_finite())
+                .map(|bottleneck| NextLimit {
+                    bottleneck,
+                    aggregate_pps: behind.aggregate_pps,
+                    margin_pct: 100.0 * (behind.aggregate_pps / first.aggregate_pps.max(f64::MIN_POSITIVE) - 1.0),
+                });
+        }
+        first
+    }
+
+    /// [`Self::capacity`] without the next limit (a plan prices many deployments and
+    /// needs only the first).
+    pub fn first_limit(&self) -> Capacity {
         let lossless = |scale: f64| {
             let f = self.flow(scale);
             let offered: f64 = self.offered_at(scale);
@@ -381,6 +458,7 @@ impl<'a> PricedScenario<'a> {
             per_stream_pps: at.streams.iter().map(|s| s.received_pps).collect(),
             stream_bottlenecks: streams,
             bottleneck: whole.into_iter().next().map(|(b, _)| b),
+            next_limit: None,
         }
     }
 
@@ -407,6 +485,48 @@ pub struct Capacity {
     pub stream_bottlenecks: Vec<Option<Bottleneck>>,
     /// What limits most streams.
     pub bottleneck: Option<Bottleneck>,
+    /// What would limit the whole next, were `bottleneck` taken away (`None`: nothing
+    /// within [`LIFT`] times its speed for a core). Two limits a few percent apart are an
+    /// edge: the measurement may meet either first.
+    pub next_limit: Option<NextLimit>,
+}
+
+/// Two limits at most this far apart, percent, are an edge: which one a run meets first
+/// is past what the model can tell. It is the bound `sfclab bench model` holds the
+/// median cell's prediction to: a model trusted to 10 % on a figure cannot order two
+/// limits closer than that. (On E'', 2026-12-06, the tester's term priced three PVP
+/// router cells 8 to 9 % under their measurement in one round, while the model put
+/// their VNFs' cores 1.7 to 5.1 % behind the tester.)
+pub const EDGE_MARGIN_PCT: f64 = 10.0;
+
+/// The limit behind a scenario's bottleneck.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct NextLimit {
+    pub bottleneck: Bottleneck,
+    /// What the whole would deliver in all at it, packets per second.
+    pub aggregate_pps: f64,
+    /// How much more that is than the capacity, percent of it.
+    pub margin_pct: f64,
+}
+
+impl NextLimit {
+    /// Whether it is close enough to the first to be met first in a run
+    /// ([`EDGE_MARGIN_PCT`]).
+    pub fn at_an_edge(&self) -> bool {
+        self.margin_pct <= EDGE_MARGIN_PCT
+    }
+}
+
+/// Whether two limits are the same resource for the whole (any VNF core is the VNFs'
+/// cores; any licence, the licences).
+fn same_kind(a: &Bottleneck, b: &Bottleneck) -> bool {
+    use Bottleneck::{Licence, Line, VnfCore, VnfCores};
+    matches!(
+        (a, b),
+        (VnfCore { .. } | VnfCores, VnfCore { .. } | VnfCores)
+            | (Licence { .. }, Licence { .. })
+            | (Line { .. }, Line { .. })
+    ) || a == b
 }
 
 /// The share of process `i`'s streams that enter the chain at it, from the tester (0
@@ -549,6 +669,7 @@ fn process_cost(
 
 /// What a frame costs a process: cycles in all, its terms, the part that sends it, and
 /// its NFs' work.
+#[derive(Clone)]
 struct ProcessCost {
     cycles: f64,
     terms: Vec<(String, f64)>,
@@ -606,7 +727,7 @@ impl<'p, 'a> Solver<'p, 'a> {
             .iter()
             .map(|s| s.offered_pps.map_or(f64::INFINITY, |o| o * scale))
             .collect();
-        if let Some(line) = m.line_bps {
+        if let Some(line) = m.line_bps.filter(|_| !priced.lifted.line) {
             for reverse in [false, true] {
                 let ours: Vec<usize> = (0..m.streams.len())
                     .filter(|&i| m.streams[i].reverse == reverse)
@@ -765,7 +886,7 @@ impl<'p, 'a> Solver<'p, 'a> {
                 }
             }
             for p in 0..n_p {
-                if let Some(cap) = m.processes[p].licence_bps
+                if let Some(cap) = m.processes[p].licence_bps.filter(|_| !self.priced.lifted.licences)
                     && worked_ip_bits[p] > cap
                 {
                     licensed[p] = cap / worked_ip_bits[p];
@@ -793,7 +914,7 @@ impl<'p, 'a> Solver<'p, 'a> {
                     }
                 }
             }
-            let carried = match m.nic_capacity_bps {
+            let carried = match m.nic_capacity_bps.filter(|_| !self.priced.lifted.nic_capacity) {
                 Some(cap) => water_fill(&sends_l1, &vec![1.0; 2 * n_p], cap, Share::Even),
                 None => sends_l1.clone(),
             };
@@ -809,7 +930,7 @@ impl<'p, 'a> Solver<'p, 'a> {
                     .map(|&(sender, _, bits)| bits * nic[sender])
                     .sum();
                 let bits = tester_across[way] + vnfs;
-                match m.cable {
+                match m.cable.filter(|_| !self.priced.lifted.cable) {
                     Some(c) if bits > c.bps => c.bps / bits,
                     _ => 1.0,
                 }
@@ -1601,6 +1722,46 @@ pub(crate) mod tests {
         let c = PricedScenario::new(&cal, &m).unwrap().capacity();
         assert!(c.scale < 0.01, "{c:#?}");
         assert_eq!(c.bottleneck, Some(Bottleneck::Tester), "{c:#?}");
+    }
+
+    #[test]
+    fn the_limit_behind_the_bottleneck_is_named_with_its_margin() {
+        let cal = cal();
+        let near = |a: f64, b: f64| (a - b).abs() / b < 1e-3;
+        // Two chains, a VNF each on a core of its own (500 cycles a frame: 4 Mpps each):
+        // the tester's 300 cycles a round trip (6.67 Mpps) hold them; without it, their
+        // cores would carry 8 Mpps, 20 % more.
+        let mut m = scenario(2, 1, None);
+        m.vnf_cores = 2;
+        let c = PricedScenario::new(&cal, &m).unwrap().capacity();
+        assert_eq!(c.bottleneck, Some(Bottleneck::Tester), "{c:#?}");
+        let next = c.next_limit.as_ref().expect("the VNFs' cores are behind it");
+        assert_eq!(next.bottleneck, Bottleneck::VnfCores, "{c:#?}");
+        assert!(near(next.aggregate_pps, 8e6), "{c:#?}");
+        assert!(near(next.margin_pct, 20.0), "{c:#?}");
+        // One such VNF holds the tester's flood to 4 Mpps; the tester, every frame taken,
+        // carries 6.67: 66.7 % more.
+        let c = PricedScenario::new(&cal, &scenario(1, 1, None)).unwrap().capacity();
+        assert_eq!(c.bottleneck, Some(Bottleneck::VnfCores), "{c:#?}");
+        let next = c.next_limit.as_ref().expect("the tester is behind it");
+        assert_eq!(next.bottleneck, Bottleneck::Tester, "{c:#?}");
+        assert!(near(next.margin_pct, 100.0 * (2e9 / 300.0 / 4e6 - 1.0)), "{c:#?}");
+        // A licence of 0.5 Mpps in front of that core: its core is next, 8 times as far.
+        let mut m = scenario(1, 1, Some(3e6));
+        m.processes[0].licence_bps = Some(46.0 * 8.0 * 0.5e6);
+        let c = PricedScenario::new(&cal, &m).unwrap().capacity();
+        assert_eq!(
+            c.bottleneck,
+            Some(Bottleneck::Licence {
+                process: "c1 hop 1".into()
+            })
+        );
+        let next = c.next_limit.as_ref().expect("its core is behind it");
+        assert_eq!(next.bottleneck, Bottleneck::VnfCores, "{c:#?}");
+        assert!(near(next.margin_pct, 700.0), "{c:#?}");
+        // The first limit alone, as a plan asks for it, names no next one.
+        let first = PricedScenario::new(&cal, &m).unwrap().first_limit();
+        assert_eq!((first.bottleneck, first.next_limit), (c.bottleneck, None));
     }
 
     #[test]

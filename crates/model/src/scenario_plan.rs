@@ -393,7 +393,7 @@ fn price(
         .iter()
         .map(|s| s.received_pps / s.offered_pps.unwrap_or(s.received_pps).max(f64::MIN_POSITIVE))
         .fold(1.0, f64::min);
-    let capacity = priced.capacity();
+    let capacity = priced.first_limit();
     let meets = worst_delivered >= 1.0 - demand.loss - 1e-9;
     // A process whose frames want more than a whole core is held by itself, not by the
     // cores in all: more cores do not help it, splitting its work does.
