@@ -199,6 +199,7 @@ struct StreamFigures {
 }
 
 /// A scenario priced with a calibration: per-frame costs fixed, the flow solved per load.
+#[derive(Clone)]
 pub struct PricedScenario<'a> {
     model: &'a ScenarioModel,
     hz: f64,
@@ -335,15 +336,7 @@ impl<'a> PricedScenario<'a> {
     /// The same with `limit` taken away: its kind everywhere (every licence, both
     /// directions of the line, every VNF core), a core by being [`LIFT`] times faster.
     fn lifting(&self, limit: &Bottleneck) -> PricedScenario<'a> {
-        let mut lifted = PricedScenario {
-            model: self.model,
-            hz: self.hz,
-            figures: self.figures.clone(),
-            costs: self.costs.clone(),
-            polling: self.polling,
-            turn_caps: self.turn_caps.clone(),
-            lifted: self.lifted,
-        };
+        let mut lifted = self.clone();
         match limit {
             Bottleneck::Tester => {
                 for f in &mut lifted.figures {
@@ -486,8 +479,8 @@ pub struct Capacity {
     /// What limits most streams.
     pub bottleneck: Option<Bottleneck>,
     /// What would limit the whole next, were `bottleneck` taken away (`None`: nothing
-    /// within [`LIFT`] times its speed for a core). Two limits a few percent apart are an
-    /// edge: the measurement may meet either first.
+    /// within [`LIFT`] times its speed for a core). Two limits within [`EDGE_MARGIN_PCT`]
+    /// of each other are an edge: a run may meet either first.
     pub next_limit: Option<NextLimit>,
 }
 
