@@ -654,7 +654,10 @@ fn measure_cell(
         .as_deref()
         .filter(|_| case.hops.is_some() || case.layout.is_some());
     // The host's speed on the compound runs' core, where this round measures the terms.
-    let speed_probe = || crate::calibrate::speed_probe(&cells.calibrations[cell], size, stop);
+    let speed_probe = || {
+        crate::calibrate::speed_probe(&cells.calibrations[cell], size, stop)
+            .map_err(|e| format!("{label}: the host-speed probe: {e}"))
+    };
     let probes_speed = cells.given.is_none() && case.hops.is_none() && case.layout.is_none();
     let mut calibration = None;
     let mut tries = 0;
@@ -663,10 +666,7 @@ fn measure_cell(
         if let Some(g) = guard {
             g.begin_episode();
         }
-        let speed_before = probes_speed
-            .then(speed_probe)
-            .transpose()
-            .map_err(|e| format!("{label}: the host-speed probe: {e}"))?;
+        let speed_before = probes_speed.then(speed_probe).transpose()?;
         let prediction = match &cells.given {
             Some(g) => g[cell].clone(),
             None => {
@@ -686,7 +686,7 @@ fn measure_cell(
         // Why this try is taken again, from whichever guard watches the cell; `None`:
         // it is kept.
         let why_again = if let Some(before) = speed_before {
-            let after = speed_probe().map_err(|e| format!("{label}: the host-speed probe: {e}"))?;
+            let after = speed_probe()?;
             if stop.requested() {
                 return Ok(calibration);
             }

@@ -211,18 +211,11 @@ pub struct PricedScenario<'a> {
     /// cores (polling: a ring of frames per link per round of turns; interrupt: its
     /// share of what VNFs taking turns on one core carry); infinite otherwise.
     turn_caps: Vec<f64>,
-    /// The configured limits taken away, to find what limits the whole next.
-    lifted: LiftedLimits,
-}
-
-/// Configured limits a priced scenario leaves out (the tester's and the VNFs' cores
-/// are lifted by pricing their frames [`LIFT`] times cheaper instead).
-#[derive(Clone, Copy, Default)]
-struct LiftedLimits {
-    line: bool,
-    licences: bool,
-    nic_capacity: bool,
-    cable: bool,
+    /// The limit taken away to find what limits the whole next: a configured one (line,
+    /// licence, NIC capacity, cable) the solver leaves out, its kind everywhere; the
+    /// tester's and the VNFs' cores are lifted by pricing their frames [`LIFT`] times
+    /// cheaper instead.
+    lifted: Option<Bottleneck>,
 }
 
 /// How many times faster a core is made to find the limit behind it (10 polling hops
@@ -329,7 +322,7 @@ impl<'a> PricedScenario<'a> {
             costs,
             polling,
             turn_caps,
-            lifted: LiftedLimits::default(),
+            lifted: None,
         })
     }
 
@@ -357,10 +350,12 @@ impl<'a> PricedScenario<'a> {
                     *cap *= LIFT;
                 }
             }
-            Bottleneck::Line { .. } => lifted.lifted.line = true,
-            Bottleneck::Licence { .. } => lifted.lifted.licences = true,
-            Bottleneck::NicCapacity => lifted.lifted.nic_capacity = true,
-            Bottleneck::Cable { .. } => lifted.lifted.cable = true,
+            Bottleneck::Line { .. }
+            | Bottleneck::Licence { .. }
+            | Bottleneck::NicCapacity
+            | Bottleneck::Cable { .. } => {
+                lifted.lifted = Some(limit.clone());
+            }
         }
         lifted
     }
@@ -430,7 +425,9 @@ impl<'a> PricedScenario<'a> {
         };
         let at = self.flow(scale);
         // What limits each stream: where it loses frames just past the capacity.
-        let past = self.flow(if all_max { 1.0 } else { scale * 1.02 });
+        // Offered all the tester sends, the capacity's own flow is that one.
+        let past = (!all_max).then(|| self.flow(scale * 1.02));
+        let past = past.as_ref().unwrap_or(&at);
         let streams: Vec<Option<Bottleneck>> = past.streams.iter().map(|s| s.bottleneck.clone()).collect();
         let mut whole: Vec<(Bottleneck, usize)> = Vec::new();
         for b in streams.iter().flatten() {
@@ -720,7 +717,10 @@ impl<'p, 'a> Solver<'p, 'a> {
             .iter()
             .map(|s| s.offered_pps.map_or(f64::INFINITY, |o| o * scale))
             .collect();
-        if let Some(line) = m.line_bps.filter(|_| !priced.lifted.line) {
+        if let Some(line) = m
+            .line_bps
+            .filter(|_| !matches!(priced.lifted, Some(Bottleneck::Line { .. })))
+        {
             for reverse in [false, true] {
                 let ours: Vec<usize> = (0..m.streams.len())
                     .filter(|&i| m.streams[i].reverse == reverse)
@@ -879,7 +879,9 @@ impl<'p, 'a> Solver<'p, 'a> {
                 }
             }
             for p in 0..n_p {
-                if let Some(cap) = m.processes[p].licence_bps.filter(|_| !self.priced.lifted.licences)
+                if let Some(cap) = m.processes[p]
+                    .licence_bps
+                    .filter(|_| !matches!(self.priced.lifted, Some(Bottleneck::Licence { .. })))
                     && worked_ip_bits[p] > cap
                 {
                     licensed[p] = cap / worked_ip_bits[p];
@@ -907,7 +909,10 @@ impl<'p, 'a> Solver<'p, 'a> {
                     }
                 }
             }
-            let carried = match m.nic_capacity_bps.filter(|_| !self.priced.lifted.nic_capacity) {
+            let carried = match m
+                .nic_capacity_bps
+                .filter(|_| self.priced.lifted != Some(Bottleneck::NicCapacity))
+            {
                 Some(cap) => water_fill(&sends_l1, &vec![1.0; 2 * n_p], cap, Share::Even),
                 None => sends_l1.clone(),
             };
@@ -923,7 +928,10 @@ impl<'p, 'a> Solver<'p, 'a> {
                     .map(|&(sender, _, bits)| bits * nic[sender])
                     .sum();
                 let bits = tester_across[way] + vnfs;
-                match m.cable.filter(|_| !self.priced.lifted.cable) {
+                match m
+                    .cable
+                    .filter(|_| !matches!(self.priced.lifted, Some(Bottleneck::Cable { .. })))
+                {
                     Some(c) if bits > c.bps => c.bps / bits,
                     _ => 1.0,
                 }
