@@ -15,11 +15,33 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
 fn sfclab_forwards_and_tests_over_memif_and_counts_every_frame() {
+    forward_and_test_over_memif("", "");
+}
+
+#[test]
+fn a_zero_copy_device_forwards_frames_by_reference_and_every_buffer_comes_home() {
+    let d = forward_and_test_over_memif(",role=client,zero-copy=yes", ",role=server");
+    assert!(
+        d["source"]["summary"].as_str().unwrap().contains("zero-copy"),
+        "{}",
+        d["source"]
+    );
+    assert_eq!(d["conservation"]["buffers_leaked"], 0, "{}", d["conservation"]);
+}
+
+/// A forwarder between two memif interfaces (`dut_keys` added to each endpoint) and a
+/// tester across it (`tester_keys`): every frame counted on both sides. The device's
+/// report.
+fn forward_and_test_over_memif(dut_keys: &str, tester_keys: &str) -> Value {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("in.sock"), dir.path().join("out.sock"));
-    let dut_ports = format!("memif:{},memif:{}", a.display(), b.display());
-    let tester_ports = format!("tester:memif:{},memif:{}", a.display(), b.display());
+    let dut_ports = format!("memif:{}{dut_keys},memif:{}{dut_keys}", a.display(), b.display());
+    let tester_ports = format!(
+        "tester:memif:{}{tester_keys},memif:{}{tester_keys}",
+        a.display(),
+        b.display()
+    );
     let dut = Command::new(sfclab_bin())
         .args(["run", "--chain", "forwarder", "--ports", &dut_ports, "--core", "1"])
         .args(["--duration", "60s", "--warmup", "0s", "--json"])
@@ -27,7 +49,10 @@ fn sfclab_forwards_and_tests_over_memif_and_counts_every_frame() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    common::wait_for_sockets(&a, &b);
+    if tester_keys.is_empty() {
+        // The device serves the sockets: the tester connects once they are there.
+        common::wait_for_sockets(&a, &b);
+    }
     let tester = Command::new(sfclab_bin())
         .args(["run", "--ports", &tester_ports, "--core", "0"])
         .args([
@@ -66,6 +91,7 @@ fn sfclab_forwards_and_tests_over_memif_and_counts_every_frame() {
     );
     assert_eq!(forwarder["packets_in"], forwarder["packets_out"], "{forwarder}");
     assert!(!a.exists() && !b.exists(), "the server removed its socket files");
+    d
 }
 
 #[test]
@@ -75,6 +101,7 @@ fn a_bad_memif_endpoint_is_named_with_its_key() {
         ("memif:/tmp/x.sock,role=boss", "role `boss`"),
         ("memif:/tmp/x.sock,ring=1000", "power of two"),
         ("memif:/tmp/x.sock,colour=red", "unknown key `colour`"),
+        ("memif:/tmp/x.sock,zero-copy=yes", "zero-copy is a client's"),
     ] {
         let o = sfclab(&["run", "--chain", "forwarder", "--ports", ports, "--duration", "10ms"]);
         assert!(!o.status.success(), "{ports}");

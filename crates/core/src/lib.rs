@@ -31,7 +31,7 @@ pub use nf::{
     Verdict, Verdicts,
 };
 pub use packet::{Packet, PacketMeta};
-pub use pool::PacketPool;
+pub use pool::{PacketPool, SharedSpan};
 pub use port::{PortInfo, PortStats, RxPort, Shortfall, TxPort};
 pub use recycle::{Recycle, ReturnLink};
 pub use ring::{RingConsumer, RingProducer, ring};

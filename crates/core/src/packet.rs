@@ -22,11 +22,13 @@ pub const MAX_FRAME: usize = 1514;
 
 /// Per-packet metadata, in the buffer's first cache line.
 ///
-/// The frame's place in the buffer (`data_off`, `len`) is private: memory safety depends
-/// on `data_off + len <= BUF_SIZE - META_SIZE`, so only this crate's checked methods set
-/// them. Every value safe code can make keeps it: the default (an empty frame at 0), or
-/// a copy of another packet's metadata (all buffers have the same room). The public
-/// fields are free to set.
+/// The frame's place in the buffer (`data_off`, `len`) is private: only this crate's
+/// checked methods set them, keeping `data_off + len <= BUF_SIZE - META_SIZE`. Every
+/// value safe code can make keeps it: the default (an empty frame at 0), or a copy of
+/// another packet's metadata (all buffers have the same room). Memory safety does not
+/// rest on it: every access slices the room with bounds checks, because a buffer in
+/// shared memory ([`crate::PacketPool::shared`]) can have its metadata written by a
+/// peer that breaks its protocol. The public fields are free to set.
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, align(8))]
 pub struct PacketMeta {
@@ -261,11 +263,11 @@ impl Packet {
             return None;
         }
         let off = usize::from(self.meta.data_off);
-        debug_assert!(off + N <= self.room.len());
-        // SAFETY: N <= len (checked above) and data_off + len <= room.len() (the type's
-        // invariant, kept by every method that writes the private data_off and len), so
-        // bytes off..off + N are inside `room`; `[u8; N]` has alignment 1.
-        Some(unsafe { &mut *self.room.as_mut_ptr().add(off).cast::<[u8; N]>() })
+        // Checked, not taken from the type's invariant: a buffer of a pool in shared
+        // memory (`PacketPool::shared`) lies where a peer process that breaks the
+        // protocol could write its metadata too; that must garble this frame, never
+        // reach past it. One compare the fixed header's length check mostly decides.
+        self.room.get_mut(off..off + N)?.first_chunk_mut::<N>()
     }
 
     /// Grows the frame by `n` bytes at the front (into the headroom); `None` if there is no room.

@@ -2,6 +2,12 @@
 //! LIFO free list of handles, so that the buffers used last (still in cache) are reused
 //! first. Allocation and free are a pointer pop/push: no system call, no lock.
 //!
+//! A pool can live in shared memory ([`PacketPool::shared`]): a memfd another process
+//! maps too, so that a memif zero-copy client hands its peer a descriptor of a buffer
+//! instead of a copy of it. What the peer writes there is packet bytes to this process:
+//! the free list and every handle stay in private memory, and every access to a
+//! buffer's frame checks its bounds (see [`crate::PacketMeta`]).
+//!
 //! A pool belongs to one thread at a time. Handles are unique (`PacketRef` is not
 //! `Clone`), so safe code cannot free a buffer twice; `free` still checks the buffer's
 //! state and origin, because a bug there would corrupt every later measurement.
@@ -11,6 +17,7 @@ use crate::handle::PacketRef;
 #[cfg(debug_assertions)]
 use crate::packet::STATE_IN_USE;
 use crate::packet::{BUF_SIZE, Packet, STATE_FREE};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::ptr::NonNull;
 
 /// Counters of a pool.
@@ -25,6 +32,8 @@ pub struct PoolStats {
 /// A preallocated set of packet buffers.
 pub struct PacketPool {
     map: Option<Mapping>,
+    /// The memfd behind a pool in shared memory, which a peer process maps.
+    file: Option<std::fs::File>,
     base: *mut Packet,
     /// Bytes of the mapping: `capacity * BUF_SIZE`, kept so the origin check is one compare.
     span: usize,
@@ -40,11 +49,34 @@ unsafe impl Send for PacketPool {}
 impl PacketPool {
     /// Maps `capacity` buffers (prefaulted) and puts them all on the free list.
     pub fn new(capacity: usize) -> PacketPool {
-        assert!(
-            capacity > 0 && capacity <= u32::MAX as usize,
-            "pool capacity out of range"
-        );
-        let mut map = Mapping::new(capacity * BUF_SIZE);
+        check_capacity(capacity);
+        PacketPool::over(Mapping::new(capacity * BUF_SIZE), None, capacity)
+    }
+
+    /// As [`PacketPool::new`], with the buffers in a memfd named `name` (shown in
+    /// /proc/PID/fd), sealed against shrinking, that another process can map
+    /// ([`PacketPool::shared_memory`]): a memif zero-copy client's pool.
+    #[cfg(not(miri))]
+    pub fn shared(capacity: usize, name: &str) -> std::io::Result<PacketPool> {
+        check_capacity(capacity);
+        let (map, file) = Mapping::shared(capacity * BUF_SIZE, name)?;
+        Ok(PacketPool::over(map, Some(file), capacity))
+    }
+
+    /// A pool in shared memory: its file, for a peer to map, and where this process
+    /// sees it, for the offsets of frames in it. `None` for a private pool.
+    pub fn shared_memory(&self) -> Option<(BorrowedFd<'_>, SharedSpan)> {
+        let file = self.file.as_ref()?;
+        Some((
+            file.as_fd(),
+            SharedSpan {
+                base: self.base as usize,
+                len: self.span,
+            },
+        ))
+    }
+
+    fn over(mut map: Mapping, file: Option<std::fs::File>, capacity: usize) -> PacketPool {
         let base = map.as_mut_ptr().cast::<Packet>();
         let mut free = Vec::with_capacity(capacity);
         // Push in reverse so that the first allocations walk the mapping upwards.
@@ -62,6 +94,7 @@ impl PacketPool {
         }
         PacketPool {
             map: Some(map),
+            file,
             base,
             span: capacity * BUF_SIZE,
             capacity,
@@ -176,6 +209,40 @@ impl PacketPool {
     }
 }
 
+fn check_capacity(capacity: usize) {
+    assert!(
+        capacity > 0 && capacity <= u32::MAX as usize,
+        "pool capacity out of range"
+    );
+}
+
+/// Where a pool in shared memory lies in this process's addresses, for the offset of a
+/// frame into the pool's file (a memif descriptor names a buffer by its offset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedSpan {
+    base: usize,
+    len: usize,
+}
+
+impl SharedSpan {
+    /// Bytes of the pool's file.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Where `bytes` start in the pool's file, if they lie wholly inside it (the frame,
+    /// or the empty frame at the headroom, of one of its buffers).
+    #[inline(always)]
+    pub fn offset_of(&self, bytes: &[u8]) -> Option<usize> {
+        let off = (bytes.as_ptr() as usize).wrapping_sub(self.base);
+        (off <= self.len && bytes.len() <= self.len - off).then_some(off)
+    }
+}
+
 /// Refuses buffers of another pool (safe code could try that, and the two pools would
 /// then share a buffer); in debug builds also catches double frees by our own unsafe
 /// code, through the buffer's state word.
@@ -217,6 +284,31 @@ impl Mapping {
             .map_anon()
             .expect("cannot map the packet pool (out of memory?)");
         Mapping(map)
+    }
+
+    /// `len` bytes of a new memfd named `name`, sealed against shrinking (a peer that
+    /// maps it can never make this process's pages vanish: SIGBUS), mapped shared.
+    fn shared(len: usize, name: &str) -> std::io::Result<(Mapping, std::fs::File)> {
+        use std::os::fd::FromRawFd;
+        let name = std::ffi::CString::new(name).map_err(std::io::Error::other)?;
+        // SAFETY: `name` is a NUL-terminated string that outlives the call; the flags
+        // are memfd_create's own.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just made and is owned by nothing else.
+        let file = unsafe { std::fs::File::from_raw_fd(fd) };
+        file.set_len(len as u64)?;
+        // SAFETY: fcntl on a descriptor we own, with a seal memfd_create allowed.
+        if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: the file cannot shrink (sealed above), so every mapped page stays
+        // backed. Other processes may write its bytes while it is mapped; the pool
+        // hands out no reference whose soundness rests on them (module docs).
+        let map = unsafe { memmap2::MmapOptions::new().len(len).populate().map_mut(&file)? };
+        Ok((Mapping(map), file))
     }
 
     fn as_mut_ptr(&mut self) -> *mut u8 {
@@ -329,6 +421,28 @@ mod tests {
         let mut b = PacketPool::new(2);
         let p = a.alloc().unwrap();
         b.free(p);
+    }
+
+    #[test]
+    #[cfg(not(miri))]
+    fn a_shared_pool_s_frames_are_where_its_offsets_say_in_its_file() {
+        let mut pool = PacketPool::shared(8, "sfclab-test-pool").unwrap();
+        assert!(PacketPool::new(1).shared_memory().is_none());
+        let (fd, span) = pool.shared_memory().unwrap();
+        assert_eq!(span.len(), 8 * BUF_SIZE);
+        // The peer's view: the same file mapped again.
+        let file = std::fs::File::from(fd.try_clone_to_owned().unwrap());
+        assert!(file.set_len(100).is_err(), "sealed against shrinking");
+        // SAFETY: a test's own memfd, sealed against shrinking.
+        let peer = unsafe { memmap2::MmapOptions::new().len(span.len()).map(&file).unwrap() };
+        let mut p = pool.alloc().unwrap();
+        let empty_at = span.offset_of(p.data()).unwrap();
+        p.reset(6).copy_from_slice(b"sfclab");
+        let at = span.offset_of(p.data()).unwrap();
+        assert_eq!(at, empty_at, "a fresh frame starts where the empty one was");
+        assert_eq!(&peer[at..at + 6], b"sfclab");
+        assert_eq!(span.offset_of(&[1u8; 4]), None, "bytes outside the pool");
+        pool.free(p);
     }
 
     #[test]

@@ -96,6 +96,23 @@ pub trait RxPort {
     /// payload pattern, so that frames stamped later carry valid checksums).
     fn prime(&self, _pool: &mut PacketPool) {}
 
+    /// Whether the port passes frames by reference through memory its peer process
+    /// maps (a memif zero-copy client), and how many buffers it may hold on its rings
+    /// at once: the run then makes its pool that much larger with
+    /// [`PacketPool::shared`] and hands it over with [`RxPort::attach_pool`].
+    fn shared_pool_need(&self) -> Option<usize> {
+        None
+    }
+
+    /// The run's pool, once, before any traffic: a port that passes frames by reference
+    /// announces the pool's memory to its peer.
+    fn attach_pool(&mut self, _pool: &PacketPool) {}
+
+    /// Once traffic is over: every buffer the port still holds (lent to its peer, or
+    /// waiting on its rings for frames) back to `pool`, so that a run's buffers all
+    /// come home. The port passes no frame after it.
+    fn return_buffers(&mut self, _pool: &mut PacketPool) {}
+
     /// A wired tester writes its signature over the last `width` bytes of every frame's
     /// IP datagram. A source whose frames' checksums count on what its buffers held (the
     /// generator stamps only the head) writes those bytes afresh in every frame it
@@ -167,6 +184,18 @@ pub trait TxPort {
     /// on the ring, counted as sent.
     fn flush(&mut self) {}
 
+    /// As [`RxPort::shared_pool_need`].
+    fn shared_pool_need(&self) -> Option<usize> {
+        None
+    }
+
+    /// As [`RxPort::attach_pool`].
+    fn attach_pool(&mut self, _pool: &PacketPool) {}
+
+    /// As [`RxPort::return_buffers`]: frames it sent by reference and its peer has not
+    /// released yet are the peer's to read until it goes; their buffers come back now.
+    fn return_buffers(&mut self, _pool: &mut PacketPool) {}
+
     /// Packets taken so far that the source produced inside the window (`FLAG_WINDOW`):
     /// what trials measure loss on.
     fn window_packets(&self) -> u64;
@@ -220,6 +249,15 @@ impl<P: RxPort + ?Sized> RxPort for &mut P {
     }
     fn prime(&self, pool: &mut PacketPool) {
         (**self).prime(pool)
+    }
+    fn shared_pool_need(&self) -> Option<usize> {
+        (**self).shared_pool_need()
+    }
+    fn attach_pool(&mut self, pool: &PacketPool) {
+        (**self).attach_pool(pool)
+    }
+    fn return_buffers(&mut self, pool: &mut PacketPool) {
+        (**self).return_buffers(pool)
     }
     fn restore_tails(&mut self, width: usize) {
         (**self).restore_tails(width)

@@ -150,10 +150,11 @@ pub struct RunSection {
     /// window ends or Ctrl-C) and `tester:OUT,IN` (no chain: the generator sends on OUT
     /// and measures what comes back on IN, across whatever joins them). Needs root.
     /// IN and OUT may also be memif endpoints, `memif:PATH[,role=server|client][,id=N]
-    /// [,secret=S][,ring=N][,buffer=N][,wait=polling|interrupt][,spin=US]` (shared memory
-    /// with DPDK, VPP or another sfclab; no root needed): a device under test serves
-    /// them by default (`--ports memif:A,memif:B`, or `memif:A` in and out of one), a
-    /// tester connects to them.
+    /// [,secret=S][,ring=N][,buffer=N][,wait=polling|interrupt][,spin=US]
+    /// [,zero-copy=yes]` (shared memory with DPDK, VPP or another sfclab; no root
+    /// needed): a device under test serves them by default (`--ports memif:A,memif:B`,
+    /// or `memif:A` in and out of one), a tester connects to them; a client with
+    /// `zero-copy=yes` passes frames by reference through its pool, which it shares.
     #[arg(long)]
     #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
     pub ports: Option<PortsSetting>,

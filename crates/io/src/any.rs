@@ -203,6 +203,15 @@ impl RxPort for InterfacePort {
     fn discard_unread(&mut self) {
         each!(self, p => RxPort::discard_unread(p))
     }
+    fn shared_pool_need(&self) -> Option<usize> {
+        each!(self, p => RxPort::shared_pool_need(p))
+    }
+    fn attach_pool(&mut self, pool: &PacketPool) {
+        each!(self, p => RxPort::attach_pool(p, pool))
+    }
+    fn return_buffers(&mut self, pool: &mut PacketPool) {
+        each!(self, p => RxPort::return_buffers(p, pool))
+    }
     fn info(&self) -> PortInfo {
         each!(self, p => RxPort::info(p))
     }
@@ -226,6 +235,15 @@ impl TxPort for InterfacePort {
     }
     fn lost_in_flight(&self) -> u64 {
         each!(self, p => TxPort::lost_in_flight(p))
+    }
+    fn shared_pool_need(&self) -> Option<usize> {
+        each!(self, p => TxPort::shared_pool_need(p))
+    }
+    fn attach_pool(&mut self, pool: &PacketPool) {
+        each!(self, p => TxPort::attach_pool(p, pool))
+    }
+    fn return_buffers(&mut self, pool: &mut PacketPool) {
+        each!(self, p => TxPort::return_buffers(p, pool))
     }
     fn counters(&self) -> Vec<NfCounter> {
         each!(self, p => TxPort::counters(p))

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sfclab_core::port::{PortInfo, PortStats};
-use sfclab_core::{Batch, NfCounter, Recycle, TxPort, tsc};
+use sfclab_core::{Batch, NfCounter, PacketPool, Recycle, TxPort, tsc};
 
 /// Bytes a frame costs on the wire beyond its buffer: FCS, preamble and gap.
 const WIRE_OVERHEAD: u64 = 4 + 20;
@@ -466,6 +466,18 @@ impl<P: TxPort> TxPort for LinePort<P> {
 
     fn start_window(&mut self) {
         self.port.start_window();
+    }
+
+    fn shared_pool_need(&self) -> Option<usize> {
+        self.port.shared_pool_need()
+    }
+
+    fn attach_pool(&mut self, pool: &PacketPool) {
+        self.port.attach_pool(pool);
+    }
+
+    fn return_buffers(&mut self, pool: &mut PacketPool) {
+        self.port.return_buffers(pool);
     }
 
     fn flush(&mut self) {

@@ -81,6 +81,16 @@ pub(crate) fn summed_stats(each: impl Iterator<Item = PortStats>) -> PortStats {
     })
 }
 
+/// What ports lending buffers from a shared pool need of it together (`None` when
+/// none lends).
+pub(crate) fn summed_need(needs: impl Iterator<Item = Option<usize>>) -> Option<usize> {
+    needs.fold(None, |sum, n| match (sum, n) {
+        (None, n) => n,
+        (s, None) => s,
+        (Some(a), Some(b)) => Some(a + b),
+    })
+}
+
 impl<P: RxPort> RxPort for QueueSet<P> {
     fn rx(&mut self, now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
         let n = self.queues.len();
@@ -131,6 +141,15 @@ impl<P: RxPort> RxPort for QueueSet<P> {
     fn discard_unread(&mut self) {
         self.queues.iter_mut().for_each(RxPort::discard_unread);
     }
+    fn shared_pool_need(&self) -> Option<usize> {
+        crate::queues::summed_need(self.queues.iter().map(RxPort::shared_pool_need))
+    }
+    fn attach_pool(&mut self, pool: &PacketPool) {
+        self.queues.iter_mut().for_each(|q| RxPort::attach_pool(q, pool));
+    }
+    fn return_buffers(&mut self, pool: &mut PacketPool) {
+        self.queues.iter_mut().for_each(|q| RxPort::return_buffers(q, pool));
+    }
     fn info(&self) -> PortInfo {
         self.info_of(RxPort::info)
     }
@@ -157,6 +176,15 @@ impl<P: TxPort> TxPort for QueueSet<P> {
     }
     fn stats(&self) -> PortStats {
         summed_stats(self.queues.iter().map(TxPort::stats))
+    }
+    fn shared_pool_need(&self) -> Option<usize> {
+        crate::queues::summed_need(self.queues.iter().map(TxPort::shared_pool_need))
+    }
+    fn attach_pool(&mut self, pool: &PacketPool) {
+        self.queues.iter_mut().for_each(|q| TxPort::attach_pool(q, pool));
+    }
+    fn return_buffers(&mut self, pool: &mut PacketPool) {
+        self.queues.iter_mut().for_each(|q| TxPort::return_buffers(q, pool));
     }
     fn start_window(&mut self) {
         for q in &mut self.queues {

@@ -221,7 +221,7 @@ fn a_peer_writing_descriptors_outside_its_memory_costs_frames_not_safety() {
     let mut s = server.port(0, true, true).unwrap();
     // A hand-driven client: it writes descriptors as it likes.
     let channel = Channel::connect(&socket).unwrap();
-    let conn = join(&channel, &Config::default()).unwrap();
+    let conn = join(&channel, &Config::default(), None).unwrap();
     server.wait_connected(Duration::from_secs(10)).unwrap();
     let ring = &conn.tx[0].ring;
     let region = conn.regions[0].len() as u32;

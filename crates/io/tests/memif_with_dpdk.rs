@@ -31,6 +31,9 @@ impl Testpmd {
                 "-m",
                 "1024",
                 "--no-pci",
+                // One file per memory list: DPDK's zero-copy client hands those files
+                // to its server as regions (harmless otherwise).
+                "--single-file-segments",
                 "--file-prefix",
                 &prefix,
             ])
@@ -161,16 +164,27 @@ fn dpdk_net_memif_as_client_completes_the_handshake_with_sfclab_as_server_when_i
 
 /// sfclab sends `n` counted frames to testpmd (io forwarding on its one memif port sends
 /// each frame back) and takes them back: every frame returns, whole and in order.
-fn forward_through_testpmd(role: sfclab_io::memif::Role, testpmd_memif: &str) {
+/// With `zero_copy`, sfclab is a zero-copy client: its pool is in shared memory and
+/// testpmd reads and writes the frames in it.
+fn forward_through_testpmd(role: sfclab_io::memif::Role, zero_copy: bool, testpmd_memif: &str) {
     use sfclab_core::{Batch, PacketPool, RxPort, TxPort};
     use sfclab_io::memif::{Interface, MemifSettings};
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("memif.sock");
-    let mut interface = Interface::open(&MemifSettings::new(&socket, role)).unwrap();
+    let mut interface = Interface::open(&MemifSettings {
+        zero_copy,
+        ..MemifSettings::new(&socket, role)
+    })
+    .unwrap();
     let _testpmd = Testpmd::start(testpmd_memif, &socket);
-    interface.wait_connected(Duration::from_secs(60)).unwrap();
     let mut port = interface.port(0, true, true).unwrap();
-    let mut pool = PacketPool::new(1024);
+    let mut pool = if zero_copy {
+        PacketPool::shared(1024 + 2048, "sfclab-test").unwrap()
+    } else {
+        PacketPool::new(1024)
+    };
+    RxPort::attach_pool(&mut port, &pool);
+    interface.wait_connected(Duration::from_secs(60)).unwrap();
     let frame = |i: u32| -> Vec<u8> {
         let mut f = vec![0u8; 60 + (i as usize % 8) * 180];
         f[..6].fill(0xff);
@@ -227,16 +241,30 @@ fn forward_through_testpmd(role: sfclab_io::memif::Role, testpmd_memif: &str) {
     for (i, f) in back.iter().enumerate() {
         assert_eq!(*f, frame(i as u32), "frame {i} whole and in order");
     }
+    RxPort::return_buffers(&mut port, &mut pool);
+    assert_eq!(pool.in_use(), 0, "every buffer back in the pool");
 }
 
 #[test]
 #[ignore = "needs dpdk-testpmd (Debian: apt-get install dpdk) and two cores; CI runs it"]
 fn a_counted_stream_crosses_dpdk_testpmd_as_server_and_returns_whole_when_installed() {
-    forward_through_testpmd(sfclab_io::memif::Role::Client, "role=server,id=0");
+    forward_through_testpmd(sfclab_io::memif::Role::Client, false, "role=server,id=0");
 }
 
 #[test]
 #[ignore = "needs dpdk-testpmd (Debian: apt-get install dpdk) and two cores; CI runs it"]
 fn a_counted_stream_crosses_dpdk_testpmd_as_client_and_returns_whole_when_installed() {
-    forward_through_testpmd(sfclab_io::memif::Role::Server, "role=client,id=0");
+    forward_through_testpmd(sfclab_io::memif::Role::Server, false, "role=client,id=0");
+}
+
+#[test]
+#[ignore = "needs dpdk-testpmd (Debian: apt-get install dpdk) and two cores; CI runs it"]
+fn a_zero_copy_client_s_stream_crosses_dpdk_testpmd_as_server_and_returns_whole_when_installed() {
+    forward_through_testpmd(sfclab_io::memif::Role::Client, true, "role=server,id=0");
+}
+
+#[test]
+#[ignore = "needs dpdk-testpmd (Debian: apt-get install dpdk) and two cores; CI runs it"]
+fn a_counted_stream_crosses_dpdk_testpmd_as_zero_copy_client_and_returns_whole_when_installed() {
+    forward_through_testpmd(sfclab_io::memif::Role::Server, false, "role=client,id=0,zero-copy=yes");
 }

@@ -412,6 +412,19 @@ fn drain_all<R: RxPort, T: TxPort>(rigs: &mut [Rig<R, T>], accounting: bool) {
     }
 }
 
+/// The run's packet pool: private, or in shared memory when a port passes frames by
+/// reference (a memif zero-copy client), larger by what its rings may hold.
+fn run_pool<R: RxPort, T: TxPort>(source: &R, sink: &T, size: usize) -> Result<PacketPool, RunError> {
+    match (source.shared_pool_need(), sink.shared_pool_need()) {
+        (None, None) => Ok(PacketPool::new(size)),
+        (a, b) => {
+            let lent = a.unwrap_or(0) + b.unwrap_or(0);
+            PacketPool::shared(size + lent, "sfclab-packet-pool")
+                .map_err(|e| RunError::failed("packet pool in shared memory (zero-copy)", e))
+        }
+    }
+}
+
 fn pin(core: Option<usize>) {
     if let Some(core) = core {
         core_affinity::set_for_current(core_affinity::CoreId { id: core });
@@ -436,8 +449,11 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
                 .answer_at_end()
                 .map_err(|e| RunError::setting("responder", e.to_string()))?;
         }
-        let mut pool = PacketPool::new(settings.pool_size);
+        let mut pool = run_pool(&source, &sink, settings.pool_size)?;
         source.prime(&mut pool);
+        let (mut source, mut sink) = (source, sink);
+        source.attach_pool(&pool);
+        sink.attach_pool(&pool);
         let rig = Rig {
             source_base: source.stats(),
             source,
@@ -495,6 +511,9 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
         } = self;
         chain.release_held(pool);
         source.discard_unread();
+        // Buffers a zero-copy port lent its peer come home: none is counted as leaked.
+        source.return_buffers(pool);
+        self.sinks.iter_mut().for_each(|s| s.return_buffers(pool));
         self.snapshot()
     }
 

@@ -587,6 +587,13 @@ pub fn run_parallel_on<R: RxPort + Send, T: TxPort + Send>(
     settings: &PipelineSettings,
 ) -> Result<RunReport, RunError> {
     let run = &settings.run;
+    if source.shared_pool_need().is_some() {
+        // Its frames would leave the pool's thread by reference on the stages' rings.
+        return Err(RunError::setting(
+            "zero-copy",
+            "a memif zero-copy port passes its frames by reference in the compound runtime only (one core): write zero-copy=no, or run the chain on one core",
+        ));
+    }
     let (plans, gen_core) = plan_replicas(&replicas, settings)?;
     let stage_count: usize = plans.iter().map(Vec::len).sum();
     let sizes = QueueSizes::of(settings, replicas.len(), stage_count);

@@ -162,6 +162,18 @@ impl RxPort for BothWaysIn {
         summed_drops(self.sides.iter().map(RxPort::drops))
     }
 
+    fn shared_pool_need(&self) -> Option<usize> {
+        crate::queues::summed_need(self.sides.iter().map(RxPort::shared_pool_need))
+    }
+
+    fn attach_pool(&mut self, pool: &PacketPool) {
+        self.sides.iter_mut().for_each(|s| RxPort::attach_pool(s, pool));
+    }
+
+    fn return_buffers(&mut self, pool: &mut PacketPool) {
+        self.sides.iter_mut().for_each(|s| RxPort::return_buffers(s, pool));
+    }
+
     fn discard_unread(&mut self) {
         self.sides.iter_mut().for_each(RxPort::discard_unread);
     }
@@ -219,6 +231,18 @@ impl<P: TxPort> TxPort for BothWaysOut<P> {
 
     fn start_window(&mut self) {
         self.sides.iter_mut().for_each(TxPort::start_window);
+    }
+
+    fn shared_pool_need(&self) -> Option<usize> {
+        crate::queues::summed_need(self.sides.iter().map(TxPort::shared_pool_need))
+    }
+
+    fn attach_pool(&mut self, pool: &PacketPool) {
+        self.sides.iter_mut().for_each(|s| TxPort::attach_pool(s, pool));
+    }
+
+    fn return_buffers(&mut self, pool: &mut PacketPool) {
+        self.sides.iter_mut().for_each(|s| TxPort::return_buffers(s, pool));
     }
 
     fn window_packets(&self) -> u64 {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::eventfd::{EfdFlags, EventFd};
+use sfclab_core::SharedSpan;
 
 use super::control::Channel;
 use super::layout::{COOKIE, Desc, MAX_LOG2_RING_SIZE, VERSION, ring_bytes};
@@ -103,8 +104,19 @@ pub struct Connection {
     pub rx: Vec<Queue>,
     /// Rings this side sends on, by queue.
     pub tx: Vec<Queue>,
-    /// Every region, by index.
+    /// Every region, by index (a zero-copy client's pool is not among them: its
+    /// frames are read and written as the pool's packets, never through a region).
     pub regions: Vec<Arc<Region>>,
+    /// A zero-copy client's packet pool: the region index its peer knows it by.
+    pub pool: Option<PoolRegion>,
+}
+
+/// A zero-copy client's packet pool as its connection knows it.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolRegion {
+    /// The region index descriptors name it by.
+    pub index: u16,
+    pub span: SharedSpan,
 }
 
 /// Why a handshake did not end in a connection.
@@ -228,6 +240,7 @@ fn serve_steps(channel: &Channel, config: &Config) -> Result<Connection, Handsha
                     rx: c2s,
                     tx: s2c,
                     regions,
+                    pool: None,
                 });
             }
             other => {
@@ -293,11 +306,17 @@ fn added_ring(regions: &[Arc<Region>], region: u16, offset: u32, log2_ring_size:
 }
 
 /// The client's half: the server's HELLO, INIT, the memory and its rings, CONNECT.
-pub fn join(channel: &Channel, config: &Config) -> Result<Connection, HandshakeError> {
+/// With `pool` (a zero-copy client's packet pool in shared memory), the pool is the
+/// second region.
+pub fn join(
+    channel: &Channel,
+    config: &Config,
+    pool: Option<(OwnedFd, SharedSpan)>,
+) -> Result<Connection, HandshakeError> {
     channel
         .set_timeout(Some(STEP_LIMIT))
         .map_err(failed("memif control socket"))?;
-    let result = join_steps(channel, config);
+    let result = join_steps(channel, config, pool);
     let _ = channel.set_timeout(None);
     result
 }
@@ -347,7 +366,11 @@ fn client_memory(config: &Config, rings: usize, log2: u8) -> Result<(Arc<Region>
     Ok((region, queues))
 }
 
-fn join_steps(channel: &Channel, config: &Config) -> Result<Connection, HandshakeError> {
+fn join_steps(
+    channel: &Channel,
+    config: &Config,
+    pool: Option<(OwnedFd, SharedSpan)>,
+) -> Result<Connection, HandshakeError> {
     let (hello, _) = channel.recv().map_err(failed("waiting for HELLO"))?;
     let Msg::Hello {
         name: server,
@@ -406,6 +429,28 @@ fn join_steps(channel: &Channel, config: &Config) -> Result<Connection, Handshak
         )
         .map_err(failed("sending ADD_REGION"))?;
     expect_ack("ADD_REGION")?;
+    let pool = match pool {
+        Some((fd, span)) => {
+            if u32::try_from(span.len()).is_err() {
+                return Err(HandshakeError::Failed(format!(
+                    "a packet pool of {} bytes: descriptors address 4 GiB at most",
+                    span.len()
+                )));
+            }
+            channel
+                .send(
+                    &Msg::AddRegion {
+                        index: 1,
+                        size: span.len() as u64,
+                    },
+                    Some(fd.as_fd()),
+                )
+                .map_err(failed("sending the packet pool's ADD_REGION"))?;
+            expect_ack("the packet pool's ADD_REGION")?;
+            Some(PoolRegion { index: 1, span })
+        }
+        None => None,
+    };
     for (r, q) in queues.iter().enumerate() {
         let c2s = r < usize::from(c2s_rings);
         let index = if c2s { r } else { r - usize::from(c2s_rings) };
@@ -442,6 +487,7 @@ fn join_steps(channel: &Channel, config: &Config) -> Result<Connection, Handshak
                 rx,
                 tx: queues,
                 regions: vec![region],
+                pool,
             })
         }
         Msg::Disconnect { reason, .. } => Err(HandshakeError::Refused(reason)),
@@ -459,7 +505,7 @@ mod tests {
     ) -> (Result<Connection, HandshakeError>, Result<Connection, HandshakeError>) {
         let (a, b) = Channel::pair().unwrap();
         let t = std::thread::spawn(move || serve(&a, &server));
-        let c = join(&b, &client);
+        let c = join(&b, &client, None);
         (t.join().unwrap(), c)
     }
 

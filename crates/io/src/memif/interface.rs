@@ -68,12 +68,13 @@ impl Interface {
             }
             Role::Client => None,
         };
-        let (thread_shared, config, socket) = (shared.clone(), s.config.clone(), s.socket.clone());
+        let (thread_shared, config, socket, zero_copy) =
+            (shared.clone(), s.config.clone(), s.socket.clone(), s.zero_copy);
         let thread = std::thread::Builder::new()
             .name("memif-control".into())
             .spawn(move || match listener {
                 Some(l) => serve_loop(&l, &config, &thread_shared, &stop),
-                None => connect_loop(&socket, &config, &thread_shared, &stop),
+                None => connect_loop(&socket, &config, zero_copy, &thread_shared, &stop),
             })
             .map_err(|e| format!("{}: {e}", name()))?;
         let pairs = usize::from(s.config.queue_pairs);
@@ -206,11 +207,24 @@ fn serve_loop(listener: &Listener, config: &Config, shared: &Shared, stop: &Owne
     }
 }
 
-fn connect_loop(socket: &Path, config: &Config, shared: &Shared, stop: &OwnedFd) {
+/// Connects, and again whenever the server goes. A zero-copy client first waits for its
+/// port to attach the packet pool (the run's, made in shared memory): the pool is the
+/// connection's second region.
+fn connect_loop(socket: &Path, config: &Config, zero_copy: bool, shared: &Shared, stop: &OwnedFd) {
     let retry = Duration::from_millis(20);
     loop {
+        let pool = shared.pool();
+        if zero_copy && pool.is_none() {
+            shared.failed(
+                "zero-copy: no packet pool in shared memory attached yet (a runtime that passes frames by reference makes its pool so and attaches it before traffic: the compound runtime does)".into(),
+            );
+            if wait_for(&[], stop, Some(retry)).is_none() {
+                return;
+            }
+            continue;
+        }
         match Channel::connect(socket) {
-            Ok(channel) => match join(&channel, config) {
+            Ok(channel) => match join(&channel, config, pool) {
                 Ok(c) => {
                     shared.publish(Some(c));
                     let stopped = !keep(&channel, None, stop);

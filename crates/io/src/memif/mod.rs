@@ -16,6 +16,7 @@ pub mod connection;
 pub mod control;
 pub mod interface;
 pub mod layout;
+mod lent;
 pub mod msg;
 pub mod port;
 pub mod region;

@@ -25,9 +25,10 @@ use sfclab_core::{Batch, NfCounter, PacketMeta, PacketPool, Recycle, RxPort, TxP
 
 use super::connection::{Connection, Queue, Role};
 use super::layout::{DESC_FLAG_NEXT, Desc, RING_FLAG_MASK_INT};
+use super::lent::Lent;
 use super::region::Region;
 use super::settings::Wait;
-use super::shared::Control;
+use super::shared::{Control, PoolMemory};
 use crate::window::Window;
 
 /// How long a sender waits for a full ring to free slots before it drops the rest, by
@@ -86,6 +87,9 @@ pub struct MemifPort {
     interrupts_sent: u64,
     sleeps: u64,
     wakeups: u64,
+    /// A zero-copy client's buffers on its rings (and those of a connection gone, until
+    /// they are back in the pool).
+    lent: Option<Lent>,
 }
 
 impl MemifPort {
@@ -119,6 +123,7 @@ impl MemifPort {
             interrupts_sent: 0,
             sleeps: 0,
             wakeups: 0,
+            lent: None,
         }
     }
 
@@ -205,13 +210,32 @@ impl MemifPort {
         self.epoch = epoch;
         self.rx_next = 0;
         self.idle_since = None;
+        if let Some(lent) = &mut self.lent {
+            lent.strand_all();
+        }
+        if let Some(c) = &conn
+            && let Some(pool) = c.pool
+        {
+            let slots = |queues: &[Queue], used: bool| {
+                queues
+                    .get(usize::from(self.queue))
+                    .filter(|_| used)
+                    .map_or(0, |q| q.ring.size())
+            };
+            let mut fresh = Lent::new(pool, slots(&c.rx, self.receive), slots(&c.tx, self.send));
+            if let Some(old) = self.lent.take() {
+                fresh.inherit(old);
+            }
+            self.lent = Some(fresh);
+        }
         if let Some(c) = &conn
             && self.receive
             && let Some(q) = c.rx.get(usize::from(self.queue))
         {
             // Polling until the ring stays empty: the sender need not signal.
             q.ring.flags().fetch_or(RING_FLAG_MASK_INT, Ordering::Relaxed);
-            if c.role == Role::Client {
+            // A zero-copy client gives pool buffers at its next receive, which has the pool.
+            if c.role == Role::Client && c.pool.is_none() {
                 self.refill(q);
             }
         }
@@ -296,7 +320,11 @@ impl MemifPort {
         for i in 0..n as u16 {
             let s = slot.wrapping_add(i);
             q.ring.will_write_desc(s);
-            if let Some((region, at)) = Self::buffer_start(conn, q, s) {
+            // A zero-copy client writes its descriptors only (a frame of another pool,
+            // copied, is rare enough to wait for its line).
+            if conn.pool.is_none()
+                && let Some((region, at)) = Self::buffer_start(conn, q, s)
+            {
                 region.will_write(at);
             }
         }
@@ -317,6 +345,13 @@ impl MemifPort {
         let Some(q) = conn.rx.get(usize::from(self.queue)) else {
             return 0;
         };
+        if conn.pool.is_some()
+            && let Some(mut lent) = self.lent.take()
+        {
+            let got = self.receive_in_place(q, &mut lent, pool, batch);
+            self.lent = Some(lent);
+            return got;
+        }
         let ring = &q.ring;
         let end = Self::produced(conn, q);
         let available = end.wrapping_sub(self.rx_next);
@@ -393,6 +428,102 @@ impl MemifPort {
         self.rx_stats.packets += frames as u64;
         self.rx_stats.bytes += bytes;
         self.rx_stats.dropped += dropped;
+        taken
+    }
+
+    /// A zero-copy client's receive: the frames are the pool buffers the server filled
+    /// where they lie, passed on whole; their slots get fresh buffers from `pool`.
+    #[inline(always)]
+    fn receive_in_place(&mut self, q: &Queue, lent: &mut Lent, pool: &mut PacketPool, batch: &mut Batch) -> usize {
+        lent.return_stranded(pool);
+        let ring = &q.ring;
+        let given = ring.head().load(Ordering::Relaxed);
+        let filled = ring.tail().load(Ordering::Acquire);
+        // The server fills only the slots it was given: a tail past them is a broken peer's.
+        let available = filled.wrapping_sub(self.rx_next).min(given.wrapping_sub(self.rx_next));
+        let want = self
+            .window
+            .room(batch.room(), self.rx_stats.packets)
+            .min(usize::from(available));
+        let end = self.rx_next.wrapping_add(available);
+        lent.will_read(self.rx_next, want);
+        let flags = self.window.flags();
+        let (mut slot, mut frames, mut taken, mut bytes) = (self.rx_next, 0usize, 0usize, 0u64);
+        while frames < want && slot != end {
+            // One frame: its first descriptor and those its NEXT flags chain on, read
+            // only once whole (the sender publishes whole frames).
+            let mut last = slot;
+            while ring.desc(last).flags & DESC_FLAG_NEXT != 0 && last.wrapping_add(1) != end {
+                last = last.wrapping_add(1);
+            }
+            let whole = ring.desc(last).flags & DESC_FLAG_NEXT == 0;
+            if !whole && available < ring.size() {
+                break;
+            }
+            let first = ring.desc(slot);
+            let mut frame = lent.take_rx(slot);
+            let mut fault = match &mut frame {
+                Some(p) if first.length as usize <= p.tailroom() && whole => {
+                    // Fresh metadata: whatever the buffer's line holds is not trusted.
+                    p.meta = PacketMeta::fresh(0, 0, flags);
+                    p.notes.clear();
+                    p.meta.seq = self.rx_stats.packets.wrapping_add(frames as u64) as u32;
+                    p.reset(first.length as usize);
+                    None
+                }
+                Some(_) if whole => Some(Fault::Oversize),
+                // A chain as long as the ring never ends: a broken sender.
+                Some(_) => Some(Fault::BadDescriptor),
+                None => Some(Fault::BadDescriptor),
+            };
+            // A frame in several buffers comes together in the first, if it fits.
+            while slot != last {
+                slot = slot.wrapping_add(1);
+                let d = ring.desc(slot);
+                let Some(mut part) = lent.take_rx(slot) else {
+                    fault = fault.or(Some(Fault::BadDescriptor));
+                    continue;
+                };
+                if fault.is_none()
+                    && let Some(p) = frame.as_mut()
+                {
+                    let n = d.length as usize;
+                    match (n <= part.tailroom()).then(|| p.append(n)).flatten() {
+                        Some(room) => room.copy_from_slice(part.reset(n)),
+                        None => fault = Some(Fault::Oversize),
+                    }
+                }
+                lent.strand(part);
+            }
+            slot = slot.wrapping_add(1);
+            frames += 1;
+            match (fault, frame) {
+                (None, Some(p)) => {
+                    bytes += p.len() as u64;
+                    taken += 1;
+                    if let Err(p) = batch.push(p) {
+                        // Cannot happen: `want` fits the batch's room.
+                        lent.strand(p);
+                        taken -= 1;
+                    }
+                }
+                (fault, frame) => {
+                    match fault {
+                        Some(Fault::Oversize) => self.rx_oversize += 1,
+                        _ => self.rx_bad_desc += 1,
+                    }
+                    frame.into_iter().for_each(|p| lent.strand(p));
+                }
+            }
+        }
+        self.rx_next = slot;
+        if !lent.refill(q, slot, pool) {
+            self.rx_pool_empty += 1;
+        }
+        lent.return_stranded(pool);
+        self.rx_stats.packets += frames as u64;
+        self.rx_stats.bytes += bytes;
+        self.rx_stats.dropped += (frames - taken) as u64;
         taken
     }
 
@@ -478,7 +609,7 @@ impl MemifPort {
     /// many, and whether it stopped at a descriptor the peer broke (no use waiting: the
     /// rest is counted as `tx_bad_descriptor`).
     #[inline(always)]
-    fn send_to(&mut self, conn: &Connection, batch: &Batch, from: usize) -> (usize, bool) {
+    fn send_to<R: Recycle>(&mut self, conn: &Connection, batch: &Batch, from: usize, recycle: &mut R) -> (usize, bool) {
         let Some(q) = conn.tx.get(usize::from(self.queue)) else {
             return (0, false);
         };
@@ -487,6 +618,9 @@ impl MemifPort {
             Role::Client => {
                 let head = ring.head().load(Ordering::Relaxed);
                 let tail = ring.tail().load(Ordering::Acquire);
+                if let Some(lent) = self.lent.as_mut().filter(|_| conn.pool.is_some()) {
+                    lent.reclaim(tail, head, recycle);
+                }
                 (head, tail.wrapping_add(ring.size()))
             }
             Role::Server => (ring.tail().load(Ordering::Relaxed), ring.head().load(Ordering::Acquire)),
@@ -495,11 +629,28 @@ impl MemifPort {
         if room <= ring.size() {
             Self::will_write(conn, q, slot, (batch.len() - from).min(usize::from(room)));
         }
+        let mut lent = self.lent.as_mut().filter(|_| conn.pool.is_some());
         let (mut sent, mut bytes, mut window, mut broken) = (0usize, 0u64, 0u64, false);
         'frames: for p in batch.iter().skip(from) {
             let data = p.data();
             let start = slot;
             let mut done = 0usize;
+            if let Some(lent) = lent.as_mut()
+                && let Some(d) = lent.by_reference(data)
+            {
+                // A frame of the pool goes as its descriptor; its buffer stays lent
+                // until the server releases the slot.
+                if slot == limit || limit.wrapping_sub(slot) > ring.size() {
+                    break 'frames;
+                }
+                ring.set_desc(slot, d);
+                lent.placed(Some(slot));
+                slot = slot.wrapping_add(1);
+                sent += 1;
+                bytes += data.len() as u64;
+                window += u64::from(p.in_window());
+                continue;
+            }
             loop {
                 if slot == limit || limit.wrapping_sub(slot) > ring.size() {
                     // Full: the caller waits for room or counts the rest.
@@ -535,6 +686,9 @@ impl MemifPort {
                     break;
                 }
             }
+            if let Some(lent) = lent.as_mut() {
+                lent.placed(None);
+            }
             sent += 1;
             bytes += data.len() as u64;
             window += u64::from(p.in_window());
@@ -556,6 +710,36 @@ impl MemifPort {
         (sent, broken)
     }
 
+    /// A zero-copy client's pool: announced to the interface, which connects with it
+    /// as its second region. A pool not in shared memory is not announced, and the
+    /// client waits, saying why.
+    fn attach(&mut self, pool: &PacketPool) {
+        if !self.control.settings.zero_copy {
+            return;
+        }
+        if let Some((fd, span)) = pool.shared_memory()
+            && let Ok(fd) = fd.try_clone_to_owned()
+        {
+            self.control.shared.attach_pool(PoolMemory { fd, span });
+        }
+    }
+
+    /// A zero-copy client's most buffers on its rings at once: a ring's worth per
+    /// direction it uses (the size it asks for; a server may allow less).
+    fn lends(&self) -> Option<usize> {
+        let s = &self.control.settings;
+        let ring = s.config.ring_frames() as usize;
+        s.zero_copy
+            .then_some(ring * (usize::from(self.receive) + usize::from(self.send)))
+    }
+
+    /// Every buffer the port holds back to `pool`.
+    fn give_back(&mut self, pool: &mut PacketPool) {
+        if let Some(lent) = &mut self.lent {
+            lent.return_all(pool);
+        }
+    }
+
     fn summary_role(&self) -> &'static str {
         match (self.receive, self.send) {
             (true, true) => "receive and send",
@@ -567,6 +751,18 @@ impl MemifPort {
 }
 
 impl RxPort for MemifPort {
+    fn shared_pool_need(&self) -> Option<usize> {
+        self.lends()
+    }
+
+    fn attach_pool(&mut self, pool: &PacketPool) {
+        self.attach(pool);
+    }
+
+    fn return_buffers(&mut self, pool: &mut PacketPool) {
+        self.give_back(pool);
+    }
+
     fn rx(&mut self, _now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
         if !self.receive {
             return 0;
@@ -626,9 +822,21 @@ impl RxPort for MemifPort {
                 slot = slot.wrapping_add(1);
             }
             frames += u64::from(open);
+            if let Some(lent) = self.lent.as_mut().filter(|_| conn.pool.is_some()) {
+                // Their buffers go back to the pool at the next receive (or with the
+                // rest); the slots get fresh ones then.
+                let mut slot = self.rx_next;
+                while slot != end {
+                    if let Some(p) = lent.take_rx(slot) {
+                        lent.strand(p);
+                    }
+                    slot = slot.wrapping_add(1);
+                }
+            }
             self.rx_next = end;
             match conn.role {
                 Role::Server => ring.tail().store(end, Ordering::Release),
+                Role::Client if conn.pool.is_some() => {}
                 Role::Client => self.refill(q),
             }
             self.rx_unread_at_end += frames;
@@ -674,6 +882,18 @@ impl RxPort for MemifPort {
 }
 
 impl TxPort for MemifPort {
+    fn shared_pool_need(&self) -> Option<usize> {
+        self.lends()
+    }
+
+    fn attach_pool(&mut self, pool: &PacketPool) {
+        self.attach(pool);
+    }
+
+    fn return_buffers(&mut self, pool: &mut PacketPool) {
+        self.give_back(pool);
+    }
+
     fn tx<R: Recycle>(&mut self, _now: u64, batch: &mut Batch, recycle: &mut R) {
         let n = batch.len();
         let sent = if self.send {
@@ -682,7 +902,7 @@ impl TxPort for MemifPort {
             let conn = self.conn.take();
             let sent = match &conn {
                 Some(c) => {
-                    let (mut sent, mut broken) = self.send_to(c, batch, 0);
+                    let (mut sent, mut broken) = self.send_to(c, batch, 0, recycle);
                     if sent < n && !broken {
                         // The ring is full: the receiver is behind. Give it the core (it
                         // may share this one) and place the rest as it frees slots, for
@@ -697,7 +917,7 @@ impl TxPort for MemifPort {
                             let _ = nix::sched::sched_yield();
                             let looking = tsc::now();
                             self.tx_full_waits += 1;
-                            let (more, stopped) = self.send_to(c, batch, sent);
+                            let (more, stopped) = self.send_to(c, batch, sent, recycle);
                             let looked = tsc::now();
                             // Waiting is the yield and a look that found no room;
                             // placing frames once there is room is this port's work.
@@ -725,7 +945,11 @@ impl TxPort for MemifPort {
         };
         self.tx_stats.packets += sent as u64;
         self.tx_stats.dropped += (n - sent) as u64;
-        recycle.recycle_batch(batch);
+        match self.lent.as_mut() {
+            // What went by reference stays lent; the rest (copied, refused) goes back.
+            Some(lent) => lent.keep_sent(batch, recycle),
+            None => recycle.recycle_batch(batch),
+        }
     }
 
     fn stats(&self) -> PortStats {
@@ -775,14 +999,15 @@ fn port_info(port: &MemifPort) -> PortInfo {
     PortInfo {
         kind: "memif".into(),
         summary: format!(
-            "{} ({}, id {}, queue {}, {}), peer {peer}, ring 2^{}, {}",
+            "{} ({}, id {}, queue {}, {}), peer {peer}, ring 2^{}, {}{}",
             s.socket.display(),
             s.role,
             s.config.id,
             port.queue,
             port.summary_role(),
             s.config.log2_ring_size,
-            s.wait
+            s.wait,
+            if s.zero_copy { ", zero-copy" } else { "" }
         ),
         settings: BTreeMap::from([
             ("socket".to_string(), s.socket.display().to_string()),
@@ -792,6 +1017,10 @@ fn port_info(port: &MemifPort) -> PortInfo {
             ("log2_ring_size".to_string(), s.config.log2_ring_size.to_string()),
             ("buffer_size".to_string(), s.config.buffer_size.to_string()),
             ("wait".to_string(), s.wait.to_string()),
+            (
+                "zero_copy".to_string(),
+                if s.zero_copy { "yes" } else { "no" }.to_string(),
+            ),
             ("peer".to_string(), peer),
         ]),
     }

@@ -52,6 +52,11 @@ pub struct MemifSettings {
     pub role: Role,
     pub config: Config,
     pub wait: Wait,
+    /// A client that passes frames by reference (DPDK's `zero-copy=yes`): its packet
+    /// pool is a region of the shared memory, so a frame received is used where the
+    /// server wrote it and a frame sent is a descriptor of its buffer. The server's
+    /// side still copies (the buffers are not its own).
+    pub zero_copy: bool,
 }
 
 impl MemifSettings {
@@ -61,14 +66,16 @@ impl MemifSettings {
             role,
             config: Config::default(),
             wait: Wait::Poll,
+            zero_copy: false,
         }
     }
 }
 
 /// Where an endpoint named on the command line is a memif interface:
-/// `memif:PATH[,role=server|client][,id=N][,secret=S][,ring=N][,buffer=N][,wait=polling|interrupt][,spin=N]`
+/// `memif:PATH[,role=server|client][,id=N][,secret=S][,ring=N][,buffer=N][,wait=polling|interrupt][,spin=N][,zero-copy=yes|no]`
 /// (`ring`: descriptors per ring, a power of two; `buffer`: bytes; `spin`: microseconds
-/// an interrupt-mode receiver polls before it sleeps).
+/// an interrupt-mode receiver polls before it sleeps; `zero-copy`: a client's frames
+/// passed by reference, [`MemifSettings::zero_copy`]).
 pub const SPEC_PREFIX: &str = "memif:";
 
 impl MemifSettings {
@@ -130,12 +137,24 @@ impl MemifSettings {
                     }
                 }
                 "spin" => spin = Duration::from_micros(number()?),
+                "zero-copy" => {
+                    s.zero_copy = match value {
+                        "yes" | "true" => true,
+                        "no" | "false" => false,
+                        _ => return Err(bad("is not yes or no")),
+                    }
+                }
                 _ => {
                     return Err(format!(
-                        "`{spec}`: unknown key `{key}`: memif takes role, id, secret, ring, buffer, wait and spin"
+                        "`{spec}`: unknown key `{key}`: memif takes role, id, secret, ring, buffer, wait, spin and zero-copy"
                     ));
                 }
             }
+        }
+        if s.zero_copy && s.role == Role::Server {
+            return Err(format!(
+                "`{spec}`: zero-copy is a client's: the client owns the shared memory, and a server copies into and out of it (write role=client)"
+            ));
         }
         if interrupt {
             s.wait = Wait::Interrupt { spin };

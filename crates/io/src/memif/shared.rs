@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sfclab_core::SharedSpan;
+
 use super::connection::{Connection, Role};
 use super::settings::MemifSettings;
 
@@ -18,6 +20,16 @@ pub(super) struct Shared {
     /// Why the last attempt to connect failed, for a user waiting in vain.
     last_error: Mutex<Option<String>>,
     connects: AtomicU64,
+    /// A zero-copy client's packet pool, once a port attached it: its memfd (the
+    /// connection's second region) and where this process sees it. The client connects
+    /// only once it is here.
+    pool: Mutex<Option<PoolMemory>>,
+}
+
+/// A packet pool in shared memory, as a zero-copy client hands it to its server.
+pub(super) struct PoolMemory {
+    pub(super) fd: OwnedFd,
+    pub(super) span: SharedSpan,
 }
 
 impl Shared {
@@ -27,7 +39,28 @@ impl Shared {
             current: Mutex::new(None),
             last_error: Mutex::new(None),
             connects: AtomicU64::new(0),
+            pool: Mutex::new(None),
         }
+    }
+
+    /// Keeps the pool a zero-copy port attached; false when another is attached
+    /// already (a port's buffers must come back to the pool they came from).
+    pub(super) fn attach_pool(&self, pool: PoolMemory) -> bool {
+        let mut guard = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        match &*guard {
+            Some(had) => had.span == pool.span,
+            None => {
+                *guard = Some(pool);
+                true
+            }
+        }
+    }
+
+    /// The attached pool's memory, for a handshake: a copy of its descriptor, and its span.
+    pub(super) fn pool(&self) -> Option<(OwnedFd, SharedSpan)> {
+        let guard = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let p = guard.as_ref()?;
+        Some((p.fd.try_clone().ok()?, p.span))
     }
 
     #[inline(always)]
