@@ -170,6 +170,7 @@ fn testpmd_dut(
                 mode: "io",
                 tx_first: false,
                 record_core_cycles: false,
+                single_file_segments: false,
                 netns: Some(bed.hops[0].namespace.name().to_string()),
             };
             let prefix = format!("sfclab-fwd-{}", std::process::id());

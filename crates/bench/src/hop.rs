@@ -281,6 +281,7 @@ fn run_testpmd(bin: &str, core: Option<usize>, duration: Duration, stop: &Stop) 
         mode: "mac",
         tx_first: true,
         record_core_cycles: false,
+        single_file_segments: false,
     };
     let proc = sfclab_peers::testpmd::Testpmd::start(bin, &spec, &format!("sfclab-bench-{}", std::process::id()))?;
     let command = proc.command.clone();

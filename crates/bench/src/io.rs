@@ -202,6 +202,7 @@ fn testpmd_round(
         mode,
         tx_first: false,
         record_core_cycles: false,
+        single_file_segments: false,
         netns: Some(end.namespace().name().to_string()),
     };
     let prefix = format!("sfclab-io-{}", std::process::id());

@@ -6,7 +6,12 @@
 //!   - `sfclab forwarder`: `sfclab run --ports memif:A,memif:B --chain forwarder`, an
 //!     sfclab process of its own, polling;
 //!   - `testpmd io`: `dpdk-testpmd` with two `net_memif` servers, io forwarding on
-//!     core 1 (the same copies as sfclab: into an mbuf on receive, out on send).
+//!     core 1 (the same copies as sfclab: into an mbuf on receive, out on send);
+//!   - each again as zero-copy clients, the tester serving the sockets: sfclab with
+//!     `role=client,zero-copy=yes` (its packet pool shared with the tester), testpmd
+//!     with `net_memif`'s `zero-copy=yes` (its mbufs' memory shared,
+//!     `--single-file-segments`). A frame is then used where the tester wrote it and
+//!     sent as a descriptor of its buffer; the tester, a server, copies.
 //!
 //!   Per row the frames back per second, the tester's busy cycles per frame and each
 //!   device's busy cycles per frame (sfclab's less its waits for room on the ring back
@@ -35,7 +40,15 @@ use std::time::Duration;
 use crate::{RowRatio, median_if_any, row_ratios};
 use std::fmt::Write as _;
 
-pub const MEMIF_SCHEMA: &str = "sfclab.bench.memif/3";
+pub const MEMIF_SCHEMA: &str = "sfclab.bench.memif/4";
+
+/// The device rows: sfclab's forwarder and testpmd io, each as memif servers (copying
+/// into and out of the tester's memory) and as zero-copy clients (the tester serving,
+/// the device's own pool shared: frames passed by reference).
+const SFCLAB: &str = "sfclab forwarder";
+const TESTPMD: &str = "testpmd io";
+const SFCLAB_ZERO_COPY: &str = "sfclab forwarder, zero-copy client";
+const TESTPMD_ZERO_COPY: &str = "testpmd io, zero-copy client";
 
 /// The rate of the latency runs, packets per second: light enough that every
 /// configuration that does not collapse forwards it all.
@@ -90,15 +103,16 @@ pub struct MemifBench {
     pub tester_core: usize,
     pub device_core: usize,
     pub rows: Vec<MemifRow>,
-    /// Throughput: sfclab forwarder over testpmd io; interrupt over polling at each
+    /// Throughput: sfclab forwarder over testpmd io (servers; zero-copy clients; the
+    /// zero-copy sfclab client over testpmd's servers); interrupt over polling at each
     /// hops-per-core.
     pub ratios: Vec<RowRatio>,
     /// The devices' own cost, which decides the comparison (both are limited by the
-    /// tester, whose cost per frame is the same against either): sfclab forwarder's
-    /// busy cycles per frame over testpmd io's (below 1: sfclab's costs less), the
-    /// median of the rounds' own ratios (the two measured one after the other, so a
-    /// host that changes speed between rounds moves both), or the ratio of the medians
-    /// where a round lacks one of them.
+    /// tester, whose cost per frame is the same against either), for the same three
+    /// pairs: sfclab forwarder's busy cycles per frame over testpmd io's (below 1:
+    /// sfclab's costs less), the median of the rounds' own ratios (the two measured one
+    /// after the other, so a host that changes speed between rounds moves both), or
+    /// the ratio of the medians where a round lacks one of them.
     pub device_cycle_ratios: Vec<RowRatio>,
 }
 
@@ -157,13 +171,21 @@ fn record(r: &mut MemifRow, t: &RunReport) {
     r.runs_tester_cycles.extend(t.busy_cycles_per_packet);
 }
 
-/// The tester across the device listening on `dir`'s `a.sock` and `b.sock`.
-fn test_device(args: &MemifBenchArgs, dir: &Path, tester_core: usize, stop: &Stop) -> Result<RunReport, String> {
+/// The tester across the device on `dir`'s `a.sock` and `b.sock`: their clients where
+/// the device serves them, their servers where the device is a zero-copy client.
+fn test_device(
+    args: &MemifBenchArgs,
+    dir: &Path,
+    tester_core: usize,
+    zero_copy: bool,
+    stop: &Stop,
+) -> Result<RunReport, String> {
+    let role = if zero_copy { ",role=server" } else { "" };
     let s = settings(args, Rate::Max, 0.0)
         .core(tester_core)
         .ports(PortsSetting::Tester {
-            output: format!("memif:{}", dir.join("a.sock").display()),
-            input: format!("memif:{}", dir.join("b.sock").display()),
+            output: format!("memif:{}{role}", dir.join("a.sock").display()),
+            input: format!("memif:{}{role}", dir.join("b.sock").display()),
         });
     crate::run_chain("forwarder", &s, stop)
 }
@@ -180,12 +202,20 @@ fn wait_for(path: &Path, what: &str, stop: &Stop) -> Result<(), String> {
     Ok(())
 }
 
-/// An sfclab forwarder process on memif, and the tester across it.
-fn sfclab_device(args: &MemifBenchArgs, r: &mut MemifRow, cores: (usize, usize), stop: &Stop) -> Result<(), String> {
+/// An sfclab forwarder process on memif (its servers, or with `zero_copy` zero-copy
+/// clients), and the tester across it.
+fn sfclab_device(
+    args: &MemifBenchArgs,
+    r: &mut MemifRow,
+    cores: (usize, usize),
+    zero_copy: bool,
+    stop: &Stop,
+) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let keys = if zero_copy { ",role=client,zero-copy=yes" } else { "" };
     let ports = format!(
-        "memif:{},memif:{}",
+        "memif:{}{keys},memif:{}{keys}",
         dir.path().join("a.sock").display(),
         dir.path().join("b.sock").display()
     );
@@ -204,8 +234,13 @@ fn sfclab_device(args: &MemifBenchArgs, r: &mut MemifRow, cores: (usize, usize),
         .stderr(std::process::Stdio::null())
         .spawn()
         .map_err(|e| format!("starting the sfclab device: {e}"))?;
-    let tested = wait_for(&dir.path().join("b.sock"), "the sfclab device", stop)
-        .and_then(|()| test_device(args, dir.path(), cores.0, stop));
+    // A serving device listens first; a zero-copy one connects to the tester's servers.
+    let listening = if zero_copy {
+        Ok(())
+    } else {
+        wait_for(&dir.path().join("b.sock"), "the sfclab device", stop)
+    };
+    let tested = listening.and_then(|()| test_device(args, dir.path(), cores.0, zero_copy, stop));
     if let Ok(pid) = i32::try_from(child.id()) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT);
     }
@@ -216,7 +251,15 @@ fn sfclab_device(args: &MemifBenchArgs, r: &mut MemifRow, cores: (usize, usize),
         r.runs_device_cycles.push(work);
         r.runs_device_wait_cycles.push(waits);
     }
-    r.device = format!("sfclab forwarder process on core {}, memif servers, polling", cores.1);
+    r.device = format!(
+        "sfclab forwarder process on core {}, {}, polling",
+        cores.1,
+        if zero_copy {
+            "memif zero-copy clients (its pool shared, frames passed by reference)"
+        } else {
+            "memif servers"
+        }
+    );
     record(r, &t);
     Ok(())
 }
@@ -237,19 +280,26 @@ fn device_work_and_waits(doc: &serde_json::Value) -> Option<(f64, f64)> {
     Some((busy - waits, waits))
 }
 
-/// testpmd io forwarding between two memif servers, and the tester across it.
+/// testpmd io forwarding between two memif servers (or with `zero_copy` two
+/// `zero-copy=yes` clients), and the tester across it.
 fn testpmd_device(
     args: &MemifBenchArgs,
     bin: &str,
     r: &mut MemifRow,
     cores: (usize, usize),
+    zero_copy: bool,
     stop: &Stop,
 ) -> Result<(), String> {
     use sfclab_peers::testpmd::{Testpmd, TestpmdSpec};
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let role = if zero_copy {
+        "role=client,zero-copy=yes"
+    } else {
+        "role=server"
+    };
     let vdev = |k: usize, name: &str| {
         format!(
-            "net_memif{k},role=server,id=0,socket={},socket-abstract=no",
+            "net_memif{k},{role},id=0,socket={},socket-abstract=no",
             dir.path().join(name).display()
         )
     };
@@ -260,19 +310,25 @@ fn testpmd_device(
         mode: "io",
         tx_first: false,
         record_core_cycles: true,
+        single_file_segments: zero_copy,
         netns: None,
     };
     let p = Testpmd::start(bin, &spec, &format!("sfclab-memif-{}", std::process::id()))?;
     r.commands = vec![p.command.clone()];
-    let tested = wait_for(&dir.path().join("b.sock"), "dpdk-testpmd", stop).and_then(|()| {
+    let listening = if zero_copy {
+        Ok(())
+    } else {
+        wait_for(&dir.path().join("b.sock"), "dpdk-testpmd", stop)
+    };
+    let tested = listening.and_then(|()| {
         // Its forwarding starts a moment after its ports listen.
         std::thread::sleep(Duration::from_millis(500));
-        test_device(args, dir.path(), cores.0, stop)
+        test_device(args, dir.path(), cores.0, zero_copy, stop)
     });
     // net_memif sums its counters over a connected peer's rings only, and testpmd
     // prints its cycles only when those counters moved: peers are connected again
     // while it stops, or the tester's leaving would hide them.
-    let peers = reconnect_peers(dir.path());
+    let peers = reconnect_peers(dir.path(), zero_copy);
     let stopped = p.stop_reading();
     drop(peers);
     let t = tested?;
@@ -286,20 +342,27 @@ fn testpmd_device(
             .map(|c| c as f64 / crossed as f64),
     );
     r.device = format!(
-        "dpdk-testpmd io forwarding on core {}, net_memif servers, --record-core-cycles",
-        cores.1
+        "dpdk-testpmd io forwarding on core {}, net_memif {}, --record-core-cycles",
+        cores.1,
+        if zero_copy {
+            "zero-copy clients (--single-file-segments: its mbufs shared, passed by reference)"
+        } else {
+            "servers"
+        }
     );
     record(r, &t);
     Ok(())
 }
 
-/// Quiet memif clients connected to testpmd's two servers (none where a connection
-/// does not come within 5 s: that run's cycles are then missing, a dash in the table).
-fn reconnect_peers(dir: &Path) -> Vec<sfclab_io::memif::Interface> {
+/// Quiet memif peers connected to testpmd's two ports: clients of its servers, or
+/// servers its clients connect to again (none where a connection does not come within
+/// 5 s: that run's cycles are then missing, a dash in the table).
+fn reconnect_peers(dir: &Path, testpmd_is_client: bool) -> Vec<sfclab_io::memif::Interface> {
     use sfclab_io::memif::{Interface, MemifSettings, Role};
+    let role = if testpmd_is_client { Role::Server } else { Role::Client };
     ["a.sock", "b.sock"]
         .iter()
-        .filter_map(|name| Interface::open(&MemifSettings::new(dir.join(name), Role::Client)).ok())
+        .filter_map(|name| Interface::open(&MemifSettings::new(dir.join(name), role)).ok())
         .filter(|i| i.wait_connected(Duration::from_secs(5)).is_ok())
         .collect()
 }
@@ -391,15 +454,17 @@ pub fn run_bench(args: &MemifBenchArgs, progress: &mut Progress, stop: &Stop) ->
         return Err("hops per core: each at least 1".into());
     }
     let testpmd = sfclab_peers::which("dpdk-testpmd");
-    let mut rows = vec![
-        row("sfclab forwarder".into(), None, None),
-        row("testpmd io".into(), None, None),
-    ];
-    rows[1].skipped = match (&testpmd, args.peer) {
-        (_, false) => Some("--peer none".into()),
+    let mut rows: Vec<MemifRow> = [SFCLAB, TESTPMD, SFCLAB_ZERO_COPY, TESTPMD_ZERO_COPY]
+        .map(|name| row(name.into(), None, None))
+        .into();
+    let no_peer = match (&testpmd, args.peer) {
+        (_, false) => Some("--peer none".to_string()),
         (None, true) => Some("dpdk-testpmd not found (Debian: apt-get install dpdk)".into()),
         _ => None,
     };
+    for r in rows.iter_mut().filter(|r| r.name.starts_with("testpmd")) {
+        r.skipped = no_peer.clone();
+    }
     let interrupt = Wait::Interrupt {
         spin: sfclab_io::memif::DEFAULT_SPIN,
     };
@@ -413,15 +478,14 @@ pub fn run_bench(args: &MemifBenchArgs, progress: &mut Progress, stop: &Stop) ->
         rows.push(row(name.into(), None, None));
     }
     let rounds = crate::row_rounds(args.repeat, &mut rows, (stop, progress), |r| {
+        let cores = (tester_core, device_core);
         let result = match (r.name.as_str(), r.hops_per_core) {
-            ("sfclab forwarder", _) => sfclab_device(args, r, (tester_core, device_core), stop),
-            ("testpmd io", _) => testpmd_device(
-                args,
-                testpmd.as_deref().expect("found"),
-                r,
-                (tester_core, device_core),
-                stop,
-            ),
+            (SFCLAB, _) => sfclab_device(args, r, cores, false, stop),
+            (SFCLAB_ZERO_COPY, _) => sfclab_device(args, r, cores, true, stop),
+            (TESTPMD | TESTPMD_ZERO_COPY, _) => {
+                let zero_copy = r.name == TESTPMD_ZERO_COPY;
+                testpmd_device(args, testpmd.as_deref().expect("found"), r, cores, zero_copy, stop)
+            }
             (MULTI_FEATURE_ONE_HOP, _) => multi_feature_on_one_core(args, true, r, (device_core, stop)),
             (MULTI_FEATURE_FOUR_HOPS, _) => multi_feature_on_one_core(args, false, r, (device_core, stop)),
             (_, Some(n)) => {
@@ -448,14 +512,25 @@ pub fn run_bench(args: &MemifBenchArgs, progress: &mut Progress, stop: &Stop) ->
         r.mpps = median_if_any(&r.runs_mpps);
         r.device_cycles = median_if_any(&r.runs_device_cycles);
     }
-    let mut pairs: Vec<(String, String)> = vec![("sfclab forwarder".into(), "testpmd io".into())];
+    // The device pairs: each mode against its peer, and the zero-copy client against
+    // testpmd io as it is usually run (servers).
+    let devices = [
+        (SFCLAB, TESTPMD),
+        (SFCLAB_ZERO_COPY, TESTPMD_ZERO_COPY),
+        (SFCLAB_ZERO_COPY, TESTPMD),
+    ];
+    let mut pairs: Vec<(String, String)> = devices.iter().map(|&(a, b)| (a.into(), b.into())).collect();
     for &n in &args.hops {
         pairs.push((format!("interrupt, {n} hops/core"), format!("polling, {n} hops/core")));
     }
     pairs.push((MULTI_FEATURE_ONE_HOP.into(), MULTI_FEATURE_FOUR_HOPS.into()));
     let pairs: Vec<(&str, &str)> = pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     let ratios = row_ratios(&pairs, |name| rows.iter().find(|r| r.name == name).and_then(|r| r.mpps));
-    let device_cycle_ratios = device_ratio(&rows[0], &rows[1]).into_iter().collect();
+    let named = |name: &str| rows.iter().find(|r| r.name == name).expect("a device row");
+    let device_cycle_ratios = devices
+        .iter()
+        .filter_map(|&(a, b)| device_ratio(named(a), named(b)))
+        .collect();
     Ok(MemifBench {
         header: crate::BenchHeader::new(MEMIF_SCHEMA, rounds.completed(), rounds.interrupted()),
         frame_size: args.size,
@@ -516,7 +591,7 @@ fn render_table(b: &MemifBench) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{}, memif links, {}-byte frames, {} rounds of {:.1} s, rows interleaved (medians [min–max])\ntester: sfclab generator and sink on core {}, memif clients; devices on core {}\n",
+        "{}, memif links, {}-byte frames, {} rounds of {:.1} s, rows interleaved (medians [min–max])\ntester: sfclab generator and sink on core {}, memif clients (servers of the zero-copy clients); devices on core {}\n",
         b.header.title("memif"),
         b.frame_size,
         b.header.repeat,

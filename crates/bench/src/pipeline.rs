@@ -337,6 +337,7 @@ fn testpmd_line(
             mode,
             tx_first: !server,
             record_core_cycles: false,
+            single_file_segments: false,
         }
     };
     let start = |k: usize| Testpmd::start(bin, &spec(k), &format!("sfclab-memif-{id}-{k}"));

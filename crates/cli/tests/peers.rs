@@ -316,6 +316,7 @@ fn a_tester_serving_two_memif_sockets_is_tested_through_by_a_dpdk_client() {
         mode: "io",
         tx_first: false,
         record_core_cycles: false,
+        single_file_segments: false,
         netns: None,
     };
     let prefix = format!("sfclab-two-sockets-{}", std::process::id());

@@ -134,15 +134,8 @@ impl Batch {
     /// the first NF one packet at a time (as DPDK and VPP prefetch after RX).
     #[inline]
     pub fn prefetch(&self) {
-        #[cfg(target_arch = "x86_64")]
-        for &p in self.raw() {
-            use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            let base = p.as_ptr().cast::<i8>();
-            // SAFETY: prefetches never fault; both addresses are inside the buffer.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(base);
-                _mm_prefetch::<_MM_HINT_T0>(base.add(crate::packet::META_SIZE + crate::packet::HEADROOM));
-            }
+        for p in self.iter() {
+            p.prefetch();
         }
     }
 

@@ -16,7 +16,7 @@ use crate::batch::Batch;
 use crate::handle::PacketRef;
 #[cfg(debug_assertions)]
 use crate::packet::STATE_IN_USE;
-use crate::packet::{BUF_SIZE, Packet, STATE_FREE};
+use crate::packet::{BUF_SIZE, HEADROOM, META_SIZE, Packet, STATE_FREE};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::ptr::NonNull;
 
@@ -241,6 +241,15 @@ impl SharedSpan {
         let off = (bytes.as_ptr() as usize).wrapping_sub(self.base);
         (off <= self.len && bytes.len() <= self.len - off).then_some(off)
     }
+
+    /// Where a frame [`Packet::reset`] makes in `p` starts in the pool's file (its
+    /// `DATA_ROOM` bytes follow), if `p` is one of the pool's buffers: from the
+    /// buffer's address alone, reading none of its lines.
+    #[inline(always)]
+    pub fn fresh_frame_offset(&self, p: &Packet) -> Option<usize> {
+        let at = (p as *const Packet as usize).wrapping_sub(self.base);
+        (at < self.len && self.len - at >= BUF_SIZE).then_some(at + META_SIZE + HEADROOM)
+    }
 }
 
 /// Refuses buffers of another pool (safe code could try that, and the two pools would
@@ -440,6 +449,7 @@ mod tests {
         p.reset(6).copy_from_slice(b"sfclab");
         let at = span.offset_of(p.data()).unwrap();
         assert_eq!(at, empty_at, "a fresh frame starts where the empty one was");
+        assert_eq!(span.fresh_frame_offset(&p), Some(at), "known from the address alone");
         assert_eq!(&peer[at..at + 6], b"sfclab");
         assert_eq!(span.offset_of(&[1u8; 4]), None, "bytes outside the pool");
         pool.free(p);

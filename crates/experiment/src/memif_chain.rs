@@ -561,6 +561,7 @@ impl DpdkHop {
             mode: "mac",
             tx_first: false,
             record_core_cycles: false,
+            single_file_segments: false,
             netns: Some(namespace.name().to_string()),
         };
         let prefix = format!("{}-dpdk{}", namespace.name(), i + 1);

@@ -273,3 +273,81 @@ fn a_server_that_breaks_the_protocol_costs_frames_not_safety_and_no_buffer() {
     }
     all.into_iter().for_each(|p| pool.free(p));
 }
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+    use sfclab_io::memif::connection::serve;
+    use sfclab_io::memif::control::Listener;
+    use sfclab_io::memif::layout::{DESC_FLAG_NEXT, Desc};
+    use std::sync::atomic::Ordering;
+
+    /// One move of a server that writes the client's receive ring as it likes: a
+    /// descriptor's flags and length at a slot, or its tail moved on by some.
+    #[derive(Debug, Clone)]
+    enum Move {
+        Desc { slot: u16, next: bool, length: u32 },
+        Tail(u16),
+    }
+
+    fn moves() -> impl Strategy<Value = Vec<Move>> {
+        let one = prop_oneof![
+            (0u16..64, any::<bool>(), prop_oneof![0u32..2000, any::<u32>()])
+                .prop_map(|(slot, next, length)| Move::Desc { slot, next, length }),
+            prop_oneof![0u16..40, any::<u16>()].prop_map(Move::Tail),
+        ];
+        prop::collection::vec(one, 1..60)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Whatever the server writes, the client takes only whole frames that fit a
+        /// buffer and lie in its pool, counts every other as dropped, and gets every
+        /// buffer back.
+        #[test]
+        fn a_zero_copy_client_survives_any_descriptors_and_tails(moves in moves()) {
+            let dir = tempfile::tempdir().unwrap();
+            let socket = dir.path().join("memif.sock");
+            let listener = Listener::bind(&socket).unwrap();
+            let serving = std::thread::spawn(move || {
+                let channel = listener.accept().unwrap();
+                let conn = serve(&channel, &Config::default()).unwrap();
+                (channel, conn)
+            });
+            let mut pool = PacketPool::shared(512, "sfclab-test").unwrap();
+            let (_ci, mut c) = zero_copy_client(&socket, 5, &pool);
+            let (_channel, conn) = serving.join().unwrap();
+            let span = pool.shared_memory().unwrap().1;
+            let ring = &conn.tx[0].ring;
+            let mut batch = Batch::new(64);
+            let (mut taken, mut tail) = (0u64, 0u16);
+            for m in moves.iter().chain([Move::Tail(0)].iter()) {
+                match *m {
+                    Move::Desc { slot, next, length } => {
+                        let d = ring.desc(slot);
+                        ring.set_desc(slot, Desc { flags: u16::from(next) * DESC_FLAG_NEXT, length, ..d });
+                    }
+                    Move::Tail(n) => {
+                        tail = tail.wrapping_add(n);
+                        ring.tail().store(tail, Ordering::Release);
+                    }
+                }
+                let got = c.rx(0, &mut pool, &mut batch);
+                prop_assert_eq!(got, batch.len());
+                for p in batch.iter() {
+                    prop_assert!(p.len() <= DATA_ROOM);
+                    prop_assert!(span.offset_of(p.data()).is_some(), "a frame in the pool");
+                }
+                taken += got as u64;
+                pool.free_batch(&mut batch);
+            }
+            let st = RxPort::stats(&c);
+            prop_assert_eq!(st.packets - st.dropped, taken, "every frame taken or dropped");
+            let dropped: u64 = RxPort::drops(&c).iter().map(|d| d.1).sum();
+            prop_assert_eq!(dropped, st.dropped, "each drop has its cause");
+            RxPort::return_buffers(&mut c, &mut pool);
+            prop_assert_eq!(pool.available(), 512, "every buffer back in the pool");
+        }
+    }
+}

@@ -31,6 +31,9 @@ pub struct TestpmdSpec {
     /// received something ([`Stopped::busy_cycles`]). It reads the TSC twice a burst,
     /// so it is left off where only throughput counts.
     pub record_core_cycles: bool,
+    /// `--single-file-segments`: one memory file per list, which `net_memif`'s
+    /// `zero-copy=yes` client hands its server as regions.
+    pub single_file_segments: bool,
     /// The network namespace to run in (`ip netns exec`), for vdevs on its interfaces.
     pub netns: Option<String>,
 }
@@ -52,6 +55,9 @@ impl TestpmdSpec {
             "1024".into(),
             "--no-pci".into(),
         ];
+        if self.single_file_segments {
+            args.push("--single-file-segments".into());
+        }
         args.extend(self.vdevs.iter().map(|v| format!("--vdev={v}")));
         args.extend(
             [
@@ -358,6 +364,7 @@ mod tests {
             mode: "mac",
             tx_first: true,
             record_core_cycles: false,
+            single_file_segments: false,
         };
         let args = spec.args("p").join(" ");
         assert!(args.starts_with("-l 0,1 --main-lcore 0 --no-huge"), "{args}");

@@ -54,6 +54,27 @@ impl Desc {
         b
     }
 
+    /// The descriptor as the two little-endian words it is in memory.
+    #[inline(always)]
+    pub fn to_words(self) -> (u64, u64) {
+        (
+            u64::from(self.flags) | u64::from(self.region) << 16 | u64::from(self.length) << 32,
+            u64::from(self.offset) | u64::from(self.metadata) << 32,
+        )
+    }
+
+    /// The descriptor from the two little-endian words of memory it is.
+    #[inline(always)]
+    pub fn from_words(lo: u64, hi: u64) -> Desc {
+        Desc {
+            flags: lo as u16,
+            region: (lo >> 16) as u16,
+            length: (lo >> 32) as u32,
+            offset: hi as u32,
+            metadata: (hi >> 32) as u32,
+        }
+    }
+
     #[inline(always)]
     pub fn from_bytes(b: &[u8; DESC]) -> Desc {
         let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
@@ -89,5 +110,12 @@ mod tests {
         assert_eq!(&b[..8], &[1, 0, 1, 0, 60, 0, 0, 0]);
         assert_eq!(&b[8..12], &[0x78, 0x56, 0x34, 0x12]);
         assert_eq!(Desc::from_bytes(&b), d);
+        // As words of memory (little-endian, as x86 and arm64 read them).
+        let (lo, hi) = d.to_words();
+        assert_eq!(
+            (lo.to_le_bytes(), hi.to_le_bytes()),
+            (b[..8].try_into().unwrap(), b[8..].try_into().unwrap())
+        );
+        assert_eq!(Desc::from_words(lo, hi), d);
     }
 }

@@ -13,7 +13,8 @@
 //! `sfclab_core::PacketMeta`), never other memory: the handles, the free list and the
 //! counters are private.
 
-use sfclab_core::{PacketPool, PacketRef, Recycle};
+use sfclab_core::packet::DATA_ROOM;
+use sfclab_core::{Batch, PacketPool, PacketRef, Recycle};
 
 use super::connection::{PoolRegion, Queue};
 use super::layout::Desc;
@@ -35,6 +36,8 @@ pub(super) struct Lent {
     /// Per frame of the batch being sent, in order: the slot it went to by reference,
     /// or `None` (copied into the ring's own buffer). Reserved once.
     placed: Vec<Option<u16>>,
+    /// Buffers on their way from the pool to the receive ring.
+    fresh: Batch,
 }
 
 impl Lent {
@@ -48,6 +51,7 @@ impl Lent {
             tx_released: 0,
             stranded: Vec::new(),
             placed: Vec::with_capacity(sfclab_core::MAX_BATCH),
+            fresh: Batch::new(sfclab_core::MAX_BATCH),
         }
     }
 
@@ -77,56 +81,69 @@ impl Lent {
         self.stranded.push(p);
     }
 
-    /// Asks for the first lines of the next `n` frames' buffers from `slot` on: the
-    /// server's core wrote their bytes and this one writes their metadata.
+    /// Asks for the first lines of the next `n` frames' buffers from `slot` on, reading
+    /// none: the server's core wrote their bytes and this one writes their metadata.
     #[inline(always)]
     pub(super) fn will_read(&self, slot: u16, n: usize) {
         let mask = self.rx.len() - 1;
         for i in 0..n as u16 {
             if let Some(p) = &self.rx[usize::from(slot.wrapping_add(i)) & mask] {
-                sfclab_core::prefetch(&p.meta);
-                if let Some(first) = p.data().first() {
-                    sfclab_core::prefetch(first);
-                }
+                p.prefetch();
             }
         }
     }
 
     /// Gives the server a pool buffer for every receive slot up to a ring ahead of
     /// `next` (the next slot this side reads) and publishes them; false when the pool
-    /// ran out first (the ring then holds fewer, and the next call tries again).
+    /// ran out first (the ring then holds fewer, and the next call tries again). The
+    /// buffers' own lines are not touched: a frame's metadata is written when it
+    /// arrives, a ring later, and where its bytes go is known from its address.
     #[inline(always)]
     pub(super) fn refill(&mut self, q: &Queue, next: u16, pool: &mut PacketPool) -> bool {
         let ring = &q.ring;
         let mut head = ring.head().load(std::sync::atomic::Ordering::Relaxed);
         let end = next.wrapping_add(ring.size());
+        // The descriptors' lines, last written by the server, asked for at once.
+        let mut s = head;
+        while s != end {
+            ring.will_write_desc(s);
+            s = s.wrapping_add(4.min(end.wrapping_sub(s)));
+        }
         let mask = self.rx.len() - 1;
         let mut whole = true;
         while head != end {
-            let Some(p) = pool.alloc() else {
+            let want = usize::from(end.wrapping_sub(head)).min(self.fresh.room());
+            if pool.alloc_into(&mut self.fresh, want) < want {
                 whole = false;
+            }
+            if self.fresh.is_empty() {
                 break;
-            };
-            // A buffer of another pool is never given: the server could not see it.
-            let Some(offset) = self.pool.span.offset_of(p.data()) else {
-                pool.free(p);
-                whole = false;
+            }
+            for p in self.fresh.drain() {
+                // A buffer of another pool is never given: the server could not see it.
+                let Some(offset) = self.pool.span.fresh_frame_offset(&p) else {
+                    pool.free(p);
+                    whole = false;
+                    continue;
+                };
+                ring.set_desc(
+                    head,
+                    Desc {
+                        flags: 0,
+                        region: self.pool.index,
+                        length: DATA_ROOM as u32,
+                        offset: offset as u32,
+                        metadata: 0,
+                    },
+                );
+                let slot = &mut self.rx[usize::from(head) & mask];
+                debug_assert!(slot.is_none(), "a receive slot given twice");
+                *slot = Some(p);
+                head = head.wrapping_add(1);
+            }
+            if !whole {
                 break;
-            };
-            ring.set_desc(
-                head,
-                Desc {
-                    flags: 0,
-                    region: self.pool.index,
-                    length: p.tailroom() as u32,
-                    offset: offset as u32,
-                    metadata: 0,
-                },
-            );
-            let slot = &mut self.rx[usize::from(head) & mask];
-            debug_assert!(slot.is_none(), "a receive slot given twice");
-            *slot = Some(p);
-            head = head.wrapping_add(1);
+            }
         }
         ring.head().store(head, std::sync::atomic::Ordering::Release);
         whole
@@ -173,7 +190,7 @@ impl Lent {
     /// After a send: the frames sent by reference (the batch's first ones, as
     /// `placed` says) stay lent in their slots; the rest of `batch` goes to `recycle`.
     #[inline(always)]
-    pub(super) fn keep_sent<R: Recycle>(&mut self, batch: &mut sfclab_core::Batch, recycle: &mut R) {
+    pub(super) fn keep_sent<R: Recycle>(&mut self, batch: &mut Batch, recycle: &mut R) {
         let mask = self.tx.len() - 1;
         if self.placed.iter().any(Option::is_some) {
             for (i, p) in batch.drain().enumerate() {

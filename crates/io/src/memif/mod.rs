@@ -6,7 +6,8 @@
 //! carries them with their descriptors ([`control`]); the layout both sides agree on
 //! ([`layout`]); shared memory ([`region`]) and the rings in it ([`ring`]); the
 //! handshake in both roles ([`connection`]); what an interface is asked to be
-//! ([`settings`]); what its control thread and ports share (`shared`); an interface
+//! ([`settings`]); what its control thread and ports share (`shared`); a zero-copy
+//! client's buffers lent to its peer (`lent`); an interface
 //! that keeps itself connected across a peer's restarts ([`interface`]); and the port
 //! that moves frames ([`port`]).
 //! Both roles interoperate with DPDK's own `net_memif` (`tests/memif_with_dpdk.rs`).

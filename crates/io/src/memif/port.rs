@@ -1,6 +1,7 @@
 //! A memif port: one queue's rings of an [`super::interface::Interface`], as the
 //! runtime's [`RxPort`] and [`TxPort`]. One copy per frame each way (from a buffer of
-//! the shared region into a pool buffer, and back), a descriptor per buffer, head and
+//! the shared region into a pool buffer, and back), or none for a zero-copy client
+//! (its pool is a region: `lent`), a descriptor per buffer, head and
 //! tail published once per batch; no lock, allocation or system call per frame. A
 //! system call happens per batch only to wake a peer that sleeps (interrupt mode), or to
 //! yield the core while the next ring is full (backpressure: a receiver that shares the
@@ -446,6 +447,13 @@ impl MemifPort {
             .room(batch.room(), self.rx_stats.packets)
             .min(usize::from(available));
         let end = self.rx_next.wrapping_add(available);
+        // The descriptors read now are given again below: their lines asked for with
+        // ownership at once, so neither the reads nor the writes wait for them in turn.
+        let mut s = self.rx_next;
+        while s != end {
+            ring.will_write_desc(s);
+            s = s.wrapping_add(4.min(end.wrapping_sub(s)));
+        }
         lent.will_read(self.rx_next, want);
         let flags = self.window.flags();
         let (mut slot, mut frames, mut taken, mut bytes) = (self.rx_next, 0usize, 0usize, 0u64);
@@ -462,8 +470,9 @@ impl MemifPort {
             }
             let first = ring.desc(slot);
             let mut frame = lent.take_rx(slot);
+            // Its metadata is what the buffer's last user left: written afresh here.
             let mut fault = match &mut frame {
-                Some(p) if first.length as usize <= p.tailroom() && whole => {
+                Some(p) if first.length as usize <= DATA_ROOM && whole => {
                     // Fresh metadata: whatever the buffer's line holds is not trusted.
                     p.meta = PacketMeta::fresh(0, 0, flags);
                     p.notes.clear();
@@ -488,7 +497,7 @@ impl MemifPort {
                     && let Some(p) = frame.as_mut()
                 {
                     let n = d.length as usize;
-                    match (n <= part.tailroom()).then(|| p.append(n)).flatten() {
+                    match (n <= DATA_ROOM).then(|| p.append(n)).flatten() {
                         Some(room) => room.copy_from_slice(part.reset(n)),
                         None => fault = Some(Fault::Oversize),
                     }
