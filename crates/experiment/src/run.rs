@@ -3,7 +3,7 @@
 use sfclab_io::{InterfacePort, PcapSink, PcapSource, ReplayPace, TesterLink};
 use sfclab_runtime::{
     ChainGraph, DeviceUnderTest, HopLinks, RunError, RunReport, RunSettings, WiredReport, WiredSettings,
-    run_across_veth, run_compound_on, run_parallel, run_pipeline,
+    run_across_veth, run_compound_in, run_compound_on, run_parallel, run_pipeline, run_pool,
 };
 use sfclab_traffic::{Generator, Sink};
 
@@ -211,13 +211,30 @@ fn run_between_interfaces(
         return run_both_ways(experiment, (input, output), hop, graph);
     }
     let capacity = shared_capacity(hop)?;
-    let (rx, mut tx) = open_pair(experiment, (input, output, io), sfclab_io::memif::Role::Server, false)?;
+    let (mut rx, mut tx) = open_pair(experiment, (input, output, io), sfclab_io::memif::Role::Server, false)?;
+    let pool = zero_copy_pool(experiment, &mut rx, &mut tx)?;
     if let InterfacePort::Memif(port) = &mut tx {
         say_ready(experiment, hop, port)?;
     } else {
         say_ready_now(hop)?;
     }
-    run_compound_on(rx, behind(tx, capacity), graph, &experiment.settings)
+    run_compound_in(rx, behind(tx, capacity), graph, &experiment.settings, pool)
+}
+
+/// The run's pool, made now and attached where a port is a zero-copy memif client: it
+/// connects only once it has it, and a hop waits for its output's peer before it runs.
+fn zero_copy_pool<R: sfclab_core::RxPort, T: sfclab_core::TxPort>(
+    experiment: &Experiment,
+    rx: &mut R,
+    tx: &mut T,
+) -> Result<Option<sfclab_core::PacketPool>, RunError> {
+    if rx.shared_pool_need().is_none() && tx.shared_pool_need().is_none() {
+        return Ok(None);
+    }
+    let pool = run_pool(rx, tx, experiment.settings.pool_size)?;
+    rx.attach_pool(&pool);
+    tx.attach_pool(&pool);
+    Ok(Some(pool))
 }
 
 /// The capacity the hop's sending port shares with other processes, opened.
@@ -263,8 +280,10 @@ fn run_both_ways(
         behind(in_tx, shared_capacity(hop)?),
         behind(out_tx, shared_capacity(hop)?),
     );
+    let mut rx = BothWaysIn::new(in_rx, out_rx);
+    let pool = zero_copy_pool(experiment, &mut rx, &mut tx)?;
     say_ready(experiment, hop, tx.output().inner_mut())?;
-    run_compound_on(BothWaysIn::new(in_rx, out_rx), tx, graph, &experiment.settings)
+    run_compound_in(rx, tx, graph, &experiment.settings, pool)
 }
 
 /// A hop says it forwards (its ready file) once its output reaches the next hop:

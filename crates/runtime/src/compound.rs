@@ -284,8 +284,21 @@ pub fn run_compound_on<R: RxPort + Send, T: TxPort + Send>(
     nfs: impl Into<ChainGraph>,
     settings: &RunSettings,
 ) -> Result<RunReport, RunError> {
+    run_compound_in(source, sink, nfs, settings, None)
+}
+
+/// [`run_compound_on`] in `pool` where given: one the caller made with [`run_pool`]
+/// and attached to the ports itself (a zero-copy memif client connects only once it
+/// has its pool, and a hop waits for its output's peer before it runs).
+pub fn run_compound_in<R: RxPort + Send, T: TxPort + Send>(
+    source: R,
+    sink: T,
+    nfs: impl Into<ChainGraph>,
+    settings: &RunSettings,
+    pool: Option<PacketPool>,
+) -> Result<RunReport, RunError> {
     settings.validate()?;
-    let (mut rig, names) = Rig::build(source, sink, nfs.into(), settings)?;
+    let (mut rig, names) = Rig::build(source, sink, nfs.into(), settings, pool)?;
     let (warm, window, start, end) = std::thread::scope(|s| {
         s.spawn(|| {
             pin(settings.core);
@@ -344,7 +357,7 @@ pub fn run_hops_observed<R: RxPort + Send, T: TxPort + Send>(
     let mut rigs = Vec::with_capacity(hops.len());
     let mut names = Vec::with_capacity(hops.len());
     for (source, sink, graph) in hops {
-        let (rig, n) = Rig::build(source, sink, graph, settings)?;
+        let (rig, n) = Rig::build(source, sink, graph, settings, None)?;
         rigs.push(rig);
         names.push(n);
     }
@@ -412,9 +425,10 @@ fn drain_all<R: RxPort, T: TxPort>(rigs: &mut [Rig<R, T>], accounting: bool) {
     }
 }
 
-/// The run's packet pool: private, or in shared memory when a port passes frames by
-/// reference (a memif zero-copy client), larger by what its rings may hold.
-fn run_pool<R: RxPort, T: TxPort>(source: &R, sink: &T, size: usize) -> Result<PacketPool, RunError> {
+/// The run's packet pool of `size` buffers: private, or in shared memory when a port
+/// passes frames by reference (a memif zero-copy client), larger by what its rings may
+/// hold.
+pub fn run_pool<R: RxPort, T: TxPort>(source: &R, sink: &T, size: usize) -> Result<PacketPool, RunError> {
     match (source.shared_pool_need(), sink.shared_pool_need()) {
         (None, None) => Ok(PacketPool::new(size)),
         (a, b) => {
@@ -438,6 +452,7 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
         sink: T,
         graph: ChainGraph,
         settings: &RunSettings,
+        pool: Option<PacketPool>,
     ) -> Result<(Rig<R, T>, Vec<String>), RunError> {
         let names: Vec<String> = graph.nfs.iter().map(|(n, _)| n.clone()).collect();
         let mut chain = graph
@@ -449,7 +464,10 @@ impl<R: RxPort, T: TxPort> Rig<R, T> {
                 .answer_at_end()
                 .map_err(|e| RunError::setting("responder", e.to_string()))?;
         }
-        let mut pool = run_pool(&source, &sink, settings.pool_size)?;
+        let mut pool = match pool {
+            Some(pool) => pool,
+            None => run_pool(&source, &sink, settings.pool_size)?,
+        };
         source.prime(&mut pool);
         let (mut source, mut sink) = (source, sink);
         source.attach_pool(&pool);

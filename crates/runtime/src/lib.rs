@@ -28,7 +28,9 @@ pub mod stop;
 pub mod wired;
 
 pub use chain::{Chain, ChainGraph, Next, WiringError};
-pub use compound::{WindowEdge, run_compound, run_compound_on, run_hops_observed, run_hops_on};
+pub use compound::{
+    WindowEdge, run_compound, run_compound_in, run_compound_on, run_hops_observed, run_hops_on, run_pool,
+};
 pub use pipeline::{LinkMode, PipelineSettings, run_parallel, run_parallel_on, run_pipeline};
 pub use placement::{Placement, StagePlan};
 pub use progress::{Progress, Step};
