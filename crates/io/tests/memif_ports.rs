@@ -7,6 +7,9 @@ use sfclab_io::memif::{Config, Interface, MemifPort, MemifSettings, Role, Wait};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{counter, frame, send};
+
 fn settings(socket: &Path, role: Role, buffer_size: u32, log2: u8) -> MemifSettings {
     MemifSettings {
         config: Config {
@@ -30,23 +33,6 @@ fn pair(dir: &Path, buffer_size: u32, log2: u8) -> (Interface, MemifPort, Interf
     (server, s, client, c)
 }
 
-/// Frame `i`: its length varies (60 to 1514 B) and every byte says which frame it is.
-fn frame(i: usize) -> Vec<u8> {
-    let len = 60 + (i * 97) % 1455;
-    (0..len).map(|k| (i * 31 + k) as u8).collect()
-}
-
-fn send(port: &mut MemifPort, pool: &mut PacketPool, frames: &[Vec<u8>]) -> u64 {
-    let before = TxPort::stats(port).packets;
-    let mut batch = Batch::new(frames.len());
-    assert_eq!(pool.alloc_into(&mut batch, frames.len()), frames.len());
-    for (k, f) in frames.iter().enumerate() {
-        batch.get_mut(k).reset(f.len()).copy_from_slice(f);
-    }
-    port.tx(0, &mut batch, pool);
-    TxPort::stats(port).packets - before
-}
-
 /// Receives until `want` frames came or nothing comes for a while.
 fn receive(port: &mut MemifPort, pool: &mut PacketPool, want: usize) -> Vec<Vec<u8>> {
     let mut got = Vec::new();
@@ -60,17 +46,6 @@ fn receive(port: &mut MemifPort, pool: &mut PacketPool, want: usize) -> Vec<Vec<
         pool.free_batch(&mut batch);
     }
     got
-}
-
-fn counter(port: &MemifPort, rx: bool, name: &str) -> u64 {
-    let all = if rx {
-        RxPort::counters(port)
-    } else {
-        TxPort::counters(port)
-    };
-    all.iter()
-        .find(|c| c.name == name)
-        .map_or_else(|| panic!("no counter {name}"), |c| c.value)
 }
 
 #[test]

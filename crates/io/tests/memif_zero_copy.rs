@@ -9,6 +9,9 @@ use sfclab_io::memif::{Config, Interface, MemifPort, MemifSettings, Role};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{counter, frame, send};
+
 fn settings(socket: &Path, role: Role, log2: u8) -> MemifSettings {
     MemifSettings {
         config: Config {
@@ -33,23 +36,6 @@ fn zero_copy_client(socket: &Path, log2: u8, pool: &PacketPool) -> (Interface, M
     (client, c)
 }
 
-/// Frame `i`: its length varies (60 to 1514 B) and every byte says which frame it is.
-fn frame(i: usize) -> Vec<u8> {
-    let len = 60 + (i * 97) % 1455;
-    (0..len).map(|k| (i * 31 + k) as u8).collect()
-}
-
-fn send(port: &mut MemifPort, pool: &mut PacketPool, frames: &[Vec<u8>]) -> u64 {
-    let before = TxPort::stats(port).packets;
-    let mut batch = Batch::new(frames.len());
-    assert_eq!(pool.alloc_into(&mut batch, frames.len()), frames.len());
-    for (k, f) in frames.iter().enumerate() {
-        batch.get_mut(k).reset(f.len()).copy_from_slice(f);
-    }
-    port.tx(0, &mut batch, pool);
-    TxPort::stats(port).packets - before
-}
-
 /// Receives until `want` frames came or nothing comes for a while; with `pool_of`,
 /// checks every frame lies in that pool's shared memory (used where the peer wrote it).
 fn receive(port: &mut MemifPort, pool: &mut PacketPool, want: usize, in_place: bool) -> Vec<Vec<u8>> {
@@ -70,17 +56,6 @@ fn receive(port: &mut MemifPort, pool: &mut PacketPool, want: usize, in_place: b
         pool.free_batch(&mut batch);
     }
     got
-}
-
-fn counter(port: &MemifPort, rx: bool, name: &str) -> u64 {
-    let all = if rx {
-        RxPort::counters(port)
-    } else {
-        TxPort::counters(port)
-    };
-    all.iter()
-        .find(|c| c.name == name)
-        .map_or_else(|| panic!("no counter {name}"), |c| c.value)
 }
 
 #[test]
@@ -185,24 +160,40 @@ fn a_server_that_leaves_with_frames_lent_to_it_costs_those_frames_and_no_buffer(
     assert_eq!(pool.available(), 512, "every buffer back in the pool");
 }
 
-#[test]
-fn a_server_that_breaks_the_protocol_costs_frames_not_safety_and_no_buffer() {
+/// A hand-driven server on `socket`, which writes the client's memory as it likes, and
+/// a zero-copy client of it with rings of 2^`log2` and `pool`: the server's channel
+/// (kept open) and connection, the client's interface and port.
+fn hand_driven_server(
+    socket: &Path,
+    log2: u8,
+    pool: &PacketPool,
+) -> (
+    (
+        sfclab_io::memif::control::Channel,
+        sfclab_io::memif::connection::Connection,
+    ),
+    (Interface, MemifPort),
+) {
     use sfclab_io::memif::connection::serve;
     use sfclab_io::memif::control::Listener;
-    use sfclab_io::memif::layout::{DESC_FLAG_NEXT, Desc};
-    use std::sync::atomic::Ordering;
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("memif.sock");
-    // A hand-driven server: it writes the client's memory as it likes.
-    let listener = Listener::bind(&socket).unwrap();
+    let listener = Listener::bind(socket).unwrap();
     let serving = std::thread::spawn(move || {
         let channel = listener.accept().unwrap();
         let conn = serve(&channel, &Config::default()).unwrap();
         (channel, conn)
     });
+    let client = zero_copy_client(socket, log2, pool);
+    (serving.join().unwrap(), client)
+}
+
+#[test]
+fn a_server_that_breaks_the_protocol_costs_frames_not_safety_and_no_buffer() {
+    use sfclab_io::memif::layout::{DESC_FLAG_NEXT, Desc};
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("memif.sock");
     let mut pool = PacketPool::shared(2048, "sfclab-test").unwrap();
-    let (_ci, mut c) = zero_copy_client(&socket, 4, &pool);
-    let (_channel, conn) = serving.join().unwrap();
+    let ((_channel, conn), (_ci, mut c)) = hand_driven_server(&socket, 4, &pool);
     // The client gives its receive ring pool buffers at its first receive.
     let mut batch = Batch::new(64);
     assert_eq!(c.rx(0, &mut pool, &mut batch), 0);
@@ -277,8 +268,6 @@ fn a_server_that_breaks_the_protocol_costs_frames_not_safety_and_no_buffer() {
 mod hostile {
     use super::*;
     use proptest::prelude::*;
-    use sfclab_io::memif::connection::serve;
-    use sfclab_io::memif::control::Listener;
     use sfclab_io::memif::layout::{DESC_FLAG_NEXT, Desc};
     use std::sync::atomic::Ordering;
 
@@ -309,15 +298,8 @@ mod hostile {
         fn a_zero_copy_client_survives_any_descriptors_and_tails(moves in moves()) {
             let dir = tempfile::tempdir().unwrap();
             let socket = dir.path().join("memif.sock");
-            let listener = Listener::bind(&socket).unwrap();
-            let serving = std::thread::spawn(move || {
-                let channel = listener.accept().unwrap();
-                let conn = serve(&channel, &Config::default()).unwrap();
-                (channel, conn)
-            });
             let mut pool = PacketPool::shared(512, "sfclab-test").unwrap();
-            let (_ci, mut c) = zero_copy_client(&socket, 5, &pool);
-            let (_channel, conn) = serving.join().unwrap();
+            let ((_channel, conn), (_ci, mut c)) = hand_driven_server(&socket, 5, &pool);
             let span = pool.shared_memory().unwrap().1;
             let ring = &conn.tx[0].ring;
             let mut batch = Batch::new(64);

@@ -191,8 +191,9 @@ impl Lent {
     /// `placed` says) stay lent in their slots; the rest of `batch` goes to `recycle`.
     #[inline(always)]
     pub(super) fn keep_sent<R: Recycle>(&mut self, batch: &mut Batch, recycle: &mut R) {
-        let mask = self.tx.len() - 1;
         if self.placed.iter().any(Option::is_some) {
+            // Only a port that sends placed a frame: its send ring has slots.
+            let mask = self.tx.len() - 1;
             for (i, p) in batch.drain().enumerate() {
                 match self.placed.get(i).copied().flatten() {
                     Some(slot) => {

@@ -43,16 +43,14 @@ impl Shared {
         }
     }
 
-    /// Keeps the pool a zero-copy port attached; false when another is attached
-    /// already (a port's buffers must come back to the pool they came from).
-    pub(super) fn attach_pool(&self, pool: PoolMemory) -> bool {
+    /// Keeps the pool a zero-copy port attached, the first one: the interface's ports
+    /// share it (a runtime has one pool). A receive port handed another pool later
+    /// gives its ring none of that pool's buffers, whose place the server could not
+    /// see (counted as `rx_pool_empty`).
+    pub(super) fn attach_pool(&self, pool: PoolMemory) {
         let mut guard = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        match &*guard {
-            Some(had) => had.span == pool.span,
-            None => {
-                *guard = Some(pool);
-                true
-            }
+        if guard.is_none() {
+            *guard = Some(pool);
         }
     }
 
