@@ -4,23 +4,20 @@
 //!   search): for each goal on its own, a trial at the maximum rate, then halving the
 //!   interval with full-length trials until it is narrower than the resolution. One
 //!   trial decides a load.
-//! - `Method::Mlr` is MLRsearch (RFC 9xxx draft-ietf-bmwg-mlrsearch; the reference is
-//!   FD.io CSIT's `MLRsearch` Python package, whose decision rules are ported here):
-//!   every trial serves every goal; the first trial at the maximum rate gives the
-//!   maximum receive rate, the first guess; each goal is searched through a chain of
-//!   targets, coarse and short first (`preceding_targets`, widths doubling, duration
-//!   sums shrinking geometrically to the initial trial duration), the final one at the
-//!   goal's resolution, trial duration and duration sum. A load that cannot make or
-//!   move a relevant bound is never measured (the reference's `not_worth`). Goals are
-//!   searched one after another, where the reference lets them compete for each trial,
-//!   lowest load first: ported that way without the rest of its machinery (shared
-//!   width, halving), the search needed 1.3-2.0x the reference's trial time on the
-//!   simulated DUTs, one goal after another 0.8-1.2x (CI checks it). A load is
-//!   classified from the durations of all its trials: long ones (at least the target's
-//!   trial duration) count in full, short ones only by their excess of bad time (the reference's
-//!   `TargetStat.estimates`). A load is a lower bound when even bad results for the rest
-//!   of the duration sum would keep the bad share within `exceed_ratio`, an upper bound
-//!   when even good ones would not, undecided otherwise (measured again).
+//! - `Method::Mlr` is MLRsearch (RFC 9xxx draft-ietf-bmwg-mlrsearch), FD.io CSIT's
+//!   `MLRsearch` 1.2.1 ported step by step (`mlr`): loads on its logarithmic grid, every
+//!   goal a chain of targets coarse and short first, one selector per goal nominating by
+//!   its six strategies, the lowest load winning each trial so goals share trials, the
+//!   external search's width shared between them. Ported piece by piece (goals one after
+//!   another, without the grid, the shared width and halving) it needed 1.3-2.0x the
+//!   reference's trial time on the simulated DUTs and 0.8-3x on a real one; whole, it
+//!   measures the reference's loads in the reference's order where the DUT answers the
+//!   same (CI checks it against the reference on simulated DUTs). A load is classified
+//!   from the durations of all its trials: long ones (at least the target's trial
+//!   duration) count in full, short ones only by their excess of bad time (the
+//!   reference's `TargetStat.estimates`). A load is a lower bound when even bad results
+//!   for the rest of the duration sum would keep the bad share within `exceed_ratio`, an
+//!   upper bound when even good ones would not, undecided otherwise (measured again).
 //!
 //! A goal's result is its relevant lower bound: the highest load classified as a lower
 //! bound below the lowest load classified as an upper bound (conservative under loss
@@ -49,6 +46,12 @@ use serde::Serialize;
 use std::time::Duration;
 
 use crate::trial::{STALL_SHORTFALL_SHARE, Trial, TrialResult};
+
+mod load_grid;
+mod mlr;
+
+pub use mlr::load_estimates;
+use mlr::mlr;
 
 /// A loss goal.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
@@ -329,15 +332,13 @@ impl TrialLog<'_> {
     /// One valid trial at `load`, or `None` when the source could not offer it even on
     /// retries: the ceiling is then lowered to what the source reached.
     fn run(&mut self, load: f64, duration: Duration) -> Result<Option<TrialResult>, String> {
-        self.run_with_retries(load, duration, INVALID_RETRIES)
+        self.run_for(load, duration.as_secs_f64(), INVALID_RETRIES)
     }
 
-    fn run_with_retries(
-        &mut self,
-        load: f64,
-        duration: Duration,
-        retries: usize,
-    ) -> Result<Option<TrialResult>, String> {
+    /// As `run`, for `duration_s` seconds (kept exactly as asked in the trial's
+    /// `intended_duration_s`), retrying a stalled source at most `retries` times.
+    fn run_for(&mut self, load: f64, duration_s: f64, retries: usize) -> Result<Option<TrialResult>, String> {
+        let duration = Duration::from_secs_f64(duration_s);
         let mut stalled = false;
         let first = self.trials.len();
         for attempt in 0..=retries {
@@ -353,7 +354,7 @@ impl TrialLog<'_> {
             // found again and long trials are told from short ones.
             let t = TrialResult {
                 offered_pps: load,
-                intended_duration_s: duration.as_secs_f64(),
+                intended_duration_s: duration_s,
                 ..t
             };
             (self.on_trial)(&t);
@@ -499,423 +500,15 @@ fn loss_at(log: &TrialLog, load: f64, duration: Duration) -> f64 {
         .map_or(0.0, |t| t.loss_ratio)
 }
 
-/// One step of a goal's search: loss ratio and exceed ratio of the goal, at this
-/// target's width, trial duration and duration sum (the reference's `TargetSpec`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Target {
-    loss_ratio: f64,
-    exceed_ratio: f64,
-    width: f64,
-    trial_duration: f64,
-    duration_sum: f64,
-}
-
-/// A goal's targets, coarsest first, the final one last, as the reference's
-/// `TargetScaling` derives them: each preceding target doubles the width, and the
-/// duration sums shrink geometrically from the goal's to the initial trial duration.
-fn targets(goal: &Goal, cfg: &SearchConfig) -> Vec<Target> {
-    let fin = cfg.final_duration.as_secs_f64();
-    let init = cfg.initial_duration.as_secs_f64();
-    let duration_sum = goal.duration_sum_s.max(fin);
-    let last = Target {
-        loss_ratio: goal.loss_ratio,
-        exceed_ratio: goal.exceed_ratio,
-        width: cfg.resolution,
-        trial_duration: fin,
-        duration_sum,
-    };
-    let mut out = vec![last];
-    let p = cfg.preceding_targets;
-    let multiplier = if p > 0 {
-        (init / duration_sum).powf(1.0 / p as f64)
-    } else {
-        1.0
-    };
-    let mut width = cfg.resolution;
-    for count in 0..p {
-        let sum = if count + 1 >= p {
-            init
-        } else {
-            duration_sum * multiplier.powi(count as i32 + 1)
-        };
-        width = (width * 2.0).min(0.5);
-        out.push(Target {
-            width,
-            trial_duration: fin.min(sum),
-            duration_sum: sum,
-            ..last
-        });
-    }
-    out.reverse();
-    out
-}
-
-/// How a load's trials classify it for one target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Class {
-    Lower,
-    Upper,
-    Undecided,
-}
-
-/// The reference's `TargetStat`: trial time at one load, for one target.
-#[derive(Debug, Default)]
-struct LoadTally {
-    good_long: f64,
-    bad_long: f64,
-    good_short: f64,
-    bad_short: f64,
-    /// (loss ratio, duration) of each long trial, for the pessimistic loss ratio.
-    long_losses: Vec<(f64, f64)>,
-}
-
-impl LoadTally {
-    fn of<'t>(trials: impl Iterator<Item = &'t TrialResult>, load: f64, target: &Target) -> LoadTally {
-        let mut s = LoadTally::default();
-        for t in trials.filter(|t| t.valid && t.offered_pps == load) {
-            // Long or short by the duration asked for; the sums by the one measured.
-            let long = t.intended_duration_s >= target.trial_duration * 0.999;
-            let good = t.loss_ratio <= target.loss_ratio;
-            // A measured window within 1% of the asked one counts as the asked one, so
-            // timer jitter cannot tip a classification that sits exactly on a boundary.
-            let d = if (t.duration_s - t.intended_duration_s).abs() <= 0.01 * t.intended_duration_s {
-                t.intended_duration_s
-            } else {
-                t.duration_s
-            };
-            match (long, good) {
-                (true, true) => s.good_long += d,
-                (true, false) => s.bad_long += d,
-                (false, true) => s.good_short += d,
-                (false, false) => s.bad_short += d,
-            }
-            if long {
-                s.long_losses.push((t.loss_ratio, d));
-            }
-        }
-        s
-    }
-
-    /// The reference's `estimates`: whether the load can still be a lower bound if every
-    /// missing result were good (optimistic) and if every one were bad (pessimistic).
-    fn class(&self, target: &Target) -> Class {
-        let coeff = target.exceed_ratio;
-        let decrease = self.good_short * coeff / (1.0 - coeff);
-        let short_excess = self.bad_short - decrease;
-        let effective_excess = self.bad_long + short_excess.max(0.0);
-        let effective_dursum = (self.good_long + effective_excess).max(target.duration_sum);
-        let limit = effective_dursum * coeff;
-        let optimistic = effective_excess <= limit;
-        let pessimistic = effective_dursum - self.good_long <= limit;
-        match (optimistic, pessimistic) {
-            (true, true) => Class::Lower,
-            (false, false) => Class::Upper,
-            _ => Class::Undecided,
-        }
-    }
-
-    /// The reference's `pessimistic_loss_ratio`: the loss at the exceed-ratio quantile of
-    /// the long trials, missing time counted as total loss.
-    fn pessimistic_loss_ratio(&self, target: &Target) -> f64 {
-        let mut losses = self.long_losses.clone();
-        losses.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let all_long = target.duration_sum.max(self.good_long + self.bad_long);
-        let mut remaining = all_long * (1.0 - target.exceed_ratio) - 1e-9;
-        let mut ret = None;
-        for (ratio, d) in losses {
-            if ret.is_none() || remaining > 0.0 {
-                ret = Some(ratio);
-                remaining -= d;
-            } else {
-                break;
-            }
-        }
-        if remaining > 0.0 { 1.0 } else { ret.unwrap_or(1.0) }
-    }
-}
-
-/// The reference's `TargetStat.estimates` for trials at one load: (optimistic,
-/// pessimistic) whether the load can be a lower bound. Public so that the port can be
-/// checked case by case against the reference (`reference/`).
-pub fn load_estimates(
-    trials: &[TrialResult],
-    loss_ratio: f64,
-    exceed_ratio: f64,
-    trial_duration: f64,
-    duration_sum: f64,
-) -> (bool, bool) {
-    let target = Target {
-        loss_ratio,
-        exceed_ratio,
-        width: 0.0,
-        trial_duration,
-        duration_sum,
-    };
-    let load = trials.first().map_or(0.0, |t| t.offered_pps);
-    match LoadTally::of(trials.iter(), load, &target).class(&target) {
-        Class::Lower => (true, true),
-        Class::Upper => (false, false),
-        Class::Undecided => {
-            // Undecided is (true, false): the reference never yields (false, true), as
-            // a load that fails optimistically fails pessimistically too.
-            (true, false)
-        }
-    }
-}
-
-/// The reference's relevant bounds: loads from low to high; the first upper bound ends
-/// the walk, the lower bound is the last lower bound before it. Loads above the
-/// source's ceiling are not the chain's.
-fn relevant_bounds(log: &TrialLog, target: &Target) -> (Option<f64>, Option<f64>) {
-    let mut loads: Vec<f64> = log
-        .valid()
-        .map(|t| t.offered_pps)
-        .filter(|&l| l <= log.ceiling)
-        .collect();
-    loads.sort_by(f64::total_cmp);
-    loads.dedup();
-    let mut lower = None;
-    for l in loads {
-        match class_of(log, l, target) {
-            Class::Upper => return (lower, Some(l)),
-            Class::Lower => lower = Some(l),
-            Class::Undecided => {}
-        }
-    }
-    (lower, None)
-}
-
-fn class_of(log: &TrialLog, load: f64, target: &Target) -> Class {
-    LoadTally::of(log.trials.iter(), load, target).class(target)
-}
-
-/// MLRsearch: the targets of every goal, coarse to fine; trials shared by all goals.
-/// Goals one after another, each through its targets; a goal's bounds use every trial.
-fn mlr(log: &mut TrialLog, cfg: &SearchConfig) -> Result<Vec<GoalResult>, String> {
-    let chains: Vec<Vec<Target>> = cfg.goals.iter().map(|g| targets(g, cfg)).collect();
-
-    // The maximum receive rate at the maximum load is the first guess for every goal.
-    // Even when the source fell short of the maximum (the trial is invalid and lowers
-    // the ceiling), what the chain forwarded is a receive rate to start from.
-    let first_duration = Duration::from_secs_f64(chains[0][0].trial_duration);
-    log.run_with_retries(cfg.max_pps, first_duration, 0)?;
-    let mrr = log
-        .trials
-        .last()
-        .map_or(cfg.min_pps, |t| t.received_pps().clamp(cfg.min_pps, cfg.max_pps));
-
-    for (goal, chain) in cfg.goals.iter().zip(&chains) {
-        let mut selector = Selector::new(goal, chain);
-        while !log.exhausted() && log.ceiling >= cfg.min_pps {
-            let Some((load, how)) = selector.nominate(log, cfg, mrr) else {
-                break;
-            };
-            log.run(load, Duration::from_secs_f64(selector.target().trial_duration))?;
-            selector.measured(load, how);
-        }
-    }
-
-    // The results from every trial, classified by each goal's final target: a goal's
-    // bounds also use the trials other goals asked for.
-    Ok(cfg
-        .goals
-        .iter()
-        .zip(&chains)
-        .map(|(goal, chain)| {
-            let target = chain.last().expect("a final target");
-            let (lower, upper) = relevant_bounds(log, target);
-            let conditional =
-                lower.map(|l| l * (1.0 - LoadTally::of(log.trials.iter(), l, target).pessimistic_loss_ratio(target)));
-            result(goal, lower, conditional, upper, cfg, log.ceiling)
-        })
-        .collect())
-}
-
-/// How a selector chose its nomination: what it learns once the load is measured.
-#[derive(Debug, Clone, Copy)]
-enum Nomination {
-    /// More trials at a load still undecided, or between the bounds.
-    Refine,
-    /// Above the lower bound by the step; `widened` doubled it.
-    Up { widened: bool },
-    /// Below the upper bound by the step; `widened` doubled it.
-    Down { widened: bool },
-    /// The maximum receive rate, the first guess.
-    Mrr,
-    /// The middle between the bounds; `half` is the width of the lower half.
-    Bisect { half: f64 },
-}
-
-/// One goal's search through its targets (the reference's `Selector`): its current
-/// target until met, with the step of its external search and its last trial.
-struct Selector<'c> {
-    goal: &'c Goal,
-    chain: &'c [Target],
-    current: usize,
-    /// The relevant bounds of the preceding target (for the first, the load where the
-    /// receive rate was tried): refined first, and where the external search steps
-    /// from when the current bounds are wider than a step (the reference's initial
-    /// bounds).
-    previous: (Option<f64>, Option<f64>),
-    /// External search widens its step geometrically (the reference's expander), and
-    /// only once the last step's load was classified the way it was aimed.
-    step_up: f64,
-    step_down: f64,
-    tried_mrr: bool,
-    /// The load of this selector's last winning nomination.
-    last: Option<f64>,
-}
-
-impl<'c> Selector<'c> {
-    fn new(goal: &'c Goal, chain: &'c [Target]) -> Selector<'c> {
-        Selector {
-            goal,
-            chain,
-            current: 0,
-            previous: (None, None),
-            step_up: chain[0].width,
-            step_down: chain[0].width,
-            tried_mrr: false,
-            last: None,
-        }
-    }
-
-    fn target(&self) -> &'c Target {
-        &self.chain[self.current]
-    }
-
-    /// The load this goal wants measured next, moving on to its next target when the
-    /// current one is met; `None` once the final one is.
-    fn nominate(&mut self, log: &TrialLog, cfg: &SearchConfig, mrr: f64) -> Option<(f64, Nomination)> {
-        loop {
-            if let Some(next) = self.next_load(log, cfg, mrr) {
-                return Some(next);
-            }
-            if self.current + 1 == self.chain.len() {
-                return None;
-            }
-            self.previous = relevant_bounds(log, self.target());
-            self.current += 1;
-            // The reference's expander: a bound of the preceding target that the longer
-            // trials overturn is looked for again a step beyond it, the step starting at
-            // the preceding bounds' width (the load moved by about that much), never at
-            // the maximum receive rate again (it jumped a search from 7.8 to 6.5 Mpps
-            // for a bound 7% lower, and bisected back up at the longer duration).
-            let preceding = match self.previous {
-                (Some(l), Some(u)) => width(l, u),
-                _ => 0.0,
-            };
-            self.step_up = self.target().width.max(preceding);
-            self.step_down = self.target().width.max(preceding);
-            self.tried_mrr = true;
-            self.last = None;
-        }
-    }
-
-    /// The nominated load was measured: what the nomination teaches the next one.
-    fn measured(&mut self, load: f64, how: Nomination) {
-        match how {
-            Nomination::Up { widened: true } => self.step_up *= 2.0,
-            Nomination::Down { widened: true } => self.step_down *= 2.0,
-            // The first target's initial bounds, as the reference's initial trials
-            // give them: where the receive rate was tried.
-            Nomination::Mrr => {
-                self.tried_mrr = true;
-                self.previous = (Some(load), Some(load));
-            }
-            // Bounds closing in: the next external step starts from their width again
-            // (the reference's `expander.limit`).
-            Nomination::Bisect { half } => {
-                self.step_up = half.max(self.target().width);
-                self.step_down = self.step_up;
-            }
-            _ => {}
-        }
-        self.last = Some(load);
-    }
-
-    /// The current target's next load, or `None` when its relevant bounds are at most
-    /// its width apart or at the ends of the range.
-    fn next_load(&self, log: &TrialLog, cfg: &SearchConfig, mrr: f64) -> Option<(f64, Nomination)> {
-        let target = self.target();
-        let (lower, upper) = relevant_bounds(log, target);
-        // A load is worth a trial only if it can make or move a relevant bound (the
-        // reference's `not_worth`): never at or below the lower bound, where more
-        // trials could only turn it into a loss inversion, nor at or above the upper.
-        let met = matches!((lower, upper), (Some(l), Some(u)) if width(l, u) <= target.width);
-        let worth = |load: f64| !met && lower.is_none_or(|l| load > l) && upper.is_none_or(|u| load < u);
-        // A load still undecided gets more trials first: the one tried last, then the
-        // previous target's bounds (the reference's refine strategies).
-        let pending = [self.last, self.previous.0, self.previous.1]
-            .into_iter()
-            .flatten()
-            .find(|&l| l <= log.ceiling && worth(l) && class_of(log, l, target) == Class::Undecided);
-        if let Some(l) = pending {
-            return Some((l, Nomination::Refine));
-        }
-        match (lower, upper) {
-            (Some(l), Some(u)) if width(l, u) <= target.width => None,
-            (Some(l), Some(u)) => Some(self.between(l, u)),
-            (Some(l), None) if l >= log.ceiling => None,
-            (Some(l), None) => {
-                let widened = self.last == Some(l);
-                let step = if widened { self.step_up * 2.0 } else { self.step_up };
-                Some(((l * (1.0 + step)).min(log.ceiling), Nomination::Up { widened }))
-            }
-            (None, Some(u)) if u <= cfg.min_pps => None,
-            (None, Some(u)) if !self.tried_mrr && mrr < u => {
-                Some(((mrr * (1.0 - self.goal.loss_ratio)).max(cfg.min_pps), Nomination::Mrr))
-            }
-            (None, Some(u)) => {
-                let widened = self.last == Some(u);
-                let step = if widened { self.step_down * 2.0 } else { self.step_down };
-                Some((
-                    (u * (1.0 - step.min(0.5))).max(cfg.min_pps),
-                    Nomination::Down { widened },
-                ))
-            }
-            (None, None) if !self.tried_mrr && mrr < log.ceiling => Some((mrr, Nomination::Mrr)),
-            (None, None) => Some((log.ceiling, Nomination::Refine)),
-        }
-    }
-
-    /// Between two bounds: a step from the bound that moved away from where the
-    /// preceding target (or the maximum receive rate) left it, when that step lands
-    /// nearer than the middle; the middle otherwise (the reference's `BisectStrategy`,
-    /// which does this external search before it bisects). A first target whose
-    /// maximum receive rate passed would otherwise bisect up to the maximum load,
-    /// trials far above the chain, where steps up from the receive rate end in two or
-    /// three.
-    fn between(&self, l: f64, u: f64) -> (f64, Nomination) {
-        let middle = (l + u) / 2.0;
-        let (initial_lower, initial_upper) = self.previous;
-        if let Some(initial) = initial_upper
-            && middle < initial
-        {
-            let widened = self.last == Some(u);
-            let step = if widened { self.step_down * 2.0 } else { self.step_down };
-            let down = u * (1.0 - step.min(0.5));
-            if down > middle && down < initial {
-                return (down, Nomination::Down { widened });
-            }
-        }
-        if let Some(initial) = initial_lower
-            && middle > initial
-        {
-            let widened = self.last == Some(l);
-            let step = if widened { self.step_up * 2.0 } else { self.step_up };
-            let up = l * (1.0 + step);
-            if up < middle && up > initial {
-                return (up, Nomination::Up { widened });
-            }
-        }
-        (middle, Nomination::Bisect { half: width(l, middle) })
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::load_grid::LoadGrid;
+    use super::mlr::{relevant_bounds, targets};
     use super::*;
+
+    fn grid(c: &SearchConfig) -> LoadGrid {
+        LoadGrid::new(c.min_pps, c.max_pps, &[c.resolution])
+    }
 
     /// A chain with a known loss curve: no loss up to `capacity`, then the excess is lost,
     /// plus optional extra loss in a band (non-monotonic) and seeded noise.
@@ -1090,7 +683,7 @@ mod tests {
             duration_sum_s: 3.0,
             ..Goal::pdr(0.005)
         }];
-        let fin = targets(&c.goals[0], &c).pop().unwrap();
+        let fin = targets(&c.goals[0], &c, &grid(&c)).pop().unwrap();
         for seed in 1..20 {
             let mut dut = crate::simulated::StallingDut {
                 capacity_pps: 8e6,
@@ -1460,13 +1053,15 @@ mod tests {
         c.initial_duration = Duration::from_millis(100);
         let mut g = Goal::ndr();
         g.duration_sum_s = 10.0;
-        let t = targets(&g, &c);
+        let grid = grid(&c);
+        let t = targets(&g, &c, &grid);
         assert_eq!(t.len(), 3);
         // Sums 0.1, 10 * (0.1/10)^(1/2) = 1.0, 10; widths 4r, 2r, r.
         assert!((t[0].duration_sum - 0.1).abs() < 1e-9 && (t[0].trial_duration - 0.1).abs() < 1e-9);
         assert!((t[1].duration_sum - 1.0).abs() < 1e-9 && (t[1].trial_duration - 1.0).abs() < 1e-9);
         assert!((t[2].duration_sum - 10.0).abs() < 1e-9 && (t[2].trial_duration - 1.0).abs() < 1e-9);
-        assert_eq!([t[0].width, t[1].width, t[2].width], [0.02, 0.01, 0.005]);
+        let w = grid.width(0.005);
+        assert_eq!([t[0].width, t[1].width, t[2].width], [4 * w, 2 * w, w]);
     }
 
     #[test]
