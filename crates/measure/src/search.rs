@@ -1064,6 +1064,104 @@ mod tests {
         assert_eq!([t[0].width, t[1].width, t[2].width], [4 * w, 2 * w, w]);
     }
 
+    /// MLRsearch 1.2.1's trials (load, duration, times in a row) on two simulated DUTs,
+    /// as its own controller ran them (`reference/compare_with_mlrsearch.py` prints
+    /// them for any DUT): the port must measure exactly these.
+    /// A quiet 14.2 Mpps DUT: NDR 14154165.437700566, PDR 14225262.607492793
+    const QUIET: &[(f64, f64, usize)] = &[
+        (20000000.0, 0.125, 1),
+        (14154165.437700566, 0.125, 1),
+        (14440704.051835123, 0.125, 1),
+        (14296716.902371252, 0.7905694150420949, 1),
+        (14154165.437700566, 0.7905694150420949, 1),
+        (14225262.607492793, 1.0, 3),
+        (14154165.437700566, 1.0, 3),
+        (14296716.902371252, 1.0, 2),
+    ];
+    /// 8 Mpps, a 20 ms stall in a quarter of the trials (seed 3): NDR 7994980.560997835, PDR 8035139.798427459
+    const STALLING: &[(f64, f64, usize)] = &[
+        (20000000.0, 0.125, 1),
+        (4819909.483984407, 0.125, 1),
+        (4917484.30673703, 0.125, 1),
+        (5118599.889848453, 0.125, 1),
+        (5017034.445845042, 0.125, 1),
+        (4967009.981246473, 0.7905694150420949, 1),
+        (5017034.445845042, 0.7905694150420949, 1),
+        (4991959.551996561, 1.0, 3),
+        (5017034.445845042, 1.0, 3),
+        (5067562.724019145, 1.0, 3),
+        (5170151.068515443, 1.0, 5),
+        (5381600.232774925, 1.0, 4),
+        (5830795.82580891, 1.0, 5),
+        (6844797.9952999195, 1.0, 4),
+        (9432487.507243656, 1.0, 3),
+        (8035139.798427459, 1.0, 3),
+        (7416124.9169786, 1.0, 4),
+        (7719430.061249618, 1.0, 3),
+        (7875703.124567616, 1.0, 5),
+        (7955022.037481276, 1.0, 3),
+        (7994980.560997835, 1.0, 4),
+        (8705823.095355392, 1.0, 3),
+        (8363761.452334642, 1.0, 3),
+        (8197804.1273384625, 1.0, 3),
+        (8116064.452879249, 1.0, 3),
+        (8075500.757967425, 1.0, 3),
+    ];
+
+    #[test]
+    fn the_search_measures_the_loads_the_reference_measures_in_its_order() {
+        for (fixture, capacity_pps, stall_share, stall_s, queue, seed, bounds) in [
+            (
+                QUIET,
+                14.2e6,
+                0.0,
+                0.0,
+                0.0,
+                1,
+                [14_154_165.437_700_566, 14_225_262.607_492_793],
+            ),
+            (
+                STALLING,
+                8e6,
+                0.25,
+                0.02,
+                4096.0,
+                3,
+                [7_994_980.560_997_835, 8_035_139.798_427_459],
+            ),
+        ] {
+            let mut c = cfg(Method::Mlr);
+            c.goals = vec![Goal::ndr(), Goal::pdr(0.005)];
+            for g in &mut c.goals {
+                g.exceed_ratio = 0.5;
+                g.duration_sum_s = 5.0;
+            }
+            (c.min_pps, c.max_pps, c.resolution) = (10e3, 20e6, 0.005);
+            c.final_duration = Duration::from_secs(1);
+            c.max_trials = 2000;
+            let mut dut = crate::simulated::StallingDut {
+                capacity_pps,
+                stall_share,
+                stall_s,
+                queue,
+                seed,
+                source_limit_pps: None,
+            };
+            let r = search(&mut dut, &c, &mut |_| {}).unwrap();
+            let expected: Vec<(f64, f64)> = fixture
+                .iter()
+                .flat_map(|&(l, d, n)| std::iter::repeat_n((l, d), n))
+                .collect();
+            let measured: Vec<(f64, f64)> = r
+                .trials
+                .iter()
+                .map(|t| (t.offered_pps, t.intended_duration_s))
+                .collect();
+            assert_eq!(measured, expected, "capacity {capacity_pps}");
+            assert_eq!([r.goals[0].lower_pps, r.goals[1].lower_pps], bounds.map(Some));
+        }
+    }
+
     #[test]
     fn bad_configs_name_the_key() {
         let mut c = cfg(Method::Mlr);
