@@ -1065,8 +1065,8 @@ mod tests {
     }
 
     /// MLRsearch 1.2.1's trials (load, duration, times in a row) on two simulated DUTs,
-    /// as its own controller ran them (`reference/compare_with_mlrsearch.py` prints
-    /// them for any DUT): the port must measure exactly these.
+    /// as its own controller ran them (`reference()` in
+    /// `reference/compare_with_mlrsearch.py` returns them for any DUT): the port must measure exactly these.
     /// A quiet 14.2 Mpps DUT: NDR 14154165.437700566, PDR 14225262.607492793
     const QUIET: &[(f64, f64, usize)] = &[
         (20000000.0, 0.125, 1),

@@ -309,23 +309,13 @@ impl Search<'_, '_> {
         let ratio = first.clone().map(|t| t.loss_ratio).fold(f64::INFINITY, f64::min);
         let duration = first.clone().map(|t| t.trial_duration).fold(0.0, f64::max);
         let width = first.map(|t| t.width).max().expect("a goal");
-        let max = self.max;
-        let Some(at_max) = self.log.run_for(self.grid.load(max), duration, 0)? else {
-            // The source fell short: what the chain forwarded is still a receive rate.
-            return self.step_from_receive_rate(
-                self.log.trials.last().map(TrialResult::received_pps),
-                ratio,
-                width,
-                duration,
-            );
+        let load = self.grid.load(self.max);
+        // Where the source fell short, what the chain forwarded is still a receive rate.
+        let rate = match self.log.run_for(load, duration, 0)? {
+            Some(at_max) => Some(load * (1.0 - at_max.loss_ratio)),
+            None => self.log.trials.last().map(TrialResult::received_pps),
         };
-        self.settle_ceiling();
-        self.step_from_receive_rate(
-            Some(self.grid.load(max) * (1.0 - at_max.loss_ratio)),
-            ratio,
-            width,
-            duration,
-        )
+        self.step_from_receive_rate(rate, ratio, width, duration)
     }
 
     fn step_from_receive_rate(
@@ -366,8 +356,7 @@ impl Search<'_, '_> {
     }
 }
 
-/// The strategies of a selector, in the order they are asked (its `STRATEGY_CLASSES`),
-/// and sfclab's last resort.
+/// The strategies of a selector, in the order they are asked (its `STRATEGY_CLASSES`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Strategy {
     /// The middle of the preceding target's bounds, when they are one to two widths apart.
@@ -382,8 +371,6 @@ enum Strategy {
     ExtendUp,
     /// Both bounds: a step from the one that moved, or the middle.
     Bisect,
-    /// sfclab: no bound below the source's ceiling at all: the ceiling.
-    Ceiling,
 }
 
 const STRATEGIES: [Strategy; 6] = [
@@ -504,8 +491,8 @@ impl Selector {
                     return Some((load, self.target().trial_duration, width));
                 }
             }
+            // sfclab's last resort: no bound below the source's ceiling at all.
             if bounds.clo.is_none() && bounds.chi.is_none() {
-                self.strategy = Some(Strategy::Ceiling);
                 return Some((s.max, self.target().trial_duration, Some(self.target().width)));
             }
             if self.current + 1 == self.chain.len() {
@@ -593,7 +580,6 @@ impl Selector {
                 (!self.not_worth(b, load, s)).then_some((load, Some(step)))
             }
             Strategy::Bisect => self.bisect(b, s, global),
-            Strategy::Ceiling => None,
         }
     }
 
@@ -646,7 +632,6 @@ pub(super) fn mlr(log: &mut TrialLog, cfg: &SearchConfig) -> Result<Vec<GoalResu
     let max = grid.max_index();
     let chains: Vec<Vec<Target>> = cfg.goals.iter().map(|g| targets(g, cfg, &grid)).collect();
     let mut s = Search { log, grid, max };
-    s.settle_ceiling();
     let (lo, hi) = s.initial_trials(&chains)?;
     let initial = Bounds {
         clo: Some(lo),
