@@ -17,7 +17,8 @@
 //! measured in the same run: DPDK's rte_meter checks against the qos NF's meters alone,
 //! DPDK's AES-GCM crypto PMD (`dpdk-test-crypto-perf`) against the ESP NFs and their
 //! cipher alone (Intel's ipsec-mb where the build has it, as the PMD; and ring) on
-//! buffers of the same sizes.
+//! buffers of the same sizes, and DPDK's whole ESP (librte_ipsec's tunnel framing around
+//! that PMD) against esp-encrypt: the same work on both sides.
 //!
 //! Each workload is a chain file (its NFs, named) run through the library
 //! (`Experiment::load`, `Experiment::run`), its traffic and the flags' window as the
@@ -37,7 +38,7 @@ use std::time::Duration;
 use crate::median;
 use std::fmt::Write as _;
 
-pub const NFS_SCHEMA: &str = "sfclab.bench.nfs/6";
+pub const NFS_SCHEMA: &str = "sfclab.bench.nfs/7";
 
 #[derive(Debug, Clone)]
 pub struct NfsArgs {
@@ -108,6 +109,16 @@ pub struct CryptoRow {
     pub encrypt_vs_aead: Option<f64>,
     /// Why the PMD has no figure.
     pub peer_error: Option<String>,
+    /// DPDK's whole ESP on a datagram of `bytes`: librte_ipsec's outbound tunnel framing
+    /// around the PMD, as dpdk-ipsec-secgw runs it less its I/O and SPD lookup; TSC
+    /// cycles per packet (the same work as esp-encrypt's; the PMD's figure above is the
+    /// cipher alone).
+    pub dpdk_esp_cycles: Option<f64>,
+    pub dpdk_esp_cycles_runs: Vec<f64>,
+    /// esp-encrypt over DPDK's ESP: above 1 the NF costs more.
+    pub encrypt_vs_dpdk_esp: Option<f64>,
+    /// Why DPDK's ESP has no figure.
+    pub dpdk_esp_error: Option<String>,
 }
 
 /// One meter check: sfclab's meter and rte_meter's, each alone, TSC cycles per packet.
@@ -924,6 +935,8 @@ fn crypto_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize, stop: &Stop) 
         sfclab_aead::Backend::Ring => backend.to_string(),
     };
     let (mut pmd, mut peer_error) = (None, None);
+    let mut dpdk_esp: Vec<Vec<f64>> = vec![Vec::new(); bytes.len()];
+    let mut dpdk_esp_error = None;
     for _ in 0..repeat {
         for (k, &b) in bytes.iter().enumerate() {
             ours[k].push(crate::on_core(args.core, || {
@@ -948,6 +961,18 @@ fn crypto_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize, stop: &Stop) 
                 Err(e) => peer_error = Some(e),
             }
         }
+        if dpdk_esp_error.is_none() && !stop.requested() {
+            match sfclab_peers::dpdk_ipsec::esp_outbound(core, &bytes, ops, &|| stop.requested()) {
+                Ok(run) => {
+                    for size in run.sizes {
+                        if let Some(k) = bytes.iter().position(|&b| b == size.bytes) {
+                            dpdk_esp[k].push(size.cycles_per_packet);
+                        }
+                    }
+                }
+                Err(e) => dpdk_esp_error = Some(e),
+            }
+        }
     }
     ESP_SIZES
         .iter()
@@ -961,6 +986,7 @@ fn crypto_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize, stop: &Stop) 
             };
             let (encrypt, aead) = (nf("esp-encrypt"), median(&ours[k]));
             let pmd_cycles = (!theirs[k].is_empty()).then(|| median(&theirs[k]));
+            let dpdk_esp_cycles = (!dpdk_esp[k].is_empty()).then(|| median(&dpdk_esp[k]));
             CryptoRow {
                 bytes: b,
                 frames: label.into(),
@@ -978,6 +1004,10 @@ fn crypto_rows(args: &NfsArgs, points: &[NfsPoint], repeat: usize, stop: &Stop) 
                 aead_vs_pmd: pmd_cycles.map(|p| aead / p),
                 encrypt_vs_aead: encrypt.map(|e| e / aead),
                 peer_error: peer_error.clone(),
+                dpdk_esp_cycles,
+                dpdk_esp_cycles_runs: dpdk_esp[k].clone(),
+                encrypt_vs_dpdk_esp: encrypt.zip(dpdk_esp_cycles).map(|(e, d)| e / d),
+                dpdk_esp_error: dpdk_esp_error.clone(),
             }
         })
         .collect()
@@ -1256,10 +1286,15 @@ fn write_crypto(s: &mut String, crypto: &[CryptoRow]) -> usize {
         "\nESP against AES-GCM alone, TSC cycles per packet or operation (per byte in brackets):"
     );
     for c in crypto {
-        wide += [&c.aead_cycles_runs, &c.ring_cycles_runs, &c.pmd_cycles_runs]
-            .iter()
-            .filter(|v| crate::is_wide(v))
-            .count();
+        wide += [
+            &c.aead_cycles_runs,
+            &c.ring_cycles_runs,
+            &c.pmd_cycles_runs,
+            &c.dpdk_esp_cycles_runs,
+        ]
+        .iter()
+        .filter(|v| crate::is_wide(v))
+        .count();
         let per_byte = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1} [{:.3}]", v / c.bytes as f64));
         let peer = match (&c.pmd_cycles, &c.peer_error) {
             (Some(_), _) => format!(
@@ -1285,6 +1320,16 @@ fn write_crypto(s: &mut String, crypto: &[CryptoRow]) -> usize {
             per_byte(Some(c.aead_cycles)),
             c.encrypt_vs_aead.map_or("-".into(), |r| format!("{r:.2}x")),
         );
+        let whole = match (c.dpdk_esp_cycles, &c.dpdk_esp_error) {
+            (Some(d), _) => format!(
+                "DPDK's ESP (librte_ipsec around the PMD) {}  esp-encrypt/DPDK's ESP {:.2}x",
+                per_byte(Some(d)),
+                c.encrypt_vs_dpdk_esp.unwrap_or(f64::NAN)
+            ),
+            (None, Some(e)) => format!("DPDK's ESP SKIPPED: {e}"),
+            (None, None) => "DPDK's ESP -".into(),
+        };
+        let _ = writeln!(s, "           {whole}");
     }
     wide
 }

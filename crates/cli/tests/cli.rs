@@ -789,8 +789,8 @@ fn bench_nfs_reports_each_nf_in_every_form() {
     let o = sfclab(&[&common[..], &["--json", "--plot", plot.to_str().unwrap()]].concat());
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["schema"], "sfclab.bench.nfs/6");
-    assert_follows_schema("bench-nfs-6.json", &v);
+    assert_eq!(v["schema"], "sfclab.bench.nfs/7");
+    assert_follows_schema("bench-nfs-7.json", &v);
     let points = v["points"].as_array().unwrap();
     assert_eq!(points.len(), 3, "forwarder at 64 B and IMIX, nat44@1000 at 64 B");
     assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));

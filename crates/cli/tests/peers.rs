@@ -202,7 +202,7 @@ fn bench_nfs_prices_qos_dpi_and_esp_beside_their_peers() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    common::assert_follows_schema("bench-nfs-6.json", &v);
+    common::assert_follows_schema("bench-nfs-7.json", &v);
     let meters = v["meters"].as_array().unwrap();
     assert_eq!(meters.len(), 4, "srTCM and trTCM, blind and aware");
     for m in meters {
@@ -252,6 +252,14 @@ fn bench_nfs_prices_qos_dpi_and_esp_beside_their_peers() {
         match c["pmd_cycles"].as_f64() {
             Some(p) => assert!(p > 0.0 && c["encrypt_vs_pmd"].as_f64().unwrap() > 0.0, "{c}"),
             None => assert!(c["peer_error"].is_string(), "no figure and no reason: {c}"),
+        }
+        match c["dpdk_esp_cycles"].as_f64() {
+            // DPDK's whole ESP does the PMD's cipher and its framing too.
+            Some(d) => {
+                assert!(d > 0.0 && c["encrypt_vs_dpdk_esp"].as_f64().unwrap() > 0.0, "{c}");
+                assert_eq!(c["dpdk_esp_cycles_runs"].as_array().unwrap().len(), 1, "{c}");
+            }
+            None => assert!(c["dpdk_esp_error"].is_string(), "no figure and no reason: {c}"),
         }
     }
     let ipsec = v["points"]

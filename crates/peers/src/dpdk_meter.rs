@@ -3,10 +3,7 @@
 //! are inline functions of its header, and Debian's `dpdk-test` has no
 //! `meter_perf_autotest`), run on one core without hugepages, timing each check alone.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use crate::run_dpdk_app;
+use crate::{compile_against_dpdk, run_dpdk_app};
 
 const SOURCE: &str = include_str!("dpdk_meter.c");
 
@@ -20,53 +17,11 @@ pub struct MeterPerf {
     pub colours: [u64; 3],
 }
 
-/// Compiles the timing program into `dir` with the system's C compiler and
-/// `pkg-config --cflags --libs libdpdk`; the error says what is missing.
-pub fn build(dir: &Path) -> Result<PathBuf, String> {
-    let flags = |what: &str| -> Result<Vec<String>, String> {
-        let o = Command::new("pkg-config")
-            .args([what, "libdpdk"])
-            .output()
-            .map_err(|e| format!("pkg-config: {e} (Debian package `pkg-config`)"))?;
-        if !o.status.success() {
-            return Err("pkg-config finds no libdpdk (Debian package `dpdk-dev`)".into());
-        }
-        Ok(String::from_utf8_lossy(&o.stdout)
-            .split_whitespace()
-            .map(String::from)
-            .collect())
-    };
-    let (cflags, libs) = (flags("--cflags")?, flags("--libs")?);
-    let src = dir.join("sfclab_meter.c");
-    let bin = dir.join("sfclab-meter");
-    std::fs::write(&src, SOURCE).map_err(|e| format!("{}: {e}", src.display()))?;
-    let o = Command::new("cc")
-        .arg("-O2")
-        .args(&cflags)
-        .arg(&src)
-        .arg("-o")
-        .arg(&bin)
-        .args(&libs)
-        .output()
-        .map_err(|e| format!("cc: {e} (Debian package `gcc`)"))?;
-    if !o.status.success() {
-        return Err(format!(
-            "compiling the rte_meter timer failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-                .lines()
-                .take(5)
-                .collect::<Vec<_>>()
-                .join(" / ")
-        ));
-    }
-    Ok(bin)
-}
-
 /// Builds and runs the timer on `core` for `packets` packets per check.
 pub fn meter_perf(core: usize, packets: u64, stop: &dyn Fn() -> bool) -> Result<Vec<MeterPerf>, String> {
     let dir = std::env::temp_dir().join(format!("sfclab-meter-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let result = build(&dir).and_then(|bin| {
+    let result = compile_against_dpdk(&dir, "sfclab-meter", SOURCE, "the rte_meter timer").and_then(|bin| {
         let out = run_dpdk_app(
             &bin.display().to_string(),
             "dpdk-dev",

@@ -7,10 +7,13 @@
 //! - [`dpdk_acl`]: DPDK's ACL test application (`dpdk-test-acl`, rte_acl).
 //! - [`dpdk_meter`]: DPDK's rte_meter, timed by a small program compiled against it.
 //! - [`dpdk_crypto`]: DPDK's AES-GCM crypto PMDs (`dpdk-test-crypto-perf`).
+//! - [`dpdk_ipsec`]: DPDK's ESP (librte_ipsec around a crypto PMD), timed by a small
+//!   program compiled against it.
 //! - [`trafgen`]: netsniff-ng's packet generator on AF_PACKET TX rings.
 
 pub mod dpdk_acl;
 pub mod dpdk_crypto;
+pub mod dpdk_ipsec;
 pub mod dpdk_meter;
 pub mod dpdk_test;
 pub mod testpmd;
@@ -23,6 +26,57 @@ pub fn which(bin: &str) -> Option<String> {
         .split(':')
         .map(|d| format!("{d}/{bin}"))
         .find(|p| std::path::Path::new(p).is_file())
+}
+
+/// Compiles the C program `source` into `dir` as `name` with the system's C compiler and
+/// `pkg-config --cflags --libs libdpdk` (for the peers DPDK ships no binary for); the
+/// error names `what` and says what is missing.
+pub(crate) fn compile_against_dpdk(
+    dir: &std::path::Path,
+    name: &str,
+    source: &str,
+    what: &str,
+) -> Result<std::path::PathBuf, String> {
+    use std::process::Command;
+    let flags = |which: &str| -> Result<Vec<String>, String> {
+        let o = Command::new("pkg-config")
+            .args([which, "libdpdk"])
+            .output()
+            .map_err(|e| format!("pkg-config: {e} (Debian package `pkg-config`)"))?;
+        if !o.status.success() {
+            return Err("pkg-config finds no libdpdk (Debian package `dpdk-dev`)".into());
+        }
+        Ok(String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .map(String::from)
+            .collect())
+    };
+    let (cflags, libs) = (flags("--cflags")?, flags("--libs")?);
+    let src = dir.join(format!("{name}.c"));
+    let bin = dir.join(name);
+    std::fs::write(&src, source).map_err(|e| format!("{}: {e}", src.display()))?;
+    // DPDK marks some of the APIs its own applications use experimental.
+    let o = Command::new("cc")
+        .args(["-O2", "-DALLOW_EXPERIMENTAL_API"])
+        .args(&cflags)
+        .arg(&src)
+        .arg("-o")
+        .arg(&bin)
+        .args(&libs)
+        .output()
+        .map_err(|e| format!("cc: {e} (Debian package `gcc`)"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "compiling {what} failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .filter(|l| l.contains("error"))
+                .take(5)
+                .collect::<Vec<_>>()
+                .join(" / ")
+        ));
+    }
+    Ok(bin)
 }
 
 /// Runs one of DPDK's applications to completion without hugepages or PCI devices, on

@@ -326,6 +326,29 @@ mod tests {
         assert_eq!(nf.last_seq(0x1000), Some(2));
     }
 
+    /// DPDK's librte_ipsec (around its AES-GCM PMD) and this NF, given one SA and one
+    /// frame, make the same ESP packet byte for byte but the outer IPv4 ID (a counter
+    /// here, the sequence number's low half there) and so its checksum.
+    #[test]
+    #[ignore = "needs a C compiler, pkg-config and libdpdk-dev (CI installs them)"]
+    fn seals_as_dpdks_librte_ipsec_does_when_installed() {
+        let theirs = sfclab_peers::dpdk_ipsec::esp_outbound(0, &[64, 1420], 32, &|| false).unwrap();
+        let mut nf = encryptor(serde_json::json!({}));
+        let (out, v) = run_one_batch(&mut nf, std::slice::from_ref(&theirs.first_frame));
+        assert_eq!(v, vec![Verdict::Continue]);
+        let (ours, theirs) = (&out[0], &theirs.first_packet);
+        assert_eq!(ours.len(), theirs.len());
+        assert_eq!(ours[..18], theirs[..18], "MACs, type, outer version, DSCP and length");
+        assert_eq!(ours[20..24], theirs[20..24], "fragment field, TTL, protocol");
+        assert_eq!(
+            ours[26..],
+            theirs[26..],
+            "addresses, SPI, sequence, IV, ciphertext, ICV"
+        );
+        assert!(Ipv4Header::checksum_ok(&ours[14..34]));
+        assert!(Ipv4Header::checksum_ok(&theirs[14..34]));
+    }
+
     #[test]
     fn the_spd_picks_the_first_sa_that_matches_bypasses_and_discards_the_rest() {
         let cfg = serde_json::json!({
