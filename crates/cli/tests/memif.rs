@@ -20,7 +20,7 @@ fn sfclab_forwards_and_tests_over_memif_and_counts_every_frame() {
 
 #[test]
 fn a_zero_copy_device_forwards_frames_by_reference_and_every_buffer_comes_home() {
-    let d = forward_and_test_over_memif(",role=client,zero-copy=yes", ",role=server");
+    let (d, _) = forward_and_test_over_memif(",role=client,zero-copy=yes", ",role=server");
     assert!(
         d["source"]["summary"].as_str().unwrap().contains("zero-copy"),
         "{}",
@@ -29,10 +29,21 @@ fn a_zero_copy_device_forwards_frames_by_reference_and_every_buffer_comes_home()
     assert_eq!(d["conservation"]["buffers_leaked"], 0, "{}", d["conservation"]);
 }
 
+/// The tester as a zero-copy client of a serving device: it generates frames in its
+/// shared pool, sends them as descriptors and checks what comes back where the device
+/// wrote it; every frame is counted and every buffer comes home.
+#[test]
+fn a_zero_copy_tester_generates_into_its_shared_pool_and_every_buffer_comes_home() {
+    let (_, t) = forward_and_test_over_memif("", ",role=client,zero-copy=yes");
+    let summary = t["source"]["summary"].as_str().unwrap();
+    assert_eq!(summary.matches("zero-copy").count(), 2, "both ports: {summary}");
+    assert_eq!(t["conservation"]["buffers_leaked"], 0, "{}", t["conservation"]);
+}
+
 /// A forwarder between two memif interfaces (`dut_keys` added to each endpoint) and a
 /// tester across it (`tester_keys`): every frame counted on both sides. The device's
-/// report.
-fn forward_and_test_over_memif(dut_keys: &str, tester_keys: &str) -> Value {
+/// report and the tester's.
+fn forward_and_test_over_memif(dut_keys: &str, tester_keys: &str) -> (Value, Value) {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("in.sock"), dir.path().join("out.sock"));
@@ -49,7 +60,7 @@ fn forward_and_test_over_memif(dut_keys: &str, tester_keys: &str) -> Value {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    if tester_keys.is_empty() {
+    if !tester_keys.contains("role=server") {
         // The device serves the sockets: the tester connects once they are there.
         common::wait_for_sockets(&a, &b);
     }
@@ -91,7 +102,7 @@ fn forward_and_test_over_memif(dut_keys: &str, tester_keys: &str) -> Value {
     );
     assert_eq!(forwarder["packets_in"], forwarder["packets_out"], "{forwarder}");
     assert!(!a.exists() && !b.exists(), "the server removed its socket files");
-    d
+    (d, t)
 }
 
 #[test]

@@ -322,8 +322,18 @@ fn test_across_interfaces(
     experiment: &Experiment,
     (output, input, io): (&str, &str, &InterfaceIo),
 ) -> Result<RunReport, RunError> {
-    // A tester starts its traffic once the device under test is there to take it.
-    let (rx, tx) = open_pair(experiment, (input, output, io), sfclab_io::memif::Role::Client, true)?;
+    // A tester starts its traffic once the device under test is there to take it; a
+    // zero-copy client connects only once it has its pool, so the pool comes first.
+    let (mut rx, mut tx) = open_pair(experiment, (input, output, io), sfclab_io::memif::Role::Client, false)?;
+    let pool = zero_copy_pool(experiment, &mut rx, &mut tx)?;
+    let stop = experiment.settings.stop.clone().unwrap_or_default();
+    for port in [&mut rx, &mut tx] {
+        if let InterfacePort::Memif(port) = port {
+            // Stopped before the device came: the run about to start ends at once.
+            port.wait_connected_unless(MEMIF_PEER_LIMIT, stop.flag())
+                .map_err(|reason| RunError::failed("ports", reason))?;
+        }
+    }
     let generator = Generator::new(experiment.traffic.clone(), experiment.settings.batch)
         .map_err(|(key, reason)| RunError::setting(key, reason))?;
     let mut wire = TesterLink::new(
@@ -333,11 +343,12 @@ fn test_across_interfaces(
         experiment.settings.batch,
         WiredSettings::default().quiet,
     );
-    run_compound_on(
+    run_compound_in(
         &mut wire,
         Sink::new(experiment.settings.verify),
         sfclab_core::NamedNfs::new(),
         &experiment.settings,
+        pool,
     )
 }
 

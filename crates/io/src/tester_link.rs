@@ -400,6 +400,25 @@ impl<G: RxPort, O: TxPort, I: RxPort> RxPort for TesterLink<G, O, I> {
         self.source.prime(pool);
     }
 
+    /// What its two ports may hold of a shared pool (memif zero-copy clients: frames
+    /// generated in the pool go out as descriptors, frames back are used in place).
+    fn shared_pool_need(&self) -> Option<usize> {
+        match (self.out.shared_pool_need(), self.back.shared_pool_need()) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        }
+    }
+
+    fn attach_pool(&mut self, pool: &PacketPool) {
+        self.out.attach_pool(pool);
+        self.back.attach_pool(pool);
+    }
+
+    fn return_buffers(&mut self, pool: &mut PacketPool) {
+        self.out.return_buffers(pool);
+        self.back.return_buffers(pool);
+    }
+
     fn start_window(&mut self, count: Option<u64>) {
         self.finishing = false;
         self.phase = self.run.wrapping_mul(2).wrapping_add(1);
