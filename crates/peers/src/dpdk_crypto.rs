@@ -19,7 +19,7 @@ pub struct CryptoPerf {
     pub pmd: String,
 }
 
-/// PMDs to try, best first.
+/// PMDs to try, best first (the cipher alone, and under librte_ipsec).
 const PMDS: [&str; 2] = ["crypto_aesni_gcm", "crypto_openssl"];
 
 /// Runs the test on `core` (the main lcore on `main_core`) for `ops` operations per size.
@@ -30,10 +30,15 @@ pub fn aes_gcm_encrypt(
     ops: u64,
     stop: &dyn Fn() -> bool,
 ) -> Result<Vec<CryptoPerf>, String> {
+    with_first_pmd(|pmd| run(pmd, main_core, core, sizes, ops, stop))
+}
+
+/// `run` on each of [`PMDS`] in turn until one works; otherwise every one's error.
+pub(crate) fn with_first_pmd<T>(mut run: impl FnMut(&str) -> Result<T, String>) -> Result<T, String> {
     let mut errors = Vec::new();
     for pmd in PMDS {
-        match run(pmd, main_core, core, sizes, ops, stop) {
-            Ok(rows) => return Ok(rows),
+        match run(pmd) {
+            Ok(v) => return Ok(v),
             Err(e) if e == crate::STOPPED => return Err(e),
             Err(e) => errors.push(format!("{pmd}: {e}")),
         }

@@ -10,12 +10,10 @@
 //! NF does: the outer header, the ESP header, IV, padding and trailer, the crypto op, the
 //! cipher, the outer checksum.
 
-use crate::{STOPPED, compile_against_dpdk, run_dpdk_app_with};
+use crate::dpdk_crypto::with_first_pmd;
+use crate::{compile_against_dpdk, run_dpdk_app_with};
 
 const SOURCE: &str = include_str!("dpdk_ipsec.c");
-
-/// PMDs to try, best first.
-const PMDS: [&str; 2] = ["crypto_aesni_gcm", "crypto_openssl"];
 
 /// DPDK's outbound ESP at one datagram size.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
@@ -45,15 +43,8 @@ pub fn esp_outbound(core: usize, sizes: &[usize], packets: u64, stop: &dyn Fn() 
     let dir = std::env::temp_dir().join(format!("sfclab-ipsec-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let result = compile_against_dpdk(&dir, "sfclab-ipsec", SOURCE, "the librte_ipsec timer").and_then(|bin| {
-        let mut errors = Vec::new();
-        for pmd in PMDS {
-            match run(&bin.display().to_string(), pmd, core, sizes, packets, stop) {
-                Ok(r) => return Ok(r),
-                Err(e) if e == STOPPED => return Err(e),
-                Err(e) => errors.push(format!("{pmd}: {e}")),
-            }
-        }
-        Err(errors.join("; "))
+        let bin = bin.display().to_string();
+        with_first_pmd(|pmd| run(&bin, pmd, core, sizes, packets, stop))
     });
     let _ = std::fs::remove_dir_all(&dir);
     result
@@ -121,19 +112,16 @@ pub fn parse(text: &str) -> Result<EspRun, String> {
             ["frame", h] => run.first_frame = hex(h)?,
             ["packet", h] => run.first_packet = hex(h)?,
             ["esp-encrypt", bytes, cycles, packets, failed, pmd] => {
-                let number = |s: &str| {
-                    s.parse::<f64>()
-                        .map_err(|e| format!("the librte_ipsec timer printed {line:?}: {e}"))
-                };
-                if number(failed)? != 0.0 {
+                let bad = |e: &dyn std::fmt::Display| format!("the librte_ipsec timer printed {line:?}: {e}");
+                if failed != "0" {
                     return Err(format!(
                         "DPDK's ESP failed {failed} of {packets} packets of {bytes} bytes"
                     ));
                 }
                 run.sizes.push(EspPerf {
-                    bytes: number(bytes)? as usize,
-                    cycles_per_packet: number(cycles)?,
-                    packets: number(packets)? as u64,
+                    bytes: bytes.parse().map_err(|e| bad(&e))?,
+                    cycles_per_packet: cycles.parse().map_err(|e| bad(&e))?,
+                    packets: packets.parse().map_err(|e| bad(&e))?,
                     pmd: pmd.to_string(),
                 });
             }

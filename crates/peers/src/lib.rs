@@ -66,15 +66,15 @@ pub(crate) fn compile_against_dpdk(
         .output()
         .map_err(|e| format!("cc: {e} (Debian package `gcc`)"))?;
     if !o.status.success() {
-        return Err(format!(
-            "compiling {what} failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-                .lines()
-                .filter(|l| l.contains("error"))
-                .take(5)
-                .collect::<Vec<_>>()
-                .join(" / ")
-        ));
+        // The errors, not the deprecation warnings DPDK's headers print before them.
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).take(5).collect();
+        let shown = if errors.is_empty() {
+            stderr.lines().take(5).collect()
+        } else {
+            errors
+        };
+        return Err(format!("compiling {what} failed: {}", shown.join(" / ")));
     }
     Ok(bin)
 }

@@ -332,7 +332,7 @@ mod tests {
     #[test]
     #[ignore = "needs a C compiler, pkg-config and libdpdk-dev (CI installs them)"]
     fn seals_as_dpdks_librte_ipsec_does_when_installed() {
-        let theirs = sfclab_peers::dpdk_ipsec::esp_outbound(0, &[64, 1420], 32, &|| false).unwrap();
+        let theirs = sfclab_peers::dpdk_ipsec::esp_outbound(0, &[64], 32, &|| false).unwrap();
         let mut nf = encryptor(serde_json::json!({}));
         let (out, v) = run_one_batch(&mut nf, std::slice::from_ref(&theirs.first_frame));
         assert_eq!(v, vec![Verdict::Continue]);
