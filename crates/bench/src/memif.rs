@@ -247,7 +247,7 @@ fn sfclab_device(
     let out = child.wait_with_output().map_err(|e| e.to_string())?;
     let t = tested?;
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    if let Some((work, waits)) = device_work_and_waits(&doc) {
+    if let Some((work, waits)) = sfclab_runtime::wired::work_and_waits(&doc) {
         r.runs_device_cycles.push(work);
         r.runs_device_wait_cycles.push(waits);
     }
@@ -262,22 +262,6 @@ fn sfclab_device(
     );
     record(r, &t);
     Ok(())
-}
-
-/// From an sfclab device's run report: its busy cycles per frame less its waits for room
-/// on the ring back to the tester, and those waits per frame. Its sends wait there
-/// (backpressure) where testpmd io's drop, so the waits are the tester's slowness, not
-/// the device's cost.
-fn device_work_and_waits(doc: &serde_json::Value) -> Option<(f64, f64)> {
-    let busy = doc["busy_cycles_per_packet"].as_f64()?;
-    let frames = doc["generated"].as_u64().filter(|&n| n > 0)? as f64;
-    let waited: f64 = doc["places"]
-        .as_array()?
-        .iter()
-        .filter_map(|p| p["counters"]["tx_full_wait_ticks"].as_f64())
-        .sum();
-    let waits = waited / frames;
-    Some((busy - waits, waits))
 }
 
 /// testpmd io forwarding between two memif servers (or with `zero_copy` two
@@ -695,25 +679,6 @@ pub static BENCH: crate::registry::Entry<MemifFlags, MemifBench> = crate::regist
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_device_is_charged_its_work_not_its_waits_for_the_tester() {
-        // 1,000 frames in 300,000 busy cycles (300 a frame), of which the sink waited
-        // 120,000 for room: its work is 180 a frame.
-        let doc = serde_json::json!({
-            "busy_cycles_per_packet": 300.0,
-            "generated": 1000,
-            "places": [
-                { "name": "memif", "counters": { "sleeps": 0 } },
-                { "name": "forwarder" },
-                { "name": "sink", "counters": { "tx_full_wait_ticks": 120000 } },
-            ],
-        });
-        assert_eq!(device_work_and_waits(&doc), Some((180.0, 120.0)));
-        // Nothing forwarded: no cost per frame.
-        let idle = serde_json::json!({ "busy_cycles_per_packet": 0.0, "generated": 0, "places": [] });
-        assert_eq!(device_work_and_waits(&idle), None);
-    }
 
     #[test]
     fn devices_are_compared_round_by_round() {

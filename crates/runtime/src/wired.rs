@@ -189,6 +189,23 @@ pub struct WiredReport {
     pub lost: WireLoss,
 }
 
+/// From an sfclab process's run report (`sfclab run --json`: a hop of a chain, a device
+/// under test): its busy cycles per frame less its sends' waits for room on a full ring,
+/// and those waits per frame. A send that finds the next ring full yields the core and
+/// looks again (backpressure): on a core the hops share, that time is the other hops'
+/// work; on a core of its own, the next side's slowness. Neither is this process's cost.
+pub fn work_and_waits(doc: &serde_json::Value) -> Option<(f64, f64)> {
+    let busy = doc["busy_cycles_per_packet"].as_f64()?;
+    let frames = doc["generated"].as_u64().filter(|&n| n > 0)? as f64;
+    let waited: f64 = doc["places"]
+        .as_array()?
+        .iter()
+        .filter_map(|p| p["counters"]["tx_full_wait_ticks"].as_f64())
+        .sum();
+    let waits = waited / frames;
+    Some((busy - waits, waits))
+}
+
 /// Builds the testbed, runs the tester's traffic across the device under test with
 /// `run`'s window, and takes everything down again (also on error). `run.core` is the
 /// tester's core.
@@ -1027,6 +1044,25 @@ fn interface_report(end: &Interface, c: &LinkCounters) -> InterfaceReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_device_is_charged_its_work_not_its_waits_for_the_tester() {
+        // 1,000 frames in 300,000 busy cycles (300 a frame), of which the sink waited
+        // 120,000 for room: its work is 180 a frame.
+        let doc = serde_json::json!({
+            "busy_cycles_per_packet": 300.0,
+            "generated": 1000,
+            "places": [
+                { "name": "memif", "counters": { "sleeps": 0 } },
+                { "name": "forwarder" },
+                { "name": "sink", "counters": { "tx_full_wait_ticks": 120000 } },
+            ],
+        });
+        assert_eq!(work_and_waits(&doc), Some((180.0, 120.0)));
+        // Nothing forwarded: no cost per frame.
+        let idle = serde_json::json!({ "busy_cycles_per_packet": 0.0, "generated": 0, "places": [] });
+        assert_eq!(work_and_waits(&idle), None);
+    }
 
     fn iface(name: &str, rx_dropped: u64) -> InterfaceReport {
         InterfaceReport {
