@@ -182,17 +182,13 @@ fn hop_chains(experiment: &Experiment) -> Result<Vec<(ChainGraph, Option<usize>)
 const MEMIF_PEER_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The receiving and sending ports of a run on interfaces or memif endpoints; `role`
-/// for memif endpoints that name none. A tester (`wait_for_peers`) waits for its memif
-/// peers, until the run is told to stop (which then ends as soon as it starts).
+/// for memif endpoints that name none. Memif ports are not waited for here: a zero-copy
+/// client connects only once its pool is attached.
 fn open_pair(
-    experiment: &Experiment,
     (input, output, io): (&str, &str, &InterfaceIo),
     role: sfclab_io::memif::Role,
-    wait_for_peers: bool,
 ) -> Result<(InterfacePort, InterfacePort), RunError> {
-    let stop = experiment.settings.stop.clone().unwrap_or_default();
-    let wait = wait_for_peers.then_some((MEMIF_PEER_LIMIT, stop.flag()));
-    InterfacePort::open_pair(io.kind(), input, output, &io.af_xdp_settings(), role, wait)
+    InterfacePort::open_pair(io.kind(), input, output, &io.af_xdp_settings(), role)
         .map_err(|reason| RunError::failed("ports", reason))
 }
 
@@ -211,7 +207,7 @@ fn run_between_interfaces(
         return run_both_ways(experiment, (input, output), hop, graph);
     }
     let capacity = shared_capacity(hop)?;
-    let (mut rx, mut tx) = open_pair(experiment, (input, output, io), sfclab_io::memif::Role::Server, false)?;
+    let (mut rx, mut tx) = open_pair((input, output, io), sfclab_io::memif::Role::Server)?;
     let pool = zero_copy_pool(experiment, &mut rx, &mut tx)?;
     if let InterfacePort::Memif(port) = &mut tx {
         say_ready(experiment, hop, port)?;
@@ -324,7 +320,7 @@ fn test_across_interfaces(
 ) -> Result<RunReport, RunError> {
     // A tester starts its traffic once the device under test is there to take it; a
     // zero-copy client connects only once it has its pool, so the pool comes first.
-    let (mut rx, mut tx) = open_pair(experiment, (input, output, io), sfclab_io::memif::Role::Client, false)?;
+    let (mut rx, mut tx) = open_pair((input, output, io), sfclab_io::memif::Role::Client)?;
     let pool = zero_copy_pool(experiment, &mut rx, &mut tx)?;
     let stop = experiment.settings.stop.clone().unwrap_or_default();
     for port in [&mut rx, &mut tx] {

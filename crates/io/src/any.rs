@@ -75,40 +75,29 @@ impl InterfacePort {
     /// The receiving port on `input` and the sending one on `output`, each a kernel
     /// interface (a port of `kind`) or a memif endpoint (`memif:PATH[,key=value...]`,
     /// `role` when it names none). One memif endpoint named twice is one interface whose
-    /// queue receives and sends. With `wait`, memif interfaces must have a peer within
-    /// its limit (a tester waits; a device under test is ready as soon as it listens),
-    /// unless its flag is set first (Ctrl-C: the ports come back unconnected).
-    ///
-    /// Every endpoint is opened before any is waited on: a server listens on all its
-    /// sockets at once, as a DPDK client tries each socket once when its port starts.
+    /// queue receives and sends. Nothing waits for a memif peer here: a caller that must
+    /// (a tester) waits on each port once both are open (and a zero-copy client's pool
+    /// attached): a server then listens on all its sockets at once, as a DPDK client
+    /// tries each socket once when its port starts.
     pub fn open_pair(
         kind: IoKind,
         input: &str,
         output: &str,
         xdp: &AfXdpSettings,
         role: memif::Role,
-        wait: Option<(std::time::Duration, &std::sync::atomic::AtomicBool)>,
     ) -> Result<(InterfacePort, InterfacePort), String> {
         let memif_interface = |spec: &str| -> Result<memif::Interface, String> {
             let settings = MemifSettings::from_spec(spec, role)?;
             memif::Interface::open(&settings)
         };
-        let ready = |i: &memif::Interface| match wait {
-            Some((limit, stop)) => i.wait_connected_unless(limit, stop).map(|_| ()),
-            None => Ok(()),
-        };
         if is_memif(input) && input == output {
             let mut i = memif_interface(input)?;
-            ready(&i)?;
             let rx = i.port(0, true, false)?;
             let tx = i.port(0, false, true)?;
             return Ok((InterfacePort::Memif(rx), InterfacePort::Memif(tx)));
         }
         let mut rx_interface = is_memif(input).then(|| memif_interface(input)).transpose()?;
         let mut tx_interface = is_memif(output).then(|| memif_interface(output)).transpose()?;
-        for i in rx_interface.iter().chain(&tx_interface) {
-            ready(i)?;
-        }
         let rx = match &mut rx_interface {
             Some(i) => i.port(0, true, false).map(InterfacePort::Memif)?,
             None => Self::open(kind, input, xdp, true)?,
