@@ -40,7 +40,7 @@ use std::time::Duration;
 use crate::{RowRatio, median_if_any, row_ratios};
 use std::fmt::Write as _;
 
-pub const MEMIF_SCHEMA: &str = "sfclab.bench.memif/4";
+pub const MEMIF_SCHEMA: &str = "sfclab.bench.memif/5";
 
 /// The device rows: sfclab's forwarder and testpmd io, each as memif servers (copying
 /// into and out of the tester's memory) and as zero-copy clients (the tester serving,
@@ -71,8 +71,12 @@ pub struct MemifRow {
     pub runs_offered_mpps: Vec<f64>,
     /// Frames lost across the device in the window, percent of those placed, per round.
     pub runs_loss_pct: Vec<f64>,
-    /// The tester's busy TSC cycles per frame (generator, memif send and receive, sink).
+    /// The tester's busy TSC cycles per frame (generator, memif send and receive, sink);
+    /// with a sending thread (`sender_core`), its receiving half's (memif receive, sink).
     pub runs_tester_cycles: Vec<f64>,
+    /// With a sending thread: its busy TSC cycles per frame generated (generator,
+    /// signing, memif send) on its own core.
+    pub runs_sender_cycles: Vec<f64>,
     /// The device's busy TSC cycles per frame it forwarded, polls that found nothing
     /// not counted: sfclab's forwarder by its own busy cycles less its waits for room
     /// on the ring back (`runs_device_wait_cycles`), testpmd by its
@@ -101,6 +105,9 @@ pub struct MemifBench {
     pub frame_size: u16,
     pub duration_s: f64,
     pub tester_core: usize,
+    /// The core of the tester's sending thread (generator, signing, memif send) where
+    /// the tester runs on two cores; `None`: one core does it all.
+    pub sender_core: Option<usize>,
     pub device_core: usize,
     pub rows: Vec<MemifRow>,
     /// Throughput: sfclab forwarder over testpmd io (servers; zero-copy clients; the
@@ -125,6 +132,9 @@ pub struct MemifBenchArgs {
     pub hops: Vec<usize>,
     /// Measure testpmd too.
     pub peer: bool,
+    /// The tester on two cores (a sending thread on a third core): `None` where the
+    /// machine has one to spare.
+    pub tester_cores: Option<usize>,
 }
 
 fn row(name: String, hops_per_core: Option<usize>, wait: Option<Wait>) -> MemifRow {
@@ -138,6 +148,7 @@ fn row(name: String, hops_per_core: Option<usize>, wait: Option<Wait>) -> MemifR
         runs_offered_mpps: Vec::new(),
         runs_loss_pct: Vec::new(),
         runs_tester_cycles: Vec::new(),
+        runs_sender_cycles: Vec::new(),
         runs_device_cycles: Vec::new(),
         device_cycles: None,
         runs_device_wait_cycles: Vec::new(),
@@ -169,24 +180,41 @@ fn record(r: &mut MemifRow, t: &RunReport) {
     r.runs_offered_mpps.push(placed_mpps);
     r.runs_loss_pct.push(loss_pct);
     r.runs_tester_cycles.extend(t.busy_cycles_per_packet);
+    let sender_busy = t.places[0].counters.get(sfclab_io::tester_link::SENDING_THREAD_BUSY);
+    if let Some(&ticks) = sender_busy.filter(|_| t.generated > 0) {
+        r.runs_sender_cycles.push(ticks as f64 / t.generated as f64);
+    }
 }
 
 /// The tester across the device on `dir`'s `a.sock` and `b.sock`: their clients where
 /// the device serves them, their servers where the device is a zero-copy client.
+/// Where the tester and the device under test run.
+#[derive(Clone, Copy)]
+struct Cores {
+    tester: usize,
+    /// The tester's sending thread, where it has one.
+    sender: Option<usize>,
+    device: usize,
+}
+
+/// `tester`: its core, and its sending thread's where it has one.
 fn test_device(
     args: &MemifBenchArgs,
     dir: &Path,
-    tester_core: usize,
+    tester: (usize, Option<usize>),
     zero_copy: bool,
     stop: &Stop,
 ) -> Result<RunReport, String> {
     let role = if zero_copy { ",role=server" } else { "" };
-    let s = settings(args, Rate::Max, 0.0)
-        .core(tester_core)
+    let mut s = settings(args, Rate::Max, 0.0)
+        .core(tester.0)
         .ports(PortsSetting::Tester {
             output: format!("memif:{}{role}", dir.join("a.sock").display()),
             input: format!("memif:{}{role}", dir.join("b.sock").display()),
         });
+    if let Some(core) = tester.1 {
+        s = s.sender_core(core);
+    }
     crate::run_chain("forwarder", &s, stop)
 }
 
@@ -207,7 +235,7 @@ fn wait_for(path: &Path, what: &str, stop: &Stop) -> Result<(), String> {
 fn sfclab_device(
     args: &MemifBenchArgs,
     r: &mut MemifRow,
-    cores: (usize, usize),
+    cores: Cores,
     zero_copy: bool,
     stop: &Stop,
 ) -> Result<(), String> {
@@ -221,11 +249,18 @@ fn sfclab_device(
     );
     let mut cmd = std::process::Command::new(&exe);
     cmd.args(["run", "--chain", "forwarder", "--ports", &ports])
-        .args(["--core", &cores.1.to_string(), "--duration", "1d", "--warmup", "0s"])
+        .args([
+            "--core",
+            &cores.device.to_string(),
+            "--duration",
+            "1d",
+            "--warmup",
+            "0s",
+        ])
         .arg("--json");
     r.commands = vec![format!(
         "sfclab run --chain forwarder --ports {ports} --core {} ...",
-        cores.1
+        cores.device
     )];
     // A group of its own: a terminal's Ctrl-C reaches the bench, which stops it.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
@@ -240,7 +275,7 @@ fn sfclab_device(
     } else {
         wait_for(&dir.path().join("b.sock"), "the sfclab device", stop)
     };
-    let tested = listening.and_then(|()| test_device(args, dir.path(), cores.0, zero_copy, stop));
+    let tested = listening.and_then(|()| test_device(args, dir.path(), (cores.tester, cores.sender), zero_copy, stop));
     if let Ok(pid) = i32::try_from(child.id()) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT);
     }
@@ -253,7 +288,7 @@ fn sfclab_device(
     }
     r.device = format!(
         "sfclab forwarder process on core {}, {}, polling",
-        cores.1,
+        cores.device,
         if zero_copy {
             "memif zero-copy clients (its pool shared, frames passed by reference)"
         } else {
@@ -270,7 +305,7 @@ fn testpmd_device(
     args: &MemifBenchArgs,
     bin: &str,
     r: &mut MemifRow,
-    cores: (usize, usize),
+    cores: Cores,
     zero_copy: bool,
     stop: &Stop,
 ) -> Result<(), String> {
@@ -288,8 +323,8 @@ fn testpmd_device(
         )
     };
     let spec = TestpmdSpec {
-        forward_core: cores.1,
-        main_core: cores.0,
+        forward_core: cores.device,
+        main_core: cores.tester,
         vdevs: vec![vdev(0, "a.sock"), vdev(1, "b.sock")],
         mode: "io",
         tx_first: false,
@@ -307,7 +342,7 @@ fn testpmd_device(
     let tested = listening.and_then(|()| {
         // Its forwarding starts a moment after its ports listen.
         std::thread::sleep(Duration::from_millis(500));
-        test_device(args, dir.path(), cores.0, zero_copy, stop)
+        test_device(args, dir.path(), (cores.tester, cores.sender), zero_copy, stop)
     });
     // net_memif sums its counters over a connected peer's rings only, and testpmd
     // prints its cycles only when those counters moved: peers are connected again
@@ -327,7 +362,7 @@ fn testpmd_device(
     );
     r.device = format!(
         "dpdk-testpmd io forwarding on core {}, net_memif {}, --record-core-cycles",
-        cores.1,
+        cores.device,
         if zero_copy {
             "zero-copy clients (--single-file-segments: its mbufs shared, passed by reference)"
         } else {
@@ -434,6 +469,12 @@ pub fn run_bench(args: &MemifBenchArgs, progress: &mut Progress, stop: &Stop) ->
         [a, b, ..] => (*a, *b),
         _ => return Err("bench memif needs two cores this process may use".into()),
     };
+    let sender_core = match (args.tester_cores, cores.get(2)) {
+        (Some(1), _) | (None, None) => None,
+        (Some(2) | None, Some(&c)) => Some(c),
+        (Some(2), None) => return Err("a tester on two cores needs a third core for the device".into()),
+        (Some(n), _) => return Err(format!("--tester-cores {n}: the tester runs on 1 or 2 cores")),
+    };
     if args.hops.contains(&0) {
         return Err("hops per core: each at least 1".into());
     }
@@ -462,7 +503,11 @@ pub fn run_bench(args: &MemifBenchArgs, progress: &mut Progress, stop: &Stop) ->
         rows.push(row(name.into(), None, None));
     }
     let rounds = crate::row_rounds(args.repeat, &mut rows, (stop, progress), |r| {
-        let cores = (tester_core, device_core);
+        let cores = Cores {
+            tester: tester_core,
+            sender: sender_core,
+            device: device_core,
+        };
         let result = match (r.name.as_str(), r.hops_per_core) {
             (SFCLAB, _) => sfclab_device(args, r, cores, false, stop),
             (SFCLAB_ZERO_COPY, _) => sfclab_device(args, r, cores, true, stop),
@@ -520,6 +565,7 @@ pub fn run_bench(args: &MemifBenchArgs, progress: &mut Progress, stop: &Stop) ->
         frame_size: args.size,
         duration_s: args.duration.as_secs_f64(),
         tester_core,
+        sender_core,
         device_core,
         rows,
         ratios,
@@ -558,6 +604,7 @@ impl crate::RoundRow for MemifRow {
             &mut self.runs_offered_mpps,
             &mut self.runs_loss_pct,
             &mut self.runs_tester_cycles,
+            &mut self.runs_sender_cycles,
             &mut self.runs_device_cycles,
             &mut self.runs_device_wait_cycles,
             &mut self.runs_light_p50_us,
@@ -573,14 +620,20 @@ benchmark!(MemifBench, render_table);
 
 fn render_table(b: &MemifBench) -> String {
     let mut s = String::new();
+    let tester = match b.sender_core {
+        None => format!("sfclab generator and sink on core {}", b.tester_core),
+        Some(c) => format!(
+            "sfclab generator and memif send on core {c}, memif receive and sink on core {}",
+            b.tester_core
+        ),
+    };
     let _ = writeln!(
         s,
-        "{}, memif links, {}-byte frames, {} rounds of {:.1} s, rows interleaved (medians [min–max])\ntester: sfclab generator and sink on core {}, memif clients (servers of the zero-copy clients); devices on core {}\n",
+        "{}, memif links, {}-byte frames, {} rounds of {:.1} s, rows interleaved (medians [min–max])\ntester: {tester}, memif clients (servers of the zero-copy clients); devices on core {}\n",
         b.header.title("memif"),
         b.frame_size,
         b.header.repeat,
         b.duration_s,
-        b.tester_core,
         b.device_core,
     );
     let mut t = comfy_table::Table::new();
@@ -591,6 +644,7 @@ fn render_table(b: &MemifBench) -> String {
         "Mpps placed",
         "loss %",
         "tester cycles/frame",
+        "sender cycles/frame",
         "device cycles/frame",
         "device waits/frame",
         "p50 us @100kpps",
@@ -608,6 +662,7 @@ fn render_table(b: &MemifBench) -> String {
             crate::or_dash(&r.runs_offered_mpps, 3),
             crate::or_dash(&r.runs_loss_pct, 2),
             crate::or_dash(&r.runs_tester_cycles, 0),
+            crate::or_dash(&r.runs_sender_cycles, 0),
             crate::or_dash(&r.runs_device_cycles, 0),
             crate::or_dash(&r.runs_device_wait_cycles, 0),
             crate::or_dash(&r.runs_light_p50_us, 1),
@@ -655,6 +710,10 @@ pub struct MemifFlags {
     /// `testpmd` (the default) or `none`.
     #[arg(long, value_enum, default_value = "testpmd")]
     peer: crate::registry::TestpmdPeer,
+    /// The tester on 1 core or on 2 (its sending thread on a third core, the device on
+    /// the second); default 2 where the machine has a third core.
+    #[arg(long)]
+    tester_cores: Option<usize>,
 }
 
 pub static BENCH: crate::registry::Entry<MemifFlags, MemifBench> = crate::registry::Entry {
@@ -670,6 +729,7 @@ pub static BENCH: crate::registry::Entry<MemifFlags, MemifBench> = crate::regist
             size: f.size,
             hops: f.hops,
             peer: f.peer == crate::registry::TestpmdPeer::Testpmd,
+            tester_cores: f.tester_cores,
         };
         Ok(run_bench(&args, progress, stop)?)
     },

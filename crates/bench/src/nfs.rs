@@ -418,7 +418,7 @@ fn router() -> Result<NfSpec, String> {
 
 /// The workloads' names, for `--only`.
 pub fn workload_names(nat_sessions: &[u32]) -> Vec<String> {
-    let fixed = [
+    let one_nf = [
         "forwarder",
         "router",
         "nat44",
@@ -426,8 +426,10 @@ pub fn workload_names(nat_sessions: &[u32]) -> Vec<String> {
         "firewall",
         "qos",
         "shaper",
-        "dpi",
-        "dpi-aho-corasick",
+    ];
+    // `dpi-aho-corasick` only beside vectorscan (a build without it has one engine).
+    let dpi = dpi_workloads().into_iter().map(|(name, _)| name);
+    let fixed = [
         "fw-nat-router",
         "multi-feature",
         "ipsec",
@@ -440,7 +442,7 @@ pub fn workload_names(nat_sessions: &[u32]) -> Vec<String> {
         "firewall-answered",
         "firewall-full",
     ];
-    let mut names: Vec<String> = fixed.iter().map(|s| s.to_string()).collect();
+    let mut names: Vec<String> = one_nf.into_iter().chain(dpi).chain(fixed).map(str::to_string).collect();
     names.extend(nat_sessions.iter().map(|n| format!("nat44@{n}")));
     names
 }

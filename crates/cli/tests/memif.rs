@@ -40,10 +40,38 @@ fn a_zero_copy_tester_generates_into_its_shared_pool_and_every_buffer_comes_home
     assert_eq!(t["conservation"]["buffers_leaked"], 0, "{}", t["conservation"]);
 }
 
+/// The tester with its sending half on a thread of its own (`--sender-core`): every
+/// frame counted as from one thread; its report names the thread and counts its work
+/// apart. A zero-copy port cannot send from there, and is refused by name.
+#[test]
+fn a_tester_sending_from_a_thread_of_its_own_counts_every_frame() {
+    let (_, t) = forward_and_test_over_memif_with("", "", &["--sender-core", "0"]);
+    let summary = t["source"]["summary"].as_str().unwrap();
+    assert!(summary.contains("sending on a thread of its own (core 0)"), "{summary}");
+    let busy = &t["places"][0]["counters"]["sending_thread_busy_ticks"];
+    assert!(busy.as_u64().is_some_and(|b| b > 0), "{}", t["places"][0]);
+
+    let refused = sfclab(&[
+        "run",
+        "--ports",
+        "tester:memif:/tmp/sfclab-none-a.sock,role=client,zero-copy=yes,memif:/tmp/sfclab-none-b.sock",
+        "--sender-core",
+        "0",
+    ]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("--sender-core"), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("zero-copy"), "{}", stderr(&refused));
+}
+
 /// A forwarder between two memif interfaces (`dut_keys` added to each endpoint) and a
 /// tester across it (`tester_keys`): every frame counted on both sides. The device's
 /// report and the tester's.
 fn forward_and_test_over_memif(dut_keys: &str, tester_keys: &str) -> (Value, Value) {
+    forward_and_test_over_memif_with(dut_keys, tester_keys, &[])
+}
+
+/// [`forward_and_test_over_memif`], the tester given `tester_args` too.
+fn forward_and_test_over_memif_with(dut_keys: &str, tester_keys: &str, tester_args: &[&str]) -> (Value, Value) {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("in.sock"), dir.path().join("out.sock"));
@@ -69,6 +97,7 @@ fn forward_and_test_over_memif(dut_keys: &str, tester_keys: &str) -> (Value, Val
         .args([
             "--count", "5000", "--rate", "20kpps", "--warmup", "100ms", "--verify", "--json",
         ])
+        .args(tester_args)
         .output()
         .unwrap();
     // SAFETY: kill(2) on our own child's pid, which has not been waited for yet.
@@ -410,7 +439,7 @@ fn bench_memif_measures_devices_and_both_modes_at_each_hops_per_core() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_follows_schema("bench-memif-4.json", &v);
+    assert_follows_schema("bench-memif-5.json", &v);
     let rows = v["rows"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(

@@ -969,6 +969,29 @@ fn ports_of(
 ) -> Result<Ports, ChainFileError> {
     let r = &layers.run;
     let hop = served_hop_of(r, &given, ctx)?;
+    if let Some(core) = r.sender_core {
+        if !matches!(given, PortsSetting::Tester { .. }) {
+            return Err(ctx.setting(
+                "run",
+                "sender_core",
+                "places the sending thread of sfclab as a tester: give `ports: tester:OUT,IN`",
+            ));
+        }
+        if !sfclab_runtime::placement::allowed_cores().contains(&core) {
+            return Err(ctx.setting("run", "sender_core", format!("core {core} is not available")));
+        }
+        if let PortsSetting::Tester { output, .. } = &given
+            && sfclab_io::is_memif(output)
+            && sfclab_io::memif::MemifSettings::from_spec(output, sfclab_io::memif::Role::Client)
+                .is_ok_and(|m| m.zero_copy)
+        {
+            return Err(ctx.setting(
+                "run",
+                "sender_core",
+                "a sending thread copies its frames out: its port cannot be a zero-copy memif client",
+            ));
+        }
+    }
     if given == PortsSetting::Memory {
         let on_interfaces = [
             (
@@ -1042,7 +1065,12 @@ fn ports_of(
             io,
             hop: hop.unwrap_or_default(),
         },
-        PortsSetting::Tester { output, input } => Ports::Tester { output, input, io },
+        PortsSetting::Tester { output, input } => Ports::Tester {
+            output,
+            input,
+            io,
+            sender_core: r.sender_core,
+        },
     })
 }
 
@@ -2129,6 +2157,8 @@ runn: {}
         for (text, key) in [
             ("run: { links: drop }\nchain: [noop]\n", "links"),
             ("run: { generator_core: 0 }\nchain: [noop]\n", "generator_core"),
+            ("run: { sender_core: 0 }\nchain: [noop]\n", "sender_core"),
+            ("run: { ports: veth, sender_core: 0 }\nchain: [noop]\n", "sender_core"),
             (
                 "run: { runtime: compound, ring_size: 64 }\nchain: [noop]\n",
                 "ring_size",

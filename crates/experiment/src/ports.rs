@@ -36,6 +36,9 @@ pub enum Ports {
         output: String,
         input: String,
         io: InterfaceIo,
+        /// The core of a sending thread of its own (`sender_core`); `None`: the tester
+        /// sends from its one thread.
+        sender_core: Option<usize>,
     },
 }
 

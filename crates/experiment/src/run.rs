@@ -1,6 +1,6 @@
 //! Runs a resolved chain on the runtime it names, and as a trial for the searches.
 
-use sfclab_io::{InterfacePort, PcapSink, PcapSource, ReplayPace, TesterLink};
+use sfclab_io::{InterfacePort, PcapSink, PcapSource, ReplayPace, SenderThread, TesterLink};
 use sfclab_runtime::{
     ChainGraph, DeviceUnderTest, HopLinks, RunError, RunReport, RunSettings, WiredReport, WiredSettings,
     run_across_veth, run_compound_in, run_compound_on, run_parallel, run_pipeline, run_pool,
@@ -69,7 +69,12 @@ pub(crate) fn run(experiment: &Experiment) -> Result<Reports, RunError> {
     let chain = match &experiment.ports {
         Ports::Veth(_) | Ports::Linux(_) => return run_wired(experiment).map(Reports::Wired),
         Ports::Dut { input, output, io, hop } => run_between_interfaces(experiment, (input, output, io), hop),
-        Ports::Tester { output, input, io } => test_across_interfaces(experiment, (output, input, io)),
+        Ports::Tester {
+            output,
+            input,
+            io,
+            sender_core,
+        } => test_across_interfaces(experiment, (output, input, io), *sender_core),
         Ports::Memory => run_in_memory(experiment),
     };
     chain.map(Reports::Chain)
@@ -314,9 +319,11 @@ fn say_ready_now(hop: &ServedHop) -> Result<(), RunError> {
 
 /// sfclab as the tester: the generator's frames leave on `output`, come back on `input`
 /// through whatever joins them, and are measured as in memory (loss, latency, order).
+/// With `sender_core`, the sending half runs on a thread of its own there.
 fn test_across_interfaces(
     experiment: &Experiment,
     (output, input, io): (&str, &str, &InterfaceIo),
+    sender_core: Option<usize>,
 ) -> Result<RunReport, RunError> {
     // A tester starts its traffic once the device under test is there to take it; a
     // zero-copy client connects only once it has its pool, so the pool comes first.
@@ -332,20 +339,19 @@ fn test_across_interfaces(
     }
     let generator = Generator::new(experiment.traffic.clone(), experiment.settings.batch)
         .map_err(|(key, reason)| RunError::setting(key, reason))?;
-    let mut wire = TesterLink::new(
-        generator,
-        tx,
-        rx,
-        experiment.settings.batch,
-        WiredSettings::default().quiet,
-    );
-    run_compound_in(
-        &mut wire,
-        Sink::new(experiment.settings.verify),
-        sfclab_core::NamedNfs::new(),
-        &experiment.settings,
-        pool,
-    )
+    let (batch, quiet) = (experiment.settings.batch, WiredSettings::default().quiet);
+    let sink = Sink::new(experiment.settings.verify);
+    let Some(core) = sender_core else {
+        let wire = TesterLink::new(generator, tx, rx, batch, quiet);
+        return run_compound_in(wire, sink, sfclab_core::NamedNfs::new(), &experiment.settings, pool);
+    };
+    let place = SenderThread {
+        core: Some(core),
+        pool_size: experiment.settings.pool_size,
+    };
+    let wire = TesterLink::with_sender_thread(generator, tx, rx, batch, quiet, place)
+        .map_err(|reason| RunError::setting("sender_core", reason))?;
+    run_compound_in(wire, sink, sfclab_core::NamedNfs::new(), &experiment.settings, pool)
 }
 
 /// A compound chain between its ports: a pcap file at an end that names one (`replay`,

@@ -118,6 +118,13 @@ pub struct RunSection {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub core: Option<usize>,
+    /// With `ports: tester:OUT,IN`: the tester's sending half (generator, signing, the
+    /// OUT port) runs on a thread of its own pinned to this core, its receiving half on
+    /// `core`; for where one core's work per frame is what limits the tester and the
+    /// machine has a core to spare. OUT must copy frames (not a zero-copy memif client).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_core: Option<usize>,
     /// Turn per-NF cycle accounting off (the fastest path; per-NF cycles are not reported).
     #[arg(long = "no-accounting", num_args = 0, default_missing_value = "false")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -361,7 +368,8 @@ setters! {
         destinations: Destinations, proto: L4, session_packets: u32, dscp: DscpMix,
         responder: bool, replay: String, replay_loops: u64, replay_timestamps: bool,
         profile: String;
-    run: duration: Span, warmup: Span, count: u64, batch: usize, core: usize, accounting: bool,
+    run: duration: Span, warmup: Span, count: u64, batch: usize, core: usize, sender_core: usize,
+        accounting: bool,
         verify: bool, pool_size: usize, capture: String, tap: Vec<String>, ports: PortsSetting,
         io: sfclab_io::IoKind, xdp_mode: sfclab_io::XdpMode, busy_poll: u32,
         xdp_wait: ReceiveWait, chaining: ChainingSetting, isolation: Isolation,

@@ -26,4 +26,4 @@ pub use line_rate::{Line, LinePort, SharedLine};
 pub use memif::Wait;
 pub use pcap::{PcapSink, PcapSource, PcapTap, ReplayPace};
 pub use queues::QueueSet;
-pub use tester_link::TesterLink;
+pub use tester_link::{SenderThread, TesterLink};

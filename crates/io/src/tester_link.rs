@@ -19,6 +19,10 @@
 //! waits until every frame in flight is back or nothing has arrived for `quiet`; frames
 //! of an earlier phase that come later still are `late`: counted, not passed on (they
 //! were already written off).
+//!
+//! Where one core's work per frame is what limits a run, the sending half (source,
+//! signing, out port) can run on a thread and core of its own, the receiving half in
+//! the run's loop: see [`sending`]'s doc for what the two share.
 
 use sfclab_core::packet::Packet;
 use sfclab_core::port::{PortInfo, PortStats, Shortfall};
@@ -28,8 +32,17 @@ use sfclab_wire::layers::Network;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+mod sending;
+
+pub use sending::SenderThread;
+use sending::{Sender, SendingThread};
+
 /// The drop cause of frames the sending port's peer left on its ring when it went away.
 pub const IN_FLIGHT_AT_DISCONNECT: &str = "in-flight-at-disconnect";
+
+/// The counter of a sending thread's busy TSC ticks (the batches that handed frames to
+/// the out port): its core's work, apart from the receiving thread's.
+pub const SENDING_THREAD_BUSY: &str = "sending_thread_busy_ticks";
 
 /// Bytes of the signature at the end of the L4 payload.
 pub const SIGNATURE_LEN: usize = 16;
@@ -174,121 +187,145 @@ pub fn read_signature(p: &mut Packet) -> Option<Signature> {
     })
 }
 
-/// A source's packets sent out through `out` and received back through `back`.
+/// A source's packets sent out through `out` and received back through `back`: the
+/// sending half a batch before each read on the same thread ([`TesterLink::new`]), or
+/// on a thread of its own ([`TesterLink::with_sender_thread`]).
 pub struct TesterLink<G, O, I> {
-    source: G,
-    out: O,
+    sending: Sending<G, O>,
     back: I,
-    /// The source's packets on their way out.
-    outbound: Batch,
     /// Frames just received, before their signatures are checked.
     inbound: Batch,
-    /// Per packet of a batch: signed (outbound) or ours (inbound).
-    verdicts: Box<[bool; MAX_BATCH]>,
+    /// Per frame of a received batch: whether it is ours, of this phase.
+    ours: Box<[bool; MAX_BATCH]>,
     /// `2 * run` in a run's warm-up, `2 * run + 1` in its window (wrapping): frames of
     /// another phase, of this run or an earlier one, are told apart.
     phase: u8,
     /// Runs begun since the link was made ([`TesterLink::begin_run`]).
     run: u8,
-    /// What the sources of earlier runs generated: the link's counters stay totals.
-    earlier: PortStats,
     /// `finish` was called: nothing more is sent until `start_window`.
     finishing: bool,
+    /// A sending thread was told to send this phase (at its first read): as on one
+    /// thread, nothing is sent between a command and the next read.
+    started: bool,
+    /// A sending thread's source was seen to have run dry this phase.
+    saw_exhausted: bool,
+    /// Frames sent as last read from the sending half: at most what it has sent, read
+    /// again only when more of this phase come back than that allows.
+    known_sent: u64,
     /// Give up on frames in flight after this long without an arrival.
     quiet: u64,
     last_arrival: u64,
-    sent: u64,
     returned: u64,
-    refused: u64,
-    unsignable: u64,
     written_off: u64,
     foreign: u64,
     late: u64,
+}
+
+/// Where the sending half runs.
+// One per link, built once: inline, its size costs nothing, a box would cost a pointer
+// chase per batch on the one-core tester's path.
+#[allow(clippy::large_enum_variant)]
+enum Sending<G, O> {
+    /// On the receiving thread, a batch before each read.
+    Inline(Sender<G, O>),
+    /// On a thread of its own.
+    Thread(SendingThread<G, O>),
+}
+
+impl<G, O> Sending<G, O> {
+    /// Frames sent so far (a sending thread's: at least).
+    fn sent(&self) -> u64 {
+        match self {
+            Sending::Inline(s) => s.sent(),
+            Sending::Thread(t) => t.published().sent(),
+        }
+    }
+}
+
+impl<G, O, I> TesterLink<G, O, I>
+where
+    G: RxPort + Send + 'static,
+    O: TxPort + Send + 'static,
+    I: RxPort,
+{
+    /// As [`TesterLink::new`], the sending half on a thread of its own at `place`, with
+    /// its own pool: where the tester's work per frame limits a run, generating and
+    /// signing go to another core. The out port must copy frames (not a zero-copy
+    /// memif client).
+    pub fn with_sender_thread(
+        source: G,
+        out: O,
+        back: I,
+        batch: usize,
+        quiet: Duration,
+        place: SenderThread,
+    ) -> Result<TesterLink<G, O, I>, String> {
+        let thread = SendingThread::spawn(Sender::new(source, out, batch), place)?;
+        Ok(TesterLink::with_sending(Sending::Thread(thread), back, batch, quiet))
+    }
 }
 
 impl<G: RxPort, O: TxPort, I: RxPort> TesterLink<G, O, I> {
     /// `quiet`: how long the end of a phase waits for frames still in flight after the
     /// last one arrived (many round trips: a loaded machine can deschedule a device
     /// under test for tens of milliseconds; wired runs wait 300 ms).
-    pub fn new(mut source: G, out: O, back: I, batch: usize, quiet: Duration) -> TesterLink<G, O, I> {
-        // Signing changes the frame's bytes past the source's stamped head: the source
-        // must put them back before it stamps that buffer again.
-        source.restore_tails(SIGNATURE_LEN);
+    pub fn new(source: G, out: O, back: I, batch: usize, quiet: Duration) -> TesterLink<G, O, I> {
+        TesterLink::with_sending(Sending::Inline(Sender::new(source, out, batch)), back, batch, quiet)
+    }
+
+    fn with_sending(sending: Sending<G, O>, back: I, batch: usize, quiet: Duration) -> TesterLink<G, O, I> {
         TesterLink {
-            source,
-            out,
+            sending,
             back,
-            outbound: Batch::new(batch),
             inbound: Batch::new(batch),
-            verdicts: Box::new([false; MAX_BATCH]),
+            ours: Box::new([false; MAX_BATCH]),
             phase: 0,
             run: 0,
-            earlier: PortStats::default(),
             finishing: false,
+            started: false,
+            saw_exhausted: false,
+            known_sent: 0,
             quiet: tsc::ticks(quiet),
             last_arrival: 0,
-            sent: 0,
             returned: 0,
-            refused: 0,
-            unsignable: 0,
             written_off: 0,
             foreign: 0,
             late: 0,
         }
     }
 
+    /// `f` on the sending half, wherever it runs (on its thread: between batches).
+    fn sender<R>(&self, f: impl FnOnce(&Sender<G, O>) -> R) -> R {
+        match &self.sending {
+            Sending::Inline(s) => f(s),
+            Sending::Thread(t) => t.with(|o, _| f(&o.sender)),
+        }
+    }
+
     /// A new run over the same wire (the next trial of a search): `source` sends from
     /// now on, starting in the warm-up phase; frames of the last run that come back
     /// later are `late`. Returns the old source.
-    pub fn begin_run(&mut self, mut source: G) -> G {
-        source.restore_tails(SIGNATURE_LEN);
+    pub fn begin_run(&mut self, source: G) -> G {
         self.run = self.run.wrapping_add(1);
         self.phase = self.run.wrapping_mul(2);
         self.finishing = false;
-        let old = std::mem::replace(&mut self.source, source);
-        let s = old.stats();
-        self.earlier.packets += s.packets;
-        self.earlier.bytes += s.bytes;
-        old
+        self.saw_exhausted = false;
+        self.started = false;
+        let phase = self.phase;
+        match &mut self.sending {
+            Sending::Inline(s) => s.begin_run(source, phase),
+            Sending::Thread(t) => t.with(|o, published| {
+                o.rearm(published);
+                o.sender.begin_run(source, phase)
+            }),
+        }
     }
 
     /// Frames sent that have neither come back nor been written off.
     pub fn in_flight(&self) -> u64 {
-        self.sent - self.returned - self.written_off
-    }
-
-    fn send(&mut self, now: u64, pool: &mut PacketPool) {
-        if self.source.rx(now, pool, &mut self.outbound) == 0 {
-            return;
-        }
-        let phase = self.phase;
-        for (p, ok) in self.outbound.iter_mut().zip(self.verdicts.iter_mut()) {
-            let sig = Signature {
-                phase,
-                flags: p.meta.flags as u8,
-                seq: p.meta.seq,
-                timestamp: p.meta.timestamp,
-            };
-            *ok = sign(p, sig);
-        }
-        // Frames that cannot carry a signature go back to the pool, counted.
-        let (verdicts, unsignable) = (&self.verdicts, &mut self.unsignable);
-        self.outbound.partition(
-            |i, _| verdicts[i],
-            |_, p| {
-                *unsignable += 1;
-                pool.free(p);
-            },
-        );
-        let before = self.out.stats();
-        self.out.tx(now, &mut self.outbound, pool);
-        let d = self.out.stats().since(&before);
-        if self.in_flight() == 0 {
-            // The first frames in flight: the quiet clock starts now.
-            self.last_arrival = now;
-        }
-        self.sent += d.packets;
-        self.refused += d.dropped;
+        // A duplicating device can return more than was sent while a sending thread's
+        // refusals are not yet published: the run's conservation check catches that.
+        self.sending.sent().saturating_sub(self.returned + self.written_off)
     }
 
     /// Takes what came back into `batch`: signed frames of this phase with their
@@ -299,18 +336,31 @@ impl<G: RxPort, O: TxPort, I: RxPort> TesterLink<G, O, I> {
             return 0;
         }
         let phase = self.phase;
-        let (mut foreign, mut late) = (0, 0);
+        let (mut foreign, mut late, mut taken) = (0, 0, 0u64);
         // Frames of this phase beyond those in flight were written off already (they
-        // came back after `quiet`): late, as an earlier phase's.
-        let mut expected = self.in_flight();
-        for (p, ok) in self.inbound.iter_mut().zip(self.verdicts.iter_mut()) {
+        // came back after `quiet`): late, as an earlier phase's. What was sent is read
+        // from a sending thread only when the last reading does not cover a frame.
+        let mut expected = self.known_sent.saturating_sub(self.returned + self.written_off);
+        let mut read_again = false;
+        for (p, ok) in self.inbound.iter_mut().zip(self.ours.iter_mut()) {
             *ok = match read_signature(p) {
-                Some(sig) if sig.phase == phase && expected > 0 => {
-                    expected -= 1;
-                    p.meta.flags = u16::from(sig.flags);
-                    p.meta.seq = sig.seq;
-                    p.meta.timestamp = sig.timestamp;
-                    true
+                Some(sig) if sig.phase == phase => {
+                    if expected == 0 && !read_again {
+                        read_again = true;
+                        self.known_sent = self.sending.sent();
+                        expected = self.known_sent.saturating_sub(self.returned + self.written_off + taken);
+                    }
+                    if expected > 0 {
+                        expected -= 1;
+                        taken += 1;
+                        p.meta.flags = u16::from(sig.flags);
+                        p.meta.seq = sig.seq;
+                        p.meta.timestamp = sig.timestamp;
+                        true
+                    } else {
+                        late += 1;
+                        false
+                    }
                 }
                 Some(_) => {
                     late += 1;
@@ -322,8 +372,8 @@ impl<G: RxPort, O: TxPort, I: RxPort> TesterLink<G, O, I> {
                 }
             };
         }
-        let verdicts = &self.verdicts;
-        self.inbound.partition(|i, _| verdicts[i], |_, p| pool.free(p));
+        let ours = &self.ours;
+        self.inbound.partition(|i, _| ours[i], |_, p| pool.free(p));
         let n = self.inbound.len();
         batch.append_from(&mut self.inbound);
         self.foreign += foreign;
@@ -359,28 +409,59 @@ impl<G: RxPort, O: TxPort, I: RxPort> TesterLink<G, O, I> {
         }
     }
 
-    fn sending_done(&self) -> bool {
-        self.finishing || self.source.exhausted()
+    /// Nothing more will be sent this phase. A sending thread's counts are final once
+    /// its source is seen dry (published after its last batch's); the quiet clock runs
+    /// from then at the latest.
+    fn sending_done(&mut self, now: u64) -> bool {
+        match &self.sending {
+            Sending::Inline(s) => s.done(),
+            Sending::Thread(_) if self.finishing => true,
+            Sending::Thread(t) => {
+                let done = t.published().exhausted();
+                if done && !self.saw_exhausted {
+                    self.saw_exhausted = true;
+                    self.last_arrival = now;
+                }
+                done
+            }
+        }
     }
 }
 
 impl<G: RxPort, O: TxPort, I: RxPort> RxPort for TesterLink<G, O, I> {
     fn rx(&mut self, now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
-        if !self.sending_done() {
-            self.send(now, pool);
-        } else if self.in_flight() > 0 {
+        match &mut self.sending {
+            Sending::Inline(s) if !s.done() => {
+                // The first frames in flight: the quiet clock starts now.
+                let idle = self.known_sent == self.returned + self.written_off;
+                if s.send(now, pool, None) > 0 && idle {
+                    self.last_arrival = now;
+                }
+                self.known_sent = s.sent();
+            }
             // What the out port still holds leaves now, not never.
-            self.out.flush();
+            Sending::Inline(s) if self.known_sent > self.returned + self.written_off => s.out.flush(),
+            Sending::Inline(_) => {}
+            Sending::Thread(t) => {
+                if !self.started {
+                    self.started = true;
+                    t.with(|o, _| o.running = true);
+                }
+            }
         }
         let n = self.receive(now, pool, batch);
-        if n == 0 && self.sending_done() {
+        if n == 0 && self.sending_done(now) {
             self.give_up_when_quiet(now);
         }
         n
     }
 
     fn exhausted(&self) -> bool {
-        self.sending_done() && self.in_flight() == 0
+        let done = match &self.sending {
+            Sending::Inline(s) => s.done(),
+            Sending::Thread(t) => self.finishing || t.published().exhausted(),
+        };
+        done && self.in_flight() == 0
     }
 
     fn needs_fresh_clock(&self) -> bool {
@@ -388,70 +469,95 @@ impl<G: RxPort, O: TxPort, I: RxPort> RxPort for TesterLink<G, O, I> {
     }
 
     fn stats(&self) -> PortStats {
-        let s = self.source.stats();
+        let (s, earlier, refused, unsignable) = self.sender(|s| (s.source.stats(), s.earlier, s.refused, s.unsignable));
         PortStats {
-            packets: self.earlier.packets + s.packets,
-            bytes: self.earlier.bytes + s.bytes,
-            dropped: self.refused + self.unsignable + self.written_off,
+            packets: earlier.packets + s.packets,
+            bytes: earlier.bytes + s.bytes,
+            dropped: refused + unsignable + self.written_off,
         }
     }
 
+    /// A sending thread primed its own pool; frames come back into the run's as copies.
     fn prime(&self, pool: &mut PacketPool) {
-        self.source.prime(pool);
+        if let Sending::Inline(s) = &self.sending {
+            s.source.prime(pool);
+        }
     }
 
-    /// What its two ports may hold of a shared pool (memif zero-copy clients: frames
+    /// What its ports may hold of a shared pool (memif zero-copy clients: frames
     /// generated in the pool go out as descriptors, frames back are used in place).
     fn shared_pool_need(&self) -> Option<usize> {
-        match (self.out.shared_pool_need(), self.back.shared_pool_need()) {
+        let out = match &self.sending {
+            Sending::Inline(s) => s.out.shared_pool_need(),
+            Sending::Thread(_) => None,
+        };
+        match (out, self.back.shared_pool_need()) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
         }
     }
 
     fn attach_pool(&mut self, pool: &PacketPool) {
-        self.out.attach_pool(pool);
+        if let Sending::Inline(s) = &mut self.sending {
+            s.out.attach_pool(pool);
+        }
         self.back.attach_pool(pool);
     }
 
     fn return_buffers(&mut self, pool: &mut PacketPool) {
-        self.out.return_buffers(pool);
+        match &mut self.sending {
+            Sending::Inline(s) => s.out.return_buffers(pool),
+            Sending::Thread(t) => t.with(|o, _| o.sender.out.return_buffers(&mut o.pool)),
+        }
         self.back.return_buffers(pool);
     }
 
     fn start_window(&mut self, count: Option<u64>) {
         self.finishing = false;
+        self.saw_exhausted = false;
+        self.started = false;
         self.phase = self.run.wrapping_mul(2).wrapping_add(1);
-        self.out.start_window();
+        let phase = self.phase;
+        match &mut self.sending {
+            Sending::Inline(s) => s.start_window(phase, count),
+            Sending::Thread(t) => t.with(|o, published| {
+                o.rearm(published);
+                o.sender.start_window(phase, count);
+            }),
+        }
         self.back.start_window(None);
-        self.source.start_window(count);
     }
 
     fn requested_pps(&self) -> Option<f64> {
-        self.source.requested_pps()
+        self.sender(|s| s.source.requested_pps())
     }
 
     fn shortfall(&self) -> Shortfall {
-        Shortfall {
-            not_offered: self.refused + self.unsignable,
-            ..self.source.shortfall()
-        }
+        self.sender(|s| Shortfall {
+            not_offered: s.refused + s.unsignable,
+            ..s.source.shortfall()
+        })
     }
 
     fn counters(&self) -> Vec<NfCounter> {
         let mut c = vec![
-            NfCounter::total("sent", self.sent),
+            NfCounter::total("sent", self.sending.sent()),
             NfCounter::total("returned", self.returned),
             NfCounter::gauge("in_flight", self.in_flight()),
             NfCounter::total("foreign", self.foreign),
             NfCounter::total("late", self.late),
         ];
-        c.extend(self.source.counters());
-        c.extend(
-            TxPort::counters(&self.out)
-                .into_iter()
-                .filter(|c| c.name.starts_with("tx_")),
-        );
+        if let Sending::Thread(t) = &self.sending {
+            c.push(NfCounter::total(SENDING_THREAD_BUSY, t.with(|o, _| o.busy_ticks)));
+        }
+        self.sender(|s| {
+            c.extend(s.source.counters());
+            c.extend(
+                TxPort::counters(&s.out)
+                    .into_iter()
+                    .filter(|c| c.name.starts_with("tx_")),
+            );
+        });
         c.extend(
             self.back
                 .counters()
@@ -462,35 +568,52 @@ impl<G: RxPort, O: TxPort, I: RxPort> RxPort for TesterLink<G, O, I> {
     }
 
     fn drops(&self) -> Vec<(&'static str, u64)> {
-        // Of what never came back, what the sending port's peer left on its ring when
-        // it went away has a known place; the rest is unaccounted.
-        let in_flight = self.out.lost_in_flight().min(self.written_off);
-        // What the sending port refused, by the cause it names (its line's credit, its
-        // ring full, no peer): a line that is the limit and a device under test that
-        // is are told apart. What it does not name is `tx-refused`.
-        let mut d: Vec<(&'static str, u64)> = Vec::new();
-        let mut named = 0;
-        for (cause, n) in self.out.drops() {
-            let n = n.min(self.refused - named);
-            named += n;
-            d.push((cause, n));
-        }
-        d.extend([
-            ("tx-refused", self.refused - named),
-            ("unsignable", self.unsignable),
-            (IN_FLIGHT_AT_DISCONNECT, in_flight),
-            ("unaccounted", self.written_off - in_flight),
-        ]);
-        d
+        let written_off = self.written_off;
+        self.sender(|s| {
+            // Of what never came back, what the sending port's peer left on its ring when
+            // it went away has a known place; the rest is unaccounted.
+            let in_flight = s.out.lost_in_flight().min(written_off);
+            // What the sending port refused, by the cause it names (its line's credit, its
+            // ring full, no peer): a line that is the limit and a device under test that
+            // is are told apart. What it does not name is `tx-refused`.
+            let mut d: Vec<(&'static str, u64)> = Vec::new();
+            let mut named = 0;
+            for (cause, n) in s.out.drops() {
+                let n = n.min(s.refused - named);
+                named += n;
+                d.push((cause, n));
+            }
+            d.extend([
+                ("tx-refused", s.refused - named),
+                ("unsignable", s.unsignable),
+                (IN_FLIGHT_AT_DISCONNECT, in_flight),
+                ("unaccounted", written_off - in_flight),
+            ]);
+            d
+        })
     }
 
     fn finish(&mut self) -> bool {
         self.finishing = true;
+        match &mut self.sending {
+            Sending::Inline(s) => s.finishing = true,
+            Sending::Thread(t) => {
+                // Between its batches: what it sent is final once this returns, and
+                // what the out port holds leaves now.
+                t.with(|o, _| {
+                    o.sender.finishing = true;
+                    o.sender.out.flush();
+                });
+                self.last_arrival = tsc::now();
+            }
+        }
+        self.known_sent = self.sending.sent();
         self.in_flight() > 0
     }
 
     fn info(&self) -> PortInfo {
-        let (g, o, b) = (self.source.info(), self.out.info(), self.back.info());
+        let (g, o) = self.sender(|s| (s.source.info(), s.out.info()));
+        let b = self.back.info();
         let mut settings = BTreeMap::new();
         for (prefix, info) in [("source", &g), ("out", &o), ("back", &b)] {
             settings.insert(format!("{prefix}.kind"), info.kind.clone());
@@ -498,9 +621,15 @@ impl<G: RxPort, O: TxPort, I: RxPort> RxPort for TesterLink<G, O, I> {
                 settings.insert(format!("{prefix}.{k}"), v.clone());
             }
         }
+        let mut summary = format!("{} out {}, back {}", g.summary, o.summary, b.summary);
+        if let Sending::Thread(t) = &self.sending {
+            let core = t.place.core.map_or("any".to_string(), |c| c.to_string());
+            settings.insert("sender.core".into(), core.clone());
+            summary.push_str(&format!("; sending on a thread of its own (core {core})"));
+        }
         PortInfo {
             kind: "tester".into(),
-            summary: format!("{} out {}, back {}", g.summary, o.summary, b.summary),
+            summary,
             settings,
         }
     }

@@ -1,11 +1,12 @@
 //! The tester's wire over an in-memory loopback that loses, delays and reorders frames
 //! on purpose: the signature survives with valid checksums, metadata comes back, every
-//! packet is received or dropped with its cause, exactly.
+//! packet is received or dropped with its cause, exactly, whether the link sends from
+//! the receiving thread or from a thread of its own.
 
 use sfclab_core::port::{PortInfo, PortStats};
 use sfclab_core::{Batch, PacketPool, PacketRef, Recycle, RxPort, TxPort};
 use sfclab_io::tester_link::{Signature, read_signature, sign};
-use sfclab_io::{Line, LinePort, TesterLink};
+use sfclab_io::{Line, LinePort, SenderThread, TesterLink};
 use sfclab_runtime::{RunSettings, run_compound_on};
 use sfclab_traffic::{FrameSizes, Generator, GeneratorConfig, IpVersion, L4, Sink};
 use sfclab_wire::build::FrameRepr;
@@ -13,14 +14,18 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The sending half: keeps frames in a queue, losing every `lose_every`-th after taking
+/// A frame on the loop: its bytes, copied as a wire copies them (the metadata does not
+/// cross; the buffer goes back to the sender's pool).
+type Wire = Arc<Mutex<VecDeque<Vec<u8>>>>;
+
+/// The sending half: keeps copies of frames in a queue, losing every `lose_every`-th after taking
 /// it (the wire's loss) and refusing every `refuse_every`-th (the tester's own: counted
 /// in its stats as dropped, as a full transmit ring is).
 struct LoopOut {
-    queue: Arc<Mutex<VecDeque<PacketRef>>>,
+    queue: Wire,
     /// Frames taken but kept until `flush` (a copy-mode AF_XDP ring not yet kicked),
     /// when `hold` is set.
-    ring: Vec<PacketRef>,
+    ring: Vec<Vec<u8>>,
     hold: bool,
     lose_every: u64,
     refuse_every: u64,
@@ -32,7 +37,7 @@ struct LoopOut {
 /// The receiving half: hands frames back while more than `delay` wait, and the last
 /// ones one per call (a slow tail), so frames are in flight whenever a phase ends.
 struct LoopBack {
-    queue: Arc<Mutex<VecDeque<PacketRef>>>,
+    queue: Wire,
     delay: usize,
     stats: PortStats,
 }
@@ -49,12 +54,12 @@ impl TxPort for LoopOut {
             self.stats.packets += 1;
             if self.lose_every > 0 && self.seen.is_multiple_of(self.lose_every) {
                 *self.lost.lock().unwrap() += 1;
-                recycle.recycle(p);
             } else if self.hold {
-                self.ring.push(p);
+                self.ring.push(p.data().to_vec());
             } else {
-                self.queue.lock().unwrap().push_back(p);
+                self.queue.lock().unwrap().push_back(p.data().to_vec());
             }
+            recycle.recycle(p);
         }
     }
     fn flush(&mut self) {
@@ -79,16 +84,22 @@ impl TxPort for LoopOut {
     }
 }
 
+/// `frame` copied into a buffer of `pool`, as a port receives it.
+fn received(frame: &[u8], pool: &mut PacketPool) -> PacketRef {
+    let mut p = pool.alloc().expect("the run's pool has room");
+    p.reset(frame.len()).copy_from_slice(frame);
+    p
+}
+
 impl RxPort for LoopBack {
     fn rx(&mut self, _now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
-        let _ = pool;
         let mut q = self.queue.lock().unwrap();
         let mut n = 0;
         // Frames come back only while more than `delay` wait, except that the last ones
         // trickle out one per call (a slow tail), so draining is exercised.
         while batch.room() > 0 && (q.len() > self.delay || (!q.is_empty() && n == 0)) {
-            let p = q.pop_front().unwrap();
-            batch.push(p).ok().unwrap();
+            let frame = q.pop_front().unwrap();
+            batch.push(received(&frame, pool)).ok().unwrap();
             n += 1;
         }
         self.stats.packets += n as u64;
@@ -119,29 +130,58 @@ fn generator(ip: IpVersion, l4: L4, size: u16, probe_pps: f64) -> Generator {
     Generator::new(cfg, 32).unwrap()
 }
 
+/// Where a link under test sends from.
+#[derive(Clone, Copy, Debug)]
+enum Sending {
+    /// The receiving thread, a batch before each read.
+    Inline,
+    /// A thread of its own.
+    Thread,
+}
+
+const BOTH: [Sending; 2] = [Sending::Inline, Sending::Thread];
+
+/// A link of `source` out through `out` and back through `back`, sending as `sending`.
+fn link<O: TxPort + Send + 'static, B: RxPort>(
+    source: Generator,
+    out: O,
+    back: B,
+    quiet: Duration,
+    sending: Sending,
+) -> TesterLink<Generator, O, B> {
+    match sending {
+        Sending::Inline => TesterLink::new(source, out, back, 32, quiet),
+        Sending::Thread => TesterLink::with_sender_thread(
+            source,
+            out,
+            back,
+            32,
+            quiet,
+            SenderThread {
+                core: None,
+                pool_size: 1024,
+            },
+        )
+        .unwrap(),
+    }
+}
+
 /// A wire over the loopback: the generator's 64-byte UDP frames (`probe_pps` probes),
 /// losing every `lose_every`-th, refusing every `refuse_every`-th, handing back while more
 /// than `delay` wait; patience 20 ms. With the count of frames lost on the loop.
 fn loop_wire(
-    lose_every: u64,
-    refuse_every: u64,
-    delay: usize,
+    (lose_every, refuse_every, delay): (u64, u64, usize),
     probe_pps: f64,
+    sending: Sending,
 ) -> (TesterLink<Generator, LoopOut, LoopBack>, Arc<Mutex<u64>>) {
     let (out, back, lost) = loop_ports(lose_every, refuse_every, delay);
-    let wire = TesterLink::new(
-        generator(IpVersion::V4, L4::Udp, 64, probe_pps),
-        out,
-        back,
-        32,
-        Duration::from_millis(20),
-    );
-    (wire, lost)
+    let source = generator(IpVersion::V4, L4::Udp, 64, probe_pps);
+    (link(source, out, back, Duration::from_millis(20), sending), lost)
 }
 
 /// The loop's two ends, as [`loop_wire`] joins them.
 fn loop_ports(lose_every: u64, refuse_every: u64, delay: usize) -> (LoopOut, LoopBack, Arc<Mutex<u64>>) {
-    let queue = Arc::new(Mutex::new(VecDeque::new()));
+    let queue = Wire::default();
     let lost = Arc::new(Mutex::new(0));
     let out = LoopOut {
         queue: queue.clone(),
@@ -269,28 +309,37 @@ fn frames_too_short_or_not_udp_tcp_carry_no_signature() {
 
 #[test]
 fn a_run_across_a_lossy_wire_conserves_every_packet_by_cause() {
-    let (wire, lost) = loop_wire(97, 0, 40, 1000.0);
-    let settings = RunSettings {
-        duration: None,
-        count: Some(100_000),
-        warmup: Duration::from_millis(20),
-        verify: true,
-        ..RunSettings::default()
-    };
-    let report = run_compound_on(wire, Sink::new(true), sfclab_core::NamedNfs::new(), &settings).unwrap();
-    assert!(report.conservation.holds, "{}", report.conservation);
-    let source = &report.places[0];
-    assert_eq!(source.kind, "tester");
-    // The window: 100000 generated; every 97th lost on the wire and found as unaccounted.
-    assert_eq!(report.window_loss.sent, 100_000);
-    let unaccounted = source.drops.get("unaccounted").copied().unwrap_or(0);
-    assert_eq!(report.window_loss.lost, unaccounted, "{:?}", source.drops);
-    assert!((1025..=1040).contains(&unaccounted), "{unaccounted}");
-    assert_eq!(report.window_loss.received + report.window_loss.lost, 100_000);
-    assert_eq!(report.verify_failed, Some(0));
-    // Probes crossed the wire with their timestamps: latency is measured.
-    assert!(report.latency.is_some());
-    assert!(*lost.lock().unwrap() >= unaccounted);
+    for sending in BOTH {
+        let (wire, lost) = loop_wire((97, 0, 40), 1000.0, sending);
+        let settings = RunSettings {
+            duration: None,
+            count: Some(100_000),
+            warmup: Duration::from_millis(20),
+            verify: true,
+            ..RunSettings::default()
+        };
+        let report = run_compound_on(wire, Sink::new(true), sfclab_core::NamedNfs::new(), &settings).unwrap();
+        assert!(report.conservation.holds, "{sending:?}: {}", report.conservation);
+        let source = &report.places[0];
+        assert_eq!(source.kind, "tester");
+        // The window: 100000 generated; every 97th lost on the wire and found as unaccounted.
+        assert_eq!(report.window_loss.sent, 100_000, "{sending:?}");
+        let unaccounted = source.drops.get("unaccounted").copied().unwrap_or(0);
+        assert_eq!(report.window_loss.lost, unaccounted, "{sending:?}: {:?}", source.drops);
+        assert!((1025..=1040).contains(&unaccounted), "{sending:?}: {unaccounted}");
+        assert_eq!(report.window_loss.received + report.window_loss.lost, 100_000);
+        assert_eq!(report.verify_failed, Some(0), "{sending:?}");
+        // Probes crossed the wire with their timestamps: latency is measured.
+        assert!(report.latency.is_some(), "{sending:?}");
+        assert!(*lost.lock().unwrap() >= unaccounted);
+        // A sending thread's work is counted apart, in the window.
+        let busy = source.counters.get(sfclab_io::tester_link::SENDING_THREAD_BUSY);
+        assert_eq!(
+            busy.is_some_and(|&t| t > 0),
+            matches!(sending, Sending::Thread),
+            "{sending:?}"
+        );
+    }
 }
 
 /// Ctrl-C stops the window, not the count: frames still crossing the wire when the stop
@@ -298,29 +347,35 @@ fn a_run_across_a_lossy_wire_conserves_every_packet_by_cause() {
 /// interrupted run is conserved exactly and keeps its result.
 #[test]
 fn a_stopped_run_still_counts_the_frames_on_the_wire() {
-    let (wire, _) = loop_wire(13, 0, 200, 0.0);
-    let stop = sfclab_runtime::Stop::new();
-    let stopper = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(150));
-            stop.request();
-        })
-    };
-    let settings = RunSettings {
-        duration: Some(Duration::from_secs(30)),
-        warmup: Duration::from_millis(50),
-        stop: Some(stop),
-        ..RunSettings::default()
-    };
-    let report = run_compound_on(wire, Sink::new(false), sfclab_core::NamedNfs::new(), &settings).unwrap();
-    stopper.join().unwrap();
-    assert!(report.interrupted);
-    assert!(report.conservation.holds, "{}", report.conservation);
-    assert!(report.window_loss.sent > 0);
-    let unaccounted = report.places[0].drops.get("unaccounted").copied().unwrap_or(0);
-    assert_eq!(report.window_loss.lost, unaccounted, "{:?}", report.places[0].drops);
-    assert!(unaccounted > 0, "every 13th frame is lost on the wire");
+    for sending in BOTH {
+        let (wire, _) = loop_wire((13, 0, 200), 0.0, sending);
+        let stop = sfclab_runtime::Stop::new();
+        let stopper = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(150));
+                stop.request();
+            })
+        };
+        let settings = RunSettings {
+            duration: Some(Duration::from_secs(30)),
+            warmup: Duration::from_millis(50),
+            stop: Some(stop),
+            ..RunSettings::default()
+        };
+        let report = run_compound_on(wire, Sink::new(false), sfclab_core::NamedNfs::new(), &settings).unwrap();
+        stopper.join().unwrap();
+        assert!(report.interrupted);
+        assert!(report.conservation.holds, "{sending:?}: {}", report.conservation);
+        assert!(report.window_loss.sent > 0);
+        let unaccounted = report.places[0].drops.get("unaccounted").copied().unwrap_or(0);
+        assert_eq!(
+            report.window_loss.lost, unaccounted,
+            "{sending:?}: {:?}",
+            report.places[0].drops
+        );
+        assert!(unaccounted > 0, "every 13th frame is lost on the wire");
+    }
 }
 
 /// 20,000 frames through `wire` after a 10 ms warm-up: its report, conservation checked.
@@ -343,56 +398,63 @@ fn twenty_thousand_through<O: TxPort + Send + 'static>(
 /// ring full) and in the window's loss, and reported apart so a trial can tell the two.
 #[test]
 fn frames_the_tester_could_not_send_are_not_offered() {
-    let (wire, _) = loop_wire(0, 10, 0, 0.0);
-    let report = twenty_thousand_through(wire);
-    let drops = &report.places[0].drops;
-    let refused = drops.get("ring-full").copied().unwrap_or(0);
-    assert_eq!(report.not_offered, refused);
-    assert!((1999..=2001).contains(&refused), "every tenth of 20000: {refused}");
-    assert_eq!(report.window_loss.lost, refused, "nothing else was lost");
-    assert_eq!(drops.get("tx-refused"), None, "every refusal has its cause: {drops:?}");
+    for sending in BOTH {
+        let (wire, _) = loop_wire((0, 10, 0), 0.0, sending);
+        let report = twenty_thousand_through(wire);
+        let drops = &report.places[0].drops;
+        let refused = drops.get("ring-full").copied().unwrap_or(0);
+        assert_eq!(report.not_offered, refused, "{sending:?}");
+        assert!(
+            (1999..=2001).contains(&refused),
+            "{sending:?}: every tenth of 20000: {refused}"
+        );
+        assert_eq!(report.window_loss.lost, refused, "{sending:?}: nothing else was lost");
+        assert_eq!(drops.get("tx-refused"), None, "every refusal has its cause: {drops:?}");
+    }
 }
 
 /// Behind a line, the tester's refusals say which were the line's (its credit spent) and
 /// which the port's (its ring full): a line that is the limit is not the device's.
 #[test]
 fn what_the_line_refused_is_told_from_what_the_ring_refused() {
-    let (out, back, _) = loop_ports(0, 10, 0);
-    let wire = TesterLink::new(
-        generator(IpVersion::V4, L4::Udp, 64, 0.0),
-        LinePort::new(out, Some(Line::new(20e6))),
-        back,
-        32,
-        Duration::from_millis(20),
-    );
-    let report = twenty_thousand_through(wire);
-    let drops = &report.places[0].drops;
-    let of = |cause: &str| drops.get(cause).copied().unwrap_or(0);
-    // Unpaced, the generator outruns a 20 Mbit/s line (about 30 kpps of 64 B frames).
-    assert!(of("line-rate") > 0, "{drops:?}");
-    assert!(of("ring-full") > 0, "every tenth frame the line passed: {drops:?}");
-    assert_eq!(of("tx-refused"), 0, "{drops:?}");
-    assert_eq!(report.not_offered, of("line-rate") + of("ring-full"), "{drops:?}");
+    for sending in BOTH {
+        let (out, back, _) = loop_ports(0, 10, 0);
+        let wire = link(
+            generator(IpVersion::V4, L4::Udp, 64, 0.0),
+            LinePort::new(out, Some(Line::new(20e6))),
+            back,
+            Duration::from_millis(20),
+            sending,
+        );
+        let report = twenty_thousand_through(wire);
+        let drops = &report.places[0].drops;
+        let of = |cause: &str| drops.get(cause).copied().unwrap_or(0);
+        // Unpaced, the generator outruns a 20 Mbit/s line (about 30 kpps of 64 B frames).
+        assert!(of("line-rate") > 0, "{sending:?}: {drops:?}");
+        assert!(of("ring-full") > 0, "every tenth frame the line passed: {drops:?}");
+        assert_eq!(of("tx-refused"), 0, "{drops:?}");
+        assert_eq!(report.not_offered, of("line-rate") + of("ring-full"), "{drops:?}");
+    }
 }
 
 /// The receiving half of a wire that holds every frame until its gate opens.
 struct Gated {
-    queue: Arc<Mutex<VecDeque<PacketRef>>>,
+    queue: Wire,
     open: Arc<std::sync::atomic::AtomicBool>,
     stats: PortStats,
 }
 
 impl RxPort for Gated {
-    fn rx(&mut self, _now: u64, _pool: &mut PacketPool, batch: &mut Batch) -> usize {
+    fn rx(&mut self, _now: u64, pool: &mut PacketPool, batch: &mut Batch) -> usize {
         if !self.open.load(std::sync::atomic::Ordering::Relaxed) {
             return 0;
         }
         let mut q = self.queue.lock().unwrap();
         let mut n = 0;
         while batch.room() > 0
-            && let Some(p) = q.pop_front()
+            && let Some(frame) = q.pop_front()
         {
-            batch.push(p).ok().unwrap();
+            batch.push(received(&frame, pool)).ok().unwrap();
             n += 1;
         }
         self.stats.packets += n as u64;
@@ -412,26 +474,29 @@ impl RxPort for Gated {
 }
 
 /// A link whose frames loop back through a gate, closed until the flag is set.
-fn gated_link() -> (
+fn gated_link(
+    sending: Sending,
+) -> (
     TesterLink<sfclab_traffic::Generator, LoopOut, Gated>,
     Arc<std::sync::atomic::AtomicBool>,
 ) {
-    let queue = Arc::new(Mutex::new(VecDeque::new()));
+    let queue = Wire::default();
     let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let back = Gated {
         queue: queue.clone(),
         open: open.clone(),
         stats: PortStats::default(),
     };
-    (lossless_link(queue, false, back), open)
+    (lossless_link(queue, false, back, sending), open)
 }
 
 /// A link that loses nothing on its way out into `queue` (holding what it takes until
 /// flushed, with `hold`) and back through `back`.
 fn lossless_link<B: RxPort>(
-    queue: Arc<Mutex<VecDeque<PacketRef>>>,
+    queue: Wire,
     hold: bool,
     back: B,
+    sending: Sending,
 ) -> TesterLink<sfclab_traffic::Generator, LoopOut, B> {
     let out = LoopOut {
         queue,
@@ -443,47 +508,75 @@ fn lossless_link<B: RxPort>(
         lost: Arc::new(Mutex::new(0)),
         stats: PortStats::default(),
     };
-    TesterLink::new(
-        generator(IpVersion::V4, L4::Udp, 64, 0.0),
-        out,
-        back,
-        32,
-        Duration::from_millis(5),
-    )
+    let source = generator(IpVersion::V4, L4::Udp, 64, 0.0);
+    link(source, out, back, Duration::from_millis(5), sending)
+}
+
+/// Reads `wire` into `pool` until it has frames in flight (a sending thread sends on
+/// its own time), then finishes it: what it sent is final. Returns that, and how many
+/// frames the reads passed on.
+fn send_some_then_finish<G: RxPort, O: TxPort, B: RxPort>(
+    wire: &mut TesterLink<G, O, B>,
+    pool: &mut PacketPool,
+) -> (u64, usize) {
+    let mut batch = Batch::new(32);
+    let mut passed = 0;
+    let began = std::time::Instant::now();
+    for k in 0.. {
+        passed += wire.rx(sfclab_core::tsc::now(), pool, &mut batch);
+        batch.drain().for_each(|p| pool.free(p));
+        if k >= 10 && wire.in_flight() > 0 {
+            break;
+        }
+        assert!(began.elapsed() < Duration::from_secs(10), "nothing was sent");
+    }
+    assert!(wire.finish());
+    (wire.in_flight(), passed)
+}
+
+/// Reads `wire` until it is exhausted (everything back or written off), at most 10 s;
+/// the frames passed on.
+fn read_until_exhausted<G: RxPort, O: TxPort, B: RxPort>(
+    wire: &mut TesterLink<G, O, B>,
+    pool: &mut PacketPool,
+) -> usize {
+    let mut batch = Batch::new(32);
+    let mut passed = 0;
+    let began = std::time::Instant::now();
+    while !wire.exhausted() {
+        assert!(began.elapsed() < Duration::from_secs(10));
+        passed += wire.rx(sfclab_core::tsc::now(), pool, &mut batch);
+        batch.drain().for_each(|p| pool.free(p));
+    }
+    passed
 }
 
 /// Frames written off after `quiet` that come back later in the same phase are late:
 /// counted once (as lost), never also as returned, whatever keeps polling the wire.
 #[test]
 fn frames_back_after_they_were_written_off_are_late_not_returned_twice() {
-    let (mut wire, open) = gated_link();
-    let mut pool = PacketPool::new(4096);
-    wire.prime(&mut pool);
-    let mut batch = Batch::new(32);
-    let now = || sfclab_core::tsc::now();
-    for _ in 0..10 {
-        assert_eq!(wire.rx(now(), &mut pool, &mut batch), 0, "the gate holds every frame");
+    for sending in BOTH {
+        let (mut wire, open) = gated_link(sending);
+        let mut pool = PacketPool::new(4096);
+        wire.prime(&mut pool);
+        let (sent, passed) = send_some_then_finish(&mut wire, &mut pool);
+        assert_eq!(passed, 0, "the gate holds every frame");
+        assert!(sent > 0);
+        read_until_exhausted(&mut wire, &mut pool);
+        assert_eq!(wire.in_flight(), 0);
+        open.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut batch = Batch::new(32);
+        let late = |wire: &TesterLink<_, _, _>| wire.counters().iter().find(|c| c.name == "late").unwrap().value;
+        let began = std::time::Instant::now();
+        while late(&wire) < sent && began.elapsed() < Duration::from_secs(10) {
+            let back_now = wire.rx(sfclab_core::tsc::now(), &mut pool, &mut batch);
+            assert_eq!(back_now, 0, "{sending:?}: nothing written off is passed on");
+        }
+        let counters: BTreeMap<&str, u64> = wire.counters().iter().map(|c| (c.name, c.value)).collect();
+        assert_eq!(counters["late"], sent, "{sending:?}: {counters:?}");
+        assert_eq!(counters["returned"], 0);
+        assert_eq!(wire.drops().iter().find(|d| d.0 == "unaccounted").unwrap().1, sent);
     }
-    let sent = wire.in_flight();
-    assert!(sent > 0);
-    assert!(wire.finish());
-    let began = std::time::Instant::now();
-    while !wire.exhausted() {
-        assert!(began.elapsed() < Duration::from_secs(10));
-        wire.rx(now(), &mut pool, &mut batch);
-    }
-    assert_eq!(wire.in_flight(), 0);
-    open.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut back_now = 0;
-    for _ in 0..100 {
-        back_now += wire.rx(now(), &mut pool, &mut batch);
-        batch.drain().for_each(|p| pool.free(p));
-    }
-    assert_eq!(back_now, 0, "nothing written off is passed on");
-    let counters: BTreeMap<&str, u64> = wire.counters().iter().map(|c| (c.name, c.value)).collect();
-    assert_eq!(counters["late"], sent, "{counters:?}");
-    assert_eq!(counters["returned"], 0);
-    assert_eq!(wire.drops().iter().find(|d| d.0 == "unaccounted").unwrap().1, sent);
 }
 
 /// A search's next trial over the same wire: frames of the last run's window that come
@@ -491,38 +584,32 @@ fn frames_back_after_they_were_written_off_are_late_not_returned_twice() {
 /// taken for this run's; the link's counters stay totals over both sources.
 #[test]
 fn a_new_run_counts_the_last_runs_stragglers_as_late_and_keeps_totals() {
-    let (mut wire, open) = gated_link();
-    let mut pool = PacketPool::new(4096);
-    wire.prime(&mut pool);
-    let mut batch = Batch::new(32);
-    let now = || sfclab_core::tsc::now();
-    // Run 1's window: every frame held at the gate, then written off.
-    wire.start_window(None);
-    for _ in 0..10 {
-        wire.rx(now(), &mut pool, &mut batch);
+    for sending in BOTH {
+        let (mut wire, open) = gated_link(sending);
+        let mut pool = PacketPool::new(4096);
+        wire.prime(&mut pool);
+        // Run 1's window: every frame held at the gate, then written off.
+        wire.start_window(None);
+        let (first, _) = send_some_then_finish(&mut wire, &mut pool);
+        assert!(first > 0);
+        read_until_exhausted(&mut wire, &mut pool);
+        let generated_before = wire.stats().packets;
+        // Run 2, straight into its window: the gate opens, run 1's frames arrive first.
+        wire.begin_run(generator(IpVersion::V4, L4::Udp, 64, 0.0));
+        wire.start_window(None);
+        open.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (_, mut taken) = send_some_then_finish(&mut wire, &mut pool);
+        taken += read_until_exhausted(&mut wire, &mut pool);
+        let counters: BTreeMap<&str, u64> = wire.counters().iter().map(|c| (c.name, c.value)).collect();
+        assert_eq!(counters["late"], first, "{sending:?}: {counters:?}");
+        assert_eq!(
+            taken as u64, counters["returned"],
+            "{sending:?}: only run 2's own frames are passed on"
+        );
+        assert!(counters["returned"] > 0, "{sending:?}: {counters:?}");
+        assert_eq!(counters["in_flight"], 0, "{sending:?}: run 2's frames all came back");
+        assert!(wire.stats().packets > generated_before, "totals over both sources");
     }
-    let first = wire.in_flight();
-    assert!(first > 0 && wire.finish());
-    while !wire.exhausted() {
-        wire.rx(now(), &mut pool, &mut batch);
-    }
-    let generated_before = wire.stats().packets;
-    // Run 2, straight into its window: the gate opens, run 1's frames arrive first.
-    wire.begin_run(generator(IpVersion::V4, L4::Udp, 64, 0.0));
-    wire.start_window(None);
-    open.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut taken = 0;
-    for _ in 0..50 {
-        taken += wire.rx(now(), &mut pool, &mut batch);
-        batch.drain().for_each(|p| pool.free(p));
-    }
-    let counters: BTreeMap<&str, u64> = wire.counters().iter().map(|c| (c.name, c.value)).collect();
-    assert_eq!(counters["late"], first, "{counters:?}");
-    assert_eq!(
-        taken as u64, counters["returned"],
-        "only run 2's own frames are passed on"
-    );
-    assert!(wire.stats().packets > generated_before, "totals over both sources");
 }
 
 /// Frames a port holds after the tester stopped sending (a transmit ring the kernel
@@ -530,54 +617,78 @@ fn a_new_run_counts_the_last_runs_stragglers_as_late_and_keeps_totals() {
 /// is written off.
 #[test]
 fn a_port_holding_frames_is_flushed_while_the_tester_waits() {
-    let queue = Arc::new(Mutex::new(VecDeque::new()));
-    let back = LoopBack {
-        queue: queue.clone(),
-        delay: 0,
-        stats: PortStats::default(),
-    };
-    let mut wire = lossless_link(queue, true, back);
-    let mut pool = PacketPool::new(4096);
-    wire.prime(&mut pool);
-    let mut batch = Batch::new(32);
-    let now = || sfclab_core::tsc::now();
-    for _ in 0..10 {
-        assert_eq!(wire.rx(now(), &mut pool, &mut batch), 0, "the port holds every frame");
+    for sending in BOTH {
+        let queue = Wire::default();
+        let back = LoopBack {
+            queue: queue.clone(),
+            delay: 0,
+            stats: PortStats::default(),
+        };
+        let mut wire = lossless_link(queue, true, back, sending);
+        let mut pool = PacketPool::new(4096);
+        wire.prime(&mut pool);
+        let (sent, passed) = send_some_then_finish(&mut wire, &mut pool);
+        assert_eq!(passed, 0, "{sending:?}: the port holds every frame");
+        let back = read_until_exhausted(&mut wire, &mut pool);
+        assert_eq!(back as u64, sent, "{sending:?}: every held frame left and came back");
+        assert_eq!(wire.drops().iter().find(|d| d.0 == "unaccounted").unwrap().1, 0);
     }
-    let sent = wire.in_flight();
-    assert!(sent > 0 && wire.finish());
-    let mut back = 0;
-    let began = std::time::Instant::now();
-    while !wire.exhausted() {
-        assert!(began.elapsed() < Duration::from_secs(10));
-        back += wire.rx(now(), &mut pool, &mut batch);
-        batch.drain().for_each(|p| pool.free(p));
-    }
-    assert_eq!(back as u64, sent, "every held frame left and came back");
-    assert_eq!(wire.drops().iter().find(|d| d.0 == "unaccounted").unwrap().1, 0);
 }
 
 /// Frames that come back after the tester ended (written off, never read again) are
 /// taken and counted late once the device has stopped.
 #[test]
 fn what_comes_back_after_the_end_is_taken_as_late() {
-    let (mut wire, open) = gated_link();
-    let mut pool = PacketPool::new(4096);
-    wire.prime(&mut pool);
-    let mut batch = Batch::new(32);
-    let now = || sfclab_core::tsc::now();
-    for _ in 0..10 {
-        wire.rx(now(), &mut pool, &mut batch);
+    for sending in BOTH {
+        let (mut wire, open) = gated_link(sending);
+        let mut pool = PacketPool::new(4096);
+        wire.prime(&mut pool);
+        let (sent, _) = send_some_then_finish(&mut wire, &mut pool);
+        assert!(sent > 0);
+        read_until_exhausted(&mut wire, &mut pool);
+        open.store(true, std::sync::atomic::Ordering::Relaxed);
+        let free_before = pool.available();
+        wire.take_late(&mut pool);
+        let counters: BTreeMap<&str, u64> = wire.counters().iter().map(|c| (c.name, c.value)).collect();
+        assert_eq!(counters["late"], sent, "{sending:?}: {counters:?}");
+        assert_eq!(pool.available(), free_before, "{sending:?}: every late frame freed");
     }
-    let sent = wire.in_flight();
-    assert!(sent > 0 && wire.finish());
-    while !wire.exhausted() {
-        wire.rx(now(), &mut pool, &mut batch);
+}
+
+/// A sending thread cannot hand its frames to a zero-copy port: they would live in
+/// its own pool, not the one the port lends its peer.
+#[test]
+fn a_sending_thread_refuses_a_zero_copy_out_port() {
+    struct ZeroCopy(LoopOut);
+    impl TxPort for ZeroCopy {
+        fn tx<R: Recycle>(&mut self, now: u64, batch: &mut Batch, recycle: &mut R) {
+            self.0.tx(now, batch, recycle)
+        }
+        fn stats(&self) -> PortStats {
+            self.0.stats
+        }
+        fn window_packets(&self) -> u64 {
+            0
+        }
+        fn shared_pool_need(&self) -> Option<usize> {
+            Some(64)
+        }
+        fn info(&self) -> PortInfo {
+            self.0.info()
+        }
     }
-    open.store(true, std::sync::atomic::Ordering::Relaxed);
-    let free_before = pool.available();
-    wire.take_late(&mut pool);
-    let counters: BTreeMap<&str, u64> = wire.counters().iter().map(|c| (c.name, c.value)).collect();
-    assert_eq!(counters["late"], sent, "{counters:?}");
-    assert_eq!(pool.available(), free_before + sent as usize, "every late frame freed");
+    let (out, back, _) = loop_ports(0, 0, 0);
+    let refused = TesterLink::with_sender_thread(
+        generator(IpVersion::V4, L4::Udp, 64, 0.0),
+        ZeroCopy(out),
+        back,
+        32,
+        Duration::from_millis(5),
+        SenderThread {
+            core: None,
+            pool_size: 64,
+        },
+    );
+    let error = refused.err().expect("refused");
+    assert!(error.contains("zero-copy"), "{error}");
 }
