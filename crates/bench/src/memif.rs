@@ -186,8 +186,6 @@ fn record(r: &mut MemifRow, t: &RunReport) {
     }
 }
 
-/// The tester across the device on `dir`'s `a.sock` and `b.sock`: their clients where
-/// the device serves them, their servers where the device is a zero-copy client.
 /// Where the tester and the device under test run.
 #[derive(Clone, Copy)]
 struct Cores {
@@ -197,22 +195,23 @@ struct Cores {
     device: usize,
 }
 
-/// `tester`: its core, and its sending thread's where it has one.
+/// The tester across the device on `dir`'s `a.sock` and `b.sock`: their clients where
+/// the device serves them, their servers where the device is a zero-copy client.
 fn test_device(
     args: &MemifBenchArgs,
     dir: &Path,
-    tester: (usize, Option<usize>),
+    cores: Cores,
     zero_copy: bool,
     stop: &Stop,
 ) -> Result<RunReport, String> {
     let role = if zero_copy { ",role=server" } else { "" };
     let mut s = settings(args, Rate::Max, 0.0)
-        .core(tester.0)
+        .core(cores.tester)
         .ports(PortsSetting::Tester {
             output: format!("memif:{}{role}", dir.join("a.sock").display()),
             input: format!("memif:{}{role}", dir.join("b.sock").display()),
         });
-    if let Some(core) = tester.1 {
+    if let Some(core) = cores.sender {
         s = s.sender_core(core);
     }
     crate::run_chain("forwarder", &s, stop)
@@ -275,7 +274,7 @@ fn sfclab_device(
     } else {
         wait_for(&dir.path().join("b.sock"), "the sfclab device", stop)
     };
-    let tested = listening.and_then(|()| test_device(args, dir.path(), (cores.tester, cores.sender), zero_copy, stop));
+    let tested = listening.and_then(|()| test_device(args, dir.path(), cores, zero_copy, stop));
     if let Ok(pid) = i32::try_from(child.id()) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT);
     }
@@ -342,7 +341,7 @@ fn testpmd_device(
     let tested = listening.and_then(|()| {
         // Its forwarding starts a moment after its ports listen.
         std::thread::sleep(Duration::from_millis(500));
-        test_device(args, dir.path(), (cores.tester, cores.sender), zero_copy, stop)
+        test_device(args, dir.path(), cores, zero_copy, stop)
     });
     // net_memif sums its counters over a connected peer's rings only, and testpmd
     // prints its cycles only when those counters moved: peers are connected again

@@ -410,21 +410,23 @@ impl<G: RxPort, O: TxPort, I: RxPort> TesterLink<G, O, I> {
     }
 
     /// Nothing more will be sent this phase. A sending thread's counts are final once
-    /// its source is seen dry (published after its last batch's); the quiet clock runs
-    /// from then at the latest.
-    fn sending_done(&mut self, now: u64) -> bool {
+    /// its source is seen dry (published after its last batch's).
+    fn sending_ended(&self) -> bool {
         match &self.sending {
             Sending::Inline(s) => s.done(),
-            Sending::Thread(_) if self.finishing => true,
-            Sending::Thread(t) => {
-                let done = t.published().exhausted();
-                if done && !self.saw_exhausted {
-                    self.saw_exhausted = true;
-                    self.last_arrival = now;
-                }
-                done
-            }
+            Sending::Thread(t) => self.finishing || t.published().exhausted(),
         }
+    }
+
+    /// [`TesterLink::sending_ended`]; a sending thread's quiet clock runs from when its
+    /// source is first seen dry at the latest.
+    fn sending_done(&mut self, now: u64) -> bool {
+        let done = self.sending_ended();
+        if done && !self.finishing && !self.saw_exhausted && matches!(self.sending, Sending::Thread(_)) {
+            self.saw_exhausted = true;
+            self.last_arrival = now;
+        }
+        done
     }
 }
 
@@ -457,11 +459,7 @@ impl<G: RxPort, O: TxPort, I: RxPort> RxPort for TesterLink<G, O, I> {
     }
 
     fn exhausted(&self) -> bool {
-        let done = match &self.sending {
-            Sending::Inline(s) => s.done(),
-            Sending::Thread(t) => self.finishing || t.published().exhausted(),
-        };
-        done && self.in_flight() == 0
+        self.sending_ended() && self.in_flight() == 0
     }
 
     fn needs_fresh_clock(&self) -> bool {

@@ -188,14 +188,12 @@ pub(super) struct Owned<G, O> {
     pub(super) running: bool,
     /// TSC ticks of the batches that handed frames over: the sending core's work.
     pub(super) busy_ticks: u64,
-    exhausted_published: bool,
 }
 
 impl<G, O> Owned<G, O> {
     /// A new phase: the source runs again from the next read.
     pub(super) fn rearm(&mut self, published: &Published) {
         self.running = false;
-        self.exhausted_published = false;
         published.exhausted.store(false, Ordering::Release);
     }
 }
@@ -240,7 +238,6 @@ where
                 pool,
                 running: false,
                 busy_ticks: 0,
-                exhausted_published: false,
             }),
         });
         let serving = shared.clone();
@@ -316,8 +313,8 @@ fn serve<G: RxPort, O: TxPort>(shared: &Shared<G, O>, core: Option<usize>) {
             }
             continue;
         }
-        if o.sender.source.exhausted() && !o.exhausted_published {
-            o.exhausted_published = true;
+        // Idle: storing it again costs nothing on the hot path.
+        if o.sender.source.exhausted() {
             published.exhausted.store(true, Ordering::Release);
         }
         // What the out port still holds leaves now, not never.
