@@ -464,8 +464,12 @@ fn bench_memif_measures_devices_and_both_modes_at_each_hops_per_core() {
         let waits = sfclab_row["runs_device_wait_cycles"].as_array().unwrap();
         assert_eq!(waits.len(), 1, "{sfclab_row}");
         assert!(waits[0].as_f64().unwrap() >= 0.0, "{sfclab_row}");
-        // The tester got every frame it placed back (one round: its loss is exact).
-        assert_eq!(sfclab_row["runs_loss_pct"][0].as_f64(), Some(0.0), "{sfclab_row}");
+        // The tester got back what it placed, but for what a stall of either process
+        // past the memif send's 1 ms wait for room costs (ring-full drops, counted: the
+        // run's conservation holds, and the memif tests check the count exactly). On a
+        // 2-vCPU host such stalls come in about half the runs, at 0.01-0.03 %.
+        let loss = sfclab_row["runs_loss_pct"][0].as_f64().unwrap();
+        assert!((0.0..1.0).contains(&loss), "{sfclab_row}");
     }
     for testpmd in [&rows[1], &rows[3]] {
         assert!(
