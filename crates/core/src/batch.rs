@@ -2,7 +2,7 @@
 //! Work per batch (a call, a clock read, a ring publish) is shared by all its packets.
 
 use crate::handle::PacketRef;
-use crate::packet::Packet;
+use crate::packet::{Packet, PacketMeta};
 use std::ptr::NonNull;
 
 /// The largest batch size sfclab supports; the default is 32, as in DPDK and VPP.
@@ -127,6 +127,24 @@ impl Batch {
         self.pkts[start.min(len)..len]
             .iter()
             .map(|&p| unsafe { &mut *p.as_ptr() })
+    }
+
+    /// Stamps the packets from position `first` on, as a source that made them does
+    /// ([`Packet::stamp`]): packet k gets `fresh` with flow `flow + k` (wrapping at
+    /// `heads.len()`), that flow's hash from `hashes` and sequence number `seq + k`.
+    /// Returns the next flow and sequence number. `hashes` is at least as long as
+    /// `heads`, and `flow < heads.len()`.
+    #[inline]
+    pub fn stamp_from(
+        &mut self,
+        first: usize,
+        fresh: &PacketMeta,
+        heads: &[[u8; 64]],
+        hashes: &[u32],
+        flow: usize,
+        seq: u32,
+    ) -> (usize, u32) {
+        crate::stamp::stamp(self.iter_mut_from(first), fresh, heads, hashes, flow, seq)
     }
 
     /// Asks the CPU to fetch every packet's metadata line and first frame line, so that

@@ -21,6 +21,7 @@ pub mod pool;
 pub mod port;
 pub mod recycle;
 pub mod ring;
+mod stamp;
 pub mod tsc;
 
 pub use batch::{Batch, BatchView, MAX_BATCH};

@@ -251,8 +251,18 @@ impl Packet {
             ..*fresh
         };
         self.notes.clear();
-        let dst: &mut [u8; 64] = (&mut self.room[HEADROOM..HEADROOM + 64]).try_into().unwrap();
-        *dst = *head;
+        *self.head_mut_64() = *head;
+    }
+
+    /// The 64 bytes a fresh frame starts with ([`PacketMeta::fresh`]'s offset), whatever
+    /// its length: a source's stamp writes a whole template there.
+    #[inline(always)]
+    pub(crate) fn head_mut_64(&mut self) -> &mut [u8; 64] {
+        self.room
+            .first_chunk_mut::<{ HEADROOM + 64 }>()
+            .unwrap()
+            .last_chunk_mut::<64>()
+            .unwrap()
     }
 
     /// The frame's first `N` bytes, or `None` if the frame is shorter: the fast path for

@@ -482,17 +482,8 @@ impl RxPort for Generator {
             self.next_slot = slot;
         } else {
             // One size: the templates already carry its lengths and checksums.
-            // A copy in registers: through the reference it would be reloaded per packet
-            // (the compiler cannot rule out that a packet write aliases it).
-            let (len, fresh) = (self.lens[0], fresh[0]);
-            // Both tables cut to one length: one bounds check per packet covers both.
-            let (heads, hashes) = (&heads[..nflows], &hashes[..nflows]);
-            for p in batch.iter_mut_from(first) {
-                p.stamp(&fresh, hashes[flow], seq, &heads[flow]);
-                flow = if flow + 1 == nflows { 0 } else { flow + 1 };
-                seq = seq.wrapping_add(1);
-            }
-            bytes = u64::from(len) * got as u64;
+            (flow, seq) = batch.stamp_from(first, &fresh[0], heads, hashes, flow, seq);
+            bytes = u64::from(self.lens[0]) * got as u64;
         }
         if !self.tails.is_empty() {
             for p in batch.iter_mut_from(first) {
