@@ -61,9 +61,7 @@ fn stamp_each<'a>(
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 mod wide {
     use super::{Packet, PacketMeta};
-    use std::arch::x86_64::{
-        __m256i, _mm256_insert_epi64, _mm256_loadu_si256, _mm256_storeu_si256, _mm512_loadu_si512, _mm512_storeu_si512,
-    };
+    use std::arch::x86_64::{__m256i, _mm256_insert_epi64, _mm256_loadu_si256, _mm256_storeu_si256};
 
     /// The metadata's second 8 bytes: the flow hash, then the sequence number.
     const HASH_AND_SEQ: usize = 1;
@@ -103,23 +101,11 @@ mod wide {
         fresh: &PacketMeta,
         heads: &[[u8; 64]],
         hashes: &[u32],
-        mut flow: usize,
-        mut seq: u32,
+        flow: usize,
+        seq: u32,
     ) -> (usize, u32) {
-        // SAFETY: `fresh` is 32 readable bytes; the load is unaligned.
-        let fresh = unsafe { _mm256_loadu_si256(std::ptr::from_ref(fresh).cast()) };
-        let nflows = heads.len();
-        let hashes = &hashes[..nflows];
-        for p in packets {
-            write_meta(p, meta(fresh, hashes[flow], seq));
-            let from = heads[flow].as_ptr();
-            let to = p.head_mut_64().as_mut_ptr();
-            // SAFETY: both are 64 bytes (arrays of 64); the loads and stores are unaligned.
-            unsafe { _mm512_storeu_si512(to.cast(), _mm512_loadu_si512(from.cast())) };
-            flow = if flow + 1 == nflows { 0 } else { flow + 1 };
-            seq = seq.wrapping_add(1);
-        }
-        (flow, seq)
+        // SAFETY: AVX-512F includes AVX2.
+        unsafe { stamp_wide(packets, fresh, heads, hashes, flow, seq) }
     }
 
     /// # Safety
@@ -130,16 +116,35 @@ mod wide {
         fresh: &PacketMeta,
         heads: &[[u8; 64]],
         hashes: &[u32],
+        flow: usize,
+        seq: u32,
+    ) -> (usize, u32) {
+        // SAFETY: the caller's.
+        unsafe { stamp_wide(packets, fresh, heads, hashes, flow, seq) }
+    }
+
+    /// The loop of both wide paths: the metadata in one 32-byte store, the head copied as
+    /// wide as the caller's features allow (one 64-byte store with AVX-512, two 32-byte
+    /// ones with AVX2).
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[inline(always)]
+    unsafe fn stamp_wide<'a>(
+        packets: impl Iterator<Item = &'a mut Packet>,
+        fresh: &PacketMeta,
+        heads: &[[u8; 64]],
+        hashes: &[u32],
         mut flow: usize,
         mut seq: u32,
     ) -> (usize, u32) {
-        // SAFETY: `fresh` is 32 readable bytes; the load is unaligned.
+        // SAFETY: `fresh` is 32 readable bytes; the load is unaligned. AVX: the caller's.
         let fresh = unsafe { _mm256_loadu_si256(std::ptr::from_ref(fresh).cast()) };
         let nflows = heads.len();
         let hashes = &hashes[..nflows];
         for p in packets {
-            write_meta(p, meta(fresh, hashes[flow], seq));
-            // Two 32-byte copies: the compiler's copy of 64 bytes under AVX2.
+            // SAFETY: AVX2, the caller's.
+            unsafe { write_meta(p, meta(fresh, hashes[flow], seq)) };
             *p.head_mut_64() = heads[flow];
             flow = if flow + 1 == nflows { 0 } else { flow + 1 };
             seq = seq.wrapping_add(1);
