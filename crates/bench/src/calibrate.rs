@@ -515,6 +515,7 @@ fn round(
     cores: &[usize],
     progress: &mut Progress,
     stop: &Stop,
+    notes: &mut Vec<String>,
 ) -> Result<Round, String> {
     let wired = wired_round(args, size, cores, progress, stop)?;
     let plain = || traffic(size, 1024, Destinations::Spread);
@@ -577,9 +578,27 @@ fn round(
             // measured as that NF's own (`across`). First stage = core 0 of bi:2 [S | L]
             // − S in a stage; last stage = core 1 of bi:2 [L | S] − S in a stage.
             progress.next(&format!("{size} B: pipeline ends: bi:2 [S | L], [L | S]"));
-            let stage_s = s_core(&[noop_spec(), work(100)], plain())? - single;
-            let first = bi2(2, &[noop_spec(), work(100), noop_spec(), work(60)], plain())?[0] - stage_s;
-            let to_s = bi2(2, &[noop_spec(), work(60), noop_spec(), work(100)], plain())?[1];
+            let ends = || {
+                let stage_s = s_core(&[noop_spec(), work(100)], plain())? - single;
+                let first = bi2(2, &[noop_spec(), work(100), noop_spec(), work(60)], plain())?[0] - stage_s;
+                let to_s = bi2(2, &[noop_spec(), work(60), noop_spec(), work(100)], plain())?[1];
+                Ok((stage_s, first, to_s))
+            };
+            // The stage terms a prediction prices from these runs are differences of
+            // them: one run taken while the host stalled prices a ring below zero.
+            let priced_below_zero = |&(stage_s, first, to_s): &(f64, f64, f64)| {
+                let sizes = [size];
+                let p = PipelineCalibration {
+                    single_stage: Curve::flat(&sizes, single),
+                    first_stage: Curve::flat(&sizes, first),
+                    last_stage: Curve::flat(&sizes, to_s - stage_s),
+                    same_core_link: Curve::flat(&sizes, 0.0),
+                };
+                p.term_below_zero(f64::from(size))
+                    .map(|t| t.map(|(what, cycles)| format!("{what} came to {cycles:.0} cycles/packet")))
+            };
+            let what = format!("pipeline ends at {size} B");
+            let (stage_s, first, to_s) = until_priced(PRICING_ATTEMPTS, &what, stop, notes, ends, priced_below_zero)?;
             // Each NF X first in the second stage: bi:2 [L | X, work], core 1 against [L | S].
             progress.next(&format!("{size} B: bi:2, each NF first in the second stage"));
             for w in &args.nfs {
@@ -734,9 +753,10 @@ pub fn calibrate(args: &CalibrateArgs, progress: &mut Progress, stop: &Stop) -> 
     progress.plan(args.repeat * steps_per_repetition(args));
     let mut rounds: Vec<Vec<Round>> = (0..sizes.len()).map(|_| Vec::new()).collect();
     let mut interrupted = false;
+    let mut measured_again = Vec::new();
     for _ in repetitions(args.repeat, stop, &mut interrupted) {
         for (i, &size) in sizes.iter().enumerate() {
-            rounds[i].push(round(args, size, &cores, progress, stop)?);
+            rounds[i].push(round(args, size, &cores, progress, stop, &mut measured_again)?);
         }
     }
     if rounds[0].is_empty() {
@@ -764,8 +784,21 @@ pub fn calibrate(args: &CalibrateArgs, progress: &mut Progress, stop: &Stop) -> 
             sizes[0]
         ),
     ];
+    notes.extend(measured_again);
     if interrupted {
         notes.push("interrupted (Ctrl-C): the repetitions finished are kept".into());
+    }
+    // Compound predictions do not need the pipeline's terms: the calibration is kept,
+    // saying which term `model predict` will refuse.
+    if let Some(p) = &pipeline {
+        for &size in &sizes {
+            if let Some((what, cycles)) = p.term_below_zero(f64::from(size))? {
+                notes.push(format!(
+                    "the pipeline's {what} comes to {cycles:.0} cycles/packet at {size} B (the median of {} repetitions, each measured up to {PRICING_ATTEMPTS} times while below zero): a failed measurement, which pipeline predictions refuse; calibrate again, with a longer --duration or more --repeat",
+                    rounds[0].len()
+                ));
+            }
+        }
     }
     if pipeline.is_none() {
         notes.push(if args.pipeline {
@@ -896,6 +929,43 @@ fn memif_calibration(
         crate::memif_terms::in_vnf_terms(m, sizes, &rounds),
         notes,
     ))
+}
+
+/// How many times in all a group of runs is measured while a term priced from it
+/// comes to less than zero.
+const PRICING_ATTEMPTS: usize = 3;
+
+/// `measure`, taken again while `below_zero` finds a term priced from it below zero,
+/// `attempts` times in all: the last one is kept either way (the median over
+/// repetitions may still outvote it; the calibration is checked whole at the end).
+/// `notes` says what was measured again, and why.
+fn until_priced<T>(
+    attempts: usize,
+    what: &str,
+    stop: &Stop,
+    notes: &mut Vec<String>,
+    mut measure: impl FnMut() -> Result<T, String>,
+    below_zero: impl Fn(&T) -> Result<Option<String>, String>,
+) -> Result<T, String> {
+    let mut why = Vec::new();
+    loop {
+        let value = measure()?;
+        let Some(failed) = below_zero(&value)? else {
+            if !why.is_empty() {
+                notes.push(format!("{what}: measured again ({})", why.join("; ")));
+            }
+            return Ok(value);
+        };
+        why.push(format!("attempt {}: {failed}", why.len() + 1));
+        if why.len() == attempts || stop.requested() {
+            notes.push(format!(
+                "{what}: kept below zero after {} attempts ({})",
+                why.len(),
+                why.join("; ")
+            ));
+            return Ok(value);
+        }
+    }
 }
 
 /// One measurement, measured once more if it fails: a check of who was the limit can
@@ -1112,6 +1182,59 @@ mod tests {
             Err::<u32, _>("stopped".to_string())
         });
         assert_eq!((r, tries), (Err("stopped".to_string()), 1));
+    }
+
+    #[test]
+    fn runs_priced_below_zero_are_measured_again_and_the_last_is_kept_saying_why() {
+        let stop = Stop::new();
+        let below_zero = |v: &i32| Ok((*v < 0).then(|| format!("the ring came to {v}")));
+        // Each call measures the next of `values`.
+        let measure = |values: Vec<i32>| {
+            let mut next = values.into_iter();
+            move || next.next().ok_or_else(|| "measured once too often".to_string())
+        };
+        let mut notes = Vec::new();
+        assert_eq!(
+            until_priced(3, "t", &stop, &mut notes, measure(vec![5]), below_zero),
+            Ok(5)
+        );
+        assert!(notes.is_empty(), "{notes:?}");
+        let r = until_priced(
+            3,
+            "ends at 64 B",
+            &stop,
+            &mut notes,
+            measure(vec![-262, -40, 7]),
+            below_zero,
+        );
+        assert_eq!(r, Ok(7));
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].contains("ends at 64 B: measured again")
+                && notes[0].contains("attempt 1: the ring came to -262")
+                && notes[0].contains("attempt 2: the ring came to -40"),
+            "{notes:?}"
+        );
+        let r = until_priced(
+            3,
+            "ends at 1518 B",
+            &stop,
+            &mut notes,
+            measure(vec![-1, -2, -3, 9]),
+            below_zero,
+        );
+        assert_eq!(r, Ok(-3), "three attempts in all, the last kept");
+        assert!(
+            notes[1].contains("ends at 1518 B: kept below zero after 3 attempts") && notes[1].contains("attempt 3"),
+            "{notes:?}"
+        );
+        // A run that fails is an error, not an attempt.
+        let failing = || Err::<i32, _>("pipeline bi:2: core 1 reported no packets".to_string());
+        assert!(until_priced(3, "t", &stop, &mut notes, failing, below_zero).is_err());
+        // Ctrl-C: no attempt after the one it stopped.
+        stop.request();
+        let r = until_priced(3, "t", &stop, &mut notes, measure(vec![-1, 4]), below_zero);
+        assert_eq!(r, Ok(-1));
     }
 
     #[test]

@@ -1548,8 +1548,9 @@ fn sweep_over_rfc2544_sizes_measures_each_size_on_its_own() {
 }
 
 /// The scripts measure and price what they measured: on a loaded machine a calibration
-/// can price a term below zero, which `model predict` refuses (002's break-even), so
-/// whether they finish depends on measured values.
+/// can price a term below zero, which `model predict` refuses (002's break-even). The
+/// calibration measures such runs again (three attempts), but whether the scripts finish
+/// still depends on measured values.
 #[test]
 #[ignore = "measures: every reproduction script in quick mode (CI runs it alone)"]
 fn reproduction_scripts_run_in_quick_mode() {

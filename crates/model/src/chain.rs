@@ -347,13 +347,10 @@ impl Pricing<'_> {
         let c = stages[s].1;
         let mut terms = Vec::new();
         // A ring between stages on one core costs that core both ends (`same_core_link`,
-        // counted on the receiving stage). Across cores the link's cost is split between
-        // its ends: half each, but never more on the receiving side than the last stage
-        // (dequeue and sink) measured in all: here the enqueue side pays most of it (the
-        // buffers' lines go back to the generator's core), and an even split would price
-        // the sink below zero.
-        let dequeue = |x: f64| Ok((p.cross_core_link(x)? / 2.0).min(p.last_stage.at(x)?).max(0.0));
-        let enqueue = |x: f64| Ok(p.cross_core_link(x)? - dequeue(x)?);
+        // counted on the receiving stage); across cores its cost is split between its
+        // ends (`PipelineCalibration::dequeue`, `enqueue`).
+        let dequeue = |x: f64| p.dequeue(x);
+        let enqueue = |x: f64| p.enqueue(x);
         if s == 0 {
             terms.push(self.term("stage 1: generator, ingress queue".into(), &|x| {
                 Ok(p.first_stage.at(x)? - enqueue(x)?)
