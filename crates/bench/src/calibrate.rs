@@ -35,7 +35,7 @@ use crate::{Progress, Stop};
 use serde_json::json;
 use sfclab_model::calibration::{
     CalibratedMachine, Calibration, Curve, CurvePoint, Method, NfCalibration, PipelineCalibration, SoftwareDrops,
-    WiredCalibration,
+    StageEnds, WiredCalibration,
 };
 use sfclab_model::{CALIBRATION_SCHEMA, nf_key};
 use sfclab_nf::NfSpec;
@@ -587,15 +587,13 @@ fn round(
             // The stage terms a prediction prices from these runs are differences of
             // them: one run taken while the host stalled prices a ring below zero.
             let priced_below_zero = |&(stage_s, first, to_s): &(f64, f64, f64)| {
-                let sizes = [size];
-                let p = PipelineCalibration {
-                    single_stage: Curve::flat(&sizes, single),
-                    first_stage: Curve::flat(&sizes, first),
-                    last_stage: Curve::flat(&sizes, to_s - stage_s),
-                    same_core_link: Curve::flat(&sizes, 0.0),
+                let ends = StageEnds {
+                    single,
+                    first,
+                    last: to_s - stage_s,
                 };
-                p.term_below_zero(f64::from(size))
-                    .map(|t| t.map(|(what, cycles)| format!("{what} came to {cycles:.0} cycles/packet")))
+                ends.term_below_zero()
+                    .map(|(what, cycles)| format!("{what} came to {cycles:.0} cycles/packet"))
             };
             let what = format!("pipeline ends at {size} B");
             let (stage_s, first, to_s) = until_priced(PRICING_ATTEMPTS, &what, stop, notes, ends, priced_below_zero)?;
@@ -792,7 +790,7 @@ pub fn calibrate(args: &CalibrateArgs, progress: &mut Progress, stop: &Stop) -> 
     // saying which term `model predict` will refuse.
     if let Some(p) = &pipeline {
         for &size in &sizes {
-            if let Some((what, cycles)) = p.term_below_zero(f64::from(size))? {
+            if let Some((what, cycles)) = p.ends(f64::from(size))?.term_below_zero() {
                 notes.push(format!(
                     "the pipeline's {what} comes to {cycles:.0} cycles/packet at {size} B (the median of {} repetitions, each measured up to {PRICING_ATTEMPTS} times while below zero): a failed measurement, which pipeline predictions refuse; calibrate again, with a longer --duration or more --repeat",
                     rounds[0].len()
@@ -945,12 +943,12 @@ fn until_priced<T>(
     stop: &Stop,
     notes: &mut Vec<String>,
     mut measure: impl FnMut() -> Result<T, String>,
-    below_zero: impl Fn(&T) -> Result<Option<String>, String>,
+    below_zero: impl Fn(&T) -> Option<String>,
 ) -> Result<T, String> {
     let mut why = Vec::new();
     loop {
         let value = measure()?;
-        let Some(failed) = below_zero(&value)? else {
+        let Some(failed) = below_zero(&value) else {
             if !why.is_empty() {
                 notes.push(format!("{what}: measured again ({})", why.join("; ")));
             }
@@ -1187,7 +1185,7 @@ mod tests {
     #[test]
     fn runs_priced_below_zero_are_measured_again_and_the_last_is_kept_saying_why() {
         let stop = Stop::new();
-        let below_zero = |v: &i32| Ok((*v < 0).then(|| format!("the ring came to {v}")));
+        let below_zero = |v: &i32| (*v < 0).then(|| format!("the ring came to {v}"));
         // Each call measures the next of `values`.
         let measure = |values: Vec<i32>| {
             let mut next = values.into_iter();

@@ -177,47 +177,62 @@ pub struct PipelineCalibration {
 }
 
 impl PipelineCalibration {
+    /// The two-stage ends at `size`.
+    pub fn ends(&self, size: f64) -> Result<StageEnds, String> {
+        Ok(StageEnds {
+            single: self.single_stage.at(size)?,
+            first: self.first_stage.at(size)?,
+            last: self.last_stage.at(size)?,
+        })
+    }
+}
+
+/// A pipeline's stage terms at one frame size, cycles per packet: what the rings across
+/// cores are priced from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StageEnds {
+    /// One stage doing everything (`single_stage`).
+    pub single: f64,
+    /// The first of two stages (`first_stage`).
+    pub first: f64,
+    /// The last of two stages (`last_stage`).
+    pub last: f64,
+}
+
+impl StageEnds {
     /// A ring across cores, both sides: first + last − single (the generator and sink
-    /// cancel out). Where one side is needed alone each is taken as half, but the
-    /// receiving side never as more than the whole last stage measured.
-    pub fn cross_core_link(&self, size: f64) -> Result<f64, String> {
-        Ok(self.first_stage.at(size)? + self.last_stage.at(size)? - self.single_stage.at(size)?)
+    /// cancel out).
+    pub fn cross_core_link(&self) -> f64 {
+        self.first + self.last - self.single
     }
 
     /// The receiving side of a ring across cores: half the link, but never more than
     /// the last stage (dequeue and sink) measured in all. There the enqueue side pays
     /// most of it (the buffers' lines go back to the generator's core), and an even
     /// split would price the sink below zero.
-    pub fn dequeue(&self, size: f64) -> Result<f64, String> {
-        Ok((self.cross_core_link(size)? / 2.0)
-            .min(self.last_stage.at(size)?)
-            .max(0.0))
+    pub fn dequeue(&self) -> f64 {
+        (self.cross_core_link() / 2.0).min(self.last).max(0.0)
     }
 
     /// The sending side of a ring across cores: the link less its receiving side.
-    pub fn enqueue(&self, size: f64) -> Result<f64, String> {
-        Ok(self.cross_core_link(size)? - self.dequeue(size)?)
+    pub fn enqueue(&self) -> f64 {
+        self.cross_core_link() - self.dequeue()
     }
 
-    /// The first term a prediction prices from these curves at `size` that comes to
-    /// less than zero, with its cycles: a failed measurement (e.g. a stage measured
-    /// while the host stalled, so a ring across cores costs less than nothing).
-    pub fn term_below_zero(&self, size: f64) -> Result<Option<(&'static str, f64)>, String> {
-        let terms = [
+    /// The first term a prediction prices from these ends that comes to less than
+    /// zero, with its cycles: a failed measurement (e.g. a stage measured while the
+    /// host stalled, so a ring across cores costs less than nothing).
+    pub fn term_below_zero(&self) -> Option<(&'static str, f64)> {
+        [
             (
                 "a ring across cores (first + last − single stage)",
-                self.cross_core_link(size)?,
+                self.cross_core_link(),
             ),
-            (
-                "the first of two stages less its enqueue",
-                self.first_stage.at(size)? - self.enqueue(size)?,
-            ),
-            (
-                "the last of two stages less its dequeue",
-                self.last_stage.at(size)? - self.dequeue(size)?,
-            ),
-        ];
-        Ok(terms.into_iter().find(|(_, cycles)| *cycles < 0.0))
+            ("the first of two stages less its enqueue", self.first - self.enqueue()),
+            ("the last of two stages less its dequeue", self.last - self.dequeue()),
+        ]
+        .into_iter()
+        .find(|(_, cycles)| *cycles < 0.0)
     }
 }
 
@@ -953,41 +968,41 @@ mod tests {
         )
     }
 
-    fn stages(single: f64, first: f64, last: f64) -> PipelineCalibration {
-        PipelineCalibration {
-            single_stage: Curve::flat(&[64], single),
-            first_stage: Curve::flat(&[64], first),
-            last_stage: Curve::flat(&[64], last),
-            same_core_link: Curve::flat(&[64], 20.0),
-        }
+    fn stages(single: f64, first: f64, last: f64) -> StageEnds {
+        StageEnds { single, first, last }
     }
 
     #[test]
     fn a_ring_across_cores_is_split_between_its_ends_and_a_term_below_zero_is_found() {
         // first 160 + last 120 − single 200 = a ring of 80: 40 a side.
         let p = stages(200.0, 160.0, 120.0);
-        assert_eq!(
-            (p.cross_core_link(64.0), p.dequeue(64.0), p.enqueue(64.0)),
-            (Ok(80.0), Ok(40.0), Ok(40.0))
-        );
-        assert_eq!(p.term_below_zero(64.0), Ok(None));
+        assert_eq!((p.cross_core_link(), p.dequeue(), p.enqueue()), (80.0, 40.0, 40.0));
+        assert_eq!(p.term_below_zero(), None);
         // A last stage lighter than half the ring: the receiving side pays no more than
         // it, the sending side the rest.
         let p = stages(100.0, 200.0, 30.0);
-        assert_eq!((p.dequeue(64.0), p.enqueue(64.0)), (Ok(30.0), Ok(100.0)));
-        assert_eq!(p.term_below_zero(64.0), Ok(None));
+        assert_eq!((p.dequeue(), p.enqueue()), (30.0, 100.0));
+        assert_eq!(p.term_below_zero(), None);
         // Two stages measured cheaper than one: a ring costing less than nothing.
         let p = stages(400.0, 100.0, 38.0);
-        let (what, cycles) = p.term_below_zero(64.0).unwrap().unwrap();
+        let (what, cycles) = p.term_below_zero().unwrap();
         assert!(what.starts_with("a ring across cores"), "{what}");
         assert_eq!(cycles, -262.0);
         // The first stage lighter than the sending side it must pay.
         let p = stages(10.0, 100.0, 300.0);
-        let (what, cycles) = p.term_below_zero(64.0).unwrap().unwrap();
+        let (what, cycles) = p.term_below_zero().unwrap();
         assert!(what.starts_with("the first of two stages"), "{what}");
         assert_eq!(cycles, 100.0 - (390.0 - 195.0));
-        // Outside the calibrated sizes: the curve's error, not a verdict.
-        assert!(p.term_below_zero(1518.0).is_err());
+        // A calibration's ends at a size: from its curves; outside its sizes, the
+        // curve's error.
+        let curves = PipelineCalibration {
+            single_stage: Curve::flat(&[64], 10.0),
+            first_stage: Curve::flat(&[64], 100.0),
+            last_stage: Curve::flat(&[64], 300.0),
+            same_core_link: Curve::flat(&[64], 20.0),
+        };
+        assert_eq!(curves.ends(64.0), Ok(p));
+        assert!(curves.ends(1518.0).is_err());
     }
 
     #[test]

@@ -348,9 +348,9 @@ impl Pricing<'_> {
         let mut terms = Vec::new();
         // A ring between stages on one core costs that core both ends (`same_core_link`,
         // counted on the receiving stage); across cores its cost is split between its
-        // ends (`PipelineCalibration::dequeue`, `enqueue`).
-        let dequeue = |x: f64| p.dequeue(x);
-        let enqueue = |x: f64| p.enqueue(x);
+        // ends (`StageEnds::dequeue`, `enqueue`).
+        let dequeue = |x: f64| Ok(p.ends(x)?.dequeue());
+        let enqueue = |x: f64| Ok(p.ends(x)?.enqueue());
         if s == 0 {
             terms.push(self.term("stage 1: generator, ingress queue".into(), &|x| {
                 Ok(p.first_stage.at(x)? - enqueue(x)?)
